@@ -1,0 +1,357 @@
+"""Memory recall that never delays a reply (issue 5).
+
+Recall starts when a query starts and is never awaited. Its result is used at the first
+safe point it is ready for: the UserQuery request (the block leads the new user
+message's reminders) or, when it settles later, a ToolResult request of the same query
+(appended after the tool messages, because OpenAI-compatible and Qwen APIs reject
+anything between an assistant tool call and its tool results). A query that ends
+before the result was delivered loses it; the next query starts a fresh recall.
+
+One hook belongs to one ChatSession: it holds that session's set of surfaced memory
+ids and the reminders already delivered, which stay in the model view until /clear.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
+
+if TYPE_CHECKING:
+    from qwenmem_tui.chat.session import ChatSession
+    from qwenmem_tui.memory.recall import RecallResult
+
+log = logging.getLogger("qwenmem.memory")
+
+Recall = Callable[[str, frozenset[int]], Awaitable["RecallResult | None"]]
+
+# Delivery points, as logged and counted.
+INITIAL = "initial"
+TOOL_RESULT = "tool_result"
+DISCARDED = "discarded"
+
+
+@dataclass(eq=False)
+class MemoryPrefetchHandle:
+    """One in-flight recall; `settled_at` is set the moment it finishes, however it ends."""
+
+    text: str
+    started_at: float
+    task: asyncio.Task[RecallResult | None] | None = None
+    settled_at: float | None = None
+    consumed: bool = False
+
+    @property
+    def settled(self) -> bool:
+        return self.settled_at is not None
+
+    def cancel(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+    def result(self) -> RecallResult | None:
+        """The recall result of a settled handle (None when it failed or was cancelled)."""
+        if self.task is None or not self.task.done() or self.task.cancelled():
+            return None
+        return self.task.result()
+
+
+@dataclass(frozen=True)
+class _Delivery:
+    """A block that reached the model, re-applied to every later request of the session.
+
+    The surfaced set excludes these memories from later recalls because the model still
+    has them in view; so the block must stay in view, anchored to the message it was
+    delivered with: the user message (by text and occurrence) or the tool results of
+    one assistant turn (by the last tool_call_id).
+    """
+
+    block: str
+    ids: tuple[int, ...]
+    user_text: str | None = None
+    tool_call_id: str | None = None
+    # Which of the messages matching the anchor: texts repeat, and some servers reuse
+    # tool call ids ("call_0") in every turn.
+    occurrence: int = 0
+
+
+@dataclass
+class PrefetchStats:
+    """Counters the memory metrics read: how often recall reached the model, and where."""
+
+    started: int = 0
+    failed: int = 0
+    empty: int = 0
+    deliveries: Counter[str] = field(default_factory=Counter)  # INITIAL / TOOL_RESULT
+    discarded: Counter[str] = field(default_factory=Counter)  # by reason
+
+    @property
+    def delivered(self) -> int:
+        return self.deliveries[INITIAL] + self.deliveries[TOOL_RESULT]
+
+    def delivery_rate(self) -> float:
+        """Delivered / recalls that produced memories; 0.0 before any."""
+        produced = self.delivered + sum(self.discarded.values())
+        return self.delivered / produced if produced else 0.0
+
+
+class MemoryPrefetchHook:
+    """The QueryHook running recall in the background of each query."""
+
+    def __init__(
+        self,
+        recall: Recall,
+        *,
+        enabled: bool = True,
+        initial_wait_ms: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+        stats: PrefetchStats | None = None,
+        record_delivery: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
+        self._recall = recall
+        self.enabled = enabled
+        self.initial_wait_ms = initial_wait_ms
+        self._clock = clock
+        self.stats = stats if stats is not None else PrefetchStats()
+        self.handle: MemoryPrefetchHandle | None = None
+        self.surfaced: set[int] = set()
+        self._delivered: list[_Delivery] = []
+        # MemoryService.record_delivery: a DB write, so it runs beside the request.
+        self._record_delivery = record_delivery
+        self._recording: set[asyncio.Task[None]] = set()
+
+    # QueryHook ------------------------------------------------------------------------
+    async def on_query_start(self, session: ChatSession, text: str) -> None:
+        self._abort("new_query")
+        if not self.enabled:
+            return
+        handle = MemoryPrefetchHandle(text=text, started_at=self._clock())
+        handle.task = asyncio.get_running_loop().create_task(
+            self._run(handle, frozenset(self.surfaced)), name="memory-prefetch"
+        )
+        self._link_to_parent(handle)
+        self.handle = handle
+        self.stats.started += 1
+
+    async def before_request(
+        self, session: ChatSession, kind: TurnKind, messages: list[dict]
+    ) -> list[dict]:
+        handle = self.handle
+        if kind is TurnKind.USER_QUERY and handle is not None and not handle.settled:
+            await self._wait_briefly(handle)
+        messages = self._reapply(messages)
+        handle = self.handle
+        if handle is None or not handle.settled or handle.consumed:
+            return messages
+        handle.consumed = True
+        self.handle = None
+        result = handle.result()
+        if result is None or not result.block:
+            self.stats.empty += 1
+            return messages
+        if kind is TurnKind.USER_QUERY:
+            delivery = self._anchor_to_user(messages, handle.text, result)
+        else:
+            delivery = self._anchor_to_tools(messages, result)
+        if delivery is None:
+            # Nothing to anchor to (a hook dropped the message): count it lost, not sent.
+            self._discard_result(handle, result, "no_anchor")
+            return messages
+        self._delivered.append(delivery)
+        self.surfaced.update(delivery.ids)
+        point = INITIAL if kind is TurnKind.USER_QUERY else TOOL_RESULT
+        self.stats.deliveries[point] += 1
+        self._record(point)
+        log.info(
+            "[MEMORY_PREFETCH] delivered point=%s strategy=%s count=%d latency_ms=%.0f",
+            point,
+            result.strategy,
+            len(delivery.ids),
+            (handle.settled_at - handle.started_at) * 1000 if handle.settled_at else 0.0,
+        )
+        return self._reapply_one(messages, delivery)
+
+    async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None:
+        if outcome.status != "ok":
+            self._abort(outcome.status)
+        elif not outcome.used_tools:
+            self._abort("no_tool_call")
+        else:
+            self._abort("query_ended")
+
+    async def on_reset(self, session: ChatSession) -> None:
+        self._abort("reset")
+        self.surfaced.clear()
+        self._delivered.clear()
+
+    async def on_close(self, session: ChatSession) -> None:
+        self._abort("close")
+        if self._recording:
+            await asyncio.wait(set(self._recording))
+
+    # recall ---------------------------------------------------------------------------
+    async def _run(self, handle: MemoryPrefetchHandle, excluded: frozenset[int]) -> RecallResult | None:
+        try:
+            return await self._recall(handle.text, excluded)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a recall failure means "no memory", never a failed turn
+            self.stats.failed += 1
+            log.warning("[MEMORY_PREFETCH] recall failed, continuing without memory: %s", exc)
+            return None
+        finally:
+            # Set here rather than in a done-callback so a recall that returned is
+            # visible as settled to the very next check, like `promise.finally`.
+            handle.settled_at = self._clock()
+
+    def _link_to_parent(self, handle: MemoryPrefetchHandle) -> None:
+        """The query task ending (user cancel included) cancels a recall still running."""
+        parent = asyncio.current_task()
+        task = handle.task
+        if parent is None or task is None:
+            return
+
+        def on_parent_done(_: asyncio.Task[object]) -> None:
+            handle.cancel()
+
+        parent.add_done_callback(on_parent_done)
+        task.add_done_callback(lambda _: parent.remove_done_callback(on_parent_done))
+
+    async def _wait_briefly(self, handle: MemoryPrefetchHandle) -> None:
+        """`memory.initial_wait_ms`: a bounded wait for a recall about to settle."""
+        if self.initial_wait_ms <= 0 or handle.task is None:
+            return
+        await asyncio.wait({handle.task}, timeout=self.initial_wait_ms / 1000)
+
+    def _abort(self, reason: str) -> None:
+        handle, self.handle = self.handle, None
+        if handle is None or handle.consumed:
+            return
+        if not handle.settled:
+            handle.cancel()
+            log.debug("[MEMORY_PREFETCH] recall cancelled reason=%s", reason)
+            return
+        result = handle.result()
+        if result is not None and result.block:
+            self._discard_result(handle, result, reason)
+
+    def _discard_result(
+        self, handle: MemoryPrefetchHandle, result: RecallResult, reason: str
+    ) -> None:
+        self.stats.discarded[reason] += 1
+        self._record(DISCARDED)
+        log.info(
+            "[MEMORY_PREFETCH] discarded reason=%s strategy=%s count=%d latency_ms=%.0f",
+            reason,
+            result.strategy,
+            len(result.ids),
+            ((handle.settled_at or handle.started_at) - handle.started_at) * 1000,
+        )
+
+    def _record(self, point: str) -> None:
+        record = self._record_delivery
+        if record is None:
+            return
+
+        async def run() -> None:
+            try:
+                await record(point)
+            except Exception as exc:  # metrics must never break a turn
+                log.warning("[MEMORY_PREFETCH] could not record delivery %s: %s", point, exc)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._recording.add(task)
+        task.add_done_callback(self._recording.discard)
+
+    # request shaping ------------------------------------------------------------------
+    def _anchor_to_user(
+        self, messages: list[dict], text: str, result: RecallResult
+    ) -> _Delivery | None:
+        positions = _user_positions(messages, text)
+        if not positions:
+            return None
+        return _Delivery(
+            block=result.block,
+            ids=tuple(result.ids),
+            user_text=text,
+            occurrence=len(positions) - 1,
+        )
+
+    def _anchor_to_tools(self, messages: list[dict], result: RecallResult) -> _Delivery | None:
+        if not messages or messages[-1].get("role") != "tool":
+            return None
+        call_id = str(messages[-1].get("tool_call_id"))
+        return _Delivery(
+            block=result.block,
+            ids=tuple(result.ids),
+            tool_call_id=call_id,
+            occurrence=len(_tool_positions(messages, call_id)) - 1,
+        )
+
+    def _reapply(self, messages: list[dict]) -> list[dict]:
+        """Earlier deliveries back into this request; a lost anchor frees its ids."""
+        for delivery in list(self._delivered):
+            shaped = self._reapply_one(messages, delivery)
+            if shaped is messages:
+                # Its message left the model view (compaction): let recall find it again.
+                self._delivered.remove(delivery)
+                self.surfaced.difference_update(delivery.ids)
+            messages = shaped
+        return messages
+
+    def _reapply_one(self, messages: list[dict], delivery: _Delivery) -> list[dict]:
+        if delivery.user_text is not None:
+            positions = _user_positions(messages, delivery.user_text)
+        else:
+            positions = _tool_positions(messages, str(delivery.tool_call_id))
+        if len(positions) <= delivery.occurrence:
+            return messages
+        index = positions[delivery.occurrence]
+        shaped = list(messages)
+        if delivery.user_text is not None:
+            shaped[index] = _prepend_reminder(messages[index], delivery.block)
+            return shaped
+        # After the whole run of tool results: never between a call and its results.
+        end = index + 1
+        while end < len(messages) and messages[end].get("role") == "tool":
+            end += 1
+        shaped.insert(end, {"role": "user", "content": delivery.block})
+        return shaped
+
+
+def _user_positions(messages: list[dict], text: str) -> list[int]:
+    return [
+        i
+        for i, m in enumerate(messages)
+        if m.get("role") == "user" and _text_of(m.get("content")).endswith(text)
+    ]
+
+
+def _text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _prepend_reminder(message: dict, block: str) -> dict:
+    """A copy of the user message with the block in front of its reminders."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [{"type": "text", "text": block}, *content]}
+    return {**message, "content": f"{block}\n\n{content or ''}"}
+
+
+def _tool_positions(messages: list[dict], tool_call_id: str) -> list[int]:
+    return [
+        i
+        for i, m in enumerate(messages)
+        if m.get("role") == "tool" and str(m.get("tool_call_id")) == tool_call_id
+    ]

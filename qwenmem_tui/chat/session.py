@@ -1,0 +1,530 @@
+"""ChatSession: one conversation and its UserQuery / ToolResult loop.
+
+A query commits the user message, then asks the model; while the model answers with
+tool calls, the calls run and their results go back in a ToolResult turn, up to
+`llm.max_turns` requests. Every finished message is committed as it completes, so
+the database always holds a valid prefix of the conversation.
+
+The loop runs in its own task; `run_query` relays its events. Cancelling the task
+that iterates `run_query` (or calling `cancel()`) cancels the loop wherever it is —
+stream or tool — and the loop then commits what it has (the partial reply marked
+interrupted, "Cancelled by user" for tool calls that got no result), so the next
+query starts from a consistent history. Relaying through a task also means a
+consumer cancelled while busy elsewhere (e.g. rendering) still stops the loop.
+
+The model view is derived from the items on every request: the items after the
+last /clear marker, folded by the last compaction marker, with any tool call that
+lacks its results left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qwenmem_tui.chat.events import (
+    AssistantDelta,
+    ChatEvent,
+    ItemAdded,
+    Notice,
+    QueryFinished,
+    QueryStarted,
+    ReasoningDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnStarted,
+)
+from qwenmem_tui.chat.tools import ToolContext, ToolRegistry
+from qwenmem_tui.chat.turns import QueryHook, QueryOutcome, TurnKind
+from qwenmem_tui.compaction import compacted_view
+from qwenmem_tui.llm import client as llm_events
+from qwenmem_tui.llm.client import Completion, LLMClient, ToolCall, Usage
+from qwenmem_tui.llm.errors import LLMError
+from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionNotFoundError, SessionStore, make_title
+
+if TYPE_CHECKING:
+    from qwenmem_tui.config import Settings
+
+log = logging.getLogger("qwenmem.chat")
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are qwenmem, a helpful assistant in the user's terminal. Answer clearly and "
+    "concisely in Markdown, with fenced code blocks for code.\n"
+    "Call the tools you are given when they help. read_file and list_directory see the "
+    "user's project (paths are relative to its root): look at the files instead of "
+    "guessing what they contain, and say so when a tool fails."
+)
+TOOL_RESULT_MAX_CHARS = 64 * 1024
+"""Cap on one tool result as stored and sent; the model's context is the limit."""
+RESET_NOTICE = "Context cleared: the model no longer sees the messages above."
+CANCELLED_TOOL_RESULT = "Cancelled by user."
+TURN_CAP_TOOL_RESULT = "Not run: the turn limit for this message was reached."
+
+Emit = Callable[[ChatEvent], None]
+
+
+def view_items(items: Sequence[Item]) -> list[Item]:
+    """The items after the last /clear marker: what the model view is built from."""
+    for index in range(len(items) - 1, -1, -1):
+        if items[index].meta.get("reset"):
+            return list(items[index + 1 :])
+    return list(items)
+
+
+def complete_tool_exchanges(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of `messages` where every tool call is directly followed by its results.
+
+    An assistant tool call whose results are not all there (a crash mid-tool, or the
+    view asked for while a tool runs) loses its `tool_calls` — keeping its text if it
+    had any — and stray tool messages are dropped: providers reject both.
+    """
+    out: list[dict[str, Any]] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        index += 1
+        role = message.get("role")
+        if role == "tool":
+            continue
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if not calls:
+            out.append(dict(message))
+            continue
+        results: dict[str, dict[str, Any]] = {}
+        while index < len(messages) and messages[index].get("role") == "tool":
+            results.setdefault(str(messages[index].get("tool_call_id")), messages[index])
+            index += 1
+        ids = [str(call.get("id")) for call in calls]
+        if all(call_id in results for call_id in ids):
+            out.append(dict(message))
+            out.extend(dict(results[call_id]) for call_id in ids)
+        elif message.get("content"):
+            out.append({k: v for k, v in message.items() if k != "tool_calls"})
+    return out
+
+
+def _cap_tool_result(text: str) -> str:
+    if len(text) <= TOOL_RESULT_MAX_CHARS:
+        return text
+    hidden = len(text) - TOOL_RESULT_MAX_CHARS
+    return f"{text[:TOOL_RESULT_MAX_CHARS]}\n[… truncated: {hidden} more characters]"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@dataclass
+class _Progress:
+    """What the running query has done, so a cancellation can commit the rest."""
+
+    replying: bool = False  # a model reply is being received and is not committed yet
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    completion: Completion | None = None
+    unanswered: list[ToolCall] = field(default_factory=list)  # committed calls, no result yet
+    running: ToolCall | None = None
+    tool_names: list[str] = field(default_factory=list)
+
+    def begin_reply(self) -> None:
+        self.replying = True
+        self.text.clear()
+        self.reasoning.clear()
+        self.completion = None
+
+    def outcome(self, status: str, error: str | None = None) -> QueryOutcome:
+        return QueryOutcome(status, error, bool(self.tool_names), list(self.tool_names))
+
+
+class ChatSession:
+    def __init__(
+        self,
+        *,
+        info: SessionInfo,
+        store: SessionStore,
+        llm: LLMClient,
+        tools: ToolRegistry,
+        settings: Settings,
+        project_root: Path,
+        hooks: Sequence[QueryHook] = (),
+        clock: Callable[[], float] = time.time,
+        system_prompt: str | None = None,
+        items: Sequence[Item] = (),
+    ) -> None:
+        self.info = info
+        self.store = store
+        self.llm = llm
+        self.tools = tools
+        self.settings = settings
+        self.project_root = Path(project_root)
+        self.hooks = list(hooks)
+        self.clock = clock
+        self.system_prompt = system_prompt if system_prompt is not None else DEFAULT_SYSTEM_PROMPT
+        self.items: list[Item] = list(items)
+        """Every item of the session in order, display items included."""
+        self.last_usage: Usage | None = None
+        """Token usage the provider reported for the latest request, if it did."""
+        self._task: asyncio.Task[None] | None = None
+        self._busy = False
+        self._emit: Emit | None = None
+
+    @classmethod
+    async def load(
+        cls,
+        *,
+        session_id: str,
+        store: SessionStore,
+        llm: LLMClient,
+        tools: ToolRegistry,
+        settings: Settings,
+        project_root: Path,
+        hooks: Sequence[QueryHook] = (),
+        clock: Callable[[], float] = time.time,
+        system_prompt: str | None = None,
+    ) -> ChatSession:
+        """Resume a stored session: its items, and the model view rebuilt from them."""
+        info = await store.get_session(session_id)
+        if info is None:
+            raise SessionNotFoundError(session_id)
+        return cls(
+            info=info,
+            store=store,
+            llm=llm,
+            tools=tools,
+            settings=settings,
+            project_root=project_root,
+            hooks=hooks,
+            clock=clock,
+            system_prompt=system_prompt,
+            items=await store.load_items(session_id),
+        )
+
+    # -- the model view ------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """A query is running (False again by the time its QueryFinished is seen)."""
+        return self._busy
+
+    def view_items(self) -> list[Item]:
+        return view_items(self.items)
+
+    def history(self) -> list[dict[str, Any]]:
+        """The messages the model sees next, system prompt first; fresh copies."""
+        summary, kept = compacted_view(self.view_items())
+        messages = [item.message for item in kept if item.message is not None]
+        head: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt}]
+        if summary is not None:
+            head.append(summary)
+        return head + complete_tool_exchanges(messages)
+
+    # -- queries -------------------------------------------------------------------------
+
+    async def run_query(self, text: str) -> AsyncIterator[ChatEvent]:
+        """Answer `text`, yielding events; `QueryFinished` is always the last one.
+
+        When the iterating task is cancelled, the events of the loop's cleanup
+        (through `QueryFinished("cancelled")`) are still yielded, then the
+        cancellation propagates.
+        """
+        if self._busy:
+            raise RuntimeError("a query is already running in this session")
+        self._busy = True
+        queue: asyncio.Queue[ChatEvent | None] = asyncio.Queue()
+        task = asyncio.create_task(self._run(text, queue.put_nowait), name=f"query-{self.info.id}")
+        self._task = task
+
+        def loop_done(done: asyncio.Task[None]) -> None:
+            if self._task is done:
+                self._task = None
+                self._busy = False
+            queue.put_nowait(None)
+
+        task.add_done_callback(loop_done)
+        consumer = asyncio.current_task()
+
+        def consumer_done(_: object) -> None:
+            task.cancel()
+
+        if consumer is not None:
+            consumer.add_done_callback(consumer_done)
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+        except asyncio.CancelledError:
+            task.cancel()
+            await asyncio.wait({task})
+            while not queue.empty():
+                if (event := queue.get_nowait()) is not None:
+                    yield event
+            raise
+        finally:
+            if consumer is not None:
+                consumer.remove_done_callback(consumer_done)
+            if not task.done():  # the consumer stopped iterating early
+                task.cancel()
+                await asyncio.wait({task})
+        if task.cancelled():  # cancelled before it ran: nothing was committed or sent
+            yield QueryFinished(QueryOutcome("cancelled"))
+
+    def cancel(self) -> bool:
+        """Cancel the running query (Esc); False when there is none."""
+        if self._task is None or self._task.done():
+            return False
+        self._task.cancel()
+        return True
+
+    async def _stop_query(self) -> None:
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+
+    async def _run(self, text: str, emit: Emit) -> None:
+        progress = _Progress()
+        self._emit = emit
+        try:
+            emit(QueryStarted(text))
+            try:
+                outcome = await self._loop(text, emit, progress)
+            except asyncio.CancelledError:
+                # This task is ours and ends normally after the cleanup below; the
+                # consumer's own cancellation, if any, propagates in `run_query`.
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()
+                log.info("[CHAT] query cancelled session=%s", self.info.id)
+                await self._commit_leftovers(progress, emit, CANCELLED_TOOL_RESULT)
+                outcome = progress.outcome("cancelled")
+            except LLMError as exc:
+                log.warning("[CHAT] request failed (%s): %s", exc.kind, exc.message)
+                await self._commit_leftovers(progress, emit, f"Not run: {exc.message}")
+                status = "context_limit" if exc.kind == "context_length" else "error"
+                message = _one_line(exc.message)
+                emit(ItemAdded(await self._persist(self._item("error", message))))
+                outcome = progress.outcome(status, message)
+            except Exception as exc:
+                log.exception("[CHAT] query failed session=%s", self.info.id)
+                message = _one_line(f"Internal error: {exc}")
+                try:
+                    await self._commit_leftovers(progress, emit, f"Not run: {message}")
+                    emit(ItemAdded(await self._persist(self._item("error", message))))
+                except Exception:
+                    log.exception("[CHAT] could not record the failure")
+                outcome = progress.outcome("error", message)
+            for hook in self.hooks:
+                try:
+                    await hook.on_query_end(self, outcome)
+                except Exception:
+                    log.exception("[CHAT] hook %s failed in on_query_end", type(hook).__name__)
+        finally:
+            self._emit = None
+            self._busy = False
+        emit(QueryFinished(outcome))
+
+    async def _loop(self, text: str, emit: Emit, progress: _Progress) -> QueryOutcome:
+        user = await self._persist(self._item("user", text, {"role": "user", "content": text}))
+        emit(ItemAdded(user))
+        for hook in self.hooks:
+            try:
+                await hook.on_query_start(self, text)
+            except Exception:
+                log.exception("[CHAT] hook %s failed in on_query_start", type(hook).__name__)
+        ctx = ToolContext(project_root=self.project_root, session_id=self.info.id)
+        schemas = self.tools.schemas() or None
+        max_turns = max(1, self.settings.llm.max_turns)
+        kind = TurnKind.USER_QUERY
+        for index in range(max_turns):
+            emit(TurnStarted(kind, index))
+            messages = await self._before_request(kind, self.history())
+            completion = await self._stream(messages, schemas, emit, progress)
+            await self._commit_reply(completion, emit, progress)
+            if not completion.tool_calls:
+                return progress.outcome("ok")
+            for call in completion.tool_calls:
+                if call.name not in progress.tool_names:
+                    progress.tool_names.append(call.name)
+            if index == max_turns - 1:
+                break
+            for call in completion.tool_calls:
+                await self._run_tool(call, ctx, emit, progress)
+            kind = TurnKind.TOOL_RESULT
+        await self._answer_unanswered(progress, emit, TURN_CAP_TOOL_RESULT)
+        notice = f"Stopped after {max_turns} model turns (llm.max_turns); send a message to continue."
+        log.warning("[CHAT] turn cap reached session=%s turns=%d", self.info.id, max_turns)
+        emit(ItemAdded(await self._persist(self._item("info", notice))))
+        return progress.outcome("turn_cap", notice)
+
+    async def _before_request(self, kind: TurnKind, messages: list[dict]) -> list[dict]:
+        for hook in self.hooks:
+            try:
+                messages = await hook.before_request(self, kind, messages)
+            except Exception:
+                log.exception("[CHAT] hook %s failed in before_request", type(hook).__name__)
+        return messages
+
+    async def _stream(
+        self, messages: list[dict], schemas: list[dict] | None, emit: Emit, progress: _Progress
+    ) -> Completion:
+        progress.begin_reply()
+        async with aclosing(self.llm.stream_chat(messages, tools=schemas)) as stream:
+            async for event in stream:
+                if isinstance(event, llm_events.TextDelta):
+                    progress.text.append(event.text)
+                    emit(AssistantDelta(event.text))
+                elif isinstance(event, llm_events.ReasoningDelta):
+                    progress.reasoning.append(event.text)
+                    emit(ReasoningDelta(event.text))
+                elif isinstance(event, llm_events.StreamFinished):
+                    progress.completion = event.completion
+        completion = progress.completion
+        if completion is None:  # the client promises StreamFinished or an LLMError
+            raise LLMError("bad_response", f"{self.llm.label}: the reply stream ended early")
+        self.last_usage = completion.usage
+        return completion
+
+    async def _commit_reply(self, completion: Completion, emit: Emit, progress: _Progress) -> None:
+        message = completion.to_message()
+        item = await self._persist(self._item("assistant", completion.content, message))
+        progress.replying = False
+        progress.unanswered = list(completion.tool_calls)
+        emit(ItemAdded(item))
+
+    async def _run_tool(
+        self, call: ToolCall, ctx: ToolContext, emit: Emit, progress: _Progress
+    ) -> None:
+        progress.running = call
+        emit(ToolCallStarted(call))
+        result = await self.tools.call(call.name, call.arguments, ctx)
+        content = _cap_tool_result(result.content)
+        ctx.turn_outputs.append(content)
+        await self._commit_tool_result(call, content, result.is_error, emit, progress)
+        progress.running = None
+
+    async def _commit_tool_result(
+        self,
+        call: ToolCall,
+        content: str,
+        is_error: bool,
+        emit: Emit,
+        progress: _Progress,
+    ) -> None:
+        message = {"role": "tool", "tool_call_id": call.id, "content": content}
+        meta = {"tool_name": call.name, "arguments": call.arguments, "is_error": is_error}
+        item = await self._persist(self._item("tool", content, message, meta))
+        if call in progress.unanswered:
+            progress.unanswered.remove(call)
+        emit(ToolCallFinished(call, content, is_error))
+        emit(ItemAdded(item))
+
+    async def _answer_unanswered(self, progress: _Progress, emit: Emit, answer: str) -> None:
+        """Give every committed tool call a result, so the history stays valid."""
+        for call in list(progress.unanswered):
+            if call is not progress.running:
+                emit(ToolCallStarted(call))
+            progress.running = None
+            await self._commit_tool_result(call, answer, True, emit, progress)
+
+    async def _commit_leftovers(self, progress: _Progress, emit: Emit, answer: str) -> None:
+        """After a cancellation or failure: commit the reply so far, answer open calls."""
+        if progress.replying:
+            if progress.completion is not None:
+                await self._commit_reply(progress.completion, emit, progress)
+            elif progress.text or progress.reasoning:
+                message: dict[str, Any] = {"role": "assistant", "content": "".join(progress.text)}
+                if progress.reasoning:
+                    message["reasoning_content"] = "".join(progress.reasoning)
+                item = self._item("assistant", message["content"], message, {"interrupted": True})
+                emit(ItemAdded(await self._persist(item)))
+            progress.replying = False
+        await self._answer_unanswered(progress, emit, answer)
+
+    # -- items -----------------------------------------------------------------------------
+
+    def _item(
+        self,
+        type: str,  # noqa: A002 - the Item field
+        content: str,
+        message: dict[str, Any] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Item:
+        return Item(
+            id=None,
+            session_id=self.info.id,
+            type=type,
+            content=content,
+            message=message,
+            meta=dict(meta or {}),
+            created_at=self.clock(),
+        )
+
+    async def _persist(self, item: Item) -> Item:
+        """Commit `item` and add it to `items`, even if cancelled while committing.
+
+        The write is shielded: a cancellation during the commit waits for it, so the
+        in-memory items never disagree with the database.
+        """
+        write = asyncio.ensure_future(self.store.add_item(item))
+        try:
+            saved = await asyncio.shield(write)
+        except asyncio.CancelledError:
+            saved = await write
+            self._remember(saved)
+            raise
+        self._remember(saved)
+        return saved
+
+    def _remember(self, item: Item) -> None:
+        self.items.append(item)
+        self.info.updated_at = max(self.info.updated_at, item.created_at)
+        if item.message is not None:
+            self.info.message_count += 1
+        if item.type == "user" and not self.info.title:
+            self.info.title = make_title(item.content)
+
+    async def add_display_item(
+        self,
+        type: str,  # noqa: A002 - the Item field
+        content: str,
+        meta: dict[str, Any] | None = None,
+    ) -> Item:
+        """Commit a display-only item (info, error, away_recap, compaction, ...)."""
+        return await self._persist(self._item(type, content, None, meta))
+
+    async def notify(self, text: str, level: str = "info") -> None:
+        """A transient one-liner for the UI: a `Notice` event of the running query."""
+        if self._emit is not None:
+            self._emit(Notice(text, level))
+        else:
+            log.info("[CHAT] notice outside a query (%s): %s", level, text)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def reset(self) -> Item:
+        """/clear: stop any query; the model no longer sees anything before this point.
+
+        The items stay in the database and in `items`; a display item with
+        meta {"reset": true} marks the point, so a resumed session keeps it too.
+        """
+        await self._stop_query()
+        for hook in self.hooks:
+            try:
+                await hook.on_reset(self)
+            except Exception:
+                log.exception("[CHAT] hook %s failed in on_reset", type(hook).__name__)
+        return await self.add_display_item("info", RESET_NOTICE, {"reset": True})
+
+    async def close(self) -> None:
+        """Stop any query and tell the hooks; the store and the client stay open."""
+        await self._stop_query()
+        for hook in self.hooks:
+            try:
+                await hook.on_close(self)
+            except Exception:
+                log.exception("[CHAT] hook %s failed in on_close", type(hook).__name__)

@@ -1,0 +1,201 @@
+"""The `qwenmem` command: the TUI by default, plus subcommands.
+
+Feature packages add their own subcommands: each module in `FEATURE_MODULES` exposes
+`register(subparsers) -> None` and sets `args.func`, a sync or async callable taking
+`(args, settings, paths)` (or just `(args)` for a command that loads its own settings)
+and returning an exit code or None. A module that is not there is simply not offered.
+
+Whatever goes wrong, the user gets one line on stderr: a bad config exits 2, anything
+unexpected exits 1 with the traceback in the debug log, never on the terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from qwenmem_tui import debuglog
+from qwenmem_tui.config import ConfigError, Settings, load_settings
+from qwenmem_tui.debuglog import Redactor
+from qwenmem_tui.llm.errors import LLMError
+from qwenmem_tui.paths import Paths, project_id, project_root
+
+FEATURE_MODULES = ("qwenmem_tui.memory.cli", "qwenmem_tui.daemon.cli")
+
+log = logging.getLogger("qwenmem.cli")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qwenmem",
+        description="A terminal chat for OpenAI-compatible LLMs that remembers.",
+    )
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="config file (default: $QWENMEM_HOME/config.toml)"
+    )
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="ID",
+        help="reopen this project's latest session, or the session ID",
+    )
+    parser.add_argument("--version", action="version", version=f"qwenmem {_version()}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sessions = subparsers.add_parser(
+        "sessions", help="list this project's sessions", description="List this project's sessions, newest first."
+    )
+    sessions.add_argument("--json", action="store_true", help="print a JSON array")
+    sessions.set_defaults(func=list_sessions)
+    for name in FEATURE_MODULES:
+        _register_feature(name, subparsers)
+    return parser
+
+
+def _register_feature(name: str, subparsers: argparse._SubParsersAction) -> None:
+    try:
+        if importlib.util.find_spec(name) is None:
+            return
+    except ModuleNotFoundError:  # the feature's package itself is missing
+        return
+    try:
+        module = importlib.import_module(name)
+        module.register(subparsers)
+    except Exception as exc:
+        # A broken feature must not take the chat down with it.
+        print(f"qwenmem: {name} is unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    sys.exit(run(argv))
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse, load the config, dispatch; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    paths = Paths.from_env()
+    try:
+        settings = load_settings(args.config or paths.config_file, required=args.config is not None)
+    except ConfigError as exc:
+        print(f"qwenmem: {exc}", file=sys.stderr)
+        return 2
+    func = getattr(args, "func", run_tui)
+    try:
+        return _call(func, args, settings, paths)
+    except KeyboardInterrupt:
+        return 130
+    except ConfigError as exc:  # a subcommand re-read the config
+        print(f"qwenmem: {exc}", file=sys.stderr)
+        return 2
+    except LLMError as exc:
+        print(f"qwenmem: {exc.message}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        return _report_crash(exc, settings, paths)
+
+
+def _call(func: Any, args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    try:
+        inspect.signature(func).bind(args, settings, paths)
+        call_args: tuple[Any, ...] = (args, settings, paths)
+    except TypeError:
+        call_args = (args,)
+    result = func(*call_args)
+    if inspect.isawaitable(result):
+        result = asyncio.run(_await(result))
+    return int(result or 0)
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _report_crash(exc: Exception, settings: Settings, paths: Paths) -> int:
+    secret = settings.api_key_value()
+    redact = Redactor([secret] if secret else [])
+    log_file = debuglog.current_path()
+    if log_file is None:
+        try:
+            log_file = debuglog.configure(paths, "cli", secrets=redact.secrets)
+        except OSError:  # an unwritable home must not turn one line into a traceback
+            log_file = None
+    log.error("[CLI] unexpected error", exc_info=exc)
+    where = f" (details in {log_file})" if log_file else ""
+    message = redact(_one_line(f"{type(exc).__name__}: {exc}"))
+    print(f"qwenmem: unexpected error: {message}{where}", file=sys.stderr)
+    return 1
+
+
+def run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    """The default command: the chat app for the project around the current directory."""
+    from qwenmem_tui.tui.app import create_app  # textual only loads for the TUI
+
+    app = create_app(settings, paths, cwd=Path.cwd(), resume=args.resume)
+    app.run()
+    return app.return_code or 0
+
+
+async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    """`qwenmem sessions [--json]`: this project's sessions, newest first."""
+    from qwenmem_tui.storage.database import Database
+    from qwenmem_tui.storage.sessions import SessionStore
+
+    project = project_id(project_root(Path.cwd()))
+    sessions = []
+    if paths.db_file.exists():  # listing must not create a database as a side effect
+        db = await Database.open(paths.db_file)
+        try:
+            sessions = await SessionStore(db).list_sessions(project)
+        finally:
+            await db.close()
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": s.id,
+                        "title": s.title,
+                        "project": s.project,
+                        "created_at": s.created_at,
+                        "updated_at": s.updated_at,
+                        "message_count": s.message_count,
+                    }
+                    for s in sessions
+                ]
+            )
+        )
+        return 0
+    if not sessions:
+        print(f"No sessions yet for {project}.")
+        return 0
+    id_width = max(len(s.id) for s in sessions)
+    print(f"{'ID':<{id_width}}  {'UPDATED':<16}  {'MSGS':>5}  TITLE")
+    for s in sessions:
+        updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
+        title = _one_line(s.title) or "(untitled)"
+        print(f"{s.id:<{id_width}}  {updated:<16}  {s.message_count:>5}  {title}")
+    return 0
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("qwenmem")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,230 @@
+"""Typed settings from `config.toml` plus environment overrides.
+
+Every table forbids unknown keys: a typo in a config file should stop the program with
+one line that names the file and the key, not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+ENV_OVERRIDES: dict[str, tuple[str, str]] = {
+    "QWENMEM_BASE_URL": ("llm", "base_url"),
+    "QWENMEM_API_KEY": ("llm", "api_key"),
+    "QWENMEM_MODEL": ("llm", "model"),
+    "QWENMEM_FAST_MODEL": ("llm", "fast_model"),
+}
+
+
+class ConfigError(Exception):
+    """An unusable config; `str()` is the one line shown to the user."""
+
+
+class _Section(BaseModel):
+    # strict: TOML is typed, so "yes" for a bool or "5" for an int is a mistake to report.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
+
+
+def _blank_to_none(value: Any) -> Any:
+    """`key = ""` in TOML means "use the default", since TOML has no null."""
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+class LLMSettings(_Section):
+    provider: Literal["auto", "openai", "local"] = "auto"
+    base_url: str | None = None  # None: not configured (provider "auto" then runs locally)
+    api_key: SecretStr | None = None
+    api_key_env: str | None = None
+    model: str = "qwen-plus"
+    fast_model: str | None = None
+    context_window: int = Field(default=32768, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    timeout: float = Field(default=60.0, gt=0)
+    max_turns: int = Field(default=20, ge=1)
+    local_model_path: str | None = None
+
+    _blank = field_validator(
+        "base_url", "api_key", "api_key_env", "fast_model", "local_model_path", mode="before"
+    )(_blank_to_none)
+
+
+class GeneralSettings(_Section):
+    show_session_recap: bool = False
+    session_recap_away_threshold_minutes: float = Field(default=5.0, gt=0)
+    user: str | None = None
+
+
+class MemorySettings(_Section):
+    enabled: bool = True
+    embedding: Literal["hash", "openai"] = "hash"
+    embedding_model: str = "text-embedding-v4"
+    embedding_base_url: str | None = None  # None: llm.base_url
+    top_k: int = Field(default=5, ge=1)
+    min_score: float = 0.0  # 0: the embedder's calibrated default; negative: no threshold
+    initial_wait_ms: int = Field(default=0, ge=0)
+    extraction: bool = True
+    store: Literal["sqlite", "postgres"] = "sqlite"
+    postgres_dsn: str | None = None
+    ttl_days: dict[str, int] = Field(default_factory=dict)  # category -> days
+    ttl_cap_days: int = Field(default=730, ge=1)
+
+    _blank = field_validator("embedding_base_url", "postgres_dsn", mode="before")(_blank_to_none)
+
+
+class CompactionSettings(_Section):
+    enabled: bool = True
+    threshold: float = Field(default=0.7, gt=0, le=1)
+    keep_recent_turns: int = Field(default=6, ge=0)
+
+
+class Settings(_Section):
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    general: GeneralSettings = Field(default_factory=GeneralSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    keys: dict[str, str] = Field(default_factory=dict)  # binding id -> key
+    source: Path | None = Field(default=None, exclude=True)  # the file read; not a TOML key
+
+    def api_key_value(self, env: Mapping[str, str] | None = None) -> str | None:
+        """The key to send: `llm.api_key` (or QWENMEM_API_KEY), else `$<llm.api_key_env>`."""
+        if self.llm.api_key is not None:
+            return self.llm.api_key.get_secret_value()
+        if self.llm.api_key_env:
+            value = (os.environ if env is None else env).get(self.llm.api_key_env, "")
+            return value or None
+        return None
+
+    def effective_fast_model(self) -> str:
+        """Side queries (titles, recaps, extraction) use the fast model when there is one."""
+        return self.llm.fast_model or self.llm.model
+
+
+def load_settings(
+    path: Path | None,
+    env: Mapping[str, str] = os.environ,
+    *,
+    required: bool = False,
+) -> Settings:
+    """Read `path` (defaults when it does not exist, unless `required`) and apply env overrides.
+
+    `path=None` means the home's config file (`QWENMEM_HOME/config.toml`).
+    """
+    if path is None:
+        from qwenmem_tui.paths import Paths
+
+        path = Paths.from_env(env).config_file
+    data: dict[str, Any] = {}
+    source: Path | None = None
+    if path.exists() or required:
+        data = _read_toml(path)
+        source = path
+    if "source" in data:
+        raise ConfigError(f"{path}: unknown key \"source\" (expected one of: {_known(Settings)})")
+    for var, (section, key) in ENV_OVERRIDES.items():
+        value = env.get(var, "").strip()
+        if value:
+            table = data.setdefault(section, {})
+            if isinstance(table, dict):
+                table[key] = value
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(path, exc)) from None
+    settings.source = source
+    return settings
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: expected a TOML file, found a directory") from None
+    except PermissionError:
+        raise ConfigError(f"{path}: cannot read config file (permission denied)") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: invalid TOML: expected UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {_one_line(str(exc))}") from None
+
+
+def _known(model: type[BaseModel]) -> str:
+    return ", ".join(name for name in model.model_fields if name != "source")
+
+
+_EXPECTED = {
+    "int_parsing": "an integer",
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "dict_type": "a table",
+    "model_type": "a table",
+    "model_attributes_type": "a table",
+}
+
+
+def _describe(path: Path, exc: ValidationError) -> str:
+    """The first validation error as `FILE: KEY: expected WHAT, got VALUE`."""
+    error = exc.errors(include_url=False)[0]
+    loc = [str(part) for part in error["loc"]]
+    key = ".".join(loc) or "(top level)"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        expected = f" (expected one of: {_known(parent)})" if parent is not None else ""
+        return f'{path}: unknown key "{key}"{expected}'
+    ctx = error.get("ctx") or {}
+    if kind in _EXPECTED:
+        expected = _EXPECTED[kind]
+    elif kind == "literal_error":
+        expected = str(ctx.get("expected", ""))
+    elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        op = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
+              "less_than_equal": "<="}[kind]
+        bound = next(iter(ctx.values()), "")
+        expected = f"a number {op} {bound}"
+    else:
+        expected = error["msg"][:1].lower() + error["msg"][1:]
+    value = error.get("input")
+    got = "" if isinstance(value, dict) else f", got {_short(value)}"
+    if _secret_key(loc):
+        got = ""
+    return f"{path}: {key}: expected {expected}{got}"
+
+
+def _model_at(loc: list[str]) -> type[BaseModel] | None:
+    model: type[BaseModel] = Settings
+    for part in loc:
+        field = model.model_fields.get(part)
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return model
+
+
+def _secret_key(loc: list[str]) -> bool:
+    return any("key" in part or "dsn" in part for part in loc)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return _one_line(text if len(text) <= 40 else text[:37] + "...")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

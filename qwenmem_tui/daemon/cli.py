@@ -1,0 +1,143 @@
+"""``qwenmem serve``: argument parsing and startup checks for the HTTP daemon."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from contextlib import ExitStack
+from pathlib import Path
+
+from qwenmem_tui import debuglog
+from qwenmem_tui.config import Settings
+from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
+from qwenmem_tui.llm.provider import resolve_provider
+from qwenmem_tui.paths import Paths, project_root
+
+TOKEN_ENV = "QWENMEM_SERVER_TOKEN"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the HTTP daemon (see docs/daemon.md)",
+        description="Serve qwenmem sessions of this project over HTTP (contract §7).",
+    )
+    parser.add_argument("--host", default=DEFAULT_HOST, help="bind address (default %(default)s)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="port, 0 for any free one (default %(default)s)"
+    )
+    parser.add_argument(
+        "--token",
+        default=None,
+        help=f"require 'Authorization: Bearer TOKEN' (prefer the {TOKEN_ENV} env var: "
+        "command lines are visible to other users)",
+    )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="accept browser requests from ORIGIN (repeatable); others get 403",
+    )
+    parser.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="project directory whose sessions are served (default: git root of the cwd)",
+    )
+    parser.set_defaults(func=serve)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a hostname could resolve anywhere: treat it as public
+
+
+def resolve_token(flag: str | None, env: Mapping[str, str] = os.environ) -> str | None:
+    return flag or env.get(TOKEN_ENV) or None
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Binds before uvicorn starts so a busy port is a one-line error, not a traceback,
+    and ``--port 0`` can print the port it got."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    """Refuses unsafe or impossible starts with one line and exit 2 (1 for a busy port),
+    then serves until SIGINT/SIGTERM."""
+    token = resolve_token(args.token)
+    if not is_loopback(args.host) and token is None:
+        print(
+            f"qwenmem serve: refusing to bind {args.host} without a token "
+            f"(pass --token or set {TOKEN_ENV}, or bind 127.0.0.1)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        import uvicorn
+
+        from qwenmem_tui.daemon.server import ServerOptions, create_app
+    except ImportError as exc:
+        print(
+            f"qwenmem serve: the daemon needs the server extra ({exc.name} is missing): "
+            "pip install 'qwenmem[server]'",
+            file=sys.stderr,
+        )
+        return 2
+    root = project_root((args.project or Path.cwd()).resolve())
+    try:
+        sock = bind_socket(args.host, args.port)
+    except OSError as exc:
+        print(
+            f"qwenmem serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return 1
+    secrets = [s for s in (token, settings.api_key_value()) if s]
+    debuglog.configure(paths, "daemon", secrets=secrets)
+    with ExitStack() as stack:
+        llm = None
+        if resolve_provider(settings, os.environ) == "local":
+            try:
+                local = LocalModelServer.from_settings(settings, paths)
+                stack.callback(local.stop)
+                local.start(progress_printer("qwenmem serve: starting the local model"))
+            except LocalModelError as exc:
+                print(f"qwenmem serve: {exc}", file=sys.stderr)
+                return 1
+            llm = local.make_client(settings)
+        options = ServerOptions(token=token, allowed_origins=frozenset(args.allow_origin))
+        app = create_app(settings, paths, project_root=root, options=options, llm=llm)
+        host, port = sock.getsockname()[:2]
+        shown_host = f"[{host}]" if ":" in host else host
+        print(
+            f"qwenmem serve: listening on http://{shown_host}:{port} (project {root}"
+            f"{', token required' if token else ''})",
+            flush=True,
+        )
+        # log_config=None: uvicorn must not reconfigure logging; its errors reach the debug log.
+        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
+        uvicorn.Server(config).run(sockets=[sock])
+    return 0

@@ -1,0 +1,222 @@
+"""The OpenAPI document served at ``/openapi.json``.
+
+Hand-maintained rather than generated: the routes validate by hand, so there are no
+models to generate it from, and a test checks that every route appears here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return _json(_ref("Error"), description)
+
+
+_SESSION_ID = {
+    "name": "session_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "Session id; URL-encode it (an id that is not a valid session id gets 404).",
+}
+_CLIENT_ID = {
+    "name": "X-Qwenmem-Client-Id",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
+    "description": "Identifies the caller in the daemon's log; any request may carry it.",
+}
+_COMMON_ERRORS = {
+    "400": _error("invalid_client_id"),
+    "401": _error("unauthorized (token configured, bearer missing or wrong)"),
+    "403": _error("origin_not_allowed"),
+    "500": _error("internal"),
+}
+
+OPENAPI_SCHEMA: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "qwenmem daemon",
+        "version": "1",
+        "description": "Drive qwenmem chat sessions over HTTP. See docs/daemon.md.",
+    },
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "required": ["error", "code"],
+                "properties": {
+                    "error": {"type": "string"},
+                    "code": {"type": "string"},
+                    "sessionId": {"type": "string"},
+                },
+            },
+            "Session": {
+                "type": "object",
+                "required": ["sessionId", "title", "createdAt", "updatedAt", "messageCount"],
+                "properties": {
+                    "sessionId": {"type": "string"},
+                    "title": {"type": "string"},
+                    "createdAt": {"type": "number", "description": "unix seconds"},
+                    "updatedAt": {"type": "number", "description": "unix seconds"},
+                    "messageCount": {"type": "integer"},
+                },
+            },
+        },
+    },
+    "security": [{"bearer": []}],
+    "paths": {
+        "/health": {
+            "get": {
+                "summary": "Liveness; never needs a token",
+                "security": [],
+                "responses": {
+                    "200": _json(
+                        {"type": "object", "properties": {"status": {"const": "ok"}}}, "Alive"
+                    )
+                },
+            }
+        },
+        "/capabilities": {
+            "get": {
+                "summary": "Protocol version and feature tags",
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["v", "features"],
+                            "properties": {
+                                "v": {"const": 1},
+                                "features": {"type": "array", "items": {"type": "string"}},
+                            },
+                        },
+                        "Features include session_recap and memory",
+                    ),
+                    **_COMMON_ERRORS,
+                },
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "responses": {"200": {"description": "OpenAPI 3.1 document"}, **_COMMON_ERRORS},
+            }
+        },
+        "/session": {
+            "post": {
+                "summary": "Create a session in the daemon's project",
+                "parameters": [_CLIENT_ID],
+                "requestBody": {
+                    "required": False,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {"title": {"type": "string", "maxLength": 200}},
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "201": _json(_ref("Session"), "Created"),
+                    "413": _error("body_too_large"),
+                    **_COMMON_ERRORS,
+                    "400": _error("invalid_json | invalid_request | invalid_client_id"),
+                },
+            }
+        },
+        "/sessions": {
+            "get": {
+                "summary": "Sessions of the daemon's project, newest first",
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["sessions"],
+                            "properties": {"sessions": {"type": "array", "items": _ref("Session")}},
+                        },
+                        "Sessions",
+                    ),
+                    **_COMMON_ERRORS,
+                },
+            }
+        },
+        "/session/{session_id}/prompt": {
+            "post": {
+                "summary": "Run one query through the chat loop (tools, memory); SSE with "
+                "Accept: text/event-stream (events delta, tool_call, tool_result, done, error)",
+                "parameters": [_SESSION_ID, _CLIENT_ID],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["text"],
+                                "properties": {"text": {"type": "string", "minLength": 1}},
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": {
+                        "description": "The final reply (JSON) or an event stream",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["sessionId", "reply"],
+                                    "properties": {
+                                        "sessionId": {"type": "string"},
+                                        "reply": {"type": "string"},
+                                        "status": {
+                                            "enum": ["ok", "turn_cap", "context_limit", "cancelled"]
+                                        },
+                                    },
+                                }
+                            },
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_COMMON_ERRORS,
+                    "400": _error("invalid_json | invalid_request | invalid_client_id"),
+                    "404": _error("session_not_found"),
+                    "409": _error("session_busy: another prompt is running in this session"),
+                    "413": _error("body_too_large"),
+                    "502": _error("llm_error: the model request failed"),
+                },
+            }
+        },
+        "/session/{session_id}/recap": {
+            "post": {
+                "summary": "A 1-2 sentence 'where was I' recap; body ignored; 60 s backstop",
+                "parameters": [_SESSION_ID, _CLIENT_ID],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["sessionId", "recap"],
+                            "properties": {
+                                "sessionId": {"type": "string"},
+                                "recap": {"type": ["string", "null"]},
+                            },
+                        },
+                        "recap is null when there is nothing to say",
+                    ),
+                    **_COMMON_ERRORS,
+                    "404": _error("session_not_found"),
+                },
+            }
+        },
+    },
+}

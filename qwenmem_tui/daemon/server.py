@@ -1,0 +1,664 @@
+"""The HTTP daemon behind ``qwenmem serve`` (contract §7).
+
+Starlette, not FastAPI: the daemon has six routes and hand-written validation, so a
+small ASGI toolkit without pydantic request models keeps the error envelope entirely
+ours (FastAPI's 422 shape would have to be undone route by route).
+
+Security lives in one ASGI guard in front of every route so that no handler can forget
+it: Origin check, bearer token, client-id header, request body limit and a catch-all
+that turns any exception into the ``internal`` envelope while the traceback goes to the
+debug log only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from qwenmem_tui.chat.events import (
+    AssistantDelta,
+    ItemAdded,
+    QueryFinished,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnStarted,
+)
+from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
+from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.chat.tools import Tool, ToolRegistry, builtin_tools
+from qwenmem_tui.chat.turns import QueryHook
+from qwenmem_tui.compaction import CompactionHook
+from qwenmem_tui.config import Settings
+from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
+from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.memory.extract import MemoryExtractionHook
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.tool import save_memory_tool
+from qwenmem_tui.paths import Paths, project_id
+from qwenmem_tui.recap import generate_session_recap
+from qwenmem_tui.storage.database import Database
+from qwenmem_tui.storage.sessions import SessionInfo, SessionStore
+
+log = logging.getLogger("qwenmem.daemon")
+
+CLIENT_ID_HEADER = "x-qwenmem-client-id"
+CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+# Session ids end up in file names (debug/<id>.txt): no dots, no slashes.
+SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+MAX_BODY_BYTES = 1 << 20
+RECAP_TIMEOUT_SECONDS = 60.0
+SHUTDOWN_DRAIN_SECONDS = 5.0
+MAX_TITLE_CHARS = 200
+API_VERSION = 1
+FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory")
+
+
+
+@dataclass(frozen=True)
+class SessionFeatures:
+    """What a feature adds to one session's chat loop (memory, compaction)."""
+
+    hooks: Sequence[QueryHook] = ()
+    tools: Sequence[Tool] = ()
+
+
+# Called once per session the daemon opens: hooks keep per-session state (surfaced
+# memories, token gauge), and the daemon serves many sessions at once.
+FeatureFactory = Callable[["DaemonBackend", SessionInfo], Awaitable[SessionFeatures]]
+
+
+class ApiError(Exception):
+    """An expected failure, answered with the §7 envelope ``{"error", "code", ...}``."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+    def response(self) -> JSONResponse:
+        return error_response(self.status, self.code, self.message, **self.extra)
+
+
+def error_response(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": message, "code": code, **extra}, status_code=status)
+
+
+def session_not_found(session_id: str) -> ApiError:
+    return ApiError(
+        404, "session_not_found", f'No session with id "{session_id}"', sessionId=session_id
+    )
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """What ``qwenmem serve`` flags decide; defaults are the safe ones."""
+
+    token: str | None = None
+    allowed_origins: frozenset[str] = frozenset()
+    max_body_bytes: int = MAX_BODY_BYTES
+    recap_timeout: float = RECAP_TIMEOUT_SECONDS
+
+
+class DaemonBackend:
+    """The state routes share: one database, one LLM client, one chat per session.
+
+    A session's ``ChatSession`` (and its hooks' state) lives as long as the daemon,
+    as in the TUI; its items are reloaded from the database before every query, so
+    turns the TUI added in between are part of the history.
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        paths: Paths,
+        project_root: Path,
+        llm: LLMClient | None = None,
+        features: Sequence[FeatureFactory] = (),
+    ) -> None:
+        self.settings = settings
+        self.paths = paths
+        self.project_root = project_root
+        self.project = project_id(project_root)
+        self._llm = llm
+        self._owns_llm = llm is None
+        self._features = tuple(features)
+        self._db: Database | None = None
+        self._store: SessionStore | None = None
+        self._chats: dict[str, ChatSession] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.memory: MemoryService | None = None
+
+    async def start(self) -> None:
+        self.paths.ensure()
+        self._db = await Database.open(self.paths.db_file)
+        self._store = SessionStore(self._db)
+        if self._llm is None:
+            self._llm = LLMClient.from_settings(self.settings)
+        if self.settings.memory.enabled:
+            self.memory = await MemoryService.open(self.settings, self.paths, llm=self._llm)
+
+    async def close(self) -> None:
+        # Let extraction of the last turns finish (bounded) before the service closes.
+        extractions = [
+            hook.drain()
+            for chat in self._chats.values()
+            for hook in chat.hooks
+            if isinstance(hook, MemoryExtractionHook)
+        ]
+        if extractions:
+            try:
+                async with asyncio.timeout(SHUTDOWN_DRAIN_SECONDS):
+                    await asyncio.gather(*extractions)
+            except TimeoutError:
+                log.warning("[DAEMON] memory extraction still running at shutdown; dropped")
+        for chat in self._chats.values():
+            await chat.close()
+        self._chats.clear()
+        if self.memory is not None:
+            await self.memory.close()
+        if self._llm is not None and self._owns_llm:
+            await self._llm.aclose()
+        if self._db is not None:
+            await self._db.close()
+
+    @property
+    def store(self) -> SessionStore:
+        assert self._store is not None, "DaemonBackend.start() was not awaited"
+        return self._store
+
+    @property
+    def llm(self) -> LLMClient:
+        assert self._llm is not None, "DaemonBackend.start() was not awaited"
+        return self._llm
+
+    def lock_for(self, session_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(session_id, asyncio.Lock())
+
+    async def require_session(self, session_id: str) -> SessionInfo:
+        """The session, or the 404 envelope; ids of other projects are not visible."""
+        if not SESSION_ID_PATTERN.fullmatch(session_id):
+            raise session_not_found(session_id)
+        info = await self.store.get_session(session_id)
+        if info is None or info.project != self.project:
+            raise session_not_found(session_id)
+        return info
+
+    async def chat_for_query(self, info: SessionInfo) -> ChatSession:
+        """The session's chat, with tools and feature hooks, items freshly loaded.
+
+        Call with the session's lock held.
+        """
+        chat = self._chats.get(info.id)
+        if chat is None:
+            tools = builtin_tools(self.project_root)
+            hooks: list[QueryHook] = []
+            for factory in self._features:
+                features = await factory(self, info)
+                hooks.extend(features.hooks)
+                for tool in features.tools:
+                    tools.register(tool)
+            chat = await ChatSession.load(
+                store=self.store,
+                llm=self.llm,
+                tools=tools,
+                settings=self.settings,
+                project_root=self.project_root,
+                hooks=hooks,
+                session_id=info.id,
+            )
+            self._chats[info.id] = chat
+        else:
+            chat.info = info
+            chat.items = await self.store.load_items(info.id)
+        return chat
+
+    async def history(self, info: SessionInfo) -> list[dict[str, Any]]:
+        """The model view (after the last /clear, compaction folded), as the TUI sees it."""
+        chat = await ChatSession.load(
+            store=self.store,
+            llm=self.llm,
+            tools=ToolRegistry(),
+            settings=self.settings,
+            project_root=self.project_root,
+            session_id=info.id,
+        )
+        return chat.history()
+
+
+# -- request helpers ---------------------------------------------------------------
+
+
+def backend_of(request: Request) -> DaemonBackend:
+    return request.app.state.backend
+
+
+async def read_json_object(request: Request, *, required: bool) -> dict[str, Any]:
+    """The body as a JSON object; an empty body is ``{}`` unless ``required``."""
+    raw = await request.body()
+    if not raw.strip():
+        if required:
+            raise ApiError(400, "invalid_json", "Invalid JSON in request body")
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "invalid_json", "Invalid JSON in request body") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_request", "Request body must be a JSON object")
+    return body
+
+
+def session_json(info: SessionInfo) -> dict[str, Any]:
+    return {
+        "sessionId": info.id,
+        "title": info.title,
+        "createdAt": info.created_at,
+        "updatedAt": info.updated_at,
+        "messageCount": info.message_count,
+    }
+
+
+def client_id_of(request: Request) -> str | None:
+    # Already validated by the guard; absent means "anonymous".
+    return request.headers.get(CLIENT_ID_HEADER)
+
+
+# -- routes ------------------------------------------------------------------------
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def capabilities(request: Request) -> Response:
+    return JSONResponse({"v": API_VERSION, "features": list(FEATURES)})
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(OPENAPI_SCHEMA)
+
+
+async def create_session(request: Request) -> Response:
+    body = await read_json_object(request, required=False)
+    title = body.get("title", "")
+    if title is None:
+        title = ""
+    if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
+        raise ApiError(
+            400, "invalid_request", f'"title" must be a string of at most {MAX_TITLE_CHARS} characters'
+        )
+    backend = backend_of(request)
+    info = await backend.store.create_session(backend.project, title)
+    log.info("[DAEMON] created session %s client=%s", info.id, client_id_of(request))
+    return JSONResponse(session_json(info), status_code=201)
+
+
+async def list_sessions(request: Request) -> Response:
+    backend = backend_of(request)
+    sessions = await backend.store.list_sessions(backend.project)
+    return JSONResponse({"sessions": [session_json(info) for info in sessions]})
+
+
+async def prompt(request: Request) -> Response:
+    backend = backend_of(request)
+    session_id = request.path_params["session_id"]
+    info = await backend.require_session(session_id)
+    body = await read_json_object(request, required=True)
+    text = body.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ApiError(400, "invalid_request", '"text" must be a non-empty string')
+
+    lock = backend.lock_for(info.id)
+    if lock.locked():
+        raise ApiError(
+            409, "session_busy", "A prompt is already running in this session", sessionId=info.id
+        )
+    streaming = "text/event-stream" in request.headers.get("accept", "")
+    log.info(
+        "[DAEMON] prompt session=%s client=%s stream=%s",
+        info.id,
+        client_id_of(request),
+        streaming,
+    )
+    if streaming:
+        await lock.acquire()
+        return _LockedStream(
+            _sse_events(backend, info, text), lock=lock, media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+    async with lock:
+        reply = _ReplyCollector()
+        chat = await backend.chat_for_query(info)
+        async for event in chat.run_query(text):
+            reply.feed(event)
+    if reply.status == "error":
+        raise ApiError(502, "llm_error", reply.error or "The model request failed", sessionId=info.id)
+    return JSONResponse({"sessionId": info.id, "reply": reply.text, "status": reply.status})
+
+
+async def recap(request: Request) -> Response:
+    backend = backend_of(request)
+    session_id = request.path_params["session_id"]
+    info = await backend.require_session(session_id)
+    client_id = client_id_of(request)
+    log.info("[SESSION_RECAP] daemon recap session=%s client=%s", info.id, client_id)
+    history = await backend.history(info)
+    text: str | None
+    try:
+        async with asyncio.timeout(request.app.state.options.recap_timeout):
+            text = await generate_session_recap(history, backend.llm)
+    except TimeoutError:
+        log.warning(
+            "[SESSION_RECAP] daemon recap timed out session=%s client=%s", info.id, client_id
+        )
+        text = None
+    return JSONResponse({"sessionId": info.id, "recap": text})
+
+
+# -- prompt plumbing ---------------------------------------------------------------
+
+
+class _ReplyCollector:
+    """Folds chat events into the final reply: the text of the last model turn."""
+
+    def __init__(self) -> None:
+        self._turn_text: list[str] = []
+        self._last_assistant: str | None = None
+        self.status = "ok"
+        self.error: str | None = None
+
+    def feed(self, event: object) -> None:
+        if isinstance(event, TurnStarted):
+            self._turn_text = []
+        elif isinstance(event, AssistantDelta):
+            self._turn_text.append(event.text)
+        elif isinstance(event, ItemAdded) and event.item.type == "assistant":
+            self._last_assistant = event.item.content
+        elif isinstance(event, QueryFinished):
+            self.status = event.outcome.status
+            self.error = event.outcome.error
+
+    @property
+    def text(self) -> str:
+        if self._last_assistant is not None:
+            return self._last_assistant
+        return "".join(self._turn_text)
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+async def _sse_events(backend: DaemonBackend, info: SessionInfo, text: str) -> AsyncIterator[bytes]:
+    reply = _ReplyCollector()
+    try:
+        chat = await backend.chat_for_query(info)
+        async for event in chat.run_query(text):
+            reply.feed(event)
+            if isinstance(event, AssistantDelta) and event.text:
+                yield _sse("delta", {"text": event.text})
+            elif isinstance(event, ToolCallStarted):
+                yield _sse("tool_call", _tool_call_json(event.call))
+            elif isinstance(event, ToolCallFinished):
+                yield _sse(
+                    "tool_result",
+                    {**_tool_call_json(event.call), "result": event.result, "isError": event.is_error},
+                )
+    except Exception:
+        # Headers are gone already: the failure travels as an event, the traceback to the log.
+        log.exception("[DAEMON] streamed prompt failed session=%s", info.id)
+        yield _sse("error", {"error": "Internal error", "code": "internal", "sessionId": info.id})
+        return
+    if reply.status == "error":
+        yield _sse(
+            "error",
+            {"error": reply.error or "The model request failed", "code": "llm_error", "sessionId": info.id},
+        )
+        return
+    yield _sse("done", {"sessionId": info.id, "reply": reply.text, "status": reply.status})
+
+
+def _tool_call_json(call: Any) -> dict[str, Any]:
+    return {"id": call.id, "name": call.name, "arguments": call.arguments}
+
+
+class _LockedStream(StreamingResponse):
+    """A stream that releases the session lock however it ends.
+
+    The release cannot live in the generator's ``finally``: a client that disconnects
+    before the first chunk leaves the generator unstarted, so that block never runs.
+    """
+
+    def __init__(self, content: AsyncIterator[bytes], *, lock: asyncio.Lock, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._lock = lock
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._lock.release()
+
+
+# -- the guard ---------------------------------------------------------------------
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class Guard:
+    """Origin, token, client id, body limit and the catch-all, in that order.
+
+    Runs before routing so an unknown route still needs a token (no probing) and a
+    bad client id never reaches a handler, let alone the model.
+    """
+
+    def __init__(self, app: ASGIApp, *, options: ServerOptions) -> None:
+        self.app = app
+        self.options = options
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        origin = headers.get("origin")
+        started = False
+
+        async def send_with_cors(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                if origin is not None:
+                    extra = [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
+                    message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        try:
+            rejection = self._check(scope, headers, origin)
+            if rejection is not None:
+                await rejection(scope, receive, send_with_cors)
+                return
+            await self.app(scope, self._limited(receive), send_with_cors)
+        except _BodyTooLarge:
+            if not started:
+                await self._too_large()(scope, receive, send_with_cors)
+        except Exception:
+            log.exception("[DAEMON] unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            if not started:
+                await error_response(500, "internal", "Internal error")(scope, receive, send_with_cors)
+
+    def _check(self, scope: Scope, headers: Headers, origin: str | None) -> Response | None:
+        if origin is not None and origin not in self.options.allowed_origins:
+            return error_response(403, "origin_not_allowed", f'Origin "{origin}" is not allowed')
+        if scope["method"] == "OPTIONS" and origin is not None:
+            return _preflight()
+        if self.options.token is not None and scope["path"] != "/health":
+            if not _token_matches(headers.get("authorization"), self.options.token):
+                return error_response(401, "unauthorized", "Missing or invalid bearer token")
+        client_id = headers.get(CLIENT_ID_HEADER)
+        if client_id is not None and not CLIENT_ID_PATTERN.fullmatch(client_id):
+            return error_response(
+                400,
+                "invalid_client_id",
+                "X-Qwenmem-Client-Id must match [A-Za-z0-9._:-]{1,128}",
+            )
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.options.max_body_bytes:
+            return self._too_large()
+        return None
+
+    def _too_large(self) -> Response:
+        return error_response(
+            413, "body_too_large", f"Request body exceeds {self.options.max_body_bytes} bytes"
+        )
+
+    def _limited(self, receive: Receive) -> Receive:
+        seen = 0
+        limit = self.options.max_body_bytes
+
+        async def receive_limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _BodyTooLarge
+            return message
+
+        return receive_limited
+
+
+def _token_matches(authorization: str | None, token: str) -> bool:
+    scheme, _, presented = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(presented.strip().encode(), token.encode())
+
+
+def _preflight() -> Response:
+    return Response(
+        status_code=204,
+        headers={
+            "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+            "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept, X-Qwenmem-Client-Id",
+            "Access-Control-Max-Age": "600",
+        },
+    )
+
+
+# -- features ---------------------------------------------------------------------
+
+
+async def _compaction(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
+    return SessionFeatures(hooks=[CompactionHook(backend.llm, backend.settings)])
+
+
+async def _memory(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
+    service = backend.memory
+    if service is None:
+        return SessionFeatures()
+    settings = backend.settings.memory
+    return SessionFeatures(
+        hooks=[
+            MemoryPrefetchHook(
+                service.recall_for(backend.project), initial_wait_ms=settings.initial_wait_ms
+            ),
+            MemoryExtractionHook(service, backend.llm, enabled=settings.extraction),
+        ],
+        tools=[save_memory_tool(service)],
+    )
+
+
+def default_features(settings: Settings) -> list[FeatureFactory]:
+    """The daemon's counterpart of the TUI's extensions: same hooks, same order
+    (compaction first: it rebuilds the request other hooks then add to)."""
+    return [_compaction, _memory]
+
+
+# -- the app -----------------------------------------------------------------------
+
+
+def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, code, str(exc.detail))
+
+
+def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return exc.response()
+
+
+ROUTES = [
+    Route("/health", health, methods=["GET"]),
+    Route("/capabilities", capabilities, methods=["GET"]),
+    Route("/openapi.json", openapi, methods=["GET"]),
+    Route("/session", create_session, methods=["POST"]),
+    Route("/sessions", list_sessions, methods=["GET"]),
+    # ":path" so an encoded slash ("s%2F1") still reaches the handler and gets the
+    # session_not_found envelope instead of the router's bare 404.
+    Route("/session/{session_id:path}/prompt", prompt, methods=["POST"]),
+    Route("/session/{session_id:path}/recap", recap, methods=["POST"]),
+]
+
+
+def create_app(
+    settings: Settings,
+    paths: Paths,
+    *,
+    project_root: Path,
+    options: ServerOptions = ServerOptions(),
+    llm: LLMClient | None = None,
+    features: Sequence[FeatureFactory] | None = None,
+) -> Starlette:
+    """The daemon app; ``llm`` is injected by tests, otherwise built from settings.
+
+    ``features`` defaults to :func:`default_features` (what the settings turn on).
+    """
+    backend = DaemonBackend(
+        settings=settings,
+        paths=paths,
+        project_root=project_root,
+        llm=llm,
+        features=default_features(settings) if features is None else features,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await backend.start()
+        try:
+            yield
+        finally:
+            await backend.close()
+
+    app = Starlette(
+        routes=ROUTES,
+        middleware=[Middleware(Guard, options=options)],
+        exception_handlers={HTTPException: _http_error, ApiError: _api_error},
+        lifespan=lifespan,
+    )
+    app.state.backend = backend
+    app.state.options = options
+    return app

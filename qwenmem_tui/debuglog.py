@@ -1,0 +1,136 @@
+"""The per-session debug file: `QWENMEM_HOME/debug/<session_id>.txt` plus `latest.txt`.
+
+Users never see tracebacks; they land here instead, so this file must be safe to paste
+into a bug report: every line passes through a redactor that removes the configured
+secrets and anything that looks like a key or a bearer token.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qwenmem_tui.paths import Paths
+
+DISABLE_ENV = "QWENMEM_DEBUG_LOG_FILE"
+LOG_FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
+REDACTED = "[REDACTED]"
+
+_KEY_PATTERNS = (
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),
+    re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{8,}"),
+    re.compile(
+        r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|token|password|secret)"
+        r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]{6,}"
+    ),
+)
+
+_handler: logging.Handler | None = None
+
+
+class Redactor:
+    """Removes known secrets and key-shaped strings from text."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        # Longest first, so a secret containing another is removed whole.
+        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        for pattern in _KEY_PATTERNS:
+            text = pattern.sub(
+                lambda m: (m.group(1) if m.groups() else "") + REDACTED, text
+            )
+        return text
+
+
+class RedactingFormatter(logging.Formatter):
+    """Redacts the whole formatted record, tracebacks included."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__(LOG_FORMAT)
+        self.redactor = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.redactor(super().format(record))
+
+
+class RedactingFilter(logging.Filter):
+    """For other handlers (e.g. a test's caplog): redacts the message before any formatting."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self.redactor(record.getMessage())
+        record.args = None
+        return True
+
+
+def enabled(env: Mapping[str, str] = os.environ) -> bool:
+    return env.get(DISABLE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def configure(
+    paths: Paths,
+    session_id: str,
+    secrets: Iterable[str] = (),
+    env: Mapping[str, str] = os.environ,
+) -> Path | None:
+    """Send `qwenmem.*` debug logs (and everyone's warnings) to this session's file.
+
+    Calling it again (a resumed or new session) moves logging to the new file. Returns
+    the file, or None when `QWENMEM_DEBUG_LOG_FILE=0`.
+    """
+    reset()
+    if not enabled(env):
+        return None
+    paths.debug_dir.mkdir(parents=True, exist_ok=True)
+    safe_id = re.sub(r"[^A-Za-z0-9._-]", "_", session_id) or "session"
+    path = paths.debug_dir / f"{safe_id}.txt"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.close(fd)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setLevel(logging.DEBUG)
+    handler.setFormatter(RedactingFormatter(Redactor(secrets)))
+    _point_latest(paths.debug_dir / "latest.txt", path.name)
+    # On the root logger so library warnings land here too; only our loggers go to DEBUG.
+    logging.getLogger().addHandler(handler)
+    logging.getLogger("qwenmem").setLevel(logging.DEBUG)
+    global _handler
+    _handler = handler
+    return path
+
+
+def current_path() -> Path | None:
+    """The file logs go to now, if any."""
+    if isinstance(_handler, logging.FileHandler):
+        return Path(_handler.baseFilename)
+    return None
+
+
+def reset() -> None:
+    """Detach and close the current file handler, if any."""
+    global _handler
+    if _handler is not None:
+        logging.getLogger().removeHandler(_handler)
+        _handler.close()
+        _handler = None
+
+
+def _point_latest(link: Path, target_name: str) -> None:
+    """Swap the symlink atomically so a reader never sees it missing."""
+    tmp = link.with_name(f".latest.{os.getpid()}.tmp")
+    try:
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(target_name)
+        os.replace(tmp, link)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # e.g. no symlinks on this filesystem: the file still works

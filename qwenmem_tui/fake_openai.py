@@ -1,0 +1,614 @@
+"""An OpenAI-compatible fake server for tests and demos.
+
+The suite never reaches the network, yet it must exercise the real `openai` SDK over
+real HTTP: streaming, tool calls, timeouts, cut connections and error bodies behave
+differently on the wire than in a mock. So this is a small stdlib HTTP server running
+in a background thread on 127.0.0.1, scripted per request.
+
+Timing is controlled with `threading.Event` gates instead of sleeps, so tests stay
+deterministic: a reply can wait for a gate before its first byte, stall after N chunks
+until another gate opens, or drop the connection after N chunks.
+
+Run `python -m qwenmem_tui.fake_openai --port 8000` for a demo echo model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import logging
+import math
+import socket
+import struct
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+log = logging.getLogger("qwenmem.fake_openai")
+
+EMBEDDING_DIM = 64
+DEFAULT_MODELS = ("test-model", "test-fast", "fake-echo")
+CHAT_PATH = "/v1/chat/completions"
+EMBEDDINGS_PATH = "/v1/embeddings"
+MODELS_PATH = "/v1/models"
+
+
+@dataclass(frozen=True)
+class ToolCallSpec:
+    """One tool call the fake model makes; `arguments` may be a dict or raw JSON text."""
+
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    id: str | None = None
+
+    def arguments_text(self) -> str:
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments)
+
+
+@dataclass
+class Reply:
+    """A successful completion, streamed in `chunk_size`-character pieces.
+
+    Chunk counting for `stall_after` / `cut_after` covers every SSE event that carries
+    a choice (reasoning, text, tool-call pieces and the finish chunk), in that order.
+    """
+
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: Sequence[ToolCallSpec] = ()
+    chunk_size: int = 8
+    usage: bool = True
+    gate: threading.Event | None = None
+    stall_after: int | None = None
+    stall_gate: threading.Event | None = None
+    cut_after: int | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass
+class HTTPError:
+    """A non-2xx answer, e.g. 401, 404 model, 429 with Retry-After, 500."""
+
+    status: int
+    body: dict[str, Any] | str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RawResponse:
+    """Bytes sent as they are, for malformed streams and odd provider answers."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "text/event-stream"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Response = Reply | HTTPError | RawResponse
+Responder = Callable[[dict[str, Any]], Response | None]
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # keys lowercased
+    body: Any  # parsed JSON, or the raw text when it was not JSON, or None
+
+
+class _ServerClosing(Exception):
+    """Raised inside a handler thread when the server stops while it waits on a gate."""
+
+
+def hash_embedding(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
+    """Deterministic unit vector by signed feature hashing of lowercase words.
+
+    Texts sharing words get a positive cosine, so recall tests behave like a (very)
+    small semantic model without any weights.
+    """
+    vec = [0.0] * dim
+    words = [w for w in "".join(c if c.isalnum() else " " for c in text.lower()).split()]
+    for word in words or [""]:
+        digest = hashlib.sha256(word.encode()).digest()
+        index = int.from_bytes(digest[:4], "little") % dim
+        vec[index] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [v / norm for v in vec]
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token, like most BPE tokenizers on English text."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+def echo_responder(body: dict[str, Any]) -> Response:
+    """The demo model: echoes the last user message, summarises tool results."""
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        return Reply(f"The tool returned {len(str(last.get('content') or ''))} characters.")
+    text = last.get("content") or ""
+    if isinstance(text, list):
+        text = " ".join(part.get("text", "") for part in text if isinstance(part, dict))
+    return Reply(f"You said: {text}")
+
+
+class FakeOpenAI:
+    """The fake server; use as a context manager or call `start()` / `stop()`."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._host = host
+        self._port = port
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._queue: deque[Response] = deque()
+        self._embedding_queue: deque[HTTPError | RawResponse | None] = deque()
+        self._closing = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.responder: Responder | None = None
+        self.requests: list[RecordedRequest] = []
+        self.chat_requests: list[dict[str, Any]] = []
+        self.embedding_requests: list[dict[str, Any]] = []
+        self.embedding_gate: threading.Event | None = None
+        self.models: list[str] = list(DEFAULT_MODELS)
+        # When set, a chat request for a model not in `models` gets a 404 like a real API.
+        self.strict_models = False
+        # When set, requests must carry `Authorization: Bearer <api_key>` or get a 401.
+        self.api_key: str | None = None
+
+    # lifecycle -------------------------------------------------------------------------
+    def start(self) -> FakeOpenAI:
+        fake = self
+
+        class Handler(_Handler):
+            server_fake = fake
+
+        self._closing.clear()
+        self._server = _Server((self._host, self._port), Handler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-openai",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._closing.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("FakeOpenAI is not running")
+        return self._server.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._host}:{self.port}/v1"
+
+    # scripting -------------------------------------------------------------------------
+    def script(self, *responses: Response) -> None:
+        """Queue answers, one per /chat/completions request, in order."""
+        with self._lock:
+            self._queue.extend(responses)
+
+    def script_embeddings(self, *responses: HTTPError | RawResponse | None) -> None:
+        """Queue answers for /embeddings requests; None means a normal answer."""
+        with self._lock:
+            self._embedding_queue.extend(responses)
+
+    @property
+    def pending(self) -> int:
+        """Scripted chat answers not consumed yet."""
+        with self._lock:
+            return len(self._queue)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._queue.clear()
+            self._embedding_queue.clear()
+            self.requests.clear()
+            self.chat_requests.clear()
+            self.embedding_requests.clear()
+
+    def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Block until at least `n` chat requests arrived; returns their bodies."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while len(self.chat_requests) < n:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(
+                        f"expected {n} chat requests, got {len(self.chat_requests)}"
+                    )
+                self._changed.wait(remaining)
+            return list(self.chat_requests)
+
+    # used by the handler ---------------------------------------------------------------
+    def _record(self, request: RecordedRequest) -> None:
+        with self._changed:
+            self.requests.append(request)
+            if request.path == CHAT_PATH and isinstance(request.body, dict):
+                self.chat_requests.append(request.body)
+            elif request.path == EMBEDDINGS_PATH and isinstance(request.body, dict):
+                self.embedding_requests.append(request.body)
+            self._changed.notify_all()
+
+    def _next_chat(self, body: dict[str, Any]) -> Response:
+        with self._lock:
+            if self._queue:
+                return self._queue.popleft()
+        if self.responder is not None:
+            try:
+                answer = self.responder(body)
+            except Exception as exc:  # surface a broken test responder as a visible 500
+                log.exception("[FAKE_OPENAI] responder failed")
+                return HTTPError(500, _error_body(f"fake responder failed: {exc!r}", "responder"))
+            if answer is not None:
+                return answer
+        return Reply("ok")
+
+    def _next_embedding(self) -> HTTPError | RawResponse | None:
+        with self._lock:
+            return self._embedding_queue.popleft() if self._embedding_queue else None
+
+    def _wait(self, gate: threading.Event) -> None:
+        """Wait for a gate, but give up when the server stops so threads never leak."""
+        while not gate.wait(0.05):
+            if self._closing.is_set():
+                raise _ServerClosing
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients hanging up (timeouts, cancelled streams, idle keep-alive) are normal here."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, _ServerClosing)):
+            return
+        log.exception("[FAKE_OPENAI] request from %s failed", client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_fake: FakeOpenAI
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+        """Silence the stderr access log; tests read `fake.requests` instead."""
+
+    # dispatch --------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def _handle(self, method: str) -> None:
+        fake = self.server_fake
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body: Any = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+        path = self.path.split("?", 1)[0].rstrip("/")
+        headers = {key.lower(): value for key, value in self.headers.items()}
+        fake._record(RecordedRequest(method, path, headers, body))
+        try:
+            if fake.api_key is not None and (
+                self.headers.get("Authorization") != f"Bearer {fake.api_key}"
+            ):
+                self._send_error(
+                    HTTPError(401, _error_body("Incorrect API key provided.", "invalid_api_key"))
+                )
+            elif (method, path) == ("POST", CHAT_PATH):
+                self._chat(body if isinstance(body, dict) else {})
+            elif (method, path) == ("POST", EMBEDDINGS_PATH):
+                self._embeddings(body if isinstance(body, dict) else {})
+            elif (method, path) == ("GET", MODELS_PATH):
+                data = [
+                    {"id": m, "object": "model", "created": 0, "owned_by": "fake"}
+                    for m in fake.models
+                ]
+                self._send_json(200, {"object": "list", "data": data})
+            else:
+                self._send_error(HTTPError(404, _error_body(f"No route {method} {path}", "not_found")))
+        except (_ServerClosing, BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    # chat ------------------------------------------------------------------------------
+    def _chat(self, body: dict[str, Any]) -> None:
+        fake = self.server_fake
+        model = str(body.get("model") or "")
+        if fake.strict_models and model not in fake.models:
+            self._send_error(
+                HTTPError(
+                    404,
+                    _error_body(f"The model `{model}` does not exist.", "model_not_found"),
+                )
+            )
+            return
+        answer = fake._next_chat(body)
+        if isinstance(answer, HTTPError):
+            self._send_error(answer)
+        elif isinstance(answer, RawResponse):
+            self._send_raw(answer)
+        elif body.get("stream"):
+            self._stream_reply(answer, body)
+        else:
+            self._json_reply(answer, body)
+
+    def _usage(self, reply: Reply, body: dict[str, Any]) -> dict[str, int]:
+        prompt = reply.prompt_tokens
+        if prompt is None:
+            prompt = estimate_tokens(json.dumps(body.get("messages") or []))
+        completion = reply.completion_tokens
+        if completion is None:
+            produced = reply.text + reply.reasoning
+            produced += "".join(c.name + c.arguments_text() for c in reply.tool_calls)
+            completion = estimate_tokens(produced)
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+
+    def _stream_reply(self, reply: Reply, body: dict[str, Any]) -> None:
+        fake = self.server_fake
+        if reply.gate is not None:
+            fake._wait(reply.gate)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        created = int(time.time())
+        completion_id = f"chatcmpl-fake-{len(fake.chat_requests)}"
+        model = str(body.get("model") or "fake")
+
+        def event(choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+            return {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": choices,
+                **extra,
+            }
+
+        sent = 0
+        for delta, finish in _deltas(reply):
+            if reply.cut_after is not None and sent >= reply.cut_after:
+                self._cut()
+                return
+            if reply.stall_after is not None and sent == reply.stall_after:
+                fake._wait(reply.stall_gate or threading.Event())
+            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+            self._write_sse(event([choice]))
+            sent += 1
+        if reply.cut_after is not None and sent >= reply.cut_after:
+            self._cut()
+            return
+        options = body.get("stream_options") or {}
+        if reply.usage and options.get("include_usage"):
+            self._write_sse(event([], usage=self._usage(reply, body)))
+        self._write_chunk(b"data: [DONE]\n\n")
+        self._write_chunk(b"")
+
+    def _json_reply(self, reply: Reply, body: dict[str, Any]) -> None:
+        fake = self.server_fake
+        if reply.gate is not None:
+            fake._wait(reply.gate)
+        if reply.cut_after is not None:
+            self._cut()
+            return
+        if reply.stall_after is not None:
+            fake._wait(reply.stall_gate or threading.Event())
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.reasoning:
+            message["reasoning_content"] = reply.reasoning
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": spec.id or f"call_{i}",
+                    "type": "function",
+                    "function": {"name": spec.name, "arguments": spec.arguments_text()},
+                }
+                for i, spec in enumerate(reply.tool_calls)
+            ]
+        payload: dict[str, Any] = {
+            "id": f"chatcmpl-fake-{len(fake.chat_requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": str(body.get("model") or "fake"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": _finish_reason(reply),
+                    "logprobs": None,
+                }
+            ],
+        }
+        if reply.usage:
+            payload["usage"] = self._usage(reply, body)
+        self._send_json(200, payload)
+
+    # embeddings ------------------------------------------------------------------------
+    def _embeddings(self, body: dict[str, Any]) -> None:
+        fake = self.server_fake
+        if fake.embedding_gate is not None:
+            fake._wait(fake.embedding_gate)
+        scripted = fake._next_embedding()
+        if isinstance(scripted, HTTPError):
+            self._send_error(scripted)
+            return
+        if isinstance(scripted, RawResponse):
+            self._send_raw(scripted)
+            return
+        inputs = body.get("input")
+        texts = [inputs] if isinstance(inputs, str) else [str(t) for t in inputs or []]
+        as_base64 = body.get("encoding_format") == "base64"
+        data = []
+        for i, text in enumerate(texts):
+            vec = hash_embedding(text)
+            embedding: Any = vec
+            if as_base64:
+                embedding = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
+            data.append({"object": "embedding", "index": i, "embedding": embedding})
+        tokens = sum(estimate_tokens(t) for t in texts)
+        self._send_json(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": str(body.get("model") or "fake-embedding"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
+
+    # wire helpers ----------------------------------------------------------------------
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _send_error(self, error: HTTPError) -> None:
+        if isinstance(error.body, str):
+            data = error.body.encode()
+            self.send_response(error.status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in error.headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        else:
+            self._send_json(error.status, error.body, error.headers)
+
+    def _send_raw(self, raw: RawResponse) -> None:
+        self.send_response(raw.status)
+        self.send_header("Content-Type", raw.content_type)
+        self.send_header("Content-Length", str(len(raw.body)))
+        for key, value in raw.headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(raw.body)
+        self.wfile.flush()
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _write_sse(self, payload: dict[str, Any]) -> None:
+        self._write_chunk(f"data: {json.dumps(payload)}\n\n".encode())
+
+    def _cut(self) -> None:
+        """Drop the connection mid-body, as a crashed proxy or server would."""
+        self.close_connection = True
+        self.wfile.flush()
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _error_body(message: str, code: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+
+
+def _finish_reason(reply: Reply) -> str:
+    if reply.finish_reason is not None:
+        return reply.finish_reason
+    return "tool_calls" if reply.tool_calls else "stop"
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _deltas(reply: Reply) -> Iterator[tuple[dict[str, Any], str | None]]:
+    """The choice deltas of a streamed reply; the first carries the role."""
+    deltas: list[dict[str, Any]] = []
+    deltas += [{"reasoning_content": p} for p in _pieces(reply.reasoning, reply.chunk_size)]
+    deltas += [{"content": p} for p in _pieces(reply.text, reply.chunk_size)]
+    for i, spec in enumerate(reply.tool_calls):
+        deltas.append(
+            {
+                "tool_calls": [
+                    {
+                        "index": i,
+                        "id": spec.id or f"call_{i}",
+                        "type": "function",
+                        "function": {"name": spec.name, "arguments": ""},
+                    }
+                ]
+            }
+        )
+        for piece in _pieces(spec.arguments_text(), reply.chunk_size):
+            deltas.append({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+    if not deltas:
+        deltas.append({"content": ""})
+    deltas[0] = {"role": "assistant", **deltas[0]}
+    for delta in deltas:
+        yield delta, None
+    yield {}, _finish_reason(reply)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m qwenmem_tui.fake_openai",
+        description="Serve a demo echo model over the OpenAI API on 127.0.0.1.",
+    )
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    fake = FakeOpenAI(port=args.port)
+    fake.responder = echo_responder
+    with fake:
+        print(f"fake OpenAI server on {fake.base_url} (Ctrl+C stops)", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,328 @@
+"""Streaming chat completions and embeddings over `openai.AsyncOpenAI`.
+
+Always streams, even for side queries, so there is one code path for assembling
+text, `reasoning_content` and tool-call deltas, and one place where a truncated or
+malformed stream is noticed. Retries are off for chat: a failure is shown to the user
+as one line (see `errors.py`) rather than hidden behind minutes of silent backoff.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import openai
+
+from qwenmem_tui.llm.errors import LLMError, StreamProblem, display_endpoint, map_error
+
+if TYPE_CHECKING:
+    from qwenmem_tui.config import Settings
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+EMBEDDING_RETRIES = 2  # embeddings run in the background; a blip should not drop a memory
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text, exactly as the model produced it
+
+    def to_message_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass
+class Completion:
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+    def to_message(self) -> dict[str, Any]:
+        """The assistant message to append to history (reasoning kept for providers that want it)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_message_dict() for call in self.tool_calls]
+        if self.reasoning:
+            message["reasoning_content"] = self.reasoning
+        return message
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ReasoningDelta:
+    text: str
+
+
+@dataclass
+class ToolCallDelta:
+    """A tool call started streaming (or its name arrived): enough for a "running tool…" hint."""
+
+    index: int
+    name: str | None
+
+
+@dataclass
+class StreamFinished:
+    completion: Completion
+
+
+LLMEvent = TextDelta | ReasoningDelta | ToolCallDelta | StreamFinished
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class LLMClient:
+    """One endpoint, a main model and a fast model for side queries."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        fast_model: str | None = None,
+        timeout: float = 60.0,
+        max_tokens: int | None = None,
+        label: str | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.fast_model = fast_model or model
+        self.timeout = timeout
+        self.max_tokens = max_tokens
+        self.label = label or display_endpoint(base_url)
+        self._api_key = api_key
+        # Local servers accept any key, but the SDK refuses to start without one.
+        self._client = self._make_client(base_url, max_retries=0)
+        self._embed_clients: dict[str, openai.AsyncOpenAI] = {}
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, base_url: str | None = None, label: str | None = None
+    ) -> LLMClient:
+        """`base_url` overrides the configured one (the local model server passes its own)."""
+        llm = settings.llm
+        return cls(
+            base_url=base_url or llm.base_url or DEFAULT_BASE_URL,
+            api_key=settings.api_key_value(),
+            model=llm.model,
+            fast_model=llm.fast_model,
+            timeout=llm.timeout,
+            max_tokens=llm.max_tokens,
+            label=label,
+        )
+
+    def _make_client(self, base_url: str, *, max_retries: int) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=self._api_key or "no-key",
+            timeout=self.timeout,
+            max_retries=max_retries,
+        )
+
+    def _error(self, exc: BaseException, *, model: str, base_url: str | None = None) -> LLMError:
+        return map_error(
+            exc,
+            base_url=base_url or self.base_url,
+            model=model,
+            timeout=self.timeout,
+            api_key=self._api_key,
+        )
+
+    async def stream_chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[LLMEvent]:
+        """Stream one completion; ends with `StreamFinished` or raises `LLMError`.
+
+        Cancelling the task that iterates this closes the HTTP response, so the
+        server sees the disconnect and stops generating.
+        """
+        model = model or self.model
+        params: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            params["tools"] = tools
+        if (limit := max_tokens or self.max_tokens) is not None:
+            params["max_tokens"] = limit
+        if temperature is not None:
+            params["temperature"] = temperature
+
+        completion = Completion()
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, _PartialCall] = {}
+        chunks = 0
+        try:
+            stream = await self._client.chat.completions.create(**params)
+            async with stream:
+                await _reject_non_sse(stream.response)
+                async for chunk in stream:
+                    chunks += 1
+                    if chunk.usage is not None:
+                        completion.usage = Usage(
+                            prompt_tokens=chunk.usage.prompt_tokens or 0,
+                            completion_tokens=chunk.usage.completion_tokens or 0,
+                        )
+                    for choice in chunk.choices or []:
+                        if choice.index not in (0, None):
+                            continue  # n > 1 is never requested; ignore stray choices
+                        delta = choice.delta
+                        if delta is not None:
+                            for event in _delta_events(delta, text, reasoning, calls):
+                                yield event
+                        if choice.finish_reason:
+                            completion.finish_reason = choice.finish_reason
+            if chunks == 0:
+                raise StreamProblem("bad_response", "The endpoint sent an empty stream")
+            if completion.finish_reason is None:
+                raise StreamProblem("bad_response", "The reply ended before it was complete")
+        except Exception as exc:
+            raise self._error(exc, model=model) from exc
+        completion.content = "".join(text)
+        completion.reasoning = "".join(reasoning)
+        completion.tool_calls = [
+            ToolCall(
+                id=call.id or f"call_{index}",
+                name=call.name,
+                arguments="".join(call.arguments) or "{}",
+            )
+            for index, call in sorted(calls.items())
+        ]
+        yield StreamFinished(completion)
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> Completion:
+        """The whole completion at once (side queries: titles, recaps, extraction)."""
+        async for event in self.stream_chat(
+            messages, tools=tools, model=model, max_tokens=max_tokens, temperature=temperature
+        ):
+            if isinstance(event, StreamFinished):
+                return event.completion
+        raise AssertionError("stream_chat always ends with StreamFinished or raises")
+
+    async def embed(
+        self, texts: list[str], *, model: str, base_url: str | None = None
+    ) -> list[list[float]]:
+        """Embeddings in input order, from `base_url` (default: the chat endpoint)."""
+        if not texts:
+            return []
+        url = base_url or self.base_url
+        client = self._embed_clients.get(url)
+        if client is None:
+            client = self._make_client(url, max_retries=EMBEDDING_RETRIES)
+            self._embed_clients[url] = client
+        try:
+            result = await client.embeddings.create(
+                model=model, input=texts, encoding_format="float"
+            )
+            rows = sorted(result.data, key=lambda row: row.index)
+            vectors = [list(row.embedding) for row in rows]
+            if len(vectors) != len(texts):
+                raise StreamProblem(
+                    "bad_response",
+                    f"The endpoint returned {len(vectors)} embeddings for {len(texts)} texts",
+                )
+        except Exception as exc:
+            raise self._error(exc, model=model, base_url=url) from exc
+        return vectors
+
+    async def aclose(self) -> None:
+        await self._client.close()
+        for client in self._embed_clients.values():
+            await client.close()
+        self._embed_clients.clear()
+
+
+def _delta_events(
+    delta: Any,
+    text: list[str],
+    reasoning: list[str],
+    calls: dict[int, _PartialCall],
+) -> list[LLMEvent]:
+    events: list[LLMEvent] = []
+    # Providers name the thinking stream differently; the SDK keeps unknown fields as extras.
+    thought = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+    if isinstance(thought, str) and thought:
+        reasoning.append(thought)
+        events.append(ReasoningDelta(thought))
+    if delta.content:
+        text.append(delta.content)
+        events.append(TextDelta(delta.content))
+    for call_delta in delta.tool_calls or []:
+        index = call_delta.index if call_delta.index is not None else len(calls)
+        partial = calls.get(index)
+        is_new = partial is None
+        if partial is None:
+            partial = calls[index] = _PartialCall()
+        had_name = bool(partial.name)
+        if call_delta.id:
+            partial.id = call_delta.id
+        function = call_delta.function
+        if function is not None:
+            if function.name:
+                partial.name += function.name
+            if function.arguments:
+                partial.arguments.append(function.arguments)
+        if is_new or (partial.name and not had_name):
+            events.append(ToolCallDelta(index=index, name=partial.name or None))
+    return events
+
+
+async def _reject_non_sse(response: Any) -> None:
+    """A 200 that is not an event stream (a proxy page, a JSON error) would parse as empty."""
+    content_type = response.headers.get("content-type", "")
+    if not content_type or "event-stream" in content_type:
+        return
+    body = (await response.aread()).decode("utf-8", "replace")
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        raise StreamProblem(
+            "bad_response", f"The endpoint answered with {content_type.split(';')[0]}, not a stream"
+        ) from None
+    if isinstance(payload, dict) and payload.get("error"):
+        raise openai.APIError(
+            "error in a 200 response", request=response.request, body=payload["error"]
+        )
+    raise StreamProblem("bad_response", "The endpoint answered with JSON, not a stream")

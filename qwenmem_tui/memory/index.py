@@ -1,0 +1,213 @@
+"""The local FAISS index: a cache of the store's vectors, never the source of truth.
+
+``IndexIDMap2`` over inner product (vectors are L2-normalised, so it is cosine) keyed
+by memory id; flat while small — exact, and fast enough at 100k — and HNSW beyond
+``hnsw_threshold``. HNSW cannot delete, so removals there are tombstones until the
+next rebuild; they are harmless meanwhile because every search runs behind an
+IDSelector built from the store's hard filters, which never allow a removed row.
+
+On disk: ``<index_dir>/<embedder>.faiss`` plus a ``.json`` sidecar naming the
+embedder, dimension, kind, tombstones and the store generation the file reflects.
+FAISS calls run in a thread: they release the GIL and can take a while.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+log = logging.getLogger("qwenmem.memory")
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+FLAT = "flat"
+HNSW = "hnsw"
+_BATCH = 4096
+_TOMBSTONE_REBUILD_RATIO = 0.25
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    id: int
+    score: float
+
+
+def _bitmap_selector(allowed: np.ndarray) -> tuple[faiss.IDSelector, np.ndarray]:
+    """An IDSelectorBitmap over memory ids; the bitmap must outlive the search."""
+    bits = np.zeros(int(allowed.max()) + 1, dtype=bool)
+    bits[allowed] = True
+    packed = np.packbits(bits, bitorder="little")
+    return faiss.IDSelectorBitmap(len(packed) * 8, faiss.swig_ptr(packed)), packed
+
+
+class VectorIndex:
+    """One embedder's index, with the generation of the store it reflects."""
+
+    def __init__(self, directory: Path, embedder_id: str, *, hnsw_threshold: int = 200_000) -> None:
+        self.directory = directory
+        self.embedder_id = embedder_id
+        self.hnsw_threshold = hnsw_threshold
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", embedder_id)
+        self.index_path = directory / f"{safe}.faiss"
+        self.meta_path = directory / f"{safe}.json"
+        self.generation = -1  # reflects no store state until built or loaded
+        self.kind = FLAT
+        self.dim = 0
+        self._index: faiss.IndexIDMap2 | None = None
+        self._tombstones: set[int] = set()
+        self._lock = asyncio.Lock()
+
+    # state -------------------------------------------------------------------------
+    @property
+    def loaded(self) -> bool:
+        return self._index is not None
+
+    def ids(self) -> np.ndarray:
+        """Live ids (tombstones excluded), sorted."""
+        if self._index is None:
+            return np.zeros(0, dtype=np.int64)
+        ids = faiss.vector_to_array(self._index.id_map).astype(np.int64)
+        if self._tombstones:
+            ids = np.setdiff1d(ids, np.fromiter(self._tombstones, dtype=np.int64))
+        return np.sort(ids)
+
+    def __len__(self) -> int:
+        return 0 if self._index is None else self._index.ntotal - len(self._tombstones)
+
+    # load / save -------------------------------------------------------------------
+    async def load(self) -> bool:
+        """Load the files if present, intact and built with this embedder."""
+        try:
+            meta = json.loads(self.meta_path.read_text())
+            if meta.get("embedder") != self.embedder_id:
+                log.info("[MEMORY_INDEX] index built with %s, need %s", meta.get("embedder"), self.embedder_id)
+                return False
+            index = await asyncio.to_thread(faiss.read_index, str(self.index_path))
+            if index.ntotal != meta["count"] or index.d != meta["dim"]:
+                raise ValueError(f"index holds {index.ntotal}x{index.d}, sidecar says {meta['count']}x{meta['dim']}")
+            self._index = index
+            self.dim = int(meta["dim"])
+            self.kind = meta["kind"]
+            self.generation = int(meta["generation"])
+            self._tombstones = set(meta.get("tombstones", []))
+            return True
+        except FileNotFoundError:
+            return False
+        except Exception as exc:  # a corrupt cache is rebuilt, never fatal
+            log.warning("[MEMORY_INDEX] unreadable index %s, rebuilding: %s", self.index_path, exc)
+            self._index = None
+            return False
+
+    async def save(self) -> None:
+        """Write index then sidecar, each atomically; another process may be reading."""
+        if self._index is None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        suffix = f".{os.getpid()}.tmp"
+        tmp_index = self.index_path.with_name(self.index_path.name + suffix)
+        tmp_meta = self.meta_path.with_name(self.meta_path.name + suffix)
+        async with self._lock:
+            await asyncio.to_thread(faiss.write_index, self._index, str(tmp_index))
+            meta = {
+                "embedder": self.embedder_id,
+                "dim": self.dim,
+                "kind": self.kind,
+                "count": int(self._index.ntotal),
+                "generation": self.generation,
+                "tombstones": sorted(self._tombstones),
+            }
+            tmp_meta.write_text(json.dumps(meta))
+        os.replace(tmp_index, self.index_path)
+        os.replace(tmp_meta, self.meta_path)
+
+    # build / change ----------------------------------------------------------------
+    def _new_index(self, dim: int, count: int) -> faiss.IndexIDMap2:
+        if count >= self.hnsw_threshold:
+            inner = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
+            inner.hnsw.efConstruction = 40
+            self.kind = HNSW
+        else:
+            inner = faiss.IndexFlatIP(dim)
+            self.kind = FLAT
+        return faiss.IndexIDMap2(inner)  # the wrapper keeps a reference to inner
+
+    async def rebuild(
+        self, ids: np.ndarray, vectors: np.ndarray, generation: int, progress: Progress | None = None
+    ) -> None:
+        """Replace the whole index with ``vectors``; reports progress per batch."""
+        dim = vectors.shape[1] if len(ids) else self.dim
+        async with self._lock:
+            index = self._new_index(dim, len(ids)) if dim else None
+            total = len(ids)
+            for start in range(0, total, _BATCH):
+                end = min(start + _BATCH, total)
+                await asyncio.to_thread(index.add_with_ids, vectors[start:end], ids[start:end])
+                if progress is not None:
+                    progress(end, total)
+            if progress is not None and total == 0:
+                progress(0, 0)
+            self._index = index
+            self.dim = dim
+            self._tombstones = set()
+            self.generation = generation
+
+    async def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        if len(ids) == 0:
+            return
+        async with self._lock:
+            if self._index is None or self.dim != vectors.shape[1]:
+                self.dim = vectors.shape[1]
+                self._index = self._new_index(self.dim, len(ids))
+            revived = self._tombstones.intersection(ids.tolist())
+            if revived:
+                # HNSW keeps a tombstoned vector; adding the id again would duplicate it.
+                keep = ~np.isin(ids, np.fromiter(revived, dtype=np.int64))
+                ids, vectors = ids[keep], vectors[keep]
+                self._tombstones -= revived
+                if len(ids) == 0:
+                    return
+            await asyncio.to_thread(self._index.add_with_ids, np.ascontiguousarray(vectors, dtype=np.float32), ids)
+
+    async def remove(self, ids: np.ndarray) -> None:
+        if self._index is None or len(ids) == 0:
+            return
+        async with self._lock:
+            if self.kind == HNSW:
+                present = set(faiss.vector_to_array(self._index.id_map).tolist())
+                self._tombstones.update(i for i in ids.tolist() if i in present)
+            else:
+                await asyncio.to_thread(self._index.remove_ids, np.asarray(ids, dtype=np.int64))
+
+    def needs_rebuild(self) -> bool:
+        """Grown past flat, or HNSW carrying too many tombstones."""
+        if self._index is None:
+            return True
+        if self.kind == FLAT:
+            return self._index.ntotal >= self.hnsw_threshold
+        return len(self._tombstones) > _TOMBSTONE_REBUILD_RATIO * max(1, self._index.ntotal)
+
+    # search ------------------------------------------------------------------------
+    async def search(self, query: np.ndarray, k: int, allowed: np.ndarray) -> list[SearchHit]:
+        """Top ``k`` among ``allowed`` ids only: the selector makes FAISS skip the rest."""
+        if self._index is None or len(allowed) == 0 or k <= 0 or self._index.ntotal == 0:
+            return []
+        selector, bitmap = _bitmap_selector(allowed)
+        if self.kind == HNSW:
+            params = faiss.SearchParametersHNSW(sel=selector, efSearch=max(64, 2 * k))
+        else:
+            params = faiss.SearchParameters(sel=selector)
+        q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
+        k = min(k, len(allowed))
+        async with self._lock:  # FAISS is not safe against a concurrent add
+            scores, ids = await asyncio.to_thread(self._index.search, q, k, params=params)
+        del bitmap  # only now may the selector's memory go
+        return [SearchHit(int(i), float(s)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0]

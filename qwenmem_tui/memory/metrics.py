@@ -1,0 +1,76 @@
+"""Is memory helping? Hit rate, staleness and poisoning flag rate from stored counters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from qwenmem_tui.memory.model import DAY
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    recalls: int
+    recall_hits: int
+    recalled_memories: int
+    writes: int
+    quarantined_writes: int
+    counts: dict[str, int]
+    mean_recalled_age_s: float  # staleness: mean age of what recall returned
+    deliveries: dict[str, int] = field(default_factory=dict)  # prefetch point -> count
+
+    @property
+    def hit_rate(self) -> float:
+        """Recalls that returned at least one memory / all recalls."""
+        return self.recall_hits / self.recalls if self.recalls else 0.0
+
+    @property
+    def poisoning_flag_rate(self) -> float:
+        """Writes quarantined by the guard / all writes."""
+        return self.quarantined_writes / self.writes if self.writes else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "recalls": self.recalls,
+            "recall_hits": self.recall_hits,
+            "hit_rate": round(self.hit_rate, 4),
+            "recalled_memories": self.recalled_memories,
+            "staleness_days": round(self.mean_recalled_age_s / DAY, 3),
+            "writes": self.writes,
+            "quarantined_writes": self.quarantined_writes,
+            "poisoning_flag_rate": round(self.poisoning_flag_rate, 4),
+            "counts": dict(self.counts),
+            "deliveries": dict(self.deliveries),
+        }
+
+    def to_text(self) -> str:
+        lines = [
+            f"recall hit rate      {self.hit_rate:6.1%}  ({self.recall_hits}/{self.recalls} recalls)",
+            f"staleness            {self.mean_recalled_age_s / DAY:6.1f} days (mean age of recalled memories)",
+            f"poisoning flag rate  {self.poisoning_flag_rate:6.1%}  ({self.quarantined_writes}/{self.writes} writes)",
+            "counts by status     " + ", ".join(f"{k} {v}" for k, v in self.counts.items()),
+        ]
+        if self.deliveries:
+            lines.append("deliveries           " + ", ".join(f"{k} {v}" for k, v in sorted(self.deliveries.items())))
+        return "\n".join(lines)
+
+
+DELIVERY_PREFIX = "delivery_"
+
+
+def compute_stats(counters: Mapping[str, float], counts: Mapping[str, int]) -> MemoryStats:
+    """Pure: the store's raw counters and status counts -> the dashboard numbers."""
+    recalled = int(counters.get("recalled_memories", 0))
+    return MemoryStats(
+        recalls=int(counters.get("recalls", 0)),
+        recall_hits=int(counters.get("recall_hits", 0)),
+        recalled_memories=recalled,
+        writes=int(counters.get("writes", 0)),
+        quarantined_writes=int(counters.get("quarantined_writes", 0)),
+        counts=dict(counts),
+        mean_recalled_age_s=counters.get("recalled_age_sum", 0.0) / recalled if recalled else 0.0,
+        deliveries={
+            name[len(DELIVERY_PREFIX) :]: int(v) for name, v in counters.items() if name.startswith(DELIVERY_PREFIX)
+        },
+    )

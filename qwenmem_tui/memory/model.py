@@ -1,0 +1,179 @@
+"""The memory domain model: rows, categories, statuses, origins, scopes and TTLs."""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+GLOBAL_SCOPE = "global"
+DAY = 86400.0
+
+
+class Category(StrEnum):
+    USER = "user"
+    FEEDBACK = "feedback"
+    PROJECT = "project"
+    REFERENCE = "reference"
+
+
+class Status(StrEnum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    EXPIRED = "expired"
+    QUARANTINED = "quarantined"
+    DELETED = "deleted"
+
+
+class Origin(StrEnum):
+    USER = "user"  # /remember or import by a person
+    TOOL = "tool"  # the model's save_memory call
+    AGENT = "agent"  # background extraction
+
+
+class AuditAction(StrEnum):
+    CREATE = "create"
+    SUPERSEDE = "supersede"
+    REFRESH = "refresh"
+    EXPIRE = "expire"
+    QUARANTINE = "quarantine"
+    APPROVE = "approve"
+    FORGET = "forget"
+
+
+# Facts about the person follow them everywhere; facts about a codebase stay with it.
+GLOBAL_CATEGORIES = frozenset({Category.USER, Category.FEEDBACK})
+
+DEFAULT_TTL_DAYS: dict[str, int] = {
+    Category.USER: 365,
+    Category.FEEDBACK: 365,
+    Category.PROJECT: 90,
+    Category.REFERENCE: 30,
+}
+DEFAULT_TTL_CAP_DAYS = 730
+
+
+def scope_for(category: Category, project: str) -> str:
+    """The scope a memory of ``category`` lives in when saved from ``project``."""
+    return GLOBAL_SCOPE if category in GLOBAL_CATEGORIES else project
+
+
+def content_hash(value: str) -> str:
+    """Hash of the normalised value; equal values under different keys dedupe on it."""
+    norm = " ".join(unicodedata.normalize("NFKC", value).casefold().split())
+    return hashlib.sha256(norm.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TtlPolicy:
+    """Per-category default TTLs; a requested TTL may shorten freely but not pass the cap."""
+
+    days: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_TTL_DAYS))
+    cap_days: int = DEFAULT_TTL_CAP_DAYS
+
+    def resolve(self, category: Category, requested: int | None) -> tuple[int, str | None]:
+        """Effective TTL in days and, when the request was changed, why (for the audit)."""
+        default = self.days.get(category, DEFAULT_TTL_DAYS[category])
+        if requested is None:
+            return default, None
+        if requested < 1:
+            return 1, f"ttl_days {requested} raised to 1"
+        if requested > self.cap_days:
+            return self.cap_days, f"ttl_days {requested} capped at {self.cap_days}"
+        if requested > default:
+            return requested, f"ttl_days {requested} lengthened from default {default}"
+        return requested, None
+
+
+@dataclass
+class MemoryDraft:
+    """A memory someone wants to write, before the guard and the store decide its fate."""
+
+    category: Category
+    key: str
+    value: str
+    origin: Origin
+    scope: str
+    user: str
+    ttl_days: int | None = None
+    reason: str = ""  # why it is written, kept in the audit trail
+    created_at: float | None = None  # import keeps the original time
+
+
+@dataclass
+class Memory:
+    id: int
+    user: str
+    scope: str
+    category: Category
+    key: str
+    value: str
+    origin: Origin
+    status: Status
+    flags: list[str]
+    created_at: float
+    updated_at: float
+    expires_at: float | None
+    last_recalled_at: float | None = None
+    recall_count: int = 0
+    superseded_by: int | None = None
+    content_hash: str = ""
+    embedding_model: str = ""
+
+    def embed_text(self) -> str:
+        return embed_text(self.category, self.key, self.value)
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract §3 JSON shape (plus a few extra fields)."""
+        return {
+            "id": self.id,
+            "category": str(self.category),
+            "key": self.key,
+            "value": self.value,
+            "origin": str(self.origin),
+            "status": str(self.status),
+            "scope": self.scope,
+            "user": self.user,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "expires_at": self.expires_at,
+            "flags": list(self.flags),
+            "last_recalled_at": self.last_recalled_at,
+            "recall_count": self.recall_count,
+            "superseded_by": self.superseded_by,
+        }
+
+
+def embed_text(category: str, key: str, value: str) -> str:
+    """What gets embedded: the key words help a query find the fact, not only the value."""
+    return f"{category} {key.replace('_', ' ')}: {value}"
+
+
+class WriteAction(StrEnum):
+    CREATED = "created"
+    SUPERSEDED = "superseded"  # created, and an older value of the key was superseded
+    REFRESHED = "refreshed"  # same key, same value: only times moved
+    DEDUPLICATED = "deduplicated"  # same value already active under another key
+    QUARANTINED = "quarantined"
+
+
+@dataclass
+class WriteResult:
+    memory: Memory
+    action: WriteAction
+    superseded: list[int] = field(default_factory=list)  # ids that left the index
+    generation: int = 0  # store generation after this write (quarantine: unchanged)
+
+
+@dataclass
+class AuditEntry:
+    id: int
+    memory_id: int
+    action: AuditAction
+    origin: str
+    at: float
+    reason: str
+    old_value: str | None
+    new_value: str | None

@@ -1,0 +1,49 @@
+"""The recalled-memory block the model sees (contract §6)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from qwenmem_tui.memory.model import DAY, Memory
+
+REMINDER_OPEN = "<system-reminder>"
+REMINDER_CLOSE = "</system-reminder>"
+HEADER = (
+    "Long-term memories that may be relevant to this request. They were saved in earlier "
+    "conversations and can be out of date: prefer what the user says now, and verify "
+    "facts about code against the current files."
+)
+
+
+def escape(text: str) -> str:
+    """Escape ``&``, ``<`` and ``>`` so a memory can never open or close a tag."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def age_phrase(seconds: float) -> str:
+    """"just now", "5 minutes ago", "3 days ago" — coarse on purpose, models read it."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("year", 365 * DAY), ("month", 30 * DAY), ("day", DAY), ("hour", 3600.0), ("minute", 60.0)):
+        if seconds >= size:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n != 1 else ''} ago"
+    return "just now"
+
+
+def render_memory(memory: Memory, now: float) -> str:
+    age = now - memory.created_at
+    line = (
+        f"- [{escape(str(memory.category))}] {escape(memory.key)}: {escape(memory.value)} "
+        f"(saved {age_phrase(age)}"
+    )
+    if age > DAY:
+        line += "; may be stale, check before relying on it"
+    return line + ")"
+
+
+def render_block(memories: Sequence[Memory], now: float) -> str:
+    """One ``<system-reminder>`` block, or "" when there is nothing to say."""
+    if not memories:
+        return ""
+    body = "\n".join(render_memory(m, now) for m in memories)
+    return f"{REMINDER_OPEN}\n{HEADER}\n{body}\n{REMINDER_CLOSE}"

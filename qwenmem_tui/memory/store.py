@@ -1,0 +1,135 @@
+"""The MemoryStore interface: SQL rows, vectors and the audit trail, nothing else.
+
+A store persists; it does not search. Vectors are stored with their rows so every
+process can (re)build its local FAISS cache from the store without re-embedding, and
+a monotonically increasing *generation* tells a process that another one changed the
+indexable set. SQLite implements it today (``sqlite_store.py``); PostgreSQL will
+implement the same interface with the same semantics (issue 10), and a pgvector
+search could later replace the local index without touching callers.
+
+Every mutating call is one transaction that also appends to the audit trail and
+bumps the generation, so a supersede and its removal from every index happen in
+one step.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from qwenmem_tui.memory.model import AuditEntry, Memory, MemoryDraft, Origin, Status, WriteResult
+
+
+@dataclass(frozen=True)
+class AllowedIds:
+    """The ids passing recall's hard filters, and until when that answer holds.
+
+    ``valid_until`` is the earliest expiry among them: after it the set must be read
+    again even if the generation did not move.
+    """
+
+    ids: np.ndarray  # int64, sorted
+    generation: int
+    valid_until: float | None
+
+
+class MemoryStore(ABC):
+    """Persistence of memories. Times are unix seconds supplied by the caller."""
+
+    @abstractmethod
+    async def write(
+        self,
+        draft: MemoryDraft,
+        *,
+        flags: Sequence[str],
+        expires_at: float | None,
+        vector: np.ndarray | None,
+        embedding_model: str,
+        now: float,
+    ) -> WriteResult:
+        """Create, supersede, refresh or deduplicate by key — deterministically.
+
+        Non-empty ``flags`` store the row as quarantined. Otherwise: same key and same
+        value refreshes the active row; the same value already active under another key
+        refreshes that row instead (deduplicated); a new value supersedes the active
+        row of the key in the same transaction.
+        """
+
+    @abstractmethod
+    async def get(self, memory_id: int) -> Memory | None: ...
+
+    @abstractmethod
+    async def fetch(self, ids: Sequence[int]) -> list[Memory]:
+        """Rows by id, in the order given (missing ids skipped)."""
+
+    @abstractmethod
+    async def list(
+        self,
+        *,
+        user: str | None = None,
+        scopes: Collection[str] | None = None,
+        statuses: Collection[Status] | None = None,
+    ) -> list[Memory]:
+        """Rows matching every given filter, oldest first."""
+
+    @abstractmethod
+    async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
+        """Recall's hard filters, in SQL: user, scope, active, not expired."""
+
+    @abstractmethod
+    async def record_recall(self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]) -> None:
+        """These memories reached a prompt (count, last recall); add to metric counters."""
+
+    @abstractmethod
+    async def approve(self, memory_id: int, *, now: float, reason: str = "") -> Memory | None:
+        """Quarantined -> active (superseding the key's active row); None if not quarantined."""
+
+    @abstractmethod
+    async def forget(self, memory_id: int, *, origin: Origin | str, now: float, reason: str = "") -> Memory | None:
+        """Mark deleted (audited); None if no such row or already deleted."""
+
+    @abstractmethod
+    async def sweep_expired(self, *, now: float) -> list[int]:
+        """Mark active rows past their expiry as expired; the ids that changed."""
+
+    @abstractmethod
+    async def generation(self) -> int:
+        """Bumped by every change of the indexable set, in the same transaction."""
+
+    @abstractmethod
+    async def vector_ids(self, embedding_model: str) -> np.ndarray:
+        """Sorted int64 ids of active rows holding a vector from ``embedding_model``."""
+
+    @abstractmethod
+    async def vectors(
+        self, embedding_model: str, ids: Sequence[int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(ids int64, vectors float32) of active rows embedded with ``embedding_model``,
+        all of them or only ``ids``."""
+
+    @abstractmethod
+    async def missing_vectors(self, embedding_model: str) -> list[Memory]:
+        """Active or quarantined rows with no vector from ``embedding_model``."""
+
+    @abstractmethod
+    async def set_vectors(self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str) -> None: ...
+
+    @abstractmethod
+    async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:
+        """The audit trail, of one memory or all, oldest first."""
+
+    @abstractmethod
+    async def add_metrics(self, deltas: Mapping[str, float]) -> None:
+        """Add to named counters (recalls, hits, staleness sums, deliveries)."""
+
+    @abstractmethod
+    async def metrics(self) -> dict[str, float]: ...
+
+    @abstractmethod
+    async def counts_by_status(self) -> dict[str, int]: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...

@@ -1,0 +1,236 @@
+"""The one SQLite connection: WAL, busy timeout, migrations, retried writes.
+
+Several processes may share `qwenmem.db` (two TUIs, the daemon, a CLI command), so
+every write runs in a `BEGIN IMMEDIATE` transaction that takes the write lock up
+front, SQLite's busy timeout absorbs short waits, and `write()` retries with backoff
+when the lock is still held after that, telling the UI through `on_retry`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from qwenmem_tui.storage.migrations import MIGRATIONS
+
+log = logging.getLogger("qwenmem.storage")
+
+T = TypeVar("T")
+
+RetryCallback = Callable[[int, float], None]
+"""Called as `on_retry(attempt, delay)` before sleeping `delay` seconds."""
+
+
+class StorageError(Exception):
+    """A storage failure worth one line to the user; `str(e)` names the file."""
+
+
+def _is_locked(exc: BaseException) -> bool:
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _is_corrupt(exc: BaseException) -> bool:
+    # SQLITE_CORRUPT (11) and SQLITE_NOTADB (26), extended codes included.
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.DatabaseError) and code is not None and code & 0xFF in (11, 26)
+
+
+def split_statements(script: str) -> list[str]:
+    """Split an SQL script into complete statements.
+
+    `sqlite3.complete_statement` understands string literals, comments and trigger
+    bodies, so a `;` inside any of them does not end a statement.
+    """
+    statements: list[str] = []
+    current = ""
+    for piece in script.split(";"):
+        current += piece + ";"
+        if sqlite3.complete_statement(current):
+            if current.strip(" \t\r\n;"):
+                statements.append(current.strip())
+            current = ""
+    if current.rstrip(";").strip():
+        raise ValueError(f"incomplete SQL statement at the end of a script: {current.strip()!r}")
+    return statements
+
+
+class Database:
+    """An open `qwenmem.db`; use `Database.open`, never the constructor."""
+
+    def __init__(
+        self,
+        path: Path,
+        conn: aiosqlite.Connection,
+        *,
+        on_retry: RetryCallback | None = None,
+        retries: int = 6,
+        backoff: float = 0.05,
+    ) -> None:
+        self.path = path
+        self.conn = conn
+        self.on_retry = on_retry
+        self._retries = retries
+        self._backoff = backoff
+        # One connection is shared by every coroutine; a write transaction spans
+        # several awaits, so writers must not interleave on it.
+        self._write_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path,
+        *,
+        on_retry: RetryCallback | None = None,
+        busy_timeout_ms: int = 5000,
+        retries: int = 6,
+        backoff: float = 0.05,
+        migrations: Sequence[str] = MIGRATIONS,
+    ) -> Database:
+        """Open (creating if needed) and migrate the database at `path`.
+
+        A file that is not a usable SQLite database raises `StorageError` naming it;
+        the file is never modified or replaced in that case.
+        """
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = await aiosqlite.connect(path, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageError(f"Cannot open database {path}: {exc}") from exc
+        conn.row_factory = sqlite3.Row
+        db = cls(path, conn, on_retry=on_retry, retries=retries, backoff=backoff)
+        try:
+            await db._configure(busy_timeout_ms)
+            await db._migrate(migrations)
+        except BaseException as exc:
+            await conn.close()
+            if isinstance(exc, sqlite3.DatabaseError):
+                if _is_locked(exc):
+                    raise StorageError(
+                        f"Database {path} is locked by another process: {exc}"
+                    ) from exc
+                raise StorageError(
+                    f"Database {path} is unreadable ({exc}); it was left untouched — "
+                    "move it away to start fresh"
+                ) from exc
+            raise
+        return db
+
+    async def _configure(self, busy_timeout_ms: int) -> None:
+        # busy_timeout first: switching to WAL may itself wait for another writer.
+        await self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        # Reading the schema touches the header and fails cleanly on a non-database
+        # file before anything could be written to it.
+        await self.fetchone("SELECT count(*) FROM sqlite_master")
+        row = await self.fetchone("PRAGMA journal_mode = WAL")
+        if row is None or str(row[0]).lower() != "wal":
+            log.warning("[STORAGE] WAL unavailable for %s (journal_mode=%s)", self.path, row and row[0])
+        await self.conn.execute("PRAGMA synchronous = NORMAL")
+        await self.conn.execute("PRAGMA foreign_keys = ON")
+
+    async def user_version(self) -> int:
+        row = await self.fetchone("PRAGMA user_version")
+        return int(row[0]) if row else 0
+
+    async def _migrate(self, migrations: Sequence[str]) -> None:
+        target = len(migrations)
+        version = await self.user_version()
+        if version > target:
+            raise StorageError(
+                f"Database {self.path} has schema version {version}, newer than this "
+                f"qwenmem understands ({target}); upgrade qwenmem"
+            )
+        while version < target:
+            async def step(conn: aiosqlite.Connection) -> int:
+                # Re-read under the write lock: another process may have migrated
+                # while we waited for it.
+                current = await self.user_version()
+                if current < target:
+                    for statement in split_statements(migrations[current]):
+                        await conn.execute(statement)
+                    await conn.execute(f"PRAGMA user_version = {current + 1}")
+                    log.info("[STORAGE] migrated %s to schema version %d", self.path, current + 1)
+                    return current + 1
+                return current
+
+            version = await self.write(step)
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+    def _corrupt(self, exc: sqlite3.DatabaseError) -> StorageError:
+        return StorageError(
+            f"Database {self.path} is damaged ({exc}); it was left untouched — "
+            "move it away to start fresh"
+        )
+
+    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
+        try:
+            async with self.conn.execute(sql, tuple(params)) as cursor:
+                return list(await cursor.fetchall())
+        except sqlite3.DatabaseError as exc:
+            if _is_corrupt(exc):
+                raise self._corrupt(exc) from exc
+            raise
+
+    async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Row | None:
+        try:
+            async with self.conn.execute(sql, tuple(params)) as cursor:
+                return await cursor.fetchone()
+        except sqlite3.DatabaseError as exc:
+            if _is_corrupt(exc):
+                raise self._corrupt(exc) from exc
+            raise
+
+    async def write(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+        """Run `fn` in one write transaction and commit; retry while locked.
+
+        `fn` may be run again after a rollback, so it must not have side effects
+        outside the database. Other errors roll back and propagate unchanged.
+        """
+        async with self._write_lock:
+            attempt = 0
+            while True:
+                try:
+                    return await self._transaction(fn)
+                except sqlite3.DatabaseError as exc:
+                    if _is_corrupt(exc):
+                        raise self._corrupt(exc) from exc
+                    if not _is_locked(exc):
+                        raise
+                    attempt += 1
+                    if attempt > self._retries:
+                        raise StorageError(
+                            f"Database {self.path} stayed locked by another process: {exc}"
+                        ) from exc
+                    delay = self._backoff * 2 ** (attempt - 1)
+                    log.warning(
+                        "[STORAGE] %s locked, retry %d in %.2fs", self.path, attempt, delay
+                    )
+                    if self.on_retry is not None:
+                        self.on_retry(attempt, delay)
+                    await asyncio.sleep(delay)
+
+    async def _transaction(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+        await self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = await fn(self.conn)
+            await self.conn.execute("COMMIT")
+        except BaseException:
+            # Also on cancellation: aiosqlite runs queued statements in order, so the
+            # rollback lands after whatever `fn` had already sent.
+            try:
+                await self.conn.execute("ROLLBACK")
+            except sqlite3.OperationalError:
+                pass  # COMMIT went through, or SQLite already rolled back
+            raise
+        return result

@@ -1,0 +1,98 @@
+"""Schema migrations, applied in order by `Database.open`.
+
+`MIGRATIONS[i]` is one SQL script that brings `PRAGMA user_version` from `i` to
+`i + 1`; the runner executes it statement by statement inside one transaction and
+bumps `user_version` in that same transaction, so a crash never leaves a half-applied
+version behind. Append only: never edit a script that has shipped.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # 1: sessions and their items (chat messages and display-only items).
+    """
+    CREATE TABLE sessions (
+        id            TEXT PRIMARY KEY,
+        project       TEXT NOT NULL,
+        title         TEXT NOT NULL DEFAULT '',
+        created_at    REAL NOT NULL,
+        updated_at    REAL NOT NULL,
+        message_count INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX sessions_by_project ON sessions (project, updated_at DESC);
+    CREATE INDEX sessions_by_update ON sessions (updated_at DESC);
+
+    CREATE TABLE items (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        type       TEXT NOT NULL,
+        content    TEXT NOT NULL,
+        message    TEXT,
+        meta       TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX items_by_session ON items (session_id, id);
+    """,
+    # 2: long-term memory (qwenmem_tui/memory): rows with their vectors, the append-only
+    # audit trail, the generation counter other processes watch, and metric counters.
+    """
+    CREATE TABLE memories (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        user             TEXT NOT NULL,
+        scope            TEXT NOT NULL,
+        category         TEXT NOT NULL
+                         CHECK (category IN ('user', 'feedback', 'project', 'reference')),
+        key              TEXT NOT NULL,
+        value            TEXT NOT NULL,
+        origin           TEXT NOT NULL CHECK (origin IN ('user', 'tool', 'agent')),
+        status           TEXT NOT NULL
+                         CHECK (status IN ('active', 'superseded', 'expired', 'quarantined', 'deleted')),
+        flags            TEXT NOT NULL DEFAULT '[]',
+        created_at       REAL NOT NULL,
+        updated_at       REAL NOT NULL,
+        expires_at       REAL,
+        last_recalled_at REAL,
+        recall_count     INTEGER NOT NULL DEFAULT 0,
+        superseded_by    INTEGER REFERENCES memories (id),
+        content_hash     TEXT NOT NULL,
+        embedding_model  TEXT NOT NULL DEFAULT '',
+        embedding        BLOB
+    );
+    CREATE UNIQUE INDEX memories_one_active_key ON memories (user, scope, key)
+        WHERE status = 'active';
+    CREATE INDEX memories_active_hash ON memories (user, scope, content_hash)
+        WHERE status = 'active';
+    CREATE INDEX memories_by_status ON memories (status, user, scope, expires_at);
+
+    CREATE TABLE memory_audit (
+        id        INTEGER PRIMARY KEY AUTOINCREMENT,
+        memory_id INTEGER NOT NULL,
+        action    TEXT NOT NULL,
+        origin    TEXT NOT NULL,
+        at        REAL NOT NULL,
+        reason    TEXT NOT NULL DEFAULT '',
+        old_value TEXT,
+        new_value TEXT
+    );
+    CREATE INDEX memory_audit_by_memory ON memory_audit (memory_id, id);
+    CREATE TRIGGER memory_audit_no_update BEFORE UPDATE ON memory_audit
+    BEGIN
+        SELECT RAISE(ABORT, 'memory_audit is append-only');
+    END;
+    CREATE TRIGGER memory_audit_no_delete BEFORE DELETE ON memory_audit
+    BEGIN
+        SELECT RAISE(ABORT, 'memory_audit is append-only');
+    END;
+
+    CREATE TABLE memory_meta (
+        name  TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    );
+    INSERT INTO memory_meta (name, value) VALUES ('generation', 0);
+
+    CREATE TABLE memory_metrics (
+        name  TEXT PRIMARY KEY,
+        value REAL NOT NULL DEFAULT 0
+    );
+    """,
+]

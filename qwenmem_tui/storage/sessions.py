@@ -1,0 +1,239 @@
+"""Sessions and their items: every chat message plus display-only items.
+
+An item is one row of a conversation as the user saw it. Items that are part of the
+model's history carry the OpenAI message dict in `message`; display-only items (info,
+error, away_recap, compaction markers, ...) have `message=None`. Each `add_item`
+commits before it returns, so whatever the UI has shown as finished survives a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiosqlite
+
+from qwenmem_tui.storage.database import Database, StorageError
+
+TITLE_MAX_CHARS = 60
+
+
+@dataclass
+class SessionInfo:
+    id: str
+    project: str
+    title: str
+    created_at: float
+    updated_at: float
+    message_count: int
+    """Items that are chat messages (user, assistant, tool); display items excluded."""
+
+
+@dataclass
+class Item:
+    id: int | None
+    session_id: str
+    type: str
+    content: str
+    message: dict[str, Any] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+
+
+class SessionNotFoundError(StorageError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f'No session with id "{session_id}"')
+        self.session_id = session_id
+
+
+def make_title(text: str) -> str:
+    """A session title from the first user message: its first non-blank line."""
+    for line in text.splitlines():
+        line = " ".join(line.split())
+        if line:
+            if len(line) > TITLE_MAX_CHARS:
+                return line[: TITLE_MAX_CHARS - 1].rstrip() + "…"
+            return line
+    return ""
+
+
+def _session_from_row(row: sqlite3.Row) -> SessionInfo:
+    return SessionInfo(
+        id=row["id"],
+        project=row["project"],
+        title=row["title"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        message_count=row["message_count"],
+    )
+
+
+def _item_from_row(row: sqlite3.Row) -> Item:
+    return Item(
+        id=row["id"],
+        session_id=row["session_id"],
+        type=row["type"],
+        content=row["content"],
+        message=json.loads(row["message"]) if row["message"] is not None else None,
+        meta=json.loads(row["meta"]),
+        created_at=row["created_at"],
+    )
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+_SESSION_COLUMNS = "id, project, title, created_at, updated_at, message_count"
+
+
+class SessionStore:
+    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+        self.db = db
+        self.clock = clock
+
+    async def create_session(self, project: str, title: str = "") -> SessionInfo:
+        now = self.clock()
+        info = SessionInfo(
+            id=uuid.uuid4().hex,
+            project=project,
+            title=make_title(title),
+            created_at=now,
+            updated_at=now,
+            message_count=0,
+        )
+
+        async def insert(conn: aiosqlite.Connection) -> None:
+            await conn.execute(
+                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                (info.id, info.project, info.title, now, now, 0),
+            )
+
+        await self.db.write(insert)
+        return info
+
+    async def get_session(self, session_id: str) -> SessionInfo | None:
+        row = await self.db.fetchone(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+        )
+        return _session_from_row(row) if row else None
+
+    async def list_sessions(self, project: str | None = None) -> list[SessionInfo]:
+        """Sessions, most recently updated first (all projects when `project` is None)."""
+        if project is None:
+            rows = await self.db.fetchall(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY updated_at DESC, rowid DESC"
+            )
+        else:
+            rows = await self.db.fetchall(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE project = ? "
+                "ORDER BY updated_at DESC, rowid DESC",
+                (project,),
+            )
+        return [_session_from_row(row) for row in rows]
+
+    async def latest_session(self, project: str) -> SessionInfo | None:
+        """The session `--resume` opens: the newest one that has any item.
+
+        A TUI opened and quit without typing leaves an empty session behind;
+        resuming into that would hide the conversation the user meant.
+        """
+        row = await self.db.fetchone(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions s WHERE project = ? "
+            "AND EXISTS (SELECT 1 FROM items i WHERE i.session_id = s.id) "
+            "ORDER BY updated_at DESC, rowid DESC LIMIT 1",
+            (project,),
+        )
+        return _session_from_row(row) if row else None
+
+    async def add_item(self, item: Item) -> Item:
+        """Insert and commit `item`; returns it with `id` filled in.
+
+        The first user item also titles an untitled session, in the same
+        transaction, so every writer (TUI, daemon) gets titles the same way.
+        """
+        created_at = item.created_at or self.clock()
+        is_message = 1 if item.message is not None else 0
+        title = make_title(item.content) if item.type == "user" else ""
+
+        async def insert(conn: aiosqlite.Connection) -> int:
+            cursor = await conn.execute(
+                "INSERT INTO items (session_id, type, content, message, meta, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    item.session_id,
+                    item.type,
+                    item.content,
+                    _dump(item.message) if item.message is not None else None,
+                    _dump(item.meta),
+                    created_at,
+                ),
+            )
+            item_id = cursor.lastrowid
+            await conn.execute(
+                "UPDATE sessions SET updated_at = max(updated_at, ?), "
+                "message_count = message_count + ?, "
+                "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
+                (created_at, is_message, title, item.session_id),
+            )
+            assert item_id is not None
+            return item_id
+
+        try:
+            item_id = await self.db.write(insert)
+        except sqlite3.IntegrityError as exc:
+            raise SessionNotFoundError(item.session_id) from exc
+        return Item(
+            id=item_id,
+            session_id=item.session_id,
+            type=item.type,
+            content=item.content,
+            message=item.message,
+            meta=dict(item.meta),
+            created_at=created_at,
+        )
+
+    async def update_item(self, item: Item) -> None:
+        """Rewrite an item's content, message and meta (e.g. pin it)."""
+        if item.id is None:
+            raise ValueError("update_item needs a persisted item (id is None)")
+
+        async def update(conn: aiosqlite.Connection) -> None:
+            await conn.execute(
+                "UPDATE items SET type = ?, content = ?, message = ?, meta = ? WHERE id = ?",
+                (
+                    item.type,
+                    item.content,
+                    _dump(item.message) if item.message is not None else None,
+                    _dump(item.meta),
+                    item.id,
+                ),
+            )
+            await conn.execute(
+                "UPDATE sessions SET message_count = (SELECT count(*) FROM items "
+                "WHERE session_id = ? AND message IS NOT NULL) WHERE id = ?",
+                (item.session_id, item.session_id),
+            )
+
+        await self.db.write(update)
+
+    async def load_items(self, session_id: str) -> list[Item]:
+        rows = await self.db.fetchall(
+            "SELECT id, session_id, type, content, message, meta, created_at FROM items "
+            "WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        )
+        return [_item_from_row(row) for row in rows]
+
+    async def set_title(self, session_id: str, title: str) -> None:
+        async def update(conn: aiosqlite.Connection) -> None:
+            await conn.execute(
+                "UPDATE sessions SET title = ? WHERE id = ?", (make_title(title), session_id)
+            )
+
+        await self.db.write(update)

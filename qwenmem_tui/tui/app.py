@@ -1,0 +1,395 @@
+"""The Textual app: opens storage and the LLM client, owns the chat session.
+
+`create_app` is the one factory for the CLI and the tests: settings, paths, clock and
+(optionally) the LLM client are injected, so tests run the real app against the fake
+server in a temp home.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual.app import App
+from textual.binding import Binding
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.worker import get_current_worker
+
+from qwenmem_tui import debuglog
+from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.chat.tools import Tool, ToolRegistry, builtin_tools
+from qwenmem_tui.chat.turns import QueryHook
+from qwenmem_tui.config import Settings
+from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.paths import Paths, project_id, project_root
+from qwenmem_tui.storage.database import Database, StorageError
+from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
+from qwenmem_tui.tui.commands import BUILTIN_COMMANDS, CommandTable
+from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory, default_extensions
+from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, ItemWidgetFactory
+
+log = logging.getLogger("qwenmem.tui")
+
+AppState = str
+""""idle" | "responding" | "running_tool" | "recap"."""
+
+STATES = ("idle", "responding", "running_tool", "recap")
+
+
+class StartupError(Exception):
+    """The app cannot show a session; str(e) is the one line the user sees."""
+
+
+class QwenmemApp(App[None]):
+    """A chat with one session at a time; features attach through extensions."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "qwenmem"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
+        Binding("ctrl+r", "resume", "Resume", id="app.resume"),
+    ]
+
+    terminal_focused: reactive[bool] = reactive(True)
+    """Whether the terminal has focus (focus reporting; a key press counts as focus).
+
+    Not called `focused`: `App.focused` is Textual's focused widget.
+    """
+    state: reactive[AppState] = reactive("idle")
+    """What the app is busy with; anything but "idle" means a new query must wait."""
+
+    @dataclass
+    class SessionOpened(Message):
+        """A session is shown: at startup, after /resume or after /clear."""
+
+        session: ChatSession
+        resumed: bool
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        paths: Paths,
+        cwd: Path,
+        resume: str | bool | None,
+        clock: Callable[[], float],
+        llm: LLMClient | None,
+        hooks: Sequence[QueryHook],
+        extra_tools: Sequence[Tool],
+        extensions: Sequence[ExtensionFactory],
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self.paths = paths
+        self.project_root = project_root(cwd)
+        self.project = project_id(self.project_root)
+        self.clock = clock
+        self.commands = CommandTable(BUILTIN_COMMANDS)
+        self.item_widgets: dict[str, ItemWidgetFactory] = dict(DEFAULT_ITEM_WIDGETS)
+        self.hooks: list[QueryHook] = list(hooks)
+        self._extra_tools = list(extra_tools)
+        self._extension_factories = list(extensions)
+        self._extensions: list[Extension] = []
+        self._resume = resume
+        self._llm = llm
+        self._owns_llm = llm is None
+        self._db: Database | None = None
+        self._store: SessionStore | None = None
+        self._session: ChatSession | None = None
+        self._tools: ToolRegistry | None = None
+        self.set_keymap(dict(settings.keys))
+
+    # -- what extensions and commands use -------------------------------------------
+
+    @property
+    def session(self) -> ChatSession:
+        """The chat session on screen."""
+        if self._session is None:
+            raise RuntimeError("no session open yet")
+        return self._session
+
+    @property
+    def store(self) -> SessionStore:
+        """The session store (open once the app is mounted)."""
+        if self._store is None:
+            raise RuntimeError("storage not open yet")
+        return self._store
+
+    @property
+    def llm(self) -> LLMClient:
+        """The LLM client (built from settings unless injected)."""
+        if self._llm is None:
+            raise RuntimeError("LLM client not created yet")
+        return self._llm
+
+    @property
+    def idle(self) -> bool:
+        """True when nothing is running and a query may start."""
+        return self.state == "idle"
+
+    def widget_for_item(self, item: Item) -> Widget | None:
+        """The widget showing a stored display item (registered per type, else dimmed)."""
+        factory = self.item_widgets.get(item.type)
+        if factory is None:
+            return DimItem(item.content)
+        return factory(item)
+
+    def show(self, widget: Widget) -> None:
+        """Append a widget to the conversation without storing anything."""
+        self._chat_screen().show(widget)
+
+    def show_info(self, text: str) -> None:
+        """A note in the conversation, not stored (command output, hints)."""
+        self._chat_screen().show_info(text)
+
+    def show_error(self, text: str) -> None:
+        """A one-line error in the conversation, not stored."""
+        self._chat_screen().show_error(text)
+
+    async def add_display_item(self, type: str, content: str, meta: dict | None = None) -> Item:
+        """Store a display item with the session (never sent to the model) and show it."""
+        item = await self.session.add_display_item(type, content, meta)
+        widget = self.widget_for_item(item)
+        if widget is not None:
+            self.show(widget)
+        return item
+
+    def describe_keys(self) -> Iterator[tuple[str, str]]:
+        """(key, description) of the bindings active now, after the user's remapping."""
+        yield "ctrl+j / alt+enter", "new line"
+        for active in self.screen.active_bindings.values():
+            binding = active.binding
+            if binding.description and binding.action != "newline":
+                yield self.get_key_display(binding), binding.description
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def on_mount(self) -> None:
+        try:
+            await self._open()
+            session, resumed = await self._open_chat(self._resume)
+        except StartupError as exc:
+            self.exit(return_code=1, message=str(exc))
+            return
+        except Exception as exc:
+            log.exception("[TUI] startup failed")
+            self.exit(return_code=1, message=f"qwenmem could not start: {exc}")
+            return
+        from qwenmem_tui.tui.screens.chat import ChatScreen
+
+        await self.push_screen(ChatScreen())
+        await self._set_session(session, resumed=resumed)
+        for extension in self._extensions:
+            if extension.on_ready is not None:
+                await _maybe_await(extension.on_ready(self))
+
+    async def _open(self) -> None:
+        self.paths.ensure()
+        try:
+            self._db = await Database.open(self.paths.db_file, on_retry=self._database_busy)
+        except StorageError as exc:
+            raise StartupError(str(exc)) from exc
+        self._store = SessionStore(self._db, clock=self.clock)
+        if self._llm is None:
+            self._llm = LLMClient.from_settings(self.settings)
+        self._tools = builtin_tools(self.project_root)
+        for tool in self._extra_tools:
+            self._tools.register(tool)
+        context = AppContext(
+            settings=self.settings,
+            paths=self.paths,
+            project_root=self.project_root,
+            project=self.project,
+            db=self._db,
+            store=self._store,
+            llm=self._llm,
+            clock=self.clock,
+        )
+        for factory in self._extension_factories:
+            extension = await factory(context)
+            self._extensions.append(extension)
+            self.hooks.extend(extension.hooks)
+            for tool in extension.tools:
+                self._tools.register(tool)
+            for command in extension.commands:
+                self.commands.register(command)
+            self.item_widgets.update(extension.item_widgets)
+
+    def _database_busy(self, attempt: int, delay: float) -> None:
+        # Another qwenmem holds the write lock; say why the UI may pause.
+        if attempt == 1:
+            self.notify("Database busy (another qwenmem?), retrying…", severity="warning")
+
+    async def _open_chat(self, resume: str | bool | None) -> tuple[ChatSession, bool]:
+        """The session to show: the requested one, the latest one, or a new one."""
+        store = self.store
+        info: SessionInfo | None = None
+        if resume is True:
+            info = await store.latest_session(self.project)
+        elif isinstance(resume, str) and resume:
+            info = await store.get_session(resume)
+            if info is None or info.project != self.project:
+                raise StartupError(f'No session with id "{resume}" in this project ({self.project}).')
+        if info is None:
+            return await self._new_chat(), False
+        return await self._load_chat(info.id), True
+
+    def _session_kwargs(self, info: SessionInfo) -> dict:
+        assert self._tools is not None
+        return dict(
+            info=info,
+            store=self.store,
+            llm=self.llm,
+            tools=self._tools,
+            settings=self.settings,
+            project_root=self.project_root,
+            hooks=tuple(self.hooks),
+            clock=self.clock,
+        )
+
+    async def _new_chat(self) -> ChatSession:
+        info = await self.store.create_session(self.project)
+        return ChatSession(**self._session_kwargs(info))
+
+    async def _load_chat(self, session_id: str) -> ChatSession:
+        info = await self.store.get_session(session_id)
+        if info is None:
+            raise StartupError(f'No session with id "{session_id}".')
+        kwargs = self._session_kwargs(info)
+        del kwargs["info"]
+        return await ChatSession.load(**kwargs, session_id=session_id)
+
+    async def _set_session(self, session: ChatSession, *, resumed: bool) -> None:
+        self._session = session
+        secret = self.settings.api_key_value()
+        debuglog.configure(self.paths, session.info.id, secrets=[secret] if secret else [])
+        log.info("[TUI] session %s (%s)", session.info.id, "resumed" if resumed else "new")
+        await self._chat_screen().show_session(session)
+        self.post_message(self.SessionOpened(session, resumed))
+
+    async def _close_session(self) -> None:
+        if self._session is not None:
+            try:
+                await self._session.close()
+            except Exception:
+                log.exception("[TUI] closing the session failed")
+
+    async def on_unmount(self) -> None:
+        await self._close_session()
+        for extension in self._extensions:
+            if extension.close is not None:
+                try:
+                    await extension.close()
+                except Exception:
+                    log.exception("[TUI] closing extension %s failed", extension.name)
+        if self._llm is not None and self._owns_llm:
+            await self._llm.aclose()
+        if self._db is not None:
+            await self._db.close()
+
+    async def on_qwenmem_app_session_opened(self, event: SessionOpened) -> None:
+        # Handled after on_mount has run every extension's on_ready.
+        for extension in self._extensions:
+            if extension.on_session_opened is not None:
+                await _maybe_await(extension.on_session_opened(self, event.resumed))
+
+    # -- focus -----------------------------------------------------------------------
+
+    def watch_app_focus(self, app_focus: bool) -> None:
+        # Textual sets app_focus from AppFocus/AppBlur and also on any key or click
+        # while blurred (tmux without focus-events never reports focus-in).
+        self.terminal_focused = app_focus
+
+    # -- session switching ---------------------------------------------------------
+
+    def action_resume(self) -> None:
+        """Open the resume picker; the chosen session replaces the current one."""
+        from qwenmem_tui.tui.screens.resume import ResumeScreen
+
+        def chosen(session_id: str | None) -> None:
+            if session_id:
+                self.open_session(session_id)
+
+        self.push_screen(ResumeScreen(self.store, self.project, self.clock, exclude=self.session.info.id), chosen)
+
+    def open_session(self, session_id: str) -> None:
+        """Switch to another session of this project (cancels a running reply)."""
+        self.run_worker(self._switch_session(session_id), group="session", exclusive=True)
+
+    async def _switch_session(self, session_id: str) -> None:
+        screen = self._chat_screen()
+        await screen.cancel_turn()
+        info = await self.store.get_session(session_id)
+        if info is None or info.project != self.project:
+            self.show_error(f'No session with id "{session_id}" in this project.')
+            return
+        try:
+            session = await self._load_chat(session_id)
+        except Exception as exc:
+            log.exception("[TUI] resume failed")
+            self.show_error(f"Could not open session {session_id}: {exc}")
+            return
+        if get_current_worker().is_cancelled:
+            return
+        await self._close_session()
+        await self._set_session(session, resumed=True)
+
+    async def clear_conversation(self) -> None:
+        """/clear: the model forgets the conversation; the screen starts empty."""
+        screen = self._chat_screen()
+        await screen.cancel_turn()
+        marker = await self.session.reset()
+        await screen.clear_log()
+        widget = self.widget_for_item(marker)
+        if widget is not None:
+            self.show(widget)
+
+    def _chat_screen(self):  # -> ChatScreen (imported lazily: the screen imports this module)
+        from qwenmem_tui.tui.screens.chat import ChatScreen
+
+        for screen in self.screen_stack:
+            if isinstance(screen, ChatScreen):
+                return screen
+        raise RuntimeError("the chat screen is not up")
+
+
+async def _maybe_await(result: Awaitable[None] | None) -> None:
+    if inspect.isawaitable(result):
+        await result
+
+
+def create_app(
+    settings: Settings,
+    paths: Paths,
+    *,
+    cwd: Path,
+    resume: str | bool | None = None,
+    clock: Callable[[], float] = time.time,
+    llm: LLMClient | None = None,
+    hooks: Sequence[QueryHook] = (),
+    extra_tools: Sequence[Tool] = (),
+    extensions: Sequence[ExtensionFactory] | None = None,
+) -> QwenmemApp:
+    """Build the app. `resume=True` opens this project's latest session, a str that id.
+
+    `hooks` and `extra_tools` are added as given (tests); `extensions` defaults to the
+    features `settings` turn on (`tui.extensions.default_extensions`).
+    """
+    return QwenmemApp(
+        settings=settings,
+        paths=paths,
+        cwd=cwd,
+        resume=resume,
+        clock=clock,
+        llm=llm,
+        hooks=hooks,
+        extra_tools=extra_tools,
+        extensions=default_extensions(settings) if extensions is None else extensions,
+    )

@@ -1,0 +1,279 @@
+"""The chat screen: conversation, input, status line, footer.
+
+The screen turns `ChatSession.run_query` events into widgets in one worker per query
+(group "turn"); Esc cancels that group and the session stores the partial reply.
+While a query runs the input stays live: commands run at once, messages queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, cast
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.content import Content
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer, Static
+from textual.widgets.markdown import MarkdownStream
+
+from qwenmem_tui.chat.events import (
+    AssistantDelta,
+    ItemAdded,
+    Notice,
+    QueryFinished,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnStarted,
+)
+from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.tui.commands import parse_command
+from qwenmem_tui.tui.terminal_text import terminal_safe
+from qwenmem_tui.tui.widgets.chat_log import ChatLog
+from qwenmem_tui.tui.widgets.items import AssistantItem, ErrorItem, InfoItem, ToolCallItem
+from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
+from qwenmem_tui.tui.widgets.status_line import StatusLine
+
+if TYPE_CHECKING:
+    from qwenmem_tui.tui.app import QwenmemApp
+
+log = logging.getLogger("qwenmem.tui")
+
+
+class QueuedMessages(Static):
+    """Messages typed while busy, sent in order when the app is idle again."""
+
+    def show_queue(self, texts: list[str]) -> None:
+        """List the waiting messages (first line of each), or hide."""
+        self.display = bool(texts)
+        self.update(
+            Content("\n").join(
+                Content.assemble(("queued ", "bold"), " ".join(terminal_safe(text).split()))
+                for text in texts
+            )
+        )
+
+
+class ChatScreen(Screen[None]):
+    """The conversation with the current session."""
+
+    CSS_PATH = "chat.tcss"
+    AUTO_FOCUS = "PromptInput"
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="chat.cancel"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._queue: list[str] = []
+        self._turn_done = asyncio.Event()
+        self._turn_done.set()
+
+    @property
+    def qapp(self) -> QwenmemApp:
+        return cast("QwenmemApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield ChatLog(id="log")
+        with Vertical(id="composer"):
+            yield QueuedMessages(id="queue")
+            yield CommandSuggestions(id="suggestions")
+            yield PromptInput(self.qapp.commands, id="prompt")
+        yield StatusLine(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(QueuedMessages).show_queue([])
+        self.query_one(CommandSuggestions).show_commands([])
+        status = self.query_one(StatusLine)
+        status.model = self.qapp.llm.model
+        self.watch(self.app, "state", self._state_changed)
+
+    # -- showing things --------------------------------------------------------------
+
+    @property
+    def log_view(self) -> ChatLog:
+        return self.query_one(ChatLog)
+
+    async def show_session(self, session: ChatSession) -> None:
+        """Show a session's stored items (the newest page) in place of the log."""
+        self.query_one(StatusLine).title = session.info.title
+        await self.log_view.show_items(session.items, self.qapp.widget_for_item)
+
+    async def clear_log(self) -> None:
+        """Empty the conversation view."""
+        await self.log_view.clear()
+
+    def show(self, widget: Widget) -> None:
+        """Append any widget to the conversation."""
+        self.log_view.mount(widget)
+
+    def show_info(self, text: str) -> None:
+        self.show(InfoItem(text))
+
+    def show_error(self, text: str) -> None:
+        self.show(ErrorItem(text))
+
+    # -- input -------------------------------------------------------------------------
+
+    @on(PromptInput.Changed)
+    def _suggest(self, event: PromptInput.Changed) -> None:
+        prompt = cast(PromptInput, event.text_area)
+        self.query_one(CommandSuggestions).show_commands(prompt.matching_commands())
+
+    @on(PromptInput.Sent)
+    def _sent(self, event: PromptInput.Sent) -> None:
+        event.prompt.clear()
+        self.submit(event.text)
+
+    def submit(self, text: str) -> None:
+        """Run a command now, or send a message (queued while the app is busy)."""
+        command = parse_command(text)
+        if command is not None:
+            self.run_command(*command)
+        elif self.qapp.idle and not self._queue:
+            self.stream_reply(text)
+        else:
+            self._queue.append(text)
+            self._queue_changed()
+
+    def run_command(self, name: str, args: str) -> None:
+        """Look the command up and run it in its own worker (it may run beside a turn)."""
+        command = self.qapp.commands.get(name)
+        if command is None:
+            self.show_info(f"Unknown command /{name}. Type /help for the list.")
+            return
+
+        async def run() -> None:
+            try:
+                await command.run(self.qapp, args)
+            except Exception as exc:
+                log.exception("[TUI] /%s failed", name)
+                self.show_error(f"/{name} failed: {exc}")
+
+        self.run_worker(run(), group="command", exit_on_error=False)
+
+    def _queue_changed(self) -> None:
+        self.query_one(QueuedMessages).show_queue(self._queue)
+        self.query_one(StatusLine).queued = len(self._queue)
+
+    def _state_changed(self, state: str) -> None:
+        self.query_one(StatusLine).state = state
+        if state == "idle" and self._queue:
+            # After the worker that set "idle" has returned, not from inside it.
+            self.call_later(self._send_queued)
+
+    def _send_queued(self) -> None:
+        if self._queue and self.qapp.idle:
+            self.stream_reply(self._queue.pop(0))
+            self._queue_changed()
+
+    # -- the turn ------------------------------------------------------------------------
+
+    def action_cancel(self) -> None:
+        """Esc: hide suggestions, else cancel the running query."""
+        suggestions = self.query_one(CommandSuggestions)
+        if suggestions.display:
+            suggestions.show_commands([])
+            self.query_one(PromptInput).suggestion = ""
+            return
+        self.workers.cancel_group(self, "turn")
+
+    async def cancel_turn(self) -> None:
+        """Cancel the running query and wait until the session has stored its partial."""
+        self.workers.cancel_group(self, "turn")
+        await self._turn_done.wait()
+
+    @work(group="turn", exit_on_error=False)
+    async def stream_reply(self, text: str) -> None:
+        """Run one query: stream the reply, show tool calls, store everything."""
+        app = self.qapp
+        session = app.session
+        self._turn_done.clear()
+        app.state = "responding"
+        reply: AssistantItem | None = None
+        stream: MarkdownStream | None = None
+        tool_items: dict[str, ToolCallItem] = {}
+        error_shown = False
+        log_view = self.log_view
+
+        async def end_reply() -> None:
+            nonlocal reply, stream
+            if stream is not None:
+                await stream.stop()
+            reply, stream = None, None
+
+        try:
+            async for event in session.run_query(text):
+                if isinstance(event, AssistantDelta):
+                    if reply is None:
+                        reply = AssistantItem()
+                        await log_view.add(reply)
+                        stream = reply.stream()
+                    assert stream is not None
+                    await stream.write(terminal_safe(event.text))
+                elif isinstance(event, ToolCallStarted):
+                    await end_reply()
+                    app.state = "running_tool"
+                    item = ToolCallItem(event.call.name, event.call.arguments)
+                    tool_items[event.call.id] = item
+                    await log_view.add(item)
+                elif isinstance(event, ToolCallFinished):
+                    found = tool_items.get(event.call.id)
+                    if found is not None:
+                        found.finish(event.result, is_error=event.is_error)
+                    app.state = "responding"
+                elif isinstance(event, TurnStarted):
+                    await end_reply()
+                    app.state = "responding"
+                elif isinstance(event, ItemAdded):
+                    error_shown = error_shown or event.item.type == "error"
+                    await self._item_added(event, reply)
+                    self.query_one(StatusLine).title = session.info.title
+                    if event.item.type == "assistant":
+                        await end_reply()
+                elif isinstance(event, Notice):
+                    app.notify(terminal_safe(event.text), severity=_severity(event.level))
+                elif isinstance(event, QueryFinished):
+                    outcome = event.outcome
+                    failed = outcome.status in ("error", "context_limit")
+                    if failed and outcome.error and not error_shown:
+                        self.show_error(outcome.error)
+        except asyncio.CancelledError:
+            # The session has already yielded its cleanup (the partial reply stored as
+            # interrupted, open tool calls answered); say so when nothing on screen does.
+            if reply is not None:
+                await reply.mark_interrupted()
+            elif not tool_items:
+                self.show_info("Cancelled.")
+            raise
+        except Exception as exc:
+            log.exception("[TUI] query failed")
+            self.show_error(str(exc) or type(exc).__name__)
+        finally:
+            await end_reply()
+            self._turn_done.set()
+            app.state = "idle"
+
+    async def _item_added(self, event: ItemAdded, reply: AssistantItem | None) -> None:
+        item = event.item
+        if item.type == "assistant":
+            if reply is None:
+                # Nothing was streamed (e.g. a reply that came in one piece).
+                widget = self.qapp.widget_for_item(item)
+                if widget is not None:
+                    await self.log_view.add(widget)
+            elif item.meta.get("interrupted"):
+                await reply.mark_interrupted()
+        elif item.type != "tool":  # tool results arrive as ToolCallFinished
+            widget = self.qapp.widget_for_item(item)
+            if widget is not None:
+                await self.log_view.add(widget)
+
+
+def _severity(level: str) -> str:
+    return {"warning": "warning", "error": "error"}.get(level, "information")

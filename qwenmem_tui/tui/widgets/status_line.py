@@ -1,0 +1,40 @@
+"""One line under the input: model, what the app is doing, session title."""
+
+from __future__ import annotations
+
+from textual.app import RenderResult
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from qwenmem_tui.tui.terminal_text import terminal_safe
+
+STATE_LABELS = {
+    "idle": "idle",
+    "responding": "responding…",
+    "running_tool": "running tool…",
+    "recap": "generating recap…",
+}
+
+
+class StatusLine(Widget):
+    """Renders the app's `state` and the session it is showing."""
+
+    model: reactive[str] = reactive("")
+    state: reactive[str] = reactive("idle")
+    title: reactive[str] = reactive("")
+    queued: reactive[int] = reactive(0)
+
+    def watch_state(self, old: str, new: str) -> None:
+        self.set_class(new != "idle", "-busy")
+
+    def render(self) -> RenderResult:
+        parts: list[str | tuple[str, str] | Content] = [
+            (terminal_safe(self.model), "bold"),
+            " · ",
+            (STATE_LABELS.get(self.state, self.state), "$accent" if self.state != "idle" else ""),
+        ]
+        if self.queued:
+            parts += [" · ", (f"{self.queued} queued", "$warning")]
+        parts += [" · ", terminal_safe(self.title or "new session")]
+        return Content.assemble(*parts)

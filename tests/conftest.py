@@ -1,0 +1,103 @@
+"""Shared fixtures: a fake OpenAI server, a temp QWENMEM_HOME, settings and a project.
+
+Also points pytest-textual-snapshot at the top-level `snapshots/` directory, so every
+SVG lives in one reviewable place instead of `__snapshots__` beside each test file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from qwenmem_tui import debuglog
+from qwenmem_tui.config import Settings, load_settings
+from qwenmem_tui.fake_openai import FakeOpenAI
+from qwenmem_tui.paths import Paths
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SNAPSHOT_DIR = REPO_ROOT / "snapshots"
+TEST_API_KEY = "sk-test-qwenmem-0000"
+
+_ENV_TO_CLEAR = (
+    "QWENMEM_BASE_URL",
+    "QWENMEM_API_KEY",
+    "QWENMEM_MODEL",
+    "QWENMEM_FAST_MODEL",
+    "QWENMEM_DEBUG_LOG_FILE",
+    "QWENMEM_SERVER_TOKEN",
+)
+
+
+def _install_snapshot_dir() -> None:
+    """pytest-textual-snapshot 1.1.0 hard-codes its `SVGImageExtension` inside `snap_compare`
+    (looked up as a module global at call time), so we swap in a subclass whose `dirname`
+    is `snapshots/<test module>/`. The version is pinned because of exactly this seam."""
+    try:
+        import pytest_textual_snapshot
+    except ImportError:  # dev extra missing: no snapshot tests can run anyway
+        return
+
+    base = pytest_textual_snapshot.SVGImageExtension
+
+    class TopLevelSVGExtension(base):  # type: ignore[misc, valid-type]
+        @classmethod
+        def dirname(cls, *, test_location) -> str:  # type: ignore[no-untyped-def]
+            return str(SNAPSHOT_DIR / test_location.basename)
+
+    pytest_textual_snapshot.SVGImageExtension = TopLevelSVGExtension
+
+
+_install_snapshot_dir()
+
+
+@pytest.fixture(autouse=True)
+def _detach_debug_log() -> Iterator[None]:
+    """A test that configured the debug log must not leave a handler on a deleted tmp dir."""
+    yield
+    debuglog.reset()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def home(tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temp QWENMEM_HOME whose config points at the fake server; the developer's env is hidden."""
+    for name in _ENV_TO_CLEAR:
+        monkeypatch.delenv(name, raising=False)
+    root = tmp_path / "qwenmem-home"
+    root.mkdir()
+    monkeypatch.setenv("QWENMEM_HOME", str(root))
+    (root / "config.toml").write_text(
+        "[llm]\n"
+        f'base_url = "{fake.base_url}"\n'
+        f'api_key = "{TEST_API_KEY}"\n'
+        'model = "test-model"\n'
+        'fast_model = "test-fast"\n',
+        encoding="utf-8",
+    )
+    return root
+
+
+@pytest.fixture
+def paths(home: Path) -> Paths:
+    return Paths(home)
+
+
+@pytest.fixture
+def settings(paths: Paths) -> Settings:
+    return load_settings(paths.config_file)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project directory with a git root and a README, as a user would open."""
+    root = tmp_path / "project"
+    (root / ".git").mkdir(parents=True)
+    (root / "README.md").write_text("# Demo project\n\nA small project for tests.\n")
+    return root

@@ -1,0 +1,112 @@
+"""Helpers for driving the real app against the fake server in a temp home."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from qwenmem_tui.config import Settings
+from qwenmem_tui.paths import Paths, project_id
+from qwenmem_tui.storage.database import Database
+from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
+from qwenmem_tui.tui.app import QwenmemApp, create_app
+
+SIZE = (100, 30)
+START = 1_790_000_000.0  # a fixed "now" so ages and timestamps are reproducible
+
+
+class FakeClock:
+    """A clock tests move by hand."""
+
+    def __init__(self, now: float = START) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def make_app(
+    settings: Settings, paths: Paths, project: Path, clock: FakeClock
+) -> Callable[..., QwenmemApp]:
+    """`make_app(**overrides)` -> the app on the temp home, fake server and fake clock."""
+
+    def make(**overrides: object) -> QwenmemApp:
+        kwargs: dict[str, object] = {"cwd": project, "clock": clock, "extensions": ()}
+        kwargs.update(overrides)
+        return create_app(settings, paths, **kwargs)  # type: ignore[arg-type]
+
+    return make
+
+
+async def wait_until(
+    pilot: Pilot, predicate: Callable[[], bool], *, timeout: float = 10.0
+) -> None:
+    """Let the app run until `predicate()` holds; fail after `timeout` seconds."""
+
+    async def poll() -> None:
+        while not predicate():
+            await pilot.pause(0.01)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+async def settle(pilot: Pilot) -> None:
+    """Wait for every worker (turns, commands, session switches) and the repaint."""
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def send(pilot: Pilot, text: str) -> None:
+    """Type `text` into the prompt and press Enter."""
+    from qwenmem_tui.tui.widgets.prompt import PromptInput
+
+    prompt = pilot.app.screen.query_one(PromptInput)
+    prompt.focus()
+    prompt.insert(text)
+    await pilot.press("enter")
+
+
+async def seed_session(
+    paths: Paths,
+    project: Path,
+    title: str,
+    items: list[tuple[str, str, dict | None, dict]],
+    *,
+    clock: Callable[[], float],
+) -> SessionInfo:
+    """Store a session with `(type, content, message, meta)` items, as if chatted before."""
+    paths.ensure()
+    db = await Database.open(paths.db_file)
+    try:
+        store = SessionStore(db, clock=clock)
+        info = await store.create_session(project_id(project), title)
+        for type_, content, message, meta in items:
+            await store.add_item(
+                Item(None, info.id, type_, content, message=message, meta=meta, created_at=clock())
+            )
+        found = await store.get_session(info.id)
+        assert found is not None
+        return found
+    finally:
+        await db.close()
+
+
+def conversation(user: str, reply: str) -> list[tuple[str, str, dict | None, dict]]:
+    """A user message and its reply, as stored items."""
+    return [
+        ("user", user, {"role": "user", "content": user}, {}),
+        ("assistant", reply, {"role": "assistant", "content": reply}, {}),
+    ]

@@ -1,0 +1,33 @@
+"""Memory fixtures: a real qwenmem.db and index dir in a temp home, an injected clock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from memtest_support import Clock, make_settings
+
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.paths import Paths
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def mem_paths(tmp_path: Path) -> Paths:
+    paths = Paths(tmp_path / "home")
+    paths.ensure()
+    return paths
+
+
+@pytest.fixture
+async def service(mem_paths: Paths, clock: Clock) -> AsyncIterator[MemoryService]:
+    svc = await MemoryService.open(make_settings(), mem_paths, clock=clock)
+    try:
+        yield svc
+    finally:
+        await svc.close()

@@ -1,0 +1,189 @@
+"""The `qwenmem` command line: config errors, dispatch, `sessions`, crash reporting."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from qwenmem_tui import cli
+from qwenmem_tui.config import Settings
+from qwenmem_tui.paths import Paths, project_id
+from qwenmem_tui.storage.database import Database
+from qwenmem_tui.storage.sessions import SessionStore
+
+
+def _qwenmem(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real entry point in a fresh interpreter, as a user would run it."""
+    env = {"QWENMEM_HOME": str(home), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "qwenmem_tui", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "config",
+    ["[llm\n", '[llm]\nmodle = "x"\n', '[llm]\ncontext_window = "big"\n'],
+    ids=["bad-toml", "unknown-key", "wrong-type"],
+)
+def test_invalid_config_is_one_line_and_exit_2(tmp_path: Path, config: str) -> None:
+    (tmp_path / "config.toml").write_text(config)
+    done = _qwenmem("sessions", home=tmp_path, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    assert str(tmp_path / "config.toml") in lines[0]
+
+
+def test_missing_explicit_config_is_exit_2(tmp_path: Path) -> None:
+    done = _qwenmem("--config", str(tmp_path / "nope.toml"), "sessions", home=tmp_path, cwd=tmp_path)
+    assert done.returncode == 2 and "config file not found" in done.stderr
+
+
+def test_explicit_config_is_read(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = tmp_path / "other.toml"
+    other.write_text('[llm]\nmodel = "other"\n')
+    seen: list[Settings] = []
+
+    def capture(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+        seen.append(settings)
+        return 0
+
+    monkeypatch.setattr(cli, "list_sessions", capture)
+    assert cli.run(["--config", str(other), "sessions"]) == 0
+    assert seen[0].llm.model == "other" and seen[0].source == other
+
+
+def test_sessions_empty_without_creating_a_database(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(project)
+    assert cli.run(["sessions", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert cli.run(["sessions"]) == 0
+    assert "No sessions yet" in capsys.readouterr().out
+    assert not Paths(home).db_file.exists()
+
+
+async def _seed(paths: Paths, project: Path) -> list[str]:
+    paths.ensure()
+    db = await Database.open(paths.db_file)
+    try:
+        now = iter([1000.0, 2000.0, 3000.0, 4000.0, 5000.0, 6000.0])
+        store = SessionStore(db, clock=lambda: next(now))
+        old = await store.create_session(project_id(project), "older chat")
+        new = await store.create_session(project_id(project), "newer chat")
+        await store.create_session("/some/other/project", "elsewhere")
+        return [new.id, old.id]
+    finally:
+        await db.close()
+
+
+def test_sessions_lists_this_project_newest_first(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    expected = asyncio.run(_seed(Paths(home), project))
+    monkeypatch.chdir(project / ".git")  # anywhere inside the project
+    assert cli.run(["sessions", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in rows] == expected
+    assert {"id", "title", "updated_at", "message_count"} <= set(rows[0])
+    assert rows[0]["title"] == "newer chat"
+    assert cli.run(["sessions"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["ID", "UPDATED", "MSGS", "TITLE"]
+    assert "newer chat" in table[1] and "older chat" in table[2] and len(table) == 3
+
+
+def test_unexpected_error_is_one_line_with_traceback_in_debug_log(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def boom(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+        raise RuntimeError(f"kaboom with {settings.api_key_value()}")
+
+    monkeypatch.setattr(cli, "list_sessions", boom)
+    assert cli.run(["sessions"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "kaboom" in err and "Traceback" not in err
+    assert settings_key(home) not in err
+    log_text = (Paths(home).debug_dir / "cli.txt").read_text()
+    assert "Traceback" in log_text and "RuntimeError" in log_text
+    assert settings_key(home) not in log_text
+
+
+def settings_key(home: Path) -> str:
+    return cli.load_settings(Paths(home).config_file).api_key_value() or "<none>"
+
+
+def test_async_and_args_only_commands(home: Path) -> None:
+    paths = Paths(home)
+    settings = cli.load_settings(paths.config_file)
+    args = argparse.Namespace()
+
+    async def three(a: argparse.Namespace, s: Settings, p: Paths) -> int:
+        return 3
+
+    def one(a: argparse.Namespace) -> None:
+        return None
+
+    assert cli._call(three, args, settings, paths) == 3
+    assert cli._call(one, args, settings, paths) == 0
+
+
+def test_missing_feature_modules_are_not_offered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "FEATURE_MODULES", ("qwenmem_tui.no_such_feature.cli", "no_such_pkg.cli"))
+    parser = cli.build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve"])
+
+
+def test_broken_feature_module_warns_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "broken_feature.py").write_text("def register(subparsers):\n    raise ValueError('nope')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cli, "FEATURE_MODULES", ("broken_feature",))
+    parser = cli.build_parser()
+    assert parser.parse_args(["sessions"]).command == "sessions"
+    assert capsys.readouterr().err.strip() == "qwenmem: broken_feature is unavailable: ValueError: nope"
+
+
+def test_no_command_launches_the_tui(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import qwenmem_tui.tui.app as app_module
+
+    calls: list[dict[str, object]] = []
+
+    class StubApp:
+        return_code = 0
+
+        def run(self) -> None:
+            calls[-1]["ran"] = True
+
+    def fake_create_app(settings: Settings, paths: Paths, **kwargs: object) -> StubApp:
+        calls.append({"model": settings.llm.model, **kwargs})
+        return StubApp()
+
+    monkeypatch.setattr(app_module, "create_app", fake_create_app)
+    monkeypatch.chdir(project)
+    assert cli.run([]) == 0
+    assert cli.run(["--resume"]) == 0
+    assert cli.run(["--resume", "abc123"]) == 0
+    assert [c["resume"] for c in calls] == [None, True, "abc123"]
+    assert all(c["ran"] and c["cwd"] == project and c["model"] == "test-model" for c in calls)

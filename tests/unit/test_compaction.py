@@ -1,0 +1,352 @@
+"""History compaction (issue 6) through the real chat loop, SDK, fake server and SQLite.
+
+The fake server plays both models: the chat model answers with long replies (and a
+tool call when asked to read), the fast model is a small deterministic summariser that
+returns the JSON compaction expects and reports the "Decision:" turns it saw.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qwenmem_tui.chat.events import ChatEvent, Notice, QueryFinished
+from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.chat.tools import builtin_tools
+from qwenmem_tui.compaction import (
+    COMPACTION_ITEM,
+    CompactionHook,
+    estimate_tokens,
+    has_decision_cue,
+    parse_summary,
+    split_turns,
+)
+from qwenmem_tui.config import CompactionSettings, LLMSettings, Settings
+from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
+from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.storage import Database, Item, SessionStore
+
+FAST = "test-fast"
+DECISIONS = [
+    "Decision: the database is PostgreSQL 16.",
+    "Decision: all timestamps are stored in UTC.",
+    "Decision: the public API stays on version 2.",
+]
+CORRECTION = "Actually, the service listens on port 8443, not 8080."
+PINNED = "Remember the deploy window: Tuesdays 14:00-16:00 only."
+
+
+def filler(n: int) -> str:
+    return f"Question {n}: " + " ".join(f"detail{n}-{k}" for k in range(25))
+
+
+class FakeModels:
+    """Chat replies of ~100 tokens; a summariser folding turns and spotting decisions."""
+
+    def __init__(self, fake: FakeOpenAI) -> None:
+        self.summaries: list[dict] = []
+        self.fail_summaries = False
+        fake.responder = self.respond
+
+    def respond(self, body: dict[str, Any]) -> Any:
+        messages = body["messages"]
+        if body["model"] == FAST:
+            self.summaries.append(body)
+            if self.fail_summaries:
+                return HTTPError(500, {"error": {"message": "summariser down"}})
+            return Reply(json.dumps(self.summarise(messages[-1]["content"])))
+        last = messages[-1]
+        if last["role"] == "user" and "read the readme" in last["content"]:
+            return Reply(tool_calls=[ToolCallSpec("read_file", {"path": "README.md"})])
+        return Reply("Answer: " + " ".join(f"word{k}" for k in range(70)))
+
+    def summarise(self, prompt: str) -> dict[str, Any]:
+        previous = prompt.split("\n\nNext block", 1)[0].removeprefix("Previous summary:\n")
+        turns = re.findall(r"\[turn (\d+)\]\nuser: ([^\n]*)", prompt)
+        decided = [(int(n), text) for n, text in turns if text.startswith("Decision:")]
+        rolled = "" if previous == "(none)" else previous + " "
+        return {
+            "summary": f"{rolled}[{len(turns)} turns folded]",
+            "decisions": [text for _, text in decided],
+            "pinned_turns": [n for n, _ in decided],
+        }
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "README.md").write_text("# Demo project\n" + "readme line\n" * 40)
+    return root
+
+
+@pytest.fixture
+def settings(fake: FakeOpenAI) -> Settings:
+    return Settings(
+        llm=LLMSettings(
+            base_url=fake.base_url,
+            model="test-model",
+            fast_model=FAST,
+            context_window=3000,
+            max_turns=5,
+        ),
+        compaction=CompactionSettings(threshold=0.7, keep_recent_turns=2),
+    )
+
+
+@pytest.fixture
+async def llm(fake: FakeOpenAI) -> AsyncIterator[LLMClient]:
+    client = LLMClient(base_url=fake.base_url, api_key="sk-test", model="test-model", fast_model=FAST)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SessionStore]:
+    db = await Database.open(tmp_path / "qwenmem.db")
+    yield SessionStore(db)
+    await db.close()
+
+
+@pytest.fixture
+def models(fake: FakeOpenAI) -> FakeModels:
+    return FakeModels(fake)
+
+
+@pytest.fixture
+def parts(store: SessionStore, llm: LLMClient, settings: Settings, project: Path) -> dict[str, Any]:
+    return {
+        "store": store,
+        "llm": llm,
+        "tools": builtin_tools(project),
+        "settings": settings,
+        "project_root": project,
+    }
+
+
+@pytest.fixture
+def make_session(parts: dict[str, Any], settings: Settings) -> Callable[..., Any]:
+    async def make(hook: CompactionHook | None = None) -> ChatSession:
+        info = await parts["store"].create_session(str(parts["project_root"]))
+        hooks = [hook or CompactionHook(parts["llm"], settings)]
+        return ChatSession(info=info, hooks=hooks, **parts)
+
+    return make
+
+
+async def ask(session: ChatSession, text: str) -> list[ChatEvent]:
+    events = [event async for event in session.run_query(text)]
+    assert isinstance(events[-1], QueryFinished)
+    return events
+
+
+def chat_requests(fake: FakeOpenAI) -> list[list[dict]]:
+    return [r["messages"] for r in fake.chat_requests if r["model"] != FAST]
+
+
+def texts(messages: list[dict]) -> list[str]:
+    return [m["content"] for m in messages if isinstance(m.get("content"), str)]
+
+
+def assert_tool_pairs(messages: list[dict]) -> None:
+    """Every tool call directly followed by all its results; no stray results."""
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        assert message["role"] != "tool", f"stray tool result at {index}"
+        index += 1
+        calls = message.get("tool_calls") or []
+        ids = [c["id"] for c in calls]
+        results = []
+        while index < len(messages) and messages[index]["role"] == "tool":
+            results.append(messages[index]["tool_call_id"])
+            index += 1
+        assert sorted(results) == sorted(ids)
+
+
+async def long_session(
+    session: ChatSession, turns: int, special: dict[int, str], start: int = 0
+) -> None:
+    for n in range(start, start + turns):
+        await ask(session, special.get(n, filler(n)))
+
+
+def markers(session: ChatSession) -> list[Item]:
+    return [item for item in session.items if item.type == COMPACTION_ITEM]
+
+
+async def test_a_long_session_compacts_and_keeps_what_matters(
+    make_session, models: FakeModels, fake: FakeOpenAI, settings: Settings, store: SessionStore
+) -> None:
+    session = await make_session()
+    special = {1: DECISIONS[0], 2: CORRECTION, 3: PINNED, 4: "please read the readme"}
+    special |= {5: DECISIONS[1], 8: DECISIONS[2]}
+    await long_session(session, 4, special)
+    pinned = next(i for i in session.items if i.content == PINNED)
+    pinned.meta["pinned"] = True  # what /pin does
+    await store.update_item(pinned)
+    await long_session(session, 26, special, start=4)
+
+    assert markers(session), "the session never compacted"
+    assert models.summaries and all(r["model"] == FAST for r in models.summaries)
+    requests = chat_requests(fake)
+    limit = settings.llm.context_window
+    for messages in requests:
+        assert estimate_tokens(messages) < limit
+        assert_tool_pairs(messages)
+    after = requests[-1]
+    assert after[0]["role"] == "system"
+    assert after[1]["content"].startswith("<system-reminder>\nSummary of the earlier conversation")
+    # Pinned by the user, a correction (cue phrase) and decisions (summariser JSON):
+    # verbatim, as messages of their own, in every request after compaction.
+    for text in [PINNED, CORRECTION, *DECISIONS]:
+        assert text in texts(after), text
+    assert after[-1] == {"role": "user", "content": filler(29)}
+
+
+async def test_pinned_decisions_are_in_the_prompt_before_and_after_compaction(
+    make_session, models: FakeModels, fake: FakeOpenAI
+) -> None:
+    """Regression: the fixed list of decisions survives every compaction."""
+    session = await make_session()
+    script = {2: DECISIONS[0], 5: DECISIONS[1], 9: DECISIONS[2]}
+    await long_session(session, 12, script)
+    before_index = len(chat_requests(fake)) - 1
+    await long_session(session, 40, {})
+
+    requests = chat_requests(fake)
+    compacted_from = next(i for i, r in enumerate(requests) if "Summary of the earlier" in str(r[1]))
+    assert compacted_from > before_index
+    before = requests[before_index]
+    for decision in DECISIONS:
+        assert decision in texts(before)
+    for messages in requests[compacted_from:]:
+        present = [d for d in DECISIONS if d in texts(messages)]
+        assert present == DECISIONS
+    assert len(markers(session)) >= 2  # several compactions, the decisions stayed
+
+
+async def test_tool_calls_are_never_split_from_their_results(
+    make_session, models: FakeModels, fake: FakeOpenAI
+) -> None:
+    session = await make_session()
+    await long_session(session, 24, {n: "please read the readme" for n in range(0, 24, 3)})
+
+    assert markers(session)
+    for messages in chat_requests(fake):
+        assert_tool_pairs(messages)
+        assert messages[-1]["role"] in ("user", "tool")
+    # The cut falls between turns: the first kept message is a user message.
+    marker = markers(session)[-1]
+    first_kept = next(i for i in session.items if i.id > marker.meta["cut_item_id"] and i.message)
+    assert first_kept.type == "user"
+
+
+async def test_the_latest_user_message_is_always_sent(
+    make_session, models: FakeModels, fake: FakeOpenAI, settings: Settings, parts: dict[str, Any]
+) -> None:
+    keep_none = settings.model_copy(
+        update={"compaction": CompactionSettings(threshold=0.7, keep_recent_turns=0)}
+    )
+    session = await make_session(CompactionHook(parts["llm"], keep_none))
+    for n in range(20):
+        await ask(session, filler(n))
+        assert chat_requests(fake)[-1][-1] == {"role": "user", "content": filler(n)}
+    assert markers(session)
+
+
+async def test_the_marker_counts_the_messages_and_survives_resume(
+    make_session, models: FakeModels, parts: dict[str, Any]
+) -> None:
+    session = await make_session()
+    await long_session(session, 20, {3: "please read the readme"})
+
+    marker = markers(session)[0]
+    folded = [
+        i for i in session.items if i.message is not None and i.id <= marker.meta["cut_item_id"]
+    ]
+    assert marker.content == f"⋯ {len(folded)} older messages summarized"
+    assert marker.meta["count"] == len(folded)
+    assert marker.meta["summary"]
+
+    resumed = await ChatSession.load(session_id=session.info.id, **parts)
+    assert [i.content for i in markers(resumed)] == [i.content for i in markers(session)]
+    assert resumed.history() == session.history()
+    assert len(resumed.history()) < len([i for i in session.items if i.message])
+
+
+async def test_compact_now_compacts_below_the_threshold(
+    make_session, models: FakeModels, settings: Settings, parts: dict[str, Any]
+) -> None:
+    hook = CompactionHook(parts["llm"], settings)
+    session = await make_session(hook)
+    for n in range(3):
+        await ask(session, filler(n))
+    assert not markers(session)
+    assert (await hook.compact_now(session)).notice == "Nothing to compact yet."
+
+    for n in range(3, 5):
+        await ask(session, filler(n))
+    assert not markers(session)
+    result = await hook.compact_now(session)
+
+    assert result.status == "compacted" and result.count == 6
+    assert result.notice == "Compacted 6 older messages into a summary."
+    assert len(session.history()) == 1 + 1 + 4  # system, summary, two kept turns
+
+
+async def test_summariser_failure_leaves_history_untouched_and_warns_once(
+    make_session, models: FakeModels, fake: FakeOpenAI
+) -> None:
+    session = await make_session()
+    models.fail_summaries = True
+    notices: list[Notice] = []
+    for n in range(14):
+        events = await ask(session, filler(n))
+        notices += [e for e in events if isinstance(e, Notice)]
+
+    assert not markers(session)
+    failures = [n for n in notices if n.text.startswith("Compaction failed")]
+    assert failures and all(n.level == "warning" for n in failures)
+    asked = len(models.summaries)
+    assert len(failures) == asked  # one attempt and one warning per user message
+    # Nothing was summarised, yet no request overflowed: the oldest turns were left out.
+    dropped = [n for n in notices if "left out the" in n.text]
+    assert dropped
+    for messages in chat_requests(fake):
+        assert estimate_tokens(messages) < 3000
+    assert len(session.history()) == 1 + 2 * 14  # the stored model view is untouched
+
+
+def test_decision_cues_in_several_languages() -> None:
+    for text in [
+        CORRECTION,
+        "Na verdade, o servidor é o beta.",
+        "En realidad prefiero tabs.",
+        "En fait, on garde Django.",
+        "Ab jetzt bitte immer pytest.",
+        "其实我们用 PostgreSQL。",
+        "実はポートは 8443 です。",
+    ]:
+        assert has_decision_cue(text), text
+    assert not has_decision_cue("What does this function return?")
+
+
+def test_parse_summary_accepts_fenced_json_and_rejects_prose() -> None:
+    parsed = parse_summary('```json\n{"summary": "s", "decisions": ["d"], "pinned_turns": [2]}\n```')
+    assert (parsed.summary, parsed.decisions, parsed.pinned_turns) == ("s", ["d"], [2])
+    with pytest.raises(Exception, match="without JSON"):
+        parse_summary("Sure! Here is a summary of the conversation.")
+
+
+def test_turns_start_at_user_messages() -> None:
+    def item(i: int, role: str) -> Item:
+        return Item(i, "s", role, "", {"role": role, "content": "x"}, {}, 0.0)
+
+    turns = split_turns([item(1, "user"), item(2, "assistant"), item(3, "tool"), item(4, "user")])
+    assert [[i.id for i in t.items] for t in turns] == [[1, 2, 3], [4]]

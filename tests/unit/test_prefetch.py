@@ -1,0 +1,458 @@
+"""Async memory prefetch (issue 5) through the real chat loop, SDK and fake server.
+
+Recall is a controllable coroutine gated by asyncio events, and model replies are gated
+by threading events, so "recall settles between the UserQuery and the first ToolResult"
+is an ordering the test imposes, never a timing it hopes for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qwenmem_tui.chat.events import ChatEvent, QueryFinished
+from qwenmem_tui.chat.prefetch import DISCARDED, INITIAL, TOOL_RESULT, MemoryPrefetchHook
+from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.chat.tools import builtin_tools
+from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome, TurnKind
+from qwenmem_tui.config import LLMSettings, Settings
+from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
+from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.memory.recall import RecallResult
+from qwenmem_tui.storage import Database, SessionStore
+
+REMINDER = "<system-reminder>"
+
+
+@dataclass
+class RecallCall:
+    text: str
+    excluded: frozenset[int]
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    cancelled: bool = False
+
+
+class ControlledRecall:
+    """recall(text, excluded): waits for its call's `release` when gated, then answers."""
+
+    def __init__(self, *, gated: bool = True, error: Exception | None = None) -> None:
+        self.gated = gated
+        self.error = error
+        self.calls: list[RecallCall] = []
+        self.called = asyncio.Condition()
+        self.ids: list[list[int]] = [[1, 2], [3], [4]]
+
+    async def __call__(self, text: str, excluded: frozenset[int]) -> RecallResult:
+        call = RecallCall(text, excluded)
+        self.calls.append(call)
+        async with self.called:
+            self.called.notify_all()
+        try:
+            if self.gated:
+                await call.release.wait()
+            if self.error is not None:
+                raise self.error
+            ids = self.ids[len(self.calls) - 1]
+            return RecallResult(
+                block=f"{REMINDER}\nmemory {ids} for {text}\n</system-reminder>",
+                ids=ids,
+                memories=[],
+                scores=[],
+            )
+        except asyncio.CancelledError:
+            call.cancelled = True
+            raise
+        finally:
+            call.finished.set()
+
+    async def call_number(self, n: int) -> RecallCall:
+        """The n-th call (1-based), once it has started."""
+        async with self.called:
+            await self.called.wait_for(lambda: len(self.calls) >= n)
+        return self.calls[n - 1]
+
+
+class RecallFirst(BaseQueryHook):
+    """Stands for request preparation slower than recall: the UserQuery waits for it."""
+
+    def __init__(self, recall: ControlledRecall) -> None:
+        self.recall = recall
+        self.queries = 0
+
+    async def on_query_start(self, session: ChatSession, text: str) -> None:
+        self.queries += 1
+
+    async def before_request(
+        self, session: ChatSession, kind: TurnKind, messages: list[dict]
+    ) -> list[dict]:
+        if kind is TurnKind.USER_QUERY:
+            call = await self.recall.call_number(self.queries)
+            await call.finished.wait()
+        return messages
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "README.md").write_text("# Demo project\n")
+    return root
+
+
+@pytest.fixture
+def settings(fake: FakeOpenAI) -> Settings:
+    return Settings(llm=LLMSettings(base_url=fake.base_url, model="test-model", max_turns=5))
+
+
+@pytest.fixture
+async def llm(fake: FakeOpenAI) -> AsyncIterator[LLMClient]:
+    client = LLMClient(base_url=fake.base_url, api_key="sk-test", model="test-model")
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SessionStore]:
+    db = await Database.open(tmp_path / "qwenmem.db")
+    yield SessionStore(db)
+    await db.close()
+
+
+@pytest.fixture
+def make_session(
+    store: SessionStore, llm: LLMClient, settings: Settings, project: Path
+) -> Callable[..., Any]:
+    async def make(*hooks: Any, settings: Settings = settings) -> ChatSession:
+        info = await store.create_session(str(project))
+        return ChatSession(
+            info=info,
+            store=store,
+            llm=llm,
+            tools=builtin_tools(project),
+            settings=settings,
+            project_root=project,
+            hooks=hooks,
+        )
+
+    return make
+
+
+async def ask(session: ChatSession, text: str) -> QueryOutcome:
+    events: list[ChatEvent] = [event async for event in session.run_query(text)]
+    last = events[-1]
+    assert isinstance(last, QueryFinished)
+    return last.outcome
+
+
+def read_readme(gate: threading.Event | None = None) -> Reply:
+    return Reply(tool_calls=[ToolCallSpec("read_file", {"path": "README.md"})], gate=gate)
+
+
+def reminder_indexes(messages: list[dict]) -> list[int]:
+    return [i for i, m in enumerate(messages) if REMINDER in str(m.get("content"))]
+
+
+async def test_settled_recall_leads_the_new_user_message(make_session, fake: FakeOpenAI) -> None:
+    recall = ControlledRecall(gated=False)
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(RecallFirst(recall), hook)
+    fake.script(Reply("hi"))
+
+    assert (await ask(session, "what is my editor?")).status == "ok"
+
+    sent = fake.chat_requests[0]["messages"]
+    assert reminder_indexes(sent) == [len(sent) - 1]
+    user = sent[-1]["content"]
+    assert user.startswith(f"{REMINDER}\nmemory [1, 2] for what is my editor?")
+    assert user.endswith("</system-reminder>\n\nwhat is my editor?")
+    # The request carries the block; the stored history keeps what the user typed.
+    assert session.history()[-2] == {"role": "user", "content": "what is my editor?"}
+    assert hook.surfaced == {1, 2}
+    assert hook.stats.deliveries[INITIAL] == 1
+
+
+async def test_surfaced_ids_are_excluded_on_the_next_query(make_session, fake: FakeOpenAI) -> None:
+    recall = ControlledRecall(gated=False)
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(RecallFirst(recall), hook)
+    fake.script(Reply("vim"), Reply("ok"))
+
+    await ask(session, "what is my editor?")
+    await ask(session, "and my shell?")
+
+    assert recall.calls[0].excluded == frozenset()
+    assert recall.calls[1].excluded == frozenset({1, 2})
+    # Excluded because the model still sees them: the first block stays in view.
+    second = fake.chat_requests[1]["messages"]
+    assert "memory [1, 2]" in second[1]["content"]
+    assert "memory [3] for and my shell?" in second[-1]["content"]
+    assert hook.surfaced == {1, 2, 3}
+
+
+async def test_unsettled_recall_never_blocks_and_sends_no_memory(
+    make_session, fake: FakeOpenAI
+) -> None:
+    recall = ControlledRecall()  # never released
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+    fake.script(Reply("hi"))
+
+    assert (await ask(session, "hello")).status == "ok"
+
+    assert reminder_indexes(fake.chat_requests[0]["messages"]) == []
+    await recall.calls[0].finished.wait()
+    assert recall.calls[0].cancelled  # the query ended: no safe point left for it
+    assert hook.handle is None
+
+
+async def test_recall_settling_after_the_user_query_lands_after_the_tool_results(
+    make_session, fake: FakeOpenAI
+) -> None:
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+    tool_reply = threading.Event()
+    fake.script(read_readme(gate=tool_reply), Reply("done"))
+
+    query = asyncio.create_task(ask(session, "summarise the readme"))
+    await asyncio.to_thread(fake.wait_for_requests, 1)
+    recall.calls[0].release.set()
+    await recall.calls[0].finished.wait()
+    tool_reply.set()
+    assert (await query).status == "ok"
+
+    first, second = (r["messages"] for r in fake.chat_requests)
+    assert reminder_indexes(first) == []
+    roles = [m["role"] for m in second]
+    assert roles == ["system", "user", "assistant", "tool", "user"]
+    assert second[2]["tool_calls"] and second[3]["tool_call_id"] == second[2]["tool_calls"][0]["id"]
+    assert reminder_indexes(second) == [4]
+    assert second[4]["content"].startswith(REMINDER)
+    assert hook.stats.deliveries[TOOL_RESULT] == 1
+    assert hook.surfaced == {1, 2}
+
+
+async def test_recall_is_kept_across_the_tool_result_turns_of_one_query(
+    make_session, fake: FakeOpenAI
+) -> None:
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+    second_tool = threading.Event()
+    fake.script(read_readme(), read_readme(gate=second_tool), Reply("done"))
+
+    query = asyncio.create_task(ask(session, "read it twice"))
+    await asyncio.to_thread(fake.wait_for_requests, 2)
+    assert not recall.calls[0].finished.is_set()  # still running after one ToolResult turn
+    recall.calls[0].release.set()
+    await recall.calls[0].finished.wait()
+    second_tool.set()
+    await query
+
+    requests = [r["messages"] for r in fake.chat_requests]
+    assert [reminder_indexes(r) for r in requests] == [[], [], [6]]
+    assert [m["role"] for m in requests[2]] == [
+        "system", "user", "assistant", "tool", "assistant", "tool", "user"
+    ]
+    assert not recall.calls[0].cancelled
+
+
+async def test_a_delivered_tool_result_block_stays_after_its_tool_results(
+    make_session, fake: FakeOpenAI
+) -> None:
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+    tool_reply = threading.Event()
+    fake.script(read_readme(gate=tool_reply), read_readme(), Reply("done"))
+
+    query = asyncio.create_task(ask(session, "read it twice"))
+    await asyncio.to_thread(fake.wait_for_requests, 1)
+    recall.calls[0].release.set()
+    await recall.calls[0].finished.wait()
+    tool_reply.set()
+    await query
+
+    third = fake.chat_requests[2]["messages"]
+    assert [m["role"] for m in third] == [
+        "system", "user", "assistant", "tool", "user", "assistant", "tool"
+    ]
+    assert reminder_indexes(third) == [4]
+
+
+async def test_cancelling_the_query_cancels_the_recall(make_session, fake: FakeOpenAI) -> None:
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+    fake.script(Reply("never sent", gate=threading.Event()))
+
+    query = asyncio.create_task(ask(session, "hello"))
+    await asyncio.to_thread(fake.wait_for_requests, 1)
+    query.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await query
+
+    await recall.calls[0].finished.wait()
+    assert recall.calls[0].cancelled
+    assert hook.handle is None
+
+
+async def test_a_new_query_aborts_the_previous_recall(make_session, fake: FakeOpenAI) -> None:
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+
+    await hook.on_query_start(session, "first")
+    first = hook.handle
+    await recall.call_number(1)
+    await hook.on_query_start(session, "second")
+    await recall.calls[0].finished.wait()
+
+    assert recall.calls[0].cancelled
+    assert first is not hook.handle and hook.handle is not None
+    assert hook.handle.text == "second"
+    await hook.on_close(session)
+    await recall.calls[1].finished.wait()
+    assert recall.calls[1].cancelled
+
+    fake.script(Reply("a"), Reply("b"))
+    await ask(session, "third")
+    await ask(session, "fourth")
+    assert [c.text for c in recall.calls[2:]] == ["third", "fourth"]
+    assert recall.calls[2].cancelled
+
+
+async def test_clear_aborts_the_recall_and_forgets_what_surfaced(
+    make_session, fake: FakeOpenAI
+) -> None:
+    recall = ControlledRecall(gated=False)
+    hook = MemoryPrefetchHook(recall)
+    recall_first = RecallFirst(recall)
+    session = await make_session(recall_first, hook)
+    fake.script(Reply("vim"), Reply("ok"))
+    await ask(session, "what is my editor?")
+    assert hook.surfaced == {1, 2}
+
+    recall.gated = True
+    for started in (recall_first, hook):  # a query starting, as the loop would
+        await started.on_query_start(session, "pending")
+    await recall.call_number(2)
+    await session.reset()
+    await recall.calls[1].finished.wait()
+    assert recall.calls[1].cancelled
+    assert hook.surfaced == set()
+
+    recall.gated = False
+    await ask(session, "after clear")
+    assert recall.calls[2].excluded == frozenset()
+    after = fake.chat_requests[1]["messages"]
+    assert [m["role"] for m in after] == ["system", "user"]
+    assert "memory [4] for after clear" in after[1]["content"]
+
+
+async def test_turn_cap_aborts_the_recall(make_session, fake: FakeOpenAI, settings) -> None:
+    capped = settings.model_copy(update={"llm": settings.llm.model_copy(update={"max_turns": 1})})
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook, settings=capped)
+    fake.script(read_readme())
+
+    assert (await ask(session, "loop")).status == "turn_cap"
+    await recall.calls[0].finished.wait()
+    assert recall.calls[0].cancelled
+
+
+async def test_context_limit_error_aborts_the_recall(make_session, fake: FakeOpenAI) -> None:
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+    fake.script(
+        HTTPError(
+            400,
+            {"error": {"message": "maximum context length exceeded", "code": "context_length_exceeded"}},
+        )
+    )
+
+    assert (await ask(session, "huge")).status == "context_limit"
+    await recall.calls[0].finished.wait()
+    assert recall.calls[0].cancelled
+
+
+async def test_disabled_recall_is_never_called_and_the_request_is_unchanged(
+    make_session, fake: FakeOpenAI
+) -> None:
+    recall = ControlledRecall(gated=False)
+    session = await make_session(MemoryPrefetchHook(recall, enabled=False))
+    fake.script(Reply("hi"))
+
+    await ask(session, "hello")
+
+    assert recall.calls == []
+    assert fake.chat_requests[0]["messages"][1:] == [{"role": "user", "content": "hello"}]
+
+
+async def test_a_failing_recall_leaves_the_request_unchanged(
+    make_session, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    recall = ControlledRecall(gated=False, error=RuntimeError("index on fire"))
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(RecallFirst(recall), hook)
+    fake.script(Reply("hi"))
+
+    with caplog.at_level(logging.WARNING, logger="qwenmem.memory"):
+        assert (await ask(session, "hello")).status == "ok"
+
+    assert fake.chat_requests[0]["messages"][1:] == [{"role": "user", "content": "hello"}]
+    assert hook.stats.failed == 1
+    assert any("index on fire" in r.getMessage() for r in caplog.records)
+
+
+async def test_settled_result_without_a_tool_call_is_discarded_and_logged(
+    make_session, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    recall = ControlledRecall()
+    deliveries: list[str] = []
+
+    async def record_delivery(point: str) -> None:
+        deliveries.append(point)
+
+    hook = MemoryPrefetchHook(recall, record_delivery=record_delivery)
+    session = await make_session(hook)
+    reply = threading.Event()
+    fake.script(Reply("no tools needed", gate=reply))
+
+    with caplog.at_level(logging.INFO, logger="qwenmem.memory"):
+        query = asyncio.create_task(ask(session, "hello"))
+        await asyncio.to_thread(fake.wait_for_requests, 1)
+        recall.calls[0].release.set()
+        await recall.calls[0].finished.wait()
+        reply.set()
+        await query
+        await hook.on_close(session)
+
+    assert hook.stats.discarded == {"no_tool_call": 1}
+    assert hook.stats.delivery_rate() == 0.0
+    assert deliveries == [DISCARDED]
+    assert any("discarded reason=no_tool_call" in r.getMessage() for r in caplog.records)
+
+
+async def test_initial_wait_lets_a_recall_about_to_settle_reach_the_user_query(
+    make_session, fake: FakeOpenAI
+) -> None:
+    recall = ControlledRecall(gated=False)
+    hook = MemoryPrefetchHook(recall, initial_wait_ms=60_000)
+    session = await make_session(hook)
+    fake.script(Reply("hi"))
+
+    await ask(session, "what is my editor?")
+
+    assert reminder_indexes(fake.chat_requests[0]["messages"]) == [1]
+    assert hook.stats.deliveries[INITIAL] == 1
