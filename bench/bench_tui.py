@@ -195,7 +195,7 @@ def table(results: dict[str, dict[str, float]]) -> str:
     rows = [
         ("startup to first frame (median of 5)", f"{startup['median_s'] * 1000:.0f} ms", f"RSS {startup['rss_mib']:.0f} MiB"),
         (f"raw stream of a {REPLY_TOKENS // 1000}k-token reply", f"{stream['raw_s'] * 1000:.0f} ms", f"{stream['chars']:.0f} chars"),
-        (f"same reply rendered in the TUI", f"{stream['ui_s'] * 1000:.0f} ms", f"ratio {stream['ratio']:.2f}x"),
+        ("same reply rendered in the TUI", f"{stream['ui_s'] * 1000:.0f} ms", f"ratio {stream['ratio']:.2f}x"),
         (f"resume {RESUME_MESSAGES:,}-message session to first frame", f"{resume['first_frame_s'] * 1000:.0f} ms", f"RSS {resume['rss_mib']:.0f} MiB"),
     ]
     width = max(len(row[0]) for row in rows)

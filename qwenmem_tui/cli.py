@@ -42,7 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="A terminal chat for OpenAI-compatible LLMs that remembers.",
     )
     parser.add_argument(
-        "--config", type=Path, metavar="FILE", help="config file (default: $QWENMEM_HOME/config.toml)"
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="config file (default: $QWENMEM_HOME/config.toml)",
     )
     parser.add_argument(
         "--resume",
@@ -55,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"qwenmem {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     sessions = subparsers.add_parser(
-        "sessions", help="list this project's sessions", description="List this project's sessions, newest first."
+        "sessions",
+        help="list this project's sessions",
+        description="List this project's sessions, newest first.",
     )
     sessions.add_argument("--json", action="store_true", help="print a JSON array")
     sessions.set_defaults(func=list_sessions)

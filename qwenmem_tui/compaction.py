@@ -28,7 +28,7 @@ from qwenmem_tui.llm.errors import LLMError
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
     from qwenmem_tui.config import Settings
-    from qwenmem_tui.llm.client import LLMClient
+    from qwenmem_tui.llm.client import LLMClient, Usage
     from qwenmem_tui.storage.sessions import Item
 
 log = logging.getLogger("qwenmem.compaction")
@@ -43,6 +43,9 @@ BLOCK_TOKENS = 6000
 TRANSCRIPT_MESSAGE_CHARS = 2000
 # Auto-detected decisions may not take more of the window than this; user pins may.
 AUTO_PIN_SHARE = 0.2
+# The summary lists at most this many decisions, the newest; older ones live on in
+# the summary text and, within the pin budget, as verbatim messages.
+MAX_DECISIONS = 40
 
 #: A message sent by an extraction callback before its block is summarised away.
 Extract = Callable[[list[dict]], Awaitable[None]]
@@ -369,6 +372,7 @@ class CompactionHook:
         self.last: CompactionResult | None = None
         self._last_estimate: int | None = None
         self._failed_at: int | None = None
+        self._seen_usage: Usage | None = None
 
     @property
     def window(self) -> int:
@@ -448,6 +452,7 @@ class CompactionHook:
                 folded = await summarise_block(self._llm, summary, block)
                 summary = folded.summary
                 decisions.extend(d for d in folded.decisions if d not in decisions)
+                del decisions[:-MAX_DECISIONS]
                 pinned.extend(self._decision_ids(block, folded.pinned_turns))
         except CompactionError as exc:
             log.warning("[COMPACTION] summariser failed, history untouched: %s", exc)
@@ -467,6 +472,7 @@ class CompactionHook:
                 "pinned_ids": self._budget_pins(items, pinned),
             },
         )
+        session.announce(marker)
         self.last = CompactionResult("compacted", count, marker, self._clock() - started)
         log.info(
             "[COMPACTION] compacted %d messages (%s) in %.2fs, %d pinned",
@@ -481,8 +487,10 @@ class CompactionHook:
     def _observe_usage(self, session: ChatSession) -> None:
         """Calibrate with the provider's count for the previous request, when it sent one."""
         usage = session.last_usage
-        if usage is not None and self._last_estimate is not None:
+        # A failed request leaves the previous usage in place: only a new one counts.
+        if usage is not None and usage is not self._seen_usage and self._last_estimate is not None:
             self.gauge.observe(self._last_estimate, usage.prompt_tokens)
+        self._seen_usage = usage
         self._last_estimate = None
 
     async def _hand_to_extraction(self, block: Sequence[Turn]) -> None:
@@ -522,11 +530,12 @@ class CompactionHook:
 
     async def _drop_oldest(self, session: ChatSession, messages: list[dict]) -> list[dict]:
         """Last resort for this request only: drop the oldest non-pinned turns until it fits."""
+        summary, _ = compacted_view(session.view_items())
         pinned = [
             item.message
             for item in session.view_items()
             if item.message is not None and item.meta.get("pinned")
-        ]
+        ] + [summary]
         head = [m for m in messages[:1] if m.get("role") == "system"]
         groups: list[list[dict]] = []
         for message in messages[len(head) :]:

@@ -127,7 +127,7 @@ def load_settings(
         data = _read_toml(path)
         source = path
     if "source" in data:
-        raise ConfigError(f"{path}: unknown key \"source\" (expected one of: {_known(Settings)})")
+        raise ConfigError(f'{path}: unknown key "source" (expected one of: {_known(Settings)})')
     for var, (section, key) in ENV_OVERRIDES.items():
         value = env.get(var, "").strip()
         if value:
@@ -193,8 +193,12 @@ def _describe(path: Path, exc: ValidationError) -> str:
     elif kind == "literal_error":
         expected = str(ctx.get("expected", ""))
     elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        op = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
-              "less_than_equal": "<="}[kind]
+        op = {
+            "greater_than": ">",
+            "greater_than_equal": ">=",
+            "less_than": "<",
+            "less_than_equal": "<=",
+        }[kind]
         bound = next(iter(ctx.values()), "")
         expected = f"a number {op} {bound}"
     else:

@@ -44,9 +44,7 @@ class Redactor:
         for secret in self.secrets:
             text = text.replace(secret, REDACTED)
         for pattern in _KEY_PATTERNS:
-            text = pattern.sub(
-                lambda m: (m.group(1) if m.groups() else "") + REDACTED, text
-            )
+            text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, text)
         return text
 
 

@@ -244,9 +244,7 @@ class FakeOpenAI:
             while len(self.chat_requests) < n:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(
-                        f"expected {n} chat requests, got {len(self.chat_requests)}"
-                    )
+                    raise TimeoutError(f"expected {n} chat requests, got {len(self.chat_requests)}")
                 self._changed.wait(remaining)
             return list(self.chat_requests)
 
@@ -341,7 +339,9 @@ class _Handler(BaseHTTPRequestHandler):
                 ]
                 self._send_json(200, {"object": "list", "data": data})
             else:
-                self._send_error(HTTPError(404, _error_body(f"No route {method} {path}", "not_found")))
+                self._send_error(
+                    HTTPError(404, _error_body(f"No route {method} {path}", "not_found"))
+                )
         except (_ServerClosing, BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 

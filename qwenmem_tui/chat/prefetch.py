@@ -34,7 +34,8 @@ Recall = Callable[[str, frozenset[int]], Awaitable["RecallResult | None"]]
 # Delivery points, as logged and counted.
 INITIAL = "initial"
 TOOL_RESULT = "tool_result"
-DISCARDED = "discarded"
+DISCARDED = "discarded"  # settled, but no safe point was left to deliver it
+MISSED = "missed"  # still running when its query ended or was aborted
 
 
 @dataclass(eq=False)
@@ -50,6 +51,11 @@ class MemoryPrefetchHandle:
     @property
     def settled(self) -> bool:
         return self.settled_at is not None
+
+    @property
+    def latency_ms(self) -> float:
+        end = self.settled_at if self.settled_at is not None else self.started_at
+        return (end - self.started_at) * 1000
 
     def cancel(self) -> None:
         if self.task is not None and not self.task.done():
@@ -88,6 +94,7 @@ class PrefetchStats:
     started: int = 0
     failed: int = 0
     empty: int = 0
+    cancelled: int = 0  # MISSED: still running when its query ended or was aborted
     deliveries: Counter[str] = field(default_factory=Counter)  # INITIAL / TOOL_RESULT
     discarded: Counter[str] = field(default_factory=Counter)  # by reason
 
@@ -173,7 +180,7 @@ class MemoryPrefetchHook:
             point,
             result.strategy,
             len(delivery.ids),
-            (handle.settled_at - handle.started_at) * 1000 if handle.settled_at else 0.0,
+            handle.latency_ms,
         )
         return self._reapply_one(messages, delivery)
 
@@ -231,11 +238,13 @@ class MemoryPrefetchHook:
 
     def _abort(self, reason: str) -> None:
         handle, self.handle = self.handle, None
-        if handle is None or handle.consumed:
+        if handle is None:
             return
         if not handle.settled:
             handle.cancel()
-            log.debug("[MEMORY_PREFETCH] recall cancelled reason=%s", reason)
+            self.stats.cancelled += 1
+            self._record(MISSED)
+            log.info("[MEMORY_PREFETCH] recall still running, cancelled reason=%s", reason)
             return
         result = handle.result()
         if result is not None and result.block:
@@ -251,7 +260,7 @@ class MemoryPrefetchHook:
             reason,
             result.strategy,
             len(result.ids),
-            ((handle.settled_at or handle.started_at) - handle.started_at) * 1000,
+            handle.latency_ms,
         )
 
     def _record(self, point: str) -> None:
@@ -326,11 +335,16 @@ class MemoryPrefetchHook:
 
 
 def _user_positions(messages: list[dict], text: str) -> list[int]:
+    """User messages that are `text`, possibly behind reminders other hooks put first."""
     return [
         i
         for i, m in enumerate(messages)
-        if m.get("role") == "user" and _text_of(m.get("content")).endswith(text)
+        if m.get("role") == "user" and _is_text(_text_of(m.get("content")), text)
     ]
+
+
+def _is_text(body: str, text: str) -> bool:
+    return body == text or body.endswith(f"\n\n{text}")
 
 
 def _text_of(content: object) -> str:

@@ -497,6 +497,11 @@ class ChatSession:
         """Commit a display-only item (info, error, away_recap, compaction, ...)."""
         return await self._persist(self._item(type, content, None, meta))
 
+    def announce(self, item: Item) -> None:
+        """Show an item a hook stored during a query (the compaction marker) as ItemAdded."""
+        if self._emit is not None:
+            self._emit(ItemAdded(item))
+
     async def notify(self, text: str, level: str = "info") -> None:
         """A transient one-liner for the UI: a `Notice` event of the running query."""
         if self._emit is not None:

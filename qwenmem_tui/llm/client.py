@@ -53,7 +53,7 @@ class Completion:
     usage: Usage | None = None
 
     def to_message(self) -> dict[str, Any]:
-        """The assistant message to append to history (reasoning kept for providers that want it)."""
+        """The assistant message for history; reasoning is kept for providers that want it."""
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
         if self.tool_calls:
             message["tool_calls"] = [call.to_message_dict() for call in self.tool_calls]

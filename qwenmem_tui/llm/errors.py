@@ -124,15 +124,26 @@ def _classify_status(exc: openai.APIStatusError) -> tuple[str, str, float | None
     if status in (401, 403):
         # Provider messages for bad keys often echo part of the key: never show them.
         verb = "rejected the API key" if status == 401 else "refused access"
-        return "auth", f"Authentication failed: the endpoint {verb} (HTTP {status}); check llm.api_key or QWENMEM_API_KEY", None
-    if code == "context_length_exceeded" or status == 413 or (
-        status in (400, 422) and _CONTEXT_PATTERNS.search(detail)
+        return (
+            "auth",
+            f"Authentication failed: the endpoint {verb} (HTTP {status}); "
+            "check llm.api_key or QWENMEM_API_KEY",
+            None,
+        )
+    if (
+        code == "context_length_exceeded"
+        or status == 413
+        or (status in (400, 422) and _CONTEXT_PATTERNS.search(detail))
     ):
         return "context_length", _context_text(detail), None
     if status == 404:
         if code == "model_not_found" or "model" in detail.lower():
             return "not_found", "Model not found at the endpoint (HTTP 404)", None
-        return "not_found", "Endpoint not found (HTTP 404); check llm.base_url (it usually ends in /v1)", None
+        return (
+            "not_found",
+            "Endpoint not found (HTTP 404); check llm.base_url (it usually ends in /v1)",
+            None,
+        )
     if status == 429:
         retry_after = _retry_after(exc.response)
         wait = f"; retry in {retry_after:.0f}s" if retry_after is not None else ""
@@ -159,8 +170,13 @@ def _classify_transport(exc: BaseException) -> tuple[str, str, float | None]:
     text = " ".join(str(e) for e in chain).lower()
     if any(isinstance(e, socket.gaierror) for e in chain) or any(
         marker in text
-        for marker in ("name or service not known", "nodename nor servname", "getaddrinfo",
-                       "name resolution", "no address associated")
+        for marker in (
+            "name or service not known",
+            "nodename nor servname",
+            "getaddrinfo",
+            "name resolution",
+            "no address associated",
+        )
     ):
         return "connection", "Cannot resolve the endpoint's host name (DNS)", None
     if any(isinstance(e, ConnectionRefusedError) for e in chain) or "connection refused" in text:
@@ -169,7 +185,11 @@ def _classify_transport(exc: BaseException) -> tuple[str, str, float | None]:
         return "bad_response", "The reply was cut off mid-stream (connection dropped)", None
     if any(isinstance(e, ssl.SSLError) for e in chain) or "certificate" in text:
         return "connection", "TLS handshake with the endpoint failed", None
-    if isinstance(exc, ConnectionResetError) or _is(exc, "RemoteProtocolError") or "disconnected" in text:
+    if (
+        isinstance(exc, ConnectionResetError)
+        or _is(exc, "RemoteProtocolError")
+        or "disconnected" in text
+    ):
         return "connection", "The endpoint closed the connection unexpectedly", None
     return "connection", "Cannot connect to the endpoint", None
 

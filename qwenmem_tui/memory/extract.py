@@ -132,6 +132,29 @@ class MemoryExtractionHook(BaseQueryHook):
                 log.debug("[MEMORY_EXTRACT] queued job replaced by a newer turn")
             self._queued = job
 
+    async def extract_block(self, project: str, messages: list[dict[str, Any]]) -> None:
+        """Compaction's hand-over: facts of a block about to be summarised away (issue 6).
+
+        Awaited, not queued: a queued job can be replaced by a newer turn's, and this
+        block will not come back.
+        """
+        if not self.enabled:
+            return
+        lines: list[str] = []
+        outputs: list[str] = []
+        for message in messages:
+            content = message.get("content")
+            if not isinstance(content, str) or not content.strip():
+                continue
+            if message.get("role") == "tool":
+                outputs.append(content)
+                lines.append(f"[tool output]\n{content}")
+            elif message.get("role") in ("user", "assistant"):
+                lines.append(f"[{message['role']}]\n{content}")
+        if lines:
+            transcript = "\n\n".join(lines)[-_TRANSCRIPT_CHARS:]
+            await self.extract(ExtractionJob(project, transcript, tuple(outputs)))
+
     async def drain(self) -> None:
         """Wait until no job runs or waits (tests, shutdown of the daemon)."""
         await self._idle.wait()

@@ -41,6 +41,22 @@ class SearchHit:
     score: float
 
 
+# One query is too small to split across threads: OpenMP's fork/join made p99 four
+# times worse than single-threaded search on 2 cores. The setting is per OS thread,
+# and FAISS runs in a worker pool thread, so each call sets what it needs.
+_THREADS = faiss.omp_get_max_threads()
+
+
+def _search_one(index: faiss.Index, query: np.ndarray, k: int, params: faiss.SearchParameters) -> tuple:
+    faiss.omp_set_num_threads(1)
+    return index.search(query, k, params=params)
+
+
+def _add_batch(index: faiss.Index, vectors: np.ndarray, ids: np.ndarray) -> None:
+    faiss.omp_set_num_threads(_THREADS)
+    index.add_with_ids(vectors, ids)
+
+
 def _bitmap_selector(allowed: np.ndarray) -> tuple[faiss.IDSelector, np.ndarray]:
     """An IDSelectorBitmap over memory ids; the bitmap must outlive the search."""
     bits = np.zeros(int(allowed.max()) + 1, dtype=bool)
@@ -150,7 +166,7 @@ class VectorIndex:
             total = len(ids)
             for start in range(0, total, _BATCH):
                 end = min(start + _BATCH, total)
-                await asyncio.to_thread(index.add_with_ids, vectors[start:end], ids[start:end])
+                await asyncio.to_thread(_add_batch, index, vectors[start:end], ids[start:end])
                 if progress is not None:
                     progress(end, total)
             if progress is not None and total == 0:
@@ -175,7 +191,7 @@ class VectorIndex:
                 self._tombstones -= revived
                 if len(ids) == 0:
                     return
-            await asyncio.to_thread(self._index.add_with_ids, np.ascontiguousarray(vectors, dtype=np.float32), ids)
+            await asyncio.to_thread(_add_batch, self._index, np.ascontiguousarray(vectors, dtype=np.float32), ids)
 
     async def remove(self, ids: np.ndarray) -> None:
         if self._index is None or len(ids) == 0:
@@ -208,6 +224,6 @@ class VectorIndex:
         q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
         k = min(k, len(allowed))
         async with self._lock:  # FAISS is not safe against a concurrent add
-            scores, ids = await asyncio.to_thread(self._index.search, q, k, params=params)
+            scores, ids = await asyncio.to_thread(_search_one, self._index, q, k, params)
         del bitmap  # only now may the selector's memory go
         return [SearchHit(int(i), float(s)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0]

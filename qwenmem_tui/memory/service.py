@@ -219,7 +219,7 @@ class MemoryService:
         )
         await self.recaller.apply(result, vector)
         if result.action is WriteAction.QUARANTINED:
-            log.warning(
+            log.info(
                 "[MEMORY_GUARD] quarantined #%d %s/%s flags=%s origin=%s",
                 result.memory.id, cat, key, ",".join(result.memory.flags), draft.origin,
             )

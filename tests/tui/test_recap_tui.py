@@ -189,6 +189,8 @@ async def test_away_recap_shows_once_after_three_turns(
         await chat(pilot, "fix the flaky upload test", "inject a fake clock", "good, and?")
         await be_away(pilot, clock, 10)
         assert recap_texts(app) == [RECAP]
+        stored = [item for item in app.session.items if item.type == "away_recap"]
+        assert [item.content for item in stored] == [RECAP]  # survives a resume
         # Switching away again: the dedupe gate wants two new turns first.
         await be_away(pilot, clock, 10)
         assert recap_texts(app) == [RECAP]
@@ -265,6 +267,32 @@ async def test_failing_away_recap_shows_nothing(
         assert len(recap_requests(fake)) == 1
         assert recap_texts(app) == []
         assert info_texts(app) == []
+
+
+async def test_quitting_with_a_recap_in_flight_aborts_it(
+    fake: FakeOpenAI,
+    make_recap_app: Callable[..., QwenmemApp],
+    away_settings: Settings,
+    clock: FakeClock,
+) -> None:
+    gate = threading.Event()
+    fake.responder = lambda body: (
+        Reply(f"<recap>{RECAP}</recap>", gate=gate) if is_recap_request(body) else Reply("Sure.")
+    )
+    app = make_recap_app()
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await chat(pilot, "one", "two", "three")
+            app.post_message(events.AppBlur())
+            await pilot.pause()
+            clock.advance(10)
+            app.post_message(events.AppFocus())
+            await asyncio.to_thread(fake.wait_for_requests, 4)
+            assert len(recap_requests(fake)) == 1
+            await pilot.press("ctrl+q")
+    finally:
+        gate.set()
+    assert app.return_code == 0
 
 
 # --- resume -----------------------------------------------------------------------

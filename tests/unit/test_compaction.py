@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from qwenmem_tui.chat.events import ChatEvent, Notice, QueryFinished
+from qwenmem_tui.chat.events import ChatEvent, ItemAdded, Notice, QueryFinished
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.compaction import (
@@ -171,9 +171,11 @@ def assert_tool_pairs(messages: list[dict]) -> None:
 
 async def long_session(
     session: ChatSession, turns: int, special: dict[int, str], start: int = 0
-) -> None:
+) -> list[ChatEvent]:
+    events: list[ChatEvent] = []
     for n in range(start, start + turns):
-        await ask(session, special.get(n, filler(n)))
+        events += await ask(session, special.get(n, filler(n)))
+    return events
 
 
 def markers(session: ChatSession) -> list[Item]:
@@ -214,15 +216,12 @@ async def test_pinned_decisions_are_in_the_prompt_before_and_after_compaction(
 ) -> None:
     """Regression: the fixed list of decisions survives every compaction."""
     session = await make_session()
-    script = {2: DECISIONS[0], 5: DECISIONS[1], 9: DECISIONS[2]}
-    await long_session(session, 12, script)
-    before_index = len(chat_requests(fake)) - 1
-    await long_session(session, 40, {})
+    await long_session(session, 40, {2: DECISIONS[0], 5: DECISIONS[1], 9: DECISIONS[2]})
 
     requests = chat_requests(fake)
     compacted_from = next(i for i, r in enumerate(requests) if "Summary of the earlier" in str(r[1]))
-    assert compacted_from > before_index
-    before = requests[before_index]
+    before = requests[compacted_from - 1]
+    assert "Summary of the earlier" not in str(before)
     for decision in DECISIONS:
         assert decision in texts(before)
     for messages in requests[compacted_from:]:
@@ -264,9 +263,11 @@ async def test_the_marker_counts_the_messages_and_survives_resume(
     make_session, models: FakeModels, parts: dict[str, Any]
 ) -> None:
     session = await make_session()
-    await long_session(session, 20, {3: "please read the readme"})
+    events = await long_session(session, 20, {3: "please read the readme"})
 
     marker = markers(session)[0]
+    shown = [e.item for e in events if isinstance(e, ItemAdded) and e.item.type == COMPACTION_ITEM]
+    assert shown == markers(session)  # the UI hears of each marker as it happens
     folded = [
         i for i in session.items if i.message is not None and i.id <= marker.meta["cut_item_id"]
     ]
@@ -285,12 +286,11 @@ async def test_compact_now_compacts_below_the_threshold(
 ) -> None:
     hook = CompactionHook(parts["llm"], settings)
     session = await make_session(hook)
-    for n in range(3):
+    for n in range(2):
         await ask(session, filler(n))
-    assert not markers(session)
     assert (await hook.compact_now(session)).notice == "Nothing to compact yet."
 
-    for n in range(3, 5):
+    for n in range(2, 5):
         await ask(session, filler(n))
     assert not markers(session)
     result = await hook.compact_now(session)
@@ -350,3 +350,24 @@ def test_turns_start_at_user_messages() -> None:
 
     turns = split_turns([item(1, "user"), item(2, "assistant"), item(3, "tool"), item(4, "user")])
     assert [[i.id for i in t.items] for t in turns] == [[1, 2, 3], [4]]
+
+
+async def test_each_block_goes_to_memory_extraction_before_it_is_summarised(
+    make_session, models: FakeModels, settings: Settings, parts: dict[str, Any]
+) -> None:
+    handed: list[tuple[int, list[dict]]] = []
+
+    async def extract(messages: list[dict]) -> None:
+        handed.append((len(models.summaries), messages))
+
+    hook = CompactionHook(parts["llm"], settings, extract=extract)
+    session = await make_session(hook)
+    for n in range(5):
+        await ask(session, filler(n))
+    result = await hook.compact_now(session)
+
+    assert result.status == "compacted"
+    assert [before for before, _ in handed] == list(range(len(handed)))
+    folded = [m for _, block in handed for m in block]
+    assert len(folded) == result.count
+    assert folded[0] == {"role": "user", "content": filler(0)}

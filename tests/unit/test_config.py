@@ -134,7 +134,10 @@ def test_api_key_never_prints(tmp_path: Path) -> None:
         ('source = "/etc/passwd"\n', 'unknown key "source"'),
         ('[llm]\ncontext_window = "big"\n', "llm.context_window: expected an integer, got 'big'"),
         ("[llm]\ncontext_window = 0\n", "llm.context_window: expected a number > 0"),
-        ('[general]\nshow_session_recap = "yes"\n', "general.show_session_recap: expected true or false"),
+        (
+            '[general]\nshow_session_recap = "yes"\n',
+            "general.show_session_recap: expected true or false",
+        ),
         ("[general]\nsession_recap_away_threshold_minutes = 0\n", "expected a number > 0"),
         ('[memory]\nembedding = "bert"\n', "memory.embedding: expected 'hash' or 'openai'"),
         ('[memory]\nttl_days = { user = "long" }\n', "memory.ttl_days.user: expected an integer"),
@@ -147,7 +150,7 @@ def test_invalid_files_give_one_line(tmp_path: Path, text: str, expected: str) -
 
 
 def test_unknown_key_lists_the_known_ones(tmp_path: Path) -> None:
-    message = _error(tmp_path, '[memory]\ntopk = 3\n')
+    message = _error(tmp_path, "[memory]\ntopk = 3\n")
     assert "expected one of:" in message and "top_k" in message
 
 

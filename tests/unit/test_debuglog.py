@@ -48,7 +48,12 @@ def test_secrets_and_key_shapes_are_redacted_in_messages_and_tracebacks(paths: P
     except RuntimeError:
         log.exception("[LLM] failed")
     text = path.read_text()
-    for secret in ("sk-abcdefghijklmnop", "tok_abcdefghijkl", "hunter2-password", "plain-secret-value"):
+    for secret in (
+        "sk-abcdefghijklmnop",
+        "tok_abcdefghijkl",
+        "hunter2-password",
+        "plain-secret-value",
+    ):
         assert secret not in text
     assert text.count("[REDACTED]") >= 4 and "Traceback" in text
 
@@ -65,6 +70,8 @@ def test_redactor_keeps_ordinary_text() -> None:
 
 
 def test_filter_for_other_handlers() -> None:
-    record = logging.LogRecord("qwenmem.x", logging.INFO, __file__, 1, "key %s", ("sk-1234567890ab",), None)
+    record = logging.LogRecord(
+        "qwenmem.x", logging.INFO, __file__, 1, "key %s", ("sk-1234567890ab",), None
+    )
     assert debuglog.RedactingFilter(Redactor()).filter(record)
     assert record.getMessage() == "key [REDACTED]"

@@ -107,7 +107,9 @@ def test_tool_call_deltas_are_split_across_chunks(fake: FakeOpenAI, client: Open
 
 
 def test_non_streaming_json(fake: FakeOpenAI, client: OpenAI) -> None:
-    fake.script(Reply("plain", reasoning="r", tool_calls=[ToolCallSpec("read_file", {"path": "a"})]))
+    fake.script(
+        Reply("plain", reasoning="r", tool_calls=[ToolCallSpec("read_file", {"path": "a"})])
+    )
     result = client.chat.completions.create(
         model="test-fast", messages=[{"role": "user", "content": "hi"}]
     )
@@ -218,9 +220,7 @@ def test_http_error_with_headers(fake: FakeOpenAI, client: OpenAI) -> None:
 
 def test_raw_response_is_sent_verbatim(fake: FakeOpenAI) -> None:
     fake.script(RawResponse(status=200, body=b"<html>gateway</html>", content_type="text/html"))
-    request = urllib.request.Request(
-        fake.base_url + "/chat/completions", data=b"{}", method="POST"
-    )
+    request = urllib.request.Request(fake.base_url + "/chat/completions", data=b"{}", method="POST")
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.read() == b"<html>gateway</html>"
         assert response.headers["Content-Type"] == "text/html"
@@ -257,7 +257,9 @@ def test_embeddings_float_format_and_shared_words(fake: FakeOpenAI) -> None:
     with urllib.request.urlopen(request, timeout=10) as response:
         vector = json.loads(response.read())["data"][0]["embedding"]
     assert vector == pytest.approx(hash_embedding("apple pie"))
-    related = sum(a * b for a, b in zip(hash_embedding("apple pie"), hash_embedding("apple")))
+    related = sum(
+        a * b for a, b in zip(hash_embedding("apple pie"), hash_embedding("apple"), strict=True)
+    )
     assert related > 0.5
 
 
@@ -299,7 +301,9 @@ def test_stop_releases_threads_waiting_on_gates() -> None:
 
 
 def test_demo_echo_responder() -> None:
-    assert echo_responder({"messages": [{"role": "user", "content": "hey"}]}).text == "You said: hey"
+    assert (
+        echo_responder({"messages": [{"role": "user", "content": "hey"}]}).text == "You said: hey"
+    )
     tool = echo_responder({"messages": [{"role": "tool", "content": "12345"}]})
     assert tool.text == "The tool returned 5 characters."
 
@@ -311,3 +315,11 @@ def test_a_failing_responder_is_a_visible_500(fake: FakeOpenAI, client: OpenAI) 
     fake.responder = broken
     with pytest.raises(openai.InternalServerError, match="fake responder failed"):
         client.chat.completions.create(model="m", messages=[])
+
+
+def test_clear_forgets_scripts_and_the_request_log(fake: FakeOpenAI, client: OpenAI) -> None:
+    fake.script(Reply("first"), Reply("second"))
+    client.chat.completions.create(model="m", messages=[])
+    fake.clear()
+    assert (fake.pending, fake.requests, fake.chat_requests) == (0, [], [])
+    assert client.chat.completions.create(model="m", messages=[]).choices[0].message.content == "ok"

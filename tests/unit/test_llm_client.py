@@ -117,7 +117,9 @@ async def test_complete_uses_overrides(fake: FakeOpenAI, llm: LLMClient) -> None
     assert completion.content == "short"
     request = fake.chat_requests[0]
     assert (request["model"], request["max_tokens"], request["temperature"]) == (
-        "test-fast", 32, 0.2
+        "test-fast",
+        32,
+        0.2,
     )
     assert "tools" not in request
 
@@ -145,7 +147,9 @@ async def test_from_settings(fake: FakeOpenAI) -> None:
 
 async def test_cancel_mid_stream_closes_the_request(fake: FakeOpenAI, llm: LLMClient) -> None:
     stall = threading.Event()
-    fake.script(Reply("partial reply that never ends", chunk_size=7, stall_after=1, stall_gate=stall))
+    fake.script(
+        Reply("partial reply that never ends", chunk_size=7, stall_after=1, stall_gate=stall)
+    )
     first = asyncio.Event()
     received: list[str] = []
 
@@ -209,7 +213,9 @@ async def test_unknown_model(fake: FakeOpenAI, llm: LLMClient) -> None:
 
 
 async def test_wrong_path_is_not_found(fake: FakeOpenAI) -> None:
-    client = LLMClient(base_url=fake.base_url.removesuffix("/v1") + "/wrong", api_key=KEY, model="m")
+    client = LLMClient(
+        base_url=fake.base_url.removesuffix("/v1") + "/wrong", api_key=KEY, model="m"
+    )
     fake.script()
     error = await _failure(client)
     assert error.kind == "not_found" and "llm.base_url" in error.message
@@ -318,15 +324,17 @@ async def test_200_with_non_json_body(fake: FakeOpenAI, llm: LLMClient) -> None:
         HTTPError(400, {"error": {"message": "too long", "code": "context_length_exceeded"}}),
         HTTPError(
             400,
-            {"error": {"message": "This model's maximum context length is 32768 tokens. "
-                       "However, your messages resulted in 40000 tokens."}},
+            {
+                "error": {
+                    "message": "This model's maximum context length is 32768 tokens. "
+                    "However, your messages resulted in 40000 tokens."
+                }
+            },
         ),
         HTTPError(413, "Request Entity Too Large"),
     ],
 )
-async def test_context_length_exceeded(
-    fake: FakeOpenAI, llm: LLMClient, answer: HTTPError
-) -> None:
+async def test_context_length_exceeded(fake: FakeOpenAI, llm: LLMClient, answer: HTTPError) -> None:
     fake.script(answer)
     error = await _failure(llm)
     assert error.kind == "context_length" and "context window" in error.message

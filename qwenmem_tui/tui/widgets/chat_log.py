@@ -90,15 +90,26 @@ class ChatLog(VerticalScroll, can_focus=False):
         await self.mount_all(recent)
         self.anchor()
 
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        # Reaching the top loads the previous page, like scrolling back in a terminal.
+        if new == 0 and old > 0 and self._earlier:
+            self.post_message(EarlierItems.Requested())
+
     @on(EarlierItems.Requested)
     async def show_earlier(self) -> None:
-        """Mount the previous page above what is shown."""
+        """Mount the previous page above what is shown, keeping the view where it was."""
+        if not self._earlier:
+            return
         page, self._earlier = self._earlier[-PAGE_SIZE:], self._earlier[:-PAGE_SIZE]
         await self.mount_all(page, after=self._earlier_line)
         if self._earlier:
             self._earlier_line.show_count(len(self._earlier))
         else:
             await self._earlier_line.remove()
+        first_old = self.children[self.children.index(page[-1]) + 1] if page[-1] is not self.children[-1] else None
+        if first_old is not None:
+            self.call_after_refresh(self.scroll_to_widget, first_old, animate=False, top=True)
 
     async def clear(self) -> None:
         """Remove every item."""

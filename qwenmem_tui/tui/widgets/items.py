@@ -7,8 +7,10 @@ or escape sequences.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -32,27 +34,81 @@ class UserItem(Static):
 
 
 class AssistantItem(Vertical):
-    """An assistant reply: Markdown, streamed while it arrives, final when it is stored."""
+    """An assistant reply: Markdown, streamed while it arrives, final when it is stored.
+
+    Deltas are buffered and handed to `Markdown.get_stream()` in batches. Every append
+    makes the screen lay out the whole reply again, and each yield to the event loop
+    lets that layout run, so writing per token makes a long reply quadratic. The pump
+    flushes at most every FLUSH_MIN seconds and backs off to twice the time the loop
+    was last blocked, so layouts never take more than about a third of the time.
+    """
+
+    FLUSH_MIN = 1 / 30
+    FLUSH_MAX = 1.0
 
     def __init__(self, markdown: str = "", *, interrupted: bool = False) -> None:
         super().__init__()
         self._markdown = terminal_safe(markdown)
         self._interrupted = interrupted
+        self._pending: list[str] = []
+        self._stream_done = asyncio.Event()
+        self._pump_task: asyncio.Task[None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Markdown(self._markdown)
         if self._interrupted:
             yield InterruptedMark()
 
-    def stream(self) -> MarkdownStream:
-        """A stream that appends fragments to the Markdown; the caller must `stop()` it."""
-        return Markdown.get_stream(self.query_one(Markdown))
+    def append(self, text: str) -> None:
+        """Queue streamed text; it reaches the screen on the next flush."""
+        self._pending.append(terminal_safe(text))
+        if self._pump_task is None:
+            self._pump_task = asyncio.create_task(self._pump())
+
+    async def end_stream(self) -> None:
+        """Flush what is left and stop streaming; safe to call more than once."""
+        self._stream_done.set()
+        if self._pump_task is not None:
+            await self._pump_task
+
+    async def _pump(self) -> None:
+        stream = Markdown.get_stream(self.query_one(Markdown))
+        loop = asyncio.get_running_loop()
+        interval = self.FLUSH_MIN
+        try:
+            while self._pending or not self._stream_done.is_set():
+                if self._pending:
+                    text = "".join(self._pending)
+                    self._pending.clear()
+                    await stream.write(text)
+                started = loop.time()
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self._stream_done.wait(), interval)
+                blocked = loop.time() - started - interval
+                interval = min(self.FLUSH_MAX, max(self.FLUSH_MIN, 2 * blocked))
+        finally:
+            await _stop(stream)
+
+    def on_unmount(self) -> None:
+        if self._pump_task is not None:
+            self._pump_task.cancel()
 
     async def mark_interrupted(self) -> None:
         """Show that the reply was cut short (Esc or an error mid-stream)."""
         if not self._interrupted:
             self._interrupted = True
             await self.mount(InterruptedMark())
+
+
+async def _stop(stream: MarkdownStream) -> None:
+    # MarkdownStream.stop() re-raises the CancelledError of its own task when that
+    # task never got to run; only a cancellation of *this* task should propagate.
+    try:
+        await stream.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
 
 
 class InterruptedMark(Static):
@@ -93,10 +149,10 @@ class ToolCallItem(Collapsible):
     def __init__(self, name: str, arguments: str) -> None:
         self._call = format_tool_call(name, arguments)
         self._result = Static(Content("running…"), classes="tool-result")
-        super().__init__(self._result, title=self._title("…"), collapsed=True)  # type: ignore[arg-type]
+        super().__init__(self._result, title=self._heading("…"), collapsed=True)  # type: ignore[arg-type]
         self.add_class("-running")
 
-    def _title(self, status: str) -> Content:
+    def _heading(self, status: str) -> Content:
         # Collapsible parses str titles as markup; Content is literal.
         return Content.assemble((status, "bold"), " ", self._call)
 
@@ -105,7 +161,7 @@ class ToolCallItem(Collapsible):
         self.remove_class("-running")
         self.set_class(is_error, "-error")
         self._result.update(Content(clip_tool_result(result)))
-        self.title = self._title("✗" if is_error else "✓")  # type: ignore[assignment]
+        self.title = self._heading("✗" if is_error else "✓")  # type: ignore[assignment]
 
 
 class InfoItem(Static):

@@ -24,7 +24,7 @@ class RecapItem(Widget):
     RecapItem {
         layout: horizontal;
         height: auto;
-        margin: 1 0 0 0;
+        padding: 0 1;
         color: $text-muted;
         text-style: dim;
     }

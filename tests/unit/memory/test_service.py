@@ -205,3 +205,24 @@ def test_remember_rule_files_notes_deterministically() -> None:
     assert classify_note("Please never use emojis") == ("feedback", "never_use_emojis")
     assert classify_note("this project deploys to fly.io")[0] == "project"
     assert classify_note("docs are at https://x.example")[0] == "reference"
+
+
+async def test_cached_hard_filters_match_a_fresh_query_after_every_kind_of_write(
+    service: MemoryService, clock: Clock
+) -> None:
+    writes = [
+        ("project", "current_project", "Alpha"),
+        ("project", "current_project", "Beta"),  # supersede
+        ("project", "current_project", "Beta"),  # refresh
+        ("project", "project_name", "Beta"),  # dedup
+        ("user", "name", "Ana"),
+        ("user", "note", "<script>x</script>"),  # quarantine
+        ("project", "other", "Gamma"),
+    ]
+    for category, key, value in writes:
+        await service.recall("warm the cache", project=PROJECT_A)
+        await service.save(category, key, value, origin="tool", project=PROJECT_A)
+        cached = await service.recaller.allowed(PROJECT_A)
+        fresh = await service.store.allowed_ids(user="ana", scopes=("global", PROJECT_A), now=clock.now)
+        assert cached.ids.tolist() == fresh.ids.tolist()
+        assert cached.valid_until == fresh.valid_until

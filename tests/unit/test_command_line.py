@@ -46,7 +46,9 @@ def test_invalid_config_is_one_line_and_exit_2(tmp_path: Path, config: str) -> N
 
 
 def test_missing_explicit_config_is_exit_2(tmp_path: Path) -> None:
-    done = _qwenmem("--config", str(tmp_path / "nope.toml"), "sessions", home=tmp_path, cwd=tmp_path)
+    done = _qwenmem(
+        "--config", str(tmp_path / "nope.toml"), "sessions", home=tmp_path, cwd=tmp_path
+    )
     assert done.returncode == 2 and "config file not found" in done.stderr
 
 
@@ -146,7 +148,9 @@ def test_async_and_args_only_commands(home: Path) -> None:
 
 
 def test_missing_feature_modules_are_not_offered(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "FEATURE_MODULES", ("qwenmem_tui.no_such_feature.cli", "no_such_pkg.cli"))
+    monkeypatch.setattr(
+        cli, "FEATURE_MODULES", ("qwenmem_tui.no_such_feature.cli", "no_such_pkg.cli")
+    )
     parser = cli.build_parser()
     with pytest.raises(SystemExit):
         parser.parse_args(["serve"])
@@ -155,12 +159,17 @@ def test_missing_feature_modules_are_not_offered(monkeypatch: pytest.MonkeyPatch
 def test_broken_feature_module_warns_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "broken_feature.py").write_text("def register(subparsers):\n    raise ValueError('nope')\n")
+    (tmp_path / "broken_feature.py").write_text(
+        "def register(subparsers):\n    raise ValueError('nope')\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(cli, "FEATURE_MODULES", ("broken_feature",))
     parser = cli.build_parser()
     assert parser.parse_args(["sessions"]).command == "sessions"
-    assert capsys.readouterr().err.strip() == "qwenmem: broken_feature is unavailable: ValueError: nope"
+    assert (
+        capsys.readouterr().err.strip()
+        == "qwenmem: broken_feature is unavailable: ValueError: nope"
+    )
 
 
 def test_no_command_launches_the_tui(

@@ -1,0 +1,175 @@
+"""`qwenmem memory list|search|export|import|forget|stats` (contract §3)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from qwenmem_tui.config import Settings
+from qwenmem_tui.memory.model import Memory, Status
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.paths import Paths, project_id, project_root
+
+_VALUE_WIDTH = 60
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    memory = subparsers.add_parser(
+        "memory", help="inspect and manage long-term memory", description="Inspect and manage long-term memory."
+    )
+    commands = memory.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
+
+    p = commands.add_parser("list", help="active memories of this project and global ones")
+    p.add_argument("--all", action="store_true", help="every status, not only active")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.set_defaults(func=list_memories)
+
+    p = commands.add_parser(
+        "search", help="run recall like the chat does", description="Without TEXT: one query a line from stdin."
+    )
+    p.add_argument("text", nargs="?", help="the query (default: read queries from stdin)")
+    p.add_argument("-k", type=int, default=None, metavar="N", help="how many memories (default: memory.top_k)")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.set_defaults(func=search)
+
+    p = commands.add_parser("export", help="write every memory as JSON lines")
+    p.add_argument("file", nargs="?", type=Path, help="output file (default: stdout)")
+    p.set_defaults(func=export)
+
+    p = commands.add_parser("import", help="read memories from JSON lines, through the guard")
+    p.add_argument("file", type=Path, help="JSON lines: category, key, value per line")
+    p.set_defaults(func=import_)
+
+    p = commands.add_parser("forget", help="delete one memory (audited)")
+    p.add_argument("id", type=int)
+    p.set_defaults(func=forget)
+
+    p = commands.add_parser("stats", help="hit rate, staleness, poisoning flag rate, counts")
+    p.add_argument("--json", action="store_true", help="print a JSON object")
+    p.set_defaults(func=stats)
+
+
+def _project() -> str:
+    return project_id(project_root(Path.cwd()))
+
+
+def _progress(done: int, total: int) -> None:
+    if total >= 1000:
+        end = "\n" if done == total else ""
+        print(f"\rqwenmem: rebuilding memory index {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+
+async def _open(settings: Settings, paths: Paths) -> MemoryService:
+    return await MemoryService.open(settings, paths, progress=_progress)
+
+
+def _row(m: Memory) -> str:
+    value = " ".join(m.value.split())
+    if len(value) > _VALUE_WIDTH:
+        value = value[: _VALUE_WIDTH - 1] + "…"
+    flags = f" [{', '.join(m.flags)}]" if m.flags else ""
+    return f"{m.id:>5}  {m.status:<11} {m.category:<9} {m.key:<24} {value}  ({m.origin}){flags}"
+
+
+async def list_memories(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    svc = await _open(settings, paths)
+    try:
+        rows = await svc.list(project=_project(), statuses=None if args.all else [Status.ACTIVE])
+    finally:
+        await svc.close()
+    if args.json:
+        print(json.dumps([m.to_json() for m in rows], ensure_ascii=False))
+    elif not rows:
+        print("No memories." if args.all else "No active memories.")
+    else:
+        print("\n".join(_row(m) for m in rows))
+    return 0
+
+
+def _hits(result: Any) -> list[dict[str, Any]]:
+    return [
+        {**m.to_json(), "score": score} for m, score in zip(result.memories, result.scores, strict=True)
+    ]
+
+
+async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    svc = await _open(settings, paths)
+    project = _project()
+    try:
+        if args.text is None:
+            # Batch mode for scripts and evaluations: one JSON array per input line.
+            for line in sys.stdin:
+                query = line.rstrip("\n")
+                result = await svc.recall(query, project=project, k=args.k, record=False)
+                print(json.dumps(_hits(result), ensure_ascii=False), flush=True)
+            return 0
+        result = await svc.recall(args.text, project=project, k=args.k, record=False)
+    finally:
+        await svc.close()
+    if args.json:
+        print(json.dumps(_hits(result), ensure_ascii=False))
+    elif not result.memories:
+        print("No memory passed the filters and the threshold.")
+    else:
+        print("\n".join(f"{score:6.3f} {_row(m)}" for m, score in zip(result.memories, result.scores, strict=True)))
+    return 0
+
+
+async def export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    svc = await _open(settings, paths)
+    try:
+        lines = await svc.export_lines()
+    finally:
+        await svc.close()
+    text = "".join(line + "\n" for line in lines)
+    if args.file is None:
+        sys.stdout.write(text)
+    else:
+        args.file.write_text(text, encoding="utf-8")
+    print(f"qwenmem: exported {len(lines)} memories", file=sys.stderr)
+    return 0
+
+
+async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    try:
+        lines = args.file.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        print(f"qwenmem: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    svc = await _open(settings, paths)
+    try:
+        report = await svc.import_lines(lines, project=_project())
+    finally:
+        await svc.close()
+    for error in report.errors:
+        print(f"qwenmem: {args.file}: {error}", file=sys.stderr)
+    order = ("created", "superseded", "refreshed", "deduplicated", "quarantined", "skipped", "rejected")
+    counts = ", ".join(f"{name} {report.counts.get(name, 0)}" for name in order)
+    print(f"imported {sum(report.counts.values())} lines: {counts}")
+    return 0
+
+
+async def forget(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    svc = await _open(settings, paths)
+    try:
+        forgotten = await svc.forget(args.id, reason="qwenmem memory forget")
+    finally:
+        await svc.close()
+    if forgotten is None:
+        print(f"qwenmem: no memory with id {args.id} (or it was already deleted)", file=sys.stderr)
+        return 1
+    print(f"Forgot memory #{args.id} ({forgotten.category}/{forgotten.key}).")
+    return 0
+
+
+async def stats(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    svc = await _open(settings, paths)
+    try:
+        result = await svc.stats()
+    finally:
+        await svc.close()
+    print(json.dumps(result.to_json()) if args.json else result.to_text())
+    return 0
