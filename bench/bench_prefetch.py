@@ -4,11 +4,11 @@ Time from submit (`run_query` starts) to the chat request reaching the fake serv
 with a recall that takes 0 ms, 200 ms, 2 s or 5 s, for two recall paths — the real
 recall pipeline on the offline hash embedder with the latency injected in front of
 it, and the OpenAI embedder against the fake `/embeddings` endpoint held back by a
-gate for that long — and three ways of wiring memory in: none (the floor), the
-prefetch hook (issue 5) and a blocking baseline that awaits recall before the request.
-Then the delivery rate per point for a scripted mix of fast and slow recalls, tool
-and no-tool turns, at a few `memory.initial_wait_ms` values. Prints tables; asserts
-nothing.
+gate for that long — and four ways of wiring memory in: none (the floor), the
+prefetch hook (issue 5) with `memory.initial_wait_ms` 0 and 25, and a blocking
+baseline that awaits recall before the request. Then the delivery rate per point
+for a scripted mix of fast and slow recalls, tool and no-tool turns, at a few
+`memory.initial_wait_ms` values. Prints tables; asserts nothing.
 
     .venv/bin/python bench/bench_prefetch.py [--reps N]
 """
@@ -43,6 +43,7 @@ LATENCIES = (0.0, 0.2, 2.0, 5.0)
 # Slow points cost their full latency per blocking run: a couple of runs each.
 REPS = {0.0: 9, 0.2: 5, 2.0: 2, 5.0: 2}
 PROJECT = "bench-project"
+WAIT_MS = 25  # the `memory.initial_wait_ms` column: what a short wait costs
 SERVICES = ("billing", "auth", "search", "upload", "mailer", "gateway", "reports", "cache")
 
 Recall = Callable[[str, frozenset[int]], Awaitable[RecallResult | None]]
@@ -177,7 +178,7 @@ async def latency_table(bench: Bench, services: dict[str, MemoryService], reps_s
     print("\nSubmit -> first request at the server (median ms; added = over no memory;")
     print(f"none and prefetch: {max(3, round(REPS[0.0] * reps_scale))} runs per point)")
     print(f"{'recall path':<12}{'latency':>9}{'blocking runs':>14}{'none':>10}{'prefetch':>10}"
-          f"{'blocking':>10}{'+prefetch':>11}{'+blocking':>11}")
+          f"{'blocking':>10}{'+prefetch':>11}{'+wait25':>9}{'+blocking':>11}")
     warm = await bench.session([])
     for n in range(3):  # warm the connection pool and SQLite before timing anything
         await bench.submit_to_request(warm, f"warm-up {n}", lambda: None)
@@ -193,6 +194,10 @@ async def latency_table(bench: Bench, services: dict[str, MemoryService], reps_s
             sessions = {
                 "none": (await bench.session([]), lambda: None),
                 "prefetch": (await bench.session([MemoryPrefetchHook(hooked)]), arm),
+                "wait25": (
+                    await bench.session([MemoryPrefetchHook(hooked, initial_wait_ms=WAIT_MS)]),
+                    arm,
+                ),
                 "blocking": (await bench.session([BlockingRecallHook(hooked)]), arm),
             }
             timed: dict[str, list[float]] = {mode: [] for mode in sessions}
@@ -203,9 +208,9 @@ async def latency_table(bench: Bench, services: dict[str, MemoryService], reps_s
                 for mode, (session, before) in sessions.items():
                     if mode != "blocking" or n < runs:
                         timed[mode].append(await bench.submit_to_request(session, text, before))
-            base, p, b = (median_ms(timed[m]) for m in ("none", "prefetch", "blocking"))
+            base, p, w, b = (median_ms(timed[m]) for m in ("none", "prefetch", "wait25", "blocking"))
             print(f"{path:<12}{latency * 1000:>7.0f}ms{runs:>14}{base:>10.1f}{p:>10.1f}"
-                  f"{b:>10.1f}{p - base:>+11.1f}{b - base:>+11.1f}")
+                  f"{b:>10.1f}{p - base:>+11.1f}{w - base:>+9.1f}{b - base:>+11.1f}")
             for session, _ in sessions.values():
                 await session.close()
     bench.fake.embedding_gate = None

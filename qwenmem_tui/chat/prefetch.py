@@ -7,8 +7,10 @@ message's reminders) or, when it settles later, a ToolResult request of the same
 anything between an assistant tool call and its tool results). A query that ends
 before the result was delivered loses it; the next query starts a fresh recall.
 
-One hook belongs to one ChatSession: it holds that session's set of surfaced memory
-ids and the reminders already delivered, which stay in the model view until /clear.
+The hook holds the running session's set of surfaced memory ids and the reminders
+already delivered, which stay in the model view until /clear; a query in another
+session (the TUI keeps its hooks across /resume) starts that state afresh. Sessions
+running queries concurrently (the daemon) each need their own hook.
 """
 
 from __future__ import annotations
@@ -129,6 +131,7 @@ class MemoryPrefetchHook:
         self.handle: MemoryPrefetchHandle | None = None
         self.surfaced: set[int] = set()
         self._delivered: list[_Delivery] = []
+        self._session_id: str | None = None
         # MemoryService.record_delivery: a DB write, so it runs beside the request.
         self._record_delivery = record_delivery
         self._recording: set[asyncio.Task[None]] = set()
@@ -136,6 +139,10 @@ class MemoryPrefetchHook:
     # QueryHook ------------------------------------------------------------------------
     async def on_query_start(self, session: ChatSession, text: str) -> None:
         self._abort("new_query")
+        if session.info.id != self._session_id:
+            # The TUI keeps its hooks across /resume: nothing surfaced in that session.
+            self._session_id = session.info.id
+            self._forget()
         if not self.enabled:
             return
         handle = MemoryPrefetchHandle(text=text, started_at=self._clock())
@@ -194,13 +201,16 @@ class MemoryPrefetchHook:
 
     async def on_reset(self, session: ChatSession) -> None:
         self._abort("reset")
-        self.surfaced.clear()
-        self._delivered.clear()
+        self._forget()
 
     async def on_close(self, session: ChatSession) -> None:
         self._abort("close")
         if self._recording:
             await asyncio.wait(set(self._recording))
+
+    def _forget(self) -> None:
+        self.surfaced.clear()
+        self._delivered.clear()
 
     # recall ---------------------------------------------------------------------------
     async def _run(self, handle: MemoryPrefetchHandle, excluded: frozenset[int]) -> RecallResult | None:

@@ -307,14 +307,14 @@ class ChatSession:
                 await self._commit_leftovers(progress, emit, f"Not run: {exc.message}")
                 status = "context_limit" if exc.kind == "context_length" else "error"
                 message = _one_line(exc.message)
-                emit(ItemAdded(await self._persist(self._item("error", message))))
+                await self._persist(self._item("error", message), emit)
                 outcome = progress.outcome(status, message)
             except Exception as exc:
                 log.exception("[CHAT] query failed session=%s", self.info.id)
                 message = _one_line(f"Internal error: {exc}")
                 try:
                     await self._commit_leftovers(progress, emit, f"Not run: {message}")
-                    emit(ItemAdded(await self._persist(self._item("error", message))))
+                    await self._persist(self._item("error", message), emit)
                 except Exception:
                     log.exception("[CHAT] could not record the failure")
                 outcome = progress.outcome("error", message)
@@ -329,8 +329,7 @@ class ChatSession:
         emit(QueryFinished(outcome))
 
     async def _loop(self, text: str, emit: Emit, progress: _Progress) -> QueryOutcome:
-        user = await self._persist(self._item("user", text, {"role": "user", "content": text}))
-        emit(ItemAdded(user))
+        await self._persist(self._item("user", text, {"role": "user", "content": text}), emit)
         for hook in self.hooks:
             try:
                 await hook.on_query_start(self, text)
@@ -358,7 +357,7 @@ class ChatSession:
         await self._answer_unanswered(progress, emit, TURN_CAP_TOOL_RESULT)
         notice = f"Stopped after {max_turns} model turns (llm.max_turns); send a message to continue."
         log.warning("[CHAT] turn cap reached session=%s turns=%d", self.info.id, max_turns)
-        emit(ItemAdded(await self._persist(self._item("info", notice))))
+        await self._persist(self._item("info", notice), emit)
         return progress.outcome("turn_cap", notice)
 
     async def _before_request(self, kind: TurnKind, messages: list[dict]) -> list[dict]:
@@ -390,11 +389,10 @@ class ChatSession:
         return completion
 
     async def _commit_reply(self, completion: Completion, emit: Emit, progress: _Progress) -> None:
-        message = completion.to_message()
-        item = await self._persist(self._item("assistant", completion.content, message))
+        # Progress first: `_persist` completes even when cancelled meanwhile.
         progress.replying = False
         progress.unanswered = list(completion.tool_calls)
-        emit(ItemAdded(item))
+        await self._persist(self._item("assistant", completion.content, completion.to_message()), emit)
 
     async def _run_tool(
         self, call: ToolCall, ctx: ToolContext, emit: Emit, progress: _Progress
@@ -417,11 +415,10 @@ class ChatSession:
     ) -> None:
         message = {"role": "tool", "tool_call_id": call.id, "content": content}
         meta = {"tool_name": call.name, "arguments": call.arguments, "is_error": is_error}
-        item = await self._persist(self._item("tool", content, message, meta))
-        if call in progress.unanswered:
-            progress.unanswered.remove(call)
+        # Progress first: `_persist` completes even when cancelled meanwhile.
+        progress.unanswered.remove(call)
         emit(ToolCallFinished(call, content, is_error))
-        emit(ItemAdded(item))
+        await self._persist(self._item("tool", content, message, meta), emit)
 
     async def _answer_unanswered(self, progress: _Progress, emit: Emit, answer: str) -> None:
         """Give every committed tool call a result, so the history stays valid."""
@@ -434,6 +431,7 @@ class ChatSession:
     async def _commit_leftovers(self, progress: _Progress, emit: Emit, answer: str) -> None:
         """After a cancellation or failure: commit the reply so far, answer open calls."""
         if progress.replying:
+            progress.replying = False  # first: `_persist` completes even when cancelled
             if progress.completion is not None:
                 await self._commit_reply(progress.completion, emit, progress)
             elif progress.text or progress.reasoning:
@@ -441,8 +439,7 @@ class ChatSession:
                 if progress.reasoning:
                     message["reasoning_content"] = "".join(progress.reasoning)
                 item = self._item("assistant", message["content"], message, {"interrupted": True})
-                emit(ItemAdded(await self._persist(item)))
-            progress.replying = False
+                await self._persist(item, emit)
         await self._answer_unanswered(progress, emit, answer)
 
     # -- items -----------------------------------------------------------------------------
@@ -464,24 +461,25 @@ class ChatSession:
             created_at=self.clock(),
         )
 
-    async def _persist(self, item: Item) -> Item:
-        """Commit `item` and add it to `items`, even if cancelled while committing.
+    async def _persist(self, item: Item, emit: Emit | None = None) -> Item:
+        """Commit `item`, add it to `items` and announce it, even if cancelled meanwhile.
 
         The write is shielded: a cancellation during the commit waits for it, so the
-        in-memory items never disagree with the database.
+        in-memory items (and the UI) never disagree with the database.
         """
         write = asyncio.ensure_future(self.store.add_item(item))
         try:
             saved = await asyncio.shield(write)
         except asyncio.CancelledError:
-            saved = await write
-            self._remember(saved)
+            self._remember(await write, emit)
             raise
-        self._remember(saved)
+        self._remember(saved, emit)
         return saved
 
-    def _remember(self, item: Item) -> None:
+    def _remember(self, item: Item, emit: Emit | None) -> None:
         self.items.append(item)
+        if emit is not None:
+            emit(ItemAdded(item))
         self.info.updated_at = max(self.info.updated_at, item.created_at)
         if item.message is not None:
             self.info.message_count += 1

@@ -93,7 +93,7 @@ class ToolRegistry:
         """
         tool = self._tools.get(name)
         if tool is None:
-            known = ", ".join(self._tools) or "none"
+            known = ", ".join(self.names()) or "none"
             return ToolResult(f"Unknown tool {name!r}. Available tools: {known}.", True)
         try:
             args = json.loads(arguments) if arguments.strip() else {}

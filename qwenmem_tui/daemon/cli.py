@@ -30,7 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help="bind address (default %(default)s)")
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help="port, 0 for any free one (default %(default)s)"
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help="port, 0 for any free one (default %(default)s)",
     )
     parser.add_argument(
         "--token",

@@ -216,7 +216,8 @@ def _error_from(response: httpx.Response) -> DaemonError:
     except ValueError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), str):
-        return DaemonError(response.status_code, str(body.get("code", "error")), body["error"], body)
+        code = str(body.get("code", "error"))
+        return DaemonError(response.status_code, code, body["error"], body)
     return DaemonError(
         response.status_code, "http_error", response.text[:200] or response.reason_phrase
     )

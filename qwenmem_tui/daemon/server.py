@@ -27,7 +27,7 @@ from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -305,7 +305,9 @@ async def create_session(request: Request) -> Response:
         title = ""
     if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
         raise ApiError(
-            400, "invalid_request", f'"title" must be a string of at most {MAX_TITLE_CHARS} characters'
+            400,
+            "invalid_request",
+            f'"title" must be a string of at most {MAX_TITLE_CHARS} characters',
         )
     backend = backend_of(request)
     info = await backend.store.create_session(backend.project, title)
@@ -343,7 +345,9 @@ async def prompt(request: Request) -> Response:
     if streaming:
         await lock.acquire()
         return _LockedStream(
-            _sse_events(backend, info, text), lock=lock, media_type="text/event-stream",
+            _sse_events(backend, info, text),
+            lock=lock,
+            media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
     async with lock:
@@ -352,7 +356,9 @@ async def prompt(request: Request) -> Response:
         async for event in chat.run_query(text):
             reply.feed(event)
     if reply.status == "error":
-        raise ApiError(502, "llm_error", reply.error or "The model request failed", sessionId=info.id)
+        raise ApiError(
+            502, "llm_error", reply.error or "The model request failed", sessionId=info.id
+        )
     return JSONResponse({"sessionId": info.id, "reply": reply.text, "status": reply.status})
 
 
@@ -409,7 +415,9 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-async def _sse_events(backend: DaemonBackend, info: SessionInfo, text: str) -> AsyncIterator[bytes]:
+async def _sse_events(
+    backend: DaemonBackend, info: SessionInfo, text: str
+) -> AsyncIterator[bytes]:
     reply = _ReplyCollector()
     try:
         chat = await backend.chat_for_query(info)
@@ -420,20 +428,17 @@ async def _sse_events(backend: DaemonBackend, info: SessionInfo, text: str) -> A
             elif isinstance(event, ToolCallStarted):
                 yield _sse("tool_call", _tool_call_json(event.call))
             elif isinstance(event, ToolCallFinished):
-                yield _sse(
-                    "tool_result",
-                    {**_tool_call_json(event.call), "result": event.result, "isError": event.is_error},
-                )
+                result = {"result": event.result, "isError": event.is_error}
+                yield _sse("tool_result", {**_tool_call_json(event.call), **result})
     except Exception:
-        # Headers are gone already: the failure travels as an event, the traceback to the log.
+        # The status line is sent already: the failure travels as an event, the
+        # traceback to the log.
         log.exception("[DAEMON] streamed prompt failed session=%s", info.id)
         yield _sse("error", {"error": "Internal error", "code": "internal", "sessionId": info.id})
         return
     if reply.status == "error":
-        yield _sse(
-            "error",
-            {"error": reply.error or "The model request failed", "code": "llm_error", "sessionId": info.id},
-        )
+        error = reply.error or "The model request failed"
+        yield _sse("error", {"error": error, "code": "llm_error", "sessionId": info.id})
         return
     yield _sse("done", {"sessionId": info.id, "reply": reply.text, "status": reply.status})
 
@@ -449,7 +454,9 @@ class _LockedStream(StreamingResponse):
     before the first chunk leaves the generator unstarted, so that block never runs.
     """
 
-    def __init__(self, content: AsyncIterator[bytes], *, lock: asyncio.Lock, **kwargs: Any) -> None:
+    def __init__(
+        self, content: AsyncIterator[bytes], *, lock: asyncio.Lock, **kwargs: Any
+    ) -> None:
         super().__init__(content, **kwargs)
         self._lock = lock
 
@@ -490,9 +497,12 @@ class Guard:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                if origin is not None:
-                    extra = [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
-                    message = {**message, "headers": [*message.get("headers", []), *extra]}
+                if origin is not None:  # only allowed origins get this far
+                    cors = [
+                        (b"access-control-allow-origin", origin.encode("latin-1")),
+                        (b"vary", b"Origin"),
+                    ]
+                    message = {**message, "headers": [*message.get("headers", []), *cors]}
             await send(message)
 
         try:
@@ -504,10 +514,13 @@ class Guard:
         except _BodyTooLarge:
             if not started:
                 await self._too_large()(scope, receive, send_with_cors)
+        except ClientDisconnect:
+            log.info("[DAEMON] client went away during %s %s", scope["method"], scope["path"])
         except Exception:
-            log.exception("[DAEMON] unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            log.exception("[DAEMON] unhandled error on %s %s", scope["method"], scope["path"])
             if not started:
-                await error_response(500, "internal", "Internal error")(scope, receive, send_with_cors)
+                internal = error_response(500, "internal", "Internal error")
+                await internal(scope, receive, send_with_cors)
 
     def _check(self, scope: Scope, headers: Headers, origin: str | None) -> Response | None:
         if origin is not None and origin not in self.options.allowed_origins:
@@ -562,7 +575,9 @@ def _preflight() -> Response:
         status_code=204,
         headers={
             "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
-            "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept, X-Qwenmem-Client-Id",
+            "Access-Control-Allow-Headers": (
+                "Authorization, Content-Type, Accept, X-Qwenmem-Client-Id"
+            ),
             "Access-Control-Max-Age": "600",
         },
     )
@@ -583,7 +598,9 @@ async def _memory(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
     return SessionFeatures(
         hooks=[
             MemoryPrefetchHook(
-                service.recall_for(backend.project), initial_wait_ms=settings.initial_wait_ms
+                service.recall_for(backend.project),
+                initial_wait_ms=settings.initial_wait_ms,
+                record_delivery=service.record_delivery,
             ),
             MemoryExtractionHook(service, backend.llm, enabled=settings.extraction),
         ],
@@ -591,10 +608,9 @@ async def _memory(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
     )
 
 
-def default_features(settings: Settings) -> list[FeatureFactory]:
-    """The daemon's counterpart of the TUI's extensions: same hooks, same order
-    (compaction first: it rebuilds the request other hooks then add to)."""
-    return [_compaction, _memory]
+# The daemon's counterpart of the TUI's extensions, in hook order: compaction first,
+# since it rebuilds the request the memory reminder is then added to.
+DEFAULT_FEATURES: tuple[FeatureFactory, ...] = (_compaction, _memory)
 
 
 # -- the app -----------------------------------------------------------------------
@@ -635,14 +651,14 @@ def create_app(
 ) -> Starlette:
     """The daemon app; ``llm`` is injected by tests, otherwise built from settings.
 
-    ``features`` defaults to :func:`default_features` (what the settings turn on).
+    ``features`` defaults to :data:`DEFAULT_FEATURES` (memory follows the settings).
     """
     backend = DaemonBackend(
         settings=settings,
         paths=paths,
         project_root=project_root,
         llm=llm,
-        features=default_features(settings) if features is None else features,
+        features=DEFAULT_FEATURES if features is None else features,
     )
 
     @asynccontextmanager

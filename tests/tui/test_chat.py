@@ -11,10 +11,12 @@ from textual.widgets import Markdown
 
 from qwenmem_tui.chat.session import RESET_NOTICE
 from qwenmem_tui.chat.tools import Tool, ToolContext
+from qwenmem_tui.config import Settings
 from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.commands import SlashCommand
-from qwenmem_tui.tui.screens.chat import QueuedMessages
+from qwenmem_tui.tui.screens.chat import ChatScreen, QueuedMessages
+from qwenmem_tui.tui.screens.resume import ResumeScreen
 from qwenmem_tui.tui.widgets.items import (
     AssistantItem,
     ErrorItem,
@@ -324,3 +326,17 @@ async def test_quit_command_exits(make_app: Callable[..., QwenmemApp]) -> None:
         await send(pilot, "/quit")
         await pilot.pause()
     assert app.return_code == 0
+
+
+async def test_bindings_are_remapped_from_settings(
+    settings: Settings, make_app: Callable[..., QwenmemApp]
+) -> None:
+    settings.keys = {"app.resume": "ctrl+o"}
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert isinstance(app.screen, ChatScreen)
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        assert isinstance(app.screen, ResumeScreen)

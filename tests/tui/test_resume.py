@@ -146,10 +146,10 @@ async def test_long_session_mounts_only_the_newest_page(
         screen = app.screen
         assert len(screen.query(UserItem)) + len(screen.query(AssistantItem)) == PAGE_SIZE
         earlier = screen.query_one(EarlierItems)
-        assert "140 earlier items" in str(earlier.render())
+        assert "180 earlier items" in str(earlier.render())
         log = screen.query_one(ChatLog)
         log.scroll_home(animate=False)
-        await wait_until(pilot, lambda: "80 earlier items" in str(earlier.render()))
+        await wait_until(pilot, lambda: "160 earlier items" in str(earlier.render()))
         assert len(screen.query(UserItem)) + len(screen.query(AssistantItem)) == 2 * PAGE_SIZE
 
 

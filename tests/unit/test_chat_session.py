@@ -312,6 +312,82 @@ async def test_cancel_mid_stream_keeps_the_partial_reply(
     ]
 
 
+async def test_consumer_cancelled_while_busy_elsewhere_still_stops_the_query(
+    fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
+) -> None:
+    """The TUI awaits its own rendering between events; a cancel can land there."""
+    stall = threading.Event()
+    fake.script(Reply("rendering " * 20, chunk_size=5, stall_after=2, stall_gate=stall))
+    ended = asyncio.Event()
+
+    class EndHook(RecordingHook):
+        async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None:
+            await super().on_query_end(session, outcome)
+            ended.set()
+
+    hook = EndHook()
+    session = await make_session(hooks=[hook])
+    rendering = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in session.run_query("q"):
+            if isinstance(event, AssistantDelta):
+                rendering.set()
+                await asyncio.Event().wait()  # stuck rendering, outside the iterator
+
+    task = asyncio.create_task(consume())
+    await rendering.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await ended.wait()
+    stall.set()
+    assert hook.calls[-1] == ("end", "cancelled")
+    stored = await store.load_items(session.info.id)
+    assert [i.type for i in stored] == ["user", "assistant"]
+    assert stored[1].meta == {"interrupted": True} and stored[1].content.startswith("rende")
+
+
+async def test_cancel_while_committing_a_reply_commits_it_exactly_once(
+    fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
+) -> None:
+    class GatedStore(SessionStore):
+        """Holds the commit of tool results until the test opens the gate."""
+
+        def __init__(self) -> None:
+            super().__init__(store.db)
+            self.writing = asyncio.Event()
+            self.gate = asyncio.Event()
+
+        async def add_item(self, item: Item) -> Item:
+            if item.type == "tool":
+                self.writing.set()
+                await self.gate.wait()
+            return await super().add_item(item)
+
+    gated = GatedStore()
+    fake.script(Reply(tool_calls=[ToolCallSpec("read_file", {"path": "README.md"})]))
+    session = await make_session(store=gated)
+    events: list[ChatEvent] = []
+
+    async def consume() -> None:
+        async for event in session.run_query("q"):
+            events.append(event)
+
+    task = asyncio.create_task(consume())
+    await gated.writing.wait()
+    task.cancel()
+    gated.gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stored = await store.load_items(session.info.id)
+    assert [i.type for i in stored] == ["user", "assistant", "tool"]
+    assert stored[2].content == "# Demo project\n"  # the real result, not "Cancelled"
+    assert stored == session.items
+    assert [e.item for e in events if isinstance(e, ItemAdded)] == stored
+    assert outcome_of(events).status == "cancelled"
+
+
 async def test_session_cancel_finishes_the_iteration_normally(
     fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
 ) -> None:

@@ -499,3 +499,20 @@ async def test_slow_embeddings_endpoint_memory_arrives_with_the_tool_result(
         assert (await service.stats()).deliveries == {TOOL_RESULT: 1}
     finally:
         await service.close()
+
+
+async def test_a_query_in_another_session_starts_with_nothing_surfaced(
+    make_session, fake: FakeOpenAI
+) -> None:
+    recall = ControlledRecall(gated=False)
+    hook = MemoryPrefetchHook(recall)
+    recall_first = RecallFirst(recall)
+    first = await make_session(recall_first, hook)
+    second = await make_session(recall_first, hook)  # what /resume does with the hooks
+    fake.script(Reply("vim"), Reply("ok"))
+
+    await ask(first, "what is my editor?")
+    await ask(second, "what is my editor?")
+
+    assert [c.excluded for c in recall.calls] == [frozenset(), frozenset()]
+    assert reminder_indexes(fake.chat_requests[1]["messages"]) == [1]

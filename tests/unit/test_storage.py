@@ -143,6 +143,29 @@ async def test_corrupt_file_is_a_clear_error_and_left_untouched(tmp_path: Path) 
     assert not (tmp_path / "qwenmem.db-wal").exists()
 
 
+async def test_damaged_pages_surface_as_a_storage_error(tmp_path: Path) -> None:
+    path = tmp_path / "qwenmem.db"
+    db = await Database.open(path)
+    store = SessionStore(db)
+    info = await store.create_session("/p")
+    for i in range(100):
+        await store.add_item(user_item(info.id, f"{i} " + "x" * 500))
+    await db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    await db.close()
+    with path.open("r+b") as handle:  # trash pages in the middle, keep the header
+        handle.seek(4096 * 5)
+        handle.write(b"\xff" * 4096 * 4)
+    damaged = path.read_bytes()
+    db = await Database.open(path)
+    try:
+        with pytest.raises(StorageError, match="damaged") as error:
+            await SessionStore(db).load_items(info.id)
+        assert str(path) in str(error.value)
+    finally:
+        await db.close()
+    assert path.read_bytes() == damaged
+
+
 # -- writes under contention ---------------------------------------------------------
 
 

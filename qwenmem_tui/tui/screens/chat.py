@@ -128,6 +128,7 @@ class ChatScreen(Screen[None]):
     def _suggest(self, event: PromptInput.Changed) -> None:
         prompt = cast(PromptInput, event.text_area)
         self.query_one(CommandSuggestions).show_commands(prompt.matching_commands())
+        self.refresh_bindings()
 
     @on(PromptInput.Sent)
     def _sent(self, event: PromptInput.Sent) -> None:
@@ -167,6 +168,7 @@ class ChatScreen(Screen[None]):
 
     def _state_changed(self, state: str) -> None:
         self.query_one(StatusLine).state = state
+        self.refresh_bindings()
         if state == "idle" and self._queue:
             # After the worker that set "idle" has returned, not from inside it.
             self.call_later(self._send_queued)
@@ -178,12 +180,19 @@ class ChatScreen(Screen[None]):
 
     # -- the turn ------------------------------------------------------------------------
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Esc shows as disabled in the footer while there is nothing to cancel.
+        if action == "cancel":
+            return not self.qapp.idle or self.query_one(CommandSuggestions).display or None
+        return True
+
     def action_cancel(self) -> None:
         """Esc: hide suggestions, else cancel the running query."""
         suggestions = self.query_one(CommandSuggestions)
         if suggestions.display:
             suggestions.show_commands([])
             self.query_one(PromptInput).suggestion = ""
+            self.refresh_bindings()
             return
         self.workers.cancel_group(self, "turn")
 

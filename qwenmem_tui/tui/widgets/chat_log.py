@@ -15,8 +15,10 @@ from textual.widgets import Static
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.widgets.items import ToolCallItem
 
-PAGE_SIZE = 60
-"""Items mounted at once on resume: a 5,000-message session must open instantly."""
+PAGE_SIZE = 20
+"""Stored items given widgets at once on resume (more than a screenful); earlier ones
+wait for a scroll to the top. A Markdown reply costs ~30-50 ms to mount, so a page of
+a 5,000-message session must stay small to open fast."""
 
 
 class EarlierItems(Static):
@@ -35,30 +37,37 @@ class EarlierItems(Static):
         self.post_message(self.Requested())
 
 
-def build_item_widgets(
-    items: Sequence[Item], widget_for: Callable[[Item], Widget | None]
-) -> list[Widget]:
-    """Widgets for stored items; tool results are paired with the call that asked for them."""
-    calls: dict[str, tuple[str, str]] = {}
-    widgets: list[Widget] = []
-    for item in items:
+class ItemViews:
+    """Turns stored items into widgets, pairing each tool result with its call."""
+
+    def __init__(self, items: Sequence[Item], widget_for: Callable[[Item], Widget | None]) -> None:
+        self._widget_for = widget_for
+        # Calls are indexed up front: a page may start between a call and its result.
+        self._calls: dict[str, tuple[str, str]] = {}
+        for item in items:
+            for call in (item.message or {}).get("tool_calls") or ():
+                function = call.get("function") or {}
+                self._calls[call.get("id", "")] = (
+                    function.get("name", "?"),
+                    function.get("arguments", ""),
+                )
+
+    def widgets(self, items: Sequence[Item]) -> list[Widget]:
+        """The widgets for `items`, in order (items without a view are skipped)."""
+        widgets: list[Widget] = []
+        for item in items:
+            widget = self._tool_item(item) if item.type == "tool" else self._widget_for(item)
+            if widget is not None:
+                widgets.append(widget)
+        return widgets
+
+    def _tool_item(self, item: Item) -> Widget:
         message = item.message or {}
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            calls[call.get("id", "")] = (function.get("name", "?"), function.get("arguments", ""))
-        if item.type == "tool":
-            name, arguments = calls.get(message.get("tool_call_id", ""), ("tool", ""))
-            name = item.meta.get("tool_name", name)
-            arguments = item.meta.get("arguments", arguments)
-            tool_item = ToolCallItem(name, arguments)
-            result = message.get("content") or item.content
-            tool_item.finish(str(result), is_error=bool(item.meta.get("is_error")))
-            widgets.append(tool_item)
-            continue
-        widget = widget_for(item)
-        if widget is not None:
-            widgets.append(widget)
-    return widgets
+        name, arguments = self._calls.get(message.get("tool_call_id", ""), ("tool", ""))
+        tool_item = ToolCallItem(item.meta.get("tool_name", name), item.meta.get("arguments", arguments))
+        result = message.get("content") or item.content
+        tool_item.finish(str(result), is_error=bool(item.meta.get("is_error")))
+        return tool_item
 
 
 class ChatLog(VerticalScroll, can_focus=False):
@@ -66,7 +75,8 @@ class ChatLog(VerticalScroll, can_focus=False):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._earlier: list[Widget] = []
+        self._earlier: list[Item] = []
+        self._views: ItemViews | None = None
         self._earlier_line = EarlierItems()
 
     def on_mount(self) -> None:
@@ -79,15 +89,15 @@ class ChatLog(VerticalScroll, can_focus=False):
     async def show_items(
         self, items: Sequence[Item], widget_for: Callable[[Item], Widget | None]
     ) -> None:
-        """Replace the log with stored items; only the newest page is mounted."""
+        """Replace the log with stored items; only the newest page gets widgets."""
         await self.remove_children()
-        widgets = build_item_widgets(items, widget_for)
-        self._earlier, recent = widgets[:-PAGE_SIZE], widgets[-PAGE_SIZE:]
+        self._views = ItemViews(items, widget_for)
+        self._earlier, recent = list(items[:-PAGE_SIZE]), items[-PAGE_SIZE:]
         if self._earlier:
             self._earlier_line = EarlierItems()
             self._earlier_line.show_count(len(self._earlier))
             await self.mount(self._earlier_line)
-        await self.mount_all(recent)
+        await self.mount_all(self._views.widgets(recent))
         self.anchor()
 
     def watch_scroll_y(self, old: float, new: float) -> None:
@@ -99,17 +109,18 @@ class ChatLog(VerticalScroll, can_focus=False):
     @on(EarlierItems.Requested)
     async def show_earlier(self) -> None:
         """Mount the previous page above what is shown, keeping the view where it was."""
-        if not self._earlier:
+        if not self._earlier or self._views is None:
             return
         page, self._earlier = self._earlier[-PAGE_SIZE:], self._earlier[:-PAGE_SIZE]
-        await self.mount_all(page, after=self._earlier_line)
+        index = self.children.index(self._earlier_line)
+        first_shown = self.children[index + 1] if index + 1 < len(self.children) else None
+        await self.mount_all(self._views.widgets(page), after=self._earlier_line)
         if self._earlier:
             self._earlier_line.show_count(len(self._earlier))
         else:
             await self._earlier_line.remove()
-        first_old = self.children[self.children.index(page[-1]) + 1] if page[-1] is not self.children[-1] else None
-        if first_old is not None:
-            self.call_after_refresh(self.scroll_to_widget, first_old, animate=False, top=True)
+        if first_shown is not None:
+            self.call_after_refresh(self.scroll_to_widget, first_shown, animate=False, top=True)
 
     async def clear(self) -> None:
         """Remove every item."""

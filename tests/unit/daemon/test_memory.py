@@ -1,0 +1,72 @@
+"""Memory through the daemon: the same hooks and tool as the TUI, per session."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from starlette.testclient import TestClient
+
+from qwenmem_tui.config import Settings
+from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
+from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.paths import Paths, project_id
+
+
+def prompt(client: TestClient, session_id: str, text: str) -> str:
+    response = client.post(f"/session/{session_id}/prompt", json={"text": text})
+    assert response.status_code == 200, response.text
+    return response.json()["reply"]
+
+
+def test_saved_memory_is_recalled_in_another_session(
+    make_daemon, fake: FakeOpenAI, settings: Settings
+) -> None:
+    settings.memory.initial_wait_ms = 5000  # deterministic: wait for recall (it is fast)
+    saved = {"category": "user", "key": "preferred_language", "value": "The user prefers Rust for CLIs."}
+    fake.script(
+        Reply(tool_calls=[ToolCallSpec("save_memory", saved, id="m1")]),
+        Reply("Noted."),
+        Reply("You like Rust."),
+    )
+    with TestClient(make_daemon()) as client:
+        first = client.post("/session").json()["sessionId"]
+        assert prompt(client, first, "Remember that I prefer Rust for CLIs.") == "Noted."
+        tool_result = fake.chat_requests[-1]["messages"][-1]
+        assert tool_result["role"] == "tool" and "error" not in tool_result["content"].lower()
+
+        second = client.post("/session").json()["sessionId"]
+        assert prompt(client, second, "Which language do I like for CLIs?") == "You like Rust."
+    user_message = fake.chat_requests[-1]["messages"][-1]
+    assert user_message["role"] == "user"
+    assert "<system-reminder>" in user_message["content"]
+    assert "The user prefers Rust for CLIs." in user_message["content"]
+
+
+async def test_extraction_runs_and_is_drained_at_shutdown(
+    make_daemon, fake: FakeOpenAI, settings: Settings, paths: Paths, project: Path
+) -> None:
+    settings.memory.extraction = True
+    proposal = {"memories": [{"category": "user", "key": "editor", "value": "The user uses Helix."}]}
+
+    def respond(body: dict) -> Reply:
+        if body["messages"][0]["content"] == EXTRACTION_SYSTEM_PROMPT:
+            return Reply(json.dumps(proposal))
+        return Reply("Helix is a fine editor.")
+
+    fake.responder = respond
+
+    def run_daemon() -> None:
+        with TestClient(make_daemon()) as client:
+            session_id = client.post("/session").json()["sessionId"]
+            assert prompt(client, session_id, "I use Helix as my editor.") == "Helix is a fine editor."
+
+    await asyncio.to_thread(run_daemon)  # leaving the block shuts the daemon down
+    service = await MemoryService.open(settings, paths)
+    try:
+        memories = await service.list(project=project_id(project))
+    finally:
+        await service.close()
+    assert [(m.key, m.value) for m in memories] == [("editor", "The user uses Helix.")]
