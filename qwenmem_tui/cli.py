@@ -30,6 +30,7 @@ from qwenmem_tui.config import ConfigError, Settings, load_settings
 from qwenmem_tui.debuglog import Redactor
 from qwenmem_tui.llm.errors import LLMError
 from qwenmem_tui.paths import Paths, project_id, project_root
+from qwenmem_tui.storage.database import StorageError
 
 FEATURE_MODULES = ("qwenmem_tui.memory.cli", "qwenmem_tui.daemon.cli")
 
@@ -107,6 +108,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         return 2
     except LLMError as exc:
         print(f"qwenmem: {exc.message}", file=sys.stderr)
+        return 1
+    except StorageError as exc:  # e.g. the memory database is unreachable: one line
+        print(f"qwenmem: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:
         return _report_crash(exc, settings, paths)

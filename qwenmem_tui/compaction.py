@@ -166,12 +166,9 @@ def compacted_view(items: Sequence[Item]) -> tuple[dict | None, list[Item]]:
     view verbatim: pinned messages from before the cut — reduced to their text so a
     carried assistant tool call never lacks its results — then everything after it.
     """
-    marker_index = next(
-        (i for i in range(len(items) - 1, -1, -1) if items[i].type == COMPACTION_ITEM), None
-    )
-    if marker_index is None:
+    marker = last_marker(items)
+    if marker is None:
         return None, list(items)
-    marker = items[marker_index]
     cut = int(marker.meta["cut_item_id"])
     pinned_ids = set(marker.meta.get("pinned_ids", ()))
     kept: list[Item] = []
@@ -373,6 +370,7 @@ class CompactionHook:
         self._last_estimate: int | None = None
         self._failed_at: int | None = None
         self._seen_usage: Usage | None = None
+        self._force = False
 
     @property
     def window(self) -> int:
@@ -399,6 +397,7 @@ class CompactionHook:
         tokens = self.gauge.count(messages)
         if self._should_compact(session, tokens):
             result = await self.compact(session, reason=f"{tokens} tokens")
+            self._force = False
             if result.status == "compacted":
                 messages = session.history()
                 tokens = self.gauge.count(messages)
@@ -412,10 +411,15 @@ class CompactionHook:
         return messages
 
     async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None:
-        return None
+        if outcome.status == "context_limit":
+            # The provider counts more than we estimated: compact before the next
+            # request whatever the estimate says, and trust the estimate less.
+            self._force = True
+            self.gauge.ratio = min(3.0, self.gauge.ratio * 1.25)
 
     async def on_reset(self, session: ChatSession) -> None:
         self._last_estimate = None
+        self._force = False
 
     async def on_close(self, session: ChatSession) -> None:
         return None
@@ -423,7 +427,7 @@ class CompactionHook:
     def _should_compact(self, session: ChatSession, tokens: int) -> bool:
         return (
             self._settings.compaction.enabled
-            and tokens > self.threshold_tokens
+            and (tokens > self.threshold_tokens or self._force)
             and (self._failed_at is None or self._failed_at != _latest_user_id(session))
         )
 
@@ -435,7 +439,7 @@ class CompactionHook:
     async def compact(self, session: ChatSession, *, reason: str) -> CompactionResult:
         started = self._clock()
         items = session.view_items()
-        _, previous_marker = _last_marker(items)
+        previous_marker = last_marker(items)
         cut = int(previous_marker.meta["cut_item_id"]) if previous_marker else -1
         turns = split_turns([i for i in items if i.id is not None and i.id > cut])
         keep = max(1, self._settings.compaction.keep_recent_turns)
@@ -566,9 +570,6 @@ def _latest_user_id(session: ChatSession) -> int | None:
     return next((i.id for i in reversed(session.items) if i.type == "user"), None)
 
 
-def _last_marker(items: Sequence[Item]) -> tuple[int, Item | None]:
-    for index in range(len(items) - 1, -1, -1):
-        if items[index].type == COMPACTION_ITEM:
-            return index, items[index]
-    return -1, None
-
+def last_marker(items: Sequence[Item]) -> Item | None:
+    """The latest compaction marker: it alone holds the summary and cut in effect."""
+    return next((item for item in reversed(items) if item.type == COMPACTION_ITEM), None)

@@ -19,6 +19,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "QWENMEM_API_KEY": ("llm", "api_key"),
     "QWENMEM_MODEL": ("llm", "model"),
     "QWENMEM_FAST_MODEL": ("llm", "fast_model"),
+    "QWENMEM_POSTGRES_DSN": ("memory", "postgres_dsn"),
 }
 
 
@@ -73,6 +74,8 @@ class MemorySettings(_Section):
     extraction: bool = True
     store: Literal["sqlite", "postgres"] = "sqlite"
     postgres_dsn: str | None = None
+    # PostgreSQL down at start: recall from this machine's cache without writes, or stop.
+    postgres_unavailable: Literal["read_only", "refuse"] = "read_only"
     ttl_days: dict[str, int] = Field(default_factory=dict)  # category -> days
     ttl_cap_days: int = Field(default=730, ge=1)
 

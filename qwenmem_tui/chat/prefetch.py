@@ -111,7 +111,15 @@ class PrefetchStats:
 
 
 class MemoryPrefetchHook:
-    """The QueryHook running recall in the background of each query."""
+    """The QueryHook running recall in the background of each query.
+
+    `initial_wait_ms` (`memory.initial_wait_ms`, default 0) is the most the UserQuery
+    point waits for a recall still running. With 0 the first request never waits, but
+    the chat loop reaches that point within a millisecond of starting recall, so only
+    a ToolResult turn can carry memory; bench/bench_prefetch.py measured, for a mix of
+    fast and slow recalls and tool/no-tool turns, 40 % delivered at 0, 60 % at 25 ms
+    and 70 % at 100 ms — and a recall slower than the wait costs the whole wait.
+    """
 
     def __init__(
         self,

@@ -51,6 +51,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON object")
     p.set_defaults(func=stats)
 
+    p = commands.add_parser(
+        "migrate",
+        help="copy this machine's SQLite memory (with its audit history) into PostgreSQL",
+        description="Idempotent: running it again copies only what is new.",
+    )
+    p.add_argument("--to", choices=["postgres"], required=True, help="the target store")
+    p.add_argument("--dsn", help="default: memory.postgres_dsn or QWENMEM_POSTGRES_DSN")
+    p.set_defaults(func=migrate)
+
 
 def _project() -> str:
     return project_id(project_root(Path.cwd()))
@@ -62,8 +71,12 @@ def _progress(done: int, total: int) -> None:
         print(f"\rqwenmem: rebuilding memory index {done}/{total}", end=end, file=sys.stderr, flush=True)
 
 
+def _notice(text: str) -> None:
+    print(f"qwenmem: {text}", file=sys.stderr, flush=True)
+
+
 async def _open(settings: Settings, paths: Paths) -> MemoryService:
-    return await MemoryService.open(settings, paths, progress=_progress)
+    return await MemoryService.open(settings, paths, progress=_progress, on_notice=_notice)
 
 
 def _row(m: Memory) -> str:
@@ -172,4 +185,28 @@ async def stats(args: argparse.Namespace, settings: Settings, paths: Paths) -> i
     finally:
         await svc.close()
     print(json.dumps(result.to_json()) if args.json else result.to_text())
+    return 0
+
+
+async def migrate(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    from qwenmem_tui.memory.postgres_store import PostgresMemoryStore, migrate_from_sqlite, sqlite_source
+    from qwenmem_tui.storage.database import Database
+
+    dsn = args.dsn or settings.memory.postgres_dsn
+    if not dsn:
+        print("qwenmem: no PostgreSQL DSN: pass --dsn or set memory.postgres_dsn / QWENMEM_POSTGRES_DSN", file=sys.stderr)
+        return 2
+    if not paths.db_file.exists():
+        print(f"qwenmem: no SQLite memory to migrate at {paths.db_file}", file=sys.stderr)
+        return 1
+    db = await Database.open(paths.db_file)
+    try:
+        store = await PostgresMemoryStore.open(dsn, on_notice=_notice)
+        try:
+            report = await migrate_from_sqlite(db, store, source=sqlite_source(paths.db_file))
+        finally:
+            await store.close()
+    finally:
+        await db.close()
+    print(f"{store.where}: {report.to_text()}")
     return 0

@@ -101,6 +101,9 @@ class MemoryService:
         self.recaller = Recaller(
             store, index, embedder, user=user, top_k=top_k, min_score=min_score, clock=clock
         )
+        # Called with the index's generation after another process's change was
+        # applied (stores that push changes, i.e. PostgreSQL); tests and the UI wait on it.
+        self.change_listeners: list[Callable[[int], None]] = []
 
     @classmethod
     async def open(
@@ -111,6 +114,7 @@ class MemoryService:
         llm: LLMClient | None = None,
         clock: Callable[[], float] = time.time,
         progress: Progress | None = None,
+        on_notice: Callable[[str], None] | None = None,
     ) -> MemoryService:
         """Open the store, load (or rebuild, reporting ``progress``) the index, sweep TTLs.
 
@@ -118,8 +122,6 @@ class MemoryService:
         never interleave with the session store's on a shared connection.
         """
         mem = settings.memory
-        if mem.store != "sqlite":
-            raise NotImplementedError(f"memory.store = {mem.store!r} is not available yet; use 'sqlite'")
         from qwenmem_tui.memory.sqlite_store import SqliteMemoryStore
         from qwenmem_tui.storage.database import Database
 
@@ -132,16 +134,24 @@ class MemoryService:
             embedder = OpenAIEmbedder(llm, model=mem.embedding_model, base_url=mem.embedding_base_url)
         else:
             embedder = HashEmbedder()
-        db = await Database.open(paths.db_file)
+        user = default_user(settings)
+        store: MemoryStore
+        if mem.store == "postgres":
+            # ``on_notice`` hears about a server that is down or reconnecting (one line each).
+            from qwenmem_tui.memory.pg_sync import open_postgres_store
+
+            store, index_dir = await open_postgres_store(settings, paths, user=user, on_notice=on_notice)
+        else:
+            store, index_dir = SqliteMemoryStore(await Database.open(paths.db_file)), paths.index_dir
         ttl = TtlPolicy(
             days={**TtlPolicy().days, **mem.ttl_days},
             cap_days=mem.ttl_cap_days,
         )
         service = cls(
-            store=SqliteMemoryStore(db),
+            store=store,
             embedder=embedder,
-            index=VectorIndex(paths.index_dir, embedder.id),
-            user=default_user(settings),
+            index=VectorIndex(index_dir, embedder.id),
+            user=user,
             ttl=ttl,
             top_k=mem.top_k,
             min_score=mem.min_score,
@@ -162,6 +172,15 @@ class MemoryService:
             await self.recaller.rebuild(progress)
         async with self.recaller.lock:
             await self.recaller.sync()
+        await self.store.watch(self._store_changed)
+
+    async def _store_changed(self, generation: int) -> None:
+        """Another process changed the store: bring the index in step now, so a
+        superseded memory leaves it before the next recall even starts."""
+        async with self.recaller.lock:
+            await self.recaller.sync()
+        for listener in list(self.change_listeners):
+            listener(self.index.generation)
 
     async def close(self) -> None:
         try:

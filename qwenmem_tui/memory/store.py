@@ -15,7 +15,7 @@ one step.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,6 +130,15 @@ class MemoryStore(ABC):
 
     @abstractmethod
     async def counts_by_status(self) -> dict[str, int]: ...
+
+    async def watch(self, on_change: Callable[[int], Awaitable[None]]) -> None:
+        """Call ``on_change(generation)`` when any process changes the store.
+
+        A store that can push changes (PostgreSQL's LISTEN/NOTIFY) keeps every
+        process's index current between recalls; the default does nothing and
+        recall's generation check catches up instead (SQLite).
+        """
+        return None
 
     @abstractmethod
     async def close(self) -> None: ...

@@ -66,8 +66,12 @@ ExtensionFactory = Callable[[AppContext], Awaitable[Extension]]
 def default_extensions(settings: Settings) -> list[ExtensionFactory]:
     """The features this configuration turns on, in hook order."""
     # Imported here: the feature modules import this one for AppContext/Extension.
+    from qwenmem_tui.tui.memory_extension import memory_extension
     from qwenmem_tui.tui.recap_controller import recap_extension
 
     factories: list[ExtensionFactory] = []
+    if settings.memory.enabled:
+        # First: memory prefetch anchors to the request as built, before other hooks change it.
+        factories.append(memory_extension)
     factories.append(recap_extension)  # always: /recap works whatever the settings
     return factories

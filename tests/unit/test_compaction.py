@@ -371,3 +371,23 @@ async def test_each_block_goes_to_memory_extraction_before_it_is_summarised(
     folded = [m for _, block in handed for m in block]
     assert len(folded) == result.count
     assert folded[0] == {"role": "user", "content": filler(0)}
+
+
+async def test_a_context_length_error_compacts_before_the_next_request(
+    make_session, models: FakeModels, fake: FakeOpenAI
+) -> None:
+    session = await make_session()
+    for n in range(4):  # far below the threshold by our estimate
+        await ask(session, filler(n))
+    fake.script(
+        HTTPError(400, {"error": {"message": "maximum context length exceeded",
+                                  "code": "context_length_exceeded"}})
+    )
+    failed = await ask(session, filler(4))
+    assert failed[-1].outcome.status == "context_limit"
+    assert not markers(session)
+
+    await ask(session, filler(5))
+
+    assert len(markers(session)) == 1
+    assert "Summary of the earlier" in chat_requests(fake)[-1][1]["content"]

@@ -64,6 +64,8 @@ class ChatScreen(Screen[None]):
     AUTO_FOCUS = "PromptInput"
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="chat.cancel"),
+        # Ctrl+C cancels a running reply; when idle it stays copy / the quit hint.
+        Binding("ctrl+c", "interrupt", "Cancel", id="chat.interrupt", show=False, priority=True),
     ]
 
     def __init__(self) -> None:
@@ -184,6 +186,8 @@ class ChatScreen(Screen[None]):
         # Esc shows as disabled in the footer while there is nothing to cancel.
         if action == "cancel":
             return not self.qapp.idle or self.query_one(CommandSuggestions).display or None
+        if action == "interrupt":
+            return not self._turn_done.is_set()
         return True
 
     def action_cancel(self) -> None:
@@ -194,6 +198,10 @@ class ChatScreen(Screen[None]):
             self.query_one(PromptInput).suggestion = ""
             self.refresh_bindings()
             return
+        self.workers.cancel_group(self, "turn")
+
+    def action_interrupt(self) -> None:
+        """Ctrl+C while a reply runs: cancel it."""
         self.workers.cancel_group(self, "turn")
 
     async def cancel_turn(self) -> None:
@@ -209,6 +217,7 @@ class ChatScreen(Screen[None]):
         self._turn_done.clear()
         app.state = "responding"
         reply: AssistantItem | None = None
+        replied = False
         tool_items: dict[str, ToolCallItem] = {}
         error_shown = False
         log_view = self.log_view
@@ -224,6 +233,7 @@ class ChatScreen(Screen[None]):
                 if isinstance(event, AssistantDelta):
                     if reply is None:
                         reply = AssistantItem()
+                        replied = True
                         await log_view.add(reply)
                     reply.append(event.text)
                 elif isinstance(event, ToolCallStarted):
@@ -258,7 +268,7 @@ class ChatScreen(Screen[None]):
             # interrupted, open tool calls answered); say so when nothing on screen does.
             if reply is not None:
                 await reply.mark_interrupted()
-            elif not tool_items:
+            if not replied and not tool_items:
                 self.show_info("Cancelled.")
             raise
         except Exception as exc:

@@ -30,7 +30,7 @@ class EarlierItems(Static):
     def show_count(self, count: int) -> None:
         """Say how many items are hidden above."""
         noun = "item" if count == 1 else "items"
-        self.update(Content(f"↑ {count} earlier {noun} (click to show)"))
+        self.update(Content(f"↑ {count} earlier {noun}: scroll up or click to show"))
 
     @on(Click)
     def _request(self) -> None:

@@ -371,3 +371,21 @@ def test_unexpected_errors_are_an_opaque_500(make_daemon, caplog) -> None:
         # the lock was released: the next prompt fails the same way, not with 409
         again = client.post(f"/session/{session_id}/prompt", json={"text": "hi"})
         assert again.status_code == 500
+
+
+def test_unexpected_error_mid_stream_is_an_error_event(make_daemon) -> None:
+    async def broken(backend, info) -> SessionFeatures:
+        raise RuntimeError("secret internals")
+
+    with TestClient(make_daemon(features=[broken])) as client:
+        session_id = new_session(client)
+        response = client.post(
+            f"/session/{session_id}/prompt",
+            json={"text": "hi"},
+            headers={"Accept": "text/event-stream"},
+        )
+        assert response.status_code == 200
+        assert sse_events(response.text) == [
+            ("error", {"error": "Internal error", "code": "internal", "sessionId": session_id})
+        ]
+        assert "secret" not in response.text

@@ -1,0 +1,65 @@
+"""PostgreSQL fixtures: one throwaway cluster per test session, one database per test.
+
+The cluster is started here (``pgserver.py``), so ``make test`` needs nothing else;
+``QWENMEM_TEST_POSTGRES_DSN`` (a role allowed to CREATE DATABASE) uses an existing
+server instead. Without PostgreSQL binaries the tests skip with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # pgserver and pgtest_support, also used by bench/
+
+from pgserver import DSN_ENV, PostgresServer, why_unavailable  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    external = os.environ.get(DSN_ENV)
+    if external:
+        yield PostgresServer.external(external)
+        return
+    reason = why_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    server = PostgresServer.start_new()
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.fixture
+async def pg_dsn(pg_server: PostgresServer) -> AsyncIterator[str]:
+    """A fresh, empty database: tests never see each other's rows or notifications."""
+    dsn = await pg_server.create_database()
+    yield dsn
+    await pg_server.drop_database(dsn)
+
+
+@dataclass
+class PrivateServer:
+    server: PostgresServer
+    dsn: str
+
+
+@pytest.fixture
+def private_pg() -> Iterator[PrivateServer]:
+    """A cluster of this test's own, for tests that stop and restart the server."""
+    reason = why_unavailable()
+    if reason is not None:
+        pytest.skip(f"stopping a server needs our own cluster: {reason}")
+    server = PostgresServer.start_new()
+    try:
+        dsn = asyncio.run(server.create_database())
+        yield PrivateServer(server, dsn)
+    finally:
+        server.destroy()
