@@ -71,10 +71,16 @@ async def _seed(paths: Paths, n: int, rng: random.Random, words: list[str]) -> N
     rows = []
     for i in range(n):
         category = CATEGORIES[i % 4]
-        scope = "global" if category in ("user", "feedback") else (OTHER_PROJECT if i % 5 == 0 else PROJECT)
+        scope = (
+            "global"
+            if category in ("user", "feedback")
+            else (OTHER_PROJECT if i % 5 == 0 else PROJECT)
+        )
         key, value = f"fact_{i}", _sentence(rng, words)
         rows.append((category, key, value, scope))
-    vectors = await asyncio.to_thread(embedder.embed_sync, [embed_text(c, k, v) for c, k, v, _ in rows])
+    vectors = await asyncio.to_thread(
+        embedder.embed_sync, [embed_text(c, k, v) for c, k, v, _ in rows]
+    )
     db = await Database.open(paths.db_file)
     try:
 
@@ -84,7 +90,19 @@ async def _seed(paths: Paths, n: int, rng: random.Random, words: list[str]) -> N
                 " updated_at, expires_at, content_hash, embedding_model, embedding)"
                 " VALUES (?, ?, ?, ?, ?, 'tool', 'active', '[]', ?, ?, ?, ?, ?, ?)",
                 [
-                    (USER, s, c, k, v, now, now, now + 365 * DAY, content_hash(v), embedder.id, vec.astype("<f4").tobytes())
+                    (
+                        USER,
+                        s,
+                        c,
+                        k,
+                        v,
+                        now,
+                        now,
+                        now + 365 * DAY,
+                        content_hash(v),
+                        embedder.id,
+                        vec.astype("<f4").tobytes(),
+                    )
                     for (c, k, v, s), vec in zip(rows, vectors, strict=True)
                 ],
             )
@@ -127,7 +145,13 @@ async def bench_size(n: int, queries: int, writes: int) -> dict[str, float]:
 
             started = time.perf_counter()
             for i in range(writes):
-                await svc.save("project", f"bench_write_{i}", _sentence(rng, words), origin="tool", project=PROJECT)
+                await svc.save(
+                    "project",
+                    f"bench_write_{i}",
+                    _sentence(rng, words),
+                    origin="tool",
+                    project=PROJECT,
+                )
             write_s = time.perf_counter() - started
             rss = _rss_mb()
         finally:
@@ -155,7 +179,9 @@ def _table(rows: list[dict[str, float]]) -> str:
             f"{int(r['n']):>9,} {r['p50']:>8.2f} ms {r['p99']:>5.2f} ms {r['p50_rec']:>8.2f} ms"
             f" {r['filter_ms']:>8.1f} ms {r['writes_s']:>9.0f} {r['reindex_s']:>7.2f} s {r['rss_mb']:>5.0f} MB"
         )
-    lines.append(f"peak RSS {_peak_rss_mb():.0f} MB; reindex = open with no index file (load vectors + build)")
+    lines.append(
+        f"peak RSS {_peak_rss_mb():.0f} MB; reindex = open with no index file (load vectors + build)"
+    )
     return "\n".join(lines)
 
 

@@ -159,6 +159,11 @@ def summary_message(summary: str, decisions: Sequence[str], count: int) -> dict:
     return {"role": "user", "content": f"<system-reminder>\n{body}\n</system-reminder>"}
 
 
+def last_marker(items: Sequence[Item]) -> Item | None:
+    """The latest compaction marker: it alone holds the summary and cut in effect."""
+    return next((item for item in reversed(items) if item.type == COMPACTION_ITEM), None)
+
+
 def compacted_view(items: Sequence[Item]) -> tuple[dict | None, list[Item]]:
     """Split the model-view items at the last compaction marker.
 
@@ -569,7 +574,3 @@ class CompactionHook:
 def _latest_user_id(session: ChatSession) -> int | None:
     return next((i.id for i in reversed(session.items) if i.type == "user"), None)
 
-
-def last_marker(items: Sequence[Item]) -> Item | None:
-    """The latest compaction marker: it alone holds the summary and cut in effect."""
-    return next((item for item in reversed(items) if item.type == COMPACTION_ITEM), None)

@@ -18,7 +18,9 @@ _VALUE_WIDTH = 60
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     memory = subparsers.add_parser(
-        "memory", help="inspect and manage long-term memory", description="Inspect and manage long-term memory."
+        "memory",
+        help="inspect and manage long-term memory",
+        description="Inspect and manage long-term memory.",
     )
     commands = memory.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
 
@@ -28,10 +30,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=list_memories)
 
     p = commands.add_parser(
-        "search", help="run recall like the chat does", description="Without TEXT: one query a line from stdin."
+        "search",
+        help="run recall like the chat does",
+        description="Without TEXT: one query a line from stdin.",
     )
     p.add_argument("text", nargs="?", help="the query (default: read queries from stdin)")
-    p.add_argument("-k", type=int, default=None, metavar="N", help="how many memories (default: memory.top_k)")
+    p.add_argument(
+        "-k", type=int, default=None, metavar="N", help="how many memories (default: memory.top_k)"
+    )
     p.add_argument("--json", action="store_true", help="print a JSON array")
     p.set_defaults(func=search)
 
@@ -68,7 +74,12 @@ def _project() -> str:
 def _progress(done: int, total: int) -> None:
     if total >= 1000:
         end = "\n" if done == total else ""
-        print(f"\rqwenmem: rebuilding memory index {done}/{total}", end=end, file=sys.stderr, flush=True)
+        print(
+            f"\rqwenmem: rebuilding memory index {done}/{total}",
+            end=end,
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _notice(text: str) -> None:
@@ -104,7 +115,8 @@ async def list_memories(args: argparse.Namespace, settings: Settings, paths: Pat
 
 def _hits(result: Any) -> list[dict[str, Any]]:
     return [
-        {**m.to_json(), "score": score} for m, score in zip(result.memories, result.scores, strict=True)
+        {**m.to_json(), "score": score}
+        for m, score in zip(result.memories, result.scores, strict=True)
     ]
 
 
@@ -127,7 +139,12 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
     elif not result.memories:
         print("No memory passed the filters and the threshold.")
     else:
-        print("\n".join(f"{score:6.3f} {_row(m)}" for m, score in zip(result.memories, result.scores, strict=True)))
+        print(
+            "\n".join(
+                f"{score:6.3f} {_row(m)}"
+                for m, score in zip(result.memories, result.scores, strict=True)
+            )
+        )
     return 0
 
 
@@ -159,7 +176,15 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         await svc.close()
     for error in report.errors:
         print(f"qwenmem: {args.file}: {error}", file=sys.stderr)
-    order = ("created", "superseded", "refreshed", "deduplicated", "quarantined", "skipped", "rejected")
+    order = (
+        "created",
+        "superseded",
+        "refreshed",
+        "deduplicated",
+        "quarantined",
+        "skipped",
+        "rejected",
+    )
     counts = ", ".join(f"{name} {report.counts.get(name, 0)}" for name in order)
     print(f"imported {sum(report.counts.values())} lines: {counts}")
     return 0
@@ -189,12 +214,19 @@ async def stats(args: argparse.Namespace, settings: Settings, paths: Paths) -> i
 
 
 async def migrate(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    from qwenmem_tui.memory.postgres_store import PostgresMemoryStore, migrate_from_sqlite, sqlite_source
+    from qwenmem_tui.memory.postgres_store import (
+        PostgresMemoryStore,
+        migrate_from_sqlite,
+        sqlite_source,
+    )
     from qwenmem_tui.storage.database import Database
 
     dsn = args.dsn or settings.memory.postgres_dsn
     if not dsn:
-        print("qwenmem: no PostgreSQL DSN: pass --dsn or set memory.postgres_dsn / QWENMEM_POSTGRES_DSN", file=sys.stderr)
+        print(
+            "qwenmem: no PostgreSQL DSN: pass --dsn or set memory.postgres_dsn / QWENMEM_POSTGRES_DSN",
+            file=sys.stderr,
+        )
         return 2
     if not paths.db_file.exists():
         print(f"qwenmem: no SQLite memory to migrate at {paths.db_file}", file=sys.stderr)

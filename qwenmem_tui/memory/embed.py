@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 _WORD = re.compile(r"\w+")
 # Function words carry no topic; hashing them makes every pair of texts look alike.
 _STOP = frozenset(
-    "a an and are as at be been by do does for from has have i in is it its me my of on "
-    "or our so that the their this to was we were what which with you your "
-    "o a os as de do da dos das e em no na um uma que para por com meu minha".split()
+    "a an and are as at be been by do does for from has have i in is it its me my of "
+    "on or our so that the their this to was we were what which with you your o a os "
+    "as de do da dos das e em no na um uma que para por com meu minha".split()
 )
 
 
@@ -85,7 +85,9 @@ class HashEmbedder:
         feats = self.features(text)
         if not feats:
             return vec
-        hashes = np.fromiter((zlib.crc32(f.encode()) for f, _ in feats), dtype=np.uint32, count=len(feats))
+        hashes = np.fromiter(
+            (zlib.crc32(f.encode()) for f, _ in feats), dtype=np.uint32, count=len(feats)
+        )
         weights = np.fromiter((w for _, w in feats), dtype=np.float32, count=len(feats))
         signs = np.where(hashes & 0x80000000, -1.0, 1.0).astype(np.float32)
         np.add.at(vec, (hashes % self.dim).astype(np.intp), signs * weights)
@@ -116,7 +118,9 @@ class OpenAIEmbedder:
     # around 0.1-0.25, lower than the 0.75 folklore for older models.
     DEFAULT_THRESHOLD = 0.3
 
-    def __init__(self, llm: LLMClient, *, model: str, base_url: str | None = None, batch_size: int = 10) -> None:
+    def __init__(
+        self, llm: LLMClient, *, model: str, base_url: str | None = None, batch_size: int = 10
+    ) -> None:
         self._llm = llm
         self._model = model
         self._base_url = base_url or None

@@ -90,7 +90,9 @@ def parse_proposals(raw: str) -> list[dict[str, str]]:
         return []
     proposals = []
     for item in items[:MAX_PER_TURN]:
-        if isinstance(item, dict) and all(isinstance(item.get(f), str) for f in ("category", "key", "value")):
+        if isinstance(item, dict) and all(
+            isinstance(item.get(f), str) for f in ("category", "key", "value")
+        ):
             proposals.append({f: item[f] for f in ("category", "key", "value")})
     return proposals
 

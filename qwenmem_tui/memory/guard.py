@@ -99,7 +99,9 @@ _SECRETS = [
         )
     )
 ]
-_SECRET_KEY = re.compile(r"(^|_)(password|passwd|secret|api_?key|token|private_key|credentials?)(_|$)")
+_SECRET_KEY = re.compile(
+    r"(^|_)(password|passwd|secret|api_?key|token|private_key|credentials?)(_|$)"
+)
 
 # Newlines and tabs are ordinary text; everything else in Cc, plus the bidi overrides
 # used to hide text from reviewers, is refused.
@@ -131,7 +133,9 @@ def validate_schema(category: str, key: str, value: str) -> list[str]:
     """Reasons the write is malformed; empty when it is well-formed."""
     errors: list[str] = []
     if category not in {c.value for c in Category}:
-        errors.append(f"category must be one of {', '.join(c.value for c in Category)}, got {category!r}")
+        errors.append(
+            f"category must be one of {', '.join(c.value for c in Category)}, got {category!r}"
+        )
     if not isinstance(key, str) or not KEY_PATTERN.match(key):
         errors.append("key must be a short snake_case identifier (a-z, 0-9, _; at most 64 chars)")
     if not isinstance(value, str) or not value.strip():
@@ -140,7 +144,8 @@ def validate_schema(category: str, key: str, value: str) -> list[str]:
         if len(value) > MAX_VALUE_CHARS:
             errors.append(f"value is {len(value)} characters; the limit is {MAX_VALUE_CHARS}")
         if any(
-            (unicodedata.category(ch) == "Cc" and ch not in _ALLOWED_CONTROL) or ch in _BIDI for ch in value
+            (unicodedata.category(ch) == "Cc" and ch not in _ALLOWED_CONTROL) or ch in _BIDI
+            for ch in value
         ):
             errors.append("value contains control characters")
     return errors
@@ -166,7 +171,9 @@ def copied_from(value: str, outputs: Sequence[str]) -> bool:
     words = norm.split()
     if len(words) < _COPY_SHINGLE:
         return False
-    shingles = {" ".join(words[i : i + _COPY_SHINGLE]) for i in range(len(words) - _COPY_SHINGLE + 1)}
+    shingles = {
+        " ".join(words[i : i + _COPY_SHINGLE]) for i in range(len(words) - _COPY_SHINGLE + 1)
+    }
     return any(s in o for o in outs for s in shingles)
 
 

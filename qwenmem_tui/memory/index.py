@@ -47,7 +47,9 @@ class SearchHit:
 _THREADS = faiss.omp_get_max_threads()
 
 
-def _search_one(index: faiss.Index, query: np.ndarray, k: int, params: faiss.SearchParameters) -> tuple:
+def _search_one(
+    index: faiss.Index, query: np.ndarray, k: int, params: faiss.SearchParameters
+) -> tuple:
     faiss.omp_set_num_threads(1)
     return index.search(query, k, params=params)
 
@@ -105,11 +107,17 @@ class VectorIndex:
         try:
             meta = json.loads(self.meta_path.read_text())
             if meta.get("embedder") != self.embedder_id:
-                log.info("[MEMORY_INDEX] index built with %s, need %s", meta.get("embedder"), self.embedder_id)
+                log.info(
+                    "[MEMORY_INDEX] index built with %s, need %s",
+                    meta.get("embedder"),
+                    self.embedder_id,
+                )
                 return False
             index = await asyncio.to_thread(faiss.read_index, str(self.index_path))
             if index.ntotal != meta["count"] or index.d != meta["dim"]:
-                raise ValueError(f"index holds {index.ntotal}x{index.d}, sidecar says {meta['count']}x{meta['dim']}")
+                raise ValueError(
+                    f"index holds {index.ntotal}x{index.d}, sidecar says {meta['count']}x{meta['dim']}"
+                )
             self._index = index
             self.dim = int(meta["dim"])
             self.kind = meta["kind"]
@@ -157,7 +165,11 @@ class VectorIndex:
         return faiss.IndexIDMap2(inner)  # the wrapper keeps a reference to inner
 
     async def rebuild(
-        self, ids: np.ndarray, vectors: np.ndarray, generation: int, progress: Progress | None = None
+        self,
+        ids: np.ndarray,
+        vectors: np.ndarray,
+        generation: int,
+        progress: Progress | None = None,
     ) -> None:
         """Replace the whole index with ``vectors``; reports progress per batch."""
         dim = vectors.shape[1] if len(ids) else self.dim
@@ -183,6 +195,13 @@ class VectorIndex:
             if self._index is None or self.dim != vectors.shape[1]:
                 self.dim = vectors.shape[1]
                 self._index = self._new_index(self.dim, len(ids))
+            # Idempotent: a sync woken by another process's change (LISTEN/NOTIFY) may
+            # already have added a row between its commit and this write's own add.
+            fresh = ~np.isin(ids, faiss.vector_to_array(self._index.id_map))
+            fresh |= np.isin(ids, np.fromiter(self._tombstones, dtype=np.int64))
+            ids, vectors = ids[fresh], vectors[fresh]
+            if len(ids) == 0:
+                return
             revived = self._tombstones.intersection(ids.tolist())
             if revived:
                 # HNSW keeps a tombstoned vector; adding the id again would duplicate it.
@@ -191,7 +210,9 @@ class VectorIndex:
                 self._tombstones -= revived
                 if len(ids) == 0:
                     return
-            await asyncio.to_thread(_add_batch, self._index, np.ascontiguousarray(vectors, dtype=np.float32), ids)
+            await asyncio.to_thread(
+                _add_batch, self._index, np.ascontiguousarray(vectors, dtype=np.float32), ids
+            )
 
     async def remove(self, ids: np.ndarray) -> None:
         if self._index is None or len(ids) == 0:
@@ -226,4 +247,6 @@ class VectorIndex:
         async with self._lock:  # FAISS is not safe against a concurrent add
             scores, ids = await asyncio.to_thread(_search_one, self._index, q, k, params)
         del bitmap  # only now may the selector's memory go
-        return [SearchHit(int(i), float(s)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0]
+        return [
+            SearchHit(int(i), float(s)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0
+        ]

@@ -46,13 +46,19 @@ class MemoryStats:
 
     def to_text(self) -> str:
         lines = [
-            f"recall hit rate      {self.hit_rate:6.1%}  ({self.recall_hits}/{self.recalls} recalls)",
-            f"staleness            {self.mean_recalled_age_s / DAY:6.1f} days (mean age of recalled memories)",
-            f"poisoning flag rate  {self.poisoning_flag_rate:6.1%}  ({self.quarantined_writes}/{self.writes} writes)",
+            f"recall hit rate      {self.hit_rate:6.1%}"
+            f"  ({self.recall_hits}/{self.recalls} recalls)",
+            f"staleness            {self.mean_recalled_age_s / DAY:6.1f} days"
+            " (mean age of recalled memories)",
+            f"poisoning flag rate  {self.poisoning_flag_rate:6.1%}"
+            f"  ({self.quarantined_writes}/{self.writes} writes)",
             "counts by status     " + ", ".join(f"{k} {v}" for k, v in self.counts.items()),
         ]
         if self.deliveries:
-            lines.append("deliveries           " + ", ".join(f"{k} {v}" for k, v in sorted(self.deliveries.items())))
+            lines.append(
+                "deliveries           "
+                + ", ".join(f"{k} {v}" for k, v in sorted(self.deliveries.items()))
+            )
         return "\n".join(lines)
 
 
@@ -71,6 +77,8 @@ def compute_stats(counters: Mapping[str, float], counts: Mapping[str, int]) -> M
         counts=dict(counts),
         mean_recalled_age_s=counters.get("recalled_age_sum", 0.0) / recalled if recalled else 0.0,
         deliveries={
-            name[len(DELIVERY_PREFIX) :]: int(v) for name, v in counters.items() if name.startswith(DELIVERY_PREFIX)
+            name[len(DELIVERY_PREFIX) :]: int(v)
+            for name, v in counters.items()
+            if name.startswith(DELIVERY_PREFIX)
         },
     )

@@ -34,7 +34,15 @@ from typing import TYPE_CHECKING
 import asyncpg
 import numpy as np
 
-from qwenmem_tui.memory.model import AuditEntry, Category, Memory, MemoryDraft, Origin, Status, WriteResult
+from qwenmem_tui.memory.model import (
+    AuditEntry,
+    Category,
+    Memory,
+    MemoryDraft,
+    Origin,
+    Status,
+    WriteResult,
+)
 from qwenmem_tui.memory.postgres_store import (
     CHANNEL,
     MemoryStoreUnavailable,
@@ -221,7 +229,14 @@ class LocalCache:
         if meta.get("user") != self.user:
             return None
         rows = [
-            Memory(**{**r, "category": Category(r["category"]), "origin": Origin(r["origin"]), "status": Status(r["status"])})
+            Memory(
+                **{
+                    **r,
+                    "category": Category(r["category"]),
+                    "origin": Origin(r["origin"]),
+                    "status": Status(r["status"]),
+                }
+            )
             for r in meta["rows"]
         ]
         return CacheSnapshot(meta["instance"], meta["generation"], meta["saved_at"], rows, vectors)
@@ -288,13 +303,19 @@ class ReadOnlyCacheStore(MemoryStore):
     async def approve(self, memory_id: int, *, now: float, reason: str = "") -> Memory | None:
         raise self._refuse()
 
-    async def forget(self, memory_id: int, *, origin: Origin | str, now: float, reason: str = "") -> Memory | None:
+    async def forget(
+        self, memory_id: int, *, origin: Origin | str, now: float, reason: str = ""
+    ) -> Memory | None:
         raise self._refuse()
 
-    async def set_vectors(self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str) -> None:
+    async def set_vectors(
+        self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str
+    ) -> None:
         raise self._refuse()
 
-    async def record_recall(self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]) -> None:
+    async def record_recall(
+        self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]
+    ) -> None:
         return None
 
     async def add_metrics(self, deltas: Mapping[str, float]) -> None:
@@ -393,7 +414,9 @@ async def open_postgres_store(
             raise
         snapshot = cache.load()
         if snapshot is None:
-            raise MemoryStoreUnavailable(f"{exc}; no local memory cache on this machine to read from") from exc
+            raise MemoryStoreUnavailable(
+                f"{exc}; no local memory cache on this machine to read from"
+            ) from exc
         saved = time.strftime("%Y-%m-%d %H:%M", time.localtime(snapshot.saved_at))
         message = f"{exc}; memory is read-only from the local cache of {saved}"
         log.warning("[MEMORY_PG] %s", message)
@@ -403,4 +426,3 @@ async def open_postgres_store(
     cache.bind(store.instance_id)
     store.cache = cache
     return store, cache_dir
-

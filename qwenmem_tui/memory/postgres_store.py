@@ -195,7 +195,9 @@ def _transient(exc: BaseException) -> bool:
     """Errors a retry on a fresh connection can fix: the server or the link went away."""
     if isinstance(exc, asyncpg.InterfaceError):
         # "connection is closed", "connection was closed in the middle of operation".
-        return "closed" in str(exc) or isinstance(exc, asyncpg.exceptions.ConnectionDoesNotExistError)
+        return "closed" in str(exc) or isinstance(
+            exc, asyncpg.exceptions.ConnectionDoesNotExistError
+        )
     return isinstance(
         exc,
         (
@@ -249,7 +251,9 @@ async def migrate_schema(conn: asyncpg.Connection, dsn_text: str) -> int:
             "CREATE TABLE IF NOT EXISTS qwenmem_schema_version ("
             " version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
         )
-        version = await conn.fetchval("SELECT coalesce(max(version), 0) FROM qwenmem_schema_version")
+        version = await conn.fetchval(
+            "SELECT coalesce(max(version), 0) FROM qwenmem_schema_version"
+        )
         if version > target:
             raise MemoryStoreUnavailable(
                 f"memory database {dsn_text} has schema version {version}, newer than this qwenmem"
@@ -257,7 +261,9 @@ async def migrate_schema(conn: asyncpg.Connection, dsn_text: str) -> int:
             )
         for number in range(version, target):
             await conn.execute(PG_MIGRATIONS[number])
-            await conn.execute("INSERT INTO qwenmem_schema_version (version) VALUES ($1)", number + 1)
+            await conn.execute(
+                "INSERT INTO qwenmem_schema_version (version) VALUES ($1)", number + 1
+            )
             log.info("[MEMORY_PG] migrated %s to schema version %d", dsn_text, number + 1)
     return target
 
@@ -304,7 +310,9 @@ class PostgresMemoryStore(MemoryStore):
                 dsn, min_size=1, max_size=pool_size, timeout=connect_timeout, command_timeout=60
             )
         except Exception as exc:  # asyncpg raises a zoo of types for "cannot connect"
-            raise MemoryStoreUnavailable(f"memory database {where} is unreachable: {_reason(exc)}") from exc
+            raise MemoryStoreUnavailable(
+                f"memory database {where} is unreachable: {_reason(exc)}"
+            ) from exc
         try:
             async with pool.acquire() as conn:
                 await migrate_schema(conn, where)
@@ -315,7 +323,12 @@ class PostgresMemoryStore(MemoryStore):
                 raise MemoryStoreUnavailable(f"memory database {where}: {_reason(exc)}") from exc
             raise
         return cls(
-            dsn, pool, instance_id, retry=retry or RetryPolicy(), on_notice=on_notice, connect_timeout=connect_timeout
+            dsn,
+            pool,
+            instance_id,
+            retry=retry or RetryPolicy(),
+            on_notice=on_notice,
+            connect_timeout=connect_timeout,
         )
 
     # plumbing ------------------------------------------------------------------------
@@ -324,7 +337,9 @@ class PostgresMemoryStore(MemoryStore):
         if self.on_notice is not None:
             self.on_notice(text)
 
-    async def _run(self, fn: Callable[[asyncpg.Connection], Awaitable[T]], *, what: str, write: bool) -> T:
+    async def _run(
+        self, fn: Callable[[asyncpg.Connection], Awaitable[T]], *, what: str, write: bool
+    ) -> T:
         """Run ``fn`` on a pooled connection (in a transaction when ``write``), retrying
         with backoff while the server is away. ``fn`` only touches the database, so a
         retry is safe."""
@@ -346,19 +361,21 @@ class PostgresMemoryStore(MemoryStore):
                     raise
                 attempt += 1
                 if attempt >= attempts:
-                    message = (
-                        f"memory: {what} failed: {self.where} unreachable after {attempt} attempts ({_reason(exc)})"
-                    )
+                    message = f"memory: {what} failed: {self.where} unreachable after {attempt} attempts ({_reason(exc)})"
                     if write:
                         self._notice(message)
                     raise MemoryStoreUnavailable(message) from exc
                 delay = self.retry.delay(attempt)
                 if attempt == 1 and write:
                     self._notice(f"memory: lost {self.where} ({_reason(exc)}); retrying {what}")
-                log.info("[MEMORY_PG] %s: retry %d in %.2fs: %s", what, attempt, delay, _reason(exc))
+                log.info(
+                    "[MEMORY_PG] %s: retry %d in %.2fs: %s", what, attempt, delay, _reason(exc)
+                )
                 await asyncio.sleep(delay)
 
-    async def _tx(self, fn: Callable[[asyncpg.Connection], Awaitable[T]], what: str = "memory write") -> T:
+    async def _tx(
+        self, fn: Callable[[asyncpg.Connection], Awaitable[T]], what: str = "memory write"
+    ) -> T:
         return await self._run(fn, what=what, write=True)
 
     async def _read(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
@@ -405,8 +422,15 @@ class PostgresMemoryStore(MemoryStore):
             new_expiry = expires_at
             if row.expires_at is None or (expires_at is not None and row.expires_at > expires_at):
                 new_expiry = row.expires_at
-            await conn.execute("UPDATE memories SET updated_at = $1, expires_at = $2 WHERE id = $3", now, new_expiry, row.id)
-            await _audit(conn, row.id, AuditAction.REFRESH, draft.origin, now, why, row.value, draft.value)
+            await conn.execute(
+                "UPDATE memories SET updated_at = $1, expires_at = $2 WHERE id = $3",
+                now,
+                new_expiry,
+                row.id,
+            )
+            await _audit(
+                conn, row.id, AuditAction.REFRESH, draft.origin, now, why, row.value, draft.value
+            )
 
         async def body(conn: asyncpg.Connection) -> WriteResult:
             generation = await _lock_generation(conn)
@@ -414,45 +438,77 @@ class PostgresMemoryStore(MemoryStore):
             if flags:
                 new_id = await insert(conn, Status.QUARANTINED)
                 await _audit(
-                    conn, new_id, AuditAction.QUARANTINE, draft.origin, now,
-                    _join(draft.reason, "flags: " + ", ".join(flags)), None, draft.value,
+                    conn,
+                    new_id,
+                    AuditAction.QUARANTINE,
+                    draft.origin,
+                    now,
+                    _join(draft.reason, "flags: " + ", ".join(flags)),
+                    None,
+                    draft.value,
                 )
                 await _add_metrics(conn, {**writes, "quarantined_writes": 1.0})
-                return WriteResult(await _must_get(conn, new_id), WriteAction.QUARANTINED, generation=generation)
+                return WriteResult(
+                    await _must_get(conn, new_id), WriteAction.QUARANTINED, generation=generation
+                )
 
             current = await _one(
                 conn,
                 f"SELECT {_COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND key = $3 AND status = $4",
-                draft.user, draft.scope, draft.key, _ACTIVE,
+                draft.user,
+                draft.scope,
+                draft.key,
+                _ACTIVE,
             )
             if current is not None and current.content_hash == chash:
                 await refresh(conn, current, _join(draft.reason, "same value saved again"))
                 await _add_metrics(conn, writes)
-                return WriteResult(await _must_get(conn, current.id), WriteAction.REFRESHED, generation=await _bump(conn))
+                return WriteResult(
+                    await _must_get(conn, current.id),
+                    WriteAction.REFRESHED,
+                    generation=await _bump(conn),
+                )
 
             twin = await _one(
                 conn,
                 f"SELECT {_COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND content_hash = $3"
                 " AND status = $4 AND key != $5",
-                draft.user, draft.scope, chash, _ACTIVE, draft.key,
+                draft.user,
+                draft.scope,
+                chash,
+                _ACTIVE,
+                draft.key,
             )
             superseded: list[int] = []
             if twin is not None:
                 if current is not None:
                     await _supersede(conn, current, twin.id, draft.origin, draft.value, now)
                     superseded.append(current.id)
-                await refresh(conn, twin, _join(draft.reason, f"deduplicated: saved again under key {draft.key}"))
+                await refresh(
+                    conn,
+                    twin,
+                    _join(draft.reason, f"deduplicated: saved again under key {draft.key}"),
+                )
                 await _add_metrics(conn, writes)
-                return WriteResult(await _must_get(conn, twin.id), WriteAction.DEDUPLICATED, superseded, await _bump(conn))
+                return WriteResult(
+                    await _must_get(conn, twin.id),
+                    WriteAction.DEDUPLICATED,
+                    superseded,
+                    await _bump(conn),
+                )
 
             if current is not None:
                 # Leave the partial unique index room for the new row first.
                 await conn.execute(
                     "UPDATE memories SET status = $1, updated_at = $2 WHERE id = $3",
-                    Status.SUPERSEDED.value, now, current.id,
+                    Status.SUPERSEDED.value,
+                    now,
+                    current.id,
                 )
             new_id = await insert(conn, Status.ACTIVE)
-            await _audit(conn, new_id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value)
+            await _audit(
+                conn, new_id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value
+            )
             action = WriteAction.CREATED
             if current is not None:
                 await _supersede(conn, current, new_id, draft.origin, draft.value, now)
@@ -463,13 +519,16 @@ class PostgresMemoryStore(MemoryStore):
 
         return await self._tx(body)
 
-    async def record_recall(self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]) -> None:
+    async def record_recall(
+        self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]
+    ) -> None:
         async def body(conn: asyncpg.Connection) -> None:
             if ids:
                 await conn.execute(
                     "UPDATE memories SET last_recalled_at = $1, recall_count = recall_count + 1"
                     " WHERE id = ANY($2::bigint[])",
-                    now, [int(i) for i in ids],
+                    now,
+                    [int(i) for i in ids],
                 )
             await _add_metrics(conn, metrics)
 
@@ -484,15 +543,27 @@ class PostgresMemoryStore(MemoryStore):
             current = await _one(
                 conn,
                 f"SELECT {_COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND key = $3 AND status = $4",
-                row.user, row.scope, row.key, _ACTIVE,
+                row.user,
+                row.scope,
+                row.key,
+                _ACTIVE,
             )
             if current is not None:
                 await conn.execute(
                     "UPDATE memories SET status = $1, updated_at = $2 WHERE id = $3",
-                    Status.SUPERSEDED.value, now, current.id,
+                    Status.SUPERSEDED.value,
+                    now,
+                    current.id,
                 )
-            await conn.execute("UPDATE memories SET status = $1, updated_at = $2 WHERE id = $3", _ACTIVE, now, memory_id)
-            await _audit(conn, memory_id, AuditAction.APPROVE, Origin.USER, now, reason, None, row.value)
+            await conn.execute(
+                "UPDATE memories SET status = $1, updated_at = $2 WHERE id = $3",
+                _ACTIVE,
+                now,
+                memory_id,
+            )
+            await _audit(
+                conn, memory_id, AuditAction.APPROVE, Origin.USER, now, reason, None, row.value
+            )
             if current is not None:
                 await _supersede(conn, current, memory_id, Origin.USER, row.value, now)
             await _bump(conn)
@@ -500,7 +571,9 @@ class PostgresMemoryStore(MemoryStore):
 
         return await self._tx(body, "memory approval")
 
-    async def forget(self, memory_id: int, *, origin: Origin | str, now: float, reason: str = "") -> Memory | None:
+    async def forget(
+        self, memory_id: int, *, origin: Origin | str, now: float, reason: str = ""
+    ) -> Memory | None:
         async def body(conn: asyncpg.Connection) -> Memory | None:
             await _lock_generation(conn)
             row = await _get(conn, memory_id)
@@ -508,9 +581,13 @@ class PostgresMemoryStore(MemoryStore):
                 return None
             await conn.execute(
                 "UPDATE memories SET status = $1, updated_at = $2, embedding = NULL WHERE id = $3",
-                Status.DELETED.value, now, memory_id,
+                Status.DELETED.value,
+                now,
+                memory_id,
             )
-            await _audit(conn, memory_id, AuditAction.FORGET, str(origin), now, reason, row.value, None)
+            await _audit(
+                conn, memory_id, AuditAction.FORGET, str(origin), now, reason, row.value, None
+            )
             await _bump(conn)
             return await _must_get(conn, memory_id)
 
@@ -522,27 +599,36 @@ class PostgresMemoryStore(MemoryStore):
             rows = await conn.fetch(
                 "UPDATE memories SET status = $1, updated_at = $2"
                 " WHERE status = $3 AND expires_at IS NOT NULL AND expires_at <= $2 RETURNING id, value",
-                Status.EXPIRED.value, now, _ACTIVE,
+                Status.EXPIRED.value,
+                now,
+                _ACTIVE,
             )
             if not rows:
                 return []
             await conn.executemany(
                 "INSERT INTO memory_audit (memory_id, action, origin, at, reason, old_value)"
                 " VALUES ($1, $2, 'system', $3, 'ttl elapsed', $4)",
-                [(r["id"], AuditAction.EXPIRE.value, now, r["value"]) for r in sorted(rows, key=lambda r: r["id"])],
+                [
+                    (r["id"], AuditAction.EXPIRE.value, now, r["value"])
+                    for r in sorted(rows, key=lambda r: r["id"])
+                ],
             )
             await _bump(conn)
             return sorted(r["id"] for r in rows)
 
         return await self._tx(body, "expiry sweep")
 
-    async def set_vectors(self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str) -> None:
+    async def set_vectors(
+        self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str
+    ) -> None:
         async def body(conn: asyncpg.Connection) -> None:
             await _lock_generation(conn)
             await conn.execute(
                 "UPDATE memories AS m SET embedding = v.embedding, embedding_model = $3"
                 " FROM unnest($1::bigint[], $2::bytea[]) AS v(id, embedding) WHERE m.id = v.id",
-                [int(i) for i in ids], [_blob(v) for v in vectors], embedding_model,
+                [int(i) for i in ids],
+                [_blob(v) for v in vectors],
+                embedding_model,
             )
             await _bump(conn)
 
@@ -563,7 +649,10 @@ class PostgresMemoryStore(MemoryStore):
             return []
 
         async def body(conn: asyncpg.Connection) -> list[Memory]:
-            rows = await conn.fetch(f"SELECT {_COLUMNS} FROM memories WHERE id = ANY($1::bigint[])", [int(i) for i in ids])
+            rows = await conn.fetch(
+                f"SELECT {_COLUMNS} FROM memories WHERE id = ANY($1::bigint[])",
+                [int(i) for i in ids],
+            )
             by_id = {m.id: m for m in map(_row_to_memory, rows)}
             return [by_id[i] for i in ids if i in by_id]
 
@@ -604,12 +693,17 @@ class PostgresMemoryStore(MemoryStore):
                 " coalesce(array_agg(id ORDER BY id), '{}') AS ids, min(expires_at) AS valid_until"
                 " FROM memories WHERE status = $1 AND username = $2 AND scope = ANY($3::text[])"
                 " AND (expires_at IS NULL OR expires_at > $4)",
-                _ACTIVE, user, list(scopes), now,
+                _ACTIVE,
+                user,
+                list(scopes),
+                now,
             )
 
         row = await self._read(body)
         return AllowedIds(
-            ids=np.array(row["ids"], dtype=np.int64), generation=int(row["generation"]), valid_until=row["valid_until"]
+            ids=np.array(row["ids"], dtype=np.int64),
+            generation=int(row["generation"]),
+            valid_until=row["valid_until"],
         )
 
     async def generation(self) -> int:
@@ -620,7 +714,8 @@ class PostgresMemoryStore(MemoryStore):
             return await conn.fetchval(
                 "SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM memories"
                 " WHERE status = $1 AND embedding_model = $2 AND embedding IS NOT NULL",
-                _ACTIVE, embedding_model,
+                _ACTIVE,
+                embedding_model,
             )
 
         return np.array(await self._read(body), dtype=np.int64)
@@ -654,7 +749,8 @@ class PostgresMemoryStore(MemoryStore):
             rows = await conn.fetch(
                 f"SELECT {_COLUMNS} FROM memories WHERE status = ANY($1::text[])"
                 " AND (embedding IS NULL OR embedding_model != $2) ORDER BY id",
-                [_ACTIVE, Status.QUARANTINED.value], embedding_model,
+                [_ACTIVE, Status.QUARANTINED.value],
+                embedding_model,
             )
             return [_row_to_memory(r) for r in rows]
 
@@ -669,13 +765,19 @@ class PostgresMemoryStore(MemoryStore):
 
         async def body(conn: asyncpg.Connection) -> list[AuditEntry]:
             rows = await conn.fetch(sql + " ORDER BY id", *params)
-            return [AuditEntry(r[0], r[1], AuditAction(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
+            return [
+                AuditEntry(r[0], r[1], AuditAction(r[2]), r[3], r[4], r[5], r[6], r[7])
+                for r in rows
+            ]
 
         return await self._read(body)
 
     async def metrics(self) -> dict[str, float]:
         async def body(conn: asyncpg.Connection) -> dict[str, float]:
-            return {r["name"]: r["value"] for r in await conn.fetch("SELECT name, value FROM memory_metrics")}
+            return {
+                r["name"]: r["value"]
+                for r in await conn.fetch("SELECT name, value FROM memory_metrics")
+            }
 
         return await self._read(body)
 
@@ -693,11 +795,16 @@ class PostgresMemoryStore(MemoryStore):
         async def body(conn: asyncpg.Connection) -> list[asyncpg.Record]:
             return await conn.fetch(
                 f"SELECT {_COLUMNS}, embedding FROM memories WHERE status = $1 AND username = $2 ORDER BY id",
-                _ACTIVE, user,
+                _ACTIVE,
+                user,
             )
 
         rows = await self._read(body)
-        vectors = {r["id"]: (r["embedding_model"], bytes(r["embedding"])) for r in rows if r["embedding"] is not None}
+        vectors = {
+            r["id"]: (r["embedding_model"], bytes(r["embedding"]))
+            for r in rows
+            if r["embedding"] is not None
+        }
         return [_row_to_memory(r) for r in rows], vectors
 
     # change feed -------------------------------------------------------------------
@@ -745,13 +852,30 @@ async def _must_get(conn: asyncpg.Connection, memory_id: int) -> Memory:
 
 
 async def _supersede(
-    conn: asyncpg.Connection, old: Memory, new_id: int, origin: Origin | str, new_value: str, now: float
+    conn: asyncpg.Connection,
+    old: Memory,
+    new_id: int,
+    origin: Origin | str,
+    new_value: str,
+    now: float,
 ) -> None:
     await conn.execute(
         "UPDATE memories SET status = $1, superseded_by = $2, updated_at = $3, embedding = NULL WHERE id = $4",
-        Status.SUPERSEDED.value, new_id, now, old.id,
+        Status.SUPERSEDED.value,
+        new_id,
+        now,
+        old.id,
     )
-    await _audit(conn, old.id, AuditAction.SUPERSEDE, origin, now, f"superseded by #{new_id}", old.value, new_value)
+    await _audit(
+        conn,
+        old.id,
+        AuditAction.SUPERSEDE,
+        origin,
+        now,
+        f"superseded by #{new_id}",
+        old.value,
+        new_value,
+    )
 
 
 async def _audit(
@@ -767,7 +891,13 @@ async def _audit(
     await conn.execute(
         "INSERT INTO memory_audit (memory_id, action, origin, at, reason, old_value, new_value)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        memory_id, action.value, str(origin), at, reason, old_value, new_value,
+        memory_id,
+        action.value,
+        str(origin),
+        at,
+        reason,
+        old_value,
+        new_value,
     )
 
 
@@ -777,7 +907,9 @@ async def _generation(conn: asyncpg.Connection) -> int:
 
 async def _lock_generation(conn: asyncpg.Connection) -> int:
     """Serialise with every other mutating transaction (see the module docstring)."""
-    return int(await conn.fetchval("SELECT value FROM memory_meta WHERE name = 'generation' FOR UPDATE"))
+    return int(
+        await conn.fetchval("SELECT value FROM memory_meta WHERE name = 'generation' FOR UPDATE")
+    )
 
 
 async def _bump(conn: asyncpg.Connection) -> int:
@@ -799,7 +931,8 @@ async def _add_metrics(conn: asyncpg.Connection, deltas: Mapping[str, float]) ->
     await conn.execute(
         "INSERT INTO memory_metrics (name, value) SELECT * FROM unnest($1::text[], $2::float8[])"
         " ON CONFLICT (name) DO UPDATE SET value = memory_metrics.value + excluded.value",
-        names, [float(deltas[n]) for n in names],
+        names,
+        [float(deltas[n]) for n in names],
     )
 
 
@@ -823,7 +956,9 @@ def sqlite_source(db_file: Path) -> str:
     return f"sqlite:{socket.gethostname()}:{db_file.resolve()}"
 
 
-async def migrate_from_sqlite(db: Database, store: PostgresMemoryStore, *, source: str) -> MigrationReport:
+async def migrate_from_sqlite(
+    db: Database, store: PostgresMemoryStore, *, source: str
+) -> MigrationReport:
     """Copy every memory row (with its vector) and audit entry of ``db`` into ``store``.
 
     Idempotent: rows and audit entries carry ``(source, source_id)`` under a unique
@@ -839,13 +974,18 @@ async def migrate_from_sqlite(db: Database, store: PostgresMemoryStore, *, sourc
     audit = await db.fetchall(
         "SELECT id, memory_id, action, origin, at, reason, old_value, new_value FROM memory_audit ORDER BY id"
     )
-    metrics = {r[0]: float(r[1]) for r in await db.fetchall("SELECT name, value FROM memory_metrics")}
+    metrics = {
+        r[0]: float(r[1]) for r in await db.fetchall("SELECT name, value FROM memory_metrics")
+    }
     report = MigrationReport()
 
     async def body(conn: asyncpg.Connection) -> None:
         await _lock_generation(conn)
         mapping: dict[int, int] = {
-            r["source_id"]: r["id"] for r in await conn.fetch("SELECT source_id, id FROM memories WHERE source = $1", source)
+            r["source_id"]: r["id"]
+            for r in await conn.fetch(
+                "SELECT source_id, id FROM memories WHERE source = $1", source
+            )
         }
         report.already = len(mapping)
         new_rows = [r for r in rows if r[0] not in mapping]
@@ -853,8 +993,24 @@ async def migrate_from_sqlite(db: Database, store: PostgresMemoryStore, *, sourc
         for r in new_rows:
             status = r[7]
             fields = [
-                r[1], r[2], r[3], r[4], r[5], r[6], status, json.loads(r[8]), r[9], r[10], r[11], r[12], r[13],
-                r[15], r[16], r[17], source, r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                r[6],
+                status,
+                json.loads(r[8]),
+                r[9],
+                r[10],
+                r[11],
+                r[12],
+                r[13],
+                r[15],
+                r[16],
+                r[17],
+                source,
+                r[0],
             ]
             insert = (
                 "INSERT INTO memories (username, scope, category, key, value, origin, status, flags, created_at,"
@@ -867,33 +1023,58 @@ async def migrate_from_sqlite(db: Database, store: PostgresMemoryStore, *, sourc
                 existing = await _one(
                     conn,
                     f"SELECT {_COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND key = $3 AND status = $4",
-                    r[1], r[2], r[4], _ACTIVE,
+                    r[1],
+                    r[2],
+                    r[4],
+                    _ACTIVE,
                 )
             if existing is None:
                 mapping[r[0]] = await conn.fetchval(insert, *fields)
             elif float(r[10]) >= existing.updated_at:
                 report.conflicts.append(r[4])
-                await conn.execute("UPDATE memories SET status = $1 WHERE id = $2", Status.SUPERSEDED.value, existing.id)
+                await conn.execute(
+                    "UPDATE memories SET status = $1 WHERE id = $2",
+                    Status.SUPERSEDED.value,
+                    existing.id,
+                )
                 mapping[r[0]] = await conn.fetchval(insert, *fields)
                 await _supersede(conn, existing, mapping[r[0]], "system", r[5], float(r[10]))
             else:
                 report.conflicts.append(r[4])
                 fields[6], fields[15] = Status.SUPERSEDED.value, None
                 mapping[r[0]] = new_id = await conn.fetchval(insert, *fields)
-                await conn.execute("UPDATE memories SET superseded_by = $1 WHERE id = $2", existing.id, new_id)
+                await conn.execute(
+                    "UPDATE memories SET superseded_by = $1 WHERE id = $2", existing.id, new_id
+                )
                 await _audit(
-                    conn, new_id, AuditAction.SUPERSEDE, "system", now,
-                    f"migrate: #{existing.id} was already active for this key", r[5], existing.value,
+                    conn,
+                    new_id,
+                    AuditAction.SUPERSEDE,
+                    "system",
+                    now,
+                    f"migrate: #{existing.id} was already active for this key",
+                    r[5],
+                    existing.value,
                 )
         report.memories = len(new_rows)
-        links = [(mapping[r[14]], mapping[r[0]]) for r in new_rows if r[14] is not None and r[14] in mapping]
+        links = [
+            (mapping[r[14]], mapping[r[0]])
+            for r in new_rows
+            if r[14] is not None and r[14] in mapping
+        ]
         if links:
             await conn.execute(
                 "UPDATE memories AS m SET superseded_by = v.target FROM unnest($1::bigint[], $2::bigint[])"
                 " AS v(target, id) WHERE m.id = v.id AND m.superseded_by IS NULL",
-                [t for t, _ in links], [i for _, i in links],
+                [t for t, _ in links],
+                [i for _, i in links],
             )
-        done = {r["source_id"] for r in await conn.fetch("SELECT source_id FROM memory_audit WHERE source = $1", source)}
+        done = {
+            r["source_id"]
+            for r in await conn.fetch(
+                "SELECT source_id FROM memory_audit WHERE source = $1", source
+            )
+        }
         entries = [a for a in audit if a[0] not in done and a[1] in mapping]
         await conn.executemany(
             "INSERT INTO memory_audit (memory_id, action, origin, at, reason, old_value, new_value, source, source_id)"
@@ -903,7 +1084,8 @@ async def migrate_from_sqlite(db: Database, store: PostgresMemoryStore, *, sourc
         report.audit = len(entries)
         first = await conn.fetchval(
             "INSERT INTO memory_imports (source, first_at) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING source",
-            source, now,
+            source,
+            now,
         )
         if first is not None:  # counters are cumulative: add them once per source
             await _add_metrics(conn, metrics)

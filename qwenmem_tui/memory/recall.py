@@ -119,8 +119,13 @@ class Recaller:
             if result.superseded:
                 await self.index.remove(np.asarray(result.superseded, dtype=np.int64))
             if result.action in (WriteAction.CREATED, WriteAction.SUPERSEDED):
-                await self.index.add(np.asarray([result.memory.id], dtype=np.int64), vector.reshape(1, -1))
-            if result.action is not WriteAction.QUARANTINED and self.index.generation == result.generation - 1:
+                await self.index.add(
+                    np.asarray([result.memory.id], dtype=np.int64), vector.reshape(1, -1)
+                )
+            if (
+                result.action is not WriteAction.QUARANTINED
+                and self.index.generation == result.generation - 1
+            ):
                 self.index.generation = result.generation
                 self._advance_allowed(result)
 
@@ -143,7 +148,11 @@ class Recaller:
                 if at == len(ids) or ids[at] != memory.id:
                     ids = np.insert(ids, at, memory.id)
                 if memory.expires_at is not None:
-                    valid_until = memory.expires_at if valid_until is None else min(valid_until, memory.expires_at)
+                    valid_until = (
+                        memory.expires_at
+                        if valid_until is None
+                        else min(valid_until, memory.expires_at)
+                    )
             self._allowed[scopes] = AllowedIds(ids.astype(np.int64), result.generation, valid_until)
 
     async def remove(self, ids: Collection[int]) -> None:
@@ -218,7 +227,11 @@ class Recaller:
         memories = {m.id: m for m in await self.store.fetch([h.id for h in hits])}
         ranked = sorted(
             (
-                (h.score + _LEXICAL_WEIGHT * lexical_overlap(query, memories[h.id]), h.score, memories[h.id])
+                (
+                    h.score + _LEXICAL_WEIGHT * lexical_overlap(query, memories[h.id]),
+                    h.score,
+                    memories[h.id],
+                )
                 for h in hits
                 if h.id in memories
             ),

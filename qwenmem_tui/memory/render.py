@@ -21,9 +21,15 @@ def escape(text: str) -> str:
 
 
 def age_phrase(seconds: float) -> str:
-    """"just now", "5 minutes ago", "3 days ago" — coarse on purpose, models read it."""
+    """ "just now", "5 minutes ago", "3 days ago" — coarse on purpose, models read it."""
     seconds = max(0.0, seconds)
-    for unit, size in (("year", 365 * DAY), ("month", 30 * DAY), ("day", DAY), ("hour", 3600.0), ("minute", 60.0)):
+    for unit, size in (
+        ("year", 365 * DAY),
+        ("month", 30 * DAY),
+        ("day", DAY),
+        ("hour", 3600.0),
+        ("minute", 60.0),
+    ):
         if seconds >= size:
             n = int(seconds // size)
             return f"{n} {unit}{'s' if n != 1 else ''} ago"

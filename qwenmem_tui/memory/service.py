@@ -17,8 +17,6 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from qwenmem_tui.memory import guard
 from qwenmem_tui.memory.embed import Embedder, HashEmbedder, OpenAIEmbedder
 from qwenmem_tui.memory.index import Progress, VectorIndex
@@ -131,7 +129,9 @@ class MemoryService:
                 from qwenmem_tui.llm.client import LLMClient
 
                 llm = LLMClient.from_settings(settings)
-            embedder = OpenAIEmbedder(llm, model=mem.embedding_model, base_url=mem.embedding_base_url)
+            embedder = OpenAIEmbedder(
+                llm, model=mem.embedding_model, base_url=mem.embedding_base_url
+            )
         else:
             embedder = HashEmbedder()
         user = default_user(settings)
@@ -140,9 +140,14 @@ class MemoryService:
             # ``on_notice`` hears about a server that is down or reconnecting (one line each).
             from qwenmem_tui.memory.pg_sync import open_postgres_store
 
-            store, index_dir = await open_postgres_store(settings, paths, user=user, on_notice=on_notice)
+            store, index_dir = await open_postgres_store(
+                settings, paths, user=user, on_notice=on_notice
+            )
         else:
-            store, index_dir = SqliteMemoryStore(await Database.open(paths.db_file)), paths.index_dir
+            store, index_dir = (
+                SqliteMemoryStore(await Database.open(paths.db_file)),
+                paths.index_dir,
+            )
         ttl = TtlPolicy(
             days={**TtlPolicy().days, **mem.ttl_days},
             cap_days=mem.ttl_cap_days,
@@ -240,17 +245,27 @@ class MemoryService:
         if result.action is WriteAction.QUARANTINED:
             log.info(
                 "[MEMORY_GUARD] quarantined #%d %s/%s flags=%s origin=%s",
-                result.memory.id, cat, key, ",".join(result.memory.flags), draft.origin,
+                result.memory.id,
+                cat,
+                key,
+                ",".join(result.memory.flags),
+                draft.origin,
             )
         return result
 
     async def remember(self, text: str, *, project: str) -> WriteResult:
         """/remember: the person's own words, filed by a simple deterministic rule."""
         category, key = classify_note(text)
-        return await self.save(category, key, text.strip(), origin=Origin.USER, project=project, reason="/remember")
+        return await self.save(
+            category, key, text.strip(), origin=Origin.USER, project=project, reason="/remember"
+        )
 
-    async def forget(self, memory_id: int, *, origin: Origin | str = Origin.USER, reason: str = "") -> Memory | None:
-        forgotten = await self.store.forget(memory_id, origin=origin, now=self.clock(), reason=reason)
+    async def forget(
+        self, memory_id: int, *, origin: Origin | str = Origin.USER, reason: str = ""
+    ) -> Memory | None:
+        forgotten = await self.store.forget(
+            memory_id, origin=origin, now=self.clock(), reason=reason
+        )
         if forgotten is not None:
             await self.recaller.remove([memory_id])
         return forgotten
@@ -315,7 +330,9 @@ class MemoryService:
 
         return recall
 
-    async def list(self, *, project: str | None = None, statuses: Collection[Status] | None = None) -> list[Memory]:
+    async def list(
+        self, *, project: str | None = None, statuses: Collection[Status] | None = None
+    ) -> list[Memory]:
         """This user's memories visible from ``project`` (None: every scope)."""
         scopes = None if project is None else (GLOBAL_SCOPE, project)
         return await self.store.list(user=self.user, scopes=scopes, statuses=statuses)
@@ -355,7 +372,10 @@ class MemoryService:
                 row = json.loads(line)
                 if not isinstance(row, dict):
                     raise ValueError("not a JSON object")
-                if row.get("status", Status.ACTIVE.value) not in (Status.ACTIVE.value, Status.QUARANTINED.value):
+                if row.get("status", Status.ACTIVE.value) not in (
+                    Status.ACTIVE.value,
+                    Status.QUARANTINED.value,
+                ):
                     report.add("skipped")
                     continue
                 missing = [f for f in ("category", "key", "value") if f not in row]
@@ -392,7 +412,10 @@ def _optional_float(value: Any) -> float | None:
 
 
 _KEY_WORD = re.compile(r"[a-z0-9]+")
-_KEY_STOP = frozenset("i im i'm my me the a an is are am to of and that this for in on be please remember".split())
+_KEY_STOP = frozenset(
+    "i im i'm my me the a an is are am to of and that this for in on be please "
+    "remember".split()
+)
 
 
 def classify_note(text: str) -> tuple[str, str]:
@@ -400,7 +423,9 @@ def classify_note(text: str) -> tuple[str, str]:
     lowered = text.casefold()
     if re.search(r"https?://|\bdocs?\b|\bdashboard\b|\bwiki\b", lowered):
         category = Category.REFERENCE
-    elif re.search(r"\b(project|repo|repository|codebase|this code|build|tests?|deploy)\b", lowered):
+    elif re.search(
+        r"\b(project|repo|repository|codebase|this code|build|tests?|deploy)\b", lowered
+    ):
         category = Category.PROJECT
     elif re.search(r"\b(don'?t|do not|never|always|stop|prefer|please)\b", lowered):
         category = Category.FEEDBACK

@@ -127,9 +127,12 @@ class SqliteMemoryStore(MemoryStore):
             if row.expires_at is None or (expires_at is not None and row.expires_at > expires_at):
                 new_expiry = row.expires_at
             await conn.execute(
-                "UPDATE memories SET updated_at = ?, expires_at = ? WHERE id = ?", (now, new_expiry, row.id)
+                "UPDATE memories SET updated_at = ?, expires_at = ? WHERE id = ?",
+                (now, new_expiry, row.id),
             )
-            await _audit(conn, row.id, AuditAction.REFRESH, draft.origin, now, why, row.value, draft.value)
+            await _audit(
+                conn, row.id, AuditAction.REFRESH, draft.origin, now, why, row.value, draft.value
+            )
 
         async def body(conn: aiosqlite.Connection) -> WriteResult:
             writes = {"writes": 1.0}
@@ -137,11 +140,19 @@ class SqliteMemoryStore(MemoryStore):
                 generation = await _generation(conn)
                 new_id = await insert(conn, Status.QUARANTINED)
                 await _audit(
-                    conn, new_id, AuditAction.QUARANTINE, draft.origin, now,
-                    _join(draft.reason, "flags: " + ", ".join(flags)), None, draft.value,
+                    conn,
+                    new_id,
+                    AuditAction.QUARANTINE,
+                    draft.origin,
+                    now,
+                    _join(draft.reason, "flags: " + ", ".join(flags)),
+                    None,
+                    draft.value,
                 )
                 await _add_metrics(conn, {**writes, "quarantined_writes": 1.0})
-                return WriteResult(await _must_get(conn, new_id), WriteAction.QUARANTINED, generation=generation)
+                return WriteResult(
+                    await _must_get(conn, new_id), WriteAction.QUARANTINED, generation=generation
+                )
 
             current = await _one(
                 conn,
@@ -152,7 +163,9 @@ class SqliteMemoryStore(MemoryStore):
                 await refresh(conn, current, _join(draft.reason, "same value saved again"))
                 await _add_metrics(conn, writes)
                 return WriteResult(
-                    await _must_get(conn, current.id), WriteAction.REFRESHED, generation=await _bump(conn)
+                    await _must_get(conn, current.id),
+                    WriteAction.REFRESHED,
+                    generation=await _bump(conn),
                 )
 
             twin = await _one(
@@ -166,10 +179,17 @@ class SqliteMemoryStore(MemoryStore):
                 if current is not None:
                     await _supersede(conn, current, twin.id, draft, now)
                     superseded.append(current.id)
-                await refresh(conn, twin, _join(draft.reason, f"deduplicated: saved again under key {draft.key}"))
+                await refresh(
+                    conn,
+                    twin,
+                    _join(draft.reason, f"deduplicated: saved again under key {draft.key}"),
+                )
                 await _add_metrics(conn, writes)
                 return WriteResult(
-                    await _must_get(conn, twin.id), WriteAction.DEDUPLICATED, superseded, await _bump(conn)
+                    await _must_get(conn, twin.id),
+                    WriteAction.DEDUPLICATED,
+                    superseded,
+                    await _bump(conn),
                 )
 
             if current is not None:
@@ -179,7 +199,9 @@ class SqliteMemoryStore(MemoryStore):
                     (Status.SUPERSEDED.value, now, current.id),
                 )
             new_id = await insert(conn, Status.ACTIVE)
-            await _audit(conn, new_id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value)
+            await _audit(
+                conn, new_id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value
+            )
             action = WriteAction.CREATED
             if current is not None:
                 await _supersede(conn, current, new_id, draft, now)
@@ -190,7 +212,9 @@ class SqliteMemoryStore(MemoryStore):
 
         return await self._tx(body)
 
-    async def record_recall(self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]) -> None:
+    async def record_recall(
+        self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]
+    ) -> None:
         async def body(conn: aiosqlite.Connection) -> None:
             if ids:
                 await conn.executemany(
@@ -217,18 +241,25 @@ class SqliteMemoryStore(MemoryStore):
                     (Status.SUPERSEDED.value, now, current.id),
                 )
             await conn.execute(
-                "UPDATE memories SET status = ?, updated_at = ? WHERE id = ?", (_ACTIVE, now, memory_id)
+                "UPDATE memories SET status = ?, updated_at = ? WHERE id = ?",
+                (_ACTIVE, now, memory_id),
             )
-            await _audit(conn, memory_id, AuditAction.APPROVE, Origin.USER, now, reason, None, row.value)
+            await _audit(
+                conn, memory_id, AuditAction.APPROVE, Origin.USER, now, reason, None, row.value
+            )
             if current is not None:
-                draft = MemoryDraft(row.category, row.key, row.value, Origin.USER, row.scope, row.user)
+                draft = MemoryDraft(
+                    row.category, row.key, row.value, Origin.USER, row.scope, row.user
+                )
                 await _supersede(conn, current, memory_id, draft, now)
             await _bump(conn)
             return await _must_get(conn, memory_id)
 
         return await self._tx(body)
 
-    async def forget(self, memory_id: int, *, origin: Origin | str, now: float, reason: str = "") -> Memory | None:
+    async def forget(
+        self, memory_id: int, *, origin: Origin | str, now: float, reason: str = ""
+    ) -> Memory | None:
         async def body(conn: aiosqlite.Connection) -> Memory | None:
             row = await _get(conn, memory_id)
             if row is None or row.status is Status.DELETED:
@@ -237,7 +268,9 @@ class SqliteMemoryStore(MemoryStore):
                 "UPDATE memories SET status = ?, updated_at = ?, embedding = NULL WHERE id = ?",
                 (Status.DELETED.value, now, memory_id),
             )
-            await _audit(conn, memory_id, AuditAction.FORGET, str(origin), now, reason, row.value, None)
+            await _audit(
+                conn, memory_id, AuditAction.FORGET, str(origin), now, reason, row.value, None
+            )
             await _bump(conn)
             return await _must_get(conn, memory_id)
 
@@ -246,7 +279,8 @@ class SqliteMemoryStore(MemoryStore):
     async def sweep_expired(self, *, now: float) -> list[int]:
         async def body(conn: aiosqlite.Connection) -> list[int]:
             cur = await conn.execute(
-                "SELECT id, value FROM memories WHERE status = ? AND expires_at IS NOT NULL AND expires_at <= ?",
+                "SELECT id, value FROM memories"
+                " WHERE status = ? AND expires_at IS NOT NULL AND expires_at <= ?",
                 (_ACTIVE, now),
             )
             rows = list(await cur.fetchall())
@@ -257,13 +291,17 @@ class SqliteMemoryStore(MemoryStore):
                 [(Status.EXPIRED.value, now, r[0]) for r in rows],
             )
             for memory_id, value in rows:
-                await _audit(conn, memory_id, AuditAction.EXPIRE, "system", now, "ttl elapsed", value, None)
+                await _audit(
+                    conn, memory_id, AuditAction.EXPIRE, "system", now, "ttl elapsed", value, None
+                )
             await _bump(conn)
             return [r[0] for r in rows]
 
         return await self._tx(body)
 
-    async def set_vectors(self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str) -> None:
+    async def set_vectors(
+        self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str
+    ) -> None:
         async def body(conn: aiosqlite.Connection) -> None:
             await conn.executemany(
                 "UPDATE memories SET embedding = ?, embedding_model = ? WHERE id = ?",
@@ -287,7 +325,9 @@ class SqliteMemoryStore(MemoryStore):
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
-        cur = await self._conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN ({marks})", list(ids))
+        cur = await self._conn.execute(
+            f"SELECT {_COLUMNS} FROM memories WHERE id IN ({marks})", list(ids)
+        )
         by_id = {m.id: m for m in map(_row_to_memory, await cur.fetchall())}
         return [by_id[i] for i in ids if i in by_id]
 
@@ -336,7 +376,8 @@ class SqliteMemoryStore(MemoryStore):
 
     async def vector_ids(self, embedding_model: str) -> np.ndarray:
         cur = await self._conn.execute(
-            "SELECT id FROM memories WHERE status = ? AND embedding_model = ? AND embedding IS NOT NULL ORDER BY id",
+            "SELECT id FROM memories WHERE status = ? AND embedding_model = ?"
+            " AND embedding IS NOT NULL ORDER BY id",
             (_ACTIVE, embedding_model),
         )
         rows = await cur.fetchall()
@@ -345,7 +386,10 @@ class SqliteMemoryStore(MemoryStore):
     async def vectors(
         self, embedding_model: str, ids: Sequence[int] | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        sql = "SELECT id, embedding FROM memories WHERE status = ? AND embedding_model = ? AND embedding IS NOT NULL"
+        sql = (
+            "SELECT id, embedding FROM memories"
+            " WHERE status = ? AND embedding_model = ? AND embedding IS NOT NULL"
+        )
         params: list[Any] = [_ACTIVE, embedding_model]
         rows: list[Any] = []
         if ids is None:
@@ -380,7 +424,8 @@ class SqliteMemoryStore(MemoryStore):
             params = (memory_id,)
         cur = await self._conn.execute(sql + " ORDER BY id", params)
         return [
-            AuditEntry(r[0], r[1], AuditAction(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in await cur.fetchall()
+            AuditEntry(r[0], r[1], AuditAction(r[2]), r[3], r[4], r[5], r[6], r[7])
+            for r in await cur.fetchall()
         ]
 
     async def metrics(self) -> dict[str, float]:
@@ -417,13 +462,22 @@ async def _must_get(conn: aiosqlite.Connection, memory_id: int) -> Memory:
     return row
 
 
-async def _supersede(conn: aiosqlite.Connection, old: Memory, new_id: int, draft: MemoryDraft, now: float) -> None:
+async def _supersede(
+    conn: aiosqlite.Connection, old: Memory, new_id: int, draft: MemoryDraft, now: float
+) -> None:
     await conn.execute(
         "UPDATE memories SET status = ?, superseded_by = ?, updated_at = ?, embedding = NULL WHERE id = ?",
         (Status.SUPERSEDED.value, new_id, now, old.id),
     )
     await _audit(
-        conn, old.id, AuditAction.SUPERSEDE, draft.origin, now, f"superseded by #{new_id}", old.value, draft.value
+        conn,
+        old.id,
+        AuditAction.SUPERSEDE,
+        draft.origin,
+        now,
+        f"superseded by #{new_id}",
+        old.value,
+        draft.value,
     )
 
 
@@ -451,7 +505,9 @@ async def _generation(conn: aiosqlite.Connection) -> int:
 
 
 async def _bump(conn: aiosqlite.Connection) -> int:
-    cur = await conn.execute("UPDATE memory_meta SET value = value + 1 WHERE name = 'generation' RETURNING value")
+    cur = await conn.execute(
+        "UPDATE memory_meta SET value = value + 1 WHERE name = 'generation' RETURNING value"
+    )
     row = await cur.fetchone()
     assert row is not None, "memory_meta lost its generation row"
     return int(row[0])

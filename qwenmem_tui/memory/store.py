@@ -80,7 +80,9 @@ class MemoryStore(ABC):
         """Recall's hard filters, in SQL: user, scope, active, not expired."""
 
     @abstractmethod
-    async def record_recall(self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]) -> None:
+    async def record_recall(
+        self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]
+    ) -> None:
         """These memories reached a prompt (count, last recall); add to metric counters."""
 
     @abstractmethod
@@ -88,7 +90,9 @@ class MemoryStore(ABC):
         """Quarantined -> active (superseding the key's active row); None if not quarantined."""
 
     @abstractmethod
-    async def forget(self, memory_id: int, *, origin: Origin | str, now: float, reason: str = "") -> Memory | None:
+    async def forget(
+        self, memory_id: int, *, origin: Origin | str, now: float, reason: str = ""
+    ) -> Memory | None:
         """Mark deleted (audited); None if no such row or already deleted."""
 
     @abstractmethod
@@ -115,7 +119,9 @@ class MemoryStore(ABC):
         """Active or quarantined rows with no vector from ``embedding_model``."""
 
     @abstractmethod
-    async def set_vectors(self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str) -> None: ...
+    async def set_vectors(
+        self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str
+    ) -> None: ...
 
     @abstractmethod
     async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:

@@ -35,7 +35,11 @@ PARAMETERS: dict[str, Any] = {
             "pattern": KEY_PATTERN.pattern,
             "description": "Short snake_case identifier, e.g. current_project, preferred_language.",
         },
-        "value": {"type": "string", "maxLength": MAX_VALUE_CHARS, "description": "The fact, one or two sentences."},
+        "value": {
+            "type": "string",
+            "maxLength": MAX_VALUE_CHARS,
+            "description": "The fact, one or two sentences.",
+        },
         "ttl_days": {
             "type": "integer",
             "minimum": 1,
@@ -78,6 +82,8 @@ def save_memory_tool(service: MemoryService) -> Tool:
         except MemoryRejected as exc:
             raise ToolError(f"Memory not saved: {exc}.") from exc
         m = result.memory
-        return _ANSWERS[result.action].format(id=m.id, category=m.category, key=m.key, flags=", ".join(m.flags))
+        return _ANSWERS[result.action].format(
+            id=m.id, category=m.category, key=m.key, flags=", ".join(m.flags)
+        )
 
     return Tool(name=SAVE_MEMORY, description=DESCRIPTION, parameters=PARAMETERS, handler=handler)

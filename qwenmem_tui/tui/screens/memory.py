@@ -221,6 +221,7 @@ class MemoryScreen(Screen[None]):
         self._selected: int | None = None
 
     def compose(self) -> ComposeResult:
+        yield Static(id="memory-title")
         with Horizontal(id="memory-filters"):
             yield Input(placeholder="Filter by key, value, category or status", id="memory-filter")
             yield Checkbox("all statuses", id="memory-all")
@@ -273,12 +274,20 @@ class MemoryScreen(Screen[None]):
         table.clear()
         for memory in rows:
             table.add_row(*memory_cells(memory, now, width), key=str(memory.id))
+        self.query_one("#memory-title", Static).update(self._title(len(rows)))
         ids = [m.id for m in rows]
         if keep in ids:
             table.move_cursor(row=ids.index(keep))
         elif not rows:
             self._select(None)
         self.refresh_bindings()
+
+    def _title(self, shown: int) -> Content:
+        which = "all statuses" if self.query_one("#memory-all", Checkbox).value else "active and quarantined"
+        return Content.assemble(
+            ("Long-term memory", "bold"),
+            (f"  {shown} of {len(self._memories)} shown · {which} · this project and global", "dim"),
+        )
 
     def _select(self, memory_id: int | None) -> None:
         self._selected = memory_id

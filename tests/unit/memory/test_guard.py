@@ -76,7 +76,9 @@ def test_value_copied_from_this_turns_tool_output_is_quarantined() -> None:
     # Without that document in the turn, the same value is only what it says.
     assert guard.FLAG_COPIED not in guard.check("feedback", "reply_footer", copied).flags
     # Short facts that merely occur in a file are normal.
-    assert guard.check("project", "language", "Python", turn_outputs=["Written in Python"]).flags == []
+    assert (
+        guard.check("project", "language", "Python", turn_outputs=["Written in Python"]).flags == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -99,14 +101,17 @@ def test_schema_violations_are_refused(category: str, key: str, value: str, frag
 
 
 def test_secrets_are_redacted_before_storage() -> None:
-    verdict = guard.check("user", "note", "deploy with sk-proj-abcdefghijklmnopqrstuvwxyz123456 please")
+    verdict = guard.check(
+        "user", "note", "deploy with sk-proj-abcdefghijklmnopqrstuvwxyz123456 please"
+    )
     assert "sk-proj" not in verdict.value and guard.REDACTED in verdict.value
     by_key = guard.check("user", "github_token", "looks harmless")
     assert guard.FLAG_SECRET in by_key.flags and by_key.value == guard.REDACTED
 
 
 SAFE_WORDS = st.sampled_from(
-    "python project tests stack prefers answers short dashboard lives lisbon beta alpha make build".split()
+    "python project tests stack prefers answers short dashboard lives lisbon beta "
+    "alpha make build".split()
 )
 PAYLOADS = st.sampled_from([value for value, _ in POISON])
 
@@ -120,7 +125,9 @@ def test_guard_never_raises_and_always_decides(text: str) -> None:
 
 
 @given(st.lists(SAFE_WORDS, max_size=20), st.lists(SAFE_WORDS, max_size=20), PAYLOADS)
-def test_payload_anywhere_in_benign_text_is_flagged(before: list[str], after: list[str], payload: str) -> None:
+def test_payload_anywhere_in_benign_text_is_flagged(
+    before: list[str], after: list[str], payload: str
+) -> None:
     # Own line: role markers ("system:") only mean something at the start of a line.
     value = "\n".join([" ".join(before), payload, " ".join(after)])
     assert guard.check("user", "note", value).quarantine

@@ -21,14 +21,18 @@ FACTS = [
 
 async def _seed(paths: Paths, clock: Clock) -> list[int]:
     svc = await MemoryService.open(make_settings(), paths, clock=clock)
-    ids = [(await svc.save(c, k, v, origin="tool", project=PROJECT_A)).memory.id for c, k, v in FACTS]
+    ids = [
+        (await svc.save(c, k, v, origin="tool", project=PROJECT_A)).memory.id for c, k, v in FACTS
+    ]
     await svc.close()
     return ids
 
 
 async def _reopen_and_check(paths: Paths, clock: Clock, ids: list[int]) -> list[tuple[int, int]]:
     progress: list[tuple[int, int]] = []
-    svc = await MemoryService.open(make_settings(), paths, clock=clock, progress=lambda d, t: progress.append((d, t)))
+    svc = await MemoryService.open(
+        make_settings(), paths, clock=clock, progress=lambda d, t: progress.append((d, t))
+    )
     try:
         assert sorted(svc.index.ids().tolist()) == sorted(ids)
         assert (await svc.recall("which database do we use", project=PROJECT_A)).ids == [ids[1]]
@@ -37,7 +41,9 @@ async def _reopen_and_check(paths: Paths, clock: Clock, ids: list[int]) -> list[
     return progress
 
 
-async def test_rebuilds_with_progress_when_the_index_file_is_deleted(mem_paths: Paths, clock: Clock) -> None:
+async def test_rebuilds_with_progress_when_the_index_file_is_deleted(
+    mem_paths: Paths, clock: Clock
+) -> None:
     ids = await _seed(mem_paths, clock)
     for f in mem_paths.index_dir.iterdir():
         f.unlink()
@@ -52,7 +58,9 @@ async def test_rebuilds_when_the_index_file_is_corrupt(mem_paths: Paths, clock: 
     assert await _reopen_and_check(mem_paths, clock, ids) == [(3, 3)]
 
 
-async def test_rebuilds_when_the_sidecar_disagrees_or_names_another_embedder(mem_paths: Paths, clock: Clock) -> None:
+async def test_rebuilds_when_the_sidecar_disagrees_or_names_another_embedder(
+    mem_paths: Paths, clock: Clock
+) -> None:
     ids = await _seed(mem_paths, clock)
     (meta_file,) = mem_paths.index_dir.glob("*.json")
     meta = json.loads(meta_file.read_text())
@@ -62,14 +70,24 @@ async def test_rebuilds_when_the_sidecar_disagrees_or_names_another_embedder(mem
     assert await _reopen_and_check(mem_paths, clock, ids) == [(3, 3)]
 
 
-async def test_an_index_out_of_step_catches_up_through_the_generation(mem_paths: Paths, clock: Clock) -> None:
+async def test_an_index_out_of_step_catches_up_through_the_generation(
+    mem_paths: Paths, clock: Clock
+) -> None:
     """Process A keeps its index in memory while process B writes and supersedes."""
     a = await MemoryService.open(make_settings(), mem_paths, clock=clock)
     b = await MemoryService.open(make_settings(), mem_paths, clock=clock)
     try:
-        alpha = await a.save("project", "current_project", "Alpha, stack TypeScript", origin="tool", project=PROJECT_A)
+        alpha = await a.save(
+            "project",
+            "current_project",
+            "Alpha, stack TypeScript",
+            origin="tool",
+            project=PROJECT_A,
+        )
         assert (await b.recall("current project", project=PROJECT_A)).ids == [alpha.memory.id]
-        beta = await b.save("project", "current_project", "Beta, stack Python", origin="tool", project=PROJECT_A)
+        beta = await b.save(
+            "project", "current_project", "Beta, stack Python", origin="tool", project=PROJECT_A
+        )
         result = await a.recall("current project", project=PROJECT_A, min_score=-1)
         assert result.ids == [beta.memory.id] and "Alpha" not in result.block
         assert a.index.ids().tolist() == [beta.memory.id]
@@ -100,6 +118,10 @@ async def test_search_only_sees_allowed_ids(tmp_path) -> None:
     embedder = HashEmbedder()
     index = VectorIndex(tmp_path, embedder.id)
     texts = ["alpha beta", "alpha gamma", "delta epsilon"]
-    await index.rebuild(np.asarray([1, 2, 3], dtype=np.int64), embedder.embed_sync(texts), generation=1)
-    hits = await index.search(embedder.embed_one("alpha beta"), 3, np.asarray([2, 3], dtype=np.int64))
+    await index.rebuild(
+        np.asarray([1, 2, 3], dtype=np.int64), embedder.embed_sync(texts), generation=1
+    )
+    hits = await index.search(
+        embedder.embed_one("alpha beta"), 3, np.asarray([2, 3], dtype=np.int64)
+    )
     assert {h.id for h in hits} == {2, 3}

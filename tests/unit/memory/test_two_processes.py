@@ -28,7 +28,8 @@ async def main(home, name, n, project):
     print("ready", flush=True)
     sys.stdin.readline()  # the parent releases both writers at once
     for i in range(n):
-        await svc.save("project", f"{name}_fact_{i}", f"{name} wrote fact number {i}", origin="tool", project=project)
+        value = f"{name} wrote fact number {i}"
+        await svc.save("project", f"{name}_fact_{i}", value, origin="tool", project=project)
     # A shared key both processes keep overwriting: exactly one row may stay active.
     for i in range(20):
         await svc.save("project", "shared_key", f"{name} value {i}", origin="tool", project=project)
@@ -43,7 +44,10 @@ asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]))
 def _spawn(home: Path, name: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", WRITER, str(home), name, str(N), PROJECT_A],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
