@@ -329,12 +329,15 @@ class ChatSession:
         emit(QueryFinished(outcome))
 
     async def _loop(self, text: str, emit: Emit, progress: _Progress) -> QueryOutcome:
-        await self._persist(self._item("user", text, {"role": "user", "content": text}), emit)
+        # Hooks start first so side work (memory recall) overlaps the commit below
+        # instead of queueing behind it: the prefetch never waits, so every
+        # millisecond it gets before the request is built is a chance to land.
         for hook in self.hooks:
             try:
                 await hook.on_query_start(self, text)
             except Exception:
                 log.exception("[CHAT] hook %s failed in on_query_start", type(hook).__name__)
+        await self._persist(self._item("user", text, {"role": "user", "content": text}), emit)
         ctx = ToolContext(project_root=self.project_root, session_id=self.info.id)
         schemas = self.tools.schemas() or None
         max_turns = max(1, self.settings.llm.max_turns)

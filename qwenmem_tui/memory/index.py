@@ -6,8 +6,8 @@ by memory id; flat while small — exact, and fast enough at 100k — and HNSW b
 next rebuild; they are harmless meanwhile because every search runs behind an
 IDSelector built from the store's hard filters, which never allow a removed row.
 
-On disk: ``<index_dir>/<embedder>.faiss`` plus a ``.json`` sidecar naming the
-embedder, dimension, kind, tombstones and the store generation the file reflects.
+On disk: ``<index_dir>/<embedder>.faiss``, a JSON header (embedder, dimension, kind,
+tombstones, the store generation it reflects) followed by the serialised index.
 FAISS calls run in a thread: they release the GIL and can take a while.
 """
 
@@ -32,6 +32,7 @@ Progress = Callable[[int, int], None]  # (done, total)
 FLAT = "flat"
 HNSW = "hnsw"
 _BATCH = 4096
+_MAGIC = b"QWENMEM-FAISS-1\n"
 _TOMBSTONE_REBUILD_RATIO = 0.25
 
 
@@ -75,8 +76,7 @@ class VectorIndex:
         self.embedder_id = embedder_id
         self.hnsw_threshold = hnsw_threshold
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", embedder_id)
-        self.index_path = directory / f"{safe}.faiss"
-        self.meta_path = directory / f"{safe}.json"
+        self.path = directory / f"{safe}.faiss"
         self.generation = -1  # reflects no store state until built or loaded
         self.kind = FLAT
         self.dim = 0
@@ -103,9 +103,17 @@ class VectorIndex:
 
     # load / save -------------------------------------------------------------------
     async def load(self) -> bool:
-        """Load the files if present, intact and built with this embedder."""
+        """Load the file if present, intact and built with this embedder."""
         try:
-            meta = json.loads(self.meta_path.read_text())
+            raw = await asyncio.to_thread(self.path.read_bytes)
+        except FileNotFoundError:
+            return False
+        try:
+            if not raw.startswith(_MAGIC):
+                raise ValueError("not a qwenmem index file")
+            size = int.from_bytes(raw[len(_MAGIC) : len(_MAGIC) + 4], "little")
+            body = len(_MAGIC) + 4 + size
+            meta = json.loads(raw[len(_MAGIC) + 4 : body])
             if meta.get("embedder") != self.embedder_id:
                 log.info(
                     "[MEMORY_INDEX] index built with %s, need %s",
@@ -113,45 +121,46 @@ class VectorIndex:
                     self.embedder_id,
                 )
                 return False
-            index = await asyncio.to_thread(faiss.read_index, str(self.index_path))
+            blob = np.frombuffer(raw, dtype=np.uint8, offset=body)
+            index = await asyncio.to_thread(faiss.deserialize_index, blob)
             if index.ntotal != meta["count"] or index.d != meta["dim"]:
                 raise ValueError(
-                    f"index holds {index.ntotal}x{index.d}, sidecar says {meta['count']}x{meta['dim']}"
+                    f"index holds {index.ntotal}x{index.d}, header says {meta['count']}x{meta['dim']}"
                 )
-            self._index = index
-            self.dim = int(meta["dim"])
-            self.kind = meta["kind"]
-            self.generation = int(meta["generation"])
-            self._tombstones = set(meta.get("tombstones", []))
-            return True
-        except FileNotFoundError:
-            return False
         except Exception as exc:  # a corrupt cache is rebuilt, never fatal
-            log.warning("[MEMORY_INDEX] unreadable index %s, rebuilding: %s", self.index_path, exc)
+            log.warning("[MEMORY_INDEX] unreadable index %s, rebuilding: %s", self.path, exc)
             self._index = None
             return False
+        self._index = index
+        self.dim = int(meta["dim"])
+        self.kind = meta["kind"]
+        self.generation = int(meta["generation"])
+        self._tombstones = set(meta.get("tombstones", []))
+        return True
 
     async def save(self) -> None:
-        """Write index then sidecar, each atomically; another process may be reading."""
+        """One file, header and vectors together, replaced atomically: two processes
+        saving at once leave one complete file, never a header from one and vectors
+        from the other."""
         if self._index is None:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        suffix = f".{os.getpid()}.tmp"
-        tmp_index = self.index_path.with_name(self.index_path.name + suffix)
-        tmp_meta = self.meta_path.with_name(self.meta_path.name + suffix)
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         async with self._lock:
-            await asyncio.to_thread(faiss.write_index, self._index, str(tmp_index))
-            meta = {
-                "embedder": self.embedder_id,
-                "dim": self.dim,
-                "kind": self.kind,
-                "count": int(self._index.ntotal),
-                "generation": self.generation,
-                "tombstones": sorted(self._tombstones),
-            }
-            tmp_meta.write_text(json.dumps(meta))
-        os.replace(tmp_index, self.index_path)
-        os.replace(tmp_meta, self.meta_path)
+            blob = await asyncio.to_thread(faiss.serialize_index, self._index)
+            header = json.dumps(
+                {
+                    "embedder": self.embedder_id,
+                    "dim": self.dim,
+                    "kind": self.kind,
+                    "count": int(self._index.ntotal),
+                    "generation": self.generation,
+                    "tombstones": sorted(self._tombstones),
+                }
+            ).encode()
+        data = b"".join((_MAGIC, len(header).to_bytes(4, "little"), header, blob.tobytes()))
+        await asyncio.to_thread(tmp.write_bytes, data)
+        os.replace(tmp, self.path)
 
     # build / change ----------------------------------------------------------------
     def _new_index(self, dim: int, count: int) -> faiss.IndexIDMap2:

@@ -108,7 +108,7 @@ class Recaller:
         await self.index.rebuild(ids, vectors, generation, progress)
         await self.index.save()
 
-    async def apply(self, result: WriteResult, vector: np.ndarray) -> None:
+    async def apply(self, result: WriteResult, vector: np.ndarray | None) -> None:
         """Put a committed write into the index in the same step.
 
         When the index was exactly one generation behind, this write is the only
@@ -118,7 +118,8 @@ class Recaller:
         async with self.lock:
             if result.superseded:
                 await self.index.remove(np.asarray(result.superseded, dtype=np.int64))
-            if result.action in (WriteAction.CREATED, WriteAction.SUPERSEDED):
+            created = result.action in (WriteAction.CREATED, WriteAction.SUPERSEDED)
+            if created and vector is not None:
                 await self.index.add(
                     np.asarray([result.memory.id], dtype=np.int64), vector.reshape(1, -1)
                 )

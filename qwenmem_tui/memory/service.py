@@ -17,6 +17,9 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from qwenmem_tui.llm.errors import LLMError
 from qwenmem_tui.memory import guard
 from qwenmem_tui.memory.embed import Embedder, HashEmbedder, OpenAIEmbedder
 from qwenmem_tui.memory.index import Progress, VectorIndex
@@ -232,7 +235,14 @@ class MemoryService:
             reason="; ".join(p for p in (reason, ttl_note) if p),
             created_at=created_at,
         )
-        vector = (await self.embedder.embed([embed_text(cat, key, verdict.value)]))[0]
+        vector: np.ndarray | None
+        try:
+            vector = (await self.embedder.embed([embed_text(cat, key, verdict.value)]))[0]
+        except LLMError as exc:
+            # The fact matters more than its vector: keep it, embed it later
+            # (embed_missing runs at every start) instead of losing what the user said.
+            log.warning("[MEMORY] embedding failed, saving %s without a vector: %s", key, exc)
+            vector = None
         result = await self.store.write(
             draft,
             flags=verdict.flags,

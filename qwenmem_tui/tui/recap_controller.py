@@ -41,6 +41,7 @@ class RecapController:
 
     @property
     def app(self) -> QwenmemApp:
+        """The app this controller serves (set by :meth:`attach`)."""
         if self._app is None:
             raise RuntimeError("the recap controller is not attached yet")
         return self._app

@@ -11,14 +11,13 @@ import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # pgserver and pgtest_support, also used by bench/
 
-from pgserver import DSN_ENV, PostgresServer, why_unavailable  # noqa: E402
+from pgserver import DSN_ENV, PostgresServer, PrivateServer, why_unavailable  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -43,12 +42,6 @@ async def pg_dsn(pg_server: PostgresServer) -> AsyncIterator[str]:
     dsn = await pg_server.create_database()
     yield dsn
     await pg_server.drop_database(dsn)
-
-
-@dataclass
-class PrivateServer:
-    server: PostgresServer
-    dsn: str
 
 
 @pytest.fixture

@@ -151,3 +151,11 @@ class PostgresServer:
         finally:
             await conn.close()
 
+
+
+@dataclass
+class PrivateServer:
+    """A test's own cluster and the database it made there."""
+
+    server: PostgresServer
+    dsn: str

@@ -216,7 +216,7 @@ async def test_tool_round_trip(
     ]
 
 
-async def test_hooks_run_after_the_user_message_is_committed_and_shape_the_request(
+async def test_hooks_start_before_the_user_message_is_committed_and_shape_the_request(
     fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
 ) -> None:
     class Reminder(RecordingHook):
@@ -232,7 +232,8 @@ async def test_hooks_run_after_the_user_message_is_committed_and_shape_the_reque
     hook = Reminder(store)
     session = await make_session(hooks=[hook])
     events = await collect(session, "question")
-    assert hook.calls[0] == ("start", "question", ["user"])
+    # on_query_start runs before the commit so recall overlaps it (issue 5).
+    assert hook.calls[0] == ("start", "question", [])
     assert Notice("memory ready", "warning") in events
     sent = fake.chat_requests[0]["messages"][-1]["content"]
     assert sent == "<system-reminder>m</system-reminder>\nquestion"

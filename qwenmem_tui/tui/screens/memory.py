@@ -27,7 +27,7 @@ from qwenmem_tui.tui.terminal_text import terminal_safe
 COLUMNS = ("id", "category", "key", "value", "origin", "status", "age", "expires", "flags")
 DEFAULT_STATUSES = (Status.ACTIVE, Status.QUARANTINED)
 """What the table lists unless "all statuses" is on: what recall uses or may use."""
-KEY_WIDTH = 24
+KEY_WIDTH = 20
 VALUE_MIN_WIDTH = 16
 
 

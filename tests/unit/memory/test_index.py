@@ -58,15 +58,30 @@ async def test_rebuilds_when_the_index_file_is_corrupt(mem_paths: Paths, clock: 
     assert await _reopen_and_check(mem_paths, clock, ids) == [(3, 3)]
 
 
-async def test_rebuilds_when_the_sidecar_disagrees_or_names_another_embedder(
+def _rewrite_header(path, **changes: object) -> None:
+    raw = path.read_bytes()
+    start = raw.index(b"\n") + 1
+    size = int.from_bytes(raw[start : start + 4], "little")
+    header = {**json.loads(raw[start + 4 : start + 4 + size]), **changes}
+    encoded = json.dumps(header).encode()
+    path.write_bytes(raw[:start] + len(encoded).to_bytes(4, "little") + encoded + raw[start + 4 + size :])
+
+
+async def test_rebuilds_when_the_header_disagrees_or_names_another_embedder(
     mem_paths: Paths, clock: Clock
 ) -> None:
     ids = await _seed(mem_paths, clock)
-    (meta_file,) = mem_paths.index_dir.glob("*.json")
-    meta = json.loads(meta_file.read_text())
-    meta_file.write_text(json.dumps({**meta, "count": 99}))
+    (index_file,) = mem_paths.index_dir.glob("*.faiss")
+    _rewrite_header(index_file, count=99)
     assert await _reopen_and_check(mem_paths, clock, ids) == [(3, 3)]
-    meta_file.write_text(json.dumps({**meta, "embedder": "openai:other"}))
+    _rewrite_header(index_file, embedder="openai:other")
+    assert await _reopen_and_check(mem_paths, clock, ids) == [(3, 3)]
+
+
+async def test_a_truncated_index_file_is_rebuilt(mem_paths: Paths, clock: Clock) -> None:
+    ids = await _seed(mem_paths, clock)
+    (index_file,) = mem_paths.index_dir.glob("*.faiss")
+    index_file.write_bytes(index_file.read_bytes()[:-100])
     assert await _reopen_and_check(mem_paths, clock, ids) == [(3, 3)]
 
 

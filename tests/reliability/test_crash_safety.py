@@ -1,0 +1,172 @@
+"""kill -9 mid-stream and mid-tool, 20 times in a row, on one session.
+
+Each child is a real ChatSession process on the temp home; it prints every commit, so
+the parent kills at a known point (waiting on the child's lines and the fake server's
+gates, never on time). After every kill: `PRAGMA integrity_check` is ok, every item
+the child reported committed is there, and the next child resumes the session and
+sends the model a valid history that still holds every question asked so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
+from qwenmem_tui.paths import Paths
+
+from .conftest import child_env, run_in_pty, stored_items
+
+DRIVER = Path(__file__).with_name("crash_driver.py")
+KILLS = 20
+MODES = ("before_first_byte", "mid_stream", "mid_tool", "mid_tool_call_stream")
+
+
+class Child:
+    def __init__(self, home: Path, project: Path, base_url: str, session: str, text: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(DRIVER), str(home), str(project), base_url, session, text],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_env(home),
+            text=True,
+        )
+        self.lines: list[str] = []
+
+    def wait_for(self, prefix: str, timeout: float = 30.0) -> str:
+        """Read the child's lines (bounded) until one starts with `prefix`."""
+        assert self.proc.stdout is not None
+        end = time.monotonic() + timeout
+        while True:
+            for line in self.lines:
+                if line.startswith(prefix):
+                    return line
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, end - time.monotonic()))
+            line = self.proc.stdout.readline() if ready else ""
+            if not line:
+                stderr = self.proc.stderr.read() if self.proc.poll() is not None and self.proc.stderr else ""
+                raise AssertionError(f"child never said {prefix!r}; said {self.lines}; stderr: {stderr}")
+            self.lines.append(line.strip())
+
+    def committed(self) -> list[tuple[int, str]]:
+        return [
+            (int(parts[1]), parts[2])
+            for parts in (line.split() for line in self.lines)
+            if parts[0] == "ITEM"
+        ]
+
+    def kill(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        assert self.proc.returncode == -signal.SIGKILL
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def integrity(db_file: Path) -> str:
+    conn = sqlite3.connect(db_file)
+    try:
+        return conn.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def assert_valid_history(messages: list[dict]) -> None:
+    """What providers demand: each tool call answered right after it, no stray results."""
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        index += 1
+        assert message["role"] != "tool", f"stray tool result {message}"
+        for call in message.get("tool_calls") or []:
+            assert index < len(messages) and messages[index]["role"] == "tool", messages
+            assert messages[index]["tool_call_id"] == call["id"]
+            index += 1
+
+
+@pytest.mark.slow
+def test_kill_9_twenty_times_loses_nothing(
+    fake: FakeOpenAI, home: Path, paths: Paths, project: Path
+) -> None:
+    never = threading.Event()  # stalled replies wait on this; the server frees them at stop
+    session = "new"
+    committed: dict[int, str] = {}
+    asked: list[str] = []
+    kills = {mode: 0 for mode in MODES}
+    for round_ in range(KILLS):
+        mode = MODES[round_ % len(MODES)]
+        text = f"question {round_} ({mode})"
+        requests_before = len(fake.chat_requests)
+        if mode == "before_first_byte":
+            fake.script(Reply("never sent", gate=never))
+        elif mode == "mid_stream":
+            fake.script(Reply("a partial answer " * 20, chunk_size=4, stall_after=1 + round_ % 5, stall_gate=never))
+        elif mode == "mid_tool":
+            fake.script(Reply("let me wait", tool_calls=[ToolCallSpec("wait_forever", {}, id=f"call_{round_}")]))
+        else:
+            fake.script(Reply(tool_calls=[ToolCallSpec("read_file", {"path": "README.md" * 8})],
+                              chunk_size=4, stall_after=3, stall_gate=never))
+        child = Child(home, project, fake.base_url, session, text)
+        try:
+            session = child.wait_for("SESSION").split()[1]
+            if mode == "mid_stream":
+                child.wait_for("DELTA")
+            elif mode == "mid_tool":
+                child.wait_for("TOOL_RUNNING")
+            else:
+                # The request is in, and the stream (if any) is stalled on its gate.
+                fake.wait_for_requests(requests_before + 1)
+            child.wait_for("ITEM")  # at least the user message was reported committed
+        finally:
+            child.kill()
+        kills[mode] += 1
+        asked.append(text)
+        committed.update(child.committed())
+
+        # The first request of this child resumed everything before it, validly.
+        first = fake.chat_requests[requests_before]["messages"]
+        assert_valid_history(first)
+        assert [m["content"] for m in first if m["role"] == "user"] == asked
+
+        assert integrity(paths.db_file) == "ok"
+        items = asyncio.run(stored_items(paths, session))
+        by_id = {item.id: item.type for item in items}
+        for item_id, kind in committed.items():
+            assert by_id.get(item_id) == kind, (item_id, kind, round_)
+        for item in items:
+            if item.type == "assistant" and item.meta.get("interrupted"):
+                assert item.content  # a partial is only stored with the text it had
+
+    assert sum(kills.values()) == KILLS and all(kills.values())
+
+    # One last child runs to the end on the resumed session.
+    fake.script(Reply("all twenty rounds are still here"))
+    child = Child(home, project, fake.base_url, session, "are you still there?")
+    try:
+        assert child.wait_for("FINISHED") == "FINISHED ok"
+    finally:
+        child.proc.wait(timeout=10)
+        for stream in (child.proc.stdout, child.proc.stderr):
+            if stream is not None:
+                stream.close()
+    assert_valid_history(fake.chat_requests[-1]["messages"])
+    assert integrity(paths.db_file) == "ok"
+    items = asyncio.run(stored_items(paths, session))
+    assert [i.content for i in items if i.type == "user"] == [*asked, "are you still there?"]
+
+    # The real `qwenmem --resume` opens it and shows the last reply.
+    with run_in_pty(["--resume"], cwd=project, env=child_env(home)) as term:
+        term.read_until(b"all twenty rounds are still here")
+        term.write(b"\x11")  # ctrl+q
+        assert term.read_to_exit() == 0
