@@ -91,16 +91,19 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse, load the config, dispatch; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None and args.command is not None:
+        parser.error(f"{args.command}: which action? See qwenmem {args.command} --help")
     paths = Paths.from_env()
     try:
         settings = load_settings(args.config or paths.config_file, required=args.config is not None)
     except ConfigError as exc:
         print(f"qwenmem: {exc}", file=sys.stderr)
         return 2
-    func = getattr(args, "func", run_tui)
     try:
-        return _call(func, args, settings, paths)
+        return _call(func or run_tui, args, settings, paths)
     except KeyboardInterrupt:
         return 130
     except ConfigError as exc:  # a subcommand re-read the config

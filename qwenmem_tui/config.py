@@ -7,6 +7,7 @@ one line that names the file and the key, not silently fall back to a default.
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -143,6 +144,27 @@ def load_settings(
         raise ConfigError(_describe(path, exc)) from None
     settings.source = source
     return settings
+
+
+def permission_warning(path: Path | None) -> str | None:
+    """One line when the config file holds an API key that other accounts can read.
+
+    A key in a world-readable file is leaked to every user of the machine; the program
+    still runs (the key may be a local dummy), but says how to fix it.
+    """
+    if path is None:
+        return None
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        llm = _read_toml(path).get("llm") if mode & 0o044 else None
+    except (OSError, ConfigError):
+        return None
+    if not (isinstance(llm, dict) and llm.get("api_key")):
+        return None
+    return (
+        f"{path} holds llm.api_key and is readable by other users (mode {mode:o}); "
+        f"run: chmod 600 {path}"
+    )
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -191,6 +191,10 @@ class DaemonBackend:
         assert self._llm is not None, "DaemonBackend.start() was not awaited"
         return self._llm
 
+    def chat(self, session_id: str) -> ChatSession | None:
+        """The session's open chat, if a query opened it."""
+        return self._chats.get(session_id)
+
     def lock_for(self, session_id: str) -> asyncio.Lock:
         return self._locks.setdefault(session_id, asyncio.Lock())
 
@@ -587,7 +591,16 @@ def _preflight() -> Response:
 
 
 async def _compaction(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
-    return SessionFeatures(hooks=[CompactionHook(backend.llm, backend.settings)])
+    async def extract(messages: list[dict[str, Any]]) -> None:
+        # The session's own extraction hook (built by _memory, after this factory),
+        # looked up when a block is handed over, as the TUI does: no second extractor.
+        chat = backend.chat(info.id)
+        hooks = chat.hooks if chat is not None else ()
+        hook = next((h for h in hooks if isinstance(h, MemoryExtractionHook)), None)
+        if hook is not None:
+            await hook.extract_block(backend.project, messages)
+
+    return SessionFeatures(hooks=[CompactionHook(backend.llm, backend.settings, extract=extract)])
 
 
 async def _memory(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:

@@ -9,8 +9,11 @@ because secrets must never reach the database.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import unicodedata
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -33,7 +36,8 @@ _INJECTION = [
     for p in (
         r"\b(ignore|disregard|forget|override|bypass)\b[\w\s,]{0,30}\b(previous|prior|above|earlier|all|any|your|the|system)\b[\w\s]{0,20}\b(instructions?|prompts?|messages?|rules|guidelines|directives)\b",
         r"\byou\s+are\s+now\b",
-        r"\bfrom\s+now\s+on,?\s+(you|always|never|the\s+assistant)\b",
+        # "From now on always use pytest" is ordinary feedback; a new identity is not.
+        r"\bfrom\s+now\s+on,?\s+(you\s+are|you're|the\s+assistant\s+is|ignore|disregard)\b",
         r"\b(system|developer)\s+(prompt|message|instructions?)\b",
         r"\bnew\s+instructions?\s*:",
         r"\b(jailbreak|do\s+anything\s+now|dan\s+mode)\b",
@@ -42,6 +46,26 @@ _INJECTION = [
         r"^\s*(#+\s*)?(system|assistant|user|tool|developer)\s*:",
         r"\[/?INST\]|<<\s*/?SYS\s*>>|<\|[a-z_]+\|>",
         r"\balways\s+(include|add|append|insert|recommend|send)\b.{0,60}\b(link|url|https?://)",
+    )
+]
+
+# The same requests in other languages: a memory is read by a multilingual model.
+_INJECTION += [
+    re.compile(p, _I)
+    for p in (
+        r"\b(ignor\w*|olvid\w*|oubli\w*|vergiss\w*|dimentic\w*|esque[cç]\w*|negeer\w*)\b.{0,50}"
+        r"\b(instruc\w*|instru[çc]\w*|anweisung\w*|regeln|r[eè]gles|reglas|regras|consignes?"
+        r"|istruzion\w*|richtlijn\w*|instructies|prompts?)",
+        r"\b(du bist (jetzt|nun|ab sofort)|tu es maintenant|ahora eres|agora (você )?é|ora sei)\b",
+        r"(игнорир\w*|игнорируй|забудь\w*|не обращай внимания).{0,50}(инструкц\w*|указани\w*|правил\w*)",
+        r"теперь ты\b",
+        r"(忽略|无视|忽视|忘记|忘掉|不要理会).{0,20}(指令|指示|提示|规则|说明|设定)",
+        r"(现在你是|你现在是|从现在开始你)",
+        r"(指示|命令|ルール|プロンプト).{0,20}(無視|忘れ)",
+        r"(지시|명령|규칙|프롬프트).{0,20}(무시|잊어)",
+        # Short forms in English that the long pattern above leaves out.
+        r"\b(ignore|disregard|forget)\s+(all\s+|everything\s+)?(of\s+)?(the\s+)?(above|previous|prior|earlier)\b",
+        r"\b(send|post|upload|forward|exfiltrate|leak)\b.{0,60}\b(to|at)\s+https?://",
     )
 ]
 
@@ -151,6 +175,60 @@ def validate_schema(category: str, key: str, value: str) -> list[str]:
     return errors
 
 
+# Letters from other scripts that look Latin, so "ignоre" with a Cyrillic "о" reads
+# as "ignore" to the matcher as it does to a person (and a model).
+_CONFUSABLES = str.maketrans(
+    "аеорсухіјѕԁһԛԝӏкмтвнαοειкνρτυχγ",
+    "aeopcyxijsdhqwlkmtbhaoeikvptuxy",
+)
+_LEET = str.maketrans("01345@$7", "oieasast")
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
+
+
+def _decoded_base64(text: str) -> list[str]:
+    """Text hidden as base64 runs (the usual way to smuggle an instruction past a filter)."""
+    found = []
+    for run in _BASE64_RUN.findall(text):
+        padded = run + "=" * (-len(run) % 4)
+        try:
+            raw = base64.b64decode(padded, altchars=b"-_" if ("-" in run or "_" in run) else None, validate=True)
+            decoded = raw.decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue
+        if decoded and sum(ch.isprintable() or ch.isspace() for ch in decoded) >= 0.9 * len(decoded):
+            found.append(decoded)
+    return found
+
+
+def _folded(text: str) -> str:
+    """NFKC, casefolded, invisible (format) characters dropped."""
+    text = unicodedata.normalize("NFKC", text)
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf").casefold()
+
+
+def _tag_text(text: str) -> str:
+    """What invisible Unicode tag characters spell ("ASCII smuggling"); models read it."""
+    return "".join(chr(ord(ch) - 0xE0000) for ch in text if 0xE0020 <= ord(ch) <= 0xE007E)
+
+
+def _variants(text: str) -> list[str]:
+    """Every reading of ``text`` a poisoner could rely on the model to make: folded,
+    look-alikes mapped, punctuation and underscores read as spaces (instructions split
+    across sentences or across key and value), leetspeak, percent- and base64-decoded."""
+    sources = [text, *_decoded_base64(text)]
+    if hidden := _tag_text(text):
+        sources.append(hidden)
+    if "%" in text:
+        sources.append(urllib.parse.unquote(text))
+    variants: list[str] = []
+    for source in sources:
+        folded = _folded(source)
+        mapped = folded.translate(_CONFUSABLES)
+        spaced = " ".join(re.sub(r"[\W_]+", " ", mapped).split())
+        variants += [source, folded, mapped, spaced, spaced.translate(_LEET)]
+    return list(dict.fromkeys(variants))
+
+
 def _normalise(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
@@ -190,9 +268,10 @@ def suspicious_flags(key: str, value: str, *, turn_outputs: Sequence[str] = ()) 
     """Names of every poisoning signal in the (unredacted) write."""
     flags: list[str] = []
     text = f"{key}\n{value}"
-    if any(p.search(text) for p in _INJECTION):
+    readings = _variants(text)
+    if any(p.search(reading) for reading in readings for p in _INJECTION):
         flags.append(FLAG_INJECTION)
-    if any(p.search(text) for p in _MARKUP):
+    if any(p.search(reading) for reading in readings for p in _MARKUP):
         flags.append(FLAG_MARKUP)
     if any(p.search(text) for p in _SQL):
         flags.append(FLAG_SQL)

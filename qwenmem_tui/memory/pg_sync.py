@@ -79,8 +79,10 @@ class GenerationListener:
         connect_timeout: float = 5.0,
         backoff: float = 0.1,
         max_backoff: float = 2.0,
+        ignore_pid: Callable[[int], bool] = lambda _pid: False,
     ) -> None:
         self._dsn = dsn
+        self._ignore_pid = ignore_pid
         self._on_change = on_change
         self._notice = on_notice
         self._connect_timeout = connect_timeout
@@ -111,7 +113,9 @@ class GenerationListener:
         conn.add_termination_listener(self._on_terminated)
         self._conn = conn
 
-    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+    def _on_notify(self, _conn: object, pid: int, _channel: str, payload: str) -> None:
+        if self._ignore_pid(pid):
+            return
         try:
             self._latest = max(self._latest, int(payload))
         except ValueError:
@@ -195,23 +199,31 @@ class LocalCache:
         self.directory = directory
         self.user = user
         self.path = directory / "snapshot.npz"
-        self._instance_file = directory / "instance"
+        # Small sidecar naming the database and the saved generation, so that opening
+        # never has to read the whole snapshot.
+        self._state_file = directory / "state.json"
         self._saved_generation: int | None = None
 
     def bind(self, instance_id: str) -> None:
         """A cache built from another database (dropped and re-created, say) is wiped:
         its generation numbers would otherwise look current by coincidence."""
         try:
-            known = self._instance_file.read_text().strip()
-        except FileNotFoundError:
-            known = None
-        if known is not None and known != instance_id:
+            state = json.loads(self._state_file.read_text())
+        except (FileNotFoundError, ValueError):
+            state = {}
+        if state.get("instance", instance_id) != instance_id:
             log.info("[MEMORY_SYNC] %s belongs to another database; clearing it", self.directory)
             shutil.rmtree(self.directory, ignore_errors=True)
+            state = {}
+        if state.get("user") == self.user:
+            self._saved_generation = state.get("generation")
+        self._write_state({"instance": instance_id, "user": self.user, "generation": self._saved_generation})
+
+    def _write_state(self, state: dict[str, object]) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._instance_file.write_text(instance_id)
-        snapshot = self.load()
-        self._saved_generation = snapshot.generation if snapshot is not None else None
+        tmp = self._state_file.with_name(f"state.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self._state_file)
 
     def load(self) -> CacheSnapshot | None:
         try:
@@ -270,6 +282,7 @@ class LocalCache:
         np.savez(tmp, **arrays)
         os.replace(tmp, self.path)
         self._saved_generation = generation
+        self._write_state({"instance": store.instance_id, "user": self.user, "generation": generation})
 
 
 class ReadOnlyCacheStore(MemoryStore):

@@ -291,6 +291,9 @@ class PostgresMemoryStore(MemoryStore):
         self.connect_timeout = connect_timeout
         self._pool = pool
         self._listener: GenerationListener | None = None
+        # Backends our own pool has used: notifications from them are our own writes,
+        # which the service already applied to the index (see ``watch``).
+        self._own_pids: set[int] = set()
 
     @classmethod
     async def open(
@@ -348,12 +351,13 @@ class PostgresMemoryStore(MemoryStore):
         while True:
             try:
                 async with self._pool.acquire(timeout=self.connect_timeout) as conn:
+                    self._own_pids.add(conn.get_server_pid())
                     if not write:
                         result = await fn(conn)
                     else:
                         async with conn.transaction():
                             result = await fn(conn)
-                if attempt:
+                if attempt and write:
                     self._notice(f"memory: {self.where} is back; {what} saved")
                 return result
             except Exception as exc:
@@ -395,11 +399,13 @@ class PostgresMemoryStore(MemoryStore):
         chash = content_hash(draft.value)
         created = draft.created_at if draft.created_at is not None else now
 
-        async def insert(conn: asyncpg.Connection, status: Status) -> int:
-            return await conn.fetchval(
+        async def insert(conn: asyncpg.Connection, status: Status) -> Memory:
+            # RETURNING the row saves reading it back: nothing later in the
+            # transaction changes the new row.
+            return _row_to_memory(await conn.fetchrow(
                 "INSERT INTO memories (username, scope, category, key, value, origin, status, flags,"
                 " created_at, updated_at, expires_at, content_hash, embedding_model, embedding)"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
+                f" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING {_COLUMNS}",
                 draft.user,
                 draft.scope,
                 draft.category.value,
@@ -414,7 +420,7 @@ class PostgresMemoryStore(MemoryStore):
                 chash,
                 embedding_model if vector is not None else "",
                 _blob(vector),
-            )
+            ))
 
         async def refresh(conn: asyncpg.Connection, row: Memory, why: str) -> None:
             # Expiry only moves forward: a shorter TTL on a repeat must not make a fact
@@ -436,10 +442,10 @@ class PostgresMemoryStore(MemoryStore):
             generation = await _lock_generation(conn)
             writes = {"writes": 1.0}
             if flags:
-                new_id = await insert(conn, Status.QUARANTINED)
+                held = await insert(conn, Status.QUARANTINED)
                 await _audit(
                     conn,
-                    new_id,
+                    held.id,
                     AuditAction.QUARANTINE,
                     draft.origin,
                     now,
@@ -448,18 +454,23 @@ class PostgresMemoryStore(MemoryStore):
                     draft.value,
                 )
                 await _add_metrics(conn, {**writes, "quarantined_writes": 1.0})
-                return WriteResult(
-                    await _must_get(conn, new_id), WriteAction.QUARANTINED, generation=generation
-                )
+                return WriteResult(held, WriteAction.QUARANTINED, generation=generation)
 
-            current = await _one(
-                conn,
-                f"SELECT {_COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND key = $3 AND status = $4",
-                draft.user,
-                draft.scope,
-                draft.key,
-                _ACTIVE,
-            )
+            # One round trip answers both questions: the key's active row, and an
+            # active row holding the same value under another key (a twin).
+            candidates = [
+                _row_to_memory(r)
+                for r in await conn.fetch(
+                    f"SELECT {_COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND status = $3"
+                    " AND (key = $4 OR content_hash = $5) ORDER BY id",
+                    draft.user,
+                    draft.scope,
+                    _ACTIVE,
+                    draft.key,
+                    chash,
+                )
+            ]
+            current = next((m for m in candidates if m.key == draft.key), None)
             if current is not None and current.content_hash == chash:
                 await refresh(conn, current, _join(draft.reason, "same value saved again"))
                 await _add_metrics(conn, writes)
@@ -469,16 +480,7 @@ class PostgresMemoryStore(MemoryStore):
                     generation=await _bump(conn),
                 )
 
-            twin = await _one(
-                conn,
-                f"SELECT {_COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND content_hash = $3"
-                " AND status = $4 AND key != $5",
-                draft.user,
-                draft.scope,
-                chash,
-                _ACTIVE,
-                draft.key,
-            )
+            twin = next((m for m in candidates if m.key != draft.key and m.content_hash == chash), None)
             superseded: list[int] = []
             if twin is not None:
                 if current is not None:
@@ -505,17 +507,17 @@ class PostgresMemoryStore(MemoryStore):
                     now,
                     current.id,
                 )
-            new_id = await insert(conn, Status.ACTIVE)
+            new = await insert(conn, Status.ACTIVE)
             await _audit(
-                conn, new_id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value
+                conn, new.id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value
             )
             action = WriteAction.CREATED
             if current is not None:
-                await _supersede(conn, current, new_id, draft.origin, draft.value, now)
+                await _supersede(conn, current, new.id, draft.origin, draft.value, now)
                 superseded.append(current.id)
                 action = WriteAction.SUPERSEDED
             await _add_metrics(conn, writes)
-            return WriteResult(await _must_get(conn, new_id), action, superseded, await _bump(conn))
+            return WriteResult(new, action, superseded, await _bump(conn))
 
         return await self._tx(body)
 
@@ -810,13 +812,18 @@ class PostgresMemoryStore(MemoryStore):
     # change feed -------------------------------------------------------------------
     async def watch(self, on_change: ChangeCallback) -> None:
         """LISTEN on a dedicated connection; ``on_change(generation)`` after every
-        commit of any process, and once after a reconnect to catch up on missed ones."""
+        commit of another process, and once after a reconnect to catch up on missed ones.
+
+        Our own commits are skipped: the service applies them to the index itself, and
+        a resync racing that would cost a full id diff per write.
+        """
         from qwenmem_tui.memory.pg_sync import GenerationListener
 
         if self._listener is not None:
             await self._listener.close()
         self._listener = GenerationListener(
-            self.dsn, on_change, on_notice=self._notice, connect_timeout=self.connect_timeout
+            self.dsn, on_change, on_notice=self._notice, connect_timeout=self.connect_timeout,
+            ignore_pid=self._own_pids.__contains__,
         )
         await self._listener.start()
 

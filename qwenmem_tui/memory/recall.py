@@ -21,7 +21,7 @@ import numpy as np
 
 from qwenmem_tui.memory.embed import Embedder
 from qwenmem_tui.memory.index import Progress, VectorIndex
-from qwenmem_tui.memory.model import GLOBAL_SCOPE, Memory, WriteAction, WriteResult
+from qwenmem_tui.memory.model import GLOBAL_SCOPE, Memory, Status, WriteAction, WriteResult
 from qwenmem_tui.memory.render import render_block
 from qwenmem_tui.memory.store import AllowedIds, MemoryStore
 
@@ -225,7 +225,17 @@ class Recaller:
             hits = await self.index.search(vector, CANDIDATE_FACTOR * k, ids)
         if threshold is not None:
             hits = [h for h in hits if h.score >= threshold]
-        memories = {m.id: m for m in await self.store.fetch([h.id for h in hits])}
+        now = self.clock()
+        # Re-checked on the rows themselves: another process may have superseded or
+        # deleted one between the filter query and this fetch.
+        memories = {
+            m.id: m
+            for m in await self.store.fetch([h.id for h in hits])
+            if m.status is Status.ACTIVE
+            and m.user == self.user
+            and m.scope in (GLOBAL_SCOPE, project)
+            and (m.expires_at is None or m.expires_at > now)
+        }
         ranked = sorted(
             (
                 (
@@ -238,7 +248,6 @@ class Recaller:
             ),
             key=lambda t: (-t[0], t[2].id),
         )[:k]
-        now = self.clock()
         chosen = [m for _, _, m in ranked]
         if record:
             ages = [now - m.created_at for m in chosen]

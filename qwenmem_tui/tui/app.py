@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from textual.app import App
 from textual.binding import Binding
@@ -40,8 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("qwenmem.tui")
 
-AppState = Literal["idle", "responding", "running_tool", "recap"]
-
+AppState = Literal["idle", "responding", "running_tool", "recap", "compacting"]
 
 
 class StartupError(Exception):
@@ -69,7 +68,7 @@ class QwenmemApp(App[None]):
 
     @dataclass
     class SessionOpened(Message):
-        """A session is shown: at startup, after /resume or after /clear."""
+        """A session is on screen: at startup or after a switch (/resume)."""
 
         session: ChatSession
         resumed: bool
@@ -163,6 +162,10 @@ class QwenmemApp(App[None]):
             self.show(widget)
         return item
 
+    def action_command(self, name: str, args: str = "") -> None:
+        """Run a slash command: the action behind keys extensions bind."""
+        self._chat_screen().run_command(name, args)
+
     def describe_keys(self) -> Iterator[tuple[str, str]]:
         """(key, description) of the bindings active now, after the user's remapping."""
         for active in self.screen.active_bindings.values():
@@ -221,6 +224,10 @@ class QwenmemApp(App[None]):
                 self._tools.register(tool)
             for command in extension.commands:
                 self.commands.register(command)
+            for binding in extension.bindings:
+                # Into the app's own map (Textual has no public bind with an id); the
+                # keymap from [keys] applies to it like to the class BINDINGS.
+                self._bindings.key_to_bindings.setdefault(binding.key, []).append(binding)
             self.item_widgets.update(extension.item_widgets)
 
     def _database_busy(self, attempt: int, delay: float) -> None:
@@ -242,10 +249,10 @@ class QwenmemApp(App[None]):
             return await self._new_chat(), False
         return await self._load_chat(info.id), True
 
-    def _session_kwargs(self, info: SessionInfo) -> dict:
+    def _session_deps(self) -> dict[str, Any]:
+        """What every ChatSession of this app shares."""
         assert self._tools is not None
         return dict(
-            info=info,
             store=self.store,
             llm=self.llm,
             tools=self._tools,
@@ -257,15 +264,10 @@ class QwenmemApp(App[None]):
 
     async def _new_chat(self) -> ChatSession:
         info = await self.store.create_session(self.project)
-        return ChatSession(**self._session_kwargs(info))
+        return ChatSession(info=info, **self._session_deps())
 
     async def _load_chat(self, session_id: str) -> ChatSession:
-        info = await self.store.get_session(session_id)
-        if info is None:
-            raise StartupError(f'No session with id "{session_id}".')
-        kwargs = self._session_kwargs(info)
-        del kwargs["info"]
-        return await ChatSession.load(**kwargs, session_id=session_id)
+        return await ChatSession.load(session_id=session_id, **self._session_deps())
 
     async def _set_session(self, session: ChatSession, *, resumed: bool) -> None:
         self._session = session
@@ -318,7 +320,8 @@ class QwenmemApp(App[None]):
             if session_id:
                 self.open_session(session_id)
 
-        self.push_screen(ResumeScreen(self.store, self.project, self.clock, exclude=self.session.info.id), chosen)
+        picker = ResumeScreen(self.store, self.project, self.clock, exclude=self.session.info.id)
+        self.push_screen(picker, chosen)
 
     def open_session(self, session_id: str) -> None:
         """Switch to another session of this project (cancels a running reply)."""

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from textual.binding import Binding
+
 from qwenmem_tui.chat.tools import Tool
 from qwenmem_tui.chat.turns import QueryHook
 from qwenmem_tui.config import Settings
@@ -51,6 +53,9 @@ class Extension:
     tools: Sequence[Tool] = ()
     commands: Sequence[SlashCommand] = ()
     item_widgets: Mapping[str, ItemWidgetFactory] = field(default_factory=dict)
+    bindings: Sequence[Binding] = ()
+    """App-level keys, e.g. ``Binding("ctrl+p", "command('pin')", "Pin", id="chat.pin")``:
+    ``command(name)`` runs a slash command; the id lets users remap the key ([keys])."""
     on_ready: Callable[[QwenmemApp], Awaitable[None] | None] | None = None
     """Called once the chat screen is up (attach TUI controllers, watch reactives)."""
     on_session_opened: Callable[[QwenmemApp, bool], Awaitable[None] | None] | None = None
@@ -66,12 +71,16 @@ ExtensionFactory = Callable[[AppContext], Awaitable[Extension]]
 def default_extensions(settings: Settings) -> list[ExtensionFactory]:
     """The features this configuration turns on, in hook order."""
     # Imported here: the feature modules import this one for AppContext/Extension.
+    from qwenmem_tui.tui.compaction_extension import compaction_extension
     from qwenmem_tui.tui.memory_extension import memory_extension
     from qwenmem_tui.tui.recap_controller import recap_extension
 
     factories: list[ExtensionFactory] = []
+    if settings.compaction.enabled:
+        # First: compacting rebuilds the request from the model view, so the memory
+        # reminders prefetch adds must come after it (see tui/compaction_extension.py).
+        factories.append(compaction_extension)
     if settings.memory.enabled:
-        # First: memory prefetch anchors to the request as built, before other hooks change it.
         factories.append(memory_extension)
     factories.append(recap_extension)  # always: /recap works whatever the settings
     return factories

@@ -85,9 +85,17 @@ class MemoryFeature:
     async def _open(self) -> MemoryService:
         context = self._context
         service = await MemoryService.open(
-            context.settings, context.paths, llm=context.llm, clock=context.clock, progress=self._progress
+            context.settings,
+            context.paths,
+            llm=context.llm,
+            clock=context.clock,
+            progress=self._progress,
+            # PostgreSQL store: server down at start, write retries, reconnects.
+            on_notice=lambda text: self._notify(text, "warning"),
         )
-        self._extraction = MemoryExtractionHook(service, context.llm, enabled=context.settings.memory.extraction)
+        self._extraction = MemoryExtractionHook(
+            service, context.llm, enabled=context.settings.memory.extraction
+        )
         if self._rebuilding is not None:
             self._notify(f"Memory index rebuilt ({self._rebuilding} memories).")
         return service
@@ -120,12 +128,11 @@ class MemoryFeature:
 
     async def close(self) -> None:
         """After the chat session closed (extraction already cancelled): close the store."""
-        if not self._opening.done():
-            self._opening.cancel()
-        try:
-            service = await self._opening
-        except BaseException:  # cancelled or failed: nothing was left open
+        self._opening.cancel()  # still opening: MemoryService.open closes what it opened
+        await asyncio.wait({self._opening})
+        if self._opening.cancelled() or self._opening.exception() is not None:
             return
+        service = self._opening.result()
         if self._extraction is not None:
             await self._extraction.drain()
         await service.close()
@@ -220,6 +227,17 @@ class _ExtractionWhenReady(BaseQueryHook):
             return
         await hook.on_query_end(session, outcome)
 
+    async def extract_block(self, project: str, messages: list[dict[str, Any]]) -> None:
+        """Compaction's hand-over (issue 6), found among the app's hooks by that method.
+
+        Unlike a turn, it waits for the service: the block is about to be summarised
+        away and will not come back. Raises MemoryUnavailable; compaction logs it.
+        """
+        await self._feature.service()
+        hook = self._feature.extraction_hook
+        if hook is not None:
+            await hook.extract_block(project, messages)
+
     async def on_close(self, session: ChatSession) -> None:
         hook = self._feature.extraction_hook
         if hook is not None:
@@ -256,8 +274,6 @@ async def memory_extension(context: AppContext) -> Extension:
     feature = MemoryFeature(context)
     return Extension(
         name="memory",
-        # Prefetch first: it anchors its block to the user's message as sent, before
-        # any later hook rewrites the request.
         hooks=(feature.prefetch, feature.extraction()),
         tools=(feature.save_memory(),),
         commands=(

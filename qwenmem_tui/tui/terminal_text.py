@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 
-# C0 controls except \t and \n, DEL, and the C1 range (U+0080-U+009F, 8-bit CSI etc.).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+# C0 controls except \t and \n, DEL, the C1 range (U+0080-U+009F, 8-bit CSI etc.), and
+# the bidi embeddings, overrides and isolates (plus ALM/LRM/RLM) that reorder what a
+# terminal shows, so text could read differently from what it is ("Trojan Source").
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _visible(match: re.Match[str]) -> str:

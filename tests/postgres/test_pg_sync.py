@@ -12,8 +12,11 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import asyncpg
 import pytest
+from pgserver import PostgresServer
 from pgtest_support import PROJECT_A, Backend, GenerationWaiter
 
 from qwenmem_tui.memory.model import Status
@@ -144,3 +147,31 @@ async def test_forget_and_approve_propagate_to_a_listening_service(pg_dsn: str, 
     finally:
         await a.close()
         await b.close()
+
+
+async def test_a_recreated_database_never_reuses_the_old_local_cache(
+    pg_server: PostgresServer, pg_dsn: str, tmp_path: Path
+) -> None:
+    backend = Backend("postgres", tmp_path, pg_dsn)
+    svc = await backend.open(machine="laptop")
+    alpha = await svc.save("project", "current_project", "Alpha, stack TypeScript", origin="tool", project=PROJECT_A)
+    await svc.close()  # index and cache at generation 1, row #1 is Alpha
+
+    # Same DSN, new database: its first row is also #1 at generation 1.
+    await pg_server.drop_database(pg_dsn)
+    conn = await asyncpg.connect(pg_server.admin_dsn)
+    try:
+        await conn.execute(f'CREATE DATABASE "{urlsplit(pg_dsn).path.lstrip("/")}"')
+    finally:
+        await conn.close()
+    other = await backend.open(machine="server")
+    gamma = await other.save("project", "current_project", "Gamma, stack Go", origin="tool", project=PROJECT_A)
+    await other.close()
+    assert (gamma.memory.id, gamma.generation) == (alpha.memory.id, alpha.generation)
+
+    svc = await backend.open(machine="laptop")
+    try:
+        hit = await svc.recall("Gamma stack Go", project=PROJECT_A)
+        assert hit.ids == [gamma.memory.id]  # found by Gamma's vector, not a stale Alpha one
+    finally:
+        await svc.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -16,13 +17,13 @@ from textual.widgets import DataTable, Input
 from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
-from qwenmem_tui.memory.model import DAY, AuditAction, Memory, Origin, Status
+from qwenmem_tui.memory.model import DAY, AuditAction, Category, Memory, Origin, Status
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.extensions import default_extensions
+from qwenmem_tui.tui import memory_extension as memory_extension_module
 from qwenmem_tui.tui.memory_extension import memory_extension
-from qwenmem_tui.tui.recap_controller import recap_extension
 from qwenmem_tui.tui.screens.memory import (
     ConfirmForget,
     MemoryDetail,
@@ -99,10 +100,35 @@ def chat_requests(fake: FakeOpenAI) -> list[dict]:
 # --- wiring -------------------------------------------------------------------------
 
 
-def test_memory_comes_first_and_only_when_enabled(settings: Settings) -> None:
-    assert default_extensions(settings) == [memory_extension, recap_extension]
+def test_memory_is_on_only_when_enabled(settings: Settings) -> None:
+    assert memory_extension in default_extensions(settings)
     settings.memory.enabled = False
-    assert default_extensions(settings) == [recap_extension]
+    assert memory_extension not in default_extensions(settings)
+
+
+async def test_an_index_rebuild_is_announced(
+    make_memory_app: Callable[..., QwenmemApp],
+    settings: Settings,
+    paths: Paths,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    service = await MemoryService.open(settings, paths, clock=clock)
+    for n in range(3):
+        await service.save("user", f"fact_{n}", f"Fact number {n}.", origin=Origin.USER, project="p")
+    await service.close()
+    shutil.rmtree(paths.index_dir)
+    monkeypatch.setattr(memory_extension_module, "REBUILD_NOTICE_MIN", 3)
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, "/memory")  # waits for the service
+        # Textual keeps no public list of notifications; its own tests read this one.
+        notices = [n.message for n in app._notifications]
+        assert notices == [
+            "Rebuilding the memory index (3 memories)…",
+            "Memory index rebuilt (3 memories).",
+        ]
+        assert isinstance(app.screen, MemoryScreen)
 
 
 # --- /remember and /forget ----------------------------------------------------------
@@ -114,7 +140,9 @@ async def test_remember_stores_and_confirms(
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await run(pilot, CODENAME)
-        assert infos(app) == ["Remembered project/project_codename_bluebird: the project codename is Bluebird"]
+        assert infos(app) == [
+            "Remembered project/project_codename_bluebird: the project codename is Bluebird"
+        ]
         await run(pilot, "/remember")
         assert infos(app)[-1].startswith("Usage: /remember <text>")
     [memory] = await stored(settings, paths, clock)
@@ -151,7 +179,8 @@ async def test_forget_command(
     try:
         [memory] = await service.list()
         assert memory.status is Status.DELETED
-        assert [entry.action for entry in await service.audit(memory.id)] == [AuditAction.CREATE, AuditAction.FORGET]
+        actions = [entry.action for entry in await service.audit(memory.id)]
+        assert actions == [AuditAction.CREATE, AuditAction.FORGET]
     finally:
         await service.close()
 
@@ -175,7 +204,8 @@ async def test_save_memory_tool_call_stores_a_memory(
         assert tool_message["role"] == "tool"
         assert tool_message["content"] == "Saved memory #1 (user/preferred_language)."
     [memory] = await stored(settings, paths, clock)
-    assert (memory.key, memory.value, memory.origin) == ("preferred_language", "The user prefers Python.", Origin.TOOL)
+    assert (memory.key, memory.value) == ("preferred_language", "The user prefers Python.")
+    assert memory.origin is Origin.TOOL
     assert memory.scope == "global"
     # The model saved what mattered: background extraction stayed quiet.
     assert [body["model"] for body in fake.chat_requests] == ["test-model", "test-model"]
@@ -331,7 +361,8 @@ async def test_a_recall_that_settles_during_a_tool_call_follows_the_tool_result(
 
 
 def test_short_spans_and_expiry_labels() -> None:
-    assert [short_span(s) for s in (0, 59, 60, 3 * 3600, 2 * DAY, 15 * DAY)] == ["now", "now", "1m", "3h", "2d", "2w"]
+    spans = [short_span(s) for s in (0, 59, 60, 3 * 3600, 2 * DAY, 15 * DAY)]
+    assert spans == ["now", "now", "1m", "3h", "2d", "2w"]
     assert expires_label(None, START) == "never"
     assert expires_label(START, START) == "past"
     assert expires_label(START + 89 * DAY, START) == "12w"
@@ -339,9 +370,18 @@ def test_short_spans_and_expiry_labels() -> None:
 
 def test_filter_matches_every_word_in_key_value_category_or_status() -> None:
     memory = Memory(
-        id=1, user="u", scope="global", category="user", key="preferred_language",  # type: ignore[arg-type]
-        value="The user prefers Python.", origin=Origin.USER, status=Status.QUARANTINED,
-        flags=[], created_at=START, updated_at=START, expires_at=None,
+        id=1,
+        user="u",
+        scope="global",
+        category=Category.USER,
+        key="preferred_language",
+        value="The user prefers Python.",
+        origin=Origin.USER,
+        status=Status.QUARANTINED,
+        flags=[],
+        created_at=START,
+        updated_at=START,
+        expires_at=None,
     )
     assert memory_matches(memory, "")
     assert memory_matches(memory, "PYTHON preferred")

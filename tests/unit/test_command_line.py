@@ -196,3 +196,20 @@ def test_no_command_launches_the_tui(
     assert cli.run(["--resume", "abc123"]) == 0
     assert [c["resume"] for c in calls] == [None, True, "abc123"]
     assert all(c["ran"] and c["cwd"] == project and c["model"] == "test-model" for c in calls)
+
+
+def test_subcommand_without_an_action_is_a_usage_error(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    original = cli.build_parser
+
+    def with_bare_group() -> argparse.ArgumentParser:
+        parser = original()
+        subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        subparsers.add_parser("bare")
+        return parser
+
+    monkeypatch.setattr(cli, "build_parser", with_bare_group)
+    with pytest.raises(SystemExit) as info:
+        cli.run(["bare"])
+    assert info.value.code == 2 and "which action?" in capsys.readouterr().err

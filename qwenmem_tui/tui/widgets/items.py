@@ -39,8 +39,9 @@ class AssistantItem(Vertical):
     Deltas are buffered and handed to `Markdown.get_stream()` in batches. Every append
     makes the screen lay out the whole reply again, and each yield to the event loop
     lets that layout run, so writing per token makes a long reply quadratic. The pump
-    flushes at most every FLUSH_MIN seconds and backs off to twice the time the loop
-    was last blocked, so layouts never take more than about a third of the time.
+    flushes at most every FLUSH_MIN seconds and backs off to three times as long as the
+    loop was last blocked (capped at FLUSH_MAX), so layouts take about a quarter of the
+    time at most and reading the stream keeps up.
     """
 
     FLUSH_MIN = 1 / 30
@@ -85,7 +86,7 @@ class AssistantItem(Vertical):
                 with suppress(TimeoutError):
                     await asyncio.wait_for(self._stream_done.wait(), interval)
                 blocked = loop.time() - started - interval
-                interval = min(self.FLUSH_MAX, max(self.FLUSH_MIN, 2 * blocked))
+                interval = min(self.FLUSH_MAX, max(self.FLUSH_MIN, 3 * blocked))
         finally:
             await _stop(stream)
 

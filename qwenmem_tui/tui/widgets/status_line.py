@@ -14,6 +14,7 @@ STATE_LABELS = {
     "responding": "responding…",
     "running_tool": "running tool…",
     "recap": "generating recap…",
+    "compacting": "compacting history…",
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import string
 import subprocess
 import sys
 
@@ -40,14 +41,9 @@ def test_hash_embedding_is_deterministic_and_self_similar(text: str) -> None:
         assert float(a @ b) > 0.999
 
 
-@given(st.text(max_size=100))
+@given(st.text(alphabet=string.ascii_letters + string.digits + " .,-", max_size=100))
 def test_case_and_spacing_do_not_change_the_vector(text: str) -> None:
-    assert np.allclose(
-        EMB.embed_one(text), EMB.embed_one("  " + text.upper() + " "), atol=1e-6
-    ) or any(
-        ch.upper().casefold() != ch.casefold()
-        for ch in text  # e.g. "ß", "ı": upper() changes the letters
-    )
+    assert np.allclose(EMB.embed_one(text), EMB.embed_one("  " + text.upper() + " "), atol=1e-6)
 
 
 def test_vectors_are_identical_across_processes() -> None:

@@ -292,3 +292,29 @@ async def test_cached_hard_filters_match_a_fresh_query_after_every_kind_of_write
         )
         assert cached.ids.tolist() == fresh.ids.tolist()
         assert cached.valid_until == fresh.valid_until
+
+
+async def test_a_row_superseded_during_recall_is_dropped_at_fetch(
+    mem_paths: Paths, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race window: filters and index read before another process's supersede."""
+    a = await MemoryService.open(make_settings(), mem_paths, clock=clock)
+    b = await MemoryService.open(make_settings(), mem_paths, clock=clock)
+    try:
+        await a.save("project", "current_project", "Alpha", origin="tool", project=PROJECT_A)
+        stale = await a.recaller.allowed(PROJECT_A)
+        await b.save("project", "current_project", "Beta", origin="tool", project=PROJECT_A)
+
+        async def no_sync() -> None:
+            return None
+
+        async def stale_allowed(project: str) -> object:
+            return stale
+
+        monkeypatch.setattr(a.recaller, "sync", no_sync)
+        monkeypatch.setattr(a.recaller, "allowed", stale_allowed)
+        result = await a.recall("current project Alpha", project=PROJECT_A, min_score=-1)
+        assert result.ids == [] and "Alpha" not in result.block
+    finally:
+        await a.close()
+        await b.close()

@@ -1,0 +1,158 @@
+"""History compaction in the app: the hook, /compact, /pin, /unpin and the marker widget.
+
+Hook order: the compaction hook comes first among the app's hooks, before memory
+prefetch. When it compacts, it throws the request away and rebuilds it from the
+session's (now folded) model view. Prefetch running after it therefore adds its
+reminder to the request actually sent, and re-applies earlier deliveries to it —
+freeing the memories whose anchor message was just summarised away, so recall can
+surface them again. The other way round, a compaction would drop that request's
+memory block while prefetch counted it as delivered. The price is that the hook
+counts the request without the reminders: a few hundred tokens at `memory.top_k`,
+well inside the answer reserve above the 70 % threshold, and the provider's reported
+usage folds them into the gauge's ratio, so the estimate errs towards compacting early.
+
+Before a block is summarised its messages go to memory extraction, through the same
+extraction hook the memory extension runs after each turn (found among the app's
+hooks by its ``extract_block`` method), so no second extractor exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from textual.binding import Binding
+
+from qwenmem_tui.compaction import CompactionHook
+from qwenmem_tui.storage.sessions import Item
+from qwenmem_tui.tui.commands import SlashCommand
+from qwenmem_tui.tui.extensions import AppContext, Extension
+from qwenmem_tui.tui.widgets.compaction_marker import CompactionMarker
+from qwenmem_tui.tui.widgets.items import InfoItem
+
+if TYPE_CHECKING:
+    from qwenmem_tui.tui.app import QwenmemApp
+
+COMPACT_BUSY = "Cannot run /compact while another operation is in progress."
+COMPACT_PROGRESS = "Compacting older messages…"
+PIN_NOTHING = "Nothing to pin yet: no message with text in this conversation."
+UNPIN_NOTHING = "No pinned message to unpin."
+PIN_MARK = "📌"
+PIN_PREVIEW_CHARS = 60
+
+
+@runtime_checkable
+class BlockExtractor(Protocol):
+    """What memory offers compaction: extract facts from a block before it goes."""
+
+    async def extract_block(self, project: str, messages: list[dict[str, Any]]) -> None: ...
+
+
+def pinnable(item: Item) -> bool:
+    """A user or assistant message with text: what compaction can carry verbatim."""
+    role = (item.message or {}).get("role")
+    return role in ("user", "assistant") and bool(item.content.strip())
+
+
+def preview(text: str) -> str:
+    """One short line of a message, for confirmations."""
+    line = " ".join(text.split())
+    return line if len(line) <= PIN_PREVIEW_CHARS else line[: PIN_PREVIEW_CHARS - 1] + "…"
+
+
+class CompactionController:
+    """Owns the compaction hook of one app and runs its commands."""
+
+    def __init__(self, context: AppContext) -> None:
+        self._project = context.project
+        self._extractor: BlockExtractor | None = None
+        self.hook = CompactionHook(context.llm, context.settings, extract=self._hand_to_memory)
+
+    def attach(self, app: QwenmemApp) -> None:
+        """Every extension's hooks are registered now: find memory's extraction."""
+        self._extractor = next((h for h in app.hooks if isinstance(h, BlockExtractor)), None)
+
+    async def _hand_to_memory(self, messages: list[dict[str, Any]]) -> None:
+        if self._extractor is not None:
+            await self._extractor.extract_block(self._project, messages)
+
+    # -- /compact ----------------------------------------------------------------------
+
+    async def compact_command(self, app: QwenmemApp, args: str) -> None:
+        """/compact: summarise what is older than the kept turns, threshold or not."""
+        if not app.idle:
+            app.show_info(COMPACT_BUSY)
+            return
+        session = app.session
+        app.state = "compacting"  # queues messages typed meanwhile; the status line says it
+        progress = InfoItem(COMPACT_PROGRESS)
+        app.show(progress)
+        try:
+            result = await self.hook.compact_now(session)
+        finally:
+            progress.remove()
+            if app.state == "compacting":
+                app.state = "idle"
+        if app.session is not session:
+            return  # switched sessions meanwhile: the marker is stored with its own
+        if result.marker is not None:
+            widget = app.widget_for_item(result.marker)
+            if widget is not None:
+                app.show(widget)
+        elif result.status == "failed":
+            app.show_error(result.notice)
+        else:
+            app.show_info(result.notice)
+
+    # -- /pin /unpin ---------------------------------------------------------------------
+
+    async def pin_command(self, app: QwenmemApp, args: str) -> None:
+        """/pin: the last message is carried verbatim through every compaction."""
+        item = next((i for i in reversed(app.session.view_items()) if pinnable(i)), None)
+        if item is None:
+            app.show_info(PIN_NOTHING)
+            return
+        role = item.message["role"] if item.message else "message"
+        if item.meta.get("pinned"):
+            app.show_info(f"{PIN_MARK} Already pinned ({role}): “{preview(item.content)}”")
+            return
+        await self._set_pinned(app, item, True)
+        app.show_info(
+            f"{PIN_MARK} Pinned ({role}): “{preview(item.content)}” — kept verbatim when "
+            "older messages are summarized."
+        )
+
+    async def unpin_command(self, app: QwenmemApp, args: str) -> None:
+        """/unpin: the most recent pinned message may be summarised again."""
+        item = next((i for i in reversed(app.session.items) if i.meta.get("pinned")), None)
+        if item is None:
+            app.show_info(UNPIN_NOTHING)
+            return
+        await self._set_pinned(app, item, False)
+        app.show_info(f"Unpinned: “{preview(item.content)}”")
+
+    @staticmethod
+    async def _set_pinned(app: QwenmemApp, item: Item, pinned: bool) -> None:
+        meta = {key: value for key, value in item.meta.items() if key != "pinned"}
+        if pinned:
+            meta["pinned"] = True
+        # Stored first: the session's item changes only once the database agrees.
+        await app.store.update_item(dataclasses.replace(item, meta=meta))
+        item.meta = meta
+
+
+async def compaction_extension(context: AppContext) -> Extension:
+    """Compaction: the hook (first, see above), /compact, /pin, /unpin, ctrl+p, the marker."""
+    controller = CompactionController(context)
+    return Extension(
+        name="compaction",
+        hooks=(controller.hook,),
+        commands=(
+            SlashCommand("compact", "Summarise older messages now", controller.compact_command),
+            SlashCommand("pin", "Keep the last message verbatim through compaction", controller.pin_command),
+            SlashCommand("unpin", "Unpin the most recently pinned message", controller.unpin_command),
+        ),
+        item_widgets={"compaction": CompactionMarker},
+        bindings=(Binding("ctrl+p", "command('pin')", "Pin", id="compaction.pin"),),
+        on_ready=controller.attach,
+    )
