@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from qwenmem_tui import debuglog
-from qwenmem_tui.config import ConfigError, Settings, load_settings
+from qwenmem_tui.config import ConfigError, Settings, load_settings, permission_warning
 from qwenmem_tui.debuglog import Redactor
 from qwenmem_tui.llm.errors import LLMError
 from qwenmem_tui.paths import Paths, project_id, project_root
@@ -102,6 +102,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"qwenmem: {exc}", file=sys.stderr)
         return 2
+    if (warning := permission_warning(settings.source)) is not None:
+        print(f"qwenmem: warning: {warning}", file=sys.stderr)
     try:
         return _call(func or run_tui, args, settings, paths)
     except KeyboardInterrupt:

@@ -81,6 +81,7 @@ def home(tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> P
         'fast_model = "test-fast"\n',
         encoding="utf-8",
     )
+    (root / "config.toml").chmod(0o600)  # it holds a key: as a careful user keeps it
     return root
 
 

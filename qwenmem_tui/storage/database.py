@@ -23,6 +23,9 @@ log = logging.getLogger("qwenmem.storage")
 
 T = TypeVar("T")
 
+RESTORE_HINT = " (then `qwenmem memory import FILE` restores a `qwenmem memory export` backup)"
+"""Appended to every "the database is damaged" message: the way back for memories."""
+
 RetryCallback = Callable[[int, float], None]
 """Called as `on_retry(attempt, delay)` before sleeping `delay` seconds."""
 
@@ -120,7 +123,7 @@ class Database:
                     ) from exc
                 raise StorageError(
                     f"Database {path} is unreadable ({exc}); it was left untouched — "
-                    "move it away to start fresh"
+                    f"move it away to start fresh{RESTORE_HINT}"
                 ) from exc
             raise
         return db
@@ -170,7 +173,7 @@ class Database:
     def _corrupt(self, exc: sqlite3.DatabaseError) -> StorageError:
         return StorageError(
             f"Database {self.path} is damaged ({exc}); it was left untouched — "
-            "move it away to start fresh"
+            f"move it away to start fresh{RESTORE_HINT}"
         )
 
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:

@@ -238,10 +238,30 @@ async def test_memory_screen_lists_and_filters(make_memory_app: Callable[..., Qw
         screen.query_one("#memory-filter", Input).value = "nothing matches this"
         await settle(pilot)
         assert table_rows(screen) == []
+        assert "No memory matches the filter." in str(screen.query_one("#memory-detail-text").render())
 
         await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(app.screen, MemoryScreen)
+
+
+async def test_refresh_shows_what_another_process_wrote(
+    make_memory_app: Callable[..., QwenmemApp], settings: Settings, paths: Paths, clock: FakeClock
+) -> None:
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_memory_screen(pilot)
+        assert table_rows(screen) == []
+        assert "No memories yet" in str(screen.query_one("#memory-detail-text").render())
+        other = await MemoryService.open(settings, paths, clock=clock)  # e.g. `qwenmem memory import`
+        try:
+            await other.save("user", "editor", "The user edits in Helix.", origin=Origin.USER, project="p")
+        finally:
+            await other.close()
+        await pilot.press("r")
+        await wait_until(pilot, lambda: column(screen, "key") == ["editor"])
+        await settle(pilot)
+        assert "The user edits in Helix." in str(screen.query_one("#memory-detail-text").render())
 
 
 async def test_approve_a_quarantined_memory_on_the_screen(

@@ -20,7 +20,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Checkbox, DataTable, Footer, Input, Static
 
 from qwenmem_tui.memory.metrics import MemoryStats
-from qwenmem_tui.memory.model import GLOBAL_SCOPE, AuditEntry, Memory, Status
+from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, AuditEntry, Memory, Status
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
@@ -29,6 +29,8 @@ DEFAULT_STATUSES = (Status.ACTIVE, Status.QUARANTINED)
 """What the table lists unless "all statuses" is on: what recall uses or may use."""
 KEY_WIDTH = 20
 VALUE_MIN_WIDTH = 16
+NO_MATCH = "No memory matches the filter."
+NO_MEMORIES = "No memories yet: /remember <text> saves one, and the assistant saves what matters."
 
 
 def short_span(seconds: float) -> str:
@@ -38,6 +40,12 @@ def short_span(seconds: float) -> str:
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
     return "now"
+
+
+def ago(seconds: float) -> str:
+    """"just now", "5m ago", "2d ago"."""
+    span = short_span(seconds)
+    return "just now" if span == "now" else f"{span} ago"
 
 
 def expires_label(expires_at: float | None, now: float) -> str:
@@ -95,7 +103,7 @@ def metrics_line(stats: MemoryStats) -> Content:
         ("hit rate ", "dim"),
         f"{stats.hit_rate:.0%} ({stats.recall_hits}/{stats.recalls})",
         (" · staleness ", "dim"),
-        f"{stats.mean_recalled_age_s / 86400:.1f}d",
+        f"{stats.mean_recalled_age_s / DAY:.1f}d",
         (" · poisoning flag rate ", "dim"),
         f"{stats.poisoning_flag_rate:.0%} ({stats.quarantined_writes}/{stats.writes})",
         (" · ", "dim"),
@@ -107,10 +115,10 @@ def detail_content(memory: Memory, audit: Sequence[AuditEntry], now: float) -> C
     """The selected memory in full, then its audit history, oldest first."""
     scope = "global" if memory.scope == GLOBAL_SCOPE else "this project"
     facts = [
-        f"{memory.status}",
+        str(memory.status),
         f"origin {memory.origin}",
         scope,
-        f"saved {short_span(now - memory.created_at)} ago",
+        f"saved {ago(now - memory.created_at)}",
         f"expires {expires_label(memory.expires_at, now)}",
         f"recalled {memory.recall_count}×",
     ]
@@ -128,8 +136,8 @@ def detail_content(memory: Memory, audit: Sequence[AuditEntry], now: float) -> C
         why = f" — {terminal_safe(entry.reason)}" if entry.reason else ""
         parts += [
             "\n",
-            (f"{short_span(now - entry.at):>4} ago ", "dim"),
-            (f"{entry.action}", "bold"),
+            (f"{ago(now - entry.at):>8} ", "dim"),
+            (str(entry.action), "bold"),
             f" by {entry.origin}{why}",
         ]
         if entry.old_value is not None:
@@ -280,6 +288,7 @@ class MemoryScreen(Screen[None]):
             table.move_cursor(row=ids.index(keep))
         elif not rows:
             self._select(None)
+            self.query_one(MemoryDetail).show(Content(NO_MATCH if self._memories else NO_MEMORIES))
         self.refresh_bindings()
 
     def _title(self, shown: int) -> Content:
@@ -292,9 +301,7 @@ class MemoryScreen(Screen[None]):
     def _select(self, memory_id: int | None) -> None:
         self._selected = memory_id
         self.refresh_bindings()
-        if memory_id is None:
-            self.query_one(MemoryDetail).show(Content("No memory selected."))
-        else:
+        if memory_id is not None:
             self.load_detail(memory_id)
 
     @on(DataTable.RowHighlighted)

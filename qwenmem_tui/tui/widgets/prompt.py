@@ -55,13 +55,20 @@ class PromptInput(TextArea):
         at_end = self.cursor_location == self.document.end
         self.suggestion = matches[0].name[len(prefix) :] if matches and at_end else ""
 
+    # Priority bindings run in the app's task as soon as the key is read, while the
+    # characters typed just before it may still wait in this widget's queue. Acting
+    # via call_later puts the action behind them, so a fast "text + Enter" sends all.
+
     def action_send(self) -> None:
+        self.call_later(self._send)
+
+    def _send(self) -> None:
         text = self.text
         if text.strip():
             self.post_message(self.Sent(self, text))
 
     def action_newline(self) -> None:
-        self.insert("\n")
+        self.call_later(self.insert, "\n")
 
     def action_complete(self) -> None:
         if self.suggestion:
