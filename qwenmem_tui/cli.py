@@ -19,6 +19,7 @@ import importlib.util
 import inspect
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -29,6 +30,8 @@ from qwenmem_tui import debuglog
 from qwenmem_tui.config import ConfigError, Settings, load_settings, permission_warning
 from qwenmem_tui.debuglog import Redactor
 from qwenmem_tui.llm.errors import LLMError
+from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
+from qwenmem_tui.llm.provider import resolve_provider
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.storage.database import StorageError
 
@@ -157,9 +160,34 @@ def run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """The default command: the chat app for the project around the current directory."""
     from qwenmem_tui.tui.app import create_app  # textual only loads for the TUI
 
-    app = create_app(settings, paths, cwd=Path.cwd(), resume=args.resume)
-    app.run()
-    return app.return_code or 0
+    if resolve_provider(settings, os.environ) == "openai":
+        app = create_app(settings, paths, cwd=Path.cwd(), resume=args.resume)
+        app.run()
+        return app.return_code or 0
+    # No endpoint configured: the bundled model, as a child process for this run only.
+    try:
+        server = LocalModelServer.from_settings(settings, paths)
+        server.start(progress=progress_printer(server.label))
+    except LocalModelError as exc:
+        sys.stderr.write("\r\033[K")  # the spinner's line makes way for the error
+        print(f"qwenmem: {exc}", file=sys.stderr)
+        return 1
+    sys.stderr.write("\r\033[K")
+    try:
+        defaults = server.chat_defaults()
+        settings.llm.context_window = min(settings.llm.context_window, defaults.context_window)
+        app = create_app(
+            settings,
+            paths,
+            cwd=Path.cwd(),
+            resume=args.resume,
+            llm=server.make_client(settings),
+            model_defaults=defaults,
+        )
+        app.run()
+        return app.return_code or 0
+    finally:
+        server.stop()
 
 
 async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:

@@ -126,7 +126,8 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             try:
                 local = LocalModelServer.from_settings(settings, paths)
                 stack.callback(local.stop)
-                local.start(progress_printer("qwenmem serve: starting the local model"))
+                local.start(progress_printer(local.label))
+                sys.stderr.write("\r\033[K")
             except LocalModelError as exc:
                 print(f"qwenmem serve: {exc}", file=sys.stderr)
                 return 1

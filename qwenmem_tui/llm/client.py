@@ -115,6 +115,9 @@ class LLMClient:
         self.timeout = timeout
         self.max_tokens = max_tokens
         self.label = label or display_endpoint(base_url)
+        # What the status line names: the provider's own label ("local: SmolLM2-135M")
+        # when one was given, else the model, which is what a user picked.
+        self.status_label = label or model
         self._api_key = api_key
         # Local servers accept any key, but the SDK refuses to start without one.
         self._client = self._make_client(base_url, max_retries=0)

@@ -28,6 +28,7 @@ from qwenmem_tui.chat.tools import Tool, ToolRegistry, builtin_tools
 from qwenmem_tui.chat.turns import QueryHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.storage.database import Database, StorageError
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
@@ -85,6 +86,7 @@ class QwenmemApp(App[None]):
         hooks: Sequence[QueryHook],
         extra_tools: Sequence[Tool],
         extensions: Sequence[ExtensionFactory],
+        model_defaults: LocalChatDefaults | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings
@@ -101,6 +103,8 @@ class QwenmemApp(App[None]):
         self._resume = resume
         self._llm = llm
         self._owns_llm = llm is None
+        # The bundled local model: a short system prompt, and no tools it cannot call.
+        self._model_defaults = model_defaults
         self._db: Database | None = None
         self._store: SessionStore | None = None
         self._session: ChatSession | None = None
@@ -203,8 +207,9 @@ class QwenmemApp(App[None]):
         self._store = SessionStore(self._db, clock=self.clock)
         if self._llm is None:
             self._llm = LLMClient.from_settings(self.settings)
-        self._tools = builtin_tools(self.project_root)
-        for tool in self._extra_tools:
+        offers_tools = self._model_defaults is None or self._model_defaults.supports_tools
+        self._tools = builtin_tools(self.project_root) if offers_tools else ToolRegistry()
+        for tool in self._extra_tools if offers_tools else ():
             self._tools.register(tool)
         context = AppContext(
             settings=self.settings,
@@ -220,7 +225,7 @@ class QwenmemApp(App[None]):
             extension = await factory(context)
             self._extensions.append(extension)
             self.hooks.extend(extension.hooks)
-            for tool in extension.tools:
+            for tool in extension.tools if offers_tools else ():
                 self._tools.register(tool)
             for command in extension.commands:
                 self.commands.register(command)
@@ -260,6 +265,7 @@ class QwenmemApp(App[None]):
             project_root=self.project_root,
             hooks=tuple(self.hooks),
             clock=self.clock,
+            system_prompt=self._model_defaults.system_prompt if self._model_defaults else None,
         )
 
     async def _new_chat(self) -> ChatSession:
@@ -380,6 +386,7 @@ def create_app(
     hooks: Sequence[QueryHook] = (),
     extra_tools: Sequence[Tool] = (),
     extensions: Sequence[ExtensionFactory] | None = None,
+    model_defaults: LocalChatDefaults | None = None,
 ) -> QwenmemApp:
     """Build the app. `resume=True` opens this project's latest session, a str that id.
 
@@ -396,4 +403,5 @@ def create_app(
         hooks=hooks,
         extra_tools=extra_tools,
         extensions=default_extensions(settings) if extensions is None else extensions,
+        model_defaults=model_defaults,
     )

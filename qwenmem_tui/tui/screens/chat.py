@@ -91,7 +91,7 @@ class ChatScreen(Screen[None]):
         self.query_one(QueuedMessages).show_queue([])
         self.query_one(CommandSuggestions).show_commands([])
         status = self.query_one(StatusLine)
-        status.model = self.qapp.llm.model
+        status.model = self.qapp.llm.status_label
         self.watch(self.app, "state", self._state_changed)
 
     # -- showing things --------------------------------------------------------------

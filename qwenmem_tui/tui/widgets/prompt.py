@@ -71,6 +71,9 @@ class PromptInput(TextArea):
         self.call_later(self.insert, "\n")
 
     def action_complete(self) -> None:
+        self.call_later(self._complete)
+
+    def _complete(self) -> None:
         if self.suggestion:
             self.insert(self.suggestion + " ")
         elif self.command_prefix() is not None and self.matching_commands():
