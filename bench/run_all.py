@@ -1,0 +1,42 @@
+"""Run every benchmark (`make bench`), each in its own process, and print their tables.
+
+Own processes because several benchmarks report RSS, which one shared interpreter
+would blur. `--only NAME` (repeatable) runs a subset; run a `bench_*.py` directly
+for its own options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = ("tui", "memory", "prefetch", "compaction", "postgres")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", choices=BENCHMARKS, help="run just these")
+    args = parser.parse_args(argv)
+    selected = args.only or list(BENCHMARKS)
+    failed: list[str] = []
+    summary: list[tuple[str, float, int]] = []
+    for name in selected:
+        script = HERE / f"bench_{name}.py"
+        print(f"\n=== bench_{name} ===", flush=True)
+        started = time.perf_counter()
+        code = subprocess.call([sys.executable, str(script)])
+        summary.append((name, time.perf_counter() - started, code))
+        if code != 0:
+            failed.append(name)
+    print("\n| benchmark | wall time | exit |\n|---|---:|---:|")
+    for name, seconds, code in summary:
+        print(f"| bench_{name} | {seconds:.1f} s | {code} |")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
