@@ -80,9 +80,7 @@ def bench_settings(home: Path, fake: FakeOpenAI) -> Settings:
 def make_app(home: Path, fake: FakeOpenAI, **kwargs: Any) -> QwenmemApp:
     project = home / "project"
     project.mkdir(exist_ok=True)
-    return create_app(
-        bench_settings(home, fake), Paths(home), cwd=project, extensions=(), **kwargs
-    )
+    return create_app(bench_settings(home, fake), Paths(home), cwd=project, extensions=(), **kwargs)
 
 
 def chat_shown(app: QwenmemApp) -> bool:
@@ -217,10 +215,26 @@ def run_child(name: str) -> dict[str, float]:
 def table(results: dict[str, dict[str, float]]) -> str:
     startup, stream, resume = results["startup"], results["stream"], results["resume"]
     rows = [
-        ("startup to first frame (median of 5)", f"{startup['median_s'] * 1000:.0f} ms", f"RSS {startup['rss_mib']:.0f} MiB"),
-        (f"raw stream of a {REPLY_TOKENS // 1000}k-token reply", f"{stream['raw_s'] * 1000:.0f} ms", f"{stream['chars']:.0f} chars"),
-        ("same reply rendered in the TUI", f"{stream['ui_s'] * 1000:.0f} ms", f"ratio {stream['ratio']:.2f}x"),
-        (f"resume {RESUME_MESSAGES:,}-message session to first frame", f"{resume['first_frame_s'] * 1000:.0f} ms", f"RSS {resume['rss_mib']:.0f} MiB"),
+        (
+            "startup to first frame (median of 5)",
+            f"{startup['median_s'] * 1000:.0f} ms",
+            f"RSS {startup['rss_mib']:.0f} MiB",
+        ),
+        (
+            f"raw stream of a {REPLY_TOKENS // 1000}k-token reply",
+            f"{stream['raw_s'] * 1000:.0f} ms",
+            f"{stream['chars']:.0f} chars",
+        ),
+        (
+            "same reply rendered in the TUI",
+            f"{stream['ui_s'] * 1000:.0f} ms",
+            f"ratio {stream['ratio']:.2f}x",
+        ),
+        (
+            f"resume {RESUME_MESSAGES:,}-message session to first frame",
+            f"{resume['first_frame_s'] * 1000:.0f} ms",
+            f"RSS {resume['rss_mib']:.0f} MiB",
+        ),
     ]
     width = max(len(row[0]) for row in rows)
     lines = [f"{'benchmark'.ljust(width)}  {'time':>10}  note", "-" * (width + 30)]

@@ -178,7 +178,7 @@ def validate_schema(category: str, key: str, value: str) -> list[str]:
 # Letters from other scripts that look Latin, so "ignоre" with a Cyrillic "о" reads
 # as "ignore" to the matcher as it does to a person (and a model).
 _CONFUSABLES = str.maketrans(
-    "аеорсухіјѕԁһԛԝӏкмтвнαοειкνρτυχγ",
+    "аеорсухіјѕԁһԛԝӏкмтвнαοει\u03baνρτυχγ",
     "aeopcyxijsdhqwlkmtbhaoeikvptuxy",
 )
 _LEET = str.maketrans("01345@$7", "oieasast")

@@ -310,7 +310,12 @@ class PostgresMemoryStore(MemoryStore):
         where = describe_dsn(dsn)
         try:
             pool = await asyncpg.create_pool(
-                dsn, min_size=1, max_size=pool_size, timeout=connect_timeout, command_timeout=60
+                dsn,
+                min_size=1,
+                max_size=pool_size,
+                timeout=connect_timeout,
+                command_timeout=60,
+                reset=_keep_session,
             )
         except Exception as exc:  # asyncpg raises a zoo of types for "cannot connect"
             raise MemoryStoreUnavailable(
@@ -341,18 +346,23 @@ class PostgresMemoryStore(MemoryStore):
             self.on_notice(text)
 
     async def _run(
-        self, fn: Callable[[asyncpg.Connection], Awaitable[T]], *, what: str, write: bool
+        self,
+        fn: Callable[[asyncpg.Connection], Awaitable[T]],
+        *,
+        what: str,
+        write: bool,
+        transaction: bool = True,
     ) -> T:
-        """Run ``fn`` on a pooled connection (in a transaction when ``write``), retrying
-        with backoff while the server is away. ``fn`` only touches the database, so a
-        retry is safe."""
+        """Run ``fn`` on a pooled connection (in a transaction when ``write``, unless it
+        is one statement), retrying with backoff while the server is away. ``fn`` only
+        touches the database, so a retry is safe."""
         attempts = self.retry.attempts if write else self.retry.read_attempts
         attempt = 0
         while True:
             try:
                 async with self._pool.acquire(timeout=self.connect_timeout) as conn:
                     self._own_pids.add(conn.get_server_pid())
-                    if not write:
+                    if not (write and transaction):
                         result = await fn(conn)
                     else:
                         async with conn.transaction():
@@ -524,17 +534,22 @@ class PostgresMemoryStore(MemoryStore):
     async def record_recall(
         self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]
     ) -> None:
-        async def body(conn: asyncpg.Connection) -> None:
-            if ids:
-                await conn.execute(
-                    "UPDATE memories SET last_recalled_at = $1, recall_count = recall_count + 1"
-                    " WHERE id = ANY($2::bigint[])",
-                    now,
-                    [int(i) for i in ids],
-                )
-            await _add_metrics(conn, metrics)
+        names = sorted(metrics)
 
-        await self._tx(body, "recall bookkeeping")
+        async def body(conn: asyncpg.Connection) -> None:
+            # One statement, so no BEGIN/COMMIT round trips: this runs on every chat turn.
+            await conn.execute(
+                "WITH touched AS (UPDATE memories SET last_recalled_at = $1,"
+                " recall_count = recall_count + 1 WHERE id = ANY($2::bigint[]) RETURNING id)"
+                " INSERT INTO memory_metrics (name, value) SELECT * FROM unnest($3::text[], $4::float8[])"
+                " ON CONFLICT (name) DO UPDATE SET value = memory_metrics.value + excluded.value",
+                now,
+                [int(i) for i in ids],
+                names,
+                [float(metrics[n]) for n in names],
+            )
+
+        await self._run(body, what="recall bookkeeping", write=True, transaction=False)
 
     async def approve(self, memory_id: int, *, now: float, reason: str = "") -> Memory | None:
         async def body(conn: asyncpg.Connection) -> Memory | None:
@@ -837,6 +852,13 @@ class PostgresMemoryStore(MemoryStore):
             log.warning("[MEMORY_PG] could not refresh the local cache: %s", _reason(exc))
         finally:
             await self._pool.close()
+
+
+async def _keep_session(_conn: asyncpg.Connection) -> None:
+    """Pool reset hook. Our queries leave no session state behind (no SET, no LISTEN
+    or session locks on pooled connections; asyncpg still rolls back an open
+    transaction first), so the default ``RESET ALL``/``UNLISTEN *`` round trip per
+    release would buy nothing."""
 
 
 def _join(*parts: str) -> str:

@@ -249,7 +249,9 @@ class QwenmemApp(App[None]):
         elif isinstance(resume, str) and resume:
             info = await store.get_session(resume)
             if info is None or info.project != self.project:
-                raise StartupError(f'No session with id "{resume}" in this project ({self.project}).')
+                raise StartupError(
+                    f'No session with id "{resume}" in this project ({self.project}).'
+                )
         if info is None:
             return await self._new_chat(), False
         return await self._load_chat(info.id), True

@@ -8,7 +8,7 @@ freeing the memories whose anchor message was just summarised away, so recall ca
 surface them again. The other way round, a compaction would drop that request's
 memory block while prefetch counted it as delivered. The price is that the hook
 counts the request without the reminders: a few hundred tokens at `memory.top_k`,
-well inside the answer reserve above the 70 % threshold, and the provider's reported
+small next to the 30 % of the window above the threshold, and the provider's reported
 usage folds them into the gauge's ratio, so the estimate errs towards compacting early.
 
 Before a block is summarised its messages go to memory extraction, through the same
@@ -124,7 +124,7 @@ class CompactionController:
 
     async def unpin_command(self, app: QwenmemApp, args: str) -> None:
         """/unpin: the most recent pinned message may be summarised again."""
-        item = next((i for i in reversed(app.session.items) if i.meta.get("pinned")), None)
+        item = next((i for i in reversed(app.session.view_items()) if i.meta.get("pinned")), None)
         if item is None:
             app.show_info(UNPIN_NOTHING)
             return
@@ -149,8 +149,10 @@ async def compaction_extension(context: AppContext) -> Extension:
         hooks=(controller.hook,),
         commands=(
             SlashCommand("compact", "Summarise older messages now", controller.compact_command),
-            SlashCommand("pin", "Keep the last message verbatim through compaction", controller.pin_command),
-            SlashCommand("unpin", "Unpin the most recently pinned message", controller.unpin_command),
+            SlashCommand(
+                "pin", "Keep the last message verbatim through compaction", controller.pin_command
+            ),
+            SlashCommand("unpin", "Unpin the latest pinned message", controller.unpin_command),
         ),
         item_widgets={"compaction": CompactionMarker},
         bindings=(Binding("ctrl+p", "command('pin')", "Pin", id="compaction.pin"),),

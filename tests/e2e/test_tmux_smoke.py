@@ -54,8 +54,14 @@ class Terminal:
     def dead(self, name: str) -> bool:
         return self.tmux("display-message", "-p", "-t", name, "#{pane_dead}").strip() == "1"
 
-    def wait_for(self, name: str, predicate: str | None = None, *, exited: bool = False,
-                 timeout: float = 20.0) -> str:
+    def wait_for(
+        self,
+        name: str,
+        predicate: str | None = None,
+        *,
+        exited: bool = False,
+        timeout: float = 20.0,
+    ) -> str:
         """Poll the pane until `predicate` text shows (or the program exits)."""
         deadline = time.monotonic() + timeout
         while True:

@@ -8,11 +8,16 @@ bytes on a pty), never on sleeps.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import pty
 import select
 import signal
+import struct
+import subprocess
 import sys
+import termios
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -159,8 +164,6 @@ class PtyProcess:
 
 
 def _deadline(timeout: float) -> Callable[[], float]:
-    import time
-
     end = time.monotonic() + timeout
     return lambda: end - time.monotonic()
 
@@ -175,16 +178,27 @@ def run_in_pty(args: list[str], *, cwd: Path, env: dict[str, str]) -> Iterator[P
             os.execve(sys.executable, [sys.executable, "-m", "qwenmem_tui", *args], env)
         finally:
             os._exit(127)
-    import fcntl
-    import struct
-    import termios
-
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
     process = PtyProcess(pid, fd)
     try:
         yield process
     finally:
         process.kill()
+
+
+def serve_url(proc: subprocess.Popen[str], *, timeout: float = 30.0) -> str:
+    """The base URL from `qwenmem serve --port 0`'s banner, read with a bound."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    remaining = _deadline(timeout)
+    data = b""
+    while b"\n" not in data:
+        ready, _, _ = select.select([fd], [], [], max(0.0, remaining()))
+        chunk = os.read(fd, 4096) if ready else b""
+        if not chunk:
+            raise AssertionError(f"qwenmem serve never said where it listens: {data!r}")
+        data += chunk
+    return data.decode().split("listening on ", 1)[1].split()[0]
 
 
 def child_env(home: Path, **extra: str) -> dict[str, str]:

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.config import Settings
 from qwenmem_tui.fake_openai import FakeOpenAI, Reply, echo_responder
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
@@ -25,7 +26,7 @@ from qwenmem_tui.storage.sessions import Item, SessionStore
 from qwenmem_tui.tui.app import create_app
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
-from .conftest import SIZE, child_env, outcome, stored_items, wait_for
+from .conftest import SIZE, child_env, outcome, serve_url, stored_items, wait_for
 
 ROUNDS = 12
 
@@ -86,8 +87,7 @@ async def test_core_and_serve_write_the_same_home_at_once(
             cwd=project, env=child_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         try:
-            assert proc.stdout is not None
-            base = (await asyncio.to_thread(proc.stdout.readline)).split("listening on ", 1)[1].split()[0]
+            base = await asyncio.to_thread(serve_url, proc)
 
             def daemon_side(index: int) -> tuple[str, list[str]]:
                 with httpx.Client(base_url=base, timeout=60) as client:
@@ -164,9 +164,8 @@ async def test_write_waits_out_another_process_lock_with_retry_notices(paths: Pa
 
 @pytest.mark.slow
 async def test_tui_shows_the_busy_notice_and_loses_nothing(
-    fake: FakeOpenAI, settings: Any, paths: Paths, project: Path
+    fake: FakeOpenAI, settings: Settings, paths: Paths, project: Path
 ) -> None:
-    settings.memory.enabled = False
     fake.script(Reply("answered after the lock"))
     app = create_app(settings, paths, cwd=project, extensions=())
     async with app.run_test(size=SIZE) as pilot:

@@ -39,24 +39,30 @@ class Child:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=child_env(home),
-            text=True,
         )
         self.lines: list[str] = []
+        self._partial = b""
 
     def wait_for(self, prefix: str, timeout: float = 30.0) -> str:
-        """Read the child's lines (bounded) until one starts with `prefix`."""
+        """Read the child's lines (bounded) until one starts with `prefix`.
+
+        Raw `os.read` on the pipe, not a buffered reader: a line already sitting in a
+        Python buffer would be invisible to `select` and wait out the timeout.
+        """
         assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
         end = time.monotonic() + timeout
         while True:
             for line in self.lines:
                 if line.startswith(prefix):
                     return line
-            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, end - time.monotonic()))
-            line = self.proc.stdout.readline() if ready else ""
-            if not line:
-                stderr = self.proc.stderr.read() if self.proc.poll() is not None and self.proc.stderr else ""
-                raise AssertionError(f"child never said {prefix!r}; said {self.lines}; stderr: {stderr}")
-            self.lines.append(line.strip())
+            ready, _, _ = select.select([fd], [], [], max(0.0, end - time.monotonic()))
+            data = os.read(fd, 65536) if ready else b""
+            if not data:
+                stderr = self.proc.stderr.read() if self.proc.poll() is not None and self.proc.stderr else b""
+                raise AssertionError(f"child never said {prefix!r}; said {self.lines}; stderr: {stderr!r}")
+            *complete, self._partial = (self._partial + data).split(b"\n")
+            self.lines += [line.decode().strip() for line in complete]
 
     def committed(self) -> list[tuple[int, str]]:
         return [
@@ -65,10 +71,14 @@ class Child:
             if parts[0] == "ITEM"
         ]
 
-    def kill(self) -> None:
+    def kill(self) -> int:
+        """SIGKILL, reap; the exit status (-9 unless the child had died already)."""
         os.kill(self.proc.pid, signal.SIGKILL)
+        self.close()
+        return self.proc.returncode
+
+    def close(self) -> None:
         self.proc.wait(timeout=10)
-        assert self.proc.returncode == -signal.SIGKILL
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
@@ -129,7 +139,8 @@ def test_kill_9_twenty_times_loses_nothing(
                 fake.wait_for_requests(requests_before + 1)
             child.wait_for("ITEM")  # at least the user message was reported committed
         finally:
-            child.kill()
+            status = child.kill()
+        assert status == -signal.SIGKILL, child.lines
         kills[mode] += 1
         asked.append(text)
         committed.update(child.committed())
@@ -156,10 +167,7 @@ def test_kill_9_twenty_times_loses_nothing(
     try:
         assert child.wait_for("FINISHED") == "FINISHED ok"
     finally:
-        child.proc.wait(timeout=10)
-        for stream in (child.proc.stdout, child.proc.stderr):
-            if stream is not None:
-                stream.close()
+        child.close()
     assert_valid_history(fake.chat_requests[-1]["messages"])
     assert integrity(paths.db_file) == "ok"
     items = asyncio.run(stored_items(paths, session))

@@ -15,13 +15,15 @@ from typing import Any
 import pytest
 from textual.widgets import Collapsible
 
+from qwenmem_tui.config import Settings
 from qwenmem_tui.fake_openai import FakeOpenAI, Reply, Response, ToolCallSpec
+from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.app import QwenmemApp, create_app
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.items import ToolCallItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
-from .conftest import SIZE, child_env, run_in_pty
+from .conftest import child_env, run_in_pty
 
 # Each payload carries a word that must still be visible once made inert.
 PAYLOADS = {
@@ -106,7 +108,7 @@ def test_terminal_safe_neutralises_every_payload() -> None:
 
 
 async def test_tool_results_user_text_and_errors_render_inert(
-    fake: FakeOpenAI, make_pilot_app: Callable[..., QwenmemApp], project: Path
+    fake: FakeOpenAI, make_pilot_app: Callable[[], QwenmemApp], project: Path
 ) -> None:
     """The places the pty run cannot open: an expanded tool result, the user's own
     pasted text, an error line — checked on the app's rendered screen."""
@@ -132,8 +134,5 @@ async def test_tool_results_user_text_and_errors_render_inert(
 
 
 @pytest.fixture
-def make_pilot_app(settings, paths, project) -> Callable[..., QwenmemApp]:  # type: ignore[no-untyped-def]
-    def make(**overrides: object) -> QwenmemApp:
-        return create_app(settings, paths, cwd=project, extensions=(), **overrides)  # type: ignore[arg-type]
-
-    return make
+def make_pilot_app(settings: Settings, paths: Paths, project: Path) -> Callable[[], QwenmemApp]:
+    return lambda: create_app(settings, paths, cwd=project, extensions=())

@@ -21,7 +21,7 @@ from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.app import create_app
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
-from .conftest import SIZE, child_env
+from .conftest import SIZE, child_env, serve_url
 
 API_KEY = "sk-test-qwenmem-0000"  # tests/conftest.py writes it to the home's config
 DAEMON_TOKEN = "daemon-secret-token-7c41a9e2"
@@ -87,9 +87,7 @@ def test_daemon_token_and_key_stay_out_of_responses_db_and_log(
         cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        assert proc.stdout is not None
-        banner = proc.stdout.readline()  # printed once the socket listens
-        base = banner.split("listening on ", 1)[1].split()[0]
+        base = serve_url(proc)  # printed once the socket listens
         good = {"Authorization": f"Bearer {DAEMON_TOKEN}"}
         with httpx.Client(base_url=base, timeout=30) as client:
             responses = [

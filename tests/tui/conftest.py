@@ -51,9 +51,7 @@ def make_app(
     return make
 
 
-async def wait_until(
-    pilot: Pilot, predicate: Callable[[], bool], *, timeout: float = 10.0
-) -> None:
+async def wait_until(pilot: Pilot, predicate: Callable[[], bool], *, timeout: float = 10.0) -> None:
     """Let the app run until `predicate()` holds; fail after `timeout` seconds."""
 
     async def poll() -> None:

@@ -100,7 +100,9 @@ async def test_escape_or_ctrl_c_cancels_the_streaming_reply(
     key: str, fake: FakeOpenAI, make_app: Callable[..., QwenmemApp]
 ) -> None:
     never = threading.Event()
-    fake.script(Reply("partial answer that never ends", chunk_size=4, stall_after=3, stall_gate=never))
+    fake.script(
+        Reply("partial answer that never ends", chunk_size=4, stall_after=3, stall_gate=never)
+    )
     app = make_app()
     try:
         async with app.run_test(size=SIZE) as pilot:
@@ -163,6 +165,34 @@ async def test_escape_cancels_a_running_tool(
         (item,) = app.screen.query(ToolCallItem)
         assert item.has_class("-error")
         assert not item.has_class("-running")
+
+
+async def test_status_says_thinking_while_reasoning_streams(
+    fake: FakeOpenAI, make_app: Callable[..., QwenmemApp]
+) -> None:
+    stall = threading.Event()
+    fake.script(
+        Reply(
+            "The answer.",
+            reasoning="Let me think about this " * 4,
+            chunk_size=4,
+            stall_after=3,
+            stall_gate=stall,
+        )
+    )
+    app = make_app()
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await send(pilot, "think first")
+            status = app.screen.query_one(StatusLine)
+            await wait_until(pilot, lambda: status.thinking)
+            assert "thinking…" in str(status.render())
+            stall.set()
+            await settle(pilot)
+            assert not status.thinking
+            assert markdown_sources(app) == ["The answer."]  # reasoning is never shown
+    finally:
+        stall.set()
 
 
 async def test_message_typed_while_busy_is_queued_then_sent(

@@ -33,9 +33,13 @@ def option_ids(screen: ResumeScreen) -> list[str | None]:
 async def test_picker_lists_filters_and_opens(
     make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
 ) -> None:
-    older = await seed_session(paths, project, "Fix the parser", conversation("Fix the parser", "Done."), clock=clock)
+    older = await seed_session(
+        paths, project, "Fix the parser", conversation("Fix the parser", "Done."), clock=clock
+    )
     clock.advance(3600)
-    newer = await seed_session(paths, project, "Write the docs", conversation("Write the docs", "Sure."), clock=clock)
+    newer = await seed_session(
+        paths, project, "Write the docs", conversation("Write the docs", "Sure."), clock=clock
+    )
     clock.advance(120)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -52,6 +56,24 @@ async def test_picker_lists_filters_and_opens(
         assert isinstance(app.screen, ChatScreen)
         assert app.session.info.id == older.id
         assert [str(w.render()) for w in app.screen.query(UserItem)] == ["Fix the parser"]
+
+
+async def test_resume_command_with_an_id_opens_that_session(
+    make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
+) -> None:
+    old = await seed_session(
+        paths, project, "Old", conversation("Old question", "Old answer"), clock=clock
+    )
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, f"/resume {old.id}")
+        await settle(pilot)
+        assert app.session.info.id == old.id
+        assert [str(w.render()) for w in app.screen.query(UserItem)] == ["Old question"]
+        await send(pilot, "/resume no-such-id")
+        await settle(pilot)
+        assert app.session.info.id == old.id
+        assert 'No session with id "no-such-id"' in str(app.screen.query(ErrorItem).last().render())
 
 
 async def test_picker_escape_closes_and_keeps_the_session(
@@ -89,7 +111,11 @@ async def test_picker_without_matches_says_so(
 async def test_resume_restores_every_kind_of_item(
     make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
 ) -> None:
-    call = {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "README.md"}'}}
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path": "README.md"}'},
+    }
     info = await seed_session(
         paths,
         project,
@@ -98,10 +124,20 @@ async def test_resume_restores_every_kind_of_item(
             ("user", "Read it", {"role": "user", "content": "Read it"}, {}),
             ("assistant", "", {"role": "assistant", "content": "", "tool_calls": [call]}, {}),
             ("tool", "# Demo", {"role": "tool", "tool_call_id": "call_1", "content": "# Demo"}, {}),
-            ("assistant", "It is a **demo**.", {"role": "assistant", "content": "It is a **demo**."}, {}),
+            (
+                "assistant",
+                "It is a **demo**.",
+                {"role": "assistant", "content": "It is a **demo**."},
+                {},
+            ),
             ("info", "Cancelled.", None, {}),
             ("error", "Connection refused at http://x/v1 (model m)", None, {}),
-            ("assistant", "Half an ans", {"role": "assistant", "content": "Half an ans"}, {"interrupted": True}),
+            (
+                "assistant",
+                "Half an ans",
+                {"role": "assistant", "content": "Half an ans"},
+                {"interrupted": True},
+            ),
             ("away_recap", "Writing docs; next: the README.", None, {}),
         ],
         clock=clock,

@@ -64,9 +64,21 @@ def test_resume_picker(
     clock: FakeClock,
 ) -> None:
     async def seed() -> None:
-        await seed_session(paths, project, "Fix the flaky parser test", conversation("Fix the flaky parser test", "Done."), clock=clock)
+        await seed_session(
+            paths,
+            project,
+            "Fix the flaky parser test",
+            conversation("Fix the flaky parser test", "Done."),
+            clock=clock,
+        )
         clock.advance(2 * 86400)
-        await seed_session(paths, project, "Explain the storage layer", conversation("Explain the storage layer", "It is SQLite."), clock=clock)
+        await seed_session(
+            paths,
+            project,
+            "Explain the storage layer",
+            conversation("Explain the storage layer", "It is SQLite."),
+            clock=clock,
+        )
         clock.advance(3 * 3600)
 
     asyncio.run(seed())
@@ -93,7 +105,12 @@ def test_error_item(
             [
                 *conversation("Hello", "Hi! How can I help?"),
                 ("user", "Are you there?", {"role": "user", "content": "Are you there?"}, {}),
-                ("error", "Cannot connect to http://127.0.0.1:8000/v1 (model qwen-plus): connection refused", None, {}),
+                (
+                    "error",
+                    "Cannot connect to http://127.0.0.1:8000/v1 (model qwen-plus): connection refused",
+                    None,
+                    {},
+                ),
             ],
             clock=clock,
         )

@@ -25,6 +25,7 @@ from qwenmem_tui.chat.events import (
     ItemAdded,
     Notice,
     QueryFinished,
+    ReasoningDelta,
     ToolCallFinished,
     ToolCallStarted,
     TurnStarted,
@@ -221,6 +222,7 @@ class ChatScreen(Screen[None]):
         tool_items: dict[str, ToolCallItem] = {}
         error_shown = False
         log_view = self.log_view
+        status = self.query_one(StatusLine)
 
         async def end_reply() -> None:
             nonlocal reply
@@ -230,6 +232,7 @@ class ChatScreen(Screen[None]):
 
         try:
             async for event in session.run_query(text):
+                status.thinking = isinstance(event, ReasoningDelta)
                 if isinstance(event, AssistantDelta):
                     if reply is None:
                         reply = AssistantItem()
@@ -253,7 +256,7 @@ class ChatScreen(Screen[None]):
                 elif isinstance(event, ItemAdded):
                     error_shown = error_shown or event.item.type == "error"
                     await self._item_added(event, reply)
-                    self.query_one(StatusLine).title = session.info.title
+                    status.title = session.info.title
                     if event.item.type == "assistant":
                         await end_reply()
                 elif isinstance(event, Notice):
@@ -275,6 +278,7 @@ class ChatScreen(Screen[None]):
             log.exception("[TUI] query failed")
             self.show_error(str(exc) or type(exc).__name__)
         finally:
+            status.thinking = False
             await end_reply()
             self._turn_done.set()
             app.state = "idle"

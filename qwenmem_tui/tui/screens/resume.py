@@ -18,7 +18,7 @@ from qwenmem_tui.tui.terminal_text import terminal_safe
 
 
 def format_age(seconds: float) -> str:
-    """"just now", "5m ago", "3h ago", "2d ago", "7w ago"."""
+    """ "just now", "5m ago", "3h ago", "2d ago", "7w ago"."""
     seconds = max(0.0, seconds)
     for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
@@ -82,7 +82,9 @@ class ResumeScreen(ModalScreen[str | None]):
         now = self._clock()
         matching = [info for info in self._sessions if session_matches(info, query)]
         if not matching:
-            message = "No sessions match." if self._sessions else "No earlier sessions in this project."
+            message = (
+                "No sessions match." if self._sessions else "No earlier sessions in this project."
+            )
             options.add_option(Option(Content(message), disabled=True))
             return
         options.add_options(Option(self._label(info, now), id=info.id) for info in matching)

@@ -64,7 +64,9 @@ class ItemViews:
     def _tool_item(self, item: Item) -> Widget:
         message = item.message or {}
         name, arguments = self._calls.get(message.get("tool_call_id", ""), ("tool", ""))
-        tool_item = ToolCallItem(item.meta.get("tool_name", name), item.meta.get("arguments", arguments))
+        tool_item = ToolCallItem(
+            item.meta.get("tool_name", name), item.meta.get("arguments", arguments)
+        )
         result = message.get("content") or item.content
         tool_item.finish(str(result), is_error=bool(item.meta.get("is_error")))
         return tool_item

@@ -126,7 +126,9 @@ def format_tool_call(name: str, arguments: str) -> str:
     except ValueError:
         parsed = None
     if isinstance(parsed, dict):
-        args = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items())
+        args = ", ".join(
+            f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items()
+        )
     else:
         args = arguments
     args = " ".join(args.split())
@@ -150,7 +152,9 @@ class ToolCallItem(Collapsible):
     def __init__(self, name: str, arguments: str) -> None:
         self._call = format_tool_call(name, arguments)
         self._result = Static(Content("running…"), classes="tool-result")
-        super().__init__(self._result, title=self._heading("…"), collapsed=True)  # type: ignore[arg-type]
+        # Collapsible's title is typed str but accepts Content (a literal title).
+        title = self._heading("…")
+        super().__init__(self._result, title=title, collapsed=True)  # type: ignore[arg-type]
         self.add_class("-running")
 
     def _heading(self, status: str) -> Content:

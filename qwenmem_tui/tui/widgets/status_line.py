@@ -25,15 +25,22 @@ class StatusLine(Widget):
     state: reactive[str] = reactive("idle")
     title: reactive[str] = reactive("")
     queued: reactive[int] = reactive(0)
+    thinking: reactive[bool] = reactive(False)
+    """The model streams reasoning (never shown) before its answer."""
 
     def watch_state(self, old: str, new: str) -> None:
         self.set_class(new != "idle", "-busy")
+
+    def _state_label(self) -> str:
+        if self.thinking and self.state == "responding":
+            return "thinking…"
+        return STATE_LABELS.get(self.state, self.state)
 
     def render(self) -> RenderResult:
         parts: list[str | tuple[str, str] | Content] = [
             (terminal_safe(self.model), "bold"),
             " · ",
-            (STATE_LABELS.get(self.state, self.state), "$accent" if self.state != "idle" else ""),
+            (self._state_label(), "$accent" if self.state != "idle" else ""),
         ]
         if self.queued:
             parts += [" · ", (f"{self.queued} queued", "$warning")]

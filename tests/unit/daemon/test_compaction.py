@@ -18,6 +18,10 @@ def question(n: int) -> str:
     return f"Question {n:02d}: how does the upload retry loop behave in this project?"
 
 
+def is_summary(body: dict) -> bool:
+    return body["messages"][0]["content"] == SUMMARY_SYSTEM_PROMPT
+
+
 def test_compaction_hands_the_block_to_the_sessions_extraction(
     make_daemon, fake: FakeOpenAI, settings: Settings
 ) -> None:
@@ -37,7 +41,7 @@ def test_compaction_hands_the_block_to_the_sessions_extraction(
     with TestClient(make_daemon()) as client:
         session_id = client.post("/session").json()["sessionId"]
         turn = 0
-        while not any(b["messages"][0]["content"] == SUMMARY_SYSTEM_PROMPT for b in fake.chat_requests):
+        while not any(is_summary(body) for body in fake.chat_requests):
             turn += 1
             assert turn <= 12, "the session never crossed the threshold"
             response = client.post(f"/session/{session_id}/prompt", json={"text": question(turn)})
