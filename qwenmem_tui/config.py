@@ -7,13 +7,16 @@ one line that names the file and the key, not silently fall back to a default.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+MemoryCategory = Literal["user", "feedback", "project", "reference"]
 
 ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "QWENMEM_BASE_URL": ("llm", "base_url"),
@@ -77,7 +80,8 @@ class MemorySettings(_Section):
     postgres_dsn: str | None = None
     # PostgreSQL down at start: recall from this machine's cache without writes, or stop.
     postgres_unavailable: Literal["read_only", "refuse"] = "read_only"
-    ttl_days: dict[str, int] = Field(default_factory=dict)  # category -> days
+    # category -> days; a typo'd category is an unknown key, not a silently ignored one
+    ttl_days: dict[MemoryCategory, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
     ttl_cap_days: int = Field(default=730, ge=1)
 
     _blank = field_validator("embedding_base_url", "postgres_dsn", mode="before")(_blank_to_none)
@@ -180,7 +184,36 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: invalid TOML: expected UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {_one_line(str(exc))}") from None
+        key = _key_at_error(path, str(exc))
+        where = f"{key}: " if key else ""
+        raise ConfigError(f"{path}: {where}invalid TOML: {_one_line(str(exc))}") from None
+
+
+_ERROR_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+_TABLE_HEADER = re.compile(r"^\s*\[\[?\s*([^\[\]]+?)\s*\]")
+_KEY_PREFIX = re.compile(r"^\s*([A-Za-z0-9_.\-\"' ]+?)\s*=")
+
+
+def _key_at_error(path: Path, message: str) -> str | None:
+    """The dotted key on the line tomllib complains about, so the one line names it."""
+    match = _ERROR_LINE.search(message)
+    if match is None:
+        return None
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    number = int(match.group(1))
+    if not 1 <= number <= len(lines):
+        return None
+    key = _KEY_PREFIX.match(lines[number - 1])
+    if key is None:
+        return None
+    table = ""
+    for line in lines[: number - 1]:
+        if header := _TABLE_HEADER.match(line):
+            table = header.group(1).replace(" ", "") + "."
+    return table + key.group(1).replace(" ", "").replace('"', "").replace("'", "")
 
 
 def _known(model: type[BaseModel]) -> str:
@@ -208,6 +241,9 @@ def _describe(path: Path, exc: ValidationError) -> str:
     loc = [str(part) for part in error["loc"]]
     key = ".".join(loc) or "(top level)"
     kind = error["type"]
+    if loc and loc[-1] == "[key]":  # a key of a free-form table (e.g. memory.ttl_days)
+        expected = (error.get("ctx") or {}).get("expected", "")
+        return f'{path}: unknown key "{".".join(loc[:-1])}" (expected one of: {expected})'
     if kind == "extra_forbidden":
         parent = _model_at(loc[:-1])
         expected = f" (expected one of: {_known(parent)})" if parent is not None else ""
