@@ -495,15 +495,18 @@ class Guard:
             return
         headers = Headers(scope=scope)
         origin = headers.get("origin")
+        # A refused origin gets its 403 without CORS headers: the browser then keeps
+        # even the error away from that page.
+        cors_origin = origin if origin in self.options.allowed_origins else None
         started = False
 
         async def send_with_cors(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                if origin is not None:  # only allowed origins get this far
+                if cors_origin is not None:
                     cors = [
-                        (b"access-control-allow-origin", origin.encode("latin-1")),
+                        (b"access-control-allow-origin", cors_origin.encode("latin-1")),
                         (b"vary", b"Origin"),
                     ]
                     message = {**message, "headers": [*message.get("headers", []), *cors]}

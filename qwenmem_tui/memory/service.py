@@ -394,6 +394,11 @@ class MemoryService:
                 origin = row.get("origin", Origin.USER.value)
                 if origin not in {o.value for o in Origin}:
                     raise ValueError(f"origin must be user, tool or agent, got {origin!r}")
+                scope = row.get("scope") or None
+                if scope is not None and not isinstance(scope, str):
+                    raise ValueError(f"scope must be a string, got {scope!r}")
+                if scope == "project":  # hand-written lines: this project, as "global" is every one
+                    scope = project
                 result = await self.save(
                     str(row["category"]),
                     str(row["key"]),
@@ -401,7 +406,7 @@ class MemoryService:
                     origin=origin,
                     project=project,
                     ttl_days=_optional_int(row.get("ttl_days")),
-                    scope=row.get("scope") or None,
+                    scope=scope,
                     created_at=_optional_float(row.get("created_at")),
                     reason="import",
                 )

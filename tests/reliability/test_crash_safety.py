@@ -178,3 +178,38 @@ def test_kill_9_twenty_times_loses_nothing(
         term.read_until(b"all twenty rounds are still here")
         term.write(b"\x11")  # ctrl+q
         assert term.read_to_exit() == 0
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_real_tui_mid_stream_then_resume(
+    fake: FakeOpenAI, home: Path, paths: Paths, project: Path
+) -> None:
+    """The installed entry point itself, killed while a reply streams onto the screen."""
+    never = threading.Event()
+    fake.script(Reply("PARTIALWORD " * 40, chunk_size=12, stall_after=3, stall_gate=never))
+    fake.responder = lambda body: Reply("side answer")  # titles, extraction
+    with run_in_pty([], cwd=project, env=child_env(home)) as term:
+        term.read_until(b"New session")
+        term.write(b"a question before the crash")
+        term.read_until(b"a question before the crash")
+        term.write(b"\r")
+        term.read_until(b"PARTIALWORD")  # the reply is on screen, the stream stalled
+        os.kill(term.pid, signal.SIGKILL)
+        assert term.read_to_exit() == -signal.SIGKILL
+    assert integrity(paths.db_file) == "ok"
+
+    fake.script(Reply("the answer after the crash"))
+    with run_in_pty(["--resume"], cwd=project, env=child_env(home)) as term:
+        term.read_until(b"a question before the crash")
+        term.write(b"again please")
+        term.read_until(b"again please")
+        term.write(b"\r")
+        term.read_until(b"the answer after the crash")
+        term.write(b"\x11")
+        assert term.read_to_exit() == 0
+    main_requests = [r for r in fake.chat_requests if r["model"] == "test-model"]
+    resumed = main_requests[-1]["messages"]
+    assert_valid_history(resumed)
+    users = [m["content"] for m in resumed if m["role"] == "user"]
+    # (memory reminders, if any, lead a user message; the typed text ends it)
+    assert users[-2].endswith("a question before the crash") and users[-1].endswith("again please")

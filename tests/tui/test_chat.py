@@ -389,3 +389,21 @@ async def test_bindings_are_remapped_from_settings(
         await pilot.press("ctrl+o")
         await pilot.pause()
         assert isinstance(app.screen, ResumeScreen)
+
+
+async def test_two_quick_enters_send_one_and_queue_the_other(
+    fake: FakeOpenAI, make_app: Callable[..., QwenmemApp]
+) -> None:
+    fake.script(Reply("first"), Reply("second"))
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        assert isinstance(screen, ChatScreen)
+        screen.submit("one")
+        screen.submit("two")  # before the first worker has run at all
+        assert app.state == "responding"
+        assert screen.query_one(StatusLine).queued == 1
+        await wait_until(pilot, lambda: len(markdown_sources(app)) == 2 and app.state == "idle")
+        await settle(pilot)
+        assert texts(app, UserItem) == ["one", "two"]
+        assert texts(app, ErrorItem) == []

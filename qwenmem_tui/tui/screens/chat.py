@@ -19,6 +19,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
+from textual.worker import Worker
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
@@ -74,6 +75,7 @@ class ChatScreen(Screen[None]):
         self._queue: list[str] = []
         self._turn_done = asyncio.Event()
         self._turn_done.set()
+        self._turn_worker: Worker[None] | None = None
 
     @property
     def qapp(self) -> QwenmemApp:
@@ -135,8 +137,7 @@ class ChatScreen(Screen[None]):
 
     @on(PromptInput.Sent)
     def _sent(self, event: PromptInput.Sent) -> None:
-        event.prompt.clear()
-        self.submit(event.text)
+        self.submit(event.text)  # the prompt cleared itself when it sent
 
     def submit(self, text: str) -> None:
         """Run a command now, or send a message (queued while the app is busy)."""
@@ -144,7 +145,7 @@ class ChatScreen(Screen[None]):
         if command is not None:
             self.run_command(*command)
         elif self.qapp.idle and not self._queue:
-            self.stream_reply(text)
+            self.start_turn(text)
         else:
             self._queue.append(text)
             self._queue_changed()
@@ -178,7 +179,7 @@ class ChatScreen(Screen[None]):
 
     def _send_queued(self) -> None:
         if self._queue and self.qapp.idle:
-            self.stream_reply(self._queue.pop(0))
+            self.start_turn(self._queue.pop(0))
             self._queue_changed()
 
     # -- the turn ------------------------------------------------------------------------
@@ -210,13 +211,30 @@ class ChatScreen(Screen[None]):
         self.workers.cancel_group(self, "turn")
         await self._turn_done.wait()
 
+    def start_turn(self, text: str) -> None:
+        """Send `text` now; the app is busy from this call on, not from when the worker runs.
+
+        Two quick Enters must not start two queries: the second sees "responding" and
+        queues.
+        """
+        self.qapp.state = "responding"
+        self._turn_done.clear()
+        self._turn_worker = self.stream_reply(text)
+
+    @on(Worker.StateChanged)
+    def _turn_ended(self, event: Worker.StateChanged) -> None:
+        # A worker cancelled before it ran never reaches its `finally`; settle here.
+        if event.worker is self._turn_worker and event.worker.is_finished:
+            self._turn_worker = None
+            if not self._turn_done.is_set():
+                self._turn_done.set()
+                self.qapp.state = "idle"
+
     @work(group="turn", exit_on_error=False)
     async def stream_reply(self, text: str) -> None:
         """Run one query: stream the reply, show tool calls, store everything."""
         app = self.qapp
         session = app.session
-        self._turn_done.clear()
-        app.state = "responding"
         reply: AssistantItem | None = None
         replied = False
         tool_items: dict[str, ToolCallItem] = {}

@@ -65,6 +65,9 @@ class PromptInput(TextArea):
     def _send(self) -> None:
         text = self.text
         if text.strip():
+            # Cleared here, in key order: keys typed right after Enter (a fast typist,
+            # tmux send-keys) are the next message, not the tail of this one.
+            self.clear()
             self.post_message(self.Sent(self, text))
 
     def action_newline(self) -> None:
