@@ -175,7 +175,7 @@ def run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     sys.stderr.write("\r\033[K")
     try:
         defaults = server.chat_defaults()
-        settings.llm.context_window = min(settings.llm.context_window, defaults.context_window)
+        defaults.apply_to(settings)
         app = create_app(
             settings,
             paths,

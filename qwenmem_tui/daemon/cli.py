@@ -122,6 +122,7 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     debuglog.configure(paths, "daemon", secrets=secrets)
     with ExitStack() as stack:
         llm = None
+        defaults = None
         if resolve_provider(settings, os.environ) == "local":
             try:
                 local = LocalModelServer.from_settings(settings, paths)
@@ -131,9 +132,13 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             except LocalModelError as exc:
                 print(f"qwenmem serve: {exc}", file=sys.stderr)
                 return 1
+            defaults = local.chat_defaults()
+            defaults.apply_to(settings)
             llm = local.make_client(settings)
         options = ServerOptions(token=token, allowed_origins=frozenset(args.allow_origin))
-        app = create_app(settings, paths, project_root=root, options=options, llm=llm)
+        app = create_app(
+            settings, paths, project_root=root, options=options, llm=llm, model_defaults=defaults
+        )
         host, port = sock.getsockname()[:2]
         shown_host = f"[{host}]" if ":" in host else host
         print(

@@ -48,6 +48,7 @@ from qwenmem_tui.compaction import CompactionHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
 from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.memory.extract import MemoryExtractionHook
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.tool import save_memory_tool
@@ -134,8 +135,11 @@ class DaemonBackend:
         project_root: Path,
         llm: LLMClient | None = None,
         features: Sequence[FeatureFactory] = (),
+        model_defaults: LocalChatDefaults | None = None,
     ) -> None:
         self.settings = settings
+        # The bundled local model: its short system prompt, and no tools it cannot call.
+        self.model_defaults = model_defaults
         self.paths = paths
         self.project_root = project_root
         self.project = project_id(project_root)
@@ -214,12 +218,14 @@ class DaemonBackend:
         """
         chat = self._chats.get(info.id)
         if chat is None:
-            tools = builtin_tools(self.project_root)
+            defaults = self.model_defaults
+            offers_tools = defaults is None or defaults.supports_tools
+            tools = builtin_tools(self.project_root) if offers_tools else ToolRegistry()
             hooks: list[QueryHook] = []
             for factory in self._features:
                 features = await factory(self, info)
                 hooks.extend(features.hooks)
-                for tool in features.tools:
+                for tool in features.tools if offers_tools else ():
                     tools.register(tool)
             chat = await ChatSession.load(
                 store=self.store,
@@ -229,6 +235,7 @@ class DaemonBackend:
                 project_root=self.project_root,
                 hooks=hooks,
                 session_id=info.id,
+                system_prompt=defaults.system_prompt if defaults else None,
             )
             self._chats[info.id] = chat
         else:
@@ -664,6 +671,7 @@ def create_app(
     options: ServerOptions = ServerOptions(),
     llm: LLMClient | None = None,
     features: Sequence[FeatureFactory] | None = None,
+    model_defaults: LocalChatDefaults | None = None,
 ) -> Starlette:
     """The daemon app; ``llm`` is injected by tests, otherwise built from settings.
 
@@ -675,6 +683,7 @@ def create_app(
         project_root=project_root,
         llm=llm,
         features=DEFAULT_FEATURES if features is None else features,
+        model_defaults=model_defaults,
     )
 
     @asynccontextmanager

@@ -63,6 +63,8 @@ LOCAL_MAX_TOKENS = 256
 # A tiny model follows a short instruction better than our full prompt, and every
 # system token is re-read on each turn.
 LOCAL_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and plainly."
+# The most the first request of a question waits for memory recall (see apply_to).
+LOCAL_MEMORY_WAIT_MS = 200
 
 _SHIM_MODULE = "qwenmem_tui.llm.local_server"
 _STOP_GRACE_SECONDS = 5.0
@@ -87,6 +89,21 @@ class LocalChatDefaults:
     max_tokens: int
     context_window: int
     supports_tools: bool
+    memory_wait_ms: int = LOCAL_MEMORY_WAIT_MS
+
+    def apply_to(self, settings: Settings) -> None:
+        """Fit the settings to this model: its context window, and a memory wait.
+
+        Without tools there is never a ToolResult turn, so the first request of a
+        question is the only point where recalled memory can reach the model; a
+        prefetch that never waits would never deliver. Recall with the hash embedder
+        settles in milliseconds and a reply from this model takes far longer, so
+        waiting up to `memory_wait_ms` for it costs nothing a user can see.
+        """
+        settings.llm.context_window = min(settings.llm.context_window, self.context_window)
+        if not self.supports_tools:
+            memory = settings.memory
+            memory.initial_wait_ms = max(memory.initial_wait_ms, self.memory_wait_ms)
 
 
 def find_bundled_model(distribution: str = BUNDLED_DISTRIBUTION) -> Path:
