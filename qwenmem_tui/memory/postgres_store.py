@@ -39,19 +39,25 @@ from urllib.parse import unquote, urlsplit
 import asyncpg
 import numpy as np
 
+from qwenmem_tui.memory import write_plan
 from qwenmem_tui.memory.model import (
     AuditAction,
     AuditEntry,
-    Category,
     Memory,
     MemoryDraft,
     Origin,
     Status,
-    WriteAction,
     WriteResult,
-    content_hash,
 )
-from qwenmem_tui.memory.store import AllowedIds, MemoryStore
+from qwenmem_tui.memory.store import (
+    AllowedIds,
+    MemoryStore,
+    audit_from_row,
+    memory_from_row,
+    no_vectors,
+    status_counts,
+    vector_blob,
+)
 from qwenmem_tui.storage.database import StorageError
 
 if TYPE_CHECKING:
@@ -216,30 +222,8 @@ def _reason(exc: BaseException) -> str:
     return text[:120]
 
 
-def _row_to_memory(row: Mapping[str, Any]) -> Memory:
-    return Memory(
-        id=row["id"],
-        user=row["username"],
-        scope=row["scope"],
-        category=Category(row["category"]),
-        key=row["key"],
-        value=row["value"],
-        origin=Origin(row["origin"]),
-        status=Status(row["status"]),
-        flags=list(row["flags"]),
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        expires_at=row["expires_at"],
-        last_recalled_at=row["last_recalled_at"],
-        recall_count=row["recall_count"],
-        superseded_by=row["superseded_by"],
-        content_hash=row["content_hash"],
-        embedding_model=row["embedding_model"],
-    )
-
-
-def _blob(vector: np.ndarray | None) -> bytes | None:
-    return None if vector is None else np.asarray(vector, dtype="<f4").tobytes()
+def _row_to_memory(row: asyncpg.Record) -> Memory:
+    return memory_from_row(row, row["flags"])
 
 
 async def migrate_schema(conn: asyncpg.Connection, dsn_text: str) -> int:
@@ -406,130 +390,17 @@ class PostgresMemoryStore(MemoryStore):
         embedding_model: str,
         now: float,
     ) -> WriteResult:
-        chash = content_hash(draft.value)
-        created = draft.created_at if draft.created_at is not None else now
-
-        async def insert(conn: asyncpg.Connection, status: Status) -> Memory:
-            # RETURNING the row saves reading it back: nothing later in the
-            # transaction changes the new row.
-            return _row_to_memory(await conn.fetchrow(
-                "INSERT INTO memories (username, scope, category, key, value, origin, status, flags,"
-                " created_at, updated_at, expires_at, content_hash, embedding_model, embedding)"
-                f" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING {_COLUMNS}",
-                draft.user,
-                draft.scope,
-                draft.category.value,
-                draft.key,
-                draft.value,
-                draft.origin.value,
-                status.value,
-                list(flags),
-                created,
-                now,
-                expires_at,
-                chash,
-                embedding_model if vector is not None else "",
-                _blob(vector),
-            ))
-
-        async def refresh(conn: asyncpg.Connection, row: Memory, why: str) -> None:
-            # Expiry only moves forward: a shorter TTL on a repeat must not make a fact
-            # the user stated twice expire sooner.
-            new_expiry = expires_at
-            if row.expires_at is None or (expires_at is not None and row.expires_at > expires_at):
-                new_expiry = row.expires_at
-            await conn.execute(
-                "UPDATE memories SET updated_at = $1, expires_at = $2 WHERE id = $3",
-                now,
-                new_expiry,
-                row.id,
+        return await self._tx(
+            lambda conn: write_plan.write(
+                _Steps(conn),
+                draft,
+                flags=flags,
+                expires_at=expires_at,
+                vector=vector,
+                embedding_model=embedding_model,
+                now=now,
             )
-            await _audit(
-                conn, row.id, AuditAction.REFRESH, draft.origin, now, why, row.value, draft.value
-            )
-
-        async def body(conn: asyncpg.Connection) -> WriteResult:
-            generation = await _lock_generation(conn)
-            writes = {"writes": 1.0}
-            if flags:
-                held = await insert(conn, Status.QUARANTINED)
-                await _audit(
-                    conn,
-                    held.id,
-                    AuditAction.QUARANTINE,
-                    draft.origin,
-                    now,
-                    _join(draft.reason, "flags: " + ", ".join(flags)),
-                    None,
-                    draft.value,
-                )
-                await _add_metrics(conn, {**writes, "quarantined_writes": 1.0})
-                return WriteResult(held, WriteAction.QUARANTINED, generation=generation)
-
-            # One round trip answers both questions: the key's active row, and an
-            # active row holding the same value under another key (a twin).
-            candidates = [
-                _row_to_memory(r)
-                for r in await conn.fetch(
-                    f"SELECT {_COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND status = $3"
-                    " AND (key = $4 OR content_hash = $5) ORDER BY id",
-                    draft.user,
-                    draft.scope,
-                    _ACTIVE,
-                    draft.key,
-                    chash,
-                )
-            ]
-            current = next((m for m in candidates if m.key == draft.key), None)
-            if current is not None and current.content_hash == chash:
-                await refresh(conn, current, _join(draft.reason, "same value saved again"))
-                await _add_metrics(conn, writes)
-                return WriteResult(
-                    await _must_get(conn, current.id),
-                    WriteAction.REFRESHED,
-                    generation=await _bump(conn),
-                )
-
-            twin = next((m for m in candidates if m.key != draft.key and m.content_hash == chash), None)
-            superseded: list[int] = []
-            if twin is not None:
-                if current is not None:
-                    await _supersede(conn, current, twin.id, draft.origin, draft.value, now)
-                    superseded.append(current.id)
-                await refresh(
-                    conn,
-                    twin,
-                    _join(draft.reason, f"deduplicated: saved again under key {draft.key}"),
-                )
-                await _add_metrics(conn, writes)
-                return WriteResult(
-                    await _must_get(conn, twin.id),
-                    WriteAction.DEDUPLICATED,
-                    superseded,
-                    await _bump(conn),
-                )
-
-            if current is not None:
-                # Leave the partial unique index room for the new row first.
-                await conn.execute(
-                    "UPDATE memories SET status = $1, updated_at = $2 WHERE id = $3",
-                    Status.SUPERSEDED.value,
-                    now,
-                    current.id,
-                )
-            new = await insert(conn, Status.ACTIVE)
-            await _audit(
-                conn, new.id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value
-            )
-            action = WriteAction.CREATED
-            if current is not None:
-                await _supersede(conn, current, new.id, draft.origin, draft.value, now)
-                superseded.append(current.id)
-                action = WriteAction.SUPERSEDED
-            await _add_metrics(conn, writes)
-            return WriteResult(new, action, superseded, await _bump(conn))
-
-        return await self._tx(body)
+        )
 
     async def record_recall(
         self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]
@@ -552,63 +423,20 @@ class PostgresMemoryStore(MemoryStore):
         await self._run(body, what="recall bookkeeping", write=True, transaction=False)
 
     async def approve(self, memory_id: int, *, now: float, reason: str = "") -> Memory | None:
-        async def body(conn: asyncpg.Connection) -> Memory | None:
-            await _lock_generation(conn)
-            row = await _get(conn, memory_id)
-            if row is None or row.status is not Status.QUARANTINED:
-                return None
-            current = await _one(
-                conn,
-                f"SELECT {_COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND key = $3 AND status = $4",
-                row.user,
-                row.scope,
-                row.key,
-                _ACTIVE,
-            )
-            if current is not None:
-                await conn.execute(
-                    "UPDATE memories SET status = $1, updated_at = $2 WHERE id = $3",
-                    Status.SUPERSEDED.value,
-                    now,
-                    current.id,
-                )
-            await conn.execute(
-                "UPDATE memories SET status = $1, updated_at = $2 WHERE id = $3",
-                _ACTIVE,
-                now,
-                memory_id,
-            )
-            await _audit(
-                conn, memory_id, AuditAction.APPROVE, Origin.USER, now, reason, None, row.value
-            )
-            if current is not None:
-                await _supersede(conn, current, memory_id, Origin.USER, row.value, now)
-            await _bump(conn)
-            return await _must_get(conn, memory_id)
-
-        return await self._tx(body, "memory approval")
+        return await self._tx(
+            lambda conn: write_plan.approve(_Steps(conn), memory_id, now=now, reason=reason),
+            "memory approval",
+        )
 
     async def forget(
         self, memory_id: int, *, origin: Origin | str, now: float, reason: str = ""
     ) -> Memory | None:
-        async def body(conn: asyncpg.Connection) -> Memory | None:
-            await _lock_generation(conn)
-            row = await _get(conn, memory_id)
-            if row is None or row.status is Status.DELETED:
-                return None
-            await conn.execute(
-                "UPDATE memories SET status = $1, updated_at = $2, embedding = NULL WHERE id = $3",
-                Status.DELETED.value,
-                now,
-                memory_id,
-            )
-            await _audit(
-                conn, memory_id, AuditAction.FORGET, str(origin), now, reason, row.value, None
-            )
-            await _bump(conn)
-            return await _must_get(conn, memory_id)
-
-        return await self._tx(body, "memory forget")
+        return await self._tx(
+            lambda conn: write_plan.forget(
+                _Steps(conn), memory_id, origin=origin, now=now, reason=reason
+            ),
+            "memory forget",
+        )
 
     async def sweep_expired(self, *, now: float) -> list[int]:
         async def body(conn: asyncpg.Connection) -> list[int]:
@@ -644,7 +472,7 @@ class PostgresMemoryStore(MemoryStore):
                 "UPDATE memories AS m SET embedding = v.embedding, embedding_model = $3"
                 " FROM unnest($1::bigint[], $2::bytea[]) AS v(id, embedding) WHERE m.id = v.id",
                 [int(i) for i in ids],
-                [_blob(v) for v in vectors],
+                [vector_blob(v) for v in vectors],
                 embedding_model,
             )
             await _bump(conn)
@@ -756,7 +584,7 @@ class PostgresMemoryStore(MemoryStore):
 
         row = await self._read(body)
         if not row["ids"]:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+            return no_vectors()
         out_ids = np.array(row["ids"], dtype=np.int64)
         vectors = np.frombuffer(row["blob"], dtype="<f4").reshape(len(out_ids), row["width"] // 4)
         return out_ids, vectors.astype(np.float32)
@@ -781,11 +609,7 @@ class PostgresMemoryStore(MemoryStore):
             params = (memory_id,)
 
         async def body(conn: asyncpg.Connection) -> list[AuditEntry]:
-            rows = await conn.fetch(sql + " ORDER BY id", *params)
-            return [
-                AuditEntry(r[0], r[1], AuditAction(r[2]), r[3], r[4], r[5], r[6], r[7])
-                for r in rows
-            ]
+            return [audit_from_row(r) for r in await conn.fetch(sql + " ORDER BY id", *params)]
 
         return await self._read(body)
 
@@ -802,9 +626,7 @@ class PostgresMemoryStore(MemoryStore):
         async def body(conn: asyncpg.Connection) -> list[asyncpg.Record]:
             return await conn.fetch("SELECT status, count(*) AS n FROM memories GROUP BY status")
 
-        counts = {s.value: 0 for s in Status}
-        counts.update({r["status"]: r["n"] for r in await self._read(body)})
-        return counts
+        return status_counts((r["status"], r["n"]) for r in await self._read(body))
 
     async def active_rows(self, user: str) -> tuple[list[Memory], dict[int, tuple[str, bytes]]]:
         """This user's active rows and their vectors: what the local read-only cache keeps."""
@@ -861,10 +683,6 @@ async def _keep_session(_conn: asyncpg.Connection) -> None:
     release would buy nothing."""
 
 
-def _join(*parts: str) -> str:
-    return "; ".join(p for p in parts if p)
-
-
 async def _one(conn: asyncpg.Connection, sql: str, *params: Any) -> Memory | None:
     row = await conn.fetchrow(sql, *params)
     return _row_to_memory(row) if row else None
@@ -872,39 +690,6 @@ async def _one(conn: asyncpg.Connection, sql: str, *params: Any) -> Memory | Non
 
 async def _get(conn: asyncpg.Connection, memory_id: int) -> Memory | None:
     return await _one(conn, f"SELECT {_COLUMNS} FROM memories WHERE id = $1", memory_id)
-
-
-async def _must_get(conn: asyncpg.Connection, memory_id: int) -> Memory:
-    row = await _get(conn, memory_id)
-    assert row is not None, f"memory #{memory_id} vanished inside its own transaction"
-    return row
-
-
-async def _supersede(
-    conn: asyncpg.Connection,
-    old: Memory,
-    new_id: int,
-    origin: Origin | str,
-    new_value: str,
-    now: float,
-) -> None:
-    await conn.execute(
-        "UPDATE memories SET status = $1, superseded_by = $2, updated_at = $3, embedding = NULL WHERE id = $4",
-        Status.SUPERSEDED.value,
-        new_id,
-        now,
-        old.id,
-    )
-    await _audit(
-        conn,
-        old.id,
-        AuditAction.SUPERSEDE,
-        origin,
-        now,
-        f"superseded by #{new_id}",
-        old.value,
-        new_value,
-    )
 
 
 async def _audit(
@@ -928,6 +713,135 @@ async def _audit(
         old_value,
         new_value,
     )
+
+
+class _Steps(write_plan.WriteSteps):
+    """``write_plan``'s statements in PostgreSQL, inside ``_tx``'s transaction."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+
+    async def lock(self) -> int:
+        return await _lock_generation(self._conn)
+
+    async def get(self, memory_id: int) -> Memory | None:
+        return await _get(self._conn, memory_id)
+
+    async def active(self, user: str, scope: str, key: str) -> Memory | None:
+        return await _one(
+            self._conn,
+            f"SELECT {_COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND key = $3 AND status = $4",
+            user,
+            scope,
+            key,
+            _ACTIVE,
+        )
+
+    async def active_and_twin(
+        self, draft: MemoryDraft, chash: str
+    ) -> tuple[Memory | None, Memory | None]:
+        # One round trip answers both questions.
+        candidates = [
+            _row_to_memory(r)
+            for r in await self._conn.fetch(
+                f"SELECT {_COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND status = $3"
+                " AND (key = $4 OR content_hash = $5) ORDER BY id",
+                draft.user,
+                draft.scope,
+                _ACTIVE,
+                draft.key,
+                chash,
+            )
+        ]
+        current = next((m for m in candidates if m.key == draft.key), None)
+        twin = next((m for m in candidates if m.key != draft.key and m.content_hash == chash), None)
+        return current, twin
+
+    async def insert(
+        self,
+        draft: MemoryDraft,
+        status: Status,
+        *,
+        flags: Sequence[str],
+        chash: str,
+        created_at: float,
+        expires_at: float | None,
+        vector: np.ndarray | None,
+        embedding_model: str,
+        now: float,
+    ) -> Memory:
+        # RETURNING the row saves reading it back: nothing later in the
+        # transaction changes the new row.
+        return _row_to_memory(await self._conn.fetchrow(
+            "INSERT INTO memories (username, scope, category, key, value, origin, status, flags,"
+            " created_at, updated_at, expires_at, content_hash, embedding_model, embedding)"
+            f" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING {_COLUMNS}",
+            draft.user,
+            draft.scope,
+            draft.category.value,
+            draft.key,
+            draft.value,
+            draft.origin.value,
+            status.value,
+            list(flags),
+            created_at,
+            now,
+            expires_at,
+            chash,
+            embedding_model,
+            vector_blob(vector),
+        ))
+
+    async def set_status(self, memory_id: int, status: Status, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET status = $1, updated_at = $2 WHERE id = $3",
+            status.value,
+            now,
+            memory_id,
+        )
+
+    async def mark_superseded(self, memory_id: int, by: int, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET status = $1, superseded_by = $2, updated_at = $3, embedding = NULL WHERE id = $4",
+            Status.SUPERSEDED.value,
+            by,
+            now,
+            memory_id,
+        )
+
+    async def mark_deleted(self, memory_id: int, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET status = $1, updated_at = $2, embedding = NULL WHERE id = $3",
+            Status.DELETED.value,
+            now,
+            memory_id,
+        )
+
+    async def touch(self, memory_id: int, now: float, expires_at: float | None) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET updated_at = $1, expires_at = $2 WHERE id = $3",
+            now,
+            expires_at,
+            memory_id,
+        )
+
+    async def audit(
+        self,
+        memory_id: int,
+        action: AuditAction,
+        origin: Origin | str,
+        at: float,
+        reason: str,
+        old_value: str | None,
+        new_value: str | None,
+    ) -> None:
+        await _audit(self._conn, memory_id, action, origin, at, reason, old_value, new_value)
+
+    async def add_metrics(self, deltas: Mapping[str, float]) -> None:
+        await _add_metrics(self._conn, deltas)
+
+    async def bump(self) -> int:
+        return await _bump(self._conn)
 
 
 async def _generation(conn: asyncpg.Connection) -> int:
@@ -1067,7 +981,9 @@ async def migrate_from_sqlite(
                     existing.id,
                 )
                 mapping[r[0]] = await conn.fetchval(insert, *fields)
-                await _supersede(conn, existing, mapping[r[0]], "system", r[5], float(r[10]))
+                await write_plan.supersede(
+                    _Steps(conn), existing, mapping[r[0]], "system", r[5], float(r[10])
+                )
             else:
                 report.conflicts.append(r[4])
                 fields[6], fields[15] = Status.SUPERSEDED.value, None

@@ -15,19 +15,25 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aiosqlite
 import numpy as np
 
+from qwenmem_tui.memory import write_plan
 from qwenmem_tui.memory.model import (
     AuditAction,
     AuditEntry,
-    Category,
     Memory,
     MemoryDraft,
     Origin,
     Status,
-    WriteAction,
     WriteResult,
-    content_hash,
 )
-from qwenmem_tui.memory.store import AllowedIds, MemoryStore
+from qwenmem_tui.memory.store import (
+    AllowedIds,
+    MemoryStore,
+    audit_from_row,
+    memory_from_row,
+    no_vectors,
+    status_counts,
+    vector_blob,
+)
 
 if TYPE_CHECKING:
     from qwenmem_tui.storage.database import Database
@@ -42,29 +48,7 @@ _ACTIVE = Status.ACTIVE.value
 
 
 def _row_to_memory(row: Sequence[Any]) -> Memory:
-    return Memory(
-        id=row[0],
-        user=row[1],
-        scope=row[2],
-        category=Category(row[3]),
-        key=row[4],
-        value=row[5],
-        origin=Origin(row[6]),
-        status=Status(row[7]),
-        flags=json.loads(row[8]),
-        created_at=row[9],
-        updated_at=row[10],
-        expires_at=row[11],
-        last_recalled_at=row[12],
-        recall_count=row[13],
-        superseded_by=row[14],
-        content_hash=row[15],
-        embedding_model=row[16],
-    )
-
-
-def _blob(vector: np.ndarray | None) -> bytes | None:
-    return None if vector is None else np.asarray(vector, dtype="<f4").tobytes()
+    return memory_from_row(row, json.loads(row[8]))
 
 
 class SqliteMemoryStore(MemoryStore):
@@ -92,125 +76,17 @@ class SqliteMemoryStore(MemoryStore):
         embedding_model: str,
         now: float,
     ) -> WriteResult:
-        chash = content_hash(draft.value)
-        created = draft.created_at if draft.created_at is not None else now
-
-        async def insert(conn: aiosqlite.Connection, status: Status) -> int:
-            cur = await conn.execute(
-                "INSERT INTO memories (user, scope, category, key, value, origin, status, flags,"
-                " created_at, updated_at, expires_at, content_hash, embedding_model, embedding)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    draft.user,
-                    draft.scope,
-                    draft.category.value,
-                    draft.key,
-                    draft.value,
-                    draft.origin.value,
-                    status.value,
-                    json.dumps(list(flags)),
-                    created,
-                    now,
-                    expires_at,
-                    chash,
-                    embedding_model if vector is not None else "",
-                    _blob(vector),
-                ),
+        return await self._tx(
+            lambda conn: write_plan.write(
+                _Steps(conn),
+                draft,
+                flags=flags,
+                expires_at=expires_at,
+                vector=vector,
+                embedding_model=embedding_model,
+                now=now,
             )
-            assert cur.lastrowid is not None
-            return cur.lastrowid
-
-        async def refresh(conn: aiosqlite.Connection, row: Memory, why: str) -> None:
-            # Refreshing moves the expiry forward only: a shorter TTL on a repeat must
-            # not make a fact the user stated twice expire sooner.
-            new_expiry = expires_at
-            if row.expires_at is None or (expires_at is not None and row.expires_at > expires_at):
-                new_expiry = row.expires_at
-            await conn.execute(
-                "UPDATE memories SET updated_at = ?, expires_at = ? WHERE id = ?",
-                (now, new_expiry, row.id),
-            )
-            await _audit(
-                conn, row.id, AuditAction.REFRESH, draft.origin, now, why, row.value, draft.value
-            )
-
-        async def body(conn: aiosqlite.Connection) -> WriteResult:
-            writes = {"writes": 1.0}
-            if flags:
-                generation = await _generation(conn)
-                new_id = await insert(conn, Status.QUARANTINED)
-                await _audit(
-                    conn,
-                    new_id,
-                    AuditAction.QUARANTINE,
-                    draft.origin,
-                    now,
-                    _join(draft.reason, "flags: " + ", ".join(flags)),
-                    None,
-                    draft.value,
-                )
-                await _add_metrics(conn, {**writes, "quarantined_writes": 1.0})
-                return WriteResult(
-                    await _must_get(conn, new_id), WriteAction.QUARANTINED, generation=generation
-                )
-
-            current = await _one(
-                conn,
-                f"SELECT {_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND key = ? AND status = ?",
-                (draft.user, draft.scope, draft.key, _ACTIVE),
-            )
-            if current is not None and current.content_hash == chash:
-                await refresh(conn, current, _join(draft.reason, "same value saved again"))
-                await _add_metrics(conn, writes)
-                return WriteResult(
-                    await _must_get(conn, current.id),
-                    WriteAction.REFRESHED,
-                    generation=await _bump(conn),
-                )
-
-            twin = await _one(
-                conn,
-                f"SELECT {_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND content_hash = ?"
-                " AND status = ? AND key != ?",
-                (draft.user, draft.scope, chash, _ACTIVE, draft.key),
-            )
-            superseded: list[int] = []
-            if twin is not None:
-                if current is not None:
-                    await _supersede(conn, current, twin.id, draft, now)
-                    superseded.append(current.id)
-                await refresh(
-                    conn,
-                    twin,
-                    _join(draft.reason, f"deduplicated: saved again under key {draft.key}"),
-                )
-                await _add_metrics(conn, writes)
-                return WriteResult(
-                    await _must_get(conn, twin.id),
-                    WriteAction.DEDUPLICATED,
-                    superseded,
-                    await _bump(conn),
-                )
-
-            if current is not None:
-                # Leave the partial unique index room for the new row first.
-                await conn.execute(
-                    "UPDATE memories SET status = ?, updated_at = ? WHERE id = ?",
-                    (Status.SUPERSEDED.value, now, current.id),
-                )
-            new_id = await insert(conn, Status.ACTIVE)
-            await _audit(
-                conn, new_id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value
-            )
-            action = WriteAction.CREATED
-            if current is not None:
-                await _supersede(conn, current, new_id, draft, now)
-                superseded.append(current.id)
-                action = WriteAction.SUPERSEDED
-            await _add_metrics(conn, writes)
-            return WriteResult(await _must_get(conn, new_id), action, superseded, await _bump(conn))
-
-        return await self._tx(body)
+        )
 
     async def record_recall(
         self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]
@@ -226,55 +102,18 @@ class SqliteMemoryStore(MemoryStore):
         await self._tx(body)
 
     async def approve(self, memory_id: int, *, now: float, reason: str = "") -> Memory | None:
-        async def body(conn: aiosqlite.Connection) -> Memory | None:
-            row = await _get(conn, memory_id)
-            if row is None or row.status is not Status.QUARANTINED:
-                return None
-            current = await _one(
-                conn,
-                f"SELECT {_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND key = ? AND status = ?",
-                (row.user, row.scope, row.key, _ACTIVE),
-            )
-            if current is not None:
-                await conn.execute(
-                    "UPDATE memories SET status = ?, updated_at = ? WHERE id = ?",
-                    (Status.SUPERSEDED.value, now, current.id),
-                )
-            await conn.execute(
-                "UPDATE memories SET status = ?, updated_at = ? WHERE id = ?",
-                (_ACTIVE, now, memory_id),
-            )
-            await _audit(
-                conn, memory_id, AuditAction.APPROVE, Origin.USER, now, reason, None, row.value
-            )
-            if current is not None:
-                draft = MemoryDraft(
-                    row.category, row.key, row.value, Origin.USER, row.scope, row.user
-                )
-                await _supersede(conn, current, memory_id, draft, now)
-            await _bump(conn)
-            return await _must_get(conn, memory_id)
-
-        return await self._tx(body)
+        return await self._tx(
+            lambda conn: write_plan.approve(_Steps(conn), memory_id, now=now, reason=reason)
+        )
 
     async def forget(
         self, memory_id: int, *, origin: Origin | str, now: float, reason: str = ""
     ) -> Memory | None:
-        async def body(conn: aiosqlite.Connection) -> Memory | None:
-            row = await _get(conn, memory_id)
-            if row is None or row.status is Status.DELETED:
-                return None
-            await conn.execute(
-                "UPDATE memories SET status = ?, updated_at = ?, embedding = NULL WHERE id = ?",
-                (Status.DELETED.value, now, memory_id),
+        return await self._tx(
+            lambda conn: write_plan.forget(
+                _Steps(conn), memory_id, origin=origin, now=now, reason=reason
             )
-            await _audit(
-                conn, memory_id, AuditAction.FORGET, str(origin), now, reason, row.value, None
-            )
-            await _bump(conn)
-            return await _must_get(conn, memory_id)
-
-        return await self._tx(body)
+        )
 
     async def sweep_expired(self, *, now: float) -> list[int]:
         async def body(conn: aiosqlite.Connection) -> list[int]:
@@ -305,7 +144,7 @@ class SqliteMemoryStore(MemoryStore):
         async def body(conn: aiosqlite.Connection) -> None:
             await conn.executemany(
                 "UPDATE memories SET embedding = ?, embedding_model = ? WHERE id = ?",
-                [(_blob(v), embedding_model, i) for i, v in zip(ids, vectors, strict=True)],
+                [(vector_blob(v), embedding_model, i) for i, v in zip(ids, vectors, strict=True)],
             )
             await _bump(conn)
 
@@ -403,7 +242,7 @@ class SqliteMemoryStore(MemoryStore):
                 )
                 rows.extend(await cur.fetchall())
         if not rows:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+            return no_vectors()
         out_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
         return out_ids, vectors.astype(np.float32, copy=False)
@@ -423,10 +262,7 @@ class SqliteMemoryStore(MemoryStore):
             sql += " WHERE memory_id = ?"
             params = (memory_id,)
         cur = await self._conn.execute(sql + " ORDER BY id", params)
-        return [
-            AuditEntry(r[0], r[1], AuditAction(r[2]), r[3], r[4], r[5], r[6], r[7])
-            for r in await cur.fetchall()
-        ]
+        return [audit_from_row(r) for r in await cur.fetchall()]
 
     async def metrics(self) -> dict[str, float]:
         cur = await self._conn.execute("SELECT name, value FROM memory_metrics")
@@ -434,16 +270,10 @@ class SqliteMemoryStore(MemoryStore):
 
     async def counts_by_status(self) -> dict[str, int]:
         cur = await self._conn.execute("SELECT status, COUNT(*) FROM memories GROUP BY status")
-        counts = {s.value: 0 for s in Status}
-        counts.update({status: n for status, n in await cur.fetchall()})
-        return counts
+        return status_counts(await cur.fetchall())
 
     async def close(self) -> None:
         await self._db.close()
-
-
-def _join(*parts: str) -> str:
-    return "; ".join(p for p in parts if p)
 
 
 async def _one(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> Memory | None:
@@ -454,31 +284,6 @@ async def _one(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> M
 
 async def _get(conn: aiosqlite.Connection, memory_id: int) -> Memory | None:
     return await _one(conn, f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
-
-
-async def _must_get(conn: aiosqlite.Connection, memory_id: int) -> Memory:
-    row = await _get(conn, memory_id)
-    assert row is not None, f"memory #{memory_id} vanished inside its own transaction"
-    return row
-
-
-async def _supersede(
-    conn: aiosqlite.Connection, old: Memory, new_id: int, draft: MemoryDraft, now: float
-) -> None:
-    await conn.execute(
-        "UPDATE memories SET status = ?, superseded_by = ?, updated_at = ?, embedding = NULL WHERE id = ?",
-        (Status.SUPERSEDED.value, new_id, now, old.id),
-    )
-    await _audit(
-        conn,
-        old.id,
-        AuditAction.SUPERSEDE,
-        draft.origin,
-        now,
-        f"superseded by #{new_id}",
-        old.value,
-        draft.value,
-    )
 
 
 async def _audit(
@@ -496,6 +301,120 @@ async def _audit(
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
         (memory_id, action.value, str(origin), at, reason, old_value, new_value),
     )
+
+
+class _Steps(write_plan.WriteSteps):
+    """``write_plan``'s statements in SQLite, inside ``Database.write``'s transaction."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    async def lock(self) -> int:
+        # BEGIN IMMEDIATE already holds the write lock.
+        return await _generation(self._conn)
+
+    async def get(self, memory_id: int) -> Memory | None:
+        return await _get(self._conn, memory_id)
+
+    async def active(self, user: str, scope: str, key: str) -> Memory | None:
+        return await _one(
+            self._conn,
+            f"SELECT {_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND key = ? AND status = ?",
+            (user, scope, key, _ACTIVE),
+        )
+
+    async def active_and_twin(
+        self, draft: MemoryDraft, chash: str
+    ) -> tuple[Memory | None, Memory | None]:
+        current = await self.active(draft.user, draft.scope, draft.key)
+        if current is not None and current.content_hash == chash:
+            return current, None
+        twin = await _one(
+            self._conn,
+            f"SELECT {_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND content_hash = ?"
+            " AND status = ? AND key != ?",
+            (draft.user, draft.scope, chash, _ACTIVE, draft.key),
+        )
+        return current, twin
+
+    async def insert(
+        self,
+        draft: MemoryDraft,
+        status: Status,
+        *,
+        flags: Sequence[str],
+        chash: str,
+        created_at: float,
+        expires_at: float | None,
+        vector: np.ndarray | None,
+        embedding_model: str,
+        now: float,
+    ) -> Memory:
+        cur = await self._conn.execute(
+            "INSERT INTO memories (user, scope, category, key, value, origin, status, flags,"
+            " created_at, updated_at, expires_at, content_hash, embedding_model, embedding)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                draft.user,
+                draft.scope,
+                draft.category.value,
+                draft.key,
+                draft.value,
+                draft.origin.value,
+                status.value,
+                json.dumps(list(flags)),
+                created_at,
+                now,
+                expires_at,
+                chash,
+                embedding_model,
+                vector_blob(vector),
+            ),
+        )
+        assert cur.lastrowid is not None
+        return await write_plan.must_get(self, cur.lastrowid)
+
+    async def set_status(self, memory_id: int, status: Status, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET status = ?, updated_at = ? WHERE id = ?",
+            (status.value, now, memory_id),
+        )
+
+    async def mark_superseded(self, memory_id: int, by: int, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET status = ?, superseded_by = ?, updated_at = ?, embedding = NULL WHERE id = ?",
+            (Status.SUPERSEDED.value, by, now, memory_id),
+        )
+
+    async def mark_deleted(self, memory_id: int, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET status = ?, updated_at = ?, embedding = NULL WHERE id = ?",
+            (Status.DELETED.value, now, memory_id),
+        )
+
+    async def touch(self, memory_id: int, now: float, expires_at: float | None) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET updated_at = ?, expires_at = ? WHERE id = ?",
+            (now, expires_at, memory_id),
+        )
+
+    async def audit(
+        self,
+        memory_id: int,
+        action: AuditAction,
+        origin: Origin | str,
+        at: float,
+        reason: str,
+        old_value: str | None,
+        new_value: str | None,
+    ) -> None:
+        await _audit(self._conn, memory_id, action, origin, at, reason, old_value, new_value)
+
+    async def add_metrics(self, deltas: Mapping[str, float]) -> None:
+        await _add_metrics(self._conn, deltas)
+
+    async def bump(self) -> int:
+        return await _bump(self._conn)
 
 
 async def _generation(conn: aiosqlite.Connection) -> int:

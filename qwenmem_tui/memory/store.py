@@ -15,12 +15,22 @@ one step.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from qwenmem_tui.memory.model import AuditEntry, Memory, MemoryDraft, Origin, Status, WriteResult
+from qwenmem_tui.memory.model import (
+    AuditAction,
+    AuditEntry,
+    Category,
+    Memory,
+    MemoryDraft,
+    Origin,
+    Status,
+    WriteResult,
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,57 @@ class AllowedIds:
     ids: np.ndarray  # int64, sorted
     generation: int
     valid_until: float | None
+
+
+def memory_from_row(row: Sequence[Any], flags: Sequence[str]) -> Memory:
+    """A ``memories`` row selected in the column order every store uses (id, user,
+    scope, category, key, value, origin, status, flags, created_at, updated_at,
+    expires_at, last_recalled_at, recall_count, superseded_by, content_hash,
+    embedding_model); ``flags`` decoded by the store (JSON text or an array)."""
+    return Memory(
+        id=row[0],
+        user=row[1],
+        scope=row[2],
+        category=Category(row[3]),
+        key=row[4],
+        value=row[5],
+        origin=Origin(row[6]),
+        status=Status(row[7]),
+        flags=list(flags),
+        created_at=row[9],
+        updated_at=row[10],
+        expires_at=row[11],
+        last_recalled_at=row[12],
+        recall_count=row[13],
+        superseded_by=row[14],
+        content_hash=row[15],
+        embedding_model=row[16],
+    )
+
+
+def audit_from_row(row: Sequence[Any]) -> AuditEntry:
+    """A ``memory_audit`` row selected as id, memory_id, action, origin, at, reason,
+    old_value, new_value."""
+    return AuditEntry(
+        row[0], row[1], AuditAction(row[2]), row[3], row[4], row[5], row[6], row[7]
+    )
+
+
+def vector_blob(vector: np.ndarray | None) -> bytes | None:
+    """How every store keeps a vector: little-endian float32 bytes."""
+    return None if vector is None else np.asarray(vector, dtype="<f4").tobytes()
+
+
+def no_vectors() -> tuple[np.ndarray, np.ndarray]:
+    """``MemoryStore.vectors`` when no row matches."""
+    return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+
+
+def status_counts(counted: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """``MemoryStore.counts_by_status``: every status present, zero unless counted."""
+    counts = {s.value: 0 for s in Status}
+    counts.update(counted)
+    return counts
 
 
 class MemoryStore(ABC):

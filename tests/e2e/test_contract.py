@@ -352,7 +352,15 @@ class Terminal:
         def status() -> str:
             return self.tmux("display-message", "-p", "-t", "app", "#{pane_dead_status}").strip()
 
-        self.until(lambda _: status() != "", "exit")
+        try:
+            self.until(lambda _: status() != "", "exit")
+        except AssertionError:
+            pid = self.tmux("display-message", "-p", "-t", "app", "#{pane_pid} #{pane_dead}").split()
+            print("PANE", pid)
+            print(subprocess.run(["ps", "-o", "pid,stat,etime,cmd", "--ppid", pid[0], "-p", pid[0]], capture_output=True, text=True).stdout)
+            import signal as _s; os.kill(int(pid[0]), _s.SIGABRT); time.sleep(1)
+            print("DUMP", self.tmux("capture-pane", "-p", "-S", "-200", "-t", "app"))
+            raise
         return int(status())
 
 
@@ -387,6 +395,7 @@ def test_tui_commands_busy_input_and_home_layout(
         "TERM": "xterm-256color",
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(tmp_path),
+        "PYTHONFAULTHANDLER": "1",
     }
     terminal.start([str(QWENMEM)], cwd=project / "src", env=env)  # inside the project
     terminal.shows("idle")

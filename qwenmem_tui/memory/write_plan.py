@@ -1,0 +1,242 @@
+"""What a memory write, approval or forget does, written once for every store.
+
+SQLite and PostgreSQL differ in SQL, locking and round trips, not in what a write
+decides: quarantine when the guard flagged it, refresh when the key already holds the
+value, deduplicate when another key does, otherwise create and supersede the key's
+older value — each step audited, in one transaction. That plan lives here over the
+few statements a store implements in ``WriteSteps``; the stores keep their SQL and
+their transaction handling (``BEGIN IMMEDIATE`` and busy retries in SQLite, the
+generation row lock and reconnects in PostgreSQL).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from qwenmem_tui.memory.model import (
+    AuditAction,
+    Memory,
+    MemoryDraft,
+    Origin,
+    Status,
+    WriteAction,
+    WriteResult,
+    content_hash,
+)
+
+
+class WriteSteps(ABC):
+    """One store's statements inside one open write transaction."""
+
+    @abstractmethod
+    async def lock(self) -> int:
+        """Serialise with every other writer; the generation before this transaction."""
+
+    @abstractmethod
+    async def get(self, memory_id: int) -> Memory | None: ...
+
+    @abstractmethod
+    async def active(self, user: str, scope: str, key: str) -> Memory | None:
+        """The key's active row."""
+
+    @abstractmethod
+    async def active_and_twin(
+        self, draft: MemoryDraft, chash: str
+    ) -> tuple[Memory | None, Memory | None]:
+        """The key's active row, and an active row holding ``chash`` under another key.
+
+        The twin may be left out (None) when the key's own row holds ``chash``: the
+        write only refreshes that row then.
+        """
+
+    @abstractmethod
+    async def insert(
+        self,
+        draft: MemoryDraft,
+        status: Status,
+        *,
+        flags: Sequence[str],
+        chash: str,
+        created_at: float,
+        expires_at: float | None,
+        vector: np.ndarray | None,
+        embedding_model: str,
+        now: float,
+    ) -> Memory:
+        """The new row, as stored."""
+
+    @abstractmethod
+    async def set_status(self, memory_id: int, status: Status, now: float) -> None: ...
+
+    @abstractmethod
+    async def mark_superseded(self, memory_id: int, by: int, now: float) -> None:
+        """Superseded by row ``by``; its vector is dropped (it leaves every index)."""
+
+    @abstractmethod
+    async def mark_deleted(self, memory_id: int, now: float) -> None:
+        """Deleted, vector dropped."""
+
+    @abstractmethod
+    async def touch(self, memory_id: int, now: float, expires_at: float | None) -> None:
+        """Move ``updated_at`` and the expiry."""
+
+    @abstractmethod
+    async def audit(
+        self,
+        memory_id: int,
+        action: AuditAction,
+        origin: Origin | str,
+        at: float,
+        reason: str,
+        old_value: str | None,
+        new_value: str | None,
+    ) -> None: ...
+
+    @abstractmethod
+    async def add_metrics(self, deltas: Mapping[str, float]) -> None: ...
+
+    @abstractmethod
+    async def bump(self) -> int:
+        """The next generation (the indexable set changed)."""
+
+
+def join_reasons(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def refreshed_expiry(current: float | None, requested: float | None) -> float | None:
+    """Refreshing moves the expiry forward only: a shorter TTL on a repeat must not
+    make a fact the user stated twice expire sooner (None never expires)."""
+    if current is None or (requested is not None and current > requested):
+        return current
+    return requested
+
+
+async def must_get(steps: WriteSteps, memory_id: int) -> Memory:
+    row = await steps.get(memory_id)
+    assert row is not None, f"memory #{memory_id} vanished inside its own transaction"
+    return row
+
+
+async def supersede(
+    steps: WriteSteps, old: Memory, new_id: int, origin: Origin | str, new_value: str, now: float
+) -> None:
+    await steps.mark_superseded(old.id, new_id, now)
+    await steps.audit(
+        old.id, AuditAction.SUPERSEDE, origin, now, f"superseded by #{new_id}", old.value, new_value
+    )
+
+
+async def write(
+    steps: WriteSteps,
+    draft: MemoryDraft,
+    *,
+    flags: Sequence[str],
+    expires_at: float | None,
+    vector: np.ndarray | None,
+    embedding_model: str,
+    now: float,
+) -> WriteResult:
+    """``MemoryStore.write`` inside the store's open transaction."""
+    generation = await steps.lock()
+    chash = content_hash(draft.value)
+    writes = {"writes": 1.0}
+
+    async def insert(status: Status) -> Memory:
+        return await steps.insert(
+            draft,
+            status,
+            flags=flags,
+            chash=chash,
+            created_at=draft.created_at if draft.created_at is not None else now,
+            expires_at=expires_at,
+            vector=vector,
+            embedding_model=embedding_model if vector is not None else "",
+            now=now,
+        )
+
+    async def refresh(row: Memory, why: str) -> None:
+        await steps.touch(row.id, now, refreshed_expiry(row.expires_at, expires_at))
+        await steps.audit(
+            row.id, AuditAction.REFRESH, draft.origin, now, why, row.value, draft.value
+        )
+
+    if flags:
+        held = await insert(Status.QUARANTINED)
+        await steps.audit(
+            held.id,
+            AuditAction.QUARANTINE,
+            draft.origin,
+            now,
+            join_reasons(draft.reason, "flags: " + ", ".join(flags)),
+            None,
+            draft.value,
+        )
+        await steps.add_metrics({**writes, "quarantined_writes": 1.0})
+        return WriteResult(held, WriteAction.QUARANTINED, generation=generation)
+
+    current, twin = await steps.active_and_twin(draft, chash)
+    if current is not None and current.content_hash == chash:
+        await refresh(current, join_reasons(draft.reason, "same value saved again"))
+        await steps.add_metrics(writes)
+        return WriteResult(
+            await must_get(steps, current.id), WriteAction.REFRESHED, generation=await steps.bump()
+        )
+
+    superseded: list[int] = []
+    if twin is not None:
+        if current is not None:
+            await supersede(steps, current, twin.id, draft.origin, draft.value, now)
+            superseded.append(current.id)
+        await refresh(twin, join_reasons(draft.reason, f"deduplicated: saved again under key {draft.key}"))
+        await steps.add_metrics(writes)
+        return WriteResult(
+            await must_get(steps, twin.id), WriteAction.DEDUPLICATED, superseded, await steps.bump()
+        )
+
+    if current is not None:
+        # Leave the partial unique index room for the new row first.
+        await steps.set_status(current.id, Status.SUPERSEDED, now)
+    new = await insert(Status.ACTIVE)
+    await steps.audit(new.id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value)
+    action = WriteAction.CREATED
+    if current is not None:
+        await supersede(steps, current, new.id, draft.origin, draft.value, now)
+        superseded.append(current.id)
+        action = WriteAction.SUPERSEDED
+    await steps.add_metrics(writes)
+    return WriteResult(new, action, superseded, await steps.bump())
+
+
+async def approve(steps: WriteSteps, memory_id: int, *, now: float, reason: str) -> Memory | None:
+    """``MemoryStore.approve`` inside the store's open transaction."""
+    await steps.lock()
+    row = await steps.get(memory_id)
+    if row is None or row.status is not Status.QUARANTINED:
+        return None
+    current = await steps.active(row.user, row.scope, row.key)
+    if current is not None:
+        await steps.set_status(current.id, Status.SUPERSEDED, now)
+    await steps.set_status(memory_id, Status.ACTIVE, now)
+    await steps.audit(memory_id, AuditAction.APPROVE, Origin.USER, now, reason, None, row.value)
+    if current is not None:
+        await supersede(steps, current, memory_id, Origin.USER, row.value, now)
+    await steps.bump()
+    return await must_get(steps, memory_id)
+
+
+async def forget(
+    steps: WriteSteps, memory_id: int, *, origin: Origin | str, now: float, reason: str
+) -> Memory | None:
+    """``MemoryStore.forget`` inside the store's open transaction."""
+    await steps.lock()
+    row = await steps.get(memory_id)
+    if row is None or row.status is Status.DELETED:
+        return None
+    await steps.mark_deleted(memory_id, now)
+    await steps.audit(memory_id, AuditAction.FORGET, str(origin), now, reason, row.value, None)
+    await steps.bump()
+    return await must_get(steps, memory_id)
