@@ -6,19 +6,23 @@ SVG lives in one reviewable place instead of `__snapshots__` beside each test fi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from chat_support import TEST_API_KEY, SessionFactory, session_parts
 
 from qwenmem_tui import debuglog
+from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings, load_settings
 from qwenmem_tui.fake_openai import FakeOpenAI
+from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.storage import Database, SessionStore
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_DIR = REPO_ROOT / "snapshots"
-TEST_API_KEY = "sk-test-qwenmem-0000"
 
 _ENV_TO_CLEAR = (
     "QWENMEM_BASE_URL",
@@ -102,3 +106,39 @@ def project(tmp_path: Path) -> Path:
     (root / ".git").mkdir(parents=True)
     (root / "README.md").write_text("# Demo project\n\nA small project for tests.\n")
     return root
+
+
+@pytest.fixture
+async def llm(fake: FakeOpenAI, settings: Settings) -> AsyncIterator[LLMClient]:
+    """The real client and SDK over HTTP to the fake server, for the models ``settings`` name."""
+    client = LLMClient(
+        base_url=fake.base_url,
+        api_key=TEST_API_KEY,
+        model=settings.llm.model,
+        fast_model=settings.llm.fast_model,
+    )
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def session_store(tmp_path: Path) -> AsyncIterator[SessionStore]:
+    """Sessions in a fresh qwenmem.db of this test."""
+    db = await Database.open(tmp_path / "qwenmem.db")
+    yield SessionStore(db)
+    await db.close()
+
+
+@pytest.fixture
+def make_session(
+    session_store: SessionStore, llm: LLMClient, settings: Settings, project: Path
+) -> SessionFactory:
+    """``await make_session(*hooks, **overrides)``: a new session in ``project`` on the
+    fake server; keywords replace ChatSession's (tools, settings, clock, ...)."""
+
+    async def make(*hooks: Any, **overrides: Any) -> ChatSession:
+        info = await session_store.create_session(str(project))
+        options = {**session_parts(session_store, llm, settings, project), "hooks": hooks}
+        return ChatSession(info=info, **{**options, **overrides})
+
+    return make

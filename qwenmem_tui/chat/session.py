@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +64,10 @@ TOOL_RESULT_MAX_CHARS = 64 * 1024
 """Cap on one tool result as stored and sent; the model's context is the limit."""
 RESET_NOTICE = "Context cleared: the model no longer sees the messages above."
 CANCELLED_TOOL_RESULT = "Cancelled by user."
+# A streaming reply is checkpointed to the database once it has grown by this many
+# characters or this many seconds passed, whichever comes first (see _checkpoint).
+DRAFT_EVERY_CHARS = 512
+DRAFT_EVERY_SECONDS = 2.0
 TURN_CAP_TOOL_RESULT = "Not run: the turn limit for this message was reached."
 
 Emit = Callable[[ChatEvent], None]
@@ -131,12 +135,22 @@ class _Progress:
     unanswered: list[ToolCall] = field(default_factory=list)  # committed calls, no result yet
     running: ToolCall | None = None
     tool_names: list[str] = field(default_factory=list)
+    # The reply so far, checkpointed while it streams (see ChatSession._checkpoint).
+    draft: Item | None = None
+    draft_write: asyncio.Task[None] | None = None
+    draft_chars: int = 0
+    draft_at: float = 0.0
+    text_chars: int = 0
 
     def begin_reply(self) -> None:
         self.replying = True
         self.text.clear()
         self.reasoning.clear()
         self.completion = None
+        self.draft = None
+        self.draft_write = None
+        self.draft_chars = self.text_chars = 0
+        self.draft_at = time.monotonic()
 
     def outcome(self, status: str, error: str | None = None) -> QueryOutcome:
         return QueryOutcome(status, error, bool(self.tool_names), list(self.tool_names))
@@ -176,34 +190,18 @@ class ChatSession:
 
     @classmethod
     async def load(
-        cls,
-        *,
-        session_id: str,
-        store: SessionStore,
-        llm: LLMClient,
-        tools: ToolRegistry,
-        settings: Settings,
-        project_root: Path,
-        hooks: Sequence[QueryHook] = (),
-        clock: Callable[[], float] = time.time,
-        system_prompt: str | None = None,
+        cls, *, session_id: str, store: SessionStore, **options: Any
     ) -> ChatSession:
-        """Resume a stored session: its items, and the model view rebuilt from them."""
+        """Resume a stored session: its items, and the model view rebuilt from them.
+
+        ``options`` are the other keywords of ``ChatSession(...)`` (llm, tools,
+        settings, project_root, hooks, clock, system_prompt), passed through so the
+        two entry points cannot drift apart.
+        """
         info = await store.get_session(session_id)
         if info is None:
             raise SessionNotFoundError(session_id)
-        return cls(
-            info=info,
-            store=store,
-            llm=llm,
-            tools=tools,
-            settings=settings,
-            project_root=project_root,
-            hooks=hooks,
-            clock=clock,
-            system_prompt=system_prompt,
-            items=await store.load_items(session_id),
-        )
+        return cls(info=info, store=store, items=await store.load_items(session_id), **options)
 
     # -- the model view ------------------------------------------------------------------
 
@@ -379,7 +377,9 @@ class ChatSession:
             async for event in stream:
                 if isinstance(event, llm_events.TextDelta):
                     progress.text.append(event.text)
+                    progress.text_chars += len(event.text)
                     emit(AssistantDelta(event.text))
+                    self._checkpoint(progress)
                 elif isinstance(event, llm_events.ReasoningDelta):
                     progress.reasoning.append(event.text)
                     emit(ReasoningDelta(event.text))
@@ -395,7 +395,8 @@ class ChatSession:
         # Progress first: `_persist` completes even when cancelled meanwhile.
         progress.replying = False
         progress.unanswered = list(completion.tool_calls)
-        await self._persist(self._item("assistant", completion.content, completion.to_message()), emit)
+        item = self._item("assistant", completion.content, completion.to_message())
+        await self._persist_reply(item, emit, progress)
 
     async def _run_tool(
         self, call: ToolCall, ctx: ToolContext, emit: Emit, progress: _Progress
@@ -442,7 +443,7 @@ class ChatSession:
                 if progress.reasoning:
                     message["reasoning_content"] = "".join(progress.reasoning)
                 item = self._item("assistant", message["content"], message, {"interrupted": True})
-                await self._persist(item, emit)
+                await self._persist_reply(item, emit, progress)
         await self._answer_unanswered(progress, emit, answer)
 
     # -- items -----------------------------------------------------------------------------
@@ -478,6 +479,57 @@ class ChatSession:
             raise
         self._remember(saved, emit)
         return saved
+
+    def _checkpoint(self, progress: _Progress) -> None:
+        """Save the reply so far, now and then, without holding up the stream.
+
+        A crash or kill -9 mid-reply then leaves the partial text in the database,
+        already marked interrupted, instead of nothing. At most one write is in
+        flight; short replies finish before the first checkpoint and cost nothing.
+        """
+        if progress.draft_write is not None and not progress.draft_write.done():
+            return
+        grown = progress.text_chars - progress.draft_chars
+        if grown <= 0 or (
+            grown < DRAFT_EVERY_CHARS and time.monotonic() - progress.draft_at < DRAFT_EVERY_SECONDS
+        ):
+            return
+        progress.draft_chars = progress.text_chars
+        progress.draft_at = time.monotonic()
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(progress.text)}
+        if progress.reasoning:
+            message["reasoning_content"] = "".join(progress.reasoning)
+        progress.draft_write = asyncio.ensure_future(self._save_draft(progress, message))
+
+    async def _save_draft(self, progress: _Progress, message: dict[str, Any]) -> None:
+        try:
+            if progress.draft is None:
+                draft = self._item("assistant", message["content"], message, {"interrupted": True})
+                progress.draft = await self.store.add_item(draft)
+            else:
+                progress.draft = replace(progress.draft, content=message["content"], message=message)
+                await self.store.update_item(progress.draft)
+        except Exception:
+            # Only a checkpoint: the reply is still committed whole when it ends.
+            log.warning("[CHAT] could not checkpoint the streaming reply", exc_info=True)
+
+    async def _persist_reply(self, item: Item, emit: Emit, progress: _Progress) -> Item:
+        """Commit a reply: in place of its checkpoint when one was saved, else anew."""
+        if progress.draft_write is not None:
+            await asyncio.wait({progress.draft_write})  # never two writers on one draft
+        draft, progress.draft, progress.draft_write = progress.draft, None, None
+        if draft is None:
+            return await self._persist(item, emit)
+        final = replace(item, id=draft.id, created_at=draft.created_at)
+        write = asyncio.ensure_future(self.store.update_item(final))
+        try:
+            await asyncio.shield(write)
+        except asyncio.CancelledError:
+            await write
+            self._remember(final, emit)
+            raise
+        self._remember(final, emit)
+        return final
 
     def _remember(self, item: Item, emit: Emit | None) -> None:
         self.items.append(item)

@@ -49,7 +49,7 @@ from qwenmem_tui.memory.postgres_store import (
     PostgresMemoryStore,
     describe_dsn,
 )
-from qwenmem_tui.memory.store import AllowedIds, MemoryStore
+from qwenmem_tui.memory.store import AllowedIds, MemoryStore, no_vectors, status_counts
 
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
@@ -379,7 +379,7 @@ class ReadOnlyCacheStore(MemoryStore):
         self, embedding_model: str, ids: Sequence[int] | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         if embedding_model not in self.snapshot.vectors:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+            return no_vectors()
         all_ids, matrix = self.snapshot.vectors[embedding_model]
         if ids is None:
             return all_ids, matrix
@@ -396,9 +396,7 @@ class ReadOnlyCacheStore(MemoryStore):
         return {}
 
     async def counts_by_status(self) -> dict[str, int]:
-        counts = {s.value: 0 for s in Status}
-        counts[Status.ACTIVE.value] = len(self._rows)
-        return counts
+        return status_counts([(Status.ACTIVE.value, len(self._rows))])
 
     async def close(self) -> None:
         return None

@@ -47,11 +47,9 @@ from qwenmem_tui.memory.model import (
     MemoryDraft,
     Origin,
     Status,
-    WriteResult,
 )
 from qwenmem_tui.memory.store import (
     AllowedIds,
-    MemoryStore,
     audit_from_row,
     memory_from_row,
     no_vectors,
@@ -252,7 +250,7 @@ async def migrate_schema(conn: asyncpg.Connection, dsn_text: str) -> int:
     return target
 
 
-class PostgresMemoryStore(MemoryStore):
+class PostgresMemoryStore(write_plan.PlannedStore):
     """Use ``PostgresMemoryStore.open``; the pool is the store's, closed with it."""
 
     def __init__(
@@ -380,27 +378,10 @@ class PostgresMemoryStore(MemoryStore):
         return await self._run(fn, what="memory read", write=False)
 
     # writes ------------------------------------------------------------------------
-    async def write(
-        self,
-        draft: MemoryDraft,
-        *,
-        flags: Sequence[str],
-        expires_at: float | None,
-        vector: np.ndarray | None,
-        embedding_model: str,
-        now: float,
-    ) -> WriteResult:
-        return await self._tx(
-            lambda conn: write_plan.write(
-                _Steps(conn),
-                draft,
-                flags=flags,
-                expires_at=expires_at,
-                vector=vector,
-                embedding_model=embedding_model,
-                now=now,
-            )
-        )
+    async def _in_transaction(
+        self, plan: Callable[[write_plan.WriteSteps], Awaitable[T]], what: str
+    ) -> T:
+        return await self._tx(lambda conn: plan(_Steps(conn)), what)
 
     async def record_recall(
         self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]
@@ -421,22 +402,6 @@ class PostgresMemoryStore(MemoryStore):
             )
 
         await self._run(body, what="recall bookkeeping", write=True, transaction=False)
-
-    async def approve(self, memory_id: int, *, now: float, reason: str = "") -> Memory | None:
-        return await self._tx(
-            lambda conn: write_plan.approve(_Steps(conn), memory_id, now=now, reason=reason),
-            "memory approval",
-        )
-
-    async def forget(
-        self, memory_id: int, *, origin: Origin | str, now: float, reason: str = ""
-    ) -> Memory | None:
-        return await self._tx(
-            lambda conn: write_plan.forget(
-                _Steps(conn), memory_id, origin=origin, now=now, reason=reason
-            ),
-            "memory forget",
-        )
 
     async def sweep_expired(self, *, now: float) -> list[int]:
         async def body(conn: asyncpg.Connection) -> list[int]:
@@ -692,29 +657,6 @@ async def _get(conn: asyncpg.Connection, memory_id: int) -> Memory | None:
     return await _one(conn, f"SELECT {_COLUMNS} FROM memories WHERE id = $1", memory_id)
 
 
-async def _audit(
-    conn: asyncpg.Connection,
-    memory_id: int,
-    action: AuditAction,
-    origin: Origin | str,
-    at: float,
-    reason: str,
-    old_value: str | None,
-    new_value: str | None,
-) -> None:
-    await conn.execute(
-        "INSERT INTO memory_audit (memory_id, action, origin, at, reason, old_value, new_value)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        memory_id,
-        action.value,
-        str(origin),
-        at,
-        reason,
-        old_value,
-        new_value,
-    )
-
-
 class _Steps(write_plan.WriteSteps):
     """``write_plan``'s statements in PostgreSQL, inside ``_tx``'s transaction."""
 
@@ -835,7 +777,17 @@ class _Steps(write_plan.WriteSteps):
         old_value: str | None,
         new_value: str | None,
     ) -> None:
-        await _audit(self._conn, memory_id, action, origin, at, reason, old_value, new_value)
+        await self._conn.execute(
+            "INSERT INTO memory_audit (memory_id, action, origin, at, reason, old_value, new_value)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            memory_id,
+            action.value,
+            str(origin),
+            at,
+            reason,
+            old_value,
+            new_value,
+        )
 
     async def add_metrics(self, deltas: Mapping[str, float]) -> None:
         await _add_metrics(self._conn, deltas)
@@ -923,7 +875,8 @@ async def migrate_from_sqlite(
     report = MigrationReport()
 
     async def body(conn: asyncpg.Connection) -> None:
-        await _lock_generation(conn)
+        steps = _Steps(conn)
+        await steps.lock()
         mapping: dict[int, int] = {
             r["source_id"]: r["id"]
             for r in await conn.fetch(
@@ -982,7 +935,7 @@ async def migrate_from_sqlite(
                 )
                 mapping[r[0]] = await conn.fetchval(insert, *fields)
                 await write_plan.supersede(
-                    _Steps(conn), existing, mapping[r[0]], "system", r[5], float(r[10])
+                    steps, existing, mapping[r[0]], "system", r[5], float(r[10])
                 )
             else:
                 report.conflicts.append(r[4])
@@ -991,8 +944,7 @@ async def migrate_from_sqlite(
                 await conn.execute(
                     "UPDATE memories SET superseded_by = $1 WHERE id = $2", existing.id, new_id
                 )
-                await _audit(
-                    conn,
+                await steps.audit(
                     new_id,
                     AuditAction.SUPERSEDE,
                     "system",

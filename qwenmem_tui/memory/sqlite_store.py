@@ -23,11 +23,9 @@ from qwenmem_tui.memory.model import (
     MemoryDraft,
     Origin,
     Status,
-    WriteResult,
 )
 from qwenmem_tui.memory.store import (
     AllowedIds,
-    MemoryStore,
     audit_from_row,
     memory_from_row,
     no_vectors,
@@ -51,7 +49,7 @@ def _row_to_memory(row: Sequence[Any]) -> Memory:
     return memory_from_row(row, json.loads(row[8]))
 
 
-class SqliteMemoryStore(MemoryStore):
+class SqliteMemoryStore(write_plan.PlannedStore):
     def __init__(self, db: Database) -> None:
         self._db = db
 
@@ -66,27 +64,10 @@ class SqliteMemoryStore(MemoryStore):
         return await self._db.write(fn)
 
     # writes ------------------------------------------------------------------------
-    async def write(
-        self,
-        draft: MemoryDraft,
-        *,
-        flags: Sequence[str],
-        expires_at: float | None,
-        vector: np.ndarray | None,
-        embedding_model: str,
-        now: float,
-    ) -> WriteResult:
-        return await self._tx(
-            lambda conn: write_plan.write(
-                _Steps(conn),
-                draft,
-                flags=flags,
-                expires_at=expires_at,
-                vector=vector,
-                embedding_model=embedding_model,
-                now=now,
-            )
-        )
+    async def _in_transaction(
+        self, plan: Callable[[write_plan.WriteSteps], Awaitable[T]], what: str
+    ) -> T:
+        return await self._tx(lambda conn: plan(_Steps(conn)))
 
     async def record_recall(
         self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]
@@ -100,20 +81,6 @@ class SqliteMemoryStore(MemoryStore):
             await _add_metrics(conn, metrics)
 
         await self._tx(body)
-
-    async def approve(self, memory_id: int, *, now: float, reason: str = "") -> Memory | None:
-        return await self._tx(
-            lambda conn: write_plan.approve(_Steps(conn), memory_id, now=now, reason=reason)
-        )
-
-    async def forget(
-        self, memory_id: int, *, origin: Origin | str, now: float, reason: str = ""
-    ) -> Memory | None:
-        return await self._tx(
-            lambda conn: write_plan.forget(
-                _Steps(conn), memory_id, origin=origin, now=now, reason=reason
-            )
-        )
 
     async def sweep_expired(self, *, now: float) -> list[int]:
         async def body(conn: aiosqlite.Connection) -> list[int]:
@@ -129,9 +96,10 @@ class SqliteMemoryStore(MemoryStore):
                 "UPDATE memories SET status = ?, updated_at = ? WHERE id = ?",
                 [(Status.EXPIRED.value, now, r[0]) for r in rows],
             )
+            steps = _Steps(conn)
             for memory_id, value in rows:
-                await _audit(
-                    conn, memory_id, AuditAction.EXPIRE, "system", now, "ttl elapsed", value, None
+                await steps.audit(
+                    memory_id, AuditAction.EXPIRE, "system", now, "ttl elapsed", value, None
                 )
             await _bump(conn)
             return [r[0] for r in rows]
@@ -286,23 +254,6 @@ async def _get(conn: aiosqlite.Connection, memory_id: int) -> Memory | None:
     return await _one(conn, f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
 
 
-async def _audit(
-    conn: aiosqlite.Connection,
-    memory_id: int,
-    action: AuditAction,
-    origin: Origin | str,
-    at: float,
-    reason: str,
-    old_value: str | None,
-    new_value: str | None,
-) -> None:
-    await conn.execute(
-        "INSERT INTO memory_audit (memory_id, action, origin, at, reason, old_value, new_value)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (memory_id, action.value, str(origin), at, reason, old_value, new_value),
-    )
-
-
 class _Steps(write_plan.WriteSteps):
     """``write_plan``'s statements in SQLite, inside ``Database.write``'s transaction."""
 
@@ -408,7 +359,11 @@ class _Steps(write_plan.WriteSteps):
         old_value: str | None,
         new_value: str | None,
     ) -> None:
-        await _audit(self._conn, memory_id, action, origin, at, reason, old_value, new_value)
+        await self._conn.execute(
+            "INSERT INTO memory_audit (memory_id, action, origin, at, reason, old_value, new_value)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (memory_id, action.value, str(origin), at, reason, old_value, new_value),
+        )
 
     async def add_metrics(self, deltas: Mapping[str, float]) -> None:
         await _add_metrics(self._conn, deltas)

@@ -12,7 +12,8 @@ generation row lock and reconnects in PostgreSQL).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from qwenmem_tui.memory.model import (
     WriteResult,
     content_hash,
 )
+from qwenmem_tui.memory.store import MemoryStore
+
+T = TypeVar("T")
 
 
 class WriteSteps(ABC):
@@ -103,6 +107,52 @@ class WriteSteps(ABC):
         """The next generation (the indexable set changed)."""
 
 
+class PlannedStore(MemoryStore):
+    """A store whose write, approve and forget follow this module's plans: it only
+    says how to run one over its ``WriteSteps`` in a single transaction."""
+
+    @abstractmethod
+    async def _in_transaction(self, plan: Callable[[WriteSteps], Awaitable[T]], what: str) -> T:
+        """Run ``plan`` in one write transaction (it only touches the database, so a
+        retry is safe)."""
+
+    async def write(
+        self,
+        draft: MemoryDraft,
+        *,
+        flags: Sequence[str],
+        expires_at: float | None,
+        vector: np.ndarray | None,
+        embedding_model: str,
+        now: float,
+    ) -> WriteResult:
+        return await self._in_transaction(
+            lambda steps: _write(
+                steps,
+                draft,
+                flags=flags,
+                expires_at=expires_at,
+                vector=vector,
+                embedding_model=embedding_model,
+                now=now,
+            ),
+            "memory write",
+        )
+
+    async def approve(self, memory_id: int, *, now: float, reason: str = "") -> Memory | None:
+        return await self._in_transaction(
+            lambda steps: _approve(steps, memory_id, now=now, reason=reason), "memory approval"
+        )
+
+    async def forget(
+        self, memory_id: int, *, origin: Origin | str, now: float, reason: str = ""
+    ) -> Memory | None:
+        return await self._in_transaction(
+            lambda steps: _forget(steps, memory_id, origin=origin, now=now, reason=reason),
+            "memory forget",
+        )
+
+
 def join_reasons(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
@@ -130,7 +180,7 @@ async def supersede(
     )
 
 
-async def write(
+async def _write(
     steps: WriteSteps,
     draft: MemoryDraft,
     *,
@@ -140,7 +190,6 @@ async def write(
     embedding_model: str,
     now: float,
 ) -> WriteResult:
-    """``MemoryStore.write`` inside the store's open transaction."""
     generation = await steps.lock()
     chash = content_hash(draft.value)
     writes = {"writes": 1.0}
@@ -211,8 +260,7 @@ async def write(
     return WriteResult(new, action, superseded, await steps.bump())
 
 
-async def approve(steps: WriteSteps, memory_id: int, *, now: float, reason: str) -> Memory | None:
-    """``MemoryStore.approve`` inside the store's open transaction."""
+async def _approve(steps: WriteSteps, memory_id: int, *, now: float, reason: str) -> Memory | None:
     await steps.lock()
     row = await steps.get(memory_id)
     if row is None or row.status is not Status.QUARANTINED:
@@ -228,10 +276,9 @@ async def approve(steps: WriteSteps, memory_id: int, *, now: float, reason: str)
     return await must_get(steps, memory_id)
 
 
-async def forget(
+async def _forget(
     steps: WriteSteps, memory_id: int, *, origin: Origin | str, now: float, reason: str
 ) -> Memory | None:
-    """``MemoryStore.forget`` inside the store's open transaction."""
     await steps.lock()
     row = await steps.get(memory_id)
     if row is None or row.status is Status.DELETED:

@@ -321,9 +321,11 @@ class Terminal:
         assert done.returncode == 0, f"tmux {args}: {done.stderr}"
         return done.stdout
 
-    def start(self, command: list[str], *, cwd: Path, env: dict[str, str]) -> None:
+    def start(self, command: list[str], *, cwd: Path, env: dict[str, str], status: Path) -> None:
+        """Run `command`; its exit code lands in `status` (tmux may report a dead pane
+        before it has reaped the process, so the pane's own exit status is unreliable)."""
         line = "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        line += " " + shlex.join(command)
+        line += f" sh -c {shlex.quote(shlex.join(command) + '; echo $? > ' + shlex.quote(str(status)))}"
         self.tmux("new-session", "-d", "-s", "app", "-x", "120", "-y", "45", "-c", str(cwd), line)
         self.tmux("set-option", "-t", "app", "remain-on-exit", "on")
 
@@ -346,23 +348,6 @@ class Terminal:
 
     def shows(self, text: str) -> str:
         return self.until(lambda screen: text in screen, repr(text))
-
-    def exit_status(self) -> int:
-        # pane_dead can show before pane_dead_status is filled in: wait for the status.
-        def status() -> str:
-            return self.tmux("display-message", "-p", "-t", "app", "#{pane_dead_status}").strip()
-
-        try:
-            self.until(lambda _: status() != "", "exit")
-        except AssertionError:
-            pid = self.tmux("display-message", "-p", "-t", "app", "#{pane_pid} #{pane_dead}").split()
-            print("PANE", pid)
-            print(subprocess.run(["ps", "-o", "pid,stat,etime,cmd", "--ppid", pid[0], "-p", pid[0]], capture_output=True, text=True).stdout)
-            import signal as _s; os.kill(int(pid[0]), _s.SIGABRT); time.sleep(1)
-            print("DUMP", self.tmux("capture-pane", "-p", "-S", "-200", "-t", "app"))
-            raise
-        return int(status())
-
 
 @pytest.fixture
 def terminal() -> Iterator[Terminal]:
@@ -395,9 +380,9 @@ def test_tui_commands_busy_input_and_home_layout(
         "TERM": "xterm-256color",
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(tmp_path),
-        "PYTHONFAULTHANDLER": "1",
     }
-    terminal.start([str(QWENMEM)], cwd=project / "src", env=env)  # inside the project
+    status = tmp_path / "exit-status"
+    terminal.start([str(QWENMEM)], cwd=project / "src", env=env, status=status)  # in the project
     terminal.shows("idle")
     terminal.type("/help")
     screen = terminal.shows("/unpin")
@@ -442,7 +427,8 @@ def test_tui_commands_busy_input_and_home_layout(
     fake.embedding_gate.set()
     assert "never sent" not in terminal.screen()
     terminal.type("/quit")
-    assert terminal.exit_status() == 0
+    terminal.until(lambda _: status.exists() and status.read_text().strip() != "", "exit")
+    assert status.read_text().strip() == "0"
 
     # §3: the session belongs to the git root; §2: everything under QWENMEM_HOME.
     sessions = json.loads(qwenmem("sessions", "--json", home=home, cwd=project).stdout)

@@ -8,26 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memtest_support import make_settings
+
 from qwenmem_tui.config import Settings
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
-
-T0 = 1_800_000_000.0
-PROJECT_A = "/work/alpha-project"
-PROJECT_B = "/work/beta-project"
-
-
-class Clock:
-    """A hand-driven clock: TTL tests move time, nothing sleeps."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @dataclass
@@ -42,7 +27,7 @@ class Backend:
     def settings(self, user: str = "ana", **memory: Any) -> Settings:
         if self.name == "postgres":
             memory = {"store": "postgres", "postgres_dsn": self.dsn, **memory}
-        return Settings.model_validate({"general": {"user": user}, "memory": memory})
+        return make_settings(user, **memory)
 
     def paths(self, machine: str = "a") -> Paths:
         paths = Paths(self.root / (machine if self.name == "postgres" else "shared"))

@@ -11,12 +11,13 @@ import json
 from pathlib import Path
 
 import pytest
+from chat_support import CHAT_MODEL, TEST_API_KEY, chat_llm, collect
 from pgtest_support import Backend
 
 from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
-from qwenmem_tui.config import LLMSettings, Settings
+from qwenmem_tui.config import Settings
 from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.model import Origin, Status
@@ -27,17 +28,9 @@ from qwenmem_tui.storage import Database, SessionStore
 
 pytestmark = pytest.mark.postgres
 
-MODEL = "test-model"
-
-
 def save_call(value: str) -> Reply:
     args = {"category": "project", "key": "current_project", "value": value}
     return Reply(tool_calls=[ToolCallSpec(SAVE_MEMORY, args)])
-
-
-async def ask(session: ChatSession, text: str) -> None:
-    async for _ in session.run_query(text):
-        pass
 
 
 async def chat_session(
@@ -49,7 +42,7 @@ async def chat_session(
     prefetch = MemoryPrefetchHook(svc.recall_for(project_id(root)), initial_wait_ms=10_000)
     return ChatSession(
         info=info, store=sessions, llm=llm, tools=tools,
-        settings=Settings(llm=LLMSettings(base_url=fake.base_url, model=MODEL, max_turns=5)),
+        settings=Settings(llm=chat_llm(fake.base_url)),
         project_root=root, hooks=[prefetch],
     )
 
@@ -58,19 +51,19 @@ async def test_overwrite_lab_through_the_chat_loop_on_postgres(fake: FakeOpenAI,
     root = tmp_path / "project"
     (root / ".git").mkdir(parents=True)
     backend = Backend("postgres", tmp_path, pg_dsn)
-    llm = LLMClient(base_url=fake.base_url, api_key="sk-test", model=MODEL)
+    llm = LLMClient(base_url=fake.base_url, api_key=TEST_API_KEY, model=CHAT_MODEL)
     laptop, server = await backend.open(machine="laptop"), await backend.open(machine="server")
     laptop_db = await Database.open(backend.paths("laptop").db_file)
     server_db = await Database.open(backend.paths("server").db_file)
     try:
         first = await chat_session(laptop, SessionStore(laptop_db), llm, fake, root)
         fake.script(save_call("Alpha, stack TypeScript"), Reply("Noted: Alpha."))
-        await ask(first, "my project is Alpha, stack TypeScript")
+        await collect(first, "my project is Alpha, stack TypeScript")
         active = await laptop.list(statuses=[Status.ACTIVE])
         assert [(m.category, m.key, m.origin) for m in active] == [("project", "current_project", Origin.TOOL)]
 
         fake.script(save_call("Beta, stack Python"), Reply("Updated to Beta."))
-        await ask(first, "actually I moved to Beta, stack Python")
+        await collect(first, "actually I moved to Beta, stack Python")
         active = await server.list(statuses=[Status.ACTIVE])
         assert len(active) == 1 and "Beta" in active[0].value and "Alpha" not in active[0].value
         await first.close()
@@ -78,7 +71,7 @@ async def test_overwrite_lab_through_the_chat_loop_on_postgres(fake: FakeOpenAI,
         third = await chat_session(server, SessionStore(server_db), llm, fake, root)
         fake.script(Reply("You are on Beta."))
         before = len(fake.chat_requests)
-        await ask(third, "what is my current project?")
+        await collect(third, "what is my current project?")
         prompt = json.dumps(fake.chat_requests[before]["messages"])
         assert "Beta" in prompt and "<system-reminder>" in prompt
         assert "Alpha" not in prompt

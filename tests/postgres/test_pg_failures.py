@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from pgserver import PrivateServer
-from pgtest_support import PROJECT_A, Backend, Notices
+from memtest_support import PROJECT_A
+from pgtest_support import Backend, Notices
 
 from qwenmem_tui.cli import run
 from qwenmem_tui.config import ConfigError, load_settings

@@ -6,7 +6,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from pgtest_support import PROJECT_A, Backend, Clock
+from memtest_support import PROJECT_A, Clock
+from pgtest_support import Backend
 
 from qwenmem_tui.cli import run
 from qwenmem_tui.memory.model import Status

@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 import asyncpg
 import pytest
 from pgserver import PostgresServer
-from pgtest_support import PROJECT_A, Backend, GenerationWaiter
+from memtest_support import PROJECT_A
+from pgtest_support import Backend, GenerationWaiter
 
 from qwenmem_tui.memory.model import Status
 

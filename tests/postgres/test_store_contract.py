@@ -15,7 +15,8 @@ from pathlib import Path
 import asyncpg
 import numpy as np
 import pytest
-from pgtest_support import PROJECT_A, PROJECT_B, Backend, Clock
+from memtest_support import PROJECT_A, PROJECT_B, Clock
+from pgtest_support import Backend
 
 from qwenmem_tui.memory.model import DAY, AuditAction, Category, MemoryDraft, Origin, Status, WriteAction
 from qwenmem_tui.memory.service import MemoryService

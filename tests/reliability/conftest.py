@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chat_support import collect, session_parts
 
 from qwenmem_tui.chat.events import ChatEvent, QueryFinished
 from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id
@@ -50,7 +50,7 @@ class Core:
     retries: list[tuple[int, float]] = field(default_factory=list)
 
     async def ask(self, text: str) -> list[ChatEvent]:
-        return [event async for event in self.session.run_query(text)]
+        return await collect(self.session, text)
 
 
 def outcome(events: list[ChatEvent]) -> QueryFinished:
@@ -87,14 +87,7 @@ def make_core(
             timeout=timeout,
         )
         info = await store.create_session(project_id(project))
-        session = ChatSession(
-            info=info,
-            store=store,
-            llm=llm,
-            tools=builtin_tools(project),
-            settings=settings,
-            project_root=project,
-        )
+        session = ChatSession(info=info, **session_parts(store, llm, settings, project))
         try:
             yield Core(db, store, llm, session, retries)
         finally:

@@ -213,3 +213,48 @@ def test_kill_9_of_the_real_tui_mid_stream_then_resume(
     users = [m["content"] for m in resumed if m["role"] == "user"]
     # (memory reminders, if any, lead a user message; the typed text ends it)
     assert users[-2].endswith("a question before the crash") and users[-1].endswith("again please")
+
+
+def _checkpointed_reply(db_file: Path) -> str | None:
+    """The content of an assistant checkpoint (marked interrupted) once one is saved."""
+    conn = sqlite3.connect(db_file)
+    try:
+        row = conn.execute(
+            "SELECT content FROM items WHERE type = 'assistant' "
+            "AND json_extract(meta, '$.interrupted') = 1 ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+    finally:
+        conn.close()
+    return None if row is None else row[0]
+
+
+@pytest.mark.slow
+def test_kill_9_mid_stream_keeps_the_checkpointed_partial_reply(
+    fake: FakeOpenAI, home: Path, paths: Paths, project: Path
+) -> None:
+    """A long reply killed mid-stream comes back on resume as an interrupted partial."""
+    never = threading.Event()
+    reply = "".join(f"word{i} " for i in range(400))  # ~3,000 characters
+    # 80 chunks of 16 characters reach the client, past the first checkpoint, then stall.
+    fake.script(Reply(reply, chunk_size=16, stall_after=80, stall_gate=never))
+    child = Child(home, project, fake.base_url, "new", "tell me a long story")
+    try:
+        session = child.wait_for("SESSION").split()[1]
+        child.wait_for("DELTA")
+        deadline = time.monotonic() + 30
+        partial = _checkpointed_reply(paths.db_file)
+        while partial is None and time.monotonic() < deadline:
+            select.select([], [], [], 0.05)  # bounded poll: the database is the only signal
+            partial = _checkpointed_reply(paths.db_file)
+    finally:
+        status = child.kill()
+    assert status == -signal.SIGKILL
+    assert partial, "no checkpoint of the streaming reply was saved"
+    assert integrity(paths.db_file) == "ok"
+
+    items = asyncio.run(stored_items(paths, session))
+    assert [item.type for item in items] == ["user", "assistant"]
+    kept = items[-1]
+    assert kept.meta.get("interrupted") is True
+    assert reply.startswith(kept.content) and len(kept.content) >= 512
+    assert kept.message == {"role": "assistant", "content": kept.content}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chat_support import TEST_API_KEY
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
@@ -26,7 +27,6 @@ from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import SIZE, outcome, stored_items
 
-API_KEY = "sk-test-qwenmem-0000"  # tests/conftest.py TEST_API_KEY
 LONG_REPLY = "This reply is long enough to be cut in the middle of streaming. " * 4
 
 
@@ -58,7 +58,7 @@ def _stall(fake: FakeOpenAI) -> Callable[[], None]:
 
 FAULTS = [
     # The provider echoes the key in its 401 message, as some do: it must not reach anyone.
-    Fault("401", lambda f: f.script(_error(401, f"Incorrect API key provided: {API_KEY}", "invalid_api_key")),
+    Fault("401", lambda f: f.script(_error(401, f"Incorrect API key provided: {TEST_API_KEY}", "invalid_api_key")),
           ("Authentication", "401")),
     Fault("404 model", lambda f: _unknown_model(f), ("Model not found", "404")),
     Fault("429 Retry-After", lambda f: f.script(_error(429, "slow down", "rate_limit", {"Retry-After": "7"})),
@@ -81,7 +81,7 @@ FAULTS = [
 
 def _assert_one_line(message: str, words: tuple[str, ...]) -> None:
     assert "\n" not in message and "Traceback" not in message, message
-    assert API_KEY not in message, message
+    assert TEST_API_KEY not in message, message
     for word in words:
         assert word.lower() in message.lower(), (word, message)
 
@@ -179,7 +179,7 @@ async def test_tui_survives_fault(
             await pilot.app.workers.wait_for_complete()
             await pilot.pause()
             assert app.session.items[-1].content == "recovered fine"
-            assert API_KEY not in app.export_screenshot()
+            assert TEST_API_KEY not in app.export_screenshot()
             session_id = app.session.info.id
     finally:
         if callable(release):

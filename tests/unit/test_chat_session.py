@@ -9,18 +9,25 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chat_support import (
+    CHAT_MODEL,
+    TEST_API_KEY,
+    SessionFactory,
+    chat_llm,
+    collect,
+    outcome_of,
+    session_parts,
+)
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
     ChatEvent,
     ItemAdded,
     Notice,
-    QueryFinished,
     QueryStarted,
     ReasoningDelta,
     ToolCallFinished,
@@ -35,13 +42,10 @@ from qwenmem_tui.chat.session import (
 )
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolRegistry, builtin_tools
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome, TurnKind
-from qwenmem_tui.config import LLMSettings, Settings
+from qwenmem_tui.config import Settings
 from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.storage import Database, Item, SessionStore
-
-MODEL = "test-model"
-
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
@@ -53,54 +57,7 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def settings(fake: FakeOpenAI) -> Settings:
-    return Settings(llm=LLMSettings(base_url=fake.base_url, model=MODEL, max_turns=5))
-
-
-@pytest.fixture
-async def llm(fake: FakeOpenAI) -> AsyncIterator[LLMClient]:
-    client = LLMClient(base_url=fake.base_url, api_key="sk-test-secret", model=MODEL)
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SessionStore]:
-    db = await Database.open(tmp_path / "qwenmem.db")
-    yield SessionStore(db)
-    await db.close()
-
-
-SessionFactory = Callable[..., Any]
-
-
-@pytest.fixture
-def make_session(
-    store: SessionStore, llm: LLMClient, settings: Settings, project: Path
-) -> SessionFactory:
-    async def make(**overrides: Any) -> ChatSession:
-        info = await store.create_session(str(project))
-        options: dict[str, Any] = {
-            "info": info,
-            "store": store,
-            "llm": llm,
-            "tools": builtin_tools(project),
-            "settings": settings,
-            "project_root": project,
-        }
-        options.update(overrides)
-        return ChatSession(**options)
-
-    return make
-
-
-async def collect(session: ChatSession, text: str) -> list[ChatEvent]:
-    return [event async for event in session.run_query(text)]
-
-
-def outcome_of(events: list[ChatEvent]) -> QueryOutcome:
-    last = events[-1]
-    assert isinstance(last, QueryFinished)
-    return last.outcome
+    return Settings(llm=chat_llm(fake.base_url))
 
 
 def roles(messages: list[dict]) -> list[str]:
@@ -136,7 +93,7 @@ class RecordingHook(BaseQueryHook):
 
 
 async def test_streamed_reply_is_yielded_and_committed(
-    fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
+    fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore
 ) -> None:
     fake.script(Reply("hello **world**, how are you?", reasoning="think", chunk_size=4))
     session = await make_session()
@@ -156,7 +113,7 @@ async def test_streamed_reply_is_yielded_and_committed(
     assert request["messages"][1]["content"] == "Hi there\nsecond line"
     assert {t["function"]["name"] for t in request["tools"]} == {"read_file", "list_directory"}
 
-    stored = await store.load_items(session.info.id)
+    stored = await session_store.load_items(session.info.id)
     assert [i.type for i in stored] == ["user", "assistant"]
     assert stored[1].message == {
         "role": "assistant",
@@ -164,14 +121,14 @@ async def test_streamed_reply_is_yielded_and_committed(
         "reasoning_content": "think",
     }
     assert stored == session.items
-    info = await store.get_session(session.info.id)
+    info = await session_store.get_session(session.info.id)
     assert info.title == "Hi there" == session.info.title
     assert info.message_count == 2 == session.info.message_count
     assert session.last_usage is not None and session.last_usage.prompt_tokens > 0
 
 
 async def test_tool_round_trip(
-    fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
+    fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore
 ) -> None:
     fake.script(
         Reply(
@@ -204,7 +161,7 @@ async def test_tool_round_trip(
     assert [m["tool_call_id"] for m in second[3:]] == ["call_a", "call_b"]
     assert second[3]["content"] == "# Demo project\n"
 
-    stored = await store.load_items(session.info.id)
+    stored = await session_store.load_items(session.info.id)
     assert [i.type for i in stored] == ["user", "assistant", "tool", "tool", "assistant"]
     assert stored[2].meta == {"tool_name": "read_file", "arguments": '{"path": "README.md"}', "is_error": False}
     assert stored[3].meta["is_error"] is True
@@ -217,7 +174,7 @@ async def test_tool_round_trip(
 
 
 async def test_hooks_start_before_the_user_message_is_committed_and_shape_the_request(
-    fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
+    fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore
 ) -> None:
     class Reminder(RecordingHook):
         async def before_request(
@@ -229,7 +186,7 @@ async def test_hooks_start_before_the_user_message_is_committed_and_shape_the_re
             messages[-1] = {**last, "content": f"<system-reminder>m</system-reminder>\n{last['content']}"}
             return messages
 
-    hook = Reminder(store)
+    hook = Reminder(session_store)
     session = await make_session(hooks=[hook])
     events = await collect(session, "question")
     # on_query_start runs before the commit so recall overlaps it (issue 5).
@@ -239,11 +196,11 @@ async def test_hooks_start_before_the_user_message_is_committed_and_shape_the_re
     assert sent == "<system-reminder>m</system-reminder>\nquestion"
     # The hook changed the request, not the session's history.
     assert session.history()[1] == {"role": "user", "content": "question"}
-    assert (await store.load_items(session.info.id))[0].content == "question"
+    assert (await session_store.load_items(session.info.id))[0].content == "question"
 
 
 async def test_turn_cap_stops_and_leaves_a_valid_history(
-    fake: FakeOpenAI, make_session: SessionFactory, settings: Settings, store: SessionStore
+    fake: FakeOpenAI, make_session: SessionFactory, settings: Settings, session_store: SessionStore
 ) -> None:
     settings.llm.max_turns = 2
     fake.responder = lambda body: Reply(tool_calls=[ToolCallSpec("list_directory", {"path": "."})])
@@ -255,7 +212,7 @@ async def test_turn_cap_stops_and_leaves_a_valid_history(
     assert outcome.status == "turn_cap" and "2 model turns" in (outcome.error or "")
     assert len(fake.chat_requests) == 2
     assert [c for c in hook.calls if c[0] == "end"] == [("end", "turn_cap")]
-    stored = await store.load_items(session.info.id)
+    stored = await session_store.load_items(session.info.id)
     assert [i.type for i in stored] == ["user", "assistant", "tool", "assistant", "tool", "info"]
     assert "turn limit" in stored[4].content  # the last call was answered, not run
     assert stored[5].content == outcome.error
@@ -272,7 +229,7 @@ async def test_turn_cap_stops_and_leaves_a_valid_history(
 
 
 async def test_cancel_mid_stream_keeps_the_partial_reply(
-    fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
+    fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore
 ) -> None:
     stall = threading.Event()
     fake.script(Reply("0123456789" * 10, chunk_size=5, stall_after=3, stall_gate=stall))
@@ -298,7 +255,7 @@ async def test_cancel_mid_stream_keeps_the_partial_reply(
     assert hook.calls[-1] == ("end", "cancelled")
     assert not session.busy
     partial = "".join(e.text for e in events if isinstance(e, AssistantDelta))
-    stored = await store.load_items(session.info.id)
+    stored = await session_store.load_items(session.info.id)
     assert [i.type for i in stored] == ["user", "assistant"]
     assert stored[1].meta == {"interrupted": True}
     assert stored[1].content == partial and partial.startswith("01234")
@@ -314,7 +271,7 @@ async def test_cancel_mid_stream_keeps_the_partial_reply(
 
 
 async def test_consumer_cancelled_while_busy_elsewhere_still_stops_the_query(
-    fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
+    fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore
 ) -> None:
     """The TUI awaits its own rendering between events; a cancel can land there."""
     stall = threading.Event()
@@ -344,19 +301,19 @@ async def test_consumer_cancelled_while_busy_elsewhere_still_stops_the_query(
     await ended.wait()
     stall.set()
     assert hook.calls[-1] == ("end", "cancelled")
-    stored = await store.load_items(session.info.id)
+    stored = await session_store.load_items(session.info.id)
     assert [i.type for i in stored] == ["user", "assistant"]
     assert stored[1].meta == {"interrupted": True} and stored[1].content.startswith("rende")
 
 
 async def test_cancel_while_committing_a_reply_commits_it_exactly_once(
-    fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
+    fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore
 ) -> None:
     class GatedStore(SessionStore):
         """Holds the commit of tool results until the test opens the gate."""
 
         def __init__(self) -> None:
-            super().__init__(store.db)
+            super().__init__(session_store.db)
             self.writing = asyncio.Event()
             self.gate = asyncio.Event()
 
@@ -381,7 +338,7 @@ async def test_cancel_while_committing_a_reply_commits_it_exactly_once(
     gated.gate.set()
     with pytest.raises(asyncio.CancelledError):
         await task
-    stored = await store.load_items(session.info.id)
+    stored = await session_store.load_items(session.info.id)
     assert [i.type for i in stored] == ["user", "assistant", "tool"]
     assert stored[2].content == "# Demo project\n"  # the real result, not "Cancelled"
     assert stored == session.items
@@ -390,7 +347,7 @@ async def test_cancel_while_committing_a_reply_commits_it_exactly_once(
 
 
 async def test_session_cancel_finishes_the_iteration_normally(
-    fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
+    fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore
 ) -> None:
     stall = threading.Event()
     fake.script(Reply("abcdefghij" * 5, chunk_size=5, stall_after=2, stall_gate=stall))
@@ -403,12 +360,12 @@ async def test_session_cancel_finishes_the_iteration_normally(
     stall.set()
     assert outcome_of(events).status == "cancelled"
     assert not session.cancel()
-    stored = await store.load_items(session.info.id)
+    stored = await session_store.load_items(session.info.id)
     assert stored[-1].meta == {"interrupted": True} and stored[-1].content.startswith("abcde")
 
 
 async def test_cancel_mid_tool_cancels_the_tool_and_answers_every_call(
-    fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore, project: Path
+    fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore, project: Path
 ) -> None:
     tool_started = asyncio.Event()
     tool_cancelled = asyncio.Event()
@@ -446,7 +403,7 @@ async def test_cancel_mid_tool_cancels_the_tool_and_answers_every_call(
     finished = [(e.call.id, e.result, e.is_error) for e in events if isinstance(e, ToolCallFinished)]
     assert finished == [("c1", CANCELLED_TOOL_RESULT, True), ("c2", CANCELLED_TOOL_RESULT, True)]
     assert [e.call.id for e in events if isinstance(e, ToolCallStarted)] == ["c1", "c2"]
-    stored = await store.load_items(session.info.id)
+    stored = await session_store.load_items(session.info.id)
     assert [i.type for i in stored] == ["user", "assistant", "tool", "tool"]
     assert hook.calls[-1] == ("end", "cancelled")
 
@@ -461,7 +418,7 @@ async def test_cancel_mid_tool_cancels_the_tool_and_answers_every_call(
 
 
 async def test_server_error_is_one_error_item_and_the_session_continues(
-    fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
+    fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore
 ) -> None:
     fake.script(HTTPError(500, {"error": {"message": "kaboom", "type": "server_error"}}), Reply("back"))
     hook = RecordingHook()
@@ -469,9 +426,9 @@ async def test_server_error_is_one_error_item_and_the_session_continues(
     events = await collect(session, "first")
     outcome = outcome_of(events)
     assert outcome.status == "error" and outcome.error
-    assert "\n" not in outcome.error and "sk-test-secret" not in outcome.error
-    assert MODEL in outcome.error
-    stored = await store.load_items(session.info.id)
+    assert "\n" not in outcome.error and TEST_API_KEY not in outcome.error
+    assert CHAT_MODEL in outcome.error
+    stored = await session_store.load_items(session.info.id)
     assert [i.type for i in stored] == ["user", "error"]
     assert stored[1].content == outcome.error and stored[1].message is None
     assert hook.calls[-1] == ("end", "error")
@@ -500,13 +457,13 @@ async def test_context_length_error_is_context_limit(
 
 
 async def test_stream_cut_mid_reply_keeps_the_partial_and_reports(
-    fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
+    fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore
 ) -> None:
     fake.script(Reply("partial answer that gets cut", chunk_size=4, cut_after=3))
     session = await make_session()
     events = await collect(session, "q")
     assert outcome_of(events).status == "error"
-    stored = await store.load_items(session.info.id)
+    stored = await session_store.load_items(session.info.id)
     assert [i.type for i in stored] == ["user", "assistant", "error"]
     assert stored[1].content == "partial answ" and stored[1].meta == {"interrupted": True}
 
@@ -556,7 +513,7 @@ def test_complete_tool_exchanges_repairs_a_crashed_history() -> None:
 
 
 async def test_long_tool_results_are_capped(
-    fake: FakeOpenAI, make_session: SessionFactory, store: SessionStore
+    fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore
 ) -> None:
     outputs: list[list[str]] = []
 
@@ -568,7 +525,7 @@ async def test_long_tool_results_are_capped(
     fake.script(Reply(tool_calls=[ToolCallSpec("flood", {})]), Reply("ok"))
     session = await make_session(tools=tools)
     await collect(session, "q")
-    tool = (await store.load_items(session.info.id))[2]
+    tool = (await session_store.load_items(session.info.id))[2]
     assert tool.content.startswith("z" * TOOL_RESULT_MAX_CHARS)
     assert tool.content.endswith("[… truncated: 10 more characters]")
     assert fake.chat_requests[1]["messages"][-1]["content"] == tool.content
@@ -578,7 +535,7 @@ async def test_long_tool_results_are_capped(
 async def test_reset_hides_older_messages_from_the_model_and_survives_resume(
     fake: FakeOpenAI,
     make_session: SessionFactory,
-    store: SessionStore,
+    session_store: SessionStore,
     llm: LLMClient,
     settings: Settings,
     project: Path,
@@ -595,25 +552,21 @@ async def test_reset_hides_older_messages_from_the_model_and_survives_resume(
 
     resumed = await ChatSession.load(
         session_id=session.info.id,
-        store=store,
-        llm=llm,
-        tools=builtin_tools(project),
-        settings=settings,
-        project_root=project,
+        **session_parts(session_store, llm, settings, project),
     )
     assert [i.type for i in resumed.items] == ["user", "assistant", "info", "user", "assistant"]
     assert resumed.items == session.items
     assert resumed.history() == session.history()
-    assert resumed.info == await store.get_session(session.info.id)
+    assert resumed.info == await session_store.get_session(session.info.id)
 
 
 async def test_display_items_are_committed_but_not_in_history(
-    make_session: SessionFactory, store: SessionStore
+    make_session: SessionFactory, session_store: SessionStore
 ) -> None:
     session = await make_session()
     recap = await session.add_display_item("away_recap", "you were fixing a bug", {"k": 1})
     assert recap.id is not None and session.items == [recap]
-    assert await store.load_items(session.info.id) == [recap]
+    assert await session_store.load_items(session.info.id) == [recap]
     assert roles(session.history()) == ["system"]
 
 
@@ -726,11 +679,7 @@ async def test_sigkill_mid_reply_keeps_every_committed_message(
         store = SessionStore(db)
         resumed = await ChatSession.load(
             session_id=session_id,
-            store=store,
-            llm=llm,
-            tools=builtin_tools(project),
-            settings=settings,
-            project_root=project,
+            **session_parts(store, llm, settings, project),
         )
         assert [(i.id, i.type) for i in resumed.items] == committed
         assert roles(resumed.history()) == ["system", "user", "assistant", "tool"]

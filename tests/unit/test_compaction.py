@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chat_support import SessionFactory, chat_llm, collect, session_parts
 
 from qwenmem_tui.chat.events import ChatEvent, ItemAdded, Notice, QueryFinished
 from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.compaction import (
     COMPACTION_ITEM,
     CompactionHook,
@@ -26,10 +25,10 @@ from qwenmem_tui.compaction import (
     parse_summary,
     split_turns,
 )
-from qwenmem_tui.config import CompactionSettings, LLMSettings, Settings
+from qwenmem_tui.config import CompactionSettings, Settings
 from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.storage import Database, Item, SessionStore
+from qwenmem_tui.storage import Item, SessionStore
 
 FAST = "test-fast"
 DECISIONS = [
@@ -88,29 +87,9 @@ def project(tmp_path: Path) -> Path:
 @pytest.fixture
 def settings(fake: FakeOpenAI) -> Settings:
     return Settings(
-        llm=LLMSettings(
-            base_url=fake.base_url,
-            model="test-model",
-            fast_model=FAST,
-            context_window=3000,
-            max_turns=5,
-        ),
+        llm=chat_llm(fake.base_url, fast_model=FAST, context_window=3000),
         compaction=CompactionSettings(threshold=0.7, keep_recent_turns=2),
     )
-
-
-@pytest.fixture
-async def llm(fake: FakeOpenAI) -> AsyncIterator[LLMClient]:
-    client = LLMClient(base_url=fake.base_url, api_key="sk-test", model="test-model", fast_model=FAST)
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SessionStore]:
-    db = await Database.open(tmp_path / "qwenmem.db")
-    yield SessionStore(db)
-    await db.close()
 
 
 @pytest.fixture
@@ -119,28 +98,19 @@ def models(fake: FakeOpenAI) -> FakeModels:
 
 
 @pytest.fixture
-def parts(store: SessionStore, llm: LLMClient, settings: Settings, project: Path) -> dict[str, Any]:
-    return {
-        "store": store,
-        "llm": llm,
-        "tools": builtin_tools(project),
-        "settings": settings,
-        "project_root": project,
-    }
+def make_session(
+    make_session: SessionFactory, llm: LLMClient, settings: Settings
+) -> SessionFactory:
+    """Every session here compacts: with the hook given, or one on ``settings``."""
 
-
-@pytest.fixture
-def make_session(parts: dict[str, Any], settings: Settings) -> Callable[..., Any]:
     async def make(hook: CompactionHook | None = None) -> ChatSession:
-        info = await parts["store"].create_session(str(parts["project_root"]))
-        hooks = [hook or CompactionHook(parts["llm"], settings)]
-        return ChatSession(info=info, hooks=hooks, **parts)
+        return await make_session(hook or CompactionHook(llm, settings))
 
     return make
 
 
 async def ask(session: ChatSession, text: str) -> list[ChatEvent]:
-    events = [event async for event in session.run_query(text)]
+    events = await collect(session, text)
     assert isinstance(events[-1], QueryFinished)
     return events
 
@@ -183,7 +153,7 @@ def markers(session: ChatSession) -> list[Item]:
 
 
 async def test_a_long_session_compacts_and_keeps_what_matters(
-    make_session, models: FakeModels, fake: FakeOpenAI, settings: Settings, store: SessionStore
+    make_session, models: FakeModels, fake: FakeOpenAI, settings: Settings, session_store: SessionStore
 ) -> None:
     session = await make_session()
     special = {1: DECISIONS[0], 2: CORRECTION, 3: PINNED, 4: "please read the readme"}
@@ -191,7 +161,7 @@ async def test_a_long_session_compacts_and_keeps_what_matters(
     await long_session(session, 4, special)
     pinned = next(i for i in session.items if i.content == PINNED)
     pinned.meta["pinned"] = True  # what /pin does
-    await store.update_item(pinned)
+    await session_store.update_item(pinned)
     await long_session(session, 26, special, start=4)
 
     assert markers(session), "the session never compacted"
@@ -247,12 +217,12 @@ async def test_tool_calls_are_never_split_from_their_results(
 
 
 async def test_the_latest_user_message_is_always_sent(
-    make_session, models: FakeModels, fake: FakeOpenAI, settings: Settings, parts: dict[str, Any]
+    make_session, models: FakeModels, fake: FakeOpenAI, settings: Settings, llm: LLMClient
 ) -> None:
     keep_none = settings.model_copy(
         update={"compaction": CompactionSettings(threshold=0.7, keep_recent_turns=0)}
     )
-    session = await make_session(CompactionHook(parts["llm"], keep_none))
+    session = await make_session(CompactionHook(llm, keep_none))
     for n in range(20):
         await ask(session, filler(n))
         assert chat_requests(fake)[-1][-1] == {"role": "user", "content": filler(n)}
@@ -260,7 +230,8 @@ async def test_the_latest_user_message_is_always_sent(
 
 
 async def test_the_marker_counts_the_messages_and_survives_resume(
-    make_session, models: FakeModels, parts: dict[str, Any]
+    make_session, models: FakeModels, llm: LLMClient, settings: Settings,
+    session_store: SessionStore, project: Path,
 ) -> None:
     session = await make_session()
     events = await long_session(session, 20, {3: "please read the readme"})
@@ -275,16 +246,19 @@ async def test_the_marker_counts_the_messages_and_survives_resume(
     assert marker.meta["count"] == len(folded)
     assert marker.meta["summary"]
 
-    resumed = await ChatSession.load(session_id=session.info.id, **parts)
+    resumed = await ChatSession.load(
+        session_id=session.info.id,
+        **session_parts(session_store, llm, settings, project),
+    )
     assert [i.content for i in markers(resumed)] == [i.content for i in markers(session)]
     assert resumed.history() == session.history()
     assert len(resumed.history()) < len([i for i in session.items if i.message])
 
 
 async def test_compact_now_compacts_below_the_threshold(
-    make_session, models: FakeModels, settings: Settings, parts: dict[str, Any]
+    make_session, models: FakeModels, settings: Settings, llm: LLMClient
 ) -> None:
-    hook = CompactionHook(parts["llm"], settings)
+    hook = CompactionHook(llm, settings)
     session = await make_session(hook)
     for n in range(2):
         await ask(session, filler(n))
@@ -353,14 +327,14 @@ def test_turns_start_at_user_messages() -> None:
 
 
 async def test_each_block_goes_to_memory_extraction_before_it_is_summarised(
-    make_session, models: FakeModels, settings: Settings, parts: dict[str, Any]
+    make_session, models: FakeModels, settings: Settings, llm: LLMClient
 ) -> None:
     handed: list[tuple[int, list[dict]]] = []
 
     async def extract(messages: list[dict]) -> None:
         handed.append((len(models.summaries), messages))
 
-    hook = CompactionHook(parts["llm"], settings, extract=extract)
+    hook = CompactionHook(llm, settings, extract=extract)
     session = await make_session(hook)
     for n in range(5):
         await ask(session, filler(n))

@@ -10,17 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
+from chat_support import chat_llm, collect, outcome_of
 
-from qwenmem_tui.chat.events import ChatEvent, QueryFinished
 from qwenmem_tui.chat.prefetch import DISCARDED, INITIAL, TOOL_RESULT, MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome, TurnKind
 from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
 from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
@@ -28,7 +25,6 @@ from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.recall import RecallResult
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
-from qwenmem_tui.storage import Database, SessionStore
 
 REMINDER = "<system-reminder>"
 
@@ -102,56 +98,12 @@ class RecallFirst(BaseQueryHook):
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "README.md").write_text("# Demo project\n")
-    return root
-
-
-@pytest.fixture
 def settings(fake: FakeOpenAI) -> Settings:
-    return Settings(llm=LLMSettings(base_url=fake.base_url, model="test-model", max_turns=5))
-
-
-@pytest.fixture
-async def llm(fake: FakeOpenAI) -> AsyncIterator[LLMClient]:
-    client = LLMClient(base_url=fake.base_url, api_key="sk-test", model="test-model")
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SessionStore]:
-    db = await Database.open(tmp_path / "qwenmem.db")
-    yield SessionStore(db)
-    await db.close()
-
-
-@pytest.fixture
-def make_session(
-    store: SessionStore, llm: LLMClient, settings: Settings, project: Path
-) -> Callable[..., Any]:
-    async def make(*hooks: Any, settings: Settings = settings) -> ChatSession:
-        info = await store.create_session(str(project))
-        return ChatSession(
-            info=info,
-            store=store,
-            llm=llm,
-            tools=builtin_tools(project),
-            settings=settings,
-            project_root=project,
-            hooks=hooks,
-        )
-
-    return make
+    return Settings(llm=chat_llm(fake.base_url))
 
 
 async def ask(session: ChatSession, text: str) -> QueryOutcome:
-    events: list[ChatEvent] = [event async for event in session.run_query(text)]
-    last = events[-1]
-    assert isinstance(last, QueryFinished)
-    return last.outcome
+    return outcome_of(await collect(session, text))
 
 
 def read_readme(gate: threading.Event | None = None) -> Reply:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from chat_support import collect, session_parts
+
 from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon import DaemonClient
 from qwenmem_tui.fake_openai import FakeOpenAI, Reply
@@ -38,16 +39,9 @@ async def test_sessions_cross_between_tui_core_and_daemon(
 
         # TUI core -> daemon: a session the core creates and chats in
         info = await store.create_session(project_id(project))
-        chat = ChatSession(
-            info=info,
-            store=store,
-            llm=llm,
-            tools=builtin_tools(project),
-            settings=settings,
-            project_root=project,
-        )
+        chat = ChatSession(info=info, **session_parts(store, llm, settings, project))
         fake.script(Reply("Answer from the TUI."))
-        [finished] = [e async for e in chat.run_query("hello tui")][-1:]
+        [finished] = (await collect(chat, "hello tui"))[-1:]
         assert finished.outcome.status == "ok"
         await chat.close()
 
@@ -67,11 +61,7 @@ async def test_sessions_cross_between_tui_core_and_daemon(
         # ...and the core sees what the daemon added
         resumed = await ChatSession.load(
             session_id=info.id,
-            store=store,
-            llm=llm,
-            tools=builtin_tools(project),
-            settings=settings,
-            project_root=project,
+            **session_parts(store, llm, settings, project),
         )
         assert [m["content"] for m in resumed.history()[1:]][-1] == "Continued by the daemon."
 
@@ -79,14 +69,10 @@ async def test_sessions_cross_between_tui_core_and_daemon(
         # query sees it (its chat is reloaded, not served from a stale copy)
         daemon_chat = await ChatSession.load(
             session_id=daemon_session,
-            store=store,
-            llm=llm,
-            tools=builtin_tools(project),
-            settings=settings,
-            project_root=project,
+            **session_parts(store, llm, settings, project),
         )
         fake.script(Reply("Core reply."), Reply("Daemon again."))
-        [e async for e in daemon_chat.run_query("core interjects")]
+        await collect(daemon_chat, "core interjects")
         await asyncio.to_thread(client.prompt, daemon_session, "daemon again")
         sent = [m["content"] for m in fake.chat_requests[-1]["messages"][1:]]
         assert sent == [

@@ -12,13 +12,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from chat_support import chat_llm, collect
 from memtest_support import Clock, make_settings
 
 from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import QueryHook
-from qwenmem_tui.config import LLMSettings, Settings
+from qwenmem_tui.config import Settings
 from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.extract import ExtractionJob, MemoryExtractionHook, parse_proposals
@@ -28,9 +29,6 @@ from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.tool import SAVE_MEMORY, save_memory_tool
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage import Database, SessionStore
-
-MODEL = "test-model"
-
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
@@ -45,10 +43,8 @@ def project(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def llm(fake: FakeOpenAI) -> AsyncIterator[LLMClient]:
-    client = LLMClient(base_url=fake.base_url, api_key="sk-test", model=MODEL)
-    yield client
-    await client.aclose()
+def settings(fake: FakeOpenAI) -> Settings:
+    return Settings(llm=chat_llm(fake.base_url))
 
 
 @pytest.fixture
@@ -63,14 +59,14 @@ class Chat:
 
     def __init__(
         self,
-        fake: FakeOpenAI,
         llm: LLMClient,
         sessions: SessionStore,
         svc: MemoryService,
         root: Path,
+        settings: Settings,
     ):
-        self.fake, self.llm, self.sessions, self.svc, self.root = fake, llm, sessions, svc, root
-        self.settings = Settings(llm=LLMSettings(base_url=fake.base_url, model=MODEL, max_turns=5))
+        self.llm, self.sessions, self.svc, self.root = llm, sessions, svc, root
+        self.settings = settings
 
     async def session(self, *hooks: QueryHook) -> ChatSession:
         tools = builtin_tools(self.root)
@@ -95,14 +91,13 @@ class Chat:
 
 @pytest.fixture
 def chat(
-    fake: FakeOpenAI, llm: LLMClient, sessions: SessionStore, service: MemoryService, project: Path
+    llm: LLMClient,
+    sessions: SessionStore,
+    service: MemoryService,
+    project: Path,
+    settings: Settings,
 ) -> Chat:
-    return Chat(fake, llm, sessions, service, project)
-
-
-async def ask(session: ChatSession, text: str) -> None:
-    async for _ in session.run_query(text):
-        pass
+    return Chat(llm, sessions, service, project, settings)
 
 
 def save_call(category: str, key: str, value: str) -> Reply:
@@ -119,7 +114,7 @@ async def test_overwrite_lab_through_the_chat_loop(
     fake.script(
         save_call("project", "current_project", "Alpha, stack TypeScript"), Reply("Noted: Alpha.")
     )
-    await ask(first, "my project is Alpha, stack TypeScript")
+    await collect(first, "my project is Alpha, stack TypeScript")
     active = await service.list(statuses=[Status.ACTIVE])
     assert [(m.category, m.key, m.origin) for m in active] == [
         ("project", "current_project", Origin.TOOL)
@@ -128,7 +123,7 @@ async def test_overwrite_lab_through_the_chat_loop(
     fake.script(
         save_call("project", "current_project", "Beta, stack Python"), Reply("Updated to Beta.")
     )
-    await ask(first, "actually I moved to Beta, stack Python")
+    await collect(first, "actually I moved to Beta, stack Python")
     active = await service.list(statuses=[Status.ACTIVE])
     assert len(active) == 1 and "Beta" in active[0].value and "Alpha" not in active[0].value
     await first.close()
@@ -136,7 +131,7 @@ async def test_overwrite_lab_through_the_chat_loop(
     second = await chat.session(chat.prefetch())
     fake.script(Reply("You are on Beta."))
     before = len(fake.chat_requests)
-    await ask(second, "what is my current project?")
+    await collect(second, "what is my current project?")
     prompt = json.dumps(fake.chat_requests[before]["messages"])
     assert "Beta" in prompt and "<system-reminder>" in prompt
     assert "Alpha" not in prompt
@@ -156,7 +151,7 @@ async def test_save_memory_of_text_copied_from_a_file_read_this_turn_is_quaranti
         ),
         Reply("Saved."),
     )
-    await ask(session, "read the README and remember what it says about replies")
+    await collect(session, "read the README and remember what it says about replies")
     (row,) = await service.list()
     assert row.status is Status.QUARANTINED and FLAG_COPIED in row.flags
     tool_answer = fake.chat_requests[-1]["messages"][-1]["content"]
@@ -168,7 +163,7 @@ async def test_save_memory_rejects_a_malformed_write_back_to_the_model(
 ) -> None:
     session = await chat.session()
     fake.script(save_call("project", "Bad Key!", "x"), Reply("Sorry."))
-    await ask(session, "remember this")
+    await collect(session, "remember this")
     tool_answer = fake.chat_requests[-1]["messages"][-1]["content"]
     assert tool_answer.startswith("Memory not saved") and "snake_case" in tool_answer
 
@@ -180,7 +175,7 @@ async def test_extraction_saves_what_the_fast_model_proposes(
     session = await chat.session(hook)
     proposal = {"memories": [{"category": "user", "key": "home_city", "value": "Lives in Lisbon"}]}
     fake.script(Reply("Nice, Lisbon!"), Reply("```json\n" + json.dumps(proposal) + "\n```"))
-    await ask(session, "I live in Lisbon")
+    await collect(session, "I live in Lisbon")
     await hook.drain()
     (row,) = await service.list()
     assert (row.key, row.value, row.origin, row.status) == (
@@ -199,7 +194,7 @@ async def test_extraction_is_skipped_when_the_model_saved_memory_itself(
     hook = MemoryExtractionHook(service, llm)
     session = await chat.session(hook)
     fake.script(save_call("user", "home_city", "Lives in Lisbon"), Reply("Saved."))
-    await ask(session, "I live in Lisbon")
+    await collect(session, "I live in Lisbon")
     await hook.drain()
     assert len(fake.chat_requests) == 2  # the two turns; no extraction request
 

@@ -1,4 +1,4 @@
-"""Helpers shared by the memory tests (a module, so tests can import it)."""
+"""Helpers shared by the memory tests, SQLite and PostgreSQL (a module, so tests can import it)."""
 
 from __future__ import annotations
 
