@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
+
 log = logging.getLogger("qwenmem.fake_openai")
 
 EMBEDDING_DIM = 64
@@ -138,10 +140,19 @@ def echo_responder(body: dict[str, Any]) -> Response:
     last = messages[-1] if messages else {}
     if last.get("role") == "tool":
         return Reply(f"The tool returned {len(str(last.get('content') or ''))} characters.")
-    text = last.get("content") or ""
-    if isinstance(text, list):
-        text = " ".join(part.get("text", "") for part in text if isinstance(part, dict))
-    return Reply(f"You said: {text}")
+    if messages and messages[0].get("content") == RECAP_SYSTEM_PROMPT:
+        # A recap request: name the first and the latest things the user said.
+        said = [_text(m) for m in messages[1:-1] if m.get("role") == "user"]
+        if said:
+            return Reply(f"<recap>You started with: {said[0]} Latest: {said[-1]}</recap>")
+    return Reply(f"You said: {_text(last)}")
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
 
 
 class FakeOpenAI:

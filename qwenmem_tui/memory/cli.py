@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +88,14 @@ def _notice(text: str) -> None:
     print(f"qwenmem: {text}", file=sys.stderr, flush=True)
 
 
-async def _open(settings: Settings, paths: Paths) -> MemoryService:
-    return await MemoryService.open(settings, paths, progress=_progress, on_notice=_notice)
+@asynccontextmanager
+async def _service(settings: Settings, paths: Paths) -> AsyncIterator[MemoryService]:
+    """The service for one command, closed however the command ends."""
+    svc = await MemoryService.open(settings, paths, progress=_progress, on_notice=_notice)
+    try:
+        yield svc
+    finally:
+        await svc.close()
 
 
 def _row(m: Memory) -> str:
@@ -99,11 +107,8 @@ def _row(m: Memory) -> str:
 
 
 async def list_memories(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    svc = await _open(settings, paths)
-    try:
+    async with _service(settings, paths) as svc:
         rows = await svc.list(project=_project(), statuses=None if args.all else [Status.ACTIVE])
-    finally:
-        await svc.close()
     if args.json:
         print(json.dumps([m.to_json() for m in rows], ensure_ascii=False))
     elif not rows:
@@ -121,9 +126,8 @@ def _hits(result: Any) -> list[dict[str, Any]]:
 
 
 async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    svc = await _open(settings, paths)
-    project = _project()
-    try:
+    async with _service(settings, paths) as svc:
+        project = _project()
         if args.text is None:
             # Batch mode for scripts and evaluations: one JSON array per input line.
             for line in sys.stdin:
@@ -132,8 +136,6 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
                 print(json.dumps(_hits(result), ensure_ascii=False), flush=True)
             return 0
         result = await svc.recall(args.text, project=project, k=args.k, record=False)
-    finally:
-        await svc.close()
     if args.json:
         print(json.dumps(_hits(result), ensure_ascii=False))
     elif not result.memories:
@@ -149,11 +151,8 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
 
 
 async def export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    svc = await _open(settings, paths)
-    try:
+    async with _service(settings, paths) as svc:
         lines = await svc.export_lines()
-    finally:
-        await svc.close()
     text = "".join(line + "\n" for line in lines)
     if args.file is None:
         sys.stdout.write(text)
@@ -169,11 +168,8 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
     except OSError as exc:
         print(f"qwenmem: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    svc = await _open(settings, paths)
-    try:
+    async with _service(settings, paths) as svc:
         report = await svc.import_lines(lines, project=_project())
-    finally:
-        await svc.close()
     for error in report.errors:
         print(f"qwenmem: {args.file}: {error}", file=sys.stderr)
     order = (
@@ -191,11 +187,8 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
 
 
 async def forget(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    svc = await _open(settings, paths)
-    try:
+    async with _service(settings, paths) as svc:
         forgotten = await svc.forget(args.id, reason="qwenmem memory forget")
-    finally:
-        await svc.close()
     if forgotten is None:
         print(f"qwenmem: no memory with id {args.id} (or it was already deleted)", file=sys.stderr)
         return 1
@@ -204,11 +197,8 @@ async def forget(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
 
 
 async def stats(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    svc = await _open(settings, paths)
-    try:
+    async with _service(settings, paths) as svc:
         result = await svc.stats()
-    finally:
-        await svc.close()
     print(json.dumps(result.to_json()) if args.json else result.to_text())
     return 0
 

@@ -323,3 +323,21 @@ def test_clear_forgets_scripts_and_the_request_log(fake: FakeOpenAI, client: Ope
     fake.clear()
     assert (fake.pending, fake.requests, fake.chat_requests) == (0, [], [])
     assert client.chat.completions.create(model="m", messages=[]).choices[0].message.content == "ok"
+
+
+def test_demo_echo_answers_a_recap_request_with_a_tagged_recap() -> None:
+    from qwenmem_tui.fake_openai import echo_responder
+    from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT, RECAP_USER_PROMPT, extract_recap
+
+    reply = echo_responder(
+        {
+            "messages": [
+                {"role": "system", "content": RECAP_SYSTEM_PROMPT},
+                {"role": "user", "content": "fix the upload test"},
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": "now the 429 case"},
+                {"role": "user", "content": RECAP_USER_PROMPT},
+            ]
+        }
+    )
+    assert extract_recap(reply.text) == "You started with: fix the upload test Latest: now the 429 case"
