@@ -9,7 +9,8 @@ search could later replace the local index without touching callers.
 
 Every mutating call is one transaction that also appends to the audit trail and
 bumps the generation, so a supersede and its removal from every index happen in
-one step.
+one step. What write, approve and forget decide is written once, in ``write_plan.py``;
+the row conversions below are shared too, so the stores differ only in SQL.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import os
 import pty
 import select
 import signal
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -66,6 +67,15 @@ async def stored_items(paths: Paths, session_id: str) -> list[Item]:
         return await SessionStore(db).load_items(session_id)
     finally:
         await db.close()
+
+
+def integrity(db_file: Path) -> str:
+    """``PRAGMA integrity_check`` on a fresh connection: "ok" for an intact database."""
+    conn = sqlite3.connect(db_file)
+    try:
+        return conn.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        conn.close()
 
 
 @pytest.fixture

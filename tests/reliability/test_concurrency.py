@@ -5,7 +5,6 @@ and a third process that holds SQLite's write lock until the test lets go of it.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -26,7 +25,7 @@ from qwenmem_tui.storage.sessions import Item, SessionStore
 from qwenmem_tui.tui.app import create_app
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
-from .conftest import SIZE, child_env, outcome, serve_url, stored_items, wait_for
+from .conftest import SIZE, child_env, integrity, outcome, serve_url, stored_items, wait_for
 
 ROUNDS = 12
 
@@ -65,14 +64,6 @@ def lock_holder(db_file: Path) -> Iterator[Callable[[], None]]:
     finally:
         proc.kill()
         proc.wait(timeout=10)
-
-
-def integrity(db_file: Path) -> str:
-    conn = sqlite3.connect(db_file)
-    try:
-        return conn.execute("PRAGMA integrity_check").fetchone()[0]
-    finally:
-        conn.close()
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ import pytest
 from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.paths import Paths
 
-from .conftest import child_env, run_in_pty, stored_items
+from .conftest import child_env, integrity, run_in_pty, stored_items
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
 KILLS = 20
@@ -82,14 +82,6 @@ class Child:
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
-
-
-def integrity(db_file: Path) -> str:
-    conn = sqlite3.connect(db_file)
-    try:
-        return conn.execute("PRAGMA integrity_check").fetchone()[0]
-    finally:
-        conn.close()
 
 
 def assert_valid_history(messages: list[dict]) -> None:
