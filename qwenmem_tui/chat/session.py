@@ -216,7 +216,14 @@ class ChatSession:
     def history(self) -> list[dict[str, Any]]:
         """The messages the model sees next, system prompt first; fresh copies."""
         summary, kept = compacted_view(self.view_items())
-        messages = [item.message for item in kept if item.message is not None]
+        # Reasoning is kept in the database but never sent back: providers that
+        # return it (DeepSeek, Qwen) reject or ignore it in requests, and it would
+        # spend context on text the model has already acted on.
+        messages = [
+            {key: value for key, value in item.message.items() if key != "reasoning_content"}
+            for item in kept
+            if item.message is not None
+        ]
         head: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt}]
         if summary is not None:
             head.append(summary)

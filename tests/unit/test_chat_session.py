@@ -121,6 +121,8 @@ async def test_streamed_reply_is_yielded_and_committed(
         "reasoning_content": "think",
     }
     assert stored == session.items
+    # Stored, but never sent back to the model.
+    assert session.history()[-1] == {"role": "assistant", "content": "hello **world**, how are you?"}
     info = await session_store.get_session(session.info.id)
     assert info.title == "Hi there" == session.info.title
     assert info.message_count == 2 == session.info.message_count
