@@ -17,6 +17,7 @@ import hmac
 import json
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -66,6 +67,9 @@ SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 MAX_BODY_BYTES = 1 << 20
 RECAP_TIMEOUT_SECONDS = 60.0
 SHUTDOWN_DRAIN_SECONDS = 5.0
+# Open chats kept between prompts; the least recently used idle one is closed beyond
+# this, so a long-running daemon serving many sessions does not grow without bound.
+MAX_OPEN_CHATS = 32
 MAX_TITLE_CHARS = 200
 API_VERSION = 1
 FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory")
@@ -148,7 +152,7 @@ class DaemonBackend:
         self._features = tuple(features)
         self._db: Database | None = None
         self._store: SessionStore | None = None
-        self._chats: dict[str, ChatSession] = {}
+        self._chats: OrderedDict[str, ChatSession] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
         self.memory: MemoryService | None = None
 
@@ -238,10 +242,22 @@ class DaemonBackend:
                 system_prompt=defaults.system_prompt if defaults else None,
             )
             self._chats[info.id] = chat
+            await self._close_idle_chats()
         else:
+            self._chats.move_to_end(info.id)
             chat.info = info
             chat.items = await self.store.load_items(info.id)
         return chat
+
+    async def _close_idle_chats(self) -> None:
+        """Close the least recently used chats beyond MAX_OPEN_CHATS, never a busy one."""
+        for session_id in list(self._chats):
+            if len(self._chats) <= MAX_OPEN_CHATS:
+                return
+            if self.lock_for(session_id).locked():
+                continue
+            # The lock stays: a request may hold a reference to it already.
+            await self._chats.pop(session_id).close()
 
     async def history(self, info: SessionInfo) -> list[dict[str, Any]]:
         """The model view (after the last /clear, compaction folded), as the TUI sees it."""
