@@ -70,7 +70,24 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.set_defaults(func=list_sessions)
     for name in FEATURE_MODULES:
         _register_feature(name, subparsers)
+    _accept_config_after_command(subparsers)
     return parser
+
+
+def _accept_config_after_command(subparsers: argparse._SubParsersAction) -> None:
+    """`qwenmem memory list --config FILE` works like `qwenmem --config FILE memory list`.
+
+    People add an option at the end of a command line; argparse only knows it before
+    the command. SUPPRESS keeps a value given before the command when none comes after.
+    """
+    for command in subparsers.choices.values():
+        command.add_argument(
+            "--config", type=Path, metavar="FILE", default=argparse.SUPPRESS,
+            help="config file (default: $QWENMEM_HOME/config.toml)",
+        )
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _accept_config_after_command(action)
 
 
 def _register_feature(name: str, subparsers: argparse._SubParsersAction) -> None:
@@ -111,6 +128,11 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _call(func or run_tui, args, settings, paths)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `qwenmem sessions | head`: the reader left, as with any Unix tool that is not
+        # an error to report. Stdout goes to /dev/null so the exit flush stays quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except ConfigError as exc:  # a subcommand re-read the config
         print(f"qwenmem: {exc}", file=sys.stderr)
         return 2

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from qwenmem_tui.compaction import SUMMARY_SYSTEM_PROMPT
 from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
 
 log = logging.getLogger("qwenmem.fake_openai")
@@ -145,6 +146,12 @@ def echo_responder(body: dict[str, Any]) -> Response:
         said = [_text(m) for m in messages[1:-1] if m.get("role") == "user"]
         if said:
             return Reply(f"<recap>You started with: {said[0]} Latest: {said[-1]}</recap>")
+    if messages and messages[0].get("content") == SUMMARY_SYSTEM_PROMPT:
+        # A compaction request: the demo summary lists what the user said in the block.
+        lines = _text(last).splitlines()
+        said = [line.removeprefix("user: ") for line in lines if line.startswith("user: ")]
+        summary = "The user said: " + " / ".join(said) if said else "Earlier turns, no user text."
+        return Reply(json.dumps({"summary": summary, "decisions": [], "pinned_turns": []}))
     return Reply(f"You said: {_text(last)}")
 
 

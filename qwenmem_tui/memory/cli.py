@@ -98,12 +98,18 @@ async def _service(settings: Settings, paths: Paths) -> AsyncIterator[MemoryServ
         await svc.close()
 
 
-def _row(m: Memory) -> str:
+def _key_width(rows: list[Memory]) -> int:
+    """The key column fits the longest key, so values line up under each other."""
+    return max([24, *(len(m.key) for m in rows)])
+
+
+def _row(m: Memory, key_width: int) -> str:
     value = " ".join(m.value.split())
     if len(value) > _VALUE_WIDTH:
         value = value[: _VALUE_WIDTH - 1] + "…"
     flags = f" [{', '.join(m.flags)}]" if m.flags else ""
-    return f"{m.id:>5}  {m.status:<11} {m.category:<9} {m.key:<24} {value}  ({m.origin}){flags}"
+    key = m.key.ljust(key_width)
+    return f"{m.id:>5}  {m.status:<11} {m.category:<9} {key} {value}  ({m.origin}){flags}"
 
 
 async def list_memories(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
@@ -114,7 +120,8 @@ async def list_memories(args: argparse.Namespace, settings: Settings, paths: Pat
     elif not rows:
         print("No memories." if args.all else "No active memories.")
     else:
-        print("\n".join(_row(m) for m in rows))
+        width = _key_width(rows)
+        print("\n".join(_row(m, width) for m in rows))
     return 0
 
 
@@ -141,9 +148,10 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
     elif not result.memories:
         print("No memory passed the filters and the threshold.")
     else:
+        width = _key_width(result.memories)
         print(
             "\n".join(
-                f"{score:6.3f} {_row(m)}"
+                f"{score:6.3f} {_row(m, width)}"
                 for m, score in zip(result.memories, result.scores, strict=True)
             )
         )

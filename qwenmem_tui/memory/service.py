@@ -379,7 +379,10 @@ class MemoryService:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:  # its own message names no JSON
+                    raise ValueError(f"not valid JSON ({exc.msg}, column {exc.colno})") from None
                 if not isinstance(row, dict):
                     raise ValueError("not a JSON object")
                 if row.get("status", Status.ACTIVE.value) not in (

@@ -158,6 +158,15 @@ class QwenmemApp(App[None]):
         """A one-line error in the conversation, not stored."""
         self._chat_screen().show_error(text)
 
+    @property
+    def selected_item_id(self) -> int | None:
+        """The stored message highlighted in the log (Alt+Up/Down, a click), if any."""
+        return self._chat_screen().selected_item_id
+
+    def item_changed(self, item: Item) -> None:
+        """Show a stored item's new state (e.g. its pin) wherever it is on screen."""
+        self._chat_screen().item_changed(item)
+
     async def add_display_item(self, type: str, content: str, meta: dict | None = None) -> Item:
         """Store a display item with the session (never sent to the model) and show it."""
         item = await self.session.add_display_item(type, content, meta)
@@ -171,10 +180,14 @@ class QwenmemApp(App[None]):
         self._chat_screen().run_command(name, args)
 
     def describe_keys(self) -> Iterator[tuple[str, str]]:
-        """(key, description) of the bindings active now, after the user's remapping."""
+        """(key, description) of the bindings active now, after the user's remapping.
+
+        Those in the footer and qwenmem's own hidden ones (they carry an id, like the
+        message selection keys); Textual's editing keys stay out.
+        """
         for active in self.screen.active_bindings.values():
             binding = active.binding
-            if binding.show and binding.description:
+            if (binding.show or binding.id is not None) and binding.description:
                 yield self.get_key_display(binding), binding.description
 
     # -- lifecycle -----------------------------------------------------------------

@@ -37,6 +37,7 @@ COMPACT_BUSY = "Cannot run /compact while another operation is in progress."
 COMPACT_PROGRESS = "Compacting older messages…"
 PIN_NOTHING = "Nothing to pin yet: no message with text in this conversation."
 UNPIN_NOTHING = "No pinned message to unpin."
+PIN_UNAVAILABLE = "Only a message with text that the model still sees (since /clear) can be pinned."
 PIN_MARK = "📌"
 PIN_PREVIEW_CHARS = 60
 
@@ -107,38 +108,59 @@ class CompactionController:
     # -- /pin /unpin ---------------------------------------------------------------------
 
     async def pin_command(self, app: QwenmemApp, args: str) -> None:
-        """/pin: the last message is carried verbatim through every compaction."""
+        """/pin and ctrl+p: the last message is carried verbatim through every compaction.
+
+        With a message highlighted in the log (typing ends a highlight, so only the key
+        gets here with one) the pin of that message is toggled instead.
+        """
+        selected = app.selected_item_id
+        if selected is not None:
+            item = self._find(app, selected)
+            await self.set_pin(app, selected, not (item is not None and item.meta.get("pinned")))
+            return
         item = next((i for i in reversed(app.session.view_items()) if pinnable(i)), None)
         if item is None:
             app.show_info(PIN_NOTHING)
-            return
-        role = item.message["role"] if item.message else "message"
-        if item.meta.get("pinned"):
+        elif item.meta.get("pinned"):
+            role = item.message["role"] if item.message else "message"
             app.show_info(f"{PIN_MARK} Already pinned ({role}): “{preview(item.content)}”")
-            return
-        await self._set_pinned(app, item, True)
-        app.show_info(
-            f"{PIN_MARK} Pinned ({role}): “{preview(item.content)}” — kept verbatim when "
-            "older messages are summarized."
-        )
+        elif item.id is not None:
+            await self.set_pin(app, item.id, True)
 
     async def unpin_command(self, app: QwenmemApp, args: str) -> None:
         """/unpin: the most recent pinned message may be summarised again."""
         item = next((i for i in reversed(app.session.view_items()) if i.meta.get("pinned")), None)
-        if item is None:
+        if item is None or item.id is None:
             app.show_info(UNPIN_NOTHING)
             return
-        await self._set_pinned(app, item, False)
-        app.show_info(f"Unpinned: “{preview(item.content)}”")
+        await self.set_pin(app, item.id, False)
 
-    @staticmethod
-    async def _set_pinned(app: QwenmemApp, item: Item, pinned: bool) -> None:
+    async def set_pin(self, app: QwenmemApp, item_id: int, pinned: bool) -> None:
+        """Pin or unpin one message of the model's view, show it on its widget, say so."""
+        item = self._find(app, item_id)
+        if item is None or not pinnable(item):
+            app.show_info(PIN_UNAVAILABLE)
+            return
         meta = {key: value for key, value in item.meta.items() if key != "pinned"}
         if pinned:
             meta["pinned"] = True
         # Stored first: the session's item changes only once the database agrees.
         await app.store.update_item(dataclasses.replace(item, meta=meta))
         item.meta = meta
+        app.item_changed(item)
+        if pinned:
+            role = item.message["role"] if item.message else "message"
+            app.show_info(
+                f"{PIN_MARK} Pinned ({role}): “{preview(item.content)}” — kept verbatim when "
+                "older messages are summarized."
+            )
+        else:
+            app.show_info(f"Unpinned: “{preview(item.content)}”")
+
+    @staticmethod
+    def _find(app: QwenmemApp, item_id: int) -> Item | None:
+        # The model's view only: pinning a message from before /clear would change nothing.
+        return next((i for i in app.session.view_items() if i.id == item_id), None)
 
 
 async def compaction_extension(context: AppContext) -> Extension:

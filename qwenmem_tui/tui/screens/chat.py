@@ -32,6 +32,7 @@ from qwenmem_tui.chat.events import (
     TurnStarted,
 )
 from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.commands import parse_command
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
@@ -68,6 +69,19 @@ class ChatScreen(Screen[None]):
         Binding("escape", "cancel", "Cancel", id="chat.cancel"),
         # Ctrl+C cancels a running reply; when idle it stays copy / the quit hint.
         Binding("ctrl+c", "interrupt", "Cancel", id="chat.interrupt", show=False, priority=True),
+        # Not in the footer (it stays short); /help lists them. Alt+arrows reach the app
+        # through tmux too, and the prompt has no binding of its own for them.
+        Binding("alt+up", "select_message(-1)", "Select older", id="chat.select_up", show=False),
+        Binding("alt+down", "select_message(1)", "Select newer", id="chat.select_down", show=False),
+        # The prompt keeps the focus, so the log scrolls by key from here; a page of a
+        # few-line prompt is no use, hence priority over the prompt's own PageUp.
+        Binding(
+            "pageup", "scroll_log(-1)", "Scroll up", id="chat.page_up", show=False, priority=True
+        ),
+        Binding(
+            "pagedown", "scroll_log(1)", "Scroll down", id="chat.page_down", show=False,
+            priority=True,
+        ),
     ]
 
     def __init__(self) -> None:
@@ -127,16 +141,55 @@ class ChatScreen(Screen[None]):
     def show_error(self, text: str) -> None:
         self.show(ErrorItem(text))
 
+    def item_changed(self, item: Item) -> None:
+        """Widgets showing `item` show its new state (e.g. after /pin)."""
+        if item.id is not None:
+            for view in self.log_view.views_of(item.id):
+                view.link(item)
+
+    # -- selection ---------------------------------------------------------------------
+
+    @property
+    def selected_item_id(self) -> int | None:
+        """The stored item of the highlighted message, if one is highlighted."""
+        view = self.log_view.selected
+        return view.item_id if view is not None else None
+
+    async def action_select_message(self, step: int) -> None:
+        """Alt+Up / Alt+Down: move the highlight over the messages in the log."""
+        await self.log_view.select_step(step)
+
+    def action_scroll_log(self, direction: int) -> None:
+        """PageUp / PageDown: page through the conversation without leaving the prompt."""
+        if direction < 0:
+            self.log_view.scroll_page_up(animate=False)
+        else:
+            self.log_view.scroll_page_down(animate=False)
+
+    @on(ChatLog.Selected)
+    def _selection_changed(self) -> None:
+        # A click may have focused something in the log: typing still goes to the prompt.
+        self.query_one(PromptInput).focus()
+        self.refresh_bindings()
+
     # -- input -------------------------------------------------------------------------
 
     @on(PromptInput.Changed)
     def _suggest(self, event: PromptInput.Changed) -> None:
         prompt = cast(PromptInput, event.text_area)
-        self.query_one(CommandSuggestions).show_commands(prompt.matching_commands())
-        self.refresh_bindings()
+        self.log_view.select(None)  # typing is back at the prompt
+        suggestions = self.query_one(CommandSuggestions)
+        shown = suggestions.display
+        suggestions.show_commands(prompt.matching_commands())
+        if suggestions.display != shown:
+            # Only Esc's state depends on the text. Refreshing bindings rebuilds the
+            # footer: on every key it made typing and pasting lag (~15 ms a key).
+            self.refresh_bindings()
 
     @on(PromptInput.Sent)
     def _sent(self, event: PromptInput.Sent) -> None:
+        # Back at the bottom, following the answer, even after scrolling up or selecting.
+        self.log_view.anchor()
         self.submit(event.text)  # the prompt cleared itself when it sent
 
     def submit(self, text: str) -> None:
@@ -187,18 +240,27 @@ class ChatScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Esc shows as disabled in the footer while there is nothing to cancel.
         if action == "cancel":
-            return not self.qapp.idle or self.query_one(CommandSuggestions).display or None
+            return (
+                not self.qapp.idle
+                or self.query_one(CommandSuggestions).display
+                or self.log_view.selected is not None
+                or None
+            )
         if action == "interrupt":
             return not self._turn_done.is_set()
         return True
 
     def action_cancel(self) -> None:
-        """Esc: hide suggestions, else cancel the running query."""
+        """Esc: hide suggestions, else end the selection, else cancel the running query."""
         suggestions = self.query_one(CommandSuggestions)
         if suggestions.display:
             suggestions.show_commands([])
             self.query_one(PromptInput).suggestion = ""
             self.refresh_bindings()
+            return
+        if self.log_view.selected is not None:
+            self.log_view.select(None)
+            self.log_view.anchor()  # back at the bottom, following new text again
             return
         self.workers.cancel_group(self, "turn")
 
@@ -309,8 +371,10 @@ class ChatScreen(Screen[None]):
                 widget = self.qapp.widget_for_item(item)
                 if widget is not None:
                     await self.log_view.add(widget)
-            elif item.meta.get("interrupted"):
-                await reply.mark_interrupted()
+            else:
+                reply.link(item)  # the streamed widget now shows the stored reply
+                if item.meta.get("interrupted"):
+                    await reply.mark_interrupted()
         elif item.type != "tool":  # tool results arrive as ToolCallFinished
             widget = self.qapp.widget_for_item(item)
             if widget is not None:

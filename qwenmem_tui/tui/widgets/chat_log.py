@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from textual import on
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.dom import DOMNode
 from textual.events import Click
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
 from qwenmem_tui.storage.sessions import Item
-from qwenmem_tui.tui.widgets.items import ToolCallItem
+from qwenmem_tui.tui.widgets.items import MessageView, ToolCallItem
 
 PAGE_SIZE = 20
 """Stored items given widgets at once on resume (more than a screenful); earlier ones
@@ -73,13 +75,24 @@ class ItemViews:
 
 
 class ChatLog(VerticalScroll, can_focus=False):
-    """Conversation items, anchored to the bottom while new text arrives."""
+    """Conversation items, anchored to the bottom while new text arrives.
+
+    It also holds the selection: one stored message highlighted for a key to act on
+    (the pin). It is view state only; the prompt keeps the focus meanwhile.
+    """
+
+    @dataclass
+    class Selected(Message):
+        """The highlighted message changed (None: back to the prompt)."""
+
+        view: MessageView | None
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._earlier: list[Item] = []
         self._views: ItemViews | None = None
         self._earlier_line = EarlierItems()
+        self._selected: MessageView | None = None
 
     def on_mount(self) -> None:
         self.anchor()
@@ -92,6 +105,7 @@ class ChatLog(VerticalScroll, can_focus=False):
         self, items: Sequence[Item], widget_for: Callable[[Item], Widget | None]
     ) -> None:
         """Replace the log with stored items; only the newest page gets widgets."""
+        self.select(None)
         await self.remove_children()
         self._views = ItemViews(items, widget_for)
         self._earlier, recent = list(items[:-PAGE_SIZE]), items[-PAGE_SIZE:]
@@ -126,5 +140,69 @@ class ChatLog(VerticalScroll, can_focus=False):
 
     async def clear(self) -> None:
         """Remove every item."""
+        self.select(None)
         self._earlier = []
         await self.remove_children()
+
+    # -- selection -----------------------------------------------------------------------
+
+    @property
+    def selected(self) -> MessageView | None:
+        """The highlighted message, or None when keys go to the prompt."""
+        return self._selected
+
+    def select(self, view: MessageView | None, *, scroll: bool = True) -> None:
+        """Highlight `view` (scrolled into view unless clicked), or nothing."""
+        if view is self._selected:
+            return
+        if self._selected is not None:
+            self._selected.remove_class("-selected")
+        self._selected = view
+        if view is not None:
+            view.add_class("-selected")
+            if scroll:
+                # After the layout: the view may have been mounted just now.
+                self.call_after_refresh(self.scroll_to_widget, view, animate=False)
+        self.post_message(self.Selected(view))
+
+    def views_of(self, item_id: int) -> list[MessageView]:
+        """The message widgets showing the stored item `item_id`."""
+        return [view for view in self._messages() if view.item_id == item_id]
+
+    async def select_step(self, step: int) -> None:
+        """Move the highlight to an older (-1) or newer (+1) stored message.
+
+        From the prompt, up starts at the newest message; past the newest the selection
+        ends; above the oldest one shown, the earlier page is loaded.
+        """
+        views = self._messages()
+        index = views.index(self._selected) if self._selected in views else len(views)
+        index += step
+        if index < 0 and self._earlier:
+            await self.show_earlier()
+            loaded = self._messages()
+            index += len(loaded) - len(views)
+            views = loaded
+        if index >= len(views):
+            self.select(None)
+            self.anchor()  # back at the prompt: follow new text again
+        elif index >= 0:
+            self.select(views[index])
+
+    def _messages(self) -> list[MessageView]:
+        # Only stored messages: a reply still streaming has nothing to act on yet.
+        return [
+            child
+            for child in self.children
+            if isinstance(child, MessageView) and child.item_id is not None
+        ]
+
+    @on(Click)
+    def _select_clicked(self, event: Click) -> None:
+        node: DOMNode | None = event.widget
+        while node is not None and node is not self:
+            if isinstance(node, MessageView):
+                if node.item_id is not None:
+                    self.select(node, scroll=False)
+                return
+            node = node.parent

@@ -11,10 +11,12 @@ import asyncio
 import json
 from collections.abc import Callable, Mapping
 from contextlib import suppress
+from typing import Self
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
+from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Collapsible, Markdown, Static
 from textual.widgets.markdown import MarkdownStream
@@ -24,16 +26,39 @@ from qwenmem_tui.tui.terminal_text import terminal_safe
 
 TOOL_RESULT_MAX_LINES = 40
 TOOL_ARGS_MAX_CHARS = 80
+PIN_LABEL = "📌 pinned"
 
 
-class UserItem(Static):
+class MessageView(Widget):
+    """A user or assistant message in the log, linked to the stored item it shows.
+
+    The item id is what a pin (or any other intent about this message) acts on; a
+    streamed reply has none until the session has stored it. `pinned` mirrors the
+    item's `meta["pinned"]`, so the user sees what compaction will carry verbatim.
+    """
+
+    pinned: reactive[bool] = reactive(False)
+    item_id: int | None = None
+
+    def link(self, item: Item) -> Self:
+        """Show `item`'s state (its pin) and act on it from now on."""
+        self.item_id = item.id
+        self.pinned = bool(item.meta.get("pinned"))
+        return self
+
+    def watch_pinned(self, pinned: bool) -> None:
+        self.set_class(pinned, "-pinned")
+        self.border_title = PIN_LABEL if pinned else None
+
+
+class UserItem(MessageView, Static):
     """A message the user sent."""
 
     def __init__(self, text: str) -> None:
         super().__init__(Content(terminal_safe(text)))
 
 
-class AssistantItem(Vertical):
+class AssistantItem(MessageView, Vertical):
     """An assistant reply: Markdown, streamed while it arrives, final when it is stored.
 
     Deltas are buffered and handed to `Markdown.get_stream()` in batches. Every append
@@ -202,9 +227,9 @@ def _away_recap_line(item: Item) -> Widget:
 
 
 DEFAULT_ITEM_WIDGETS: Mapping[str, ItemWidgetFactory] = {
-    "user": lambda item: UserItem(item.content),
+    "user": lambda item: UserItem(item.content).link(item),
     "assistant": lambda item: (
-        AssistantItem(item.content, interrupted=bool(item.meta.get("interrupted")))
+        AssistantItem(item.content, interrupted=bool(item.meta.get("interrupted"))).link(item)
         if item.content.strip() or item.meta.get("interrupted")
         else None  # an assistant turn that only called tools: its ToolCallItems say it all
     ),

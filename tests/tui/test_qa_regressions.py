@@ -1,0 +1,91 @@
+"""Regressions found using qwenmem in a real terminal (tmux with focus events).
+
+Each test names what a user saw: typing lag, PageUp doing nothing, /compact failing
+against the demo server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from qwenmem_tui.fake_openai import FakeOpenAI, echo_responder
+from qwenmem_tui.paths import Paths
+from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.compaction_extension import compaction_extension
+from qwenmem_tui.tui.widgets.chat_log import ChatLog
+from qwenmem_tui.tui.widgets.compaction_marker import CompactionMarker
+from qwenmem_tui.tui.widgets.prompt import PromptInput
+
+from .conftest import SIZE, FakeClock, conversation, seed_session, send, settle, wait_until
+
+
+async def test_typing_text_does_not_rebuild_the_footer(
+    make_app: Callable[..., QwenmemApp],
+) -> None:
+    # Every key used to refresh the bindings, rebuilding the footer: ~15 ms a key, so a
+    # paste or a fast typist lagged seconds behind. Only the suggestions' state matters.
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        refreshes: list[None] = []
+        original = screen.refresh_bindings
+
+        def counting() -> None:
+            refreshes.append(None)
+            original()
+
+        screen.refresh_bindings = counting  # type: ignore[method-assign]
+        await pilot.press(*"hello there")
+        assert app.screen.query_one(PromptInput).text == "hello there"
+        assert refreshes == []
+        app.screen.query_one(PromptInput).clear()
+        await pilot.press("slash")  # the suggestions appear: Esc now hides them
+        assert refreshes
+
+
+async def test_page_up_scrolls_the_conversation_from_the_prompt(
+    make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
+) -> None:
+    items = []
+    for n in range(12):
+        items += conversation(f"question {n}\n" * 4, f"answer {n}\n\n" * 4)
+    await seed_session(paths, project, "long", items, clock=clock)
+    app = make_app(resume=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        log_view = app.screen.query_one(ChatLog)
+        await wait_until(pilot, lambda: log_view.max_scroll_y > 0)
+        log_view.scroll_end(animate=False)
+        await pilot.pause()
+        bottom = log_view.scroll_y
+        await pilot.press("pageup")
+        await wait_until(pilot, lambda: log_view.scroll_y < bottom)
+        assert app.focused is app.screen.query_one(PromptInput)  # typing still works
+        await pilot.press("pagedown")
+        await wait_until(pilot, lambda: log_view.scroll_y == bottom)
+
+
+async def test_demo_server_answers_compact(
+    fake: FakeOpenAI,
+    make_app: Callable[..., QwenmemApp],
+    paths: Paths,
+    project: Path,
+    clock: FakeClock,
+) -> None:
+    # README sends people to the demo echo server; /compact there used to fail with
+    # "the summariser answered without JSON".
+    fake.responder = echo_responder
+    items = []
+    for n in range(10):
+        items += conversation(f"question {n}", f"answer {n}")
+    await seed_session(paths, project, "chatty", items, clock=clock)
+    app = make_app(resume=True, extensions=[compaction_extension])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "/compact")
+        await wait_until(pilot, lambda: bool(app.screen.query(CompactionMarker)))
+        await settle(pilot)
+        [marker] = app.screen.query(CompactionMarker)
+        assert "older messages summarized" in str(marker.title)
