@@ -339,6 +339,11 @@ class QwenmemApp(App[None]):
 
         def chosen(session_id: str | None) -> None:
             if session_id:
+                # Ctrl+R works on any screen (e.g. /memory): the session opens in the
+                # chat, so show the chat rather than leave the chosen session hidden.
+                chat = self._chat_screen()
+                while self.screen is not chat:
+                    self.pop_screen()
                 self.open_session(session_id)
 
         picker = ResumeScreen(self.store, self.project, self.clock, exclude=self.session.info.id)

@@ -274,7 +274,7 @@ def test_snapshot_pinned_messages_and_a_selection(
     project: Path,
     clock: FakeClock,
 ) -> None:
-    items = conversation("Why is the upload test flaky?", "The retry loop sleeps on the real clock.")
+    items = conversation("Why is the upload test flaky?", "The retry loop uses the real clock.")
     items += conversation("Use a fake clock, never sleeps.", "Done: `Uploader(clock=...)`.")
     items += conversation("Now add the 429 case.", "Added `test_upload_retries_on_429`.")
     items[2] = (*items[2][:3], {"pinned": True})  # a decision, pinned by the user
@@ -287,6 +287,5 @@ def test_snapshot_pinned_messages_and_a_selection(
         await pilot.press("alt+up", "alt+up", "alt+up")
         await settle(pilot)
 
-    assert snap_compare(
-        make_pin_app(resume=True), terminal_size=(80, 30), run_before=select_reply
-    )
+    app = make_pin_app(resume=True)
+    assert snap_compare(app, terminal_size=(80, 30), run_before=select_reply)

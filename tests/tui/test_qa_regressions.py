@@ -13,6 +13,10 @@ from qwenmem_tui.fake_openai import FakeOpenAI, echo_responder
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.compaction_extension import compaction_extension
+from qwenmem_tui.tui.memory_extension import memory_extension
+from qwenmem_tui.tui.screens.chat import ChatScreen
+from qwenmem_tui.tui.screens.memory import MemoryScreen
+from qwenmem_tui.tui.screens.resume import ResumeScreen
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
 from qwenmem_tui.tui.widgets.compaction_marker import CompactionMarker
 from qwenmem_tui.tui.widgets.prompt import PromptInput
@@ -89,3 +93,24 @@ async def test_demo_server_answers_compact(
         await settle(pilot)
         [marker] = app.screen.query(CompactionMarker)
         assert "older messages summarized" in str(marker.title)
+
+
+async def test_resume_from_the_memory_screen_shows_the_chosen_session(
+    make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
+) -> None:
+    # Ctrl+R on /memory, Enter on a session: the switch happened under the memory
+    # screen, which stayed up, so the chosen session seemed not to open.
+    other = await seed_session(
+        paths, project, "Other", conversation("Other question", "Other answer"), clock=clock
+    )
+    app = make_app(extensions=[memory_extension])
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "/memory")
+        await wait_until(pilot, lambda: isinstance(app.screen, MemoryScreen))
+        await pilot.press("ctrl+r")
+        await wait_until(pilot, lambda: isinstance(app.screen, ResumeScreen))
+        await pilot.pause()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, ChatScreen)
+        assert app.session.info.id == other.id
