@@ -44,6 +44,9 @@ log = logging.getLogger("qwenmem.tui")
 AppState = Literal["idle", "responding", "running_tool", "recap", "compacting"]
 
 
+NOTHING_TO_RESUME = "No earlier session in this project to resume: this is a new one."
+
+
 class StartupError(Exception):
     """The app cannot show a session; str(e) is the one line the user sees."""
 
@@ -179,6 +182,15 @@ class QwenmemApp(App[None]):
         """Run a slash command: the action behind keys extensions bind."""
         self._chat_screen().run_command(name, args)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Extension keys (e.g. ctrl+p: pin) act on the conversation and answer in it; on
+        # another screen (/memory) they acted unseen, so there they are off the footer.
+        if action == "command":
+            from qwenmem_tui.tui.screens.chat import ChatScreen
+
+            return isinstance(self.screen, ChatScreen)
+        return True
+
     def describe_keys(self) -> Iterator[tuple[str, str]]:
         """(key, description) of the bindings active now, after the user's remapping.
 
@@ -207,6 +219,9 @@ class QwenmemApp(App[None]):
 
         await self.push_screen(ChatScreen())
         await self._set_session(session, resumed=resumed)
+        if self._resume is True and not resumed:
+            # `--resume` found nothing: say so, or it looks like the history was lost.
+            self.show_info(NOTHING_TO_RESUME)
         for extension in self._extensions:
             if extension.on_ready is not None:
                 await _maybe_await(extension.on_ready(self))

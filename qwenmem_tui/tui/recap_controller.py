@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 RECAP_BUSY = "Cannot run /recap while another operation is in progress."
 RECAP_NOTHING = "Not enough conversation context for a recap yet."
 RECAP_PROGRESS = "Generating recap…"
-RECAP_NONE = "No recap this time: the model gave no usable answer."
+# Also shown when the endpoint is down: generate_session_recap never raises (contract §5).
+RECAP_NONE = "No recap this time: the model could not be reached or gave no usable answer."
 
 
 class RecapController:

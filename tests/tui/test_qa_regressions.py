@@ -11,7 +11,7 @@ from pathlib import Path
 
 from qwenmem_tui.fake_openai import FakeOpenAI, echo_responder
 from qwenmem_tui.paths import Paths
-from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.app import NOTHING_TO_RESUME, QwenmemApp
 from qwenmem_tui.tui.compaction_extension import compaction_extension
 from qwenmem_tui.tui.memory_extension import memory_extension
 from qwenmem_tui.tui.screens.chat import ChatScreen
@@ -19,6 +19,7 @@ from qwenmem_tui.tui.screens.memory import MemoryScreen
 from qwenmem_tui.tui.screens.resume import ResumeScreen
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
 from qwenmem_tui.tui.widgets.compaction_marker import CompactionMarker
+from qwenmem_tui.tui.widgets.items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import SIZE, FakeClock, conversation, seed_session, send, settle, wait_until
@@ -114,3 +115,45 @@ async def test_resume_from_the_memory_screen_shows_the_chosen_session(
         await settle(pilot)
         assert isinstance(app.screen, ChatScreen)
         assert app.session.info.id == other.id
+
+
+async def test_resume_with_nothing_to_resume_says_so(
+    make_app: Callable[..., QwenmemApp],
+) -> None:
+    # `qwenmem --resume` in a project without sessions looked like a lost history.
+    app = make_app(resume=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert NOTHING_TO_RESUME in [str(w.render()) for w in app.screen.query(InfoItem)]
+
+
+async def test_pin_key_is_off_on_the_memory_screen(
+    make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
+) -> None:
+    # Ctrl+P on /memory pinned a chat message out of sight; the footer offered it there.
+    await seed_session(paths, project, "Chat", conversation("A question", "An answer"), clock=clock)
+    app = make_app(resume=True, extensions=[memory_extension, compaction_extension])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "Pin" in footer_keys(app)
+        await send(pilot, "/memory")
+        await wait_until(pilot, lambda: isinstance(app.screen, MemoryScreen))
+        await pilot.pause()
+        assert "Pin" not in footer_keys(app)
+        await pilot.press("ctrl+p")
+        await settle(pilot)
+        assert not any(item.meta.get("pinned") for item in app.session.items)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, ChatScreen))
+        await pilot.press("ctrl+p")
+        await settle(pilot)
+        assert any("Pinned" in str(w.render()) for w in app.screen.query(InfoItem))
+        assert any(item.meta.get("pinned") for item in app.session.items)
+
+
+def footer_keys(app: QwenmemApp) -> list[str]:
+    return [
+        active.binding.description
+        for active in app.screen.active_bindings.values()
+        if active.binding.show and active.enabled
+    ]
