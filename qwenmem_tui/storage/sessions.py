@@ -222,6 +222,22 @@ class SessionStore:
 
         await self.db.write(update)
 
+    async def delete_if_empty(self, session_id: str) -> bool:
+        """Delete the session if nothing was ever stored in it; True if it was.
+
+        One statement, so an item another process adds meanwhile keeps the session.
+        """
+
+        async def delete(conn: aiosqlite.Connection) -> int:
+            cursor = await conn.execute(
+                "DELETE FROM sessions WHERE id = ? "
+                "AND NOT EXISTS (SELECT 1 FROM items WHERE session_id = ?)",
+                (session_id, session_id),
+            )
+            return cursor.rowcount
+
+        return await self.db.write(delete) == 1
+
     async def load_items(self, session_id: str) -> list[Item]:
         rows = await self.db.fetchall(
             "SELECT id, session_id, type, content, message, meta, created_at FROM items "

@@ -317,6 +317,10 @@ class QwenmemApp(App[None]):
         if self._session is not None:
             try:
                 await self._session.close()
+                # Opening qwenmem and leaving without a word must not leave an
+                # "(untitled)" session behind in `qwenmem sessions`.
+                if await self.store.delete_if_empty(self._session.info.id):
+                    log.info("[TUI] empty session %s discarded", self._session.info.id)
             except Exception:
                 log.exception("[TUI] closing the session failed")
 

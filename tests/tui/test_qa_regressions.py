@@ -11,6 +11,8 @@ from pathlib import Path
 
 from qwenmem_tui.fake_openai import FakeOpenAI, echo_responder
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.storage.database import Database
+from qwenmem_tui.storage.sessions import SessionStore
 from qwenmem_tui.tui.app import NOTHING_TO_RESUME, QwenmemApp
 from qwenmem_tui.tui.compaction_extension import compaction_extension
 from qwenmem_tui.tui.memory_extension import memory_extension
@@ -157,3 +159,23 @@ def footer_keys(app: QwenmemApp) -> list[str]:
         for active in app.screen.active_bindings.values()
         if active.binding.show and active.enabled
     ]
+
+
+async def test_leaving_without_a_word_leaves_no_empty_session(
+    fake: FakeOpenAI, make_app: Callable[..., QwenmemApp], paths: Paths
+) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        empty_id = app.session.info.id
+    second = make_app()
+    async with second.run_test(size=SIZE) as pilot:
+        await send(pilot, "hello")
+        await settle(pilot)
+        kept_id = second.session.info.id
+    db = await Database.open(paths.db_file)
+    try:
+        ids = [s.id for s in await SessionStore(db).list_sessions()]
+    finally:
+        await db.close()
+    assert empty_id not in ids and ids == [kept_id]

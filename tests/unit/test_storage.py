@@ -366,3 +366,17 @@ async def test_sigkilled_writer_loses_nothing_it_committed(tmp_path: Path) -> No
         assert (await SessionStore(db).get_session(session_id)).message_count == len(items)
     finally:
         await db.close()
+
+
+async def test_delete_if_empty_only_deletes_a_session_with_no_items(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "qwenmem.db")
+    try:
+        store = SessionStore(db)
+        empty = await store.create_session("p")
+        used = await store.create_session("p")
+        await store.add_item(Item(id=None, session_id=used.id, type="info", content="hello"))
+        assert await store.delete_if_empty(empty.id) is True
+        assert await store.delete_if_empty(used.id) is False
+        assert [s.id for s in await store.list_sessions("p")] == [used.id]
+    finally:
+        await db.close()
