@@ -8,7 +8,8 @@ gate for that long — and four ways of wiring memory in: none (the floor), the
 prefetch hook (issue 5) with `memory.initial_wait_ms` 0 and 25, and a blocking
 baseline that awaits recall before the request. Then the delivery rate per point
 for a scripted mix of fast and slow recalls, tool and no-tool turns, at a few
-`memory.initial_wait_ms` values. Prints tables; asserts nothing.
+`memory.initial_wait_ms` values, and with recall warmed (as the TUI does after a pause
+in typing) `WARM_GAP` s before Enter. Prints tables; asserts nothing.
 
     .venv/bin/python bench/bench_prefetch.py [--reps N]
 """
@@ -44,6 +45,7 @@ LATENCIES = (0.0, 0.2, 2.0, 5.0)
 REPS = {0.0: 9, 0.2: 5, 2.0: 2, 5.0: 2}
 PROJECT = "bench-project"
 WAIT_MS = 25  # the `memory.initial_wait_ms` column: what a short wait costs
+WARM_GAP = 0.2  # delivery mix: recall warmed this long before Enter (typing paused)
 SERVICES = ("billing", "auth", "search", "upload", "mailer", "gateway", "reports", "cache")
 
 Recall = Callable[[str, frozenset[int]], Awaitable[RecallResult | None]]
@@ -226,9 +228,9 @@ MIX = [
 
 async def delivery_table(bench: Bench, service: MemoryService, rounds: int) -> None:
     print("\nDelivery per point, scripted mix (hash recall; fast/slow recall, tool/no-tool turns)")
-    print(f"{'initial_wait_ms':>15}{'recalls':>9}{'initial':>9}{'tool_result':>12}"
+    print(f"{'initial_wait_ms':>15}{'warmed':>8}{'recalls':>9}{'initial':>9}{'tool_result':>12}"
           f"{'discarded':>10}{'cancelled':>10}{'delivered':>10}")
-    for wait_ms in (0, 25, 100):
+    for wait_ms, warm_gap in ((0, None), (25, None), (100, None), (0, WARM_GAP)):
         hook = MemoryPrefetchHook(
             delayed_by_text(service.recall_for(PROJECT)), initial_wait_ms=wait_ms
         )
@@ -243,12 +245,16 @@ async def delivery_table(bench: Bench, service: MemoryService, rounds: int) -> N
                     gate.set()
                 verb = "read the readme and tell me" if tool else "tell me"
                 text = f"{verb} the port of {SERVICES[n % len(SERVICES)]} #{latency}"
+                if warm_gap is not None:
+                    hook.warm(session, text)
+                    await asyncio.sleep(warm_gap)
                 async for _ in session.run_query(text):
                     pass
                 await session.reset()  # every query starts with nothing surfaced
         stats = hook.stats
         delivered = stats.delivered
-        print(f"{wait_ms:>15}{stats.started:>9}{stats.deliveries[INITIAL]:>9}"
+        warmed = "no" if warm_gap is None else f"{warm_gap * 1000:.0f}ms"
+        print(f"{wait_ms:>15}{warmed:>8}{stats.started:>9}{stats.deliveries[INITIAL]:>9}"
               f"{stats.deliveries[TOOL_RESULT]:>12}{sum(stats.discarded.values()):>10}"
               f"{stats.cancelled:>10}{delivered / stats.started:>10.0%}")
         await session.close()

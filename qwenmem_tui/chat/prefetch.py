@@ -7,6 +7,12 @@ message's reminders) or, when it settles later, a ToolResult request of the same
 anything between an assistant tool call and its tool results). A query that ends
 before the result was delivered loses it; the next query starts a fresh recall.
 
+Because the loop reaches the UserQuery point within a millisecond, a recall started on
+Enter almost never makes the first request. So the TUI also *warms* recall while the
+user is still typing (`warm`, after a pause in typing): when the text sent is the text
+warmed, in the same session with the same surfaced set, the query adopts that recall
+instead of starting one — usually already settled, so it makes the first request.
+
 The hook holds the running session's set of surfaced memory ids and the reminders
 already delivered, which stay in the model view until /clear; a query in another
 session (the TUI keeps its hooks across /resume) starts that state afresh. Sessions
@@ -19,7 +25,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -31,7 +37,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("qwenmem.memory")
 
-Recall = Callable[[str, frozenset[int]], Awaitable["RecallResult | None"]]
+Recall = Callable[..., Awaitable["RecallResult | None"]]
+"""`recall(text, excluded)`; with a `record_recall` also `recall(text, excluded,
+record=False)`, which leaves the recall metrics alone (MemoryService.recall_for)."""
 
 # Delivery points, as logged and counted.
 INITIAL = "initial"
@@ -49,6 +57,10 @@ class MemoryPrefetchHandle:
     task: asyncio.Task[RecallResult | None] | None = None
     settled_at: float | None = None
     consumed: bool = False
+    # What a warm handle was started for; a query adopts it only if these still hold.
+    session_id: str | None = None
+    excluded: frozenset[int] = frozenset()
+    warm: bool = False
 
     @property
     def settled(self) -> bool:
@@ -97,6 +109,8 @@ class PrefetchStats:
     failed: int = 0
     empty: int = 0
     cancelled: int = 0  # MISSED: still running when its query ended or was aborted
+    warm_adopted: int = 0  # queries that used the recall warmed while typing
+    warm_missed: int = 0  # queries that found a warm recall for other text/state
     deliveries: Counter[str] = field(default_factory=Counter)  # INITIAL / TOOL_RESULT
     discarded: Counter[str] = field(default_factory=Counter)  # by reason
 
@@ -119,6 +133,13 @@ class MemoryPrefetchHook:
     a ToolResult turn can carry memory; bench/bench_prefetch.py measured, for a mix of
     fast and slow recalls and tool/no-tool turns, 40 % delivered at 0, 60 % at 25 ms
     and 70 % at 100 ms — and a recall slower than the wait costs the whole wait.
+    `warm` (the TUI calls it while the user types) is how the first request gets
+    memory without any wait.
+
+    `record_recall` (MemoryService.record_recall) makes warm recalls run unrecorded
+    and counts one only when a query adopts it, so the recall metrics see one recall
+    per query however often the user paused while typing. Without it warm recalls
+    are counted as they run.
     """
 
     def __init__(
@@ -130,6 +151,7 @@ class MemoryPrefetchHook:
         clock: Callable[[], float] = time.monotonic,
         stats: PrefetchStats | None = None,
         record_delivery: Callable[[str], Awaitable[None]] | None = None,
+        record_recall: Callable[[RecallResult], Awaitable[None]] | None = None,
     ) -> None:
         self._recall = recall
         self.enabled = enabled
@@ -137,12 +159,35 @@ class MemoryPrefetchHook:
         self._clock = clock
         self.stats = stats if stats is not None else PrefetchStats()
         self.handle: MemoryPrefetchHandle | None = None
+        self.warm_handle: MemoryPrefetchHandle | None = None
         self.surfaced: set[int] = set()
         self._delivered: list[_Delivery] = []
         self._session_id: str | None = None
         # MemoryService.record_delivery: a DB write, so it runs beside the request.
         self._record_delivery = record_delivery
+        self._record_recall = record_recall
         self._recording: set[asyncio.Task[None]] = set()
+
+    def warm(self, session: ChatSession, text: str) -> None:
+        """Start recall for `text` the user has typed but not sent, replacing any earlier
+        warm recall; the query sending that text adopts it (see `on_query_start`)."""
+        self._drop_warm()
+        text = text.strip()
+        if not self.enabled or not text:
+            return
+        # This session's surfaced set, as on_query_start will see it.
+        excluded = frozenset(self.surfaced) if session.info.id == self._session_id else frozenset()
+        handle = MemoryPrefetchHandle(
+            text=text,
+            started_at=self._clock(),
+            session_id=session.info.id,
+            excluded=excluded,
+            warm=True,
+        )
+        handle.task = asyncio.get_running_loop().create_task(
+            self._run(handle, excluded), name="memory-warm"
+        )
+        self.warm_handle = handle
 
     # QueryHook ------------------------------------------------------------------------
     async def on_query_start(self, session: ChatSession, text: str) -> None:
@@ -151,15 +196,38 @@ class MemoryPrefetchHook:
             # The TUI keeps its hooks across /resume: nothing surfaced in that session.
             self._session_id = session.info.id
             self._forget()
+        warm, self.warm_handle = self.warm_handle, None
         if not self.enabled:
+            if warm is not None:
+                warm.cancel()
             return
-        handle = MemoryPrefetchHandle(text=text, started_at=self._clock())
-        handle.task = asyncio.get_running_loop().create_task(
-            self._run(handle, frozenset(self.surfaced)), name="memory-prefetch"
-        )
+        if warm is not None and self._adoptable(warm, session, text):
+            handle = warm
+            handle.text = text  # the block anchors to the user message as sent
+            self.stats.warm_adopted += 1
+            if self._record_recall is not None:
+                self._spawn(self._record_adopted(handle))
+        else:
+            if warm is not None:
+                warm.cancel()
+                self.stats.warm_missed += 1
+            handle = MemoryPrefetchHandle(text=text, started_at=self._clock())
+            handle.task = asyncio.get_running_loop().create_task(
+                self._run(handle, frozenset(self.surfaced)), name="memory-prefetch"
+            )
         self._link_to_parent(handle)
         self.handle = handle
         self.stats.started += 1
+
+    def _adoptable(self, warm: MemoryPrefetchHandle, session: ChatSession, text: str) -> bool:
+        """The warm recall is the one this query would start: same text, session, exclusions."""
+        return (
+            warm.text == text.strip()
+            and warm.session_id == session.info.id
+            and warm.excluded == frozenset(self.surfaced)
+            # A failed warm recall is no reason to send without memory: try again.
+            and not (warm.settled and warm.result() is None)
+        )
 
     async def before_request(
         self, session: ChatSession, kind: TurnKind, messages: list[dict]
@@ -193,7 +261,7 @@ class MemoryPrefetchHook:
         log.info(
             "[MEMORY_PREFETCH] delivered point=%s strategy=%s count=%d latency_ms=%.0f",
             point,
-            result.strategy,
+            "warm" if handle.warm else result.strategy,
             len(delivery.ids),
             handle.latency_ms,
         )
@@ -209,10 +277,12 @@ class MemoryPrefetchHook:
 
     async def on_reset(self, session: ChatSession) -> None:
         self._abort("reset")
+        self._drop_warm()
         self._forget()
 
     async def on_close(self, session: ChatSession) -> None:
         self._abort("close")
+        self._drop_warm()
         if self._recording:
             await asyncio.wait(set(self._recording))
 
@@ -220,9 +290,17 @@ class MemoryPrefetchHook:
         self.surfaced.clear()
         self._delivered.clear()
 
+    def _drop_warm(self) -> None:
+        warm, self.warm_handle = self.warm_handle, None
+        if warm is not None:
+            warm.cancel()
+
     # recall ---------------------------------------------------------------------------
     async def _run(self, handle: MemoryPrefetchHandle, excluded: frozenset[int]) -> RecallResult | None:
         try:
+            if handle.warm and self._record_recall is not None:
+                # Counted by _record_adopted only if a query uses it.
+                return await self._recall(handle.text, excluded, record=False)
             return await self._recall(handle.text, excluded)
         except asyncio.CancelledError:
             raise
@@ -292,7 +370,23 @@ class MemoryPrefetchHook:
             except Exception as exc:  # metrics must never break a turn
                 log.warning("[MEMORY_PREFETCH] could not record delivery %s: %s", point, exc)
 
-        task = asyncio.get_running_loop().create_task(run())
+        self._spawn(run())
+
+    async def _record_adopted(self, handle: MemoryPrefetchHandle) -> None:
+        """Count an adopted warm recall once it has settled, as a query's own would be."""
+        assert self._record_recall is not None and handle.task is not None
+        await asyncio.wait({handle.task})
+        result = handle.result()
+        if result is None:
+            return  # cancelled or failed: an unrecorded recall never counts either
+        try:
+            await self._record_recall(result)
+        except Exception as exc:  # metrics must never break a turn
+            log.warning("[MEMORY_PREFETCH] could not record a warm recall: %s", exc)
+
+    def _spawn(self, work: Coroutine[object, object, None]) -> None:
+        """Metrics writes run beside the request; on_close waits for them."""
+        task = asyncio.get_running_loop().create_task(work)
         self._recording.add(task)
         task.add_done_callback(self._recording.discard)
 

@@ -14,7 +14,7 @@ import logging
 import re
 import time
 import unicodedata
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -200,6 +200,21 @@ class Recaller:
         return fresh
 
     # recall --------------------------------------------------------------------------
+    async def record(self, chosen: Sequence[Memory], *, now: float | None = None) -> None:
+        """Count one chat-turn recall that returned `chosen` (hit rate, staleness)."""
+        now = self.clock() if now is None else now
+        ages = [now - m.created_at for m in chosen]
+        await self.store.record_recall(
+            [m.id for m in chosen],
+            now=now,
+            metrics={
+                "recalls": 1.0,
+                "recall_hits": 1.0 if chosen else 0.0,
+                "recalled_memories": float(len(chosen)),
+                "recalled_age_sum": float(sum(ages)),
+            },
+        )
+
     async def recall(
         self,
         query: str,
@@ -250,17 +265,7 @@ class Recaller:
         )[:k]
         chosen = [m for _, _, m in ranked]
         if record:
-            ages = [now - m.created_at for m in chosen]
-            await self.store.record_recall(
-                [m.id for m in chosen],
-                now=now,
-                metrics={
-                    "recalls": 1.0,
-                    "recall_hits": 1.0 if chosen else 0.0,
-                    "recalled_memories": float(len(chosen)),
-                    "recalled_age_sum": float(sum(ages)),
-                },
-            )
+            await self.record(chosen, now=now)
         return RecallResult(
             block=render_block(chosen, now),
             ids=[m.id for m in chosen],

@@ -332,13 +332,18 @@ class MemoryService:
             query, project=project, exclude=exclude, k=k, min_score=min_score, record=record
         )
 
-    def recall_for(self, project: str) -> Callable[[str, frozenset[int]], Awaitable[RecallResult]]:
-        """The ``recall(text, excluded)`` callable MemoryPrefetchHook expects."""
+    def recall_for(self, project: str) -> Callable[..., Awaitable[RecallResult]]:
+        """The ``recall(text, excluded, *, record=True)`` callable MemoryPrefetchHook expects."""
 
-        async def recall(text: str, excluded: frozenset[int]) -> RecallResult:
-            return await self.recall(text, project=project, exclude=excluded)
+        async def recall(text: str, excluded: frozenset[int], *, record: bool = True) -> RecallResult:
+            return await self.recall(text, project=project, exclude=excluded, record=record)
 
         return recall
+
+    async def record_recall(self, result: RecallResult) -> None:
+        """Count a recall run with ``record=False`` as a chat-turn recall after all
+        (prefetch warms recall while the user types, and counts only the one it uses)."""
+        await self.recaller.record(result.memories)
 
     async def list(
         self, *, project: str | None = None, statuses: Collection[Status] | None = None

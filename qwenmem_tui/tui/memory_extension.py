@@ -53,6 +53,7 @@ class MemoryFeature:
             self._recall,
             initial_wait_ms=context.settings.memory.initial_wait_ms,
             record_delivery=self._record_delivery,
+            record_recall=self._record_recall,
         )
         self._opening = asyncio.create_task(self._open(), name="memory-open")
         self._opening.add_done_callback(self._opened)
@@ -139,12 +140,17 @@ class MemoryFeature:
 
     # -- what the hooks and the tool call ----------------------------------------------
 
-    async def _recall(self, text: str, excluded: frozenset[int]) -> RecallResult:
+    async def _recall(
+        self, text: str, excluded: frozenset[int], *, record: bool = True
+    ) -> RecallResult:
         service = await self.service()
-        return await service.recall(text, project=self.project, exclude=excluded)
+        return await service.recall(text, project=self.project, exclude=excluded, record=record)
 
     async def _record_delivery(self, point: str) -> None:
         await (await self.service()).record_delivery(point)
+
+    async def _record_recall(self, result: RecallResult) -> None:
+        await (await self.service()).record_recall(result)
 
     def save_memory(self) -> Tool:
         """save_memory as registered at startup; it waits for the service on first use."""

@@ -24,6 +24,7 @@ from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.extensions import default_extensions
 from qwenmem_tui.tui import memory_extension as memory_extension_module
 from qwenmem_tui.tui.memory_extension import memory_extension
+from qwenmem_tui.tui.screens.chat import ChatScreen
 from qwenmem_tui.tui.screens.memory import (
     ConfirmForget,
     MemoryDetail,
@@ -375,6 +376,65 @@ async def test_a_recall_that_settles_during_a_tool_call_follows_the_tool_result(
         roles = [m["role"] for m in second["messages"]]
         assert roles[-3:] == ["assistant", "tool", "user"]
         assert "the project codename is Bluebird" in reminder_of(second["messages"][-1])
+
+
+async def test_a_recall_warmed_while_typing_reaches_the_first_request(
+    fake: FakeOpenAI,
+    make_memory_app: Callable[..., QwenmemApp],
+    settings: Settings,
+    paths: Paths,
+    clock: FakeClock,
+) -> None:
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, CODENAME)
+
+    assert settings.memory.initial_wait_ms == 0  # the first request never waits
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        prefetch = next(hook for hook in app.hooks if isinstance(hook, MemoryPrefetchHook))
+        screen = app.screen
+        assert isinstance(screen, ChatScreen)
+        prompt = screen.query_one(PromptInput)
+        prompt.insert("What is the project codename?")
+        screen.warm_recall()  # what the typing-pause timer calls
+        warm = prefetch.warm_handle
+        assert warm is not None and warm.task is not None
+        await asyncio.wait({warm.task})
+        await pilot.press("enter")
+        await settle(pilot)
+
+        user_message = chat_requests(fake)[0]["messages"][-1]
+        assert "the project codename is Bluebird" in reminder_of(user_message)
+        assert user_message["content"].endswith("What is the project codename?")
+        assert prefetch.stats.warm_adopted == 1
+
+    service = await MemoryService.open(settings, paths, clock=clock)
+    try:
+        assert (await service.stats()).recalls == 1  # the warm recall, counted once adopted
+    finally:
+        await service.close()
+
+
+async def test_no_recall_is_warmed_for_a_command_or_while_busy(
+    make_memory_app: Callable[..., QwenmemApp],
+) -> None:
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        prefetch = next(hook for hook in app.hooks if isinstance(hook, MemoryPrefetchHook))
+        screen = app.screen
+        assert isinstance(screen, ChatScreen)
+        prompt = screen.query_one(PromptInput)
+        prompt.insert("/remember the codename")
+        screen.warm_recall()
+        assert prefetch.warm_handle is None
+        prompt.clear()
+        prompt.insert("What is the codename?")
+        app.state = "responding"
+        screen.warm_recall()
+        assert prefetch.warm_handle is None
+        app.state = "idle"
+        await pilot.pause()
 
 
 # --- pure helpers -------------------------------------------------------------------

@@ -33,13 +33,15 @@ REMINDER = "<system-reminder>"
 class RecallCall:
     text: str
     excluded: frozenset[int]
+    record: bool = True
     release: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     cancelled: bool = False
 
 
 class ControlledRecall:
-    """recall(text, excluded): waits for its call's `release` when gated, then answers."""
+    """recall(text, excluded, *, record=True): waits for its call's `release` when gated,
+    then answers."""
 
     def __init__(self, *, gated: bool = True, error: Exception | None = None) -> None:
         self.gated = gated
@@ -48,8 +50,10 @@ class ControlledRecall:
         self.called = asyncio.Condition()
         self.ids: list[list[int]] = [[1, 2], [3], [4]]
 
-    async def __call__(self, text: str, excluded: frozenset[int]) -> RecallResult:
-        call = RecallCall(text, excluded)
+    async def __call__(
+        self, text: str, excluded: frozenset[int], *, record: bool = True
+    ) -> RecallResult:
+        call = RecallCall(text, excluded, record)
         self.calls.append(call)
         async with self.called:
             self.called.notify_all()
@@ -468,3 +472,180 @@ async def test_a_query_in_another_session_starts_with_nothing_surfaced(
 
     assert [c.excluded for c in recall.calls] == [frozenset(), frozenset()]
     assert reminder_indexes(fake.chat_requests[1]["messages"]) == [1]
+
+
+# --- warming while the user types ------------------------------------------------------
+
+
+class Recorded:
+    """MemoryPrefetchHook's record_recall: the recalls counted as chat-turn recalls."""
+
+    def __init__(self) -> None:
+        self.results: list[RecallResult] = []
+
+    async def __call__(self, result: RecallResult) -> None:
+        self.results.append(result)
+
+
+async def test_a_recall_warmed_while_typing_reaches_the_first_request(
+    make_session, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    recall, recorded = ControlledRecall(gated=False), Recorded()
+    hook = MemoryPrefetchHook(recall, record_recall=recorded)  # initial_wait_ms=0
+    session = await make_session(hook)
+    fake.script(Reply("vim"))
+
+    hook.warm(session, "what is my editor?  ")
+    await (await recall.call_number(1)).finished.wait()
+    assert recorded.results == []  # typed, not sent: not a chat-turn recall yet
+    with caplog.at_level(logging.INFO, logger="qwenmem.memory"):
+        assert (await ask(session, "what is my editor?\n")).status == "ok"
+    await hook.on_close(session)
+
+    assert [(c.text, c.record) for c in recall.calls] == [("what is my editor?", False)]
+    sent = fake.chat_requests[0]["messages"]
+    assert reminder_indexes(sent) == [len(sent) - 1]
+    assert sent[-1]["content"].endswith("</system-reminder>\n\nwhat is my editor?\n")
+    assert hook.stats.deliveries[INITIAL] == 1
+    assert (hook.stats.warm_adopted, hook.stats.warm_missed) == (1, 0)
+    assert [r.ids for r in recorded.results] == [[1, 2]]  # counted once, when adopted
+    assert any("point=initial strategy=warm" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_adopted_recall_still_running_is_the_query_s_recall(
+    make_session, fake: FakeOpenAI
+) -> None:
+    recall, recorded = ControlledRecall(), Recorded()
+    hook = MemoryPrefetchHook(recall, record_recall=recorded)
+    session = await make_session(hook)
+    tool_reply = threading.Event()
+    fake.script(read_readme(gate=tool_reply), Reply("done"))
+
+    hook.warm(session, "summarise the readme")
+    await recall.call_number(1)
+    query = asyncio.create_task(ask(session, "summarise the readme"))
+    await asyncio.to_thread(fake.wait_for_requests, 1)
+    recall.calls[0].release.set()
+    await recall.calls[0].finished.wait()
+    tool_reply.set()
+    await query
+    await hook.on_close(session)
+
+    assert len(recall.calls) == 1
+    first, second = (r["messages"] for r in fake.chat_requests)
+    assert reminder_indexes(first) == []
+    assert reminder_indexes(second) == [4]
+    assert hook.stats.deliveries[TOOL_RESULT] == 1
+    assert len(recorded.results) == 1
+
+
+async def test_cancelling_the_query_cancels_an_adopted_warm_recall(
+    make_session, fake: FakeOpenAI
+) -> None:
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+    fake.script(Reply("never sent", gate=threading.Event()))
+
+    hook.warm(session, "hello")
+    await recall.call_number(1)
+    query = asyncio.create_task(ask(session, "hello"))
+    await asyncio.to_thread(fake.wait_for_requests, 1)
+    query.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await query
+
+    await recall.calls[0].finished.wait()
+    assert recall.calls[0].cancelled and len(recall.calls) == 1
+
+
+async def test_sending_other_text_cancels_the_warm_recall(make_session, fake: FakeOpenAI) -> None:
+    recall, recorded = ControlledRecall(), Recorded()
+    hook = MemoryPrefetchHook(recall, record_recall=recorded)
+    session = await make_session(hook)
+    fake.script(Reply("vim"))
+
+    hook.warm(session, "what is my")
+    await recall.call_number(1)
+    await ask(session, "what is my editor?")
+    await hook.on_close(session)
+
+    assert recall.calls[0].cancelled
+    assert [(c.text, c.record) for c in recall.calls] == [
+        ("what is my", False),
+        ("what is my editor?", True),  # a fresh recall, counted as it runs
+    ]
+    assert (hook.stats.warm_adopted, hook.stats.warm_missed) == (0, 1)
+    assert recorded.results == []
+
+
+async def test_a_new_warm_recall_replaces_the_previous_one(make_session) -> None:
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+
+    hook.warm(session, "what is")
+    await recall.call_number(1)
+    hook.warm(session, "what is my editor?")
+    await recall.calls[0].finished.wait()
+
+    assert recall.calls[0].cancelled
+    assert hook.warm_handle is not None and hook.warm_handle.text == "what is my editor?"
+    await hook.on_close(session)
+    await recall.calls[1].finished.wait()
+    assert recall.calls[1].cancelled and hook.warm_handle is None
+
+
+async def test_clear_cancels_the_warm_recall(make_session) -> None:
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+
+    hook.warm(session, "what is my editor?")
+    await recall.call_number(1)
+    await session.reset()
+    await recall.calls[0].finished.wait()
+
+    assert recall.calls[0].cancelled
+    assert hook.warm_handle is None
+
+
+async def test_a_recall_warmed_in_another_session_is_not_adopted(
+    make_session, fake: FakeOpenAI
+) -> None:
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    first = await make_session(hook)
+    second = await make_session(hook)  # what /resume does with the hooks
+    fake.script(Reply("hi"))
+
+    hook.warm(first, "hello")
+    (await recall.call_number(1)).release.set()
+    await recall.calls[0].finished.wait()
+    await ask(second, "hello")
+
+    assert [c.text for c in recall.calls] == ["hello", "hello"]
+    assert reminder_indexes(fake.chat_requests[0]["messages"]) == []  # the fresh one is gated
+    assert (hook.stats.warm_adopted, hook.stats.warm_missed) == (0, 1)
+
+
+async def test_a_recall_warmed_before_the_surfaced_set_changed_is_not_adopted(
+    make_session, fake: FakeOpenAI
+) -> None:
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+    fake.script(Reply("vim"), Reply("zsh"))
+    await ask(session, "what is my editor?")  # its recall never settles: nothing surfaced
+
+    hook.warm(session, "and my shell?")
+    (await recall.call_number(2)).release.set()
+    await recall.calls[1].finished.wait()
+    hook.surfaced.add(9)  # a delivery (or a compaction) since the warm recall ran
+    await ask(session, "and my shell?")
+
+    assert [(c.text, c.excluded) for c in recall.calls[1:]] == [
+        ("and my shell?", frozenset()),
+        ("and my shell?", frozenset({9})),
+    ]
+    assert (hook.stats.warm_adopted, hook.stats.warm_missed) == (0, 1)

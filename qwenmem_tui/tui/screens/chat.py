@@ -17,6 +17,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 from textual.worker import Worker
@@ -31,6 +32,7 @@ from qwenmem_tui.chat.events import (
     ToolCallStarted,
     TurnStarted,
 )
+from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.commands import parse_command
@@ -44,6 +46,10 @@ if TYPE_CHECKING:
     from qwenmem_tui.tui.app import QwenmemApp
 
 log = logging.getLogger("qwenmem.tui")
+
+WARM_DELAY = 0.3
+"""Seconds of no typing before memory recall is warmed for the prompt's text: long
+enough to skip most keystrokes, short enough that recall has settled by Enter."""
 
 
 class QueuedMessages(Static):
@@ -90,6 +96,7 @@ class ChatScreen(Screen[None]):
         self._turn_done = asyncio.Event()
         self._turn_done.set()
         self._turn_worker: Worker[None] | None = None
+        self._warm_timer: Timer | None = None
 
     @property
     def qapp(self) -> QwenmemApp:
@@ -185,6 +192,26 @@ class ChatScreen(Screen[None]):
             # Only Esc's state depends on the text. Refreshing bindings rebuilds the
             # footer: on every key it made typing and pasting lag (~15 ms a key).
             self.refresh_bindings()
+
+    @on(PromptInput.Changed)
+    def _typed(self) -> None:
+        # Per key only a timer restart: the text is read and checked once typing pauses.
+        if self._warm_timer is not None:
+            self._warm_timer.stop()
+            self._warm_timer = None
+        if self.qapp.idle:
+            self._warm_timer = self.set_timer(WARM_DELAY, self.warm_recall, name="warm-recall")
+
+    def warm_recall(self) -> None:
+        """Typing paused: start memory recall for the prompt's text, so a question sent
+        as it stands gets its memory in the first request (the prefetch never waits)."""
+        self._warm_timer = None
+        text = self.query_one(PromptInput).text
+        if not text.strip() or parse_command(text) is not None or not self.qapp.idle:
+            return
+        hook = next((h for h in self.qapp.hooks if isinstance(h, MemoryPrefetchHook)), None)
+        if hook is not None:  # memory off: no hook
+            hook.warm(self.qapp.session, text)
 
     @on(PromptInput.Sent)
     def _sent(self, event: PromptInput.Sent) -> None:
