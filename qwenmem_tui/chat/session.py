@@ -472,13 +472,20 @@ class ChatSession:
             created_at=self.clock(),
         )
 
-    async def _persist(self, item: Item, emit: Emit | None = None) -> Item:
+    async def _persist(
+        self, item: Item, emit: Emit | None = None, *, replacing: Item | None = None
+    ) -> Item:
         """Commit `item`, add it to `items` and announce it, even if cancelled meanwhile.
 
+        `replacing`: a stored row (a reply's checkpoint) that `item` overwrites in place.
         The write is shielded: a cancellation during the commit waits for it, so the
         in-memory items (and the UI) never disagree with the database.
         """
-        write = asyncio.ensure_future(self.store.add_item(item))
+        if replacing is None:
+            write = asyncio.ensure_future(self.store.add_item(item))
+        else:
+            item = replace(item, id=replacing.id, created_at=replacing.created_at)
+            write = asyncio.ensure_future(self._update(item))
         try:
             saved = await asyncio.shield(write)
         except asyncio.CancelledError:
@@ -525,18 +532,11 @@ class ChatSession:
         if progress.draft_write is not None:
             await asyncio.wait({progress.draft_write})  # never two writers on one draft
         draft, progress.draft, progress.draft_write = progress.draft, None, None
-        if draft is None:
-            return await self._persist(item, emit)
-        final = replace(item, id=draft.id, created_at=draft.created_at)
-        write = asyncio.ensure_future(self.store.update_item(final))
-        try:
-            await asyncio.shield(write)
-        except asyncio.CancelledError:
-            await write
-            self._remember(final, emit)
-            raise
-        self._remember(final, emit)
-        return final
+        return await self._persist(item, emit, replacing=draft)
+
+    async def _update(self, item: Item) -> Item:
+        await self.store.update_item(item)
+        return item
 
     def _remember(self, item: Item, emit: Emit | None) -> None:
         self.items.append(item)
