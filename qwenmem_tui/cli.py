@@ -23,6 +23,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -182,34 +183,31 @@ def run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """The default command: the chat app for the project around the current directory."""
     from qwenmem_tui.tui.app import create_app  # textual only loads for the TUI
 
-    if resolve_provider(settings, os.environ) == "openai":
-        app = create_app(settings, paths, cwd=Path.cwd(), resume=args.resume)
-        app.run()
-        return app.return_code or 0
-    # No endpoint configured: the bundled model, as a child process for this run only.
-    try:
-        server = LocalModelServer.from_settings(settings, paths)
-        server.start(progress=progress_printer(server.label))
-    except LocalModelError as exc:
-        sys.stderr.write("\r\033[K")  # the spinner's line makes way for the error
-        print(f"qwenmem: {exc}", file=sys.stderr)
-        return 1
-    sys.stderr.write("\r\033[K")
-    try:
-        defaults = server.chat_defaults()
-        defaults.apply_to(settings)
+    with ExitStack() as stack:
+        llm = defaults = None
+        if resolve_provider(settings, os.environ) == "local":
+            # No endpoint configured: the bundled model, a child process for this run only.
+            try:
+                server = LocalModelServer.from_settings(settings, paths)
+                stack.callback(server.stop)
+                server.start(progress=progress_printer(server.label))
+            except LocalModelError as exc:
+                print(f"\r\033[Kqwenmem: {exc}", file=sys.stderr)  # over the spinner's line
+                return 1
+            sys.stderr.write("\r\033[K")
+            defaults = server.chat_defaults()
+            defaults.apply_to(settings)
+            llm = server.make_client(settings)
         app = create_app(
             settings,
             paths,
             cwd=Path.cwd(),
             resume=args.resume,
-            llm=server.make_client(settings),
+            llm=llm,
             model_defaults=defaults,
         )
         app.run()
         return app.return_code or 0
-    finally:
-        server.stop()
 
 
 async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
