@@ -14,7 +14,6 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
-from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.memory.model import DAY, AuditAction, Category, Memory, Origin, Status
@@ -366,7 +365,8 @@ async def test_a_recall_that_settles_during_a_tool_call_follows_the_tool_result(
     )
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
-        prefetch = next(hook for hook in app.hooks if isinstance(hook, MemoryPrefetchHook))
+        prefetch = app.session_features.prefetch
+        assert prefetch is not None
         await send(pilot, "What is the project codename?")
         await wait_until(pilot, lambda: prefetch.handle is not None and prefetch.handle.settled)
         held.set()
@@ -392,7 +392,8 @@ async def test_a_recall_warmed_while_typing_reaches_the_first_request(
     assert settings.memory.initial_wait_ms == 0  # the first request never waits
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
-        prefetch = next(hook for hook in app.hooks if isinstance(hook, MemoryPrefetchHook))
+        prefetch = app.session_features.prefetch
+        assert prefetch is not None
         screen = app.screen
         assert isinstance(screen, ChatScreen)
         prompt = screen.query_one(PromptInput)
@@ -421,7 +422,8 @@ async def test_no_recall_is_warmed_for_a_command_or_while_busy(
 ) -> None:
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
-        prefetch = next(hook for hook in app.hooks if isinstance(hook, MemoryPrefetchHook))
+        prefetch = app.session_features.prefetch
+        assert prefetch is not None
         screen = app.screen
         assert isinstance(screen, ChatScreen)
         prompt = screen.query_one(PromptInput)
