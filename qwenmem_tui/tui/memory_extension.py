@@ -204,18 +204,16 @@ class MemoryFeature:
         if not args.isdigit():
             app.show_info("Usage: /forget <id> (the ids are on the /memory screen)")
             return
-        memory_id = int(args)
+        memory_id = int(args) if len(args) <= 20 else 0  # longer: out of range anyway
         try:
             service = await self.service()
         except MemoryUnavailable as exc:
             app.show_error(str(exc))
             return
-        found = await service.get(memory_id)
-        forgotten = None
-        if found is not None and found.user == service.user:
-            forgotten = await service.forget(memory_id, reason="/forget")
+        # The service checks ownership (user and project) for every face alike.
+        forgotten = await service.forget(memory_id, project=self.project, reason="/forget")
         if forgotten is None:
-            app.show_info(f"No memory with id {memory_id}")
+            app.show_info(f"No memory with id {_clip(args)}")
         else:
             app.show_info(f"Forgot memory #{memory_id} ({_name(forgotten)}).")
 
