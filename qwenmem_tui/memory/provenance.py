@@ -133,10 +133,11 @@ class Provenance:
         """One line for the audit trail."""
         if self.writer is not Writer.MODEL:
             return f"written by {self.writer}"
-        if not self.sources:
+        if not self.untrusted_in_view:
             return "no untrusted content in view"
-        shown = ", ".join(self.sources[:5])
-        more = f" and {len(self.sources) - 5} more" if len(self.sources) > 5 else ""
+        names = self.sources or ("tool output",)
+        shown = ", ".join(names[:5])
+        more = f" and {len(names) - 5} more" if len(names) > 5 else ""
         return f"untrusted content in view: {shown}{more}"
 
 

@@ -117,6 +117,9 @@ class MemoryService:
         # Called with the index's generation after another process's change was
         # applied (stores that push changes, i.e. PostgreSQL); tests and the UI wait on it.
         self.change_listeners: list[Callable[[int], None]] = []
+        # Called after this process held a write for review, or approved or forgot a
+        # memory: the UI's "N memories await review" count may have moved.
+        self.review_listeners: list[Callable[[], None]] = []
 
     @classmethod
     async def open(
@@ -287,6 +290,7 @@ class MemoryService:
         await self.recaller.apply(result, vector)
         await self._count_trust(provenance, value, result)
         if result.action is WriteAction.QUARANTINED:
+            self._review_changed()
             log.info(
                 "[MEMORY_GUARD] quarantined #%d %s/%s flags=%s origin=%s",
                 result.memory.id,
@@ -296,6 +300,10 @@ class MemoryService:
                 draft.origin,
             )
         return result
+
+    def _review_changed(self) -> None:
+        for listener in list(self.review_listeners):
+            listener()
 
     async def _held_twin(self, draft: MemoryDraft) -> Memory | None:
         """A quarantined row of the same user, scope, key and value, if any: holding a
@@ -348,6 +356,7 @@ class MemoryService:
         )
         if forgotten is not None:
             await self.recaller.remove([memory_id])
+            self._review_changed()
         return forgotten
 
     async def approve(
@@ -360,6 +369,7 @@ class MemoryService:
         if approved is not None:
             async with self.recaller.lock:
                 await self.recaller.sync()
+            self._review_changed()
         return approved
 
     async def sweep(self) -> list[int]:

@@ -24,6 +24,7 @@ from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.memory.tool import DESCRIPTION, PARAMETERS, SAVE_MEMORY, save_memory_tool
 from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension
+from qwenmem_tui.tui.widgets.status_line import StatusLine, review_label
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
@@ -49,6 +50,7 @@ class MemoryFeature:
         self._pending_notices: list[tuple[str, str]] = []
         self._rebuilding: int | None = None  # vectors in a rebuild worth a notice
         self._extraction: MemoryExtractionHook | None = None
+        self._review: int | None = None  # memories awaiting review, as last shown
         self.prefetch = MemoryPrefetchHook(
             self._recall,
             initial_wait_ms=context.settings.memory.initial_wait_ms,
@@ -97,6 +99,7 @@ class MemoryFeature:
         self._extraction = MemoryExtractionHook(
             service, context.llm, enabled=context.settings.memory.extraction
         )
+        service.review_listeners.append(self._review_changed)
         if self._rebuilding is not None:
             self._notify(f"Memory index rebuilt ({self._rebuilding} memories).")
         return service
@@ -113,6 +116,8 @@ class MemoryFeature:
         if exc is not None:
             log.error("[MEMORY] could not open the memory service: %s", exc, exc_info=exc)
             self._notify(f"Long-term memory is off: {exc}", "error")
+        else:
+            self._review_changed()
 
     def _notify(self, text: str, severity: str = "information") -> None:
         if self._app is None:
@@ -126,6 +131,26 @@ class MemoryFeature:
         pending, self._pending_notices = self._pending_notices, []
         for text, severity in pending:
             self._notify(text, severity)
+        self._review_changed()
+
+    def _review_changed(self) -> None:
+        """A write was held, or a memory approved or forgotten: recount what awaits review."""
+        if self._app is not None and self._opening.done():
+            self._app.run_worker(self._show_review(), group="memory-review", exclusive=True)
+
+    async def _show_review(self) -> None:
+        """The status line says how many memories await review; a new one gets a notice."""
+        service = await self.service()
+        count = await service.awaiting_review(project=self.project)
+        if self._app is None:
+            return
+        # Held before this app started: the status line says so; a notice is for news.
+        if self._review is not None and count > self._review:
+            self._notify(f"{review_label(count)}: open /memory to approve or forget it.", "warning")
+        self._review = count
+        for screen in self._app.screen_stack:  # the chat screen may be under /memory
+            for status in screen.query(StatusLine):
+                status.review = count
 
     async def close(self) -> None:
         """After the chat session closed (extraction already cancelled): close the store."""
