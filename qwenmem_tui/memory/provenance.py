@@ -36,7 +36,8 @@ _FILLER = frozenset(
     "user's they them their its it's also into onto than then when what which who whom whose "
     "should would could will shall must can may might always never every all any some use "
     "uses used using prefer prefers preferred like likes wants want please remember note "
-    "about there here our out over under only just very more most".split()
+    "about there here our out over under only just very more most "
+    "i a an to in of is on at be it my me we or as by so do if no up".split()
 )
 GROUNDED_SHARE = 0.6
 _STEM = 4
@@ -49,7 +50,8 @@ def _terms(text: str) -> set[str]:
     for word in _WORD.findall(folded):
         if _CJK.search(word):
             terms.update(word[i : i + 2] for i in range(max(1, len(word) - 1)))
-        elif len(word) >= 3 and word not in _FILLER:
+        elif word not in _FILLER:
+            # Short words count too: "i g n o r e" spelled out must not read as nothing.
             terms.add(word[:_STEM])
     return terms
 
@@ -123,6 +125,8 @@ class Provenance:
             return True
         if self.writer is Writer.IMPORT or not self.user_text:
             return False
+        if any(unicodedata.category(ch) == "Cf" for ch in value):
+            return False  # invisible characters carry text nobody typed
         wanted = _terms(value)
         if not wanted:
             return False

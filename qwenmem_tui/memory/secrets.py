@@ -220,6 +220,7 @@ def contains_secret(text: str) -> bool:
 
 
 _KEY_RUN = re.compile(r"[a-z0-9]{16,}")
+_HEX = re.compile(r"[0-9a-f]+")
 _KEY_PREFIXES = re.compile(
     r"(^|_)(sk_(live|test|proj|ant)|rk_live|ghp|gho|ghs|github_pat|glpat|xox[abposr]|akia[0-9a-z]{12}"
     r"|hf_[a-z0-9]{8}|npm_[a-z0-9]{8}|ya29|gocspx|eyj[a-z0-9]{8})"
@@ -233,6 +234,7 @@ def key_holds_secret(key: str) -> bool:
         return True
     for run in _KEY_RUN.findall(key):
         digits = sum(c.isdigit() for c in run)
-        if digits >= 3 and len(run) - digits >= 3:
+        # Hex alone is a hash or an id (a commit, a UUID part), not key material.
+        if digits >= 3 and len(run) - digits >= 3 and not _HEX.fullmatch(run):
             return True
     return False
