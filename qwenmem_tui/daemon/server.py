@@ -640,6 +640,7 @@ async def _memory(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
                 service.recall_for(backend.project),
                 initial_wait_ms=settings.initial_wait_ms,
                 record_delivery=service.record_delivery,
+                live=service.live_for(backend.project),
             ),
             MemoryExtractionHook(service, backend.llm, enabled=settings.extraction),
         ],

@@ -18,6 +18,7 @@ from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome
 from qwenmem_tui.memory.extract import MemoryExtractionHook
+from qwenmem_tui.memory.live import Freshness, LiveBlocks
 from qwenmem_tui.memory.model import Memory, WriteAction, WriteResult
 from qwenmem_tui.memory.recall import RecallResult
 from qwenmem_tui.memory.service import MemoryRejected, MemoryService
@@ -54,6 +55,7 @@ class MemoryFeature:
             initial_wait_ms=context.settings.memory.initial_wait_ms,
             record_delivery=self._record_delivery,
             record_recall=self._record_recall,
+            live=self._live,
         )
         self._opening = asyncio.create_task(self._open(), name="memory-open")
         self._opening.add_done_callback(self._opened)
@@ -145,6 +147,10 @@ class MemoryFeature:
     ) -> RecallResult:
         service = await self.service()
         return await service.recall(text, project=self.project, exclude=excluded, record=record)
+
+    async def _live(self, groups: list[tuple[int, ...]], since: Freshness | None) -> LiveBlocks | None:
+        service = await self.service()
+        return await service.live(groups, since, project=self.project)
 
     async def _record_delivery(self, point: str) -> None:
         await (await self.service()).record_delivery(point)

@@ -142,7 +142,7 @@ async def test_remember_stores_and_confirms(
     async with app.run_test(size=SIZE) as pilot:
         await run(pilot, CODENAME)
         assert infos(app) == [
-            "Remembered project/project_codename_bluebird: the project codename is Bluebird"
+            "Remembered project/project_codename: the project codename is Bluebird"
         ]
         await run(pilot, "/remember")
         assert infos(app)[-1].startswith("Usage: /remember <text>")
@@ -171,7 +171,7 @@ async def test_forget_command(
     async with app.run_test(size=SIZE) as pilot:
         await run(pilot, CODENAME, "/forget 1", "/forget 1", "/forget 999", "/forget one")
         assert infos(app)[1:] == [
-            "Forgot memory #1 (project/project_codename_bluebird).",
+            "Forgot memory #1 (project/project_codename).",
             "No memory with id 1",
             "No memory with id 999",
             "Usage: /forget <id> (the ids are on the /memory screen)",
