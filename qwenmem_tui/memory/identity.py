@@ -195,30 +195,52 @@ _KEY_STOP = frozenset(
 )
 
 
-def stated_subject(text: str) -> str | None:
-    """The subject key ``text`` states in a recognisable form ("X is Y", "I live in …",
-    "we use X for Y", "X: Y"), or None when it states none."""
+def statement(text: str) -> tuple[str, str] | None:
+    """(subject key, what is said of it) when ``text`` states a subject in a recognisable
+    form ("X is Y", "I live in …", "we use X for Y", "X: Y"), else None."""
     body = _PREAMBLE.sub("", text.strip(), count=1)
-    if _RESIDENCE.search(body):
-        return "home_city"
-    if _EMPLOYER.search(body):
-        return "employer"
-    if _NAME.search(body):
-        return "name"
-    if _DEPLOYS.search(body) and category_of(body) is Category.PROJECT:
-        return "deploy_target"
+    for pattern, key in ((_RESIDENCE, "home_city"), (_EMPLOYER, "employer"), (_NAME, "name")):
+        found = pattern.search(body)
+        if found:
+            return key, body[found.end() - 1 :]
+    found = _DEPLOYS.search(body)
+    if found and category_of(body) is Category.PROJECT:
+        return "deploy_target", body[found.end() - 1 :]
     used = _USE_FOR.match(body)
     if used:
-        key = _subject_key(next(g for g in used.groups() if g))
+        group = next(g for g in ("s", "pt", "es") if used.group(g))
+        key = _subject_key(used.group(group))
         if key is not None:
-            return f"tool_for_{key}"[:KEY_CHARS]
+            # What is said is the tool, named before the purpose.
+            return f"tool_for_{key}"[:KEY_CHARS], body[: used.start(group)]
     for pattern in (_COLON, _COPULA):
         stated = pattern.match(body)
         if stated:
             key = _subject_key(stated.group("s"))
             if key is not None:
-                return key
+                return key, body[stated.end() - 1 :]
     return None
+
+
+def stated_subject(text: str) -> str | None:
+    """The subject key ``text`` states (see ``statement``), or None."""
+    stated = statement(text)
+    return None if stated is None else stated[0]
+
+
+def subject_key(key: str, value: str) -> str:
+    """``key`` without the value it carries: a writer's "favourite_editor_helix" for
+    "the favourite editor is helix" becomes "favourite_editor". Only when the key holds
+    the whole stated subject and its other words all come from what is said of it."""
+    stated = statement(value)
+    if stated is None:
+        return key
+    subject, said = stated
+    named, wanted = set(_named(key)), set(_named(subject))
+    extra = named - wanted
+    if extra and wanted <= named and extra <= set(words(said)):
+        return subject
+    return key
 
 
 def classify_note(text: str) -> tuple[str, str]:

@@ -28,6 +28,7 @@ from qwenmem_tui.memory.identity import (
     decide,
     judge_messages,
     parse_judgement,
+    subject_key,
 )
 from qwenmem_tui.memory.index import Progress, VectorIndex
 from qwenmem_tui.memory.live import Freshness, LiveBlocks, live_blocks
@@ -247,6 +248,7 @@ class MemoryService:
             scope = GLOBAL_SCOPE
         scope = scope or scope_for(cat, project)
         value = verdict.value
+        key = subject_key(key, value)
         identity = Identity(key)
         if not verdict.flags:  # a held write supersedes nothing until approved
             identity = await self.identify(

@@ -21,8 +21,17 @@ from qwenmem_tui.memory.identity import (
     decide,
     parse_judgement,
     same_subject,
+    subject_key,
 )
-from qwenmem_tui.memory.model import AuditAction, Category, Memory, Origin, Status, WriteAction
+from qwenmem_tui.memory.model import (
+    AuditAction,
+    Category,
+    Memory,
+    MemoryDraft,
+    Origin,
+    Status,
+    WriteAction,
+)
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
@@ -92,6 +101,18 @@ def test_subjects_match_across_keys_languages_and_value_carrying_keys() -> None:
     assert not same_subject("python_version", "Python 3.12", "node_version", "Node 20")
     assert not same_subject("never_use_tabs", "never use tabs", "never_use_emojis", "never use emojis")
     assert not same_subject("home_city", "I live in Lisbon", "work_city", "I work in Porto")
+
+
+def test_a_writer_s_key_loses_the_value_it_carries() -> None:
+    assert subject_key("favourite_editor_helix", "The user's favourite editor is helix") == (
+        "favourite_editor"
+    )
+    assert subject_key("deploy_target_prod", "deploy target: prod") == "deploy_target"
+    assert subject_key("tool_for_tests_pytest", "we use pytest for tests") == "tool_for_tests"
+    # Kept: the key's other words are not what the value says of the subject.
+    assert subject_key("user_name", "The user's name is Ana") == "user_name"
+    assert subject_key("current_project", "Beta, stack Python") == "current_project"
+    assert subject_key("home_city_lisbon", "Lives in Lisbon") == "home_city_lisbon"
 
 
 def test_the_rule_reuses_a_clean_key_and_replaces_value_carrying_ones() -> None:
@@ -172,17 +193,48 @@ async def test_save_memory_under_another_key_of_the_same_subject_supersedes_it(
     assert await active(service) == [("home_city", "Lives in Lisbon")]
 
 
-async def test_a_value_carrying_legacy_key_is_superseded_in_the_same_write(
+async def test_save_memory_keys_carrying_the_value_still_make_one_truth(
     service: MemoryService,
 ) -> None:
-    legacy = await service.save(
-        "user", "favourite_editor_vim", "my favourite editor is vim", origin="user", project=PROJECT_A
+    for editor in ("vim", "helix"):
+        await service.save(
+            "user", f"favourite_editor_{editor}", f"The user's favourite editor is {editor}",
+            origin="tool", project=PROJECT_A,
+        )
+    assert await active(service) == [("favourite_editor", "The user's favourite editor is helix")]
+
+
+async def test_a_value_carrying_legacy_key_is_superseded_in_the_same_write(
+    service: MemoryService, clock: Clock
+) -> None:
+    """Rows saved before keys named subjects (the old /remember keyed by the value)."""
+    legacy = await service.store.write(
+        MemoryDraft(Category.USER, "favourite_editor_vim", "my favourite editor is vim",
+                    Origin.USER, "global", "ana"),
+        flags=[], expires_at=None, vector=None, embedding_model="", now=clock.now,
     )
+    live = await service.store.write(
+        MemoryDraft(Category.USER, "live_sao_paulo", "I live in São Paulo",
+                    Origin.USER, "global", "ana"),
+        flags=[], expires_at=None, vector=None, embedding_model="", now=clock.now,
+    )
+    # Written past the service: embedded and indexed as a start would.
+    await service.embed_missing()
+    await service.reindex()
     result = await service.remember("my favourite editor is helix", project=PROJECT_A)
     assert result.superseded == [legacy.memory.id]
-    assert await active(service) == [("favourite_editor", "my favourite editor is helix")]
+    assert await active(service) == [
+        ("live_sao_paulo", "I live in São Paulo"),
+        ("favourite_editor", "my favourite editor is helix"),
+    ]
     [entry] = [e for e in await service.audit(legacy.memory.id) if e.action is AuditAction.SUPERSEDE]
     assert entry.reason == f"superseded by #{result.memory.id}"
+    moved = await service.remember("I moved to Lisbon", project=PROJECT_A)
+    assert moved.superseded == [live.memory.id] and moved.memory.key == "home_city"
+    assert await active(service) == [
+        ("favourite_editor", "my favourite editor is helix"),
+        ("home_city", "I moved to Lisbon"),
+    ]
 
 
 async def test_different_subjects_and_scopes_stay_apart(service: MemoryService) -> None:
