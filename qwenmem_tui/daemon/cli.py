@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from qwenmem_tui import debuglog
+from qwenmem_tui.chat.tools import broad_root_notice
 from qwenmem_tui.config import Settings
 from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
 from qwenmem_tui.llm.provider import resolve_provider
@@ -124,6 +125,8 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
         )
         return 2
     root = project_root((args.project or Path.cwd()).resolve())
+    if (notice := broad_root_notice(root, Path.cwd())) is not None:
+        print(f"qwenmem serve: {notice}", file=sys.stderr)
     try:
         sock = bind_socket(args.host, args.port)
     except OSError as exc:
