@@ -12,7 +12,12 @@ from collections.abc import Sequence
 from qwenmem_tui.compaction import SUMMARY_SYSTEM_PROMPT
 from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
 from qwenmem_tui.testing import fake_openai
-from qwenmem_tui.testing.fake_openai import Responder, by_system_prompt, recap_answer, summary_answer
+from qwenmem_tui.testing.fake_openai import (
+    Responder,
+    by_system_prompt,
+    recap_answer,
+    summary_answer,
+)
 
 
 def demo_responder() -> Responder:

@@ -34,7 +34,7 @@ from textual.worker import get_current_worker
 
 from qwenmem_tui import debuglog
 from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.chat.tools import Tool, ToolRegistry, builtin_tools
+from qwenmem_tui.chat.tools import Tool, ToolRegistry, broad_root_notice
 from qwenmem_tui.chat.turns import QueryHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.llm.client import LLMClient
@@ -42,11 +42,12 @@ from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.storage.database import Database, StorageError
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
 from qwenmem_tui.tui.commands import BUILTIN_COMMANDS, CommandTable
-from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory, default_extensions
+from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, ItemWidgetFactory
 
 if TYPE_CHECKING:
+    from qwenmem_tui.features import Assembly, SessionFeatures
     from qwenmem_tui.llm.local_server import LocalChatDefaults
     from qwenmem_tui.tui.screens.chat import ChatScreen  # the screen imports this module
 
@@ -66,10 +67,10 @@ class ModelStarter:
     that shows one progress line (raise StartupError for a one-line failure)."""
 
 
-HEAVY_MODULES = ("openai",)
+HEAVY_MODULES = ("openai", "qwenmem_tui.features")
 """Imported in a thread before the startup worker needs them, so the event loop keeps
-serving keys: the SDK alone takes ~0.4 s to import (the features' modules, e.g.
-numpy/FAISS for memory, are loaded the same way with `default_extensions`)."""
+serving keys: the SDK alone takes ~0.4 s to import, the features' core (the memory
+stack: numpy, FAISS) as much again."""
 
 
 NOTHING_TO_RESUME = "No earlier session in this project to resume: this is a new one."
@@ -126,6 +127,8 @@ class QwenmemApp(App[None]):
         self.paths = paths
         self.project_root = project_root(cwd)
         self.project = project_id(self.project_root)
+        # Said once on screen when the root is the home or /: tools then keep to cwd.
+        self._root_notice = broad_root_notice(self.project_root, cwd)
         self.clock = clock
         self.commands = CommandTable(BUILTIN_COMMANDS)
         self.item_widgets: dict[str, ItemWidgetFactory] = dict(DEFAULT_ITEM_WIDGETS)
@@ -145,6 +148,8 @@ class QwenmemApp(App[None]):
         self._store: SessionStore | None = None
         self._session: ChatSession | None = None
         self._tools: ToolRegistry | None = None
+        self._assembly: Assembly | None = None
+        self._session_features: SessionFeatures | None = None
         self.set_keymap(dict(settings.keys))
 
     # -- what extensions and commands use -------------------------------------------
@@ -169,6 +174,13 @@ class QwenmemApp(App[None]):
         if self._llm is None:
             raise RuntimeError("LLM client not created yet")
         return self._llm
+
+    @property
+    def session_features(self) -> SessionFeatures:
+        """The app's assembled features: its hooks, tools and handles (warm recall)."""
+        if self._session_features is None:
+            raise RuntimeError("features not assembled yet")
+        return self._session_features
 
     @property
     def model_label(self) -> str:
@@ -274,6 +286,8 @@ class QwenmemApp(App[None]):
         if self._resume is True and not resumed:
             # `--resume` found nothing: say so, or it looks like the history was lost.
             self.show_info(NOTHING_TO_RESUME)
+        if self._root_notice is not None:
+            self.show_info(self._root_notice)
         self.state = "idle"  # what was typed meanwhile is sent now (ChatScreen's queue)
 
     async def _open(self) -> None:
@@ -293,7 +307,7 @@ class QwenmemApp(App[None]):
                 await asyncio.to_thread(importlib.import_module, name)
             if self._extension_factories is None:
                 self._extension_factories = await asyncio.to_thread(
-                    default_extensions, self.settings
+                    _default_extensions, self.settings
                 )
             if starting is not None:
                 self._llm = await starting
@@ -304,10 +318,24 @@ class QwenmemApp(App[None]):
                 starting.cancel()  # the open failed: the model's start stops with it
                 await asyncio.wait({starting})
         self._chat_screen().show_model(self._llm.status_label)
-        offers_tools = self._model_defaults is None or self._model_defaults.supports_tools
-        self._tools = builtin_tools(self.project_root) if offers_tools else ToolRegistry()
-        for tool in self._extra_tools if offers_tools else ():
-            self._tools.register(tool)
+        from qwenmem_tui.features import Assembly  # loaded (in a thread) by now
+
+        # The core assembles what the extensions present: one set of hooks and tools
+        # for the app, which follows the session on screen (across /resume).
+        self._assembly = Assembly.create(
+            self.settings,
+            self.paths,
+            llm=self._llm,
+            project_root=self.project_root,
+            project=self.project,
+            features={name for factory in self._extension_factories for name in factory.features},
+            model_defaults=self._model_defaults,
+            extra_tools=self._extra_tools,
+            clock=self.clock,
+        )
+        features = self._session_features = self._assembly.session()
+        self.hooks.extend(features.hooks)
+        self._tools = features.tools
         context = AppContext(
             settings=self.settings,
             paths=self.paths,
@@ -317,13 +345,12 @@ class QwenmemApp(App[None]):
             store=self._store,
             llm=self._llm,
             clock=self.clock,
+            features=features,
+            memory=self._assembly.memory,
         )
         for factory in self._extension_factories:
             extension = await factory(context)
             self._extensions.append(extension)
-            self.hooks.extend(extension.hooks)
-            for tool in extension.tools if offers_tools else ():
-                self._tools.register(tool)
             for command in extension.commands:
                 self.commands.register(command)
             for binding in extension.bindings:
@@ -373,7 +400,7 @@ class QwenmemApp(App[None]):
             project_root=self.project_root,
             hooks=tuple(self.hooks),
             clock=self.clock,
-            system_prompt=self._model_defaults.system_prompt if self._model_defaults else None,
+            system_prompt=self.session_features.system_prompt,
         )
 
     async def _new_chat(self) -> ChatSession:
@@ -410,6 +437,11 @@ class QwenmemApp(App[None]):
                     await extension.close()
                 except Exception:
                     log.exception("[TUI] closing extension %s failed", extension.name)
+        if self._assembly is not None:
+            try:
+                await self._assembly.close()  # lets extraction finish, closes memory
+            except Exception:
+                log.exception("[TUI] closing the features failed")
         if self._llm is not None and self._owns_llm:
             await self._llm.aclose()
         if self._db is not None:
@@ -487,6 +519,14 @@ class QwenmemApp(App[None]):
         raise RuntimeError("the chat screen is not up")
 
 
+def _default_extensions(settings: Settings) -> list[ExtensionFactory]:
+    # Imported when called (in a thread, by the startup worker): the feature modules
+    # load numpy/FAISS, which the first frame must not wait for.
+    from qwenmem_tui.tui.default_extensions import default_extensions
+
+    return default_extensions(settings)
+
+
 async def _maybe_await(result: Awaitable[None] | None) -> None:
     if inspect.isawaitable(result):
         await result
@@ -509,9 +549,9 @@ def create_app(
     """Build the app. `resume=True` opens this project's latest session, a str that id.
 
     `hooks` and `extra_tools` are added as given (tests); `extensions` defaults to the
-    features `settings` turn on (`tui.extensions.default_extensions`). Without `llm`,
-    the client is built from `settings`, or by `start_model` when a model must start
-    first (it runs behind the drawn TUI).
+    features `settings` turn on (`tui.default_extensions.default_extensions`). Without
+    `llm`, the client is built from `settings`, or by `start_model` when a model must
+    start first (it runs behind the drawn TUI).
     """
     return QwenmemApp(
         settings=settings,
