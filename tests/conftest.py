@@ -1,17 +1,23 @@
 """Shared fixtures: a fake OpenAI server, a temp QWENMEM_HOME, settings and a project.
 
-Also points pytest-textual-snapshot at the top-level `snapshots/` directory, so every
-SVG lives in one reviewable place instead of `__snapshots__` beside each test file.
+Also keeps pytest-textual-snapshot's SVGs in the top-level `snapshots/` directory, so
+every SVG lives in one reviewable place instead of `__snapshots__` beside each test
+file (the `snapshot` fixture below).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from chat_support import TEST_API_KEY, SessionFactory, session_parts
+from syrupy.assertion import SnapshotAssertion
+from syrupy.extensions.base import AbstractSyrupyExtension
+from syrupy.extensions.single_file import SingleFileSnapshotExtension
+from syrupy.location import PyTestLocation
 
 from qwenmem_tui import debuglog
 from qwenmem_tui.chat.session import ChatSession
@@ -34,26 +40,46 @@ _ENV_TO_CLEAR = (
 )
 
 
-def _install_snapshot_dir() -> None:
-    """pytest-textual-snapshot 1.1.0 hard-codes its `SVGImageExtension` inside `snap_compare`
-    (looked up as a module global at call time), so we swap in a subclass whose `dirname`
-    is `snapshots/<test module>/`. The version is pinned because of exactly this seam."""
-    try:
-        import pytest_textual_snapshot
-    except ImportError:  # dev extra missing: no snapshot tests can run anyway
-        return
+class _TopLevelSnapshots(SnapshotAssertion):
+    """syrupy's assertion, keeping single-file snapshots (the SVGs `snap_compare` takes)
+    in `snapshots/<test module>/` rather than a `__snapshots__` beside each test file.
 
-    base = pytest_textual_snapshot.SVGImageExtension
+    `snap_compare` asks for its SVG extension through `use_extension`, syrupy's public
+    way to pick one; this routes that choice to a subclass with our `dirname`. No
+    plugin internals are touched, so pytest-textual-snapshot needs no version pin.
+    """
 
-    class TopLevelSVGExtension(base):  # type: ignore[misc, valid-type]
+    def use_extension(
+        self, extension_class: type[AbstractSyrupyExtension] | None = None
+    ) -> SnapshotAssertion:
+        if extension_class is not None and issubclass(
+            extension_class, SingleFileSnapshotExtension
+        ):
+            extension_class = _in_snapshot_dir(extension_class)
+        return super().use_extension(extension_class)
+
+
+@functools.cache
+def _in_snapshot_dir(
+    base: type[SingleFileSnapshotExtension],
+) -> type[SingleFileSnapshotExtension]:
+    class InSnapshotDir(base):  # type: ignore[misc, valid-type]
         @classmethod
-        def dirname(cls, *, test_location) -> str:  # type: ignore[no-untyped-def]
+        def dirname(cls, *, test_location: PyTestLocation) -> str:
             return str(SNAPSHOT_DIR / test_location.basename)
 
-    pytest_textual_snapshot.SVGImageExtension = TopLevelSVGExtension
+    return InSnapshotDir
 
 
-_install_snapshot_dir()
+@pytest.fixture
+def snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
+    """syrupy's `snapshot` (which `snap_compare` uses), with SVGs in `snapshots/`."""
+    return _TopLevelSnapshots(
+        session=snapshot.session,
+        extension_class=snapshot.extension_class,
+        test_location=snapshot.test_location,
+        update_snapshots=snapshot.update_snapshots,
+    )
 
 
 @pytest.fixture(autouse=True)
