@@ -8,18 +8,22 @@ file (the `snapshot` fixture below).
 from __future__ import annotations
 
 import functools
+import io
+import os
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from chat_support import TEST_API_KEY, SessionFactory, session_parts
+from cli_support import CliResult, CliRunner
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.base import AbstractSyrupyExtension
 from syrupy.extensions.single_file import SingleFileSnapshotExtension
 from syrupy.location import PyTestLocation
 
-from qwenmem_tui import debuglog
+from qwenmem_tui import cli, debuglog
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings, load_settings
 from qwenmem_tui.llm.client import LLMClient
@@ -168,3 +172,44 @@ def make_session(
         return ChatSession(info=info, **{**options, **overrides})
 
     return make
+
+
+@pytest.fixture
+def cli_run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> CliRunner:
+    """`cli_run(*args, home=, cwd=, stdin=None, env=None)`: `qwenmem ARGS` through the
+    console script's own entry (`cli.main`), in this process: the same parsing, config
+    loading, dispatch, output and exit code as a user's run, without the ~1-3 s of a
+    fresh interpreter. Only `home`, `env` and no other QWENMEM_* variable are set; one
+    subprocess smoke test per command checks the real process."""
+
+    def run(
+        *args: str,
+        home: Path,
+        cwd: Path,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> CliResult:
+        capsys.readouterr()  # only this command's output
+        umask = os.umask(0o022)  # main() makes the process's files private: restore it
+        os.umask(umask)
+        with monkeypatch.context() as patch:
+            for name in [n for n in os.environ if n.startswith("QWENMEM_")]:
+                patch.delenv(name)
+            patch.setenv("QWENMEM_HOME", str(home))
+            for name, value in (env or {}).items():
+                patch.setenv(name, value)
+            patch.chdir(cwd)
+            patch.setattr(sys, "stdin", io.StringIO(stdin or ""))
+            try:
+                cli.main(list(args))
+                code = 0
+            except SystemExit as exc:  # main() always exits; argparse too, on bad usage
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+            finally:
+                os.umask(umask)
+                debuglog.reset()
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
+
