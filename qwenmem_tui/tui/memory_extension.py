@@ -176,5 +176,5 @@ async def _build(context: AppContext) -> Extension:
     )
 
 
-memory_extension = ExtensionFactory(MEMORY, _build, features={MEMORY})
+memory_extension = ExtensionFactory(MEMORY, _build, features=frozenset({MEMORY}))
 """Long-term memory: its notices and commands, on the assembled service and hooks."""
