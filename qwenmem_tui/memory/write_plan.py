@@ -26,6 +26,7 @@ from qwenmem_tui.memory.model import (
     WriteAction,
     WriteResult,
     content_hash,
+    holds,
 )
 from qwenmem_tui.memory.store import MemoryStore
 
@@ -213,7 +214,7 @@ async def _write(
             row.id, AuditAction.REFRESH, draft.origin, now, why, row.value, draft.value
         )
 
-    if flags:
+    if holds(flags):
         held = await insert(Status.QUARANTINED)
         await steps.audit(
             held.id,

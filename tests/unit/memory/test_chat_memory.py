@@ -25,6 +25,7 @@ from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.extract import ExtractionJob, MemoryExtractionHook, parse_proposals
 from qwenmem_tui.memory.guard import FLAG_COPIED
 from qwenmem_tui.memory.model import Origin, Status
+from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.tool import SAVE_MEMORY, save_memory_tool
 from qwenmem_tui.paths import Paths, project_id
@@ -211,7 +212,7 @@ async def test_at_most_one_extraction_runs_and_one_waits(
         Reply('{"memories": [{"category": "user", "key": "third", "value": "third job"}]}'),
     )
     for name in ("first", "second", "third"):
-        hook.submit(ExtractionJob("/p", f"[user]\n{name}", ()))
+        hook.submit(ExtractionJob("/p", f"[user]\n{name}", Provenance()))
     await asyncio.to_thread(fake.wait_for_requests, 1)
     gate.set()
     await hook.drain()
