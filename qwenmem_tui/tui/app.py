@@ -254,7 +254,12 @@ class QwenmemApp(App[None]):
             llm=self._llm,
             project_root=self.project_root,
             project=self.project,
-            features={name for factory in self._extension_factories for name in factory.features},
+            features={
+                name
+                for factory in self._extension_factories
+                # A plain async callable is an extension presenting no core feature.
+                for name in getattr(factory, "features", ())
+            },
             model_defaults=self._model_defaults,
             extra_tools=self._extra_tools,
             clock=self.clock,
