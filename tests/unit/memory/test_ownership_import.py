@@ -3,6 +3,7 @@ and through the real `qwenmem memory ...` entry point run in this process."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import Callable
@@ -13,7 +14,9 @@ import pytest
 from memtest_support import PROJECT_A, PROJECT_B, T0, Clock, make_settings
 
 from qwenmem_tui import cli
+from qwenmem_tui.config import load_settings
 from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, Status, WriteAction
+from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MAX_ID, MemoryService
 from qwenmem_tui.paths import Paths, project_id
 
@@ -235,3 +238,26 @@ def test_import_reports_line_numbers_and_keeps_scope_only_when_asked(
     assert qwenmem("import", "--keep-scope", str(lines)).code == 0
     exported = [json.loads(x) for x in qwenmem("export").out.splitlines()]
     assert {r["key"]: r["scope"] for r in exported}["ci"] == "/elsewhere"
+
+
+def test_memory_stats_reports_both_trust_rates(qwenmem: Callable[..., Ran], home: Path) -> None:
+    qwenmem("stats")  # writes alice's config
+
+    async def seed() -> None:
+        service = await MemoryService.open(load_settings(home / "alice.toml"), Paths(home))
+        try:
+            in_view = Provenance.from_messages([], [f"# Notes\n{INJECTION}"])
+            await service.save("user", "held", INJECTION, origin="tool", project=PROJECT_A, provenance=in_view)
+            await service.save(
+                "project", "db", "Runs on PostgreSQL 16", origin="tool", project=PROJECT_A, provenance=in_view
+            )
+            await service.remember("I prefer tabs over spaces", project=PROJECT_A)
+        finally:
+            await service.close()
+
+    asyncio.run(seed())
+    text = qwenmem("stats").out
+    assert "held from files       50.0%  (1/2 model writes while reading files, not the user's words)" in text
+    assert "user facts kept      100.0%  (1/1 user-stated writes stored active)" in text
+    data = json.loads(qwenmem("stats", "--json").out)
+    assert (data["untrusted_held_rate"], data["user_stated_active_rate"]) == (0.5, 1.0)
