@@ -33,7 +33,7 @@ from qwenmem_tui.debuglog import Redactor
 from qwenmem_tui.llm.errors import LLMError
 from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
 from qwenmem_tui.llm.provider import resolve_provider
-from qwenmem_tui.paths import Paths, project_id, project_root
+from qwenmem_tui.paths import Paths, private_umask, project_id, project_root, tighten_home
 from qwenmem_tui.storage.database import StorageError
 from qwenmem_tui.text import one_line
 
@@ -108,6 +108,9 @@ def _register_feature(name: str, subparsers: argparse._SubParsersAction) -> None
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
+    # The process's files (chat history, memories, logs, what libraries create on
+    # their own) are owner-only whatever the umask; not in run(), which tests call.
+    private_umask()
     sys.exit(run(argv))
 
 
@@ -126,6 +129,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return 2
     if (warning := permission_warning(settings.source)) is not None:
         print(f"qwenmem: warning: {warning}", file=sys.stderr)
+    if (notice := tighten_home(paths)) is not None:
+        print(f"qwenmem: {notice}", file=sys.stderr)
     try:
         return _call(func or run_tui, args, settings, paths)
     except KeyboardInterrupt:

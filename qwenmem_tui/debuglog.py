@@ -13,12 +13,8 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from qwenmem_tui.memory import secrets
-
-if TYPE_CHECKING:
-    from qwenmem_tui.paths import Paths
+from qwenmem_tui.paths import Paths, private_file
 
 DISABLE_ENV = "QWENMEM_DEBUG_LOG_FILE"
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
@@ -82,11 +78,10 @@ def configure(
     reset()
     if not enabled(env):
         return None
-    paths.debug_dir.mkdir(parents=True, exist_ok=True)
+    paths.ensure()  # private (0700) directories whatever the umask
     safe_id = re.sub(r"[^A-Za-z0-9._-]", "_", session_id) or "session"
     path = paths.debug_dir / f"{safe_id}.txt"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.close(fd)
+    private_file(path)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setLevel(logging.DEBUG)
     handler.setFormatter(RedactingFormatter(Redactor(secrets)))

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("qwenmem.memory")
 
 MAX_PER_TURN = 5
+JUDGE_TIMEOUT = 20.0
+"""Seconds a proposal waits for the fast model to say which memory it restates; the
+job runs off the chat path, so it may wait longer than /remember does."""
 _TRANSCRIPT_CHARS = 12_000
 
 EXTRACTION_SYSTEM_PROMPT = """\
@@ -203,6 +206,7 @@ class MemoryExtractionHook(BaseQueryHook):
                     project=job.project,
                     provenance=job.provenance,
                     reason="background extraction",
+                    judge_timeout=JUDGE_TIMEOUT,
                 )
             except MemoryRejected as exc:
                 log.info("[MEMORY_EXTRACT] proposal rejected: %s", exc)

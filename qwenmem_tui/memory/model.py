@@ -113,6 +113,9 @@ class MemoryDraft:
     ttl_days: int | None = None
     reason: str = ""  # why it is written, kept in the audit trail
     created_at: float | None = None  # import keeps the original time
+    # Active rows of the same subject under other keys (memory/identity.py): superseded
+    # by this write in its own transaction.
+    replaces: tuple[int, ...] = ()
 
 
 @dataclass

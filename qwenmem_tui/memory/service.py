@@ -8,11 +8,11 @@ commits it. A tool writing to the store directly would skip all of that.
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import json
 import logging
 import math
-import re
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +23,16 @@ import numpy as np
 from qwenmem_tui.llm.errors import LLMError
 from qwenmem_tui.memory import guard, secrets
 from qwenmem_tui.memory.embed import Embedder, HashEmbedder, OpenAIEmbedder
+from qwenmem_tui.memory.identity import (
+    Identity,
+    classify_note,
+    decide,
+    judge_messages,
+    parse_judgement,
+    subject_key,
+)
 from qwenmem_tui.memory.index import Progress, VectorIndex
+from qwenmem_tui.memory.live import Freshness, LiveBlocks, live_blocks
 from qwenmem_tui.memory.metrics import DELIVERY_PREFIX, MemoryStats, compute_stats
 from qwenmem_tui.memory.model import (
     DAY,
@@ -63,6 +72,10 @@ MAX_ID = 2**63 - 1
 _MIN_TIME = 946_684_800.0
 _FUTURE_SLACK = 86400.0
 _MAX_TTL_DAYS = 36_500
+NEIGHBOURS = 8
+REMEMBER_JUDGE_TIMEOUT = 3.0
+"""Seconds /remember waits for the fast model's add/update/no-op choice: the
+confirmation shows the final decision, and the rule decides when the model is late."""
 
 
 class MemoryRejected(ValueError):
@@ -104,8 +117,11 @@ class MemoryService:
         top_k: int = 5,
         min_score: float = 0.0,
         clock: Callable[[], float] = time.time,
+        llm: LLMClient | None = None,
     ) -> None:
         self.store = store
+        # The fast model judging which memory a write restates; None: the rule alone.
+        self.llm = llm
         self.embedder = embedder
         self.index = index
         self.user = user
@@ -179,6 +195,7 @@ class MemoryService:
             top_k=mem.top_k,
             min_score=mem.min_score,
             clock=clock,
+            llm=llm,
         )
         try:
             await service.start(progress)
@@ -227,8 +244,9 @@ class MemoryService:
         scope: str | None = None,
         created_at: float | None = None,
         hold: Sequence[str] = (),
+        judge_timeout: float | None = None,
     ) -> WriteResult:
-        """Guard, TTL, embed, store, index — the only way a memory is written.
+        """Guard, identity, TTL, embed, store, index — the only way a memory is written.
 
         ``provenance`` says who wrote and what was in view; without it, a write of
         origin ``user`` is the person's own words and any other a model write with
@@ -237,6 +255,10 @@ class MemoryService:
 
         Raises MemoryRejected for a malformed write; a write to hold is stored
         quarantined (``result.action == QUARANTINED``) with the flags naming why.
+        Before an accepted write, the nearest active memories of the same subject are
+        found (``identify``): a restated fact takes over their key and supersedes them
+        in the write's own transaction. ``judge_timeout`` lets the fast model choose
+        (add / update which / no-op) for at most that many seconds; None: the rule.
         """
         origin = Origin(origin)
         if provenance is None:
@@ -256,16 +278,30 @@ class MemoryService:
         now = self.clock()
         if cat in GLOBAL_CATEGORIES:
             scope = GLOBAL_SCOPE
+        scope = scope or scope_for(cat, project)
+        value = verdict.value
+        key = subject_key(key, value)
+        identity = Identity(key)
+        if not holds(flags):  # a held write supersedes nothing until approved
+            identity = await self.identify(
+                cat, key, value, scope=scope, project=project, judge_timeout=judge_timeout
+            )
+            if identity.same_as is not None:
+                # Already said: refresh that row (same key, same value) instead of adding.
+                value = identity.same_as.value
+            if identity.key != key or identity.replaces:
+                reason = join(reason, f"same subject as key {identity.key} ({identity.decided_by})")
         draft = MemoryDraft(
             category=cat,
-            key=key,
-            value=verdict.value,
+            key=identity.key,
+            value=value,
             origin=origin,
-            scope=scope or scope_for(cat, project),
+            scope=scope,
             user=self.user,
             ttl_days=days,
-            reason="; ".join(p for p in (reason, ttl_note) if p),
+            reason=join(reason, ttl_note or ""),
             created_at=created_at,
+            replaces=identity.replaces,
         )
         if holds(flags):
             held = await self._held_twin(draft)
@@ -273,11 +309,11 @@ class MemoryService:
                 return WriteResult(held, WriteAction.QUARANTINED)
         vector: np.ndarray | None
         try:
-            vector = (await self.embedder.embed([embed_text(cat, key, verdict.value)]))[0]
+            vector = (await self.embedder.embed([embed_text(cat, draft.key, draft.value)]))[0]
         except LLMError as exc:
             # The fact matters more than its vector: keep it, embed it later
             # (embed_missing runs at every start) instead of losing what the user said.
-            log.warning("[MEMORY] embedding failed, saving %s without a vector: %s", key, exc)
+            log.warning("[MEMORY] embedding failed, saving %s without a vector: %s", draft.key, exc)
             vector = None
         result = await self.store.write(
             draft,
@@ -328,16 +364,108 @@ class MemoryService:
                 {"untrusted_writes": 1.0, "untrusted_held": 1.0 if held else 0.0}
             )
 
-    async def remember(self, text: str, *, project: str) -> WriteResult:
-        """/remember: the person's own words, filed by a simple deterministic rule.
+    async def remember(
+        self, text: str, *, project: str, judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT
+    ) -> WriteResult:
+        """/remember: the person's own words, filed under the subject they name.
 
         The key is derived from the text with its secrets cut out, so a key never
         carries one (the value loses it in the guard).
         """
         category, key = classify_note(secrets.redact(text).replace(secrets.REDACTED, " "))
         return await self.save(
-            category, key, text.strip(), origin=Origin.USER, project=project, reason="/remember"
+            category,
+            key,
+            text.strip(),
+            origin=Origin.USER,
+            project=project,
+            reason="/remember",
+            judge_timeout=judge_timeout,
         )
+
+    async def neighbours(
+        self, scope: str, category: Category | str, key: str, value: str, *, k: int = NEIGHBOURS
+    ) -> list[Memory]:
+        """This user's active memories of ``category`` in ``scope`` nearest to a fact,
+        nearest first: the candidates a write may restate.
+
+        It asks recall itself (same channels, filters and ranking as chat), over more
+        results than ``k`` since recall also returns other categories and the global scope.
+        """
+        project = scope  # recall covers "global" plus this scope
+        result = await self.recall(
+            embed_text(str(category), key, value),
+            project=project,
+            k=max(4 * k, 20),
+            min_score=-1.0,
+            record=False,
+        )
+        found = [m for m in result.memories if m.scope == scope and m.category == category]
+        return found[:k]
+
+    async def identify(
+        self,
+        category: Category,
+        key: str,
+        value: str,
+        *,
+        scope: str,
+        project: str,
+        judge_timeout: float | None = None,
+    ) -> Identity:
+        """Which stored memory this write restates (see ``memory/identity.py``).
+
+        The fast model decides when one is set, ``judge_timeout`` allows it, and there is
+        a real question (neighbours, none holding this very key); the rule otherwise and
+        whenever the model fails, is late or answers outside the candidates.
+        """
+        try:
+            candidates = await self.neighbours(scope, category, key, value)
+        except Exception as exc:  # a failed lookup must not lose the fact: plain write
+            log.warning("[MEMORY_IDENTITY] neighbour lookup failed: %s", exc)
+            return Identity(key)
+        if not candidates:
+            return Identity(key)
+        if (
+            self.llm is not None
+            and judge_timeout is not None
+            and judge_timeout > 0
+            and all(c.key != key for c in candidates)
+        ):
+            judged = await self._judge(category, key, value, candidates, judge_timeout)
+            if judged is not None:
+                return judged
+        return decide(key, value, candidates)
+
+    async def _judge(
+        self,
+        category: Category,
+        key: str,
+        value: str,
+        candidates: Sequence[Memory],
+        timeout: float,
+    ) -> Identity | None:
+        """The fast model's add / update / no-op, validated; None when unusable."""
+        llm = self.llm
+        assert llm is not None
+        try:
+            completion = await asyncio.wait_for(
+                llm.complete(
+                    judge_messages(str(category), key, value, candidates),
+                    model=llm.fast_model,
+                    temperature=0.0,
+                ),
+                timeout,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # TimeoutError, LLMError, anything: the rule decides
+            log.info("[MEMORY_IDENTITY] model judgement unavailable (%s); using the rule", exc)
+            return None
+        judged = parse_judgement(completion.content, key, value, candidates)
+        if judged is None:
+            log.info("[MEMORY_IDENTITY] model answer not a valid choice; using the rule")
+        return judged
 
     async def forget(
         self,
@@ -423,6 +551,23 @@ class MemoryService:
             return await self.recall(text, project=project, exclude=excluded, record=record)
 
         return recall
+
+    async def live(
+        self, groups: Sequence[Sequence[int]], since: Freshness | None, *, project: str
+    ) -> LiveBlocks | None:
+        """Delivered memories as they stand now (``memory/live.py``); None when
+        nothing changed since ``since``. One generation read in that case."""
+        return await live_blocks(
+            self.store, groups, since, user=self.user, project=project, clock=self.clock
+        )
+
+    def live_for(self, project: str) -> Callable[..., Awaitable[LiveBlocks | None]]:
+        """The ``live(groups, since)`` callable MemoryPrefetchHook expects."""
+
+        async def live(groups: Sequence[Sequence[int]], since: Freshness | None) -> LiveBlocks | None:
+            return await self.live(groups, since, project=project)
+
+        return live
 
     async def record_recall(self, result: RecallResult) -> None:
         """Count a recall run with ``record=False`` as a chat-turn recall after all
@@ -594,28 +739,5 @@ def _import_time(value: Any, now: float) -> float | None:
     return at
 
 
-_KEY_WORD = re.compile(r"[a-z0-9]+")
-_KEY_STOP = frozenset(
-    "i im i'm my me the a an is are am to of and that this for in on be please "
-    "remember".split()
-)
-
-
-def classify_note(text: str) -> tuple[str, str]:
-    """(category, key) for /remember text, by rule — no model decides what a note is."""
-    lowered = text.casefold()
-    if re.search(r"https?://|\bdocs?\b|\bdashboard\b|\bwiki\b", lowered):
-        category = Category.REFERENCE
-    elif re.search(
-        r"\b(project|repo|repository|codebase|this code|build|tests?|deploy)\b", lowered
-    ):
-        category = Category.PROJECT
-    elif re.search(r"\b(don'?t|do not|never|always|stop|prefer|please)\b", lowered):
-        category = Category.FEEDBACK
-    else:
-        category = Category.USER
-    words = [w for w in _KEY_WORD.findall(lowered) if w not in _KEY_STOP]
-    key = "_".join(words[:4])[:48].strip("_") or "note"
-    if not key[0].isalpha():
-        key = "note_" + key
-    return category.value, key
+def join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)

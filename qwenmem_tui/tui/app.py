@@ -24,7 +24,7 @@ from textual.worker import get_current_worker
 
 from qwenmem_tui import debuglog
 from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.chat.tools import Tool, ToolRegistry
+from qwenmem_tui.chat.tools import Tool, ToolRegistry, broad_root_notice
 from qwenmem_tui.chat.turns import QueryHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features import Assembly, SessionFeatures
@@ -98,6 +98,8 @@ class QwenmemApp(App[None]):
         self.paths = paths
         self.project_root = project_root(cwd)
         self.project = project_id(self.project_root)
+        # Said once on screen when the root is the home or /: tools then keep to cwd.
+        self._root_notice = broad_root_notice(self.project_root, cwd)
         self.clock = clock
         self.commands = CommandTable(BUILTIN_COMMANDS)
         self.item_widgets: dict[str, ItemWidgetFactory] = dict(DEFAULT_ITEM_WIDGETS)
@@ -233,6 +235,8 @@ class QwenmemApp(App[None]):
         if self._resume is True and not resumed:
             # `--resume` found nothing: say so, or it looks like the history was lost.
             self.show_info(NOTHING_TO_RESUME)
+        if self._root_notice is not None:
+            self.show_info(self._root_notice)
         for extension in self._extensions:
             if extension.on_ready is not None:
                 await _maybe_await(extension.on_ready(self))

@@ -14,7 +14,6 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
-from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.memory.model import DAY, AuditAction, Category, Memory, Origin, Status
@@ -154,7 +153,7 @@ async def test_remember_stores_and_confirms(
     async with app.run_test(size=SIZE) as pilot:
         await run(pilot, CODENAME)
         assert infos(app) == [
-            "Remembered project/project_codename_bluebird: the project codename is Bluebird"
+            "Remembered project/project_codename: the project codename is Bluebird"
         ]
         await run(pilot, "/remember")
         assert infos(app)[-1].startswith("Usage: /remember <text>")
@@ -184,7 +183,7 @@ async def test_forget_command(
     async with app.run_test(size=SIZE) as pilot:
         await run(pilot, CODENAME, "/forget 1", "/forget 1", "/forget 999", "/forget one")
         assert infos(app)[1:] == [
-            "Forgot memory #1 (project/project_codename_bluebird).",
+            "Forgot memory #1 (project/project_codename).",
             "No memory with id 1",
             "No memory with id 999",
             "Usage: /forget <id> (the ids are on the /memory screen)",
@@ -372,6 +371,35 @@ async def test_a_remembered_fact_reaches_the_next_session(
         assert user_message["content"].endswith("What is the project codename?")
 
 
+async def test_remembering_a_move_leaves_one_truth_in_the_running_session(
+    fake: FakeOpenAI,
+    make_memory_app: Callable[..., QwenmemApp],
+    settings: Settings,
+    paths: Paths,
+    clock: FakeClock,
+) -> None:
+    """The seed's "why does it still think I live in São Paulo after I said I moved?":
+    one active memory, and the very next request of the same session carries only it."""
+    settings.memory.initial_wait_ms = 30_000  # deterministic delivery at the UserQuery
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, "/remember I live in São Paulo", "where do I live?")
+        assert "I live in São Paulo" in json.dumps(chat_requests(fake)[-1], ensure_ascii=False)
+        await run(pilot, "/remember I moved to Lisbon")
+        assert infos(app)[-1] == (
+            "Remembered user/home_city: I moved to Lisbon (replaces the previous value)"
+        )
+        await run(pilot, "and where do I live now?")
+        request = json.dumps(chat_requests(fake)[-1]["messages"], ensure_ascii=False)
+        assert "São Paulo" not in request
+        assert request.count("I moved to Lisbon") == 1
+    memories = await stored(settings, paths, clock)
+    assert [(m.key, m.value, m.status) for m in memories] == [
+        ("home_city", "I live in São Paulo", Status.SUPERSEDED),
+        ("home_city", "I moved to Lisbon", Status.ACTIVE),
+    ]
+
+
 async def test_a_recall_that_settles_during_a_tool_call_follows_the_tool_result(
     fake: FakeOpenAI, make_memory_app: Callable[..., QwenmemApp]
 ) -> None:
@@ -388,7 +416,8 @@ async def test_a_recall_that_settles_during_a_tool_call_follows_the_tool_result(
     )
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
-        prefetch = next(hook for hook in app.hooks if isinstance(hook, MemoryPrefetchHook))
+        prefetch = app.session_features.prefetch
+        assert prefetch is not None
         await send(pilot, "What is the project codename?")
         await wait_until(pilot, lambda: prefetch.handle is not None and prefetch.handle.settled)
         held.set()
@@ -414,7 +443,8 @@ async def test_a_recall_warmed_while_typing_reaches_the_first_request(
     assert settings.memory.initial_wait_ms == 0  # the first request never waits
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
-        prefetch = next(hook for hook in app.hooks if isinstance(hook, MemoryPrefetchHook))
+        prefetch = app.session_features.prefetch
+        assert prefetch is not None
         screen = app.screen
         assert isinstance(screen, ChatScreen)
         prompt = screen.query_one(PromptInput)
@@ -443,7 +473,8 @@ async def test_no_recall_is_warmed_for_a_command_or_while_busy(
 ) -> None:
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
-        prefetch = next(hook for hook in app.hooks if isinstance(hook, MemoryPrefetchHook))
+        prefetch = app.session_features.prefetch
+        assert prefetch is not None
         screen = app.screen
         assert isinstance(screen, ChatScreen)
         prompt = screen.query_one(PromptInput)
