@@ -372,7 +372,7 @@ class MemoryService:
         The key is derived from the text with its secrets cut out, so a key never
         carries one (the value loses it in the guard).
         """
-        category, key = classify_note(secrets.redact(text))
+        category, key = classify_note(secrets.redact(text).replace(secrets.REDACTED, " "))
         return await self.save(
             category,
             key,
