@@ -19,6 +19,8 @@ class MemoryStats:
     counts: dict[str, int]
     mean_recalled_age_s: float  # staleness: mean age of what recall returned
     deliveries: dict[str, int] = field(default_factory=dict)  # prefetch point -> count
+    recall: str = ""  # which channels recall uses, and why when lexical-only
+    recall_note: str = ""  # set when recall fell back to lexical-only: the reason
 
     @property
     def hit_rate(self) -> float:
@@ -42,6 +44,7 @@ class MemoryStats:
             "poisoning_flag_rate": round(self.poisoning_flag_rate, 4),
             "counts": dict(self.counts),
             "deliveries": dict(self.deliveries),
+            "recall": self.recall,
         }
 
     def to_text(self) -> str:
@@ -54,6 +57,8 @@ class MemoryStats:
             f"  ({self.quarantined_writes}/{self.writes} writes)",
             "counts by status     " + ", ".join(f"{k} {v}" for k, v in self.counts.items()),
         ]
+        if self.recall:
+            lines.append(f"recall               {self.recall}")
         if self.deliveries:
             lines.append(
                 "deliveries           "
@@ -65,7 +70,13 @@ class MemoryStats:
 DELIVERY_PREFIX = "delivery_"
 
 
-def compute_stats(counters: Mapping[str, float], counts: Mapping[str, int]) -> MemoryStats:
+def compute_stats(
+    counters: Mapping[str, float],
+    counts: Mapping[str, int],
+    *,
+    recall: str = "",
+    recall_note: str = "",
+) -> MemoryStats:
     """Pure: the store's raw counters and status counts -> the dashboard numbers."""
     recalled = int(counters.get("recalled_memories", 0))
     return MemoryStats(
@@ -81,4 +92,6 @@ def compute_stats(counters: Mapping[str, float], counts: Mapping[str, int]) -> M
             for name, v in counters.items()
             if name.startswith(DELIVERY_PREFIX)
         },
+        recall=recall,
+        recall_note=recall_note,
     )
