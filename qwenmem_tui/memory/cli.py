@@ -223,11 +223,8 @@ async def stats(args: argparse.Namespace, settings: Settings, paths: Paths) -> i
 
 
 async def migrate(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    from qwenmem_tui.memory.postgres_store import (
-        PostgresMemoryStore,
-        migrate_from_sqlite,
-        sqlite_source,
-    )
+    from qwenmem_tui.memory.postgres import PostgresMemoryStore
+    from qwenmem_tui.memory.postgres.migrate import migrate_from_sqlite, sqlite_source
     from qwenmem_tui.storage.database import Database
 
     dsn = args.dsn or settings.memory.postgres_dsn

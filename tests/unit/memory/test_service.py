@@ -311,13 +311,17 @@ async def test_a_row_superseded_during_recall_is_dropped_at_fetch(
         async def no_sync() -> None:
             return None
 
-        async def stale_allowed(project: str) -> object:
+        async def stale_allowed(scopes: tuple[str, ...]) -> object:
             return stale
 
         monkeypatch.setattr(a.recaller, "sync", no_sync)
-        monkeypatch.setattr(a.recaller, "allowed", stale_allowed)
+        monkeypatch.setattr(a.recaller, "allowed_in", stale_allowed)
         result = await a.recall("current project Alpha", project=PROJECT_A, min_score=-1)
-        assert result.ids == [] and "Alpha" not in result.block
+        # The stale vector search still finds #1; the lexical channel's SQL already
+        # sees Beta, the key's current value, which is a right answer.
+        superseded = (await a.get(1)) or None
+        assert superseded is not None and superseded.value == "Alpha"
+        assert 1 not in result.ids and "Alpha" not in result.block
     finally:
         await a.close()
         await b.close()
