@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import openai
-
 from qwenmem_tui.llm.errors import LLMError, StreamProblem, display_endpoint, map_error
 
 if TYPE_CHECKING:
+    import openai
+
     from qwenmem_tui.config import Settings
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -140,6 +140,10 @@ class LLMClient:
         )
 
     def _make_client(self, base_url: str, *, max_retries: int) -> openai.AsyncOpenAI:
+        # The SDK loads with the first client (~0.4 s), not with this module: the TUI
+        # draws and takes keys before it builds one (see `tui.app`).
+        import openai
+
         return openai.AsyncOpenAI(
             base_url=base_url,
             api_key=self._api_key or "no-key",
@@ -325,6 +329,8 @@ async def _reject_non_sse(response: Any) -> None:
             "bad_response", f"The endpoint answered with {content_type.split(';')[0]}, not a stream"
         ) from None
     if isinstance(payload, dict) and payload.get("error"):
+        import openai
+
         raise openai.APIError(
             "error in a 200 response", request=response.request, body=payload["error"]
         )

@@ -8,12 +8,14 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.config import Settings
 from qwenmem_tui.memory.model import Memory, Status
-from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id, project_root
+
+if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy up here
+    from qwenmem_tui.config import Settings
+    from qwenmem_tui.memory.service import MemoryService
 
 _VALUE_WIDTH = 60
 
@@ -96,6 +98,8 @@ def _notice(text: str) -> None:
 @asynccontextmanager
 async def _service(settings: Settings, paths: Paths) -> AsyncIterator[MemoryService]:
     """The service for one command, closed however the command ends."""
+    from qwenmem_tui.memory.service import MemoryService
+
     svc = await MemoryService.open(settings, paths, progress=_progress, on_notice=_notice)
     try:
         yield svc

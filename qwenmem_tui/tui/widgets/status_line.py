@@ -10,6 +10,7 @@ from textual.widget import Widget
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 STATE_LABELS = {
+    "starting": "starting…",
     "idle": "idle",
     "responding": "responding…",
     "running_tool": "running tool…",

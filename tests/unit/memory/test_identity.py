@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
 
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.identity import (
     JUDGE_SYSTEM_PROMPT,
@@ -34,6 +33,7 @@ from qwenmem_tui.memory.model import (
 )
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 
 def memory(id: int, key: str, value: str, category: str = "user") -> Memory:
