@@ -33,8 +33,9 @@ from qwenmem_tui.debuglog import Redactor
 from qwenmem_tui.llm.errors import LLMError
 from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
 from qwenmem_tui.llm.provider import resolve_provider
-from qwenmem_tui.paths import Paths, project_id, project_root
+from qwenmem_tui.paths import Paths, private_umask, project_id, project_root, tighten_home
 from qwenmem_tui.storage.database import StorageError
+from qwenmem_tui.text import one_line
 
 FEATURE_MODULES = ("qwenmem_tui.memory.cli", "qwenmem_tui.daemon.cli")
 
@@ -107,6 +108,9 @@ def _register_feature(name: str, subparsers: argparse._SubParsersAction) -> None
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
+    # The process's files (chat history, memories, logs, what libraries create on
+    # their own) are owner-only whatever the umask; not in run(), which tests call.
+    private_umask()
     sys.exit(run(argv))
 
 
@@ -125,6 +129,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return 2
     if (warning := permission_warning(settings.source)) is not None:
         print(f"qwenmem: warning: {warning}", file=sys.stderr)
+    if (notice := tighten_home(paths)) is not None:
+        print(f"qwenmem: {notice}", file=sys.stderr)
     try:
         return _call(func or run_tui, args, settings, paths)
     except KeyboardInterrupt:
@@ -174,7 +180,7 @@ def _report_crash(exc: Exception, settings: Settings, paths: Paths) -> int:
             log_file = None
     log.error("[CLI] unexpected error", exc_info=exc)
     where = f" (details in {log_file})" if log_file else ""
-    message = redact(_one_line(f"{type(exc).__name__}: {exc}"))
+    message = redact(one_line(f"{type(exc).__name__}: {exc}"))
     print(f"qwenmem: unexpected error: {message}{where}", file=sys.stderr)
     return 1
 
@@ -247,7 +253,7 @@ async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Pat
     print(f"{'ID':<{id_width}}  {'UPDATED':<16}  {'MSGS':>5}  TITLE")
     for s in sessions:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
-        title = _one_line(s.title) or "(untitled)"
+        title = one_line(s.title) or "(untitled)"
         print(f"{s.id:<{id_width}}  {updated:<16}  {s.message_count:>5}  {title}")
     return 0
 
@@ -257,7 +263,3 @@ def _version() -> str:
         return importlib.metadata.version("qwenmem")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

@@ -75,7 +75,7 @@ def home(tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> P
     for name in _ENV_TO_CLEAR:
         monkeypatch.delenv(name, raising=False)
     root = tmp_path / "qwenmem-home"
-    root.mkdir()
+    root.mkdir(mode=0o700)  # private, as qwenmem makes it (a loose one gets a notice)
     monkeypatch.setenv("QWENMEM_HOME", str(root))
     (root / "config.toml").write_text(
         "[llm]\n"

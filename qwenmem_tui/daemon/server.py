@@ -4,34 +4,31 @@ Starlette, not FastAPI: the daemon has six routes and hand-written validation, s
 small ASGI toolkit without pydantic request models keeps the error envelope entirely
 ours (FastAPI's 422 shape would have to be undone route by route).
 
-Security lives in one ASGI guard in front of every route so that no handler can forget
-it: Origin check, bearer token, client-id header, request body limit and a catch-all
-that turns any exception into the ``internal`` envelope while the traceback goes to the
-debug log only.
+Security lives in one ASGI guard in front of every route (:mod:`.guard`); the routes
+here read bodies through :func:`read_json_object` and :func:`text_field`, so a
+malformed body of any kind is a 4xx envelope, never a 5xx.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
@@ -41,18 +38,21 @@ from qwenmem_tui.chat.events import (
     ToolCallStarted,
     TurnStarted,
 )
-from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
-from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.chat.tools import Tool, ToolRegistry, builtin_tools
-from qwenmem_tui.chat.turns import QueryHook
-from qwenmem_tui.compaction import CompactionHook
+from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatSession
+from qwenmem_tui.chat.view import model_messages
 from qwenmem_tui.config import Settings
+from qwenmem_tui.daemon.guard import (
+    CLIENT_ID_HEADER,
+    MAX_BODY_BYTES,
+    Guard,
+    GuardPolicy,
+    allowed_host_names,
+    error_response,
+)
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
+from qwenmem_tui.features import Assembly, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
-from qwenmem_tui.memory.extract import MemoryExtractionHook
-from qwenmem_tui.memory.service import MemoryService
-from qwenmem_tui.memory.tool import save_memory_tool
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.recap import generate_session_recap
 from qwenmem_tui.storage.database import Database
@@ -60,11 +60,8 @@ from qwenmem_tui.storage.sessions import SessionInfo, SessionStore
 
 log = logging.getLogger("qwenmem.daemon")
 
-CLIENT_ID_HEADER = "x-qwenmem-client-id"
-CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 # Session ids end up in file names (debug/<id>.txt): no dots, no slashes.
 SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
-MAX_BODY_BYTES = 1 << 20
 RECAP_TIMEOUT_SECONDS = 60.0
 SHUTDOWN_DRAIN_SECONDS = 5.0
 # Open chats kept between prompts; the least recently used idle one is closed beyond
@@ -75,18 +72,16 @@ API_VERSION = 1
 FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory")
 
 
-
-@dataclass(frozen=True)
-class SessionFeatures:
-    """What a feature adds to one session's chat loop (memory, compaction)."""
-
-    hooks: Sequence[QueryHook] = ()
-    tools: Sequence[Tool] = ()
-
-
 # Called once per session the daemon opens: hooks keep per-session state (surfaced
-# memories, token gauge), and the daemon serves many sessions at once.
+# memories, token gauge), and the daemon serves many sessions at once. The default
+# asks the core assembly (`qwenmem_tui/features.py`), as the TUI does; tests inject
+# their own (e.g. one that fails).
 FeatureFactory = Callable[["DaemonBackend", SessionInfo], Awaitable[SessionFeatures]]
+
+
+async def assembled_features(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
+    """A session's features from the daemon's assembly: fresh hooks, the shared memory."""
+    return backend.assembly.session()
 
 
 class ApiError(Exception):
@@ -103,10 +98,6 @@ class ApiError(Exception):
         return error_response(self.status, self.code, self.message, **self.extra)
 
 
-def error_response(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"error": message, "code": code, **extra}, status_code=status)
-
-
 def session_not_found(session_id: str) -> ApiError:
     return ApiError(
         404, "session_not_found", f'No session with id "{session_id}"', sessionId=session_id
@@ -119,8 +110,18 @@ class ServerOptions:
 
     token: str | None = None
     allowed_origins: frozenset[str] = frozenset()
+    allowed_hosts: frozenset[str] = frozenset()
+    """Host names accepted besides the bound address and the localhost names."""
     max_body_bytes: int = MAX_BODY_BYTES
     recap_timeout: float = RECAP_TIMEOUT_SECONDS
+
+    def guard_policy(self) -> GuardPolicy:
+        return GuardPolicy(
+            token=self.token,
+            allowed_origins=self.allowed_origins,
+            allowed_hosts=allowed_host_names(self.allowed_hosts),
+            max_body_bytes=self.max_body_bytes,
+        )
 
 
 class DaemonBackend:
@@ -138,7 +139,8 @@ class DaemonBackend:
         paths: Paths,
         project_root: Path,
         llm: LLMClient | None = None,
-        features: Sequence[FeatureFactory] = (),
+        features: Collection[str] | None = None,
+        session_features: FeatureFactory = assembled_features,
         model_defaults: LocalChatDefaults | None = None,
     ) -> None:
         self.settings = settings
@@ -149,12 +151,14 @@ class DaemonBackend:
         self.project = project_id(project_root)
         self._llm = llm
         self._owns_llm = llm is None
-        self._features = tuple(features)
+        self._feature_names = features  # None: what the settings turn on
+        self._session_features = session_features
+        self._assembly: Assembly | None = None
         self._db: Database | None = None
         self._store: SessionStore | None = None
         self._chats: OrderedDict[str, ChatSession] = OrderedDict()
+        self._features: dict[str, SessionFeatures] = {}  # of the open chats
         self._locks: dict[str, asyncio.Lock] = {}
-        self.memory: MemoryService | None = None
 
     async def start(self) -> None:
         self.paths.ensure()
@@ -162,17 +166,23 @@ class DaemonBackend:
         self._store = SessionStore(self._db)
         if self._llm is None:
             self._llm = LLMClient.from_settings(self.settings)
-        if self.settings.memory.enabled:
-            self.memory = await MemoryService.open(self.settings, self.paths, llm=self._llm)
+        self._assembly = Assembly.create(
+            self.settings,
+            self.paths,
+            llm=self._llm,
+            project_root=self.project_root,
+            project=self.project,
+            features=self._feature_names,
+            model_defaults=self.model_defaults,
+        )
+        memory = self._assembly.memory
+        if memory is not None:
+            memory.notice_listeners.append(lambda text: log.warning("[DAEMON] memory: %s", text))
+            await memory.service()  # open before serving: a broken store fails the start
 
     async def close(self) -> None:
         # Let extraction of the last turns finish (bounded) before the service closes.
-        extractions = [
-            hook.drain()
-            for chat in self._chats.values()
-            for hook in chat.hooks
-            if isinstance(hook, MemoryExtractionHook)
-        ]
+        extractions = [features.drain() for features in self._features.values()]
         if extractions:
             try:
                 async with asyncio.timeout(SHUTDOWN_DRAIN_SECONDS):
@@ -182,8 +192,9 @@ class DaemonBackend:
         for chat in self._chats.values():
             await chat.close()
         self._chats.clear()
-        if self.memory is not None:
-            await self.memory.close()
+        self._features.clear()
+        if self._assembly is not None:
+            await self._assembly.close()
         if self._llm is not None and self._owns_llm:
             await self._llm.aclose()
         if self._db is not None:
@@ -193,6 +204,12 @@ class DaemonBackend:
     def store(self) -> SessionStore:
         assert self._store is not None, "DaemonBackend.start() was not awaited"
         return self._store
+
+    @property
+    def assembly(self) -> Assembly:
+        """What builds each session's features (the same assembly the TUI uses)."""
+        assert self._assembly is not None, "DaemonBackend.start() was not awaited"
+        return self._assembly
 
     @property
     def llm(self) -> LLMClient:
@@ -222,26 +239,19 @@ class DaemonBackend:
         """
         chat = self._chats.get(info.id)
         if chat is None:
-            defaults = self.model_defaults
-            offers_tools = defaults is None or defaults.supports_tools
-            tools = builtin_tools(self.project_root) if offers_tools else ToolRegistry()
-            hooks: list[QueryHook] = []
-            for factory in self._features:
-                features = await factory(self, info)
-                hooks.extend(features.hooks)
-                for tool in features.tools if offers_tools else ():
-                    tools.register(tool)
+            features = await self._session_features(self, info)
             chat = await ChatSession.load(
                 store=self.store,
                 llm=self.llm,
-                tools=tools,
+                tools=features.tools,
                 settings=self.settings,
                 project_root=self.project_root,
-                hooks=hooks,
+                hooks=features.hooks,
                 session_id=info.id,
-                system_prompt=defaults.system_prompt if defaults else None,
+                system_prompt=features.system_prompt,
             )
             self._chats[info.id] = chat
+            self._features[info.id] = features
             await self._close_idle_chats()
         else:
             self._chats.move_to_end(info.id)
@@ -258,18 +268,14 @@ class DaemonBackend:
                 continue
             # The lock stays: a request may hold a reference to it already.
             await self._chats.pop(session_id).close()
+            self._features.pop(session_id, None)
 
     async def history(self, info: SessionInfo) -> list[dict[str, Any]]:
-        """The model view (after the last /clear, compaction folded), as the TUI sees it."""
-        chat = await ChatSession.load(
-            store=self.store,
-            llm=self.llm,
-            tools=ToolRegistry(),
-            settings=self.settings,
-            project_root=self.project_root,
-            session_id=info.id,
-        )
-        return chat.history()
+        """The model view (after the last /clear, compaction folded), as the TUI sees it:
+        read from the stored items, no chat opened."""
+        defaults = self.model_defaults
+        system_prompt = defaults.system_prompt if defaults else DEFAULT_SYSTEM_PROMPT
+        return model_messages(await self.store.load_items(info.id), system_prompt)
 
 
 # -- request helpers ---------------------------------------------------------------
@@ -288,11 +294,40 @@ async def read_json_object(request: Request, *, required: bool) -> dict[str, Any
         return {}
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):
+        # ValueError covers bytes that are not UTF-8/16/32 and over-long integers;
+        # RecursionError is the C parser refusing to nest deeper than the stack allows
+        # (`[` x 100,000): a client's mistake like any other, not a server fault.
         raise ApiError(400, "invalid_json", "Invalid JSON in request body") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_request", "Request body must be a JSON object")
     return body
+
+
+def text_field(
+    body: dict[str, Any], name: str, *, required: bool, max_chars: int | None = None
+) -> str:
+    """``body[name]`` as text the database and the model can take, else a 400.
+
+    JSON's ``\\ud800`` escapes decode to lone surrogates, which no UTF-8 encoder (SQLite,
+    the HTTP client to the model) accepts: they are refused here, not deep inside.
+    """
+    value = body.get(name)
+    if value is None and not required:
+        return ""
+    limit = f" of at most {max_chars} characters" if max_chars is not None else ""
+    problem = f'"{name}" must be a {"non-empty " if required else ""}string{limit}'
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ApiError(400, "invalid_request", problem)
+    if max_chars is not None and len(value) > max_chars:
+        raise ApiError(400, "invalid_request", problem)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(
+            400, "invalid_request", f'"{name}" is not valid Unicode text (a lone surrogate)'
+        ) from None
+    return value
 
 
 def session_json(info: SessionInfo) -> dict[str, Any]:
@@ -327,15 +362,7 @@ async def openapi(request: Request) -> Response:
 
 async def create_session(request: Request) -> Response:
     body = await read_json_object(request, required=False)
-    title = body.get("title", "")
-    if title is None:
-        title = ""
-    if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
-        raise ApiError(
-            400,
-            "invalid_request",
-            f'"title" must be a string of at most {MAX_TITLE_CHARS} characters',
-        )
+    title = text_field(body, "title", required=False, max_chars=MAX_TITLE_CHARS)
     backend = backend_of(request)
     info = await backend.store.create_session(backend.project, title)
     log.info("[DAEMON] created session %s client=%s", info.id, client_id_of(request))
@@ -353,9 +380,7 @@ async def prompt(request: Request) -> Response:
     session_id = request.path_params["session_id"]
     info = await backend.require_session(session_id)
     body = await read_json_object(request, required=True)
-    text = body.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise ApiError(400, "invalid_request", '"text" must be a non-empty string')
+    text = text_field(body, "text", required=True)
 
     lock = backend.lock_for(info.id)
     if lock.locked():
@@ -494,164 +519,6 @@ class _LockedStream(StreamingResponse):
             self._lock.release()
 
 
-# -- the guard ---------------------------------------------------------------------
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-class Guard:
-    """Origin, token, client id, body limit and the catch-all, in that order.
-
-    Runs before routing so an unknown route still needs a token (no probing) and a
-    bad client id never reaches a handler, let alone the model.
-    """
-
-    def __init__(self, app: ASGIApp, *, options: ServerOptions) -> None:
-        self.app = app
-        self.options = options
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        origin = headers.get("origin")
-        # A refused origin gets its 403 without CORS headers: the browser then keeps
-        # even the error away from that page.
-        cors_origin = origin if origin in self.options.allowed_origins else None
-        started = False
-
-        async def send_with_cors(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                if cors_origin is not None:
-                    cors = [
-                        (b"access-control-allow-origin", cors_origin.encode("latin-1")),
-                        (b"vary", b"Origin"),
-                    ]
-                    message = {**message, "headers": [*message.get("headers", []), *cors]}
-            await send(message)
-
-        try:
-            rejection = self._check(scope, headers, origin)
-            if rejection is not None:
-                await rejection(scope, receive, send_with_cors)
-                return
-            await self.app(scope, self._limited(receive), send_with_cors)
-        except _BodyTooLarge:
-            if not started:
-                await self._too_large()(scope, receive, send_with_cors)
-        except ClientDisconnect:
-            log.info("[DAEMON] client went away during %s %s", scope["method"], scope["path"])
-        except Exception:
-            log.exception("[DAEMON] unhandled error on %s %s", scope["method"], scope["path"])
-            if not started:
-                internal = error_response(500, "internal", "Internal error")
-                await internal(scope, receive, send_with_cors)
-
-    def _check(self, scope: Scope, headers: Headers, origin: str | None) -> Response | None:
-        if origin is not None and origin not in self.options.allowed_origins:
-            return error_response(403, "origin_not_allowed", f'Origin "{origin}" is not allowed')
-        if scope["method"] == "OPTIONS" and origin is not None:
-            return _preflight()
-        if self.options.token is not None and scope["path"] != "/health":
-            if not _token_matches(headers.get("authorization"), self.options.token):
-                return error_response(401, "unauthorized", "Missing or invalid bearer token")
-        client_id = headers.get(CLIENT_ID_HEADER)
-        if client_id is not None and not CLIENT_ID_PATTERN.fullmatch(client_id):
-            return error_response(
-                400,
-                "invalid_client_id",
-                "X-Qwenmem-Client-Id must match [A-Za-z0-9._:-]{1,128}",
-            )
-        length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.options.max_body_bytes:
-            return self._too_large()
-        return None
-
-    def _too_large(self) -> Response:
-        return error_response(
-            413, "body_too_large", f"Request body exceeds {self.options.max_body_bytes} bytes"
-        )
-
-    def _limited(self, receive: Receive) -> Receive:
-        seen = 0
-        limit = self.options.max_body_bytes
-
-        async def receive_limited() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise _BodyTooLarge
-            return message
-
-        return receive_limited
-
-
-def _token_matches(authorization: str | None, token: str) -> bool:
-    scheme, _, presented = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(presented.strip().encode(), token.encode())
-
-
-def _preflight() -> Response:
-    return Response(
-        status_code=204,
-        headers={
-            "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
-            "Access-Control-Allow-Headers": (
-                "Authorization, Content-Type, Accept, X-Qwenmem-Client-Id"
-            ),
-            "Access-Control-Max-Age": "600",
-        },
-    )
-
-
-# -- features ---------------------------------------------------------------------
-
-
-async def _compaction(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
-    async def extract(messages: list[dict[str, Any]]) -> None:
-        # The session's own extraction hook (built by _memory, after this factory),
-        # looked up when a block is handed over, as the TUI does: no second extractor.
-        chat = backend.chat(info.id)
-        hooks = chat.hooks if chat is not None else ()
-        hook = next((h for h in hooks if isinstance(h, MemoryExtractionHook)), None)
-        if hook is not None:
-            await hook.extract_block(backend.project, messages)
-
-    return SessionFeatures(hooks=[CompactionHook(backend.llm, backend.settings, extract=extract)])
-
-
-async def _memory(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
-    service = backend.memory
-    if service is None:
-        return SessionFeatures()
-    settings = backend.settings.memory
-    return SessionFeatures(
-        hooks=[
-            MemoryPrefetchHook(
-                service.recall_for(backend.project),
-                initial_wait_ms=settings.initial_wait_ms,
-                record_delivery=service.record_delivery,
-            ),
-            MemoryExtractionHook(service, backend.llm, enabled=settings.extraction),
-        ],
-        tools=[save_memory_tool(service)],
-    )
-
-
-# The daemon's counterpart of the TUI's extensions, in hook order: compaction first,
-# since it rebuilds the request the memory reminder is then added to.
-DEFAULT_FEATURES: tuple[FeatureFactory, ...] = (_compaction, _memory)
-
-
 # -- the app -----------------------------------------------------------------------
 
 
@@ -686,19 +553,22 @@ def create_app(
     project_root: Path,
     options: ServerOptions = ServerOptions(),
     llm: LLMClient | None = None,
-    features: Sequence[FeatureFactory] | None = None,
+    features: Collection[str] | None = None,
+    session_features: FeatureFactory = assembled_features,
     model_defaults: LocalChatDefaults | None = None,
 ) -> Starlette:
     """The daemon app; ``llm`` is injected by tests, otherwise built from settings.
 
-    ``features`` defaults to :data:`DEFAULT_FEATURES` (memory follows the settings).
+    ``features``: the names to assemble (`qwenmem_tui.features`); None, the ones the
+    settings turn on. ``session_features`` builds one session's (tests inject a failing one).
     """
     backend = DaemonBackend(
         settings=settings,
         paths=paths,
         project_root=project_root,
         llm=llm,
-        features=DEFAULT_FEATURES if features is None else features,
+        features=features,
+        session_features=session_features,
         model_defaults=model_defaults,
     )
 
@@ -712,7 +582,7 @@ def create_app(
 
     app = Starlette(
         routes=ROUTES,
-        middleware=[Middleware(Guard, options=options)],
+        middleware=[Middleware(Guard, policy=options.guard_policy())],
         exception_handlers={HTTPException: _http_error, ApiError: _api_error},
         lifespan=lifespan,
     )
