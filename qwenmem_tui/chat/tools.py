@@ -180,7 +180,8 @@ def _list_directory(root: Path, path: str) -> str:
     shown = _display(root, target)
     try:
         with os.scandir(target) as scan:
-            entries = sorted(scan, key=lambda e: e.name)
+            # Git's own store is noise to the model and a waste of its context.
+            entries = sorted((e for e in scan if e.name != ".git"), key=lambda e: e.name)
     except FileNotFoundError:
         raise ToolError(f"No such directory: {shown}") from None
     except NotADirectoryError:

@@ -40,6 +40,8 @@ UNPIN_NOTHING = "No pinned message to unpin."
 PIN_UNAVAILABLE = "Only a message with text that the model still sees (since /clear) can be pinned."
 PIN_MARK = "📌"
 PIN_PREVIEW_CHARS = 60
+PIN_BINDING = Binding("ctrl+p", "command('pin')", "Pin", id="compaction.pin")
+"""Module level so `[keys]` validation knows its id before the extension is built."""
 
 
 @runtime_checkable
@@ -177,6 +179,6 @@ async def compaction_extension(context: AppContext) -> Extension:
             SlashCommand("unpin", "Unpin the latest pinned message", controller.unpin_command),
         ),
         item_widgets={"compaction": CompactionMarker},
-        bindings=(Binding("ctrl+p", "command('pin')", "Pin", id="compaction.pin"),),
+        bindings=(PIN_BINDING,),
         on_ready=controller.attach,
     )
