@@ -56,7 +56,6 @@ class SideCallGate:
             if not call.done():
                 self._yielded.add(call)
                 call.cancel()
-                self.deferrals += 1
         try:
             yield
         finally:
@@ -68,9 +67,10 @@ class SideCallGate:
         """Run a side call (made afresh by `make` on each try) once no user request runs."""
         if not self.enabled:
             return await make()
-        for _ in range(self.max_deferrals + 1):
+        for attempt in range(self.max_deferrals + 1):
             if not self._free.is_set():
-                self.deferrals += 1
+                if attempt == 0:
+                    self.deferrals += 1  # held back before it started
                 await self._free.wait()
             call: asyncio.Future[T] = asyncio.ensure_future(make())
             self._running.add(call)  # type: ignore[arg-type]
@@ -84,6 +84,7 @@ class SideCallGate:
             if call in self._yielded:
                 self._yielded.discard(call)  # type: ignore[arg-type]
                 if call.cancelled():
+                    self.deferrals += 1
                     continue  # a user request took the endpoint: try again after it
             return call.result()
         raise LLMError("yielded", YIELDED_MESSAGE)
