@@ -35,6 +35,7 @@ from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, prog
 from qwenmem_tui.llm.provider import resolve_provider
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.storage.database import StorageError
+from qwenmem_tui.text import one_line
 
 FEATURE_MODULES = ("qwenmem_tui.memory.cli", "qwenmem_tui.daemon.cli")
 
@@ -174,7 +175,7 @@ def _report_crash(exc: Exception, settings: Settings, paths: Paths) -> int:
             log_file = None
     log.error("[CLI] unexpected error", exc_info=exc)
     where = f" (details in {log_file})" if log_file else ""
-    message = redact(_one_line(f"{type(exc).__name__}: {exc}"))
+    message = redact(one_line(f"{type(exc).__name__}: {exc}"))
     print(f"qwenmem: unexpected error: {message}{where}", file=sys.stderr)
     return 1
 
@@ -253,7 +254,7 @@ async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Pat
     print(f"{'ID':<{id_width}}  {'UPDATED':<16}  {'MSGS':>5}  TITLE")
     for s in sessions:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
-        title = _one_line(s.title) or "(untitled)"
+        title = one_line(s.title) or "(untitled)"
         print(f"{s.id:<{id_width}}  {updated:<16}  {s.message_count:>5}  {title}")
     return 0
 
@@ -263,7 +264,3 @@ def _version() -> str:
         return importlib.metadata.version("qwenmem")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

@@ -6,13 +6,12 @@ the previous rolling summary in. The last `keep_recent_turns` turns stay verbati
 so do pinned messages: the system prompt, what the user pinned (`item.meta["pinned"]`)
 and turns where the user decided or corrected something. Nothing is deleted: the
 originals stay in the database and scrollback; a `compaction` display item records
-the summary and the cut point, and `compacted_view()` turns the items into the model
-view on every request and on resume.
+the summary and the cut point, and the model view (`chat/view.compacted_view`) folds
+the items at it on every request and on resume.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
+from qwenmem_tui.chat.view import COMPACTION_ITEM, compacted_view, content_text, last_marker
 from qwenmem_tui.llm.errors import LLMError
 
 if TYPE_CHECKING:
@@ -33,12 +33,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("qwenmem.compaction")
 
-COMPACTION_ITEM = "compaction"
 DROPPED_ITEM = "context_dropped"
 """The dim line where the oldest messages stopped reaching the model (no summary)."""
 MAX_BACKOFF_QUERIES = 32
-"""After n failed summaries in a row, the next 2**n - 1 queries (up to 31) try no summary: a fast model that does not answer JSON will not start to on the next
-turn, and each try costs a request the reply waits behind."""
+"""After n failed summaries in a row, the next 2**n - 1 queries (up to 31) try no
+summary: a fast model that does not answer JSON will not start to on the next turn,
+and each try costs a request the reply waits behind."""
 SUMMARY_MAX_TOKENS = 800
 # One summariser call sees at most this much of the old history; a bigger backlog is
 # folded in several calls, oldest first, so the chronology survives.
@@ -114,7 +114,7 @@ def estimate_tokens(messages: Sequence[dict]) -> int:
     """Local prompt-size estimate: content, tool calls and a few tokens per message."""
     total = 0
     for message in messages:
-        total += 4 + estimate_text_tokens(_text_of(message.get("content")))
+        total += 4 + estimate_text_tokens(content_text(message.get("content")))
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             total += 8 + estimate_text_tokens(
@@ -147,73 +147,6 @@ def has_decision_cue(text: str) -> bool:
     """True when a user message reads like a decision or a correction."""
     folded = text.casefold()
     return any(cue in folded for cue in _CUE_PHRASES)
-
-
-# model view --------------------------------------------------------------------------
-def summary_message(summary: str, decisions: Sequence[str], count: int) -> dict:
-    """The rolling summary as it reaches the model: one reminder, escaped like memory.
-
-    A user-role reminder rather than a second system message: several chat templates
-    (Qwen's among them) reject a system message that is not the first.
-    """
-    lines = [f"Summary of the earlier conversation ({count} older messages compacted):", summary]
-    if decisions:
-        lines.append("Decisions and corrections so far:")
-        lines.extend(f"- {d}" for d in decisions)
-    body = "\n".join(lines).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return {"role": "user", "content": f"<system-reminder>\n{body}\n</system-reminder>"}
-
-
-def last_marker(items: Sequence[Item]) -> Item | None:
-    """The latest compaction marker: it alone holds the summary and cut in effect."""
-    return next((item for item in reversed(items) if item.type == COMPACTION_ITEM), None)
-
-
-def compacted_view(items: Sequence[Item]) -> tuple[dict | None, list[Item]]:
-    """Split the model-view items at the last compaction marker.
-
-    Returns the summary message (None without a marker) and the items that stay in the
-    view verbatim: pinned messages from before the cut — reduced to their text so a
-    carried assistant tool call never lacks its results — then everything after it.
-    """
-    marker = last_marker(items)
-    if marker is None:
-        return None, list(items)
-    cut = int(marker.meta["cut_item_id"])
-    pinned_ids = set(marker.meta.get("pinned_ids", ()))
-    kept: list[Item] = []
-    for item in items:
-        if item.id is None or item.message is None or item.type == COMPACTION_ITEM:
-            continue
-        if item.id > cut:
-            kept.append(item)
-        elif item.meta.get("pinned") or item.id in pinned_ids:
-            carried = _carried_message(item.message)
-            if carried is not None:
-                kept.append(dataclasses.replace(item, message=carried))
-    summary = summary_message(
-        str(marker.meta.get("summary", "")),
-        list(marker.meta.get("decisions", ())),
-        int(marker.meta.get("total", marker.meta.get("count", 0))),
-    )
-    return summary, kept
-
-
-def _carried_message(message: dict) -> dict | None:
-    if message.get("role") not in ("user", "assistant"):
-        return None
-    text = _text_of(message.get("content"))
-    return {"role": message["role"], "content": text} if text else None
-
-
-def _text_of(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(p.get("text", "")) for p in content if isinstance(p, dict)
-        )
-    return ""
 
 
 # segmentation ------------------------------------------------------------------------
@@ -261,7 +194,7 @@ def pack_blocks(turns: Sequence[Turn], budget: int = BLOCK_TOKENS) -> list[list[
 
 
 def _clip(message: dict) -> dict:
-    text = _text_of(message.get("content"))
+    text = content_text(message.get("content"))
     if len(text) <= TRANSCRIPT_MESSAGE_CHARS:
         return message
     clipped = text[:TRANSCRIPT_MESSAGE_CHARS] + f" […{len(text) - TRANSCRIPT_MESSAGE_CHARS} chars cut]"
@@ -276,7 +209,7 @@ def transcript(block: Sequence[Turn]) -> str:
         for message in turn.messages:
             message = _clip(message)
             role = message.get("role", "?")
-            text = _text_of(message.get("content"))
+            text = content_text(message.get("content"))
             if role == "tool":
                 lines.append(f"tool result: {text}")
                 continue
@@ -536,7 +469,7 @@ class CompactionHook:
             user = turn.user_item
             if user is None or user.id is None:
                 continue
-            if number in numbered or has_decision_cue(_text_of(user.message.get("content"))):
+            if number in numbered or has_decision_cue(content_text(user.message.get("content"))):
                 ids.append(user.id)
         return ids
 

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from qwenmem_tui.text import one_line
+
 MemoryCategory = Literal["user", "feedback", "project", "reference"]
 
 ENV_OVERRIDES: dict[str, tuple[str, str]] = {
@@ -188,7 +190,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         key = _key_at_error(path, str(exc))
         where = f"{key}: " if key else ""
-        raise ConfigError(f"{path}: {where}invalid TOML: {_one_line(str(exc))}") from None
+        raise ConfigError(f"{path}: {where}invalid TOML: {one_line(str(exc))}") from None
 
 
 _ERROR_LINE = re.compile(r"\(at line (\d+), column \d+\)")
@@ -290,8 +292,4 @@ def _secret_key(loc: list[str]) -> bool:
 
 def _short(value: Any) -> str:
     text = repr(value)
-    return _one_line(text if len(text) <= 40 else text[:37] + "...")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return one_line(text if len(text) <= 40 else text[:37] + "...")

@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from qwenmem_tui.chat.view import content_text
+
 if TYPE_CHECKING:
     from qwenmem_tui.llm.client import LLMClient
 
@@ -86,22 +88,6 @@ def _strip_reminders(text: str) -> str:
     return _REMINDER.sub("", text).strip()
 
 
-def _message_text(message: Mapping[str, Any]) -> str:
-    """Visible text of a chat message: a string, or the text parts of a parts list."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            part["text"]
-            for part in content
-            if isinstance(part, Mapping)
-            and part.get("type") == "text"
-            and isinstance(part.get("text"), str)
-        )
-    return ""
-
-
 def filter_to_dialog(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     """Reduce a chat history to what the user and the assistant said to each other.
 
@@ -122,7 +108,7 @@ def filter_to_dialog(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, st
             seen_user = True
             if message.get("name") == STARTUP_CONTEXT_NAME:
                 continue
-        text = _strip_reminders(_message_text(message))
+        text = _strip_reminders(content_text(message.get("content")))
         if text:
             dialog.append({"role": role, "content": text})
     return dialog

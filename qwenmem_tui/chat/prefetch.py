@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
+from qwenmem_tui.chat.view import content_text
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
@@ -451,20 +452,12 @@ def _user_positions(messages: list[dict], text: str) -> list[int]:
     return [
         i
         for i, m in enumerate(messages)
-        if m.get("role") == "user" and _is_text(_text_of(m.get("content")), text)
+        if m.get("role") == "user" and _is_text(content_text(m.get("content")), text)
     ]
 
 
 def _is_text(body: str, text: str) -> bool:
     return body == text or body.endswith(f"\n\n{text}")
-
-
-def _text_of(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
 
 
 def _prepend_reminder(message: dict, block: str) -> dict:

@@ -12,9 +12,9 @@ interrupted, "Cancelled by user" for tool calls that got no result), so the next
 query starts from a consistent history. Relaying through a task also means a
 consumer cancelled while busy elsewhere (e.g. rendering) still stops the loop.
 
-The model view is derived from the items on every request: the items after the
-last /clear marker, folded by the last compaction marker, with any tool call that
-lacks its results left out.
+The model view is derived from the items on every request (`chat/view.py`): the
+items after the last /clear marker, folded by the last compaction marker, with any
+tool call that lacks its results left out.
 """
 
 from __future__ import annotations
@@ -42,11 +42,12 @@ from qwenmem_tui.chat.events import (
 )
 from qwenmem_tui.chat.tools import ToolContext, ToolRegistry
 from qwenmem_tui.chat.turns import QueryHook, QueryOutcome, TurnKind
-from qwenmem_tui.compaction import compacted_view
+from qwenmem_tui.chat.view import model_messages, view_items
 from qwenmem_tui.llm import client as llm_events
 from qwenmem_tui.llm.client import Completion, LLMClient, ToolCall, Usage
 from qwenmem_tui.llm.errors import LLMError
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionNotFoundError, SessionStore, make_title
+from qwenmem_tui.text import one_line
 
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
@@ -73,55 +74,11 @@ TURN_CAP_TOOL_RESULT = "Not run: the turn limit for this message was reached."
 Emit = Callable[[ChatEvent], None]
 
 
-def view_items(items: Sequence[Item]) -> list[Item]:
-    """The items after the last /clear marker: what the model view is built from."""
-    for index in range(len(items) - 1, -1, -1):
-        if items[index].meta.get("reset"):
-            return list(items[index + 1 :])
-    return list(items)
-
-
-def complete_tool_exchanges(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Copies of `messages` where every tool call is directly followed by its results.
-
-    An assistant tool call whose results are not all there (a crash mid-tool, or the
-    view asked for while a tool runs) loses its `tool_calls` — keeping its text if it
-    had any — and stray tool messages are dropped: providers reject both.
-    """
-    out: list[dict[str, Any]] = []
-    index = 0
-    while index < len(messages):
-        message = messages[index]
-        index += 1
-        role = message.get("role")
-        if role == "tool":
-            continue
-        calls = message.get("tool_calls") if role == "assistant" else None
-        if not calls:
-            out.append(dict(message))
-            continue
-        results: dict[str, dict[str, Any]] = {}
-        while index < len(messages) and messages[index].get("role") == "tool":
-            results.setdefault(str(messages[index].get("tool_call_id")), messages[index])
-            index += 1
-        ids = [str(call.get("id")) for call in calls]
-        if all(call_id in results for call_id in ids):
-            out.append(dict(message))
-            out.extend(dict(results[call_id]) for call_id in ids)
-        elif message.get("content"):
-            out.append({k: v for k, v in message.items() if k != "tool_calls"})
-    return out
-
-
 def _cap_tool_result(text: str) -> str:
     if len(text) <= TOOL_RESULT_MAX_CHARS:
         return text
     hidden = len(text) - TOOL_RESULT_MAX_CHARS
     return f"{text[:TOOL_RESULT_MAX_CHARS]}\n[… truncated: {hidden} more characters]"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 @dataclass
@@ -215,19 +172,7 @@ class ChatSession:
 
     def history(self) -> list[dict[str, Any]]:
         """The messages the model sees next, system prompt first; fresh copies."""
-        summary, kept = compacted_view(self.view_items())
-        # Reasoning is kept in the database but never sent back: providers that
-        # return it (DeepSeek, Qwen) reject or ignore it in requests, and it would
-        # spend context on text the model has already acted on.
-        messages = [
-            {key: value for key, value in item.message.items() if key != "reasoning_content"}
-            for item in kept
-            if item.message is not None
-        ]
-        head: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt}]
-        if summary is not None:
-            head.append(summary)
-        return head + complete_tool_exchanges(messages)
+        return model_messages(self.items, self.system_prompt)
 
     # -- queries -------------------------------------------------------------------------
 
@@ -311,12 +256,12 @@ class ChatSession:
                 log.warning("[CHAT] request failed (%s): %s", exc.kind, exc.message)
                 await self._commit_leftovers(progress, emit, f"Not run: {exc.message}")
                 status = "context_limit" if exc.kind == "context_length" else "error"
-                message = _one_line(exc.message)
+                message = one_line(exc.message)
                 await self._persist(self._item("error", message), emit)
                 outcome = progress.outcome(status, message)
             except Exception as exc:
                 log.exception("[CHAT] query failed session=%s", self.info.id)
-                message = _one_line(f"Internal error: {exc}")
+                message = one_line(f"Internal error: {exc}")
                 try:
                     await self._commit_leftovers(progress, emit, f"Not run: {message}")
                     await self._persist(self._item("error", message), emit)

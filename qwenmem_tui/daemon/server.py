@@ -18,7 +18,7 @@ import json
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,18 +41,13 @@ from qwenmem_tui.chat.events import (
     ToolCallStarted,
     TurnStarted,
 )
-from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
-from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.chat.tools import Tool, ToolRegistry, builtin_tools
-from qwenmem_tui.chat.turns import QueryHook
-from qwenmem_tui.compaction import CompactionHook
+from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatSession
+from qwenmem_tui.chat.view import model_messages
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
+from qwenmem_tui.features import Assembly, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
-from qwenmem_tui.memory.extract import MemoryExtractionHook
-from qwenmem_tui.memory.service import MemoryService
-from qwenmem_tui.memory.tool import save_memory_tool
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.recap import generate_session_recap
 from qwenmem_tui.storage.database import Database
@@ -75,18 +70,16 @@ API_VERSION = 1
 FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory")
 
 
-
-@dataclass(frozen=True)
-class SessionFeatures:
-    """What a feature adds to one session's chat loop (memory, compaction)."""
-
-    hooks: Sequence[QueryHook] = ()
-    tools: Sequence[Tool] = ()
-
-
 # Called once per session the daemon opens: hooks keep per-session state (surfaced
-# memories, token gauge), and the daemon serves many sessions at once.
+# memories, token gauge), and the daemon serves many sessions at once. The default
+# asks the core assembly (`qwenmem_tui/features.py`), as the TUI does; tests inject
+# their own (e.g. one that fails).
 FeatureFactory = Callable[["DaemonBackend", SessionInfo], Awaitable[SessionFeatures]]
+
+
+async def assembled_features(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
+    """A session's features from the daemon's assembly: fresh hooks, the shared memory."""
+    return backend.assembly.session()
 
 
 class ApiError(Exception):
@@ -138,7 +131,8 @@ class DaemonBackend:
         paths: Paths,
         project_root: Path,
         llm: LLMClient | None = None,
-        features: Sequence[FeatureFactory] = (),
+        features: Collection[str] | None = None,
+        session_features: FeatureFactory = assembled_features,
         model_defaults: LocalChatDefaults | None = None,
     ) -> None:
         self.settings = settings
@@ -149,12 +143,14 @@ class DaemonBackend:
         self.project = project_id(project_root)
         self._llm = llm
         self._owns_llm = llm is None
-        self._features = tuple(features)
+        self._feature_names = features  # None: what the settings turn on
+        self._session_features = session_features
+        self._assembly: Assembly | None = None
         self._db: Database | None = None
         self._store: SessionStore | None = None
         self._chats: OrderedDict[str, ChatSession] = OrderedDict()
+        self._features: dict[str, SessionFeatures] = {}  # of the open chats
         self._locks: dict[str, asyncio.Lock] = {}
-        self.memory: MemoryService | None = None
 
     async def start(self) -> None:
         self.paths.ensure()
@@ -162,17 +158,23 @@ class DaemonBackend:
         self._store = SessionStore(self._db)
         if self._llm is None:
             self._llm = LLMClient.from_settings(self.settings)
-        if self.settings.memory.enabled:
-            self.memory = await MemoryService.open(self.settings, self.paths, llm=self._llm)
+        self._assembly = Assembly.create(
+            self.settings,
+            self.paths,
+            llm=self._llm,
+            project_root=self.project_root,
+            project=self.project,
+            features=self._feature_names,
+            model_defaults=self.model_defaults,
+        )
+        memory = self._assembly.memory
+        if memory is not None:
+            memory.notice_listeners.append(lambda text: log.warning("[DAEMON] memory: %s", text))
+            await memory.service()  # open before serving: a broken store fails the start
 
     async def close(self) -> None:
         # Let extraction of the last turns finish (bounded) before the service closes.
-        extractions = [
-            hook.drain()
-            for chat in self._chats.values()
-            for hook in chat.hooks
-            if isinstance(hook, MemoryExtractionHook)
-        ]
+        extractions = [features.drain() for features in self._features.values()]
         if extractions:
             try:
                 async with asyncio.timeout(SHUTDOWN_DRAIN_SECONDS):
@@ -182,8 +184,9 @@ class DaemonBackend:
         for chat in self._chats.values():
             await chat.close()
         self._chats.clear()
-        if self.memory is not None:
-            await self.memory.close()
+        self._features.clear()
+        if self._assembly is not None:
+            await self._assembly.close()
         if self._llm is not None and self._owns_llm:
             await self._llm.aclose()
         if self._db is not None:
@@ -193,6 +196,12 @@ class DaemonBackend:
     def store(self) -> SessionStore:
         assert self._store is not None, "DaemonBackend.start() was not awaited"
         return self._store
+
+    @property
+    def assembly(self) -> Assembly:
+        """What builds each session's features (the same assembly the TUI uses)."""
+        assert self._assembly is not None, "DaemonBackend.start() was not awaited"
+        return self._assembly
 
     @property
     def llm(self) -> LLMClient:
@@ -222,26 +231,19 @@ class DaemonBackend:
         """
         chat = self._chats.get(info.id)
         if chat is None:
-            defaults = self.model_defaults
-            offers_tools = defaults is None or defaults.supports_tools
-            tools = builtin_tools(self.project_root) if offers_tools else ToolRegistry()
-            hooks: list[QueryHook] = []
-            for factory in self._features:
-                features = await factory(self, info)
-                hooks.extend(features.hooks)
-                for tool in features.tools if offers_tools else ():
-                    tools.register(tool)
+            features = await self._session_features(self, info)
             chat = await ChatSession.load(
                 store=self.store,
                 llm=self.llm,
-                tools=tools,
+                tools=features.tools,
                 settings=self.settings,
                 project_root=self.project_root,
-                hooks=hooks,
+                hooks=features.hooks,
                 session_id=info.id,
-                system_prompt=defaults.system_prompt if defaults else None,
+                system_prompt=features.system_prompt,
             )
             self._chats[info.id] = chat
+            self._features[info.id] = features
             await self._close_idle_chats()
         else:
             self._chats.move_to_end(info.id)
@@ -258,18 +260,14 @@ class DaemonBackend:
                 continue
             # The lock stays: a request may hold a reference to it already.
             await self._chats.pop(session_id).close()
+            self._features.pop(session_id, None)
 
     async def history(self, info: SessionInfo) -> list[dict[str, Any]]:
-        """The model view (after the last /clear, compaction folded), as the TUI sees it."""
-        chat = await ChatSession.load(
-            store=self.store,
-            llm=self.llm,
-            tools=ToolRegistry(),
-            settings=self.settings,
-            project_root=self.project_root,
-            session_id=info.id,
-        )
-        return chat.history()
+        """The model view (after the last /clear, compaction folded), as the TUI sees it:
+        read from the stored items, no chat opened."""
+        defaults = self.model_defaults
+        system_prompt = defaults.system_prompt if defaults else DEFAULT_SYSTEM_PROMPT
+        return model_messages(await self.store.load_items(info.id), system_prompt)
 
 
 # -- request helpers ---------------------------------------------------------------
@@ -613,45 +611,6 @@ def _preflight() -> Response:
     )
 
 
-# -- features ---------------------------------------------------------------------
-
-
-async def _compaction(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
-    async def extract(messages: list[dict[str, Any]]) -> None:
-        # The session's own extraction hook (built by _memory, after this factory),
-        # looked up when a block is handed over, as the TUI does: no second extractor.
-        chat = backend.chat(info.id)
-        hooks = chat.hooks if chat is not None else ()
-        hook = next((h for h in hooks if isinstance(h, MemoryExtractionHook)), None)
-        if hook is not None:
-            await hook.extract_block(backend.project, messages)
-
-    return SessionFeatures(hooks=[CompactionHook(backend.llm, backend.settings, extract=extract)])
-
-
-async def _memory(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
-    service = backend.memory
-    if service is None:
-        return SessionFeatures()
-    settings = backend.settings.memory
-    return SessionFeatures(
-        hooks=[
-            MemoryPrefetchHook(
-                service.recall_for(backend.project),
-                initial_wait_ms=settings.initial_wait_ms,
-                record_delivery=service.record_delivery,
-            ),
-            MemoryExtractionHook(service, backend.llm, enabled=settings.extraction),
-        ],
-        tools=[save_memory_tool(service)],
-    )
-
-
-# The daemon's counterpart of the TUI's extensions, in hook order: compaction first,
-# since it rebuilds the request the memory reminder is then added to.
-DEFAULT_FEATURES: tuple[FeatureFactory, ...] = (_compaction, _memory)
-
-
 # -- the app -----------------------------------------------------------------------
 
 
@@ -686,19 +645,22 @@ def create_app(
     project_root: Path,
     options: ServerOptions = ServerOptions(),
     llm: LLMClient | None = None,
-    features: Sequence[FeatureFactory] | None = None,
+    features: Collection[str] | None = None,
+    session_features: FeatureFactory = assembled_features,
     model_defaults: LocalChatDefaults | None = None,
 ) -> Starlette:
     """The daemon app; ``llm`` is injected by tests, otherwise built from settings.
 
-    ``features`` defaults to :data:`DEFAULT_FEATURES` (memory follows the settings).
+    ``features``: the names to assemble (`qwenmem_tui.features`); None, the ones the
+    settings turn on. ``session_features`` builds one session's (tests inject a failing one).
     """
     backend = DaemonBackend(
         settings=settings,
         paths=paths,
         project_root=project_root,
         llm=llm,
-        features=DEFAULT_FEATURES if features is None else features,
+        features=features,
+        session_features=session_features,
         model_defaults=model_defaults,
     )
 

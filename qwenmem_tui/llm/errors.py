@@ -19,6 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
+from qwenmem_tui.text import one_line
+
 KINDS = (
     "connection",
     "auth",
@@ -86,7 +88,7 @@ def map_error(
         return exc
     where = f"({display_endpoint(base_url)}, model {model})"
     kind, text, retry_after = _classify(exc, timeout=timeout)
-    message = _one_line(f"{text} {where}")
+    message = one_line(f"{text} {where}")
     if api_key:
         message = message.replace(api_key, "[REDACTED]")
     return LLMError(kind, message, retry_after=retry_after)
@@ -277,9 +279,5 @@ def _context_text(detail: str) -> str:
 
 
 def _clip(text: Any) -> str:
-    line = _one_line(str(text))
+    line = one_line(str(text))
     return line if len(line) <= _MAX_DETAIL else line[: _MAX_DETAIL - 3] + "..."
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

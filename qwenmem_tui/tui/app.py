@@ -24,16 +24,18 @@ from textual.worker import get_current_worker
 
 from qwenmem_tui import debuglog
 from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.chat.tools import Tool, ToolRegistry, builtin_tools
+from qwenmem_tui.chat.tools import Tool, ToolRegistry
 from qwenmem_tui.chat.turns import QueryHook
 from qwenmem_tui.config import Settings
+from qwenmem_tui.features import Assembly, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.storage.database import Database, StorageError
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
 from qwenmem_tui.tui.commands import BUILTIN_COMMANDS, CommandTable
-from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory, default_extensions
+from qwenmem_tui.tui.default_extensions import default_extensions
+from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.keymap import checked_keymap
 from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, ItemWidgetFactory
 
@@ -137,6 +139,8 @@ class QwenmemApp(App[None]):
         self._store: SessionStore | None = None
         self._session: ChatSession | None = None
         self._tools: ToolRegistry | None = None
+        self._assembly: Assembly | None = None
+        self._session_features: SessionFeatures | None = None
         # ConfigError for an unknown id or key name: reported before anything is drawn.
         self.set_keymap(checked_keymap(settings, self.BINDINGS))
 
@@ -162,6 +166,13 @@ class QwenmemApp(App[None]):
         if self._llm is None:
             raise RuntimeError("LLM client not created yet")
         return self._llm
+
+    @property
+    def session_features(self) -> SessionFeatures:
+        """The app's assembled features: its hooks, tools and handles (warm recall)."""
+        if self._session_features is None:
+            raise RuntimeError("features not assembled yet")
+        return self._session_features
 
     @property
     def idle(self) -> bool:
@@ -261,10 +272,22 @@ class QwenmemApp(App[None]):
         self._store = SessionStore(self._db, clock=self.clock)
         if self._llm is None:
             self._llm = LLMClient.from_settings(self.settings)
-        offers_tools = self._model_defaults is None or self._model_defaults.supports_tools
-        self._tools = builtin_tools(self.project_root) if offers_tools else ToolRegistry()
-        for tool in self._extra_tools if offers_tools else ():
-            self._tools.register(tool)
+        # The core assembles what the extensions present: one set of hooks and tools
+        # for the app, which follows the session on screen (across /resume).
+        self._assembly = Assembly.create(
+            self.settings,
+            self.paths,
+            llm=self._llm,
+            project_root=self.project_root,
+            project=self.project,
+            features={name for factory in self._extension_factories for name in factory.features},
+            model_defaults=self._model_defaults,
+            extra_tools=self._extra_tools,
+            clock=self.clock,
+        )
+        features = self._session_features = self._assembly.session()
+        self.hooks.extend(features.hooks)
+        self._tools = features.tools
         context = AppContext(
             settings=self.settings,
             paths=self.paths,
@@ -274,13 +297,12 @@ class QwenmemApp(App[None]):
             store=self._store,
             llm=self._llm,
             clock=self.clock,
+            features=features,
+            memory=self._assembly.memory,
         )
         for factory in self._extension_factories:
             extension = await factory(context)
             self._extensions.append(extension)
-            self.hooks.extend(extension.hooks)
-            for tool in extension.tools if offers_tools else ():
-                self._tools.register(tool)
             for command in extension.commands:
                 self.commands.register(command)
             for binding in extension.bindings:
@@ -317,7 +339,7 @@ class QwenmemApp(App[None]):
             project_root=self.project_root,
             hooks=tuple(self.hooks),
             clock=self.clock,
-            system_prompt=self._model_defaults.system_prompt if self._model_defaults else None,
+            system_prompt=self.session_features.system_prompt,
         )
 
     async def _new_chat(self) -> ChatSession:
@@ -354,6 +376,11 @@ class QwenmemApp(App[None]):
                     await extension.close()
                 except Exception:
                     log.exception("[TUI] closing extension %s failed", extension.name)
+        if self._assembly is not None:
+            try:
+                await self._assembly.close()  # lets extraction finish, closes memory
+            except Exception:
+                log.exception("[TUI] closing the features failed")
         if self._llm is not None and self._owns_llm:
             await self._llm.aclose()
         if self._db is not None:
@@ -453,7 +480,7 @@ def create_app(
     """Build the app. `resume=True` opens this project's latest session, a str that id.
 
     `hooks` and `extra_tools` are added as given (tests); `extensions` defaults to the
-    features `settings` turn on (`tui.extensions.default_extensions`).
+    features `settings` turn on (`tui.default_extensions.default_extensions`).
     """
     return QwenmemApp(
         settings=settings,

@@ -1,7 +1,9 @@
-"""History compaction in the app: the hook, /compact, /pin, /unpin and the marker widget.
+"""History compaction in the app: /compact, /pin, /unpin, ctrl+p and the marker widget.
 
-Hook order: the compaction hook comes first among the app's hooks, before memory
-prefetch. When it compacts, it throws the request away and rebuilds it from the
+The compaction hook itself — first among the hooks, handed memory's extractor — is
+built by the core assembly (`qwenmem_tui/features.py`); this module drives it.
+
+Why first: when it compacts, it throws the request away and rebuilds it from the
 session's (now folded) model view. Prefetch running after it therefore adds its
 reminder to the request actually sent, and re-applies earlier deliveries to it —
 freeing the memories whose anchor message was just summarised away, so recall can
@@ -10,30 +12,33 @@ memory block while prefetch counted it as delivered. The price is that the hook
 counts the request without the reminders: a few hundred tokens at `memory.top_k`,
 small next to the 30 % of the window above the threshold, and the provider's reported
 usage folds them into the gauge's ratio, so the estimate errs towards compacting early.
-
-Before a block is summarised its messages go to memory extraction, through the same
-extraction hook the memory extension runs after each turn (found among the app's
-hooks by its ``extract_block`` method), so no second extractor exists.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 
+from qwenmem_tui.chat.view import COMPACTION_ITEM
 from qwenmem_tui.compaction import CompactionHook
+from qwenmem_tui.features import COMPACTION
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.commands import SlashCommand
-from qwenmem_tui.tui.extensions import AppContext, Extension
+from qwenmem_tui.tui.extensions import (
+    AppContext,
+    Extension,
+    ExtensionFactory,
+    busy_notice,
+    busy_with,
+)
 from qwenmem_tui.tui.widgets.compaction_marker import CompactionMarker
-from qwenmem_tui.tui.widgets.items import InfoItem
 
 if TYPE_CHECKING:
     from qwenmem_tui.tui.app import QwenmemApp
 
-COMPACT_BUSY = "Cannot run /compact while another operation is in progress."
+COMPACT_BUSY = busy_notice("compact")
 COMPACT_PROGRESS = "Compacting older messages…"
 PIN_NOTHING = "Nothing to pin yet: no message with text in this conversation."
 UNPIN_NOTHING = "No pinned message to unpin."
@@ -42,13 +47,6 @@ PIN_MARK = "📌"
 PIN_PREVIEW_CHARS = 60
 PIN_BINDING = Binding("ctrl+p", "command('pin')", "Pin", id="compaction.pin")
 """Module level so `[keys]` validation knows its id before the extension is built."""
-
-
-@runtime_checkable
-class BlockExtractor(Protocol):
-    """What memory offers compaction: extract facts from a block before it goes."""
-
-    async def extract_block(self, project: str, messages: list[dict[str, Any]]) -> None: ...
 
 
 def pinnable(item: Item) -> bool:
@@ -64,20 +62,10 @@ def preview(text: str) -> str:
 
 
 class CompactionController:
-    """Owns the compaction hook of one app and runs its commands."""
+    """Runs the commands on the app's compaction hook (as the assembly built it)."""
 
-    def __init__(self, context: AppContext) -> None:
-        self._project = context.project
-        self._extractor: BlockExtractor | None = None
-        self.hook = CompactionHook(context.llm, context.settings, extract=self._hand_to_memory)
-
-    def attach(self, app: QwenmemApp) -> None:
-        """Every extension's hooks are registered now: find memory's extraction."""
-        self._extractor = next((h for h in app.hooks if isinstance(h, BlockExtractor)), None)
-
-    async def _hand_to_memory(self, messages: list[dict[str, Any]]) -> None:
-        if self._extractor is not None:
-            await self._extractor.extract_block(self._project, messages)
+    def __init__(self, hook: CompactionHook) -> None:
+        self.hook = hook
 
     # -- /compact ----------------------------------------------------------------------
 
@@ -87,15 +75,8 @@ class CompactionController:
             app.show_info(COMPACT_BUSY)
             return
         session = app.session
-        app.state = "compacting"  # queues messages typed meanwhile; the status line says it
-        progress = InfoItem(COMPACT_PROGRESS)
-        app.show(progress)
-        try:
+        async with busy_with(app, "compacting", COMPACT_PROGRESS):
             result = await self.hook.compact_now(session)
-        finally:
-            progress.remove()
-            if app.state == "compacting":
-                app.state = "idle"
         if app.session is not session:
             return  # switched sessions meanwhile: the marker is stored with its own
         if result.marker is not None:
@@ -165,12 +146,13 @@ class CompactionController:
         return next((i for i in app.session.view_items() if i.id == item_id), None)
 
 
-async def compaction_extension(context: AppContext) -> Extension:
-    """Compaction: the hook (first, see above), /compact, /pin, /unpin, ctrl+p, the marker."""
-    controller = CompactionController(context)
+async def _build(context: AppContext) -> Extension:
+    hook = context.features.compaction
+    if hook is None:
+        raise RuntimeError("the compaction extension needs the compaction feature assembled")
+    controller = CompactionController(hook)
     return Extension(
-        name="compaction",
-        hooks=(controller.hook,),
+        name=COMPACTION,
         commands=(
             SlashCommand("compact", "Summarise older messages now", controller.compact_command),
             SlashCommand(
@@ -178,7 +160,10 @@ async def compaction_extension(context: AppContext) -> Extension:
             ),
             SlashCommand("unpin", "Unpin the latest pinned message", controller.unpin_command),
         ),
-        item_widgets={"compaction": CompactionMarker},
+        item_widgets={COMPACTION_ITEM: CompactionMarker},
         bindings=(PIN_BINDING,),
-        on_ready=controller.attach,
     )
+
+
+compaction_extension = ExtensionFactory(COMPACTION, _build, features={COMPACTION})
+"""Compaction: /compact, /pin, /unpin, ctrl+p and the marker, on the assembled hook."""

@@ -1,38 +1,43 @@
-"""How features plug into the app: query hooks, tools, slash commands, item widgets.
+"""How features show in the app: slash commands, item widgets, key bindings.
 
-Memory, compaction and the recap each contribute one `ExtensionFactory`, listed in
-`default_extensions` — the one place the app's feature set is decided from settings.
-A factory runs once at startup, after the database and the LLM client are open, and
-returns an `Extension`; the app registers its parts and calls `on_ready` when the
-chat screen shows a session.
+What a feature *does* to a session — its hooks, tools, prefetch and extractor — is
+assembled in the core (`qwenmem_tui/features.py`), the same for the TUI and the daemon.
+A TUI extension only presents a feature: each `ExtensionFactory` names the core
+features it presents, the app assembles those once, and the factory gets the result
+(`AppContext.features`) to build its commands and widgets on. `default_extensions`
+(`tui/default_extensions.py`) is the list the settings turn on.
+
+Also here: `busy_with`, the one sequence a long-running command follows (/compact,
+/recap): refused unless idle, the app's state set meanwhile, a progress line shown,
+both undone however the work ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 
-from qwenmem_tui.chat.tools import Tool
-from qwenmem_tui.chat.turns import QueryHook
 from qwenmem_tui.config import Settings
+from qwenmem_tui.features import MemoryAccess, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
 from qwenmem_tui.tui.commands import SlashCommand
-from qwenmem_tui.tui.widgets.items import ItemWidgetFactory
+from qwenmem_tui.tui.widgets.items import InfoItem, ItemWidgetFactory
 
 if TYPE_CHECKING:
-    from qwenmem_tui.tui.app import QwenmemApp
+    from qwenmem_tui.tui.app import AppState, QwenmemApp
 
 
 @dataclass(frozen=True)
 class AppContext:
-    """What the app has opened; handed to every extension factory."""
+    """What the app has opened and assembled; handed to every extension factory."""
 
     settings: Settings
     paths: Paths
@@ -42,15 +47,17 @@ class AppContext:
     store: SessionStore
     llm: LLMClient
     clock: Callable[[], float]
+    features: SessionFeatures
+    """The app's one set of hooks and tools (they follow the session on screen)."""
+    memory: MemoryAccess | None = None
+    """The memory service, opening in the background (None: memory is not assembled)."""
 
 
 @dataclass
 class Extension:
-    """One feature's contributions. Every field is optional."""
+    """One feature's contributions to the face. Every field is optional."""
 
     name: str
-    hooks: Sequence[QueryHook] = ()
-    tools: Sequence[Tool] = ()
     commands: Sequence[SlashCommand] = ()
     item_widgets: Mapping[str, ItemWidgetFactory] = field(default_factory=dict)
     bindings: Sequence[Binding] = ()
@@ -65,22 +72,40 @@ class Extension:
     """Called when the app shuts down, after the chat session is closed."""
 
 
-ExtensionFactory = Callable[[AppContext], Awaitable[Extension]]
+@dataclass(frozen=True)
+class ExtensionFactory:
+    """One TUI feature: the core features it presents and how to build its face.
+
+    The app assembles the union of its factories' `features`, then calls each factory
+    (once, at startup, after the database and the LLM client are open).
+    """
+
+    name: str
+    build: Callable[[AppContext], Awaitable[Extension]]
+    features: Collection[str] = frozenset()
+
+    async def __call__(self, context: AppContext) -> Extension:
+        return await self.build(context)
 
 
-def default_extensions(settings: Settings) -> list[ExtensionFactory]:
-    """The features this configuration turns on, in hook order."""
-    # Imported here: the feature modules import this one for AppContext/Extension.
-    from qwenmem_tui.tui.compaction_extension import compaction_extension
-    from qwenmem_tui.tui.memory_extension import memory_extension
-    from qwenmem_tui.tui.recap_controller import recap_extension
+def busy_notice(command: str) -> str:
+    """What a command that needs the app idle answers while something runs."""
+    return f"Cannot run /{command} while another operation is in progress."
 
-    factories: list[ExtensionFactory] = []
-    if settings.compaction.enabled:
-        # First: compacting rebuilds the request from the model view, so the memory
-        # reminders prefetch adds must come after it (see tui/compaction_extension.py).
-        factories.append(compaction_extension)
-    if settings.memory.enabled:
-        factories.append(memory_extension)
-    factories.append(recap_extension)  # always: /recap works whatever the settings
-    return factories
+
+@asynccontextmanager
+async def busy_with(app: QwenmemApp, state: AppState, progress: str) -> AsyncIterator[None]:
+    """The app is busy with a command: `state` set (messages typed meanwhile queue, the
+    status line says it) and a `progress` line shown, both undone however it ends.
+
+    The caller checks first that the app may start (`app.idle`, else `busy_notice`).
+    """
+    app.state = state
+    line = InfoItem(progress)
+    app.show(line)
+    try:
+        yield
+    finally:
+        line.remove()
+        if app.state == state:
+            app.state = "idle"

@@ -16,14 +16,19 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.recap import filter_to_dialog, generate_session_recap
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.commands import SlashCommand
-from qwenmem_tui.tui.extensions import AppContext, Extension
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.extensions import (
+    AppContext,
+    Extension,
+    ExtensionFactory,
+    busy_notice,
+    busy_with,
+)
 from qwenmem_tui.tui.widgets.recap_item import RecapItem
 
 if TYPE_CHECKING:
     from qwenmem_tui.tui.app import QwenmemApp
 
-RECAP_BUSY = "Cannot run /recap while another operation is in progress."
+RECAP_BUSY = busy_notice("recap")
 RECAP_NOTHING = "Not enough conversation context for a recap yet."
 RECAP_PROGRESS = "Generating recap…"
 # Also shown when the endpoint is down: generate_session_recap never raises (contract §5).
@@ -142,26 +147,20 @@ class RecapController:
             app.show_info(RECAP_NOTHING)
             return
         self._manual_running = True
-        app.state = "recap"  # queues messages typed meanwhile; the status line shows it
-        progress = InfoItem(RECAP_PROGRESS)
-        app.show(progress)
         try:
-            text = await generate_session_recap(history, app.llm)
-            if app.session is not session:
-                return  # the user switched sessions meanwhile: not this one's recap
-            if text is None:
-                app.show_info(RECAP_NONE)
-            else:
-                await app.add_display_item("away_recap", text)
+            async with busy_with(app, "recap", RECAP_PROGRESS):
+                text = await generate_session_recap(history, app.llm)
+                if app.session is not session:
+                    return  # the user switched sessions meanwhile: not this one's recap
+                if text is None:
+                    app.show_info(RECAP_NONE)
+                else:
+                    await app.add_display_item("away_recap", text)
         finally:
-            progress.remove()
             self._manual_running = False
-            if app.state == "recap":
-                app.state = "idle"
 
 
-async def recap_extension(context: AppContext) -> Extension:
-    """The recap feature: /recap, the ``away_recap`` widget and the automatic recaps."""
+async def _build(context: AppContext) -> Extension:
     controller = RecapController(context.settings)
     return Extension(
         name="recap",
@@ -173,3 +172,7 @@ async def recap_extension(context: AppContext) -> Extension:
         on_session_opened=controller.session_opened,
         close=controller.close,
     )
+
+
+recap_extension = ExtensionFactory("recap", _build)
+"""The recap: /recap, the ``away_recap`` widget and the automatic recaps (no hooks)."""

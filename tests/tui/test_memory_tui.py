@@ -21,7 +21,7 @@ from qwenmem_tui.memory.model import DAY, AuditAction, Category, Memory, Origin,
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.tui.extensions import default_extensions
+from qwenmem_tui.tui.default_extensions import default_extensions
 from qwenmem_tui.tui import memory_extension as memory_extension_module
 from qwenmem_tui.tui.memory_extension import memory_extension
 from qwenmem_tui.tui.screens.chat import ChatScreen

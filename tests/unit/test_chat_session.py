@@ -38,8 +38,8 @@ from qwenmem_tui.chat.session import (
     CANCELLED_TOOL_RESULT,
     TOOL_RESULT_MAX_CHARS,
     ChatSession,
-    complete_tool_exchanges,
 )
+from qwenmem_tui.chat.view import complete_tool_exchanges
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolRegistry, builtin_tools
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome, TurnKind
 from qwenmem_tui.config import Settings

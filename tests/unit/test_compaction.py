@@ -17,8 +17,8 @@ from chat_support import SessionFactory, chat_llm, collect, session_parts
 
 from qwenmem_tui.chat.events import ChatEvent, ItemAdded, Notice, QueryFinished
 from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.chat.view import COMPACTION_ITEM
 from qwenmem_tui.compaction import (
-    COMPACTION_ITEM,
     DROPPED_ITEM,
     CompactionHook,
     estimate_tokens,

@@ -32,7 +32,6 @@ from qwenmem_tui.chat.events import (
     ToolCallStarted,
     TurnStarted,
 )
-from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.prompt_history import HISTORY_FILE_NAME, PromptHistory
 from qwenmem_tui.storage.sessions import Item
@@ -252,9 +251,7 @@ class ChatScreen(Screen[None]):
         text = self.query_one(PromptInput).text
         if not text.strip() or parse_command(text) is not None or not self.qapp.idle:
             return
-        hook = next((h for h in self.qapp.hooks if isinstance(h, MemoryPrefetchHook)), None)
-        if hook is not None:  # memory off: no hook
-            hook.warm(self.qapp.session, text)
+        self.qapp.session_features.warm_recall(self.qapp.session, text)
 
     @on(PromptInput.Sent)
     def _sent(self, event: PromptInput.Sent) -> None:

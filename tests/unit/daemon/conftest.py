@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
@@ -38,13 +39,14 @@ def settings(settings: Settings) -> Settings:
 def make_daemon(settings: Settings, paths: Paths, project: Path) -> MakeApp:
     """`make_daemon(**options)` -> the daemon app for the temp home and project."""
 
-    def make(*, features: list | None = None, **options: object) -> Starlette:
+    def make(*, session_features: Any = None, **options: object) -> Starlette:
+        extra = {} if session_features is None else {"session_features": session_features}
         return create_app(
             settings,
             paths,
             project_root=project,
             options=ServerOptions(**options),  # type: ignore[arg-type]
-            features=features,
+            **extra,
         )
 
     return make

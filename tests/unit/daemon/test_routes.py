@@ -15,7 +15,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
-from qwenmem_tui.daemon.server import ROUTES, SessionFeatures, create_app
+from qwenmem_tui.daemon.server import ROUTES, create_app
+from qwenmem_tui.features import SessionFeatures
 from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
 
@@ -361,7 +362,7 @@ def test_unexpected_errors_are_an_opaque_500(make_daemon, caplog) -> None:
     async def broken(backend, info) -> SessionFeatures:
         raise RuntimeError("secret internals /home/x")
 
-    with TestClient(make_daemon(features=[broken]), raise_server_exceptions=False) as client:
+    with TestClient(make_daemon(session_features=broken), raise_server_exceptions=False) as client:
         session_id = new_session(client)
         response = client.post(f"/session/{session_id}/prompt", json={"text": "hi"})
         assert response.status_code == 500
@@ -377,7 +378,7 @@ def test_unexpected_error_mid_stream_is_an_error_event(make_daemon) -> None:
     async def broken(backend, info) -> SessionFeatures:
         raise RuntimeError("secret internals")
 
-    with TestClient(make_daemon(features=[broken])) as client:
+    with TestClient(make_daemon(session_features=broken)) as client:
         session_id = new_session(client)
         response = client.post(
             f"/session/{session_id}/prompt",

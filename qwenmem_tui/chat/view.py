@@ -1,0 +1,168 @@
+"""The model view: which stored items the model sees, and as which messages.
+
+One pure function of the stored items, so the chat loop, the daemon (reading a
+history for a recap without opening a chat) and the features agree on it:
+
+1. `view_items` — the items after the last /clear marker;
+2. `compacted_view` — folded at the last compaction marker: the rolling summary as
+   one reminder, pinned messages from before the cut carried as text, everything
+   after the cut verbatim. Compaction (`qwenmem_tui/compaction.py`) plugs in by
+   storing that marker; the marker's format is defined here because the view, not
+   the feature, has to read it on every request and on resume — with compaction
+   turned off too;
+3. `complete_tool_exchanges` — any tool call lacking its results left out.
+
+`model_messages` runs the three, system prompt first. `content_text` is the one
+reading of a message's text (plain string or OpenAI content parts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from qwenmem_tui.storage.sessions import Item
+
+COMPACTION_ITEM = "compaction"
+"""Display-item type of a compaction marker (meta: summary, decisions, count, total,
+cut_item_id, pinned_ids)."""
+
+
+def content_text(content: object) -> str:
+    """The text of a message's ``content``: a string as is, or its text parts, one a line.
+
+    Images and other non-text parts count as no text.
+    """
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            part["text"]
+            for part in content
+            if isinstance(part, Mapping)
+            and part.get("type", "text") == "text"
+            and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def view_items(items: Sequence[Item]) -> list[Item]:
+    """The items after the last /clear marker: what the model view is built from."""
+    for index in range(len(items) - 1, -1, -1):
+        if items[index].meta.get("reset"):
+            return list(items[index + 1 :])
+    return list(items)
+
+
+def complete_tool_exchanges(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of `messages` where every tool call is directly followed by its results.
+
+    An assistant tool call whose results are not all there (a crash mid-tool, or the
+    view asked for while a tool runs) loses its `tool_calls` — keeping its text if it
+    had any — and stray tool messages are dropped: providers reject both.
+    """
+    out: list[dict[str, Any]] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        index += 1
+        role = message.get("role")
+        if role == "tool":
+            continue
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if not calls:
+            out.append(dict(message))
+            continue
+        results: dict[str, dict[str, Any]] = {}
+        while index < len(messages) and messages[index].get("role") == "tool":
+            results.setdefault(str(messages[index].get("tool_call_id")), messages[index])
+            index += 1
+        ids = [str(call.get("id")) for call in calls]
+        if all(call_id in results for call_id in ids):
+            out.append(dict(message))
+            out.extend(dict(results[call_id]) for call_id in ids)
+        elif message.get("content"):
+            out.append({k: v for k, v in message.items() if k != "tool_calls"})
+    return out
+
+
+# -- the compacted view -------------------------------------------------------------
+
+
+def summary_message(summary: str, decisions: Sequence[str], count: int) -> dict[str, Any]:
+    """The rolling summary as it reaches the model: one reminder, escaped like memory.
+
+    A user-role reminder rather than a second system message: several chat templates
+    (Qwen's among them) reject a system message that is not the first.
+    """
+    lines = [f"Summary of the earlier conversation ({count} older messages compacted):", summary]
+    if decisions:
+        lines.append("Decisions and corrections so far:")
+        lines.extend(f"- {d}" for d in decisions)
+    body = "\n".join(lines).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return {"role": "user", "content": f"<system-reminder>\n{body}\n</system-reminder>"}
+
+
+def last_marker(items: Sequence[Item]) -> Item | None:
+    """The latest compaction marker: it alone holds the summary and cut in effect."""
+    return next((item for item in reversed(items) if item.type == COMPACTION_ITEM), None)
+
+
+def compacted_view(items: Sequence[Item]) -> tuple[dict[str, Any] | None, list[Item]]:
+    """Split the model-view items at the last compaction marker.
+
+    Returns the summary message (None without a marker) and the items that stay in the
+    view verbatim: pinned messages from before the cut — reduced to their text so a
+    carried assistant tool call never lacks its results — then everything after it.
+    """
+    marker = last_marker(items)
+    if marker is None:
+        return None, list(items)
+    cut = int(marker.meta["cut_item_id"])
+    pinned_ids = set(marker.meta.get("pinned_ids", ()))
+    kept: list[Item] = []
+    for item in items:
+        if item.id is None or item.message is None or item.type == COMPACTION_ITEM:
+            continue
+        if item.id > cut:
+            kept.append(item)
+        elif item.meta.get("pinned") or item.id in pinned_ids:
+            carried = _carried_message(item.message)
+            if carried is not None:
+                kept.append(dataclasses.replace(item, message=carried))
+    summary = summary_message(
+        str(marker.meta.get("summary", "")),
+        list(marker.meta.get("decisions", ())),
+        int(marker.meta.get("total", marker.meta.get("count", 0))),
+    )
+    return summary, kept
+
+
+def _carried_message(message: dict[str, Any]) -> dict[str, Any] | None:
+    if message.get("role") not in ("user", "assistant"):
+        return None
+    text = content_text(message.get("content"))
+    return {"role": message["role"], "content": text} if text else None
+
+
+# -- the messages -------------------------------------------------------------------
+
+
+def model_messages(items: Sequence[Item], system_prompt: str) -> list[dict[str, Any]]:
+    """The messages the model sees next for these stored items, system prompt first.
+
+    Fresh copies. Reasoning is kept in the database but never sent back: providers
+    that return it (DeepSeek, Qwen) reject or ignore it in requests, and it would
+    spend context on text the model has already acted on.
+    """
+    summary, kept = compacted_view(view_items(items))
+    messages = [
+        {key: value for key, value in item.message.items() if key != "reasoning_content"}
+        for item in kept
+        if item.message is not None
+    ]
+    head: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+    if summary is not None:
+        head.append(summary)
+    return head + complete_tool_exchanges(messages)

@@ -1,0 +1,384 @@
+"""A session's features, assembled in one place for both faces (the TUI and the daemon).
+
+The faces only decide *which* features run (the settings, or a test's selection) and
+open what they own (the database, the LLM client); everything below is the same for
+both, so a rule lives here once:
+
+- **Order.** Compaction's hook comes first: when it compacts it throws the request
+  away and rebuilds it from the (now folded) model view, so the memory reminder
+  prefetch adds must come after it — and prefetch, re-applying earlier deliveries to
+  the rebuilt request, frees the memories whose anchor was summarised away. Then
+  memory prefetch, then memory extraction.
+- **Explicit hand-over.** Before a block is summarised away its messages go to memory
+  extraction: compaction is *given* the extractor (`extract=`) when it is built; no
+  feature looks for another among the hooks.
+- **The local model.** A model that cannot call tools is offered none — neither the
+  built-in ones nor a feature's (`offers_tools`) — and gets its short system prompt.
+- **The recall adapter.** Prefetch recalls through `MemoryAccess.recall`, scoped to
+  the project, waiting for the service where waiting is harmless.
+
+`Assembly.session()` builds a fresh set of hooks: the TUI calls it once (its hooks
+follow the one session on screen, across /resume), the daemon once per session it
+serves (sessions there run queries concurrently, and hooks keep per-session state).
+The memory service is shared by every set: `MemoryAccess` opens it in the background
+(the TUI must not wait for a vector index before its first frame) or is awaited right
+away (the daemon).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
+from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError, ToolRegistry, builtin_tools
+from qwenmem_tui.chat.turns import BaseQueryHook, QueryHook, QueryOutcome
+from qwenmem_tui.compaction import CompactionHook
+from qwenmem_tui.config import Settings
+from qwenmem_tui.memory.extract import MemoryExtractionHook
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.tool import DESCRIPTION, PARAMETERS, SAVE_MEMORY, save_memory_tool
+from qwenmem_tui.paths import Paths
+
+if TYPE_CHECKING:
+    from qwenmem_tui.chat.session import ChatSession
+    from qwenmem_tui.llm.client import LLMClient
+    from qwenmem_tui.llm.local_server import LocalChatDefaults
+    from qwenmem_tui.memory.recall import RecallResult
+
+log = logging.getLogger("qwenmem.features")
+
+COMPACTION = "compaction"
+MEMORY = "memory"
+FEATURE_ORDER = (COMPACTION, MEMORY)
+"""Hook order of the features (see the module docstring): compaction before memory."""
+
+
+def enabled_features(settings: Settings) -> frozenset[str]:
+    """The features this configuration turns on."""
+    names = set()
+    if settings.compaction.enabled:
+        names.add(COMPACTION)
+    if settings.memory.enabled:
+        names.add(MEMORY)
+    return frozenset(names)
+
+
+def offers_tools(model_defaults: LocalChatDefaults | None) -> bool:
+    """Whether the model is offered tools: not the bundled local model that cannot call them."""
+    return model_defaults is None or model_defaults.supports_tools
+
+
+class MemoryUnavailable(Exception):
+    """The memory service could not be opened; ``str(e)`` is the one line the user sees."""
+
+
+class MemoryAccess:
+    """The memory service of one face, open or opening, shared by its sessions' features.
+
+    Whatever needs the service awaits :meth:`service` where waiting is harmless: recall
+    in the prefetch task (never awaited by the turn), the save_memory tool inside its own
+    turn, commands in their workers. Extraction of a finished turn is the exception: it
+    skips a turn that ends before memory is up (best effort, never holds a turn open).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        paths: Paths,
+        *,
+        llm: LLMClient,
+        project: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.project = project
+        self._paths = paths
+        self._llm = llm
+        self._clock = clock
+        self.progress_listeners: list[Callable[[int, int], None]] = []
+        """Called with (done, total) while the vector index is rebuilt at opening."""
+        self.notice_listeners: list[Callable[[str], None]] = []
+        """One-line notices of the store (PostgreSQL down at start, reconnects)."""
+        self._opening: asyncio.Task[MemoryService] | None = None
+        # Weak: a daemon session's features go when its chat is closed.
+        self._extractions: weakref.WeakSet[MemoryExtraction] = weakref.WeakSet()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start opening the service in the background (idempotent)."""
+        if self._opening is None:
+            self._opening = asyncio.create_task(self._open(), name="memory-open")
+
+    async def _open(self) -> MemoryService:
+        return await MemoryService.open(
+            self.settings,
+            self._paths,
+            llm=self._llm,
+            clock=self._clock,
+            progress=self._progress,
+            on_notice=self._notice,
+        )
+
+    def _progress(self, done: int, total: int) -> None:
+        for listener in self.progress_listeners:
+            listener(done, total)
+
+    def _notice(self, text: str) -> None:
+        for listener in self.notice_listeners:
+            listener(text)
+
+    @property
+    def opening(self) -> asyncio.Task[MemoryService]:
+        """The opening task (started on first use): faces watch it to report a failure."""
+        self.start()
+        assert self._opening is not None
+        return self._opening
+
+    @property
+    def opened(self) -> MemoryService | None:
+        """The service if it is open already, else None (never waits)."""
+        task = self._opening
+        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+            return None
+        return task.result()
+
+    async def service(self) -> MemoryService:
+        """The open service, once its index is loaded (raises MemoryUnavailable)."""
+        try:
+            # Shielded: a cancelled caller (Esc on a turn) must not cancel the opening.
+            return await asyncio.shield(self.opening)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise MemoryUnavailable(f"Long-term memory is unavailable: {exc}") from exc
+
+    async def close(self) -> None:
+        """Let extraction finish, then close the service (a still-opening one is cancelled:
+        MemoryService.open closes what it opened)."""
+        task = self._opening
+        if task is None:
+            return
+        task.cancel()
+        await asyncio.wait({task})
+        service = self.opened
+        if service is None:
+            return
+        await self.drain()
+        await service.close()
+
+    async def drain(self) -> None:
+        """Wait until no extraction of any set of features runs or waits."""
+        await asyncio.gather(*(extraction.drain() for extraction in list(self._extractions)))
+
+    # -- what the features call ----------------------------------------------------------
+
+    async def recall(
+        self, text: str, excluded: frozenset[int], *, record: bool = True
+    ) -> RecallResult:
+        """The recall MemoryPrefetchHook runs: this project's memories, minus `excluded`."""
+        service = await self.service()
+        return await service.recall(text, project=self.project, exclude=excluded, record=record)
+
+    async def record_delivery(self, point: str) -> None:
+        await (await self.service()).record_delivery(point)
+
+    async def record_recall(self, result: RecallResult) -> None:
+        await (await self.service()).record_recall(result)
+
+    def save_memory_tool(self) -> Tool:
+        """save_memory as registered at startup; it waits for the service on first use."""
+        tool: Tool | None = None
+
+        async def handler(args: dict[str, Any], ctx: ToolContext) -> str:
+            nonlocal tool
+            if tool is None:
+                try:
+                    tool = save_memory_tool(await self.service())
+                except MemoryUnavailable as exc:
+                    raise ToolError(str(exc)) from exc
+            return await tool.handler(args, ctx)
+
+        return Tool(name=SAVE_MEMORY, description=DESCRIPTION, parameters=PARAMETERS, handler=handler)
+
+    def extraction(self, *, enabled: bool) -> MemoryExtraction:
+        """A new extraction hook for one set of features (drained by :meth:`close`)."""
+        extraction = MemoryExtraction(self, self._llm, enabled=enabled)
+        self._extractions.add(extraction)
+        return extraction
+
+
+class MemoryExtraction(BaseQueryHook):
+    """Memory extraction after each turn, once there is a service to write to."""
+
+    def __init__(self, memory: MemoryAccess, llm: LLMClient, *, enabled: bool) -> None:
+        self._memory = memory
+        self._llm = llm
+        self._enabled = enabled
+        self._hook: MemoryExtractionHook | None = None
+
+    @property
+    def hook(self) -> MemoryExtractionHook | None:
+        """The extraction hook, once the service is open."""
+        if self._hook is None:
+            service = self._memory.opened
+            if service is not None:
+                self._hook = MemoryExtractionHook(service, self._llm, enabled=self._enabled)
+        return self._hook
+
+    async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None:
+        hook = self.hook
+        if hook is None:
+            log.debug("[MEMORY_EXTRACT] skipped: memory is still opening")
+            return
+        await hook.on_query_end(session, outcome)
+
+    async def extract_block(self, messages: list[dict[str, Any]]) -> None:
+        """Compaction's hand-over: the facts of a block about to be summarised away.
+
+        Unlike a turn, it waits for the service: the block will not come back. Raises
+        MemoryUnavailable; compaction logs it.
+        """
+        await self._memory.service()
+        hook = self.hook
+        if hook is not None:
+            await hook.extract_block(self._memory.project, messages)
+
+    async def on_close(self, session: ChatSession) -> None:
+        if self._hook is not None:
+            await self._hook.on_close(session)
+
+    async def drain(self) -> None:
+        """Wait until no extraction runs or waits (shutdown, tests)."""
+        if self._hook is not None:
+            await self._hook.drain()
+
+
+@dataclass(frozen=True)
+class SessionFeatures:
+    """What the features add to a chat session, with a handle on each for the faces."""
+
+    hooks: tuple[QueryHook, ...]
+    """In the one correct order; pass them to ChatSession as they are."""
+    tools: ToolRegistry
+    system_prompt: str | None = None
+    """The local model's short prompt, else None (the chat's default)."""
+    compaction: CompactionHook | None = None
+    prefetch: MemoryPrefetchHook | None = None
+    extraction: MemoryExtraction | None = None
+
+    def warm_recall(self, session: ChatSession, text: str) -> None:
+        """Typing paused: start recall for the prompt's text, so a question sent as it
+        stands gets its memory in the first request (no-op with memory off)."""
+        if self.prefetch is not None:
+            self.prefetch.warm(session, text)
+
+    async def drain(self) -> None:
+        """Wait for background extraction (shutdown, tests)."""
+        if self.extraction is not None:
+            await self.extraction.drain()
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """Builds sessions' features from what a face has opened, in the one correct order."""
+
+    settings: Settings
+    llm: LLMClient
+    project_root: Path
+    project: str  # project_id(project_root): the key sessions and memories use
+    features: frozenset[str]
+    memory: MemoryAccess | None = None
+    model_defaults: LocalChatDefaults | None = None
+    extra_tools: Sequence[Tool] = ()  # tests' own tools, offered like a feature's
+
+    @classmethod
+    def create(
+        cls,
+        settings: Settings,
+        paths: Paths,
+        *,
+        llm: LLMClient,
+        project_root: Path,
+        project: str,
+        features: Collection[str] | None = None,
+        model_defaults: LocalChatDefaults | None = None,
+        extra_tools: Sequence[Tool] = (),
+        clock: Callable[[], float] = time.time,
+    ) -> Assembly:
+        """The assembly of `features` (None: what the settings turn on).
+
+        With memory among them, its `MemoryAccess` exists but is not started: the face
+        starts it once it listens to its notices (TUI) or awaits it (daemon).
+        """
+        names = enabled_features(settings) if features is None else frozenset(features)
+        unknown = names - set(FEATURE_ORDER)
+        if unknown:
+            raise ValueError(f"unknown features: {', '.join(sorted(unknown))}")
+        memory = (
+            MemoryAccess(settings, paths, llm=llm, project=project, clock=clock)
+            if MEMORY in names
+            else None
+        )
+        return cls(
+            settings=settings,
+            llm=llm,
+            project_root=project_root,
+            project=project,
+            features=names,
+            memory=memory,
+            model_defaults=model_defaults,
+            extra_tools=tuple(extra_tools),
+        )
+
+    def session(self) -> SessionFeatures:
+        """A fresh set of hooks and tools for one chat session (or one TUI)."""
+        with_tools = offers_tools(self.model_defaults)
+        tools = builtin_tools(self.project_root) if with_tools else ToolRegistry()
+        feature_tools: list[Tool] = list(self.extra_tools)
+        hooks: list[QueryHook] = []
+        prefetch: MemoryPrefetchHook | None = None
+        extraction: MemoryExtraction | None = None
+        memory = self.memory if MEMORY in self.features else None
+        if memory is not None:
+            settings = self.settings.memory
+            extraction = memory.extraction(enabled=settings.extraction)
+            prefetch = MemoryPrefetchHook(
+                memory.recall,
+                initial_wait_ms=settings.initial_wait_ms,
+                record_delivery=memory.record_delivery,
+                record_recall=memory.record_recall,
+            )
+            feature_tools.append(memory.save_memory_tool())
+        compaction: CompactionHook | None = None
+        if COMPACTION in self.features:
+            compaction = CompactionHook(
+                self.llm,
+                self.settings,
+                extract=extraction.extract_block if extraction is not None else None,
+            )
+            hooks.append(compaction)  # first: see the module docstring
+        if prefetch is not None and extraction is not None:
+            hooks.extend((prefetch, extraction))
+        for tool in feature_tools if with_tools else ():
+            tools.register(tool)
+        return SessionFeatures(
+            hooks=tuple(hooks),
+            tools=tools,
+            system_prompt=self.model_defaults.system_prompt if self.model_defaults else None,
+            compaction=compaction,
+            prefetch=prefetch,
+            extraction=extraction,
+        )
+
+    async def close(self) -> None:
+        """Drain extraction and close the memory service, if this assembly opened one."""
+        if self.memory is not None:
+            await self.memory.close()
