@@ -200,8 +200,14 @@ def run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     from contextlib import ExitStack
 
     from qwenmem_tui.llm.provider import resolve_provider
-    from qwenmem_tui.tui.app import create_app  # textual only loads for the TUI
+    from qwenmem_tui.tui.app import StartupError, check_resume, create_app  # textual: TUI only
 
+    if isinstance(args.resume, str) and args.resume:
+        try:  # a wrong id is one line here, not a flash of the full-screen view
+            args.resume = asyncio.run(check_resume(paths, Path.cwd(), args.resume))
+        except StartupError as exc:
+            print(f"qwenmem: {exc}", file=sys.stderr)
+            return 1
     with ExitStack() as stack:
         defaults = starter = None
         if resolve_provider(settings, os.environ) == "local":

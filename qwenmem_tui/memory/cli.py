@@ -141,7 +141,18 @@ def _hits(result: Any) -> list[dict[str, Any]]:
     ]
 
 
+SEARCH_USAGE = (
+    "usage: qwenmem memory search TEXT [-k N] [--json]  "
+    "(without TEXT it reads one query a line from stdin, e.g. a pipe)"
+)
+
+
 async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    if args.text is None and sys.stdin.isatty():
+        # Someone typed `qwenmem memory search` by hand: waiting on the terminal for
+        # stdin would look like a hang, and printing nothing like an empty memory.
+        print(SEARCH_USAGE, file=sys.stderr)
+        return 2
     async with _service(settings, paths) as svc:
         project = _project()
         if args.text is None:
