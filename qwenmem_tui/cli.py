@@ -35,7 +35,7 @@ from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, prog
 from qwenmem_tui.llm.provider import resolve_provider
 from qwenmem_tui.paths import Paths, private_umask, project_id, project_root, tighten_home
 from qwenmem_tui.storage.database import StorageError
-from qwenmem_tui.text import one_line
+from qwenmem_tui.text import one_line, terminal_safe
 
 FEATURE_MODULES = ("qwenmem_tui.memory.cli", "qwenmem_tui.daemon.cli")
 
@@ -247,13 +247,14 @@ async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Pat
         )
         return 0
     if not sessions:
-        print(f"No sessions yet for {project}.")
+        print(f"No sessions yet for {terminal_safe(project)}.")
         return 0
     id_width = max(len(s.id) for s in sessions)
     print(f"{'ID':<{id_width}}  {'UPDATED':<16}  {'MSGS':>5}  TITLE")
     for s in sessions:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
-        title = one_line(s.title) or "(untitled)"
+        # Titles come from any local client's POST /session or a pasted first line.
+        title = one_line(terminal_safe(s.title)) or "(untitled)"
         print(f"{s.id:<{id_width}}  {updated:<16}  {s.message_count:>5}  {title}")
     return 0
 
