@@ -359,7 +359,11 @@ class MemoryService:
         value = verdict.value
         key = subject_key(key, value)
         identity = Identity(key)
-        if not holds(flags):  # a held write supersedes nothing until approved
+        if holds(flags):
+            # Held for review, it supersedes nothing now; filed under its subject's key,
+            # approving it later replaces that subject's value (approval goes by key).
+            identity = Identity((await self.identify(cat, key, value, scope=scope, project=project)).key)
+        else:
             identity = await self.identify(
                 cat, key, value, scope=scope, project=project, judge_timeout=judge_timeout
             )
