@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.paths import Paths, private_umask, project_id, project_root, tighten_home
-from qwenmem_tui.text import one_line
+from qwenmem_tui.text import one_line, terminal_safe
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -200,8 +200,14 @@ def run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     from contextlib import ExitStack
 
     from qwenmem_tui.llm.provider import resolve_provider
-    from qwenmem_tui.tui.app import create_app  # textual only loads for the TUI
+    from qwenmem_tui.tui.app import StartupError, check_resume, create_app  # textual: TUI only
 
+    if isinstance(args.resume, str) and args.resume:
+        try:  # a wrong id is one line here, not a flash of the full-screen view
+            args.resume = asyncio.run(check_resume(paths, Path.cwd(), args.resume))
+        except StartupError as exc:
+            print(f"qwenmem: {exc}", file=sys.stderr)
+            return 1
     with ExitStack() as stack:
         defaults = starter = None
         if resolve_provider(settings, os.environ) == "local":
@@ -281,13 +287,14 @@ async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Pat
         )
         return 0
     if not sessions:
-        print(f"No sessions yet for {project}.")
+        print(f"No sessions yet for {terminal_safe(project)}.")
         return 0
     id_width = max(len(s.id) for s in sessions)
     print(f"{'ID':<{id_width}}  {'UPDATED':<16}  {'MSGS':>5}  TITLE")
     for s in sessions:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
-        title = one_line(s.title) or "(untitled)"
+        # Titles come from any local client's POST /session or a pasted first line.
+        title = one_line(terminal_safe(s.title)) or "(untitled)"
         print(f"{s.id:<{id_width}}  {updated:<16}  {s.message_count:>5}  {title}")
     return 0
 

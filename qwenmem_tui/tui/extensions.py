@@ -79,7 +79,8 @@ class ExtensionFactory:
     """One TUI feature: the core features it presents and how to build its face.
 
     The app assembles the union of its factories' `features`, then calls each factory
-    (once, at startup, after the database and the LLM client are open).
+    (once, at startup, after the database and the LLM client are open). A plain
+    ``async def build(context) -> Extension`` is accepted too: it presents no feature.
     """
 
     name: str

@@ -276,7 +276,7 @@ async def test_registered_command_is_suggested_and_runs(
         await pilot.pause()
         suggestions = app.screen.query_one(CommandSuggestions)
         assert suggestions.display
-        assert "/remember <text>" in str(suggestions.render())
+        assert "/remember <text>" in str(suggestions.get_option_at_index(0).prompt)
         assert prompt.suggestion == "ember"
         await pilot.press("tab")
         assert prompt.text == "/remember "

@@ -153,9 +153,9 @@ async def test_remember_stores_and_confirms(
     async with app.run_test(size=SIZE) as pilot:
         await run(pilot, CODENAME)
         assert infos(app) == [
-            "Remembered project/project_codename: the project codename is Bluebird"
+            "Remembered #1 project/project_codename: the project codename is Bluebird"
         ]
-        await run(pilot, "/remember")
+        await run(pilot, "/remember ")  # bare "/remember"+Enter completes, not sends
         assert infos(app)[-1].startswith("Usage: /remember <text>")
     [memory] = await stored(settings, paths, clock)
     assert (memory.category, memory.origin, memory.status) == ("project", Origin.USER, Status.ACTIVE)

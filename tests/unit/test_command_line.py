@@ -197,12 +197,22 @@ def test_no_command_launches_the_tui(
         calls.append({"model": settings.llm.model, **kwargs})
         return StubApp()
 
+    async def seed() -> str:
+        db = await Database.open(Paths(home).db_file)
+        try:
+            return (await SessionStore(db).create_session(project_id(project), "earlier")).id
+        finally:
+            await db.close()
+
+    import asyncio
+
+    session_id = asyncio.run(seed())
     monkeypatch.setattr(app_module, "create_app", fake_create_app)
     monkeypatch.chdir(project)
     assert cli.run([]) == 0
     assert cli.run(["--resume"]) == 0
-    assert cli.run(["--resume", "abc123"]) == 0
-    assert [c["resume"] for c in calls] == [None, True, "abc123"]
+    assert cli.run(["--resume", session_id[:8]]) == 0  # a unique prefix is enough
+    assert [c["resume"] for c in calls] == [None, True, session_id]
     assert all(c["ran"] and c["cwd"] == project and c["model"] == "test-model" for c in calls)
 
 

@@ -38,7 +38,7 @@ def _embedding_calls(fake: FakeOpenAI) -> list[dict]:
 
 async def test_batches_of_ten_and_normalised_rows(fake: FakeOpenAI, llm: LLMClient) -> None:
     embedder = OpenAIEmbedder(llm, model="emb-1")
-    vectors = await embedder.embed([f"text {i}" for i in range(25)])
+    vectors = await embedder.embed_passages([f"text {i}" for i in range(25)])
     assert vectors.shape == (25, 64)
     assert [len(b["input"]) for b in _embedding_calls(fake)] == [10, 10, 5]
     assert {b["model"] for b in _embedding_calls(fake)} == {"emb-1"}
