@@ -328,8 +328,18 @@ def _clean(key: str, value: str) -> bool:
     return stated is None or set(_named(key)) <= set(_named(stated))
 
 
-_CONTENT_STOP = _KEY_STOP | _DETERMINERS | frozenset(
-    "user users is was are it its has have as at by with from now still new".split()
+# Words two unrelated facts share all the time: "my favourite colour" and "my favourite
+# editor" are no question for the model.
+_CONTENT_STOP = (
+    _KEY_STOP
+    | _DETERMINERS
+    | _LEADING
+    | _QUALIFIERS
+    | frozenset(
+        "user users is was are it its has have as at by with from now still new "
+        "favourite preferred main default primary prefer prefers preference like likes "
+        "use uses using used always never".split()
+    )
 )
 
 

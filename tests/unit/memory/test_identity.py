@@ -372,8 +372,12 @@ async def test_the_model_is_not_asked_when_the_rule_knows_or_nothing_is_related(
 ) -> None:
     await judged.remember("I live in São Paulo", project=PROJECT_A)
     await judged.remember("my shell is fish", project=PROJECT_A)  # nothing in common
+    await judged.remember("my favourite colour is blue", project=PROJECT_A)
+    await judged.remember("my favourite editor is vim", project=PROJECT_A)  # only "favourite"
     await judged.save("user", "current_city", "Lives in Porto", origin="tool", project=PROJECT_A,
                       judge_timeout=5.0)  # the rule: same subject as home_city
     await judged.remember("I moved to Lisbon", project=PROJECT_A)  # the same key
     assert judge_requests(fake) == []
-    assert await active(judged) == [("shell", "my shell is fish"), ("home_city", "I moved to Lisbon")]
+    assert [key for key, _ in await active(judged)] == [
+        "shell", "favourite_colour", "favourite_editor", "home_city"
+    ]
