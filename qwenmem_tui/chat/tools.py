@@ -44,6 +44,9 @@ class ToolContext:
     session_id: str
     turn_outputs: list[str] = field(default_factory=list)
     """Tool outputs so far in this query, oldest first (e.g. for the memory guard)."""
+    view: Callable[[], list[dict[str, Any]]] = list
+    """The session's model view (since the last /clear or compaction), for a tool that
+    must know what the model has read (save_memory's provenance)."""
 
 
 @dataclass

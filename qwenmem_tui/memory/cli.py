@@ -50,10 +50,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = commands.add_parser("import", help="read memories from JSON lines, through the guard")
     p.add_argument("file", type=Path, help="JSON lines: category, key, value per line")
+    p.add_argument(
+        "--keep-scope",
+        action="store_true",
+        help="keep each line's scope (default: project memories land in this project)",
+    )
     p.set_defaults(func=import_)
 
     p = commands.add_parser("forget", help="delete one memory (audited)")
-    p.add_argument("id", type=int)
+    p.add_argument("id", help="the memory's id (memory list shows it)")
     p.set_defaults(func=forget)
 
     p = commands.add_parser("stats", help="hit rate, staleness, poisoning flag rate, counts")
@@ -185,9 +190,9 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         print(f"qwenmem: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     async with _service(settings, paths) as svc:
-        report = await svc.import_lines(lines, project=_project())
+        report = await svc.import_lines(lines, project=_project(), keep_scope=args.keep_scope)
     for error in report.errors:
-        print(f"qwenmem: {args.file}: {error}", file=sys.stderr)
+        print(f"qwenmem: {args.file}: {terminal_safe(str(error))}", file=sys.stderr)
     order = (
         "created",
         "superseded",
@@ -203,12 +208,18 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
 
 
 async def forget(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    shown = args.id if len(args.id) <= 30 else args.id[:29] + "…"
+    if not args.id.isascii() or not args.id.isdigit():
+        print(f"qwenmem: a memory id is a positive whole number, got {shown!r}", file=sys.stderr)
+        return 2
+    memory_id = int(args.id) if len(args.id) <= 20 else 0  # longer: out of range anyway
     async with _service(settings, paths) as svc:
-        forgotten = await svc.forget(args.id, reason="qwenmem memory forget")
+        # Out-of-range ids and other users' or projects' memories read as no memory.
+        forgotten = await svc.forget(memory_id, project=_project(), reason="qwenmem memory forget")
     if forgotten is None:
-        print(f"qwenmem: no memory with id {args.id} (or it was already deleted)", file=sys.stderr)
+        print(f"qwenmem: no memory with id {shown} (or it was already deleted)", file=sys.stderr)
         return 1
-    print(f"Forgot memory #{args.id} ({forgotten.category}/{terminal_safe(forgotten.key)}).")
+    print(f"Forgot memory #{memory_id} ({forgotten.category}/{terminal_safe(forgotten.key)}).")
     return 0
 
 

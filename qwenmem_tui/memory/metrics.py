@@ -1,4 +1,6 @@
-"""Is memory helping? Hit rate, staleness and poisoning flag rate from stored counters."""
+"""Is memory helping, and is it trustworthy? Hit rate, staleness, poisoning flag rate,
+and the two trust rates (model writes made while reading files that were held; facts
+the user stated that were stored active), from stored counters."""
 
 from __future__ import annotations
 
@@ -19,6 +21,10 @@ class MemoryStats:
     counts: dict[str, int]
     mean_recalled_age_s: float  # staleness: mean age of what recall returned
     deliveries: dict[str, int] = field(default_factory=dict)  # prefetch point -> count
+    untrusted_writes: int = 0  # model writes with files in view, not the user's words
+    untrusted_held: int = 0
+    user_stated_writes: int = 0  # /remember, or a model write grounded in the user's words
+    user_stated_active: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -30,6 +36,18 @@ class MemoryStats:
         """Writes quarantined by the guard / all writes."""
         return self.quarantined_writes / self.writes if self.writes else 0.0
 
+    @property
+    def untrusted_held_rate(self) -> float:
+        """Model writes made while reading files (not the user's words) held for review."""
+        return self.untrusted_held / self.untrusted_writes if self.untrusted_writes else 0.0
+
+    @property
+    def user_stated_active_rate(self) -> float:
+        """Facts the user stated that were stored active (not held)."""
+        return (
+            self.user_stated_active / self.user_stated_writes if self.user_stated_writes else 0.0
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "recalls": self.recalls,
@@ -40,6 +58,12 @@ class MemoryStats:
             "writes": self.writes,
             "quarantined_writes": self.quarantined_writes,
             "poisoning_flag_rate": round(self.poisoning_flag_rate, 4),
+            "untrusted_writes": self.untrusted_writes,
+            "untrusted_held": self.untrusted_held,
+            "untrusted_held_rate": round(self.untrusted_held_rate, 4),
+            "user_stated_writes": self.user_stated_writes,
+            "user_stated_active": self.user_stated_active,
+            "user_stated_active_rate": round(self.user_stated_active_rate, 4),
             "counts": dict(self.counts),
             "deliveries": dict(self.deliveries),
         }
@@ -52,6 +76,11 @@ class MemoryStats:
             " (mean age of recalled memories)",
             f"poisoning flag rate  {self.poisoning_flag_rate:6.1%}"
             f"  ({self.quarantined_writes}/{self.writes} writes)",
+            f"held from files      {self.untrusted_held_rate:6.1%}"
+            f"  ({self.untrusted_held}/{self.untrusted_writes} model writes while reading files,"
+            " not the user's words)",
+            f"user facts kept      {self.user_stated_active_rate:6.1%}"
+            f"  ({self.user_stated_active}/{self.user_stated_writes} user-stated writes stored active)",
             "counts by status     " + ", ".join(f"{k} {v}" for k, v in self.counts.items()),
         ]
         if self.deliveries:
@@ -76,6 +105,10 @@ def compute_stats(counters: Mapping[str, float], counts: Mapping[str, int]) -> M
         quarantined_writes=int(counters.get("quarantined_writes", 0)),
         counts=dict(counts),
         mean_recalled_age_s=counters.get("recalled_age_sum", 0.0) / recalled if recalled else 0.0,
+        untrusted_writes=int(counters.get("untrusted_writes", 0)),
+        untrusted_held=int(counters.get("untrusted_held", 0)),
+        user_stated_writes=int(counters.get("user_stated_writes", 0)),
+        user_stated_active=int(counters.get("user_stated_active", 0)),
         deliveries={
             name[len(DELIVERY_PREFIX) :]: int(v)
             for name, v in counters.items()

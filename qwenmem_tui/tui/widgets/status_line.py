@@ -27,6 +27,8 @@ class StatusLine(Widget):
     queued: reactive[int] = reactive(0)
     thinking: reactive[bool] = reactive(False)
     """The model streams reasoning (never shown) before its answer."""
+    review: reactive[int] = reactive(0)
+    """Memories held for review (quarantined): a person should approve or forget them."""
 
     def watch_state(self, old: str, new: str) -> None:
         self.set_class(new != "idle", "-busy")
@@ -44,5 +46,12 @@ class StatusLine(Widget):
         ]
         if self.queued:
             parts += [" · ", (f"{self.queued} queued", "$warning")]
+        if self.review:
+            parts += [" · ", (review_label(self.review), "$warning")]
         parts += [" · ", terminal_safe(self.title or "new session")]
         return Content.assemble(*parts)
+
+
+def review_label(count: int) -> str:
+    """ "1 memory awaits review", "3 memories await review"."""
+    return f"{count} memory awaits review" if count == 1 else f"{count} memories await review"
