@@ -135,7 +135,7 @@ class ToolRegistry:
 # repo, a home directory opened as the project): their content would go to the model
 # and into the session's history. Names are compared case-insensitively (macOS).
 _CREDENTIAL_DIRS = frozenset(
-    {".ssh", ".aws", ".azure", ".gnupg", ".kube", ".password-store", ".vault", "keychains"}
+    {".ssh", ".aws", ".azure", ".gnupg", ".kube", ".password-store"}
 )
 _CREDENTIAL_PAIRS = frozenset(
     {
@@ -145,6 +145,7 @@ _CREDENTIAL_PAIRS = frozenset(
         (".docker", "config.json"),
         (".local", "share", "keyrings"),
         (".config", "op"),  # 1Password CLI
+        ("library", "keychains"),  # macOS
     }
 )
 _CREDENTIAL_FILES = frozenset(
