@@ -8,13 +8,15 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.config import Settings
 from qwenmem_tui.memory.model import Memory, Status
-from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.text import terminal_safe, terminal_safe_json
+
+if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy up here
+    from qwenmem_tui.config import Settings
+    from qwenmem_tui.memory.service import MemoryService
 
 _VALUE_WIDTH = 60
 
@@ -97,6 +99,8 @@ def _notice(text: str) -> None:
 @asynccontextmanager
 async def _service(settings: Settings, paths: Paths) -> AsyncIterator[MemoryService]:
     """The service for one command, closed however the command ends."""
+    from qwenmem_tui.memory.service import MemoryService
+
     svc = await MemoryService.open(settings, paths, progress=_progress, on_notice=_notice)
     try:
         yield svc
@@ -145,7 +149,18 @@ def _hits(result: Any) -> list[dict[str, Any]]:
     ]
 
 
+SEARCH_USAGE = (
+    "usage: qwenmem memory search TEXT [-k N] [--json]  "
+    "(without TEXT it reads one query a line from stdin, e.g. a pipe)"
+)
+
+
 async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    if args.text is None and sys.stdin.isatty():
+        # Someone typed `qwenmem memory search` by hand: waiting on the terminal for
+        # stdin would look like a hang, and printing nothing like an empty memory.
+        print(SEARCH_USAGE, file=sys.stderr)
+        return 2
     async with _service(settings, paths) as svc:
         project = _project()
         if args.text is None:
@@ -231,11 +246,8 @@ async def stats(args: argparse.Namespace, settings: Settings, paths: Paths) -> i
 
 
 async def migrate(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    from qwenmem_tui.memory.postgres_store import (
-        PostgresMemoryStore,
-        migrate_from_sqlite,
-        sqlite_source,
-    )
+    from qwenmem_tui.memory.postgres import PostgresMemoryStore
+    from qwenmem_tui.memory.postgres.migrate import migrate_from_sqlite, sqlite_source
     from qwenmem_tui.storage.database import Database
 
     dsn = args.dsn or settings.memory.postgres_dsn

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from app_support import started
 from textual.widgets import Collapsible
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, Response, ToolCallSpec
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, Response, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp, create_app
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.items import ToolCallItem
@@ -118,6 +119,7 @@ async def test_tool_results_user_text_and_errors_render_inert(
     fake.responder = hostile_model("evil.txt")
     app = make_pilot_app()
     async with app.run_test(size=(160, 50)) as pilot:
+        await started(pilot)  # the session opens behind the drawn prompt
         prompt = app.screen.query_one(PromptInput)
         prompt.insert(f"my paste: {EVIL}")
         await pilot.press("enter")
