@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.widgets.items import InfoItem
 
