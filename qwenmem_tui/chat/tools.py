@@ -77,6 +77,15 @@ class Tool:
         }
 
 
+def _encodable(value: Any) -> bool:
+    """Whether every string in a parsed JSON value is valid UTF-8 text."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def storable(text: str) -> str:
     """``text`` with lone surrogates (a non-UTF-8 file name, a ``\\udc80`` from the
     model) written as ``\\udc80``: SQLite and the HTTP client encode UTF-8 strictly,
@@ -117,6 +126,12 @@ class ToolRegistry:
             return ToolResult(f"Invalid JSON arguments for {name}: {exc}", True)
         if not isinstance(args, dict):
             return ToolResult(f"Arguments for {name} must be a JSON object.", True)
+        if not _encodable(args):
+            # "\ud800" is valid JSON but no UTF-8 text: it would fail deep in a handler
+            # (SQLite, a file name) instead of as an answer the model can act on.
+            return ToolResult(
+                f"Arguments for {name} contain a lone surrogate (\\ud800-\\udfff).", True
+            )
         missing = [p for p in tool.parameters.get("required", ()) if p not in args]
         if missing:
             return ToolResult(f"Missing argument(s) for {name}: {', '.join(missing)}.", True)

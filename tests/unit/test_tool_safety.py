@@ -221,3 +221,10 @@ async def test_a_non_utf8_name_is_listed_escaped_and_the_turn_is_stored(
     tool_item.content.encode("utf-8")  # no surrogate left
     sent = fake.chat_requests[1]["messages"][-1]["content"]
     assert "caf\\xe9.txt" in sent
+
+
+async def test_arguments_with_a_lone_surrogate_are_an_answer_not_a_crash(root: Path) -> None:
+    registry = builtin_tools(root)
+    result = await registry.call("read_file", '{"path": "README\\ud800.md"}', ctx_for(root))
+    assert result.is_error and "lone surrogate" in result.content
+    result.content.encode("utf-8")
