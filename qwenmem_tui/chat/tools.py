@@ -221,8 +221,8 @@ def broad_root_notice(project_root: Path, start: Path) -> str | None:
     what = "the root directory /" if root == Path(root.anchor) else f"your home directory {root}"
     where = confined_root(project_root, start)
     return (
-        f"the project root is {what}: file tools are limited to {where}, "
-        "and never read qwenmem's own files or credential stores (~/.ssh, ~/.aws, ...)"
+        f"the project root is {what}: file tools keep to {where} "
+        "(never qwenmem's files or credential stores)"
     )
 
 

@@ -219,8 +219,8 @@ async def test_a_non_utf8_name_is_listed_escaped_and_the_turn_is_stored(
     tool_item = next(item for item in stored if item.type == "tool")
     assert "caf\\xe9.txt" in tool_item.content
     tool_item.content.encode("utf-8")  # no surrogate left
-    sent = fake.chat_requests[1]["messages"][-1]["content"]
-    assert "caf\\xe9.txt" in sent
+    sent = [m["content"] for body in fake.chat_requests for m in body["messages"] if m["role"] == "tool"]
+    assert sent and "caf\\xe9.txt" in sent[0]
 
 
 async def test_arguments_with_a_lone_surrogate_are_an_answer_not_a_crash(root: Path) -> None:
