@@ -381,3 +381,18 @@ async def test_the_model_is_not_asked_when_the_rule_knows_or_nothing_is_related(
     assert [key for key, _ in await active(judged)] == [
         "shell", "favourite_colour", "favourite_editor", "home_city"
     ]
+
+
+async def test_another_user_s_fact_of_the_same_subject_is_never_touched(
+    service: MemoryService, mem_paths: Paths, clock: Clock
+) -> None:
+    bob = await MemoryService.open(make_settings("bob"), mem_paths, clock=clock)
+    try:
+        await bob.remember("I live in Porto", project=PROJECT_A)
+        await service.remember("I live in São Paulo", project=PROJECT_A)
+        moved = await service.save("user", "current_city", "Lives in Lisbon", origin="tool", project=PROJECT_A)
+        assert moved.superseded != [] and moved.memory.key == "home_city"
+        assert await active(bob) == [("home_city", "I live in Porto")]
+        assert await active(service) == [("home_city", "Lives in Lisbon")]
+    finally:
+        await bob.close()
