@@ -131,6 +131,11 @@ class HistoryCursor:
         self._index: int | None = None  # None: not walking, the prompt shows the draft
         self._draft = ""
 
+    @property
+    def walking(self) -> bool:
+        """An entry (not the draft) is shown: Up/Down keep walking, even over a command."""
+        return self._index is not None
+
     def reset(self) -> None:
         """The user typed or sent: the next Up starts from the newest entry again."""
         self._index = None

@@ -172,6 +172,8 @@ async def test_up_recalls_earlier_messages_across_sessions_and_redacts_secrets(
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "first question")
         await settle(pilot)
+        await send(pilot, "/help")  # a command in the history does not stop the walk
+        await settle(pilot)
         await send(pilot, f"my key is {SECRET}")
         await settle(pilot)
         await send(pilot, "second\nquestion")
@@ -191,10 +193,12 @@ async def test_up_recalls_earlier_messages_across_sessions_and_redacts_secrets(
         await pilot.press("up")
         assert prompt.text.startswith("my key is ") and SECRET not in prompt.text
         await pilot.press("up")
+        assert prompt.text == "/help"
+        await pilot.press("up")
         assert prompt.text == "first question"
         await pilot.press("up")  # the oldest stays
         assert prompt.text == "first question"
-        await pilot.press("down", "down")
+        await pilot.press("down", "down", "down")
         assert prompt.text == "second\nquestion"
         await pilot.press("down", "down")
         assert prompt.text == "draft"  # past the newest: what was being typed
@@ -356,3 +360,16 @@ def test_the_history_file_stays_bounded_and_per_project(tmp_path: Path) -> None:
     assert all(json.loads(line)["text"] for line in lines)
     assert PromptHistory(tmp_path / HISTORY_FILE_NAME, "p1").entries[-1] == "message 6"
     assert PromptHistory(tmp_path / HISTORY_FILE_NAME, "p2").entries == ["other project"]
+
+
+async def test_keys_typed_with_nothing_focused_are_a_message(
+    make_app: Callable[..., QwenmemApp],
+) -> None:
+    """Typed ahead while the app starts: the keys, Enter included, reach the prompt."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.screen.set_focus(None)
+        await pilot.press("/", "h", "e", "enter")
+        await settle(pilot)
+        assert infos(app)[-1].startswith("Commands:")
+        assert prompt_of(app).text == ""
