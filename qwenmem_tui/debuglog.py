@@ -2,7 +2,8 @@
 
 Users never see tracebacks; they land here instead, so this file must be safe to paste
 into a bug report: every line passes through a redactor that removes the configured
-secrets and anything that looks like a key or a bearer token.
+secrets and whatever the shared secret scanner (``memory/secrets.py``, the one memory
+writes use) finds: provider keys, bearer tokens, passwords, private keys.
 """
 
 from __future__ import annotations
@@ -12,23 +13,12 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from qwenmem_tui.paths import Paths
+from qwenmem_tui.memory import secrets
+from qwenmem_tui.paths import Paths, private_file
 
 DISABLE_ENV = "QWENMEM_DEBUG_LOG_FILE"
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
-REDACTED = "[REDACTED]"
-
-_KEY_PATTERNS = (
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{8,}"),
-    re.compile(
-        r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|token|password|secret)"
-        r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]{6,}"
-    ),
-)
+REDACTED = secrets.REDACTED
 
 _handler: logging.Handler | None = None
 
@@ -43,9 +33,7 @@ class Redactor:
     def __call__(self, text: str) -> str:
         for secret in self.secrets:
             text = text.replace(secret, REDACTED)
-        for pattern in _KEY_PATTERNS:
-            text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, text)
-        return text
+        return secrets.redact(text)
 
 
 class RedactingFormatter(logging.Formatter):
@@ -90,11 +78,10 @@ def configure(
     reset()
     if not enabled(env):
         return None
-    paths.debug_dir.mkdir(parents=True, exist_ok=True)
+    paths.ensure()  # private (0700) directories whatever the umask
     safe_id = re.sub(r"[^A-Za-z0-9._-]", "_", session_id) or "session"
     path = paths.debug_dir / f"{safe_id}.txt"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.close(fd)
+    private_file(path)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setLevel(logging.DEBUG)
     handler.setFormatter(RedactingFormatter(Redactor(secrets)))

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.llm.local_server import LocalChatDefaults
+    from qwenmem_tui.memory.live import Freshness, LiveBlocks
     from qwenmem_tui.memory.recall import RecallResult
 
 log = logging.getLogger("qwenmem.features")
@@ -185,7 +186,14 @@ class MemoryAccess:
     ) -> RecallResult:
         """The recall MemoryPrefetchHook runs: this project's memories, minus `excluded`."""
         service = await self.service()
-        return await service.recall(text, project=self.project, exclude=excluded, record=record)
+        return await service.recall_for(self.project)(text, excluded, record=record)
+
+    async def live(
+        self, groups: list[tuple[int, ...]], since: Freshness | None
+    ) -> LiveBlocks | None:
+        """Delivered memories as they stand now, for MemoryPrefetchHook (issue 14)."""
+        service = await self.service()
+        return await service.live(groups, since, project=self.project)
 
     async def record_delivery(self, point: str) -> None:
         await (await self.service()).record_delivery(point)
@@ -355,6 +363,7 @@ class Assembly:
                 initial_wait_ms=settings.initial_wait_ms,
                 record_delivery=memory.record_delivery,
                 record_recall=memory.record_recall,
+                live=memory.live,
             )
             feature_tools.append(memory.save_memory_tool())
         compaction: CompactionHook | None = None

@@ -1,8 +1,9 @@
-"""The chat core: turn kinds and hooks, tools, events, and the ChatSession loop.
+"""The chat core: turn kinds and hooks, tools, events, the model view and the ChatSession loop.
 
-`ChatSession` lives in `qwenmem_tui.chat.session`; it is not re-exported here so
-that modules the session itself imports (compaction) can import `chat.turns`
-without a cycle.
+The core imports no feature (compaction, memory, recap plug in through `QueryHook`
+and the model view in `chat/view.py`; tests/unit/test_import_contract.py checks it).
+`ChatSession` lives in `qwenmem_tui.chat.session`; it is not re-exported here, so
+that importing `chat.turns` for the hook protocol stays light.
 """
 
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError, ToolRegistry, ToolResult, builtin_tools

@@ -17,6 +17,12 @@ The hook holds the running session's set of surfaced memory ids and the reminder
 already delivered, which stay in the model view until /clear; a query in another
 session (the TUI keeps its hooks across /resume) starts that state afresh. Sessions
 running queries concurrently (the daemon) each need their own hook.
+
+Delivered reminders are rebuilt from the current state before every request (issue
+14): with a `live` callable (MemoryService.live_for), a delivered memory that has
+since been superseded, forgotten or has expired — in this process or another — leaves
+the next request, replaced by its successor when there is one. When nothing changed
+that costs one read of the store's generation.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
@@ -34,6 +40,7 @@ from qwenmem_tui.chat.view import content_text
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
+    from qwenmem_tui.memory.live import Freshness, LiveBlocks
     from qwenmem_tui.memory.recall import RecallResult
 
 log = logging.getLogger("qwenmem.memory")
@@ -41,6 +48,14 @@ log = logging.getLogger("qwenmem.memory")
 Recall = Callable[..., Awaitable["RecallResult | None"]]
 """`recall(text, excluded)`; with a `record_recall` also `recall(text, excluded,
 record=False)`, which leaves the recall metrics alone (MemoryService.recall_for)."""
+
+Live = Callable[[list[tuple[int, ...]], "Freshness | None"], Awaitable["LiveBlocks | None"]]
+"""`live(groups, since)`: the delivered groups of ids as they stand now, or None when
+nothing changed since the answer read at `since` (MemoryService.live_for)."""
+
+LIVE_TIMEOUT_S = 2.0
+"""The most a request waits for the freshness check; past it the request goes out with
+the blocks as last checked (a store that slow is broken, and the turn must go on)."""
 
 # Delivery points, as logged and counted.
 INITIAL = "initial"
@@ -153,8 +168,12 @@ class MemoryPrefetchHook:
         stats: PrefetchStats | None = None,
         record_delivery: Callable[[str], Awaitable[None]] | None = None,
         record_recall: Callable[[RecallResult], Awaitable[None]] | None = None,
+        live: Live | None = None,
     ) -> None:
         self._recall = recall
+        # Without it delivered blocks are re-sent as they were (tests of the anchoring).
+        self._live = live
+        self._freshness: Freshness | None = None
         self.enabled = enabled
         self.initial_wait_ms = initial_wait_ms
         self._clock = clock
@@ -236,16 +255,22 @@ class MemoryPrefetchHook:
         handle = self.handle
         if kind is TurnKind.USER_QUERY and handle is not None and not handle.settled:
             await self._wait_briefly(handle)
-        messages = self._reapply(messages)
+        delivered = self._deliver(kind, messages)
+        # A new block was read at some earlier moment: check it with the others.
+        await self._refresh(force=delivered)
+        return self._reapply(messages)
+
+    def _deliver(self, kind: TurnKind, messages: list[dict]) -> bool:
+        """Take a settled recall as a new delivery; whether one was added."""
         handle = self.handle
         if handle is None or not handle.settled or handle.consumed:
-            return messages
+            return False
         handle.consumed = True
         self.handle = None
         result = handle.result()
         if result is None or not result.block:
             self.stats.empty += 1
-            return messages
+            return False
         if kind is TurnKind.USER_QUERY:
             delivery = self._anchor_to_user(messages, handle.text, result)
         else:
@@ -253,7 +278,7 @@ class MemoryPrefetchHook:
         if delivery is None:
             # Nothing to anchor to (a hook dropped the message): count it lost, not sent.
             self._discard_result(handle, result, "no_anchor")
-            return messages
+            return False
         self._delivered.append(delivery)
         self.surfaced.update(delivery.ids)
         point = INITIAL if kind is TurnKind.USER_QUERY else TOOL_RESULT
@@ -266,7 +291,49 @@ class MemoryPrefetchHook:
             len(delivery.ids),
             handle.latency_ms,
         )
-        return self._reapply_one(messages, delivery)
+        return True
+
+    async def _refresh(self, *, force: bool) -> None:
+        """Bring every delivered block to the current state of its memories.
+
+        Superseded memories give way to their successors, forgotten and expired ones
+        leave; a block left empty is dropped, and the surfaced set follows, so recall
+        may find a memory again only once it is out of view. Unchanged blocks keep
+        their exact text (a stable prefix for the provider's cache).
+        """
+        if self._live is None or not self._delivered:
+            return
+        deliveries = list(self._delivered)
+        try:
+            answer = await asyncio.wait_for(
+                self._live([d.ids for d in deliveries], None if force else self._freshness),
+                LIVE_TIMEOUT_S,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a failed check must not fail the turn
+            log.warning("[MEMORY_PREFETCH] could not check delivered memories: %s", exc)
+            return
+        if answer is None or self._delivered != deliveries:
+            return  # unchanged, or /clear or a new session while it was read
+        self._freshness = answer.freshness
+        current: list[_Delivery] = []
+        for delivery, group in zip(deliveries, answer.groups, strict=True):
+            if not group.ids:
+                log.info("[MEMORY_PREFETCH] delivered memories %s left the view", delivery.ids)
+                continue
+            if group.ids != delivery.ids:
+                log.info(
+                    "[MEMORY_PREFETCH] delivered memories %s now stand as %s",
+                    delivery.ids,
+                    group.ids,
+                )
+                delivery = replace(delivery, ids=group.ids, block=group.block)
+            current.append(delivery)
+        self._delivered = current
+        self.surfaced.clear()
+        for delivery in current:
+            self.surfaced.update(delivery.ids)
 
     async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None:
         if outcome.status != "ok":
@@ -289,7 +356,8 @@ class MemoryPrefetchHook:
 
     def _forget(self) -> None:
         self.surfaced.clear()
-        self._delivered.clear()
+        self._delivered = []
+        self._freshness = None
 
     def _drop_warm(self) -> None:
         warm, self.warm_handle = self.warm_handle, None

@@ -288,7 +288,9 @@ class ChatSession:
             except Exception:
                 log.exception("[CHAT] hook %s failed in on_query_start", type(hook).__name__)
         await self._persist(self._item("user", text, {"role": "user", "content": text}), emit)
-        ctx = ToolContext(project_root=self.project_root, session_id=self.info.id)
+        ctx = ToolContext(
+            project_root=self.project_root, session_id=self.info.id, view=self.history
+        )
         schemas = self.tools.schemas() or None
         max_turns = max(1, self.settings.llm.max_turns)
         kind = TurnKind.USER_QUERY

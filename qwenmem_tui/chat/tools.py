@@ -6,12 +6,16 @@ shaping and "unknown tool" answers are the same for every tool; a new tool is on
 (`ToolResult(is_error=True)`), never an exception out of the chat loop.
 
 The file tools only see the project root: relative or absolute paths are resolved
-(symlinks included) and must stay inside it.
+(symlinks included) and must stay inside it; the file is then opened along the
+resolved path without following symlinks, so a link swapped in after the check is
+refused. qwenmem's own home and well-known credential stores are refused even inside
+the project.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import os
@@ -20,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from qwenmem_tui.paths import Paths
 
 log = logging.getLogger("qwenmem.tools")
 
@@ -38,6 +44,9 @@ class ToolContext:
     session_id: str
     turn_outputs: list[str] = field(default_factory=list)
     """Tool outputs so far in this query, oldest first (e.g. for the memory guard)."""
+    view: Callable[[], list[dict[str, Any]]] = list
+    """The session's model view (since the last /clear or compaction), for a tool that
+    must know what the model has read (save_memory's provenance)."""
 
 
 @dataclass
@@ -66,6 +75,13 @@ class Tool:
                 "parameters": self.parameters,
             },
         }
+
+
+def storable(text: str) -> str:
+    """``text`` with lone surrogates (a non-UTF-8 file name, a ``\\udc80`` from the
+    model) written as ``\\udc80``: SQLite and the HTTP client encode UTF-8 strictly,
+    and one such character would end the turn in an internal error."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class ToolRegistry:
@@ -105,22 +121,107 @@ class ToolRegistry:
         if missing:
             return ToolResult(f"Missing argument(s) for {name}: {', '.join(missing)}.", True)
         try:
-            return ToolResult(await tool.handler(args, ctx))
+            return ToolResult(storable(await tool.handler(args, ctx)))
         except ToolError as exc:
-            return ToolResult(str(exc), True)
+            return ToolResult(storable(str(exc)), True)
         except Exception as exc:
             log.exception("[TOOLS] %s failed", name)
-            return ToolResult(f"{name} failed: {exc}", True)
+            return ToolResult(storable(f"{name} failed: {exc}"), True)
 
 
 # -- built-in file tools -------------------------------------------------------------
+
+# Credential stores are refused wherever they sit, even inside the project (a dotfiles
+# repo, a home directory opened as the project): their content would go to the model
+# and into the session's history. Names are compared case-insensitively (macOS).
+_CREDENTIAL_DIRS = frozenset(
+    {".ssh", ".aws", ".azure", ".gnupg", ".kube", ".password-store", ".vault", "keychains"}
+)
+_CREDENTIAL_PAIRS = frozenset(
+    {
+        (".config", "gcloud"),
+        (".config", "gh"),
+        (".config", "hub"),
+        (".docker", "config.json"),
+        (".local", "share", "keyrings"),
+        (".config", "op"),  # 1Password CLI
+    }
+)
+_CREDENTIAL_FILES = frozenset(
+    {
+        ".netrc",
+        "_netrc",
+        ".pgpass",
+        ".git-credentials",
+        ".pypirc",
+        ".vault-token",
+        ".my.cnf",
+        "credentials.tfrc.json",
+        "id_rsa",
+        "id_dsa",
+        "id_ecdsa",
+        "id_ed25519",
+    }
+)
+_CREDENTIAL_SUFFIXES = (".keychain", ".keychain-db")
+
+
+def credential_store(path: Path) -> str | None:
+    """The part of ``path`` that names a well-known credential store, else None."""
+    parts = [part.casefold() for part in path.parts]
+    for i, part in enumerate(parts):
+        if part in _CREDENTIAL_DIRS or part in _CREDENTIAL_FILES:
+            return part
+        if part.endswith(_CREDENTIAL_SUFFIXES):
+            return part
+        for pair in _CREDENTIAL_PAIRS:
+            if tuple(parts[i : i + len(pair)]) == pair:
+                return "/".join(pair)
+    return None
+
+
+def default_private_dirs() -> tuple[Path, ...]:
+    """qwenmem's own homes (``$QWENMEM_HOME`` and ``~/.qwenmem``): config with the API
+    key, every session, every memory. Never a tool's to read or list."""
+    return tuple({Paths.from_env().home.resolve(), (Path.home() / ".qwenmem").resolve()})
+
+
+def confined_root(project_root: Path, start: Path) -> Path:
+    """Where the file tools may look: the project root, unless it would be the user's
+    home or ``/`` (no git root above, or a dotfiles repo), then ``start`` — the
+    directory qwenmem was started in — when it lies inside it."""
+    root = project_root.resolve()
+    start = start.resolve()
+    if root in _broad_roots() and start.is_relative_to(root):
+        return start
+    return root
+
+
+def broad_root_notice(project_root: Path, start: Path) -> str | None:
+    """One line for the user when the project root is their home or ``/``."""
+    root = project_root.resolve()
+    if root not in _broad_roots():
+        return None
+    what = "the root directory /" if root == Path(root.anchor) else f"your home directory {root}"
+    where = confined_root(project_root, start)
+    return (
+        f"the project root is {what}: file tools are limited to {where}, "
+        "and never read qwenmem's own files or credential stores (~/.ssh, ~/.aws, ...)"
+    )
+
+
+def _broad_roots() -> tuple[Path, ...]:
+    # Asked each time: HOME may differ between tests (and sessions) in one process.
+    return (Path.home().resolve(), Path("/").resolve())
 
 
 def resolve_in_root(root: Path, path: str) -> Path:
     """`path` (relative to `root`, or absolute) resolved, refused unless inside `root`.
 
     Resolution follows symlinks, so a link pointing outside is refused as well as
-    `..` escapes and absolute paths elsewhere.
+    `..` escapes and absolute paths elsewhere. The file is then opened along the
+    resolved path with no symlink following (:func:`_open_under`), so a link swapped
+    in after this check is refused rather than followed.
     """
     if "\x00" in path:
         raise ToolError("Invalid path: it contains a NUL character.")
@@ -130,42 +231,89 @@ def resolve_in_root(root: Path, path: str) -> Path:
         candidate = root / candidate
     try:
         resolved = candidate.resolve()
-    except (OSError, RuntimeError) as exc:  # RuntimeError: symlink loop on 3.11
+    except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: symlink loop on 3.11
         raise ToolError(f"Cannot resolve {path!r}: {exc}") from exc
     if not resolved.is_relative_to(root):
         raise ToolError(f"Access denied: {path!r} is outside the project root.")
     return resolved
 
 
+def _check_private(target: Path, shown: str, private_dirs: tuple[Path, ...]) -> None:
+    if any(target == d or target.is_relative_to(d) for d in private_dirs):
+        raise ToolError(f"Access denied: {shown} is qwenmem's own data (sessions, memories, keys).")
+    store = credential_store(target)
+    if store is not None:
+        raise ToolError(
+            f"Access denied: {shown} is in a credential store ({store}); those are never read."
+        )
+
+
+def _open_under(root: Path, target: Path, *, directory: bool) -> int:
+    """An fd for ``target`` (resolved, inside ``root``), opened one component at a time
+    from ``root`` with ``O_NOFOLLOW``: whatever was swapped in since the check, the fd
+    is the file the path names now, never one a symlink points to."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(root, flags | os.O_DIRECTORY)
+    try:
+        parts = target.relative_to(root).parts
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused after).
+            mode = flags | (os.O_DIRECTORY if directory or not last else os.O_NONBLOCK)
+            next_fd = os.open(part, mode, dir_fd=fd)
+            os.close(fd)
+            fd = next_fd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _swapped(exc: OSError) -> bool:
+    # ELOOP: a symlink where the check saw a file or directory; ENOTDIR: a file there.
+    return exc.errno in (errno.ELOOP, errno.ENOTDIR)
+
+
+def display_name(name: str) -> str:
+    """A file name as text the model, the terminal and SQLite can all take: names that
+    are not UTF-8 (surrogate escapes from the file system) show their bytes as ``\\xNN``."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _display(root: Path, path: Path) -> str:
     relative = path.relative_to(root.resolve()).as_posix()
-    return relative if relative != "." else "."
+    return display_name(relative) if relative != "." else "."
 
 
-def _read_text(root: Path, path: str) -> str:
+def _read_text(root: Path, path: str, private_dirs: tuple[Path, ...] = ()) -> str:
     target = resolve_in_root(root, path)
     shown = _display(root, target)
+    _check_private(target, shown, private_dirs)
     try:
-        info = target.stat()
+        fd = _open_under(root.resolve(), target, directory=False)
     except FileNotFoundError:
         raise ToolError(f"No such file: {shown}") from None
     except OSError as exc:
+        if _swapped(exc):
+            raise ToolError(f"{shown} changed while being read (a symlink appeared); not read.") from None
         raise ToolError(f"Cannot read {shown}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ToolError(f"{shown} is a directory; use list_directory.")
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolError(f"{shown} is not a regular file.")
-    if info.st_size > READ_FILE_MAX_BYTES:
-        raise ToolError(
-            f"{shown} is too large to read ({info.st_size} bytes; "
-            f"the limit is {READ_FILE_MAX_BYTES // 1024} KiB)."
-        )
     try:
-        with target.open("rb") as handle:
-            # Read one byte past the cap: the file may have grown since stat().
-            data = handle.read(READ_FILE_MAX_BYTES + 1)
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{shown} is a directory; use list_directory.")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{shown} is not a regular file.")
+        if info.st_size > READ_FILE_MAX_BYTES:
+            raise ToolError(
+                f"{shown} is too large to read ({info.st_size} bytes; "
+                f"the limit is {READ_FILE_MAX_BYTES // 1024} KiB)."
+            )
+        # Read one byte past the cap: the file may have grown since fstat().
+        data = _read_up_to(fd, READ_FILE_MAX_BYTES + 1)
     except OSError as exc:
         raise ToolError(f"Cannot read {shown}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     if len(data) > READ_FILE_MAX_BYTES:
         raise ToolError(f"{shown} is too large to read (over {READ_FILE_MAX_BYTES // 1024} KiB).")
     if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
@@ -175,42 +323,75 @@ def _read_text(root: Path, path: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _list_directory(root: Path, path: str) -> str:
+def _read_up_to(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = os.read(fd, limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _list_directory(root: Path, path: str, private_dirs: tuple[Path, ...] = ()) -> str:
     target = resolve_in_root(root, path)
     shown = _display(root, target)
+    _check_private(target, shown, private_dirs)
     try:
-        with os.scandir(target) as scan:
-            # Git's own store is noise to the model and a waste of its context.
-            entries = sorted((e for e in scan if e.name != ".git"), key=lambda e: e.name)
+        fd = _open_under(root.resolve(), target, directory=True)
     except FileNotFoundError:
         raise ToolError(f"No such directory: {shown}") from None
     except NotADirectoryError:
+        if target.is_dir():  # a directory at check time: swapped since
+            raise ToolError(f"{shown} changed while being listed; not listed.") from None
         raise ToolError(f"{shown} is a file; use read_file.") from None
     except OSError as exc:
+        if _swapped(exc):
+            raise ToolError(f"{shown} changed while being listed (a symlink appeared).") from None
         raise ToolError(f"Cannot list {shown}: {exc.strerror or exc}") from None
+    try:
+        with os.scandir(fd) as scan:
+            # Git's own store is noise to the model and a waste of its context.
+            entries = sorted((e for e in scan if e.name != ".git"), key=lambda e: e.name)
+        lines = []
+        for entry in entries[:LIST_DIRECTORY_MAX_ENTRIES]:
+            try:
+                is_dir = entry.is_dir()  # follows symlinks: a link to a dir reads as one
+            except OSError:
+                is_dir = False
+            lines.append(display_name(entry.name) + ("/" if is_dir else ""))
+    except OSError as exc:
+        raise ToolError(f"Cannot list {shown}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     if not entries:
         return f"({shown} is empty)"
-    lines = []
-    for entry in entries[:LIST_DIRECTORY_MAX_ENTRIES]:
-        try:
-            is_dir = entry.is_dir()  # follows symlinks: a link to a dir reads as one
-        except OSError:
-            is_dir = False
-        lines.append(entry.name + ("/" if is_dir else ""))
     if len(entries) > LIST_DIRECTORY_MAX_ENTRIES:
         lines.append(f"… and {len(entries) - LIST_DIRECTORY_MAX_ENTRIES} more entries")
     return "\n".join(lines)
 
 
-def builtin_tools(project_root: Path) -> ToolRegistry:
-    """A registry with `read_file` and `list_directory`, confined to `project_root`."""
-    root = Path(project_root)
+def builtin_tools(
+    project_root: Path,
+    *,
+    start: Path | None = None,
+    private_dirs: tuple[Path, ...] | None = None,
+) -> ToolRegistry:
+    """A registry with `read_file` and `list_directory`, confined to `project_root`
+    (or to `start`, the directory qwenmem was started in, when the root would be the
+    user's home or `/`), never reading `private_dirs` (default: qwenmem's homes) or
+    credential stores."""
+    root = confined_root(Path(project_root), Path.cwd() if start is None else start)
+    private = default_private_dirs() if private_dirs is None else private_dirs
 
     async def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
-        return await asyncio.to_thread(_read_text, root, str(args["path"]))
+        return await asyncio.to_thread(_read_text, root, str(args["path"]), private)
 
     async def list_directory(args: dict[str, Any], ctx: ToolContext) -> str:
-        return await asyncio.to_thread(_list_directory, root, str(args.get("path") or "."))
+        path = str(args.get("path") or ".")
+        return await asyncio.to_thread(_list_directory, root, path, private)
 
     return ToolRegistry(
         [

@@ -10,12 +10,12 @@ import sys
 from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from qwenmem_tui import debuglog
-from qwenmem_tui.config import Settings
-from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
-from qwenmem_tui.llm.provider import resolve_provider
 from qwenmem_tui.paths import Paths, project_root
+
+if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy up here
+    from qwenmem_tui.config import Settings
 
 TOKEN_ENV = "QWENMEM_SERVER_TOKEN"
 DEFAULT_HOST = "127.0.0.1"
@@ -49,6 +49,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="accept browser requests from ORIGIN (repeatable); others get 403",
     )
     parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="accept requests whose Host header is NAME (repeatable); besides the bound "
+        "address and localhost names, others get 403 (DNS rebinding)",
+    )
+    parser.add_argument(
         "--project",
         type=Path,
         default=None,
@@ -72,12 +80,17 @@ def resolve_token(flag: str | None, env: Mapping[str, str] = os.environ) -> str 
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """Binds before uvicorn starts so a busy port is a one-line error, not a traceback,
-    and ``--port 0`` can print the port it got."""
+    """A listening TCP socket with ``TCP_NODELAY``, bound before uvicorn starts, so a
+    busy port is a one-line error (not a traceback) and ``--port 0`` can print its port.
+
+    ``IPPROTO_TCP`` (not 0) matters: asyncio sets ``TCP_NODELAY`` on an accepted socket
+    only when its protocol says TCP, and accepted sockets inherit the listener's.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
         sock.listen(128)
     except OSError:
@@ -90,6 +103,11 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """Refuses unsafe or impossible starts with one line and exit 2 (1 for a busy port),
     then serves until SIGINT/SIGTERM."""
+    from qwenmem_tui import debuglog
+    from qwenmem_tui.chat.tools import broad_root_notice
+    from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
+    from qwenmem_tui.llm.provider import resolve_provider
+
     token = resolve_token(args.token)
     if not is_loopback(args.host) and token is None:
         print(
@@ -101,6 +119,7 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     try:
         import uvicorn
 
+        from qwenmem_tui.daemon.connections import uvicorn_config
         from qwenmem_tui.daemon.server import ServerOptions, create_app
     except ImportError as exc:
         print(
@@ -110,6 +129,8 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
         )
         return 2
     root = project_root((args.project or Path.cwd()).resolve())
+    if (notice := broad_root_notice(root, Path.cwd())) is not None:
+        print(f"qwenmem serve: {notice}", file=sys.stderr)
     try:
         sock = bind_socket(args.host, args.port)
     except OSError as exc:
@@ -135,7 +156,11 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             defaults = local.chat_defaults()
             defaults.apply_to(settings)
             llm = local.make_client(settings)
-        options = ServerOptions(token=token, allowed_origins=frozenset(args.allow_origin))
+        options = ServerOptions(
+            token=token,
+            allowed_origins=frozenset(args.allow_origin),
+            allowed_hosts=frozenset(args.allow_host),
+        )
         app = create_app(
             settings, paths, project_root=root, options=options, llm=llm, model_defaults=defaults
         )
@@ -146,7 +171,5 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             f"{', token required' if token else ''})",
             flush=True,
         )
-        # log_config=None: uvicorn must not reconfigure logging; its errors reach the debug log.
-        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
-        uvicorn.Server(config).run(sockets=[sock])
+        uvicorn.Server(uvicorn_config(app)).run(sockets=[sock])
     return 0

@@ -38,7 +38,7 @@ _CLIENT_ID = {
 _COMMON_ERRORS = {
     "400": _error("invalid_client_id"),
     "401": _error("unauthorized (token configured, bearer missing or wrong)"),
-    "403": _error("origin_not_allowed"),
+    "403": _error("host_not_allowed (DNS rebinding) or origin_not_allowed"),
     "500": _error("internal"),
 }
 

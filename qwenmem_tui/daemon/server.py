@@ -4,16 +4,14 @@ Starlette, not FastAPI: the daemon has six routes and hand-written validation, s
 small ASGI toolkit without pydantic request models keeps the error envelope entirely
 ours (FastAPI's 422 shape would have to be undone route by route).
 
-Security lives in one ASGI guard in front of every route so that no handler can forget
-it: Origin check, bearer token, client-id header, request body limit and a catch-all
-that turns any exception into the ``internal`` envelope while the traceback goes to the
-debug log only.
+Security lives in one ASGI guard in front of every route (:mod:`.guard`); the routes
+here read bodies through :func:`read_json_object` and :func:`text_field`, so a
+malformed body of any kind is a 4xx envelope, never a 5xx.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import re
@@ -25,13 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
@@ -44,6 +41,14 @@ from qwenmem_tui.chat.events import (
 from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatSession
 from qwenmem_tui.chat.view import model_messages
 from qwenmem_tui.config import Settings
+from qwenmem_tui.daemon.guard import (
+    CLIENT_ID_HEADER,
+    MAX_BODY_BYTES,
+    Guard,
+    GuardPolicy,
+    allowed_host_names,
+    error_response,
+)
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
 from qwenmem_tui.features import Assembly, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
@@ -55,11 +60,8 @@ from qwenmem_tui.storage.sessions import SessionInfo, SessionStore
 
 log = logging.getLogger("qwenmem.daemon")
 
-CLIENT_ID_HEADER = "x-qwenmem-client-id"
-CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 # Session ids end up in file names (debug/<id>.txt): no dots, no slashes.
 SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
-MAX_BODY_BYTES = 1 << 20
 RECAP_TIMEOUT_SECONDS = 60.0
 SHUTDOWN_DRAIN_SECONDS = 5.0
 # Open chats kept between prompts; the least recently used idle one is closed beyond
@@ -96,10 +98,6 @@ class ApiError(Exception):
         return error_response(self.status, self.code, self.message, **self.extra)
 
 
-def error_response(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"error": message, "code": code, **extra}, status_code=status)
-
-
 def session_not_found(session_id: str) -> ApiError:
     return ApiError(
         404, "session_not_found", f'No session with id "{session_id}"', sessionId=session_id
@@ -112,8 +110,18 @@ class ServerOptions:
 
     token: str | None = None
     allowed_origins: frozenset[str] = frozenset()
+    allowed_hosts: frozenset[str] = frozenset()
+    """Host names accepted besides the bound address and the localhost names."""
     max_body_bytes: int = MAX_BODY_BYTES
     recap_timeout: float = RECAP_TIMEOUT_SECONDS
+
+    def guard_policy(self) -> GuardPolicy:
+        return GuardPolicy(
+            token=self.token,
+            allowed_origins=self.allowed_origins,
+            allowed_hosts=allowed_host_names(self.allowed_hosts),
+            max_body_bytes=self.max_body_bytes,
+        )
 
 
 class DaemonBackend:
@@ -286,11 +294,40 @@ async def read_json_object(request: Request, *, required: bool) -> dict[str, Any
         return {}
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):
+        # ValueError covers bytes that are not UTF-8/16/32 and over-long integers;
+        # RecursionError is the C parser refusing to nest deeper than the stack allows
+        # (`[` x 100,000): a client's mistake like any other, not a server fault.
         raise ApiError(400, "invalid_json", "Invalid JSON in request body") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_request", "Request body must be a JSON object")
     return body
+
+
+def text_field(
+    body: dict[str, Any], name: str, *, required: bool, max_chars: int | None = None
+) -> str:
+    """``body[name]`` as text the database and the model can take, else a 400.
+
+    JSON's ``\\ud800`` escapes decode to lone surrogates, which no UTF-8 encoder (SQLite,
+    the HTTP client to the model) accepts: they are refused here, not deep inside.
+    """
+    value = body.get(name)
+    if value is None and not required:
+        return ""
+    limit = f" of at most {max_chars} characters" if max_chars is not None else ""
+    problem = f'"{name}" must be a {"non-empty " if required else ""}string{limit}'
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ApiError(400, "invalid_request", problem)
+    if max_chars is not None and len(value) > max_chars:
+        raise ApiError(400, "invalid_request", problem)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(
+            400, "invalid_request", f'"{name}" is not valid Unicode text (a lone surrogate)'
+        ) from None
+    return value
 
 
 def session_json(info: SessionInfo) -> dict[str, Any]:
@@ -325,15 +362,7 @@ async def openapi(request: Request) -> Response:
 
 async def create_session(request: Request) -> Response:
     body = await read_json_object(request, required=False)
-    title = body.get("title", "")
-    if title is None:
-        title = ""
-    if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
-        raise ApiError(
-            400,
-            "invalid_request",
-            f'"title" must be a string of at most {MAX_TITLE_CHARS} characters',
-        )
+    title = text_field(body, "title", required=False, max_chars=MAX_TITLE_CHARS)
     backend = backend_of(request)
     info = await backend.store.create_session(backend.project, title)
     log.info("[DAEMON] created session %s client=%s", info.id, client_id_of(request))
@@ -351,9 +380,7 @@ async def prompt(request: Request) -> Response:
     session_id = request.path_params["session_id"]
     info = await backend.require_session(session_id)
     body = await read_json_object(request, required=True)
-    text = body.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise ApiError(400, "invalid_request", '"text" must be a non-empty string')
+    text = text_field(body, "text", required=True)
 
     lock = backend.lock_for(info.id)
     if lock.locked():
@@ -492,125 +519,6 @@ class _LockedStream(StreamingResponse):
             self._lock.release()
 
 
-# -- the guard ---------------------------------------------------------------------
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-class Guard:
-    """Origin, token, client id, body limit and the catch-all, in that order.
-
-    Runs before routing so an unknown route still needs a token (no probing) and a
-    bad client id never reaches a handler, let alone the model.
-    """
-
-    def __init__(self, app: ASGIApp, *, options: ServerOptions) -> None:
-        self.app = app
-        self.options = options
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        origin = headers.get("origin")
-        # A refused origin gets its 403 without CORS headers: the browser then keeps
-        # even the error away from that page.
-        cors_origin = origin if origin in self.options.allowed_origins else None
-        started = False
-
-        async def send_with_cors(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                if cors_origin is not None:
-                    cors = [
-                        (b"access-control-allow-origin", cors_origin.encode("latin-1")),
-                        (b"vary", b"Origin"),
-                    ]
-                    message = {**message, "headers": [*message.get("headers", []), *cors]}
-            await send(message)
-
-        try:
-            rejection = self._check(scope, headers, origin)
-            if rejection is not None:
-                await rejection(scope, receive, send_with_cors)
-                return
-            await self.app(scope, self._limited(receive), send_with_cors)
-        except _BodyTooLarge:
-            if not started:
-                await self._too_large()(scope, receive, send_with_cors)
-        except ClientDisconnect:
-            log.info("[DAEMON] client went away during %s %s", scope["method"], scope["path"])
-        except Exception:
-            log.exception("[DAEMON] unhandled error on %s %s", scope["method"], scope["path"])
-            if not started:
-                internal = error_response(500, "internal", "Internal error")
-                await internal(scope, receive, send_with_cors)
-
-    def _check(self, scope: Scope, headers: Headers, origin: str | None) -> Response | None:
-        if origin is not None and origin not in self.options.allowed_origins:
-            return error_response(403, "origin_not_allowed", f'Origin "{origin}" is not allowed')
-        if scope["method"] == "OPTIONS" and origin is not None:
-            return _preflight()
-        if self.options.token is not None and scope["path"] != "/health":
-            if not _token_matches(headers.get("authorization"), self.options.token):
-                return error_response(401, "unauthorized", "Missing or invalid bearer token")
-        client_id = headers.get(CLIENT_ID_HEADER)
-        if client_id is not None and not CLIENT_ID_PATTERN.fullmatch(client_id):
-            return error_response(
-                400,
-                "invalid_client_id",
-                "X-Qwenmem-Client-Id must match [A-Za-z0-9._:-]{1,128}",
-            )
-        length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.options.max_body_bytes:
-            return self._too_large()
-        return None
-
-    def _too_large(self) -> Response:
-        return error_response(
-            413, "body_too_large", f"Request body exceeds {self.options.max_body_bytes} bytes"
-        )
-
-    def _limited(self, receive: Receive) -> Receive:
-        seen = 0
-        limit = self.options.max_body_bytes
-
-        async def receive_limited() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise _BodyTooLarge
-            return message
-
-        return receive_limited
-
-
-def _token_matches(authorization: str | None, token: str) -> bool:
-    scheme, _, presented = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(presented.strip().encode(), token.encode())
-
-
-def _preflight() -> Response:
-    return Response(
-        status_code=204,
-        headers={
-            "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
-            "Access-Control-Allow-Headers": (
-                "Authorization, Content-Type, Accept, X-Qwenmem-Client-Id"
-            ),
-            "Access-Control-Max-Age": "600",
-        },
-    )
-
-
 # -- the app -----------------------------------------------------------------------
 
 
@@ -674,7 +582,7 @@ def create_app(
 
     app = Starlette(
         routes=ROUTES,
-        middleware=[Middleware(Guard, options=options)],
+        middleware=[Middleware(Guard, policy=options.guard_policy())],
         exception_handlers={HTTPException: _http_error, ApiError: _api_error},
         lifespan=lifespan,
     )

@@ -14,12 +14,12 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import openai
-
 from qwenmem_tui.llm.errors import LLMError, StreamProblem, display_endpoint, map_error
 from qwenmem_tui.llm.side_calls import SideCallGate
 
 if TYPE_CHECKING:
+    import openai
+
     from qwenmem_tui.config import Settings
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -151,6 +151,10 @@ class LLMClient:
         )
 
     def _make_client(self, base_url: str, *, max_retries: int) -> openai.AsyncOpenAI:
+        # The SDK loads with the first client (~0.4 s), not with this module: the TUI
+        # draws and takes keys before it builds one (see `tui.app`).
+        import openai
+
         return openai.AsyncOpenAI(
             base_url=base_url,
             api_key=self._api_key or "no-key",
@@ -219,25 +223,30 @@ class LLMClient:
         calls: dict[int, _PartialCall] = {}
         chunks = 0
         try:
-            stream = await self._client.chat.completions.create(**params)
-            async with stream:
-                await _reject_non_sse(stream.response)
-                async for chunk in stream:
+            # The SDK builds, sends and checks the request (status errors, timeouts), but
+            # the body is decoded here: its per-chunk pydantic models cost ~0.3 ms each,
+            # 6 s of a 20k-chunk reply on the UI's event loop; a dict costs a tenth of that.
+            create = self._client.chat.completions.with_streaming_response.create
+            async with create(**params) as response:
+                http = response.http_response
+                await _reject_non_sse(http)
+                async for payload in _sse_payloads(http):
                     chunks += 1
-                    if chunk.usage is not None:
+                    usage = payload.get("usage")
+                    if isinstance(usage, dict):
                         completion.usage = Usage(
-                            prompt_tokens=chunk.usage.prompt_tokens or 0,
-                            completion_tokens=chunk.usage.completion_tokens or 0,
+                            prompt_tokens=usage.get("prompt_tokens") or 0,
+                            completion_tokens=usage.get("completion_tokens") or 0,
                         )
-                    for choice in chunk.choices or []:
-                        if choice.index not in (0, None):
+                    for choice in payload.get("choices") or ():
+                        if choice.get("index") not in (0, None):
                             continue  # n > 1 is never requested; ignore stray choices
-                        delta = choice.delta
-                        if delta is not None:
+                        delta = choice.get("delta")
+                        if isinstance(delta, dict):
                             for event in _delta_events(delta, text, reasoning, calls):
                                 yield event
-                        if choice.finish_reason:
-                            completion.finish_reason = choice.finish_reason
+                        if choice.get("finish_reason"):
+                            completion.finish_reason = choice["finish_reason"]
             if chunks == 0:
                 raise StreamProblem("bad_response", "The endpoint sent an empty stream")
             if completion.finish_reason is None:
@@ -316,38 +325,81 @@ class LLMClient:
 
 
 def _delta_events(
-    delta: Any,
+    delta: dict[str, Any],
     text: list[str],
     reasoning: list[str],
     calls: dict[int, _PartialCall],
 ) -> list[LLMEvent]:
     events: list[LLMEvent] = []
-    # Providers name the thinking stream differently; the SDK keeps unknown fields as extras.
-    thought = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+    # Providers name the thinking stream differently.
+    thought = delta.get("reasoning_content") or delta.get("reasoning")
     if isinstance(thought, str) and thought:
         reasoning.append(thought)
         events.append(ReasoningDelta(thought))
-    if delta.content:
-        text.append(delta.content)
-        events.append(TextDelta(delta.content))
-    for call_delta in delta.tool_calls or []:
-        index = call_delta.index if call_delta.index is not None else len(calls)
+    content = delta.get("content")
+    if isinstance(content, str) and content:
+        text.append(content)
+        events.append(TextDelta(content))
+    for call_delta in delta.get("tool_calls") or ():
+        if not isinstance(call_delta, dict):
+            continue
+        index = call_delta.get("index")
+        if not isinstance(index, int):
+            index = len(calls)
         partial = calls.get(index)
         is_new = partial is None
         if partial is None:
             partial = calls[index] = _PartialCall()
         had_name = bool(partial.name)
-        if call_delta.id:
-            partial.id = call_delta.id
-        function = call_delta.function
-        if function is not None:
-            if function.name:
-                partial.name += function.name
-            if function.arguments:
-                partial.arguments.append(function.arguments)
+        if call_delta.get("id"):
+            partial.id = str(call_delta["id"])
+        function = call_delta.get("function")
+        if isinstance(function, dict):
+            if function.get("name"):
+                partial.name += str(function["name"])
+            if function.get("arguments"):
+                partial.arguments.append(str(function["arguments"]))
         if is_new or (partial.name and not had_name):
             events.append(ToolCallDelta(index=index, name=partial.name or None))
     return events
+
+
+async def _sse_payloads(response: Any) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of an SSE body up to `[DONE]`, read as the SDK's own stream reads them.
+
+    An event is its `data:` lines joined (a last one without its blank line counts too);
+    `{"error": ...}` raises `APIError` like the SDK, a body that is not JSON `ValueError`.
+    """
+    data: list[str] = []
+    lines = response.aiter_lines()
+    while True:
+        line = await anext(lines, None)
+        if line:
+            if line.startswith("data:"):
+                data.append(line[6:] if line.startswith("data: ") else line[5:])
+            continue  # `event:`, `id:`, `retry:` and `:` comments carry nothing we use
+        if data:
+            raw = "\n".join(data)
+            data.clear()
+            if raw.startswith("[DONE]"):
+                return
+            payload = json.loads(raw)
+            if isinstance(payload, dict):
+                _raise_error_event(payload, response)
+                yield payload
+        if line is None:
+            return
+
+
+def _raise_error_event(payload: dict[str, Any], response: Any) -> None:
+    """An error event inside a 200 stream: the provider failed after it started."""
+    error = payload.get("error")
+    if not error:
+        return
+    message = error.get("message") if isinstance(error, dict) else None
+    if not isinstance(message, str) or not message:
+        message = "An error occurred during streaming"
+    raise openai.APIError(message, request=response.request, body=error)
 
 
 async def _reject_non_sse(response: Any) -> None:
@@ -363,6 +415,8 @@ async def _reject_non_sse(response: Any) -> None:
             "bad_response", f"The endpoint answered with {content_type.split(';')[0]}, not a stream"
         ) from None
     if isinstance(payload, dict) and payload.get("error"):
+        import openai
+
         raise openai.APIError(
             "error in a 200 response", request=response.request, body=payload["error"]
         )

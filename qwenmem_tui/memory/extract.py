@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome
 from qwenmem_tui.memory.model import Origin, WriteResult
+from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.memory.tool import SAVE_MEMORY
 
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("qwenmem.memory")
 
 MAX_PER_TURN = 5
+JUDGE_TIMEOUT = 20.0
+"""Seconds a proposal waits for the fast model to say which memory it restates; the
+job runs off the chat path, so it may wait longer than /remember does."""
 _TRANSCRIPT_CHARS = 12_000
 
 EXTRACTION_SYSTEM_PROMPT = """\
@@ -52,7 +56,8 @@ Answer {"memories": []} when nothing is worth keeping."""
 class ExtractionJob:
     project: str
     transcript: str
-    turn_outputs: tuple[str, ...]
+    provenance: Provenance
+    """What the model had in view: every tool output since /clear or compaction."""
 
 
 def last_exchange(messages: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]]:
@@ -115,9 +120,12 @@ class MemoryExtractionHook(BaseQueryHook):
         if SAVE_MEMORY in outcome.tool_names:
             log.debug("[MEMORY_EXTRACT] skipped: the model called save_memory this turn")
             return
-        transcript, outputs = last_exchange(session.history())
+        view = session.history()
+        transcript, _ = last_exchange(view)
         if transcript:
-            self.submit(ExtractionJob(session.info.project, transcript, outputs))
+            self.submit(
+                ExtractionJob(session.info.project, transcript, Provenance.from_messages(view))
+            )
 
     async def on_close(self, session: ChatSession) -> None:
         # Quitting must not wait on a model call; an unextracted turn is no loss.
@@ -143,19 +151,19 @@ class MemoryExtractionHook(BaseQueryHook):
         if not self.enabled:
             return
         lines: list[str] = []
-        outputs: list[str] = []
         for message in messages:
             content = message.get("content")
             if not isinstance(content, str) or not content.strip():
                 continue
             if message.get("role") == "tool":
-                outputs.append(content)
                 lines.append(f"[tool output]\n{content}")
             elif message.get("role") in ("user", "assistant"):
                 lines.append(f"[{message['role']}]\n{content}")
         if lines:
             transcript = "\n\n".join(lines)[-_TRANSCRIPT_CHARS:]
-            await self.extract(ExtractionJob(project, transcript, tuple(outputs)))
+            await self.extract(
+                ExtractionJob(project, transcript, Provenance.from_messages(messages))
+            )
 
     async def drain(self) -> None:
         """Wait until no job runs or waits (tests, shutdown of the daemon)."""
@@ -196,8 +204,9 @@ class MemoryExtractionHook(BaseQueryHook):
                     proposal["value"],
                     origin=Origin.AGENT,
                     project=job.project,
-                    turn_outputs=job.turn_outputs,
+                    provenance=job.provenance,
                     reason="background extraction",
+                    judge_timeout=JUDGE_TIMEOUT,
                 )
             except MemoryRejected as exc:
                 log.info("[MEMORY_EXTRACT] proposal rejected: %s", exc)

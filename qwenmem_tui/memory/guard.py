@@ -1,33 +1,54 @@
 """The poisoning guard: every memory write passes here before it reaches the store.
 
 Schema violations refuse the write (the caller gets the reason back and can fix
-it). Suspicious content is still stored — so a person can review it — but as
+it). A write to hold is still stored — so a person can review it — but as
 ``quarantined`` with flags naming why, and quarantined rows are never recalled
-until someone approves them. Secrets are redacted before anything is stored,
-because secrets must never reach the database.
+until someone approves them. Secrets are cut out (the span, not the whole value)
+before anything is stored, because secrets must never reach the database.
+
+Provenance decides first (``memory/provenance.py``): the user's own words are
+trusted whatever they say; a model write made while untrusted content (a file, a
+listing) is in view and not backed by the user's messages is held when it would
+apply everywhere (user/feedback) or reads as an instruction; a project fact read in
+a file is kept, labelled ``from_file``. The patterns below are the second signal,
+over every reading of the text a model could make (look-alikes, invisible
+characters, spaced, reversed, rot13, hex, base64, percent-encoding).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import re
 import unicodedata
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from qwenmem_tui.memory.model import Category
+from qwenmem_tui.memory import secrets
+from qwenmem_tui.memory.model import (
+    FLAG_FROM_FILE,
+    FLAG_SECRET_REDACTED,
+    GLOBAL_CATEGORIES,
+    Category,
+    holds,
+)
+from qwenmem_tui.memory.provenance import Provenance, Writer
 
+# Anchored for JSON schema (the save_memory tool's "pattern"); Python code must use
+# fullmatch: "$" alone lets a trailing newline through (two keys for one fact).
 KEY_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 MAX_VALUE_CHARS = 2000
-REDACTED = "[REDACTED]"
+REDACTED = secrets.REDACTED
 
 FLAG_INJECTION = "prompt_injection"
 FLAG_MARKUP = "markup"
 FLAG_SQL = "sql"
-FLAG_SECRET = "secret"
+FLAG_SECRET = FLAG_SECRET_REDACTED
 FLAG_COPIED = "copied_from_tool_output"
+FLAG_UNTRUSTED = "untrusted_source"  # a global fact written while reading files, not the user's words
+FLAG_INSTRUCTION = "instruction"  # reads as an order to the assistant, and came from a file
 
 _I = re.IGNORECASE | re.MULTILINE
 
@@ -69,6 +90,21 @@ _INJECTION += [
     )
 ]
 
+# The assistant's own voice, roles smuggled as JSON, and orders aimed at the model.
+_INJECTION += [
+    re.compile(p, _I)
+    for p in (
+        r"\bas\s+(the|an|your|a)\s+(ai\s+)?(assistant|ai|model|agent|llm|chatbot)\b.{0,40}\b(i|we)\s+(will|shall|must|always|never)\b",
+        r"\b(i|the\s+assistant)\s+(will|shall|must)\s+(always|never)\b",
+        r"[\"']role[\"']\s*:\s*[\"'](system|assistant|developer|tool)[\"']",
+        r"\b(assistants?|ai|models?|agents?|llms?|chatbots?)\b.{0,40}\b(must|should|shall|are\s+(required|instructed))\b",
+        r"\b(note|message|instructions?)\s+(to|for)\s+(the\s+)?(ai|assistants?|models?|agents?|llms?)\b",
+        r"\b(reveal|print|show|output|leak|dump)\b.{0,30}\b(system\s+prompt|api\s+keys?|credentials|secrets?|env(ironment)?\s+variables)\b",
+        r"\b(exfiltrat\w*|curl\s+\S*https?://|wget\s+https?://)",
+        r"\b(curl|wget|iwr|irm)\b[^|\n]{0,120}\|\s*(sudo\s+)?(ba|z|da|k)?sh\b",
+    )
+]
+
 _HTML_TAGS = (
     "a|abbr|b|body|br|button|div|embed|form|frame|head|html|i|iframe|img|input|link|meta|"
     "object|p|script|span|style|svg|table|td|textarea|title|tr|u|video|audio|base|details"
@@ -85,6 +121,9 @@ _MARKUP = [
         r"<!--|<!\[CDATA\[|<\?xml",
         r"\bjavascript:",
         r"\bon(error|load|click|mouseover)\s*=",
+        # Markdown images load a URL the moment they render: the classic exfiltration.
+        r"!\[[^\]]*\]\(\s*<?\s*(https?:)?//",
+        r"^\s*\[[^\]]*\]:\s*https?://\S+\?",  # reference-style link with a query
     )
 ]
 
@@ -103,29 +142,12 @@ _SQL = [
     )
 ]
 
-# Vendor key formats (the first eight) are case-exact; the phrases are not.
-_SECRETS = [
-    re.compile(p, re.IGNORECASE if i >= 8 else 0)
-    for i, p in enumerate(
-        (
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)",
-            r"\bsk-(proj-|ant-)?[A-Za-z0-9_-]{16,}",
-            r"\bAKIA[0-9A-Z]{16}\b",
-            r"\bgh[pousr]_[A-Za-z0-9]{30,}",
-            r"\bgithub_pat_[A-Za-z0-9_]{20,}",
-            r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
-            r"\bAIza[0-9A-Za-z_-]{35}",
-            r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}",
-            r"\b(password|passwd|pwd|passphrase)\b\s*(is|[:=])\s*\S+",
-            r"\b(secret|api[_ -]?key|access[_ -]?token|auth[_ -]?token|token)\b\s*[:=]\s*\S{6,}",
-            r"\bbearer\s+[A-Za-z0-9._~+/-]{16,}",
-            r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s@/]+@",  # credentials in a URL
-        )
-    )
-]
+# A key naming a credential ("db_password", "github_token"; not "token_ttl" or
+# "password_rotation", whose subject is a setting) makes a bare value the secret itself.
 _SECRET_KEY = re.compile(
-    r"(^|_)(password|passwd|secret|api_?key|token|private_key|credentials?)(_|$)"
+    r"(^|_)(password|passwd|passphrase|secret|api_?key|token|private_key|credentials?|pat)$"
 )
+_BARE_CREDENTIAL = re.compile(r"\S{6,}")
 
 # Newlines and tabs are ordinary text; everything else in Cc, plus the bidi overrides
 # used to hide text from reviewers, is refused.
@@ -141,7 +163,7 @@ class Verdict:
     """The guard's decision on one write."""
 
     errors: list[str] = field(default_factory=list)  # non-empty: refuse the write
-    flags: list[str] = field(default_factory=list)  # non-empty: store as quarantined
+    flags: list[str] = field(default_factory=list)  # holding flags quarantine; labels do not
     value: str = ""  # the value to store (secrets redacted)
 
     @property
@@ -150,7 +172,7 @@ class Verdict:
 
     @property
     def quarantine(self) -> bool:
-        return bool(self.flags)
+        return holds(self.flags)
 
 
 def validate_schema(category: str, key: str, value: str) -> list[str]:
@@ -160,7 +182,7 @@ def validate_schema(category: str, key: str, value: str) -> list[str]:
         errors.append(
             f"category must be one of {', '.join(c.value for c in Category)}, got {category!r}"
         )
-    if not isinstance(key, str) or not KEY_PATTERN.match(key):
+    if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):
         errors.append("key must be a short snake_case identifier (a-z, 0-9, _; at most 64 chars)")
     if not isinstance(value, str) or not value.strip():
         errors.append("value must be a non-empty string")
@@ -211,11 +233,34 @@ def _tag_text(text: str) -> str:
     return "".join(chr(ord(ch) - 0xE0000) for ch in text if 0xE0020 <= ord(ch) <= 0xE007E)
 
 
+_HEX_RUN = re.compile(r"(?:[0-9a-fA-F]{2}[\s:]?){8,}")
+_SPACED = re.compile(r"\b(?:\w[ .\-_*]{1,3}){3,}\w\b")
+
+
+def _decoded_hex(text: str) -> list[str]:
+    """Text hidden as hex bytes ("69676e6f7265 …")."""
+    found = []
+    for run in _HEX_RUN.findall(text):
+        try:
+            decoded = bytes.fromhex(re.sub(r"[\s:]", "", run)).decode("utf-8")
+        except ValueError:
+            continue
+        if decoded and sum(ch.isprintable() or ch.isspace() for ch in decoded) >= 0.9 * len(decoded):
+            found.append(decoded)
+    return found
+
+
+def _despaced(text: str) -> str:
+    """"i g n o r e" and "i.g.n.o.r.e" read as the word they spell."""
+    return _SPACED.sub(lambda m: re.sub(r"[ .\-_*]", "", m.group()), text)
+
+
 def _variants(text: str) -> list[str]:
     """Every reading of ``text`` a poisoner could rely on the model to make: folded,
     look-alikes mapped, punctuation and underscores read as spaces (instructions split
-    across sentences or across key and value), leetspeak, percent- and base64-decoded."""
-    sources = [text, *_decoded_base64(text)]
+    across sentences or across key and value), letter-spaced, reversed, rot13,
+    leetspeak, percent-, hex- and base64-decoded."""
+    sources = [text, *_decoded_base64(text), *_decoded_hex(text)]
     if hidden := _tag_text(text):
         sources.append(hidden)
     if "%" in text:
@@ -225,7 +270,17 @@ def _variants(text: str) -> list[str]:
         folded = _folded(source)
         mapped = folded.translate(_CONFUSABLES)
         spaced = " ".join(re.sub(r"[\W_]+", " ", mapped).split())
-        variants += [source, folded, mapped, spaced, spaced.translate(_LEET)]
+        joined = _despaced(mapped)
+        variants += [
+            source,
+            folded,
+            mapped,
+            spaced,
+            spaced.translate(_LEET),
+            joined,
+            mapped[::-1],
+            codecs.encode(mapped, "rot13"),
+        ]
     return list(dict.fromkeys(variants))
 
 
@@ -256,16 +311,21 @@ def copied_from(value: str, outputs: Sequence[str]) -> bool:
 
 
 def redact_secrets(text: str) -> tuple[str, bool]:
-    """``text`` with every secret-looking span replaced, and whether any was found."""
-    found = False
-    for pattern in _SECRETS:
-        text, n = pattern.subn(REDACTED, text)
-        found = found or n > 0
-    return text, found
+    """``text`` with every secret span replaced, and whether any was found."""
+    redacted = secrets.redact(text)
+    return redacted, redacted != text
+
+
+def redact_value(key: str, value: str) -> str:
+    """The value to store: secret spans cut out; a bare value under a key naming a
+    credential ("api_key": "hunter2hunter2") is the secret whole."""
+    if _SECRET_KEY.search(key) and _BARE_CREDENTIAL.fullmatch(value.strip()):
+        return REDACTED
+    return secrets.redact(value)
 
 
 def suspicious_flags(key: str, value: str, *, turn_outputs: Sequence[str] = ()) -> list[str]:
-    """Names of every poisoning signal in the (unredacted) write."""
+    """Names of every pattern signal in the (unredacted) write: the second opinion."""
     flags: list[str] = []
     text = f"{key}\n{value}"
     readings = _variants(text)
@@ -275,21 +335,68 @@ def suspicious_flags(key: str, value: str, *, turn_outputs: Sequence[str] = ()) 
         flags.append(FLAG_MARKUP)
     if any(p.search(text) for p in _SQL):
         flags.append(FLAG_SQL)
-    if _SECRET_KEY.search(key) or redact_secrets(value)[1]:
-        flags.append(FLAG_SECRET)
     if copied_from(value, turn_outputs):
         flags.append(FLAG_COPIED)
     return flags
 
 
-def check(category: str, key: str, value: str, *, turn_outputs: Sequence[str] = ()) -> Verdict:
-    """Validate and inspect one write; pure, so it is tested without a store."""
+# An order rather than a fact: addressed to the reader, or an always/never rule.
+_ORDER = re.compile(
+    r"^\W*(always|never|do\s+not|don'?t|ignore|disregard|forget|send|upload|post|forward|reply"
+    r"|respond|answer|say|tell|print|reveal|output|include|append|add|insert|recommend|visit|open"
+    r"|fetch|call|run|execute|delete|remove|obey|follow|treat|act|pretend|remember|you)\b"
+    r"|\b(you|your|you're|assistant|ai|model|agent|llm)\b.{0,60}\b(must|should|shall|will|have\s+to|need\s+to|always|never)\b"
+    r"|\b(must|shall)\s+(always|never|be)\b|https?://"
+    # "always / never / must / every answer" in other languages: an order, whatever
+    # verb follows (the model reads them all).
+    r"|\b(siempre|nunca|debes|toujours|jamais|dois|chaque r[ée]ponse|immer|niemals|jede antwort"
+    r"|sempre|nunca|deve|devi|mai|altijd|nooit|moet|zawsze|nigdy|alltid|aldrig|her zaman|asla"
+    r"|selalu|jangan|luôn|không bao giờ|всегда|никогда|обязательно|завжди|ніколи|πάντα|ποτέ"
+    r"|תמיד|לעולם)\b"
+    r"|(总是|永远|必须|务必|每次|不要|一定要|必ず|常に|毎回|してください|しないで|항상|반드시|절대|하세요"
+    r"|دائما|دائماً|أبدا|يجب|همیشه|هرگز|باید|हमेशा|कभी नहीं|चाहिए)",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def reads_as_instruction(key: str, value: str) -> bool:
+    """A value that tells the assistant what to do (any reading of it), not what is true."""
+    return any(_ORDER.search(reading) for reading in _variants(f"{key}\n{value}"))
+
+
+def check(
+    category: str,
+    key: str,
+    value: str,
+    *,
+    provenance: Provenance | None = None,
+    turn_outputs: Sequence[str] = (),
+) -> Verdict:
+    """Validate and judge one write; pure, so it is tested without a store.
+
+    ``provenance`` says who wrote and what was in view (default: a model write with
+    ``turn_outputs`` as the only untrusted content in view).
+    """
     errors = validate_schema(category, key, value)
+    if not errors and secrets.key_holds_secret(key):
+        errors.append("key must name the subject, not hold a secret")
     if errors:
         return Verdict(errors=errors, value="")
-    flags = suspicious_flags(key, value, turn_outputs=turn_outputs)
-    stored, _ = redact_secrets(value)
-    if _SECRET_KEY.search(key):
-        # The key says the value is a secret even when it does not look like one.
-        stored = REDACTED
-    return Verdict(flags=flags, value=stored)
+    stored = redact_value(key, value)
+    if not re.sub(r"[\W_]+", "", stored.replace(REDACTED, "")):
+        return Verdict(errors=["value is a secret; secrets are never saved"], value="")
+    prov = provenance or Provenance(untrusted=tuple(turn_outputs))
+    labels = [FLAG_SECRET_REDACTED] if stored != value else []
+    if prov.grounded(value):
+        # The user's own words: trusted whatever they say; only secrets are removed.
+        return Verdict(flags=labels, value=stored)
+    signals = suspicious_flags(key, value, turn_outputs=prov.untrusted)
+    if prov.writer is Writer.MODEL and prov.untrusted_in_view:
+        held = [FLAG_UNTRUSTED] if category in GLOBAL_CATEGORIES else []
+        if reads_as_instruction(key, value) and not {FLAG_INJECTION, FLAG_MARKUP} & set(signals):
+            held.append(FLAG_INSTRUCTION)
+        held += [s for s in signals if s != FLAG_COPIED or held]
+        if held:
+            return Verdict(flags=[*held, *labels], value=stored)
+        return Verdict(flags=[FLAG_FROM_FILE, *labels], value=stored)
+    return Verdict(flags=[*signals, *labels], value=stored)

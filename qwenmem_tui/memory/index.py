@@ -25,6 +25,8 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from qwenmem_tui.paths import private_dir, private_file
+
 log = logging.getLogger("qwenmem.memory")
 
 Progress = Callable[[int, int], None]  # (done, total)
@@ -144,7 +146,7 @@ class VectorIndex:
         from the other."""
         if self._index is None:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dir(self.directory)
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         async with self._lock:
             blob = await asyncio.to_thread(faiss.serialize_index, self._index)
@@ -159,6 +161,7 @@ class VectorIndex:
                 }
             ).encode()
         data = b"".join((_MAGIC, len(header).to_bytes(4, "little"), header, blob.tobytes()))
+        private_file(tmp)  # memories: 0600 whatever the umask (write_bytes keeps the mode)
         await asyncio.to_thread(tmp.write_bytes, data)
         os.replace(tmp, self.path)
 

@@ -1,4 +1,6 @@
-"""Is memory helping? Hit rate, staleness and poisoning flag rate from stored counters."""
+"""Is memory helping, and is it trustworthy? Hit rate, staleness, poisoning flag rate,
+and the two trust rates (model writes made while reading files that were held; facts
+the user stated that were stored active), from stored counters."""
 
 from __future__ import annotations
 
@@ -19,6 +21,12 @@ class MemoryStats:
     counts: dict[str, int]
     mean_recalled_age_s: float  # staleness: mean age of what recall returned
     deliveries: dict[str, int] = field(default_factory=dict)  # prefetch point -> count
+    untrusted_writes: int = 0  # model writes with files in view, not the user's words
+    untrusted_held: int = 0
+    user_stated_writes: int = 0  # /remember, or a model write grounded in the user's words
+    user_stated_active: int = 0
+    recall: str = ""  # which channels recall uses, and why when lexical-only
+    recall_note: str = ""  # set when recall fell back to lexical-only: the reason
 
     @property
     def hit_rate(self) -> float:
@@ -30,6 +38,18 @@ class MemoryStats:
         """Writes quarantined by the guard / all writes."""
         return self.quarantined_writes / self.writes if self.writes else 0.0
 
+    @property
+    def untrusted_held_rate(self) -> float:
+        """Model writes made while reading files (not the user's words) held for review."""
+        return self.untrusted_held / self.untrusted_writes if self.untrusted_writes else 0.0
+
+    @property
+    def user_stated_active_rate(self) -> float:
+        """Facts the user stated that were stored active (not held)."""
+        return (
+            self.user_stated_active / self.user_stated_writes if self.user_stated_writes else 0.0
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "recalls": self.recalls,
@@ -40,8 +60,15 @@ class MemoryStats:
             "writes": self.writes,
             "quarantined_writes": self.quarantined_writes,
             "poisoning_flag_rate": round(self.poisoning_flag_rate, 4),
+            "untrusted_writes": self.untrusted_writes,
+            "untrusted_held": self.untrusted_held,
+            "untrusted_held_rate": round(self.untrusted_held_rate, 4),
+            "user_stated_writes": self.user_stated_writes,
+            "user_stated_active": self.user_stated_active,
+            "user_stated_active_rate": round(self.user_stated_active_rate, 4),
             "counts": dict(self.counts),
             "deliveries": dict(self.deliveries),
+            "recall": self.recall,
         }
 
     def to_text(self) -> str:
@@ -52,8 +79,15 @@ class MemoryStats:
             " (mean age of recalled memories)",
             f"poisoning flag rate  {self.poisoning_flag_rate:6.1%}"
             f"  ({self.quarantined_writes}/{self.writes} writes)",
+            f"held from files      {self.untrusted_held_rate:6.1%}"
+            f"  ({self.untrusted_held}/{self.untrusted_writes} model writes while reading files,"
+            " not the user's words)",
+            f"user facts kept      {self.user_stated_active_rate:6.1%}"
+            f"  ({self.user_stated_active}/{self.user_stated_writes} user-stated writes stored active)",
             "counts by status     " + ", ".join(f"{k} {v}" for k, v in self.counts.items()),
         ]
+        if self.recall:
+            lines.append(f"recall               {self.recall}")
         if self.deliveries:
             lines.append(
                 "deliveries           "
@@ -65,7 +99,13 @@ class MemoryStats:
 DELIVERY_PREFIX = "delivery_"
 
 
-def compute_stats(counters: Mapping[str, float], counts: Mapping[str, int]) -> MemoryStats:
+def compute_stats(
+    counters: Mapping[str, float],
+    counts: Mapping[str, int],
+    *,
+    recall: str = "",
+    recall_note: str = "",
+) -> MemoryStats:
     """Pure: the store's raw counters and status counts -> the dashboard numbers."""
     recalled = int(counters.get("recalled_memories", 0))
     return MemoryStats(
@@ -76,9 +116,15 @@ def compute_stats(counters: Mapping[str, float], counts: Mapping[str, int]) -> M
         quarantined_writes=int(counters.get("quarantined_writes", 0)),
         counts=dict(counts),
         mean_recalled_age_s=counters.get("recalled_age_sum", 0.0) / recalled if recalled else 0.0,
+        untrusted_writes=int(counters.get("untrusted_writes", 0)),
+        untrusted_held=int(counters.get("untrusted_held", 0)),
+        user_stated_writes=int(counters.get("user_stated_writes", 0)),
+        user_stated_active=int(counters.get("user_stated_active", 0)),
         deliveries={
             name[len(DELIVERY_PREFIX) :]: int(v)
             for name, v in counters.items()
             if name.startswith(DELIVERY_PREFIX)
         },
+        recall=recall,
+        recall_note=recall_note,
     )

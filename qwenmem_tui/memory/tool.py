@@ -1,8 +1,9 @@
 """The ``save_memory`` tool (contract §4): how the model writes a memory.
 
 It goes through MemoryService.save like every other write — guard, TTL, supersede,
-audit — with origin ``tool`` and this turn's tool outputs, so a value the model
-copied out of a file it just read is quarantined instead of trusted.
+audit — with origin ``tool`` and its provenance: the tool outputs in the model's view
+since the last /clear or compaction and the user's own messages, so a global fact or
+an order the model took from a file it read is held instead of trusted.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError
 from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
 from qwenmem_tui.memory.model import Category, Origin, WriteAction
+from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.paths import project_id
 
@@ -76,7 +78,7 @@ def save_memory_tool(service: MemoryService) -> Tool:
                 origin=Origin.TOOL,
                 project=project_id(ctx.project_root),
                 ttl_days=ttl,
-                turn_outputs=list(ctx.turn_outputs),
+                provenance=Provenance.from_messages(ctx.view(), ctx.turn_outputs),
                 reason=f"save_memory in session {ctx.session_id}",
             )
         except MemoryRejected as exc:

@@ -26,6 +26,7 @@ from qwenmem_tui.memory.model import (
     WriteAction,
     WriteResult,
     content_hash,
+    holds,
 )
 from qwenmem_tui.memory.store import MemoryStore
 
@@ -213,7 +214,7 @@ async def _write(
             row.id, AuditAction.REFRESH, draft.origin, now, why, row.value, draft.value
         )
 
-    if flags:
+    if holds(flags):
         held = await insert(Status.QUARANTINED)
         await steps.audit(
             held.id,
@@ -227,12 +228,33 @@ async def _write(
         await steps.add_metrics({**writes, "quarantined_writes": 1.0})
         return WriteResult(held, WriteAction.QUARANTINED, generation=generation)
 
+    async def replace_others(survivor: int) -> list[int]:
+        """The same subject's rows under other keys give way to ``survivor`` (issue 14)."""
+        gone = []
+        for other_id in draft.replaces:
+            other = await steps.get(other_id)
+            if (
+                other is None
+                or other.id == survivor
+                or other.status is not Status.ACTIVE
+                or other.user != draft.user
+                or other.scope != draft.scope
+            ):
+                continue  # changed since the lookup, or never ours to replace
+            await supersede(steps, other, survivor, draft.origin, draft.value, now)
+            gone.append(other.id)
+        return gone
+
     current, twin = await steps.active_and_twin(draft, chash)
     if current is not None and current.content_hash == chash:
         await refresh(current, join_reasons(draft.reason, "same value saved again"))
+        replaced = await replace_others(current.id)
         await steps.add_metrics(writes)
         return WriteResult(
-            await must_get(steps, current.id), WriteAction.REFRESHED, generation=await steps.bump()
+            await must_get(steps, current.id),
+            WriteAction.REFRESHED,
+            replaced,
+            generation=await steps.bump(),
         )
 
     superseded: list[int] = []
@@ -241,6 +263,7 @@ async def _write(
             await supersede(steps, current, twin.id, draft.origin, draft.value, now)
             superseded.append(current.id)
         await refresh(twin, join_reasons(draft.reason, f"deduplicated: saved again under key {draft.key}"))
+        superseded += await replace_others(twin.id)
         await steps.add_metrics(writes)
         return WriteResult(
             await must_get(steps, twin.id), WriteAction.DEDUPLICATED, superseded, await steps.bump()
@@ -255,6 +278,8 @@ async def _write(
     if current is not None:
         await supersede(steps, current, new.id, draft.origin, draft.value, now)
         superseded.append(current.id)
+    superseded += await replace_others(new.id)
+    if superseded:
         action = WriteAction.SUPERSEDED
     await steps.add_metrics(writes)
     return WriteResult(new, action, superseded, await steps.bump())

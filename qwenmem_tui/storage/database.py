@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from qwenmem_tui.paths import PRIVATE_DIR_MODE, private_file, tighten_file
 from qwenmem_tui.storage.migrations import MIGRATIONS
 
 log = logging.getLogger("qwenmem.storage")
@@ -25,6 +26,9 @@ T = TypeVar("T")
 
 RESTORE_HINT = " (then `qwenmem memory import FILE` restores a `qwenmem memory export` backup)"
 """Appended to every "the database is damaged" message: the way back for memories."""
+
+SIDE_FILES = ("-wal", "-shm", "-journal")
+"""SQLite's companions of a database file, as much chat history as the file itself."""
 
 RetryCallback = Callable[[int, float], None]
 """Called as `on_retry(attempt, delay)` before sleeping `delay` seconds."""
@@ -105,7 +109,12 @@ class Database:
         """
         path = Path(path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+            # Chat history and memories: 0600 whatever the umask; SQLite creates the
+            # -wal and -shm files with the database file's mode, older ones are fixed.
+            private_file(path)
+            for suffix in SIDE_FILES:
+                tighten_file(path.with_name(path.name + suffix))
             conn = await aiosqlite.connect(path, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"Cannot open database {path}: {exc}") from exc

@@ -25,6 +25,7 @@ from qwenmem_tui.chat.view import COMPACTION_ITEM
 from qwenmem_tui.compaction import CompactionHook
 from qwenmem_tui.features import COMPACTION
 from qwenmem_tui.storage.sessions import Item
+from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import (
     AppContext,
@@ -57,7 +58,7 @@ def pinnable(item: Item) -> bool:
 
 def preview(text: str) -> str:
     """One short line of a message, for confirmations."""
-    line = " ".join(text.split())
+    line = one_line(text)
     return line if len(line) <= PIN_PREVIEW_CHARS else line[: PIN_PREVIEW_CHARS - 1] + "…"
 
 
@@ -165,5 +166,5 @@ async def _build(context: AppContext) -> Extension:
     )
 
 
-compaction_extension = ExtensionFactory(COMPACTION, _build, features={COMPACTION})
+compaction_extension = ExtensionFactory(COMPACTION, _build, features=frozenset({COMPACTION}))
 """Compaction: /compact, /pin, /unpin, ctrl+p and the marker, on the assembled hook."""

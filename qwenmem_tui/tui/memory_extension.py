@@ -20,6 +20,7 @@ from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
+from qwenmem_tui.tui.widgets.status_line import StatusLine, review_label
 
 if TYPE_CHECKING:
     from qwenmem_tui.tui.app import QwenmemApp
@@ -39,6 +40,7 @@ class MemoryFeature:
         self._app: QwenmemApp | None = None
         self._pending_notices: list[tuple[str, str]] = []
         self._rebuilding: int | None = None  # vectors in a rebuild worth a notice
+        self._review: int | None = None  # memories awaiting review, as last shown
         memory.progress_listeners.append(self._progress)
         # PostgreSQL store: server down at start, write retries, reconnects.
         memory.notice_listeners.append(lambda text: self._notify(text, "warning"))
@@ -70,8 +72,11 @@ class MemoryFeature:
         if exc is not None:
             log.error("[MEMORY] could not open the memory service: %s", exc, exc_info=exc)
             self._notify(f"Long-term memory is off: {exc}", "error")
-        elif self._rebuilding is not None:
+            return
+        if self._rebuilding is not None:
             self._notify(f"Memory index rebuilt ({self._rebuilding} memories).")
+        task.result().review_listeners.append(self._review_changed)
+        self._review_changed()
 
     def _notify(self, text: str, severity: str = "information") -> None:
         if self._app is None:
@@ -85,6 +90,26 @@ class MemoryFeature:
         pending, self._pending_notices = self._pending_notices, []
         for text, severity in pending:
             self._notify(text, severity)
+        self._review_changed()
+
+    def _review_changed(self) -> None:
+        """A write was held, or a memory approved or forgotten: recount what awaits review."""
+        if self._app is not None and self._memory.opened is not None:
+            self._app.run_worker(self._show_review(), group="memory-review", exclusive=True)
+
+    async def _show_review(self) -> None:
+        """The status line says how many memories await review; a new one gets a notice."""
+        service = await self.service()
+        count = await service.awaiting_review(project=self.project)
+        if self._app is None:
+            return
+        # Held before this app started: the status line says so; a notice is for news.
+        if self._review is not None and count > self._review:
+            self._notify(f"{review_label(count)}: open /memory to approve or forget it.", "warning")
+        self._review = count
+        for screen in self._app.screen_stack:  # the chat screen may be under /memory
+            for status in screen.query(StatusLine):
+                status.review = count
 
     # -- commands ----------------------------------------------------------------------
 
@@ -120,18 +145,16 @@ class MemoryFeature:
         if not args.isdigit():
             app.show_info("Usage: /forget <id> (the ids are on the /memory screen)")
             return
-        memory_id = int(args)
+        memory_id = int(args) if len(args) <= 20 else 0  # longer: out of range anyway
         try:
             service = await self.service()
         except MemoryUnavailable as exc:
             app.show_error(str(exc))
             return
-        found = await service.get(memory_id)
-        forgotten = None
-        if found is not None and found.user == service.user:
-            forgotten = await service.forget(memory_id, reason="/forget")
+        # The service checks ownership (user and project) for every face alike.
+        forgotten = await service.forget(memory_id, project=self.project, reason="/forget")
         if forgotten is None:
-            app.show_info(f"No memory with id {memory_id}")
+            app.show_info(f"No memory with id {_clip(args)}")
         else:
             app.show_info(f"Forgot memory #{memory_id} ({_name(forgotten)}).")
 
@@ -177,5 +200,5 @@ async def _build(context: AppContext) -> Extension:
     )
 
 
-memory_extension = ExtensionFactory(MEMORY, _build, features={MEMORY})
+memory_extension = ExtensionFactory(MEMORY, _build, features=frozenset({MEMORY}))
 """Long-term memory: its notices and commands, on the assembled service and hooks."""

@@ -7,39 +7,52 @@ back using only the SDK.
 from __future__ import annotations
 
 import os
+import resource
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from qwenmem_tui.daemon import DaemonClient, DaemonError
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 TOKEN = "e2e-token-5678"
 
 
-@pytest.fixture
-def served(home: Path, project: Path) -> Iterator[str]:
-    """`qwenmem serve --port 0` in `project`; yields the URL its first line announces."""
-    env = {**os.environ, "QWENMEM_SERVER_TOKEN": TOKEN}
+@contextmanager
+def serve_process(
+    project: Path, *flags: str, env: dict[str, str] | None = None, max_files: int | None = None
+) -> Iterator[tuple[str, str]]:
+    """`qwenmem serve --port 0 FLAGS` in `project`; yields (URL, its first line).
+
+    `max_files` lowers the child's RLIMIT_NOFILE, as a user's `ulimit -n` would.
+    """
+
+    def limit_files() -> None:
+        if max_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
+
     proc = subprocess.Popen(
-        [sys.executable, "-m", "qwenmem_tui", "serve", "--port", "0"],
+        [sys.executable, "-m", "qwenmem_tui", "serve", "--port", "0", *flags],
         cwd=project,
-        env=env,
+        env=env or dict(os.environ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=limit_files,
     )
     try:
         line = proc.stdout.readline()  # blocks until the socket is listening (or exit)
         assert "listening on http://" in line, proc.stderr.read()
-        assert str(project) in line and "token required" in line
-        yield line.split("listening on ", 1)[1].split()[0]
+        yield line.split("listening on ", 1)[1].split()[0], line
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl+C: graceful shutdown, then the usual 130
         try:
@@ -49,6 +62,15 @@ def served(home: Path, project: Path) -> Iterator[str]:
             proc.kill()
             proc.stdout.close()
             proc.stderr.close()
+
+
+@pytest.fixture
+def served(home: Path, project: Path) -> Iterator[str]:
+    """`qwenmem serve --port 0` in `project` with a token; yields its URL."""
+    env = {**os.environ, "QWENMEM_SERVER_TOKEN": TOKEN}
+    with serve_process(project, env=env) as (url, line):
+        assert str(project) in line and "token required" in line
+        yield url
 
 
 def test_a_script_prompts_twice_and_gets_a_recap(served: str, fake: FakeOpenAI, home: Path) -> None:
@@ -83,3 +105,27 @@ def test_a_script_prompts_twice_and_gets_a_recap(served: str, fake: FakeOpenAI, 
     debug_log = (home / "debug" / "daemon.txt").read_text()
     assert "client=e2e-script" in debug_log
     assert TOKEN not in debug_log
+
+
+def test_rebinding_hosts_and_half_open_floods_do_not_reach_the_sessions(
+    home: Path, project: Path
+) -> None:
+    """Issue #17 against the real process: a foreign Host gets 403 (an --allow-host name
+    and the bound address do not); 400 half-open connections to 127.0.0.1, more than
+    the daemon's 256 file descriptors, leave /health answering."""
+    with serve_process(project, "--allow-host", "dev.box.lan", max_files=256) as (url, _):
+        port = int(url.rsplit(":", 1)[1])
+        with httpx.Client(base_url=url, timeout=10) as client:
+            client.post("/session", json={"title": "private plans"})
+            refused = client.get("/sessions", headers={"Host": f"attacker.example:{port}"})
+            assert (refused.status_code, refused.json()["code"]) == (403, "host_not_allowed")
+            assert "private plans" not in refused.text
+            listed = client.get("/sessions", headers={"Host": "dev.box.lan"})
+            assert "private plans" in listed.text
+            assert "private plans" in client.get("/sessions").text  # Host: 127.0.0.1:port
+        with ExitStack() as flood:
+            for _ in range(400):
+                conn = flood.enter_context(closing(socket.create_connection(("127.0.0.1", port), timeout=10)))
+                conn.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            health = httpx.get(f"{url}/health", timeout=10)
+            assert health.json() == {"status": "ok"}

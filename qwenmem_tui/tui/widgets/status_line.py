@@ -14,6 +14,7 @@ from textual.widget import Widget
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 STATE_LABELS = {
+    "starting": "starting…",
     "idle": "idle",
     "responding": "responding…",
     "running_tool": "running tool…",
@@ -39,6 +40,8 @@ class StatusLine(Widget):
     queued: reactive[int] = reactive(0)
     thinking: reactive[bool] = reactive(False)
     """The model streams reasoning (never shown) before its answer."""
+    review: reactive[int] = reactive(0)
+    """Memories held for review (quarantined): a person should approve or forget them."""
 
     def __init__(
         self, *, id: str | None = None, clock: Callable[[], float] = time.monotonic
@@ -87,5 +90,12 @@ class StatusLine(Widget):
         ]
         if self.queued:
             parts += [" · ", (f"{self.queued} queued", "$warning")]
+        if self.review:
+            parts += [" · ", (review_label(self.review), "$warning")]
         parts += [" · ", terminal_safe(self.title or "new session")]
         return Content.assemble(*parts)
+
+
+def review_label(count: int) -> str:
+    """ "1 memory awaits review", "3 memories await review"."""
+    return f"{count} memory awaits review" if count == 1 else f"{count} memories await review"

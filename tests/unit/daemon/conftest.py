@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.cli import bind_socket
+from qwenmem_tui.daemon.connections import ConnectionLimits, uvicorn_config
 from qwenmem_tui.daemon.server import ServerOptions, create_app
 from qwenmem_tui.paths import Paths
 
@@ -60,17 +61,16 @@ def client(make_daemon: MakeApp) -> Iterator[TestClient]:
 
 
 @contextmanager
-def live_server(app: Starlette) -> Iterator[str]:
-    """Serve `app` with uvicorn on a free loopback port in a thread; yields the base URL.
+def live_server(app: Starlette, limits: ConnectionLimits = ConnectionLimits()) -> Iterator[str]:
+    """Serve `app` as `qwenmem serve` does (same uvicorn settings) on a free loopback
+    port in a thread; yields the base URL.
 
     The socket is bound and listening before the thread starts, so a request sent at
     once waits in the backlog instead of racing the startup.
     """
     sock = bind_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
-    )
+    server = uvicorn.Server(uvicorn_config(app, limits))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

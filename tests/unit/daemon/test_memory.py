@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
+
+import httpx
 
 from starlette.testclient import TestClient
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
+from qwenmem_tui.memory.model import Status
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 
 def prompt(client: TestClient, session_id: str, text: str) -> str:
@@ -70,3 +74,61 @@ async def test_extraction_runs_and_is_drained_at_shutdown(
     finally:
         await service.close()
     assert [(m.key, m.value) for m in memories] == [("editor", "The user uses Helix.")]
+
+
+def reminders(body: dict) -> list[str]:
+    """The system-reminder blocks of one request, wherever they sit."""
+    text = json.dumps(body["messages"], ensure_ascii=False)
+    return re.findall(r"<system-reminder>.*?</system-reminder>", text)
+
+
+def test_one_truth_per_fact_in_a_running_daemon_session_over_http(
+    make_daemon, serve_live, fake: FakeOpenAI, settings: Settings, paths: Paths
+) -> None:
+    """Issue 14 end to end: a restated fact supersedes the old one, and the running
+    session's very next request carries only the current value — also after another
+    process forgets it."""
+    settings.memory.initial_wait_ms = 30_000  # deterministic: wait for recall (it is fast)
+
+    def save(value: str) -> Reply:
+        args = {"category": "project", "key": "deploy_target", "value": value}
+        return Reply(tool_calls=[ToolCallSpec("save_memory", args)])
+
+    fake.script(
+        save("Deploys go to staging"), Reply("Saved."),
+        Reply("Noted."),
+        save("Deploys go to prod"), Reply("Updated."),
+        Reply("Noted."),
+        Reply("Noted."),
+    )
+    with serve_live(make_daemon()) as url, httpx.Client(base_url=url, timeout=60) as http:
+        session = http.post("/session").json()["sessionId"]
+
+        def ask(text: str) -> None:
+            response = http.post(f"/session/{session}/prompt", json={"text": text})
+            assert response.status_code == 200, response.text
+
+        ask("remember that we deploy to staging")
+        ask("where do we deploy?")
+        assert any("Deploys go to staging" in r for r in reminders(fake.chat_requests[-1]))
+        ask("we deploy to prod from now on, save it")
+        # Already in the request after the tool result: the block now says prod.
+        after_tool = reminders(fake.chat_requests[-1])
+        assert after_tool and not any("staging" in r for r in after_tool)
+        ask("so where do we deploy?")
+        blocks = reminders(fake.chat_requests[-1])
+        assert sum("Deploys go to prod" in r for r in blocks) == 1
+        assert not any("staging" in r for r in blocks)
+
+        async def forget_elsewhere() -> None:
+            other = await MemoryService.open(settings, paths)
+            try:
+                [prod] = await other.list(statuses=[Status.ACTIVE])
+                assert prod.value == "Deploys go to prod"
+                assert await other.forget(prod.id) is not None
+            finally:
+                await other.close()
+
+        asyncio.run(forget_elsewhere())
+        ask("and now?")
+        assert not any("Deploys go to" in r for r in reminders(fake.chat_requests[-1]))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,15 +21,22 @@ from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import QueryHook
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.memory.extract import ExtractionJob, MemoryExtractionHook, parse_proposals
+from qwenmem_tui.memory.extract import (
+    EXTRACTION_SYSTEM_PROMPT,
+    ExtractionJob,
+    MemoryExtractionHook,
+    parse_proposals,
+)
 from qwenmem_tui.memory.guard import FLAG_COPIED
+from qwenmem_tui.memory.identity import JUDGE_SYSTEM_PROMPT
 from qwenmem_tui.memory.model import Origin, Status
+from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.tool import SAVE_MEMORY, save_memory_tool
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage import Database, SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
@@ -211,7 +219,7 @@ async def test_at_most_one_extraction_runs_and_one_waits(
         Reply('{"memories": [{"category": "user", "key": "third", "value": "third job"}]}'),
     )
     for name in ("first", "second", "third"):
-        hook.submit(ExtractionJob("/p", f"[user]\n{name}", ()))
+        hook.submit(ExtractionJob("/p", f"[user]\n{name}", Provenance()))
     await asyncio.to_thread(fake.wait_for_requests, 1)
     gate.set()
     await hook.drain()
@@ -234,5 +242,96 @@ async def test_settings_ttl_override_applies(mem_paths: Paths, clock: Clock) -> 
     try:
         r = await svc.save("project", "k", "value", origin="tool", project="/p")
         assert r.memory.expires_at == pytest.approx(clock.now + 7 * 86400)
+    finally:
+        await svc.close()
+
+
+# --- the overwrite lab on every write path, within one running session (issue 14) ------
+
+
+def reminder_blocks(body: dict) -> str:
+    """Every system-reminder block of one request, joined."""
+    text = json.dumps(body["messages"], ensure_ascii=False)
+    return "\n".join(re.findall(r"<system-reminder>.*?</system-reminder>", text))
+
+
+def live_prefetch(chat: Chat) -> MemoryPrefetchHook:
+    project = project_id(chat.root)
+    return MemoryPrefetchHook(
+        chat.svc.recall_for(project), initial_wait_ms=10_000, live=chat.svc.live_for(project)
+    )
+
+
+async def test_overwrite_lab_when_the_model_saves_under_another_key(
+    chat: Chat, fake: FakeOpenAI, service: MemoryService
+) -> None:
+    """save_memory: Beta under "project" still replaces Alpha under "current_project",
+    and the same session's next request shows Beta only."""
+    session = await chat.session(live_prefetch(chat))
+    fake.script(
+        save_call("project", "current_project", "Alpha, stack TypeScript"), Reply("Noted."),
+        Reply("Noted."),
+        save_call("project", "project", "Beta, stack Python"), Reply("Updated."),
+        Reply("Noted."),
+    )
+    await collect(session, "my project is Alpha, stack TypeScript")
+    await collect(session, "what is my current project?")
+    assert "Alpha" in reminder_blocks(fake.chat_requests[-1])
+    await collect(session, "actually I moved to Beta, stack Python")
+    active = await service.list(statuses=[Status.ACTIVE])
+    assert [(m.key, m.value) for m in active] == [("current_project", "Beta, stack Python")]
+    await collect(session, "what is my current project?")
+    blocks = reminder_blocks(fake.chat_requests[-1])
+    assert "Beta" in blocks and "Alpha" not in blocks
+    await session.close()
+
+
+async def test_overwrite_lab_through_extraction_with_the_fast_model_judging(
+    chat: Chat, fake: FakeOpenAI, llm: LLMClient, mem_paths: Paths, clock: Clock
+) -> None:
+    """Extraction proposes Beta under a new key; the fast model says it updates Alpha."""
+    # No threshold: the hash embedder scores Portuguese questions low, and the lab is
+    # about which value reaches the model, not about recall quality.
+    svc = await MemoryService.open(make_settings(min_score=-1.0), mem_paths, clock=clock, llm=llm)
+    chat.svc = svc
+    proposals = iter([
+        {"category": "project", "key": "current_project", "value": "Alpha, stack TypeScript"},
+        {"category": "project", "key": "active_codebase", "value": "Beta, stack Python"},
+    ])
+    judged: list[dict] = []
+
+    def respond(body: dict) -> Reply:
+        system = body["messages"][0]["content"]
+        if system == EXTRACTION_SYSTEM_PROMPT:
+            return Reply(json.dumps({"memories": [p for p in [next(proposals, None)] if p]}))
+        if system == JUDGE_SYSTEM_PROMPT:
+            judged.append(json.loads(body["messages"][1]["content"]))
+            [existing] = judged[-1]["existing"]
+            return Reply(json.dumps({"action": "update", "id": existing["id"]}))
+        return Reply("Noted.")
+
+    fake.responder = respond
+    hook = MemoryExtractionHook(svc, llm)
+    try:
+        session = await chat.session(live_prefetch(chat), hook)
+        await collect(session, "meu projeto é o Alpha, stack TypeScript")
+        await hook.drain()
+        await collect(session, "na verdade mudei para o projeto Beta, stack Python")
+        await hook.drain()
+        assert [j["new"]["key"] for j in judged] == ["active_codebase"]
+        active = await svc.list(statuses=[Status.ACTIVE])
+        assert [(m.key, m.value, m.origin) for m in active] == [
+            ("current_project", "Beta, stack Python", Origin.AGENT)
+        ]
+        await collect(session, "qual meu projeto atual?")
+        await hook.drain()
+        [*_, last] = [
+            body
+            for body in fake.chat_requests
+            if body["messages"][0]["content"] not in (EXTRACTION_SYSTEM_PROMPT, JUDGE_SYSTEM_PROMPT)
+        ]
+        blocks = reminder_blocks(last)
+        assert "Beta" in blocks and "Alpha" not in blocks
+        await session.close()
     finally:
         await svc.close()

@@ -1,0 +1,157 @@
+"""Where a memory write comes from: who wrote it, and what the writer had in view.
+
+The poisoning guard decides on provenance first and on wording second. A person's
+own words (``/remember``, a fact the user stated that the model saves) are trusted
+whatever they say. A write the model makes while tool output (a file it read, a
+directory listing) is in its view, and that the user's messages do not back, may be
+an order planted in that file: the guard holds it for review when it would shape
+behaviour everywhere. "In view" means what the model sees on the next request — since
+the last ``/clear`` or compaction — not only the current turn, because a planted
+order is often saved a turn later.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Writer(StrEnum):
+    USER = "user"  # the person typed it (/remember)
+    MODEL = "model"  # save_memory or background extraction
+    IMPORT = "import"  # a JSON-lines file a person chose to import
+
+
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+_WORD = re.compile(r"\w+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+# Words every paraphrase adds ("the user prefers …"), so they prove nothing either way.
+_FILLER = frozenset(
+    "the and for that this with from are was were has have had not but you your user users "
+    "user's they them their its it's also into onto than then when what which who whom whose "
+    "should would could will shall must can may might always never every all any some use "
+    "uses used using prefer prefers preferred like likes wants want please remember note "
+    "about there here our out over under only just very more most "
+    "i a an to in of is on at be it my me we or as by so do if no up".split()
+)
+GROUNDED_SHARE = 0.6
+_STEM = 4
+
+
+def _terms(text: str) -> set[str]:
+    """Content words, stemmed by prefix; CJK runs as character bigrams (no spaces there)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    terms: set[str] = set()
+    for word in _WORD.findall(folded):
+        if _CJK.search(word):
+            terms.update(word[i : i + 2] for i in range(max(1, len(word) - 1)))
+        elif word not in _FILLER:
+            # Short words count too: "i g n o r e" spelled out must not read as nothing.
+            terms.add(word[:_STEM])
+    return terms
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What one memory write rests on (built by the writer, judged by the guard)."""
+
+    writer: Writer = Writer.MODEL
+    sources: tuple[str, ...] = ()
+    """Untrusted content in view, named: "read_file docs/notes.md", "list_directory src"."""
+    untrusted: tuple[str, ...] = ()
+    """The text of that content (tool outputs)."""
+    user_text: tuple[str, ...] = ()
+    """The user's own messages in view, reminders stripped."""
+
+    @classmethod
+    def user(cls) -> Provenance:
+        return cls(Writer.USER)
+
+    @classmethod
+    def imported(cls) -> Provenance:
+        return cls(Writer.IMPORT)
+
+    @classmethod
+    def from_messages(
+        cls, messages: Iterable[dict[str, Any]], extra_outputs: Sequence[str] = ()
+    ) -> Provenance:
+        """A model write's provenance from the model view (``ChatSession.history()``).
+
+        ``extra_outputs``: tool outputs of the running turn that the view may not show
+        yet (a tool call's results are left out until all of that call's siblings ran).
+        """
+        calls: dict[str, str] = {}
+        sources: list[str] = []
+        untrusted: list[str] = []
+        user_text: list[str] = []
+        for message in messages:
+            role = message.get("role")
+            content = message.get("content")
+            text = content if isinstance(content, str) else ""
+            if role == "assistant":
+                for call in message.get("tool_calls") or ():
+                    function = call.get("function") or {}
+                    calls[str(call.get("id"))] = _describe_call(
+                        str(function.get("name", "tool")), function.get("arguments")
+                    )
+            elif role == "tool":
+                sources.append(calls.get(str(message.get("tool_call_id")), "tool output"))
+                untrusted.append(text)
+            elif role == "user":
+                own = _REMINDER.sub("", text).strip()
+                if own:
+                    user_text.append(own)
+        for output in extra_outputs:
+            if output not in untrusted:
+                sources.append("tool output")
+                untrusted.append(output)
+        return cls(Writer.MODEL, tuple(dict.fromkeys(sources)), tuple(untrusted), tuple(user_text))
+
+    @property
+    def untrusted_in_view(self) -> bool:
+        return any(t.strip() for t in self.untrusted)
+
+    def grounded(self, value: str) -> bool:
+        """The user's own messages back this value: most of its content words (in any
+        language) occur in what the user said. The model paraphrases, so words are
+        compared by a short prefix; filler words prove nothing. The key is the model's
+        name for the subject, so it is not weighed."""
+        if self.writer is Writer.USER:
+            return True
+        if self.writer is Writer.IMPORT or not self.user_text:
+            return False
+        if any(unicodedata.category(ch) == "Cf" for ch in value):
+            return False  # invisible characters carry text nobody typed
+        wanted = _terms(value)
+        if not wanted:
+            return False
+        said = _terms("\n".join(self.user_text))
+        return len(wanted & said) >= GROUNDED_SHARE * len(wanted)
+
+    def describe(self) -> str:
+        """One line for the audit trail."""
+        if self.writer is not Writer.MODEL:
+            return f"written by {self.writer}"
+        if not self.untrusted_in_view:
+            return "no untrusted content in view"
+        names = self.sources or ("tool output",)
+        shown = ", ".join(names[:5])
+        more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+        return f"untrusted content in view: {shown}{more}"
+
+
+def _describe_call(name: str, arguments: Any) -> str:
+    """``read_file docs/notes.md``: the tool and the path it was given, if any."""
+    args = arguments
+    if isinstance(arguments, str):
+        try:
+            args = json.loads(arguments)
+        except ValueError:
+            args = None
+    path = args.get("path") if isinstance(args, dict) else None
+    return f"{name} {path}" if isinstance(path, str) and path else name
