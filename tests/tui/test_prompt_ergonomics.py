@@ -16,7 +16,7 @@ from textual import events
 from textual.widgets._collapsible import CollapsibleTitle
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.prompt_history import HISTORY_FILE_NAME
 from qwenmem_tui.storage.database import Database
@@ -28,7 +28,7 @@ from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem, ToolCallItem, Use
 from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import SPINNER, StatusLine
 
-from .conftest import SIZE, conversation, seed_session, send, settle, wait_until
+from .conftest import SIZE, conversation, seed_session, send, settle, started, wait_until
 
 SECRET = "sk-" + "A1b2C3d4E5f6G7h8J9k0L1m2"
 
@@ -53,6 +53,7 @@ async def test_typing_after_a_click_on_a_tool_call_goes_to_the_prompt(
     )
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await send(pilot, "what is in the readme?")
         await settle(pilot)
         tool = app.screen.query_one(ToolCallItem)
@@ -80,6 +81,7 @@ async def test_a_paste_after_the_terminal_lost_focus_reaches_the_prompt(
 ) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         # Switching windows to copy something blurs the app; no focus-in comes back
         # under tmux, so the paste is the first thing the app hears.
         app.post_message(events.AppBlur())
@@ -97,6 +99,7 @@ async def test_a_paste_after_the_terminal_lost_focus_reaches_the_prompt(
 async def test_enter_runs_the_highlighted_command(make_app: Callable[..., QwenmemApp]) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await pilot.press("/", "h", "e", "enter")
         await settle(pilot)
         shown = infos(app)
@@ -112,6 +115,7 @@ async def test_enter_completes_a_command_that_needs_an_argument(
     app = make_app()
     app.commands.register(SlashCommand("note", "Take a note", lambda a, text: notes.append(text), "<text>"))
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await pilot.press("/", "n", "o", "enter")
         assert prompt_of(app).text == "/note "
         assert notes == []
@@ -128,6 +132,7 @@ async def test_the_suggestions_scroll_through_every_command(
     for name in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "unpin"):
         app.commands.register(SlashCommand(name, f"The {name} command", lambda a, t, n=name: ran.append(n)))
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await pilot.press("/")
         suggestions = app.screen.query_one(CommandSuggestions)
         names = [option.id for option in suggestions.options]
@@ -146,6 +151,7 @@ async def test_the_suggestions_scroll_through_every_command(
 async def test_tab_completes_the_highlighted_command(make_app: Callable[..., QwenmemApp]) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await pilot.press("/", "down", "tab")  # /clear, /help, ...: down highlights /help
         assert prompt_of(app).text == "/help "
 
@@ -156,6 +162,7 @@ async def test_a_lone_slash_and_enter_is_still_a_message(
     fake.script(Reply("a slash?"))
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await pilot.press("/", "enter")
         await settle(pilot)
         assert fake.chat_requests[-1]["messages"][-1] == {"role": "user", "content": "/"}
@@ -170,6 +177,7 @@ async def test_up_recalls_earlier_messages_across_sessions_and_redacts_secrets(
     fake.script(Reply("one"), Reply("two"), Reply("three"))
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await send(pilot, "first question")
         await settle(pilot)
         await send(pilot, "/help")  # a command in the history does not stop the walk
@@ -184,6 +192,7 @@ async def test_up_recalls_earlier_messages_across_sessions_and_redacts_secrets(
 
     app = make_app()  # a new session in the same project
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         prompt = prompt_of(app)
         await pilot.press("d", "r", "a", "f", "t")
         await pilot.press("up")
@@ -218,6 +227,7 @@ async def test_escape_cancels_and_puts_the_queued_messages_back_for_editing(
     app = make_app()
     try:
         async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
             await send(pilot, "one")
             await wait_until(pilot, lambda: app.state == "responding")
             await send(pilot, "two")
@@ -244,6 +254,7 @@ async def test_ctrl_c_clears_the_prompt_then_quits_when_pressed_twice(
 ) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await pilot.press("h", "i")
         await pilot.press("ctrl+c")
         assert prompt_of(app).text == ""
@@ -267,6 +278,7 @@ async def test_waiting_shows_a_spinner_with_elapsed_seconds(
     app = make_app()
     try:
         async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
             await send(pilot, "hello")
             await wait_until(pilot, lambda: app.state == "responding")
             status = app.screen.query_one(StatusLine)
@@ -283,10 +295,12 @@ async def test_waiting_shows_a_spinner_with_elapsed_seconds(
 async def test_a_long_error_wraps_instead_of_being_cut(make_app: Callable[..., QwenmemApp]) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         text = "The endpoint refused the request for model qwen-plus-latest: " + "reason " * 30
         app.show_error(text)
-        await pilot.pause()
+        await wait_until(pilot, lambda: bool(app.screen.query(ErrorItem)))
         error = app.screen.query_one(ErrorItem)
+        await wait_until(pilot, lambda: error.size.height > 0)  # laid out
         assert error.size.width <= SIZE[0]
         assert error.size.height >= len(text) // SIZE[0]  # every word on screen
 
@@ -301,6 +315,7 @@ async def test_resume_accepts_a_unique_id_prefix(
     old = await seed_session(paths, project, "earlier", conversation("hi", "hello"), clock=clock)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await send(pilot, f"/resume {old.id[:6]}")
         await settle(pilot)
         assert app.session.info.id == old.id
@@ -313,6 +328,7 @@ async def test_an_untouched_session_is_not_stored_before_its_first_message(
     fake.script(Reply("hello"))
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         db = await Database.open(paths.db_file)
         try:
             assert await SessionStore(db).list_sessions() == []  # killed here: nothing
@@ -334,6 +350,7 @@ async def test_a_message_stops_a_running_recap_instead_of_waiting_behind_it(
     app = make_app(extensions=(recap_extension,))
     try:
         async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
             for text in ("one", "two", "three"):
                 await send(pilot, text)
                 await settle(pilot)
@@ -368,6 +385,7 @@ async def test_keys_typed_with_nothing_focused_are_a_message(
     """Typed ahead while the app starts: the keys, Enter included, reach the prompt."""
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         app.screen.set_focus(None)
         await pilot.press("/", "h", "e", "enter")
         await settle(pilot)
