@@ -104,6 +104,7 @@ async def test_enter_runs_the_highlighted_command(make_app: Callable[..., Qwenme
         await settle(pilot)
         shown = infos(app)
         assert shown and shown[-1].startswith("Commands:")
+        assert "Earlier / later messages" in shown[-1]  # /help tells about the history
         assert not any("Unknown command" in text for text in shown)
         assert prompt_of(app).text == ""
 
