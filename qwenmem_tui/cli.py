@@ -204,8 +204,6 @@ def run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     from qwenmem_tui.tui.app import StartupError, check_resume, create_app  # textual: TUI only
 
     if isinstance(args.resume, str) and args.resume:
-        import asyncio
-
         try:  # a wrong id is one line here, not a flash of the full-screen view
             args.resume = asyncio.run(check_resume(paths, Path.cwd(), args.resume))
         except StartupError as exc:
