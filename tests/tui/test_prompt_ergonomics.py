@@ -107,6 +107,12 @@ async def test_enter_runs_the_highlighted_command(make_app: Callable[..., Qwenme
         assert "Earlier / later messages" in shown[-1]  # /help tells about the history
         assert not any("Unknown command" in text for text in shown)
         assert prompt_of(app).text == ""
+        # Typed ahead with nothing focused (the app still starting): the same.
+        app.screen.set_focus(None)
+        await pilot.press("/", "h", "e", "enter")
+        await settle(pilot)
+        assert [text for text in infos(app) if text.startswith("Commands:")][1:]
+        assert prompt_of(app).text == ""
 
 
 async def test_enter_completes_a_command_that_needs_an_argument(
@@ -379,16 +385,3 @@ def test_the_history_file_stays_bounded_and_per_project(tmp_path: Path) -> None:
     assert PromptHistory(tmp_path / HISTORY_FILE_NAME, "p1").entries[-1] == "message 6"
     assert PromptHistory(tmp_path / HISTORY_FILE_NAME, "p2").entries == ["other project"]
 
-
-async def test_keys_typed_with_nothing_focused_are_a_message(
-    make_app: Callable[..., QwenmemApp],
-) -> None:
-    """Typed ahead while the app starts: the keys, Enter included, reach the prompt."""
-    app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
-        app.screen.set_focus(None)
-        await pilot.press("/", "h", "e", "enter")
-        await settle(pilot)
-        assert infos(app)[-1].startswith("Commands:")
-        assert prompt_of(app).text == ""
