@@ -23,11 +23,11 @@ from qwenmem_tui.features import (
     enabled_features,
     offers_tools,
 )
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.paths import Paths, project_id
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 LOCAL = LocalChatDefaults(
     system_prompt="Small local model.", max_tokens=256, context_window=4096, supports_tools=False
