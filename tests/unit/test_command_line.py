@@ -231,3 +231,10 @@ def test_subcommand_without_an_action_is_a_usage_error(
     with pytest.raises(SystemExit) as info:
         cli.run(["bare"])
     assert info.value.code == 2 and "which action?" in capsys.readouterr().err
+
+
+def test_version_is_read_only_when_asked(cli_run: CliRunner, tmp_path: Path) -> None:
+    # The installed version is looked up lazily (importlib.metadata is slow to scan).
+    done = cli_run("--version", home=tmp_path, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("qwenmem ")
+    assert done.stdout.split()[1] not in ("", "None")
