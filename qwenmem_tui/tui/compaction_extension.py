@@ -46,6 +46,8 @@ UNPIN_NOTHING = "No pinned message to unpin."
 PIN_UNAVAILABLE = "Only a message with text that the model still sees (since /clear) can be pinned."
 PIN_MARK = "📌"
 PIN_PREVIEW_CHARS = 60
+PIN_BINDING = Binding("ctrl+p", "command('pin')", "Pin", id="compaction.pin")
+"""Module level so `[keys]` validation knows its id before the extension is built."""
 
 
 def pinnable(item: Item) -> bool:
@@ -160,7 +162,7 @@ async def _build(context: AppContext) -> Extension:
             SlashCommand("unpin", "Unpin the latest pinned message", controller.unpin_command),
         ),
         item_widgets={COMPACTION_ITEM: CompactionMarker},
-        bindings=(Binding("ctrl+p", "command('pin')", "Pin", id="compaction.pin"),),
+        bindings=(PIN_BINDING,),
     )
 
 
