@@ -188,7 +188,7 @@ def test_secrets_are_redacted_before_storage() -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["api_key_sk_live_abcdefghijklmnop", "token_ghp_abcdefgh12345678", "x_9f8e7d6c5b4a39281726"]
+    "key", ["api_key_sk_live_abcdefghijklmnop", "token_ghp_abcdefgh12345678", "x_q9f8e7d6c5b4a39281726z"]
 )
 def test_a_key_holding_secret_material_is_refused(key: str) -> None:
     verdict = guard.check("user", key, "a value")
