@@ -171,7 +171,7 @@ async def test_remember_trusts_the_users_own_words(
     async with app.run_test(size=SIZE) as pilot:
         await run(pilot, "/remember " + INJECTION)
         [line] = infos(app)
-        assert line.startswith("Remembered user/")
+        assert line.startswith("Remembered #1 user/")
     [memory] = await stored(settings, paths, clock)
     assert memory.status is Status.ACTIVE and memory.value == INJECTION
 
