@@ -391,10 +391,13 @@ def check(
         return Verdict(errors=["value is a secret; secrets are never saved"], value="")
     prov = provenance or Provenance(untrusted=tuple(turn_outputs))
     labels = [FLAG_SECRET_REDACTED] if stored != value else []
+    signals = suspicious_flags(key, value, turn_outputs=prov.untrusted)
     if prov.grounded(value):
         # The user's own words: trusted whatever they say; only secrets are removed.
+        # Unless the model copied an order out of a file that merely echoes them.
+        if FLAG_COPIED in signals and {FLAG_INJECTION, FLAG_MARKUP} & set(signals):
+            return Verdict(flags=[*signals, *labels], value=stored)
         return Verdict(flags=labels, value=stored)
-    signals = suspicious_flags(key, value, turn_outputs=prov.untrusted)
     if prov.writer is Writer.MODEL and prov.untrusted_in_view:
         held = [FLAG_UNTRUSTED] if category in GLOBAL_CATEGORIES else []
         if reads_as_instruction(key, value) and not {FLAG_INJECTION, FLAG_MARKUP} & set(signals):
