@@ -77,9 +77,11 @@ def configure(
     the file, or None when `QWENMEM_DEBUG_LOG_FILE=0`.
     """
     reset()
+    # A session opens here (TUI or daemon): the secret scanner's plugins load off the
+    # event loop now, so neither log lines nor the prompt history wait for them later.
+    scanner.preload()
     if not enabled(env):
         return None
-    scanner.preload()  # the scanner's plugins load off the event loop
     paths.ensure()  # private (0700) directories whatever the umask
     safe_id = re.sub(r"[^A-Za-z0-9._-]", "_", session_id) or "session"
     path = paths.debug_dir / f"{safe_id}.txt"
