@@ -16,7 +16,7 @@ from textual import events
 from textual.widgets._collapsible import CollapsibleTitle
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.prompt_history import HISTORY_FILE_NAME
 from qwenmem_tui.storage.database import Database
