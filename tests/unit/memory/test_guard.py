@@ -263,3 +263,9 @@ def test_an_order_copied_from_a_file_that_echoes_the_user_is_still_held() -> Non
     assert prov.grounded(planted)
     verdict = guard.check("project", "notes", planted, provenance=prov)
     assert verdict.quarantine and guard.FLAG_COPIED in verdict.flags
+
+
+def test_the_provenance_line_never_carries_a_secret() -> None:
+    prov = _read("keys/sk-proj-Zx81Kq0Lm3Nb5Vc7Xz9Aq2Ws4Ed6Rf8Tg0Yh.txt", "x")
+    line = prov.describe()
+    assert line.startswith("untrusted content in view: read_file ") and "Zx81Kq0" not in line
