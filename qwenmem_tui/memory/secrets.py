@@ -119,6 +119,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], int], ...] = tuple(
 
 _ENTROPY_RUN = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_=-]{24,}(?![A-Za-z0-9+/_=-])")
 _ENTROPY_LIMIT = 4.3
+_SEPARATORS = re.compile(r"[-_/+=]+")
 
 
 @dataclass(frozen=True, order=True)
@@ -140,11 +141,15 @@ def _entropy(text: str) -> float:
 def _entropic(text: str) -> Iterator[Finding]:
     """Random-looking runs: mixed case and digits, high Shannon entropy.
 
-    Hex alone (commit hashes, UUIDs) and snake_case identifiers never qualify: they
-    lack the mixed case or the entropy, and they are not credentials.
+    Hex alone (commit hashes, UUIDs), snake_case identifiers and short words joined by
+    separators never qualify: they lack the mixed case or the entropy, or they are
+    names (vendor tokens with separators have rules of their own above).
     """
     for m in _ENTROPY_RUN.finditer(text):
         run = m.group()
+        parts = _SEPARATORS.split(run)
+        if len(parts) >= 3 and max(map(len, parts)) <= 12:
+            continue  # words joined up: a branch, a path, a slug ("feature/JIRA-12-add-OAuth2")
         if (
             any(c.isupper() for c in run)
             and any(c.islower() for c in run)
