@@ -37,14 +37,9 @@ FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon")
 HOOK_METHODS = {"on_query_start", "before_request", "on_query_end", "on_reset", "on_close"}
 HOOK_BASES = {"QueryHook", "BaseQueryHook"}
 
-# Known cycle being removed on another branch: `memory/pg_sync.py` <->
-# `memory/postgres_store.py` (broken at import time only by a function-local import).
-# Helper "recall" splits postgres_store.py into memory/postgres/ without it (issue #18);
-# the lead deletes this allowance when merging that branch. Only this exact set of
-# modules is tolerated, as one cycle; anything else still fails.
-KNOWN_CYCLES: set[frozenset[str]] = {
-    frozenset({f"{PACKAGE}.memory.pg_sync", f"{PACKAGE}.memory.postgres_store"}),
-}
+# No cycle is tolerated: the last one (memory/pg_sync.py <-> memory/postgres_store.py)
+# went with the split into memory/postgres/ (issue #18).
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
 def _in(name: str, prefixes: tuple[str, ...] | str) -> bool:
