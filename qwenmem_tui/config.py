@@ -56,6 +56,8 @@ class LLMSettings(_Section):
     fast_model: str | None = None
     context_window: int = Field(default=32768, gt=0)
     max_tokens: int | None = Field(default=None, gt=0)
+    # Sent with chat requests only when set; the bundled model uses LOCAL_TEMPERATURE.
+    temperature: float | None = Field(default=None, ge=0, le=2)
     timeout: float = Field(default=60.0, gt=0)
     max_turns: int = Field(default=20, ge=1)
     local_model_path: str | None = None

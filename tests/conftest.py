@@ -17,10 +17,10 @@ from chat_support import TEST_API_KEY, SessionFactory, session_parts
 from qwenmem_tui import debuglog
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings, load_settings
-from qwenmem_tui.fake_openai import FakeOpenAI
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage import Database, SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_DIR = REPO_ROOT / "snapshots"

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import openai
-
 from qwenmem_tui.llm.errors import LLMError, StreamProblem, display_endpoint, map_error
+from qwenmem_tui.llm.side_calls import SideCallGate
 
 if TYPE_CHECKING:
+    import openai
+
     from qwenmem_tui.config import Settings
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -108,12 +110,20 @@ class LLMClient:
         timeout: float = 60.0,
         max_tokens: int | None = None,
         label: str | None = None,
+        temperature: float | None = None,
+        yield_side_calls: bool = False,
     ) -> None:
         self.base_url = base_url
         self.model = model
         self.fast_model = fast_model or model
         self.timeout = timeout
         self.max_tokens = max_tokens
+        # Sent with chat requests that set none themselves; None sends nothing, so
+        # the endpoint's own default applies (side queries pass their own).
+        self.temperature = temperature
+        # On an endpoint that serves one request at a time (the bundled model), side
+        # queries (`complete`) give way to the user's (`stream_chat`): see side_calls.py.
+        self.side_calls = SideCallGate(enabled=yield_side_calls)
         self.label = label or display_endpoint(base_url)
         # What the status line names: the provider's own label ("local: SmolLM2-135M")
         # when one was given, else the model, which is what a user picked.
@@ -137,9 +147,14 @@ class LLMClient:
             timeout=llm.timeout,
             max_tokens=llm.max_tokens,
             label=label,
+            temperature=llm.temperature,
         )
 
     def _make_client(self, base_url: str, *, max_retries: int) -> openai.AsyncOpenAI:
+        # The SDK loads with the first client (~0.4 s), not with this module: the TUI
+        # draws and takes keys before it builds one (see `tui.app`).
+        import openai
+
         return openai.AsyncOpenAI(
             base_url=base_url,
             api_key=self._api_key or "no-key",
@@ -165,6 +180,24 @@ class LLMClient:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> AsyncIterator[LLMEvent]:
+        """The user's request: stream one completion, side calls giving way meanwhile."""
+        async with self.side_calls.foreground():
+            stream = self._stream_chat(
+                messages, tools=tools, model=model, max_tokens=max_tokens, temperature=temperature
+            )
+            async with aclosing(stream) as events:
+                async for event in events:
+                    yield event
+
+    async def _stream_chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[LLMEvent]:
         """Stream one completion; ends with `StreamFinished` or raises `LLMError`.
 
         Cancelling the task that iterates this closes the HTTP response, so the
@@ -181,7 +214,7 @@ class LLMClient:
             params["tools"] = tools
         if (limit := max_tokens or self.max_tokens) is not None:
             params["max_tokens"] = limit
-        if temperature is not None:
+        if (temperature := temperature if temperature is not None else self.temperature) is not None:
             params["temperature"] = temperature
 
         completion = Completion()
@@ -190,25 +223,30 @@ class LLMClient:
         calls: dict[int, _PartialCall] = {}
         chunks = 0
         try:
-            stream = await self._client.chat.completions.create(**params)
-            async with stream:
-                await _reject_non_sse(stream.response)
-                async for chunk in stream:
+            # The SDK builds, sends and checks the request (status errors, timeouts), but
+            # the body is decoded here: its per-chunk pydantic models cost ~0.3 ms each,
+            # 6 s of a 20k-chunk reply on the UI's event loop; a dict costs a tenth of that.
+            create = self._client.chat.completions.with_streaming_response.create
+            async with create(**params) as response:
+                http = response.http_response
+                await _reject_non_sse(http)
+                async for payload in _sse_payloads(http):
                     chunks += 1
-                    if chunk.usage is not None:
+                    usage = payload.get("usage")
+                    if isinstance(usage, dict):
                         completion.usage = Usage(
-                            prompt_tokens=chunk.usage.prompt_tokens or 0,
-                            completion_tokens=chunk.usage.completion_tokens or 0,
+                            prompt_tokens=usage.get("prompt_tokens") or 0,
+                            completion_tokens=usage.get("completion_tokens") or 0,
                         )
-                    for choice in chunk.choices or []:
-                        if choice.index not in (0, None):
+                    for choice in payload.get("choices") or ():
+                        if choice.get("index") not in (0, None):
                             continue  # n > 1 is never requested; ignore stray choices
-                        delta = choice.delta
-                        if delta is not None:
+                        delta = choice.get("delta")
+                        if isinstance(delta, dict):
                             for event in _delta_events(delta, text, reasoning, calls):
                                 yield event
-                        if choice.finish_reason:
-                            completion.finish_reason = choice.finish_reason
+                        if choice.get("finish_reason"):
+                            completion.finish_reason = choice["finish_reason"]
             if chunks == 0:
                 raise StreamProblem("bad_response", "The endpoint sent an empty stream")
             if completion.finish_reason is None:
@@ -236,13 +274,22 @@ class LLMClient:
         temperature: float | None = None,
         tools: list[dict[str, Any]] | None = None,
     ) -> Completion:
-        """The whole completion at once (side queries: titles, recaps, extraction)."""
-        async for event in self.stream_chat(
-            messages, tools=tools, model=model, max_tokens=max_tokens, temperature=temperature
-        ):
-            if isinstance(event, StreamFinished):
-                return event.completion
-        raise AssertionError("stream_chat always ends with StreamFinished or raises")
+        """The whole completion at once (side queries: titles, recaps, extraction).
+
+        A side query: it gives way to the user's requests when the gate is on.
+        """
+
+        async def call() -> Completion:
+            stream = self._stream_chat(
+                messages, tools=tools, model=model, max_tokens=max_tokens, temperature=temperature
+            )
+            async with aclosing(stream) as events:
+                async for event in events:
+                    if isinstance(event, StreamFinished):
+                        return event.completion
+            raise AssertionError("stream_chat always ends with StreamFinished or raises")
+
+        return await self.side_calls.side(call)
 
     async def embed(
         self, texts: list[str], *, model: str, base_url: str | None = None
@@ -278,38 +325,81 @@ class LLMClient:
 
 
 def _delta_events(
-    delta: Any,
+    delta: dict[str, Any],
     text: list[str],
     reasoning: list[str],
     calls: dict[int, _PartialCall],
 ) -> list[LLMEvent]:
     events: list[LLMEvent] = []
-    # Providers name the thinking stream differently; the SDK keeps unknown fields as extras.
-    thought = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+    # Providers name the thinking stream differently.
+    thought = delta.get("reasoning_content") or delta.get("reasoning")
     if isinstance(thought, str) and thought:
         reasoning.append(thought)
         events.append(ReasoningDelta(thought))
-    if delta.content:
-        text.append(delta.content)
-        events.append(TextDelta(delta.content))
-    for call_delta in delta.tool_calls or []:
-        index = call_delta.index if call_delta.index is not None else len(calls)
+    content = delta.get("content")
+    if isinstance(content, str) and content:
+        text.append(content)
+        events.append(TextDelta(content))
+    for call_delta in delta.get("tool_calls") or ():
+        if not isinstance(call_delta, dict):
+            continue
+        index = call_delta.get("index")
+        if not isinstance(index, int):
+            index = len(calls)
         partial = calls.get(index)
         is_new = partial is None
         if partial is None:
             partial = calls[index] = _PartialCall()
         had_name = bool(partial.name)
-        if call_delta.id:
-            partial.id = call_delta.id
-        function = call_delta.function
-        if function is not None:
-            if function.name:
-                partial.name += function.name
-            if function.arguments:
-                partial.arguments.append(function.arguments)
+        if call_delta.get("id"):
+            partial.id = str(call_delta["id"])
+        function = call_delta.get("function")
+        if isinstance(function, dict):
+            if function.get("name"):
+                partial.name += str(function["name"])
+            if function.get("arguments"):
+                partial.arguments.append(str(function["arguments"]))
         if is_new or (partial.name and not had_name):
             events.append(ToolCallDelta(index=index, name=partial.name or None))
     return events
+
+
+async def _sse_payloads(response: Any) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of an SSE body up to `[DONE]`, read as the SDK's own stream reads them.
+
+    An event is its `data:` lines joined (a last one without its blank line counts too);
+    `{"error": ...}` raises `APIError` like the SDK, a body that is not JSON `ValueError`.
+    """
+    data: list[str] = []
+    lines = response.aiter_lines()
+    while True:
+        line = await anext(lines, None)
+        if line:
+            if line.startswith("data:"):
+                data.append(line[6:] if line.startswith("data: ") else line[5:])
+            continue  # `event:`, `id:`, `retry:` and `:` comments carry nothing we use
+        if data:
+            raw = "\n".join(data)
+            data.clear()
+            if raw.startswith("[DONE]"):
+                return
+            payload = json.loads(raw)
+            if isinstance(payload, dict):
+                _raise_error_event(payload, response)
+                yield payload
+        if line is None:
+            return
+
+
+def _raise_error_event(payload: dict[str, Any], response: Any) -> None:
+    """An error event inside a 200 stream: the provider failed after it started."""
+    error = payload.get("error")
+    if not error:
+        return
+    message = error.get("message") if isinstance(error, dict) else None
+    if not isinstance(message, str) or not message:
+        message = "An error occurred during streaming"
+    raise openai.APIError(message, request=response.request, body=error)
 
 
 async def _reject_non_sse(response: Any) -> None:
@@ -325,6 +415,8 @@ async def _reject_non_sse(response: Any) -> None:
             "bad_response", f"The endpoint answered with {content_type.split(';')[0]}, not a stream"
         ) from None
     if isinstance(payload, dict) and payload.get("error"):
+        import openai
+
         raise openai.APIError(
             "error in a 200 response", request=response.request, body=payload["error"]
         )

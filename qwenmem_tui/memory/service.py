@@ -359,7 +359,11 @@ class MemoryService:
         value = verdict.value
         key = subject_key(key, value)
         identity = Identity(key)
-        if not holds(flags):  # a held write supersedes nothing until approved
+        if holds(flags):
+            # Held for review, it supersedes nothing now; filed under its subject's key,
+            # approving it later replaces that subject's value (approval goes by key).
+            identity = Identity((await self.identify(cat, key, value, scope=scope, project=project)).key)
+        else:
             identity = await self.identify(
                 cat, key, value, scope=scope, project=project, judge_timeout=judge_timeout
             )
@@ -449,7 +453,7 @@ class MemoryService:
         The key is derived from the text with its secrets cut out, so a key never
         carries one (the value loses it in the guard).
         """
-        category, key = classify_note(secrets.redact(text))
+        category, key = classify_note(secrets.redact(text).replace(secrets.REDACTED, " "))
         return await self.save(
             category,
             key,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from qwenmem_tui.config import ConfigError, Settings, load_settings
-from qwenmem_tui.fake_openai import FakeOpenAI
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -13,13 +13,16 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import Self
 
+from markdown_it import MarkdownIt
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
+from textual.geometry import Region, Size
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Collapsible, Markdown, Static
-from textual.widgets.markdown import MarkdownStream
 
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.terminal_text import terminal_safe
@@ -58,19 +61,130 @@ class UserItem(MessageView, Static):
         super().__init__(Content(terminal_safe(text)))
 
 
+SPLIT_BEFORE = frozenset({"paragraph_open", "bullet_list_open", "ordered_list_open"})
+"""Top-level blocks a reply may be cut before. Textual gives them no top margin, and
+margins collapse between sibling blocks but not across two Markdown widgets: a cut
+before any other block would add a blank line the reply rendered at once has not."""
+
+
+def top_level_blocks(source: str) -> list[tuple[int, str]]:
+    """(first line, token type) of each top-level Markdown block of `source`."""
+    return [
+        (token.map[0], token.type)
+        for token in MarkdownIt("gfm-like").parse(source)
+        if token.level == 0 and token.map is not None and token.nesting >= 0
+    ]
+
+
+def split_finished(source: str, *, every: int, after: int = 0) -> list[str]:
+    """`source` cut into pieces of at least `every` finished blocks, then the rest.
+
+    Only cuts before a block of SPLIT_BEFORE, never before block `after` or earlier
+    (those may still grow) and never after the last block (it may still grow). The
+    pieces joined are `source`; the last one is the unfinished tail.
+    """
+    blocks = top_level_blocks(source)
+    cuts: list[int] = []
+    start = 0
+    for index in range(max(every, after + 1), len(blocks)):
+        line, kind = blocks[index]
+        if index - start >= every and kind in SPLIT_BEFORE:
+            cuts.append(line)
+            start = index
+    if not cuts:
+        return [source]
+    lines = source.splitlines(keepends=True)
+    pieces: list[str] = []
+    previous = 0
+    for line in cuts:
+        pieces.append("".join(lines[previous:line]))
+        previous = line
+    pieces.append("".join(lines[previous:]))
+    return pieces
+
+
+class FrozenBlocks(Widget):
+    """Finished blocks of a reply that have not been on screen yet: blank lines of about
+    their height, swapped for the real Markdown the first time they are shown.
+
+    A long reply streamed at full speed or resumed would otherwise mount every block
+    (a few ms each) although the user sees only the last screenful.
+    """
+
+    DEFAULT_CSS = "FrozenBlocks { height: auto; }"
+
+    def __init__(self, source: str) -> None:
+        super().__init__()
+        self.source = source
+        self._showing = False
+
+    def render(self) -> Content:
+        return Content("")
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        # Roughly what Markdown makes of it: wrapped source lines (blank ones included,
+        # they become the margins between blocks).
+        width = max(1, width)
+        return sum(max(1, -(-cell_len(line) // width)) for line in self.source.splitlines())
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # The compositor renders only widgets with a visible part: the cue to turn real.
+        if not self._showing:
+            self._showing = True
+            self.call_later(self._show_markdown)
+        return super().render_lines(crop)
+
+    async def _show_markdown(self) -> None:
+        parent = self.parent
+        if not isinstance(parent, Widget):
+            return
+        markdown = Markdown(self.source)
+        scroller = next(
+            (node for node in self.ancestors if isinstance(node, Widget) and node.allow_vertical_scroll),
+            None,
+        )
+        # Scrolling up into it: the lines below the viewport's top must not move when
+        # the estimate is replaced by the real height. (At the bottom the anchor keeps
+        # the newest line in place by itself.)
+        above = (
+            scroller is not None
+            and scroller.scroll_y < scroller.max_scroll_y
+            and self.region.y < scroller.scrollable_content_region.y
+        )
+        old_height = self.outer_size.height
+        await parent.mount(markdown, after=self)
+        await self.remove()
+        if above and scroller is not None:
+
+            def keep_place() -> None:
+                scroller.scroll_to(
+                    y=scroller.scroll_y + markdown.outer_size.height - old_height,
+                    animate=False,
+                    release_anchor=False,
+                )
+
+            self.app.call_after_refresh(keep_place)
+
+
 class AssistantItem(MessageView, Vertical):
     """An assistant reply: Markdown, streamed while it arrives, final when it is stored.
 
-    Deltas are buffered and handed to `Markdown.get_stream()` in batches. Every append
-    makes the screen lay out the whole reply again, and each yield to the event loop
-    lets that layout run, so writing per token makes a long reply quadratic. The pump
-    flushes at most every FLUSH_MIN seconds and backs off to three times as long as the
-    loop was last blocked (capped at FLUSH_MAX), so layouts take about a quarter of the
-    time at most and reading the stream keeps up.
+    Deltas are buffered and appended in batches, at most every FLUSH_MIN seconds and
+    backing off to three times as long as the loop was last blocked (capped at
+    FLUSH_MAX), so rendering takes a bounded share of the loop and reading keeps up.
+
+    Only the block still being written is re-laid out: an append re-lays out the
+    Markdown widget it goes to, at a cost that grows with its blocks, so the live
+    Markdown keeps at most about FREEZE_AT of them. Once it has more, it is frozen as
+    it is (never appended to again: Textual's arrangement cache keeps its layout) and
+    the unfinished tail goes to a new live Markdown after it. Whatever a single flush
+    finishes beyond that (a burst at full speed) becomes `FrozenBlocks`, mounted as
+    Markdown only when it is shown, so a flush mounts a bounded number of blocks.
     """
 
     FLUSH_MIN = 1 / 30
     FLUSH_MAX = 1.0
+    FREEZE_AT = 16
 
     def __init__(self, markdown: str = "", *, interrupted: bool = False) -> None:
         super().__init__()
@@ -79,9 +193,14 @@ class AssistantItem(MessageView, Vertical):
         self._pending: list[str] = []
         self._stream_done = asyncio.Event()
         self._pump_task: asyncio.Task[None] | None = None
+        self._live_text = ""
 
     def compose(self) -> ComposeResult:
-        yield Markdown(self._markdown)
+        # A long stored reply is cut as a streamed one is frozen: what is off screen
+        # waits as FrozenBlocks instead of mounting every block on resume.
+        *finished, tail = split_finished(self._markdown, every=self.FREEZE_AT)
+        yield from map(FrozenBlocks, finished)
+        yield Markdown(tail)
         if self._interrupted:
             yield InterruptedMark()
 
@@ -98,22 +217,42 @@ class AssistantItem(MessageView, Vertical):
             await self._pump_task
 
     async def _pump(self) -> None:
-        stream = Markdown.get_stream(self.query_one(Markdown))
+        live = self.query(Markdown).last()
+        self._live_text = live.source
         loop = asyncio.get_running_loop()
         interval = self.FLUSH_MIN
-        try:
-            while self._pending or not self._stream_done.is_set():
-                if self._pending:
-                    text = "".join(self._pending)
-                    self._pending.clear()
-                    await stream.write(text)
-                started = loop.time()
-                with suppress(TimeoutError):
-                    await asyncio.wait_for(self._stream_done.wait(), interval)
-                blocked = loop.time() - started - interval
-                interval = min(self.FLUSH_MAX, max(self.FLUSH_MIN, 3 * blocked))
-        finally:
-            await _stop(stream)
+        while self._pending or not self._stream_done.is_set():
+            if self._pending:
+                text = "".join(self._pending)
+                self._pending.clear()
+                self._markdown += text
+                # Shielded: a half-applied flush would leave the widgets inconsistent.
+                live = await asyncio.shield(self._flush(live, text))
+            started = loop.time()
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._stream_done.wait(), interval)
+            blocked = loop.time() - started - interval
+            interval = min(self.FLUSH_MAX, max(self.FLUSH_MIN, 3 * blocked))
+
+    async def _flush(self, live: Markdown, text: str) -> Markdown:
+        """Show `text` after what `live` shows; returns the Markdown to append to next."""
+        buffer = self._live_text + text
+        shown_blocks = len(top_level_blocks(self._live_text))
+        pieces = split_finished(buffer, every=self.FREEZE_AT, after=shown_blocks - 1)
+        if len(pieces) == 1 or not pieces[0].startswith(self._live_text):
+            # (The second: the new text re-parsed what `live` shows; never seen, but
+            # then freezing `live` as it is would be wrong.)
+            self._live_text = buffer
+            await live.append(text)
+            return live
+        # The first piece completes what `live` shows: it is frozen with it.
+        first, *middle, tail = pieces
+        successor = Markdown(tail)
+        with self.app.batch_update():
+            await live.append(first[len(self._live_text) :])
+            await self.mount_all([*map(FrozenBlocks, middle), successor], after=live)
+        self._live_text = tail
+        return successor
 
     def on_unmount(self) -> None:
         if self._pump_task is not None:
@@ -124,17 +263,6 @@ class AssistantItem(MessageView, Vertical):
         if not self._interrupted:
             self._interrupted = True
             await self.mount(InterruptedMark())
-
-
-async def _stop(stream: MarkdownStream) -> None:
-    # MarkdownStream.stop() re-raises the CancelledError of its own task when that
-    # task never got to run; only a cancellation of *this* task should propagate.
-    try:
-        await stream.stop()
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            raise
 
 
 class InterruptedMark(Static):

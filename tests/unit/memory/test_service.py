@@ -64,9 +64,9 @@ async def test_same_value_refreshes_and_same_value_other_key_dedups(
     assert b.memory.updated_at == clock.now and b.memory.expires_at == pytest.approx(
         clock.now + 365 * DAY
     )
-    # "residence" is no key of the same subject (identity keeps "city" on home_city),
-    # yet the same value: the row holding it is refreshed.
-    c = await service.save("user", "residence", "Lives in Lisbon", origin="agent", project=PROJECT_A)
+    # "travel_note" is no key of the same subject (identity would file "city" under
+    # home_city), yet holds the same value: the row holding it is refreshed.
+    c = await service.save("user", "travel_note", "Lives in Lisbon", origin="agent", project=PROJECT_A)
     assert c.action is WriteAction.DEDUPLICATED and c.memory.id == a.memory.id
     assert len(await service.list(statuses=[Status.ACTIVE])) == 1
     actions = [e.action for e in await service.audit(a.memory.id)]
@@ -269,7 +269,7 @@ async def test_export_import_roundtrip_skips_replaced_values(
 def test_remember_rule_files_notes_deterministically() -> None:
     # The key names the subject, never the value (issue 14; more in test_identity.py).
     assert classify_note("I live in Lisbon") == ("user", "home_city")
-    assert classify_note("Please never use emojis") == ("feedback", "never_use_emojis")
+    assert classify_note("Please never use emojis") == ("feedback", "use_emojis")
     assert classify_note("this project deploys to fly.io")[0] == "project"
     assert classify_note("docs are at https://x.example")[0] == "reference"
 
