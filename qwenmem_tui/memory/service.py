@@ -348,6 +348,7 @@ class MemoryService:
         verdict = guard.check(category, key, value, provenance=provenance)
         if not verdict.accepted:
             raise MemoryRejected(verdict.errors)
+        said = value  # as written: grounding is judged on it, not on the redacted value
         flags = list(dict.fromkeys([*hold, *verdict.flags]))
         if provenance.writer is Writer.MODEL and provenance.untrusted_in_view:
             reason = "; ".join(p for p in (reason, provenance.describe()) if p)
@@ -406,7 +407,7 @@ class MemoryService:
             now=now,
         )
         await self.recaller.apply(result, vector)
-        await self._count_trust(provenance, value, result)
+        await self._count_trust(provenance, said, result)
         if result.action is WriteAction.QUARANTINED:
             self._review_changed()
             log.info(

@@ -73,7 +73,7 @@ async def test_a_secret_typed_into_remember_stays_off_screen_table_and_log(
             await run(pilot, f"/remember {fmt.text}")
         lines = infos(app)
         screen = app.export_screenshot()
-    assert len(lines) == len(formats) and all(line.startswith("Remembered ") for line in lines)
+    assert len(lines) == len(formats) and all(line.startswith("Remembered #") for line in lines)
     log_text = "".join(p.read_text() for p in paths.debug_dir.glob("*.txt"))
     db = b"".join(p.read_bytes() for p in paths.home.glob("qwenmem.db*")).decode("utf-8", "replace")
     for fmt in formats:
