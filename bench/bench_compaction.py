@@ -31,10 +31,10 @@ from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import BaseQueryHook, TurnKind
 from qwenmem_tui.compaction import CompactionHook, estimate_tokens
 from qwenmem_tui.config import LLMSettings, Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 OUT = Path(__file__).resolve().parent / "out" / "compaction_tokens.csv"
 FAST = "test-fast"

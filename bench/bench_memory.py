@@ -116,7 +116,7 @@ async def _seed(paths: Paths, n: int, rng: random.Random, words: list[str]) -> N
 async def bench_size(n: int, queries: int, writes: int) -> dict[str, float]:
     rng = random.Random(n)
     words = _vocabulary(rng)
-    settings = Settings.model_validate({"general": {"user": USER}})
+    settings = Settings.model_validate({"general": {"user": USER}, "memory": {"embedding": "hash"}})
     with tempfile.TemporaryDirectory(prefix="qwenmem-bench-") as tmp:
         paths = Paths(Path(tmp))
         paths.ensure()

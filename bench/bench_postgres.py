@@ -98,7 +98,7 @@ async def _latencies(svc: MemoryService, rng: random.Random, words: list[str], q
 
 async def _propagation(dsn: str, home: Path, hops: int) -> list[float]:
     """Commit in this process -> a recall showing it printed by another process, in ms."""
-    settings = Settings.model_validate({"general": {"user": "ana"}, "memory": {"store": "postgres", "postgres_dsn": dsn}})
+    settings = Settings.model_validate({"general": {"user": "ana"}, "memory": {"store": "postgres", "postgres_dsn": dsn, "embedding": "hash"}})
     paths = Paths(home / "writer")
     paths.ensure()
     writer = await MemoryService.open(settings, paths)
@@ -142,10 +142,10 @@ async def run(size: int, queries: int, writes: int, hops: int) -> dict[str, dict
             for backend in ("sqlite", "postgres"):
                 rng = random.Random(size)
                 words = _vocabulary(rng)
-                memory: dict[str, object] = {}
+                memory: dict[str, object] = {"embedding": "hash"}
                 if backend == "postgres":
                     dsn = await server.create_database("qwenmem_bench")
-                    memory = {"store": "postgres", "postgres_dsn": dsn}
+                    memory = {**memory, "store": "postgres", "postgres_dsn": dsn}
                 settings = Settings.model_validate({"general": {"user": USER}, "memory": memory})
                 paths = Paths(Path(tmp) / backend)
                 paths.ensure()

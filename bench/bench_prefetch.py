@@ -32,13 +32,13 @@ from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryHook, TurnKind
 from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.recall import RecallResult
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 LATENCIES = (0.0, 0.2, 2.0, 5.0)
 # Slow points cost their full latency per blocking run: a couple of runs each.

@@ -18,7 +18,7 @@ server running in its own process. Nothing is timed inside the app.
 same scenarios on another checkout of qwenmem (e.g. main before a change) by putting
 it first on PYTHONPATH. The machine may be shared: medians of `--runs`, and say so.
 
-    .venv/bin/python bench/bench_pty.py [--runs 3] [--quick] [--peer-bin /work/peer-venv/bin/elia]
+    .venv/bin/python bench/bench_pty.py [--runs 3] [--quick] [--peer-bin PATH/TO/elia]
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ def serve(port_file: Path, wire_file: Path) -> None:
     """Run the fake server until killed: `stream RATE TOKENS` as the chat message gets a
     long reply at that rate (0: full speed); anything else a short answer. Each long
     stream's first and last byte times (monotonic, shared by processes) go to `wire_file`."""
-    from qwenmem_tui import fake_openai
-    from qwenmem_tui.fake_openai import FakeOpenAI, Reply
+    from qwenmem_tui.testing import fake_openai
+    from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
     handler = fake_openai._Handler
     stream_reply = handler._stream_reply
@@ -490,9 +490,14 @@ def _s(value: float | None, unit: str = "s", digits: int = 2) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--serve", nargs=2, type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
+    parser.add_argument("--runs", type=int, default=1, help="runs per figure (median)")
     parser.add_argument("--quick", action="store_true", help="one run, no 50 tok/s stream")
-    parser.add_argument("--peer-bin", type=Path, help="elia's console script, to compare")
+    parser.add_argument(
+        "--peer-bin",
+        type=Path,
+        default=os.environ.get("QWENMEM_BENCH_ELIA") or shutil.which("elia"),
+        help="elia's console script, to compare (default: $QWENMEM_BENCH_ELIA, else on PATH)",
+    )
     parser.add_argument("--baseline", type=Path, help="another qwenmem checkout, to compare")
     parser.add_argument(
         "--only", action="append", choices=["launch", "stream", "resume", "cli"], help="subset"

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from qwenmem_tui.config import Settings, load_settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.llm.client import LLMClient, StreamFinished
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import Item, SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import QwenmemApp, create_app
 from qwenmem_tui.tui.screens.chat import ChatScreen
 from qwenmem_tui.tui.widgets.items import AssistantItem

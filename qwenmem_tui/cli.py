@@ -12,35 +12,31 @@ unexpected exits 1 with the traceback in the debug log, never on the terminal.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
-import importlib.metadata
 import importlib.util
-import inspect
-import json
-import logging
 import os
 import sys
-import time
 from collections.abc import Sequence
-from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui import debuglog
-from qwenmem_tui.config import ConfigError, Settings, load_settings, permission_warning
-from qwenmem_tui.debuglog import Redactor
-from qwenmem_tui.llm.errors import LLMError
-from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
-from qwenmem_tui.llm.provider import resolve_provider
 from qwenmem_tui.paths import Paths, private_umask, project_id, project_root, tighten_home
-from qwenmem_tui.storage.database import StorageError
-from qwenmem_tui.text import one_line
+from qwenmem_tui.text import one_line, terminal_safe
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from qwenmem_tui.config import Settings
+    from qwenmem_tui.llm.client import LLMClient
+    from qwenmem_tui.llm.local_server import LocalModelServer
+    from qwenmem_tui.tui.app import ModelStarter
+
+# Startup cost is paid by every command, `--help` included, so this module and the
+# feature modules' `register` import nothing heavy at the top: the config (pydantic),
+# the SDK, storage, numpy/faiss, the server stack and Textual load where a command
+# needs them (`qwenmem --help` went from 1.4 s to ~0.1 s).
 
 FEATURE_MODULES = ("qwenmem_tui.memory.cli", "qwenmem_tui.daemon.cli")
-
-log = logging.getLogger("qwenmem.cli")
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -61,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="reopen this project's latest session, or the session ID",
     )
-    parser.add_argument("--version", action="version", version=f"qwenmem {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     sessions = subparsers.add_parser(
         "sessions",
@@ -121,6 +117,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     func = getattr(args, "func", None)
     if func is None and args.command is not None:
         parser.error(f"{args.command}: which action? See qwenmem {args.command} --help")
+    # Past parsing (`--help` and usage errors have exited): what every command needs.
+    from qwenmem_tui.config import ConfigError, load_settings, permission_warning
+    from qwenmem_tui.llm.errors import LLMError
+    from qwenmem_tui.storage.database import StorageError
+
     paths = Paths.from_env()
     try:
         settings = load_settings(args.config or paths.config_file, required=args.config is not None)
@@ -154,6 +155,8 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def _call(func: Any, args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    import inspect
+
     try:
         inspect.signature(func).bind(args, settings, paths)
         call_args: tuple[Any, ...] = (args, settings, paths)
@@ -161,6 +164,8 @@ def _call(func: Any, args: argparse.Namespace, settings: Settings, paths: Paths)
         call_args = (args,)
     result = func(*call_args)
     if inspect.isawaitable(result):
+        import asyncio
+
         result = asyncio.run(_await(result))
     return int(result or 0)
 
@@ -170,6 +175,11 @@ async def _await(awaitable: Any) -> Any:
 
 
 def _report_crash(exc: Exception, settings: Settings, paths: Paths) -> int:
+    import logging
+
+    from qwenmem_tui import debuglog
+    from qwenmem_tui.debuglog import Redactor
+
     secret = settings.api_key_value()
     redact = Redactor([secret] if secret else [])
     log_file = debuglog.current_path()
@@ -178,7 +188,7 @@ def _report_crash(exc: Exception, settings: Settings, paths: Paths) -> int:
             log_file = debuglog.configure(paths, "cli", secrets=redact.secrets)
         except OSError:  # an unwritable home must not turn one line into a traceback
             log_file = None
-    log.error("[CLI] unexpected error", exc_info=exc)
+    logging.getLogger("qwenmem.cli").error("[CLI] unexpected error", exc_info=exc)
     where = f" (details in {log_file})" if log_file else ""
     message = redact(one_line(f"{type(exc).__name__}: {exc}"))
     print(f"qwenmem: unexpected error: {message}{where}", file=sys.stderr)
@@ -187,37 +197,67 @@ def _report_crash(exc: Exception, settings: Settings, paths: Paths) -> int:
 
 def run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """The default command: the chat app for the project around the current directory."""
-    from qwenmem_tui.tui.app import create_app  # textual only loads for the TUI
+    from contextlib import ExitStack
 
+    from qwenmem_tui.llm.provider import resolve_provider
+    from qwenmem_tui.tui.app import StartupError, check_resume, create_app  # textual: TUI only
+
+    if isinstance(args.resume, str) and args.resume:
+        try:  # a wrong id is one line here, not a flash of the full-screen view
+            args.resume = asyncio.run(check_resume(paths, Path.cwd(), args.resume))
+        except StartupError as exc:
+            print(f"qwenmem: {exc}", file=sys.stderr)
+            return 1
     with ExitStack() as stack:
-        llm = defaults = None
+        defaults = starter = None
         if resolve_provider(settings, os.environ) == "local":
-            # No endpoint configured: the bundled model, a child process for this run only.
+            # No endpoint configured: the bundled model, a child process for this run
+            # only, loading behind the drawn TUI (its progress is a line in the chat).
+            from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer
+
             try:
                 server = LocalModelServer.from_settings(settings, paths)
-                stack.callback(server.stop)
-                server.start(progress=progress_printer(server.label))
             except LocalModelError as exc:
-                print(f"\r\033[Kqwenmem: {exc}", file=sys.stderr)  # over the spinner's line
+                print(f"qwenmem: {exc}", file=sys.stderr)
                 return 1
-            sys.stderr.write("\r\033[K")
+            stack.callback(server.stop)
             defaults = server.chat_defaults()
             defaults.apply_to(settings)
-            llm = server.make_client(settings)
+            starter = _local_model_starter(server, settings)
         app = create_app(
             settings,
             paths,
             cwd=Path.cwd(),
             resume=args.resume,
-            llm=llm,
             model_defaults=defaults,
+            start_model=starter,
         )
         app.run()
         return app.return_code or 0
 
 
+def _local_model_starter(server: LocalModelServer, settings: Settings) -> ModelStarter:
+    from qwenmem_tui.llm.local_server import LocalModelError
+    from qwenmem_tui.tui.app import ModelStarter, StartupError
+
+    async def start(progress: Callable[[str], None]) -> LLMClient:
+        def show(elapsed: float) -> None:
+            progress(f"Loading local model {server.label}… {elapsed:.1f}s")
+
+        try:
+            await server.astart(show)
+        except LocalModelError as exc:
+            raise StartupError(str(exc)) from None
+        return server.make_client(settings)
+
+    return ModelStarter(label=server.display_label, start=start)
+
+
 async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """`qwenmem sessions [--json]`: this project's sessions, newest first."""
+    import json
+    import time
+
     from qwenmem_tui.storage.database import Database
     from qwenmem_tui.storage.sessions import SessionStore
 
@@ -247,18 +287,34 @@ async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Pat
         )
         return 0
     if not sessions:
-        print(f"No sessions yet for {project}.")
+        print(f"No sessions yet for {terminal_safe(project)}.")
         return 0
     id_width = max(len(s.id) for s in sessions)
     print(f"{'ID':<{id_width}}  {'UPDATED':<16}  {'MSGS':>5}  TITLE")
     for s in sessions:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
-        title = one_line(s.title) or "(untitled)"
+        # Titles come from any local client's POST /session or a pasted first line.
+        title = one_line(terminal_safe(s.title)) or "(untitled)"
         print(f"{s.id:<{id_width}}  {updated:<16}  {s.message_count:>5}  {title}")
     return 0
 
 
+class _VersionAction(argparse.Action):
+    """`--version`, reading the installed version only when asked (importlib.metadata
+    scans every installed distribution: too slow for each `qwenmem` start)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        kwargs.update(nargs=0, default=argparse.SUPPRESS)
+        kwargs.setdefault("help", "show the version and exit")
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        parser.exit(message=f"qwenmem {_version()}\n")
+
+
 def _version() -> str:
+    import importlib.metadata
+
     try:
         return importlib.metadata.version("qwenmem")
     except importlib.metadata.PackageNotFoundError:

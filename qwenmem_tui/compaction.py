@@ -33,6 +33,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("qwenmem.compaction")
 
+DROPPED_ITEM = "context_dropped"
+"""The dim line where the oldest messages stopped reaching the model (no summary)."""
+MAX_BACKOFF_QUERIES = 32
+"""After n failed summaries in a row, the next 2**n - 1 queries (up to 31) try no
+summary: a fast model that does not answer JSON will not start to on the next turn,
+and each try costs a request the reply waits behind."""
 SUMMARY_MAX_TOKENS = 800
 # One summariser call sees at most this much of the old history; a bigger backlog is
 # folded in several calls, oldest first, so the chronology survives.
@@ -306,6 +312,10 @@ class CompactionHook:
         self.last: CompactionResult | None = None
         self._last_estimate: int | None = None
         self._failed_at: int | None = None
+        self._failures = 0  # summaries failed in a row (automatic ones)
+        self._queries = 0  # queries started, to count the backoff in
+        self._next_try = 0  # the query from which an automatic summary is tried again
+        self._dropping = False  # the oldest messages are being left out of requests
         self._seen_usage: Usage | None = None
         self._force = False
 
@@ -325,7 +335,7 @@ class CompactionHook:
 
     # QueryHook ------------------------------------------------------------------------
     async def on_query_start(self, session: ChatSession, text: str) -> None:
-        return None
+        self._queries += 1
 
     async def before_request(
         self, session: ChatSession, kind: TurnKind, messages: list[dict]
@@ -339,9 +349,17 @@ class CompactionHook:
                 messages = session.history()
                 tokens = self.gauge.count(messages)
             elif result.status == "failed":
-                # One warning and one attempt per user message, not one per request.
+                # One warning and one attempt per user message, not one per request,
+                # and fewer attempts the more of them fail in a row.
                 self._failed_at = _latest_user_id(session)
+                self._failures += 1
+                wait = min(MAX_BACKOFF_QUERIES, 2**self._failures)
+                self._next_try = self._queries + wait
+                log.info("[COMPACTION] next summary tried in %d queries", wait)
                 await session.notify(result.notice, "warning")
+            if result.status == "compacted":
+                self._failures = 0
+                self._dropping = False
         if tokens > self.limit_tokens:
             messages = await self._drop_oldest(session, messages)
         self._last_estimate = estimate_tokens(messages)
@@ -357,6 +375,7 @@ class CompactionHook:
     async def on_reset(self, session: ChatSession) -> None:
         self._last_estimate = None
         self._force = False
+        self._dropping = False
 
     async def on_close(self, session: ChatSession) -> None:
         return None
@@ -366,6 +385,7 @@ class CompactionHook:
             self._settings.compaction.enabled
             and (tokens > self.threshold_tokens or self._force)
             and (self._failed_at is None or self._failed_at != _latest_user_id(session))
+            and (self._queries >= self._next_try or self._force)
         )
 
     # /compact -------------------------------------------------------------------------
@@ -494,12 +514,24 @@ class CompactionHook:
                 continue
             dropped += len(groups.pop(index))
         if dropped:
-            await session.notify(
-                f"Context window nearly full: left out the {dropped} oldest messages "
-                "from this request.",
-                "warning",
-            )
             log.warning("[COMPACTION] dropped %d oldest messages to fit the window", dropped)
+            if not self._dropping:
+                # Once, where it starts: from here on the oldest messages fall out
+                # of every request until a summary replaces them.
+                self._dropping = True
+                await session.notify(
+                    f"Context window nearly full: left out the {dropped} oldest messages "
+                    "from this request.",
+                    "warning",
+                )
+                marker = await session.add_display_item(
+                    DROPPED_ITEM,
+                    f"⋯ context full: older messages no longer reach the model ({dropped} "
+                    "left out so far"
+                    + ("; the summariser failed)" if self._failures else ")"),
+                    {"dropped": dropped},
+                )
+                session.announce(marker)
         return head + [m for g in groups for m in g]
 
 

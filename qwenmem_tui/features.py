@@ -186,7 +186,7 @@ class MemoryAccess:
     ) -> RecallResult:
         """The recall MemoryPrefetchHook runs: this project's memories, minus `excluded`."""
         service = await self.service()
-        return await service.recall(text, project=self.project, exclude=excluded, record=record)
+        return await service.recall_for(self.project)(text, excluded, record=record)
 
     async def live(
         self, groups: list[tuple[int, ...]], since: Freshness | None

@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
+# C0 controls except \t and \n, DEL, the C1 range (U+0080-U+009F, 8-bit CSI etc.), and
+# the bidi embeddings, overrides and isolates (plus ALM/LRM/RLM) that reorder what a
+# terminal shows, so text could read differently from what it is ("Trojan Source").
+_CONTROL = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+
 
 def one_line(text: str) -> str:
     """`text` with every run of whitespace, newlines included, as one space.
@@ -9,3 +18,32 @@ def one_line(text: str) -> str:
     For messages that must stay on one line: error envelopes, notices, log tags.
     """
     return " ".join(text.split())
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if char == "\r":
+        return ""  # "\r\n" line endings: the "\n" is enough
+    if code < 0x20:
+        return chr(0x2400 + code)  # Unicode "control pictures": ␛, ␀, …
+    if code == 0x7F:
+        return "\u2421"  # ␡
+    return "\ufffd"
+
+
+def terminal_safe(text: str) -> str:
+    """Replace control characters (except newline and tab) with visible stand-ins.
+
+    Model output, file contents, titles and memories are untrusted: an ESC byte that
+    reaches a terminal can write the clipboard (OSC 52), retitle the window, clear the
+    screen or plant a hyperlink. The TUI and every CLI listing print through this.
+    """
+    return _CONTROL.sub(_visible, text)
+
+
+def terminal_safe_json(json_text: str) -> str:
+    """JSON text with every character :func:`terminal_safe` replaces written as a
+    ``\\uXXXX`` escape: the same JSON value for a script, nothing a terminal acts on
+    (``json.dumps(..., ensure_ascii=False)`` leaves C1 controls and bidi marks raw)."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)

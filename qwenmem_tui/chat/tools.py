@@ -353,7 +353,8 @@ def _list_directory(root: Path, path: str, private_dirs: tuple[Path, ...] = ()) 
         raise ToolError(f"Cannot list {shown}: {exc.strerror or exc}") from None
     try:
         with os.scandir(fd) as scan:
-            entries = sorted(scan, key=lambda e: e.name)
+            # Git's own store is noise to the model and a waste of its context.
+            entries = sorted((e for e in scan if e.name != ".git"), key=lambda e: e.name)
         lines = []
         for entry in entries[:LIST_DIRECTORY_MAX_ENTRIES]:
             try:

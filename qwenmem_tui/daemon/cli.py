@@ -10,13 +10,12 @@ import sys
 from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from qwenmem_tui import debuglog
-from qwenmem_tui.chat.tools import broad_root_notice
-from qwenmem_tui.config import Settings
-from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
-from qwenmem_tui.llm.provider import resolve_provider
 from qwenmem_tui.paths import Paths, project_root
+
+if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy up here
+    from qwenmem_tui.config import Settings
 
 TOKEN_ENV = "QWENMEM_SERVER_TOKEN"
 DEFAULT_HOST = "127.0.0.1"
@@ -104,6 +103,11 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """Refuses unsafe or impossible starts with one line and exit 2 (1 for a busy port),
     then serves until SIGINT/SIGTERM."""
+    from qwenmem_tui import debuglog
+    from qwenmem_tui.chat.tools import broad_root_notice
+    from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
+    from qwenmem_tui.llm.provider import resolve_provider
+
     token = resolve_token(args.token)
     if not is_loopback(args.host) and token is None:
         print(

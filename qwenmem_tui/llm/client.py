@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import openai
-
 from qwenmem_tui.llm.errors import LLMError, StreamProblem, display_endpoint, map_error
+from qwenmem_tui.llm.side_calls import SideCallGate
 
 if TYPE_CHECKING:
+    import openai
+
     from qwenmem_tui.config import Settings
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -108,12 +110,20 @@ class LLMClient:
         timeout: float = 60.0,
         max_tokens: int | None = None,
         label: str | None = None,
+        temperature: float | None = None,
+        yield_side_calls: bool = False,
     ) -> None:
         self.base_url = base_url
         self.model = model
         self.fast_model = fast_model or model
         self.timeout = timeout
         self.max_tokens = max_tokens
+        # Sent with chat requests that set none themselves; None sends nothing, so
+        # the endpoint's own default applies (side queries pass their own).
+        self.temperature = temperature
+        # On an endpoint that serves one request at a time (the bundled model), side
+        # queries (`complete`) give way to the user's (`stream_chat`): see side_calls.py.
+        self.side_calls = SideCallGate(enabled=yield_side_calls)
         self.label = label or display_endpoint(base_url)
         # What the status line names: the provider's own label ("local: SmolLM2-135M")
         # when one was given, else the model, which is what a user picked.
@@ -137,9 +147,14 @@ class LLMClient:
             timeout=llm.timeout,
             max_tokens=llm.max_tokens,
             label=label,
+            temperature=llm.temperature,
         )
 
     def _make_client(self, base_url: str, *, max_retries: int) -> openai.AsyncOpenAI:
+        # The SDK loads with the first client (~0.4 s), not with this module: the TUI
+        # draws and takes keys before it builds one (see `tui.app`).
+        import openai
+
         return openai.AsyncOpenAI(
             base_url=base_url,
             api_key=self._api_key or "no-key",
@@ -165,6 +180,24 @@ class LLMClient:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> AsyncIterator[LLMEvent]:
+        """The user's request: stream one completion, side calls giving way meanwhile."""
+        async with self.side_calls.foreground():
+            stream = self._stream_chat(
+                messages, tools=tools, model=model, max_tokens=max_tokens, temperature=temperature
+            )
+            async with aclosing(stream) as events:
+                async for event in events:
+                    yield event
+
+    async def _stream_chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[LLMEvent]:
         """Stream one completion; ends with `StreamFinished` or raises `LLMError`.
 
         Cancelling the task that iterates this closes the HTTP response, so the
@@ -181,7 +214,7 @@ class LLMClient:
             params["tools"] = tools
         if (limit := max_tokens or self.max_tokens) is not None:
             params["max_tokens"] = limit
-        if temperature is not None:
+        if (temperature := temperature if temperature is not None else self.temperature) is not None:
             params["temperature"] = temperature
 
         completion = Completion()
@@ -241,13 +274,22 @@ class LLMClient:
         temperature: float | None = None,
         tools: list[dict[str, Any]] | None = None,
     ) -> Completion:
-        """The whole completion at once (side queries: titles, recaps, extraction)."""
-        async for event in self.stream_chat(
-            messages, tools=tools, model=model, max_tokens=max_tokens, temperature=temperature
-        ):
-            if isinstance(event, StreamFinished):
-                return event.completion
-        raise AssertionError("stream_chat always ends with StreamFinished or raises")
+        """The whole completion at once (side queries: titles, recaps, extraction).
+
+        A side query: it gives way to the user's requests when the gate is on.
+        """
+
+        async def call() -> Completion:
+            stream = self._stream_chat(
+                messages, tools=tools, model=model, max_tokens=max_tokens, temperature=temperature
+            )
+            async with aclosing(stream) as events:
+                async for event in events:
+                    if isinstance(event, StreamFinished):
+                        return event.completion
+            raise AssertionError("stream_chat always ends with StreamFinished or raises")
+
+        return await self.side_calls.side(call)
 
     async def embed(
         self, texts: list[str], *, model: str, base_url: str | None = None
@@ -373,6 +415,8 @@ async def _reject_non_sse(response: Any) -> None:
             "bad_response", f"The endpoint answered with {content_type.split(';')[0]}, not a stream"
         ) from None
     if isinstance(payload, dict) and payload.get("error"):
+        import openai
+
         raise openai.APIError(
             "error in a 200 response", request=response.request, body=payload["error"]
         )

@@ -14,10 +14,11 @@ import re
 import socket
 import ssl
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import openai
+if TYPE_CHECKING:
+    import openai
 
 from qwenmem_tui.text import one_line
 
@@ -95,6 +96,10 @@ def map_error(
 
 
 def _classify(exc: BaseException, *, timeout: float | None) -> tuple[str, str, float | None]:
+    # Imported here, not at the top: every command reaches LLMError through this module,
+    # and the SDK alone costs ~0.4 s of `qwenmem --help`. A request has loaded it anyway.
+    import openai
+
     if isinstance(exc, StreamProblem):
         return exc.kind, exc.text, None
     if isinstance(exc, (openai.APITimeoutError, TimeoutError)) or _is(exc, "TimeoutException"):

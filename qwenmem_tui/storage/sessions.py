@@ -92,12 +92,30 @@ def _dump(value: Any) -> str:
 _SESSION_COLUMNS = "id, project, title, created_at, updated_at, message_count"
 
 
+async def _insert_session(
+    conn: aiosqlite.Connection, info: SessionInfo, *, if_missing: bool = False
+) -> None:
+    # if_missing: two first items of a lazy session may race to store it.
+    verb = "INSERT OR IGNORE" if if_missing else "INSERT"
+    await conn.execute(
+        f"{verb} INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+        (info.id, info.project, info.title, info.created_at, info.updated_at, 0),
+    )
+
+
 class SessionStore:
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self.db = db
         self.clock = clock
+        # Sessions created lazily, not stored until their first item (see create_session).
+        self._unstored: dict[str, SessionInfo] = {}
 
-    async def create_session(self, project: str, title: str = "") -> SessionInfo:
+    async def create_session(
+        self, project: str, title: str = "", *, lazy: bool = False
+    ) -> SessionInfo:
+        """A new session. `lazy`: stored only with its first item, in the same
+        transaction, so a TUI opened and killed (kill -9) before a word leaves no empty
+        "(untitled)" session behind; the close-time cleanup never runs then."""
         now = self.clock()
         info = SessionInfo(
             id=uuid.uuid4().hex,
@@ -107,12 +125,12 @@ class SessionStore:
             updated_at=now,
             message_count=0,
         )
+        if lazy:
+            self._unstored[info.id] = info
+            return info
 
         async def insert(conn: aiosqlite.Connection) -> None:
-            await conn.execute(
-                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-                (info.id, info.project, info.title, now, now, 0),
-            )
+            await _insert_session(conn, info)
 
         await self.db.write(insert)
         return info
@@ -135,6 +153,20 @@ class SessionStore:
                 "ORDER BY updated_at DESC, rowid DESC",
                 (project,),
             )
+        return [_session_from_row(row) for row in rows]
+
+    async def find_session(self, project: str, ref: str) -> list[SessionInfo]:
+        """The sessions of `project` that `ref` names: its exact id, else the (at most
+        two) whose id starts with it, so a caller can tell unique from ambiguous."""
+        exact = await self.get_session(ref)
+        if exact is not None and exact.project == project:
+            return [exact]
+        pattern = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = await self.db.fetchall(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE project = ? "
+            "AND id LIKE ? ESCAPE '\\' ORDER BY updated_at DESC LIMIT 2",
+            (project, pattern),
+        )
         return [_session_from_row(row) for row in rows]
 
     async def latest_session(self, project: str) -> SessionInfo | None:
@@ -161,7 +193,11 @@ class SessionStore:
         is_message = 1 if item.message is not None else 0
         title = make_title(item.content) if item.type == "user" else ""
 
+        unstored = self._unstored.get(item.session_id)
+
         async def insert(conn: aiosqlite.Connection) -> int:
+            if unstored is not None:
+                await _insert_session(conn, unstored, if_missing=True)
             cursor = await conn.execute(
                 "INSERT INTO items (session_id, type, content, message, meta, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -188,6 +224,7 @@ class SessionStore:
             item_id = await self.db.write(insert)
         except sqlite3.IntegrityError as exc:
             raise SessionNotFoundError(item.session_id) from exc
+        self._unstored.pop(item.session_id, None)
         return Item(
             id=item_id,
             session_id=item.session_id,
@@ -227,6 +264,8 @@ class SessionStore:
 
         One statement, so an item another process adds meanwhile keeps the session.
         """
+        if self._unstored.pop(session_id, None) is not None:
+            return True  # never stored
 
         async def delete(conn: aiosqlite.Connection) -> int:
             cursor = await conn.execute(

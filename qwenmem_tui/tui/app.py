@@ -3,10 +3,19 @@
 `create_app` is the one factory for the CLI and the tests: settings, paths, clock and
 (optionally) the LLM client are injected, so tests run the real app against the fake
 server in a temp home.
+
+Startup order: the chat screen is drawn and the prompt takes keys first; the
+database, the features (memory, compaction) and the model open afterwards in a
+worker (state "starting"), their heavy imports (the SDK, numpy/FAISS) in a thread.
+Anything typed meanwhile is queued and runs once the session is open. A model that
+has to start first (the bundled local one) is a `ModelStarter` run in that worker,
+its progress shown as a line in the conversation.
 """
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import inspect
 import logging
 import time
@@ -17,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from textual.app import App
 from textual.binding import Binding
+from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -27,23 +37,41 @@ from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import Tool, ToolRegistry, broad_root_notice
 from qwenmem_tui.chat.turns import QueryHook
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features import Assembly, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.storage.database import Database, StorageError
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
 from qwenmem_tui.tui.commands import BUILTIN_COMMANDS, CommandTable
-from qwenmem_tui.tui.default_extensions import default_extensions
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
+from qwenmem_tui.tui.terminal_text import terminal_safe
+from qwenmem_tui.tui.keymap import checked_keymap
 from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, ItemWidgetFactory
 
 if TYPE_CHECKING:
+    from qwenmem_tui.features import Assembly, SessionFeatures
+    from qwenmem_tui.llm.local_server import LocalChatDefaults
     from qwenmem_tui.tui.screens.chat import ChatScreen  # the screen imports this module
 
 log = logging.getLogger("qwenmem.tui")
 
-AppState = Literal["idle", "responding", "running_tool", "recap", "compacting"]
+AppState = Literal["starting", "idle", "responding", "running_tool", "recap", "compacting"]
+
+
+@dataclass(frozen=True)
+class ModelStarter:
+    """A model that must start before the chat can use it (the bundled local one)."""
+
+    label: str
+    """The status line's name for it meanwhile, e.g. "local: SmolLM2-135M"."""
+    start: Callable[[Callable[[str], None]], Awaitable[LLMClient]]
+    """Starts it and returns its client; called in the startup worker with a callback
+    that shows one progress line (raise StartupError for a one-line failure)."""
+
+
+HEAVY_MODULES = ("openai", "qwenmem_tui.features")
+"""Imported in a thread before the startup worker needs them, so the event loop keeps
+serving keys: the SDK alone takes ~0.4 s to import, the features' core (the memory
+stack: numpy, FAISS) as much again."""
 
 
 NOTHING_TO_RESUME = "No earlier session in this project to resume: this is a new one."
@@ -51,6 +79,30 @@ NOTHING_TO_RESUME = "No earlier session in this project to resume: this is a new
 
 class StartupError(Exception):
     """The app cannot show a session; str(e) is the one line the user sees."""
+
+
+async def find_session(store: SessionStore, project: str, ref: str) -> SessionInfo:
+    """The session of `project` whose id is `ref` or uniquely starts with it (as
+    `qwenmem sessions` lists them); StartupError with the one line to show otherwise."""
+    found = await store.find_session(project, ref) if ref else []
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise StartupError(f'"{ref}" matches several sessions of this project: type more of the id.')
+    raise StartupError(f'No session with id "{ref}" in this project ({project}).')
+
+
+async def check_resume(paths: Paths, cwd: Path, ref: str) -> str:
+    """The full id `--resume ref` opens, checked before the full-screen view starts so
+    a wrong id is one line in the terminal; StartupError otherwise."""
+    project = project_id(project_root(cwd))
+    if not paths.db_file.exists():  # a check must not create the database
+        raise StartupError(f'No session with id "{ref}" in this project ({project}).')
+    db = await Database.open(paths.db_file)
+    try:
+        return (await find_session(SessionStore(db), project, ref)).id
+    finally:
+        await db.close()
 
 
 class QwenmemApp(App[None]):
@@ -69,8 +121,9 @@ class QwenmemApp(App[None]):
 
     Not called `focused`: `App.focused` is Textual's focused widget.
     """
-    state: reactive[AppState] = reactive("idle")
-    """What the app is busy with; anything but "idle" means a new query must wait."""
+    state: reactive[AppState] = reactive("starting")
+    """What the app is busy with; anything but "idle" means a new query must wait
+    ("starting" until the session is open)."""
 
     @dataclass
     class SessionOpened(Message):
@@ -90,8 +143,9 @@ class QwenmemApp(App[None]):
         llm: LLMClient | None,
         hooks: Sequence[QueryHook],
         extra_tools: Sequence[Tool],
-        extensions: Sequence[ExtensionFactory],
+        extensions: Sequence[ExtensionFactory] | None,
         model_defaults: LocalChatDefaults | None = None,
+        start_model: ModelStarter | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings
@@ -105,11 +159,14 @@ class QwenmemApp(App[None]):
         self.item_widgets: dict[str, ItemWidgetFactory] = dict(DEFAULT_ITEM_WIDGETS)
         self.hooks: list[QueryHook] = list(hooks)
         self._extra_tools = list(extra_tools)
-        self._extension_factories = list(extensions)
+        # None: the features `settings` turn on, resolved in the startup worker (their
+        # modules import numpy/FAISS; the first frame must not wait for that).
+        self._extension_factories = None if extensions is None else list(extensions)
         self._extensions: list[Extension] = []
         self._resume = resume
         self._llm = llm
         self._owns_llm = llm is None
+        self._start_model = start_model
         # The bundled local model: a short system prompt, and no tools it cannot call.
         self._model_defaults = model_defaults
         self._db: Database | None = None
@@ -118,7 +175,8 @@ class QwenmemApp(App[None]):
         self._tools: ToolRegistry | None = None
         self._assembly: Assembly | None = None
         self._session_features: SessionFeatures | None = None
-        self.set_keymap(dict(settings.keys))
+        # ConfigError for an unknown id or key name: reported before anything is drawn.
+        self.set_keymap(checked_keymap(settings, self.BINDINGS))
 
     # -- what extensions and commands use -------------------------------------------
 
@@ -149,6 +207,15 @@ class QwenmemApp(App[None]):
         if self._session_features is None:
             raise RuntimeError("features not assembled yet")
         return self._session_features
+
+    @property
+    def model_label(self) -> str:
+        """What the status line calls the model (before the client exists, too)."""
+        if self._llm is not None:
+            return self._llm.status_label
+        if self._start_model is not None:
+            return self._start_model.label
+        return self.settings.llm.model
 
     @property
     def idle(self) -> bool:
@@ -196,6 +263,8 @@ class QwenmemApp(App[None]):
         self._chat_screen().run_command(name, args)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "resume":
+            return self._session is not None  # the picker needs the open store
         # Extension keys (e.g. ctrl+p: pin) act on the conversation and answer in it; on
         # another screen (/memory) they acted unseen, so there they are off the footer.
         if action == "command":
@@ -218,6 +287,14 @@ class QwenmemApp(App[None]):
     # -- lifecycle -----------------------------------------------------------------
 
     async def on_mount(self) -> None:
+        from qwenmem_tui.tui.screens.chat import ChatScreen
+
+        # The screen first: the prompt takes keys while the rest opens behind it.
+        await self.push_screen(ChatScreen())
+        self.run_worker(self._start(), group="startup", exclusive=True, exit_on_error=False)
+
+    async def _start(self) -> None:
+        """Open storage, the features and the model, then show the session."""
         try:
             await self._open()
             session, resumed = await self._open_chat(self._resume)
@@ -228,28 +305,47 @@ class QwenmemApp(App[None]):
             log.exception("[TUI] startup failed")
             self.exit(return_code=1, message=f"qwenmem could not start: {exc}")
             return
-        from qwenmem_tui.tui.screens.chat import ChatScreen
-
-        await self.push_screen(ChatScreen())
+        for extension in self._extensions:
+            if extension.on_ready is not None:
+                await _maybe_await(extension.on_ready(self))
         await self._set_session(session, resumed=resumed)
         if self._resume is True and not resumed:
             # `--resume` found nothing: say so, or it looks like the history was lost.
             self.show_info(NOTHING_TO_RESUME)
         if self._root_notice is not None:
             self.show_info(self._root_notice)
-        for extension in self._extensions:
-            if extension.on_ready is not None:
-                await _maybe_await(extension.on_ready(self))
+        self.state = "idle"  # what was typed meanwhile is sent now (ChatScreen's queue)
 
     async def _open(self) -> None:
-        self.paths.ensure()
+        # A model that has to start (the bundled one, seconds) loads while the database
+        # opens and the features' modules import.
+        starting = None
+        if self._llm is None and self._start_model is not None:
+            starting = asyncio.create_task(self._started_model(self._start_model))
         try:
-            self._db = await Database.open(self.paths.db_file, on_retry=self._database_busy)
-        except StorageError as exc:
-            raise StartupError(str(exc)) from exc
-        self._store = SessionStore(self._db, clock=self.clock)
-        if self._llm is None:
-            self._llm = LLMClient.from_settings(self.settings)
+            self.paths.ensure()
+            try:
+                self._db = await Database.open(self.paths.db_file, on_retry=self._database_busy)
+            except StorageError as exc:
+                raise StartupError(str(exc)) from exc
+            self._store = SessionStore(self._db, clock=self.clock)
+            for name in HEAVY_MODULES:
+                await asyncio.to_thread(importlib.import_module, name)
+            if self._extension_factories is None:
+                self._extension_factories = await asyncio.to_thread(
+                    _default_extensions, self.settings
+                )
+            if starting is not None:
+                self._llm = await starting
+            elif self._llm is None:
+                self._llm = LLMClient.from_settings(self.settings)
+        finally:
+            if starting is not None and not starting.done():
+                starting.cancel()  # the open failed: the model's start stops with it
+                await asyncio.wait({starting})
+        self._chat_screen().show_model(self._llm.status_label)
+        from qwenmem_tui.features import Assembly  # loaded (in a thread) by now
+
         # The core assembles what the extensions present: one set of hooks and tools
         # for the app, which follows the session on screen (across /resume).
         self._assembly = Assembly.create(
@@ -258,7 +354,12 @@ class QwenmemApp(App[None]):
             llm=self._llm,
             project_root=self.project_root,
             project=self.project,
-            features={name for factory in self._extension_factories for name in factory.features},
+            features={
+                name
+                for factory in self._extension_factories
+                # A plain async callable is an extension presenting no core feature.
+                for name in getattr(factory, "features", ())
+            },
             model_defaults=self._model_defaults,
             extra_tools=self._extra_tools,
             clock=self.clock,
@@ -289,6 +390,15 @@ class QwenmemApp(App[None]):
                 self._bindings.key_to_bindings.setdefault(binding.key, []).append(binding)
             self.item_widgets.update(extension.item_widgets)
 
+    async def _started_model(self, start: ModelStarter) -> LLMClient:
+        """Run `start`, its progress as one dimmed line in the conversation meanwhile."""
+        line = DimItem("")
+        self.show(line)
+        try:
+            return await start.start(lambda text: line.update(Content(terminal_safe(text))))
+        finally:
+            await line.remove()
+
     def _database_busy(self, attempt: int, delay: float) -> None:
         # Another qwenmem holds the write lock; say why the UI may pause.
         if attempt == 1:
@@ -301,11 +411,7 @@ class QwenmemApp(App[None]):
         if resume is True:
             info = await store.latest_session(self.project)
         elif isinstance(resume, str) and resume:
-            info = await store.get_session(resume)
-            if info is None or info.project != self.project:
-                raise StartupError(
-                    f'No session with id "{resume}" in this project ({self.project}).'
-                )
+            info = await find_session(store, self.project, resume)
         if info is None:
             return await self._new_chat(), False
         return await self._load_chat(info.id), True
@@ -325,7 +431,7 @@ class QwenmemApp(App[None]):
         )
 
     async def _new_chat(self) -> ChatSession:
-        info = await self.store.create_session(self.project)
+        info = await self.store.create_session(self.project, lazy=True)
         return ChatSession(info=info, **self._session_deps())
 
     async def _load_chat(self, session_id: str) -> ChatSession:
@@ -369,7 +475,7 @@ class QwenmemApp(App[None]):
             await self._db.close()
 
     async def on_qwenmem_app_session_opened(self, event: SessionOpened) -> None:
-        # Handled after on_mount has run every extension's on_ready.
+        # Every extension's on_ready ran before the first session was set.
         for extension in self._extensions:
             if extension.on_session_opened is not None:
                 await _maybe_await(extension.on_session_opened(self, event.resumed))
@@ -405,11 +511,12 @@ class QwenmemApp(App[None]):
 
     async def _switch_session(self, session_id: str) -> None:
         screen = self._chat_screen()
-        await screen.cancel_turn()
-        info = await self.store.get_session(session_id)
-        if info is None or info.project != self.project:
-            self.show_error(f'No session with id "{session_id}" in this project.')
+        try:
+            session_id = (await find_session(self.store, self.project, session_id)).id
+        except StartupError as exc:
+            self.show_error(str(exc))  # before cancelling: a typo must not stop a reply
             return
+        await screen.cancel_turn()
         try:
             session = await self._load_chat(session_id)
         except Exception as exc:
@@ -440,6 +547,14 @@ class QwenmemApp(App[None]):
         raise RuntimeError("the chat screen is not up")
 
 
+def _default_extensions(settings: Settings) -> list[ExtensionFactory]:
+    # Imported when called (in a thread, by the startup worker): the feature modules
+    # load numpy/FAISS, which the first frame must not wait for.
+    from qwenmem_tui.tui.default_extensions import default_extensions
+
+    return default_extensions(settings)
+
+
 async def _maybe_await(result: Awaitable[None] | None) -> None:
     if inspect.isawaitable(result):
         await result
@@ -457,11 +572,14 @@ def create_app(
     extra_tools: Sequence[Tool] = (),
     extensions: Sequence[ExtensionFactory] | None = None,
     model_defaults: LocalChatDefaults | None = None,
+    start_model: ModelStarter | None = None,
 ) -> QwenmemApp:
     """Build the app. `resume=True` opens this project's latest session, a str that id.
 
     `hooks` and `extra_tools` are added as given (tests); `extensions` defaults to the
-    features `settings` turn on (`tui.default_extensions.default_extensions`).
+    features `settings` turn on (`tui.default_extensions.default_extensions`). Without
+    `llm`, the client is built from `settings`, or by `start_model` when a model must
+    start first (it runs behind the drawn TUI).
     """
     return QwenmemApp(
         settings=settings,
@@ -472,6 +590,7 @@ def create_app(
         llm=llm,
         hooks=hooks,
         extra_tools=extra_tools,
-        extensions=default_extensions(settings) if extensions is None else extensions,
+        extensions=extensions,
         model_defaults=model_defaults,
+        start_model=start_model,
     )

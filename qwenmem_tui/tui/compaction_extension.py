@@ -25,6 +25,7 @@ from qwenmem_tui.chat.view import COMPACTION_ITEM
 from qwenmem_tui.compaction import CompactionHook
 from qwenmem_tui.features import COMPACTION
 from qwenmem_tui.storage.sessions import Item
+from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import (
     AppContext,
@@ -45,6 +46,8 @@ UNPIN_NOTHING = "No pinned message to unpin."
 PIN_UNAVAILABLE = "Only a message with text that the model still sees (since /clear) can be pinned."
 PIN_MARK = "📌"
 PIN_PREVIEW_CHARS = 60
+PIN_BINDING = Binding("ctrl+p", "command('pin')", "Pin", id="compaction.pin")
+"""Module level so `[keys]` validation knows its id before the extension is built."""
 
 
 def pinnable(item: Item) -> bool:
@@ -55,7 +58,7 @@ def pinnable(item: Item) -> bool:
 
 def preview(text: str) -> str:
     """One short line of a message, for confirmations."""
-    line = " ".join(text.split())
+    line = one_line(text)
     return line if len(line) <= PIN_PREVIEW_CHARS else line[: PIN_PREVIEW_CHARS - 1] + "…"
 
 
@@ -159,9 +162,9 @@ async def _build(context: AppContext) -> Extension:
             SlashCommand("unpin", "Unpin the latest pinned message", controller.unpin_command),
         ),
         item_widgets={COMPACTION_ITEM: CompactionMarker},
-        bindings=(Binding("ctrl+p", "command('pin')", "Pin", id="compaction.pin"),),
+        bindings=(PIN_BINDING,),
     )
 
 
-compaction_extension = ExtensionFactory(COMPACTION, _build, features={COMPACTION})
+compaction_extension = ExtensionFactory(COMPACTION, _build, features=frozenset({COMPACTION}))
 """Compaction: /compact, /pin, /unpin, ctrl+p and the marker, on the assembled hook."""

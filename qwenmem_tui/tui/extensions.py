@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features import MemoryAccess, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
@@ -32,6 +31,9 @@ from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.widgets.items import InfoItem, ItemWidgetFactory
 
 if TYPE_CHECKING:
+    # Types only: features loads the memory stack (numpy/FAISS), which the app imports
+    # in its startup worker, after the first frame.
+    from qwenmem_tui.features import MemoryAccess, SessionFeatures
     from qwenmem_tui.tui.app import AppState, QwenmemApp
 
 
@@ -77,7 +79,8 @@ class ExtensionFactory:
     """One TUI feature: the core features it presents and how to build its face.
 
     The app assembles the union of its factories' `features`, then calls each factory
-    (once, at startup, after the database and the LLM client are open).
+    (once, at startup, after the database and the LLM client are open). A plain
+    ``async def build(context) -> Extension`` is accepted too: it presents no feature.
     """
 
     name: str

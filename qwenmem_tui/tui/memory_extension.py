@@ -176,7 +176,8 @@ def remember_confirmation(result: WriteResult) -> str:
             f"Quarantined: {', '.join(memory.flags)} — #{memory.id} {_name(memory)} is held "
             "for review; approve it on /memory to use it."
         )
-    line = f"Remembered {_name(memory)}: {_clip(memory.value)}"
+    # The id is what /forget takes: shown so undoing a note needs no trip to /memory.
+    line = f"Remembered #{memory.id} {_name(memory)}: {_clip(memory.value)}"
     if result.action is WriteAction.SUPERSEDED:
         return f"{line} (replaces the previous value)"
     if result.action is WriteAction.DEDUPLICATED:
@@ -199,5 +200,5 @@ async def _build(context: AppContext) -> Extension:
     )
 
 
-memory_extension = ExtensionFactory(MEMORY, _build, features={MEMORY})
+memory_extension = ExtensionFactory(MEMORY, _build, features=frozenset({MEMORY}))
 """Long-term memory: its notices and commands, on the assembled service and hooks."""

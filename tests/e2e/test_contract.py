@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from qwenmem_tui.daemon import DaemonClient
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 REPO = Path(__file__).resolve().parents[2]
 QWENMEM = Path(sys.executable).with_name("qwenmem")

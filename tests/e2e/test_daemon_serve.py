@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 from qwenmem_tui.daemon import DaemonClient, DaemonError
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 TOKEN = "e2e-token-5678"
 

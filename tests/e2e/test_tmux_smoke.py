@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 

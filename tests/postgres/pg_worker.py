@@ -23,7 +23,7 @@ PROJECT = "/work/alpha-project"
 
 
 def _settings(dsn: str) -> Settings:
-    return Settings.model_validate({"general": {"user": "ana"}, "memory": {"store": "postgres", "postgres_dsn": dsn}})
+    return Settings.model_validate({"general": {"user": "ana"}, "memory": {"store": "postgres", "postgres_dsn": dsn, "embedding": "hash"}})
 
 
 async def _open(home: str, dsn: str) -> MemoryService:

@@ -19,11 +19,11 @@ from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.model import Status
 from qwenmem_tui.paths import project_id
 from qwenmem_tui.storage import Database, SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.postgres
 

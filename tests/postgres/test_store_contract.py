@@ -161,6 +161,40 @@ async def test_vectors_round_trip_and_leave_with_their_row(svc: MemoryService, c
     assert (await store.vectors("m2"))[1].shape == (len(missing), 4)
 
 
+async def test_the_lexical_channel_follows_the_active_set_and_the_hard_filters(
+    svc: MemoryService, clock: Clock
+) -> None:
+    store, now = svc.store, clock.now
+    scopes = ("global", PROJECT_A)
+
+    async def found(*terms: str, exclude: tuple[int, ...] = (), limit: int = 10, at: float = now) -> list[int]:
+        hits = await store.lexical_search(list(terms), user="ana", scopes=scopes, now=at, exclude=exclude, limit=limit)
+        assert all(score > 0 for _, score in hits)
+        return [i for i, _ in hits]
+
+    old = await put(store, draft("build_tool", "We build with Bazel"), now)
+    new = await put(store, draft("build_tool", "We build with Gradle"), now + 1)
+    assert await found("bazel") == [] and await found("gradle") == [new.memory.id]  # superseded leaves
+    assert await found("build") == [new.memory.id]  # the key's words are indexed
+    cafe = await put(store, draft("coffee", "Tomo el café solo, sin azúcar", category=Category.USER, scope="global"), now, ttl=DAY)
+    assert await found("cafe") == await found("CAFÉ") == await found("azucar") == [cafe.memory.id]
+    # Hard filters are part of the query, before the limit: better-ranked rows of
+    # another project, another user or a quarantined row never crowd the allowed one out.
+    for i in range(4):
+        await put(store, draft(f"k8s_{i}", "kubernetes kubernetes kubernetes", scope=PROJECT_B), now)
+        await put(store, draft(f"k8s_{i}", "kubernetes kubernetes kubernetes", user="bob"), now)
+    await put(store, draft("k8s_q", "kubernetes kubernetes kubernetes"), now, flags=("markup",))
+    mine = await put(store, draft("cluster", "deploys go to kubernetes among many other things"), now)
+    assert await found("kubernetes", limit=1) == [mine.memory.id]
+    assert await found("kubernetes", exclude=(mine.memory.id,)) == []
+    ranked = await found("gradle", "kubernetes", "build")
+    assert ranked[0] == new.memory.id and set(ranked) == {new.memory.id, mine.memory.id}
+    assert await found("cafe", at=now + 2 * DAY) == []  # expired, before any sweep
+    await store.forget(mine.memory.id, origin=Origin.USER, now=now)
+    assert await found("kubernetes") == []
+    assert await found() == [] and old.memory.id not in await found("we")
+
+
 async def test_approve_forget_and_recall_bookkeeping(svc: MemoryService, clock: Clock) -> None:
     store, now = svc.store, clock.now
     good = await put(store, draft("style", "Answer briefly"), now)
@@ -215,7 +249,7 @@ async def test_the_database_itself_enforces_one_active_row_and_an_append_only_au
         for statement in ("UPDATE memory_audit SET reason = 'x'", "DELETE FROM memory_audit", "TRUNCATE memory_audit"):
             with pytest.raises(asyncpg.RaiseError, match="append-only"):
                 await conn.execute(statement)
-        assert await conn.fetchval("SELECT max(version) FROM qwenmem_schema_version") == 1
+        assert await conn.fetchval("SELECT max(version) FROM qwenmem_schema_version") == 2
     finally:
         await conn.close()
 

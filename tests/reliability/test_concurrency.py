@@ -15,13 +15,14 @@ from typing import Any
 
 import httpx
 import pytest
+from app_support import started
 
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, echo_responder
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import Item, SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, echo_responder
 from qwenmem_tui.tui.app import create_app
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
@@ -160,6 +161,7 @@ async def test_tui_shows_the_busy_notice_and_loses_nothing(
     fake.script(Reply("answered after the lock"))
     app = create_app(settings, paths, cwd=project, extensions=())
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)  # the session opens behind the drawn prompt
         session_id = app.session.info.id
         with lock_holder(paths.db_file) as release:
             app.screen.query_one(PromptInput).insert("typed while another process writes")

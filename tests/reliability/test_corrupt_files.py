@@ -115,6 +115,7 @@ async def test_tui_refuses_a_corrupt_database_in_one_line(
 
     monkeypatch.setattr(app, "exit", exit_)
     async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()  # the open runs behind the drawn screen
         await pilot.pause()
     assert app.return_code == 1
     assert len(messages) == 1

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 from .conftest import child_env, integrity, run_in_pty, stored_items
 

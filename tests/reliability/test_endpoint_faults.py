@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from app_support import started
 from chat_support import TEST_API_KEY
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 from qwenmem_tui.tui.app import create_app
 from qwenmem_tui.tui.widgets.items import ErrorItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
@@ -163,6 +164,7 @@ async def test_tui_survives_fault(
     release = fault.arm(fake)
     try:
         async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)  # the session opens behind the drawn prompt
             prompt = app.screen.query_one(PromptInput)
             prompt.insert("first question")
             await pilot.press("enter")

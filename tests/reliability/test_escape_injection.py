@@ -8,16 +8,19 @@ never be among them, while the text around them is visible.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from app_support import started
 from textual.widgets import Collapsible
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, Response, ToolCallSpec
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, Response, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp, create_app
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.items import ToolCallItem
@@ -116,6 +119,7 @@ async def test_tool_results_user_text_and_errors_render_inert(
     fake.responder = hostile_model("evil.txt")
     app = make_pilot_app()
     async with app.run_test(size=(160, 50)) as pilot:
+        await started(pilot)  # the session opens behind the drawn prompt
         prompt = app.screen.query_one(PromptInput)
         prompt.insert(f"my paste: {EVIL}")
         await pilot.press("enter")
@@ -136,3 +140,71 @@ async def test_tool_results_user_text_and_errors_render_inert(
 @pytest.fixture
 def make_pilot_app(settings: Settings, paths: Paths, project: Path) -> Callable[[], QwenmemApp]:
     return lambda: create_app(settings, paths, cwd=project, extensions=())
+
+
+# -- the CLI's listings ------------------------------------------------------------------
+
+HYPERLINK = "\x1b]8;;https://evil.example/\x1b\\LINKWORD\x1b]8;;\x1b\\"
+
+
+def test_cli_listings_print_hostile_titles_and_memories_inert(
+    home: Path, paths: Paths, project: Path, monkeypatch: pytest.MonkeyPatch,
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    """`qwenmem sessions`, `memory list|search|stats|export` print titles (any local
+    client's POST /session, a pasted first line) and memories (the model's words) through
+    the TUI's terminal-safe rendering; JSON keeps the same value with escapes."""
+    from qwenmem_tui import cli
+    from qwenmem_tui.config import load_settings
+    from qwenmem_tui.memory.service import MemoryService
+    from qwenmem_tui.paths import project_id
+    from qwenmem_tui.storage.database import Database
+    from qwenmem_tui.storage.sessions import SessionStore
+
+    config = home / "config.toml"
+    config.write_text(config.read_text() + '[memory]\nembedding = "hash"\n')
+    hostile = f"{EVIL} {HYPERLINK}"
+    scope = project_id(project)
+
+    async def seed() -> None:
+        db = await Database.open(paths.db_file)
+        try:
+            await SessionStore(db).create_session(scope, f"title {hostile}")
+        finally:
+            await db.close()
+        service = await MemoryService.open(load_settings(config), paths)
+        try:
+            await service.save("project", "deploy_notes", "deploy notes here", origin="user", project=scope)
+        finally:
+            await service.close()
+        # The guard refuses control characters today; a memory written by an older
+        # qwenmem, or straight into a shared store, can still hold them.
+        db = await Database.open(paths.db_file)
+        try:
+            await db.write(lambda conn: conn.execute(
+                "UPDATE memories SET value = ?, key = ?", (f"deploy notes {hostile}", f"k{HYPERLINK}")
+            ))
+        finally:
+            await db.close()
+
+    asyncio.run(seed())
+    monkeypatch.chdir(project)
+    commands = [
+        ["sessions"], ["sessions", "--json"],
+        ["memory", "list", "--all"], ["memory", "list", "--all", "--json"],
+        ["memory", "search", "deploy notes"], ["memory", "search", "deploy notes", "--json"],
+        ["memory", "stats"], ["memory", "export"],
+    ]
+    for args in commands:
+        assert cli.run(args) == 0, args
+        captured = capsysbinary.readouterr()
+        output = captured.out + captured.err
+        assert_inert(output)
+        assert b"\x1b]8;" not in output and b"\x1b" not in output, (args, output[:300])
+        if args[-1] == "--json":
+            assert json.loads(captured.out)  # still valid JSON
+        elif args[0] != "memory" or args[1] in ("list", "search"):
+            assert b"CLIPWORD" in captured.out, (args, captured)  # shown, made inert
+    assert cli.run(["memory", "list", "--all", "--json"]) == 0
+    values = {m["value"] for m in json.loads(capsysbinary.readouterr().out)}
+    assert f"deploy notes {hostile}" in values  # the escapes, not a changed value

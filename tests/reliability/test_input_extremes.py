@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from app_support import started
 from textual import events
 
 from qwenmem_tui.chat.events import ToolCallFinished
 from qwenmem_tui.chat.tools import READ_FILE_MAX_BYTES
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp, create_app
 from qwenmem_tui.tui.widgets.items import AssistantItem, UserItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
@@ -68,6 +69,7 @@ async def test_extreme_paste_is_sent_stored_and_the_app_goes_on(
     fake.script(Reply("got it"), Reply("still here"))
     app = app_factory()
     async with app.run_test(size=(100, 30)) as pilot:
+        await started(pilot)  # the session opens behind the drawn prompt
         await send_paste(pilot, text)
         sent = fake.chat_requests[0]["messages"][-1]["content"]
         # The editor reads "\r\n" and NEL (\x85) as line breaks; everything else is kept.
@@ -90,6 +92,7 @@ async def test_deeply_nested_markdown_from_the_model(
     fake.script(Reply(DEEP_MARKDOWN, chunk_size=512), Reply("plain again"))
     app = app_factory()
     async with app.run_test(size=(100, 30)) as pilot:
+        await started(pilot)  # the session opens behind the drawn prompt
         await send_paste(pilot, "show me something nasty")
         assert app.session.items[-1].content == DEEP_MARKDOWN
         await send_paste(pilot, "thanks")

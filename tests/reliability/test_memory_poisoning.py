@@ -13,14 +13,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from app_support import started
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.memory import guard
 from qwenmem_tui.memory.model import Status, WriteAction
 from qwenmem_tui.memory.render import REMINDER_CLOSE, REMINDER_OPEN
 from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.paths import Paths, project_id
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import create_app
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
@@ -191,6 +192,7 @@ async def test_closing_tag_in_a_value_stays_inside_the_reminder_block(
     fake.script(Reply("noted"))
     app = create_app(settings, paths, cwd=project)
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)  # the session opens behind the drawn prompt
         app.screen.query_one(PromptInput).insert("what do I like to drink? tea?")
         await pilot.press("enter")
         await app.workers.wait_for_complete()

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from app_support import started
 
 from qwenmem_tui import cli
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 from qwenmem_tui.tui.app import create_app
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
@@ -45,6 +46,7 @@ async def test_api_key_stays_out_of_db_log_screen_and_errors(
     settings.memory.extraction = False
     app = create_app(settings, paths, cwd=project)
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)  # the session opens behind the drawn prompt
         prompt = app.screen.query_one(PromptInput)
 
         async def say(text: str) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
+from app_support import send, settle, started, wait_until  # noqa: F401 (tests import them from here)
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.paths import Paths, project_id
@@ -49,32 +48,6 @@ def make_app(
         return create_app(settings, paths, **kwargs)  # type: ignore[arg-type]
 
     return make
-
-
-async def wait_until(pilot: Pilot, predicate: Callable[[], bool], *, timeout: float = 10.0) -> None:
-    """Let the app run until `predicate()` holds; fail after `timeout` seconds."""
-
-    async def poll() -> None:
-        while not predicate():
-            await pilot.pause(0.01)
-
-    await asyncio.wait_for(poll(), timeout)
-
-
-async def settle(pilot: Pilot) -> None:
-    """Wait for every worker (turns, commands, session switches) and the repaint."""
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-
-
-async def send(pilot: Pilot, text: str) -> None:
-    """Type `text` into the prompt and press Enter."""
-    from qwenmem_tui.tui.widgets.prompt import PromptInput
-
-    prompt = pilot.app.screen.query_one(PromptInput)
-    prompt.focus()
-    prompt.insert(text)
-    await pilot.press("enter")
 
 
 async def seed_session(

@@ -13,7 +13,7 @@ from textual.widgets import Markdown
 from qwenmem_tui.chat.session import RESET_NOTICE
 from qwenmem_tui.chat.tools import Tool, ToolContext
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.screens.chat import ChatScreen, QueuedMessages
@@ -29,7 +29,7 @@ from qwenmem_tui.tui.widgets.items import (
 from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 
-from .conftest import SIZE, send, settle, wait_until
+from .conftest import SIZE, send, settle, started, wait_until
 
 
 def texts(app: QwenmemApp, widget_type: type) -> list[str]:
@@ -276,7 +276,7 @@ async def test_registered_command_is_suggested_and_runs(
         await pilot.pause()
         suggestions = app.screen.query_one(CommandSuggestions)
         assert suggestions.display
-        assert "/remember <text>" in str(suggestions.render())
+        assert "/remember <text>" in str(suggestions.get_option_at_index(0).prompt)
         assert prompt.suggestion == "ember"
         await pilot.press("tab")
         assert prompt.text == "/remember "
@@ -397,6 +397,7 @@ async def test_two_quick_enters_send_one_and_queue_the_other(
     fake.script(Reply("first"), Reply("second"))
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         screen = app.screen
         assert isinstance(screen, ChatScreen)
         screen.submit("one")

@@ -20,11 +20,11 @@ from textual.widgets import Static
 
 from qwenmem_tui.compaction import SUMMARY_SYSTEM_PROMPT, CompactionHook, estimate_tokens
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, Response
 from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import Item, SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, Response
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.compaction_extension import (
     COMPACT_BUSY,
@@ -38,7 +38,16 @@ from qwenmem_tui.tui.widgets.compaction_marker import CompactionMarker
 from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
-from .conftest import SIZE, FakeClock, conversation, seed_session, send, settle, wait_until
+from .conftest import (
+    SIZE,
+    FakeClock,
+    conversation,
+    seed_session,
+    send,
+    settle,
+    started,
+    wait_until,
+)
 
 SUMMARY = "The user asked about the upload retry loop; it sleeps on the real clock."
 SUMMARY_JSON = json.dumps({"summary": SUMMARY, "decisions": [], "pinned_turns": []})
@@ -357,6 +366,7 @@ async def test_compaction_hands_the_block_to_memory_extraction_first(
     fake.responder = responder()
     app = make_app(extensions=default_extensions(small_window))
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         assert isinstance(app.hooks[0], CompactionHook)  # before memory prefetch
         await ask(pilot, 1, 3)
         await run(pilot, "/compact")

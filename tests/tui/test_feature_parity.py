@@ -13,15 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from app_support import started
 from starlette.testclient import TestClient
 
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.server import create_app as create_daemon
-from qwenmem_tui.fake_openai import FakeOpenAI
 from qwenmem_tui.features import MemoryExtraction
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.tui.app import create_app
 
 LOCAL = LocalChatDefaults(
@@ -59,7 +60,7 @@ async def tui_session(
 ) -> Seen:
     app = create_app(settings, paths, cwd=project, model_defaults=defaults)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
+        await started(pilot)
         return seen(app.session)
 
 
@@ -108,7 +109,7 @@ def test_settings_decide_the_features_of_both_faces(
     async def tui_hooks() -> tuple[str, ...]:
         app = create_app(settings, paths, cwd=project)
         async with app.run_test(size=(100, 30)) as pilot:
-            await pilot.pause()
+            await started(pilot)
             return tuple(type(h).__name__ for h in app.session.hooks)
 
     daemon = create_daemon(settings, paths, project_root=project)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.llm.local_server import LOCAL_SYSTEM_PROMPT, LocalChatDefaults
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import QwenmemApp
 
 from .conftest import SIZE, send, settle

@@ -15,10 +15,10 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.memory.model import DAY, AuditAction, Category, Memory, Origin, Status
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.default_extensions import default_extensions
 from qwenmem_tui.tui import memory_extension as memory_extension_module
@@ -35,7 +35,7 @@ from qwenmem_tui.tui.screens.memory import (
 from qwenmem_tui.tui.widgets.items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
-from .conftest import START, FakeClock, send, settle, wait_until
+from .conftest import START, FakeClock, send, settle, started, wait_until
 
 SIZE = (120, 34)  # the memory table has nine columns
 CODENAME = "/remember the project codename is Bluebird"
@@ -153,9 +153,9 @@ async def test_remember_stores_and_confirms(
     async with app.run_test(size=SIZE) as pilot:
         await run(pilot, CODENAME)
         assert infos(app) == [
-            "Remembered project/project_codename: the project codename is Bluebird"
+            "Remembered #1 project/project_codename: the project codename is Bluebird"
         ]
-        await run(pilot, "/remember")
+        await run(pilot, "/remember ")  # bare "/remember"+Enter completes, not sends
         assert infos(app)[-1].startswith("Usage: /remember <text>")
     [memory] = await stored(settings, paths, clock)
     assert (memory.category, memory.origin, memory.status) == ("project", Origin.USER, Status.ACTIVE)
@@ -416,6 +416,7 @@ async def test_a_recall_that_settles_during_a_tool_call_follows_the_tool_result(
     )
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         prefetch = app.session_features.prefetch
         assert prefetch is not None
         await send(pilot, "What is the project codename?")
@@ -443,6 +444,7 @@ async def test_a_recall_warmed_while_typing_reaches_the_first_request(
     assert settings.memory.initial_wait_ms == 0  # the first request never waits
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         prefetch = app.session_features.prefetch
         assert prefetch is not None
         screen = app.screen
@@ -473,6 +475,7 @@ async def test_no_recall_is_warmed_for_a_command_or_while_busy(
 ) -> None:
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         prefetch = app.session_features.prefetch
         assert prefetch is not None
         screen = app.screen

@@ -13,10 +13,10 @@ from textual.pilot import Pilot
 from textual.widgets import Markdown
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import Item, SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.compaction_extension import PIN_UNAVAILABLE, compaction_extension
 from qwenmem_tui.tui.widgets.chat_log import PAGE_SIZE, ChatLog

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from qwenmem_tui.fake_openai import FakeOpenAI, echo_responder
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
+from qwenmem_tui.testing.demo import demo_responder
+from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.tui.app import NOTHING_TO_RESUME, QwenmemApp
 from qwenmem_tui.tui.compaction_extension import compaction_extension
 from qwenmem_tui.tui.memory_extension import memory_extension
@@ -83,7 +84,7 @@ async def test_demo_server_answers_compact(
 ) -> None:
     # README sends people to the demo echo server; /compact there used to fail with
     # "the summariser answered without JSON".
-    fake.responder = echo_responder
+    fake.responder = demo_responder()
     items = []
     for n in range(10):
         items += conversation(f"question {n}", f"answer {n}")

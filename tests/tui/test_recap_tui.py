@@ -13,9 +13,9 @@ from textual import events
 from textual.pilot import Pilot
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.recap_controller import (
     RECAP_BUSY,

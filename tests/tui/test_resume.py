@@ -22,7 +22,16 @@ from qwenmem_tui.tui.widgets.items import (
     UserItem,
 )
 
-from .conftest import SIZE, FakeClock, conversation, seed_session, send, settle, wait_until
+from .conftest import (
+    SIZE,
+    FakeClock,
+    conversation,
+    seed_session,
+    send,
+    settle,
+    started,
+    wait_until,
+)
 
 
 def option_ids(screen: ResumeScreen) -> list[str | None]:
@@ -82,6 +91,7 @@ async def test_picker_escape_closes_and_keeps_the_session(
     await seed_session(paths, project, "Old", conversation("Old", "Reply"), clock=clock)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         current = app.session.info.id
         await pilot.press("ctrl+r")
         await settle(pilot)

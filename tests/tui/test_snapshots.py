@@ -12,8 +12,8 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Markdown
 
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.widgets.chat_log import ChatLog

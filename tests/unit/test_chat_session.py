@@ -43,9 +43,9 @@ from qwenmem_tui.chat.view import complete_tool_exchanges
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolRegistry, builtin_tools
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome, TurnKind
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.storage import Database, Item, SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:

@@ -19,6 +19,7 @@ from qwenmem_tui.chat.events import ChatEvent, ItemAdded, Notice, QueryFinished
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.view import COMPACTION_ITEM
 from qwenmem_tui.compaction import (
+    DROPPED_ITEM,
     CompactionHook,
     estimate_tokens,
     has_decision_cue,
@@ -26,9 +27,9 @@ from qwenmem_tui.compaction import (
     split_turns,
 )
 from qwenmem_tui.config import CompactionSettings, Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.storage import Item, SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 
 FAST = "test-fast"
 DECISIONS = [
@@ -365,3 +366,37 @@ async def test_a_context_length_error_compacts_before_the_next_request(
 
     assert len(markers(session)) == 1
     assert "Summary of the earlier" in chat_requests(fake)[-1][1]["content"]
+
+
+async def test_a_failing_summariser_backs_off_and_the_drop_is_marked(
+    make_session, models: FakeModels, fake: FakeOpenAI
+) -> None:
+    """Issue 16: a fast model that never answers JSON was asked again on every turn
+    (7 calls in 7 turns), and the conversation never showed where messages went."""
+    session = await make_session()
+
+    def never_json(body: dict[str, Any]) -> Any:
+        if body["model"] == FAST:
+            return Reply("I am a small model and I like to chat.")
+        return models.respond(body)
+
+    fake.responder = never_json
+    asked_at: list[int] = []
+    announced = []
+    for n in range(22):
+        before = len([r for r in fake.chat_requests if r["model"] == FAST])
+        events = await ask(session, filler(n))
+        if len([r for r in fake.chat_requests if r["model"] == FAST]) > before:
+            asked_at.append(n)
+        announced += [e.item for e in events if isinstance(e, ItemAdded)]
+    first = asked_at[0]
+    assert first < 14, "the session never reached the threshold"
+    # Tried on the first turn over the threshold, then after 2, 4, 8 more queries.
+    assert asked_at == [n for n in (first, first + 2, first + 6, first + 14) if n < 22]
+    dropped = [item for item in session.items if item.type == DROPPED_ITEM]
+    assert len(dropped) == 1  # one dim marker where dropping began, not one per turn
+    assert dropped[0].content.startswith("⋯ context full: older messages no longer reach")
+    assert "summariser failed" in dropped[0].content
+    assert dropped[0] in announced  # shown as it happened
+    for messages in chat_requests(fake):
+        assert estimate_tokens(messages) < 3000

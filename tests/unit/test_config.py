@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from qwenmem_tui.config import ConfigError, Settings, load_settings
-from qwenmem_tui.fake_openai import FakeOpenAI
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -33,7 +33,7 @@ def test_missing_default_file_gives_defaults(tmp_path: Path) -> None:
     assert settings.llm.base_url is None and settings.llm.provider == "auto"
     assert settings.general.show_session_recap is False
     assert settings.general.session_recap_away_threshold_minutes == 5.0
-    assert settings.memory.embedding == "hash" and settings.memory.top_k == 5
+    assert settings.memory.embedding == "auto" and settings.memory.top_k == 5
     assert settings.compaction.threshold == 0.7
 
 
@@ -97,12 +97,14 @@ def test_env_overrides_win_over_the_file(tmp_path: Path) -> None:
         "QWENMEM_API_KEY": "sk-env-key-abcdef",
         "QWENMEM_MODEL": "env-model",
         "QWENMEM_FAST_MODEL": "env-fast",
+        "QWENMEM_EMBEDDING": "hash",
     }
     settings = load_settings(path, env)
     assert settings.llm.base_url == "http://env/v1"
     assert settings.llm.model == "env-model"
     assert settings.effective_fast_model() == "env-fast"
     assert settings.api_key_value() == "sk-env-key-abcdef"
+    assert settings.memory.embedding == "hash"
 
 
 def test_blank_env_values_are_ignored(tmp_path: Path) -> None:
@@ -139,7 +141,7 @@ def test_api_key_never_prints(tmp_path: Path) -> None:
             "general.show_session_recap: expected true or false",
         ),
         ("[general]\nsession_recap_away_threshold_minutes = 0\n", "expected a number > 0"),
-        ('[memory]\nembedding = "bert"\n', "memory.embedding: expected 'hash' or 'openai'"),
+        ('[memory]\nembedding = "bert"\n', "memory.embedding: expected 'auto', 'hash' or 'openai'"),
         ('[memory]\nttl_days = { user = "long" }\n', "memory.ttl_days.user: expected an integer"),
         ("llm = 5\n", "llm: expected a table"),
         ('[llm]\nprovider = "cloud"\n', "llm.provider: expected 'auto', 'openai' or 'local'"),

@@ -48,7 +48,8 @@ def core_modules() -> list[str]:
 
 def test_core_modules_are_discovered() -> None:
     names = core_modules()
-    for expected in ("qwenmem_tui.config", "qwenmem_tui.llm.client", "qwenmem_tui.fake_openai"):
+    expected_names = ("qwenmem_tui.config", "qwenmem_tui.llm.client", "qwenmem_tui.testing.fake_openai")
+    for expected in expected_names:
         assert expected in names
     assert not any(name.startswith("qwenmem_tui.tui") for name in names)
 

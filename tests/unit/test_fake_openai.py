@@ -14,7 +14,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from qwenmem_tui.fake_openai import (
+from qwenmem_tui.testing.fake_openai import (
     EMBEDDING_DIM,
     FakeOpenAI,
     HTTPError,
@@ -325,11 +325,11 @@ def test_clear_forgets_scripts_and_the_request_log(fake: FakeOpenAI, client: Ope
     assert client.chat.completions.create(model="m", messages=[]).choices[0].message.content == "ok"
 
 
-def test_demo_echo_answers_a_recap_request_with_a_tagged_recap() -> None:
-    from qwenmem_tui.fake_openai import echo_responder
+def test_demo_model_answers_a_recap_request_with_a_tagged_recap() -> None:
     from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT, RECAP_USER_PROMPT, extract_recap
+    from qwenmem_tui.testing.demo import demo_responder
 
-    reply = echo_responder(
+    reply = demo_responder()(
         {
             "messages": [
                 {"role": "system", "content": RECAP_SYSTEM_PROMPT},

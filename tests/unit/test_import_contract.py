@@ -6,7 +6,10 @@
    where `name` is not a submodule — to the package's `__init__`.
 2. The chat core (`qwenmem_tui/chat/`) imports no feature, directly or through other
    modules: not compaction, memory, the recap, the feature assembly or a face.
-3. The faces (`tui/`, `daemon/`) construct no hook: no call to a class whose name ends
+3. The feature assembly (`qwenmem_tui/features.py`) imports no face, and only the TUI
+   (and the CLI entry that starts it) imports Textual — statically, so a function-local
+   import the subprocess check in test_core_imports.py never runs is caught too.
+4. The faces (`tui/`, `daemon/`) construct no hook: no call to a class whose name ends
    in `Hook` or that implements `QueryHook` (by inheritance or by defining its five
    methods), and no such class defined there. Hooks are built by the core assembly
    (`qwenmem_tui/features.py`), the same for both faces.
@@ -15,6 +18,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +92,7 @@ def _runtime_nodes(node: ast.AST) -> Iterator[ast.AST]:
         yield from _runtime_nodes(child)
 
 
+@functools.cache  # the tests only read it
 def load_modules() -> dict[str, Module]:
     modules: dict[str, Module] = {}
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
@@ -97,6 +102,17 @@ def load_modules() -> dict[str, Module]:
     for module in modules.values():
         module.imports = set(_imports_of(module, modules))
     return modules
+
+
+def external_imports(module: Module) -> set[str]:
+    """Top-level names of the non-package modules `module` imports at run time."""
+    found: set[str] = set()
+    for node in _runtime_nodes(module.tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found - {PACKAGE}
 
 
 def _imports_of(module: Module, modules: dict[str, Module]) -> Iterator[str]:
@@ -276,6 +292,23 @@ def test_the_chat_core_imports_no_feature() -> None:
             if _in(target, FEATURES):
                 problems.append(f"{name} imports {target} (via {via})")
     assert problems == []
+
+
+def test_the_assembly_imports_no_face() -> None:
+    modules = load_modules()
+    assembly = f"{PACKAGE}.features"
+    faces = {t: via for t, via in reachable(modules, assembly).items() if _in(t, FACES)}
+    assert faces == {}
+
+
+def test_only_the_tui_imports_textual() -> None:
+    allowed = (f"{PACKAGE}.tui", f"{PACKAGE}.cli", f"{PACKAGE}.__main__")
+    offenders = sorted(
+        name
+        for name, module in load_modules().items()
+        if "textual" in external_imports(module) and not _in(name, allowed)
+    )
+    assert offenders == []
 
 
 def test_faces_construct_no_hook() -> None:

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 import pytest
 
 from qwenmem_tui.config import LLMSettings, Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import (
     Completion,
     LLMClient,
@@ -22,6 +21,7 @@ from qwenmem_tui.llm.client import (
     Usage,
 )
 from qwenmem_tui.llm.errors import LLMError, display_endpoint, map_error
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply, ToolCallSpec
 
 KEY = "sk-test-0123456789abcdef"
 HELLO = [{"role": "user", "content": "hi"}]

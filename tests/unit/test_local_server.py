@@ -272,3 +272,18 @@ def test_chat_defaults_keep_the_small_model_on_a_short_leash(
     assert defaults.max_tokens == LOCAL_MAX_TOKENS <= 512
     assert len(defaults.system_prompt) < 100
     assert defaults.context_window == 2048
+
+
+def test_the_local_client_sends_a_low_temperature_unless_configured(
+    model_file: Path, fake_target: str, tmp_path: Path
+) -> None:
+    """At the server's default 0.8 the 135M model answered in French gibberish."""
+    from qwenmem_tui.config import Settings
+    from qwenmem_tui.llm.local_server import LOCAL_TEMPERATURE
+
+    settings = Settings()
+    with make_server(model_file, fake_target, tmp_path) as server:
+        assert server.make_client(settings).temperature == LOCAL_TEMPERATURE == 0.2
+        assert server.make_client(settings).side_calls.enabled  # one request at a time
+        settings.llm.temperature = 0.7
+        assert server.make_client(settings).temperature == 0.7

@@ -25,11 +25,11 @@ from qwenmem_tui.chat.prefetch import DISCARDED, INITIAL, TOOL_RESULT, MemoryPre
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome, TurnKind
 from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.recall import RecallResult
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 
 REMINDER = "<system-reminder>"
 

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.recap import (
     RECAP_SYSTEM_PROMPT,
@@ -25,6 +24,7 @@ from qwenmem_tui.recap import (
     should_fire_recap,
     take_recent_dialog,
 )
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 
 
 def reminder(body: str) -> str:

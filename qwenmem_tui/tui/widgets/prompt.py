@@ -4,18 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from textual import on
 from textual.binding import Binding
 from textual.content import Content
 from textual.message import Message
-from textual.widgets import Static, TextArea
+from textual.reactive import reactive
+from textual.widgets import OptionList, TextArea
+from textual.widgets.option_list import Option
 
+from qwenmem_tui.prompt_history import HistoryCursor, PromptHistory
 from qwenmem_tui.tui.commands import CommandTable, SlashCommand
 
 
 class PromptInput(TextArea):
     """Multi-line input: Enter sends, ctrl+j / alt+enter insert a newline.
 
-    Shift+Enter is not used: most terminals send it as a plain Enter.
+    Shift+Enter is not used: most terminals send it as a plain Enter. While slash
+    commands are suggested, Up/Down move the highlight, Enter runs the highlighted
+    command (or completes it when it needs an argument) and Tab completes it. Otherwise
+    Up on the first line and Down on the last walk the prompt history, like a shell.
     """
 
     BINDINGS = [
@@ -24,6 +31,9 @@ class PromptInput(TextArea):
         Binding("tab", "complete", "Complete", id="prompt.complete", show=False, priority=True),
     ]
 
+    highlighted: reactive[int] = reactive(0)
+    """Which of the matching commands Enter and Tab take."""
+
     @dataclass
     class Sent(Message):
         """The user pressed Enter on non-empty text."""
@@ -31,10 +41,20 @@ class PromptInput(TextArea):
         prompt: PromptInput
         text: str
 
-    def __init__(self, commands: CommandTable, *, id: str | None = None) -> None:
+    def __init__(
+        self,
+        commands: CommandTable,
+        *,
+        history: PromptHistory | None = None,
+        id: str | None = None,
+    ) -> None:
         super().__init__(id=id, soft_wrap=True, show_line_numbers=False, compact=True)
         self.commands = commands
         self.placeholder = "Message, or / for commands"
+        self.prompt_history = history
+        self._walk = HistoryCursor(history) if history is not None else None
+        self._recalling = False  # the text is being replaced by a history entry
+        self._moved = False  # the highlight was moved since the last edit
 
     def command_prefix(self) -> str | None:
         """The partial command name being typed (`"he"` for `/he`), else None."""
@@ -48,12 +68,38 @@ class PromptInput(TextArea):
         prefix = self.command_prefix()
         return [] if prefix is None else self.commands.matching(prefix.lower())
 
-    def update_suggestion(self) -> None:
-        # Ghost text completing the first matching command; Right or Tab accepts it.
+    def highlighted_command(self) -> SlashCommand | None:
+        """The suggestion Enter and Tab act on, if commands are suggested."""
         matches = self.matching_commands()
+        return matches[min(self.highlighted, len(matches) - 1)] if matches else None
+
+    def _enter_command(self) -> SlashCommand | None:
+        # A lone "/" is still a message unless a suggestion was picked with the arrows:
+        # Enter must not run whichever command sorts first (/clear).
+        if self.command_prefix() == "" and not self._moved:
+            return None
+        return self.highlighted_command()
+
+    def update_suggestion(self) -> None:
+        # Called by TextArea after every edit. Ghost text completes the highlighted
+        # command; Right or Tab accepts it.
+        if not self._recalling and self._walk is not None:
+            self._walk.reset()  # typing ends a walk through the history
+        self._moved = False
+        matches = self.matching_commands()
+        if self.highlighted >= len(matches):
+            self.highlighted = 0
+        self._show_ghost()
+
+    def _show_ghost(self) -> None:
+        command = self.highlighted_command()
         prefix = self.command_prefix() or ""
         at_end = self.cursor_location == self.document.end
-        self.suggestion = matches[0].name[len(prefix) :] if matches and at_end else ""
+        fits = command is not None and command.name.startswith(prefix.lower())
+        self.suggestion = command.name[len(prefix) :] if command and fits and at_end else ""
+
+    def watch_highlighted(self) -> None:
+        self._show_ghost()
 
     # Priority bindings run in the app's task as soon as the key is read, while the
     # characters typed just before it may still wait in this widget's queue. Acting
@@ -63,6 +109,13 @@ class PromptInput(TextArea):
         self.call_later(self._send)
 
     def _send(self) -> None:
+        command = self._enter_command()
+        if command is not None:
+            if command.usage.startswith("<"):
+                # The argument is required: Enter completes, the next Enter sends.
+                self._replace(f"/{command.name} ")
+                return
+            self._replace(f"/{command.name}")
         text = self.text
         if text.strip():
             # Cleared here, in key order: keys typed right after Enter (a fast typist,
@@ -77,32 +130,100 @@ class PromptInput(TextArea):
         self.call_later(self._complete)
 
     def _complete(self) -> None:
-        if self.suggestion:
-            self.insert(self.suggestion + " ")
-        elif self.command_prefix() is not None and self.matching_commands():
-            self.insert(" ")
+        command = self.highlighted_command()
+        if command is not None:
+            self._replace(f"/{command.name} ")
+
+    def accept_suggestion(self, index: int) -> None:
+        """A suggestion was clicked: complete it, as Tab would."""
+        self.highlighted = index
+        self._complete()
+        self.focus()
+
+    def _replace(self, text: str) -> None:
+        self.load_text(text)
+        self.move_cursor(self.document.end)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Tab only completes while a suggestion is offered; otherwise it moves focus.
         if action == "complete":
-            return self.command_prefix() is not None and bool(self.matching_commands())
+            return bool(self.matching_commands())
         return super().check_action(action, parameters)
 
+    # -- Up/Down: suggestions, then lines, then history ---------------------------
 
-class CommandSuggestions(Static):
-    """The commands matching what is typed: name, argument hint and description."""
+    def action_cursor_up(self, select: bool = False) -> None:
+        matches = self.matching_commands()
+        if matches and not select:
+            self.highlighted = (self.highlighted - 1) % len(matches)
+            self._moved = True
+        elif select or not self.navigator.is_first_wrapped_line(self.cursor_location):
+            super().action_cursor_up(select)
+        elif self._walk is not None:
+            self._recall(self._walk.older(self.text))
 
-    def show_commands(self, commands: list[SlashCommand]) -> None:
+    def action_cursor_down(self, select: bool = False) -> None:
+        matches = self.matching_commands()
+        if matches and not select:
+            self.highlighted = (self.highlighted + 1) % len(matches)
+            self._moved = True
+        elif select or not self.navigator.is_last_wrapped_line(self.cursor_location):
+            super().action_cursor_down(select)
+        elif self._walk is not None:
+            self._recall(self._walk.newer())
+
+    def _recall(self, text: str | None) -> None:
+        if text is None:
+            return
+        self._recalling = True
+        try:
+            self._replace(text)
+        finally:
+            self._recalling = False
+
+    def remember(self, text: str) -> None:
+        """Add a sent message to the history (a command too: /remember lines repeat)."""
+        if self.prompt_history is not None and self._walk is not None:
+            self.prompt_history.add(text)
+            self._walk.reset()
+
+
+class CommandSuggestions(OptionList, can_focus=False):
+    """The commands matching what is typed: name, argument hint and description.
+
+    It scrolls, so every command is reachable however many there are; the prompt keeps
+    the focus and moves the highlight.
+    """
+
+    @dataclass
+    class Picked(Message):
+        """A suggestion was clicked."""
+
+        index: int
+
+    def show_commands(self, commands: list[SlashCommand], highlighted: int = 0) -> None:
         """List `commands`, hiding the widget when there are none."""
         self.display = bool(commands)
-        if not commands:
-            return
-        width = max(len(command.signature) for command in commands)
-        self.update(
-            Content("\n").join(
-                Content.assemble(
-                    (command.signature.ljust(width), "bold"), "  ", (command.description, "dim")
+        names = [command.name for command in commands]
+        if names != [option.id for option in self.options]:
+            self.clear_options()
+            if commands:
+                width = max(len(command.signature) for command in commands)
+                self.add_options(
+                    Option(
+                        Content.assemble(
+                            (command.signature.ljust(width), "bold"),
+                            "  ",
+                            (command.description, "dim"),
+                        ),
+                        id=command.name,
+                    )
+                    for command in commands
                 )
-                for command in commands
-            )
-        )
+        if commands:
+            self.highlighted = min(highlighted, len(commands) - 1)
+
+    @on(OptionList.OptionSelected)
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.post_message(self.Picked(event.option_index))

@@ -2,24 +2,37 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from textual.app import RenderResult
 from textual.content import Content
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widget import Widget
 
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 STATE_LABELS = {
+    "starting": "starting…",
     "idle": "idle",
     "responding": "responding…",
     "running_tool": "running tool…",
     "recap": "generating recap…",
     "compacting": "compacting history…",
 }
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+SPIN_INTERVAL = 0.1
+"""Seconds per spinner frame: a busy app visibly moves, even before the first token."""
 
 
 class StatusLine(Widget):
-    """Renders the app's `state` and the session it is showing."""
+    """Renders the app's `state` and the session it is showing.
+
+    While the app is busy a spinner turns and the seconds since it got busy count up,
+    so a slow model (the bundled one takes seconds before its first token) does not
+    look hung.
+    """
 
     model: reactive[str] = reactive("")
     state: reactive[str] = reactive("idle")
@@ -30,8 +43,35 @@ class StatusLine(Widget):
     review: reactive[int] = reactive(0)
     """Memories held for review (quarantined): a person should approve or forget them."""
 
+    def __init__(
+        self, *, id: str | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__(id=id)
+        self._clock = clock
+        self._busy_since: float | None = None
+        self._frame = 0
+        self._ticker: Timer | None = None
+
     def watch_state(self, old: str, new: str) -> None:
         self.set_class(new != "idle", "-busy")
+        if new == "idle":
+            self._busy_since = None
+            if self._ticker is not None:
+                self._ticker.stop()
+                self._ticker = None
+        elif self._busy_since is None:
+            self._busy_since = self._clock()
+            self._frame = 0
+            self._ticker = self.set_interval(SPIN_INTERVAL, self._tick, name="status-spinner")
+
+    def _tick(self) -> None:
+        self._frame += 1
+        self.refresh()
+
+    @property
+    def elapsed(self) -> float | None:
+        """Seconds since the app got busy; None when idle."""
+        return None if self._busy_since is None else self._clock() - self._busy_since
 
     def _state_label(self) -> str:
         if self.thinking and self.state == "responding":
@@ -39,10 +79,14 @@ class StatusLine(Widget):
         return STATE_LABELS.get(self.state, self.state)
 
     def render(self) -> RenderResult:
+        label = self._state_label()
+        elapsed = self.elapsed
+        if elapsed is not None:
+            label = f"{SPINNER[self._frame % len(SPINNER)]} {label} {int(elapsed)}s"
         parts: list[str | tuple[str, str] | Content] = [
             (terminal_safe(self.model), "bold"),
             " · ",
-            (self._state_label(), "$accent" if self.state != "idle" else ""),
+            (label, "$accent" if self.state != "idle" else ""),
         ]
         if self.queued:
             parts += [" · ", (f"{self.queued} queued", "$warning")]

@@ -8,9 +8,9 @@ from starlette.testclient import TestClient
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.server import create_app
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.llm.local_server import LOCAL_SYSTEM_PROMPT, LocalChatDefaults
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 
 def test_prompt_with_the_local_profile_offers_no_tools(

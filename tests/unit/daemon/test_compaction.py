@@ -8,8 +8,8 @@ from starlette.testclient import TestClient
 
 from qwenmem_tui.compaction import SUMMARY_SYSTEM_PROMPT
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 SUMMARY = json.dumps({"summary": "Talked about the upload retries.", "decisions": []})
 

@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from qwenmem_tui.daemon.cli import bind_socket
 from qwenmem_tui.daemon.connections import ConnectionLimits
 from qwenmem_tui.daemon.guard import host_name
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 from .conftest import MakeApp, live_server
 

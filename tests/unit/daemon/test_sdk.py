@@ -17,7 +17,7 @@ from qwenmem_tui.daemon import (
     SessionRecap,
 )
 from qwenmem_tui.daemon.cli import bind_socket
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 RECAP = "Testing the qwenmem SDK. Next: ship it."
 

@@ -14,11 +14,11 @@ from chat_support import collect, session_parts
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon import DaemonClient
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 
 async def test_sessions_cross_between_tui_core_and_daemon(

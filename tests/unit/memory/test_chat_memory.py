@@ -21,7 +21,6 @@ from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import QueryHook
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.extract import (
     EXTRACTION_SYSTEM_PROMPT,
@@ -37,6 +36,7 @@ from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.tool import SAVE_MEMORY, save_memory_tool
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage import Database, SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:

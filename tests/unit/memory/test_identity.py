@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
 
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.identity import (
     JUDGE_SYSTEM_PROMPT,
@@ -34,6 +33,7 @@ from qwenmem_tui.memory.model import (
 )
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 
 def memory(id: int, key: str, value: str, category: str = "user") -> Memory:
@@ -81,7 +81,13 @@ def memory(id: int, key: str, value: str, category: str = "user") -> Memory:
         ("o projeto atual é Beta", ("project", "current_project")),
         ("the project codename is Bluebird", ("project", "project_codename")),
         ("remember that my shell is fish", ("user", "shell")),
-        ("Please never use emojis", ("feedback", "never_use_emojis")),
+        ("Please never use emojis", ("feedback", "use_emojis")),
+        ("always use emojis", ("feedback", "use_emojis")),
+        ("don't push to main", ("feedback", "push_main")),
+        ("I prefer tabs over spaces", ("feedback", "preference_spaces_tabs")),
+        ("I prefer spaces to tabs", ("feedback", "preference_spaces_tabs")),
+        ("prefiero vim en vez de emacs", ("feedback", "preference_emacs_vim")),
+        ("my location is Porto", ("user", "city")),
         ("docs are at https://x.example", ("reference", "docs")),
     ],
 )
@@ -245,6 +251,31 @@ async def test_different_subjects_and_scopes_stay_apart(service: MemoryService) 
     await service.remember("the deploy target is staging", project=PROJECT_A)
     await service.remember("the deploy target is prod", project=PROJECT_B)
     assert len(await active(service)) == 6
+
+
+async def test_a_reversed_rule_or_preference_replaces_the_old_one(service: MemoryService) -> None:
+    await service.remember("Please never use emojis", project=PROJECT_A)
+    await service.remember("I prefer tabs over spaces", project=PROJECT_A)
+    await service.remember("actually, always use emojis", project=PROJECT_A)
+    await service.remember("I prefer spaces to tabs", project=PROJECT_A)
+    assert await active(service) == [
+        ("use_emojis", "actually, always use emojis"),
+        ("preference_spaces_tabs", "I prefer spaces to tabs"),
+    ]
+
+
+async def test_an_approved_restatement_replaces_its_subject(service: MemoryService) -> None:
+    """Held for review, it supersedes nothing; approved, it replaces the subject's value."""
+    await service.remember("I live in São Paulo", project=PROJECT_A)
+    held = await service.save(
+        "user", "location", "I moved to Lisbon <img src=x onerror=alert(1)>",
+        origin="tool", project=PROJECT_A,
+    )
+    assert held.action is WriteAction.QUARANTINED and held.memory.key == "home_city"
+    assert await active(service) == [("home_city", "I live in São Paulo")]
+    await service.approve(held.memory.id)
+    [(key, value)] = await active(service)
+    assert key == "home_city" and value.startswith("I moved to Lisbon")
 
 
 async def test_import_restating_a_subject_supersedes_it(service: MemoryService) -> None:

@@ -8,11 +8,11 @@ import pytest
 from memtest_support import PROJECT_A, Clock
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, HTTPError
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.embed import OpenAIEmbedder
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError
 
 
 def _settings(fake: FakeOpenAI) -> Settings:
@@ -38,7 +38,7 @@ def _embedding_calls(fake: FakeOpenAI) -> list[dict]:
 
 async def test_batches_of_ten_and_normalised_rows(fake: FakeOpenAI, llm: LLMClient) -> None:
     embedder = OpenAIEmbedder(llm, model="emb-1")
-    vectors = await embedder.embed([f"text {i}" for i in range(25)])
+    vectors = await embedder.embed_passages([f"text {i}" for i in range(25)])
     assert vectors.shape == (25, 64)
     assert [len(b["input"]) for b in _embedding_calls(fake)] == [10, 10, 5]
     assert {b["model"] for b in _embedding_calls(fake)} == {"emb-1"}

@@ -64,9 +64,9 @@ async def test_same_value_refreshes_and_same_value_other_key_dedups(
     assert b.memory.updated_at == clock.now and b.memory.expires_at == pytest.approx(
         clock.now + 365 * DAY
     )
-    # "residence" is no key of the same subject (identity keeps "city" on home_city),
-    # yet the same value: the row holding it is refreshed.
-    c = await service.save("user", "residence", "Lives in Lisbon", origin="agent", project=PROJECT_A)
+    # "travel_note" is no key of the same subject (identity would file "city" under
+    # home_city), yet holds the same value: the row holding it is refreshed.
+    c = await service.save("user", "travel_note", "Lives in Lisbon", origin="agent", project=PROJECT_A)
     assert c.action is WriteAction.DEDUPLICATED and c.memory.id == a.memory.id
     assert len(await service.list(statuses=[Status.ACTIVE])) == 1
     actions = [e.action for e in await service.audit(a.memory.id)]
@@ -269,7 +269,7 @@ async def test_export_import_roundtrip_skips_replaced_values(
 def test_remember_rule_files_notes_deterministically() -> None:
     # The key names the subject, never the value (issue 14; more in test_identity.py).
     assert classify_note("I live in Lisbon") == ("user", "home_city")
-    assert classify_note("Please never use emojis") == ("feedback", "never_use_emojis")
+    assert classify_note("Please never use emojis") == ("feedback", "use_emojis")
     assert classify_note("this project deploys to fly.io")[0] == "project"
     assert classify_note("docs are at https://x.example")[0] == "reference"
 
@@ -311,13 +311,17 @@ async def test_a_row_superseded_during_recall_is_dropped_at_fetch(
         async def no_sync() -> None:
             return None
 
-        async def stale_allowed(project: str) -> object:
+        async def stale_allowed(scopes: tuple[str, ...]) -> object:
             return stale
 
         monkeypatch.setattr(a.recaller, "sync", no_sync)
-        monkeypatch.setattr(a.recaller, "allowed", stale_allowed)
+        monkeypatch.setattr(a.recaller, "allowed_in", stale_allowed)
         result = await a.recall("current project Alpha", project=PROJECT_A, min_score=-1)
-        assert result.ids == [] and "Alpha" not in result.block
+        # The stale vector search still finds #1; the lexical channel's SQL already
+        # sees Beta, the key's current value, which is a right answer.
+        superseded = (await a.get(1)) or None
+        assert superseded is not None and superseded.value == "Alpha"
+        assert 1 not in result.ids and "Alpha" not in result.block
     finally:
         await a.close()
         await b.close()

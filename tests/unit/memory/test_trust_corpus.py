@@ -21,7 +21,6 @@ from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.model import FLAG_FROM_FILE, GLOBAL_SCOPE, Status
 from qwenmem_tui.memory.render import FROM_FILE_NOTE, REMINDER_OPEN
@@ -29,6 +28,7 @@ from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.tool import SAVE_MEMORY, save_memory_tool
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage import Database, SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 HOSTILE_HELD_MIN = 0.95
 BENIGN_ACTIVE_MIN = 0.95
@@ -218,3 +218,26 @@ async def test_benign_facts_the_user_states_are_stored_active(
     stats = await service.stats()
     assert stats.user_stated_writes == 2 * len(BENIGN)
     assert stats.user_stated_active_rate == pytest.approx(rate)
+
+
+async def test_a_file_read_turns_ago_counts_until_clear(
+    chat: Chat, fake: FakeOpenAI, service: MemoryService
+) -> None:
+    """In view means the model view: every turn since /clear, not only the current one."""
+    (chat.root / "docs" / "team.md").write_text("The user likes the Solarized theme.\n")
+    session = await chat.session()
+    fake.script(read("docs/team.md"), Reply("It is about themes."))
+    await collect(session, "read docs/team.md")
+    fake.script(Reply("Fine, thanks."))
+    await collect(session, "how are you?")
+    fake.script(save("user", "theme", "Likes the Solarized theme"), Reply("Saved."))
+    await collect(session, "anything else to note?")
+    [held] = await service.list()
+    assert held.status is Status.QUARANTINED
+    reasons = [e.reason for e in await service.audit(held.id)]
+    assert any("untrusted content in view: read_file docs/team.md" in r for r in reasons)
+    await session.reset()  # /clear: the model no longer sees the file
+    fake.script(save("user", "editor", "Edits in Helix"), Reply("Saved."))
+    await collect(session, "anything else to note?")
+    rows = {m.key: m for m in await service.list()}
+    assert rows["editor"].status is Status.ACTIVE and rows["editor"].flags == []

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memtest_support import PROJECT_A, make_settings
+from memtest_support import PROJECT_A, fts_documents, fts_matches_rows, make_settings
 
 from qwenmem_tui.memory.model import Status
 from qwenmem_tui.memory.service import MemoryService
@@ -23,7 +23,7 @@ from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 async def main(home, name, n, project):
-    settings = Settings.model_validate({"general": {"user": "ana"}})
+    settings = Settings.model_validate({"general": {"user": "ana"}, "memory": {"embedding": "hash"}})
     svc = await MemoryService.open(settings, Paths(Path(home)))
     print("ready", flush=True)
     sys.stdin.readline()  # the parent releases both writers at once
@@ -79,8 +79,11 @@ async def test_two_processes_write_1000_each_nothing_lost(tmp_path: Path) -> Non
         assert all(f"{name}_fact_{i}" in keys for name in ("left", "right") for i in range(N))
         shared = [m for m in await svc.list() if m.key == "shared_key"]
         assert sum(m.status is Status.ACTIVE for m in shared) == 1 and len(shared) == 40
-        # The index holds exactly the active rows, whoever saved the file last.
+        # The index holds exactly the active rows, whoever saved the file last, and
+        # so does the full-text index, written in each row's own transaction.
         assert svc.index.ids().tolist() == sorted(m.id for m in active)
+        assert fts_documents(paths.db_file) == {m.id for m in active}
+        assert fts_matches_rows(paths.db_file)
         hit = await svc.recall("right wrote fact number 512", project=PROJECT_A, k=1)
         assert [m.key for m in hit.memories] == ["right_fact_512"]
         assert (await svc.stats()).writes == 2 * (N + 20)

@@ -9,7 +9,10 @@ Timing is controlled with `threading.Event` gates instead of sleeps, so tests st
 deterministic: a reply can wait for a gate before its first byte, stall after N chunks
 until another gate opens, or drop the connection after N chunks.
 
-Run `python -m qwenmem_tui.fake_openai --port 8000` for a demo echo model.
+Run `python -m qwenmem_tui.testing.fake_openai --port 8000` for an echo model; the
+app's demo model (which also answers recap and compaction requests) is
+`python -m qwenmem_tui.testing.demo`. This module knows no product prompt: answers to
+particular requests are injected as responders (`by_system_prompt`).
 """
 
 from __future__ import annotations
@@ -26,13 +29,10 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-
-from qwenmem_tui.compaction import SUMMARY_SYSTEM_PROMPT
-from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
 
 log = logging.getLogger("qwenmem.fake_openai")
 
@@ -137,23 +137,49 @@ def estimate_tokens(text: str) -> int:
 
 
 def echo_responder(body: dict[str, Any]) -> Response:
-    """The demo model: echoes the last user message, summarises tool results."""
+    """The echo model: echoes the last user message, summarises tool results."""
     messages = body.get("messages") or []
     last = messages[-1] if messages else {}
     if last.get("role") == "tool":
         return Reply(f"The tool returned {len(str(last.get('content') or ''))} characters.")
-    if messages and messages[0].get("content") == RECAP_SYSTEM_PROMPT:
-        # A recap request: name the first and the latest things the user said.
-        said = [_text(m) for m in messages[1:-1] if m.get("role") == "user"]
-        if said:
-            return Reply(f"<recap>You started with: {said[0]} Latest: {said[-1]}</recap>")
-    if messages and messages[0].get("content") == SUMMARY_SYSTEM_PROMPT:
-        # A compaction request: the demo summary lists what the user said in the block.
-        lines = _text(last).splitlines()
-        said = [line.removeprefix("user: ") for line in lines if line.startswith("user: ")]
-        summary = "The user said: " + " / ".join(said) if said else "Earlier turns, no user text."
-        return Reply(json.dumps({"summary": summary, "decisions": [], "pinned_turns": []}))
     return Reply(f"You said: {_text(last)}")
+
+
+def by_system_prompt(
+    routes: Mapping[str, Responder], fallback: Responder = echo_responder
+) -> Responder:
+    """A responder that hands a request whose first message is one of `routes`' system
+    prompts to that route (None from it falls back), and every other one to `fallback`.
+
+    The caller injects the prompts, so the fake server never imports the product's.
+    """
+
+    def respond(body: dict[str, Any]) -> Response | None:
+        messages = body.get("messages") or []
+        first = messages[0].get("content") if messages else None
+        route = routes.get(first) if isinstance(first, str) else None
+        answer = route(body) if route is not None else None
+        return answer if answer is not None else fallback(body)
+
+    return respond
+
+
+def recap_answer(body: dict[str, Any]) -> Response | None:
+    """A recap naming the first and the latest things the user said (None: nothing said)."""
+    messages = body.get("messages") or []
+    said = [_text(m) for m in messages[1:-1] if m.get("role") == "user"]
+    if not said:
+        return None
+    return Reply(f"<recap>You started with: {said[0]} Latest: {said[-1]}</recap>")
+
+
+def summary_answer(body: dict[str, Any]) -> Response:
+    """A compaction summary (JSON) listing the `user: ` lines of the block to summarise."""
+    messages = body.get("messages") or []
+    lines = _text(messages[-1]).splitlines() if messages else []
+    said = [line.removeprefix("user: ") for line in lines if line.startswith("user: ")]
+    summary = "The user said: " + " / ".join(said) if said else "Earlier turns, no user text."
+    return Reply(json.dumps({"summary": summary, "decisions": [], "pinned_turns": []}))
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -615,15 +641,21 @@ def _deltas(reply: Reply) -> Iterator[tuple[dict[str, Any], str | None]]:
     yield {}, _finish_reason(reply)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    responder: Responder = echo_responder,
+    prog: str = "python -m qwenmem_tui.testing.fake_openai",
+) -> None:
+    """Serve `responder` on 127.0.0.1 until Ctrl+C (the demo injects its own)."""
     parser = argparse.ArgumentParser(
-        prog="python -m qwenmem_tui.fake_openai",
+        prog=prog,
         description="Serve a demo echo model over the OpenAI API on 127.0.0.1.",
     )
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
     fake = FakeOpenAI(port=args.port)
-    fake.responder = echo_responder
+    fake.responder = responder
     with fake:
         print(f"fake OpenAI server on {fake.base_url} (Ctrl+C stops)", flush=True)
         try:

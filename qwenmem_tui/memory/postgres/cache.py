@@ -1,39 +1,29 @@
-"""Keeping every process's local memory cache in step with PostgreSQL.
+"""The offline copy: recall from this machine's last view of the server while it is down.
 
-Each process keeps the FAISS index as a local cache (``index.py``); with PostgreSQL
-as the store that cache lives in ``<index_dir>/postgres-<fingerprint>/`` so it never
-mixes with the SQLite one or another server's. Two things keep it honest:
-
-* ``GenerationListener`` — ``LISTEN qwenmem_memory`` on a dedicated connection. Every
-  mutating transaction ends with ``NOTIFY qwenmem_memory, '<generation>'``, so a
-  write or supersede in one process reaches every other process's index within
-  milliseconds, not at its next recall. Notifications are only a wake-up call: the
-  generation counter decides what changed, so a lost or coalesced one costs nothing,
-  and after a reconnect the listener always triggers one catch-up sync.
-* ``LocalCache`` — when a connected process closes it saves this user's active rows
-  and vectors beside the index. If the server is down at the next start,
-  ``memory.postgres_unavailable = "read_only"`` serves recall from that copy through
-  ``ReadOnlyCacheStore``; writes are refused with a one-line reason, never queued
-  and lost.
+When a connected process closes it saves this user's active rows and vectors beside
+the local index (``LocalCache``). If the server is down at the next start,
+``memory.postgres_unavailable = "read_only"`` serves recall from that copy through
+``ReadOnlyCacheStore``; writes are refused with a one-line reason, never queued and
+lost. The cache lives in ``<index_dir>/postgres-<fingerprint>/`` so it never mixes
+with the SQLite index or another server's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
 import os
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-import asyncpg
 import numpy as np
 
+from qwenmem_tui.memory.lexical import coverage
 from qwenmem_tui.memory.model import (
     AuditEntry,
     Category,
@@ -43,139 +33,22 @@ from qwenmem_tui.memory.model import (
     Status,
     WriteResult,
 )
-from qwenmem_tui.memory.postgres_store import (
-    CHANNEL,
-    MemoryStoreUnavailable,
-    PostgresMemoryStore,
-    describe_dsn,
-)
+from qwenmem_tui.memory.postgres.connection import MemoryStoreUnavailable, describe_dsn
 from qwenmem_tui.memory.store import AllowedIds, MemoryStore, no_vectors, status_counts
-
-if TYPE_CHECKING:
-    from qwenmem_tui.config import Settings
-    from qwenmem_tui.paths import Paths
 
 log = logging.getLogger("qwenmem.memory")
 
-Notice = Callable[[str], None]
-ChangeCallback = Callable[[int], Awaitable[None]]
+
+class CacheSource(Protocol):
+    """What the cache reads from a connected store (``PostgresMemoryStore``)."""
+
+    instance_id: str
+
+    async def generation(self) -> int: ...
+
+    async def active_rows(self, user: str) -> tuple[list[Memory], dict[int, tuple[str, bytes]]]: ...
 
 
-class GenerationListener:
-    """Calls ``on_change(generation)`` whenever any process commits a memory change.
-
-    Callbacks never overlap: notifications arriving while one runs are coalesced
-    into one more call. A dropped connection is re-established with backoff for as
-    long as the listener lives, and the user is told once when it drops and once
-    when it is back.
-    """
-
-    def __init__(
-        self,
-        dsn: str,
-        on_change: ChangeCallback,
-        *,
-        on_notice: Notice,
-        connect_timeout: float = 5.0,
-        backoff: float = 0.1,
-        max_backoff: float = 2.0,
-        ignore_pid: Callable[[int], bool] = lambda _pid: False,
-    ) -> None:
-        self._dsn = dsn
-        self._ignore_pid = ignore_pid
-        self._on_change = on_change
-        self._notice = on_notice
-        self._connect_timeout = connect_timeout
-        self._backoff = backoff
-        self._max_backoff = max_backoff
-        self._conn: asyncpg.Connection | None = None
-        self._pending = False
-        self._latest = -1
-        self._drain_task: asyncio.Task[None] | None = None
-        self._reconnect_task: asyncio.Task[None] | None = None
-        self._closed = False
-
-    async def start(self) -> None:
-        """Listen now; if the server is already gone, keep trying in the background."""
-        try:
-            await self._connect()
-        except Exception as exc:
-            log.warning("[MEMORY_SYNC] cannot listen on %s yet: %s", describe_dsn(self._dsn), exc)
-            self._reconnect_task = asyncio.create_task(self._reconnect())
-
-    async def _connect(self) -> None:
-        conn = await asyncpg.connect(self._dsn, timeout=self._connect_timeout)
-        try:
-            await conn.add_listener(CHANNEL, self._on_notify)
-        except BaseException:
-            await conn.close()
-            raise
-        conn.add_termination_listener(self._on_terminated)
-        self._conn = conn
-
-    def _on_notify(self, _conn: object, pid: int, _channel: str, payload: str) -> None:
-        if self._ignore_pid(pid):
-            return
-        try:
-            self._latest = max(self._latest, int(payload))
-        except ValueError:
-            log.warning("[MEMORY_SYNC] ignoring a malformed notification %r", payload[:40])
-            return
-        self._kick()
-
-    def _kick(self) -> None:
-        self._pending = True
-        if self._drain_task is None or self._drain_task.done():
-            self._drain_task = asyncio.get_running_loop().create_task(self._drain())
-
-    async def _drain(self) -> None:
-        while self._pending and not self._closed:
-            self._pending = False
-            try:
-                await self._on_change(self._latest)
-            except Exception as exc:  # the next notification or recall syncs again
-                log.warning("[MEMORY_SYNC] sync after a notification failed: %s", exc)
-
-    def _on_terminated(self, _conn: object) -> None:
-        self._conn = None
-        if self._closed or (self._reconnect_task is not None and not self._reconnect_task.done()):
-            return
-        self._notice(f"memory: lost the change feed from {describe_dsn(self._dsn)}; reconnecting")
-        self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect())
-
-    async def _reconnect(self) -> None:
-        attempt = 0
-        while not self._closed:
-            attempt += 1
-            await asyncio.sleep(min(self._max_backoff, self._backoff * 2 ** (attempt - 1)))
-            try:
-                await self._connect()
-            except Exception as exc:
-                log.info("[MEMORY_SYNC] reconnect %d failed: %s", attempt, exc)
-                continue
-            self._notice(f"memory: change feed from {describe_dsn(self._dsn)} restored")
-            self._kick()  # changes made while we were away sent notifications nobody heard
-            return
-
-    async def close(self) -> None:
-        self._closed = True
-        for task in (self._reconnect_task, self._drain_task):
-            if task is not None and not task.done():
-                task.cancel()
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):
-                    pass
-        conn, self._conn = self._conn, None
-        if conn is not None and not conn.is_closed():
-            conn.remove_termination_listener(self._on_terminated)
-            try:
-                await asyncio.wait_for(conn.close(), timeout=self._connect_timeout)
-            except Exception:
-                conn.terminate()
-
-
-# the offline copy ---------------------------------------------------------------------
 @dataclass
 class CacheSnapshot:
     """What ``LocalCache`` saved: this user's active rows and their vectors."""
@@ -253,7 +126,7 @@ class LocalCache:
         ]
         return CacheSnapshot(meta["instance"], meta["generation"], meta["saved_at"], rows, vectors)
 
-    async def refresh_from(self, store: PostgresMemoryStore) -> None:
+    async def refresh_from(self, store: CacheSource) -> None:
         """Save the store's current state for this user, unless already saved."""
         generation = await store.generation()
         if generation == self._saved_generation:
@@ -368,6 +241,26 @@ class ReadOnlyCacheStore(MemoryStore):
         ids = np.array(sorted(m.id for m in allowed), dtype=np.int64)
         return AllowedIds(ids, self.snapshot.generation, min(expiries) if expiries else None)
 
+    async def lexical_search(
+        self,
+        terms: Sequence[str],
+        *,
+        user: str,
+        scopes: Collection[str],
+        now: float,
+        exclude: Collection[int] = (),
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        # A few thousand cached rows at most: the share of terms each holds will do.
+        allowed = await self.allowed_ids(user=user, scopes=scopes, now=now)
+        skip = set(exclude)
+        scored = [
+            (m.id, coverage(terms, m.key, m.value))
+            for m in (self._rows[i] for i in allowed.ids.tolist() if i not in skip)
+        ]
+        ranked = sorted((h for h in scored if h[1] > 0), key=lambda h: (-h[1], h[0]))
+        return ranked[:limit]
+
     async def generation(self) -> int:
         return self.snapshot.generation
 
@@ -400,40 +293,3 @@ class ReadOnlyCacheStore(MemoryStore):
 
     async def close(self) -> None:
         return None
-
-
-async def open_postgres_store(
-    settings: Settings, paths: Paths, *, user: str, on_notice: Notice | None = None
-) -> tuple[MemoryStore, Path]:
-    """The store for ``memory.store = "postgres"`` and the directory of its local cache.
-
-    Server down at start: ``memory.postgres_unavailable = "refuse"`` raises
-    ``MemoryStoreUnavailable``; ``"read_only"`` (the default) tells ``on_notice`` one
-    line and serves recall from the local cache, if this machine has one.
-    """
-    dsn = settings.memory.postgres_dsn
-    if not dsn:
-        raise MemoryStoreUnavailable(
-            'memory.store is "postgres" but no memory.postgres_dsn (or QWENMEM_POSTGRES_DSN) is set'
-        )
-    cache_dir = paths.index_dir / f"postgres-{dsn_fingerprint(dsn)}"
-    cache = LocalCache(cache_dir, user)
-    try:
-        store = await PostgresMemoryStore.open(dsn, on_notice=on_notice)
-    except MemoryStoreUnavailable as exc:
-        if settings.memory.postgres_unavailable == "refuse":
-            raise
-        snapshot = cache.load()
-        if snapshot is None:
-            raise MemoryStoreUnavailable(
-                f"{exc}; no local memory cache on this machine to read from"
-            ) from exc
-        saved = time.strftime("%Y-%m-%d %H:%M", time.localtime(snapshot.saved_at))
-        message = f"{exc}; memory is read-only from the local cache of {saved}"
-        log.warning("[MEMORY_PG] %s", message)
-        if on_notice is not None:
-            on_notice(message)
-        return ReadOnlyCacheStore(snapshot, str(exc)), cache_dir
-    cache.bind(store.instance_id)
-    store.cache = cache
-    return store, cache_dir

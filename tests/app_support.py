@@ -1,0 +1,43 @@
+"""Helpers for driving the real app with Pilot, shared by tests/tui and tests/reliability
+(a module, so tests can import it; fixtures are in the conftest files)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from textual.pilot import Pilot
+
+
+async def wait_until(pilot: Pilot, predicate: Callable[[], bool], *, timeout: float = 10.0) -> None:
+    """Let the app run until `predicate()` holds; fail after `timeout` seconds."""
+
+    async def poll() -> None:
+        while not predicate():
+            await pilot.pause(0.01)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+async def started(pilot: Pilot) -> None:
+    """Wait until the app has opened its session: it takes keys before that (the open
+    runs behind the drawn screen), but a test that reads the session needs it."""
+    await wait_until(pilot, lambda: pilot.app.state != "starting")
+
+
+async def settle(pilot: Pilot) -> None:
+    """Wait for startup, every worker (turns, commands, session switches) and the repaint."""
+    await started(pilot)
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def send(pilot: Pilot, text: str) -> None:
+    """Type `text` into the prompt of the started app and press Enter."""
+    from qwenmem_tui.tui.widgets.prompt import PromptInput
+
+    await started(pilot)
+    prompt = pilot.app.screen.query_one(PromptInput)
+    prompt.focus()
+    prompt.insert(text)
+    await pilot.press("enter")

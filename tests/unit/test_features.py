@@ -1,0 +1,148 @@
+"""The feature assembly (qwenmem_tui/features.py) on real parts: settings from a temp
+home, the real LLM client over HTTP to the fake server, a real memory service (SQLite
+and FAISS) opened by `MemoryAccess`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from chat_support import collect
+
+from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
+from qwenmem_tui.chat.tools import Tool, ToolContext
+from qwenmem_tui.compaction import CompactionHook
+from qwenmem_tui.config import Settings
+from qwenmem_tui.features import (
+    COMPACTION,
+    MEMORY,
+    Assembly,
+    MemoryExtraction,
+    MemoryUnavailable,
+    enabled_features,
+    offers_tools,
+)
+from qwenmem_tui.fake_openai import FakeOpenAI, Reply
+from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.llm.local_server import LocalChatDefaults
+from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
+from qwenmem_tui.paths import Paths, project_id
+
+LOCAL = LocalChatDefaults(
+    system_prompt="Small local model.", max_tokens=256, context_window=4096, supports_tools=False
+)
+
+
+async def _echo(args: dict, ctx: ToolContext) -> str:
+    return "echo"
+
+
+ECHO = Tool("echo", "Echo", {"type": "object", "properties": {}}, _echo)
+
+
+def assembly(
+    settings: Settings, paths: Paths, llm: LLMClient, project: Path, **options: object
+) -> Assembly:
+    return Assembly.create(
+        settings, paths, llm=llm, project_root=project, project=project_id(project), **options
+    )  # type: ignore[arg-type]
+
+
+def tool_names(features) -> set[str]:
+    return {schema["function"]["name"] for schema in features.tools.schemas()}
+
+
+def test_settings_decide_the_features(settings: Settings) -> None:
+    settings.compaction.enabled = True
+    settings.memory.enabled = True
+    assert enabled_features(settings) == {COMPACTION, MEMORY}
+    settings.compaction.enabled = False
+    settings.memory.enabled = False
+    assert enabled_features(settings) == frozenset()
+    assert offers_tools(None) and not offers_tools(LOCAL)
+
+
+async def test_hooks_come_in_the_one_order_fresh_per_session(
+    settings: Settings, paths: Paths, llm: LLMClient, project: Path
+) -> None:
+    built = assembly(settings, paths, llm, project, features={MEMORY, COMPACTION}, extra_tools=[ECHO])
+    try:
+        one, two = built.session(), built.session()
+        assert [type(h) for h in one.hooks] == [CompactionHook, MemoryPrefetchHook, MemoryExtraction]
+        assert one.hooks == (one.compaction, one.prefetch, one.extraction)
+        # Per-session state (token gauge, surfaced memories) is never shared ...
+        assert not set(map(id, one.hooks)) & set(map(id, two.hooks))
+        # ... and compaction hands its blocks to its own session's extractor.
+        assert one.compaction._extract == one.extraction.extract_block
+        assert tool_names(one) == {"read_file", "list_directory", "echo", "save_memory"}
+        assert one.system_prompt is None
+    finally:
+        await built.close()
+
+
+async def test_a_model_that_cannot_call_tools_is_offered_none(
+    settings: Settings, paths: Paths, llm: LLMClient, project: Path
+) -> None:
+    built = assembly(
+        settings, paths, llm, project, features={MEMORY}, model_defaults=LOCAL, extra_tools=[ECHO]
+    )
+    try:
+        features = built.session()
+        assert features.tools.schemas() == []
+        assert features.system_prompt == LOCAL.system_prompt
+        assert features.prefetch is not None  # memory still reaches it, by prefetch
+    finally:
+        await built.close()
+
+
+def test_only_known_features_are_assembled(
+    settings: Settings, paths: Paths, project: Path, fake: FakeOpenAI
+) -> None:
+    llm = LLMClient(base_url=fake.base_url, api_key=None, model="m")
+    with pytest.raises(ValueError, match="unknown features: memroy"):
+        assembly(settings, paths, llm, project, features={"memroy"})
+    nothing = assembly(settings, paths, llm, project, features=())
+    features = nothing.session()
+    assert features.hooks == () and nothing.memory is None
+    assert tool_names(features) == {"read_file", "list_directory"}
+
+
+async def test_extraction_skips_turns_until_memory_is_open_then_writes(
+    settings: Settings, paths: Paths, llm: LLMClient, project: Path, fake: FakeOpenAI, make_session
+) -> None:
+    settings.memory.extraction = True
+    built = assembly(settings, paths, llm, project, features={MEMORY})
+    features = built.session()
+    # Extraction alone: prefetch's recall would start the opening (and race this test).
+    session = await make_session(features.extraction, tools=features.tools)
+    fake.script(Reply("Noted."))
+    await collect(session, "I am Ada and I always deploy on Fridays.")
+    # The service was never asked for: extraction skipped the turn instead of waiting.
+    assert built.memory is not None and built.memory.opened is None
+    assert all(b["messages"][0]["content"] != EXTRACTION_SYSTEM_PROMPT for b in fake.chat_requests)
+
+    service = await built.memory.service()
+    proposal = {"memories": [{"category": "user", "key": "name", "value": "The user is Ada."}]}
+    fake.script(Reply("Hello Ada."), Reply(json.dumps(proposal)))
+    await collect(session, "Remember that my name is Ada.")
+    await features.drain()
+    saved = await service.list(project=project_id(project))
+    assert [(m.key, m.value) for m in saved] == [("name", "The user is Ada.")]
+    await session.close()
+    await built.close()
+
+
+async def test_an_unopenable_memory_is_one_clear_line(
+    settings: Settings, paths: Paths, llm: LLMClient, project: Path
+) -> None:
+    paths.ensure()
+    paths.db_file.write_bytes(b"this is not a database")  # the service cannot open it
+    built = assembly(settings, paths, llm, project, features={MEMORY})
+    features = built.session()
+    with pytest.raises(MemoryUnavailable, match="^Long-term memory is unavailable: "):
+        await built.memory.service()  # type: ignore[union-attr]
+    arguments = json.dumps({"category": "user", "key": "k", "value": "v"})
+    result = await features.tools.call("save_memory", arguments, ToolContext(project, "s"))
+    assert result.is_error and result.content.startswith("Long-term memory is unavailable: ")
+    await built.close()
