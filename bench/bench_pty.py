@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -36,7 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -272,7 +273,7 @@ class Program:
     command: list[str]
     env: Callable[[Path, str], dict[str, str]]
     extra_path: str | None = None
-    home_env: dict[str, str] = field(default_factory=dict)
+    send_key: str = "Enter"  # elia sends with ctrl+j (Enter is a newline there)
 
     def launch(self, work: Path, base_url: str, *args: str) -> Pane:
         env = self.env(work, base_url)
@@ -349,10 +350,11 @@ def stream_reply(program: Program, rate: float | None, tokens: int, timeout: flo
             pane.type(f"stream {rate or 0:g} {tokens}")
             pane.wait_for(lambda screen: f"stream {rate or 0:g} {tokens}" in screen, 10)
             cpu_before = pane.cpu_s()
-            pane.key("Enter")
+            pane.key(program.send_key)
             sent = time.monotonic()
-            # Wait for the first lines of the reply before typing.
-            pane.wait_for(lambda screen: "Section 0" in screen, 30)
+            # Wait for the first lines of the reply before typing (elia imports litellm
+            # on its first message: many seconds on a loaded machine).
+            pane.wait_for(lambda screen: "Section 0" in screen, 90)
             pane.type(TYPED_MARK)
             typed = TYPED_MARK
             echoes: list[float] = []
@@ -506,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         serve(*args.serve)
         return 0
+    # A kill runs the `finally`s, so no tmux server or fake server is left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if shutil.which("tmux") is None:
         print("bench_pty needs tmux")
         return 0
@@ -517,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
             Program("qwenmem (baseline)", [QWENMEM], qwenmem_env, extra_path=str(args.baseline))
         )
     peer = (
-        Program("elia", [str(args.peer_bin)], elia_env)
+        Program("elia", [str(args.peer_bin)], elia_env, send_key="C-j")
         if args.peer_bin and args.peer_bin.exists()
         else None
     )

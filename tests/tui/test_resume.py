@@ -188,7 +188,7 @@ async def test_long_session_mounts_only_the_newest_page(
     await seed_session(paths, project, "Long", items, clock=clock)
     app = make_app(resume=True)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(pilot)  # the session opens in the background
         screen = app.screen
         assert len(screen.query(UserItem)) + len(screen.query(AssistantItem)) == PAGE_SIZE
         earlier = screen.query_one(EarlierItems)
