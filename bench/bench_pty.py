@@ -422,14 +422,12 @@ class ResumeResult:
     rss_after_mib: float
 
 
-def resume_and_home(program: Program, seeded: Path, base_url: str) -> ResumeResult:
+def resume_and_home(program: Program, seeded: Path, project: Path, base_url: str) -> ResumeResult:
     """`qwenmem --resume` on a 5,000-message session: until a typed key shows with the
     newest message on screen; then Home until the first message is on screen."""
     with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
         work = Path(tmp)
         shutil.copytree(seeded, work / "qwenmem-home")
-        project = work / "project"
-        project.mkdir()
         env = qwenmem_env(work, base_url)
         if program.extra_path:
             env["PYTHONPATH"] = program.extra_path
@@ -551,7 +549,9 @@ def main(argv: list[str] | None = None) -> int:
             project.mkdir()
             seed_session(seeded, project, RESUME_MESSAGES)
             for program in programs:
-                results = [resume_and_home(program, seeded, base_url) for _ in range(runs)]
+                results = [
+                    resume_and_home(program, seeded, project, base_url) for _ in range(runs)
+                ]
                 row(
                     f"resume {RESUME_MESSAGES:,} messages -> usable",
                     program.name,

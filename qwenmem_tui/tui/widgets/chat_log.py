@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -123,6 +124,10 @@ class ChatLog(VerticalScroll, can_focus=False):
         self._earlier_line = EarlierItems()
         self._later_line = LaterItems()
         self._selected: MessageView | None = None
+        # Paging runs from the screen's handlers (Home, End, Enter) and from this log's
+        # own (scrolled to an end): one at a time, or one mounts beside a line the
+        # other has just removed.
+        self._paging = asyncio.Lock()
 
     def on_mount(self) -> None:
         self.anchor()
@@ -146,13 +151,14 @@ class ChatLog(VerticalScroll, can_focus=False):
     ) -> None:
         """Replace the log with stored items; only the newest page gets widgets."""
         self.select(None)
-        await self.remove_children()
-        self._views = ItemViews(items, widget_for)
-        self._items = list(items)
-        self._pages = []
-        self._earlier_line = EarlierItems()
-        self._later_line = LaterItems()
-        await self._show_window(max(0, len(items) - PAGE_SIZE))
+        async with self._paging:
+            await self.remove_children()
+            self._views = ItemViews(items, widget_for)
+            self._items = list(items)
+            self._pages = []
+            self._earlier_line = EarlierItems()
+            self._later_line = LaterItems()
+            await self._show_window(max(0, len(items) - PAGE_SIZE))
         self.anchor()
 
     async def _show_window(self, start: int) -> None:
@@ -209,8 +215,11 @@ class ChatLog(VerticalScroll, can_focus=False):
     async def show_earlier(self) -> None:
         """Mount the previous page above what is shown, keeping the view where it was;
         past MAX_PAGES the page farthest below is released."""
-        if not self._earlier or self._views is None:
-            return
+        async with self._paging:
+            if self._earlier and self._earlier_line.parent is self:
+                await self._mount_earlier()
+
+    async def _mount_earlier(self) -> None:
         end = self._earlier
         page = self._page(max(0, end - PAGE_SIZE), end)
         keep = self._keep_place()
@@ -227,8 +236,11 @@ class ChatLog(VerticalScroll, can_focus=False):
     async def show_later(self) -> None:
         """Mount the next page below what is shown (after paging far up), keeping the
         view where it was; past MAX_PAGES the page farthest above is released."""
-        if not self._later or self._views is None:
-            return
+        async with self._paging:
+            if self._later and self._later_line.parent is self:
+                await self._mount_later()
+
+    async def _mount_later(self) -> None:
         start = self._pages[-1].end
         page = self._page(start, min(len(self._items), start + PAGE_SIZE))
         keep = self._keep_place()
@@ -265,23 +277,28 @@ class ChatLog(VerticalScroll, can_focus=False):
     async def show_first(self) -> None:
         """Jump to the first stored item (Home), releasing what is mounted."""
         self.select(None)
-        if self._earlier:
-            await self._show_window(0)
-        self.release_anchor()
+        # Not just released: a released anchor catches again whenever the view is at
+        # the bottom, which the first page may be for a moment while it mounts.
+        self.anchor(False)
+        async with self._paging:
+            if self._earlier:
+                await self._show_window(0)
         self.call_after_refresh(self.scroll_home, animate=False, immediate=True)
 
     async def show_latest(self) -> None:
         """Jump back to the newest items (End, or a message sent) and follow them."""
-        if self._later:
-            await self._show_window(max(0, len(self._items) - PAGE_SIZE))
+        async with self._paging:
+            if self._later:
+                await self._show_window(max(0, len(self._items) - PAGE_SIZE))
         self.anchor()
 
     async def clear(self) -> None:
         """Remove every item."""
         self.select(None)
-        self._items = []
-        self._pages = []
-        await self.remove_children()
+        async with self._paging:
+            self._items = []
+            self._pages = []
+            await self.remove_children()
 
     # -- selection -----------------------------------------------------------------------
 
