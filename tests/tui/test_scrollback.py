@@ -3,7 +3,8 @@ End reach the first and the newest message at once."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from textual.pilot import Pilot
@@ -19,11 +20,19 @@ from .conftest import SIZE, FakeClock, conversation, seed_session, settle, wait_
 EXCHANGES = 70  # 140 stored messages: 7 pages, more than MAX_PAGES
 
 
-async def long_session(paths: Paths, project: Path, clock: FakeClock) -> None:
+@asynccontextmanager
+async def resumed_long_session(
+    make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
+) -> AsyncIterator[Pilot]:
+    """The app resumed on a stored session of EXCHANGES questions and answers."""
     items = []
     for n in range(EXCHANGES):
         items += conversation(f"question {n}", f"answer {n}")
     await seed_session(paths, project, "Long", items, clock=clock)
+    app = make_app(resume=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        yield pilot
 
 
 def mounted(pilot: Pilot) -> int:
@@ -55,10 +64,8 @@ async def press_until(pilot: Pilot, key: str, done: Callable[[], bool], bound: i
 async def test_paging_to_the_top_and_back_keeps_few_items_mounted(
     make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
 ) -> None:
-    await long_session(paths, project, clock)
-    app = make_app(resume=True)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with resumed_long_session(make_app, paths, project, clock) as pilot:
+        app = pilot.app
         assert mounted(pilot) == PAGE_SIZE
         screen = app.screen
         bound = MAX_PAGES * PAGE_SIZE
@@ -75,10 +82,8 @@ async def test_paging_to_the_top_and_back_keeps_few_items_mounted(
 async def test_home_and_end_jump_to_the_first_and_the_newest_message(
     make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
 ) -> None:
-    await long_session(paths, project, clock)
-    app = make_app(resume=True)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with resumed_long_session(make_app, paths, project, clock) as pilot:
+        app = pilot.app
         await pilot.press("home")
         await wait_until(pilot, lambda: "question 0" in shown_texts(pilot))
         assert mounted(pilot) <= PAGE_SIZE
@@ -93,10 +98,8 @@ async def test_home_and_end_jump_to_the_first_and_the_newest_message(
 async def test_home_with_text_in_the_prompt_moves_the_cursor(
     make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
 ) -> None:
-    await long_session(paths, project, clock)
-    app = make_app(resume=True)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with resumed_long_session(make_app, paths, project, clock) as pilot:
+        app = pilot.app
         prompt = app.screen.query_one(PromptInput)
         prompt.insert("draft")
         await pilot.press("home")

@@ -27,36 +27,40 @@ MAX_PAGES = 3
 so scrolling through a long session keeps memory and layout cost bounded."""
 
 
-class EarlierItems(Static):
-    """A clickable line standing in for items not mounted above."""
+class HiddenItems(Static):
+    """A clickable line standing in for stored items that are not mounted."""
+
+    LABEL = "{count} {noun}"
+
+    class Requested(Message):
+        """The user asked to see the hidden items."""
+
+    def show_count(self, count: int) -> None:
+        """Say how many items are hidden."""
+        noun = "item" if count == 1 else "items"
+        self.update(Content(self.LABEL.format(count=count, noun=noun)))
+
+    @on(Click)
+    def _request(self) -> None:
+        self.post_message(self.Requested())
+
+
+class EarlierItems(HiddenItems):
+    """Stands in for the items above the mounted pages."""
+
+    LABEL = "↑ {count} earlier {noun}: scroll up or click to show"
 
     class Requested(Message):
         """The user asked to see earlier items."""
 
-    def show_count(self, count: int) -> None:
-        """Say how many items are hidden above."""
-        noun = "item" if count == 1 else "items"
-        self.update(Content(f"↑ {count} earlier {noun}: scroll up or click to show"))
 
-    @on(Click)
-    def _request(self) -> None:
-        self.post_message(self.Requested())
+class LaterItems(HiddenItems):
+    """Stands in for the items below the mounted pages (released after paging far up)."""
 
-
-class LaterItems(Static):
-    """A clickable line standing in for stored items released below (paged far up)."""
+    LABEL = "↓ {count} later {noun}: scroll down or click to show"
 
     class Requested(Message):
         """The user asked to see later items."""
-
-    def show_count(self, count: int) -> None:
-        """Say how many items are hidden below."""
-        noun = "item" if count == 1 else "items"
-        self.update(Content(f"↓ {count} later {noun}: scroll down or click to show"))
-
-    @on(Click)
-    def _request(self) -> None:
-        self.post_message(self.Requested())
 
 
 @dataclass
@@ -260,7 +264,7 @@ class ChatLog(VerticalScroll, can_focus=False):
             (
                 child
                 for child in self.children
-                if child.region.bottom > top and not isinstance(child, (EarlierItems, LaterItems))
+                if child.region.bottom > top and not isinstance(child, HiddenItems)
             ),
             None,
         )
