@@ -197,6 +197,7 @@ def _report_crash(exc: Exception, settings: Settings, paths: Paths) -> int:
 
 def run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """The default command: the chat app for the project around the current directory."""
+    import asyncio
     from contextlib import ExitStack
 
     from qwenmem_tui.llm.provider import resolve_provider

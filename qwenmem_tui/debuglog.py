@@ -13,12 +13,12 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from qwenmem_tui.memory import secrets
+from qwenmem_tui.memory import secrets as scanner
 from qwenmem_tui.paths import Paths, private_file
 
 DISABLE_ENV = "QWENMEM_DEBUG_LOG_FILE"
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
-REDACTED = secrets.REDACTED
+REDACTED = scanner.REDACTED
 
 _handler: logging.Handler | None = None
 
@@ -33,7 +33,8 @@ class Redactor:
     def __call__(self, text: str) -> str:
         for secret in self.secrets:
             text = text.replace(secret, REDACTED)
-        return secrets.redact(text)
+        # Log lines are written on the event loop: never wait for the plugins to load.
+        return scanner.redact(text, complete=False)
 
 
 class RedactingFormatter(logging.Formatter):
@@ -76,6 +77,9 @@ def configure(
     the file, or None when `QWENMEM_DEBUG_LOG_FILE=0`.
     """
     reset()
+    # A session opens here (TUI or daemon): the secret scanner's plugins load off the
+    # event loop now, so neither log lines nor the prompt history wait for them later.
+    scanner.preload()
     if not enabled(env):
         return None
     paths.ensure()  # private (0700) directories whatever the umask

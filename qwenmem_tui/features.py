@@ -113,10 +113,12 @@ class MemoryAccess:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start opening the service in the background (idempotent)."""
+    def start(self) -> asyncio.Task[MemoryService]:
+        """Start opening the service in the background, once; the opening task (faces
+        watch it to report a failure). Listeners must be added before."""
         if self._opening is None:
             self._opening = asyncio.create_task(self._open(), name="memory-open")
+        return self._opening
 
     async def _open(self) -> MemoryService:
         return await MemoryService.open(
@@ -137,13 +139,6 @@ class MemoryAccess:
             listener(text)
 
     @property
-    def opening(self) -> asyncio.Task[MemoryService]:
-        """The opening task (started on first use): faces watch it to report a failure."""
-        self.start()
-        assert self._opening is not None
-        return self._opening
-
-    @property
     def opened(self) -> MemoryService | None:
         """The service if it is open already, else None (never waits)."""
         task = self._opening
@@ -155,7 +150,7 @@ class MemoryAccess:
         """The open service, once its index is loaded (raises MemoryUnavailable)."""
         try:
             # Shielded: a cancelled caller (Esc on a turn) must not cancel the opening.
-            return await asyncio.shield(self.opening)
+            return await asyncio.shield(self.start())
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -18,21 +18,14 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
-from qwenmem_tui.memory.guard import redact_secrets
+from qwenmem_tui.memory.secrets import redact
+from qwenmem_tui.paths import private_file
 
 log = logging.getLogger("qwenmem.history")
 
 HISTORY_FILE_NAME = "prompt-history.jsonl"
 MAX_ENTRIES = 1000
 """Lines kept over all projects; older ones go when the file is compacted."""
-
-
-def redact(text: str) -> str:
-    """`text` with secret-looking spans replaced: the memory guard's scanner.
-
-    The one seam to repoint when the shared secrets module lands.
-    """
-    return redact_secrets(text)[0]
 
 
 class PromptHistory:
@@ -43,7 +36,7 @@ class PromptHistory:
         path: Path,
         project: str,
         *,
-        redact: Callable[[str], str] = redact,
+        redact: Callable[[str], str] = redact,  # the scanner memory uses
         clock: Callable[[], float] = time.time,
         max_entries: int = MAX_ENTRIES,
     ) -> None:
@@ -76,6 +69,7 @@ class PromptHistory:
         )
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)  # 0600, and an existing file's mode tightened
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.write(fd, (line + "\n").encode("utf-8"))
@@ -130,6 +124,11 @@ class HistoryCursor:
         self._history = history
         self._index: int | None = None  # None: not walking, the prompt shows the draft
         self._draft = ""
+
+    @property
+    def walking(self) -> bool:
+        """An entry (not the draft) is shown: Up/Down keep walking, even over a command."""
+        return self._index is not None
 
     def reset(self) -> None:
         """The user typed or sent: the next Up starts from the newest entry again."""

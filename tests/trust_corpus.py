@@ -190,7 +190,9 @@ BENIGN: list[Benign] = [
         ("The API key is stored in 1Password under 'prod-api'", "reference", "api_key_location", "The API key is stored in 1Password under 'prod-api'"),
         ("Our Rust code uses Vec<String> for names", "project", "rust_names", "Rust code uses Vec<String> for names"),
         ("The release commit is 3f9a1c2b7d4e5f60718293a4b5c6d7e8f9012345", "project", "release_commit", "Release commit 3f9a1c2b7d4e5f60718293a4b5c6d7e8f9012345"),
-        ("Prefiero respuestas en español", "user", "idioma", "Prefiere respuestas en español"),
+        # Not "respuestas en español": beside "Answer in Portuguese" that restates the
+        # reply language, and one truth per subject (issue 14 item 1) keeps the later.
+        ("Prefiero respuestas con ejemplos de código", "user", "ejemplos", "Prefiere respuestas con ejemplos de código"),
         ("我喜欢简短的回答", "user", "answer_length", "我喜欢简短的回答"),
         ("Я предпочитаю короткие ответы", "user", "answer_length_ru", "Предпочитаю короткие ответы"),
         ("Ich arbeite meistens mit Go und Kubernetes", "user", "stack", "Arbeitet meistens mit Go und Kubernetes"),

@@ -77,6 +77,15 @@ class Tool:
         }
 
 
+def _encodable(value: Any) -> bool:
+    """Whether every string in a parsed JSON value is valid UTF-8 text."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def storable(text: str) -> str:
     """``text`` with lone surrogates (a non-UTF-8 file name, a ``\\udc80`` from the
     model) written as ``\\udc80``: SQLite and the HTTP client encode UTF-8 strictly,
@@ -117,6 +126,12 @@ class ToolRegistry:
             return ToolResult(f"Invalid JSON arguments for {name}: {exc}", True)
         if not isinstance(args, dict):
             return ToolResult(f"Arguments for {name} must be a JSON object.", True)
+        if not _encodable(args):
+            # "\ud800" is valid JSON but no UTF-8 text: it would fail deep in a handler
+            # (SQLite, a file name) instead of as an answer the model can act on.
+            return ToolResult(
+                f"Arguments for {name} contain a lone surrogate (\\ud800-\\udfff).", True
+            )
         missing = [p for p in tool.parameters.get("required", ()) if p not in args]
         if missing:
             return ToolResult(f"Missing argument(s) for {name}: {', '.join(missing)}.", True)
@@ -135,7 +150,7 @@ class ToolRegistry:
 # repo, a home directory opened as the project): their content would go to the model
 # and into the session's history. Names are compared case-insensitively (macOS).
 _CREDENTIAL_DIRS = frozenset(
-    {".ssh", ".aws", ".azure", ".gnupg", ".kube", ".password-store", ".vault", "keychains"}
+    {".ssh", ".aws", ".azure", ".gnupg", ".kube", ".password-store"}
 )
 _CREDENTIAL_PAIRS = frozenset(
     {
@@ -145,6 +160,7 @@ _CREDENTIAL_PAIRS = frozenset(
         (".docker", "config.json"),
         (".local", "share", "keyrings"),
         (".config", "op"),  # 1Password CLI
+        ("library", "keychains"),  # macOS
     }
 )
 _CREDENTIAL_FILES = frozenset(
@@ -205,8 +221,8 @@ def broad_root_notice(project_root: Path, start: Path) -> str | None:
     what = "the root directory /" if root == Path(root.anchor) else f"your home directory {root}"
     where = confined_root(project_root, start)
     return (
-        f"the project root is {what}: file tools are limited to {where}, "
-        "and never read qwenmem's own files or credential stores (~/.ssh, ~/.aws, ...)"
+        f"the project root is {what}: file tools keep to {where} "
+        "(never qwenmem's files or credential stores)"
     )
 
 

@@ -116,6 +116,8 @@ class ServerOptions:
     recap_timeout: float = RECAP_TIMEOUT_SECONDS
 
     def guard_policy(self) -> GuardPolicy:
+        """What the guard enforces: these options, the host names with the localhost
+        ones added and normalised as a Host header is."""
         return GuardPolicy(
             token=self.token,
             allowed_origins=self.allowed_origins,

@@ -207,7 +207,7 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
     async with _service(settings, paths) as svc:
         report = await svc.import_lines(lines, project=_project(), keep_scope=args.keep_scope)
     for error in report.errors:
-        print(f"qwenmem: {args.file}: {error}", file=sys.stderr)
+        print(f"qwenmem: {args.file}: {terminal_safe(str(error))}", file=sys.stderr)
     order = (
         "created",
         "superseded",

@@ -340,13 +340,17 @@ def suspicious_flags(key: str, value: str, *, turn_outputs: Sequence[str] = ()) 
     return flags
 
 
-# An order rather than a fact: addressed to the reader, or an always/never rule.
+# An order rather than a fact: addressed to the assistant, an always/never rule, or a
+# command about what to say or where to send things. "Run the tests with make test" is
+# how the project works, not an order to the model, so it stays a fact.
 _ORDER = re.compile(
     r"^\W*(always|never|do\s+not|don'?t|ignore|disregard|forget|send|upload|post|forward|reply"
-    r"|respond|answer|say|tell|print|reveal|output|include|append|add|insert|recommend|visit|open"
-    r"|fetch|call|run|execute|delete|remove|obey|follow|treat|act|pretend|remember|you)\b"
+    r"|respond|answer|say|tell|print|reveal|output|include|append|insert|recommend|visit"
+    r"|fetch|obey|follow|treat|act|pretend|you)\b"
     r"|\b(you|your|you're|assistant|ai|model|agent|llm)\b.{0,60}\b(must|should|shall|will|have\s+to|need\s+to|always|never)\b"
-    r"|\b(must|shall)\s+(always|never|be)\b|https?://"
+    r"|\b(must|shall)\s+(always|never|be)\b|\b(always|never|whenever|every\s+(reply|answer|response))\b"
+    # A link is a fact ("docs at https://…"); one to send data to, or to steer to, is not.
+    r"|https?://\S*[?{]|\b(send|post|upload|forward|visit|fetch|download|go\s+to|link\s+(to|there))\b.{0,60}https?://"
     # "always / never / must / every answer" in other languages: an order, whatever
     # verb follows (the model reads them all).
     r"|\b(siempre|nunca|debes|toujours|jamais|dois|chaque r[ée]ponse|immer|niemals|jede antwort"
@@ -387,10 +391,13 @@ def check(
         return Verdict(errors=["value is a secret; secrets are never saved"], value="")
     prov = provenance or Provenance(untrusted=tuple(turn_outputs))
     labels = [FLAG_SECRET_REDACTED] if stored != value else []
+    signals = suspicious_flags(key, value, turn_outputs=prov.untrusted)
     if prov.grounded(value):
         # The user's own words: trusted whatever they say; only secrets are removed.
+        # Unless the model copied an order out of a file that merely echoes them.
+        if FLAG_COPIED in signals and {FLAG_INJECTION, FLAG_MARKUP} & set(signals):
+            return Verdict(flags=[*signals, *labels], value=stored)
         return Verdict(flags=labels, value=stored)
-    signals = suspicious_flags(key, value, turn_outputs=prov.untrusted)
     if prov.writer is Writer.MODEL and prov.untrusted_in_view:
         held = [FLAG_UNTRUSTED] if category in GLOBAL_CATEGORIES else []
         if reads_as_instruction(key, value) and not {FLAG_INJECTION, FLAG_MARKUP} & set(signals):

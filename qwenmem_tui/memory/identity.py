@@ -43,6 +43,8 @@ _PREAMBLE = re.compile(
 # Where the person lives, however they say it: one subject, ``home_city``.
 _RESIDENCE = re.compile(
     r"\b(?:i\s+(?:now\s+|currently\s+|still\s+)?(?:live|reside|am\s+living|am\s+based)\s+in|"
+    r"(?:^|(?:the\s+)?user\s+|s?he\s+)(?:now\s+|currently\s+)?(?:lives|resides|is\s+based)\s+in|"
+    r"(?:the\s+)?user\s+(?:has\s+)?(?:moved|relocated)\s+to|"
     r"i'?m\s+(?:now\s+|currently\s+)?(?:living|based)\s+in|"
     r"i(?:'ve|\s+have)?\s+(?:just\s+|recently\s+|finally\s+)?(?:moved|relocated)\s+(?:back\s+)?to|"
     r"(?:eu\s+)?(?:agora\s+|ainda\s+)?(?:moro|vivo|resido)\s+(?:em|no|na|nos|nas)|"
@@ -324,6 +326,31 @@ def _clean(key: str, value: str) -> bool:
     """The key names the subject only: no words beyond the subject its value states."""
     stated = stated_subject(value)
     return stated is None or set(_named(key)) <= set(_named(stated))
+
+
+# Words two unrelated facts share all the time: "my favourite colour" and "my favourite
+# editor" are no question for the model.
+_CONTENT_STOP = (
+    _KEY_STOP
+    | _DETERMINERS
+    | _LEADING
+    | _QUALIFIERS
+    | frozenset(
+        "user users is was are it its has have as at by with from now still new "
+        "favourite preferred main default primary prefer prefers preference like likes "
+        "use uses using used always never".split()
+    )
+)
+
+
+def related_facts(key: str, value: str, other: Memory) -> bool:
+    """Whether two facts share a content word (in keys or values): only then may the
+    model be asked if one restates the other."""
+
+    def content(k: str, v: str) -> set[str]:
+        return {w for w in [*_named(k), *words(v)] if len(w) > 2 and w not in _CONTENT_STOP}
+
+    return bool(content(key, value) & content(other.key, other.value))
 
 
 @dataclass(frozen=True)

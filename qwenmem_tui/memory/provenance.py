@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from qwenmem_tui.memory import secrets
+
 
 class Writer(StrEnum):
     USER = "user"  # the person typed it (/remember)
@@ -142,7 +144,8 @@ class Provenance:
         names = self.sources or ("tool output",)
         shown = ", ".join(names[:5])
         more = f" and {len(names) - 5} more" if len(names) > 5 else ""
-        return f"untrusted content in view: {shown}{more}"
+        # A path is the model's choice of argument: scanned like any text that is kept.
+        return secrets.redact(f"untrusted content in view: {shown}{more}")
 
 
 def _describe_call(name: str, arguments: Any) -> str:

@@ -8,8 +8,12 @@ whole PEM blocks, ``Authorization:`` headers, "the password for admin is …", r
 high-entropy runs). It finds *spans*: ``redact`` replaces only the secret, so
 ``token_ttl = 3600`` or "rotate the password every 90 days" stay as written.
 
-The plugins are loaded on first use (importing detect-secrets costs ~0.2 s), so a
-process that never scans never pays for it.
+Importing detect-secrets costs 0.2 s idle, over 1 s on a loaded machine, so the
+plugins load on first use — or, in a long-lived process, in a background thread
+started by ``preload()`` (the debug log starts it). Until they are loaded, a caller
+that must not wait (a log line written on the event loop) passes ``complete=False``
+and gets our own rules, which cover the common formats; memory writes always wait
+for the complete scanner.
 """
 
 from __future__ import annotations
@@ -115,6 +119,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], int], ...] = tuple(
 
 _ENTROPY_RUN = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_=-]{24,}(?![A-Za-z0-9+/_=-])")
 _ENTROPY_LIMIT = 4.3
+_SEPARATORS = re.compile(r"[-_/+=]+")
 
 
 @dataclass(frozen=True, order=True)
@@ -136,11 +141,15 @@ def _entropy(text: str) -> float:
 def _entropic(text: str) -> Iterator[Finding]:
     """Random-looking runs: mixed case and digits, high Shannon entropy.
 
-    Hex alone (commit hashes, UUIDs) and snake_case identifiers never qualify: they
-    lack the mixed case or the entropy, and they are not credentials.
+    Hex alone (commit hashes, UUIDs), snake_case identifiers and short words joined by
+    separators never qualify: they lack the mixed case or the entropy, or they are
+    names (vendor tokens with separators have rules of their own above).
     """
     for m in _ENTROPY_RUN.finditer(text):
         run = m.group()
+        parts = _SEPARATORS.split(run)
+        if len(parts) >= 3 and max(map(len, parts)) <= 12:
+            continue  # words joined up: a branch, a path, a slug ("feature/JIRA-12-add-OAuth2")
         if (
             any(c.isupper() for c in run)
             and any(c.islower() for c in run)
@@ -151,7 +160,19 @@ def _entropic(text: str) -> Iterator[Finding]:
 
 
 _loaded: list[tuple[str, Callable[[str], Iterable[str]]]] | None = None
-_load_lock = threading.Lock()
+_load_lock = threading.Lock()  # held for the whole import
+_preload_lock = threading.Lock()  # never held long: preload() must not wait on an import
+_preloading = False
+
+
+def preload() -> None:
+    """Load the plugins in a background thread, once, so no caller waits for them later."""
+    global _preloading
+    with _preload_lock:
+        if _preloading or _loaded is not None:
+            return
+        _preloading = True
+    threading.Thread(target=_plugins, name="secret-scanner-load", daemon=True).start()
 
 
 def _plugins() -> list[tuple[str, Callable[[str], Iterable[str]]]]:
@@ -177,12 +198,22 @@ def _occurrences(text: str, needle: str) -> Iterator[int]:
         start = text.find(needle, start + 1)
 
 
-def scan(text: str) -> list[Finding]:
-    """Every secret span in ``text``, sorted, overlaps merged."""
+def scan(text: str, *, complete: bool = True) -> list[Finding]:
+    """Every secret span in ``text``, sorted, overlaps merged.
+
+    ``complete=False`` never waits for detect-secrets to load: until it has, only our
+    own rules run (and the load is started in the background).
+    """
     if not text:
         return []
+    if complete:
+        plugins = _plugins()
+    else:
+        plugins = _loaded or []
+        if _loaded is None:
+            preload()
     found: list[Finding] = []
-    for kind, analyze in _plugins():
+    for kind, analyze in plugins:
         for secret in analyze(text):
             if isinstance(secret, str) and len(secret) >= 6:
                 found += [Finding(i, i + len(secret), kind) for i in _occurrences(text, secret)]
@@ -201,9 +232,10 @@ def scan(text: str) -> list[Finding]:
     return merged
 
 
-def redact(text: str) -> str:
-    """``text`` with every secret span replaced by ``[REDACTED]``; the rest untouched."""
-    findings = scan(text)
+def redact(text: str, *, complete: bool = True) -> str:
+    """``text`` with every secret span replaced by ``[REDACTED]``; the rest untouched
+    (``complete``: see :func:`scan`)."""
+    findings = scan(text, complete=complete)
     if not findings:
         return text
     parts: list[str] = []

@@ -37,6 +37,7 @@ from qwenmem_tui.memory.identity import (
     decide,
     judge_messages,
     parse_judgement,
+    related_facts,
     subject_key,
 )
 from qwenmem_tui.memory.index import Progress, VectorIndex
@@ -347,6 +348,7 @@ class MemoryService:
         verdict = guard.check(category, key, value, provenance=provenance)
         if not verdict.accepted:
             raise MemoryRejected(verdict.errors)
+        said = value  # as written: grounding is judged on it, not on the redacted value
         flags = list(dict.fromkeys([*hold, *verdict.flags]))
         if provenance.writer is Writer.MODEL and provenance.untrusted_in_view:
             reason = "; ".join(p for p in (reason, provenance.describe()) if p)
@@ -405,7 +407,7 @@ class MemoryService:
             now=now,
         )
         await self.recaller.apply(result, vector)
-        await self._count_trust(provenance, value, result)
+        await self._count_trust(provenance, said, result)
         if result.action is WriteAction.QUARANTINED:
             self._review_changed()
             log.info(
@@ -487,27 +489,27 @@ class MemoryService:
     ) -> Identity:
         """Which stored memory this write restates (see ``memory/identity.py``).
 
-        The fast model decides when one is set, ``judge_timeout`` allows it, and there is
-        a real question (neighbours, none holding this very key); the rule otherwise and
-        whenever the model fails, is late or answers outside the candidates.
+        The rule first: a neighbour naming the same subject is a sure answer. The fast
+        model is asked only when the rule found none among neighbours that share words
+        with the new fact (a real question, e.g. "editor_choice" beside
+        "favourite_editor"), one is set and ``judge_timeout`` allows it; its answer,
+        validated, wins over the rule's "add". Asking only then keeps side calls rare:
+        most writes are new subjects or restatements the rule already recognises.
         """
         try:
             candidates = await self.neighbours(scope, category, key, value)
         except Exception as exc:  # a failed lookup must not lose the fact: plain write
             log.warning("[MEMORY_IDENTITY] neighbour lookup failed: %s", exc)
             return Identity(key)
-        if not candidates:
-            return Identity(key)
-        if (
-            self.llm is not None
-            and judge_timeout is not None
-            and judge_timeout > 0
-            and all(c.key != key for c in candidates)
-        ):
-            judged = await self._judge(category, key, value, candidates, judge_timeout)
+        ruled = decide(key, value, candidates)
+        if ruled.key != key or ruled.replaces or any(c.key == key for c in candidates):
+            return ruled
+        related = [c for c in candidates if related_facts(key, value, c)]
+        if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and related:
+            judged = await self._judge(category, key, value, related, judge_timeout)
             if judged is not None:
                 return judged
-        return decide(key, value, candidates)
+        return ruled
 
     async def _judge(
         self,

@@ -92,9 +92,16 @@ async def _help(app: QwenmemApp, args: str) -> None:
         f"  {command.signature.ljust(width)}  {command.description}" for command in app.commands
     ]
     lines += ["", "Keys:"]
-    for key, description in app.describe_keys():
+    for key, description in [*app.describe_keys(), *PROMPT_KEYS]:
         lines.append(f"  {key.ljust(width)}  {description}")
     app.show_info("\n".join(lines))
+
+
+PROMPT_KEYS = (
+    ("↑ / ↓", "Earlier / later messages (first / last line), or pick a /command"),
+    ("tab", "Complete the highlighted /command"),
+)
+"""The prompt's own keys, which are not bindings with ids (so not remappable)."""
 
 
 async def _clear(app: QwenmemApp, args: str) -> None:

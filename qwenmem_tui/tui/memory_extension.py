@@ -44,7 +44,7 @@ class MemoryFeature:
         memory.progress_listeners.append(self._progress)
         # PostgreSQL store: server down at start, write retries, reconnects.
         memory.notice_listeners.append(lambda text: self._notify(text, "warning"))
-        memory.opening.add_done_callback(self._opened)  # starts the opening
+        memory.start().add_done_callback(self._opened)
 
     @property
     def project(self) -> str:

@@ -125,7 +125,8 @@ def test_rebinding_hosts_and_half_open_floods_do_not_reach_the_sessions(
             assert "private plans" in client.get("/sessions").text  # Host: 127.0.0.1:port
         with ExitStack() as flood:
             for _ in range(400):
-                conn = flood.enter_context(closing(socket.create_connection(("127.0.0.1", port), timeout=10)))
+                conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+                flood.enter_context(closing(conn))
                 conn.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             health = httpx.get(f"{url}/health", timeout=10)
             assert health.json() == {"status": "ok"}

@@ -100,7 +100,13 @@ def test_daemon_token_and_key_stay_out_of_responses_db_and_log(
             ]
             sid = client.post("/session", json={"title": "t"}, headers=good).json()["sessionId"]
             responses.append(client.post(f"/session/{sid}/prompt", json={"text": "hello"}, headers=good))
-            fake.script(HTTPError(401, {"error": {"message": f"bad key {API_KEY}"}}))
+            # Keyed on the prompt, not queued: the first turn's background memory
+            # extraction may ask the model in between and would take a queued error.
+            fake.responder = lambda body: (
+                HTTPError(401, {"error": {"message": f"bad key {API_KEY}"}})
+                if "again" in json.dumps(body["messages"][-1])
+                else Reply("served")
+            )
             responses.append(client.post(f"/session/{sid}/prompt", json={"text": "again"}, headers=good))
     finally:
         proc.terminate()

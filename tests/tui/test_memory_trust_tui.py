@@ -10,7 +10,7 @@ from pathlib import Path
 from trust_corpus import SECRETS
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI
+from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.memory.model import Status
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
@@ -73,7 +73,7 @@ async def test_a_secret_typed_into_remember_stays_off_screen_table_and_log(
             await run(pilot, f"/remember {fmt.text}")
         lines = infos(app)
         screen = app.export_screenshot()
-    assert len(lines) == len(formats) and all(line.startswith("Remembered ") for line in lines)
+    assert len(lines) == len(formats) and all(line.startswith("Remembered #") for line in lines)
     log_text = "".join(p.read_text() for p in paths.debug_dir.glob("*.txt"))
     db = b"".join(p.read_bytes() for p in paths.home.glob("qwenmem.db*")).decode("utf-8", "replace")
     for fmt in formats:

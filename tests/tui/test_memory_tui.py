@@ -171,7 +171,7 @@ async def test_remember_trusts_the_users_own_words(
     async with app.run_test(size=SIZE) as pilot:
         await run(pilot, "/remember " + INJECTION)
         [line] = infos(app)
-        assert line.startswith("Remembered user/")
+        assert line.startswith("Remembered #1 user/")
     [memory] = await stored(settings, paths, clock)
     assert memory.status is Status.ACTIVE and memory.value == INJECTION
 
@@ -387,7 +387,7 @@ async def test_remembering_a_move_leaves_one_truth_in_the_running_session(
         assert "I live in São Paulo" in json.dumps(chat_requests(fake)[-1], ensure_ascii=False)
         await run(pilot, "/remember I moved to Lisbon")
         assert infos(app)[-1] == (
-            "Remembered user/home_city: I moved to Lisbon (replaces the previous value)"
+            "Remembered #2 user/home_city: I moved to Lisbon (replaces the previous value)"
         )
         await run(pilot, "and where do I live now?")
         request = json.dumps(chat_requests(fake)[-1]["messages"], ensure_ascii=False)

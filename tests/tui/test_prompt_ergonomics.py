@@ -16,7 +16,7 @@ from textual import events
 from textual.widgets._collapsible import CollapsibleTitle
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.prompt_history import HISTORY_FILE_NAME
 from qwenmem_tui.storage.database import Database
@@ -28,7 +28,7 @@ from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem, ToolCallItem, Use
 from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import SPINNER, StatusLine
 
-from .conftest import SIZE, conversation, seed_session, send, settle, wait_until
+from .conftest import SIZE, conversation, seed_session, send, settle, started, wait_until
 
 SECRET = "sk-" + "A1b2C3d4E5f6G7h8J9k0L1m2"
 
@@ -53,6 +53,7 @@ async def test_typing_after_a_click_on_a_tool_call_goes_to_the_prompt(
     )
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await send(pilot, "what is in the readme?")
         await settle(pilot)
         tool = app.screen.query_one(ToolCallItem)
@@ -80,6 +81,7 @@ async def test_a_paste_after_the_terminal_lost_focus_reaches_the_prompt(
 ) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         # Switching windows to copy something blurs the app; no focus-in comes back
         # under tmux, so the paste is the first thing the app hears.
         app.post_message(events.AppBlur())
@@ -97,11 +99,19 @@ async def test_a_paste_after_the_terminal_lost_focus_reaches_the_prompt(
 async def test_enter_runs_the_highlighted_command(make_app: Callable[..., QwenmemApp]) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await pilot.press("/", "h", "e", "enter")
         await settle(pilot)
         shown = infos(app)
         assert shown and shown[-1].startswith("Commands:")
+        assert "Earlier / later messages" in shown[-1]  # /help tells about the history
         assert not any("Unknown command" in text for text in shown)
+        assert prompt_of(app).text == ""
+        # Typed ahead with nothing focused (the app still starting): the same.
+        app.screen.set_focus(None)
+        await pilot.press("/", "h", "e", "enter")
+        await settle(pilot)
+        assert [text for text in infos(app) if text.startswith("Commands:")][1:]
         assert prompt_of(app).text == ""
 
 
@@ -112,6 +122,7 @@ async def test_enter_completes_a_command_that_needs_an_argument(
     app = make_app()
     app.commands.register(SlashCommand("note", "Take a note", lambda a, text: notes.append(text), "<text>"))
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await pilot.press("/", "n", "o", "enter")
         assert prompt_of(app).text == "/note "
         assert notes == []
@@ -128,6 +139,7 @@ async def test_the_suggestions_scroll_through_every_command(
     for name in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "unpin"):
         app.commands.register(SlashCommand(name, f"The {name} command", lambda a, t, n=name: ran.append(n)))
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await pilot.press("/")
         suggestions = app.screen.query_one(CommandSuggestions)
         names = [option.id for option in suggestions.options]
@@ -146,6 +158,7 @@ async def test_the_suggestions_scroll_through_every_command(
 async def test_tab_completes_the_highlighted_command(make_app: Callable[..., QwenmemApp]) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await pilot.press("/", "down", "tab")  # /clear, /help, ...: down highlights /help
         assert prompt_of(app).text == "/help "
 
@@ -156,6 +169,7 @@ async def test_a_lone_slash_and_enter_is_still_a_message(
     fake.script(Reply("a slash?"))
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await pilot.press("/", "enter")
         await settle(pilot)
         assert fake.chat_requests[-1]["messages"][-1] == {"role": "user", "content": "/"}
@@ -170,7 +184,10 @@ async def test_up_recalls_earlier_messages_across_sessions_and_redacts_secrets(
     fake.script(Reply("one"), Reply("two"), Reply("three"))
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await send(pilot, "first question")
+        await settle(pilot)
+        await send(pilot, "/help")  # a command in the history does not stop the walk
         await settle(pilot)
         await send(pilot, f"my key is {SECRET}")
         await settle(pilot)
@@ -182,6 +199,7 @@ async def test_up_recalls_earlier_messages_across_sessions_and_redacts_secrets(
 
     app = make_app()  # a new session in the same project
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         prompt = prompt_of(app)
         await pilot.press("d", "r", "a", "f", "t")
         await pilot.press("up")
@@ -191,10 +209,12 @@ async def test_up_recalls_earlier_messages_across_sessions_and_redacts_secrets(
         await pilot.press("up")
         assert prompt.text.startswith("my key is ") and SECRET not in prompt.text
         await pilot.press("up")
+        assert prompt.text == "/help"
+        await pilot.press("up")
         assert prompt.text == "first question"
         await pilot.press("up")  # the oldest stays
         assert prompt.text == "first question"
-        await pilot.press("down", "down")
+        await pilot.press("down", "down", "down")
         assert prompt.text == "second\nquestion"
         await pilot.press("down", "down")
         assert prompt.text == "draft"  # past the newest: what was being typed
@@ -214,6 +234,7 @@ async def test_escape_cancels_and_puts_the_queued_messages_back_for_editing(
     app = make_app()
     try:
         async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
             await send(pilot, "one")
             await wait_until(pilot, lambda: app.state == "responding")
             await send(pilot, "two")
@@ -240,6 +261,7 @@ async def test_ctrl_c_clears_the_prompt_then_quits_when_pressed_twice(
 ) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await pilot.press("h", "i")
         await pilot.press("ctrl+c")
         assert prompt_of(app).text == ""
@@ -263,6 +285,7 @@ async def test_waiting_shows_a_spinner_with_elapsed_seconds(
     app = make_app()
     try:
         async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
             await send(pilot, "hello")
             await wait_until(pilot, lambda: app.state == "responding")
             status = app.screen.query_one(StatusLine)
@@ -279,10 +302,12 @@ async def test_waiting_shows_a_spinner_with_elapsed_seconds(
 async def test_a_long_error_wraps_instead_of_being_cut(make_app: Callable[..., QwenmemApp]) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         text = "The endpoint refused the request for model qwen-plus-latest: " + "reason " * 30
         app.show_error(text)
-        await pilot.pause()
+        await wait_until(pilot, lambda: bool(app.screen.query(ErrorItem)))
         error = app.screen.query_one(ErrorItem)
+        await wait_until(pilot, lambda: error.size.height > 0)  # laid out
         assert error.size.width <= SIZE[0]
         assert error.size.height >= len(text) // SIZE[0]  # every word on screen
 
@@ -297,6 +322,7 @@ async def test_resume_accepts_a_unique_id_prefix(
     old = await seed_session(paths, project, "earlier", conversation("hi", "hello"), clock=clock)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         await send(pilot, f"/resume {old.id[:6]}")
         await settle(pilot)
         assert app.session.info.id == old.id
@@ -309,6 +335,7 @@ async def test_an_untouched_session_is_not_stored_before_its_first_message(
     fake.script(Reply("hello"))
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         db = await Database.open(paths.db_file)
         try:
             assert await SessionStore(db).list_sessions() == []  # killed here: nothing
@@ -330,6 +357,7 @@ async def test_a_message_stops_a_running_recap_instead_of_waiting_behind_it(
     app = make_app(extensions=(recap_extension,))
     try:
         async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
             for text in ("one", "two", "three"):
                 await send(pilot, text)
                 await settle(pilot)
@@ -356,3 +384,4 @@ def test_the_history_file_stays_bounded_and_per_project(tmp_path: Path) -> None:
     assert all(json.loads(line)["text"] for line in lines)
     assert PromptHistory(tmp_path / HISTORY_FILE_NAME, "p1").entries[-1] == "message 6"
     assert PromptHistory(tmp_path / HISTORY_FILE_NAME, "p2").entries == ["other project"]
+

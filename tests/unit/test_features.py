@@ -23,7 +23,7 @@ from qwenmem_tui.features import (
     enabled_features,
     offers_tools,
 )
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT

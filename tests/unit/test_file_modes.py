@@ -136,16 +136,15 @@ def test_tighten_home_ignores_a_missing_home(tmp_path: Path) -> None:
     assert not (tmp_path / "nowhere").exists()
 
 
-def test_the_real_command_under_umask_022(home: Path, project: Path, fake: object) -> None:
-    """The console script as a user runs it: a session through the daemon's store and
-    a memory import leave nothing readable by others (what libraries create on their
-    own, too)."""
+def test_the_real_command_under_umask_022(home: Path, project: Path) -> None:
+    """The console script's entry as a user runs it under umask 022: a memory import
+    (database, FAISS index, debug log) leaves nothing readable by others."""
     with_hash_embedder(home)
     lines = project / "memories.jsonl"
     lines.write_text(json.dumps({"category": "user", "key": "shell", "value": "uses zsh"}) + "\n")
+    as_user = "import os; os.umask(0o022); from qwenmem_tui.cli import main; main()"
     done = subprocess.run(
-        [sys.executable, "-c", "import os; os.umask(0o022); from qwenmem_tui.cli import main; main()",
-         "memory", "import", str(lines)],
+        [sys.executable, "-c", as_user, "memory", "import", str(lines)],
         cwd=project, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr

@@ -41,15 +41,6 @@ FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon")
 HOOK_METHODS = {"on_query_start", "before_request", "on_query_end", "on_reset", "on_close"}
 HOOK_BASES = {"QueryHook", "BaseQueryHook"}
 
-# Known cycle being removed on another branch: `memory/pg_sync.py` <->
-# `memory/postgres_store.py` (broken at import time only by a function-local import).
-# Helper "recall" splits postgres_store.py into memory/postgres/ without it (issue #18);
-# the lead deletes this allowance when merging that branch. Only this exact set of
-# modules is tolerated, as one cycle; anything else still fails.
-KNOWN_CYCLES: set[frozenset[str]] = {
-    frozenset({f"{PACKAGE}.memory.pg_sync", f"{PACKAGE}.memory.postgres_store"}),
-}
-
 
 def _in(name: str, prefixes: tuple[str, ...] | str) -> bool:
     if isinstance(prefixes, str):
@@ -270,16 +261,8 @@ def test_the_parser_sees_the_package() -> None:
 
 def test_no_import_cycle() -> None:
     modules = load_modules()
-    cycles = [c for c in strongly_connected(modules) if frozenset(c) not in KNOWN_CYCLES]
+    cycles = strongly_connected(modules)
     assert cycles == [], "import cycles: " + "; ".join(" <-> ".join(sorted(c)) for c in cycles)
-
-
-def test_known_cycles_are_still_real() -> None:
-    """An allowance outlives its cycle only by mistake: drop it once the cycle is gone."""
-    modules = load_modules()
-    cycles = {frozenset(c) for c in strongly_connected(modules)}
-    present = {c for c in KNOWN_CYCLES if all(name in modules for name in c)}
-    assert present <= cycles, f"remove the fixed cycle(s) from KNOWN_CYCLES: {present - cycles}"
 
 
 def test_the_chat_core_imports_no_feature() -> None:

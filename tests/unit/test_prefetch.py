@@ -712,6 +712,15 @@ def live_hook(service: MemoryService) -> tuple[MemoryPrefetchHook, LiveSpy]:
     return hook, spy
 
 
+async def live_session(
+    make_session, fake: FakeOpenAI, service: MemoryService, replies: int
+) -> tuple[MemoryPrefetchHook, LiveSpy, ChatSession]:
+    """A session with the live prefetch hook, and `replies` plain answers scripted."""
+    hook, spy = live_hook(service)
+    fake.script(*[Reply("noted")] * replies)
+    return hook, spy, await make_session(hook)
+
+
 def sent(fake: FakeOpenAI, n: int = -1) -> str:
     return json.dumps(fake.chat_requests[n]["messages"], ensure_ascii=False)
 
@@ -727,9 +736,7 @@ async def test_a_memory_superseded_in_this_process_is_replaced_in_the_next_reque
     make_session, fake: FakeOpenAI, live_service: MemoryService
 ) -> None:
     staging = await deploy(live_service, "staging")
-    hook, spy = live_hook(live_service)
-    session = await make_session(hook)
-    fake.script(Reply("noted"), Reply("noted"), Reply("noted"))
+    hook, spy, session = await live_session(make_session, fake, live_service, 3)
 
     await ask(session, "where do we deploy?")
     assert "Deploys go to staging" in sent(fake) and hook.surfaced == {staging}
@@ -751,9 +758,7 @@ async def test_a_forgotten_memory_leaves_the_next_request(
     make_session, fake: FakeOpenAI, live_service: MemoryService
 ) -> None:
     staging = await deploy(live_service, "staging")
-    hook, _ = live_hook(live_service)
-    session = await make_session(hook)
-    fake.script(Reply("noted"), Reply("noted"))
+    hook, _, session = await live_session(make_session, fake, live_service, 2)
 
     await ask(session, "where do we deploy?")
     assert "staging" in sent(fake)
@@ -771,9 +776,7 @@ async def test_a_delivered_memory_that_expires_leaves_without_any_write(
         "reference", "dashboard", "Grafana board at grafana.example/d/1", origin="user",
         project=PROJECT, ttl_days=1,
     )
-    hook, _ = live_hook(live_service)
-    session = await make_session(hook)
-    fake.script(Reply("noted"), Reply("noted"))
+    hook, _, session = await live_session(make_session, fake, live_service, 2)
 
     await ask(session, "where is the grafana dashboard?")
     assert "grafana.example" in sent(fake)
@@ -786,9 +789,7 @@ async def test_another_service_on_the_same_database_changes_the_running_session(
     make_session, fake: FakeOpenAI, live_service: MemoryService, tmp_path: Path, live_clock: Clock
 ) -> None:
     await deploy(live_service, "staging")
-    hook, _ = live_hook(live_service)
-    session = await make_session(hook)
-    fake.script(Reply("noted"), Reply("noted"))
+    hook, _, session = await live_session(make_session, fake, live_service, 2)
     await ask(session, "where do we deploy?")
 
     other = await MemoryService.open(
@@ -807,9 +808,7 @@ async def test_another_process_superseding_then_forgetting_reaches_the_running_s
     make_session, fake: FakeOpenAI, live_service: MemoryService, tmp_path: Path
 ) -> None:
     await deploy(live_service, "staging")
-    hook, _ = live_hook(live_service)
-    session = await make_session(hook)
-    fake.script(Reply("noted"), Reply("noted"), Reply("noted"))
+    hook, _, session = await live_session(make_session, fake, live_service, 3)
     await ask(session, "where do we deploy?")
 
     def other_process(*args: str) -> None:
@@ -834,9 +833,7 @@ async def test_a_successor_recalled_again_is_shown_once(
 ) -> None:
     """The next query's recall ran before the refresh and found the successor too."""
     await deploy(live_service, "staging")
-    hook, _ = live_hook(live_service)
-    session = await make_session(hook)
-    fake.script(Reply("noted"), Reply("noted"))
+    hook, _, session = await live_session(make_session, fake, live_service, 2)
     await ask(session, "where do we deploy?")
     await deploy(live_service, "prod")
     await ask(session, "where do we deploy now?")  # recall excludes staging, finds prod

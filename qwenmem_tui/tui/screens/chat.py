@@ -236,14 +236,21 @@ class ChatScreen(Screen[None]):
 
     def on_key(self, event: events.Key) -> None:
         """A printable key that reached the screen was typed away from the prompt (after a
-        click on a tool call, say): it goes to the prompt instead of being lost."""
+        click on a tool call, say): it goes to the prompt instead of being lost. With
+        nothing focused (keys typed ahead while the app starts), Enter sends too."""
         prompt = self.prompt
-        if self.focused is prompt or not event.is_printable or event.character is None:
+        if self.focused is prompt:
             return
-        event.stop()
-        event.prevent_default()
-        prompt.focus()
-        prompt.insert(event.character)
+        if event.is_printable and event.character is not None:
+            event.stop()
+            event.prevent_default()
+            self.set_focus(prompt)  # now, not after a refresh: the next key goes there
+            prompt.insert(event.character)
+        elif event.key == "enter" and self.focused is None:
+            event.stop()
+            event.prevent_default()
+            self.set_focus(prompt)
+            prompt.action_send()
 
     def on_paste(self, event: events.Paste) -> None:
         # The same for a paste that reached the screen (nothing focused yet, or a
@@ -251,7 +258,7 @@ class ChatScreen(Screen[None]):
         prompt = self.prompt
         if self.focused is not prompt and event.text:
             event.stop()
-            prompt.focus()
+            self.set_focus(prompt)
             prompt.insert(event.text)
 
     @on(PromptInput.Changed)

@@ -154,7 +154,7 @@ class PromptInput(TextArea):
 
     def action_cursor_up(self, select: bool = False) -> None:
         matches = self.matching_commands()
-        if matches and not select:
+        if matches and not select and not self._walking():
             self.highlighted = (self.highlighted - 1) % len(matches)
             self._moved = True
         elif select or not self.navigator.is_first_wrapped_line(self.cursor_location):
@@ -164,13 +164,16 @@ class PromptInput(TextArea):
 
     def action_cursor_down(self, select: bool = False) -> None:
         matches = self.matching_commands()
-        if matches and not select:
+        if matches and not select and not self._walking():
             self.highlighted = (self.highlighted + 1) % len(matches)
             self._moved = True
         elif select or not self.navigator.is_last_wrapped_line(self.cursor_location):
             super().action_cursor_down(select)
         elif self._walk is not None:
             self._recall(self._walk.newer())
+
+    def _walking(self) -> bool:
+        return self._walk is not None and self._walk.walking
 
     def _recall(self, text: str | None) -> None:
         if text is None:

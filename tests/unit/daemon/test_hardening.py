@@ -207,3 +207,40 @@ def test_a_live_daemon_refuses_a_rebinding_host(make_daemon: MakeApp) -> None:
         assert httpx.get(url, timeout=10).status_code == 200  # Host: 127.0.0.1:port
         refused = httpx.get(url, headers={"Host": f"attacker.example:{port}"}, timeout=10)
         assert (refused.status_code, refused.json()["code"]) == (403, "host_not_allowed")
+
+
+def test_raw_malformed_requests_on_a_live_daemon_never_get_a_5xx(make_daemon: MakeApp) -> None:
+    """Bytes straight onto a socket to 127.0.0.1 (bad request lines, headers over the
+    limit, bodies shorter or longer than declared, junk): h11 and the guarded protocol
+    answer 4xx or close, never 5xx, and the daemon keeps answering."""
+    import random
+
+    rng = random.Random(17)  # deterministic
+    shapes = [
+        b"GARBAGE\r\n\r\n",
+        b"GET / HTTP/9.9\r\nHost: 127.0.0.1\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n",
+        b"POST /session HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n{}",
+        b"POST /session HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}extra junk",
+        b"POST /session HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -1\r\n\r\n",
+        b"POST /session HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"GET /%ff%fe HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: \xff\xfe\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # a TLS hello
+    ]
+    shapes += [bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 300))) for _ in range(20)]
+    with serve_with(make_daemon(), ConnectionLimits(head_timeout=0.5)) as address:
+        for raw in shapes:
+            with closing(socket.create_connection(address, timeout=10)) as conn:
+                conn.sendall(raw)
+                conn.shutdown(socket.SHUT_WR)
+                answer = b""
+                try:
+                    while chunk := conn.recv(65536):
+                        answer += chunk
+                except (ConnectionResetError, TimeoutError):
+                    pass
+            status = answer.split(b" ", 2)[1:2]
+            assert not status or not status[0].startswith(b"5"), (raw[:60], answer[:200])
+        health = httpx.get(f"http://127.0.0.1:{address[1]}/health", timeout=10)
+        assert health.json() == {"status": "ok"}

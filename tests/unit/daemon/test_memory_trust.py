@@ -19,7 +19,7 @@ from trust_corpus import SECRETS
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.server import ServerOptions, create_app
-from qwenmem_tui.fake_openai import FakeOpenAI, Reply, ToolCallSpec
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.memory.model import GLOBAL_SCOPE, Status
 from qwenmem_tui.memory.service import MemoryService

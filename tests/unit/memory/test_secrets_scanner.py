@@ -62,6 +62,8 @@ def test_detect_secrets_plugins_do_part_of_the_work() -> None:
         "sk-learn is not a key, scikit-learn is a library",
         "Bearer tokens expire after 15 minutes",
         "see https://docs.example.com/guide?page=2",
+        "branch feature/JIRA-1234-add-OAuth2-login-flow",
+        "the HttpClientFactoryV2ForAzureBlob3 wrapper",
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:

@@ -55,18 +55,18 @@ async def test_overwrite_lab_the_old_value_never_reaches_the_prompt(
 async def test_same_value_refreshes_and_same_value_other_key_dedups(
     service: MemoryService, clock: Clock
 ) -> None:
-    a = await service.save("user", "home_city", "Lives in Lisbon", origin="tool", project=PROJECT_A)
+    a = await service.save("user", "editor", "Helix, default keymap", origin="tool", project=PROJECT_A)
     clock.advance(DAY)
     b = await service.save(
-        "user", "home_city", "lives in  LISBON", origin="tool", project=PROJECT_A
+        "user", "editor", "helix,  DEFAULT keymap", origin="tool", project=PROJECT_A
     )
     assert b.action is WriteAction.REFRESHED and b.memory.id == a.memory.id
     assert b.memory.updated_at == clock.now and b.memory.expires_at == pytest.approx(
         clock.now + 365 * DAY
     )
-    # "travel_note" is no key of the same subject (identity would file "city" under
-    # home_city), yet holds the same value: the row holding it is refreshed.
-    c = await service.save("user", "travel_note", "Lives in Lisbon", origin="agent", project=PROJECT_A)
+    # "setup_note" names another subject (identity keeps it apart), yet holds the same
+    # value: the row holding it is refreshed instead of a second copy.
+    c = await service.save("user", "setup_note", "Helix, default keymap", origin="agent", project=PROJECT_A)
     assert c.action is WriteAction.DEDUPLICATED and c.memory.id == a.memory.id
     assert len(await service.list(statuses=[Status.ACTIVE])) == 1
     actions = [e.action for e in await service.audit(a.memory.id)]
