@@ -85,13 +85,13 @@ async def test_home_and_end_jump_to_the_first_and_the_newest_message(
     async with resumed_long_session(make_app, paths, project, clock) as pilot:
         app = pilot.app
         await pilot.press("home")
-        await wait_until(pilot, lambda: "question 0" in shown_texts(pilot))
+        await wait_until(pilot, lambda: "question 0" in shown_texts(pilot), timeout=60)
         assert mounted(pilot) <= PAGE_SIZE
         later = app.screen.query_one(LaterItems)
         assert f"{2 * EXCHANGES - PAGE_SIZE} later items" in str(later.render())
         await pilot.press("end")
         last = f"question {EXCHANGES - 1}"
-        await wait_until(pilot, lambda: last in shown_texts(pilot))
+        await wait_until(pilot, lambda: last in shown_texts(pilot), timeout=60)
         assert not app.screen.query(LaterItems) and mounted(pilot) <= PAGE_SIZE
 
 

@@ -139,6 +139,7 @@ def test_long_streamed_reply_with_code_table_and_list(
                 waiting.region.overlaps(log.region)
                 for waiting in pilot.app.screen.query(FrozenBlocks)
             ),
+            timeout=60,
         )
         await pilot.pause()
 
