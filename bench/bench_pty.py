@@ -187,7 +187,8 @@ class Pane:
     def in_app(self) -> bool:
         """The program has taken the terminal (alternate screen): before that, keys
         would only be echoed by the terminal itself, which proves nothing."""
-        return self._tmux("display-message", "-p", "-t", self.name, "#{alternate_on}").strip() == "1"
+        shown = self._tmux("display-message", "-p", "-t", self.name, "#{alternate_on}")
+        return shown.strip() == "1"
 
     def first_echo(self, extra: Callable[[str], bool] = lambda screen: True) -> float | None:
         """Type `qz` (again every 0.1 s) until the program shows it; monotonic time then."""
@@ -431,7 +432,8 @@ def resume_and_home(program: Program, seeded: Path, project: Path, base_url: str
         env = qwenmem_env(work, base_url)
         if program.extra_path:
             env["PYTHONPATH"] = program.extra_path
-        pane = Pane(["sh", "-c", f'cd "{project}" && exec "$0" --resume', program.command[0]], env, work)
+        resume = f'cd "{project}" && exec "$0" --resume'
+        pane = Pane(["sh", "-c", resume, program.command[0]], env, work)
         try:
             newest = f"Question number {RESUME_MESSAGES // 2 - 1}:"
             seen = pane.first_echo(lambda screen: newest in screen)

@@ -199,7 +199,8 @@ class ChatLog(VerticalScroll, can_focus=False):
         if self._later:
             self._later_line.show_count(self._later)
             if self._later_line.parent is not self:
-                last = next((w for page in reversed(self._pages) for w in reversed(page.widgets)), None)
+                shown = [widget for page in self._pages for widget in page.widgets]
+                last = shown[-1] if shown else None
                 if last is not None:
                     await self.mount(self._later_line, after=last)
                 else:

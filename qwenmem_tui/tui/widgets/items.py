@@ -158,7 +158,11 @@ class FrozenBlocks(Widget):
             return
         markdown = Markdown(self.source, parser_factory=markdown_parser)
         scroller = next(
-            (node for node in self.ancestors if isinstance(node, Widget) and node.allow_vertical_scroll),
+            (
+                node
+                for node in self.ancestors
+                if isinstance(node, Widget) and node.allow_vertical_scroll
+            ),
             None,
         )
         # Scrolling up into it: the lines below the viewport's top must not move when
