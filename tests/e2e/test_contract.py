@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from process_support import checkout_env
 
 from qwenmem_tui.daemon import DaemonClient
 from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
@@ -66,12 +67,15 @@ def qwenmem(
         input=stdin,
         cwd=cwd,
         timeout=60,
-        env={"QWENMEM_HOME": str(home), "PATH": os.environ.get("PATH", ""), **(env or {})},
+        env=checkout_env(
+            {"QWENMEM_HOME": str(home), "PATH": os.environ.get("PATH", ""), **(env or {})}
+        ),
     )
 
 
 def write_config(home: Path, text: str) -> Path:
-    home.mkdir(parents=True, exist_ok=True)
+    """The home private, as qwenmem makes it (a loose one gets a one-line notice)."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
     config = home / "config.toml"
     config.write_text(text, encoding="utf-8")
     config.chmod(0o600)
@@ -230,7 +234,7 @@ def served(tmp_path: Path, fake: FakeOpenAI) -> Iterator[tuple[str, Path]]:
     }
     proc = subprocess.Popen(
         [str(QWENMEM), "serve", "--port", "0", "--token", TOKEN, "--allow-origin", ALLOWED],
-        cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=project, env=checkout_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         line = proc.stdout.readline()  # the server announces itself once it listens
@@ -382,7 +386,7 @@ def test_tui_commands_busy_input_and_home_layout(
         "HOME": str(tmp_path),
     }
     status = tmp_path / "exit-status"
-    terminal.start([str(QWENMEM)], cwd=project / "src", env=env, status=status)  # in the project
+    terminal.start([str(QWENMEM)], cwd=project / "src", env=checkout_env(env), status=status)  # in the project
     terminal.shows("idle")
     terminal.type("/help")
     screen = terminal.shows("/unpin")

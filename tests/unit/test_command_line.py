@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from process_support import checkout_env
 
 from qwenmem_tui import cli
 from qwenmem_tui.config import Settings, load_settings
@@ -19,7 +20,7 @@ from qwenmem_tui.storage.sessions import SessionStore
 
 def _qwenmem(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The real entry point in a fresh interpreter, as a user would run it."""
-    env = {"QWENMEM_HOME": str(home), "PATH": "/usr/bin:/bin"}
+    env = checkout_env({"QWENMEM_HOME": str(home), "PATH": "/usr/bin:/bin"})
     return subprocess.run(
         [sys.executable, "-m", "qwenmem_tui", *args],
         capture_output=True,

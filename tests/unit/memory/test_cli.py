@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from process_support import checkout_env
 
 CONTRACT_FIELDS = {
     "id",
@@ -33,7 +35,7 @@ def _project(root: Path) -> Path:
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
-    home.mkdir()
+    home.mkdir(mode=0o700)  # private, as qwenmem makes it (a loose one gets a notice)
     (home / "config.toml").write_text('[general]\nuser = "ana"\n')
     return home
 
@@ -48,7 +50,15 @@ def qwenmem(
         input=stdin,
         timeout=60,
         cwd=cwd,
-        env={"QWENMEM_HOME": str(home), "PATH": "/usr/bin:/bin", "QWENMEM_DEBUG_LOG_FILE": "0"},
+        # The suite's embedder (hash, set in conftest) and this checkout's code, nothing else.
+        env=checkout_env(
+            {
+                "QWENMEM_HOME": str(home),
+                "PATH": "/usr/bin:/bin",
+                "QWENMEM_DEBUG_LOG_FILE": "0",
+                "QWENMEM_EMBEDDING": os.environ["QWENMEM_EMBEDDING"],
+            }
+        ),
     )
 
 
