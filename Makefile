@@ -5,14 +5,17 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+TEST_WORKERS ?= 2
 
 .PHONY: run test bench lint
 
 run: .make-stamp-run
 	$(PY) -m qwenmem_tui
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist); tests sharing one expensive
+# resource (the PostgreSQL cluster) carry an xdist_group and run on one worker.
 test: .make-stamp-dev
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) tests
 
 bench: .make-stamp-dev
 	$(PY) bench/run_all.py

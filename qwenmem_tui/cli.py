@@ -310,7 +310,8 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        parser.exit(message=f"qwenmem {_version()}\n")
+        print(f"qwenmem {_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def _version() -> str:

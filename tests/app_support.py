@@ -22,7 +22,8 @@ async def wait_until(pilot: Pilot, predicate: Callable[[], bool], *, timeout: fl
 async def started(pilot: Pilot) -> None:
     """Wait until the app has opened its session: it takes keys before that (the open
     runs behind the drawn screen), but a test that reads the session needs it."""
-    await wait_until(pilot, lambda: pilot.app.state != "starting")
+    # A bound, not a wait: opening (FAISS, the SDK) can take long on a loaded machine.
+    await wait_until(pilot, lambda: pilot.app.state != "starting", timeout=60)
 
 
 async def settle(pilot: Pilot) -> None:

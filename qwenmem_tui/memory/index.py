@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -245,6 +245,23 @@ class VectorIndex:
         return len(self._tombstones) > _TOMBSTONE_REBUILD_RATIO * max(1, self._index.ntotal)
 
     # search ------------------------------------------------------------------------
+    async def scores(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+        """Cosine of ``query`` with each of ``ids`` that the index holds (tombstones
+        excluded). Reconstructing a handful of vectors costs microseconds: no thread."""
+        if self._index is None or not ids:
+            return {}
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        out: dict[int, float] = {}
+        async with self._lock:  # FAISS is not safe against a concurrent add
+            for memory_id in ids:
+                if memory_id in self._tombstones:
+                    continue
+                try:
+                    out[int(memory_id)] = float(self._index.reconstruct(int(memory_id)) @ q)
+                except RuntimeError:  # "key not found": no vector for this row
+                    continue
+        return out
+
     async def search(self, query: np.ndarray, k: int, allowed: np.ndarray) -> list[SearchHit]:
         """Top ``k`` among ``allowed`` ids only: the selector makes FAISS skip the rest."""
         if self._index is None or len(allowed) == 0 or k <= 0 or self._index.ntotal == 0:

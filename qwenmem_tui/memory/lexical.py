@@ -44,6 +44,8 @@ STOP_WORDS = frozenset(
 
 def fold(word: str) -> str:
     """Casefolded with accents removed: how stop words and overlaps are compared."""
+    if word.isascii():  # most words; recall folds a few hundred per query
+        return word.lower()
     decomposed = unicodedata.normalize("NFKD", word.casefold())
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
@@ -70,8 +72,9 @@ def query_terms(text: str) -> list[str]:
 
 def _stem(word: str) -> str:
     # A 5-character prefix is a poor man's stemmer that works the same in every
-    # language: "projects" meets "project", "favorita" meets "favorito".
-    return fold(word)[:5]
+    # language: "projects" meets "project", "favorita" meets "favorito". Folding only
+    # the first five characters gives the same five letters, for a fraction of the work.
+    return fold(word[:5])[:5]
 
 
 def coverage(terms: Sequence[str], key: str, value: str) -> float:

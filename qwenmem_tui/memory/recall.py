@@ -58,7 +58,7 @@ class Candidate:
     score: float  # fused (reciprocal rank fusion)
     dense: float | None  # cosine with the query; None without a vector
     lexical: float | None  # the store's text rank (bm25 / ts_rank_cd); None if unmatched
-    coverage: float  # share of the query's words the memory holds
+    coverage: float  # share of the query's words it holds (0 unless lexically matched)
 
 
 @dataclass
@@ -274,12 +274,9 @@ class Recaller:
         )
         cosines = {h.id: h.score for h in dense_hits}
         lexical = dict(lexical_hits)
-        unscored = np.array(sorted(set(lexical) - set(cosines)), dtype=np.int64)
-        if vector is not None and len(unscored):
-            # The cosine of lexical-only finds, for the threshold: a search over just them.
-            cosines.update(
-                (h.id, h.score) for h in await self.index.search(vector, len(unscored), unscored)
-            )
+        if vector is not None:
+            # The cosine of lexical-only finds, for the threshold.
+            cosines.update(await self.index.scores(vector, sorted(set(lexical) - set(cosines))))
         fused = fuse(
             [i for i, _ in lexical_hits],
             [h.id for h in dense_hits],
@@ -300,7 +297,8 @@ class Recaller:
                     score=fused[m.id],
                     dense=cosines.get(m.id),
                     lexical=lexical.get(m.id),
-                    coverage=coverage(terms, m.key, m.value),
+                    # Only a lexical match can be rescued by it (``passes``).
+                    coverage=coverage(terms, m.key, m.value) if m.id in lexical else 0.0,
                 )
                 for m in found
             ),

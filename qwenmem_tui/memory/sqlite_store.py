@@ -209,11 +209,12 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         )
         if excluded:
             sql += f" AND m.id NOT IN ({','.join('?' * len(excluded))})"
-        cur = await self._conn.execute(
+        # One thread hop, not two (execute, then fetch): this runs on every recall.
+        rows = await self._conn.execute_fetchall(
             sql + " ORDER BY rank, m.id LIMIT ?",
             (match, _ACTIVE, user, *scopes, now, *excluded, limit),
         )
-        return [(int(r[0]), -float(r[1])) for r in await cur.fetchall()]
+        return [(int(r[0]), -float(r[1])) for r in rows]
 
     async def generation(self) -> int:
         return await _generation(self._conn)

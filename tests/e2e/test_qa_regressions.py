@@ -1,5 +1,6 @@
 """CLI regressions found using the installed `qwenmem` from a shell: a closed pipe
-reported as a crash, `--config` refused after the command."""
+reported as a crash, `--config` refused after the command. The pipe needs the real
+process; the rest runs through the CLI's own entry in this process (`cli_run`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from cli_support import CliRunner
 
 QWENMEM = Path(sys.executable).with_name("qwenmem")
 
@@ -17,7 +20,7 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
+def test_a_closed_pipe_is_not_an_error(cli_run: CliRunner, tmp_path: Path) -> None:
     # `qwenmem sessions | head -1` printed "qwenmem: unexpected error: BrokenPipeError".
     home, project = tmp_path / "home", tmp_path / "project"
     project.mkdir()
@@ -25,11 +28,9 @@ def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
         f'{{"category": "project", "key": "fact_{n}", "value": "fact {n}"}}\n' for n in range(3)
     )
     (tmp_path / "facts.jsonl").write_text(lines)
+    imported = cli_run("memory", "import", str(tmp_path / "facts.jsonl"), home=home, cwd=project)
+    assert imported.returncode == 0, imported.stderr
     env = _env(home)
-    subprocess.run(
-        [str(QWENMEM), "memory", "import", str(tmp_path / "facts.jsonl")],
-        cwd=project, env=env, check=True, capture_output=True, timeout=60,
-    )
     read, write = os.pipe()
     os.close(read)  # the reader is gone before anything is written
     try:
@@ -44,16 +45,13 @@ def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     assert done.returncode == 141  # like any Unix tool killed by SIGPIPE
 
 
-def test_config_is_accepted_after_the_command(tmp_path: Path) -> None:
+def test_config_is_accepted_after_the_command(cli_run: CliRunner, tmp_path: Path) -> None:
     home, project = tmp_path / "home", tmp_path / "project"
     project.mkdir()
     bad = tmp_path / "bad.toml"
     bad.write_text("[llm]\nmodel = 3\n")
     for args in (["sessions", "--config", str(bad)], ["memory", "list", "--config", str(bad)]):
-        done = subprocess.run(
-            [str(QWENMEM), *args],
-            cwd=project, env=_env(home), capture_output=True, text=True, timeout=60,
-        )
+        done = cli_run(*args, home=home, cwd=project)
         # The file after the command is the one read: its error, exit 2 (contract §2).
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip().splitlines() == [
@@ -61,7 +59,7 @@ def test_config_is_accepted_after_the_command(tmp_path: Path) -> None:
         ]
 
 
-def test_memory_list_values_line_up_with_long_keys(tmp_path: Path) -> None:
+def test_memory_list_values_line_up_with_long_keys(cli_run: CliRunner, tmp_path: Path) -> None:
     # A key longer than the 24-character column pushed its value out of line.
     home, project = tmp_path / "home", tmp_path / "project"
     project.mkdir()
@@ -72,17 +70,11 @@ def test_memory_list_values_line_up_with_long_keys(tmp_path: Path) -> None:
         '"value": "runs on make"}\n'
         "not json\n"
     )
-    env = _env(home)
-    imported = subprocess.run(
-        [str(QWENMEM), "memory", "import", str(facts)],
-        cwd=project, env=env, capture_output=True, text=True, timeout=60,
-    )
+    imported = cli_run("memory", "import", str(facts), home=home, cwd=project)
     # The bad line is named as such, not with a bare json.loads message.
     assert f"qwenmem: {facts}: line 3: not valid JSON" in imported.stderr
-    listed = subprocess.run(
-        [str(QWENMEM), "memory", "list"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=60, check=True,
-    )
+    listed = cli_run("memory", "list", home=home, cwd=project)
+    assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert len(lines) == 2, listed.stdout
     columns = {

@@ -56,3 +56,12 @@ def private_pg() -> Iterator[PrivateServer]:
         yield PrivateServer(server, dsn)
     finally:
         server.destroy()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test`), these tests share one worker and so one cluster:
+    each worker would otherwise start its own (initdb and a server per worker)."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("postgres"))

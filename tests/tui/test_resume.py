@@ -154,7 +154,7 @@ async def test_resume_restores_every_kind_of_item(
     )
     app = make_app(resume=True)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(pilot)
         assert app.session.info.id == info.id
         screen = app.screen
         (tool,) = screen.query(ToolCallItem)
@@ -175,6 +175,7 @@ async def test_resume_by_unknown_id_exits_with_one_line(
 ) -> None:
     app = make_app(resume="no-such-session")
     async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()  # the open, behind the drawn screen
         await pilot.pause()
     assert app.return_code == 1
 
@@ -188,7 +189,7 @@ async def test_long_session_mounts_only_the_newest_page(
     await seed_session(paths, project, "Long", items, clock=clock)
     app = make_app(resume=True)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(pilot)
         screen = app.screen
         assert len(screen.query(UserItem)) + len(screen.query(AssistantItem)) == PAGE_SIZE
         earlier = screen.query_one(EarlierItems)

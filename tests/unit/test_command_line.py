@@ -9,26 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from process_support import checkout_env
+from cli_support import CliRunner
 
 from qwenmem_tui import cli
 from qwenmem_tui.config import Settings, load_settings
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
-
-
-def _qwenmem(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The real entry point in a fresh interpreter, as a user would run it."""
-    env = checkout_env({"QWENMEM_HOME": str(home), "PATH": "/usr/bin:/bin"})
-    return subprocess.run(
-        [sys.executable, "-m", "qwenmem_tui", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=60,
-    )
 
 
 HEAVY = ("openai", "textual", "numpy", "faiss", "starlette", "uvicorn", "pydantic", "httpx")
@@ -55,14 +42,10 @@ def test_help_loads_none_of_the_heavy_libraries() -> None:
     assert loaded.isdisjoint(HEAVY), sorted(loaded & set(HEAVY))
 
 
-@pytest.mark.parametrize(
-    "config",
-    ["[llm\n", '[llm]\nmodle = "x"\n', '[llm]\ncontext_window = "big"\n'],
-    ids=["bad-toml", "unknown-key", "wrong-type"],
-)
-def test_invalid_config_is_one_line_and_exit_2(tmp_path: Path, config: str) -> None:
-    (tmp_path / "config.toml").write_text(config)
-    done = _qwenmem("sessions", home=tmp_path, cwd=tmp_path)
+def test_invalid_config_is_one_line_and_exit_2(cli_run: CliRunner, tmp_path: Path) -> None:
+    # Which errors and how they read: test_config.py; here the command's exit path.
+    (tmp_path / "config.toml").write_text('[llm]\nmodle = "x"\n')
+    done = cli_run("sessions", home=tmp_path, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
@@ -70,8 +53,8 @@ def test_invalid_config_is_one_line_and_exit_2(tmp_path: Path, config: str) -> N
     assert str(tmp_path / "config.toml") in lines[0]
 
 
-def test_missing_explicit_config_is_exit_2(tmp_path: Path) -> None:
-    done = _qwenmem(
+def test_missing_explicit_config_is_exit_2(cli_run: CliRunner, tmp_path: Path) -> None:
+    done = cli_run(
         "--config", str(tmp_path / "nope.toml"), "sessions", home=tmp_path, cwd=tmp_path
     )
     assert done.returncode == 2 and "config file not found" in done.stderr
@@ -248,3 +231,10 @@ def test_subcommand_without_an_action_is_a_usage_error(
     with pytest.raises(SystemExit) as info:
         cli.run(["bare"])
     assert info.value.code == 2 and "which action?" in capsys.readouterr().err
+
+
+def test_version_is_read_only_when_asked(cli_run: CliRunner, tmp_path: Path) -> None:
+    # The installed version is looked up lazily (importlib.metadata is slow to scan).
+    done = cli_run("--version", home=tmp_path, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("qwenmem ")
+    assert done.stdout.split()[1] not in ("", "None")

@@ -145,6 +145,9 @@ def test_api_key_never_prints(tmp_path: Path) -> None:
         ('[memory]\nttl_days = { user = "long" }\n', "memory.ttl_days.user: expected an integer"),
         ("llm = 5\n", "llm: expected a table"),
         ('[llm]\nprovider = "cloud"\n', "llm.provider: expected 'auto', 'openai' or 'local'"),
+        ("[llm]\nmodel = qwen-plus\n", "llm.model: invalid TOML"),  # bad TOML names its key
+        ("[memory.ttl_days]\nusr = 30\n", 'unknown key "memory.ttl_days.usr"'),
+        ("[memory]\ntop_k = true\n", "memory.top_k: expected an integer"),
     ],
 )
 def test_invalid_files_give_one_line(tmp_path: Path, text: str, expected: str) -> None:

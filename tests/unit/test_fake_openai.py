@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import math
@@ -9,11 +10,13 @@ import struct
 import threading
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import openai
 import pytest
 from openai import OpenAI
 
+import qwenmem_tui
 from qwenmem_tui.testing.fake_openai import (
     EMBEDDING_DIM,
     FakeOpenAI,
@@ -341,3 +344,29 @@ def test_demo_model_answers_a_recap_request_with_a_tagged_recap() -> None:
         }
     )
     assert extract_recap(reply.text) == "You started with: fix the upload test Latest: now the 429 case"
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module `path` imports, function-local imports included."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_fake_server_is_test_support_not_part_of_the_app() -> None:
+    """No app module imports `qwenmem_tui.testing`, and the fake server imports no product
+    module: the demo's recap/compaction answers are injected (testing/demo.py)."""
+    package = Path(qwenmem_tui.__file__).parent
+    for path in package.rglob("*.py"):
+        imported = _imports(path)
+        if path.parent.name == "testing":
+            if path.name == "fake_openai.py":
+                assert not [m for m in imported if m.startswith("qwenmem_tui")], imported
+            continue
+        assert not [m for m in imported if m.startswith("qwenmem_tui.testing")], path
+

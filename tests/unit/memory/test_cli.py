@@ -1,4 +1,5 @@
-"""`qwenmem memory ...` in a fresh interpreter, as a user or a script runs it (contract §3)."""
+"""`qwenmem memory ...` as a user or a script runs it (contract §3): through the CLI's own
+entry in this process, plus one run of the real command in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_support import CliResult, CliRunner
 from process_support import checkout_env
 
 CONTRACT_FIELDS = {
@@ -40,29 +43,21 @@ def home(tmp_path: Path) -> Path:
     return home
 
 
-def qwenmem(
-    *args: str, home: Path, cwd: Path, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "qwenmem_tui", "memory", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=60,
-        cwd=cwd,
-        # The suite's embedder (hash, set in conftest) and this checkout's code, nothing else.
-        env=checkout_env(
-            {
-                "QWENMEM_HOME": str(home),
-                "PATH": "/usr/bin:/bin",
-                "QWENMEM_DEBUG_LOG_FILE": "0",
-                "QWENMEM_EMBEDDING": os.environ["QWENMEM_EMBEDDING"],
-            }
-        ),
-    )
+@pytest.fixture
+def qwenmem(cli_run: CliRunner) -> Callable[..., CliResult]:
+    """`qwenmem("list", "--json", home=, cwd=, stdin=)`: `qwenmem memory ...`."""
+
+    def run(*args: str, home: Path, cwd: Path, stdin: str | None = None) -> CliResult:
+        return cli_run(
+            "memory", *args, home=home, cwd=cwd, stdin=stdin, env={"QWENMEM_DEBUG_LOG_FILE": "0"}
+        )
+
+    return run
 
 
-def test_import_list_search_forget_stats_export(home: Path, tmp_path: Path) -> None:
+def test_import_list_search_forget_stats_export(
+    qwenmem: Callable[..., CliResult], home: Path, tmp_path: Path
+) -> None:
     project = _project(tmp_path / "alpha")
     lines = [
         {"category": "project", "key": "current_project", "value": "Beta, stack Python"},
@@ -139,7 +134,7 @@ def test_import_list_search_forget_stats_export(home: Path, tmp_path: Path) -> N
 
 
 def test_a_project_memory_does_not_follow_you_to_another_project(
-    home: Path, tmp_path: Path
+    qwenmem: Callable[..., CliResult], home: Path, tmp_path: Path
 ) -> None:
     alpha, beta = _project(tmp_path / "alpha"), _project(tmp_path / "beta")
     source = tmp_path / "in.jsonl"
@@ -162,3 +157,31 @@ def test_a_project_memory_does_not_follow_you_to_another_project(
         )
         == 1
     )
+
+
+def test_memory_commands_run_as_the_real_command(
+    qwenmem: Callable[..., CliResult], home: Path, tmp_path: Path
+) -> None:
+    """The smoke test: the console script's module in a fresh interpreter."""
+    project = _project(tmp_path / "alpha")
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"category": "user", "key": "tea", "value": "Likes green tea"}))
+    assert qwenmem("import", str(source), home=home, cwd=project).returncode == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "qwenmem_tui", "memory", "list", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=project,
+        env=checkout_env(
+            {
+                "QWENMEM_HOME": str(home),
+                "PATH": "/usr/bin:/bin",
+                "QWENMEM_DEBUG_LOG_FILE": "0",
+                "QWENMEM_EMBEDDING": os.environ["QWENMEM_EMBEDDING"],  # the suite's (conftest)
+            }
+        ),
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert [m["key"] for m in json.loads(done.stdout)] == ["tea"]
+
