@@ -313,10 +313,15 @@ class Terminal:
 
     def tmux(self, *args: str) -> str:
         # env given explicitly: under pytest the C-level environ carries COLUMNS=80 and
-        # LINES=24 (set with putenv, invisible in os.environ), which would pin the app's size.
-        # No QWENMEM_*: the pane inherits the tmux server's environment, and the suite's
-        # QWENMEM_EMBEDDING=hash would override the embedder this test's config names.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("QWENMEM_")}
+        # LINES=24 (set with putenv, invisible in os.environ; in an xdist worker they are in
+        # os.environ too), which would pin the app's size. No QWENMEM_*: the pane inherits
+        # the tmux server's environment, and the suite's QWENMEM_EMBEDDING=hash would
+        # override the embedder this test's config names.
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("QWENMEM_") and k not in ("COLUMNS", "LINES")
+        }
         done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
                               timeout=10, env=env)
         assert done.returncode == 0, f"tmux {args}: {done.stderr}"
