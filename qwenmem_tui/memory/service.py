@@ -875,8 +875,10 @@ class MemoryService:
 
         Project memories land in ``project`` (the importing one) unless ``keep_scope``
         honours each line's ``scope``: a file must not plant facts in other projects
-        by naming them. A row exported as quarantined stays held. Importing the same
-        file twice changes nothing new (refreshes, no second held row).
+        by naming them. A line's ``"global"`` (every project, the contract's optional
+        field) and ``"project"`` (this one) name no other project, so they are kept.
+        A row exported as quarantined stays held. Importing the same file twice
+        changes nothing new (refreshes, no second held row).
         """
         report = ImportReport()
         for number, line in enumerate(lines, start=1):
@@ -893,13 +895,13 @@ class MemoryService:
                 origin = row.get("origin", Origin.USER.value)
                 if origin not in {o.value for o in Origin}:
                     raise ValueError(f"origin must be user, tool or agent, got {origin!r}")
-                scope = None
-                if keep_scope:
-                    scope = row.get("scope") or None
-                    if scope is not None and not isinstance(scope, str):
-                        raise ValueError(f"scope must be a string, got {scope!r}")
-                    if scope == "project":  # hand-written: this project, as "global" is every one
-                        scope = project
+                scope = row.get("scope") or None
+                if scope is not None and not isinstance(scope, str):
+                    raise ValueError(f"scope must be a string, got {scope!r}")
+                if scope == "project":  # hand-written: this project, as "global" is every one
+                    scope = project
+                elif scope != GLOBAL_SCOPE and not keep_scope:
+                    scope = None  # another project's path: the category's default here
                 hold: list[str] = []
                 if row.get("status") == Status.QUARANTINED.value:
                     flags = row.get("flags")

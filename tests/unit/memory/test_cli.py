@@ -4,6 +4,7 @@ entry in this process, plus one run of the real command in a fresh interpreter."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import CliResult, CliRunner
+from process_support import checkout_env
 
 CONTRACT_FIELDS = {
     "id",
@@ -36,7 +38,7 @@ def _project(root: Path) -> Path:
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
-    home.mkdir()
+    home.mkdir(mode=0o700)  # private, as qwenmem makes it (a loose one gets a notice)
     (home / "config.toml").write_text('[general]\nuser = "ana"\n')
     return home
 
@@ -171,7 +173,14 @@ def test_memory_commands_run_as_the_real_command(
         text=True,
         timeout=60,
         cwd=project,
-        env={"QWENMEM_HOME": str(home), "PATH": "/usr/bin:/bin", "QWENMEM_DEBUG_LOG_FILE": "0"},
+        env=checkout_env(
+            {
+                "QWENMEM_HOME": str(home),
+                "PATH": "/usr/bin:/bin",
+                "QWENMEM_DEBUG_LOG_FILE": "0",
+                "QWENMEM_EMBEDDING": os.environ["QWENMEM_EMBEDDING"],  # the suite's (conftest)
+            }
+        ),
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert [m["key"] for m in json.loads(done.stdout)] == ["tea"]
