@@ -187,18 +187,10 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         ids = np.array(joined.split(","), dtype=np.int64) if joined else np.zeros(0, dtype=np.int64)
         return AllowedIds(ids=ids, generation=generation, valid_until=valid_until)
 
-    async def lexical_search(
-        self,
-        terms: Sequence[str],
-        *,
-        user: str,
-        scopes: Collection[str],
-        now: float,
-        exclude: Collection[int] = (),
-        limit: int,
+    async def _lexical_search(
+        self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
+        exclude: Collection[int], limit: int,
     ) -> list[tuple[int, float]]:
-        if not terms or not scopes or limit <= 0:
-            return []
         # Terms are letters and digits only (lexical.query_terms): quoting each makes
         # it a plain phrase, never FTS5 syntax. bm25() is lower-is-better.
         match = " OR ".join(f'"{t}"' for t in terms)

@@ -336,18 +336,10 @@ class PostgresMemoryStore(write_plan.PlannedStore):
             valid_until=row["valid_until"],
         )
 
-    async def lexical_search(
-        self,
-        terms: Sequence[str],
-        *,
-        user: str,
-        scopes: Collection[str],
-        now: float,
-        exclude: Collection[int] = (),
-        limit: int,
+    async def _lexical_search(
+        self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
+        exclude: Collection[int], limit: int,
     ) -> list[tuple[int, float]]:
-        if not terms or not scopes or limit <= 0:
-            return []
         # Terms are letters and digits only (lexical.query_terms), so joined by "|"
         # they are a valid tsquery; folded the same way as the indexed text.
         sql = (
