@@ -20,7 +20,6 @@ from qwenmem_tui.memory.model import (
     AuditEntry,
     Memory,
     MemoryDraft,
-    Origin,
     Status,
 )
 from qwenmem_tui.memory.store import (
@@ -325,39 +324,12 @@ class _Steps(write_plan.WriteSteps):
         )
         return current, twin
 
-    async def insert(
-        self,
-        draft: MemoryDraft,
-        status: Status,
-        *,
-        flags: Sequence[str],
-        chash: str,
-        created_at: float,
-        expires_at: float | None,
-        vector: np.ndarray | None,
-        embedding_model: str,
-        now: float,
-    ) -> Memory:
+    async def insert(self, row: write_plan.NewRow) -> Memory:
         cur = await self._conn.execute(
             "INSERT INTO memories (user, scope, category, key, value, origin, status, flags,"
             " created_at, updated_at, expires_at, content_hash, embedding_model, embedding)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                draft.user,
-                draft.scope,
-                draft.category.value,
-                draft.key,
-                draft.value,
-                draft.origin.value,
-                status.value,
-                json.dumps(list(flags)),
-                created_at,
-                now,
-                expires_at,
-                chash,
-                embedding_model,
-                vector_blob(vector),
-            ),
+            tuple(row._replace(flags=json.dumps(row.flags))),
         )
         assert cur.lastrowid is not None
         return await write_plan.must_get(self, cur.lastrowid)
@@ -386,20 +358,11 @@ class _Steps(write_plan.WriteSteps):
             (now, expires_at, memory_id),
         )
 
-    async def audit(
-        self,
-        memory_id: int,
-        action: AuditAction,
-        origin: Origin | str,
-        at: float,
-        reason: str,
-        old_value: str | None,
-        new_value: str | None,
-    ) -> None:
+    async def insert_audit(self, values: tuple[object, ...]) -> None:
         await self._conn.execute(
             "INSERT INTO memory_audit (memory_id, action, origin, at, reason, old_value, new_value)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (memory_id, action.value, str(origin), at, reason, old_value, new_value),
+            values,
         )
 
     async def add_metrics(self, deltas: Mapping[str, float]) -> None:
