@@ -23,6 +23,7 @@ from qwenmem_tui.memory.model import (
     Status,
 )
 from qwenmem_tui.memory.store import (
+    AUDIT_SELECT,
     AllowedIds,
     audit_from_row,
     memory_from_row,
@@ -260,7 +261,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         return [_row_to_memory(r) for r in await cur.fetchall()]
 
     async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:
-        sql = "SELECT id, memory_id, action, origin, at, reason, old_value, new_value FROM memory_audit"
+        sql = AUDIT_SELECT
         params: tuple[Any, ...] = ()
         if memory_id is not None:
             sql += " WHERE memory_id = ?"

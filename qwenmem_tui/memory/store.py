@@ -74,9 +74,13 @@ def memory_from_row(row: Sequence[Any], flags: Sequence[str]) -> Memory:
     )
 
 
+AUDIT_SELECT = (
+    "SELECT id, memory_id, action, origin, at, reason, old_value, new_value FROM memory_audit"
+)
+
+
 def audit_from_row(row: Sequence[Any]) -> AuditEntry:
-    """A ``memory_audit`` row selected as id, memory_id, action, origin, at, reason,
-    old_value, new_value."""
+    """A ``memory_audit`` row selected by ``AUDIT_SELECT``."""
     return AuditEntry(
         row[0], row[1], AuditAction(row[2]), row[3], row[4], row[5], row[6], row[7]
     )

@@ -55,6 +55,7 @@ from qwenmem_tui.memory.postgres.steps import (
     row_to_memory,
 )
 from qwenmem_tui.memory.store import (
+    AUDIT_SELECT,
     AllowedIds,
     audit_from_row,
     no_vectors,
@@ -409,7 +410,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         return await self._read(body)
 
     async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:
-        sql = "SELECT id, memory_id, action, origin, at, reason, old_value, new_value FROM memory_audit"
+        sql = AUDIT_SELECT
         params: tuple[Any, ...] = ()
         if memory_id is not None:
             sql += " WHERE memory_id = $1"
