@@ -19,6 +19,12 @@ from qwenmem_tui.tui.widgets.items import AssistantItem, FrozenBlocks, split_fin
 from .conftest import FakeClock, conversation, seed_session, send, settle, wait_until
 
 TALL = (100, 700)  # the whole reply fits on screen: every line can be compared
+# Three sections hold every kind of block, each next to the others (and a rule before a
+# heading); cutting every 5 blocks instead of every 16 puts the cuts (5, 10, 15, 20, 25
+# of ~26 blocks) before a different kind of block each time, so a small reply still
+# crosses every boundary a wrong cut could change, at a third of the rendering cost.
+SECTIONS = 3
+CUT_EVERY = 5
 
 
 def long_reply(sections: int) -> str:
@@ -76,7 +82,8 @@ async def test_a_streamed_reply_renders_as_the_reply_shown_at_once(
 ) -> None:
     # 3: many small flushes (the live Markdown freezes as it goes); 100_000: one flush
     # finishes everything at once (finished pieces wait as FrozenBlocks until shown).
-    text = long_reply(8)
+    monkeypatch.setattr(AssistantItem, "FREEZE_AT", CUT_EVERY)
+    text = long_reply(SECTIONS)
     fake.script(Reply(text, chunk_size=chunk_size))
     app = make_app()
     async with app.run_test(size=TALL) as pilot:
@@ -99,7 +106,8 @@ async def test_a_long_stored_reply_waits_off_screen_and_renders_as_one(
     clock: FakeClock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    text = long_reply(8)
+    monkeypatch.setattr(AssistantItem, "FREEZE_AT", CUT_EVERY)
+    text = long_reply(SECTIONS)
     await seed_session(paths, project, "Long reply", conversation("explain", text), clock=clock)
     app = make_app(resume=True)
     async with app.run_test(size=(100, 30)) as pilot:
