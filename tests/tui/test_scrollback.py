@@ -17,7 +17,9 @@ from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import SIZE, FakeClock, conversation, seed_session, settle, wait_until
 
-EXCHANGES = 70  # 140 stored messages: 7 pages, more than MAX_PAGES
+# 100 stored messages: 5 pages, MAX_PAGES + 2, so paging each way releases two pages
+# (the bound is exercised twice per direction) without paging through seven.
+EXCHANGES = (MAX_PAGES + 2) * PAGE_SIZE // 2
 
 
 @asynccontextmanager
