@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiosqlite
-import numpy as np
 
 from qwenmem_tui.memory import write_plan
 from qwenmem_tui.memory.model import (
@@ -33,7 +32,9 @@ from qwenmem_tui.memory.store import (
     vector_blob,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy loads where vectors are handled: `memory list` never needs it
+    import numpy as np
+
     from qwenmem_tui.storage.database import Database
 
 T = TypeVar("T")
@@ -169,6 +170,8 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         return [_row_to_memory(r) for r in await cur.fetchall()]
 
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
+        import numpy as np  # only recall asks, and recall has numpy loaded anyway
+
         generation = await self.generation()
         # One row with the ids joined: a hundred thousand Row objects through the
         # aiosqlite thread cost ~25x more than parsing one string.
@@ -220,6 +223,8 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         return await _generation(self._conn)
 
     async def vector_ids(self, embedding_model: str) -> np.ndarray:
+        import numpy as np
+
         cur = await self._conn.execute(
             "SELECT id FROM memories WHERE status = ? AND embedding_model = ?"
             " AND embedding IS NOT NULL ORDER BY id",
@@ -249,6 +254,8 @@ class SqliteMemoryStore(write_plan.PlannedStore):
                 rows.extend(await cur.fetchall())
         if not rows:
             return no_vectors()
+        import numpy as np
+
         out_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
         return out_ids, vectors.astype(np.float32, copy=False)

@@ -18,9 +18,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.memory.model import (
     AuditAction,
@@ -32,6 +30,9 @@ from qwenmem_tui.memory.model import (
     Status,
     WriteResult,
 )
+
+if TYPE_CHECKING:  # numpy loads where vectors are handled: `memory list` never needs it
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,15 @@ def audit_from_row(row: Sequence[Any]) -> AuditEntry:
 
 def vector_blob(vector: np.ndarray | None) -> bytes | None:
     """How every store keeps a vector: little-endian float32 bytes."""
+    import numpy as np
+
     return None if vector is None else np.asarray(vector, dtype="<f4").tobytes()
 
 
 def no_vectors() -> tuple[np.ndarray, np.ndarray]:
     """``MemoryStore.vectors`` when no row matches."""
+    import numpy as np
+
     return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
 
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, TypeVar
 
 from qwenmem_tui.memory.model import (
     AuditAction,
@@ -29,6 +27,9 @@ from qwenmem_tui.memory.model import (
     holds,
 )
 from qwenmem_tui.memory.store import MemoryStore
+
+if TYPE_CHECKING:  # vectors pass through as arrays; reading rows never loads numpy
+    import numpy as np
 
 T = TypeVar("T")
 

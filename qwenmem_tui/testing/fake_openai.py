@@ -74,6 +74,7 @@ class Reply:
     stall_after: int | None = None
     stall_gate: threading.Event | None = None
     cut_after: int | None = None
+    rate: float | None = None  # chunks a second (benchmarks); None: as fast as they go
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -451,12 +452,15 @@ class _Handler(BaseHTTPRequestHandler):
             }
 
         sent = 0
+        started = time.monotonic()
         for delta, finish in _deltas(reply):
             if reply.cut_after is not None and sent >= reply.cut_after:
                 self._cut()
                 return
             if reply.stall_after is not None and sent == reply.stall_after:
                 fake._wait(reply.stall_gate or threading.Event())
+            if reply.rate:  # on a fixed schedule, so a slow write does not slow the rate
+                time.sleep(max(0.0, started + sent / reply.rate - time.monotonic()))
             choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
             self._write_sse(event([choice]))
             sent += 1

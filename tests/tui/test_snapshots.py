@@ -15,9 +15,12 @@ from textual.pilot import Pilot
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.widgets.chat_log import ChatLog
+from qwenmem_tui.tui.widgets.items import FrozenBlocks
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
-from .conftest import SIZE, FakeClock, conversation, seed_session, send, settle
+from .conftest import SIZE, FakeClock, conversation, seed_session, send, settle, wait_until
+from .test_streaming import long_reply
 
 REPLY = """\
 The project has **two** entry points:
@@ -116,3 +119,28 @@ def test_error_item(
         )
     )
     assert snap_compare(make_app(resume=True), terminal_size=SIZE, run_before=_steady)
+
+
+def test_long_streamed_reply_with_code_table_and_list(
+    snap_compare: Callable[..., bool], fake: FakeOpenAI, make_app: Callable[..., QwenmemApp]
+) -> None:
+    # Streamed in small pieces, so the live Markdown froze several times on the way:
+    # the last screen must look as the reply rendered at once would.
+    fake.script(Reply(long_reply(10), chunk_size=5))
+
+    async def chat(pilot: Pilot) -> None:
+        await send(pilot, "Explain every part")
+        await _steady(pilot)
+        log = pilot.app.screen.query_one(ChatLog)
+        # Placeholders of finished blocks on screen turn into their Markdown next frame.
+        await wait_until(
+            pilot,
+            lambda: not any(
+                waiting.region.overlaps(log.region)
+                for waiting in pilot.app.screen.query(FrozenBlocks)
+            ),
+            timeout=60,
+        )
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=chat)

@@ -83,7 +83,7 @@ async def test_a_streamed_reply_renders_as_the_reply_shown_at_once(
         await send(pilot, "explain")
         await settle(pilot)
         item = app.screen.query_one(AssistantItem)
-        await wait_until(pilot, lambda: not item.query_children(FrozenBlocks))
+        await wait_until(pilot, lambda: not item.query_children(FrozenBlocks), timeout=60)
         await pilot.pause()
         # The reply was really cut into several Markdown widgets...
         assert len(item.query_children(Markdown)) > 2
@@ -110,7 +110,7 @@ async def test_a_long_stored_reply_waits_off_screen_and_renders_as_one(
     async with app.run_test(size=TALL) as pilot:
         await settle(pilot)
         item = app.screen.query_one(AssistantItem)
-        await wait_until(pilot, lambda: not item.query_children(FrozenBlocks))
+        await wait_until(pilot, lambda: not item.query_children(FrozenBlocks), timeout=60)
         await pilot.pause()
         cut = reply_lines(app)
     assert cut == await shown_at_once(make_app, text, monkeypatch)
@@ -134,7 +134,7 @@ async def test_finished_blocks_are_not_laid_out_again_while_the_reply_grows(
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, "explain")
-        await wait_until(pilot, lambda: _settled(app))
+        await wait_until(pilot, lambda: _settled(app), timeout=60)
         # The stream is stalled: wait until the new blocks' own first layouts are done.
         layouts: dict[int, int] = {}
         while layouts != (layouts := {id(md): md._layout_updates for md in _frozen(app)}):
@@ -185,7 +185,7 @@ async def test_a_burst_mounts_only_what_is_shown(
         assert len(waiting) > 3
         middle = waiting[len(waiting) // 2]
         app.screen.query_one(ChatLog).scroll_to_widget(middle, animate=False, top=True)
-        await wait_until(pilot, lambda: middle not in item.children)
+        await wait_until(pilot, lambda: middle not in item.children, timeout=60)
         # Only what came into view turned real.
         assert len(item.query_children(FrozenBlocks)) >= len(waiting) - 2
 

@@ -13,6 +13,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, cast
 
 from textual import events, on, work
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -93,6 +94,10 @@ class ChatScreen(Screen[None]):
             "pagedown", "scroll_log(1)", "Scroll down", id="chat.page_down", show=False,
             priority=True,
         ),
+        # With an empty prompt Home / End jump to the first / newest message (with text
+        # they move the prompt's cursor as usual).
+        Binding("home", "log_edge(-1)", "First message", id="chat.home", show=False, priority=True),
+        Binding("end", "log_edge(1)", "Newest message", id="chat.end", show=False, priority=True),
     ]
 
     def __init__(self) -> None:
@@ -190,6 +195,15 @@ class ChatScreen(Screen[None]):
         else:
             self.log_view.scroll_page_down(animate=False)
 
+    async def action_log_edge(self, direction: int) -> None:
+        """Home / End on an empty prompt: the first or the newest message of the session."""
+        if self.query_one(PromptInput).text:
+            raise SkipAction()
+        if direction < 0:
+            await self.log_view.show_first()
+        else:
+            await self.log_view.show_latest()
+
     @on(ChatLog.Selected)
     def _selection_changed(self) -> None:
         # A click may have focused something in the log: typing still goes to the prompt.
@@ -266,10 +280,10 @@ class ChatScreen(Screen[None]):
         self.qapp.session_features.warm_recall(self.qapp.session, text)
 
     @on(PromptInput.Sent)
-    def _sent(self, event: PromptInput.Sent) -> None:
+    async def _sent(self, event: PromptInput.Sent) -> None:
         # Back at the bottom, following the answer, even after scrolling up or selecting.
-        self.log_view.anchor()
         event.prompt.remember(event.text)
+        await self.log_view.show_latest()
         self.submit(event.text)  # the prompt cleared itself when it sent
 
     def submit(self, text: str) -> None:

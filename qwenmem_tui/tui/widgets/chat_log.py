@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -18,25 +19,57 @@ from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.widgets.items import MessageView, ToolCallItem
 
 PAGE_SIZE = 20
-"""Stored items given widgets at once on resume (more than a screenful); earlier ones
-wait for a scroll to the top. A Markdown reply costs ~30-50 ms to mount, so a page of
-a 5,000-message session must stay small to open fast."""
+"""Stored items given widgets at once (more than a screenful). A Markdown reply costs
+~30-50 ms to mount, so a page of a 5,000-message session must stay small to open fast."""
+
+MAX_PAGES = 3
+"""Pages of stored items mounted at most: paging further releases the farthest page,
+so scrolling through a long session keeps memory and layout cost bounded."""
 
 
-class EarlierItems(Static):
-    """A clickable line standing in for items not mounted yet."""
+class HiddenItems(Static):
+    """A clickable line standing in for stored items that are not mounted."""
+
+    LABEL = "{count} {noun}"
 
     class Requested(Message):
-        """The user asked to see earlier items."""
+        """The user asked to see the hidden items."""
 
     def show_count(self, count: int) -> None:
-        """Say how many items are hidden above."""
+        """Say how many items are hidden."""
         noun = "item" if count == 1 else "items"
-        self.update(Content(f"↑ {count} earlier {noun}: scroll up or click to show"))
+        self.update(Content(self.LABEL.format(count=count, noun=noun)))
 
     @on(Click)
     def _request(self) -> None:
         self.post_message(self.Requested())
+
+
+class EarlierItems(HiddenItems):
+    """Stands in for the items above the mounted pages."""
+
+    LABEL = "↑ {count} earlier {noun}: scroll up or click to show"
+
+    class Requested(Message):
+        """The user asked to see earlier items."""
+
+
+class LaterItems(HiddenItems):
+    """Stands in for the items below the mounted pages (released after paging far up)."""
+
+    LABEL = "↓ {count} later {noun}: scroll down or click to show"
+
+    class Requested(Message):
+        """The user asked to see later items."""
+
+
+@dataclass
+class _Page:
+    """Stored items `start:end` and the widgets mounted for them."""
+
+    start: int
+    end: int
+    widgets: list[Widget]
 
 
 class ItemViews:
@@ -89,13 +122,29 @@ class ChatLog(VerticalScroll, can_focus=False):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._earlier: list[Item] = []
+        self._items: list[Item] = []
+        self._pages: list[_Page] = []  # mounted, in order
         self._views: ItemViews | None = None
         self._earlier_line = EarlierItems()
+        self._later_line = LaterItems()
         self._selected: MessageView | None = None
+        # Paging runs from the screen's handlers (Home, End, Enter) and from this log's
+        # own (scrolled to an end): one at a time, or one mounts beside a line the
+        # other has just removed.
+        self._paging = asyncio.Lock()
 
     def on_mount(self) -> None:
         self.anchor()
+
+    @property
+    def _earlier(self) -> int:
+        """Stored items not mounted above the shown pages."""
+        return self._pages[0].start if self._pages else 0
+
+    @property
+    def _later(self) -> int:
+        """Stored items not mounted below the shown pages."""
+        return len(self._items) - self._pages[-1].end if self._pages else 0
 
     async def add(self, *widgets: Widget) -> None:
         """Append items at the bottom (the anchor keeps them in view)."""
@@ -106,43 +155,155 @@ class ChatLog(VerticalScroll, can_focus=False):
     ) -> None:
         """Replace the log with stored items; only the newest page gets widgets."""
         self.select(None)
-        await self.remove_children()
-        self._views = ItemViews(items, widget_for)
-        self._earlier, recent = list(items[:-PAGE_SIZE]), items[-PAGE_SIZE:]
-        if self._earlier:
+        async with self._paging:
+            await self.remove_children()
+            self._views = ItemViews(items, widget_for)
+            self._items = list(items)
+            self._pages = []
             self._earlier_line = EarlierItems()
-            self._earlier_line.show_count(len(self._earlier))
-            await self.mount(self._earlier_line)
-        await self.mount_all(self._views.widgets(recent))
+            self._later_line = LaterItems()
+            await self._show_window(max(0, len(items) - PAGE_SIZE))
         self.anchor()
+
+    async def _show_window(self, start: int) -> None:
+        """Mount the page of stored items from `start` in place of all mounted pages."""
+        for page in self._pages:
+            await self.remove_children(page.widgets)
+        end = min(len(self._items), start + PAGE_SIZE)
+        page = self._page(start, end)
+        self._pages = [page]
+        before = self._later_line if self._later_line.parent is self else None
+        if before is None:
+            # Widgets added live since the items were shown stay below the pages.
+            index = 1 if self._earlier_line.parent is self else 0
+            before = self.children[index] if index < len(self.children) else None
+        if page.widgets:
+            if before is not None:
+                await self.mount_all(page.widgets, before=before)
+            else:
+                await self.mount_all(page.widgets)
+        await self._update_lines()
+
+    def _page(self, start: int, end: int) -> _Page:
+        assert self._views is not None
+        return _Page(start, end, self._views.widgets(self._items[start:end]))
+
+    async def _update_lines(self) -> None:
+        """Show, update or remove the earlier / later lines around the pages."""
+        if self._earlier:
+            self._earlier_line.show_count(self._earlier)
+            if self._earlier_line.parent is not self:
+                await self.mount(self._earlier_line, before=0 if self.children else None)
+        elif self._earlier_line.parent is self:
+            await self._earlier_line.remove()
+        if self._later:
+            self._later_line.show_count(self._later)
+            if self._later_line.parent is not self:
+                shown = [widget for page in self._pages for widget in page.widgets]
+                last = shown[-1] if shown else None
+                if last is not None:
+                    await self.mount(self._later_line, after=last)
+                else:
+                    await self.mount(self._later_line, after=self._earlier_line)
+        elif self._later_line.parent is self:
+            await self._later_line.remove()
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
-        # Reaching the top loads the previous page, like scrolling back in a terminal.
+        # Reaching an end of what is mounted pages in more, like scrolling in a terminal.
         if new == 0 and old > 0 and self._earlier:
             self.post_message(EarlierItems.Requested())
+        elif new >= self.max_scroll_y and old < new and self._later:
+            self.post_message(LaterItems.Requested())
 
     @on(EarlierItems.Requested)
     async def show_earlier(self) -> None:
-        """Mount the previous page above what is shown, keeping the view where it was."""
-        if not self._earlier or self._views is None:
-            return
-        page, self._earlier = self._earlier[-PAGE_SIZE:], self._earlier[:-PAGE_SIZE]
-        index = self.children.index(self._earlier_line)
-        first_shown = self.children[index + 1] if index + 1 < len(self.children) else None
-        await self.mount_all(self._views.widgets(page), after=self._earlier_line)
-        if self._earlier:
-            self._earlier_line.show_count(len(self._earlier))
-        else:
-            await self._earlier_line.remove()
-        if first_shown is not None:
-            self.call_after_refresh(self.scroll_to_widget, first_shown, animate=False, top=True)
+        """Mount the previous page above what is shown, keeping the view where it was;
+        past MAX_PAGES the page farthest below is released."""
+        async with self._paging:
+            if self._earlier and self._earlier_line.parent is self:
+                await self._mount_earlier()
+
+    async def _mount_earlier(self) -> None:
+        end = self._earlier
+        page = self._page(max(0, end - PAGE_SIZE), end)
+        keep = self._keep_place()
+        if page.widgets:
+            await self.mount_all(page.widgets, after=self._earlier_line)
+        self._pages.insert(0, page)
+        if len(self._pages) > MAX_PAGES:
+            await self.remove_children(self._pages.pop().widgets)
+            self.release_anchor()  # the newest items are not mounted: nothing to follow
+        await self._update_lines()
+        keep()
+
+    @on(LaterItems.Requested)
+    async def show_later(self) -> None:
+        """Mount the next page below what is shown (after paging far up), keeping the
+        view where it was; past MAX_PAGES the page farthest above is released."""
+        async with self._paging:
+            if self._later and self._later_line.parent is self:
+                await self._mount_later()
+
+    async def _mount_later(self) -> None:
+        start = self._pages[-1].end
+        page = self._page(start, min(len(self._items), start + PAGE_SIZE))
+        keep = self._keep_place()
+        if page.widgets:
+            await self.mount_all(page.widgets, before=self._later_line)
+        self._pages.append(page)
+        if len(self._pages) > MAX_PAGES:
+            await self.remove_children(self._pages.pop(0).widgets)
+        await self._update_lines()
+        keep()
+
+    def _keep_place(self) -> Callable[[], None]:
+        """Remember what is at the top of the view; the returned function scrolls back
+        to it once the layout has caught up with mounting or releasing around it."""
+        top = self.scrollable_content_region.y
+        pivot = next(
+            (
+                child
+                for child in self.children
+                if child.region.bottom > top and not isinstance(child, HiddenItems)
+            ),
+            None,
+        )
+        if pivot is None:
+            return lambda: None
+        offset = pivot.region.y - top
+
+        def restore() -> None:
+            if pivot.parent is self:
+                self.scroll_to(y=pivot.virtual_region.y - offset, animate=False, immediate=True)
+
+        return lambda: self.call_after_refresh(restore)
+
+    async def show_first(self) -> None:
+        """Jump to the first stored item (Home), releasing what is mounted."""
+        self.select(None)
+        # Not just released: a released anchor catches again whenever the view is at
+        # the bottom, which the first page may be for a moment while it mounts.
+        self.anchor(False)
+        async with self._paging:
+            if self._earlier:
+                await self._show_window(0)
+        self.call_after_refresh(self.scroll_home, animate=False, immediate=True)
+
+    async def show_latest(self) -> None:
+        """Jump back to the newest items (End, or a message sent) and follow them."""
+        async with self._paging:
+            if self._later:
+                await self._show_window(max(0, len(self._items) - PAGE_SIZE))
+        self.anchor()
 
     async def clear(self) -> None:
         """Remove every item."""
         self.select(None)
-        self._earlier = []
-        await self.remove_children()
+        async with self._paging:
+            self._items = []
+            self._pages = []
+            await self.remove_children()
 
     # -- selection -----------------------------------------------------------------------
 
@@ -178,11 +339,11 @@ class ChatLog(VerticalScroll, can_focus=False):
         views = self._messages()
         index = views.index(self._selected) if self._selected in views else len(views)
         index += step
-        if index < 0 and self._earlier:
+        if index < 0 and self._earlier and views:
+            oldest = views[0]
             await self.show_earlier()
-            loaded = self._messages()
-            index += len(loaded) - len(views)
-            views = loaded
+            views = self._messages()
+            index += views.index(oldest)
         if index >= len(views):
             self.select(None)
             self.anchor()  # back at the prompt: follow new text again

@@ -1,0 +1,108 @@
+"""Scrolling through a long session keeps a bounded number of items mounted, and Home /
+End reach the first and the newest message at once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from qwenmem_tui.paths import Paths
+from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.widgets.chat_log import MAX_PAGES, PAGE_SIZE, ChatLog, EarlierItems, LaterItems
+from qwenmem_tui.tui.widgets.items import MessageView, UserItem
+from qwenmem_tui.tui.widgets.prompt import PromptInput
+
+from .conftest import SIZE, FakeClock, conversation, seed_session, settle, wait_until
+
+EXCHANGES = 70  # 140 stored messages: 7 pages, more than MAX_PAGES
+
+
+@asynccontextmanager
+async def resumed_long_session(
+    make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
+) -> AsyncIterator[Pilot]:
+    """The app resumed on a stored session of EXCHANGES questions and answers."""
+    items = []
+    for n in range(EXCHANGES):
+        items += conversation(f"question {n}", f"answer {n}")
+    await seed_session(paths, project, "Long", items, clock=clock)
+    app = make_app(resume=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        yield pilot
+
+
+def mounted(pilot: Pilot) -> int:
+    return len(pilot.app.screen.query(MessageView))
+
+
+def shown_texts(pilot: Pilot) -> list[str]:
+    """The texts of the user messages visible in the log's viewport now."""
+    log = pilot.app.screen.query_one(ChatLog)
+    view = log.scrollable_content_region
+    return [
+        str(item.render())
+        for item in pilot.app.screen.query(UserItem)
+        if item.region.overlaps(view)
+    ]
+
+
+async def press_until(pilot: Pilot, key: str, done: Callable[[], bool], bound: int) -> None:
+    """Press `key` until `done()`, checking after every press that the log stays bounded."""
+    for _ in range(500):
+        if done():
+            return
+        await pilot.press(key)
+        await pilot.pause()
+        assert mounted(pilot) <= bound
+    raise AssertionError(f"{key} never got there")
+
+
+async def test_paging_to_the_top_and_back_keeps_few_items_mounted(
+    make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
+) -> None:
+    async with resumed_long_session(make_app, paths, project, clock) as pilot:
+        app = pilot.app
+        assert mounted(pilot) == PAGE_SIZE
+        screen = app.screen
+        bound = MAX_PAGES * PAGE_SIZE
+        # PageUp all the way: earlier pages come in, far-away ones are released.
+        await press_until(pilot, "pageup", lambda: not screen.query(EarlierItems), bound)
+        await press_until(pilot, "pageup", lambda: "question 0" in shown_texts(pilot), bound)
+        assert screen.query(LaterItems)  # the newest ones were released on the way up
+        # PageDown all the way back to the newest message.
+        await press_until(pilot, "pagedown", lambda: not screen.query(LaterItems), bound)
+        last = f"question {EXCHANGES - 1}"
+        await press_until(pilot, "pagedown", lambda: last in shown_texts(pilot), bound)
+
+
+async def test_home_and_end_jump_to_the_first_and_the_newest_message(
+    make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
+) -> None:
+    async with resumed_long_session(make_app, paths, project, clock) as pilot:
+        app = pilot.app
+        await pilot.press("home")
+        await wait_until(pilot, lambda: "question 0" in shown_texts(pilot), timeout=60)
+        assert mounted(pilot) <= PAGE_SIZE
+        later = app.screen.query_one(LaterItems)
+        assert f"{2 * EXCHANGES - PAGE_SIZE} later items" in str(later.render())
+        await pilot.press("end")
+        last = f"question {EXCHANGES - 1}"
+        await wait_until(pilot, lambda: last in shown_texts(pilot), timeout=60)
+        assert not app.screen.query(LaterItems) and mounted(pilot) <= PAGE_SIZE
+
+
+async def test_home_with_text_in_the_prompt_moves_the_cursor(
+    make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
+) -> None:
+    async with resumed_long_session(make_app, paths, project, clock) as pilot:
+        app = pilot.app
+        prompt = app.screen.query_one(PromptInput)
+        prompt.insert("draft")
+        await pilot.press("home")
+        await pilot.pause()
+        assert prompt.cursor_location == (0, 0)
+        assert "question 0" not in shown_texts(pilot) and app.screen.query(EarlierItems)
