@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable
 
 from textual.pilot import Pilot
+from textual.widget import Widget
 
 
 async def wait_until(pilot: Pilot, predicate: Callable[[], bool], *, timeout: float = 10.0) -> None:
@@ -42,3 +43,29 @@ async def send(pilot: Pilot, text: str) -> None:
     prompt.focus()
     prompt.insert(text)
     await pilot.press("enter")
+    # Enter travels in hops: the key, the prompt's send (a call_later), its Sent message
+    # bubbling up to the screen. pilot.press returns when the CPU looks idle, which on a
+    # loaded machine can be before the screen took the line: `settle` then found no
+    # turn to wait for, and the test read a conversation that had not happened yet.
+    await wait_until(pilot, lambda: prompt.text != text)  # the prompt has sent (or completed)
+    await _delivered(prompt)
+
+
+async def _delivered(widget: Widget) -> None:
+    """Wait until every message `widget` has posted so far has reached its screen.
+
+    A callback queued on a node runs after the messages queued there before it, and
+    a bubbling message moves to the parent while its node handles it; so a callback
+    chained up the ancestors, one node at a time, arrives behind the message."""
+    reached = asyncio.Event()
+    chain = [widget, *widget.ancestors]
+    chain = chain[: chain.index(widget.screen) + 1]
+
+    def hop(index: int) -> None:
+        if index == len(chain):
+            reached.set()
+        else:
+            chain[index].call_later(hop, index + 1)
+
+    hop(0)
+    await asyncio.wait_for(reached.wait(), 10)

@@ -93,6 +93,21 @@ EMBEDDING_ENV = "QWENMEM_EMBEDDING"
 os.environ[EMBEDDING_ENV] = "hash"
 
 
+def _load_hypothesis_profile() -> None:
+    """Property tests assert properties, not speed: Hypothesis' default 200 ms deadline
+    per example is a wall-clock assert, failed (DeadlineExceeded/Flaky) by the guard's
+    first call loading its secret scanner or by any example on a loaded machine."""
+    try:
+        from hypothesis import settings
+    except ImportError:  # dev extra missing: no property tests can run anyway
+        return
+    settings.register_profile("qwenmem", deadline=None)
+    settings.load_profile("qwenmem")
+
+
+_load_hypothesis_profile()
+
+
 @pytest.fixture(autouse=True)
 def _detach_debug_log() -> Iterator[None]:
     """A test that configured the debug log must not leave a handler on a deleted tmp dir."""

@@ -213,7 +213,10 @@ async def test_message_typed_while_busy_is_queued_then_sent(
             assert app.screen.query_one(StatusLine).queued == 1
             assert texts(app, UserItem) == ["one"]
             gate.set()
-            await wait_until(pilot, lambda: len(markdown_sources(app)) == 2 and app.state == "idle")
+            # Counted as widgets: a reply just mounted has not composed its Markdown yet.
+            await wait_until(
+                pilot, lambda: app.state == "idle" and len(app.screen.query(AssistantItem)) == 2
+            )
             await settle(pilot)
             assert texts(app, UserItem) == ["one", "two"]
             assert markdown_sources(app) == ["first reply", "second reply"]

@@ -451,10 +451,13 @@ async def test_a_recall_warmed_while_typing_reaches_the_first_request(
         assert isinstance(screen, ChatScreen)
         prompt = screen.query_one(PromptInput)
         prompt.insert("What is the project codename?")
-        screen.warm_recall()  # what the typing-pause timer calls
-        warm = prefetch.warm_handle
-        assert warm is not None and warm.task is not None
-        await asyncio.wait({warm.task})
+        # The typing pause (WARM_DELAY after the last change) warms recall; wait for that
+        # recall to settle, as a user pausing before Enter would. (Calling warm_recall
+        # here raced the timer the insert started: on a loaded machine it fired before
+        # Enter and replaced the settled recall with an unsettled one.)
+        await wait_until(
+            pilot, lambda: prefetch.warm_handle is not None and prefetch.warm_handle.settled
+        )
         await pilot.press("enter")
         await settle(pilot)
 
