@@ -97,11 +97,19 @@ def _notice(text: str) -> None:
 
 
 @asynccontextmanager
-async def _service(settings: Settings, paths: Paths) -> AsyncIterator[MemoryService]:
-    """The service for one command, closed however the command ends."""
+async def _service(
+    settings: Settings, paths: Paths, *, lazy: bool = False
+) -> AsyncIterator[MemoryService]:
+    """The service for one command, closed however the command ends.
+
+    ``lazy``: for commands that only read or delete rows — the embedder and the
+    index (numpy, FAISS, the model: ~1 s) load only if something needs them.
+    """
     from qwenmem_tui.memory.service import MemoryService
 
-    svc = await MemoryService.open(settings, paths, progress=_progress, on_notice=_notice)
+    svc = await MemoryService.open(
+        settings, paths, progress=_progress, on_notice=_notice, lazy=lazy
+    )
     try:
         yield svc
     finally:
@@ -130,7 +138,7 @@ def _row(m: Memory, key_width: int) -> str:
 
 
 async def list_memories(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    async with _service(settings, paths) as svc:
+    async with _service(settings, paths, lazy=True) as svc:
         rows = await svc.list(project=_project(), statuses=None if args.all else [Status.ACTIVE])
     if args.json:
         print(_json([m.to_json() for m in rows]))
@@ -187,7 +195,7 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
 
 
 async def export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    async with _service(settings, paths) as svc:
+    async with _service(settings, paths, lazy=True) as svc:
         lines = await svc.export_lines()
     text = "".join(terminal_safe_json(line) + "\n" for line in lines)
     if args.file is None:
@@ -228,7 +236,7 @@ async def forget(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
         print(f"qwenmem: a memory id is a positive whole number, got {shown!r}", file=sys.stderr)
         return 2
     memory_id = int(args.id) if len(args.id) <= 20 else 0  # longer: out of range anyway
-    async with _service(settings, paths) as svc:
+    async with _service(settings, paths, lazy=True) as svc:
         # Out-of-range ids and other users' or projects' memories read as no memory.
         forgotten = await svc.forget(memory_id, project=_project(), reason="qwenmem memory forget")
     if forgotten is None:
@@ -239,7 +247,7 @@ async def forget(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
 
 
 async def stats(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    async with _service(settings, paths) as svc:
+    async with _service(settings, paths, lazy=True) as svc:
         result = await svc.stats()
     print(_json(result.to_json()) if args.json else terminal_safe(result.to_text()))
     return 0

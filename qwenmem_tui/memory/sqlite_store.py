@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiosqlite
-import numpy as np
 
 from qwenmem_tui.memory import write_plan
 from qwenmem_tui.memory.model import (
@@ -21,10 +20,10 @@ from qwenmem_tui.memory.model import (
     AuditEntry,
     Memory,
     MemoryDraft,
-    Origin,
     Status,
 )
 from qwenmem_tui.memory.store import (
+    AUDIT_SELECT,
     AllowedIds,
     audit_from_row,
     memory_from_row,
@@ -33,7 +32,9 @@ from qwenmem_tui.memory.store import (
     vector_blob,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy loads where vectors are handled: `memory list` never needs it
+    import numpy as np
+
     from qwenmem_tui.storage.database import Database
 
 T = TypeVar("T")
@@ -169,6 +170,8 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         return [_row_to_memory(r) for r in await cur.fetchall()]
 
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
+        import numpy as np  # only recall asks, and recall has numpy loaded anyway
+
         generation = await self.generation()
         # One row with the ids joined: a hundred thousand Row objects through the
         # aiosqlite thread cost ~25x more than parsing one string.
@@ -184,18 +187,10 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         ids = np.array(joined.split(","), dtype=np.int64) if joined else np.zeros(0, dtype=np.int64)
         return AllowedIds(ids=ids, generation=generation, valid_until=valid_until)
 
-    async def lexical_search(
-        self,
-        terms: Sequence[str],
-        *,
-        user: str,
-        scopes: Collection[str],
-        now: float,
-        exclude: Collection[int] = (),
-        limit: int,
+    async def _lexical_search(
+        self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
+        exclude: Collection[int], limit: int,
     ) -> list[tuple[int, float]]:
-        if not terms or not scopes or limit <= 0:
-            return []
         # Terms are letters and digits only (lexical.query_terms): quoting each makes
         # it a plain phrase, never FTS5 syntax. bm25() is lower-is-better.
         match = " OR ".join(f'"{t}"' for t in terms)
@@ -220,6 +215,8 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         return await _generation(self._conn)
 
     async def vector_ids(self, embedding_model: str) -> np.ndarray:
+        import numpy as np
+
         cur = await self._conn.execute(
             "SELECT id FROM memories WHERE status = ? AND embedding_model = ?"
             " AND embedding IS NOT NULL ORDER BY id",
@@ -249,6 +246,8 @@ class SqliteMemoryStore(write_plan.PlannedStore):
                 rows.extend(await cur.fetchall())
         if not rows:
             return no_vectors()
+        import numpy as np
+
         out_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
         return out_ids, vectors.astype(np.float32, copy=False)
@@ -262,7 +261,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         return [_row_to_memory(r) for r in await cur.fetchall()]
 
     async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:
-        sql = "SELECT id, memory_id, action, origin, at, reason, old_value, new_value FROM memory_audit"
+        sql = AUDIT_SELECT
         params: tuple[Any, ...] = ()
         if memory_id is not None:
             sql += " WHERE memory_id = ?"
@@ -326,39 +325,12 @@ class _Steps(write_plan.WriteSteps):
         )
         return current, twin
 
-    async def insert(
-        self,
-        draft: MemoryDraft,
-        status: Status,
-        *,
-        flags: Sequence[str],
-        chash: str,
-        created_at: float,
-        expires_at: float | None,
-        vector: np.ndarray | None,
-        embedding_model: str,
-        now: float,
-    ) -> Memory:
+    async def insert(self, row: write_plan.NewRow) -> Memory:
         cur = await self._conn.execute(
             "INSERT INTO memories (user, scope, category, key, value, origin, status, flags,"
             " created_at, updated_at, expires_at, content_hash, embedding_model, embedding)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                draft.user,
-                draft.scope,
-                draft.category.value,
-                draft.key,
-                draft.value,
-                draft.origin.value,
-                status.value,
-                json.dumps(list(flags)),
-                created_at,
-                now,
-                expires_at,
-                chash,
-                embedding_model,
-                vector_blob(vector),
-            ),
+            tuple(row._replace(flags=json.dumps(row.flags))),
         )
         assert cur.lastrowid is not None
         return await write_plan.must_get(self, cur.lastrowid)
@@ -387,20 +359,11 @@ class _Steps(write_plan.WriteSteps):
             (now, expires_at, memory_id),
         )
 
-    async def audit(
-        self,
-        memory_id: int,
-        action: AuditAction,
-        origin: Origin | str,
-        at: float,
-        reason: str,
-        old_value: str | None,
-        new_value: str | None,
-    ) -> None:
+    async def insert_audit(self, values: tuple[object, ...]) -> None:
         await self._conn.execute(
             "INSERT INTO memory_audit (memory_id, action, origin, at, reason, old_value, new_value)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (memory_id, action.value, str(origin), at, reason, old_value, new_value),
+            values,
         )
 
     async def add_metrics(self, deltas: Mapping[str, float]) -> None:

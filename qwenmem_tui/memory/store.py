@@ -18,9 +18,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.memory.model import (
     AuditAction,
@@ -32,6 +30,9 @@ from qwenmem_tui.memory.model import (
     Status,
     WriteResult,
 )
+
+if TYPE_CHECKING:  # numpy loads where vectors are handled: `memory list` never needs it
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,13 @@ def memory_from_row(row: Sequence[Any], flags: Sequence[str]) -> Memory:
     )
 
 
+AUDIT_SELECT = (
+    "SELECT id, memory_id, action, origin, at, reason, old_value, new_value FROM memory_audit"
+)
+
+
 def audit_from_row(row: Sequence[Any]) -> AuditEntry:
-    """A ``memory_audit`` row selected as id, memory_id, action, origin, at, reason,
-    old_value, new_value."""
+    """A ``memory_audit`` row selected by ``AUDIT_SELECT``."""
     return AuditEntry(
         row[0], row[1], AuditAction(row[2]), row[3], row[4], row[5], row[6], row[7]
     )
@@ -83,11 +88,15 @@ def audit_from_row(row: Sequence[Any]) -> AuditEntry:
 
 def vector_blob(vector: np.ndarray | None) -> bytes | None:
     """How every store keeps a vector: little-endian float32 bytes."""
+    import numpy as np
+
     return None if vector is None else np.asarray(vector, dtype="<f4").tobytes()
 
 
 def no_vectors() -> tuple[np.ndarray, np.ndarray]:
     """``MemoryStore.vectors`` when no row matches."""
+    import numpy as np
+
     return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
 
 
@@ -141,7 +150,6 @@ class MemoryStore(ABC):
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
         """Recall's hard filters, in SQL: user, scope, active, not expired."""
 
-    @abstractmethod
     async def lexical_search(
         self,
         terms: Sequence[str],
@@ -157,8 +165,19 @@ class MemoryStore(ABC):
 
         The hard filters of ``allowed_ids`` (user, scope, active, unexpired) and
         ``exclude`` are part of the same query, so the limit applies to rows that
-        passed them: never a search first and a filter after.
+        passed them: never a search first and a filter after. No terms, no scopes or
+        no room answer nothing here, once, so a store's query never sees them.
         """
+        if not terms or not scopes or limit <= 0:
+            return []
+        return await self._lexical_search(terms, user, scopes, now, exclude, limit)
+
+    @abstractmethod
+    async def _lexical_search(
+        self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
+        exclude: Collection[int], limit: int,
+    ) -> list[tuple[int, float]]:
+        """``lexical_search`` in the store's own query; terms, scopes and limit non-empty."""
 
     @abstractmethod
     async def record_recall(

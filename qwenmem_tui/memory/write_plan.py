@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from qwenmem_tui.memory.model import (
     AuditAction,
@@ -28,9 +26,31 @@ from qwenmem_tui.memory.model import (
     content_hash,
     holds,
 )
-from qwenmem_tui.memory.store import MemoryStore
+from qwenmem_tui.memory.store import MemoryStore, vector_blob
+
+if TYPE_CHECKING:  # vectors pass through as arrays; reading rows never loads numpy
+    import numpy as np
 
 T = TypeVar("T")
+
+
+class NewRow(NamedTuple):
+    """A ``memories`` row to insert, in the column order of both stores' INSERT."""
+
+    user: str
+    scope: str
+    category: str
+    key: str
+    value: str
+    origin: str
+    status: str
+    flags: list[str]
+    created_at: float
+    updated_at: float
+    expires_at: float | None
+    content_hash: str
+    embedding_model: str
+    embedding: bytes | None
 
 
 class WriteSteps(ABC):
@@ -58,19 +78,7 @@ class WriteSteps(ABC):
         """
 
     @abstractmethod
-    async def insert(
-        self,
-        draft: MemoryDraft,
-        status: Status,
-        *,
-        flags: Sequence[str],
-        chash: str,
-        created_at: float,
-        expires_at: float | None,
-        vector: np.ndarray | None,
-        embedding_model: str,
-        now: float,
-    ) -> Memory:
+    async def insert(self, row: NewRow) -> Memory:
         """The new row, as stored."""
 
     @abstractmethod
@@ -88,7 +96,6 @@ class WriteSteps(ABC):
     async def touch(self, memory_id: int, now: float, expires_at: float | None) -> None:
         """Move ``updated_at`` and the expiry."""
 
-    @abstractmethod
     async def audit(
         self,
         memory_id: int,
@@ -98,7 +105,16 @@ class WriteSteps(ABC):
         reason: str,
         old_value: str | None,
         new_value: str | None,
-    ) -> None: ...
+    ) -> None:
+        """Append to the audit trail."""
+        await self.insert_audit(
+            (memory_id, action.value, str(origin), at, reason, old_value, new_value)
+        )
+
+    @abstractmethod
+    async def insert_audit(self, values: tuple[object, ...]) -> None:
+        """One ``memory_audit`` row: (memory_id, action, origin, at, reason, old_value,
+        new_value)."""
 
     @abstractmethod
     async def add_metrics(self, deltas: Mapping[str, float]) -> None: ...
@@ -197,15 +213,22 @@ async def _write(
 
     async def insert(status: Status) -> Memory:
         return await steps.insert(
-            draft,
-            status,
-            flags=flags,
-            chash=chash,
-            created_at=draft.created_at if draft.created_at is not None else now,
-            expires_at=expires_at,
-            vector=vector,
-            embedding_model=embedding_model if vector is not None else "",
-            now=now,
+            NewRow(
+                draft.user,
+                draft.scope,
+                draft.category.value,
+                draft.key,
+                draft.value,
+                draft.origin.value,
+                status.value,
+                list(flags),
+                draft.created_at if draft.created_at is not None else now,
+                now,
+                expires_at,
+                chash,
+                embedding_model if vector is not None else "",
+                vector_blob(vector),
+            )
         )
 
     async def refresh(row: Memory, why: str) -> None:

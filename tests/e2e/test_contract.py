@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from cli_support import CliRunner
+from process_support import checkout_env
 
 from qwenmem_tui.daemon import DaemonClient
 from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
@@ -67,12 +68,15 @@ def qwenmem(
         input=stdin,
         cwd=cwd,
         timeout=60,
-        env={"QWENMEM_HOME": str(home), "PATH": os.environ.get("PATH", ""), **(env or {})},
+        env=checkout_env(
+            {"QWENMEM_HOME": str(home), "PATH": os.environ.get("PATH", ""), **(env or {})}
+        ),
     )
 
 
 def write_config(home: Path, text: str) -> Path:
-    home.mkdir(parents=True, exist_ok=True)
+    """The home private, as qwenmem makes it (a loose one gets a one-line notice)."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
     config = home / "config.toml"
     config.write_text(text, encoding="utf-8")
     config.chmod(0o600)
@@ -224,7 +228,7 @@ def served(tmp_path: Path, fake: FakeOpenAI) -> Iterator[tuple[str, Path]]:
     }
     proc = subprocess.Popen(
         [str(QWENMEM), "serve", "--port", "0", "--token", TOKEN, "--allow-origin", ALLOWED],
-        cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=project, env=checkout_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         line = proc.stdout.readline()  # the server announces itself once it listens
@@ -309,9 +313,17 @@ class Terminal:
 
     def tmux(self, *args: str) -> str:
         # env given explicitly: under pytest the C-level environ carries COLUMNS=80 and
-        # LINES=24 (set with putenv, invisible in os.environ), which would pin the app's size.
+        # LINES=24 (set with putenv, invisible in os.environ; in an xdist worker they are in
+        # os.environ too), which would pin the app's size. No QWENMEM_*: the pane inherits
+        # the tmux server's environment, and the suite's QWENMEM_EMBEDDING=hash would
+        # override the embedder this test's config names.
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("QWENMEM_") and k not in ("COLUMNS", "LINES")
+        }
         done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
-                              timeout=10, env=dict(os.environ))
+                              timeout=10, env=env)
         assert done.returncode == 0, f"tmux {args}: {done.stderr}"
         return done.stdout
 
@@ -376,7 +388,7 @@ def test_tui_commands_busy_input_and_home_layout(
         "HOME": str(tmp_path),
     }
     status = tmp_path / "exit-status"
-    terminal.start([str(QWENMEM)], cwd=project / "src", env=env, status=status)  # in the project
+    terminal.start([str(QWENMEM)], cwd=project / "src", env=checkout_env(env), status=status)  # in the project
     terminal.shows("idle")
     terminal.type("/help")
     screen = terminal.shows("/unpin")

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from process_support import checkout_env
 
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
@@ -88,7 +89,7 @@ def test_chat_quit_and_resume_in_a_real_terminal(
     terminal: Terminal, fake: FakeOpenAI, home: Path, project: Path
 ) -> None:
     fake.script(Reply("The answer is **forty-two**.", chunk_size=4))
-    env = {
+    env = checkout_env({
         "QWENMEM_HOME": str(home),
         "QWENMEM_BASE_URL": fake.base_url,
         "QWENMEM_API_KEY": "sk-test",
@@ -96,7 +97,7 @@ def test_chat_quit_and_resume_in_a_real_terminal(
         "TERM": "xterm-256color",
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", str(home)),
-    }
+    })
     terminal.start("first", [str(QWENMEM)], cwd=project, env=env)
     terminal.wait_for("first", "fake-model")
     terminal.type("first", "What is the answer?")

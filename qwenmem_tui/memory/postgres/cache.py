@@ -16,27 +16,22 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
+from qwenmem_tui.memory import write_plan
 from qwenmem_tui.memory.lexical import coverage
-from qwenmem_tui.memory.model import (
-    AuditEntry,
-    Category,
-    Memory,
-    MemoryDraft,
-    Origin,
-    Status,
-    WriteResult,
-)
+from qwenmem_tui.memory.model import AuditEntry, Category, Memory, Origin, Status
 from qwenmem_tui.memory.postgres.connection import MemoryStoreUnavailable, describe_dsn
-from qwenmem_tui.memory.store import AllowedIds, MemoryStore, no_vectors, status_counts
+from qwenmem_tui.memory.store import AllowedIds, no_vectors, status_counts
 
 log = logging.getLogger("qwenmem.memory")
+
+T = TypeVar("T")
 
 
 class CacheSource(Protocol):
@@ -158,7 +153,7 @@ class LocalCache:
         self._write_state({"instance": store.instance_id, "user": self.user, "generation": generation})
 
 
-class ReadOnlyCacheStore(MemoryStore):
+class ReadOnlyCacheStore(write_plan.PlannedStore):
     """Recall from the last saved copy while PostgreSQL is unreachable.
 
     Every write raises ``MemoryStoreUnavailable`` with the reason (so the model, the
@@ -174,24 +169,10 @@ class ReadOnlyCacheStore(MemoryStore):
     def _refuse(self) -> MemoryStoreUnavailable:
         return MemoryStoreUnavailable(f"memory is read-only: {self.reason}")
 
-    async def write(
-        self,
-        draft: MemoryDraft,
-        *,
-        flags: Sequence[str],
-        expires_at: float | None,
-        vector: np.ndarray | None,
-        embedding_model: str,
-        now: float,
-    ) -> WriteResult:
-        raise self._refuse()
-
-    async def approve(self, memory_id: int, *, now: float, reason: str = "") -> Memory | None:
-        raise self._refuse()
-
-    async def forget(
-        self, memory_id: int, *, origin: Origin | str, now: float, reason: str = ""
-    ) -> Memory | None:
+    async def _in_transaction(
+        self, plan: Callable[[write_plan.WriteSteps], Awaitable[T]], what: str
+    ) -> T:
+        # write, approve and forget (``PlannedStore``) all end here.
         raise self._refuse()
 
     async def set_vectors(
@@ -241,15 +222,9 @@ class ReadOnlyCacheStore(MemoryStore):
         ids = np.array(sorted(m.id for m in allowed), dtype=np.int64)
         return AllowedIds(ids, self.snapshot.generation, min(expiries) if expiries else None)
 
-    async def lexical_search(
-        self,
-        terms: Sequence[str],
-        *,
-        user: str,
-        scopes: Collection[str],
-        now: float,
-        exclude: Collection[int] = (),
-        limit: int,
+    async def _lexical_search(
+        self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
+        exclude: Collection[int], limit: int,
     ) -> list[tuple[int, float]]:
         # A few thousand cached rows at most: the share of terms each holds will do.
         allowed = await self.allowed_ids(user=user, scopes=scopes, now=now)

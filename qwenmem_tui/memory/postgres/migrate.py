@@ -18,13 +18,12 @@ from qwenmem_tui.memory import write_plan
 from qwenmem_tui.memory.model import AuditAction, Status
 from qwenmem_tui.memory.postgres.steps import (
     ACTIVE,
-    COLUMNS,
     PgSteps,
     add_metric_deltas,
     bump_generation,
-    fetch_one,
 )
 from qwenmem_tui.memory.postgres.store import PostgresMemoryStore
+from qwenmem_tui.memory.store import AUDIT_SELECT
 
 if TYPE_CHECKING:
     from qwenmem_tui.storage.database import Database
@@ -65,7 +64,7 @@ async def migrate_from_sqlite(
         " FROM memories ORDER BY id"
     )
     audit = await db.fetchall(
-        "SELECT id, memory_id, action, origin, at, reason, old_value, new_value FROM memory_audit ORDER BY id"
+        AUDIT_SELECT + " ORDER BY id"
     )
     metrics = {
         r[0]: float(r[1]) for r in await db.fetchall("SELECT name, value FROM memory_metrics")
@@ -114,14 +113,7 @@ async def migrate_from_sqlite(
             )
             existing = None
             if status == ACTIVE:
-                existing = await fetch_one(
-                    conn,
-                    f"SELECT {COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND key = $3 AND status = $4",
-                    r[1],
-                    r[2],
-                    r[4],
-                    ACTIVE,
-                )
+                existing = await steps.active(r[1], r[2], r[4])
             if existing is None:
                 mapping[r[0]] = await conn.fetchval(insert, *fields)
             elif float(r[10]) >= existing.updated_at:

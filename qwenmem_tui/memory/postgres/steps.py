@@ -9,16 +9,15 @@ take it. ``bump_generation`` notifies the change channel in the same transaction
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
-import numpy as np
 
 from qwenmem_tui.memory import write_plan
-from qwenmem_tui.memory.model import AuditAction, Memory, MemoryDraft, Origin, Status
+from qwenmem_tui.memory.model import Memory, MemoryDraft, Status
 from qwenmem_tui.memory.postgres.schema import CHANNEL
-from qwenmem_tui.memory.store import memory_from_row, vector_blob
+from qwenmem_tui.memory.store import memory_from_row
 
 ACTIVE = Status.ACTIVE.value
 COLUMNS = (
@@ -82,39 +81,14 @@ class PgSteps(write_plan.WriteSteps):
         twin = next((m for m in candidates if m.key != draft.key and m.content_hash == chash), None)
         return current, twin
 
-    async def insert(
-        self,
-        draft: MemoryDraft,
-        status: Status,
-        *,
-        flags: Sequence[str],
-        chash: str,
-        created_at: float,
-        expires_at: float | None,
-        vector: np.ndarray | None,
-        embedding_model: str,
-        now: float,
-    ) -> Memory:
+    async def insert(self, row: write_plan.NewRow) -> Memory:
         # RETURNING the row saves reading it back: nothing later in the
         # transaction changes the new row.
         return row_to_memory(await self._conn.fetchrow(
             "INSERT INTO memories (username, scope, category, key, value, origin, status, flags,"
             " created_at, updated_at, expires_at, content_hash, embedding_model, embedding)"
             f" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING {COLUMNS}",
-            draft.user,
-            draft.scope,
-            draft.category.value,
-            draft.key,
-            draft.value,
-            draft.origin.value,
-            status.value,
-            list(flags),
-            created_at,
-            now,
-            expires_at,
-            chash,
-            embedding_model,
-            vector_blob(vector),
+            *row,
         ))
 
     async def set_status(self, memory_id: int, status: Status, now: float) -> None:
@@ -150,26 +124,11 @@ class PgSteps(write_plan.WriteSteps):
             memory_id,
         )
 
-    async def audit(
-        self,
-        memory_id: int,
-        action: AuditAction,
-        origin: Origin | str,
-        at: float,
-        reason: str,
-        old_value: str | None,
-        new_value: str | None,
-    ) -> None:
+    async def insert_audit(self, values: tuple[object, ...]) -> None:
         await self._conn.execute(
             "INSERT INTO memory_audit (memory_id, action, origin, at, reason, old_value, new_value)"
             " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            memory_id,
-            action.value,
-            str(origin),
-            at,
-            reason,
-            old_value,
-            new_value,
+            *values,
         )
 
     async def add_metrics(self, deltas: Mapping[str, float]) -> None:

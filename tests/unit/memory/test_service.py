@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
+from memtest_support import PROJECT_A, PROJECT_B, Clock, fts_matches_rows, make_settings
 
 from qwenmem_tui.memory.model import DAY, AuditAction, Origin, Status, WriteAction
 from qwenmem_tui.memory.service import MemoryRejected, MemoryService, classify_note
@@ -325,3 +325,47 @@ async def test_a_row_superseded_during_recall_is_dropped_at_fetch(
     finally:
         await a.close()
         await b.close()
+
+
+async def test_a_lazily_opened_service_forgets_and_expires_through_the_store_and_the_index_follows(
+    mem_paths: Paths, clock: Clock
+) -> None:
+    """`memory forget` and `memory list` open the service lazily (no embedder, no
+    FAISS): a forget and a TTL sweep then reach only the store, and the next service
+    that loads the index brings it in step through the store's generation, so rows,
+    full-text index and vectors agree again and recall never returns the forgotten row."""
+    settings = make_settings()
+    svc = await MemoryService.open(settings, mem_paths, clock=clock)
+    try:
+        kept = await svc.save("user", "tea", "Likes green tea", origin="user", project=PROJECT_A)
+        gone = await svc.save("user", "coffee", "Likes black coffee", origin="user", project=PROJECT_A)
+        short = await svc.save(
+            "project", "sprint_goal", "Ship the coffee grinder", origin="user", project=PROJECT_A, ttl_days=1
+        )
+    finally:
+        await svc.close()  # the index file now holds all three vectors
+    index_file = svc.index.path
+    saved_index = index_file.read_bytes()
+
+    clock.advance(2 * DAY)  # the sprint goal expires: the lazy open's sweep marks it
+    lazy = await MemoryService.open(settings, mem_paths, clock=clock, lazy=True)
+    try:
+        assert await lazy.forget(gone.memory.id, project=PROJECT_A) is not None
+        assert [m.key for m in await lazy.list(project=PROJECT_A, statuses=[Status.ACTIVE])] == ["tea"]
+        assert "lexical-only" in (await lazy.stats()).recall  # hash: planned, not loaded
+        with pytest.raises(RuntimeError):
+            _ = lazy.index  # nothing loaded it
+    finally:
+        await lazy.close()
+    assert index_file.read_bytes() == saved_index  # untouched: still has the old vectors
+
+    svc = await MemoryService.open(settings, mem_paths, clock=clock, lazy=True)
+    try:
+        found = await svc.recall("coffee tea", project=PROJECT_A, min_score=-1)  # loads here
+        assert found.ids == [kept.memory.id]
+        assert svc.index.ids().tolist() == (await svc.store.vector_ids(svc.embedder.id)).tolist()
+        assert svc.index.ids().tolist() == [kept.memory.id]
+        assert short.memory.id not in svc.index.ids().tolist()
+        assert fts_matches_rows(mem_paths.db_file)
+    finally:
+        await svc.close()
