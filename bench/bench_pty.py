@@ -353,15 +353,22 @@ def stream_reply(program: Program, rate: float | None, tokens: int, timeout: flo
             cpu_before = pane.cpu_s()
             pane.key(program.send_key)
             sent = time.monotonic()
-            # Wait for the first lines of the reply before typing (elia imports litellm
-            # on its first message: many seconds on a loaded machine).
-            pane.wait_for(lambda screen: "Section 0" in screen, 90)
+            # Wait for the reply to show before typing (elia imports litellm on its first
+            # message: many seconds on a loaded machine). Any part of it: at full speed
+            # the first section may never be on screen, the view jumps to the newest.
+            ends: list[bool] = []
+
+            def reply_shown(screen: str) -> bool:
+                ends.append(END_MARK in screen)
+                return "Section " in screen or ends[-1]
+
+            shown = pane.wait_for(reply_shown, 90)
+            ended: float | None = shown if ends and ends[-1] else None
             pane.type(TYPED_MARK)
             typed = TYPED_MARK
             echoes: list[float] = []
             next_key = time.monotonic()
             pending: float | None = None
-            ended: float | None = None
             deadline = sent + timeout
             while time.monotonic() < deadline:
                 screen = pane.screen()
@@ -471,6 +478,15 @@ def cli_times(program: Program, base_url: str, runs: int) -> dict[str, float]:
 # -- report ------------------------------------------------------------------------------
 
 
+def _stream_spec(spec: str) -> tuple[str, float | None, int]:
+    """`1000x20000` -> ("1,000 tok/s x 20k", 1000, 20000); a rate of 0 is full speed."""
+    rate_text, _, tokens_text = spec.partition("x")
+    rate, tokens = float(rate_text), int(tokens_text)
+    size = f"{tokens // 1000}k" if tokens % 1000 == 0 else str(tokens)
+    speed = f"{rate:,g} tok/s" if rate else "full speed"
+    return f"{speed} x {size}", rate or None, tokens
+
+
 def _median(values: list[float | None]) -> float | None:
     found = [value for value in values if value is not None]
     return statistics.median(found) if found else None
@@ -503,6 +519,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, help="another qwenmem checkout, to compare")
     parser.add_argument(
         "--only", action="append", choices=["launch", "stream", "resume", "cli"], help="subset"
+    )
+    parser.add_argument(
+        "--stream",
+        action="append",
+        metavar="RATExTOKENS",
+        help="only these streams, e.g. 1000x20000 or 0x20000 (0: full speed)",
     )
     args = parser.parse_args(argv)
     if args.serve:
@@ -569,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
     if "stream" in only:
         streams = STREAMS[1:] if args.quick else STREAMS
+        if args.stream:
+            streams = tuple(_stream_spec(spec) for spec in args.stream)
         for label, rate, tokens in streams:
             for program in [*programs, *([peer] if peer else [])]:
                 timeout = 90.0 if program is peer else 120.0
