@@ -197,6 +197,49 @@ def _report_crash(exc: Exception, settings: Settings, paths: Paths) -> int:
 
 def run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """The default command: the chat app for the project around the current directory."""
+    restore = keep_early_keys(sys.stdin)
+    try:
+        return _run_tui(args, settings, paths)
+    finally:
+        restore()
+
+
+def keep_early_keys(stream: Any) -> Callable[[], None]:
+    """Put the terminal in a key-at-a-time mode now, before Textual has loaded.
+
+    Keys typed while the app is still importing sit in the terminal's line discipline:
+    in its cooked mode Enter arrives as a line feed, which the prompt reads as Ctrl+J
+    (a newline) instead of "send", and the typed text echoes raw over the screen. With
+    ICRNL, ICANON and ECHO off (TCSANOW: nothing typed is flushed) the early keys reach
+    the prompt as if typed into it. Textual restores what it found when it exits; the
+    returned callable puts back the terminal as it was before this.
+    """
+    try:
+        import termios
+    except ImportError:  # Windows: no line discipline to adjust
+        return lambda: None
+    try:
+        fd = stream.fileno()
+        if not os.isatty(fd):
+            return lambda: None
+        before = termios.tcgetattr(fd)
+        early = termios.tcgetattr(fd)
+        early[0] &= ~termios.ICRNL
+        early[3] &= ~(termios.ICANON | termios.ECHO)
+        termios.tcsetattr(fd, termios.TCSANOW, early)
+    except (OSError, ValueError, AttributeError, termios.error):  # not a real terminal
+        return lambda: None
+
+    def restore() -> None:
+        try:
+            termios.tcsetattr(fd, termios.TCSANOW, before)
+        except (OSError, termios.error):
+            pass
+
+    return restore
+
+
+def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     import asyncio
     from contextlib import ExitStack
 
