@@ -61,6 +61,7 @@ from qwenmem_tui.memory.model import (
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer
 from qwenmem_tui.memory.store import MemoryStore
+from qwenmem_tui.memory.write_plan import join_reasons
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``_vectors``), not here
     import numpy as np
@@ -444,7 +445,7 @@ class MemoryService:
         said = value  # as written: grounding is judged on it, not on the redacted value
         flags = list(dict.fromkeys([*hold, *verdict.flags]))
         if provenance.writer is Writer.MODEL and provenance.untrusted_in_view:
-            reason = "; ".join(p for p in (reason, provenance.describe()) if p)
+            reason = join_reasons(reason, provenance.describe())
         cat = Category(category)
         days, ttl_note = self.ttl.resolve(cat, ttl_days)
         now = self.clock()
@@ -466,7 +467,7 @@ class MemoryService:
                 # Already said: refresh that row (same key, same value) instead of adding.
                 value = identity.same_as.value
             if identity.key != key or identity.replaces:
-                reason = join(reason, f"same subject as key {identity.key} ({identity.decided_by})")
+                reason = join_reasons(reason, f"same subject as key {identity.key} ({identity.decided_by})")
         draft = MemoryDraft(
             category=cat,
             key=identity.key,
@@ -475,7 +476,7 @@ class MemoryService:
             scope=scope,
             user=self.user,
             ttl_days=days,
-            reason=join(reason, ttl_note or ""),
+            reason=join_reasons(reason, ttl_note or ""),
             created_at=created_at,
             replaces=identity.replaces,
         )
@@ -974,10 +975,6 @@ def _import_time(value: Any, now: float) -> float | None:
             f"created_at must be a unix time between 2000-01-01 and now, got {value!r}"
         )
     return at
-
-
-def join(*parts: str) -> str:
-    return "; ".join(p for p in parts if p)
 
 
 async def _choose_embedder(settings: Settings, llm: LLMClient | None) -> EmbedderChoice:
