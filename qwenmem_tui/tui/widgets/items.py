@@ -121,29 +121,57 @@ def split_finished(source: str, *, every: int, after: int = 0) -> list[str]:
     return pieces
 
 
+def estimated_height(source: str, width: int) -> int:
+    """About the lines Markdown makes of `source` at `width`: its wrapped source lines
+    (blank ones included: they become the margins between blocks)."""
+    width = max(1, width)
+    return sum(max(1, -(-cell_len(line) // width)) for line in source.splitlines())
+
+
+def scroller_of(widget: Widget) -> Widget | None:
+    """The nearest ancestor that scrolls vertically (the conversation log), whether or
+    not its content overflows yet."""
+    return next(
+        (
+            node
+            for node in widget.ancestors
+            if isinstance(node, Widget) and node.styles.overflow_y in ("auto", "scroll")
+        ),
+        None,
+    )
+
+
 class FrozenBlocks(Widget):
-    """Finished blocks of a reply that have not been on screen yet: blank lines of about
-    their height, swapped for the real Markdown the first time they are shown.
+    """Finished blocks of a reply that are not on screen: blank lines of their height,
+    swapped for the real Markdown the first time they are shown.
 
     A long reply streamed at full speed or resumed would otherwise mount every block
-    (a few ms each) although the user sees only the last screenful.
+    (a few ms each) although the user sees only the last screenful; and every mounted
+    widget costs each later layout a little, so blocks that scrolled far out of view
+    come back here too. Their height is exact when it was measured at this width (a
+    Markdown retired), else estimated from the source.
     """
 
     DEFAULT_CSS = "FrozenBlocks { height: auto; }"
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, *, measured: Size | None = None) -> None:
         super().__init__()
         self.source = source
+        self._measured = measured
         self._showing = False
+
+    @classmethod
+    def retiring(cls, markdown: Markdown) -> FrozenBlocks:
+        """A placeholder exactly as tall as `markdown` is now, showing its source later."""
+        return cls(markdown.source, measured=markdown.outer_size)
 
     def render(self) -> Content:
         return Content("")
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        # Roughly what Markdown makes of it: wrapped source lines (blank ones included,
-        # they become the margins between blocks).
-        width = max(1, width)
-        return sum(max(1, -(-cell_len(line) // width)) for line in self.source.splitlines())
+        if self._measured is not None and self._measured.width == width:
+            return self._measured.height
+        return estimated_height(self.source, width)
 
     def render_lines(self, crop: Region) -> list[Strip]:
         # The compositor renders only widgets with a visible part: the cue to turn real.
@@ -157,14 +185,7 @@ class FrozenBlocks(Widget):
         if not isinstance(parent, Widget):
             return
         markdown = Markdown(self.source, parser_factory=markdown_parser)
-        scroller = next(
-            (
-                node
-                for node in self.ancestors
-                if isinstance(node, Widget) and node.allow_vertical_scroll
-            ),
-            None,
-        )
+        scroller = scroller_of(self)
         # Scrolling up into it: the lines below the viewport's top must not move when
         # the estimate is replaced by the real height. (At the bottom the anchor keeps
         # the newest line in place by itself.)
@@ -202,11 +223,16 @@ class AssistantItem(MessageView, Vertical):
     the unfinished tail goes to a new live Markdown after it. Whatever a single flush
     finishes beyond that (a burst at full speed) becomes `FrozenBlocks`, mounted as
     Markdown only when it is shown, so a flush mounts a bounded number of blocks.
+
+    Frozen Markdown that has scrolled more than a screen above the view goes back to
+    `FrozenBlocks` of its exact height: every mounted block widget costs each layout
+    of the screen (Textual arranges the whole tree), so a long reply would otherwise
+    slow every frame down as it grows.
     """
 
     FLUSH_MIN = 1 / 30
     FLUSH_MAX = 1.0
-    FREEZE_AT = 16
+    FREEZE_AT = 8
 
     def __init__(self, markdown: str = "", *, interrupted: bool = False) -> None:
         super().__init__()
@@ -276,12 +302,50 @@ class AssistantItem(MessageView, Vertical):
             return live
         # The first piece completes what `live` shows: it is frozen with it.
         first, *middle, tail = pieces
+        # A burst: the newest pieces fill the view by themselves, so what comes before
+        # them would be mounted only to scroll out of sight at once. The new live
+        # Markdown takes a screenful; the rest, `live` included, waits unmounted.
+        scroller = scroller_of(self)
+        view = scroller.size.height if scroller is not None else 0
+        width = live.content_region.width
+        while middle and estimated_height(tail, width) < view:
+            tail = middle.pop() + tail
         successor = Markdown(tail, parser_factory=markdown_parser)
         with self.app.batch_update():
-            await live.append(first[len(self._live_text) :])
-            await self.mount_all([*map(FrozenBlocks, middle), successor], after=live)
+            if view and estimated_height(tail, width) >= view:
+                hidden = [first, *middle]  # `first` holds what `live` shows
+                await self.mount_all([*map(FrozenBlocks, hidden), successor], after=live)
+                await live.remove()
+            else:
+                await live.append(first[len(self._live_text) :])
+                await self.mount_all([*map(FrozenBlocks, middle), successor], after=live)
+                await self._retire_unseen(successor)
         self._live_text = tail
         return successor
+
+    async def _retire_unseen(self, live: Markdown) -> None:
+        """Swap frozen Markdown far above the view for placeholders of its height.
+
+        Only while the view follows the end of the log, where what is above is known
+        from the heights alone: asking the compositor where a widget is would lay out
+        the whole tree again. A screen of slack above the view: scrolling back a little
+        finds the real widgets still there.
+        """
+        scroller = scroller_of(self)
+        if scroller is None or not scroller.is_vertical_scroll_end:
+            return
+        below = 0  # lines of this reply under the child (the view shows the last ones)
+        unseen: list[Markdown] = []
+        for child in reversed(self.children):
+            height = child.outer_size.height
+            if below > scroller.size.height and isinstance(child, Markdown) and height:
+                if child is not live:
+                    unseen.append(child)
+            below += height
+        for markdown in unseen:
+            await self.mount(FrozenBlocks.retiring(markdown), before=markdown)
+        if unseen:
+            await self.remove_children(unseen)
 
     def on_unmount(self) -> None:
         if self._pump_task is not None:
