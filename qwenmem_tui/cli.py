@@ -275,6 +275,7 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             resume=args.resume,
             model_defaults=defaults,
             start_model=starter,
+            long_lived=True,
         )
         app.run()
         return app.return_code or 0

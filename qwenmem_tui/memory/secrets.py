@@ -175,6 +175,11 @@ def preload() -> None:
     threading.Thread(target=_plugins, name="secret-scanner-load", daemon=True).start()
 
 
+def load() -> None:
+    """Load the plugins now, waiting for them (call it from a thread: it imports)."""
+    _plugins()
+
+
 def _plugins() -> list[tuple[str, Callable[[str], Iterable[str]]]]:
     """detect-secrets' detectors as (kind, analyze_string), imported once."""
     global _loaded

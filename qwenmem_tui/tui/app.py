@@ -15,7 +15,6 @@ its progress shown as a line in the conversation.
 from __future__ import annotations
 
 import asyncio
-import gc
 import importlib
 import inspect
 import logging
@@ -33,12 +32,13 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.worker import get_current_worker
 
-from qwenmem_tui import debuglog
+from qwenmem_tui import collector, debuglog
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import Tool, ToolRegistry, broad_root_notice
 from qwenmem_tui.chat.turns import QueryHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.memory import secrets as scanner
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.storage.database import Database, StorageError
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
@@ -147,6 +147,7 @@ class QwenmemApp(App[None]):
         extensions: Sequence[ExtensionFactory] | None,
         model_defaults: LocalChatDefaults | None = None,
         start_model: ModelStarter | None = None,
+        long_lived: bool = False,
     ) -> None:
         super().__init__()
         self.settings = settings
@@ -168,6 +169,8 @@ class QwenmemApp(App[None]):
         self._llm = llm
         self._owns_llm = llm is None
         self._start_model = start_model
+        # The app owns its process (the CLI, not a test): it tunes the collector.
+        self._long_lived = long_lived
         # The bundled local model: a short system prompt, and no tools it cannot call.
         self._model_defaults = model_defaults
         self._db: Database | None = None
@@ -315,11 +318,8 @@ class QwenmemApp(App[None]):
             self.show_info(NOTHING_TO_RESUME)
         if self._root_notice is not None:
             self.show_info(self._root_notice)
-        # What startup built (modules, the SDK's and pydantic's classes, styles) lives as
-        # long as the process: out of the collector's sight, a full collection scans
-        # only what the conversation allocates, not half a second of it each time.
-        gc.freeze()
-        gc.set_threshold(700, 10, 100)
+        if self._long_lived:
+            collector.settle_after_startup()
         self.state = "idle"  # what was typed meanwhile is sent now (ChatScreen's queue)
 
     async def _open(self) -> None:
@@ -337,6 +337,9 @@ class QwenmemApp(App[None]):
             self._store = SessionStore(self._db, clock=self.clock)
             for name in HEAVY_MODULES:
                 await asyncio.to_thread(importlib.import_module, name)
+            # The first message sent is scanned for secrets (the prompt history): its
+            # detectors import now, not on the event loop then.
+            await asyncio.to_thread(scanner.load)
             if self._extension_factories is None:
                 self._extension_factories = await asyncio.to_thread(
                     _default_extensions, self.settings
@@ -579,6 +582,7 @@ def create_app(
     extensions: Sequence[ExtensionFactory] | None = None,
     model_defaults: LocalChatDefaults | None = None,
     start_model: ModelStarter | None = None,
+    long_lived: bool = False,
 ) -> QwenmemApp:
     """Build the app. `resume=True` opens this project's latest session, a str that id.
 
@@ -599,4 +603,5 @@ def create_app(
         extensions=extensions,
         model_defaults=model_defaults,
         start_model=start_model,
+        long_lived=long_lived,
     )

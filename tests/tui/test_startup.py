@@ -117,3 +117,33 @@ async def test_a_model_that_fails_to_start_ends_the_app_with_its_one_line(
         await pilot.pause()
     assert app.return_code == 1
     assert messages == [reason]
+
+
+async def test_startup_loads_the_secret_scanner_off_the_event_loop(
+    make_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first message sent is redacted for the prompt history: were the detectors
+    # imported then, the UI would stop for their import (0.2 s idle, over 1 s loaded).
+    from qwenmem_tui.memory import secrets
+
+    monkeypatch.setattr(secrets, "_loaded", None)
+    monkeypatch.setattr(secrets, "_preloading", False)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.state == "idle")
+        assert secrets._loaded is not None
+
+
+@pytest.mark.parametrize("long_lived", [True, False])
+async def test_only_an_app_that_owns_its_process_settles_the_collector(
+    make_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch, long_lived: bool
+) -> None:
+    from qwenmem_tui import collector
+
+    settled: list[str] = []
+    monkeypatch.setattr(collector, "settle_after_startup", lambda: settled.append("once"))
+    app = make_app(long_lived=long_lived)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.state == "idle")
+        await settle(pilot)
+    assert settled == (["once"] if long_lived else [])

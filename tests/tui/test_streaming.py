@@ -214,3 +214,41 @@ def test_split_finished_cuts_only_before_blocks_without_a_top_margin() -> None:
         assert first.startswith(("Paragraph", "Closing", "- ", "1. "))
     # Blocks up to `after` may still grow: no cut before them.
     assert split_finished(text, every=4, after=10_000) == [text]
+
+
+async def test_blocks_far_above_the_view_go_back_to_placeholders_of_their_height(
+    make_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every mounted block costs each layout of the screen: a long reply streamed at a
+    # steady pace keeps a few screens of widgets, whatever its length.
+    monkeypatch.setattr(AssistantItem, "FREEZE_AT", CUT_EVERY)
+    retiring = FrozenBlocks.retiring.__func__  # type: ignore[attr-defined]
+    replaced: dict[int, int] = {}  # placeholder -> height of the Markdown it replaced
+
+    def spy(cls: type[FrozenBlocks], markdown: Markdown) -> FrozenBlocks:
+        placeholder = retiring(cls, markdown)
+        replaced[id(placeholder)] = markdown.outer_size.height
+        return placeholder
+
+    monkeypatch.setattr(FrozenBlocks, "retiring", classmethod(spy))
+    text = long_reply(5)
+    app = make_app()
+    async with app.run_test(size=(TALL[0], 24)) as pilot:
+        await settle(pilot)
+        item = AssistantItem()
+        await app.screen.query_one(ChatLog).add(item)
+        for start in range(0, len(text), 250):  # a flush at a time, each laid out
+            item.append(text[start : start + 250])
+            await wait_until(pilot, lambda: not item._pending)
+            await pilot.pause()
+        await item.end_stream()
+        await pilot.pause()
+        retired = [b for b in item.query_children(FrozenBlocks) if id(b) in replaced]
+        assert retired, "nothing scrolled far enough to be retired"
+        assert len(list(item.walk_children())) < 150
+        # Swapped without moving a line: each is as tall as the Markdown it replaced.
+        assert [b.outer_size.height for b in retired] == [replaced[id(b)] for b in retired]
+        # Scrolled back into view, they are the reply again.
+        await pilot.resize_terminal(TALL[0], 200)
+        await wait_until(pilot, lambda: not item.query_children(FrozenBlocks), timeout=60)
+        assert "".join(md.source for md in item.query_children(Markdown)) == text
