@@ -304,9 +304,11 @@ class AssistantItem(MessageView, Vertical):
         first, *middle, tail = pieces
         # A burst: the newest pieces fill the view by themselves, so what comes before
         # them would be mounted only to scroll out of sight at once. The new live
-        # Markdown takes a screenful; the rest, `live` included, waits unmounted.
+        # Markdown takes a screenful; the rest, `live` included, waits unmounted. (Only
+        # while the view follows the end: a user reading above keeps what they read.)
         scroller = scroller_of(self)
-        view = scroller.size.height if scroller is not None else 0
+        following = scroller is not None and scroller.is_vertical_scroll_end
+        view = scroller.size.height if scroller is not None and following else 0
         width = live.content_region.width
         while middle and estimated_height(tail, width) < view:
             tail = middle.pop() + tail
