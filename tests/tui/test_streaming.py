@@ -231,9 +231,9 @@ async def test_blocks_far_above_the_view_go_back_to_placeholders_of_their_height
         return placeholder
 
     monkeypatch.setattr(FrozenBlocks, "retiring", classmethod(spy))
-    text = long_reply(5)
+    text = long_reply(4)
     app = make_app()
-    async with app.run_test(size=(TALL[0], 24)) as pilot:
+    async with app.run_test(size=(TALL[0], 20)) as pilot:
         await settle(pilot)
         item = AssistantItem()
         await app.screen.query_one(ChatLog).add(item)
