@@ -310,11 +310,14 @@ class AssistantItem(MessageView, Vertical):
         following = scroller is not None and scroller.is_vertical_scroll_end
         view = scroller.size.height if scroller is not None and following else 0
         width = live.content_region.width
-        while middle and estimated_height(tail, width) < view:
-            tail = middle.pop() + tail
+        tail_height = estimated_height(tail, width)
+        while middle and tail_height < view:
+            piece = middle.pop()  # pieces end with a line break: their heights add up
+            tail = piece + tail
+            tail_height += estimated_height(piece, width)
         successor = Markdown(tail, parser_factory=markdown_parser)
         with self.app.batch_update():
-            if view and estimated_height(tail, width) >= view:
+            if view and tail_height >= view:
                 hidden = [first, *middle]  # `first` holds what `live` shows
                 await self.mount_all([*map(FrozenBlocks, hidden), successor], after=live)
                 await live.remove()
