@@ -324,26 +324,25 @@ class AssistantItem(MessageView, Vertical):
             else:
                 await live.append(first[len(self._live_text) :])
                 await self.mount_all([*map(FrozenBlocks, middle), successor], after=live)
-                await self._retire_unseen(successor)
+                await self._retire_unseen(successor, view)
         self._live_text = tail
         return successor
 
-    async def _retire_unseen(self, live: Markdown) -> None:
+    async def _retire_unseen(self, live: Markdown, view: int) -> None:
         """Swap frozen Markdown far above the view for placeholders of its height.
 
-        Only while the view follows the end of the log, where what is above is known
-        from the heights alone: asking the compositor where a widget is would lay out
-        the whole tree again. A screen of slack above the view: scrolling back a little
-        finds the real widgets still there.
+        `view`: the lines the log shows while it follows its end, else 0 (nothing is
+        retired). Only then is what lies above known from the heights alone: asking the
+        compositor where a widget is would lay out the whole tree again. A screen of
+        slack above the view: scrolling back a little finds the real widgets still there.
         """
-        scroller = scroller_of(self)
-        if scroller is None or not scroller.is_vertical_scroll_end:
+        if not view:
             return
         below = 0  # lines of this reply under the child (the view shows the last ones)
         unseen: list[Markdown] = []
         for child in reversed(self.children):
             height = child.outer_size.height
-            if below > scroller.size.height and isinstance(child, Markdown) and height:
+            if below > view and isinstance(child, Markdown) and height:
                 if child is not live:
                     unseen.append(child)
             below += height
