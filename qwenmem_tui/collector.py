@@ -2,24 +2,38 @@
 
 Python's full collection scans every tracked object. After startup that is ~120k
 objects of modules, the SDK's and pydantic's classes and Textual's styles, all alive
-until exit; a long streamed reply adds a hundred thousand more (widgets, strips and
-their caches). Left as it is, a 20k-token reply at 1,000 tokens a second ran 15 full
-collections of 200-500 ms each on the UI thread: keys typed then waited for them.
+until exit: they are frozen out of every later collection.
+
+The other cost is what a frame leaves behind. Every line Textual paints is a reference
+cycle (a `Strip` caches itself: a crop or a split that returns the whole strip), freed
+only by the collector. Those lines live a frame or two, but with Python's defaults (a
+young collection every 700 allocations, a middle one every 10 of those) many are still
+alive at two collections in a row and reach the old generation: a fast stream then ran
+a full collection of 200-500 ms on the UI thread every few seconds, and typed keys
+waited for it. A young generation of 10,000 objects, collected into the middle one
+every second time, lets them die young.
 """
 
 from __future__ import annotations
 
 import gc
 
-FULL_COLLECTION_EVERY = 100
-"""Second-generation collections between two full ones (Python's default: 10). Cycles
-the conversation drops (removed widgets) still go, a tenth as often."""
+YOUNG = 10_000
+"""Allocations between two young collections (Python's default: 700); each scans at
+most these, a few milliseconds."""
+
+MIDDLE_EVERY = 2
+"""Young collections between two middle ones (Python's default: 10)."""
+
+FULL_EVERY = 100
+"""Middle collections between two full ones (Python's default: 10). Cycles the
+conversation drops (removed widgets) still go, a tenth as often."""
 
 
 def settle_after_startup() -> None:
-    """Freeze what startup built out of every later collection, and make full ones
-    rarer. Once per process, when startup is done: objects frozen are never collected,
-    so a test process (many apps, each dropping its objects) must not call it."""
+    """Freeze what startup built out of every later collection, and size the
+    generations for frames. Once per process, when startup is done: objects frozen are
+    never collected, so a test process (many apps, each dropping its objects) must not
+    call it."""
     gc.freeze()
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
+    gc.set_threshold(YOUNG, MIDDLE_EVERY, FULL_EVERY)

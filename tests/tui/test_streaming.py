@@ -3,6 +3,8 @@ keeps finished blocks frozen (only the block still being written is laid out aga
 
 from __future__ import annotations
 
+import math
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +16,10 @@ from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
-from qwenmem_tui.tui.widgets.items import AssistantItem, FrozenBlocks, split_finished
+from qwenmem_tui.tui.widgets.frozen_blocks import FrozenBlocks, split_finished
+from qwenmem_tui.tui.widgets.items import AssistantItem
+from qwenmem_tui.tui.widgets.stream_pace import StreamPace
+from qwenmem_tui.tui.widgets.stream_preview import StreamPreview
 
 from .conftest import FakeClock, conversation, seed_session, send, settle, wait_until
 
@@ -25,6 +30,19 @@ TALL = (100, 700)  # the whole reply fits on screen: every line can be compared
 # crosses every boundary a wrong cut could change, at a third of the rendering cost.
 SECTIONS = 3
 CUT_EVERY = 5
+
+
+@pytest.fixture
+def markdown_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """However fast the reply streams, it is shown by Markdown widgets as it comes."""
+    monkeypatch.setattr(AssistantItem, "PREVIEW_FROM", math.inf)
+
+
+@pytest.fixture
+def preview_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """However slowly the reply streams, its newest screenful is a preview until it ends."""
+    monkeypatch.setattr(AssistantItem, "PREVIEW_FROM", 0)
+    monkeypatch.setattr(AssistantItem, "PREVIEW_UNTIL", 0)
 
 
 def long_reply(sections: int) -> str:
@@ -73,15 +91,22 @@ async def shown_at_once(
         return reply_lines(app)
 
 
-@pytest.mark.parametrize("chunk_size", [3, 400, 100_000])
+@pytest.mark.parametrize(
+    ("mode", "chunk_size"),
+    [("markdown_only", 3), ("markdown_only", 400), ("preview_only", 400), ("preview_only", 100_000)],
+)
 async def test_a_streamed_reply_renders_as_the_reply_shown_at_once(
     fake: FakeOpenAI,
     make_app: Callable[..., QwenmemApp],
     monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    mode: str,
     chunk_size: int,
 ) -> None:
-    # 3: many small flushes (the live Markdown freezes as it goes); 100_000: one flush
-    # finishes everything at once (finished pieces wait as FrozenBlocks until shown).
+    # Markdown: many small flushes (the live Markdown freezes as it goes). Preview: the
+    # newest screenful in a preview, what scrolled above as FrozenBlocks until shown;
+    # 100_000: one flush brings everything.
+    request.getfixturevalue(mode)
     monkeypatch.setattr(AssistantItem, "FREEZE_AT", CUT_EVERY)
     text = long_reply(SECTIONS)
     fake.script(Reply(text, chunk_size=chunk_size))
@@ -128,7 +153,10 @@ async def test_a_long_stored_reply_waits_off_screen_and_renders_as_one(
 
 
 async def test_finished_blocks_are_not_laid_out_again_while_the_reply_grows(
-    fake: FakeOpenAI, make_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch
+    fake: FakeOpenAI,
+    make_app: Callable[..., QwenmemApp],
+    monkeypatch: pytest.MonkeyPatch,
+    markdown_only: None,
 ) -> None:
     text = long_reply(12)
     half = len(text) // 2 // 5
@@ -187,8 +215,8 @@ def _frozen(app: QwenmemApp) -> list[Markdown]:
 async def test_a_burst_mounts_only_what_is_shown(
     fake: FakeOpenAI, make_app: Callable[..., QwenmemApp]
 ) -> None:
-    # A whole long reply in one flush: the pieces off screen stay placeholders until
-    # scrolled to, then turn into their Markdown.
+    # A whole long reply in one flush: the pieces off screen wait in one placeholder
+    # until scrolled to; then only the pieces shown turn into Markdown.
     text = long_reply(30)
     fake.script(Reply(text, chunk_size=len(text)))
     app = make_app()
@@ -196,13 +224,18 @@ async def test_a_burst_mounts_only_what_is_shown(
         await send(pilot, "explain")
         await settle(pilot)
         item = app.screen.query_one(AssistantItem)
-        waiting = list(item.query_children(FrozenBlocks))
-        assert len(waiting) > 3
-        middle = waiting[len(waiting) // 2]
-        app.screen.query_one(ChatLog).scroll_to_widget(middle, animate=False, top=True)
-        await wait_until(pilot, lambda: middle not in item.children, timeout=60)
-        # Only what came into view turned real.
-        assert len(item.query_children(FrozenBlocks)) >= len(waiting) - 2
+        stack = item.query_one(FrozenBlocks)
+        assert len(item.query_children(FrozenBlocks)) == 1 and len(stack.pieces) > 6
+        log = app.screen.query_one(ChatLog)
+        middle = item.virtual_region.y + stack.virtual_region.y + stack.outer_size.height // 2
+        log.scroll_to(y=middle, animate=False)
+        await wait_until(pilot, lambda: stack not in item.children, timeout=60)
+        before, after = item.query_children(FrozenBlocks)[:2]
+        # A 30-line view shows one or two pieces: the rest wait, before and after them.
+        assert len(before.pieces) + len(after.pieces) >= len(stack.pieces) - 2
+        assert before.source + "".join(
+            md.source for md in item.query_children(Markdown) if md.region.y < after.region.y
+        ) + after.source == stack.source
 
 
 def test_split_finished_cuts_only_before_blocks_without_a_top_margin() -> None:
@@ -217,21 +250,25 @@ def test_split_finished_cuts_only_before_blocks_without_a_top_margin() -> None:
 
 
 async def test_blocks_far_above_the_view_go_back_to_placeholders_of_their_height(
-    make_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch
+    make_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch, markdown_only: None
 ) -> None:
     # Every mounted block costs each layout of the screen: a long reply streamed at a
     # steady pace keeps a few screens of widgets, whatever its length.
     monkeypatch.setattr(AssistantItem, "FREEZE_AT", CUT_EVERY)
-    retiring = FrozenBlocks.retiring.__func__  # type: ignore[attr-defined]
-    replaced: dict[int, int] = {}  # placeholder -> height of the Markdown it replaced
+    retired: dict[str, int] = {}  # piece -> height of the Markdown that showed it
+    retiring, retire = FrozenBlocks.retiring.__func__, FrozenBlocks.retire  # type: ignore[attr-defined]
 
-    def spy(cls: type[FrozenBlocks], markdown: Markdown) -> FrozenBlocks:
-        placeholder = retiring(cls, markdown)
-        replaced[id(placeholder)] = markdown.outer_size.height
-        return placeholder
+    def spy_retiring(cls: type[FrozenBlocks], markdown: Markdown) -> FrozenBlocks:
+        retired[markdown.source] = markdown.outer_size.height
+        return retiring(cls, markdown)
 
-    monkeypatch.setattr(FrozenBlocks, "retiring", classmethod(spy))
-    text = long_reply(4)
+    def spy_retire(self: FrozenBlocks, markdown: Markdown) -> None:
+        retired[markdown.source] = markdown.outer_size.height
+        retire(self, markdown)
+
+    monkeypatch.setattr(FrozenBlocks, "retiring", classmethod(spy_retiring))
+    monkeypatch.setattr(FrozenBlocks, "retire", spy_retire)
+    text = long_reply(6)
     app = make_app()
     async with app.run_test(size=(TALL[0], 20)) as pilot:
         await settle(pilot)
@@ -243,12 +280,65 @@ async def test_blocks_far_above_the_view_go_back_to_placeholders_of_their_height
             await pilot.pause()
         await item.end_stream()
         await pilot.pause()
-        retired = [b for b in item.query_children(FrozenBlocks) if id(b) in replaced]
-        assert retired, "nothing scrolled far enough to be retired"
+        assert len(retired) > 2, "nothing scrolled far enough to be retired"
+        # Retired pieces join one placeholder: the widgets stay few however long it is.
+        stacks = item.query_children(FrozenBlocks)
+        assert len(stacks) == 1 and set(stacks.first().pieces) <= set(retired)
         assert len(list(item.walk_children())) < 150
-        # Swapped without moving a line: each is as tall as the Markdown it replaced.
-        assert [b.outer_size.height for b in retired] == [replaced[id(b)] for b in retired]
+        # Swapped without moving a line: as tall as the Markdown it replaced.
+        assert stacks.first().outer_size.height == sum(
+            retired[piece] for piece in stacks.first().pieces
+        )
         # Scrolled back into view, they are the reply again.
         await pilot.resize_terminal(TALL[0], 200)
         await wait_until(pilot, lambda: not item.query_children(FrozenBlocks), timeout=60)
         assert "".join(md.source for md in item.query_children(Markdown)) == text
+
+
+async def test_a_stream_faster_than_markdown_is_previewed_until_it_slows_down(
+    make_app: Callable[..., QwenmemApp], clock: FakeClock
+) -> None:
+    # Building Markdown widgets costs 100-250 ms a screenful: a stream of more than half
+    # a screen of lines a second is shown by one preview widget instead, and turns back
+    # into Markdown when it slows down (or ends).
+    text = long_reply(3)
+    chunks = [text[start : start + 100] for start in range(0, len(text), 100)]
+    app = make_app()
+    async with app.run_test(size=(TALL[0], 30)) as pilot:
+        await settle(pilot)
+        item = AssistantItem(clock=clock)
+        await app.screen.query_one(ChatLog).add(item)
+
+        async def stream(pieces: list[str], *, seconds_apart: float) -> None:
+            for piece in pieces:
+                clock.advance(seconds_apart)
+                item.append(piece)
+                await wait_until(pilot, lambda: not item._pending)
+                await pilot.pause()
+
+        third = len(chunks) // 3
+        await stream(chunks[:third], seconds_apart=1.0)  # a few lines a second
+        assert not item.query_children(StreamPreview)
+        markdowns = len(item.query(Markdown))
+        await stream(chunks[third : 2 * third], seconds_apart=0.0)  # all at once
+        preview = item.query_one(StreamPreview)
+        # The newest line is on screen, and no Markdown was built for what raced by.
+        newest = re.findall(r"[a-z]{4,}", "".join(chunks[: 2 * third]))[-1]
+        assert any(newest in line for line in screen_lines(app)[-12:])
+        assert len(item.query(Markdown)) <= markdowns
+        await stream(chunks[2 * third :], seconds_apart=5.0)  # slow again
+        assert preview not in item.children and not item.query_children(StreamPreview)
+        await item.end_stream()
+        await pilot.resize_terminal(*TALL)
+        await wait_until(pilot, lambda: not item.query_children(FrozenBlocks), timeout=60)
+        assert "".join(md.source for md in item.query_children(Markdown)) == text
+
+
+def test_the_pace_counts_the_lines_of_the_last_second() -> None:
+    pace = StreamPace(window=1.0)
+    pace.add(10.0, "a\nb\n")
+    pace.add(10.5, "c\n")
+    pace.add(10.6, "no line break")
+    assert pace.lines(10.6) == 3
+    assert pace.lines(11.2) == 1  # the first two lines are more than a second old
+    assert pace.lines(12.0) == 0

@@ -469,7 +469,7 @@ class ChatScreen(Screen[None]):
                 status.thinking = isinstance(event, ReasoningDelta)
                 if isinstance(event, AssistantDelta):
                     if reply is None:
-                        reply = AssistantItem()
+                        reply = AssistantItem(clock=app.clock)
                         replied = True
                         await log_view.add(reply)
                     reply.append(event.text)

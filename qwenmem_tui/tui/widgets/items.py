@@ -9,24 +9,30 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
-from functools import cache
 from typing import Self
 
-from markdown_it import MarkdownIt
-from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
-from textual.geometry import Region, Size
 from textual.reactive import reactive
-from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Collapsible, Markdown, Static
 
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.terminal_text import terminal_safe
+from qwenmem_tui.tui.widgets.frozen_blocks import (
+    FrozenBlocks,
+    estimated_height,
+    piece_markdown,
+    scroller_of,
+    split_finished,
+    top_level_blocks,
+)
+from qwenmem_tui.tui.widgets.stream_pace import StreamPace
+from qwenmem_tui.tui.widgets.stream_preview import StreamPreview
 
 TOOL_RESULT_MAX_LINES = 40
 TOOL_ARGS_MAX_CHARS = 80
@@ -62,153 +68,6 @@ class UserItem(MessageView, Static):
         super().__init__(Content(terminal_safe(text)))
 
 
-SPLIT_BEFORE = frozenset({"paragraph_open", "bullet_list_open", "ordered_list_open"})
-"""Top-level blocks a reply may be cut before. Textual gives them no top margin, and
-margins collapse between sibling blocks but not across two Markdown widgets: a cut
-before any other block would add a blank line the reply rendered at once has not."""
-
-
-@cache
-def markdown_parser() -> MarkdownIt:
-    """One parser for every reply's Markdown widgets. Textual builds a new one per
-    update otherwise, ~4 ms a time (linkify compiles its regexes), on every flush."""
-    return MarkdownIt("gfm-like")
-
-
-@cache
-def _block_parser() -> MarkdownIt:
-    # Where blocks start is all a cut needs: no inline parsing (4x faster).
-    parser = MarkdownIt("gfm-like")
-    parser.core.ruler.disable(
-        ["inline", "linkify", "replacements", "smartquotes", "text_join"], ignoreInvalid=True
-    )
-    return parser
-
-
-def top_level_blocks(source: str) -> list[tuple[int, str]]:
-    """(first line, token type) of each top-level Markdown block of `source`."""
-    return [
-        (token.map[0], token.type)
-        for token in _block_parser().parse(source)
-        if token.level == 0 and token.map is not None and token.nesting >= 0
-    ]
-
-
-def split_finished(source: str, *, every: int, after: int = 0) -> list[str]:
-    """`source` cut into pieces of at least `every` finished blocks, then the rest.
-
-    Only cuts before a block of SPLIT_BEFORE, never before block `after` or earlier
-    (those may still grow) and never after the last block (it may still grow). The
-    pieces joined are `source`; the last one is the unfinished tail.
-    """
-    blocks = top_level_blocks(source)
-    cuts: list[int] = []
-    start = 0
-    for index in range(max(every, after + 1), len(blocks)):
-        line, kind = blocks[index]
-        if index - start >= every and kind in SPLIT_BEFORE:
-            cuts.append(line)
-            start = index
-    if not cuts:
-        return [source]
-    lines = source.splitlines(keepends=True)
-    pieces: list[str] = []
-    previous = 0
-    for line in cuts:
-        pieces.append("".join(lines[previous:line]))
-        previous = line
-    pieces.append("".join(lines[previous:]))
-    return pieces
-
-
-def estimated_height(source: str, width: int) -> int:
-    """About the lines Markdown makes of `source` at `width`: its wrapped source lines
-    (blank ones included: they become the margins between blocks)."""
-    width = max(1, width)
-    return sum(max(1, -(-cell_len(line) // width)) for line in source.splitlines())
-
-
-def scroller_of(widget: Widget) -> Widget | None:
-    """The nearest ancestor that scrolls vertically (the conversation log), whether or
-    not its content overflows yet."""
-    return next(
-        (
-            node
-            for node in widget.ancestors
-            if isinstance(node, Widget) and node.styles.overflow_y in ("auto", "scroll")
-        ),
-        None,
-    )
-
-
-class FrozenBlocks(Widget):
-    """Finished blocks of a reply that are not on screen: blank lines of their height,
-    swapped for the real Markdown the first time they are shown.
-
-    A long reply streamed at full speed or resumed would otherwise mount every block
-    (a few ms each) although the user sees only the last screenful; and every mounted
-    widget costs each later layout a little, so blocks that scrolled far out of view
-    come back here too. Their height is exact when it was measured at this width (a
-    Markdown retired), else estimated from the source.
-    """
-
-    DEFAULT_CSS = "FrozenBlocks { height: auto; }"
-
-    def __init__(self, source: str, *, measured: Size | None = None) -> None:
-        super().__init__()
-        self.source = source
-        self._measured = measured
-        self._showing = False
-
-    @classmethod
-    def retiring(cls, markdown: Markdown) -> FrozenBlocks:
-        """A placeholder exactly as tall as `markdown` is now, showing its source later."""
-        return cls(markdown.source, measured=markdown.outer_size)
-
-    def render(self) -> Content:
-        return Content("")
-
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        if self._measured is not None and self._measured.width == width:
-            return self._measured.height
-        return estimated_height(self.source, width)
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        # The compositor renders only widgets with a visible part: the cue to turn real.
-        if not self._showing:
-            self._showing = True
-            self.call_later(self._show_markdown)
-        return super().render_lines(crop)
-
-    async def _show_markdown(self) -> None:
-        parent = self.parent
-        if not isinstance(parent, Widget):
-            return
-        markdown = Markdown(self.source, parser_factory=markdown_parser)
-        scroller = scroller_of(self)
-        # Scrolling up into it: the lines below the viewport's top must not move when
-        # the estimate is replaced by the real height. (At the bottom the anchor keeps
-        # the newest line in place by itself.)
-        above = (
-            scroller is not None
-            and scroller.scroll_y < scroller.max_scroll_y
-            and self.region.y < scroller.scrollable_content_region.y
-        )
-        old_height = self.outer_size.height
-        await parent.mount(markdown, after=self)
-        await self.remove()
-        if above and scroller is not None:
-
-            def keep_place() -> None:
-                scroller.scroll_to(
-                    y=scroller.scroll_y + markdown.outer_size.height - old_height,
-                    animate=False,
-                    release_anchor=False,
-                )
-
-            self.app.call_after_refresh(keep_place)
-
-
 class AssistantItem(MessageView, Vertical):
     """An assistant reply: Markdown, streamed while it arrives, final when it is stored.
 
@@ -220,9 +79,13 @@ class AssistantItem(MessageView, Vertical):
     Markdown widget it goes to, at a cost that grows with its blocks, so the live
     Markdown keeps at most about FREEZE_AT of them. Once it has more, it is frozen as
     it is (never appended to again: Textual's arrangement cache keeps its layout) and
-    the unfinished tail goes to a new live Markdown after it. Whatever a single flush
-    finishes beyond that (a burst at full speed) becomes `FrozenBlocks`, mounted as
-    Markdown only when it is shown, so a flush mounts a bounded number of blocks.
+    the unfinished tail goes to a new live Markdown after it.
+
+    A stream of PREVIEW_FROM screens of lines a second or more outruns what Markdown
+    widgets can be built for (100-250 ms a screenful): its last screenful is then a
+    `StreamPreview` (rendered in a thread, one widget) and what scrolls above it waits
+    as `FrozenBlocks`, mounted as Markdown only when it is shown. Below PREVIEW_UNTIL
+    screens a second, and when the stream ends, the preview turns into Markdown.
 
     Frozen Markdown that has scrolled more than a screen above the view goes back to
     `FrozenBlocks` of its exact height: every mounted block widget costs each layout
@@ -233,22 +96,33 @@ class AssistantItem(MessageView, Vertical):
     FLUSH_MIN = 1 / 30
     FLUSH_MAX = 1.0
     FREEZE_AT = 8
+    PREVIEW_FROM = 0.5
+    PREVIEW_UNTIL = 0.25
 
-    def __init__(self, markdown: str = "", *, interrupted: bool = False) -> None:
+    def __init__(
+        self,
+        markdown: str = "",
+        *,
+        interrupted: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__()
+        self._clock = clock  # what the stream's pace is measured on
         self._markdown = terminal_safe(markdown)
         self._interrupted = interrupted
         self._pending: list[str] = []
         self._stream_done = asyncio.Event()
         self._pump_task: asyncio.Task[None] | None = None
         self._live_text = ""
+        self._pace = StreamPace()
 
     def compose(self) -> ComposeResult:
         # A long stored reply is cut as a streamed one is frozen: what is off screen
         # waits as FrozenBlocks instead of mounting every block on resume.
         *finished, tail = split_finished(self._markdown, every=self.FREEZE_AT)
-        yield from map(FrozenBlocks, finished)
-        yield Markdown(tail, parser_factory=markdown_parser)
+        if finished:
+            yield FrozenBlocks(finished)
+        yield piece_markdown(tail)
         if self._interrupted:
             yield InterruptedMark()
 
@@ -265,7 +139,7 @@ class AssistantItem(MessageView, Vertical):
             await self._pump_task
 
     async def _pump(self) -> None:
-        live = self.query(Markdown).last()
+        live: Markdown | StreamPreview = self.query(Markdown).last()
         self._live_text = live.source
         loop = asyncio.get_running_loop()
         interval = self.FLUSH_MIN
@@ -274,16 +148,76 @@ class AssistantItem(MessageView, Vertical):
                 text = "".join(self._pending)
                 self._pending.clear()
                 self._markdown += text
+                now = self._clock()
+                self._pace.add(now, text)
                 # Shielded: a half-applied flush would leave the widgets inconsistent.
-                live = await asyncio.shield(self._flush(live, text))
+                live = await asyncio.shield(self._flush(live, text, now))
             started = loop.time()
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._stream_done.wait(), interval)
             blocked = loop.time() - started - interval
             interval = min(self.FLUSH_MAX, max(self.FLUSH_MIN, 3 * blocked))
+        if isinstance(live, StreamPreview):
+            await asyncio.shield(self._end_preview(live))
 
-    async def _flush(self, live: Markdown, text: str) -> Markdown:
-        """Show `text` after what `live` shows; returns the Markdown to append to next."""
+    def _view_height(self) -> int:
+        """The lines the log shows while it follows its end, else 0."""
+        scroller = scroller_of(self)
+        if scroller is None or not scroller.is_vertical_scroll_end:
+            return 0
+        return scroller.size.height
+
+    async def _flush(
+        self, live: Markdown | StreamPreview, text: str, now: float
+    ) -> Markdown | StreamPreview:
+        """Show `text` after what `live` shows; returns what to show the next text in."""
+        scroller = scroller_of(self)
+        view = scroller.size.height if scroller is not None else 0
+        screens = self.PREVIEW_UNTIL if isinstance(live, StreamPreview) else self.PREVIEW_FROM
+        if view and self._pace.lines(now) >= screens * view:
+            return await self._flush_preview(live, text, view)
+        if isinstance(live, StreamPreview):
+            live = await self._end_preview(live)
+        return await self._flush_markdown(live, text)
+
+    async def _flush_preview(
+        self, live: Markdown | StreamPreview, text: str, view: int
+    ) -> StreamPreview:
+        """Show the last screenful of what `live` shows and `text` in a StreamPreview;
+        what comes before it waits as FrozenBlocks."""
+        pieces = split_finished(self._live_text + text, every=self.FREEZE_AT)
+        preview = live if isinstance(live, StreamPreview) else StreamPreview()
+        tail = pieces.pop()
+        width = self.content_region.width
+        height = estimated_height(tail, width)
+        while pieces and height < view:
+            piece = pieces.pop()  # pieces end with a line break: their heights add up
+            tail = piece + tail
+            height += estimated_height(piece, width)
+        if preview is not live:
+            await self.mount(preview, after=live)
+        await preview.show(tail)
+        with self.app.batch_update():
+            if preview is not live:
+                await live.remove()
+            await self._freeze(pieces, before=preview)
+            await self._retire_unseen(preview, self._view_height())
+        self._live_text = tail
+        return preview
+
+    async def _end_preview(self, preview: StreamPreview) -> Markdown:
+        """Turn the preview into Markdown (the last piece live); returns the live one."""
+        *finished, tail = split_finished(self._live_text, every=self.FREEZE_AT)
+        live = piece_markdown(tail)
+        frozen = [piece_markdown(piece) for piece in finished]
+        with self.app.batch_update():
+            await self.mount_all([*frozen, live], after=preview)
+            await preview.remove()
+        self._live_text = tail
+        return live
+
+    async def _flush_markdown(self, live: Markdown, text: str) -> Markdown:
+        """Append `text` to `live`, freezing it once it holds FREEZE_AT blocks."""
         buffer = self._live_text + text
         # Parsing to find the cuts costs more than most appends: only when there may be
         # FREEZE_AT blocks (a block needs a line of its own).
@@ -302,33 +236,16 @@ class AssistantItem(MessageView, Vertical):
             return live
         # The first piece completes what `live` shows: it is frozen with it.
         first, *middle, tail = pieces
-        # A burst: the newest pieces fill the view by themselves, so what comes before
-        # them would be mounted only to scroll out of sight at once. The new live
-        # Markdown takes a screenful; the rest, `live` included, waits unmounted. (Only
-        # while the view follows the end: a user reading above keeps what they read.)
-        scroller = scroller_of(self)
-        following = scroller is not None and scroller.is_vertical_scroll_end
-        view = scroller.size.height if scroller is not None and following else 0
-        width = live.content_region.width
-        tail_height = estimated_height(tail, width)
-        while middle and tail_height < view:
-            piece = middle.pop()  # pieces end with a line break: their heights add up
-            tail = piece + tail
-            tail_height += estimated_height(piece, width)
-        successor = Markdown(tail, parser_factory=markdown_parser)
+        successor = piece_markdown(tail)
         with self.app.batch_update():
-            if view and tail_height >= view:
-                hidden = [first, *middle]  # `first` holds what `live` shows
-                await self.mount_all([*map(FrozenBlocks, hidden), successor], after=live)
-                await live.remove()
-            else:
-                await live.append(first[len(self._live_text) :])
-                await self.mount_all([*map(FrozenBlocks, middle), successor], after=live)
-                await self._retire_unseen(successor, view)
+            await live.append(first[len(self._live_text) :])
+            await self.mount(successor, after=live)
+            await self._freeze(middle, before=successor)
+            await self._retire_unseen(successor, self._view_height())
         self._live_text = tail
         return successor
 
-    async def _retire_unseen(self, live: Markdown, view: int) -> None:
+    async def _retire_unseen(self, live: Widget, view: int) -> None:
         """Swap frozen Markdown far above the view for placeholders of its height.
 
         `view`: the lines the log shows while it follows its end, else 0 (nothing is
@@ -346,10 +263,28 @@ class AssistantItem(MessageView, Vertical):
                 if child is not live:
                     unseen.append(child)
             below += height
-        for markdown in unseen:
-            await self.mount(FrozenBlocks.retiring(markdown), before=markdown)
-        if unseen:
-            await self.remove_children(unseen)
+        for markdown in reversed(unseen):  # top down: each joins the one retired before
+            previous = self._sibling_before(markdown)
+            if isinstance(previous, FrozenBlocks):
+                previous.retire(markdown)
+            else:
+                await self.mount(FrozenBlocks.retiring(markdown), before=markdown)
+            await markdown.remove()
+
+    def _sibling_before(self, child: Widget) -> Widget | None:
+        index = self.children.index(child)
+        return self.children[index - 1] if index else None
+
+    async def _freeze(self, pieces: list[str], *, before: Widget) -> None:
+        """Put `pieces` right before `before`, in the FrozenBlocks already there if any:
+        one widget whatever the length of the reply."""
+        if not pieces:
+            return
+        previous = self._sibling_before(before)
+        if isinstance(previous, FrozenBlocks):
+            previous.extend(pieces)
+        else:
+            await self.mount(FrozenBlocks(pieces), before=before)
 
     def on_unmount(self) -> None:
         if self._pump_task is not None:
