@@ -386,7 +386,13 @@ def stream_reply(program: Program, rate: float | None, tokens: int, timeout: flo
                     pending = time.monotonic()
                     next_key = pending + 0.25
                 time.sleep(POLL)
+            # The server records the stream once its last byte is sent, a moment after
+            # the end mark may already be on screen.
             wire = last_wire(wire_file)
+            waited = time.monotonic()
+            while not wire and time.monotonic() - waited < 5:
+                time.sleep(POLL)
+                wire = last_wire(wire_file)
             rss = pane.rss_mib()
             cpu = pane.cpu_s() - cpu_before
         finally:

@@ -187,22 +187,21 @@ class AssistantItem(MessageView, Vertical):
         what comes before it waits as FrozenBlocks."""
         pieces = split_finished(self._live_text + text, every=self.FREEZE_AT)
         preview = live if isinstance(live, StreamPreview) else StreamPreview()
-        tail = pieces.pop()
         width = self.content_region.width
-        height = estimated_height(tail, width)
+        shown = [pieces.pop()]
+        height = estimated_height(shown[0], width)
         while pieces and height < view:
-            piece = pieces.pop()  # pieces end with a line break: their heights add up
-            tail = piece + tail
-            height += estimated_height(piece, width)
+            shown.insert(0, pieces.pop())
+            height += estimated_height(shown[0], width)
         if preview is not live:
             await self.mount(preview, after=live)
-        await preview.show(tail)
+        await preview.show(shown)
         with self.app.batch_update():
             if preview is not live:
                 await live.remove()
             await self._freeze(pieces, before=preview)
             await self._retire_unseen(preview, self._view_height())
-        self._live_text = tail
+        self._live_text = preview.source
         return preview
 
     async def _end_preview(self, preview: StreamPreview) -> Markdown:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import Sequence
 
 from typing import ClassVar
 
@@ -66,23 +67,45 @@ def render_markdown(source: str, width: int, *, dark: bool) -> list[Strip]:
 
 
 class StreamPreview(Widget):
-    """A reply's newest text, painted from lines rendered in a thread."""
+    """A reply's newest pieces, painted from lines rendered in a thread.
+
+    Each piece is rendered once (at a width, in a theme) and kept while it is shown:
+    a flush renders only the piece still being written.
+    """
 
     DEFAULT_CSS = "StreamPreview { height: auto; }"
 
     def __init__(self) -> None:
         super().__init__()
-        self.source = ""
+        self.pieces: list[str] = []
         self._lines: list[Strip] = []
-        self._width = 0
+        self._rendered: dict[str, list[Strip]] = {}
+        self._rendered_as: tuple[int, bool] = (0, False)  # width, dark
 
-    async def show(self, source: str) -> None:
-        """Render `source` off the loop, then paint it."""
-        width = self.size.width or self._width_in(self.parent)
-        dark = self.app.current_theme.dark
-        self._lines = await asyncio.to_thread(render_markdown, source, width, dark=dark)
-        self.source = source
-        self._width = width
+    @property
+    def source(self) -> str:
+        return "".join(self.pieces)
+
+    async def show(self, pieces: Sequence[str]) -> None:
+        """Render what of `pieces` is new off the loop, then paint them all."""
+        style = (self.size.width or self._width_in(self.parent), self.app.current_theme.dark)
+        kept = self._rendered if style == self._rendered_as else {}
+        width, dark = style
+
+        def render_new() -> dict[str, list[Strip]]:
+            return {
+                piece: kept.get(piece) or render_markdown(piece, width, dark=dark)
+                for piece in pieces
+            }
+
+        rendered = await asyncio.to_thread(render_new)
+        lines: list[Strip] = []
+        for piece in pieces:
+            if lines:  # Rich puts a blank line between top-level blocks
+                lines.append(Strip.blank(width))
+            lines += rendered[piece]
+        self.pieces, self._lines = list(pieces), lines
+        self._rendered, self._rendered_as = rendered, style
         self.refresh(layout=True)
 
     def _width_in(self, parent: object) -> int:
@@ -92,8 +115,8 @@ class StreamPreview(Widget):
         return parent.content_region.width - self.styles.gutter.width
 
     async def on_resize(self) -> None:
-        if self.source and self.size.width and self.size.width != self._width:
-            await self.show(self.source)
+        if self.pieces and self.size.width and self.size.width != self._rendered_as[0]:
+            await self.show(self.pieces)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self._lines)
