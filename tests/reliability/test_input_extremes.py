@@ -19,6 +19,7 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp, create_app
+from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.items import AssistantItem, UserItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
@@ -79,6 +80,9 @@ async def test_extreme_paste_is_sent_stored_and_the_app_goes_on(
         await send_paste(pilot, "and a short one")
         assert app.session.items[-1].content == "still here"
         assert len(app.screen.query(UserItem)) == 2
+        # The log shows the paste's beginning (each redraw wraps what it shows).
+        shown = str(app.screen.query(UserItem).first().render())
+        assert len(shown) <= 21_000 and shown.startswith(terminal_safe(pasted[:50]).rstrip("\n"))
         screen = app.export_screenshot()
         assert "\x1b" not in screen and "\x00" not in screen
         session_id = app.session.info.id

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from qwenmem_tui.tui.commands import BUILTIN_COMMANDS, CommandTable, SlashCommand, parse_command
 from qwenmem_tui.tui.terminal_text import terminal_safe
-from qwenmem_tui.tui.widgets.items import clip_tool_result, format_tool_call
+from qwenmem_tui.tui.widgets.items import clip_lines, clip_tool_result, format_tool_call
 
 
 def test_terminal_safe_keeps_text_newlines_and_tabs() -> None:
@@ -50,3 +50,13 @@ def test_clip_tool_result_keeps_the_first_lines() -> None:
     assert clipped[0] == "line 0"
     assert clipped[-1] == "… 60 more lines"
     assert len(clipped) == 41
+
+
+def test_clip_lines_stops_at_lines_or_characters_and_says_how_many_more() -> None:
+    assert clip_lines("a\nb", 5) == "a\nb"
+    assert clip_lines("a\nb\nc\nd", 2) == "a\nb\n… 2 more lines"
+    one_long_line = "x" * 50
+    assert clip_lines(one_long_line, 5, max_chars=10) == "x" * 10 + "…"
+    many = "\n".join("y" * 10 for _ in range(3000))
+    clipped = clip_lines(many, 200, max_chars=95).splitlines()
+    assert clipped[-1] == "… 2,990 more lines" and clipped[-2] == "y" * 5 + "…"

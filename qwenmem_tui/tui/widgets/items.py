@@ -35,6 +35,10 @@ from qwenmem_tui.tui.widgets.stream_pace import StreamPace
 from qwenmem_tui.tui.widgets.stream_preview import StreamPreview
 
 TOOL_RESULT_MAX_LINES = 40
+USER_MESSAGE_MAX_LINES = 200
+USER_MESSAGE_MAX_CHARS = 20_000
+"""A pasted log or file is shown as its beginning: every redraw of a message wraps all
+its text again (a 1 MB paste took 45 ms a frame); the whole of it is sent and stored."""
 TOOL_ARGS_MAX_CHARS = 80
 PIN_LABEL = "📌 pinned"
 
@@ -65,7 +69,10 @@ class UserItem(MessageView, Static):
     """A message the user sent."""
 
     def __init__(self, text: str) -> None:
-        super().__init__(Content(terminal_safe(text)))
+        shown = clip_lines(
+            terminal_safe(text), USER_MESSAGE_MAX_LINES, max_chars=USER_MESSAGE_MAX_CHARS
+        )
+        super().__init__(Content(shown))
 
 
 class AssistantItem(MessageView, Vertical):
@@ -321,13 +328,27 @@ def format_tool_call(name: str, arguments: str) -> str:
     return terminal_safe(f"{name}({args})")
 
 
+def clip_lines(text: str, max_lines: int, *, max_chars: int | None = None) -> str:
+    """The first lines of `text` (at most `max_lines`, `max_chars` in all), then a line
+    saying how much more there is."""
+    lines = text.splitlines() or [""]
+    budget = max_chars if max_chars is not None else len(text)
+    shown: list[str] = []
+    for line in lines[:max_lines]:
+        if len(line) > budget:
+            shown.append(line[:budget] + "…")
+            break
+        shown.append(line)
+        budget -= len(line)
+    hidden = len(lines) - len(shown)
+    if hidden:
+        shown.append(f"… {hidden:,} more lines")
+    return "\n".join(shown)
+
+
 def clip_tool_result(result: str) -> str:
     """The first lines of a result; a tool can return tens of kilobytes."""
-    lines = terminal_safe(result).splitlines() or [""]
-    if len(lines) <= TOOL_RESULT_MAX_LINES:
-        return "\n".join(lines)
-    hidden = len(lines) - TOOL_RESULT_MAX_LINES
-    return "\n".join(lines[:TOOL_RESULT_MAX_LINES] + [f"… {hidden} more lines"])
+    return clip_lines(terminal_safe(result), TOOL_RESULT_MAX_LINES)
 
 
 class ToolCallItem(Collapsible):
