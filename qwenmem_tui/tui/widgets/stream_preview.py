@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 from collections.abc import Sequence
-
 from typing import ClassVar
 
 from rich import box
@@ -22,9 +22,12 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markdown import Markdown as RichMarkdown
 from rich.markdown import MarkdownElement, TableElement
 from rich.table import Table
+from rich.text import Text
 from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
+
+log = logging.getLogger("qwenmem.tui")
 
 
 class _BoxedTable(TableElement):
@@ -41,6 +44,8 @@ class _BoxedTable(TableElement):
 
 
 class _PreviewMarkdown(RichMarkdown):
+    """Rich's Markdown with Textual's table look."""
+
     elements: ClassVar[dict[str, type[MarkdownElement]]] = {
         **RichMarkdown.elements,
         "table_open": _BoxedTable,
@@ -62,7 +67,11 @@ def render_markdown(source: str, width: int, *, dark: bool) -> list[Strip]:
     markdown = _PreviewMarkdown(
         source, code_theme="ansi_dark" if dark else "ansi_light", hyperlinks=False
     )
-    lines = console.render_lines(markdown, console.options, pad=False, new_lines=False)
+    try:
+        lines = console.render_lines(markdown, console.options, pad=False, new_lines=False)
+    except Exception:  # a preview must never stop the stream: plain text, then
+        log.warning("[TUI] preview of a reply failed; shown as plain text", exc_info=True)
+        lines = console.render_lines(Text(source), console.options, pad=False, new_lines=False)
     return [Strip(line) for line in lines]
 
 
