@@ -117,12 +117,11 @@ class FrozenBlocks(Widget):
 
     def __init__(self, pieces: Sequence[str] = (), measured: Sequence[Size | None] = ()) -> None:
         super().__init__()
-        self.pieces: list[str] = []
-        self._measured: list[Size | None] = []
+        self.pieces = list(pieces)
+        self._measured: list[Size | None] = list(measured) or [None] * len(self.pieces)
         self._heights: list[int] = []  # of the pieces at `_width`
         self._width = 0
         self._showing = False
-        self.extend(pieces, measured)
 
     @classmethod
     def retiring(cls, markdown: Markdown) -> FrozenBlocks:
