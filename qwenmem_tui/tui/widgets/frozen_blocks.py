@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
+from itertools import accumulate
 
 from markdown_it import MarkdownIt
 from rich.cells import cell_len
@@ -171,7 +172,7 @@ class FrozenBlocks(Widget):
         if not isinstance(parent, Widget) or not self.pieces:
             return
         heights = self._piece_heights(self.size.width)
-        starts = [sum(heights[:index]) for index in range(len(heights))]
+        starts = [0, *accumulate(heights)][:-1]
         shown = [
             index
             for index, start in enumerate(starts)
