@@ -18,7 +18,7 @@ from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
 from qwenmem_tui.tui.widgets.frozen_blocks import FrozenBlocks, split_finished
 from qwenmem_tui.tui.widgets.items import AssistantItem
-from qwenmem_tui.tui.widgets.stream_pace import StreamPace
+from qwenmem_tui.tui.widgets.stream_pace import StreamPace, wrapped_lines
 from qwenmem_tui.tui.widgets.stream_preview import StreamPreview
 
 from .conftest import FakeClock, conversation, seed_session, send, settle, wait_until
@@ -336,11 +336,13 @@ async def test_a_stream_faster_than_markdown_is_previewed_until_it_slows_down(
         assert "".join(child.source for child in shown) == text
 
 
-def test_the_pace_counts_the_lines_of_the_last_second() -> None:
+def test_the_pace_counts_the_screen_lines_of_the_last_second() -> None:
+    assert wrapped_lines("a\nb\n", 80) == 2 + 2 / 80  # two breaks, two cells
+    assert wrapped_lines("x" * 200, 100) == 2  # a paragraph's worth of wrapping
     pace = StreamPace(window=1.0)
-    pace.add(10.0, "a\nb\n")
-    pace.add(10.5, "c\n")
-    pace.add(10.6, "no line break")
-    assert pace.lines(10.6) == 3
-    assert pace.lines(11.2) == 1  # the first two lines are more than a second old
+    pace.add(10.0, 2)
+    pace.add(10.5, 1)
+    pace.add(10.6, 0.5)
+    assert pace.lines(10.6) == 3.5
+    assert pace.lines(11.2) == 1.5  # the first two lines are more than a second old
     assert pace.lines(12.0) == 0

@@ -31,7 +31,7 @@ from qwenmem_tui.tui.widgets.frozen_blocks import (
     split_finished,
     top_level_blocks,
 )
-from qwenmem_tui.tui.widgets.stream_pace import StreamPace
+from qwenmem_tui.tui.widgets.stream_pace import StreamPace, wrapped_lines
 from qwenmem_tui.tui.widgets.stream_preview import StreamPreview
 
 TOOL_RESULT_MAX_LINES = 40
@@ -88,11 +88,13 @@ class AssistantItem(MessageView, Vertical):
     it is (never appended to again: Textual's arrangement cache keeps its layout) and
     the unfinished tail goes to a new live Markdown after it.
 
-    A stream of PREVIEW_FROM screens of lines a second or more outruns what Markdown
-    widgets can be built for (100-250 ms a screenful): its last screenful is then a
-    `StreamPreview` (rendered in a thread, one widget) and what scrolls above it waits
-    as `FrozenBlocks`, mounted as Markdown only when it is shown. Below PREVIEW_UNTIL
-    screens a second, and when the stream ends, the preview turns into Markdown.
+    A stream of PREVIEW_FROM lines a second or more (line breaks and wrapping) outruns
+    what Markdown widgets can be built for (a few milliseconds a line, 100-250 ms a
+    screenful, on the UI loop): its last screenful is then a `StreamPreview` (rendered
+    in a thread, one widget) and what scrolls above it waits in one `FrozenBlocks`,
+    mounted as Markdown piece by piece as it is shown. Below PREVIEW_UNTIL lines a
+    second, and when the stream ends, the preview turns into Markdown: the reply left
+    on screen is the one shown at once.
 
     Frozen Markdown that has scrolled more than a screen above the view goes back to
     `FrozenBlocks` of its exact height: every mounted block widget costs each layout
@@ -103,8 +105,8 @@ class AssistantItem(MessageView, Vertical):
     FLUSH_MIN = 1 / 30
     FLUSH_MAX = 1.0
     FREEZE_AT = 8
-    PREVIEW_FROM = 0.5
-    PREVIEW_UNTIL = 0.25
+    PREVIEW_FROM = 20
+    PREVIEW_UNTIL = 10
 
     def __init__(
         self,
@@ -156,7 +158,7 @@ class AssistantItem(MessageView, Vertical):
                 self._pending.clear()
                 self._markdown += text
                 now = self._clock()
-                self._pace.add(now, text)
+                self._pace.add(now, wrapped_lines(text, self.content_region.width))
                 # Shielded: a half-applied flush would leave the widgets inconsistent.
                 live = await asyncio.shield(self._flush(live, text, now))
             started = loop.time()
@@ -180,8 +182,8 @@ class AssistantItem(MessageView, Vertical):
         """Show `text` after what `live` shows; returns what to show the next text in."""
         scroller = scroller_of(self)
         view = scroller.size.height if scroller is not None else 0
-        screens = self.PREVIEW_UNTIL if isinstance(live, StreamPreview) else self.PREVIEW_FROM
-        if view and self._pace.lines(now) >= screens * view:
+        pace = self.PREVIEW_UNTIL if isinstance(live, StreamPreview) else self.PREVIEW_FROM
+        if view and self._pace.lines(now) >= pace:
             return await self._flush_preview(live, text, view)
         if isinstance(live, StreamPreview):
             live = await self._end_preview(live)
