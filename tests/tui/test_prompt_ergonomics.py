@@ -96,6 +96,30 @@ async def test_a_paste_after_the_terminal_lost_focus_reaches_the_prompt(
 # -- 2. slash suggestions -----------------------------------------------------------
 
 
+async def test_a_burst_of_editing_keys_applies_in_the_order_typed(
+    make_app: Callable[..., QwenmemApp],
+) -> None:
+    # Keys that arrive together (a fast typist while a stream is busy, tmux send-keys)
+    # wait in the app's queue. Textual runs a widget's own bindings (backspace, the
+    # arrows) only once the key has bubbled back up to the app: the characters queued
+    # behind them reached the prompt first, and the backspaces then ate them.
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        prompt = prompt_of(app)
+        prompt.focus()
+        prompt.insert("helo")
+        await pilot.pause()
+        burst = [("backspace", None), ("backspace", None), ("l", "l"), ("o", "o")]
+        burst += [("left", None), ("left", None), ("home", None), ("x", "x"), ("end", None)]
+        burst += [("y", "y")]
+        for key, character in burst:  # posted at once: they queue as a burst does
+            app.post_message(events.Key(key, character))
+        await pilot.pause()
+        await pilot.pause()
+        assert prompt.text == "xheloy"
+
+
 async def test_enter_runs_the_highlighted_command(make_app: Callable[..., QwenmemApp]) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual import on
+from textual import events, on
 from textual.binding import Binding
 from textual.content import Content
 from textual.message import Message
@@ -55,6 +55,20 @@ class PromptInput(TextArea):
         self._walk = HistoryCursor(history) if history is not None else None
         self._recalling = False  # the text is being replaced by a history entry
         self._moved = False  # the highlight was moved since the last edit
+
+    async def _on_key(self, event: events.Key) -> None:
+        # Textual runs a widget's own (non-priority) bindings -- backspace, delete, the
+        # arrows, Home/End -- only once the key has bubbled back up to the app, while
+        # characters are inserted as soon as they reach this widget. Keys that arrive
+        # together (a fast typist while a stream keeps the loop busy, a terminal
+        # multiplexer) were applied out of order: a backspace deleted the character
+        # typed after it. The prompt's own bindings run here, in the order typed.
+        for binding in self._bindings.key_to_bindings.get(event.key, ()):
+            if not binding.priority and await self.app.run_action(binding.action, self):
+                event.stop()
+                event.prevent_default()
+                return
+        await super()._on_key(event)
 
     def command_prefix(self) -> str | None:
         """The partial command name being typed (`"he"` for `/he`), else None."""
