@@ -38,7 +38,11 @@ def texts(app: QwenmemApp, widget_type: type) -> list[str]:
 
 
 def markdown_sources(app: QwenmemApp) -> list[str]:
-    return [item.query_one(Markdown).source for item in app.screen.query(AssistantItem)]
+    # A reply just mounted may not have composed its Markdown yet: "" until it has.
+    return [
+        "".join(markdown.source for markdown in item.query(Markdown))
+        for item in app.screen.query(AssistantItem)
+    ]
 
 
 async def test_message_streams_a_markdown_reply(
