@@ -6,10 +6,12 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from textual.geometry import Size
+from textual.widget import Widget
 from textual.widgets import Markdown
 
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
@@ -256,18 +258,21 @@ async def test_blocks_far_above_the_view_go_back_to_placeholders_of_their_height
     # steady pace keeps a few screens of widgets, whatever its length.
     monkeypatch.setattr(AssistantItem, "FREEZE_AT", CUT_EVERY)
     retired: dict[str, int] = {}  # piece -> height of the Markdown that showed it
-    retiring, retire = FrozenBlocks.retiring.__func__, FrozenBlocks.retire  # type: ignore[attr-defined]
+    freeze = AssistantItem._freeze
 
-    def spy_retiring(cls: type[FrozenBlocks], markdown: Markdown) -> FrozenBlocks:
-        retired[markdown.source] = markdown.outer_size.height
-        return retiring(cls, markdown)
+    async def spy(
+        self: AssistantItem,
+        pieces: list[str],
+        *,
+        before: Widget,
+        measured: Sequence[Size | None] = (),
+    ) -> None:
+        for piece, size in zip(pieces, measured):  # a Markdown retired: its height then
+            if size is not None:
+                retired[piece] = size.height
+        await freeze(self, pieces, before=before, measured=measured)
 
-    def spy_retire(self: FrozenBlocks, markdown: Markdown) -> None:
-        retired[markdown.source] = markdown.outer_size.height
-        retire(self, markdown)
-
-    monkeypatch.setattr(FrozenBlocks, "retiring", classmethod(spy_retiring))
-    monkeypatch.setattr(FrozenBlocks, "retire", spy_retire)
+    monkeypatch.setattr(AssistantItem, "_freeze", spy)
     text = long_reply(3)
     app = make_app()
     async with app.run_test(size=(TALL[0], 16)) as pilot:

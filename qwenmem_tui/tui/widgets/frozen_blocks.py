@@ -124,11 +124,6 @@ class FrozenBlocks(Widget):
         self._width = 0
         self._showing = False
 
-    @classmethod
-    def retiring(cls, markdown: Markdown) -> FrozenBlocks:
-        """A placeholder exactly as tall as `markdown` is now, showing its source later."""
-        return cls([markdown.source], [markdown.outer_size])
-
     @property
     def source(self) -> str:
         return "".join(self.pieces)
@@ -138,10 +133,6 @@ class FrozenBlocks(Widget):
         self.pieces.extend(pieces)
         self._measured.extend(measured or [None] * len(pieces))
         self.refresh(layout=True)
-
-    def retire(self, markdown: Markdown) -> None:
-        """Freeze `markdown`'s piece after these, exactly as tall as it is now."""
-        self.extend([markdown.source], [markdown.outer_size])
 
     def _piece_heights(self, width: int) -> list[int]:
         # Kept per width and grown as pieces are added: layout asks on every frame.

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Self
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
+from textual.geometry import Size
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Collapsible, Markdown, Static
@@ -169,28 +170,24 @@ class AssistantItem(MessageView, Vertical):
         if isinstance(live, StreamPreview):
             await asyncio.shield(self._end_preview(live))
 
-    def _view_height(self) -> int:
-        """The lines the log shows while it follows its end, else 0."""
-        scroller = scroller_of(self)
-        if scroller is None or not scroller.is_vertical_scroll_end:
-            return 0
-        return scroller.size.height
-
     async def _flush(
         self, live: Markdown | StreamPreview, text: str, now: float
     ) -> Markdown | StreamPreview:
         """Show `text` after what `live` shows; returns what to show the next text in."""
         scroller = scroller_of(self)
         view = scroller.size.height if scroller is not None else 0
+        # What lies above the view is known from heights alone only while it follows
+        # the end: only then is frozen Markdown retired (see _retire_unseen).
+        following = view if scroller is not None and scroller.is_vertical_scroll_end else 0
         pace = self.PREVIEW_UNTIL if isinstance(live, StreamPreview) else self.PREVIEW_FROM
         if view and self._pace.lines(now) >= pace:
-            return await self._flush_preview(live, text, view)
+            return await self._flush_preview(live, text, view, following)
         if isinstance(live, StreamPreview):
             live = await self._end_preview(live)
-        return await self._flush_markdown(live, text)
+        return await self._flush_markdown(live, text, following)
 
     async def _flush_preview(
-        self, live: Markdown | StreamPreview, text: str, view: int
+        self, live: Markdown | StreamPreview, text: str, view: int, following: int
     ) -> StreamPreview:
         """Show the last screenful of what `live` shows and `text` in a StreamPreview;
         what comes before it waits as FrozenBlocks."""
@@ -209,7 +206,7 @@ class AssistantItem(MessageView, Vertical):
             if preview is not live:
                 await live.remove()
             await self._freeze(pieces, before=preview)
-            await self._retire_unseen(preview, self._view_height())
+            await self._retire_unseen(preview, following)
         self._live_text = preview.source
         return preview
 
@@ -224,7 +221,7 @@ class AssistantItem(MessageView, Vertical):
         self._live_text = tail
         return live
 
-    async def _flush_markdown(self, live: Markdown, text: str) -> Markdown:
+    async def _flush_markdown(self, live: Markdown, text: str, following: int) -> Markdown:
         """Append `text` to `live`, freezing it once it holds FREEZE_AT blocks."""
         buffer = self._live_text + text
         # Parsing to find the cuts costs more than most appends: only when there may be
@@ -249,7 +246,7 @@ class AssistantItem(MessageView, Vertical):
             await live.append(first[len(self._live_text) :])
             await self.mount(successor, after=live)
             await self._freeze(middle, before=successor)
-            await self._retire_unseen(successor, self._view_height())
+            await self._retire_unseen(successor, following)
         self._live_text = tail
         return successor
 
@@ -272,27 +269,26 @@ class AssistantItem(MessageView, Vertical):
                     unseen.append(child)
             below += height
         for markdown in reversed(unseen):  # top down: each joins the one retired before
-            previous = self._sibling_before(markdown)
-            if isinstance(previous, FrozenBlocks):
-                previous.retire(markdown)
-            else:
-                await self.mount(FrozenBlocks.retiring(markdown), before=markdown)
+            await self._freeze([markdown.source], before=markdown, measured=[markdown.outer_size])
             await markdown.remove()
 
     def _sibling_before(self, child: Widget) -> Widget | None:
         index = self.children.index(child)
         return self.children[index - 1] if index else None
 
-    async def _freeze(self, pieces: list[str], *, before: Widget) -> None:
+    async def _freeze(
+        self, pieces: list[str], *, before: Widget, measured: Sequence[Size | None] = ()
+    ) -> None:
         """Put `pieces` right before `before`, in the FrozenBlocks already there if any:
-        one widget whatever the length of the reply."""
+        one widget whatever the length of the reply. `measured`: their exact sizes (a
+        Markdown retired), so the placeholder is exactly as tall."""
         if not pieces:
             return
         previous = self._sibling_before(before)
         if isinstance(previous, FrozenBlocks):
-            previous.extend(pieces)
+            previous.extend(pieces, measured)
         else:
-            await self.mount(FrozenBlocks(pieces), before=before)
+            await self.mount(FrozenBlocks(pieces, measured), before=before)
 
     def on_unmount(self) -> None:
         if self._pump_task is not None:
