@@ -333,6 +333,11 @@ class MemoryService:
             await self._load_index(self._progress)
             self._vectors_ready = True
 
+    async def load_vectors(self) -> None:
+        """Load the vector side now, ahead of the first recall, for a service opened
+        lazily that will recall soon (``qwenmem mcp`` lists memories before it is done)."""
+        await self._vectors()
+
     async def _load_index(self, progress: Progress | None) -> None:
         missing = await self.store.missing_vectors(self.embedder.id)
         if isinstance(self.embedder, HashEmbedder) or len(missing) <= _REEMBED_BATCH:
@@ -542,21 +547,35 @@ class MemoryService:
             )
 
     async def remember(
-        self, text: str, *, project: str, judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT
+        self,
+        text: str,
+        *,
+        project: str,
+        judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT,
+        category: str | None = None,
+        key: str | None = None,
+        origin: Origin | str = Origin.USER,
+        provenance: Provenance | None = None,
+        reason: str = "/remember",
     ) -> WriteResult:
         """/remember: the person's own words, filed under the subject they name.
 
         The key is derived from the text with its secrets cut out, so a key never
-        carries one (the value loses it in the guard).
+        carries one (the value loses it in the guard). A free-text note from a model
+        (the MCP ``remember`` tool) comes the same way with its own ``origin`` and
+        ``provenance``, and may name the ``category`` or ``key`` itself.
         """
-        category, key = classify_note(secrets.redact(text).replace(secrets.REDACTED, " "))
+        derived_category, derived_key = classify_note(
+            secrets.redact(text).replace(secrets.REDACTED, " ")
+        )
         return await self.save(
-            category,
-            key,
+            category or derived_category,
+            key or derived_key,
             text.strip(),
-            origin=Origin.USER,
+            origin=origin,
             project=project,
-            reason="/remember",
+            provenance=provenance,
+            reason=reason,
             judge_timeout=judge_timeout,
         )
 
