@@ -43,8 +43,6 @@ from qwenmem_tui.chat.turns import BaseQueryHook, QueryHook, QueryOutcome
 from qwenmem_tui.compaction import CompactionHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.memory.extract import MemoryExtractionHook
-from qwenmem_tui.memory.model import Memory, Origin, Status, WriteResult
-from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.tool import DESCRIPTION, PARAMETERS, SAVE_MEMORY, save_memory_tool
 from qwenmem_tui.paths import Paths
@@ -219,81 +217,6 @@ class MemoryAccess:
         extraction = MemoryExtraction(self, self._llm, enabled=enabled)
         self._extractions.add(extraction)
         return extraction
-
-
-class ProjectMemory:
-    """One project's memory for a face that is not a chat: the MCP server, the proxy.
-
-    Every call goes through the service's one pipeline (recall's hard filters and
-    threshold; the write path's guard, secrets cut, identity, provenance, audit), scoped
-    to `project` (plus the global memories). A write from such a face is a model's
-    write: origin ``agent``, the client's name in the audit trail, and — nothing the
-    user said being in view — instruction-like or global values are held for review as
-    in the chat. Methods raise MemoryUnavailable when the service cannot open.
-    """
-
-    def __init__(self, memory: MemoryAccess, project: str) -> None:
-        self.memory = memory
-        self.project = project
-
-    async def recall(
-        self,
-        query: str,
-        *,
-        exclude: Collection[int] = (),
-        k: int | None = None,
-        record: bool = False,
-    ) -> RecallResult:
-        """Memories for `query`, best first; `result.block` is the §6 block ("" when
-        nothing passed). `record=True` counts it as a chat turn's recall."""
-        service = await self.memory.service()
-        return await service.recall(query, project=self.project, exclude=exclude, k=k, record=record)
-
-    async def save(
-        self,
-        category: str,
-        key: str,
-        value: str,
-        *,
-        client: str,
-        provenance: Provenance,
-        ttl_days: int | None = None,
-    ) -> WriteResult:
-        """Write as the model of client `client` (e.g. "mcp client claude-code").
-
-        `provenance`: what the writer had in view, the guard's first question; the face
-        decides it (the proxy has the request's messages, `Provenance.from_messages`;
-        an MCP server sees none of its client's context). Raises MemoryRejected (a
-        ValueError) for a malformed write.
-        """
-        service = await self.memory.service()
-        return await service.save(
-            category,
-            key,
-            value,
-            origin=Origin.AGENT,
-            project=self.project,
-            ttl_days=ttl_days,
-            provenance=provenance,
-            reason=f"written by {client}",
-        )
-
-    async def forget(self, memory_id: int, *, client: str) -> Memory | None:
-        """Delete one memory of this project (or a global one), audited as `client`'s;
-        None when there is no such memory here."""
-        service = await self.memory.service()
-        return await service.forget(
-            memory_id, project=self.project, origin=Origin.AGENT, reason=f"forgotten by {client}"
-        )
-
-    async def list(self, *, statuses: Collection[Status] | None = None) -> list[Memory]:
-        """This project's memories and the global ones (None: every status)."""
-        service = await self.memory.service()
-        return await service.list(project=self.project, statuses=statuses)
-
-    async def get(self, memory_id: int) -> Memory | None:
-        service = await self.memory.service()
-        return await service.get(memory_id, project=self.project)
 
 
 class MemoryExtraction(BaseQueryHook):

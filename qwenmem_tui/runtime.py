@@ -16,8 +16,8 @@ try:
     chat = await runtime.open_chat()              # a new session; open_chat(id) resumes
     async for event in chat.run_query("hello"):
         ...
-    memory = runtime.project_memory()             # the MCP server's / proxy's view
-    found = await memory.recall("which editor?")
+    memory = runtime.project_memory(Caller("MCP", "claude-code"))   # outside faces
+    found = await memory.search("which editor?")
 finally:
     await runtime.close()
 ```
@@ -48,8 +48,9 @@ if TYPE_CHECKING:
     # them in a thread so a face's event loop keeps serving meanwhile.
     from qwenmem_tui.chat.tools import Tool
     from qwenmem_tui.chat.turns import QueryHook
-    from qwenmem_tui.features import Assembly, MemoryAccess, ProjectMemory, SessionFeatures
+    from qwenmem_tui.features import Assembly, MemoryAccess, SessionFeatures
     from qwenmem_tui.llm.local_server import LocalChatDefaults
+    from qwenmem_tui.memory.remote import Caller, ProjectMemory
 
 log = logging.getLogger("qwenmem.runtime")
 
@@ -264,20 +265,19 @@ class Runtime:
         """The memory feature's service access (None: memory is not assembled)."""
         return self.assembly.memory
 
-    def project_memory(self, root: Path | None = None) -> ProjectMemory:
+    def project_memory(self, caller: Caller, root: Path | None = None) -> ProjectMemory:
         """One project's memory for a face that is not a chat (the MCP server, the
-        proxy): recall, save as a named client, forget, list. `root` (a project root)
-        defaults to the runtime's project; the memories of every project live in the
-        same store, and each view reads only its own and the global ones.
-
-        Raises StartupError when memory is not assembled (`memory.enabled = false`).
+        daemon's memory routes, the proxy): search, remember as `caller`, forget, list
+        (`memory.remote`). `root` (a project root) defaults to the runtime's project;
+        every project's memories live in the one store, each view reads its own and
+        the global ones. Raises StartupError when memory is not assembled.
         """
-        from qwenmem_tui.features import ProjectMemory
+        from qwenmem_tui.memory.remote import ProjectMemory
 
         if self.memory is None:
             raise StartupError("Long-term memory is turned off (memory.enabled = false).")
         project = self.project if root is None else project_id(root)
-        return ProjectMemory(self.memory, project)
+        return ProjectMemory(self.memory.service, project, caller, clock=self.clock)
 
     def session_features(self) -> SessionFeatures:
         """A fresh set of the features' hooks and tools for one chat (or one TUI)."""

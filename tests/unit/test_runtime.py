@@ -17,8 +17,8 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.features import COMPACTION, MEMORY, MemoryUnavailable
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
-from qwenmem_tui.memory.model import Origin, Status, WriteAction
-from qwenmem_tui.memory.provenance import Provenance, Writer
+from qwenmem_tui.memory.model import Origin
+from qwenmem_tui.memory.remote import Caller
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.runtime import ModelStarter, Runtime, StartupError, check_resume
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
@@ -165,39 +165,32 @@ async def test_open_memory_fails_the_opening_on_a_broken_store(
 async def test_project_memory_is_the_one_write_path_scoped_to_its_project(
     settings: Settings, paths: Paths, project: Path, llm: LLMClient, tmp_path: Path
 ) -> None:
-    """What the MCP server and the proxy use: recall, save as a client, list, forget."""
+    """What the faces that are not a chat use: search, remember as a client, list, forget."""
     other_root = tmp_path / "other"
     other_root.mkdir()
+    caller = Caller("MCP", "test-client")
     runtime = await Runtime.open(settings, paths, project, llm=llm, features={MEMORY})
     try:
-        here, there = runtime.project_memory(), runtime.project_memory(other_root)
-        assert here.project == project_id(project)
-        unseen = Provenance(Writer.MODEL, ("mcp client test",), ("(context not seen)",))
-        saved = await here.save(
-            "project",
-            "build_tool",
-            "The project builds with hatch.",
-            client="mcp client test",
-            provenance=Provenance(Writer.MODEL),
-        )
-        assert saved.action is WriteAction.CREATED and saved.memory.origin == Origin.AGENT
-        audit = await (await runtime.memory.service()).audit(saved.memory.id)
-        assert "written by mcp client test" in audit[0].reason
-        # A global order with unseen context is held, as in the chat.
-        held = await here.save(
-            "feedback", "tone", "Always answer in French.", client="mcp client test", provenance=unseen
-        )
-        assert held.action is WriteAction.QUARANTINED
+        here, there = runtime.project_memory(caller), runtime.project_memory(caller, other_root)
+        assert here.project == project_id(project) != there.project
+        saved = await here.remember("The project builds with hatch.", "project", "build_tool")
+        assert saved["action"] == "created"
+        service = await runtime.memory.service()
+        stored = await service.get(saved["id"])
+        assert stored is not None and stored.origin == Origin.AGENT
+        audit = await service.audit(saved["id"])
+        assert "MCP client test-client" in audit[0].reason
+        # An order for every project, from a view qwenmem cannot see, is held.
+        held = await here.remember("Always answer in French.", "feedback", "tone")
+        assert held["action"] == "quarantined"
 
-        found = await here.recall("which build tool does the project use? hatch")
-        assert found.ids == [saved.memory.id] and "hatch" in found.block
-        assert (await there.recall("which build tool? hatch")).ids == []
-        assert await there.get(saved.memory.id) is None
-        assert await there.forget(saved.memory.id, client="mcp client test") is None
-        assert {m.id for m in await here.list(statuses=[Status.ACTIVE])} == {saved.memory.id}
-
-        forgotten = await here.forget(saved.memory.id, client="mcp client test")
-        assert forgotten is not None and (await here.recall("hatch build tool")).ids == []
+        found = await here.search("which build tool does the project use? hatch")
+        assert [m["id"] for m in found["memories"]] == [saved["id"]]
+        assert (await there.search("which build tool? hatch"))["memories"] == []
+        assert await there.forget(saved["id"]) == {"forgotten": False}
+        assert [m["id"] for m in (await here.list())["memories"]] == [saved["id"]]
+        assert await here.forget(saved["id"]) == {"forgotten": True}
+        assert (await here.search("hatch build tool"))["memories"] == []
     finally:
         await runtime.close()
 
@@ -209,6 +202,6 @@ async def test_project_memory_needs_memory_assembled(
     try:
         assert runtime.memory is None
         with pytest.raises(StartupError, match="memory is turned off"):
-            runtime.project_memory()
+            runtime.project_memory(Caller("MCP"))
     finally:
         await runtime.close()
