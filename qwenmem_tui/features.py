@@ -13,7 +13,8 @@ both, so a rule lives here once:
   extraction: compaction is *given* the extractor (`extract=`) when it is built; no
   feature looks for another among the hooks.
 - **The local model.** A model that cannot call tools is offered none — neither the
-  built-in ones nor a feature's (`offers_tools`) — and gets its short system prompt.
+  built-in ones nor a feature's (`offers_tools`); its short system prompt is chosen by
+  the runtime (`runtime.system_prompt_for`), with every other chat's.
 - **The recall adapter.** Prefetch recalls through `MemoryAccess.recall`, scoped to
   the project, waiting for the service where waiting is harmless.
 
@@ -279,8 +280,6 @@ class SessionFeatures:
     hooks: tuple[QueryHook, ...]
     """In the one correct order; pass them to ChatSession as they are."""
     tools: ToolRegistry
-    system_prompt: str | None = None
-    """The local model's short prompt, else None (the chat's default)."""
     compaction: CompactionHook | None = None
     prefetch: MemoryPrefetchHook | None = None
     extraction: MemoryExtraction | None = None
@@ -388,7 +387,6 @@ class Assembly:
         return SessionFeatures(
             hooks=tuple(hooks),
             tools=tools,
-            system_prompt=self.model_defaults.system_prompt if self.model_defaults else None,
             compaction=compaction,
             prefetch=prefetch,
             extraction=extraction,
