@@ -75,8 +75,13 @@ class MemoryReceipt(Vertical, can_focus=True):
         height: auto;
         max-height: 16;
         border: none;
-        padding: 0 0 0 2;
+        border-left: blank;
+        padding: 0 0 0 1;
         background: $background;
+        &:focus {
+            border: none;
+            border-left: outer $accent;
+        }
     }
     MemoryReceipt.-open > ReceiptEntries {
         display: block;
