@@ -161,10 +161,23 @@ class DaemonBackend:
         self._chats: OrderedDict[str, ChatSession] = OrderedDict()
         self._features: dict[str, SessionFeatures] = {}  # of the open chats
         self._locks: dict[str, asyncio.Lock] = {}
+        self._started = False
+        self._closed = False
+
+    @property
+    def started(self) -> bool:
+        """``start`` went through (a failed one leaves this False)."""
+        return self._started
 
     async def start(self) -> None:
+        """Open everything a request needs; raises (StorageError: one line naming the
+        file) instead of serving errors. ``qwenmem serve`` awaits it before it says it
+        is listening; what it opened before a failure is released by ``close``."""
         self.paths.ensure()
         self._db = await Database.open(self.paths.db_file)
+        # The daemon runs for days: a page damaged deep in the file would otherwise
+        # surface as a failed request much later, on whichever row it holds.
+        await self._db.check_integrity()
         self._store = SessionStore(self._db)
         if self._llm is None:
             self._llm = LLMClient.from_settings(self.settings)
@@ -181,8 +194,14 @@ class DaemonBackend:
         if memory is not None:
             memory.notice_listeners.append(lambda text: log.warning("[DAEMON] memory: %s", text))
             await memory.service()  # open before serving: a broken store fails the start
+        self._started = True
 
     async def close(self) -> None:
+        """Release what ``start`` opened, even a part of it; a second call does nothing
+        (and does not suspend: it may run in a task being cancelled by Ctrl+C)."""
+        if self._closed:
+            return
+        self._closed = True
         # Let extraction of the last turns finish (bounded) before the service closes.
         extractions = [features.drain() for features in self._features.values()]
         if extractions:
@@ -576,7 +595,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await backend.start()
+        # `qwenmem serve` starts the backend itself, before it says it is listening;
+        # an app run by anything else (tests, another ASGI server) starts it here.
+        if not backend.started:
+            await backend.start()
         try:
             yield
         finally:
