@@ -52,6 +52,7 @@ from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
 from qwenmem_tui.features import Assembly, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
+from qwenmem_tui.memory.receipts import RECEIPT_ITEM, memories_json
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.recap import generate_session_recap
 from qwenmem_tui.runtime import Runtime
@@ -391,7 +392,14 @@ async def prompt(request: Request) -> Response:
         raise ApiError(
             502, "llm_error", reply.error or "The model request failed", sessionId=info.id
         )
-    return JSONResponse({"sessionId": info.id, "reply": reply.text, "status": reply.status})
+    return JSONResponse(
+        {
+            "sessionId": info.id,
+            "reply": reply.text,
+            "status": reply.status,
+            "memories": reply.memories,
+        }
+    )
 
 
 async def recap(request: Request) -> Response:
@@ -424,9 +432,12 @@ class _ReplyCollector:
         self._last_assistant: str | None = None
         self.status = "ok"
         self.error: str | None = None
+        self.memories: list[dict[str, Any]] = []  # the reply's receipt: what it used
 
     def feed(self, event: object) -> None:
-        if isinstance(event, TurnStarted):
+        if isinstance(event, ItemAdded) and event.item.type == RECEIPT_ITEM:
+            self.memories = memories_json(event.item)
+        elif isinstance(event, TurnStarted):
             self._turn_text = []
         elif isinstance(event, AssistantDelta):
             self._turn_text.append(event.text)
@@ -472,7 +483,8 @@ async def _sse_events(
         error = reply.error or "The model request failed"
         yield _sse("error", {"error": error, "code": "llm_error", "sessionId": info.id})
         return
-    yield _sse("done", {"sessionId": info.id, "reply": reply.text, "status": reply.status})
+    done = {"sessionId": info.id, "reply": reply.text, "status": reply.status}
+    yield _sse("done", {**done, "memories": reply.memories})
 
 
 def _tool_call_json(call: Any) -> dict[str, Any]:
