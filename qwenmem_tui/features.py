@@ -209,7 +209,13 @@ class MemoryAccess:
                     raise ToolError(str(exc)) from exc
             return await tool.handler(args, ctx)
 
-        return Tool(name=SAVE_MEMORY, description=DESCRIPTION, parameters=PARAMETERS, handler=handler)
+        return Tool(
+            name=SAVE_MEMORY,
+            description=DESCRIPTION,
+            parameters=PARAMETERS,
+            handler=handler,
+            untrusted_output=False,  # a receipt of qwenmem's own
+        )
 
     def extraction(self, *, enabled: bool) -> MemoryExtraction:
         """A new extraction hook for one set of features (drained by :meth:`close`)."""

@@ -57,6 +57,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="keep each line's scope (default: project memories land in this project)",
     )
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="the file is your own words: without it, its lines are judged like text read "
+        "from a file (rules and facts about you are held for review)",
+    )
     p.set_defaults(func=import_)
 
     p = commands.add_parser("forget", help="delete one memory (audited)")
@@ -213,7 +219,9 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         print(f"qwenmem: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     async with _service(settings, paths) as svc:
-        report = await svc.import_lines(lines, project=_project(), keep_scope=args.keep_scope)
+        report = await svc.import_lines(
+            lines, project=_project(), keep_scope=args.keep_scope, trusted=args.trust
+        )
     for error in report.errors:
         print(f"qwenmem: {args.file}: {terminal_safe(str(error))}", file=sys.stderr)
     order = (

@@ -24,7 +24,7 @@ log = logging.getLogger("qwenmem.storage")
 
 T = TypeVar("T")
 
-RESTORE_HINT = " (then `qwenmem memory import FILE` restores a `qwenmem memory export` backup)"
+RESTORE_HINT = " (then `qwenmem memory import --trust FILE` restores a `qwenmem memory export` backup)"
 """Appended to every "the database is damaged" message: the way back for memories."""
 
 SIDE_FILES = ("-wal", "-shm", "-journal")
