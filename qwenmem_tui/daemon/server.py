@@ -177,6 +177,8 @@ class DaemonBackend:
             features=self._feature_names,
             model_defaults=self.model_defaults,
         )
+        if self._assembly.mcp is not None:
+            self._assembly.mcp.start()  # in the background: trusted servers' tools join when up
         memory = self._assembly.memory
         if memory is not None:
             memory.notice_listeners.append(lambda text: log.warning("[DAEMON] memory: %s", text))

@@ -387,6 +387,7 @@ class QwenmemApp(App[None]):
             clock=self.clock,
             features=features,
             memory=self._assembly.memory,
+            mcp=self._assembly.mcp,
         )
         for factory in self._extension_factories:
             extension = await factory(context)
