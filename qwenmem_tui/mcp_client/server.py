@@ -78,6 +78,11 @@ class McpServer:
     def timeout(self) -> float:
         return self.settings.timeout
 
+    @property
+    def opening(self) -> asyncio.Future[ClientSession] | None:
+        """The latest start, done once it is ready or failed (None: never started)."""
+        return self._ready
+
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> asyncio.Future[ClientSession]:

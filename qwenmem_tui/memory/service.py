@@ -60,6 +60,7 @@ from qwenmem_tui.memory.model import (
     scope_for,
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer
+from qwenmem_tui.memory.relevance import dismissed_for
 from qwenmem_tui.memory.store import MemoryStore
 from qwenmem_tui.memory.write_plan import join_reasons
 
@@ -333,6 +334,11 @@ class MemoryService:
             await self._load_index(self._progress)
             self._vectors_ready = True
 
+    async def load_vectors(self) -> None:
+        """Load the vector side now, ahead of the first recall, for a service opened
+        lazily that will recall soon (``qwenmem mcp`` lists memories before it is done)."""
+        await self._vectors()
+
     async def _load_index(self, progress: Progress | None) -> None:
         missing = await self.store.missing_vectors(self.embedder.id)
         if isinstance(self.embedder, HashEmbedder) or len(missing) <= _REEMBED_BATCH:
@@ -542,21 +548,35 @@ class MemoryService:
             )
 
     async def remember(
-        self, text: str, *, project: str, judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT
+        self,
+        text: str,
+        *,
+        project: str,
+        judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT,
+        category: str | None = None,
+        key: str | None = None,
+        origin: Origin | str = Origin.USER,
+        provenance: Provenance | None = None,
+        reason: str = "/remember",
     ) -> WriteResult:
         """/remember: the person's own words, filed under the subject they name.
 
         The key is derived from the text with its secrets cut out, so a key never
-        carries one (the value loses it in the guard).
+        carries one (the value loses it in the guard). A free-text note from a model
+        (the MCP ``remember`` tool) comes the same way with its own ``origin`` and
+        ``provenance``, and may name the ``category`` or ``key`` itself.
         """
-        category, key = classify_note(secrets.redact(text).replace(secrets.REDACTED, " "))
+        derived_category, derived_key = classify_note(
+            secrets.redact(text).replace(secrets.REDACTED, " ")
+        )
         return await self.save(
-            category,
-            key,
+            category or derived_category,
+            key or derived_key,
             text.strip(),
-            origin=Origin.USER,
+            origin=origin,
             project=project,
-            reason="/remember",
+            provenance=provenance,
+            reason=reason,
             judge_timeout=judge_timeout,
         )
 
@@ -722,9 +742,42 @@ class MemoryService:
         recall counters alone (CLI search is not a chat turn).
         """
         await self._vectors()
+        dismissed = await self._dismissed(query, project)
+        if dismissed:
+            exclude = set(exclude) | dismissed
         return await self.recaller.recall(
             query, project=project, exclude=exclude, k=k, min_score=min_score, record=record
         )
+
+    async def _dismissed(self, query: str, project: str) -> set[int]:
+        """Memories the person marked not relevant for messages like ``query`` here."""
+        marks = await self.store.dismissals(user=self.user, project=project)
+        if not marks:
+            return set()
+        threshold = self.recaller.threshold
+        return await dismissed_for(
+            query,
+            marks,
+            embed=self.embedder.embed_queries if self.recaller.dense_enabled else None,
+            threshold=threshold if threshold is not None else 0.0,
+        )
+
+    async def dismiss(self, memory_id: int, *, project: str, query: str) -> Memory | None:
+        """"Not relevant here": leave this memory out of recall for messages like
+        ``query`` in ``project`` (audited; the query is stored with secrets redacted)."""
+        memory = await self.get(memory_id, project=project)
+        if memory is None:
+            return None
+        said = secrets.redact(query)
+        await self.store.dismiss(
+            memory_id,
+            user=self.user,
+            project=project,
+            query=said,
+            now=self.clock(),
+            reason=f"not relevant here (project {project})",
+        )
+        return memory
 
     async def nearest(
         self,

@@ -1,9 +1,9 @@
 """MCP servers in the app: started with the session, /mcp, the permission prompt.
 
 The servers and their tools are assembled in the core (`qwenmem_tui/mcp_client/`,
-`Assembly.mcp`); this module starts them once the app is open (in the background:
-neither the first frame nor the first message waits), says in one line when one fails
-to start, lists them on /mcp and asks the user before an untrusted tool runs.
+`Assembly.mcp`) and started by the runtime in the background (neither the first frame
+nor the first message waits); this module says in one line when one fails to start,
+lists them on /mcp and asks the user before an untrusted tool runs.
 """
 
 from __future__ import annotations
@@ -44,15 +44,15 @@ class McpFeature:
             app.show_error(line)
         self._pending.clear()
 
-    def start(self) -> None:
-        """Start the servers; a failure to start is one line in the conversation."""
+    def watch(self) -> None:
+        """A server that fails to start (the runtime starts them) is one line here."""
         servers = self._servers
         if servers is None:
             return
-        servers.start()
         for server in servers.servers.values():
-            if server.state == "starting":
-                server.start().add_done_callback(lambda _, server=server: self._started(server))
+            opening = server.opening
+            if opening is not None:
+                opening.add_done_callback(lambda _, server=server: self._started(server))
 
     def _started(self, server: McpServer) -> None:
         if server.state != "failed":
@@ -95,7 +95,7 @@ class McpFeature:
 
 async def _build(context: AppContext) -> Extension:
     feature = McpFeature(context, context.mcp)
-    feature.start()
+    feature.watch()
 
     async def close() -> None:
         if context.mcp is not None:
