@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,9 +102,14 @@ def storable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+ToolProvider = Callable[[], Sequence[Tool]]
+"""Tools that come and go (an MCP server's, once it is up): asked on every request."""
+
+
 class ToolRegistry:
     def __init__(self, tools: list[Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self._providers: list[ToolProvider] = []
         for tool in tools or ():
             self.register(tool)
 
@@ -113,8 +118,22 @@ class ToolRegistry:
             raise ValueError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
 
+    def add_provider(self, provider: ToolProvider) -> None:
+        """Offer the tools `provider` returns at each request; a registered tool's name
+        wins over a provided one."""
+        self._providers.append(provider)
+
+    def _all(self) -> dict[str, Tool]:
+        if not self._providers:
+            return self._tools
+        tools = dict(self._tools)
+        for provider in self._providers:
+            for tool in provider():
+                tools.setdefault(tool.name, tool)
+        return tools
+
     def names(self) -> list[str]:
-        return list(self._tools)
+        return list(self._all())
 
     def trusted_outputs(self) -> frozenset[str]:
         """Names of the tools whose output is not untrusted content (see Tool)."""
@@ -128,14 +147,14 @@ class ToolRegistry:
 
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI `tools` request parameter."""
-        return [tool.schema() for tool in self._tools.values()]
+        return [tool.schema() for tool in self._all().values()]
 
     async def call(self, name: str, arguments: str, ctx: ToolContext) -> ToolResult:
         """Run one tool call; every failure becomes an error result for the model.
 
         Cancellation is not a failure: it propagates so the chat loop can stop.
         """
-        tool = self._tools.get(name)
+        tool = self._all().get(name)
         if tool is None:
             known = ", ".join(self.names()) or "none"
             return ToolResult(f"Unknown tool {name!r}. Available tools: {known}.", True)

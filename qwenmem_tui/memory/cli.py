@@ -48,6 +48,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = commands.add_parser("export", help="write every memory as JSON lines")
     p.add_argument("file", nargs="?", type=Path, help="output file (default: stdout)")
+    p.add_argument(
+        "--salvage",
+        action="store_true",
+        help="from a damaged database: every memory still readable, read-only "
+        "(restore it with `memory import --trust --keep-scope FILE`)",
+    )
     p.set_defaults(func=export)
 
     p = commands.add_parser("import", help="read memories from JSON lines, through the guard")
@@ -201,6 +207,8 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
 
 
 async def export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    if args.salvage:
+        return await salvage_export(args, settings, paths)
     async with _service(settings, paths, lazy=True) as svc:
         lines = await svc.export_lines()
     text = "".join(terminal_safe_json(line) + "\n" for line in lines)
@@ -210,6 +218,40 @@ async def export(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
         args.file.write_text(text, encoding="utf-8")
     print(f"qwenmem: exported {len(lines)} memories", file=sys.stderr)
     return 0
+
+
+async def salvage_export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    """``export --salvage``: what a damaged database still holds, without opening it as
+    qwenmem does (no migrations, no writes, no index)."""
+    import asyncio
+
+    from qwenmem_tui.memory.salvage import salvage
+    from qwenmem_tui.memory.service import default_user
+
+    if not paths.db_file.exists():
+        print(f"qwenmem: no database at {paths.db_file}", file=sys.stderr)
+        return 1
+    report = await asyncio.to_thread(salvage, paths.db_file, user=default_user(settings))
+    where = "stdout" if args.file is None else str(args.file)
+    if report.unreadable_file is None:
+        text = "".join(terminal_safe_json(line) + "\n" for line in report.lines)
+        try:
+            if args.file is None:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            else:
+                args.file.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            if args.file is not None:
+                args.file.unlink(missing_ok=True)  # half a backup would pass for a whole one
+            print(
+                f"qwenmem: cannot write {where}: {exc.strerror or exc} (nothing exported; "
+                f"{paths.db_file} was not touched)",
+                file=sys.stderr,
+            )
+            return 1
+    print(f"qwenmem: {terminal_safe(report.summary(where))}", file=sys.stderr)
+    return 1 if report.unreadable_file is not None else 0
 
 
 async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:

@@ -56,6 +56,7 @@ from qwenmem_tui.memory.model import (
     WriteResult,
     content_hash,
     embed_text,
+    export_line,
     holds,
     scope_for,
 )
@@ -913,13 +914,7 @@ class MemoryService:
     # backup ------------------------------------------------------------------------
     async def export_lines(self) -> list[str]:
         """Every memory of this user as JSON lines, all statuses (a full backup)."""
-        lines = []
-        for m in await self.store.list(user=self.user):
-            row = m.to_json()
-            if m.expires_at is not None:
-                row["ttl_days"] = max(1, round((m.expires_at - m.created_at) / DAY))
-            lines.append(json.dumps(row, ensure_ascii=False))
-        return lines
+        return [export_line(m) for m in await self.store.list(user=self.user)]
 
     async def import_lines(
         self,
