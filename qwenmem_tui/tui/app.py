@@ -324,6 +324,7 @@ class QwenmemApp(App[None]):
             clock=self.clock,
             features=features,
             memory=runtime.memory,
+            mcp=runtime.assembly.mcp,
         )
         assert self._extension_factories is not None  # resolved by _extension_features
         for factory in self._extension_factories:
