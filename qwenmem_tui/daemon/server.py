@@ -50,9 +50,11 @@ from qwenmem_tui.daemon.guard import (
     error_response,
 )
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
+from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
 from qwenmem_tui.features import Assembly, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
+from qwenmem_tui.memory.exchange import ExchangeMemory
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.recap import generate_session_recap
 from qwenmem_tui.storage.database import Database
@@ -69,7 +71,7 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 MAX_OPEN_CHATS = 32
 MAX_TITLE_CHARS = 200
 API_VERSION = 1
-FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory")
+FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory", "openai_proxy")
 
 
 # Called once per session the daemon opens: hooks keep per-session state (surfaced
@@ -114,6 +116,9 @@ class ServerOptions:
     """Host names accepted besides the bound address and the localhost names."""
     max_body_bytes: int = MAX_BODY_BYTES
     recap_timeout: float = RECAP_TIMEOUT_SECONDS
+    proxy_extract: bool = False
+    """Extract memories from replies the OpenAI-compatible proxy relays (off: a proxy's
+    clients did not ask qwenmem to learn from their conversations)."""
 
     def guard_policy(self) -> GuardPolicy:
         """What the guard enforces: these options, the host names with the localhost
@@ -144,8 +149,11 @@ class DaemonBackend:
         features: Collection[str] | None = None,
         session_features: FeatureFactory = assembled_features,
         model_defaults: LocalChatDefaults | None = None,
+        proxy_extract: bool = False,
     ) -> None:
         self.settings = settings
+        self._proxy_extract = proxy_extract
+        self._upstream: Upstream | None = None
         # The bundled local model: its short system prompt, and no tools it cannot call.
         self.model_defaults = model_defaults
         self.paths = paths
@@ -181,6 +189,21 @@ class DaemonBackend:
         if memory is not None:
             memory.notice_listeners.append(lambda text: log.warning("[DAEMON] memory: %s", text))
             await memory.service()  # open before serving: a broken store fails the start
+        self._upstream = Upstream(
+            self._llm.base_url,
+            self._llm.api_key,
+            model=self._llm.model,
+            project=self.project,
+            timeout=self.settings.llm.timeout,
+            memory=None
+            if memory is None
+            else ExchangeMemory(
+                memory.service,
+                initial_wait_ms=self.settings.memory.initial_wait_ms,
+                llm=self._llm,
+                extract=self._proxy_extract and self.settings.memory.extraction,
+            ),
+        )
 
     async def close(self) -> None:
         # Let extraction of the last turns finish (bounded) before the service closes.
@@ -195,6 +218,8 @@ class DaemonBackend:
             await chat.close()
         self._chats.clear()
         self._features.clear()
+        if self._upstream is not None:
+            await self._upstream.aclose()
         if self._assembly is not None:
             await self._assembly.close()
         if self._llm is not None and self._owns_llm:
@@ -206,6 +231,12 @@ class DaemonBackend:
     def store(self) -> SessionStore:
         assert self._store is not None, "DaemonBackend.start() was not awaited"
         return self._store
+
+    @property
+    def upstream(self) -> Upstream:
+        """The OpenAI-compatible proxy's endpoint and memory."""
+        assert self._upstream is not None, "DaemonBackend.start() was not awaited"
+        return self._upstream
 
     @property
     def assembly(self) -> Assembly:
@@ -545,6 +576,8 @@ ROUTES = [
     # session_not_found envelope instead of the router's bare 404.
     Route("/session/{session_id:path}/prompt", prompt, methods=["POST"]),
     Route("/session/{session_id:path}/recap", recap, methods=["POST"]),
+    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    Route("/v1/models", list_models, methods=["GET"]),
 ]
 
 
@@ -572,11 +605,13 @@ def create_app(
         features=features,
         session_features=session_features,
         model_defaults=model_defaults,
+        proxy_extract=options.proxy_extract,
     )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await backend.start()
+        app.state.upstream = backend.upstream
         try:
             yield
         finally:
