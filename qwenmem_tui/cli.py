@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.llm.local_server import LocalModelServer
-    from qwenmem_tui.tui.app import ModelStarter
+    from qwenmem_tui.runtime import ModelStarter
 
 # Startup cost is paid by every command, `--help` included, so this module and the
 # feature modules' `register` import nothing heavy at the top: the config (pydantic),
@@ -244,7 +244,8 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     from contextlib import ExitStack
 
     from qwenmem_tui.llm.provider import resolve_provider
-    from qwenmem_tui.tui.app import StartupError, check_resume, create_app  # textual: TUI only
+    from qwenmem_tui.runtime import StartupError, check_resume
+    from qwenmem_tui.tui.app import create_app  # textual: TUI only
 
     if isinstance(args.resume, str) and args.resume:
         try:  # a wrong id is one line here, not a flash of the full-screen view
@@ -283,7 +284,7 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
 
 def _local_model_starter(server: LocalModelServer, settings: Settings) -> ModelStarter:
     from qwenmem_tui.llm.local_server import LocalModelError
-    from qwenmem_tui.tui.app import ModelStarter, StartupError
+    from qwenmem_tui.runtime import ModelStarter, StartupError
 
     async def start(progress: Callable[[str], None]) -> LLMClient:
         def show(elapsed: float) -> None:

@@ -13,7 +13,8 @@ both, so a rule lives here once:
   extraction: compaction is *given* the extractor (`extract=`) when it is built; no
   feature looks for another among the hooks.
 - **The local model.** A model that cannot call tools is offered none — neither the
-  built-in ones nor a feature's (`offers_tools`) — and gets its short system prompt.
+  built-in ones nor a feature's (`offers_tools`); its short system prompt is chosen by
+  the runtime (`runtime.system_prompt_for`), with every other chat's.
 - **The recall adapter.** Prefetch recalls through `MemoryAccess.recall`, scoped to
   the project, waiting for the service where waiting is harmless.
 
@@ -42,8 +43,9 @@ from qwenmem_tui.chat.turns import BaseQueryHook, QueryHook, QueryOutcome
 from qwenmem_tui.compaction import CompactionHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.memory.extract import MemoryExtractionHook
+from qwenmem_tui.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.memory.service import MemoryService
-from qwenmem_tui.memory.tool import DESCRIPTION, PARAMETERS, SAVE_MEMORY, save_memory_tool
+from qwenmem_tui.memory.tool import DESCRIPTION, PARAMETERS, SAVE_MEMORY, OnWrite, save_memory_tool
 from qwenmem_tui.paths import Paths
 
 if TYPE_CHECKING:
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.llm.local_server import LocalChatDefaults
     from qwenmem_tui.memory.live import Freshness, LiveBlocks
+    from qwenmem_tui.memory.model import Memory
     from qwenmem_tui.memory.recall import RecallResult
 
 log = logging.getLogger("qwenmem.features")
@@ -193,18 +196,24 @@ class MemoryAccess:
     async def record_delivery(self, point: str) -> None:
         await (await self.service()).record_delivery(point)
 
+    async def fetch(self, ids: Sequence[int]) -> list[Memory]:
+        """Memories by id as they stand (for a reply's receipt), this user's only."""
+        service = await self.service()
+        return [m for m in await service.store.fetch(list(ids)) if m.user == service.user]
+
     async def record_recall(self, result: RecallResult) -> None:
         await (await self.service()).record_recall(result)
 
-    def save_memory_tool(self) -> Tool:
-        """save_memory as registered at startup; it waits for the service on first use."""
+    def save_memory_tool(self, on_write: OnWrite | None = None) -> Tool:
+        """save_memory as registered at startup; it waits for the service on first use.
+        ``on_write`` is told of each write (the reply's receipt)."""
         tool: Tool | None = None
 
         async def handler(args: dict[str, Any], ctx: ToolContext) -> str:
             nonlocal tool
             if tool is None:
                 try:
-                    tool = save_memory_tool(await self.service())
+                    tool = save_memory_tool(await self.service(), on_write=on_write)
                 except MemoryUnavailable as exc:
                     raise ToolError(str(exc)) from exc
             return await tool.handler(args, ctx)
@@ -271,11 +280,10 @@ class SessionFeatures:
     hooks: tuple[QueryHook, ...]
     """In the one correct order; pass them to ChatSession as they are."""
     tools: ToolRegistry
-    system_prompt: str | None = None
-    """The local model's short prompt, else None (the chat's default)."""
     compaction: CompactionHook | None = None
     prefetch: MemoryPrefetchHook | None = None
     extraction: MemoryExtraction | None = None
+    receipts: MemoryReceiptHook | None = None
 
     def warm_recall(self, session: ChatSession, text: str) -> None:
         """Typing paused: start recall for the prompt's text, so a question sent as it
@@ -349,6 +357,7 @@ class Assembly:
         hooks: list[QueryHook] = []
         prefetch: MemoryPrefetchHook | None = None
         extraction: MemoryExtraction | None = None
+        receipts: MemoryReceiptHook | None = None
         memory = self.memory if MEMORY in self.features else None
         if memory is not None:
             settings = self.settings.memory
@@ -360,7 +369,9 @@ class Assembly:
                 record_recall=memory.record_recall,
                 live=memory.live,
             )
-            feature_tools.append(memory.save_memory_tool())
+            # After prefetch: it reads what this query's requests carried.
+            receipts = MemoryReceiptHook(prefetch, memory.fetch)
+            feature_tools.append(memory.save_memory_tool(on_write=receipts.record_write))
         compaction: CompactionHook | None = None
         if COMPACTION in self.features:
             compaction = CompactionHook(
@@ -369,17 +380,17 @@ class Assembly:
                 extract=extraction.extract_block if extraction is not None else None,
             )
             hooks.append(compaction)  # first: see the module docstring
-        if prefetch is not None and extraction is not None:
-            hooks.extend((prefetch, extraction))
+        if prefetch is not None and extraction is not None and receipts is not None:
+            hooks.extend((prefetch, receipts, extraction))
         for tool in feature_tools if with_tools else ():
             tools.register(tool)
         return SessionFeatures(
             hooks=tuple(hooks),
             tools=tools,
-            system_prompt=self.model_defaults.system_prompt if self.model_defaults else None,
             compaction=compaction,
             prefetch=prefetch,
             extraction=extraction,
+            receipts=receipts,
         )
 
     async def close(self) -> None:

@@ -206,6 +206,19 @@ OPENAPI_SCHEMA: dict[str, Any] = {
                                         "status": {
                                             "enum": ["ok", "turn_cap", "context_limit", "cancelled"]
                                         },
+                                        "memories": {
+                                            "description": "The memories the reply's requests carried (its receipt)",
+                                            "type": "array",
+                                            "items": {
+                                                "type": "object",
+                                                "required": ["id", "key", "value"],
+                                                "properties": {
+                                                    "id": {"type": "integer"},
+                                                    "key": {"type": "string"},
+                                                    "value": {"type": "string"},
+                                                },
+                                            },
+                                        },
                                     },
                                 }
                             },

@@ -42,6 +42,7 @@ class AuditAction(StrEnum):
     QUARANTINE = "quarantine"
     APPROVE = "approve"
     FORGET = "forget"
+    DISMISS = "dismiss"  # "not relevant here": left out of recall for similar messages
 
 
 # Facts about the person follow them everywhere; facts about a codebase stay with it.

@@ -60,6 +60,7 @@ from qwenmem_tui.memory.model import (
     scope_for,
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer
+from qwenmem_tui.memory.relevance import dismissed_for
 from qwenmem_tui.memory.store import MemoryStore
 from qwenmem_tui.memory.write_plan import join_reasons
 
@@ -741,9 +742,42 @@ class MemoryService:
         recall counters alone (CLI search is not a chat turn).
         """
         await self._vectors()
+        dismissed = await self._dismissed(query, project)
+        if dismissed:
+            exclude = set(exclude) | dismissed
         return await self.recaller.recall(
             query, project=project, exclude=exclude, k=k, min_score=min_score, record=record
         )
+
+    async def _dismissed(self, query: str, project: str) -> set[int]:
+        """Memories the person marked not relevant for messages like ``query`` here."""
+        marks = await self.store.dismissals(user=self.user, project=project)
+        if not marks:
+            return set()
+        threshold = self.recaller.threshold
+        return await dismissed_for(
+            query,
+            marks,
+            embed=self.embedder.embed_queries if self.recaller.dense_enabled else None,
+            threshold=threshold if threshold is not None else 0.0,
+        )
+
+    async def dismiss(self, memory_id: int, *, project: str, query: str) -> Memory | None:
+        """"Not relevant here": leave this memory out of recall for messages like
+        ``query`` in ``project`` (audited; the query is stored with secrets redacted)."""
+        memory = await self.get(memory_id, project=project)
+        if memory is None:
+            return None
+        said = secrets.redact(query)
+        await self.store.dismiss(
+            memory_id,
+            user=self.user,
+            project=project,
+            query=said,
+            now=self.clock(),
+            reason=f"not relevant here (project {project})",
+        )
+        return memory
 
     async def nearest(
         self,

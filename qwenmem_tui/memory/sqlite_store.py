@@ -20,6 +20,7 @@ from qwenmem_tui.memory.model import (
     AuditEntry,
     Memory,
     MemoryDraft,
+    Origin,
     Status,
 )
 from qwenmem_tui.memory.store import (
@@ -259,6 +260,29 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             (_ACTIVE, Status.QUARANTINED.value, embedding_model),
         )
         return [_row_to_memory(r) for r in await cur.fetchall()]
+
+    async def dismiss(
+        self, memory_id: int, *, user: str, project: str, query: str, now: float, reason: str
+    ) -> None:
+        async def body(conn: aiosqlite.Connection) -> None:
+            await conn.execute(
+                "INSERT INTO memory_dismissals (memory_id, user, project, query, at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (memory_id, user, project, query, now),
+            )
+            await _Steps(conn).insert_audit(
+                (memory_id, AuditAction.DISMISS.value, Origin.USER.value, now, reason, None, query)
+            )
+
+        await self._tx(body)
+
+    async def dismissals(self, *, user: str, project: str) -> list[tuple[int, str]]:
+        cur = await self._conn.execute(
+            "SELECT memory_id, query FROM memory_dismissals WHERE user = ? AND project = ?"
+            " ORDER BY id",
+            (user, project),
+        )
+        return [(int(i), str(q)) for i, q in await cur.fetchall()]
 
     async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:
         sql = AUDIT_SELECT

@@ -106,7 +106,9 @@ def test_prompt_runs_the_chat_loop_and_keeps_history(client: TestClient, fake: F
     fake.script(Reply("Hello **there**"), Reply("Second answer"))
     first = client.post(f"/session/{session_id}/prompt", json={"text": "hi"})
     assert first.status_code == 200
-    assert first.json() == {"sessionId": session_id, "reply": "Hello **there**", "status": "ok"}
+    assert first.json() == {
+        "sessionId": session_id, "reply": "Hello **there**", "status": "ok", "memories": []
+    }
     second = client.post(f"/session/{session_id}/prompt", json={"text": "and now?"})
     assert second.json()["reply"] == "Second answer"
     roles = [(m["role"], m.get("content")) for m in fake.chat_requests[-1]["messages"]]
@@ -156,7 +158,9 @@ def test_prompt_streams_sse_events(client: TestClient, fake: FakeOpenAI) -> None
     assert (call["name"], json.loads(call["arguments"])) == ("list_directory", {"path": "."})
     assert result["isError"] is False and "README.md" in result["result"]
     assert "".join(data["text"] for kind, data in events if kind == "delta") == "Two files, chunked."
-    assert events[-1][1] == {"sessionId": session_id, "reply": "Two files, chunked.", "status": "ok"}
+    assert events[-1][1] == {
+        "sessionId": session_id, "reply": "Two files, chunked.", "status": "ok", "memories": []
+    }
 
 
 def test_prompt_model_failure_is_502_and_an_sse_error_event(
