@@ -308,13 +308,14 @@ async def serve_stdio(
 
 
 def _llm(settings: Settings) -> Any:
-    """The configured endpoint for an ``openai`` embedder and the identity judge; none
-    for the bundled local model (a per-session MCP server must not start llama.cpp)."""
+    """The configured endpoint, only for an ``openai`` embedder: building a client loads
+    the SDK (~0.4 s), and a per-session server must answer first. Writes here use the
+    identity rule alone (no judge); the bundled local model is never started."""
     import os
 
     from qwenmem_tui.llm.provider import resolve_provider
 
-    if resolve_provider(settings, os.environ) == "local":
+    if settings.memory.embedding != "openai" or resolve_provider(settings, os.environ) == "local":
         return None
     from qwenmem_tui.llm.client import LLMClient
 

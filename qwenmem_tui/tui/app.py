@@ -17,15 +17,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding
 from textual.content import Content
+from textual.driver import Driver
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -130,6 +133,17 @@ class QwenmemApp(App[None]):
         self._session_features: SessionFeatures | None = None
         # ConfigError for an unknown id or key name: reported before anything is drawn.
         self.set_keymap(checked_keymap(settings, self.BINDINGS))
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this terminal; on Linux and macOS the same driver with
+        its input made whole first (Alt+Enter, split mouse reports: terminal_input)."""
+        driver = super().get_driver_class()
+        if sys.platform != "win32":  # the Linux driver's module needs termios
+            from qwenmem_tui.tui.terminal_input import CleanInputDriver
+
+            if driver is CleanInputDriver.__base__:
+                return CleanInputDriver
+        return driver
 
     # -- what extensions and commands use -------------------------------------------
 
@@ -309,6 +323,7 @@ class QwenmemApp(App[None]):
             clock=self.clock,
             features=features,
             memory=runtime.memory,
+            mcp=runtime.assembly.mcp,
         )
         assert self._extension_factories is not None  # resolved by _extension_features
         for factory in self._extension_factories:
@@ -404,6 +419,18 @@ class QwenmemApp(App[None]):
                 await _maybe_await(extension.on_session_opened(self, event.resumed))
 
     # -- focus -----------------------------------------------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        # Keys and pastes from the terminal, before Textual hands each to the focused
+        # widget: the chat screen may move the focus to its prompt first (see
+        # ChatScreen.take_typing), so every key of a burst lands where it was meant.
+        if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
+            from qwenmem_tui.tui.screens.chat import ChatScreen
+
+            screen = self.screen
+            if isinstance(screen, ChatScreen):
+                screen.take_typing(event)
+        await super().on_event(event)
 
     def watch_app_focus(self, app_focus: bool) -> None:
         # Textual sets app_focus from AppFocus/AppBlur and also on any key or click

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     # Types only: features loads the memory stack (numpy/FAISS), which the app imports
     # in its startup worker, after the first frame.
     from qwenmem_tui.features import MemoryAccess, SessionFeatures
+    from qwenmem_tui.mcp_client.servers import McpServers
     from qwenmem_tui.tui.app import AppState, QwenmemApp
 
 
@@ -53,6 +54,8 @@ class AppContext:
     """The app's one set of hooks and tools (they follow the session on screen)."""
     memory: MemoryAccess | None = None
     """The memory service, opening in the background (None: memory is not assembled)."""
+    mcp: McpServers | None = None
+    """The configured MCP servers, not started yet (None: none configured)."""
 
 
 @dataclass

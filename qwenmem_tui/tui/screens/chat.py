@@ -52,6 +52,15 @@ log = logging.getLogger("qwenmem.tui")
 WARM_DELAY = 0.3
 """Seconds of no typing before memory recall is warmed for the prompt's text: long
 enough to skip most keystrokes, short enough that recall has settled by Enter."""
+EDITING_KEYS = frozenset(
+    {
+        "backspace", "delete", "ctrl+h", "ctrl+w", "ctrl+u", "ctrl+k", "ctrl+f",
+        "left", "right", "ctrl+left", "ctrl+right", "shift+left", "shift+right",
+        "ctrl+a", "ctrl+e", "ctrl+z", "ctrl+y", "ctrl+x", "ctrl+v",
+    }
+)  # fmt: skip
+"""Keys that edit the prompt's text; typed away from it, they are the prompt's too.
+(Home/End, PageUp/PageDown are the screen's own keys wherever the focus is.)"""
 SIDE_WORK_STATES = {"recap": "the recap", "compacting": "compacting"}
 """Busy states of side work (a command the user may interrupt): a message typed
 meanwhile stops it and goes first instead of waiting behind it."""
@@ -234,32 +243,24 @@ class ChatScreen(Screen[None]):
     def _suggestion_picked(self, event: CommandSuggestions.Picked) -> None:
         self.prompt.accept_suggestion(event.index)
 
-    def on_key(self, event: events.Key) -> None:
-        """A printable key that reached the screen was typed away from the prompt (after a
-        click on a tool call, say): it goes to the prompt instead of being lost. With
-        nothing focused (keys typed ahead while the app starts), Enter sends too."""
-        prompt = self.prompt
-        if self.focused is prompt:
-            return
-        if event.is_printable and event.character is not None:
-            event.stop()
-            event.prevent_default()
-            self.set_focus(prompt)  # now, not after a refresh: the next key goes there
-            prompt.insert(event.character)
-        elif event.key == "enter" and self.focused is None:
-            event.stop()
-            event.prevent_default()
-            self.set_focus(prompt)
-            prompt.action_send()
+    def take_typing(self, event: events.Key | events.Paste) -> None:
+        """Called by the app before it hands `event` to the focused widget: typing done
+        away from the prompt (after a click on a tool call or the compaction marker,
+        whose title takes the focus) moves the focus back to the prompt first.
 
-    def on_paste(self, event: events.Paste) -> None:
-        # The same for a paste that reached the screen (nothing focused yet, or a
-        # widget in the log that does not take text).
+        It must happen here, where keys are dispatched one by one in the order read,
+        and not when a key has bubbled up unused: the keys of a burst are all handed
+        to the widget focused when each is read, so moving the focus on the first
+        one left the rest going to the old widget and dropped ("t" of "typed...").
+        With nothing focused (typed ahead at startup, after the terminal lost focus)
+        every key is the prompt's, Enter included.
+        """
         prompt = self.prompt
-        if self.focused is not prompt and event.text:
-            event.stop()
-            self.set_focus(prompt)
-            prompt.insert(event.text)
+        focused = self.focused
+        if focused is prompt or self.app.screen is not self:
+            return
+        if focused is None or isinstance(event, events.Paste) or is_typing(event):
+            self.set_focus(prompt, scroll_visible=False)
 
     @on(PromptInput.Changed)
     def _typed(self) -> None:
@@ -533,6 +534,11 @@ class ChatScreen(Screen[None]):
             widget = self.qapp.widget_for_item(item)
             if widget is not None:
                 await self.log_view.add(widget)
+
+
+def is_typing(event: events.Key) -> bool:
+    """A key that writes or edits text, as opposed to one that moves or acts."""
+    return event.is_printable or event.key in EDITING_KEYS
 
 
 def _severity(level: str) -> str:
