@@ -455,7 +455,7 @@ class MemoryService:
         await self._vectors()  # identity and the write's own vector need them
         said = value  # as written: grounding is judged on it, not on the redacted value
         flags = list(dict.fromkeys([*hold, *verdict.flags]))
-        if provenance.writer is Writer.MODEL and provenance.untrusted_in_view:
+        if provenance.untrusted_in_view:
             reason = join_reasons(reason, provenance.describe())
         cat = Category(category)
         days, ttl_note = self.ttl.resolve(cat, ttl_days)
@@ -921,7 +921,12 @@ class MemoryService:
         return [export_line(m) for m in await self.store.list(user=self.user)]
 
     async def import_lines(
-        self, lines: Iterable[str], *, project: str, keep_scope: bool = False
+        self,
+        lines: Iterable[str],
+        *,
+        project: str,
+        keep_scope: bool = False,
+        trusted: bool = False,
     ) -> ImportReport:
         """Restore JSON lines through the guard; old (superseded/expired/deleted) rows
         are skipped so a backup never resurrects a value that was replaced.
@@ -932,6 +937,10 @@ class MemoryService:
         field) and ``"project"`` (this one) name no other project, so they are kept.
         A row exported as quarantined stays held. Importing the same file twice
         changes nothing new (refreshes, no second held row).
+
+        Unless ``trusted`` (``--trust``: the person says the file is their own words),
+        the lines are file content: judged like text the model read in a file; the
+        origin a line claims is kept as its label and in the audit, never believed.
         """
         report = ImportReport()
         for number, line in enumerate(lines, start=1):
@@ -965,12 +974,12 @@ class MemoryService:
                     row["key"],
                     row["value"],
                     origin=origin,
-                    provenance=Provenance.imported(),
+                    provenance=Provenance.imported(trusted=trusted),
                     project=project,
                     ttl_days=_import_ttl(row.get("ttl_days")),
                     scope=scope,
                     created_at=_import_time(row.get("created_at"), self.clock()),
-                    reason="import",
+                    reason="import --trust" if trusted else f"import; claimed origin {origin}",
                     hold=hold,
                 )
             except (ValueError, TypeError) as exc:  # MemoryRejected is a ValueError
