@@ -43,10 +43,15 @@ class ToolContext:
     project_root: Path
     session_id: str
     turn_outputs: list[str] = field(default_factory=list)
-    """Tool outputs so far in this query, oldest first (e.g. for the memory guard)."""
+    """Untrusted tool outputs so far in this query, oldest first (for the memory guard)."""
     view: Callable[[], list[dict[str, Any]]] = list
-    """The session's model view (since the last /clear or compaction), for a tool that
-    must know what the model has read (save_memory's provenance)."""
+    """The session's model view (since the last /clear), for a tool that must know
+    what the model has read (save_memory's provenance)."""
+    trusted_tools: frozenset[str] = frozenset()
+    """Tools whose output is qwenmem's own answer (``Tool.untrusted_output`` False)."""
+    request: list[dict[str, Any]] = field(default_factory=list)
+    """The latest request's messages as the hooks shaped them: what the model saw,
+    recalled memory included (the stored view holds no reminders the hooks add)."""
 
 
 @dataclass
@@ -65,6 +70,10 @@ class Tool:
     parameters: dict[str, Any]
     """JSON schema of the arguments object."""
     handler: ToolHandler
+    untrusted_output: bool = True
+    """Its output is content nobody in the chat wrote (a file, a listing, an MCP server's
+    answer): a memory the model writes with it in view is judged as resting on it. Off
+    only for a tool whose output is qwenmem's own receipt (save_memory)."""
 
     def schema(self) -> dict[str, Any]:
         return {
@@ -125,6 +134,16 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return list(self._all())
+
+    def trusted_outputs(self) -> frozenset[str]:
+        """Names of the tools whose output is not untrusted content (see Tool)."""
+        return frozenset(name for name, tool in self._all().items() if not tool.untrusted_output)
+
+    def untrusted_output(self, name: str) -> bool:
+        """Whether a call of ``name`` brings untrusted content (an unknown tool's error
+        answer does not: it is qwenmem's)."""
+        tool = self._all().get(name)
+        return tool is not None and tool.untrusted_output
 
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI `tools` request parameter."""

@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--salvage",
         action="store_true",
         help="from a damaged database: every memory still readable, read-only "
-        "(restore it with `memory import --keep-scope FILE`)",
+        "(restore it with `memory import --trust --keep-scope FILE`)",
     )
     p.set_defaults(func=export)
 
@@ -62,6 +62,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--keep-scope",
         action="store_true",
         help="keep each line's scope (default: project memories land in this project)",
+    )
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="the file is your own words: without it, its lines are judged like text read "
+        "from a file (rules and facts about you are held for review)",
     )
     p.set_defaults(func=import_)
 
@@ -255,7 +261,9 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         print(f"qwenmem: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     async with _service(settings, paths) as svc:
-        report = await svc.import_lines(lines, project=_project(), keep_scope=args.keep_scope)
+        report = await svc.import_lines(
+            lines, project=_project(), keep_scope=args.keep_scope, trusted=args.trust
+        )
     for error in report.errors:
         print(f"qwenmem: {args.file}: {terminal_safe(str(error))}", file=sys.stderr)
     order = (
@@ -268,6 +276,14 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         "rejected",
     )
     counts = ", ".join(f"{name} {report.counts.get(name, 0)}" for name in order)
+    if report.stopped is not None:
+        print(
+            f"qwenmem: {report.stopped}; stopped at line {report.stopped_at} of {args.file}, "
+            f"kept the {sum(report.counts.values())} lines before it ({counts}); importing "
+            "the file again refreshes those, it does not add them twice",
+            file=sys.stderr,
+        )
+        return 1
     print(f"imported {sum(report.counts.values())} lines: {counts}")
     return 0
 

@@ -27,12 +27,12 @@ T = TypeVar("T")
 
 RESTORE_HINT = (
     ": `qwenmem memory export --salvage FILE` saves every memory still readable; move the"
-    " database away to start fresh, then `qwenmem memory import --keep-scope FILE` restores"
+    " database away to start fresh, then `qwenmem memory import --trust --keep-scope FILE` restores"
     " that file (or a `qwenmem memory export` backup) with each memory in its own project"
 )
 """Appended to every "the database is damaged" message: the way back for memories.
 ``--keep-scope``: a restore that put every project's memories into the current one
-would not be a restore."""
+would not be a restore; ``--trust``: the backup is the user's own, not file content."""
 
 INTEGRITY_PROBLEMS_SHOWN = 3
 """Lines of ``PRAGMA quick_check`` quoted in the message: enough to say where."""

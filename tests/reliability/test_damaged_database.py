@@ -98,7 +98,7 @@ def test_salvage_recovers_every_row_on_a_readable_page_and_import_restores_them(
         assert cli.run(args) == 1, args
         err = _one_line(capsys.readouterr().err)
         assert_clear(err, paths.db_file)
-        assert "--salvage" in err and "--keep-scope" in err, err
+        assert "--salvage" in err and "--trust --keep-scope" in err, err
 
     out = tmp_path / "salvaged.jsonl"
     assert cli.run(["memory", "export", "--salvage", str(out)]) == 0
@@ -114,7 +114,7 @@ def test_salvage_recovers_every_row_on_a_readable_page_and_import_restores_them(
     paths.db_file.rename(tmp_path / "damaged.db")
     for side in paths.home.glob("qwenmem.db-*"):
         side.unlink()
-    assert cli.run(["memory", "import", "--keep-scope", str(out)]) == 0
+    assert cli.run(["memory", "import", "--trust", "--keep-scope", str(out)]) == 0
     capsys.readouterr()
     assert cli.run(["memory", "export"]) == 0
     restored = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
