@@ -75,6 +75,20 @@ class QuietFileHandler(logging.FileHandler):
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
         self.failed = True
 
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError:
+            self.failed = True
+
+    def close(self) -> None:
+        # A new session or the end of a run: the file's buffer is flushed once more,
+        # outside logging's error handling.
+        try:
+            super().close()
+        except OSError:
+            self.failed = True
+
 
 def enabled(env: Mapping[str, str] = os.environ) -> bool:
     return env.get(DISABLE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")

@@ -276,6 +276,14 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         "rejected",
     )
     counts = ", ".join(f"{name} {report.counts.get(name, 0)}" for name in order)
+    if report.stopped is not None:
+        print(
+            f"qwenmem: {report.stopped}; stopped at line {report.stopped_at} of {args.file}, "
+            f"kept the {sum(report.counts.values())} lines before it ({counts}); importing "
+            "the file again refreshes those, it does not add them twice",
+            file=sys.stderr,
+        )
+        return 1
     print(f"imported {sum(report.counts.values())} lines: {counts}")
     return 0
 

@@ -65,6 +65,7 @@ from qwenmem_tui.memory.provenance import Provenance, Writer
 from qwenmem_tui.memory.relevance import dismissed_for
 from qwenmem_tui.memory.store import MemoryStore
 from qwenmem_tui.memory.write_plan import join_reasons
+from qwenmem_tui.storage.database import DiskFull
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``_vectors``), not here
     import numpy as np
@@ -107,6 +108,9 @@ class MemoryRejected(ValueError):
 class ImportReport:
     counts: dict[str, int] = field(default_factory=dict)  # WriteAction / "rejected" / "skipped"
     errors: list[str] = field(default_factory=list)  # "line N: why"
+    stopped: str | None = None
+    """Why the import stopped early (a full disk): the lines before it are kept."""
+    stopped_at: int | None = None  # the line it stopped at
 
     def add(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -983,6 +987,11 @@ class MemoryService:
                 report.add("rejected")
                 report.errors.append(f"line {number}: {exc}")
                 continue
+            except DiskFull as exc:
+                # Each save is its own transaction: what came before is committed, this
+                # line was rolled back. Stop and say how far it got, not a traceback.
+                report.stopped, report.stopped_at = str(exc), number
+                break
             report.add(result.action.value)
         return report
 

@@ -115,6 +115,7 @@ class QwenmemApp(App[None]):
         self.clock = clock
         self.commands = CommandTable(BUILTIN_COMMANDS)
         self.item_widgets: dict[str, ItemWidgetFactory] = dict(DEFAULT_ITEM_WIDGETS)
+        self.help_keys: list[tuple[str, str]] = []  # extensions' keys for /help
         self._hooks = tuple(hooks)
         self._extra_tools = list(extra_tools)
         # None: the features `settings` turn on, resolved in the startup worker (their
@@ -336,6 +337,7 @@ class QwenmemApp(App[None]):
                 # keymap from [keys] applies to it like to the class BINDINGS.
                 self._bindings.key_to_bindings.setdefault(binding.key, []).append(binding)
             self.item_widgets.update(extension.item_widgets)
+            self.help_keys.extend(extension.help_keys)
 
     async def _extension_features(self) -> set[str]:
         """The core features the extensions present (the runtime assembles them); the

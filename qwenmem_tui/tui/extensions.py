@@ -68,6 +68,9 @@ class Extension:
     bindings: Sequence[Binding] = ()
     """App-level keys, e.g. ``Binding("ctrl+p", "command('pin')", "Pin", id="chat.pin")``:
     ``command(name)`` runs a slash command; the id lets users remap the key ([keys])."""
+    help_keys: Sequence[tuple[str, str]] = ()
+    """(key, description) /help lists besides the bindings: keys of widgets that only
+    have them while focused (a receipt's list)."""
     on_ready: Callable[[QwenmemApp], Awaitable[None] | None] | None = None
     """Called once the chat screen is up (attach TUI controllers, watch reactives)."""
     on_session_opened: Callable[[QwenmemApp, bool], Awaitable[None] | None] | None = None
