@@ -367,6 +367,6 @@ async def _preload() -> None:
     then)."""
     for name in PRELOAD_MODULES:
         await asyncio.to_thread(importlib.import_module, name)
-    from qwenmem_tui.memory import secrets
+    from qwenmem_tui import secrets
 
     await asyncio.to_thread(secrets.load)
