@@ -150,6 +150,11 @@ class QwenmemApp(App[None]):
     # -- what extensions and commands use -------------------------------------------
 
     @property
+    def has_session(self) -> bool:
+        """A session is open (not yet while starting)."""
+        return self._session is not None
+
+    @property
     def session(self) -> ChatSession:
         """The chat session on screen."""
         if self._session is None:
@@ -201,6 +206,10 @@ class QwenmemApp(App[None]):
     def show(self, widget: Widget) -> None:
         """Append a widget to the conversation without storing anything."""
         self._chat_screen().show(widget)
+
+    def model_changed(self) -> None:
+        """The chat model was switched (/model): the status line names the new one."""
+        self._chat_screen().show_model(self.llm.status_label)
 
     def show_info(self, text: str) -> None:
         """A note in the conversation, not stored (command output, hints)."""

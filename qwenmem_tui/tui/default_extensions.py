@@ -10,9 +10,11 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.features import COMPACTION, MEMORY, enabled_features
 from qwenmem_tui.tui.compaction_extension import compaction_extension
 from qwenmem_tui.tui.extensions import ExtensionFactory
+from qwenmem_tui.tui.export_extension import export_extension
 from qwenmem_tui.tui.instructions_extension import instructions_extension
 from qwenmem_tui.tui.mcp_extension import mcp_extension
 from qwenmem_tui.tui.memory_extension import memory_extension
+from qwenmem_tui.tui.model_extension import model_extension
 from qwenmem_tui.tui.recap_controller import recap_extension
 
 
@@ -27,4 +29,5 @@ def default_extensions(settings: Settings) -> list[ExtensionFactory]:
     factories.append(recap_extension)  # always: /recap works whatever the settings
     factories.append(mcp_extension)  # always: /mcp says how to add a server
     factories.append(instructions_extension)  # always: /context
+    factories += [model_extension, export_extension]  # always: /model, /copy, /export
     return factories

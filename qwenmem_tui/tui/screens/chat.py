@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import suppress
+from dataclasses import astuple
 from typing import TYPE_CHECKING, cast
 
 from textual import events, on, work
@@ -152,7 +153,9 @@ class ChatScreen(Screen[None]):
 
     async def show_session(self, session: ChatSession) -> None:
         """Show a session's stored items (the newest page) in place of the log."""
-        self.query_one(StatusLine).title = session.info.title
+        status = self.query_one(StatusLine)
+        status.title = session.info.title
+        status.tokens = astuple(session.usage_total())
         if self.qapp.state != "starting":  # what was typed while starting is for this one
             self._queue.clear()  # typed for the session we are leaving
             self._queue_changed()
@@ -497,6 +500,7 @@ class ChatScreen(Screen[None]):
                     await self._item_added(event, reply)
                     status.title = session.info.title
                     if event.item.type == "assistant":
+                        status.tokens = astuple(session.usage_total())
                         await end_reply()
                 elif isinstance(event, Notice):
                     app.notify(terminal_safe(event.text), severity=_severity(event.level))

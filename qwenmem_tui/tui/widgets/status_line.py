@@ -42,6 +42,8 @@ class StatusLine(Widget):
     """The model streams reasoning (never shown) before its answer."""
     review: reactive[int] = reactive(0)
     """Memories held for review (quarantined): a person should approve or forget them."""
+    tokens: reactive[tuple[int, int]] = reactive((0, 0))
+    """(prompt, completion) tokens the endpoint counted for this session."""
 
     def __init__(
         self, *, id: str | None = None, clock: Callable[[], float] = time.monotonic
@@ -92,8 +94,19 @@ class StatusLine(Widget):
             parts += [" · ", (f"{self.queued} queued", "$warning")]
         if self.review:
             parts += [" · ", (review_label(self.review), "$warning")]
+        if any(self.tokens):
+            parts += [" · ", (token_label(*self.tokens), "$text-muted")]
         parts += [" · ", terminal_safe(self.title or "new session")]
         return Content.assemble(*parts)
+
+
+def _count(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 10_000 else f"{n:,}"
+
+
+def token_label(prompt: int, completion: int) -> str:
+    """ "12.3k in / 456 out": tokens the session's requests cost."""
+    return f"{_count(prompt)} in / {_count(completion)} out"
 
 
 def review_label(count: int) -> str:
