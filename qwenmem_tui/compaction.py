@@ -7,7 +7,9 @@ so do pinned messages: the system prompt, what the user pinned (`item.meta["pinn
 and turns where the user decided or corrected something. Nothing is deleted: the
 originals stay in the database and scrollback; a `compaction` display item records
 the summary and the cut point, and the model view (`chat/view.compacted_view`) folds
-the items at it on every request and on resume.
+the items at it on every request and on resume. A summary of untrusted content (a
+file read, a tool's output, a recalled file note) stays untrusted: the marker names
+those sources and the summary message says so, for the model and the memory guard.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
-from qwenmem_tui.chat.view import COMPACTION_ITEM, compacted_view, content_text, last_marker
+from qwenmem_tui.chat.view import (
+    COMPACTION_ITEM,
+    compacted_view,
+    content_text,
+    last_marker,
+    untrusted_content,
+)
 from qwenmem_tui.llm.errors import LLMError
 
 if TYPE_CHECKING:
@@ -407,6 +415,15 @@ class CompactionHook:
         summary = str(previous_marker.meta.get("summary", "")) if previous_marker else ""
         decisions = list(previous_marker.meta.get("decisions", ())) if previous_marker else []
         pinned = list(previous_marker.meta.get("pinned_ids", ())) if previous_marker else []
+        # The summary says what those messages said: it carries their taint (files read,
+        # tool output, recalled file notes), kept in the marker so resume keeps it too.
+        tainted = [str(x) for x in previous_marker.meta.get("untrusted_sources", ())] if previous_marker else []
+        trusted = session.tools.trusted_outputs()
+        tainted += [
+            source
+            for turn in older
+            for source, _ in untrusted_content(turn.messages, trusted)
+        ]
         try:
             for block in pack_blocks(older):
                 await self._hand_to_extraction(block)
@@ -431,6 +448,7 @@ class CompactionHook:
                 "total": total,
                 "cut_item_id": older[-1].items[-1].id,
                 "pinned_ids": self._budget_pins(items, pinned),
+                "untrusted_sources": list(dict.fromkeys(tainted)),
             },
         )
         session.announce(marker)

@@ -175,6 +175,7 @@ class Runtime:
         on_database_retry: RetryCallback | None = None,
         open_memory: bool = False,
         memory_notice: Callable[[str], None] | None = None,
+        check_integrity: bool = False,
     ) -> Runtime:
         """Open everything a face needs for the project at `root` (a project root,
         see `paths.project_root`); StartupError with one line when it cannot.
@@ -188,7 +189,8 @@ class Runtime:
 
         Memory opens in the background (the TUI draws before a vector index loads);
         `open_memory=True` waits for it, so a broken store fails the opening (the
-        daemon). `memory_notice` hears the store's one-line notices (PostgreSQL down,
+        daemon); `check_integrity=True` reads every page of the database first
+        (`Database.check_integrity`), for a face that runs for days. `memory_notice` hears the store's one-line notices (PostgreSQL down,
         reconnecting); a face may add more listeners to `memory.notice_listeners`
         before the service starts.
         """
@@ -201,6 +203,8 @@ class Runtime:
             paths.ensure()
             try:
                 db = await Database.open(paths.db_file, on_retry=on_database_retry)
+                if check_integrity:
+                    await db.check_integrity()
             except StorageError as exc:
                 raise StartupError(str(exc)) from exc
             await _preload()
@@ -246,6 +250,9 @@ class Runtime:
             if db is not None:
                 await db.close()
             raise
+        if assembly.mcp is not None:
+            # In the background, for every face: a slow server joins when it is ready.
+            assembly.mcp.start()
         memory = runtime.memory
         if memory is not None:
             if memory_notice is not None:

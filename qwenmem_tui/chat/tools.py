@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,10 +43,15 @@ class ToolContext:
     project_root: Path
     session_id: str
     turn_outputs: list[str] = field(default_factory=list)
-    """Tool outputs so far in this query, oldest first (e.g. for the memory guard)."""
+    """Untrusted tool outputs so far in this query, oldest first (for the memory guard)."""
     view: Callable[[], list[dict[str, Any]]] = list
-    """The session's model view (since the last /clear or compaction), for a tool that
-    must know what the model has read (save_memory's provenance)."""
+    """The session's model view (since the last /clear), for a tool that must know
+    what the model has read (save_memory's provenance)."""
+    trusted_tools: frozenset[str] = frozenset()
+    """Tools whose output is qwenmem's own answer (``Tool.untrusted_output`` False)."""
+    request: list[dict[str, Any]] = field(default_factory=list)
+    """The latest request's messages as the hooks shaped them: what the model saw,
+    recalled memory included (the stored view holds no reminders the hooks add)."""
 
 
 @dataclass
@@ -65,6 +70,10 @@ class Tool:
     parameters: dict[str, Any]
     """JSON schema of the arguments object."""
     handler: ToolHandler
+    untrusted_output: bool = True
+    """Its output is content nobody in the chat wrote (a file, a listing, an MCP server's
+    answer): a memory the model writes with it in view is judged as resting on it. Off
+    only for a tool whose output is qwenmem's own receipt (save_memory)."""
 
     def schema(self) -> dict[str, Any]:
         return {
@@ -93,9 +102,14 @@ def storable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+ToolProvider = Callable[[], Sequence[Tool]]
+"""Tools that come and go (an MCP server's, once it is up): asked on every request."""
+
+
 class ToolRegistry:
     def __init__(self, tools: list[Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self._providers: list[ToolProvider] = []
         for tool in tools or ():
             self.register(tool)
 
@@ -104,19 +118,43 @@ class ToolRegistry:
             raise ValueError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
 
+    def add_provider(self, provider: ToolProvider) -> None:
+        """Offer the tools `provider` returns at each request; a registered tool's name
+        wins over a provided one."""
+        self._providers.append(provider)
+
+    def _all(self) -> dict[str, Tool]:
+        if not self._providers:
+            return self._tools
+        tools = dict(self._tools)
+        for provider in self._providers:
+            for tool in provider():
+                tools.setdefault(tool.name, tool)
+        return tools
+
     def names(self) -> list[str]:
-        return list(self._tools)
+        return list(self._all())
+
+    def trusted_outputs(self) -> frozenset[str]:
+        """Names of the tools whose output is not untrusted content (see Tool)."""
+        return frozenset(name for name, tool in self._tools.items() if not tool.untrusted_output)
+
+    def untrusted_output(self, name: str) -> bool:
+        """Whether a call of ``name`` brings untrusted content (an unknown tool's error
+        answer does not: it is qwenmem's)."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.untrusted_output
 
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI `tools` request parameter."""
-        return [tool.schema() for tool in self._tools.values()]
+        return [tool.schema() for tool in self._all().values()]
 
     async def call(self, name: str, arguments: str, ctx: ToolContext) -> ToolResult:
         """Run one tool call; every failure becomes an error result for the model.
 
         Cancellation is not a failure: it propagates so the chat loop can stop.
         """
-        tool = self._tools.get(name)
+        tool = self._all().get(name)
         if tool is None:
             known = ", ".join(self.names()) or "none"
             return ToolResult(f"Unknown tool {name!r}. Available tools: {known}.", True)

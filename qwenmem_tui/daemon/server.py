@@ -159,8 +159,18 @@ class DaemonBackend:
         self._chats: OrderedDict[str, ChatSession] = OrderedDict()
         self._features: dict[str, SessionFeatures] = {}  # of the open chats
         self._locks: dict[str, asyncio.Lock] = {}
+        self._started = False
+        self._closed = False
+
+    @property
+    def started(self) -> bool:
+        """``start`` went through (a failed one leaves this False)."""
+        return self._started
 
     async def start(self) -> None:
+        """Open everything a request needs; raises StartupError (one line naming the
+        file) instead of serving errors. ``qwenmem serve`` awaits it before it says it
+        is listening."""
         self._runtime = await Runtime.open(
             self.settings,
             self.paths,
@@ -168,12 +178,20 @@ class DaemonBackend:
             llm=self._llm,
             features=self._feature_names,
             model_defaults=self.model_defaults,
-            # Open before serving: a broken store fails the start.
+            # Open before serving: a broken store fails the start, and so does a page
+            # damaged deep in the file (else a failed request, days later).
             open_memory=True,
+            check_integrity=True,
             memory_notice=lambda text: log.warning("[DAEMON] memory: %s", text),
         )
+        self._started = True
 
     async def close(self) -> None:
+        """Release what ``start`` opened, even a part of it; a second call does nothing
+        (and does not suspend: it may run in a task being cancelled by Ctrl+C)."""
+        if self._closed:
+            return
+        self._closed = True
         # Let extraction of the last turns finish (bounded) before the service closes.
         extractions = [features.drain() for features in self._features.values()]
         if extractions:
@@ -566,7 +584,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await backend.start()
+        # `qwenmem serve` starts the backend itself, before it says it is listening;
+        # an app run by anything else (tests, another ASGI server) starts it here.
+        if not backend.started:
+            await backend.start()
         try:
             yield
         finally:

@@ -56,6 +56,7 @@ from qwenmem_tui.memory.model import (
     WriteResult,
     content_hash,
     embed_text,
+    export_line,
     holds,
     scope_for,
 )
@@ -63,6 +64,7 @@ from qwenmem_tui.memory.provenance import Provenance, Writer
 from qwenmem_tui.memory.relevance import dismissed_for
 from qwenmem_tui.memory.store import MemoryStore
 from qwenmem_tui.memory.write_plan import join_reasons
+from qwenmem_tui.storage.database import DiskFull
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``_vectors``), not here
     import numpy as np
@@ -105,6 +107,9 @@ class MemoryRejected(ValueError):
 class ImportReport:
     counts: dict[str, int] = field(default_factory=dict)  # WriteAction / "rejected" / "skipped"
     errors: list[str] = field(default_factory=list)  # "line N: why"
+    stopped: str | None = None
+    """Why the import stopped early (a full disk): the lines before it are kept."""
+    stopped_at: int | None = None  # the line it stopped at
 
     def add(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -450,7 +455,7 @@ class MemoryService:
         await self._vectors()  # identity and the write's own vector need them
         said = value  # as written: grounding is judged on it, not on the redacted value
         flags = list(dict.fromkeys([*hold, *verdict.flags]))
-        if provenance.writer is Writer.MODEL and provenance.untrusted_in_view:
+        if provenance.untrusted_in_view:
             reason = join_reasons(reason, provenance.describe())
         cat = Category(category)
         days, ttl_note = self.ttl.resolve(cat, ttl_days)
@@ -913,16 +918,15 @@ class MemoryService:
     # backup ------------------------------------------------------------------------
     async def export_lines(self) -> list[str]:
         """Every memory of this user as JSON lines, all statuses (a full backup)."""
-        lines = []
-        for m in await self.store.list(user=self.user):
-            row = m.to_json()
-            if m.expires_at is not None:
-                row["ttl_days"] = max(1, round((m.expires_at - m.created_at) / DAY))
-            lines.append(json.dumps(row, ensure_ascii=False))
-        return lines
+        return [export_line(m) for m in await self.store.list(user=self.user)]
 
     async def import_lines(
-        self, lines: Iterable[str], *, project: str, keep_scope: bool = False
+        self,
+        lines: Iterable[str],
+        *,
+        project: str,
+        keep_scope: bool = False,
+        trusted: bool = False,
     ) -> ImportReport:
         """Restore JSON lines through the guard; old (superseded/expired/deleted) rows
         are skipped so a backup never resurrects a value that was replaced.
@@ -933,6 +937,10 @@ class MemoryService:
         field) and ``"project"`` (this one) name no other project, so they are kept.
         A row exported as quarantined stays held. Importing the same file twice
         changes nothing new (refreshes, no second held row).
+
+        Unless ``trusted`` (``--trust``: the person says the file is their own words),
+        the lines are file content: judged like text the model read in a file; the
+        origin a line claims is kept as its label and in the audit, never believed.
         """
         report = ImportReport()
         for number, line in enumerate(lines, start=1):
@@ -966,18 +974,23 @@ class MemoryService:
                     row["key"],
                     row["value"],
                     origin=origin,
-                    provenance=Provenance.imported(),
+                    provenance=Provenance.imported(trusted=trusted),
                     project=project,
                     ttl_days=_import_ttl(row.get("ttl_days")),
                     scope=scope,
                     created_at=_import_time(row.get("created_at"), self.clock()),
-                    reason="import",
+                    reason="import --trust" if trusted else f"import; claimed origin {origin}",
                     hold=hold,
                 )
             except (ValueError, TypeError) as exc:  # MemoryRejected is a ValueError
                 report.add("rejected")
                 report.errors.append(f"line {number}: {exc}")
                 continue
+            except DiskFull as exc:
+                # Each save is its own transaction: what came before is committed, this
+                # line was rolled back. Stop and say how far it got, not a traceback.
+                report.stopped, report.stopped_at = str(exc), number
+                break
             report.add(result.action.value)
         return report
 

@@ -120,6 +120,7 @@ class QwenmemApp(App[None]):
         self.item_widgets: dict[str, ItemWidgetFactory] = dict(DEFAULT_ITEM_WIDGETS)
         self.busy_states: dict[str, BusyState] = {}
         """The extensions' busy states by name (their commands run in them)."""
+        self.help_keys: list[tuple[str, str]] = []  # extensions' keys for /help
         self._hooks = tuple(hooks)
         self._extra_tools = list(extra_tools)
         # None: the features `settings` turn on, resolved in the startup worker (their
@@ -348,6 +349,7 @@ class QwenmemApp(App[None]):
             clock=self.clock,
             features=features,
             memory=runtime.memory,
+            mcp=runtime.assembly.mcp,
         )
         assert self._extension_factories is not None  # resolved by _extension_features
         for factory in self._extension_factories:
@@ -361,6 +363,7 @@ class QwenmemApp(App[None]):
                 self._bindings.key_to_bindings.setdefault(binding.key, []).append(binding)
             self.item_widgets.update(extension.item_widgets)
             self.busy_states.update(extension.busy_states)
+            self.help_keys.extend(extension.help_keys)
         self._chat_screen().add_busy_states(self.busy_states)
 
     async def _extension_features(self) -> set[str]:

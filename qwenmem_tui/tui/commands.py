@@ -93,7 +93,7 @@ async def _help(app: Host, args: str) -> None:
         f"  {command.signature.ljust(width)}  {command.description}" for command in app.commands
     ]
     lines += ["", "Keys:"]
-    for key, description in [*app.describe_keys(), *PROMPT_KEYS]:
+    for key, description in [*app.describe_keys(), *PROMPT_KEYS, *app.help_keys]:
         lines.append(f"  {key.ljust(width)}  {description}")
     app.show_info("\n".join(lines))
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     # Types only: features loads the memory stack (numpy/FAISS), which the app imports
     # in its startup worker, after the first frame.
     from qwenmem_tui.features import MemoryAccess, SessionFeatures
+    from qwenmem_tui.mcp_client.servers import McpServers
     from qwenmem_tui.tui.host import Host
 
 
@@ -52,6 +53,8 @@ class AppContext:
     """The app's one set of hooks and tools (they follow the session on screen)."""
     memory: MemoryAccess | None = None
     """The memory service, opening in the background (None: memory is not assembled)."""
+    mcp: McpServers | None = None
+    """The configured MCP servers, not started yet (None: none configured)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,9 @@ class Extension:
     bindings: Sequence[Binding] = ()
     """App-level keys, e.g. ``Binding("ctrl+p", "command('pin')", "Pin", id="chat.pin")``:
     ``command(name)`` runs a slash command; the id lets users remap the key ([keys])."""
+    help_keys: Sequence[tuple[str, str]] = ()
+    """(key, description) /help lists besides the bindings: keys of widgets that only
+    have them while focused (a receipt's list)."""
     on_ready: Callable[[Host], Awaitable[None] | None] | None = None
     """Called once the chat screen is up (attach TUI controllers, watch reactives)."""
     on_session_opened: Callable[[Host, bool], Awaitable[None] | None] | None = None

@@ -47,6 +47,8 @@ class Host(Protocol):
     terminal_focused: bool
     busy_states: dict[str, BusyState]
     """The extensions' busy states by name (`busy`)."""
+    help_keys: list[tuple[str, str]]
+    """(key, description) /help lists besides the bindings (extensions' focused keys)."""
 
     @property
     def session(self) -> ChatSession: ...

@@ -35,7 +35,6 @@ REBUILD_NOTICE_MIN = 500
 """Rebuilds of fewer vectors end before anyone could read a notice about them."""
 CONFIRM_VALUE_CHARS = 80
 RECEIPT_KEYS = (
-    ("ctrl+o", "Open the memory receipt of the latest reply (memories it used)"),
     ("enter / click", "On a receipt: list its memories"),
     ("f", "On a listed memory: forget it"),
     ("e", "On a listed memory: edit its value (replaces it at once)"),
@@ -293,6 +292,7 @@ async def _build(context: AppContext) -> Extension:
     return Extension(
         name=MEMORY,
         item_widgets={RECEIPT_ITEM: feature.receipt_widget},
+        help_keys=RECEIPT_KEYS,  # Ctrl+O is a binding: /help lists it already
         bindings=(
             Binding("ctrl+o", "command('receipt')", "Memories used", id="memory.receipt"),
         ),

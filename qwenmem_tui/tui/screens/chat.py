@@ -262,6 +262,10 @@ class ChatScreen(Screen[None]):
         focused = self.focused
         if focused is prompt or self.app.screen is not self:
             return
+        # A widget with keys of its own (a memory receipt's list: f, e, n) keeps them.
+        takes_key = getattr(focused, "takes_key", None)
+        if isinstance(event, events.Key) and takes_key is not None and takes_key(event.key):
+            return
         if focused is None or isinstance(event, events.Paste) or is_typing(event):
             self.set_focus(prompt, scroll_visible=False)
 
