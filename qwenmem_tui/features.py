@@ -102,15 +102,22 @@ class MemoryAccess:
         settings: Settings,
         paths: Paths,
         *,
-        llm: LLMClient,
+        llm: LLMClient | None,
         project: str,
         clock: Callable[[], float] = time.time,
+        rows_first: bool = False,
     ) -> None:
+        """``rows_first``: the service counts as open once its store is (rows only);
+        the vectors (embedder, index) load behind it and the first recall or write
+        waits for them. For a face that must answer at once (``qwenmem mcp``: list
+        before the index is up). ``llm`` None: no model (rule-only identity)."""
         self.settings = settings
         self.project = project
         self._paths = paths
         self._llm = llm
         self._clock = clock
+        self._rows_first = rows_first
+        self._vectors: asyncio.Task[None] | None = None
         self.progress_listeners: list[Callable[[int, int], None]] = []
         """Called with (done, total) while the vector index is rebuilt at opening."""
         self.notice_listeners: list[Callable[[str], None]] = []
@@ -129,14 +136,25 @@ class MemoryAccess:
         return self._opening
 
     async def _open(self) -> MemoryService:
-        return await MemoryService.open(
+        service = await MemoryService.open(
             self.settings,
             self._paths,
             llm=self._llm,
             clock=self._clock,
             progress=self._progress,
             on_notice=self._notice,
+            lazy=self._rows_first,
         )
+        if self._rows_first:
+            self._vectors = asyncio.create_task(self._load_vectors(service), name="memory-vectors")
+        return service
+
+    @staticmethod
+    async def _load_vectors(service: MemoryService) -> None:
+        try:
+            await service.load_vectors()
+        except Exception as exc:  # the first recall or write tries again and reports it
+            log.warning("[MEMORY] loading the vector index failed: %s", exc)
 
     def _progress(self, done: int, total: int) -> None:
         for listener in self.progress_listeners:
@@ -172,6 +190,9 @@ class MemoryAccess:
             return
         task.cancel()
         await asyncio.wait({task})
+        if self._vectors is not None:
+            # Not cancelled: an index stopped half-loaded must not be saved as current.
+            await asyncio.wait({self._vectors})
         service = self.opened
         if service is None:
             return

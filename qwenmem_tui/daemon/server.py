@@ -49,9 +49,11 @@ from qwenmem_tui.daemon.guard import (
     error_response,
 )
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
+from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
 from qwenmem_tui.features import Assembly, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
+from qwenmem_tui.memory.exchange import ExchangeMemory
 from qwenmem_tui.memory.receipts import RECEIPT_ITEM, memories_json
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.recap import generate_session_recap
@@ -69,7 +71,7 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 MAX_OPEN_CHATS = 32
 MAX_TITLE_CHARS = 200
 API_VERSION = 1
-FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory")
+FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory", "openai_proxy")
 
 
 # Called once per session the daemon opens: hooks keep per-session state (surfaced
@@ -114,6 +116,9 @@ class ServerOptions:
     """Host names accepted besides the bound address and the localhost names."""
     max_body_bytes: int = MAX_BODY_BYTES
     recap_timeout: float = RECAP_TIMEOUT_SECONDS
+    proxy_extract: bool = False
+    """Extract memories from replies the OpenAI-compatible proxy relays (off: a proxy's
+    clients did not ask qwenmem to learn from their conversations)."""
 
     def guard_policy(self) -> GuardPolicy:
         """What the guard enforces: these options, the host names with the localhost
@@ -145,8 +150,11 @@ class DaemonBackend:
         features: Collection[str] | None = None,
         session_features: FeatureFactory = assembled_features,
         model_defaults: LocalChatDefaults | None = None,
+        proxy_extract: bool = False,
     ) -> None:
         self.settings = settings
+        self._proxy_extract = proxy_extract
+        self._upstream: Upstream | None = None
         # The bundled local model: its short system prompt, and no tools it cannot call.
         self.model_defaults = model_defaults
         self.paths = paths
@@ -184,6 +192,23 @@ class DaemonBackend:
             check_integrity=True,
             memory_notice=lambda text: log.warning("[DAEMON] memory: %s", text),
         )
+        memory = self._runtime.memory
+        llm = self._runtime.llm
+        self._upstream = Upstream(
+            llm.base_url,
+            llm.api_key,
+            model=llm.model,
+            project=self.project,
+            timeout=self.settings.llm.timeout,
+            memory=None
+            if memory is None
+            else ExchangeMemory(
+                memory.service,
+                initial_wait_ms=self.settings.memory.initial_wait_ms,
+                llm=llm,
+                extract=self._proxy_extract and self.settings.memory.extraction,
+            ),
+        )
         self._started = True
 
     async def close(self) -> None:
@@ -204,6 +229,8 @@ class DaemonBackend:
             await chat.close()
         self._chats.clear()
         self._features.clear()
+        if self._upstream is not None:
+            await self._upstream.aclose()
         if self._runtime is not None:
             await self._runtime.close()
 
@@ -216,6 +243,12 @@ class DaemonBackend:
     @property
     def store(self) -> SessionStore:
         return self.runtime.store
+
+    @property
+    def upstream(self) -> Upstream:
+        """The OpenAI-compatible proxy's endpoint and memory."""
+        assert self._upstream is not None, "DaemonBackend.start() was not awaited"
+        return self._upstream
 
     @property
     def assembly(self) -> Assembly:
@@ -443,11 +476,13 @@ async def recap(request: Request) -> Response:
 
 
 class _ReplyCollector:
-    """Folds chat events into the final reply: the text of the last model turn."""
+    """Folds chat events into the final reply: the text of every model turn of the
+    query, in order — a reply that called a tool is its words before and after the
+    call, not only the last turn's ("The tool returned 44 characters.")."""
 
     def __init__(self) -> None:
-        self._turn_text: list[str] = []
-        self._last_assistant: str | None = None
+        self._turns: list[str] = []  # the text of each finished turn
+        self._current: list[str] = []  # deltas of the turn streaming now
         self.status = "ok"
         self.error: str | None = None
         self.memories: list[dict[str, Any]] = []  # the reply's receipt: what it used
@@ -456,20 +491,26 @@ class _ReplyCollector:
         if isinstance(event, ItemAdded) and event.item.type == RECEIPT_ITEM:
             self.memories = memories_json(event.item)
         elif isinstance(event, TurnStarted):
-            self._turn_text = []
+            self._flush()
         elif isinstance(event, AssistantDelta):
-            self._turn_text.append(event.text)
+            self._current.append(event.text)
         elif isinstance(event, ItemAdded) and event.item.type == "assistant":
-            self._last_assistant = event.item.content
+            # The stored turn is the truth (deltas may have been cut or rewritten).
+            self._current = []
+            self._turns.append(event.item.content)
         elif isinstance(event, QueryFinished):
             self.status = event.outcome.status
             self.error = event.outcome.error
 
+    def _flush(self) -> None:
+        if self._current:
+            self._turns.append("".join(self._current))
+            self._current = []
+
     @property
     def text(self) -> str:
-        if self._last_assistant is not None:
-            return self._last_assistant
-        return "".join(self._turn_text)
+        parts = [*self._turns, "".join(self._current)]
+        return "\n\n".join(part for part in parts if part.strip())
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -553,6 +594,8 @@ ROUTES = [
     # session_not_found envelope instead of the router's bare 404.
     Route("/session/{session_id:path}/prompt", prompt, methods=["POST"]),
     Route("/session/{session_id:path}/recap", recap, methods=["POST"]),
+    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    Route("/v1/models", list_models, methods=["GET"]),
 ]
 
 
@@ -580,6 +623,7 @@ def create_app(
         features=features,
         session_features=session_features,
         model_defaults=model_defaults,
+        proxy_extract=options.proxy_extract,
     )
 
     @asynccontextmanager
@@ -588,6 +632,7 @@ def create_app(
         # an app run by anything else (tests, another ASGI server) starts it here.
         if not backend.started:
             await backend.start()
+        app.state.upstream = backend.upstream
         try:
             yield
         finally:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -27,6 +27,7 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
+from qwenmem_tui.features import MemoryAccess, MemoryUnavailable
 from qwenmem_tui.memory.remote import MAX_K, Caller, MemoryRequestError, ProjectMemory
 from qwenmem_tui.paths import Paths, project_id, project_root
 
@@ -98,64 +99,29 @@ Category = Annotated[
 
 
 class MemoryBackend:
-    """What the tools share: the opening service, the project once known, the client."""
+    """What the tools share: the memory (opening behind the handshake), the project
+    once known."""
 
-    def __init__(
-        self,
-        open_service: Callable[[], Awaitable[MemoryService]],
-        *,
-        project_dir: Path | None,
-        cwd: Path,
-    ) -> None:
-        self._open_service = open_service
+    def __init__(self, memory: MemoryAccess, *, project_dir: Path | None, cwd: Path) -> None:
+        self._memory = memory
         self._project_dir = project_dir
         self._cwd = cwd
-        self._opening: asyncio.Task[MemoryService] | None = None
         self._project: str | None = None
         self._project_lock = asyncio.Lock()
 
     def start(self) -> None:
         """Open the store now, and the vectors behind it, without waiting for either."""
-        if self._opening is None:
-            self._opening = asyncio.create_task(self._open(), name="mcp-memory-open")
-
-    async def _open(self) -> MemoryService:
-        service = await self._open_service()
-        warm = asyncio.create_task(self._warm(service), name="mcp-memory-vectors")
-        self._warming = warm  # keep a reference: a task nobody holds may vanish
-        return service
-
-    @staticmethod
-    async def _warm(service: MemoryService) -> None:
-        try:
-            await service.load_vectors()
-        except Exception as exc:  # the first search retries and reports it
-            log.warning("[MCP] loading the memory index failed: %s", exc)
+        self._memory.start()
 
     async def service(self) -> MemoryService:
-        self.start()
-        assert self._opening is not None
         try:
-            return await asyncio.shield(self._opening)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("[MCP] memory is unavailable")
-            raise ToolError(f"qwenmem memory is unavailable: {exc}") from None
+            return await self._memory.service()
+        except MemoryUnavailable as exc:
+            log.warning("[MCP] %s", exc)
+            raise ToolError(str(exc)) from None
 
     async def close(self) -> None:
-        task = self._opening
-        if task is None:
-            return
-        if not task.done():
-            task.cancel()
-        await asyncio.wait({task})
-        warming = getattr(self, "_warming", None)
-        if warming is not None and not warming.done():
-            warming.cancel()
-            await asyncio.wait({warming})
-        if not task.cancelled() and task.exception() is None:
-            await task.result().close()
+        await self._memory.close()
 
     async def project(self, ctx: Context) -> str:
         """The project's id: --project, else the client's first root, else the cwd."""
@@ -297,24 +263,27 @@ async def serve_stdio(
     settings: Settings, paths: Paths, *, project_dir: Path | None, cwd: Path
 ) -> None:
     """Serve until the client closes stdin."""
-
-    async def open_service() -> MemoryService:
-        from qwenmem_tui.memory.service import MemoryService
-
-        return await MemoryService.open(settings, paths, llm=_llm(settings), lazy=True)
-
-    backend = MemoryBackend(open_service, project_dir=project_dir, cwd=cwd)
-    await build_server(backend).run_stdio_async()
+    llm = _llm(settings)
+    # The project is known only at the first tool call; the service is per user, and
+    # each ProjectMemory names its project, so the access's own project is unused.
+    memory = MemoryAccess(settings, paths, llm=llm, project="", rows_first=True)
+    backend = MemoryBackend(memory, project_dir=project_dir, cwd=cwd)
+    try:
+        await build_server(backend).run_stdio_async()
+    finally:
+        if llm is not None:
+            await llm.aclose()
 
 
 def _llm(settings: Settings) -> Any:
-    """The configured endpoint for an ``openai`` embedder and the identity judge; none
-    for the bundled local model (a per-session MCP server must not start llama.cpp)."""
+    """The configured endpoint, only for an ``openai`` embedder: building a client loads
+    the SDK (~0.4 s), and a per-session server must answer first. Writes here use the
+    identity rule alone (no judge); the bundled local model is never started."""
     import os
 
     from qwenmem_tui.llm.provider import resolve_provider
 
-    if resolve_provider(settings, os.environ) == "local":
+    if settings.memory.embedding != "openai" or resolve_provider(settings, os.environ) == "local":
         return None
     from qwenmem_tui.llm.client import LLMClient
 

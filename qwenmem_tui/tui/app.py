@@ -112,6 +112,7 @@ class QwenmemApp(App[None]):
         self.settings = settings
         self.paths = paths
         self.project_root = project_root(cwd)
+        self._cwd = cwd  # the instruction files are read from the root down to it
         self.project = project_id(self.project_root)
         # Said once on screen when the root is the home or /: tools then keep to cwd.
         self._root_notice = broad_root_notice(self.project_root, cwd)
@@ -332,6 +333,7 @@ class QwenmemApp(App[None]):
             hooks=self._hooks,
             clock=self.clock,
             on_database_retry=self._database_busy,
+            cwd=self._cwd,
         )
         self._llm = runtime.llm
         self._chat_screen().show_model(runtime.llm.status_label)
@@ -350,6 +352,7 @@ class QwenmemApp(App[None]):
             features=features,
             memory=runtime.memory,
             mcp=runtime.assembly.mcp,
+            instructions=runtime.instructions,
         )
         assert self._extension_factories is not None  # resolved by _extension_features
         for factory in self._extension_factories:

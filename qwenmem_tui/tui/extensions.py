@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from qwenmem_tui.config import Settings
+from qwenmem_tui.instructions import Instructions
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
@@ -54,7 +55,9 @@ class AppContext:
     memory: MemoryAccess | None = None
     """The memory service, opening in the background (None: memory is not assembled)."""
     mcp: McpServers | None = None
-    """The configured MCP servers, not started yet (None: none configured)."""
+    """The configured MCP servers, starting in the background (None: none configured)."""
+    instructions: Instructions = Instructions()
+    """The project instruction files in the system prompt."""
 
 
 @dataclass(frozen=True)

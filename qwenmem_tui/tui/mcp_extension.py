@@ -32,14 +32,16 @@ class McpFeature:
         self._context = context
         self._servers = servers
         self._app: Host | None = None
-        self._pending: list[str] = []  # failures before the chat screen was up
+        self._shown = False  # a session is on screen: lines shown now stay
+        self._pending: list[str] = []  # failures before the first session was shown
 
     def on_ready(self, app: Host) -> None:
         self._app = app
-        servers = self._servers
-        if servers is None:
-            return
-        servers.approver = self.approve
+        if self._servers is not None:
+            self._servers.approver = self.approve
+
+    def on_session_opened(self, app: Host, resumed: bool) -> None:
+        self._shown = True
         for line in self._pending:
             app.show_error(line)
         self._pending.clear()
@@ -58,7 +60,7 @@ class McpFeature:
         if server.state != "failed":
             return
         line = f"MCP server {server.name} {server.error} (see /mcp; it is retried on the next call)"
-        if self._app is None:
+        if self._app is None or not self._shown:
             self._pending.append(line)
         else:
             self._app.show_error(line)
@@ -105,6 +107,7 @@ async def _build(context: AppContext) -> Extension:
         name="mcp",
         commands=(SlashCommand("mcp", "MCP servers: their state and tools", feature.show),),
         on_ready=feature.on_ready,
+        on_session_opened=feature.on_session_opened,
         close=close,
     )
 
