@@ -9,19 +9,19 @@ from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 
 if TYPE_CHECKING:
-    from qwenmem_tui.tui.app import QwenmemApp
+    from qwenmem_tui.tui.host import Host
 
 
 async def _build(context: AppContext) -> Extension:
     instructions = context.instructions
     pending = instructions.notices()  # said once, under the first session shown
 
-    def opened(app: QwenmemApp, resumed: bool) -> None:
+    def opened(app: Host, resumed: bool) -> None:
         for notice in pending:
             app.show_info(notice)
         pending.clear()
 
-    def show(app: QwenmemApp, args: str) -> None:
+    def show(app: Host, args: str) -> None:
         app.show_info(instructions.describe())
 
     return Extension(

@@ -20,7 +20,7 @@ from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 
 if TYPE_CHECKING:
-    from qwenmem_tui.tui.app import QwenmemApp
+    from qwenmem_tui.tui.host import Host
 
 log = logging.getLogger("qwenmem.tui")
 
@@ -31,16 +31,16 @@ class McpFeature:
     def __init__(self, context: AppContext, servers: McpServers | None) -> None:
         self._context = context
         self._servers = servers
-        self._app: QwenmemApp | None = None
+        self._app: Host | None = None
         self._shown = False  # a session is on screen: lines shown now stay
         self._pending: list[str] = []  # failures before the first session was shown
 
-    def on_ready(self, app: QwenmemApp) -> None:
+    def on_ready(self, app: Host) -> None:
         self._app = app
         if self._servers is not None:
             self._servers.approver = self.approve
 
-    def on_session_opened(self, app: QwenmemApp, resumed: bool) -> None:
+    def on_session_opened(self, app: Host, resumed: bool) -> None:
         self._shown = True
         for line in self._pending:
             app.show_error(line)
@@ -90,7 +90,7 @@ class McpFeature:
             await asyncio.Event().wait()  # the cancellation arrives here
         return decision
 
-    def show(self, app: QwenmemApp, args: str) -> None:
+    def show(self, app: Host, args: str) -> None:
         source = app.settings.source or app.paths.config_file
         app.show_info(describe_servers(self._servers, str(source)))
 
