@@ -305,6 +305,9 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             long_lived=True,
         )
         app.run()
+        if app.kept_session_id is not None:
+            # Said after the full-screen view is gone, where the shell history keeps it.
+            print(f"Session {app.kept_session_id} saved. Resume it with: qwenmem --resume {app.kept_session_id}")
         return app.return_code or 0
 
 
