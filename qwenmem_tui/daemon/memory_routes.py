@@ -14,6 +14,7 @@ another user's or project's memory reads as not found, as it does everywhere.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -48,27 +49,28 @@ async def _json_object(request: Request) -> dict[str, Any] | Response:
     return body
 
 
-async def list_memories(request: Request) -> Response:
+async def _answer(
+    request: Request, ask: Callable[[ProjectMemory], Awaitable[dict[str, Any]]]
+) -> Response:
+    """The operation's JSON; memory off is a 404, the caller's mistake a 400."""
     memory = _memory(request)
     if memory is None:
         return _disabled()
     try:
-        return JSONResponse(await memory.list(request.query_params.get("category")))
+        return JSONResponse(await ask(memory))
     except MemoryRequestError as exc:
         return error_response(400, "invalid_request", str(exc))
+
+
+async def list_memories(request: Request) -> Response:
+    return await _answer(request, lambda memory: memory.list(request.query_params.get("category")))
 
 
 async def search_memory(request: Request) -> Response:
-    memory = _memory(request)
-    if memory is None:
-        return _disabled()
     body = await _json_object(request)
     if isinstance(body, Response):
         return body
-    try:
-        return JSONResponse(await memory.search(body.get("query"), body.get("k", 5)))
-    except MemoryRequestError as exc:
-        return error_response(400, "invalid_request", str(exc))
+    return await _answer(request, lambda memory: memory.search(body.get("query"), body.get("k", 5)))
 
 
 async def forget_memory(request: Request) -> Response:
