@@ -2,7 +2,7 @@
 
 Users never see tracebacks; they land here instead, so this file must be safe to paste
 into a bug report: every line passes through a redactor that removes the configured
-secrets and whatever the shared secret scanner (``memory/secrets.py``, the one memory
+secrets and whatever the shared secret scanner (``qwenmem_tui/secrets.py``, the one memory
 writes use) finds: provider keys, bearer tokens, passwords, private keys.
 """
 
@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from qwenmem_tui.memory import secrets as scanner
+from qwenmem_tui import secrets as scanner
 from qwenmem_tui.paths import Paths, private_file
 
 DISABLE_ENV = "QWENMEM_DEBUG_LOG_FILE"

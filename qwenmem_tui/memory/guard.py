@@ -28,7 +28,7 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from qwenmem_tui.memory import secrets
+from qwenmem_tui import secrets
 from qwenmem_tui.memory.model import (
     FLAG_FROM_FILE,
     FLAG_SECRET_REDACTED,

@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from qwenmem_tui import secrets
 from qwenmem_tui.llm.errors import LLMError
-from qwenmem_tui.memory import guard, secrets
+from qwenmem_tui.memory import guard
 from qwenmem_tui.memory.embed import (
     Embedder,
     EmbedderChoice,
