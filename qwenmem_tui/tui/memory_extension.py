@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from qwenmem_tui.features import MEMORY, MemoryAccess, MemoryUnavailable
-from qwenmem_tui.memory.model import Memory, Origin, WriteAction, WriteResult
+from qwenmem_tui.memory.model import Memory, WriteAction, WriteResult
 from qwenmem_tui.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, RECEIPT_ITEM, receipt_of
 from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.text import one_line
@@ -228,21 +228,16 @@ class MemoryFeature:
     async def _edit(
         self, widget: MemoryReceipt, service: MemoryService, memory: Memory, value: str
     ) -> None:
-        """The person's own correction: a supersede by the user, in force from the next
-        request of this session (the delivered block follows the successor)."""
         assert self._app is not None
         try:
-            result = await service.save(
-                str(memory.category),
-                memory.key,
-                value,
-                origin=Origin.USER,
-                project=self.project,
-                scope=memory.scope,
-                reason=f"edited by the user from a reply's receipt (was #{memory.id})",
+            result = await service.edit(
+                memory.id, value, project=self.project, reason="from a reply's receipt"
             )
         except MemoryRejected as exc:
             self._app.show_error(f"Not changed: {exc}.")
+            return
+        if result is None:
+            self._app.notify(f"Memory #{memory.id} is no longer active: nothing to edit.")
             return
         await self._corrected(widget, memory.id, EDITED, result.memory.value)
         self._app.notify(remember_confirmation(result))
