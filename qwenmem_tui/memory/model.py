@@ -42,6 +42,8 @@ class AuditAction(StrEnum):
     QUARANTINE = "quarantine"
     APPROVE = "approve"
     FORGET = "forget"
+    RESTORE = "restore"  # a superseded memory made active again by a person
+    MOVE = "move"  # category and scope changed by a person
 
 
 # Facts about the person follow them everywhere; facts about a codebase stay with it.
@@ -52,7 +54,10 @@ GLOBAL_CATEGORIES = frozenset({Category.USER, Category.FEEDBACK})
 # read from a file, never as an instruction). Every other flag quarantines.
 FLAG_SECRET_REDACTED = "secret_redacted"
 FLAG_FROM_FILE = "from_file"
-LABEL_FLAGS = frozenset({FLAG_SECRET_REDACTED, FLAG_FROM_FILE})
+# Kept beside a memory it may repeat (memory/identity.py): both stay active, /memory
+# shows the flag, nothing was merged.
+FLAG_POSSIBLE_DUPLICATE = "possible_duplicate"
+LABEL_FLAGS = frozenset({FLAG_SECRET_REDACTED, FLAG_FROM_FILE, FLAG_POSSIBLE_DUPLICATE})
 
 
 def holds(flags: Collection[str]) -> bool:
@@ -116,6 +121,10 @@ class MemoryDraft:
     # Active rows of the same subject under other keys (memory/identity.py): superseded
     # by this write in its own transaction.
     replaces: tuple[int, ...] = ()
+    # Whether an active row holding the same value under another key absorbs this
+    # write (DEDUPLICATED). The service says no: equal values under different keys are
+    # different subjects' values ("true" for two services).
+    dedupe: bool = True
 
 
 @dataclass

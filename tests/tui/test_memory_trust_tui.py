@@ -16,7 +16,7 @@ from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.memory_extension import memory_extension
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 
 from .conftest import FakeClock, send, settle, wait_until
@@ -66,14 +66,20 @@ async def test_a_write_held_while_reading_a_file_shows_in_the_status_line(
 async def test_a_secret_typed_into_remember_stays_off_screen_table_and_log(
     make_app: Callable[..., QwenmemApp], settings: Settings, paths: Paths, clock: FakeClock
 ) -> None:
-    formats = [s for s in SECRETS if s.name in ("anthropic", "stripe live", "password for admin", "slack webhook")]
+    kept = [s for s in SECRETS if s.name in ("anthropic", "slack webhook")]
+    # Notes that are nothing but a secret are refused with the reason (issue 24).
+    only = [s for s in SECRETS if s.name in ("stripe live", "password for admin")]
+    formats = kept + only
     app = make_app(extensions=[memory_extension])
     async with app.run_test(size=SIZE) as pilot:
         for fmt in formats:
             await run(pilot, f"/remember {fmt.text}")
         lines = infos(app)
+        refusals = [str(w.render()) for w in app.screen.query(ErrorItem)]
         screen = app.export_screenshot()
-    assert len(lines) == len(formats) and all(line.startswith("Remembered #") for line in lines)
+    assert len(lines) == len(kept) and all(line.startswith("Remembered #") for line in lines)
+    assert len(refusals) == len(only)
+    assert all("Not remembered: the note is only a secret" in r for r in refusals), refusals
     log_text = "".join(p.read_text() for p in paths.debug_dir.glob("*.txt"))
     db = b"".join(p.read_bytes() for p in paths.home.glob("qwenmem.db*")).decode("utf-8", "replace")
     for fmt in formats:
@@ -84,7 +90,7 @@ async def test_a_secret_typed_into_remember_stays_off_screen_table_and_log(
         rows = await service.list()
     finally:
         await service.close()
-    assert [m.status for m in rows] == [Status.ACTIVE] * len(formats)
+    assert [m.status for m in rows] == [Status.ACTIVE] * len(kept)
     assert all("[REDACTED]" in m.value and "redacted" not in m.key for m in rows)
 
 

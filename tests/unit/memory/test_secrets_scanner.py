@@ -12,7 +12,7 @@ from qwenmem_tui import debuglog
 from qwenmem_tui.memory import secrets
 from qwenmem_tui.memory.model import FLAG_SECRET_REDACTED, Origin, Status
 from qwenmem_tui.memory.provenance import Provenance
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.paths import Paths
 
 PROJECT = "/work/secret-project"
@@ -89,10 +89,18 @@ async def test_no_secret_reaches_the_table_an_export_or_the_debug_log(
     log_file = debuglog.configure(mem_paths, "secrets-test", env={})
     assert log_file is not None
     try:
-        results = []
+        results, notes, refused = [], [], []
         for fmt in SECRETS:
-            # The user's own words through /remember ...
-            results.append(await service.remember(f"remember {fmt.text}", project=PROJECT))
+            # The user's own words through /remember (a note that is only a secret is
+            # refused: stored it would be an empty shell, issue 24) ...
+            try:
+                note = await service.remember(f"remember {fmt.text}", project=PROJECT)
+            except MemoryRejected as exc:
+                assert "only a secret" in str(exc)
+                refused.append(fmt.name)
+            else:
+                results.append(note)
+                notes.append(note)
             # ... and the model's save_memory, with the secret in a file it read.
             results.append(
                 await service.save(
@@ -119,15 +127,26 @@ async def test_no_secret_reaches_the_table_an_export_or_the_debug_log(
         assert secrets.REDACTED in result.memory.value
         assert FLAG_SECRET_REDACTED in result.memory.flags
         assert not secrets.key_holds_secret(result.memory.key), result.memory.key
-    # The user's own notes stay active: only the secret went.
-    assert all(r.memory.status is Status.ACTIVE for r in results[::2])
+    # The user's own notes that say more than the secret stay active: only the secret went.
+    assert all(r.memory.status is Status.ACTIVE for r in notes)
+    assert "openai legacy" in refused and "openai project" not in refused  # "use … for the bot"
+    assert len(notes) >= 10
 
 
 async def test_a_key_typed_into_remember_never_lands_in_the_key(service: MemoryService) -> None:
-    result = await service.remember("my api key is sk-abcdef0123456789abcdef01", project=PROJECT)
+    result = await service.remember(
+        "my api key is sk-abcdef0123456789abcdef01, rotate it monthly", project=PROJECT
+    )
     assert "sk" not in result.memory.key.split("_") and "abcdef" not in result.memory.key
-    assert result.memory.value == "my api key is [REDACTED]"
+    assert result.memory.value == "my api key is [REDACTED], rotate it monthly"
     assert result.memory.status is Status.ACTIVE
+
+
+async def test_a_note_that_is_only_a_secret_is_refused_with_a_reason(service: MemoryService) -> None:
+    for note in ("my OpenAI key is sk-abcdef0123456789abcdef01", "o meu token é ghp_R2d4F6h8J0k2L4m6N8p0Q2r4S6t8V0w2X4y6"):
+        with pytest.raises(MemoryRejected, match="only a secret"):
+            await service.remember(note, project=PROJECT)
+    assert await service.list() == []
 
 
 async def test_settings_keys_keep_their_values_and_approval_keeps_them(
