@@ -231,6 +231,9 @@ def _prepare(
     )
     # A backup's active set was already decided: restored as it was, not merged.
     pending.decide_identity = not backup
+    if backup and (hold or (row.get("approved") is True and holds(pending.flags))):
+        # Held, or held once and approved by the person: the flags it carried then.
+        pending.flags = list(dict.fromkeys([*hold, *listed])) or pending.flags
     return pending
 
 

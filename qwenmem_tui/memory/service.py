@@ -602,6 +602,10 @@ class MemoryService:
             twin = await self._held_twin(draft)
             if twin is not None:  # the same value already awaits review: one row is enough
                 return WriteResult(twin, WriteAction.QUARANTINED)
+            if await self._active_twin(draft):
+                # Its key already holds this very value, trusted: nothing new to review
+                # (a backup imported twice); the write only refreshes that row.
+                flags = [f for f in flags if not holds([f])]
         if vector is not None and (draft.key != key or draft.value != pending.value):
             vector = (await self._passage_vectors([embed_text(cat, draft.key, draft.value)]))[0]
         born = pending.created_at if pending.created_at is not None else now
@@ -639,6 +643,12 @@ class MemoryService:
             user=draft.user, scopes=[draft.scope], statuses=[Status.QUARANTINED]
         )
         return next((m for m in held if m.key == draft.key and m.content_hash == chash), None)
+
+    async def _active_twin(self, draft: MemoryDraft) -> bool:
+        """Whether the key's active row in this scope holds the draft's value."""
+        rows = await self.store.list(user=draft.user, scopes=[draft.scope], statuses=[Status.ACTIVE])
+        chash = content_hash(draft.value)
+        return any(m.key == draft.key and m.content_hash == chash for m in rows)
 
     async def _count_trust(self, provenance: Provenance, value: str, result: WriteResult) -> None:
         """The two rates `memory stats` reports: how many model writes made while
