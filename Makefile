@@ -48,7 +48,7 @@ LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 LLAMA_WHEELHOUSE ?= $(HOME)/.cache/qwenmem/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-portable1-$(shell uname -m)
 
-.make-stamp-llama: $(VENV)/pyvenv.cfg
+.make-stamp-llama: Makefile $(VENV)/pyvenv.cfg
 	@if ! ls $(LLAMA_WHEELHOUSE)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
 		echo "Building llama.cpp for a portable CPU baseline (4-5 minutes on 2 cores, once per machine)…"; \
 		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --quiet --disable-pip-version-check \

@@ -29,14 +29,15 @@ if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.llm.local_server import LocalModelServer
-    from qwenmem_tui.tui.app import ModelStarter
+    from qwenmem_tui.runtime import ModelStarter
+    from qwenmem_tui.storage.database import StorageError
 
 # Startup cost is paid by every command, `--help` included, so this module and the
 # feature modules' `register` import nothing heavy at the top: the config (pydantic),
 # the SDK, storage, numpy/faiss, the server stack and Textual load where a command
 # needs them (`qwenmem --help` went from 1.4 s to ~0.1 s).
 
-FEATURE_MODULES = ("qwenmem_tui.memory.cli", "qwenmem_tui.daemon.cli")
+FEATURE_MODULES = ("qwenmem_tui.memory.cli", "qwenmem_tui.daemon.cli", "qwenmem_tui.mcp_server.cli")
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -151,7 +152,23 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(f"qwenmem: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:
+        if (known := storage_failure(exc, paths)) is not None:
+            print(f"qwenmem: {known}", file=sys.stderr)
+            return 1
         return _report_crash(exc, settings, paths)
+
+
+def storage_failure(exc: Exception, paths: Paths) -> StorageError | None:
+    """The one line for a damaged database or a full disk met below the storage layer's
+    own checks (a store reading rows on its connection, a file written directly)."""
+    from qwenmem_tui.storage.database import damaged, disk_full, is_corrupt, is_disk_full
+
+    if is_corrupt(exc):
+        return damaged(paths.db_file, exc)
+    if is_disk_full(exc):
+        filename = getattr(exc, "filename", None)
+        return disk_full(Path(filename) if filename else paths.home, exc)
+    return None
 
 
 def _call(func: Any, args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
@@ -182,13 +199,11 @@ def _report_crash(exc: Exception, settings: Settings, paths: Paths) -> int:
 
     secret = settings.api_key_value()
     redact = Redactor([secret] if secret else [])
-    log_file = debuglog.current_path()
-    if log_file is None:
-        try:
-            log_file = debuglog.configure(paths, "cli", secrets=redact.secrets)
-        except OSError:  # an unwritable home must not turn one line into a traceback
-            log_file = None
+    if debuglog.current_path() is None:
+        # A full disk or an unwritable home: configure() then runs without the file.
+        debuglog.configure(paths, "cli", secrets=redact.secrets)
     logging.getLogger("qwenmem.cli").error("[CLI] unexpected error", exc_info=exc)
+    log_file = debuglog.current_path()  # None if that line could not be written
     where = f" (details in {log_file})" if log_file else ""
     message = redact(one_line(f"{type(exc).__name__}: {exc}"))
     print(f"qwenmem: unexpected error: {message}{where}", file=sys.stderr)
@@ -244,7 +259,8 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     from contextlib import ExitStack
 
     from qwenmem_tui.llm.provider import resolve_provider
-    from qwenmem_tui.tui.app import StartupError, check_resume, create_app  # textual: TUI only
+    from qwenmem_tui.runtime import StartupError, check_resume
+    from qwenmem_tui.tui.app import create_app  # textual: TUI only
 
     if isinstance(args.resume, str) and args.resume:
         try:  # a wrong id is one line here, not a flash of the full-screen view
@@ -283,7 +299,7 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
 
 def _local_model_starter(server: LocalModelServer, settings: Settings) -> ModelStarter:
     from qwenmem_tui.llm.local_server import LocalModelError
-    from qwenmem_tui.tui.app import ModelStarter, StartupError
+    from qwenmem_tui.runtime import ModelStarter, StartupError
 
     async def start(progress: Callable[[str], None]) -> LLMClient:
         def show(elapsed: float) -> None:

@@ -13,7 +13,8 @@ both, so a rule lives here once:
   extraction: compaction is *given* the extractor (`extract=`) when it is built; no
   feature looks for another among the hooks.
 - **The local model.** A model that cannot call tools is offered none — neither the
-  built-in ones nor a feature's (`offers_tools`) — and gets its short system prompt.
+  built-in ones nor a feature's (`offers_tools`); its short system prompt is chosen by
+  the runtime (`runtime.system_prompt_for`), with every other chat's.
 - **The recall adapter.** Prefetch recalls through `MemoryAccess.recall`, scoped to
   the project, waiting for the service where waiting is harmless.
 
@@ -41,9 +42,11 @@ from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError, ToolRegistry, b
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryHook, QueryOutcome
 from qwenmem_tui.compaction import CompactionHook
 from qwenmem_tui.config import Settings
+from qwenmem_tui.mcp_client.servers import McpServers
 from qwenmem_tui.memory.extract import MemoryExtractionHook
+from qwenmem_tui.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.memory.service import MemoryService
-from qwenmem_tui.memory.tool import DESCRIPTION, PARAMETERS, SAVE_MEMORY, save_memory_tool
+from qwenmem_tui.memory.tool import DESCRIPTION, PARAMETERS, SAVE_MEMORY, OnWrite, save_memory_tool
 from qwenmem_tui.paths import Paths
 
 if TYPE_CHECKING:
@@ -51,14 +54,17 @@ if TYPE_CHECKING:
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.llm.local_server import LocalChatDefaults
     from qwenmem_tui.memory.live import Freshness, LiveBlocks
+    from qwenmem_tui.memory.model import Memory
     from qwenmem_tui.memory.recall import RecallResult
 
 log = logging.getLogger("qwenmem.features")
 
 COMPACTION = "compaction"
 MEMORY = "memory"
-FEATURE_ORDER = (COMPACTION, MEMORY)
-"""Hook order of the features (see the module docstring): compaction before memory."""
+MCP = "mcp"
+FEATURE_ORDER = (COMPACTION, MEMORY, MCP)
+"""Hook order of the features (see the module docstring): compaction before memory;
+MCP adds tools only."""
 
 
 def enabled_features(settings: Settings) -> frozenset[str]:
@@ -68,6 +74,8 @@ def enabled_features(settings: Settings) -> frozenset[str]:
         names.add(COMPACTION)
     if settings.memory.enabled:
         names.add(MEMORY)
+    if settings.mcp.servers:
+        names.add(MCP)
     return frozenset(names)
 
 
@@ -94,15 +102,22 @@ class MemoryAccess:
         settings: Settings,
         paths: Paths,
         *,
-        llm: LLMClient,
+        llm: LLMClient | None,
         project: str,
         clock: Callable[[], float] = time.time,
+        rows_first: bool = False,
     ) -> None:
+        """``rows_first``: the service counts as open once its store is (rows only);
+        the vectors (embedder, index) load behind it and the first recall or write
+        waits for them. For a face that must answer at once (``qwenmem mcp``: list
+        before the index is up). ``llm`` None: no model (rule-only identity)."""
         self.settings = settings
         self.project = project
         self._paths = paths
         self._llm = llm
         self._clock = clock
+        self._rows_first = rows_first
+        self._vectors: asyncio.Task[None] | None = None
         self.progress_listeners: list[Callable[[int, int], None]] = []
         """Called with (done, total) while the vector index is rebuilt at opening."""
         self.notice_listeners: list[Callable[[str], None]] = []
@@ -121,14 +136,25 @@ class MemoryAccess:
         return self._opening
 
     async def _open(self) -> MemoryService:
-        return await MemoryService.open(
+        service = await MemoryService.open(
             self.settings,
             self._paths,
             llm=self._llm,
             clock=self._clock,
             progress=self._progress,
             on_notice=self._notice,
+            lazy=self._rows_first,
         )
+        if self._rows_first:
+            self._vectors = asyncio.create_task(self._load_vectors(service), name="memory-vectors")
+        return service
+
+    @staticmethod
+    async def _load_vectors(service: MemoryService) -> None:
+        try:
+            await service.load_vectors()
+        except Exception as exc:  # the first recall or write tries again and reports it
+            log.warning("[MEMORY] loading the vector index failed: %s", exc)
 
     def _progress(self, done: int, total: int) -> None:
         for listener in self.progress_listeners:
@@ -164,6 +190,9 @@ class MemoryAccess:
             return
         task.cancel()
         await asyncio.wait({task})
+        if self._vectors is not None:
+            # Not cancelled: an index stopped half-loaded must not be saved as current.
+            await asyncio.wait({self._vectors})
         service = self.opened
         if service is None:
             return
@@ -193,23 +222,35 @@ class MemoryAccess:
     async def record_delivery(self, point: str) -> None:
         await (await self.service()).record_delivery(point)
 
+    async def fetch(self, ids: Sequence[int]) -> list[Memory]:
+        """Memories by id as they stand (for a reply's receipt), this user's only."""
+        service = await self.service()
+        return [m for m in await service.store.fetch(list(ids)) if m.user == service.user]
+
     async def record_recall(self, result: RecallResult) -> None:
         await (await self.service()).record_recall(result)
 
-    def save_memory_tool(self) -> Tool:
-        """save_memory as registered at startup; it waits for the service on first use."""
+    def save_memory_tool(self, on_write: OnWrite | None = None) -> Tool:
+        """save_memory as registered at startup; it waits for the service on first use.
+        ``on_write`` is told of each write (the reply's receipt)."""
         tool: Tool | None = None
 
         async def handler(args: dict[str, Any], ctx: ToolContext) -> str:
             nonlocal tool
             if tool is None:
                 try:
-                    tool = save_memory_tool(await self.service())
+                    tool = save_memory_tool(await self.service(), on_write=on_write)
                 except MemoryUnavailable as exc:
                     raise ToolError(str(exc)) from exc
             return await tool.handler(args, ctx)
 
-        return Tool(name=SAVE_MEMORY, description=DESCRIPTION, parameters=PARAMETERS, handler=handler)
+        return Tool(
+            name=SAVE_MEMORY,
+            description=DESCRIPTION,
+            parameters=PARAMETERS,
+            handler=handler,
+            untrusted_output=False,  # a receipt of qwenmem's own
+        )
 
     def extraction(self, *, enabled: bool) -> MemoryExtraction:
         """A new extraction hook for one set of features (drained by :meth:`close`)."""
@@ -271,11 +312,10 @@ class SessionFeatures:
     hooks: tuple[QueryHook, ...]
     """In the one correct order; pass them to ChatSession as they are."""
     tools: ToolRegistry
-    system_prompt: str | None = None
-    """The local model's short prompt, else None (the chat's default)."""
     compaction: CompactionHook | None = None
     prefetch: MemoryPrefetchHook | None = None
     extraction: MemoryExtraction | None = None
+    receipts: MemoryReceiptHook | None = None
 
     def warm_recall(self, session: ChatSession, text: str) -> None:
         """Typing paused: start recall for the prompt's text, so a question sent as it
@@ -299,6 +339,9 @@ class Assembly:
     project: str  # project_id(project_root): the key sessions and memories use
     features: frozenset[str]
     memory: MemoryAccess | None = None
+    mcp: McpServers | None = None
+    """The configured MCP servers (None: none configured, or the model takes no tools);
+    the face starts them (`mcp.start()`), the assembly stops them."""
     model_defaults: LocalChatDefaults | None = None
     extra_tools: Sequence[Tool] = ()  # tests' own tools, offered like a feature's
 
@@ -330,6 +373,11 @@ class Assembly:
             if MEMORY in names
             else None
         )
+        mcp = (
+            McpServers(settings.mcp, cwd=project_root, home=paths.home, project=project)
+            if MCP in names and settings.mcp.servers and offers_tools(model_defaults)
+            else None
+        )
         return cls(
             settings=settings,
             llm=llm,
@@ -337,6 +385,7 @@ class Assembly:
             project=project,
             features=names,
             memory=memory,
+            mcp=mcp,
             model_defaults=model_defaults,
             extra_tools=tuple(extra_tools),
         )
@@ -349,6 +398,7 @@ class Assembly:
         hooks: list[QueryHook] = []
         prefetch: MemoryPrefetchHook | None = None
         extraction: MemoryExtraction | None = None
+        receipts: MemoryReceiptHook | None = None
         memory = self.memory if MEMORY in self.features else None
         if memory is not None:
             settings = self.settings.memory
@@ -360,7 +410,9 @@ class Assembly:
                 record_recall=memory.record_recall,
                 live=memory.live,
             )
-            feature_tools.append(memory.save_memory_tool())
+            # After prefetch: it reads what this query's requests carried.
+            receipts = MemoryReceiptHook(prefetch, memory.fetch)
+            feature_tools.append(memory.save_memory_tool(on_write=receipts.record_write))
         compaction: CompactionHook | None = None
         if COMPACTION in self.features:
             compaction = CompactionHook(
@@ -369,20 +421,25 @@ class Assembly:
                 extract=extraction.extract_block if extraction is not None else None,
             )
             hooks.append(compaction)  # first: see the module docstring
-        if prefetch is not None and extraction is not None:
-            hooks.extend((prefetch, extraction))
+        if prefetch is not None and extraction is not None and receipts is not None:
+            hooks.extend((prefetch, receipts, extraction))
         for tool in feature_tools if with_tools else ():
             tools.register(tool)
+        if self.mcp is not None:
+            tools.add_provider(self.mcp.tools)  # servers join as they come up
         return SessionFeatures(
             hooks=tuple(hooks),
             tools=tools,
-            system_prompt=self.model_defaults.system_prompt if self.model_defaults else None,
             compaction=compaction,
             prefetch=prefetch,
             extraction=extraction,
+            receipts=receipts,
         )
 
     async def close(self) -> None:
-        """Drain extraction and close the memory service, if this assembly opened one."""
+        """Drain extraction and close the memory service, if this assembly opened one;
+        stop the MCP servers."""
+        if self.mcp is not None:
+            await self.mcp.close()
         if self.memory is not None:
             await self.memory.close()

@@ -23,6 +23,11 @@ Delivered reminders are rebuilt from the current state before every request (iss
 since been superseded, forgotten or has expired — in this process or another — leaves
 the next request, replaced by its successor when there is one. When nothing changed
 that costs one read of the store's generation.
+
+What each request carried is kept for the query (`sent`): the memories recalled for it
+and those re-sent from earlier deliveries, with the channels' scores, so the memory
+feature can show the user a receipt of what shaped the reply. `hide` takes memories
+the user called not relevant out of the delivered blocks from the next request on.
 """
 
 from __future__ import annotations
@@ -62,6 +67,19 @@ INITIAL = "initial"
 TOOL_RESULT = "tool_result"
 DISCARDED = "discarded"  # settled, but no safe point was left to deliver it
 MISSED = "missed"  # still running when its query ended or was aborted
+IN_VIEW = "in_view"  # delivered for an earlier query and re-sent with this one's requests
+
+
+@dataclass(frozen=True)
+class SentMemory:
+    """One memory a request of the running query carried, and how it came to be there."""
+
+    id: int
+    point: str
+    """INITIAL / TOOL_RESULT: recalled for this query; IN_VIEW: re-sent from earlier."""
+    score: float | None = None  # fused rank score when it was recalled
+    lexical: float | None = None  # the lexical channel's rank score, None if unmatched
+    dense: float | None = None  # cosine with the query, None without a vector
 
 
 @dataclass(eq=False)
@@ -187,6 +205,27 @@ class MemoryPrefetchHook:
         self._record_delivery = record_delivery
         self._record_recall = record_recall
         self._recording: set[asyncio.Task[None]] = set()
+        # Why each delivered memory was recalled (its scores), for the receipt.
+        self._why: dict[int, SentMemory] = {}
+        # What this query's requests carried, in the order first sent.
+        self.sent: dict[int, SentMemory] = {}
+        self._recalled_now: set[int] = set()  # recalled for the running query
+        self._hidden: set[int] = set()
+
+    def sent_memories(self) -> list[SentMemory]:
+        """Every memory the running (or last) query's requests carried, first sent first."""
+        return list(self.sent.values())
+
+    def hide(self, ids: set[int]) -> None:
+        """The user called these memories not relevant: the next request goes without
+        them (the blocks holding them are rebuilt) and recall may not bring them back
+        while they stay hidden."""
+        self._hidden.update(ids)
+        self._freshness = None  # the blocks must be rebuilt even if the store is unchanged
+
+    def _excluded(self) -> frozenset[int]:
+        """What recall must not return: memories in view, and those the user hid."""
+        return frozenset(self.surfaced | self._hidden)
 
     def warm(self, session: ChatSession, text: str) -> None:
         """Start recall for `text` the user has typed but not sent, replacing any earlier
@@ -196,7 +235,7 @@ class MemoryPrefetchHook:
         if not self.enabled or not text:
             return
         # This session's surfaced set, as on_query_start will see it.
-        excluded = frozenset(self.surfaced) if session.info.id == self._session_id else frozenset()
+        excluded = self._excluded() if session.info.id == self._session_id else frozenset()
         handle = MemoryPrefetchHandle(
             text=text,
             started_at=self._clock(),
@@ -212,6 +251,8 @@ class MemoryPrefetchHook:
     # QueryHook ------------------------------------------------------------------------
     async def on_query_start(self, session: ChatSession, text: str) -> None:
         self._abort("new_query")
+        self.sent = {}
+        self._recalled_now = set()
         if session.info.id != self._session_id:
             # The TUI keeps its hooks across /resume: nothing surfaced in that session.
             self._session_id = session.info.id
@@ -233,7 +274,7 @@ class MemoryPrefetchHook:
                 self.stats.warm_missed += 1
             handle = MemoryPrefetchHandle(text=text, started_at=self._clock())
             handle.task = asyncio.get_running_loop().create_task(
-                self._run(handle, frozenset(self.surfaced)), name="memory-prefetch"
+                self._run(handle, self._excluded()), name="memory-prefetch"
             )
         self._link_to_parent(handle)
         self.handle = handle
@@ -244,7 +285,7 @@ class MemoryPrefetchHook:
         return (
             warm.text == text.strip()
             and warm.session_id == session.info.id
-            and warm.excluded == frozenset(self.surfaced)
+            and warm.excluded == self._excluded()
             # A failed warm recall is no reason to send without memory: try again.
             and not (warm.settled and warm.result() is None)
         )
@@ -258,7 +299,36 @@ class MemoryPrefetchHook:
         delivered = self._deliver(kind, messages)
         # A new block was read at some earlier moment: check it with the others.
         await self._refresh(force=delivered)
-        return self._reapply(messages)
+        shaped = self._reapply(messages)
+        self._note_sent()
+        return shaped
+
+    def _note_sent(self) -> None:
+        """Record what this request carries (the deliveries left after re-applying)."""
+        for delivery in self._delivered:
+            for memory_id in delivery.ids:
+                if memory_id in self.sent:
+                    continue
+                why = self._why.get(memory_id)
+                if why is None:  # a successor, re-sent in place of what was recalled
+                    why = SentMemory(memory_id, IN_VIEW)
+                elif memory_id not in self._recalled_now:
+                    why = replace(why, point=IN_VIEW)
+                self.sent[memory_id] = why
+
+    def _remember_why(self, point: str, result: RecallResult) -> None:
+        """Keep the scores each delivered memory was recalled with; this query's own."""
+        for i, memory_id in enumerate(result.ids):
+            why = SentMemory(
+                memory_id,
+                point,
+                score=_at(result.scores, i),
+                lexical=_at(result.lexical_scores, i),
+                dense=_at(result.vector_scores, i),
+            )
+            self._why[memory_id] = why
+            self._recalled_now.add(memory_id)
+            self.sent.pop(memory_id, None)  # recalled anew: this query's reason wins
 
     def _deliver(self, kind: TurnKind, messages: list[dict]) -> bool:
         """Take a settled recall as a new delivery; whether one was added."""
@@ -282,6 +352,7 @@ class MemoryPrefetchHook:
         self._delivered.append(delivery)
         self.surfaced.update(delivery.ids)
         point = INITIAL if kind is TurnKind.USER_QUERY else TOOL_RESULT
+        self._remember_why(point, result)
         self.stats.deliveries[point] += 1
         self._record(point)
         log.info(
@@ -304,9 +375,13 @@ class MemoryPrefetchHook:
         if self._live is None or not self._delivered:
             return
         deliveries = list(self._delivered)
+        hidden = self._hidden
         try:
             answer = await asyncio.wait_for(
-                self._live([d.ids for d in deliveries], None if force else self._freshness),
+                self._live(
+                    [tuple(i for i in d.ids if i not in hidden) for d in deliveries],
+                    None if force else self._freshness,
+                ),
                 LIVE_TIMEOUT_S,
             )
         except asyncio.CancelledError:
@@ -358,6 +433,8 @@ class MemoryPrefetchHook:
         self.surfaced.clear()
         self._delivered = []
         self._freshness = None
+        self._why.clear()
+        self._hidden.clear()
 
     def _drop_warm(self) -> None:
         warm, self.warm_handle = self.warm_handle, None
@@ -503,16 +580,15 @@ class MemoryPrefetchHook:
         if len(positions) <= delivery.occurrence:
             return messages
         index = positions[delivery.occurrence]
-        shaped = list(messages)
         if delivery.user_text is not None:
-            shaped[index] = _prepend_reminder(messages[index], delivery.block)
+            shaped = list(messages)
+            shaped[index] = prepend_reminder(messages[index], delivery.block)
             return shaped
-        # After the whole run of tool results: never between a call and its results.
-        end = index + 1
-        while end < len(messages) and messages[end].get("role") == "tool":
-            end += 1
-        shaped.insert(end, {"role": "user", "content": delivery.block})
-        return shaped
+        return insert_after_tool_results(messages, index, delivery.block)
+
+
+def _at(values: list[float | None] | list[float], index: int) -> float | None:
+    return values[index] if index < len(values) else None
 
 
 def _user_positions(messages: list[dict], text: str) -> list[int]:
@@ -528,12 +604,21 @@ def _is_text(body: str, text: str) -> bool:
     return body == text or body.endswith(f"\n\n{text}")
 
 
-def _prepend_reminder(message: dict, block: str) -> dict:
-    """A copy of the user message with the block in front of its reminders."""
+def prepend_reminder(message: dict, block: str) -> dict:
+    """A copy of the user message with the block in front of its reminders (§6)."""
     content = message.get("content")
     if isinstance(content, list):
         return {**message, "content": [{"type": "text", "text": block}, *content]}
     return {**message, "content": f"{block}\n\n{content or ''}"}
+
+
+def insert_after_tool_results(messages: list[dict], index: int, block: str) -> list[dict]:
+    """A copy of ``messages`` with the block as a user message after the run of tool
+    results that ``index`` is in: never between a tool call and its results (§6)."""
+    end = index + 1
+    while end < len(messages) and messages[end].get("role") == "tool":
+        end += 1
+    return [*messages[:end], {"role": "user", "content": block}, *messages[end:]]
 
 
 def _tool_positions(messages: list[dict], tool_call_id: str) -> list[int]:

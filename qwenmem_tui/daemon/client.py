@@ -55,6 +55,8 @@ class PromptResult:
     session_id: str
     reply: str
     status: str
+    memories: tuple[dict[str, Any], ...] = ()
+    """The memories the reply used: ``{"id", "key", "value"}`` each (its receipt)."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,10 @@ class DaemonClient:
             "POST", f"{_session_path(session_id)}/prompt", json={"text": text}, client_id=client_id
         )
         return PromptResult(
-            session_id=body["sessionId"], reply=body["reply"], status=body.get("status", "ok")
+            session_id=body["sessionId"],
+            reply=body["reply"],
+            status=body.get("status", "ok"),
+            memories=tuple(body.get("memories") or ()),
         )
 
     def stream_prompt(

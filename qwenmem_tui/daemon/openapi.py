@@ -35,6 +35,14 @@ _CLIENT_ID = {
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
     "description": "Identifies the caller in the daemon's log; any request may carry it.",
 }
+_PROJECT = {
+    "name": "X-Qwenmem-Project",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "Absolute path of the project whose memory is recalled (its git root "
+    "counts); default: the daemon's project.",
+}
 _COMMON_ERRORS = {
     "400": _error("invalid_client_id"),
     "401": _error("unauthorized (token configured, bearer missing or wrong)"),
@@ -59,6 +67,22 @@ OPENAPI_SCHEMA: dict[str, Any] = {
                     "error": {"type": "string"},
                     "code": {"type": "string"},
                     "sessionId": {"type": "string"},
+                },
+            },
+            "OpenAIError": {
+                "type": "object",
+                "required": ["error"],
+                "properties": {
+                    "error": {
+                        "type": "object",
+                        "required": ["message", "type"],
+                        "properties": {
+                            "message": {"type": "string"},
+                            "type": {"type": "string"},
+                            "param": {"type": ["string", "null"]},
+                            "code": {"type": ["string", "null"]},
+                        },
+                    }
                 },
             },
             "Session": {
@@ -182,6 +206,19 @@ OPENAPI_SCHEMA: dict[str, Any] = {
                                         "status": {
                                             "enum": ["ok", "turn_cap", "context_limit", "cancelled"]
                                         },
+                                        "memories": {
+                                            "description": "The memories the reply's requests carried (its receipt)",
+                                            "type": "array",
+                                            "items": {
+                                                "type": "object",
+                                                "required": ["id", "key", "value"],
+                                                "properties": {
+                                                    "id": {"type": "integer"},
+                                                    "key": {"type": "string"},
+                                                    "value": {"type": "string"},
+                                                },
+                                            },
+                                        },
                                     },
                                 }
                             },
@@ -194,6 +231,58 @@ OPENAPI_SCHEMA: dict[str, Any] = {
                     "409": _error("session_busy: another prompt is running in this session"),
                     "413": _error("body_too_large"),
                     "502": _error("llm_error: the model request failed"),
+                },
+            }
+        },
+        "/v1/chat/completions": {
+            "post": {
+                "summary": "OpenAI-compatible chat completions, forwarded to the configured "
+                "[llm] endpoint with the recalled memory of the last user message added "
+                "(contract §9); stream: true answers with the upstream's SSE",
+                "parameters": [_PROJECT],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["messages"],
+                                "properties": {
+                                    "model": {"type": "string"},
+                                    "messages": {"type": "array", "minItems": 1},
+                                    "stream": {"type": "boolean"},
+                                    "tools": {"type": "array"},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": {
+                        "description": "The upstream's completion, unchanged; the header "
+                        "X-Qwenmem-Memories lists the ids of the memories added (comma-separated)",
+                        "headers": {"X-Qwenmem-Memories": {"schema": {"type": "string"}}},
+                        "content": {
+                            "application/json": {"schema": {"type": "object"}},
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    "400": _json(_ref("OpenAIError"), "invalid_request_error: the client's mistake"),
+                    "401": _json(_ref("OpenAIError"), "authentication_error: the daemon's token"),
+                    "4XX": _json(_ref("OpenAIError"), "the upstream's own error, status kept"),
+                    "502": _json(_ref("OpenAIError"), "upstream_unavailable"),
+                    "504": _json(_ref("OpenAIError"), "upstream_timeout"),
+                    "5XX": _json(_ref("OpenAIError"), "the upstream's own error, status kept"),
+                },
+            }
+        },
+        "/v1/models": {
+            "get": {
+                "summary": "The upstream's models (the configured model when it lists none)",
+                "responses": {
+                    "200": _json({"type": "object"}, "OpenAI's model list"),
+                    "401": _json(_ref("OpenAIError"), "authentication_error: the daemon's token"),
+                    "502": _json(_ref("OpenAIError"), "upstream_unavailable"),
                 },
             }
         },

@@ -38,8 +38,7 @@ from qwenmem_tui.chat.events import (
     ToolCallStarted,
     TurnStarted,
 )
-from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatSession
-from qwenmem_tui.chat.view import model_messages
+from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.guard import (
     CLIENT_ID_HEADER,
@@ -50,12 +49,15 @@ from qwenmem_tui.daemon.guard import (
     error_response,
 )
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
+from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
 from qwenmem_tui.features import Assembly, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
+from qwenmem_tui.memory.exchange import ExchangeMemory
+from qwenmem_tui.memory.receipts import RECEIPT_ITEM, memories_json
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.recap import generate_session_recap
-from qwenmem_tui.storage.database import Database
+from qwenmem_tui.runtime import Runtime
 from qwenmem_tui.storage.sessions import SessionInfo, SessionStore
 
 log = logging.getLogger("qwenmem.daemon")
@@ -69,19 +71,19 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 MAX_OPEN_CHATS = 32
 MAX_TITLE_CHARS = 200
 API_VERSION = 1
-FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory")
+FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory", "openai_proxy")
 
 
 # Called once per session the daemon opens: hooks keep per-session state (surfaced
 # memories, token gauge), and the daemon serves many sessions at once. The default
-# asks the core assembly (`qwenmem_tui/features.py`), as the TUI does; tests inject
-# their own (e.g. one that fails).
+# asks the runtime for a fresh set, as the TUI does once; tests inject their own (e.g.
+# one that fails).
 FeatureFactory = Callable[["DaemonBackend", SessionInfo], Awaitable[SessionFeatures]]
 
 
 async def assembled_features(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
-    """A session's features from the daemon's assembly: fresh hooks, the shared memory."""
-    return backend.assembly.session()
+    """A session's features from the daemon's runtime: fresh hooks, the shared memory."""
+    return backend.runtime.session_features()
 
 
 class ApiError(Exception):
@@ -114,6 +116,9 @@ class ServerOptions:
     """Host names accepted besides the bound address and the localhost names."""
     max_body_bytes: int = MAX_BODY_BYTES
     recap_timeout: float = RECAP_TIMEOUT_SECONDS
+    proxy_extract: bool = False
+    """Extract memories from replies the OpenAI-compatible proxy relays (off: a proxy's
+    clients did not ask qwenmem to learn from their conversations)."""
 
     def guard_policy(self) -> GuardPolicy:
         """What the guard enforces: these options, the host names with the localhost
@@ -127,7 +132,8 @@ class ServerOptions:
 
 
 class DaemonBackend:
-    """The state routes share: one database, one LLM client, one chat per session.
+    """The state routes share: the runtime (database, LLM client, features) and one
+    chat per session.
 
     A session's ``ChatSession`` (and its hooks' state) lives as long as the daemon,
     as in the TUI; its items are reloaded from the database before every query, so
@@ -144,45 +150,73 @@ class DaemonBackend:
         features: Collection[str] | None = None,
         session_features: FeatureFactory = assembled_features,
         model_defaults: LocalChatDefaults | None = None,
+        proxy_extract: bool = False,
     ) -> None:
         self.settings = settings
+        self._proxy_extract = proxy_extract
+        self._upstream: Upstream | None = None
         # The bundled local model: its short system prompt, and no tools it cannot call.
         self.model_defaults = model_defaults
         self.paths = paths
         self.project_root = project_root
         self.project = project_id(project_root)
         self._llm = llm
-        self._owns_llm = llm is None
         self._feature_names = features  # None: what the settings turn on
         self._session_features = session_features
-        self._assembly: Assembly | None = None
-        self._db: Database | None = None
-        self._store: SessionStore | None = None
+        self._runtime: Runtime | None = None
         self._chats: OrderedDict[str, ChatSession] = OrderedDict()
         self._features: dict[str, SessionFeatures] = {}  # of the open chats
         self._locks: dict[str, asyncio.Lock] = {}
+        self._started = False
+        self._closed = False
+
+    @property
+    def started(self) -> bool:
+        """``start`` went through (a failed one leaves this False)."""
+        return self._started
 
     async def start(self) -> None:
-        self.paths.ensure()
-        self._db = await Database.open(self.paths.db_file)
-        self._store = SessionStore(self._db)
-        if self._llm is None:
-            self._llm = LLMClient.from_settings(self.settings)
-        self._assembly = Assembly.create(
+        """Open everything a request needs; raises StartupError (one line naming the
+        file) instead of serving errors. ``qwenmem serve`` awaits it before it says it
+        is listening."""
+        self._runtime = await Runtime.open(
             self.settings,
             self.paths,
+            self.project_root,
             llm=self._llm,
-            project_root=self.project_root,
-            project=self.project,
             features=self._feature_names,
             model_defaults=self.model_defaults,
+            # Open before serving: a broken store fails the start, and so does a page
+            # damaged deep in the file (else a failed request, days later).
+            open_memory=True,
+            check_integrity=True,
+            memory_notice=lambda text: log.warning("[DAEMON] memory: %s", text),
         )
-        memory = self._assembly.memory
-        if memory is not None:
-            memory.notice_listeners.append(lambda text: log.warning("[DAEMON] memory: %s", text))
-            await memory.service()  # open before serving: a broken store fails the start
+        memory = self._runtime.memory
+        llm = self._runtime.llm
+        self._upstream = Upstream(
+            llm.base_url,
+            llm.api_key,
+            model=llm.model,
+            project=self.project,
+            timeout=self.settings.llm.timeout,
+            memory=None
+            if memory is None
+            else ExchangeMemory(
+                memory.service,
+                initial_wait_ms=self.settings.memory.initial_wait_ms,
+                llm=llm,
+                extract=self._proxy_extract and self.settings.memory.extraction,
+            ),
+        )
+        self._started = True
 
     async def close(self) -> None:
+        """Release what ``start`` opened, even a part of it; a second call does nothing
+        (and does not suspend: it may run in a task being cancelled by Ctrl+C)."""
+        if self._closed:
+            return
+        self._closed = True
         # Let extraction of the last turns finish (bounded) before the service closes.
         extractions = [features.drain() for features in self._features.values()]
         if extractions:
@@ -195,28 +229,35 @@ class DaemonBackend:
             await chat.close()
         self._chats.clear()
         self._features.clear()
-        if self._assembly is not None:
-            await self._assembly.close()
-        if self._llm is not None and self._owns_llm:
-            await self._llm.aclose()
-        if self._db is not None:
-            await self._db.close()
+        if self._upstream is not None:
+            await self._upstream.aclose()
+        if self._runtime is not None:
+            await self._runtime.close()
+
+    @property
+    def runtime(self) -> Runtime:
+        """What the daemon opened: database, LLM client, features (as the TUI's)."""
+        assert self._runtime is not None, "DaemonBackend.start() was not awaited"
+        return self._runtime
 
     @property
     def store(self) -> SessionStore:
-        assert self._store is not None, "DaemonBackend.start() was not awaited"
-        return self._store
+        return self.runtime.store
+
+    @property
+    def upstream(self) -> Upstream:
+        """The OpenAI-compatible proxy's endpoint and memory."""
+        assert self._upstream is not None, "DaemonBackend.start() was not awaited"
+        return self._upstream
 
     @property
     def assembly(self) -> Assembly:
         """What builds each session's features (the same assembly the TUI uses)."""
-        assert self._assembly is not None, "DaemonBackend.start() was not awaited"
-        return self._assembly
+        return self.runtime.assembly
 
     @property
     def llm(self) -> LLMClient:
-        assert self._llm is not None, "DaemonBackend.start() was not awaited"
-        return self._llm
+        return self.runtime.llm
 
     def chat(self, session_id: str) -> ChatSession | None:
         """The session's open chat, if a query opened it."""
@@ -242,16 +283,7 @@ class DaemonBackend:
         chat = self._chats.get(info.id)
         if chat is None:
             features = await self._session_features(self, info)
-            chat = await ChatSession.load(
-                store=self.store,
-                llm=self.llm,
-                tools=features.tools,
-                settings=self.settings,
-                project_root=self.project_root,
-                hooks=features.hooks,
-                session_id=info.id,
-                system_prompt=features.system_prompt,
-            )
+            chat = await self.runtime.open_chat(info, features=features)
             self._chats[info.id] = chat
             self._features[info.id] = features
             await self._close_idle_chats()
@@ -275,9 +307,7 @@ class DaemonBackend:
     async def history(self, info: SessionInfo) -> list[dict[str, Any]]:
         """The model view (after the last /clear, compaction folded), as the TUI sees it:
         read from the stored items, no chat opened."""
-        defaults = self.model_defaults
-        system_prompt = defaults.system_prompt if defaults else DEFAULT_SYSTEM_PROMPT
-        return model_messages(await self.store.load_items(info.id), system_prompt)
+        return self.runtime.model_view(await self.store.load_items(info.id))
 
 
 # -- request helpers ---------------------------------------------------------------
@@ -413,7 +443,14 @@ async def prompt(request: Request) -> Response:
         raise ApiError(
             502, "llm_error", reply.error or "The model request failed", sessionId=info.id
         )
-    return JSONResponse({"sessionId": info.id, "reply": reply.text, "status": reply.status})
+    return JSONResponse(
+        {
+            "sessionId": info.id,
+            "reply": reply.text,
+            "status": reply.status,
+            "memories": reply.memories,
+        }
+    )
 
 
 async def recap(request: Request) -> Response:
@@ -439,30 +476,41 @@ async def recap(request: Request) -> Response:
 
 
 class _ReplyCollector:
-    """Folds chat events into the final reply: the text of the last model turn."""
+    """Folds chat events into the final reply: the text of every model turn of the
+    query, in order — a reply that called a tool is its words before and after the
+    call, not only the last turn's ("The tool returned 44 characters.")."""
 
     def __init__(self) -> None:
-        self._turn_text: list[str] = []
-        self._last_assistant: str | None = None
+        self._turns: list[str] = []  # the text of each finished turn
+        self._current: list[str] = []  # deltas of the turn streaming now
         self.status = "ok"
         self.error: str | None = None
+        self.memories: list[dict[str, Any]] = []  # the reply's receipt: what it used
 
     def feed(self, event: object) -> None:
-        if isinstance(event, TurnStarted):
-            self._turn_text = []
+        if isinstance(event, ItemAdded) and event.item.type == RECEIPT_ITEM:
+            self.memories = memories_json(event.item)
+        elif isinstance(event, TurnStarted):
+            self._flush()
         elif isinstance(event, AssistantDelta):
-            self._turn_text.append(event.text)
+            self._current.append(event.text)
         elif isinstance(event, ItemAdded) and event.item.type == "assistant":
-            self._last_assistant = event.item.content
+            # The stored turn is the truth (deltas may have been cut or rewritten).
+            self._current = []
+            self._turns.append(event.item.content)
         elif isinstance(event, QueryFinished):
             self.status = event.outcome.status
             self.error = event.outcome.error
 
+    def _flush(self) -> None:
+        if self._current:
+            self._turns.append("".join(self._current))
+            self._current = []
+
     @property
     def text(self) -> str:
-        if self._last_assistant is not None:
-            return self._last_assistant
-        return "".join(self._turn_text)
+        parts = [*self._turns, "".join(self._current)]
+        return "\n\n".join(part for part in parts if part.strip())
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -494,7 +542,8 @@ async def _sse_events(
         error = reply.error or "The model request failed"
         yield _sse("error", {"error": error, "code": "llm_error", "sessionId": info.id})
         return
-    yield _sse("done", {"sessionId": info.id, "reply": reply.text, "status": reply.status})
+    done = {"sessionId": info.id, "reply": reply.text, "status": reply.status}
+    yield _sse("done", {**done, "memories": reply.memories})
 
 
 def _tool_call_json(call: Any) -> dict[str, Any]:
@@ -545,6 +594,8 @@ ROUTES = [
     # session_not_found envelope instead of the router's bare 404.
     Route("/session/{session_id:path}/prompt", prompt, methods=["POST"]),
     Route("/session/{session_id:path}/recap", recap, methods=["POST"]),
+    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    Route("/v1/models", list_models, methods=["GET"]),
 ]
 
 
@@ -572,11 +623,16 @@ def create_app(
         features=features,
         session_features=session_features,
         model_defaults=model_defaults,
+        proxy_extract=options.proxy_extract,
     )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await backend.start()
+        # `qwenmem serve` starts the backend itself, before it says it is listening;
+        # an app run by anything else (tests, another ASGI server) starts it here.
+        if not backend.started:
+            await backend.start()
+        app.state.upstream = backend.upstream
         try:
             yield
         finally:

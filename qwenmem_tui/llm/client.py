@@ -99,6 +99,58 @@ class _PartialCall:
     arguments: list[str] = field(default_factory=list)
 
 
+class _ReplyAccumulator:
+    """One streamed reply as its chunks arrive: the events each yields, the whole."""
+
+    def __init__(self) -> None:
+        self._completion = Completion()
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: dict[int, _PartialCall] = {}
+        self._chunks = 0
+
+    def feed(self, payload: dict[str, Any]) -> list[LLMEvent]:
+        """The events of one decoded chunk (usage and finish reason are kept)."""
+        self._chunks += 1
+        events: list[LLMEvent] = []
+        usage = payload.get("usage")
+        if isinstance(usage, dict):
+            self._completion.usage = Usage(
+                prompt_tokens=usage.get("prompt_tokens") or 0,
+                completion_tokens=usage.get("completion_tokens") or 0,
+            )
+        for choice in payload.get("choices") or ():
+            if choice.get("index") not in (0, None):
+                continue  # n > 1 is never requested; ignore stray choices
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                events += _delta_events(delta, self._text, self._reasoning, self._calls)
+            if choice.get("finish_reason"):
+                self._completion.finish_reason = choice["finish_reason"]
+        return events
+
+    def check_complete(self) -> None:
+        """Raise StreamProblem for a stream that ended empty or before its finish."""
+        if self._chunks == 0:
+            raise StreamProblem("bad_response", "The endpoint sent an empty stream")
+        if self._completion.finish_reason is None:
+            raise StreamProblem("bad_response", "The reply ended before it was complete")
+
+    def completion(self) -> Completion:
+        completion = self._completion
+        completion.content = "".join(self._text)
+        completion.reasoning = "".join(self._reasoning)
+        completion.tool_calls = [
+            ToolCall(
+                id=call.id or f"call_{index}",
+                name=call.name,
+                arguments="".join(call.arguments) or "{}",
+            )
+            for index, call in sorted(self._calls.items())
+        ]
+        return completion
+
+
 class LLMClient:
     """One endpoint, a main model and a fast model for side queries."""
 
@@ -134,6 +186,12 @@ class LLMClient:
         # Local servers accept any key, but the SDK refuses to start without one.
         self._client = self._make_client(base_url, max_retries=0)
         self._embed_clients: dict[str, openai.AsyncOpenAI] = {}
+
+    @property
+    def api_key(self) -> str | None:
+        """The endpoint's key: the proxy of ``qwenmem serve`` forwards with it (it never
+        leaves qwenmem otherwise)."""
+        return self._api_key
 
     @classmethod
     def from_settings(
@@ -206,24 +264,8 @@ class LLMClient:
         server sees the disconnect and stops generating.
         """
         model = model or self.model
-        params: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if tools:
-            params["tools"] = tools
-        if (limit := max_tokens or self.max_tokens) is not None:
-            params["max_tokens"] = limit
-        if (temperature := temperature if temperature is not None else self.temperature) is not None:
-            params["temperature"] = temperature
-
-        completion = Completion()
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: dict[int, _PartialCall] = {}
-        chunks = 0
+        params = self._params(messages, tools, model, max_tokens, temperature)
+        reply = _ReplyAccumulator()
         try:
             # The SDK builds, sends and checks the request (status errors, timeouts), but
             # the body is decoded here: its per-chunk pydantic models cost ~0.3 ms each,
@@ -238,40 +280,36 @@ class LLMClient:
                 async for batch in _sse_batches(http):
                     events: list[LLMEvent] = []
                     for payload in batch:
-                        chunks += 1
-                        usage = payload.get("usage")
-                        if isinstance(usage, dict):
-                            completion.usage = Usage(
-                                prompt_tokens=usage.get("prompt_tokens") or 0,
-                                completion_tokens=usage.get("completion_tokens") or 0,
-                            )
-                        for choice in payload.get("choices") or ():
-                            if choice.get("index") not in (0, None):
-                                continue  # n > 1 is never requested; ignore stray choices
-                            delta = choice.get("delta")
-                            if isinstance(delta, dict):
-                                events += _delta_events(delta, text, reasoning, calls)
-                            if choice.get("finish_reason"):
-                                completion.finish_reason = choice["finish_reason"]
+                        events += reply.feed(payload)
                     for event in merge_deltas(events):
                         yield event
-            if chunks == 0:
-                raise StreamProblem("bad_response", "The endpoint sent an empty stream")
-            if completion.finish_reason is None:
-                raise StreamProblem("bad_response", "The reply ended before it was complete")
+            reply.check_complete()
         except Exception as exc:
             raise self._error(exc, model=model) from exc
-        completion.content = "".join(text)
-        completion.reasoning = "".join(reasoning)
-        completion.tool_calls = [
-            ToolCall(
-                id=call.id or f"call_{index}",
-                name=call.name,
-                arguments="".join(call.arguments) or "{}",
-            )
-            for index, call in sorted(calls.items())
-        ]
-        yield StreamFinished(completion)
+        yield StreamFinished(reply.completion())
+
+    def _params(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        model: str,
+        max_tokens: int | None,
+        temperature: float | None,
+    ) -> dict[str, Any]:
+        """The request's parameters: the call's own, else the client's defaults."""
+        params: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            params["tools"] = tools
+        if (limit := max_tokens or self.max_tokens) is not None:
+            params["max_tokens"] = limit
+        if (temperature := temperature if temperature is not None else self.temperature) is not None:
+            params["temperature"] = temperature
+        return params
 
     async def complete(
         self,

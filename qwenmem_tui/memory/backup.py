@@ -35,9 +35,12 @@ from qwenmem_tui.memory.model import (
     Origin,
     Status,
     WriteAction,
+    WriteResult,
+    export_line,
     holds,
 )
 from qwenmem_tui.memory.provenance import Provenance
+from qwenmem_tui.storage.database import DiskFull
 
 if TYPE_CHECKING:
     from qwenmem_tui.memory.index import Progress
@@ -48,8 +51,6 @@ if TYPE_CHECKING:
 _MIN_TIME = 946_684_800.0
 _FUTURE_SLACK = 86400.0
 _MAX_TTL_DAYS = 36_500
-IMPORT_BATCH = 128
-"""Rows embedded per batch: the embedder's efficient batch, and the progress step."""
 
 # What a line of an import is, for the summary ("by line: 29 facts, 2 held, …").
 KIND_FACT = "facts"
@@ -66,6 +67,9 @@ class ImportReport:
     errors: list[str] = field(default_factory=list)  # "line N: why"
     kinds: dict[str, int] = field(default_factory=dict)  # KINDS
     ids: list[int] = field(default_factory=list)  # the memories written, in line order
+    stopped: str | None = None
+    """Why the import stopped early (a full disk): the lines before it are kept."""
+    stopped_at: int | None = None  # the line it stopped at
 
     def add(self, what: str, kind: str | None = None) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -88,15 +92,7 @@ async def export_lines(service: MemoryService) -> list[str]:
     approved = {
         e.memory_id for e in await service.store.audit(None) if e.action is AuditAction.APPROVE
     }
-    lines = []
-    for m in rows:
-        row = m.to_json()
-        if m.expires_at is not None:
-            row["ttl_days"] = max(1, round((m.expires_at - m.created_at) / DAY))
-        if m.id in approved and m.status is Status.ACTIVE:
-            row["approved"] = True
-        lines.append(json.dumps(row, ensure_ascii=False))
-    return lines
+    return [export_line(m, approved=m.id in approved and m.status is Status.ACTIVE) for m in rows]
 
 
 # -- import ------------------------------------------------------------------------------
@@ -108,6 +104,7 @@ async def import_lines(
     *,
     project: str,
     keep_scope: bool = False,
+    trusted: bool = False,
     progress: Progress | None = None,
 ) -> ImportReport:
     """JSON lines through ``import_rows``; a line that is not a JSON object with
@@ -123,7 +120,13 @@ async def import_lines(
             report.add("rejected", KIND_INVALID)
             report.errors.append(f"line {number}: {exc}")
     return await import_rows(
-        service, rows, project=project, keep_scope=keep_scope, progress=progress, report=report
+        service,
+        rows,
+        project=project,
+        keep_scope=keep_scope,
+        trusted=trusted,
+        progress=progress,
+        report=report,
     )
 
 
@@ -133,24 +136,27 @@ async def import_rows(
     *,
     project: str,
     keep_scope: bool = False,
-    provenance: Provenance | None = None,
+    trusted: bool = False,
     progress: Progress | None = None,
     report: ImportReport | None = None,
 ) -> ImportReport:
     """The import pipeline: ``(line number, row)`` pairs, validated and guarded, then
     embedded in batches and written in order. Old rows of a backup (superseded,
     expired, deleted) are skipped so a restore never resurrects a replaced value; a
-    row exported as quarantined stays held; one exported as approved is approved
-    again if the guard holds it. Importing the same rows twice changes nothing new.
+    row exported as quarantined stays held. Importing the same rows twice changes
+    nothing new.
 
-    ``provenance``: who the rows come from (default: an import by the person).
+    Unless ``trusted`` (``--trust``: the person says the rows are their own words),
+    the rows are file content: judged like text the model read in a file; the origin
+    a row claims is kept as its label and in the audit, never believed. Trusted, a
+    backup row a person approved out of quarantine is approved again if the guard
+    holds it. A full disk stops the import: what came before is kept, and
+    ``report.stopped``/``stopped_at`` say where it stopped.
     """
     report = report or ImportReport()
-    provenance = provenance or Provenance.imported()
     pending: list[tuple[int, Mapping[str, Any], PendingWrite]] = []
     now = service.clock()
     for number, row in rows:
-        kind = KIND_HELD if row.get("status") == Status.QUARANTINED.value else KIND_FACT
         try:
             if row.get("status", Status.ACTIVE.value) not in (
                 Status.ACTIVE.value,
@@ -159,7 +165,7 @@ async def import_rows(
                 report.add("skipped", KIND_HISTORY)
                 continue
             item = _prepare(service, row, project=project, keep_scope=keep_scope,
-                            provenance=provenance, now=now)
+                            trusted=trusted, now=now)
         except ValueError as exc:  # MemoryRejected is a ValueError
             report.add("rejected", KIND_INVALID)
             report.errors.append(f"line {number}: {exc}")
@@ -168,20 +174,37 @@ async def import_rows(
             report.add("skipped", KIND_HISTORY)
             continue
         pending.append((number, row, item))
-    for start in range(0, len(pending), IMPORT_BATCH):
-        part = pending[start : start + IMPORT_BATCH]
-        results = await service.commit_many([p for _, _, p in part])
-        for (_, row, _), result in zip(part, results, strict=True):
-            action = result.action
-            if action is WriteAction.QUARANTINED and row.get("approved") is True:
-                if await service.approve(result.memory.id, reason="approved before export") is not None:
-                    action = WriteAction.CREATED
-            kind = KIND_HELD if row.get("status") == Status.QUARANTINED.value else KIND_FACT
-            report.add(action.value, kind)
-            report.ids.append(result.memory.id)
-        if progress is not None:
-            progress(start + len(part), len(pending))
+    done: list[WriteResult] = []
+    try:
+        await service.commit_many(
+            [p for _, _, p in pending],
+            progress=progress,
+            on_result=done.append,
+        )
+    except DiskFull as exc:
+        # Each write is its own transaction: what came before is committed, this line
+        # was rolled back. Stop and say how far it got, not a traceback.
+        report.stopped, report.stopped_at = str(exc), pending[len(done)][0]
+    for (_, row, _), result in zip(pending, done, strict=False):
+        await _count(service, report, row, result, trusted=trusted)
     return report
+
+
+async def _count(
+    service: MemoryService,
+    report: ImportReport,
+    row: Mapping[str, Any],
+    result: WriteResult,
+    *,
+    trusted: bool,
+) -> None:
+    action = result.action
+    if action is WriteAction.QUARANTINED and trusted and row.get("approved") is True:
+        if await service.approve(result.memory.id, reason="approved before export") is not None:
+            action = WriteAction.CREATED
+    kind = KIND_HELD if row.get("status") == Status.QUARANTINED.value else KIND_FACT
+    report.add(action.value, kind)
+    report.ids.append(result.memory.id)
 
 
 def _prepare(
@@ -190,7 +213,7 @@ def _prepare(
     *,
     project: str,
     keep_scope: bool,
-    provenance: Provenance,
+    trusted: bool,
     now: float,
 ) -> PendingWrite | None:
     """One row as a guarded pending write; None when its exact expiry has passed."""
@@ -219,19 +242,19 @@ def _prepare(
         _text(row, "key"),
         _text(row, "value"),
         origin=origin,
-        provenance=provenance,
+        provenance=Provenance.imported(trusted=trusted),
         project=project,
         ttl_days=_import_ttl(row.get("ttl_days")),
         scope=scope,
         created_at=created_at,
         expires_at=expires_at,
-        reason="import",
+        reason="import --trust" if trusted else f"import; claimed origin {origin}",
         hold=hold,
         labels=[f for f in listed if f in LABEL_FLAGS],
     )
     # A backup's active set was already decided: restored as it was, not merged.
     pending.decide_identity = not backup
-    if backup and (hold or (row.get("approved") is True and holds(pending.flags))):
+    if backup and (hold or (trusted and row.get("approved") is True and holds(pending.flags))):
         # Held, or held once and approved by the person: the flags it carried then.
         pending.flags = list(dict.fromkeys([*hold, *listed])) or pending.flags
     return pending

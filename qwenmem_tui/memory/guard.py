@@ -8,9 +8,11 @@ before anything is stored, because secrets must never reach the database.
 
 Provenance decides first (``memory/provenance.py``): the user's own words are
 trusted whatever they say; a model write made while untrusted content (a file, a
-listing) is in view and not backed by the user's messages is held when it would
-apply everywhere (user/feedback) or reads as an instruction; a project fact read in
-a file is kept, labelled ``from_file``. The patterns below are the second signal,
+listing, an MCP tool's output, a recalled file note, a summary of any of them) is in
+view and not backed by the user's messages — or an import without ``--trust`` — is
+held when it would apply everywhere (user/feedback) or reads as an instruction; a
+project fact read in a file is kept, labelled ``from_file``. A model write that reads
+as an instruction the user never gave is held whatever was in view. The patterns below are the second signal,
 over every reading of the text a model could make (look-alikes, invisible
 characters, spaced, reversed, rot13, hex, base64, percent-encoding).
 """
@@ -26,7 +28,7 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from qwenmem_tui.memory import secrets
+from qwenmem_tui import secrets
 from qwenmem_tui.memory.model import (
     FLAG_FROM_FILE,
     FLAG_SECRET_REDACTED,
@@ -398,12 +400,18 @@ def check(
         if FLAG_COPIED in signals and {FLAG_INJECTION, FLAG_MARKUP} & set(signals):
             return Verdict(flags=[*signals, *labels], value=stored)
         return Verdict(flags=labels, value=stored)
-    if prov.writer is Writer.MODEL and prov.untrusted_in_view:
+    instruction = reads_as_instruction(key, value) and not {FLAG_INJECTION, FLAG_MARKUP} & set(signals)
+    if prov.untrusted_in_view:
+        # A model write beside content nobody in the chat wrote, or an untrusted import.
         held = [FLAG_UNTRUSTED] if category in GLOBAL_CATEGORIES else []
-        if reads_as_instruction(key, value) and not {FLAG_INJECTION, FLAG_MARKUP} & set(signals):
+        if instruction:
             held.append(FLAG_INSTRUCTION)
         held += [s for s in signals if s != FLAG_COPIED or held]
         if held:
             return Verdict(flags=[*held, *labels], value=stored)
         return Verdict(flags=[FLAG_FROM_FILE, *labels], value=stored)
+    if prov.writer is Writer.MODEL and prov.whole_view and instruction:
+        # An order the user never gave, whatever route it came by (one this module
+        # cannot see, too): the model does not write itself rules.
+        return Verdict(flags=[FLAG_INSTRUCTION, *signals, *labels], value=stored)
     return Verdict(flags=[*signals, *labels], value=stored)

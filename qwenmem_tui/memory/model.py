@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import unicodedata
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -44,6 +45,7 @@ class AuditAction(StrEnum):
     FORGET = "forget"
     RESTORE = "restore"  # a superseded memory made active again by a person
     MOVE = "move"  # category and scope changed by a person
+    DISMISS = "dismiss"  # "not relevant here": left out of recall for similar messages
 
 
 # Facts about the person follow them everywhere; facts about a codebase stay with it.
@@ -169,6 +171,19 @@ class Memory:
             "recall_count": self.recall_count,
             "superseded_by": self.superseded_by,
         }
+
+
+def export_line(memory: Memory, *, approved: bool = False) -> str:
+    """One line of ``qwenmem memory export`` (and of ``--salvage``): the §3 JSON plus
+    ``ttl_days``, so an import gives a restored memory the lifetime it had, and
+    ``approved`` for a memory a person approved out of quarantine (the review decision
+    a restore keeps)."""
+    row = memory.to_json()
+    if memory.expires_at is not None:
+        row["ttl_days"] = max(1, round((memory.expires_at - memory.created_at) / DAY))
+    if approved:
+        row["approved"] = True
+    return json.dumps(row, ensure_ascii=False)
 
 
 def embed_text(category: str, key: str, value: str) -> str:

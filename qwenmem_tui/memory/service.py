@@ -16,8 +16,9 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from qwenmem_tui import secrets
 from qwenmem_tui.llm.errors import LLMError
-from qwenmem_tui.memory import guard, secrets
+from qwenmem_tui.memory import guard
 from qwenmem_tui.memory.embed import (
     Embedder,
     EmbedderChoice,
@@ -61,6 +62,7 @@ from qwenmem_tui.memory.model import (
     scope_for,
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer
+from qwenmem_tui.memory.relevance import dismissed_for
 from qwenmem_tui.memory.store import MemoryStore
 from qwenmem_tui.memory.write_plan import join_reasons
 
@@ -77,6 +79,9 @@ if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``_vectors``), not h
 log = logging.getLogger("qwenmem.memory")
 
 _EMBED_BATCH = 256
+# Writes embedded per batch (a bulk import): the embedder's efficient batch size, and
+# the step of the progress bar.
+WRITE_BATCH = 128
 # SQLite and PostgreSQL ids are signed 64-bit; a larger number names no memory (and
 # would overflow the driver instead of reading as "no such memory").
 MAX_ID = 2**63 - 1
@@ -348,6 +353,11 @@ class MemoryService:
             await self._load_index(self._progress)
             self._vectors_ready = True
 
+    async def load_vectors(self) -> None:
+        """Load the vector side now, ahead of the first recall, for a service opened
+        lazily that will recall soon (``qwenmem mcp`` lists memories before it is done)."""
+        await self._vectors()
+
     async def _load_index(self, progress: Progress | None) -> None:
         missing = await self.store.missing_vectors(self.embedder.id)
         if isinstance(self.embedder, HashEmbedder) or len(missing) <= _REEMBED_BATCH:
@@ -456,7 +466,7 @@ class MemoryService:
             raise MemoryRejected(verdict.errors)
         kept = [f for f in labels if f in LABEL_FLAGS]
         flags = list(dict.fromkeys([*hold, *verdict.flags, *kept]))
-        if provenance.writer is Writer.MODEL and provenance.untrusted_in_view:
+        if provenance.untrusted_in_view:
             reason = join_reasons(reason, provenance.describe())
         cat = Category(category)
         days, ttl_note = self.ttl.resolve(cat, ttl_days)
@@ -528,19 +538,25 @@ class MemoryService:
         return result
 
     async def commit_many(
-        self, pending: Sequence[PendingWrite], progress: Progress | None = None
+        self,
+        pending: Sequence[PendingWrite],
+        progress: Progress | None = None,
+        on_result: Callable[[WriteResult], None] | None = None,
     ) -> list[WriteResult]:
         """Store prepared writes in order: their vectors embedded in batches (the
         embedder's own batch cost), each write's identity looked up with its own
         vector (no second embedding), each committed in its own transaction so a
-        later line sees the earlier ones. ``progress(done, total)`` after each batch."""
+        later line sees the earlier ones. ``progress(done, total)`` after each batch;
+        ``on_result`` after each write (what is committed when a later one raises)."""
         await self._vectors()  # identity and the writes' vectors need them
         results: list[WriteResult] = []
-        for start in range(0, len(pending), _EMBED_BATCH):
-            part = pending[start : start + _EMBED_BATCH]
+        for start in range(0, len(pending), WRITE_BATCH):
+            part = pending[start : start + WRITE_BATCH]
             vectors = await self._passage_vectors([p.text() for p in part])
             for item, vector in zip(part, vectors, strict=True):
                 results.append(await self._commit(item, vector))
+                if on_result is not None:
+                    on_result(results[-1])
             if progress is not None:
                 progress(start + len(part), len(pending))
         return results
@@ -665,7 +681,16 @@ class MemoryService:
             )
 
     async def remember(
-        self, text: str, *, project: str, judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT
+        self,
+        text: str,
+        *,
+        project: str,
+        judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT,
+        category: str | None = None,
+        key: str | None = None,
+        origin: Origin | str = Origin.USER,
+        provenance: Provenance | None = None,
+        reason: str = "/remember",
     ) -> WriteResult:
         """/remember: the person's own words, filed under the subject they name.
 
@@ -674,6 +699,9 @@ class MemoryService:
         secret is refused: stored, it would be an empty shell ("my key is [REDACTED]").
         A key already held by another fact of that name ("ana" for "Ana leads the
         backend team" beside "Ana: likes tea") gets a number instead of replacing it.
+        A free-text note from a model (the MCP ``remember`` tool) comes the same way
+        with its own ``origin`` and ``provenance``, and may name the ``category`` or
+        ``key`` itself (a key it names is kept as given).
         """
         redacted = secrets.redact(text)
         if only_a_secret(redacted):
@@ -682,19 +710,22 @@ class MemoryService:
                  " stored in memory; keep it in a password manager or an environment variable"]
             )
         note = file_note(redacted.replace(secrets.REDACTED, " "))
-        scope = scope_for(note.category, project)
-        key = note.key
-        if not note.restates_by_key:
-            key = await self._free_key(key, text.strip(), scope)
+        chosen = Category(category) if category in {c.value for c in Category} else note.category
+        named = key is not None
+        if key is None:
+            key = note.key
+            if not note.restates_by_key:
+                key = await self._free_key(key, text.strip(), scope_for(chosen, project))
         return await self.save(
-            note.category.value,
+            category or chosen.value,
             key,
             text.strip(),
-            origin=Origin.USER,
+            origin=origin,
             project=project,
-            reason="/remember",
+            provenance=provenance,
+            reason=reason,
             judge_timeout=judge_timeout,
-            explicit_key=False,
+            explicit_key=named,
         )
 
     async def _free_key(self, key: str, value: str, scope: str) -> str:
@@ -931,9 +962,61 @@ class MemoryService:
         recall counters alone (CLI search is not a chat turn).
         """
         await self._vectors()
+        dismissed = await self._dismissed(query, project)
+        if dismissed:
+            exclude = set(exclude) | dismissed
         return await self.recaller.recall(
             query, project=project, exclude=exclude, k=k, min_score=min_score, record=record
         )
+
+    async def _dismissed(self, query: str, project: str) -> set[int]:
+        """Memories the person marked not relevant for messages like ``query`` here."""
+        marks = await self.store.dismissals(user=self.user, project=project)
+        if not marks:
+            return set()
+        threshold = self.recaller.threshold
+        return await dismissed_for(
+            query,
+            marks,
+            embed=self.embedder.embed_queries if self.recaller.dense_enabled else None,
+            threshold=threshold if threshold is not None else 0.0,
+        )
+
+    async def edit(
+        self, memory_id: int, value: str, *, project: str, reason: str
+    ) -> WriteResult | None:
+        """The person corrects a memory's value: a supersede by the user (audited, the old
+        value kept in the trail), in force for a running session's next request (the
+        delivered block follows the successor). None when there is no such memory."""
+        memory = await self.get(memory_id, project=project)
+        if memory is None or memory.status is not Status.ACTIVE:
+            return None
+        return await self.save(
+            str(memory.category),
+            memory.key,
+            value,
+            origin=Origin.USER,
+            project=project,
+            scope=memory.scope,
+            reason=join_reasons(reason, f"edited by the user (was #{memory.id})"),
+        )
+
+    async def dismiss(self, memory_id: int, *, project: str, query: str) -> Memory | None:
+        """"Not relevant here": leave this memory out of recall for messages like
+        ``query`` in ``project`` (audited; the query is stored with secrets redacted)."""
+        memory = await self.get(memory_id, project=project)
+        if memory is None:
+            return None
+        said = secrets.redact(query)
+        await self.store.dismiss(
+            memory_id,
+            user=self.user,
+            project=project,
+            query=said,
+            now=self.clock(),
+            reason=f"not relevant here (project {project})",
+        )
+        return memory
 
     async def nearest(
         self,
@@ -1081,11 +1164,15 @@ class MemoryService:
         project: str,
         keep_scope: bool = False,
         progress: Progress | None = None,
+        trusted: bool = False,
     ) -> ImportReport:
-        """Restore JSON lines through the guard (``memory/backup.py``)."""
+        """Restore JSON lines through the guard (``memory/backup.py``); ``trusted``
+        (``--trust``): the person says the file is their own words."""
         from qwenmem_tui.memory.backup import import_lines
 
-        return await import_lines(self, lines, project=project, keep_scope=keep_scope, progress=progress)
+        return await import_lines(
+            self, lines, project=project, keep_scope=keep_scope, trusted=trusted, progress=progress
+        )
 
 
 async def _choose_embedder(settings: Settings, llm: LLMClient | None) -> EmbedderChoice:

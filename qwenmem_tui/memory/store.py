@@ -254,6 +254,16 @@ class MemoryStore(ABC):
     @abstractmethod
     async def counts_by_status(self) -> dict[str, int]: ...
 
+    async def dismiss(
+        self, memory_id: int, *, user: str, project: str, query: str, now: float, reason: str
+    ) -> None:
+        """Record that ``memory_id`` was not relevant to ``query`` in ``project`` (audited)."""
+        raise NotImplementedError("'not relevant here' needs the SQLite memory store")
+
+    async def dismissals(self, *, user: str, project: str) -> list[tuple[int, str]]:
+        """(memory_id, query) of every dismissal of this user in ``project``."""
+        return []
+
     async def watch(self, on_change: Callable[[int], Awaitable[None]]) -> None:
         """Call ``on_change(generation)`` when any process changes the store.
 

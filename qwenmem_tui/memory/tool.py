@@ -8,11 +8,12 @@ an order the model took from a file it read is held instead of trusted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError
 from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
-from qwenmem_tui.memory.model import Category, Origin, WriteAction
+from qwenmem_tui.memory.model import Category, Origin, WriteAction, WriteResult
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.paths import project_id
@@ -63,7 +64,11 @@ _ANSWERS = {
 }
 
 
-def save_memory_tool(service: MemoryService) -> Tool:
+OnWrite = Callable[[str, WriteResult], None]
+"""Told of every write with the session it ran in (the reply's memory receipt)."""
+
+
+def save_memory_tool(service: MemoryService, *, on_write: OnWrite | None = None) -> Tool:
     """The Tool to register: ``registry.register(save_memory_tool(service))``."""
 
     async def handler(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -78,14 +83,25 @@ def save_memory_tool(service: MemoryService) -> Tool:
                 origin=Origin.TOOL,
                 project=project_id(ctx.project_root),
                 ttl_days=ttl,
-                provenance=Provenance.from_messages(ctx.view(), ctx.turn_outputs),
+                # What the model saw (recalled notes included) and what it has done since.
+                provenance=Provenance.from_messages(
+                    [*ctx.request, *ctx.view()], ctx.turn_outputs, trusted_tools=ctx.trusted_tools
+                ),
                 reason=f"save_memory in session {ctx.session_id}",
             )
         except MemoryRejected as exc:
             raise ToolError(f"Memory not saved: {exc}.") from exc
+        if on_write is not None:
+            on_write(ctx.session_id, result)
         m = result.memory
         return _ANSWERS[result.action].format(
             id=m.id, category=m.category, key=m.key, flags=", ".join(m.flags)
         )
 
-    return Tool(name=SAVE_MEMORY, description=DESCRIPTION, parameters=PARAMETERS, handler=handler)
+    return Tool(
+        name=SAVE_MEMORY,
+        description=DESCRIPTION,
+        parameters=PARAMETERS,
+        handler=handler,
+        untrusted_output=False,  # a receipt of qwenmem's own
+    )

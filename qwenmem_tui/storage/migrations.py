@@ -127,4 +127,18 @@ MIGRATIONS: list[str] = [
             VALUES ('delete', old.id, old.key, old.value);
     END;
     """,
+    # 4: "not relevant here" (memory receipts, memory/relevance.py): a person said a
+    # memory did not belong with a message; recall leaves it out for similar messages in
+    # that project. The query is stored redacted; the audit trail has the act.
+    """
+    CREATE TABLE memory_dismissals (
+        id        INTEGER PRIMARY KEY AUTOINCREMENT,
+        memory_id INTEGER NOT NULL,
+        user      TEXT NOT NULL,
+        project   TEXT NOT NULL,
+        query     TEXT NOT NULL,
+        at        REAL NOT NULL
+    );
+    CREATE INDEX memory_dismissals_by_project ON memory_dismissals (user, project, memory_id);
+    """,
 ]

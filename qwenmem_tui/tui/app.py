@@ -1,32 +1,35 @@
-"""The Textual app: opens storage and the LLM client, owns the chat session.
+"""The Textual app: presents the runtime's chat session, one at a time.
 
 `create_app` is the one factory for the CLI and the tests: settings, paths, clock and
 (optionally) the LLM client are injected, so tests run the real app against the fake
 server in a temp home.
 
-Startup order: the chat screen is drawn and the prompt takes keys first; the
-database, the features (memory, compaction) and the model open afterwards in a
-worker (state "starting"), their heavy imports (the SDK, numpy/FAISS) in a thread.
+Startup order: the chat screen is drawn and the prompt takes keys first; the runtime
+(`qwenmem_tui.runtime`: the database, the model, the features) opens afterwards in a
+worker (state "starting"), its heavy imports (the SDK, numpy/FAISS) in a thread.
 Anything typed meanwhile is queued and runs once the session is open. A model that
-has to start first (the bundled local one) is a `ModelStarter` run in that worker,
-its progress shown as a line in the conversation.
+has to start first (the bundled local one) is a `ModelStarter` the runtime runs, its
+progress shown as a line in the conversation.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import logging
+import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding
 from textual.content import Content
+from textual.driver import Driver
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -34,76 +37,31 @@ from textual.worker import get_current_worker
 
 from qwenmem_tui import collector, debuglog
 from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.chat.tools import Tool, ToolRegistry, broad_root_notice
+from qwenmem_tui.chat.tools import Tool, broad_root_notice
 from qwenmem_tui.chat.turns import QueryHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.memory import secrets as scanner
 from qwenmem_tui.paths import Paths, project_id, project_root
-from qwenmem_tui.storage.database import Database, StorageError
+from qwenmem_tui.runtime import ModelStarter, Runtime, StartupError, find_session
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
 from qwenmem_tui.tui.commands import BUILTIN_COMMANDS, CommandTable
-from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
+from qwenmem_tui.tui.extensions import AppContext, BusyState, Extension, ExtensionFactory
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.keymap import checked_keymap
-from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, ItemWidgetFactory
+from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, InfoItem, ItemWidgetFactory
 
 if TYPE_CHECKING:
-    from qwenmem_tui.features import Assembly, SessionFeatures
+    from qwenmem_tui.features import SessionFeatures
     from qwenmem_tui.llm.local_server import LocalChatDefaults
     from qwenmem_tui.tui.screens.chat import ChatScreen  # the screen imports this module
 
 log = logging.getLogger("qwenmem.tui")
 
-AppState = Literal["starting", "idle", "responding", "running_tool", "recap", "compacting"]
-
-
-@dataclass(frozen=True)
-class ModelStarter:
-    """A model that must start before the chat can use it (the bundled local one)."""
-
-    label: str
-    """The status line's name for it meanwhile, e.g. "local: SmolLM2-135M"."""
-    start: Callable[[Callable[[str], None]], Awaitable[LLMClient]]
-    """Starts it and returns its client; called in the startup worker with a callback
-    that shows one progress line (raise StartupError for a one-line failure)."""
-
-
-HEAVY_MODULES = ("openai", "qwenmem_tui.features")
-"""Imported in a thread before the startup worker needs them, so the event loop keeps
-serving keys: the SDK alone takes ~0.4 s to import, the features' core (the memory
-stack: numpy, FAISS) as much again."""
+ChatState = Literal["starting", "idle", "responding", "running_tool"]
+"""The chat's own states; an extension's command adds its busy states (`BusyState`)."""
 
 
 NOTHING_TO_RESUME = "No earlier session in this project to resume: this is a new one."
-
-
-class StartupError(Exception):
-    """The app cannot show a session; str(e) is the one line the user sees."""
-
-
-async def find_session(store: SessionStore, project: str, ref: str) -> SessionInfo:
-    """The session of `project` whose id is `ref` or uniquely starts with it (as
-    `qwenmem sessions` lists them); StartupError with the one line to show otherwise."""
-    found = await store.find_session(project, ref) if ref else []
-    if len(found) == 1:
-        return found[0]
-    if found:
-        raise StartupError(f'"{ref}" matches several sessions of this project: type more of the id.')
-    raise StartupError(f'No session with id "{ref}" in this project ({project}).')
-
-
-async def check_resume(paths: Paths, cwd: Path, ref: str) -> str:
-    """The full id `--resume ref` opens, checked before the full-screen view starts so
-    a wrong id is one line in the terminal; StartupError otherwise."""
-    project = project_id(project_root(cwd))
-    if not paths.db_file.exists():  # a check must not create the database
-        raise StartupError(f'No session with id "{ref}" in this project ({project}).')
-    db = await Database.open(paths.db_file)
-    try:
-        return (await find_session(SessionStore(db), project, ref)).id
-    finally:
-        await db.close()
 
 
 class QwenmemApp(App[None]):
@@ -122,9 +80,10 @@ class QwenmemApp(App[None]):
 
     Not called `focused`: `App.focused` is Textual's focused widget.
     """
-    state: reactive[AppState] = reactive("starting")
-    """What the app is busy with; anything but "idle" means a new query must wait
-    ("starting" until the session is open)."""
+    state: reactive[str] = reactive("starting")
+    """What the app is busy with: a `ChatState` or an extension's busy state (`busy`);
+    anything but "idle" means a new query must wait ("starting" until the session is
+    open)."""
 
     @dataclass
     class SessionOpened(Message):
@@ -153,13 +112,17 @@ class QwenmemApp(App[None]):
         self.settings = settings
         self.paths = paths
         self.project_root = project_root(cwd)
+        self._cwd = cwd  # the instruction files are read from the root down to it
         self.project = project_id(self.project_root)
         # Said once on screen when the root is the home or /: tools then keep to cwd.
         self._root_notice = broad_root_notice(self.project_root, cwd)
         self.clock = clock
         self.commands = CommandTable(BUILTIN_COMMANDS)
         self.item_widgets: dict[str, ItemWidgetFactory] = dict(DEFAULT_ITEM_WIDGETS)
-        self.hooks: list[QueryHook] = list(hooks)
+        self.busy_states: dict[str, BusyState] = {}
+        """The extensions' busy states by name (their commands run in them)."""
+        self.help_keys: list[tuple[str, str]] = []  # extensions' keys for /help
+        self._hooks = tuple(hooks)
         self._extra_tools = list(extra_tools)
         # None: the features `settings` turn on, resolved in the startup worker (their
         # modules import numpy/FAISS; the first frame must not wait for that).
@@ -167,20 +130,27 @@ class QwenmemApp(App[None]):
         self._extensions: list[Extension] = []
         self._resume = resume
         self._llm = llm
-        self._owns_llm = llm is None
         self._start_model = start_model
         # The app owns its process (the CLI, not a test): it tunes the collector.
         self._long_lived = long_lived
         # The bundled local model: a short system prompt, and no tools it cannot call.
         self._model_defaults = model_defaults
-        self._db: Database | None = None
-        self._store: SessionStore | None = None
+        self._runtime: Runtime | None = None
         self._session: ChatSession | None = None
-        self._tools: ToolRegistry | None = None
-        self._assembly: Assembly | None = None
         self._session_features: SessionFeatures | None = None
         # ConfigError for an unknown id or key name: reported before anything is drawn.
         self.set_keymap(checked_keymap(settings, self.BINDINGS))
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this terminal; on Linux and macOS the same driver with
+        its input made whole first (Alt+Enter, split mouse reports: terminal_input)."""
+        driver = super().get_driver_class()
+        if sys.platform != "win32":  # the Linux driver's module needs termios
+            from qwenmem_tui.tui.terminal_input import CleanInputDriver
+
+            if driver is CleanInputDriver.__base__:
+                return CleanInputDriver
+        return driver
 
     # -- what extensions and commands use -------------------------------------------
 
@@ -194,9 +164,9 @@ class QwenmemApp(App[None]):
     @property
     def store(self) -> SessionStore:
         """The session store (open once the app is mounted)."""
-        if self._store is None:
+        if self._runtime is None:
             raise RuntimeError("storage not open yet")
-        return self._store
+        return self._runtime.store
 
     @property
     def llm(self) -> LLMClient:
@@ -262,6 +232,26 @@ class QwenmemApp(App[None]):
             self.show(widget)
         return item
 
+    def set_badge(self, name: str, text: str | None) -> None:
+        """An extension's status badge (e.g. memories awaiting review); None drops it."""
+        self._chat_screen().set_badge(name, text)
+
+    @asynccontextmanager
+    async def busy(self, state: str, progress: str) -> AsyncIterator[None]:
+        """Run an extension's work in its busy `state` (messages typed meanwhile queue,
+        the status line says it) with a `progress` line shown, both undone however it
+        ends. The caller checks first that the app may start (`idle`, else
+        `busy_notice`)."""
+        self.state = state
+        line = InfoItem(progress)
+        self.show(line)
+        try:
+            yield
+        finally:
+            line.remove()
+            if self.state == state:
+                self.state = "idle"
+
     def action_command(self, name: str, args: str = "") -> None:
         """Run a slash command: the action behind keys extensions bind."""
         self._chat_screen().run_command(name, args)
@@ -323,71 +313,48 @@ class QwenmemApp(App[None]):
         self.state = "idle"  # what was typed meanwhile is sent now (ChatScreen's queue)
 
     async def _open(self) -> None:
-        # A model that has to start (the bundled one, seconds) loads while the database
-        # opens and the features' modules import.
-        starting = None
-        if self._llm is None and self._start_model is not None:
-            starting = asyncio.create_task(self._started_model(self._start_model))
-        try:
-            self.paths.ensure()
-            try:
-                self._db = await Database.open(self.paths.db_file, on_retry=self._database_busy)
-            except StorageError as exc:
-                raise StartupError(str(exc)) from exc
-            self._store = SessionStore(self._db, clock=self.clock)
-            for name in HEAVY_MODULES:
-                await asyncio.to_thread(importlib.import_module, name)
-            # The first message sent is scanned for secrets (the prompt history): its
-            # detectors import now, not on the event loop then.
-            await asyncio.to_thread(scanner.load)
-            if self._extension_factories is None:
-                self._extension_factories = await asyncio.to_thread(
-                    _default_extensions, self.settings
-                )
-            if starting is not None:
-                self._llm = await starting
-            elif self._llm is None:
-                self._llm = LLMClient.from_settings(self.settings)
-        finally:
-            if starting is not None and not starting.done():
-                starting.cancel()  # the open failed: the model's start stops with it
-                await asyncio.wait({starting})
-        self._chat_screen().show_model(self._llm.status_label)
-        from qwenmem_tui.features import Assembly  # loaded (in a thread) by now
-
-        # The core assembles what the extensions present: one set of hooks and tools
-        # for the app, which follows the session on screen (across /resume).
-        self._assembly = Assembly.create(
+        """Open the runtime, then build each extension on what it assembled."""
+        start_model = self._start_model
+        if self._llm is None and start_model is not None:
+            # The runtime runs it while the database opens; its progress is a line here.
+            start_model = ModelStarter(
+                label=start_model.label,
+                start=lambda progress, starter=start_model: self._started_model(starter),
+            )
+        runtime = self._runtime = await Runtime.open(
             self.settings,
             self.paths,
+            self.project_root,
             llm=self._llm,
-            project_root=self.project_root,
-            project=self.project,
-            features={
-                name
-                for factory in self._extension_factories
-                # A plain async callable is an extension presenting no core feature.
-                for name in getattr(factory, "features", ())
-            },
+            start_model=start_model,
             model_defaults=self._model_defaults,
+            features=self._extension_features(),
             extra_tools=self._extra_tools,
+            hooks=self._hooks,
             clock=self.clock,
+            on_database_retry=self._database_busy,
+            cwd=self._cwd,
         )
-        features = self._session_features = self._assembly.session()
-        self.hooks.extend(features.hooks)
-        self._tools = features.tools
+        self._llm = runtime.llm
+        self._chat_screen().show_model(runtime.llm.status_label)
+        # One set of hooks and tools for the app: it follows the session on screen
+        # (across /resume).
+        features = self._session_features = runtime.session_features()
         context = AppContext(
             settings=self.settings,
             paths=self.paths,
             project_root=self.project_root,
             project=self.project,
-            db=self._db,
-            store=self._store,
-            llm=self._llm,
+            db=runtime.db,
+            store=runtime.store,
+            llm=runtime.llm,
             clock=self.clock,
             features=features,
-            memory=self._assembly.memory,
+            memory=runtime.memory,
+            mcp=runtime.assembly.mcp,
+            instructions=runtime.instructions,
         )
+        assert self._extension_factories is not None  # resolved by _extension_features
         for factory in self._extension_factories:
             extension = await factory(context)
             self._extensions.append(extension)
@@ -398,6 +365,21 @@ class QwenmemApp(App[None]):
                 # keymap from [keys] applies to it like to the class BINDINGS.
                 self._bindings.key_to_bindings.setdefault(binding.key, []).append(binding)
             self.item_widgets.update(extension.item_widgets)
+            self.busy_states.update(extension.busy_states)
+            self.help_keys.extend(extension.help_keys)
+        self._chat_screen().add_busy_states(self.busy_states)
+
+    async def _extension_features(self) -> set[str]:
+        """The core features the extensions present (the runtime assembles them); the
+        default extensions import in a thread (numpy/FAISS), after the database opened."""
+        if self._extension_factories is None:
+            self._extension_factories = await asyncio.to_thread(_default_extensions, self.settings)
+        return {
+            name
+            for factory in self._extension_factories
+            # A plain async callable is an extension presenting no core feature.
+            for name in getattr(factory, "features", ())
+        }
 
     async def _started_model(self, start: ModelStarter) -> LLMClient:
         """Run `start`, its progress as one dimmed line in the conversation meanwhile."""
@@ -415,36 +397,22 @@ class QwenmemApp(App[None]):
 
     async def _open_chat(self, resume: str | bool | None) -> tuple[ChatSession, bool]:
         """The session to show: the requested one, the latest one, or a new one."""
-        store = self.store
         info: SessionInfo | None = None
         if resume is True:
-            info = await store.latest_session(self.project)
+            info = await self.store.latest_session(self.project)
         elif isinstance(resume, str) and resume:
-            info = await find_session(store, self.project, resume)
+            info = await find_session(self.store, self.project, resume)
         if info is None:
-            return await self._new_chat(), False
+            return await self._runtime_open().open_chat(features=self.session_features), False
         return await self._load_chat(info.id), True
 
-    def _session_deps(self) -> dict[str, Any]:
-        """What every ChatSession of this app shares."""
-        assert self._tools is not None
-        return dict(
-            store=self.store,
-            llm=self.llm,
-            tools=self._tools,
-            settings=self.settings,
-            project_root=self.project_root,
-            hooks=tuple(self.hooks),
-            clock=self.clock,
-            system_prompt=self.session_features.system_prompt,
-        )
-
-    async def _new_chat(self) -> ChatSession:
-        info = await self.store.create_session(self.project, lazy=True)
-        return ChatSession(info=info, **self._session_deps())
-
     async def _load_chat(self, session_id: str) -> ChatSession:
-        return await ChatSession.load(session_id=session_id, **self._session_deps())
+        return await self._runtime_open().open_chat(session_id, features=self.session_features)
+
+    def _runtime_open(self) -> Runtime:
+        if self._runtime is None:
+            raise RuntimeError("the runtime is not open yet")
+        return self._runtime
 
     async def _set_session(self, session: ChatSession, *, resumed: bool) -> None:
         self._session = session
@@ -473,15 +441,8 @@ class QwenmemApp(App[None]):
                     await extension.close()
                 except Exception:
                     log.exception("[TUI] closing extension %s failed", extension.name)
-        if self._assembly is not None:
-            try:
-                await self._assembly.close()  # lets extraction finish, closes memory
-            except Exception:
-                log.exception("[TUI] closing the features failed")
-        if self._llm is not None and self._owns_llm:
-            await self._llm.aclose()
-        if self._db is not None:
-            await self._db.close()
+        if self._runtime is not None:
+            await self._runtime.close()  # lets extraction finish, closes memory, llm, db
 
     async def on_qwenmem_app_session_opened(self, event: SessionOpened) -> None:
         # Every extension's on_ready ran before the first session was set.
@@ -490,6 +451,18 @@ class QwenmemApp(App[None]):
                 await _maybe_await(extension.on_session_opened(self, event.resumed))
 
     # -- focus -----------------------------------------------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        # Keys and pastes from the terminal, before Textual hands each to the focused
+        # widget: the chat screen may move the focus to its prompt first (see
+        # ChatScreen.take_typing), so every key of a burst lands where it was meant.
+        if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
+            from qwenmem_tui.tui.screens.chat import ChatScreen
+
+            screen = self.screen
+            if isinstance(screen, ChatScreen):
+                screen.take_typing(event)
+        await super().on_event(event)
 
     def watch_app_focus(self, app_focus: bool) -> None:
         # Textual sets app_focus from AppFocus/AppBlur and also on any key or click

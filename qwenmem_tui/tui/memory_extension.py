@@ -14,22 +14,42 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from textual.binding import Binding
+
 from qwenmem_tui.features import MEMORY, MemoryAccess, MemoryUnavailable
 from qwenmem_tui.memory.model import Memory, WriteAction, WriteResult
+from qwenmem_tui.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, RECEIPT_ITEM, receipt_of
 from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
-from qwenmem_tui.tui.widgets.status_line import StatusLine, review_label
+from qwenmem_tui.tui.widgets.memory_receipt import MemoryReceipt
 
 if TYPE_CHECKING:
-    from qwenmem_tui.tui.app import QwenmemApp
+    from qwenmem_tui.storage.sessions import Item
+    from qwenmem_tui.tui.host import Host
 
 log = logging.getLogger("qwenmem.tui")
 
 REBUILD_NOTICE_MIN = 500
 """Rebuilds of fewer vectors end before anyone could read a notice about them."""
 CONFIRM_VALUE_CHARS = 80
+RECEIPT_KEYS = (
+    ("enter / click", "On a receipt: list its memories"),
+    ("f", "On a listed memory: forget it"),
+    ("e", "On a listed memory: edit its value (replaces it at once)"),
+    ("n", "On a listed memory: not relevant here (not recalled for messages like it)"),
+)
+"""The receipt's keys, for /help (they are the focused list's, not the screen's)."""
+
+REVIEW_BADGE = "memory.review"
+"""The status badge counting memories held for review."""
+
+
+def review_label(count: int) -> str:
+    """ "1 memory awaits review", "3 memories await review"."""
+    return f"{count} memory awaits review" if count == 1 else f"{count} memories await review"
+
 
 class MemoryFeature:
     """Shows the opening of the app's memory service and runs the memory commands."""
@@ -37,7 +57,7 @@ class MemoryFeature:
     def __init__(self, context: AppContext, memory: MemoryAccess) -> None:
         self._context = context
         self._memory = memory
-        self._app: QwenmemApp | None = None
+        self._app: Host | None = None
         self._pending_notices: list[tuple[str, str]] = []
         self._rebuilding: int | None = None  # vectors in a rebuild worth a notice
         self._review: int | None = None  # memories awaiting review, as last shown
@@ -84,7 +104,7 @@ class MemoryFeature:
         else:
             self._app.notify(text, severity=severity)  # type: ignore[arg-type]
 
-    def attach(self, app: QwenmemApp) -> None:
+    def attach(self, app: Host) -> None:
         """The chat screen is up: notices can show now."""
         self._app = app
         pending, self._pending_notices = self._pending_notices, []
@@ -107,13 +127,11 @@ class MemoryFeature:
         if self._review is not None and count > self._review:
             self._notify(f"{review_label(count)}: open /memory to approve or forget it.", "warning")
         self._review = count
-        for screen in self._app.screen_stack:  # the chat screen may be under /memory
-            for status in screen.query(StatusLine):
-                status.review = count
+        self._app.set_badge(REVIEW_BADGE, review_label(count) if count else None)
 
     # -- commands ----------------------------------------------------------------------
 
-    async def memory_command(self, app: QwenmemApp, args: str) -> None:
+    async def memory_command(self, app: Host, args: str) -> None:
         """/memory: the Memory screen."""
         from qwenmem_tui.tui.screens.memory import MemoryScreen
 
@@ -124,7 +142,7 @@ class MemoryFeature:
             return
         await app.push_screen(MemoryScreen(service, self.project, self.clock))
 
-    async def remember_command(self, app: QwenmemApp, args: str) -> None:
+    async def remember_command(self, app: Host, args: str) -> None:
         """/remember <text>: the person's own words, stored with origin user."""
         if not args:
             app.show_info("Usage: /remember <text>, e.g. /remember I prefer tabs over spaces")
@@ -140,7 +158,7 @@ class MemoryFeature:
             return
         app.show_info(remember_confirmation(result))
 
-    async def forget_command(self, app: QwenmemApp, args: str) -> None:
+    async def forget_command(self, app: Host, args: str) -> None:
         """/forget <id>: delete one memory of this user (audited)."""
         if not args.isdigit():
             app.show_info("Usage: /forget <id> (the ids are on the /memory screen)")
@@ -157,6 +175,83 @@ class MemoryFeature:
             app.show_info(f"No memory with id {_clip(args)}")
         else:
             app.show_info(f"Forgot memory #{memory_id} ({_name(forgotten)}).")
+
+
+    # -- receipts --------------------------------------------------------------------
+
+    def receipt_widget(self, item: Item) -> MemoryReceipt:
+        return MemoryReceipt(item, receipt_of(item), now=self.clock, correct=self.correct)
+
+    async def receipt_command(self, app: Host, args: str) -> None:
+        """/receipt (Ctrl+O): open the latest reply's receipt and put the keys on it."""
+        receipts = list(app.screen.query(MemoryReceipt))
+        if not receipts:
+            app.show_info("No reply on screen used or saved a memory yet.")
+            return
+        receipts[-1].open()
+
+    async def correct(self, widget: MemoryReceipt, action: str, memory_id: int) -> None:
+        """A correction key on a receipt entry: forget, edit or not relevant here."""
+        app = self._app
+        if app is None:
+            return
+        try:
+            service = await self.service()
+        except MemoryUnavailable as exc:
+            app.show_error(str(exc))
+            return
+        memory = await service.get(memory_id, project=self.project)
+        if memory is None:
+            app.notify(f"Memory #{memory_id} is not in this project's memory any more.")
+            return
+        if action == "forget":
+            await service.forget(memory_id, project=self.project, reason="forgotten from a reply's receipt")
+            await self._corrected(widget, memory_id, FORGOT)
+            app.notify(f"Forgot #{memory_id} {_name(memory)}.")
+        elif action == "edit":
+            from qwenmem_tui.tui.screens.memory_edit import EditMemoryScreen
+
+            async def edited(value: str | None) -> None:
+                if value is not None and value.strip() and value.strip() != memory.value:
+                    await self._edit(widget, service, memory, value.strip())
+
+            await app.push_screen(EditMemoryScreen(memory), edited)
+        elif action == "not_relevant":
+            receipt = widget.receipt
+            await service.dismiss(memory_id, project=self.project, query=receipt.query)
+            prefetch = self._context.features.prefetch
+            if prefetch is not None:
+                prefetch.hide({memory_id})  # out of this session's requests from now on
+            await self._corrected(widget, memory_id, NOT_RELEVANT)
+            app.notify(f"#{memory_id} {_name(memory)} will not be recalled for messages like this one.")
+
+    async def _edit(
+        self, widget: MemoryReceipt, service: MemoryService, memory: Memory, value: str
+    ) -> None:
+        assert self._app is not None
+        try:
+            result = await service.edit(
+                memory.id, value, project=self.project, reason="from a reply's receipt"
+            )
+        except MemoryRejected as exc:
+            self._app.show_error(f"Not changed: {exc}.")
+            return
+        if result is None:
+            self._app.notify(f"Memory #{memory.id} is no longer active: nothing to edit.")
+            return
+        await self._corrected(widget, memory.id, EDITED, result.memory.value)
+        self._app.notify(remember_confirmation(result))
+
+    async def _corrected(
+        self, widget: MemoryReceipt, memory_id: int, action: str, value: str | None = None
+    ) -> None:
+        """Record the correction in the stored receipt, so /resume shows it too."""
+        receipt = widget.receipt
+        receipt.correct(memory_id, action, self.clock(), value)
+        widget.item.meta.update(receipt.to_meta())
+        if self._app is not None:
+            await self._app.store.update_item(widget.item)
+        widget.show_receipt(receipt)
 
 
 def _name(memory: Memory) -> str:
@@ -191,7 +286,15 @@ async def _build(context: AppContext) -> Extension:
     feature = MemoryFeature(context, context.memory)
     return Extension(
         name=MEMORY,
+        item_widgets={RECEIPT_ITEM: feature.receipt_widget},
+        help_keys=RECEIPT_KEYS,  # Ctrl+O is a binding: /help lists it already
+        bindings=(
+            Binding("ctrl+o", "command('receipt')", "Memories used", id="memory.receipt"),
+        ),
         commands=(
+            SlashCommand(
+                "receipt", "List the memories the latest reply used (Ctrl+O)", feature.receipt_command
+            ),
             SlashCommand("memory", "Browse, approve and forget long-term memories", feature.memory_command),
             SlashCommand("remember", "Save a note to long-term memory", feature.remember_command, "<text>"),
             SlashCommand("forget", "Delete a memory by id", feature.forget_command, "<id>"),

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from process_support import checkout_env
 
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -113,3 +113,73 @@ def test_chat_quit_and_resume_in_a_real_terminal(
     assert "Traceback" not in screen
     terminal.tmux("send-keys", "-t", "second", "C-q")
     terminal.wait_for("second", exited=True)
+
+
+def _env(fake: FakeOpenAI, home: Path) -> dict[str, str]:
+    return checkout_env({
+        "QWENMEM_HOME": str(home),
+        "QWENMEM_BASE_URL": fake.base_url,
+        "QWENMEM_API_KEY": "sk-test",
+        "QWENMEM_MODEL": "fake-model",
+        "TERM": "xterm-256color",
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", str(home)),
+    })
+
+
+def _raw(terminal: Terminal, name: str, data: str) -> None:
+    """Write `data` to the program's terminal in one piece, byte for byte (-H: hex)."""
+    terminal.tmux("send-keys", "-t", name, "-H", *(f"{b:02x}" for b in data.encode()))
+
+
+def _click_report(screen: str, text: str) -> str:
+    """A left press and release on the first cell of `text`, as one SGR mouse report."""
+    for row, line in enumerate(screen.splitlines()):
+        col = line.find(text)
+        if col >= 0:
+            return f"\x1b[<0;{col + 1};{row + 1}M\x1b[<0;{col + 1};{row + 1}m"
+    raise AssertionError(f"{text!r} is not on screen:\n{screen}")
+
+
+@pytest.mark.skipif(not QWENMEM.exists(), reason="the qwenmem script is not installed in this venv")
+def test_keys_after_a_click_alt_enter_and_mouse_reports_in_a_real_terminal(
+    terminal: Terminal, fake: FakeOpenAI, home: Path, project: Path
+) -> None:
+    fake.script(
+        Reply(tool_calls=[ToolCallSpec("read_file", {"path": "README.md"})]),
+        Reply("The README says hello."),
+    )
+    sent: list[str] = []
+
+    def echo(body: dict) -> Reply:
+        # Side calls (the title) ask too: only the user's messages are recorded.
+        text = body["messages"][-1]["content"]
+        if body["messages"][-1]["role"] == "user" and body.get("tools"):
+            sent.append(text)
+        return Reply(f"Got {len(text.splitlines())} line(s).")
+
+    fake.responder = echo
+    terminal.start("keys", [str(QWENMEM)], cwd=project, env=_env(fake, home))
+    terminal.wait_for("keys", "fake-model")
+    terminal.type("keys", "what is in the readme?")
+    terminal.wait_for("keys", "README says hello")
+    screen = terminal.wait_for("keys", "idle")
+    # A click on the tool call (it folds open and takes the focus), then a sentence
+    # typed at once and Enter, as tmux delivers them: every key reaches the prompt.
+    _raw(terminal, "keys", _click_report(screen, "read_file("))
+    terminal.wait_for("keys", "# Demo project")  # the result shows: the click landed
+    terminal.type("keys", "typed after the click")
+    terminal.wait_for("keys", "Got 1 line(s).")
+    terminal.wait_for("keys", "idle")
+    assert sent == ["typed after the click"]
+    # Alt+Enter (tmux sends ESC CR) is a newline; a press and release arriving in one
+    # read are a click, never text in the prompt.
+    terminal.tmux("send-keys", "-t", "keys", "-l", "alpha")
+    terminal.tmux("send-keys", "-t", "keys", "M-Enter")
+    _raw(terminal, "keys", _click_report(terminal.screen("keys"), "Got 1 line(s)."))
+    terminal.tmux("send-keys", "-t", "keys", "-l", "beta")
+    terminal.tmux("send-keys", "-t", "keys", "Enter")
+    terminal.wait_for("keys", "Got 2 line(s).")
+    assert sent == ["typed after the click", "alpha\nbeta"]
+    terminal.tmux("send-keys", "-t", "keys", "C-q")
+    terminal.wait_for("keys", exited=True)

@@ -367,7 +367,7 @@ async def test_compaction_hands_the_block_to_memory_extraction_first(
     app = make_app(extensions=default_extensions(small_window))
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        assert isinstance(app.hooks[0], CompactionHook)  # before memory prefetch
+        assert isinstance(app.session.hooks[0], CompactionHook)  # before memory prefetch
         await ask(pilot, 1, 3)
         await run(pilot, "/compact")
         await wait_until(pilot, lambda: bool(summary_requests(fake)))

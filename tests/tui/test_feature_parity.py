@@ -90,7 +90,9 @@ def test_tui_and_daemon_get_identical_features(
 
     assert tui == daemon
     # Compaction first (it rebuilds the request memory's reminder then lands in).
-    assert tui.hooks == ("CompactionHook", "MemoryPrefetchHook", "MemoryExtraction")
+    assert tui.hooks == (
+        "CompactionHook", "MemoryPrefetchHook", "MemoryReceiptHook", "MemoryExtraction"
+    )
     assert tui.handed_to_own_extractor
     if defaults is None:
         assert set(tui.tools) == {"read_file", "list_directory", "save_memory"}

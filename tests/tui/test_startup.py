@@ -16,7 +16,8 @@ from chat_support import TEST_API_KEY
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
-from qwenmem_tui.tui.app import ModelStarter, QwenmemApp, StartupError
+from qwenmem_tui.runtime import ModelStarter, StartupError
+from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.recap_controller import recap_extension
 from qwenmem_tui.tui.screens.chat import QueuedMessages
 from qwenmem_tui.tui.widgets.items import DimItem, InfoItem
@@ -124,7 +125,7 @@ async def test_startup_loads_the_secret_scanner_off_the_event_loop(
 ) -> None:
     # The first message sent is redacted for the prompt history: were the detectors
     # imported then, the UI would stop for their import (0.2 s idle, over 1 s loaded).
-    from qwenmem_tui.memory import secrets
+    from qwenmem_tui import secrets
 
     monkeypatch.setattr(secrets, "_loaded", None)
     monkeypatch.setattr(secrets, "_preloading", False)

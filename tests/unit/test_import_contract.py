@@ -6,7 +6,8 @@
    where `name` is not a submodule — to the package's `__init__`.
 2. The chat core (`qwenmem_tui/chat/`) imports no feature, directly or through other
    modules: not compaction, memory, the recap, the feature assembly or a face.
-3. The feature assembly (`qwenmem_tui/features.py`) imports no face, and only the TUI
+3. The feature assembly (`qwenmem_tui/features.py`) and the runtime every face opens
+   (`qwenmem_tui/runtime.py`) import no face, and only the TUI
    (and the CLI entry that starts it) imports Textual — statically, so a function-local
    import the subprocess check in test_core_imports.py never runs is caught too.
 4. The faces (`tui/`, `daemon/`) construct no hook: no call to a class whose name ends
@@ -34,6 +35,7 @@ FEATURES = (
     f"{PACKAGE}.recap",
     f"{PACKAGE}.away",
     f"{PACKAGE}.features",
+    f"{PACKAGE}.runtime",
     f"{PACKAGE}.tui",
     f"{PACKAGE}.daemon",
 )
@@ -277,11 +279,11 @@ def test_the_chat_core_imports_no_feature() -> None:
     assert problems == []
 
 
-def test_the_assembly_imports_no_face() -> None:
+def test_the_assembly_and_the_runtime_import_no_face() -> None:
     modules = load_modules()
-    assembly = f"{PACKAGE}.features"
-    faces = {t: via for t, via in reachable(modules, assembly).items() if _in(t, FACES)}
-    assert faces == {}
+    for core in (f"{PACKAGE}.features", f"{PACKAGE}.runtime"):
+        faces = {t: via for t, via in reachable(modules, core).items() if _in(t, FACES)}
+        assert faces == {}, core
 
 
 def test_only_the_tui_imports_textual() -> None:

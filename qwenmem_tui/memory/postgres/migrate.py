@@ -10,7 +10,7 @@ import json
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
@@ -48,6 +48,19 @@ def sqlite_source(db_file: Path) -> str:
     return f"sqlite:{socket.gethostname()}:{db_file.resolve()}"
 
 
+_SOURCE_COLUMNS = (
+    "id, user, scope, category, key, value, origin, status, flags, created_at, updated_at,"
+    " expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model, embedding"
+)
+"""The SQLite row as read; `_Migration` addresses its columns by these positions."""
+_INSERT = (
+    "INSERT INTO memories (username, scope, category, key, value, origin, status, flags, created_at,"
+    " updated_at, expires_at, last_recalled_at, recall_count, content_hash, embedding_model, embedding,"
+    " source, source_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,"
+    " $17, $18) RETURNING id"
+)
+
+
 async def migrate_from_sqlite(
     db: Database, store: PostgresMemoryStore, *, source: str
 ) -> MigrationReport:
@@ -58,96 +71,106 @@ async def migrate_from_sqlite(
     generation lock; other processes' caches follow by NOTIFY. A key active on both
     sides keeps the newer value active and records the other as superseded (audited).
     """
-    rows = await db.fetchall(
-        "SELECT id, user, scope, category, key, value, origin, status, flags, created_at, updated_at,"
-        " expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model, embedding"
-        " FROM memories ORDER BY id"
+    migration = _Migration(
+        source=source,
+        rows=await db.fetchall(f"SELECT {_SOURCE_COLUMNS} FROM memories ORDER BY id"),
+        audit=await db.fetchall(AUDIT_SELECT + " ORDER BY id"),
+        metrics={
+            r[0]: float(r[1]) for r in await db.fetchall("SELECT name, value FROM memory_metrics")
+        },
     )
-    audit = await db.fetchall(
-        AUDIT_SELECT + " ORDER BY id"
-    )
-    metrics = {
-        r[0]: float(r[1]) for r in await db.fetchall("SELECT name, value FROM memory_metrics")
-    }
-    report = MigrationReport()
+    await store._tx(migration.run, "memory migration")
+    return migration.report
 
-    async def body(conn: asyncpg.Connection) -> None:
+
+@dataclass
+class _Migration:
+    """One run's copy, step by step, inside the store's transaction (``run``)."""
+
+    source: str
+    rows: list[Any]
+    audit: list[Any]
+    metrics: dict[str, float]
+    report: MigrationReport = field(default_factory=MigrationReport)
+    mapping: dict[int, int] = field(default_factory=dict)
+    """SQLite id -> PostgreSQL id, of this run's rows and a previous run's."""
+
+    async def run(self, conn: asyncpg.Connection) -> None:
         steps = PgSteps(conn)
         await steps.lock()
-        mapping: dict[int, int] = {
+        self.mapping = {
             r["source_id"]: r["id"]
             for r in await conn.fetch(
-                "SELECT source_id, id FROM memories WHERE source = $1", source
+                "SELECT source_id, id FROM memories WHERE source = $1", self.source
             )
         }
-        report.already = len(mapping)
-        new_rows = [r for r in rows if r[0] not in mapping]
-        now = max((float(r[10]) for r in rows), default=0.0)
-        for r in new_rows:
-            status = r[7]
-            fields = [
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                r[5],
-                r[6],
-                status,
-                json.loads(r[8]),
-                r[9],
-                r[10],
-                r[11],
-                r[12],
-                r[13],
-                r[15],
-                r[16],
-                r[17],
-                source,
-                r[0],
-            ]
-            insert = (
-                "INSERT INTO memories (username, scope, category, key, value, origin, status, flags, created_at,"
-                " updated_at, expires_at, last_recalled_at, recall_count, content_hash, embedding_model, embedding,"
-                " source, source_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,"
-                " $17, $18) RETURNING id"
+        self.report.already = len(self.mapping)
+        new_rows = [r for r in self.rows if r[0] not in self.mapping]
+        now = max((float(r[10]) for r in self.rows), default=0.0)
+        for row in new_rows:
+            await self._copy_row(conn, steps, row, now)
+        self.report.memories = len(new_rows)
+        await self._link_supersessions(conn, new_rows)
+        await self._copy_audit(conn)
+        first = await conn.fetchval(
+            "INSERT INTO memory_imports (source, first_at) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING source",
+            self.source,
+            now,
+        )
+        if first is not None:  # counters are cumulative: add them once per source
+            await add_metric_deltas(conn, self.metrics)
+        if self.report.memories:
+            await bump_generation(conn)
+
+    def _fields(self, r: Any) -> list[Any]:
+        """The INSERT's values for SQLite row `r` (positions of `_SOURCE_COLUMNS`)."""
+        return [
+            r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), r[9], r[10],
+            r[11], r[12], r[13], r[15], r[16], r[17], self.source, r[0],
+        ]  # fmt: skip
+
+    async def _copy_row(
+        self, conn: asyncpg.Connection, steps: PgSteps, r: Any, now: float
+    ) -> None:
+        """Insert one row; an active key already active here keeps the newer value."""
+        fields = self._fields(r)
+        existing = await steps.active(r[1], r[2], r[4]) if r[7] == ACTIVE else None
+        if existing is None:
+            self.mapping[r[0]] = await conn.fetchval(_INSERT, *fields)
+        elif float(r[10]) >= existing.updated_at:
+            self.report.conflicts.append(r[4])
+            await conn.execute(
+                "UPDATE memories SET status = $1 WHERE id = $2",
+                Status.SUPERSEDED.value,
+                existing.id,
             )
-            existing = None
-            if status == ACTIVE:
-                existing = await steps.active(r[1], r[2], r[4])
-            if existing is None:
-                mapping[r[0]] = await conn.fetchval(insert, *fields)
-            elif float(r[10]) >= existing.updated_at:
-                report.conflicts.append(r[4])
-                await conn.execute(
-                    "UPDATE memories SET status = $1 WHERE id = $2",
-                    Status.SUPERSEDED.value,
-                    existing.id,
-                )
-                mapping[r[0]] = await conn.fetchval(insert, *fields)
-                await write_plan.supersede(
-                    steps, existing, mapping[r[0]], "system", r[5], float(r[10])
-                )
-            else:
-                report.conflicts.append(r[4])
-                fields[6], fields[15] = Status.SUPERSEDED.value, None
-                mapping[r[0]] = new_id = await conn.fetchval(insert, *fields)
-                await conn.execute(
-                    "UPDATE memories SET superseded_by = $1 WHERE id = $2", existing.id, new_id
-                )
-                await steps.audit(
-                    new_id,
-                    AuditAction.SUPERSEDE,
-                    "system",
-                    now,
-                    f"migrate: #{existing.id} was already active for this key",
-                    r[5],
-                    existing.value,
-                )
-        report.memories = len(new_rows)
+            self.mapping[r[0]] = await conn.fetchval(_INSERT, *fields)
+            await write_plan.supersede(
+                steps, existing, self.mapping[r[0]], "system", r[5], float(r[10])
+            )
+        else:
+            self.report.conflicts.append(r[4])
+            fields[6], fields[15] = Status.SUPERSEDED.value, None
+            self.mapping[r[0]] = new_id = await conn.fetchval(_INSERT, *fields)
+            await conn.execute(
+                "UPDATE memories SET superseded_by = $1 WHERE id = $2", existing.id, new_id
+            )
+            await steps.audit(
+                new_id,
+                AuditAction.SUPERSEDE,
+                "system",
+                now,
+                f"migrate: #{existing.id} was already active for this key",
+                r[5],
+                existing.value,
+            )
+
+    async def _link_supersessions(self, conn: asyncpg.Connection, new_rows: list[Any]) -> None:
+        """The copied rows' superseded_by, now that every id has its new number."""
         links = [
-            (mapping[r[14]], mapping[r[0]])
+            (self.mapping[r[14]], self.mapping[r[0]])
             for r in new_rows
-            if r[14] is not None and r[14] in mapping
+            if r[14] is not None and r[14] in self.mapping
         ]
         if links:
             await conn.execute(
@@ -156,28 +179,22 @@ async def migrate_from_sqlite(
                 [t for t, _ in links],
                 [i for _, i in links],
             )
+
+    async def _copy_audit(self, conn: asyncpg.Connection) -> None:
+        """The audit entries of copied rows that an earlier run did not copy."""
         done = {
             r["source_id"]
             for r in await conn.fetch(
-                "SELECT source_id FROM memory_audit WHERE source = $1", source
+                "SELECT source_id FROM memory_audit WHERE source = $1", self.source
             )
         }
-        entries = [a for a in audit if a[0] not in done and a[1] in mapping]
+        entries = [a for a in self.audit if a[0] not in done and a[1] in self.mapping]
         await conn.executemany(
             "INSERT INTO memory_audit (memory_id, action, origin, at, reason, old_value, new_value, source, source_id)"
             " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            [(mapping[a[1]], a[2], a[3], a[4], a[5], a[6], a[7], source, a[0]) for a in entries],
+            [
+                (self.mapping[a[1]], a[2], a[3], a[4], a[5], a[6], a[7], self.source, a[0])
+                for a in entries
+            ],
         )
-        report.audit = len(entries)
-        first = await conn.fetchval(
-            "INSERT INTO memory_imports (source, first_at) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING source",
-            source,
-            now,
-        )
-        if first is not None:  # counters are cumulative: add them once per source
-            await add_metric_deltas(conn, metrics)
-        if report.memories:
-            await bump_generation(conn)
-
-    await store._tx(body, "memory migration")
-    return report
+        self.report.audit = len(entries)

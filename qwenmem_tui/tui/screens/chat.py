@@ -45,14 +45,25 @@ from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 
 if TYPE_CHECKING:
-    from qwenmem_tui.tui.app import QwenmemApp
+    from collections.abc import Mapping
+
+    from qwenmem_tui.tui.extensions import BusyState
+    from qwenmem_tui.tui.host import Host
 
 log = logging.getLogger("qwenmem.tui")
 
 WARM_DELAY = 0.3
 """Seconds of no typing before memory recall is warmed for the prompt's text: long
 enough to skip most keystrokes, short enough that recall has settled by Enter."""
-SIDE_WORK_STATES = {"recap": "the recap", "compacting": "compacting"}
+EDITING_KEYS = frozenset(
+    {
+        "backspace", "delete", "ctrl+h", "ctrl+w", "ctrl+u", "ctrl+k", "ctrl+f",
+        "left", "right", "ctrl+left", "ctrl+right", "shift+left", "shift+right",
+        "ctrl+a", "ctrl+e", "ctrl+z", "ctrl+y", "ctrl+x", "ctrl+v",
+    }
+)  # fmt: skip
+"""Keys that edit the prompt's text; typed away from it, they are the prompt's too.
+(Home/End, PageUp/PageDown are the screen's own keys wherever the focus is.)"""
 """Busy states of side work (a command the user may interrupt): a message typed
 meanwhile stops it and goes first instead of waiting behind it."""
 
@@ -108,11 +119,12 @@ class ChatScreen(Screen[None]):
         self._turn_worker: Worker[None] | None = None
         self._warm_timer: Timer | None = None
         self._quit_armed = False  # Ctrl+C on an empty prompt: the next one quits
-        self._side_worker: Worker[None] | None = None  # the worker of a SIDE_WORK_STATES state
+        self._side_worker: Worker[None] | None = None  # the worker of an extension's busy state
 
     @property
-    def qapp(self) -> QwenmemApp:
-        return cast("QwenmemApp", self.app)
+    def qapp(self) -> Host:
+        """The app, as the host interface (`tui/host.py`) describes it."""
+        return cast("Host", self.app)
 
     def compose(self) -> ComposeResult:
         yield ChatLog(id="log")
@@ -234,32 +246,28 @@ class ChatScreen(Screen[None]):
     def _suggestion_picked(self, event: CommandSuggestions.Picked) -> None:
         self.prompt.accept_suggestion(event.index)
 
-    def on_key(self, event: events.Key) -> None:
-        """A printable key that reached the screen was typed away from the prompt (after a
-        click on a tool call, say): it goes to the prompt instead of being lost. With
-        nothing focused (keys typed ahead while the app starts), Enter sends too."""
-        prompt = self.prompt
-        if self.focused is prompt:
-            return
-        if event.is_printable and event.character is not None:
-            event.stop()
-            event.prevent_default()
-            self.set_focus(prompt)  # now, not after a refresh: the next key goes there
-            prompt.insert(event.character)
-        elif event.key == "enter" and self.focused is None:
-            event.stop()
-            event.prevent_default()
-            self.set_focus(prompt)
-            prompt.action_send()
+    def take_typing(self, event: events.Key | events.Paste) -> None:
+        """Called by the app before it hands `event` to the focused widget: typing done
+        away from the prompt (after a click on a tool call or the compaction marker,
+        whose title takes the focus) moves the focus back to the prompt first.
 
-    def on_paste(self, event: events.Paste) -> None:
-        # The same for a paste that reached the screen (nothing focused yet, or a
-        # widget in the log that does not take text).
+        It must happen here, where keys are dispatched one by one in the order read,
+        and not when a key has bubbled up unused: the keys of a burst are all handed
+        to the widget focused when each is read, so moving the focus on the first
+        one left the rest going to the old widget and dropped ("t" of "typed...").
+        With nothing focused (typed ahead at startup, after the terminal lost focus)
+        every key is the prompt's, Enter included.
+        """
         prompt = self.prompt
-        if self.focused is not prompt and event.text:
-            event.stop()
-            self.set_focus(prompt)
-            prompt.insert(event.text)
+        focused = self.focused
+        if focused is prompt or self.app.screen is not self:
+            return
+        # A widget with keys of its own (a memory receipt's list: f, e, n) keeps them.
+        takes_key = getattr(focused, "takes_key", None)
+        if isinstance(event, events.Key) and takes_key is not None and takes_key(event.key):
+            return
+        if focused is None or isinstance(event, events.Paste) or is_typing(event):
+            self.set_focus(prompt, scroll_visible=False)
 
     @on(PromptInput.Changed)
     def _typed(self) -> None:
@@ -300,10 +308,10 @@ class ChatScreen(Screen[None]):
 
     def _yield_side_work(self) -> None:
         """A message waits behind /recap or /compact: stop that, the message goes first."""
-        worker, state = self._side_worker, self.qapp.state
-        if worker is not None and not worker.is_finished and state in SIDE_WORK_STATES:
+        worker, busy = self._side_worker, self.qapp.busy_states.get(self.qapp.state)
+        if worker is not None and not worker.is_finished and busy is not None:
             worker.cancel()
-            self.show_info(f"Stopped {SIDE_WORK_STATES[state]}: your message goes first.")
+            self.show_info(f"Stopped {busy.stopped}: your message goes first.")
 
     def run_command(self, name: str, args: str) -> Worker[None] | None:
         """Look the command up and run it in its own worker (it may run beside a turn)."""
@@ -321,12 +329,19 @@ class ChatScreen(Screen[None]):
 
         return self.run_worker(run(), group="command", exit_on_error=False)
 
+    def add_busy_states(self, states: Mapping[str, BusyState]) -> None:
+        """The extensions' busy states: the status line's words for them."""
+        self.query_one(StatusLine).add_labels({name: s.label for name, s in states.items()})
+
+    def set_badge(self, name: str, text: str | None) -> None:
+        self.query_one(StatusLine).set_badge(name, text)
+
     def _queue_changed(self) -> None:
         self.query_one(QueuedMessages).show_queue(self._queue)
         self.query_one(StatusLine).queued = len(self._queue)
 
     def _state_changed(self, state: str) -> None:
-        if state in SIDE_WORK_STATES:
+        if state in self.qapp.busy_states:
             # Watchers run in the setter's task: that of the command's worker.
             try:
                 self._side_worker = get_current_worker()
@@ -533,6 +548,11 @@ class ChatScreen(Screen[None]):
             widget = self.qapp.widget_for_item(item)
             if widget is not None:
                 await self.log_view.add(widget)
+
+
+def is_typing(event: events.Key) -> bool:
+    """A key that writes or edits text, as opposed to one that moves or acts."""
+    return event.is_printable or event.key in EDITING_KEYS
 
 
 def _severity(level: str) -> str:

@@ -68,11 +68,21 @@ async def active(service: MemoryService) -> list[Memory]:
 async def test_import_of_n_distinct_lines_leaves_n_active_with_their_keys(
     service: MemoryService,
 ) -> None:
-    report = await service.import_lines(lines_of(DISTINCT_31), project=PROJECT_A)
+    report = await service.import_lines(lines_of(DISTINCT_31), project=PROJECT_A, trusted=True)
     assert report.counts == {"created": 31}, report.errors
     assert sorted((m.category, m.key, m.value) for m in await active(service)) == sorted(DISTINCT_31)
     hit = await service.recall("who is Carol's manager?", project=PROJECT_A, min_score=-1)
     assert "Dave" in hit.block
+
+
+async def test_an_untrusted_import_loses_no_line_either(service: MemoryService) -> None:
+    """Without --trust the guard holds facts about the person for review (issue 25):
+    held, never merged away — every line is one memory under its own key."""
+    report = await service.import_lines(lines_of(DISTINCT_31), project=PROJECT_A)
+    assert set(report.counts) == {"created", "quarantined"}, report.errors
+    assert report.counts["quarantined"] >= 3  # the user and feedback lines at least
+    rows = await service.list(statuses=[Status.ACTIVE, Status.QUARANTINED])
+    assert sorted((m.category, m.key, m.value) for m in rows) == sorted(DISTINCT_31)
 
 
 async def test_ninety_facts_of_ten_kinds_are_ninety_memories(service: MemoryService) -> None:
@@ -99,6 +109,7 @@ async def test_a_restated_line_still_supersedes_under_its_own_key(service: Memor
     report = await service.import_lines(
         lines_of([("user", "city", "I live in São Paulo"), ("user", "home_city", "I moved to Lisbon")]),
         project=PROJECT_A,
+        trusted=True,
     )
     assert report.counts == {"created": 1, "superseded": 1}
     assert [(m.key, m.value) for m in await active(service)] == [("home_city", "I moved to Lisbon")]
@@ -149,7 +160,8 @@ async def test_export_then_import_into_a_fresh_home_reproduces_the_active_set(
     backup = await service.export_lines()
     fresh = await MemoryService.open(make_settings(), Paths(tmp_path / "fresh"), clock=clock)
     try:
-        report = await fresh.import_lines(backup, project=PROJECT_A)  # the default: no flag
+        # --trust (the person's own backup), no --keep-scope: backup lines keep theirs.
+        report = await fresh.import_lines(backup, project=PROJECT_A, trusted=True)
         after = await fresh.list()
         assert shape(after) == shape(before)
         assert report.kinds == {"facts": 8, "held": 1, "history": 1}
@@ -157,7 +169,7 @@ async def test_export_then_import_into_a_fresh_home_reproduces_the_active_set(
         builds = {m.scope: m.value for m in after if m.key == "build_cmd" and m.status is Status.ACTIVE}
         assert builds == {PROJECT_A: "make build", PROJECT_B: "just build"}
         # Importing it again changes nothing new.
-        again = await fresh.import_lines(backup, project=PROJECT_A)
+        again = await fresh.import_lines(backup, project=PROJECT_A, trusted=True)
         assert set(again.counts) <= {"refreshed", "quarantined", "skipped"}
         assert shape(await fresh.list()) == shape(before)
     finally:
@@ -182,7 +194,7 @@ def test_the_real_cli_imports_exports_and_restores_losslessly(tmp_path: Path) ->
         (where / "config.toml").write_text('[memory]\nembedding = "hash"\n')
     source = tmp_path / "facts.jsonl"
     source.write_text("\n".join(lines_of(DISTINCT_31)) + "\n", encoding="utf-8")
-    ran = run_cli(home, project, "import", str(source))
+    ran = run_cli(home, project, "import", "--trust", str(source))
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines() == [
         "imported 31 lines: created 31, superseded 0, refreshed 0, deduplicated 0, quarantined 0, skipped 0, rejected 0",
@@ -193,7 +205,7 @@ def test_the_real_cli_imports_exports_and_restores_losslessly(tmp_path: Path) ->
 
     backup = tmp_path / "backup.jsonl"
     assert run_cli(home, project, "export", str(backup)).returncode == 0
-    assert run_cli(fresh, project, "import", str(backup)).returncode == 0
+    assert run_cli(fresh, project, "import", "--trust", str(backup)).returncode == 0
     restored = json.loads(run_cli(fresh, project, "list", "--json").stdout)
 
     def same(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:

@@ -9,7 +9,7 @@ import pytest
 from trust_corpus import SECRETS, SecretFormat
 
 from qwenmem_tui import debuglog
-from qwenmem_tui.memory import secrets
+from qwenmem_tui import secrets
 from qwenmem_tui.memory.model import FLAG_SECRET_REDACTED, Origin, Status
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MemoryRejected, MemoryService

@@ -1,0 +1,290 @@
+"""The stdio MCP server behind ``qwenmem mcp`` (contract §8), on the official SDK.
+
+Clients (Claude Code, qwen-code, Cursor) spawn it once per session, so it must answer
+fast: the memory store opens in the background as soon as the protocol is up (rows
+only, ~10 ms), and the vector side (embedder, FAISS) loads behind it, so
+``list_memories`` / ``forget_memory`` answer from the rows and only ``search_memory``
+and ``remember`` wait for the vectors.
+
+Which project: ``--project``, else the client's first root (``roots/list``), else the
+directory the client started us in — resolved once, at the first tool call, because
+roots can only be asked for after the handshake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import unquote, urlparse
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
+
+from qwenmem_tui.features import MemoryAccess, MemoryUnavailable
+from qwenmem_tui.memory.remote import MAX_K, Caller, MemoryRequestError, ProjectMemory
+from qwenmem_tui.paths import Paths, project_id, project_root
+
+if TYPE_CHECKING:
+    from qwenmem_tui.config import Settings
+    from qwenmem_tui.memory.service import MemoryService
+
+log = logging.getLogger("qwenmem.mcp")
+
+SERVER_NAME = "qwenmem"
+ROOTS_TIMEOUT_S = 2.0
+INSTRUCTIONS = (
+    "Long-term memory shared with the qwenmem chat. search_memory before answering "
+    "questions about the user, their preferences or this project; remember durable "
+    "facts the user states (not secrets, not passing details); forget_memory when the "
+    "user asks. Memories can be out of date: prefer what the user says now. Writes "
+    "from here are held for the user's review when they read as instructions or "
+    "would apply to every project."
+)
+
+
+class MemoryHit(TypedDict):
+    id: int
+    category: str
+    key: str
+    value: str
+    origin: str
+    age_days: float
+    scope: str
+    score: float
+
+
+class MemoryRow(TypedDict):
+    id: int
+    category: str
+    key: str
+    value: str
+    origin: str
+    age_days: float
+    scope: str
+
+
+class SearchAnswer(TypedDict):
+    memories: list[MemoryHit]
+
+
+class ListAnswer(TypedDict):
+    memories: list[MemoryRow]
+
+
+class RememberAnswer(TypedDict, total=False):
+    id: int | None
+    category: str | None
+    key: str | None
+    action: str
+    """created, superseded, deduplicated, quarantined or refused"""
+    flags: list[str]
+    error: str
+
+
+class ForgetAnswer(TypedDict):
+    forgotten: bool
+
+
+Category = Annotated[
+    str | None,
+    Field(description="user, feedback, project or reference (default: chosen from the text)"),
+]
+
+
+class MemoryBackend:
+    """What the tools share: the memory (opening behind the handshake), the project
+    once known."""
+
+    def __init__(self, memory: MemoryAccess, *, project_dir: Path | None, cwd: Path) -> None:
+        self._memory = memory
+        self._project_dir = project_dir
+        self._cwd = cwd
+        self._project: str | None = None
+        self._project_lock = asyncio.Lock()
+
+    def start(self) -> None:
+        """Open the store now, and the vectors behind it, without waiting for either."""
+        self._memory.start()
+
+    async def service(self) -> MemoryService:
+        try:
+            return await self._memory.service()
+        except MemoryUnavailable as exc:
+            log.warning("[MCP] %s", exc)
+            raise ToolError(str(exc)) from None
+
+    async def close(self) -> None:
+        await self._memory.close()
+
+    async def project(self, ctx: Context) -> str:
+        """The project's id: --project, else the client's first root, else the cwd."""
+        async with self._project_lock:
+            if self._project is None:
+                root = self._project_dir or await _first_root(ctx) or self._cwd
+                resolved = project_root(root.resolve())
+                log.info("[MCP] serving the memory of project %s", resolved)
+                self._project = project_id(resolved)
+            return self._project
+
+    async def memory(self, ctx: Context) -> ProjectMemory:
+        return ProjectMemory(self.service, await self.project(ctx), _caller(ctx))
+
+
+def _caller(ctx: Context) -> Caller:
+    """The client as it named itself at initialize (clientInfo), for the audit trail."""
+    try:
+        params = ctx.request_context.session.client_params
+        info = params.client_info if params is not None else None
+    except (AttributeError, ValueError):
+        info = None
+    if info is None:
+        return Caller("MCP")
+    name = " ".join(str(part) for part in (info.name, info.version) if part)
+    return Caller("MCP", "".join(ch for ch in name if ch.isprintable())[:80])
+
+
+async def _first_root(ctx: Context) -> Path | None:
+    """The first ``file://`` root the client lists, if it can list any."""
+    try:
+        session = ctx.request_context.session
+        capabilities = session.client_capabilities
+        if capabilities is None or capabilities.roots is None:
+            return None
+        async with asyncio.timeout(ROOTS_TIMEOUT_S):
+            result = await session.list_roots()
+    except Exception as exc:  # no roots is an answer too: fall back to the cwd
+        log.info("[MCP] could not list the client's roots: %s", exc)
+        return None
+    for root in result.roots:
+        url = urlparse(str(root.uri))
+        if url.scheme == "file":
+            path = Path(unquote(url.path))
+            if path.is_dir():
+                return path
+    return None
+
+
+async def _answer(call: Awaitable[Any]) -> Any:
+    """A tool's answer; a caller's mistake becomes a one-line tool error, and so does
+    anything unexpected (its traceback goes to the debug log, never to the client)."""
+    try:
+        return await call
+    except ToolError:
+        raise
+    except MemoryRequestError as exc:
+        raise ToolError(str(exc)) from None
+    except Exception as exc:
+        log.exception("[MCP] tool failed")
+        raise ToolError(f"qwenmem could not answer: {type(exc).__name__}") from None
+
+
+def build_server(backend: MemoryBackend) -> MCPServer:
+    """The MCP server with the four memory tools of contract §8."""
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
+        backend.start()
+        try:
+            yield
+        finally:
+            await backend.close()
+
+    server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan)
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
+
+    @server.tool(
+        title="Search memory",
+        description="Memories relevant to a query, best first: the same recall the "
+        "qwenmem chat uses (this project's memories and the user's global ones).",
+        annotations=read_only,
+    )
+    async def search_memory(
+        query: Annotated[str, Field(description="what to look for, in any language")],
+        ctx: Context,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="how many memories at most")] = 5,
+    ) -> SearchAnswer:
+        memory = await backend.memory(ctx)
+        return await _answer(memory.search(query, k))
+
+    @server.tool(
+        title="Remember",
+        description="Save a durable fact for future conversations (a preference, a "
+        "correction, a fact about the user or this project). The same fact said again "
+        "is deduplicated; a new value for the same subject supersedes the old one. "
+        "Never save secrets. Instruction-like or every-project facts are held for the "
+        "user's review (action 'quarantined').",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
+    )
+    async def remember(
+        text: Annotated[str, Field(description="the fact, one or two sentences")],
+        ctx: Context,
+        category: Category = None,
+        key: Annotated[
+            str | None, Field(description="short snake_case subject, e.g. preferred_editor")
+        ] = None,
+    ) -> RememberAnswer:
+        memory = await backend.memory(ctx)
+        return await _answer(memory.remember(text, category, key))
+
+    @server.tool(
+        title="Forget memory",
+        description="Delete one memory by id (from search_memory or list_memories). "
+        "The deletion is audited; forgotten is false for an unknown id.",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True),
+    )
+    async def forget_memory(
+        id: Annotated[int, Field(description="the memory's id")],  # noqa: A002 - contract name
+        ctx: Context,
+    ) -> ForgetAnswer:
+        memory = await backend.memory(ctx)
+        return await _answer(memory.forget(id))
+
+    @server.tool(
+        title="List memories",
+        description="Every active memory of this project and the user's global ones, "
+        "newest first, optionally of one category.",
+        annotations=read_only,
+    )
+    async def list_memories(ctx: Context, category: Category = None) -> ListAnswer:
+        memory = await backend.memory(ctx)
+        return await _answer(memory.list(category))
+
+    return server
+
+
+async def serve_stdio(
+    settings: Settings, paths: Paths, *, project_dir: Path | None, cwd: Path
+) -> None:
+    """Serve until the client closes stdin."""
+    llm = _llm(settings)
+    # The project is known only at the first tool call; the service is per user, and
+    # each ProjectMemory names its project, so the access's own project is unused.
+    memory = MemoryAccess(settings, paths, llm=llm, project="", rows_first=True)
+    backend = MemoryBackend(memory, project_dir=project_dir, cwd=cwd)
+    try:
+        await build_server(backend).run_stdio_async()
+    finally:
+        if llm is not None:
+            await llm.aclose()
+
+
+def _llm(settings: Settings) -> Any:
+    """The configured endpoint, only for an ``openai`` embedder: building a client loads
+    the SDK (~0.4 s), and a per-session server must answer first. Writes here use the
+    identity rule alone (no judge); the bundled local model is never started."""
+    import os
+
+    from qwenmem_tui.llm.provider import resolve_provider
+
+    if settings.memory.embedding != "openai" or resolve_provider(settings, os.environ) == "local":
+        return None
+    from qwenmem_tui.llm.client import LLMClient
+
+    return LLMClient.from_settings(settings)

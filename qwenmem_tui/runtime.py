@@ -1,0 +1,372 @@
+"""The runtime: what every face opens once, and the ready chat sessions it hands out.
+
+A face (the TUI, the HTTP daemon, the MCP server, the OpenAI-compatible proxy)
+presents qwenmem; it does not wire it. `Runtime.open` opens, in this order and once
+per process, the database and its session store, the LLM client (a model that must
+start first — the bundled local one — starts while the database opens) and the
+assembled features (`qwenmem_tui.features`: hooks in order, tools, the memory
+service); `open_chat` turns a stored or new session into a ready `ChatSession`;
+`close` tears everything down in the reverse order. So no face constructs a store, a
+client or a hook, and a rule about opening (what to preload off the event loop, which
+system prompt a model gets) lives here once.
+
+```python
+runtime = await Runtime.open(settings, paths, project_root(Path.cwd()))
+try:
+    chat = await runtime.open_chat()              # a new session; open_chat(id) resumes
+    async for event in chat.run_query("hello"):
+        ...
+    memory = runtime.project_memory(Caller("MCP", "claude-code"))   # outside faces
+    found = await memory.search("which editor?")
+finally:
+    await runtime.close()
+```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatSession
+from qwenmem_tui.chat.view import model_messages
+from qwenmem_tui.config import Settings
+from qwenmem_tui.instructions import Instructions, load_instructions, with_instructions
+from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.paths import Paths, project_id, project_root
+from qwenmem_tui.storage.database import Database, RetryCallback, StorageError
+from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
+
+if TYPE_CHECKING:
+    # Types only: the features load the memory stack (numpy/FAISS); `open` imports
+    # them in a thread so a face's event loop keeps serving meanwhile.
+    from qwenmem_tui.chat.tools import Tool
+    from qwenmem_tui.chat.turns import QueryHook
+    from qwenmem_tui.features import Assembly, MemoryAccess, SessionFeatures
+    from qwenmem_tui.llm.local_server import LocalChatDefaults
+    from qwenmem_tui.memory.remote import Caller, ProjectMemory
+
+log = logging.getLogger("qwenmem.runtime")
+
+PRELOAD_MODULES = ("openai", "qwenmem_tui.features")
+"""Imported in a thread by `open`, so the face's event loop keeps serving (keys, HTTP):
+the SDK alone takes ~0.4 s to import, the features' core (the memory stack: numpy,
+FAISS) as much again."""
+
+
+class StartupError(Exception):
+    """The runtime cannot open (or a session cannot be found); ``str(e)`` is the one
+    line the user sees."""
+
+
+@dataclass(frozen=True)
+class ModelStarter:
+    """A model that must start before the chat can use it (the bundled local one)."""
+
+    label: str
+    """What a face calls it meanwhile, e.g. "local: SmolLM2-135M"."""
+    start: Callable[[Callable[[str], None]], Awaitable[LLMClient]]
+    """Starts it and returns its client, given a callback that shows one progress line
+    (raise StartupError for a one-line failure)."""
+
+
+def system_prompt_for(model_defaults: LocalChatDefaults | None) -> str:
+    """The system prompt of every chat of a runtime: the one place it is chosen.
+
+    The bundled local model gets its own short prompt; every other model the chat's.
+    """
+    return model_defaults.system_prompt if model_defaults is not None else DEFAULT_SYSTEM_PROMPT
+
+
+async def find_session(store: SessionStore, project: str, ref: str) -> SessionInfo:
+    """The session of `project` whose id is `ref` or uniquely starts with it (as
+    `qwenmem sessions` lists them); StartupError with the one line to show otherwise."""
+    found = await store.find_session(project, ref) if ref else []
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise StartupError(f'"{ref}" matches several sessions of this project: type more of the id.')
+    raise StartupError(f'No session with id "{ref}" in this project ({project}).')
+
+
+async def check_resume(paths: Paths, cwd: Path, ref: str) -> str:
+    """The full id `--resume ref` opens, checked before a face starts so a wrong id is
+    one line in the terminal; StartupError otherwise. Never creates the database."""
+    project = project_id(project_root(cwd))
+    if not paths.db_file.exists():
+        raise StartupError(f'No session with id "{ref}" in this project ({project}).')
+    db = await Database.open(paths.db_file)
+    try:
+        return (await find_session(SessionStore(db), project, ref)).id
+    finally:
+        await db.close()
+
+
+FeatureNames = Collection[str] | Awaitable[Collection[str]] | None
+"""Which features to assemble: None, what the settings turn on; an awaitable when the
+face learns them while the runtime opens (the TUI imports its extensions in a thread)."""
+
+
+class Runtime:
+    """The opened pieces a face presents: database, sessions, LLM client, features.
+
+    Everything here is open once `open` returns. Attributes: `settings`, `paths`,
+    `project_root`, `project` (its `project_id`, the key sessions and memories use),
+    `clock`, `db`, `store` (the `SessionStore`), `llm`, `assembly`, `model_defaults`,
+    `system_prompt`; `memory` is the memory feature's `MemoryAccess` (None when memory
+    is not assembled), opening in the background until someone awaits it
+    (`await runtime.memory.service()`, or `open(..., open_memory=True)`).
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        paths: Paths,
+        project_root: Path,
+        clock: Callable[[], float],
+        db: Database,
+        store: SessionStore,
+        llm: LLMClient,
+        owns_llm: bool,
+        assembly: Assembly,
+        model_defaults: LocalChatDefaults | None,
+        hooks: Sequence[QueryHook],
+        instructions: Instructions = Instructions(),
+    ) -> None:
+        self.settings = settings
+        self.paths = paths
+        self.project_root = project_root
+        self.project = project_id(project_root)
+        self.clock = clock
+        self.db = db
+        self.store = store
+        self.llm = llm
+        self._owns_llm = owns_llm
+        self.assembly = assembly
+        self.model_defaults = model_defaults
+        self.instructions = instructions
+        """The project instruction files in force (AGENTS.md, QWEN.md, CLAUDE.md)."""
+        self.system_prompt = with_instructions(system_prompt_for(model_defaults), instructions)
+        # A test's own hooks, ahead of every chat's feature hooks.
+        self._hooks = tuple(hooks)
+        self._closed = False
+
+    # -- opening -------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings,
+        paths: Paths,
+        root: Path,
+        *,
+        llm: LLMClient | None = None,
+        start_model: ModelStarter | None = None,
+        model_progress: Callable[[str], None] = lambda text: None,
+        model_defaults: LocalChatDefaults | None = None,
+        features: FeatureNames = None,
+        extra_tools: Sequence[Tool] = (),
+        hooks: Sequence[QueryHook] = (),
+        clock: Callable[[], float] = time.time,
+        on_database_retry: RetryCallback | None = None,
+        open_memory: bool = False,
+        memory_notice: Callable[[str], None] | None = None,
+        check_integrity: bool = False,
+        cwd: Path | None = None,
+    ) -> Runtime:
+        """Open everything a face needs for the project at `root` (a project root,
+        see `paths.project_root`); StartupError with one line when it cannot.
+
+        The LLM client: `llm` as given (the caller keeps it: it is not closed here),
+        else the one `start_model` starts (concurrently with the database; its progress
+        lines go to `model_progress`), else one built from the settings.
+        `model_defaults`: the bundled local model's profile (its prompt, no tools it
+        cannot call). `features`: see `FeatureNames`. `extra_tools` and `hooks`: a
+        test's own, offered and run like a feature's (hooks first).
+
+        Memory opens in the background (the TUI draws before a vector index loads);
+        `open_memory=True` waits for it, so a broken store fails the opening (the
+        daemon); `check_integrity=True` reads every page of the database first
+        (`Database.check_integrity`), for a face that runs for days. `memory_notice` hears the store's one-line notices (PostgreSQL down,
+        reconnecting); a face may add more listeners to `memory.notice_listeners`
+        before the service starts.
+
+        `cwd` (default: `root`): where the user works; the project instruction files
+        from `root` down to it go into the system prompt (`qwenmem_tui.instructions`).
+        """
+        starting = None
+        if llm is None and start_model is not None:
+            starting = asyncio.create_task(start_model.start(model_progress), name="model-start")
+        db: Database | None = None
+        client: LLMClient | None = None
+        try:
+            paths.ensure()
+            try:
+                db = await Database.open(paths.db_file, on_retry=on_database_retry)
+                if check_integrity:
+                    await db.check_integrity()
+            except StorageError as exc:
+                raise StartupError(str(exc)) from exc
+            await _preload()
+            instructions = await asyncio.to_thread(
+                load_instructions, root, cwd if cwd is not None else root, paths.home
+            )
+            names = await features if inspect.isawaitable(features) else features
+            if starting is not None:
+                client = await starting
+            else:
+                client = llm or LLMClient.from_settings(settings)
+            from qwenmem_tui.features import Assembly  # loaded (in a thread) by _preload
+
+            assembly = Assembly.create(
+                settings,
+                paths,
+                llm=client,
+                project_root=root,
+                project=project_id(root),
+                features=names,
+                model_defaults=model_defaults,
+                extra_tools=extra_tools,
+                clock=clock,
+            )
+            runtime = cls(
+                settings=settings,
+                paths=paths,
+                project_root=root,
+                clock=clock,
+                db=db,
+                store=SessionStore(db, clock=clock),
+                llm=client,
+                owns_llm=llm is None,
+                assembly=assembly,
+                model_defaults=model_defaults,
+                hooks=hooks,
+                instructions=instructions,
+            )
+        except BaseException:
+            if inspect.iscoroutine(features):
+                features.close()  # never awaited when the opening failed before it
+            if starting is not None and not starting.done():
+                starting.cancel()  # the open failed: the model's start stops with it
+                await asyncio.wait({starting})
+            if client is not None and llm is None:
+                await client.aclose()
+            if db is not None:
+                await db.close()
+            raise
+        if assembly.mcp is not None:
+            # In the background, for every face: a slow server joins when it is ready.
+            assembly.mcp.start()
+        memory = runtime.memory
+        if memory is not None:
+            if memory_notice is not None:
+                memory.notice_listeners.append(memory_notice)
+            if open_memory:
+                try:
+                    await memory.service()
+                except BaseException:
+                    await runtime.close()
+                    raise
+        return runtime
+
+    # -- what faces use ------------------------------------------------------------
+
+    @property
+    def memory(self) -> MemoryAccess | None:
+        """The memory feature's service access (None: memory is not assembled)."""
+        return self.assembly.memory
+
+    def project_memory(self, caller: Caller, root: Path | None = None) -> ProjectMemory:
+        """One project's memory for a face that is not a chat (the MCP server, the
+        daemon's memory routes, the proxy): search, remember as `caller`, forget, list
+        (`memory.remote`). `root` (a project root) defaults to the runtime's project;
+        every project's memories live in the one store, each view reads its own and
+        the global ones. Raises StartupError when memory is not assembled.
+        """
+        from qwenmem_tui.memory.remote import ProjectMemory
+
+        if self.memory is None:
+            raise StartupError("Long-term memory is turned off (memory.enabled = false).")
+        project = self.project if root is None else project_id(root)
+        return ProjectMemory(self.memory.service, project, caller, clock=self.clock)
+
+    def session_features(self) -> SessionFeatures:
+        """A fresh set of the features' hooks and tools for one chat (or one TUI)."""
+        return self.assembly.session()
+
+    async def open_chat(
+        self,
+        session: SessionInfo | str | None = None,
+        *,
+        features: SessionFeatures | None = None,
+    ) -> ChatSession:
+        """A ready chat: `session` loaded (an id or its info), or a new one (None),
+        stored only with its first item (`SessionStore.create_session(lazy=True)`).
+
+        `features`: the hooks and tools to run it with; None, a fresh set. The TUI
+        passes its one set (its hooks follow the session on screen across /resume),
+        the daemon one set per session it serves.
+        """
+        features = features if features is not None else self.session_features()
+        deps: dict[str, Any] = dict(
+            store=self.store,
+            llm=self.llm,
+            tools=features.tools,
+            settings=self.settings,
+            project_root=self.project_root,
+            hooks=(*self._hooks, *features.hooks),
+            clock=self.clock,
+            system_prompt=self.system_prompt,
+        )
+        if session is None:
+            info = await self.store.create_session(self.project, lazy=True)
+            return ChatSession(info=info, **deps)
+        session_id = session.id if isinstance(session, SessionInfo) else session
+        return await ChatSession.load(session_id=session_id, **deps)
+
+    async def find_session(self, ref: str) -> SessionInfo:
+        """This project's session `ref` (an id or a unique prefix); StartupError else."""
+        return await find_session(self.store, self.project, ref)
+
+    def model_view(self, items: Sequence[Item]) -> list[dict[str, Any]]:
+        """What the model sees of stored items (after the last /clear, compaction
+        folded), with this runtime's system prompt: a history without opening a chat."""
+        return model_messages(items, self.system_prompt)
+
+    # -- closing -------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Tear down in reverse order: the features (extraction drained, the memory
+        service closed), the LLM client the runtime made, the database. Chats opened
+        from the runtime are the face's to close first. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.assembly.close()
+        except Exception:
+            log.exception("[RUNTIME] closing the features failed")
+        try:
+            if self._owns_llm:
+                await self.llm.aclose()
+        finally:
+            await self.db.close()
+
+
+async def _preload() -> None:
+    """Import the heavy modules in a thread, and the secret scanner's detectors (the
+    first message sent is scanned for secrets: they import now, not on the event loop
+    then)."""
+    for name in PRELOAD_MODULES:
+        await asyncio.to_thread(importlib.import_module, name)
+    from qwenmem_tui import secrets
+
+    await asyncio.to_thread(secrets.load)
