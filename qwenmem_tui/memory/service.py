@@ -131,6 +131,12 @@ VectorOpener = Callable[[], Awaitable[tuple[EmbedderChoice, "VectorIndex"]]]
 defers until recall or a write needs vectors."""
 
 
+def note_subject(text: str) -> tuple[str, str]:
+    """(category, key) for a free-text note, derived with its secrets cut out, so a key
+    never carries one (the value loses it in the guard)."""
+    return classify_note(secrets.redact(text).replace(secrets.REDACTED, " "))
+
+
 class MemoryService:
     def __init__(
         self,
@@ -572,9 +578,7 @@ class MemoryService:
         (the MCP ``remember`` tool) comes the same way with its own ``origin`` and
         ``provenance``, and may name the ``category`` or ``key`` itself.
         """
-        derived_category, derived_key = classify_note(
-            secrets.redact(text).replace(secrets.REDACTED, " ")
-        )
+        derived_category, derived_key = note_subject(text)
         return await self.save(
             category or derived_category,
             key or derived_key,
