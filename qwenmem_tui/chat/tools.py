@@ -140,12 +140,12 @@ class ToolRegistry:
 
     def trusted_outputs(self) -> frozenset[str]:
         """Names of the tools whose output is not untrusted content (see Tool)."""
-        return frozenset(name for name, tool in self._tools.items() if not tool.untrusted_output)
+        return frozenset(name for name, tool in self._all().items() if not tool.untrusted_output)
 
     def untrusted_output(self, name: str) -> bool:
         """Whether a call of ``name`` brings untrusted content (an unknown tool's error
         answer does not: it is qwenmem's)."""
-        tool = self._tools.get(name)
+        tool = self._all().get(name)
         return tool is not None and tool.untrusted_output
 
     def schemas(self) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ malformed body of any kind is a 4xx envelope, never a 5xx.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -48,6 +49,7 @@ from qwenmem_tui.daemon.guard import (
     allowed_host_names,
     error_response,
 )
+from qwenmem_tui.daemon.memory_routes import MEMORY_ROUTES
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
 from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
 from qwenmem_tui.features import Assembly, SessionFeatures
@@ -55,7 +57,7 @@ from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.memory.exchange import ExchangeMemory
 from qwenmem_tui.memory.receipts import RECEIPT_ITEM, memories_json
-from qwenmem_tui.paths import Paths, project_id
+from qwenmem_tui.paths import Paths, private_dir, private_file, project_id
 from qwenmem_tui.recap import generate_session_recap
 from qwenmem_tui.runtime import Runtime
 from qwenmem_tui.storage.sessions import SessionInfo, SessionStore
@@ -304,10 +306,34 @@ class DaemonBackend:
             await self._chats.pop(session_id).close()
             self._features.pop(session_id, None)
 
+    async def delete_session(self, info: SessionInfo) -> Path:
+        """Close the session's chat, keep a JSON copy in the trash, delete it; the copy's
+        path. Call with the session's lock held."""
+        chat = self._chats.pop(info.id, None)
+        self._features.pop(info.id, None)
+        if chat is not None:
+            await chat.close()
+        items = await self.store.load_items(info.id)
+        trash = self.paths.home / "trash"
+        private_dir(trash)
+        copy = trash / f"session-{info.id}.json"
+        payload = {
+            "session": dataclasses.asdict(info),
+            "items": [dataclasses.asdict(item) for item in items],
+        }
+        await asyncio.to_thread(_write_private, copy, json.dumps(payload, ensure_ascii=False))
+        await self.store.delete_session(info.id)
+        return copy
+
     async def history(self, info: SessionInfo) -> list[dict[str, Any]]:
         """The model view (after the last /clear, compaction folded), as the TUI sees it:
         read from the stored items, no chat opened."""
         return self.runtime.model_view(await self.store.load_items(info.id))
+
+
+def _write_private(path: Path, text: str) -> None:
+    private_file(path)
+    path.write_text(text, encoding="utf-8")
 
 
 # -- request helpers ---------------------------------------------------------------
@@ -453,6 +479,32 @@ async def prompt(request: Request) -> Response:
     )
 
 
+async def session_messages(request: Request) -> Response:
+    """GET /session/{id}/messages: the stored transcript, every chat message in order
+    (OpenAI dicts, /clear and compaction do not hide earlier ones)."""
+    backend = backend_of(request)
+    info = await backend.require_session(request.path_params["session_id"])
+    items = await backend.store.load_items(info.id)
+    messages = [
+        {**item.message, "createdAt": item.created_at} for item in items if item.message is not None
+    ]
+    return JSONResponse({"sessionId": info.id, "messages": messages})
+
+
+async def delete_session(request: Request) -> Response:
+    """DELETE /session/{id}: gone from the store, a JSON copy kept in the trash folder
+    ($QWENMEM_HOME/trash) so a mistaken delete can be recovered."""
+    backend = backend_of(request)
+    info = await backend.require_session(request.path_params["session_id"])
+    lock = backend.lock_for(info.id)
+    if lock.locked():
+        raise ApiError(409, "session_busy", "A prompt is running in this session", sessionId=info.id)
+    async with lock:
+        kept = await backend.delete_session(info)
+    log.info("[DAEMON] deleted session %s client=%s copy=%s", info.id, client_id_of(request), kept)
+    return JSONResponse({"sessionId": info.id, "deleted": True, "copy": str(kept)})
+
+
 async def recap(request: Request) -> Response:
     backend = backend_of(request)
     session_id = request.path_params["session_id"]
@@ -594,6 +646,9 @@ ROUTES = [
     # session_not_found envelope instead of the router's bare 404.
     Route("/session/{session_id:path}/prompt", prompt, methods=["POST"]),
     Route("/session/{session_id:path}/recap", recap, methods=["POST"]),
+    Route("/session/{session_id:path}/messages", session_messages, methods=["GET"]),
+    Route("/session/{session_id:path}", delete_session, methods=["DELETE"]),
+    *MEMORY_ROUTES,
     Route("/v1/chat/completions", chat_completions, methods=["POST"]),
     Route("/v1/models", list_models, methods=["GET"]),
 ]

@@ -49,17 +49,6 @@ INSTRUCTIONS = (
 )
 
 
-class MemoryHit(TypedDict):
-    id: int
-    category: str
-    key: str
-    value: str
-    origin: str
-    age_days: float
-    scope: str
-    score: float
-
-
 class MemoryRow(TypedDict):
     id: int
     category: str
@@ -68,6 +57,10 @@ class MemoryRow(TypedDict):
     origin: str
     age_days: float
     scope: str
+
+
+class MemoryHit(MemoryRow):
+    score: float
 
 
 class SearchAnswer(TypedDict):

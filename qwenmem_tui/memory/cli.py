@@ -56,8 +56,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=export)
 
-    p = commands.add_parser("import", help="read memories from JSON lines, through the guard")
-    p.add_argument("file", type=Path, help="JSON lines: category, key, value per line")
+    p = commands.add_parser(
+        "import",
+        help="read memories from JSON lines (or another tool's memory), through the guard",
+    )
+    p.add_argument(
+        "file",
+        type=Path,
+        metavar="PATH",
+        help="JSON lines: category, key, value per line; with --from, that tool's memory "
+        "folder or file",
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        choices=("claude-code", "qwen-code", "mem0"),
+        help="read another tool's memory: a Claude Code or qwen-code memory folder "
+        "(Markdown files with a type in their front matter) or CLAUDE.md / QWEN.md, "
+        "or a mem0 JSON export",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would be imported, held or rejected; write nothing",
+    )
     p.add_argument(
         "--keep-scope",
         action="store_true",
@@ -255,11 +277,11 @@ async def salvage_export(args: argparse.Namespace, settings: Settings, paths: Pa
 
 
 async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    try:
-        lines = args.file.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        print(f"qwenmem: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+    lines = _import_source(args)
+    if lines is None:
         return 1
+    if args.dry_run:
+        return _dry_run(args, lines)
     async with _service(settings, paths) as svc:
         report = await svc.import_lines(
             lines, project=_project(), keep_scope=args.keep_scope, trusted=args.trust
@@ -285,6 +307,48 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         )
         return 1
     print(f"imported {sum(report.counts.values())} lines: {counts}")
+    return 0
+
+
+def _import_source(args: argparse.Namespace) -> list[str] | None:
+    """The JSON lines to import: the file's, or another tool's memory read as lines."""
+    if args.source is None:
+        try:
+            return args.file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            print(f"qwenmem: cannot read {args.file}: {reason}", file=sys.stderr)
+            return None
+    from qwenmem_tui.memory.importers import ImportSourceError, import_lines, read_source
+
+    try:
+        entries = read_source(args.source, args.file)
+    except ImportSourceError as exc:
+        print(f"qwenmem: {terminal_safe(str(exc))}", file=sys.stderr)
+        return None
+    if not entries:
+        print(f"qwenmem: {args.file}: no {args.source} memories found", file=sys.stderr)
+    return import_lines(entries)
+
+
+def _dry_run(args: argparse.Namespace, lines: list[str]) -> int:
+    """`import --dry-run`: the guard's verdict on every entry; nothing is written."""
+    from qwenmem_tui.memory.importers import preview
+
+    rows: list[tuple[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
+            try:
+                rows.append((f"line {number}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                rows.append((f"line {number}: not JSON ({exc.msg})", None))
+    shown, counts = preview(rows, trusted=args.trust)
+    for line in shown:
+        print(terminal_safe(line))
+    print(
+        f"dry run: {len(rows)} entries: import {counts['import']}, hold for review "
+        f"{counts['hold']}, reject {counts['reject']}; nothing was written"
+    )
     return 0
 
 

@@ -773,6 +773,25 @@ class MemoryService:
             threshold=threshold if threshold is not None else 0.0,
         )
 
+    async def edit(
+        self, memory_id: int, value: str, *, project: str, reason: str
+    ) -> WriteResult | None:
+        """The person corrects a memory's value: a supersede by the user (audited, the old
+        value kept in the trail), in force for a running session's next request (the
+        delivered block follows the successor). None when there is no such memory."""
+        memory = await self.get(memory_id, project=project)
+        if memory is None or memory.status is not Status.ACTIVE:
+            return None
+        return await self.save(
+            str(memory.category),
+            memory.key,
+            value,
+            origin=Origin.USER,
+            project=project,
+            scope=memory.scope,
+            reason=join_reasons(reason, f"edited by the user (was #{memory.id})"),
+        )
+
     async def dismiss(self, memory_id: int, *, project: str, query: str) -> Memory | None:
         """"Not relevant here": leave this memory out of recall for messages like
         ``query`` in ``project`` (audited; the query is stored with secrets redacted)."""

@@ -282,6 +282,17 @@ class SessionStore:
 
         return await self.db.write(delete) == 1
 
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete a session and its items (one transaction); True if it existed."""
+        if self._unstored.pop(session_id, None) is not None:
+            return True
+
+        async def delete(conn: aiosqlite.Connection) -> int:
+            cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            return cursor.rowcount
+
+        return await self.db.write(delete) == 1
+
     async def load_items(self, session_id: str) -> list[Item]:
         rows = await self.db.fetchall(
             "SELECT id, session_id, type, content, message, meta, created_at FROM items "

@@ -23,6 +23,7 @@ from qwenmem_tui.tui.widgets.memory_receipt import MemoryReceipt, ReceiptEntries
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import FakeClock, send, settle, wait_until
+from .test_memory_tui import MemoryDetail, column, open_memory_screen, select_row
 
 SIZE = (100, 30)
 
@@ -236,3 +237,28 @@ def test_snapshot_a_reply_with_its_receipt_open(
         await settle(pilot)
 
     assert snap_compare(make_memory_app(), terminal_size=SIZE, run_before=chat)
+
+
+async def test_edit_on_the_memory_screen_is_live_in_the_running_session(
+    fake: FakeOpenAI, make_memory_app: Callable[..., QwenmemApp]
+) -> None:
+    app = make_memory_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        await run(pilot, "/remember I live in Lisbon", "where do I live?")
+        screen = await open_memory_screen(pilot)
+        await select_row(pilot, screen, 1)
+        await pilot.press("e")
+        await wait_until(pilot, lambda: isinstance(app.screen, EditMemoryScreen))
+        app.screen.query_one(Input).value = "I live in Porto"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: column(screen, "id") == ["2"])
+        await select_row(pilot, screen, 2)
+        await wait_until(
+            pilot,
+            lambda: "edited by the user (was #1)"
+            in str(screen.query_one(MemoryDetail).query_one("#memory-detail-text").render()),
+        )
+        await pilot.press("escape")
+        await run(pilot, "and now?")
+        request = json.dumps(chat_requests(fake)[-1]["messages"])
+        assert "I live in Porto" in request and "Lisbon" not in request

@@ -45,7 +45,10 @@ from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 
 if TYPE_CHECKING:
-    from qwenmem_tui.tui.app import QwenmemApp
+    from collections.abc import Mapping
+
+    from qwenmem_tui.tui.extensions import BusyState
+    from qwenmem_tui.tui.host import Host
 
 log = logging.getLogger("qwenmem.tui")
 
@@ -61,7 +64,6 @@ EDITING_KEYS = frozenset(
 )  # fmt: skip
 """Keys that edit the prompt's text; typed away from it, they are the prompt's too.
 (Home/End, PageUp/PageDown are the screen's own keys wherever the focus is.)"""
-SIDE_WORK_STATES = {"recap": "the recap", "compacting": "compacting"}
 """Busy states of side work (a command the user may interrupt): a message typed
 meanwhile stops it and goes first instead of waiting behind it."""
 
@@ -117,11 +119,12 @@ class ChatScreen(Screen[None]):
         self._turn_worker: Worker[None] | None = None
         self._warm_timer: Timer | None = None
         self._quit_armed = False  # Ctrl+C on an empty prompt: the next one quits
-        self._side_worker: Worker[None] | None = None  # the worker of a SIDE_WORK_STATES state
+        self._side_worker: Worker[None] | None = None  # the worker of an extension's busy state
 
     @property
-    def qapp(self) -> QwenmemApp:
-        return cast("QwenmemApp", self.app)
+    def qapp(self) -> Host:
+        """The app, as the host interface (`tui/host.py`) describes it."""
+        return cast("Host", self.app)
 
     def compose(self) -> ComposeResult:
         yield ChatLog(id="log")
@@ -305,10 +308,10 @@ class ChatScreen(Screen[None]):
 
     def _yield_side_work(self) -> None:
         """A message waits behind /recap or /compact: stop that, the message goes first."""
-        worker, state = self._side_worker, self.qapp.state
-        if worker is not None and not worker.is_finished and state in SIDE_WORK_STATES:
+        worker, busy = self._side_worker, self.qapp.busy_states.get(self.qapp.state)
+        if worker is not None and not worker.is_finished and busy is not None:
             worker.cancel()
-            self.show_info(f"Stopped {SIDE_WORK_STATES[state]}: your message goes first.")
+            self.show_info(f"Stopped {busy.stopped}: your message goes first.")
 
     def run_command(self, name: str, args: str) -> Worker[None] | None:
         """Look the command up and run it in its own worker (it may run beside a turn)."""
@@ -326,12 +329,19 @@ class ChatScreen(Screen[None]):
 
         return self.run_worker(run(), group="command", exit_on_error=False)
 
+    def add_busy_states(self, states: Mapping[str, BusyState]) -> None:
+        """The extensions' busy states: the status line's words for them."""
+        self.query_one(StatusLine).add_labels({name: s.label for name, s in states.items()})
+
+    def set_badge(self, name: str, text: str | None) -> None:
+        self.query_one(StatusLine).set_badge(name, text)
+
     def _queue_changed(self) -> None:
         self.query_one(QueuedMessages).show_queue(self._queue)
         self.query_one(StatusLine).queued = len(self._queue)
 
     def _state_changed(self, state: str) -> None:
-        if state in SIDE_WORK_STATES:
+        if state in self.qapp.busy_states:
             # Watchers run in the setter's task: that of the command's worker.
             try:
                 self._side_worker = get_current_worker()
