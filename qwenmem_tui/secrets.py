@@ -317,6 +317,9 @@ _KEY_AFTER_CREDENTIAL = re.compile(
 )
 
 
+_DIGIT_THEN_LETTER = re.compile(r"[0-9][a-z]")
+
+
 def key_holds_secret(key: str) -> bool:
     """A memory key names a subject; one holding key material (a random run, a vendor
     prefix, a password spelled after its name) would put the secret in every listing,
@@ -325,8 +328,9 @@ def key_holds_secret(key: str) -> bool:
         return True
     if after := _KEY_AFTER_CREDENTIAL.search(key):
         for part in after.group(1).split("_"):
-            letters = sum(c.isalpha() for c in part)
-            if len(part) >= 6 and letters >= 3 and letters < len(part):
+            # Letters again after a digit ("hunter2hunter", "tr0ub4dor3"); names with
+            # a number at the end ("base64", "sha256") are settings.
+            if len(part) >= 6 and sum(c.isalpha() for c in part) >= 3 and _DIGIT_THEN_LETTER.search(part):
                 return True
     for run in _KEY_RUN.findall(key):
         digits = sum(c.isdigit() for c in run)

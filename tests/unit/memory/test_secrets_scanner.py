@@ -4,6 +4,7 @@ and no secret of any tested format in the memory table, an export or the debug l
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 from trust_corpus import SECRETS, SecretFormat
@@ -103,7 +104,7 @@ async def test_no_secret_reaches_the_table_an_export_or_the_debug_log(
             results.append(
                 await service.save(
                     "project",
-                    "deploy_note_" + fmt.name.replace(" ", "_").replace("-", "_"),
+                    "deploy_note_" + re.sub(r"[^a-z0-9]+", "_", fmt.name.lower()).strip("_"),
                     f"Deploy note: {fmt.text}",
                     origin=Origin.TOOL,
                     project=PROJECT,
