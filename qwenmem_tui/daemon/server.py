@@ -33,6 +33,7 @@ from starlette.types import Receive, Scope, Send
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
+    ChatEventHandler,
     ItemAdded,
     QueryFinished,
     ToolCallFinished,
@@ -464,7 +465,7 @@ async def prompt(request: Request) -> Response:
         reply = _ReplyCollector()
         chat = await backend.chat_for_query(info)
         async for event in chat.run_query(text):
-            reply.feed(event)
+            await reply.handle(event)
     if reply.status == "error":
         raise ApiError(
             502, "llm_error", reply.error or "The model request failed", sessionId=info.id
@@ -527,7 +528,7 @@ async def recap(request: Request) -> Response:
 # -- prompt plumbing ---------------------------------------------------------------
 
 
-class _ReplyCollector:
+class _ReplyCollector(ChatEventHandler):
     """Folds chat events into the final reply: the text of every model turn of the
     query, in order — a reply that called a tool is its words before and after the
     call, not only the last turn's ("The tool returned 44 characters.")."""
@@ -539,30 +540,55 @@ class _ReplyCollector:
         self.error: str | None = None
         self.memories: list[dict[str, Any]] = []  # the reply's receipt: what it used
 
-    def feed(self, event: object) -> None:
-        if isinstance(event, ItemAdded) and event.item.type == RECEIPT_ITEM:
-            self.memories = memories_json(event.item)
-        elif isinstance(event, TurnStarted):
-            self._flush()
-        elif isinstance(event, AssistantDelta):
-            self._current.append(event.text)
-        elif isinstance(event, ItemAdded) and event.item.type == "assistant":
-            # The stored turn is the truth (deltas may have been cut or rewritten).
-            self._current = []
-            self._turns.append(event.item.content)
-        elif isinstance(event, QueryFinished):
-            self.status = event.outcome.status
-            self.error = event.outcome.error
-
-    def _flush(self) -> None:
+    async def turn_started(self, event: TurnStarted) -> None:
         if self._current:
             self._turns.append("".join(self._current))
             self._current = []
+
+    async def assistant_delta(self, event: AssistantDelta) -> None:
+        self._current.append(event.text)
+
+    async def item_added(self, event: ItemAdded) -> None:
+        if event.item.type == RECEIPT_ITEM:
+            self.memories = memories_json(event.item)
+        elif event.item.type == "assistant":
+            # The stored turn is the truth (deltas may have been cut or rewritten).
+            self._current = []
+            self._turns.append(event.item.content)
+
+    async def query_finished(self, event: QueryFinished) -> None:
+        self.status = event.outcome.status
+        self.error = event.outcome.error
 
     @property
     def text(self) -> str:
         parts = [*self._turns, "".join(self._current)]
         return "\n\n".join(part for part in parts if part.strip())
+
+
+class _StreamedReply(_ReplyCollector):
+    """The reply, and the SSE events a streaming client sees on the way (contract §7)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._frames: list[bytes] = []
+
+    def frames(self) -> list[bytes]:
+        """The events to send since the last call."""
+        frames, self._frames = self._frames, []
+        return frames
+
+    async def assistant_delta(self, event: AssistantDelta) -> None:
+        await super().assistant_delta(event)
+        if event.text:
+            self._frames.append(_sse("delta", {"text": event.text}))
+
+    async def tool_call_started(self, event: ToolCallStarted) -> None:
+        self._frames.append(_sse("tool_call", _tool_call_json(event.call)))
+
+    async def tool_call_finished(self, event: ToolCallFinished) -> None:
+        result = {"result": event.result, "isError": event.is_error}
+        self._frames.append(_sse("tool_result", {**_tool_call_json(event.call), **result}))
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -572,18 +598,13 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
 async def _sse_events(
     backend: DaemonBackend, info: SessionInfo, text: str
 ) -> AsyncIterator[bytes]:
-    reply = _ReplyCollector()
+    reply = _StreamedReply()
     try:
         chat = await backend.chat_for_query(info)
         async for event in chat.run_query(text):
-            reply.feed(event)
-            if isinstance(event, AssistantDelta) and event.text:
-                yield _sse("delta", {"text": event.text})
-            elif isinstance(event, ToolCallStarted):
-                yield _sse("tool_call", _tool_call_json(event.call))
-            elif isinstance(event, ToolCallFinished):
-                result = {"result": event.result, "isError": event.is_error}
-                yield _sse("tool_result", {**_tool_call_json(event.call), **result})
+            await reply.handle(event)
+            for frame in reply.frames():
+                yield frame
     except Exception:
         # The status line is sent already: the failure travels as an event, the
         # traceback to the log.

@@ -44,6 +44,7 @@ from qwenmem_tui.memory.live import Freshness, LiveBlocks, live_blocks
 from qwenmem_tui.memory.metrics import DELIVERY_PREFIX, MemoryStats, compute_stats
 from qwenmem_tui.memory.model import (
     DAY,
+    FLAG_SECRET_REDACTED,
     GLOBAL_CATEGORIES,
     GLOBAL_SCOPE,
     AuditEntry,
@@ -458,7 +459,11 @@ class MemoryService:
             )
         verdict = guard.check(category, key, value, provenance=provenance)
         if not verdict.accepted:
+            if verdict.refused_secret:
+                await self.store.add_metrics({"secrets_refused": 1.0})
             raise MemoryRejected(verdict.errors)
+        if FLAG_SECRET_REDACTED in verdict.flags:
+            await self.store.add_metrics({"secrets_redacted": 1.0})
         await self._vectors()  # identity and the write's own vector need them
         said = value  # as written: grounding is judged on it, not on the redacted value
         flags = list(dict.fromkeys([*hold, *verdict.flags]))
