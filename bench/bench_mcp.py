@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import os
 import random
+import resource
 import statistics
 import sys
 import tempfile
@@ -107,8 +108,15 @@ def _params(home: Path, project: Path) -> StdioServerParameters:
     )
 
 
-async def _start(home: Path, project: Path) -> tuple[float, float, float]:
-    """Seconds from spawn to: initialized, first list_memories answer, first search answer."""
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def _start(home: Path, project: Path) -> tuple[float, float, float, float]:
+    """Seconds from spawn to: initialized, first list_memories answer, first search
+    answer; and the CPU seconds the server used in all (it has exited by then)."""
+    cpu = _children_cpu()
     started = time.perf_counter()
     with open(os.devnull, "w") as errlog:
         async with stdio_client(_params(home, project), errlog=errlog) as (read, write):
@@ -119,7 +127,7 @@ async def _start(home: Path, project: Path) -> tuple[float, float, float]:
                 listed = time.perf_counter() - started
                 await session.call_tool("search_memory", {"query": "deploy script location"})
                 searched = time.perf_counter() - started
-    return ready, listed, searched
+    return ready, listed, searched, _children_cpu() - cpu
 
 
 async def _searches(home: Path, project: Path, count: int) -> list[float]:
@@ -150,10 +158,11 @@ async def run(memories: int, searches: int, starts: int, embedding: str) -> None
         full = [await _start(home, project) for _ in range(starts)]
         samples = await _searches(home, project, searches)
     print(f"embedder setting: {embedding}; medians of {starts} starts")
-    print(f"{'memories':>9} {'initialized':>12} {'first list':>11} {'first search':>13}")
+    print(f"{'memories':>9} {'initialized':>12} {'first list':>11} {'first search':>13} {'server CPU':>11}")
     for label, runs in (("0", empty), (f"{memories:,}", full)):
-        ready, listed, searched = (statistics.median(r[i] for r in runs) for i in range(3))
-        print(f"{label:>9} {ready:>10.2f} s {listed:>9.2f} s {searched:>11.2f} s")
+        ready, listed, searched, cpu = (statistics.median(r[i] for r in runs) for i in range(4))
+        print(f"{label:>9} {ready:>10.2f} s {listed:>9.2f} s {searched:>11.2f} s {cpu:>9.2f} s")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (on {os.cpu_count()} CPUs)")
     print(
         f"search_memory at {memories:,} memories (stdio round trip, {len(samples)} queries): "
         f"p50 {statistics.median(samples):.1f} ms, p95 {_pct(samples, 0.95):.1f} ms"
@@ -163,7 +172,7 @@ async def run(memories: int, searches: int, starts: int, embedding: str) -> None
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=10_000)
-    parser.add_argument("--searches", type=int, default=50)
+    parser.add_argument("--searches", type=int, default=30)
     parser.add_argument("--starts", type=int, default=3)
     parser.add_argument("--embedding", default="auto", choices=["auto", "hash"])
     args = parser.parse_args(argv)

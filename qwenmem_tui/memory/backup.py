@@ -164,7 +164,7 @@ async def import_rows(
             ):
                 report.add("skipped", KIND_HISTORY)
                 continue
-            item = _prepare(service, row, project=project, keep_scope=keep_scope,
+            item = await _prepare(service, row, project=project, keep_scope=keep_scope,
                             trusted=trusted, now=now)
         except ValueError as exc:  # MemoryRejected is a ValueError
             report.add("rejected", KIND_INVALID)
@@ -207,7 +207,7 @@ async def _count(
     report.ids.append(result.memory.id)
 
 
-def _prepare(
+async def _prepare(
     service: MemoryService,
     row: Mapping[str, Any],
     *,
@@ -237,7 +237,7 @@ def _prepare(
     expires_at = _import_expiry(row.get("expires_at"), created_at) if backup else None
     if expires_at is not None and expires_at <= now:
         return None
-    pending = service.prepare(
+    pending = await service.prepare(
         _text(row, "category"),
         _text(row, "key"),
         _text(row, "value"),

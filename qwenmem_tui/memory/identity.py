@@ -611,25 +611,6 @@ def file_note(text: str) -> NoteKey:
     return NoteKey(category, _as_key(words(name.replace("_", " "))) or "note", False)
 
 
-_SECRET_WORDS = frozenset(
-    "key keys token tokens password passwords passwd secret secrets credential credentials "
-    "pat apikey api pin passphrase senha chave contrasena clave segredo secreto".split()
-)
-_REDACTED = "[REDACTED]"
-
-
-def only_a_secret(redacted: str) -> bool:
-    """Whether a note, its secrets cut out, says nothing but that a secret exists
-    ("my OpenAI key is [REDACTED]"): kept, it would be an empty shell."""
-    if _REDACTED not in redacted:
-        return False
-    before, _, after = redacted.rpartition(_REDACTED)
-    if words(after.replace(_REDACTED, " ")):
-        return False  # something is said after the secret ("…, rotate it monthly")
-    said = [w for w in words(before.replace(_REDACTED, " ")) if w not in _KEY_STOP and w not in _DETERMINERS]
-    return len(said) <= 4 and (not said or any(w in _SECRET_WORDS for w in said))
-
-
 def classify_note(text: str) -> tuple[str, str]:
     """(category, key) for /remember text: the key names what the note is about."""
     note = file_note(text)

@@ -37,13 +37,13 @@ from qwenmem_tui.memory.identity import (
     file_note,
     judge_candidates,
     judge_messages,
-    only_a_secret,
     parse_judgement,
 )
 from qwenmem_tui.memory.live import Freshness, LiveBlocks, live_blocks
 from qwenmem_tui.memory.metrics import DELIVERY_PREFIX, MemoryStats, compute_stats
 from qwenmem_tui.memory.model import (
     DAY,
+    FLAG_SECRET_REDACTED,
     GLOBAL_CATEGORIES,
     GLOBAL_SCOPE,
     LABEL_FLAGS,
@@ -142,6 +142,13 @@ def default_user(settings: Settings) -> str:
 VectorOpener = Callable[[], Awaitable[tuple[EmbedderChoice, "VectorIndex"]]]
 """Chooses (and loads) the embedder and names its index: what ``open(lazy=True)``
 defers until recall or a write needs vectors."""
+
+
+def note_subject(text: str) -> tuple[str, str]:
+    """(category, key) for a free-text note, derived with its secrets cut out, so a key
+    never carries one (the value loses it in the guard)."""
+    note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))
+    return note.category.value, note.key
 
 
 class MemoryService:
@@ -425,7 +432,7 @@ class MemoryService:
                     self._embedder.close()
 
     # writing -----------------------------------------------------------------------
-    def prepare(
+    async def prepare(
         self,
         category: str,
         key: str,
@@ -463,7 +470,11 @@ class MemoryService:
             )
         verdict = guard.check(category, key, value, provenance=provenance)
         if not verdict.accepted:
+            if verdict.refused_secret:
+                await self.store.add_metrics({"secrets_refused": 1.0})
             raise MemoryRejected(verdict.errors)
+        if FLAG_SECRET_REDACTED in verdict.flags:
+            await self.store.add_metrics({"secrets_redacted": 1.0})
         kept = [f for f in labels if f in LABEL_FLAGS]
         flags = list(dict.fromkeys([*hold, *verdict.flags, *kept]))
         if provenance.untrusted_in_view:
@@ -518,7 +529,7 @@ class MemoryService:
         or the fast model's validated choice (``judge_timeout`` seconds at most;
         None: the rule alone). Anything else is its own memory.
         """
-        pending = self.prepare(
+        pending = await self.prepare(
             category,
             key,
             value,
@@ -695,21 +706,14 @@ class MemoryService:
         """/remember: the person's own words, filed under the subject they name.
 
         The key is derived from the text with its secrets cut out, so a key never
-        carries one (the value loses it in the guard). A note that is nothing but a
-        secret is refused: stored, it would be an empty shell ("my key is [REDACTED]").
-        A key already held by another fact of that name ("ana" for "Ana leads the
+        carries one (the value loses it in the guard, which refuses a note that is
+        nothing but a secret). A key already held by another fact of that name ("ana" for "Ana leads the
         backend team" beside "Ana: likes tea") gets a number instead of replacing it.
         A free-text note from a model (the MCP ``remember`` tool) comes the same way
         with its own ``origin`` and ``provenance``, and may name the ``category`` or
         ``key`` itself (a key it names is kept as given).
         """
-        redacted = secrets.redact(text)
-        if only_a_secret(redacted):
-            raise MemoryRejected(
-                ["the note is only a secret (a key, token or password), and secrets are never"
-                 " stored in memory; keep it in a password manager or an environment variable"]
-            )
-        note = file_note(redacted.replace(secrets.REDACTED, " "))
+        note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))  # note_subject's
         chosen = Category(category) if category in {c.value for c in Category} else note.category
         named = key is not None
         if key is None:
