@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.llm.local_server import LocalModelServer
     from qwenmem_tui.runtime import ModelStarter
+    from qwenmem_tui.storage.database import StorageError
 
 # Startup cost is paid by every command, `--help` included, so this module and the
 # feature modules' `register` import nothing heavy at the top: the config (pydantic),
@@ -151,7 +152,23 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(f"qwenmem: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:
+        if (known := storage_failure(exc, paths)) is not None:
+            print(f"qwenmem: {known}", file=sys.stderr)
+            return 1
         return _report_crash(exc, settings, paths)
+
+
+def storage_failure(exc: Exception, paths: Paths) -> StorageError | None:
+    """The one line for a damaged database or a full disk met below the storage layer's
+    own checks (a store reading rows on its connection, a file written directly)."""
+    from qwenmem_tui.storage.database import damaged, disk_full, is_corrupt, is_disk_full
+
+    if is_corrupt(exc):
+        return damaged(paths.db_file, exc)
+    if is_disk_full(exc):
+        filename = getattr(exc, "filename", None)
+        return disk_full(Path(filename) if filename else paths.home, exc)
+    return None
 
 
 def _call(func: Any, args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
@@ -182,13 +199,11 @@ def _report_crash(exc: Exception, settings: Settings, paths: Paths) -> int:
 
     secret = settings.api_key_value()
     redact = Redactor([secret] if secret else [])
-    log_file = debuglog.current_path()
-    if log_file is None:
-        try:
-            log_file = debuglog.configure(paths, "cli", secrets=redact.secrets)
-        except OSError:  # an unwritable home must not turn one line into a traceback
-            log_file = None
+    if debuglog.current_path() is None:
+        # A full disk or an unwritable home: configure() then runs without the file.
+        debuglog.configure(paths, "cli", secrets=redact.secrets)
     logging.getLogger("qwenmem.cli").error("[CLI] unexpected error", exc_info=exc)
+    log_file = debuglog.current_path()  # None if that line could not be written
     where = f" (details in {log_file})" if log_file else ""
     message = redact(one_line(f"{type(exc).__name__}: {exc}"))
     print(f"qwenmem: unexpected error: {message}{where}", file=sys.stderr)

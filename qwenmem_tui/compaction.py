@@ -7,7 +7,9 @@ so do pinned messages: the system prompt, what the user pinned (`item.meta["pinn
 and turns where the user decided or corrected something. Nothing is deleted: the
 originals stay in the database and scrollback; a `compaction` display item records
 the summary and the cut point, and the model view (`chat/view.compacted_view`) folds
-the items at it on every request and on resume.
+the items at it on every request and on resume. A summary of untrusted content (a
+file read, a tool's output, a recalled file note) stays untrusted: the marker names
+those sources and the summary message says so, for the model and the memory guard.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
-from qwenmem_tui.chat.view import COMPACTION_ITEM, compacted_view, content_text, last_marker
+from qwenmem_tui.chat.view import (
+    COMPACTION_ITEM,
+    compacted_view,
+    content_text,
+    last_marker,
+    untrusted_content,
+)
+from qwenmem_tui.instructions import instructions_in
 from qwenmem_tui.llm.errors import LLMError
 
 if TYPE_CHECKING:
@@ -247,9 +256,12 @@ def parse_summary(raw: str) -> BlockSummary:
 
 
 async def summarise_block(
-    llm: LLMClient, previous: str, block: Sequence[Turn]
+    llm: LLMClient, previous: str, block: Sequence[Turn], *, instructions: str = ""
 ) -> BlockSummary:
-    """One fast-model call folding `block` into the previous rolling summary."""
+    """One fast-model call folding `block` into the previous rolling summary.
+
+    `instructions`: the session's project instruction block (`instructions_in`), so
+    the summary keeps what the user's AGENTS.md / QWEN.md say matters."""
     prompt = (
         f"Previous summary:\n{previous or '(none)'}\n\n"
         f"Next block of the conversation:\n{transcript(block)}"
@@ -257,7 +269,12 @@ async def summarise_block(
     try:
         completion = await llm.complete(
             [
-                {"role": "system", "content": SUMMARY_SYSTEM_PROMPT},
+                {
+                    "role": "system",
+                    "content": f"{SUMMARY_SYSTEM_PROMPT}\n\n{instructions}"
+                    if instructions
+                    else SUMMARY_SYSTEM_PROMPT,
+                },
                 {"role": "user", "content": prompt},
             ],
             model=llm.fast_model,
@@ -407,10 +424,21 @@ class CompactionHook:
         summary = str(previous_marker.meta.get("summary", "")) if previous_marker else ""
         decisions = list(previous_marker.meta.get("decisions", ())) if previous_marker else []
         pinned = list(previous_marker.meta.get("pinned_ids", ())) if previous_marker else []
+        # The summary says what those messages said: it carries their taint (files read,
+        # tool output, recalled file notes), kept in the marker so resume keeps it too.
+        tainted = [str(x) for x in previous_marker.meta.get("untrusted_sources", ())] if previous_marker else []
+        trusted = session.tools.trusted_outputs()
+        tainted += [
+            source
+            for turn in older
+            for source, _ in untrusted_content(turn.messages, trusted)
+        ]
         try:
             for block in pack_blocks(older):
                 await self._hand_to_extraction(block)
-                folded = await summarise_block(self._llm, summary, block)
+                folded = await summarise_block(
+                    self._llm, summary, block, instructions=instructions_in(session.system_prompt)
+                )
                 summary = folded.summary
                 decisions.extend(d for d in folded.decisions if d not in decisions)
                 del decisions[:-MAX_DECISIONS]
@@ -431,6 +459,7 @@ class CompactionHook:
                 "total": total,
                 "cut_item_id": older[-1].items[-1].id,
                 "pinned_ids": self._budget_pins(items, pinned),
+                "untrusted_sources": list(dict.fromkeys(tainted)),
             },
         )
         session.announce(marker)

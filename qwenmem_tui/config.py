@@ -10,11 +10,20 @@ import os
 import re
 import stat
 import tomllib
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from qwenmem_tui.text import one_line
 
@@ -104,11 +113,58 @@ class CompactionSettings(_Section):
     keep_recent_turns: int = Field(default=6, ge=0)
 
 
+MCP_SERVER_NAME = re.compile(r"[a-z0-9_-]+")
+"""A server's name: it becomes part of its tools' names (`mcp__NAME__TOOL`)."""
+
+
+class McpServerSettings(_Section):
+    """One `[mcp.servers.NAME]` table: a stdio command or a streamable-HTTP url."""
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    enabled: bool = True
+    trust: bool = False  # true: its tools run without asking
+    timeout: float = Field(default=30.0, gt=0)  # seconds per call (and to start)
+
+    _blank = field_validator("command", "cwd", "url", mode="before")(_blank_to_none)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSettings:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("one of command (stdio) or url (streamable HTTP)")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError("an http:// or https:// url")
+        return self
+
+
+class McpSettings(_Section):
+    servers: dict[str, McpServerSettings] = Field(default_factory=dict)
+
+    @field_validator("servers", mode="after")
+    @classmethod
+    def _names(cls, servers: dict[str, McpServerSettings]) -> dict[str, McpServerSettings]:
+        for name in servers:
+            if not MCP_SERVER_NAME.fullmatch(name):
+                raise ValueError(f"server names of lowercase letters, digits, _ and -, got {name!r}")
+        return servers
+
+
+class UISettings(_Section):
+    theme: str | None = None  # a Textual theme name, e.g. "nord"; None: textual-dark
+
+    _blank = field_validator("theme", mode="before")(_blank_to_none)
+
+
 class Settings(_Section):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     general: GeneralSettings = Field(default_factory=GeneralSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
+    ui: UISettings = Field(default_factory=UISettings)
     keys: dict[str, str] = Field(default_factory=dict)  # binding id -> key
     source: Path | None = Field(default=None, exclude=True)  # the file read; not a TOML key
 
@@ -264,6 +320,8 @@ def _describe(path: Path, exc: ValidationError) -> str:
         expected = _EXPECTED[kind]
     elif kind == "literal_error":
         expected = str(ctx.get("expected", ""))
+    elif kind == "value_error":  # our own validators: the message is what is expected
+        expected = str(ctx.get("error", error["msg"]))
     elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         op = {
             "greater_than": ">",
@@ -284,9 +342,13 @@ def _describe(path: Path, exc: ValidationError) -> str:
 
 def _model_at(loc: list[str]) -> type[BaseModel] | None:
     model: type[BaseModel] = Settings
-    for part in loc:
+    parts = iter(loc)
+    for part in parts:
         field = model.model_fields.get(part)
         annotation = field.annotation if field is not None else None
+        if typing.get_origin(annotation) is dict:  # a table of tables: [mcp.servers.NAME]
+            annotation = typing.get_args(annotation)[1]
+            next(parts, None)
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
             return None
         model = annotation
@@ -294,7 +356,8 @@ def _model_at(loc: list[str]) -> type[BaseModel] | None:
 
 
 def _secret_key(loc: list[str]) -> bool:
-    return any("key" in part or "dsn" in part for part in loc)
+    # An MCP server's env holds tokens as often as not.
+    return any("key" in part or "dsn" in part or part == "env" for part in loc)
 
 
 def _short(value: Any) -> str:

@@ -2,7 +2,7 @@
 
 Users never see tracebacks; they land here instead, so this file must be safe to paste
 into a bug report: every line passes through a redactor that removes the configured
-secrets and whatever the shared secret scanner (``memory/secrets.py``, the one memory
+secrets and whatever the shared secret scanner (``qwenmem_tui/secrets.py``, the one memory
 writes use) finds: provider keys, bearer tokens, passwords, private keys.
 """
 
@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from qwenmem_tui.memory import secrets as scanner
+from qwenmem_tui import secrets as scanner
 from qwenmem_tui.paths import Paths, private_file
 
 DISABLE_ENV = "QWENMEM_DEBUG_LOG_FILE"
@@ -61,6 +61,35 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+class QuietFileHandler(logging.FileHandler):
+    """A file handler that stays silent when its file cannot be written.
+
+    logging's default answer to a failed write (a full disk) is a ``--- Logging error
+    ---`` traceback on stderr, over the one line the user is being told; a lost debug
+    line is the lesser harm. ``failed`` says the file is missing lines, so nobody is
+    pointed at it for details.
+    """
+
+    failed = False
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        self.failed = True
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError:
+            self.failed = True
+
+    def close(self) -> None:
+        # A new session or the end of a run: the file's buffer is flushed once more,
+        # outside logging's error handling.
+        try:
+            super().close()
+        except OSError:
+            self.failed = True
+
+
 def enabled(env: Mapping[str, str] = os.environ) -> bool:
     return env.get(DISABLE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
@@ -82,11 +111,14 @@ def configure(
     scanner.preload()
     if not enabled(env):
         return None
-    paths.ensure()  # private (0700) directories whatever the umask
     safe_id = re.sub(r"[^A-Za-z0-9._-]", "_", session_id) or "session"
     path = paths.debug_dir / f"{safe_id}.txt"
-    private_file(path)
-    handler = logging.FileHandler(path, encoding="utf-8")
+    try:
+        paths.ensure()  # private (0700) directories whatever the umask
+        private_file(path)
+        handler = QuietFileHandler(path, encoding="utf-8")
+    except OSError:
+        return None  # a full disk or a read-only home: run without the file, say nothing
     handler.setLevel(logging.DEBUG)
     handler.setFormatter(RedactingFormatter(Redactor(secrets)))
     _point_latest(paths.debug_dir / "latest.txt", path.name)
@@ -99,8 +131,9 @@ def configure(
 
 
 def current_path() -> Path | None:
-    """The file logs go to now, if any."""
-    if isinstance(_handler, logging.FileHandler):
+    """The file logs go to now, if any, and only while it holds every line: a file a
+    write failed on (a full disk) is no place to send anyone for details."""
+    if isinstance(_handler, logging.FileHandler) and not getattr(_handler, "failed", False):
         return Path(_handler.baseFilename)
     return None
 

@@ -42,6 +42,7 @@ from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError, ToolRegistry, b
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryHook, QueryOutcome
 from qwenmem_tui.compaction import CompactionHook
 from qwenmem_tui.config import Settings
+from qwenmem_tui.mcp_client.servers import McpServers
 from qwenmem_tui.memory.extract import MemoryExtractionHook
 from qwenmem_tui.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.memory.service import MemoryService
@@ -60,8 +61,10 @@ log = logging.getLogger("qwenmem.features")
 
 COMPACTION = "compaction"
 MEMORY = "memory"
-FEATURE_ORDER = (COMPACTION, MEMORY)
-"""Hook order of the features (see the module docstring): compaction before memory."""
+MCP = "mcp"
+FEATURE_ORDER = (COMPACTION, MEMORY, MCP)
+"""Hook order of the features (see the module docstring): compaction before memory;
+MCP adds tools only."""
 
 
 def enabled_features(settings: Settings) -> frozenset[str]:
@@ -71,6 +74,8 @@ def enabled_features(settings: Settings) -> frozenset[str]:
         names.add(COMPACTION)
     if settings.memory.enabled:
         names.add(MEMORY)
+    if settings.mcp.servers:
+        names.add(MCP)
     return frozenset(names)
 
 
@@ -97,15 +102,22 @@ class MemoryAccess:
         settings: Settings,
         paths: Paths,
         *,
-        llm: LLMClient,
+        llm: LLMClient | None,
         project: str,
         clock: Callable[[], float] = time.time,
+        rows_first: bool = False,
     ) -> None:
+        """``rows_first``: the service counts as open once its store is (rows only);
+        the vectors (embedder, index) load behind it and the first recall or write
+        waits for them. For a face that must answer at once (``qwenmem mcp``: list
+        before the index is up). ``llm`` None: no model (rule-only identity)."""
         self.settings = settings
         self.project = project
         self._paths = paths
         self._llm = llm
         self._clock = clock
+        self._rows_first = rows_first
+        self._vectors: asyncio.Task[None] | None = None
         self.progress_listeners: list[Callable[[int, int], None]] = []
         """Called with (done, total) while the vector index is rebuilt at opening."""
         self.notice_listeners: list[Callable[[str], None]] = []
@@ -124,14 +136,25 @@ class MemoryAccess:
         return self._opening
 
     async def _open(self) -> MemoryService:
-        return await MemoryService.open(
+        service = await MemoryService.open(
             self.settings,
             self._paths,
             llm=self._llm,
             clock=self._clock,
             progress=self._progress,
             on_notice=self._notice,
+            lazy=self._rows_first,
         )
+        if self._rows_first:
+            self._vectors = asyncio.create_task(self._load_vectors(service), name="memory-vectors")
+        return service
+
+    @staticmethod
+    async def _load_vectors(service: MemoryService) -> None:
+        try:
+            await service.load_vectors()
+        except Exception as exc:  # the first recall or write tries again and reports it
+            log.warning("[MEMORY] loading the vector index failed: %s", exc)
 
     def _progress(self, done: int, total: int) -> None:
         for listener in self.progress_listeners:
@@ -167,6 +190,9 @@ class MemoryAccess:
             return
         task.cancel()
         await asyncio.wait({task})
+        if self._vectors is not None:
+            # Not cancelled: an index stopped half-loaded must not be saved as current.
+            await asyncio.wait({self._vectors})
         service = self.opened
         if service is None:
             return
@@ -218,7 +244,13 @@ class MemoryAccess:
                     raise ToolError(str(exc)) from exc
             return await tool.handler(args, ctx)
 
-        return Tool(name=SAVE_MEMORY, description=DESCRIPTION, parameters=PARAMETERS, handler=handler)
+        return Tool(
+            name=SAVE_MEMORY,
+            description=DESCRIPTION,
+            parameters=PARAMETERS,
+            handler=handler,
+            untrusted_output=False,  # a receipt of qwenmem's own
+        )
 
     def extraction(self, *, enabled: bool) -> MemoryExtraction:
         """A new extraction hook for one set of features (drained by :meth:`close`)."""
@@ -307,6 +339,9 @@ class Assembly:
     project: str  # project_id(project_root): the key sessions and memories use
     features: frozenset[str]
     memory: MemoryAccess | None = None
+    mcp: McpServers | None = None
+    """The configured MCP servers (None: none configured, or the model takes no tools);
+    the face starts them (`mcp.start()`), the assembly stops them."""
     model_defaults: LocalChatDefaults | None = None
     extra_tools: Sequence[Tool] = ()  # tests' own tools, offered like a feature's
 
@@ -338,6 +373,11 @@ class Assembly:
             if MEMORY in names
             else None
         )
+        mcp = (
+            McpServers(settings.mcp, cwd=project_root, home=paths.home, project=project)
+            if MCP in names and settings.mcp.servers and offers_tools(model_defaults)
+            else None
+        )
         return cls(
             settings=settings,
             llm=llm,
@@ -345,6 +385,7 @@ class Assembly:
             project=project,
             features=names,
             memory=memory,
+            mcp=mcp,
             model_defaults=model_defaults,
             extra_tools=tuple(extra_tools),
         )
@@ -384,6 +425,8 @@ class Assembly:
             hooks.extend((prefetch, receipts, extraction))
         for tool in feature_tools if with_tools else ():
             tools.register(tool)
+        if self.mcp is not None:
+            tools.add_provider(self.mcp.tools)  # servers join as they come up
         return SessionFeatures(
             hooks=tuple(hooks),
             tools=tools,
@@ -394,6 +437,9 @@ class Assembly:
         )
 
     async def close(self) -> None:
-        """Drain extraction and close the memory service, if this assembly opened one."""
+        """Drain extraction and close the memory service, if this assembly opened one;
+        stop the MCP servers."""
+        if self.mcp is not None:
+            await self.mcp.close()
         if self.memory is not None:
             await self.memory.close()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
-from qwenmem_tui.memory.secrets import redact
+from qwenmem_tui.secrets import redact
 from qwenmem_tui.paths import private_file
 
 log = logging.getLogger("qwenmem.history")

@@ -318,7 +318,10 @@ class ChatSession:
                 log.exception("[CHAT] hook %s failed in on_query_start", type(hook).__name__)
         await self._persist(self._item("user", text, {"role": "user", "content": text}), emit)
         ctx = ToolContext(
-            project_root=self.project_root, session_id=self.info.id, view=self.history
+            project_root=self.project_root,
+            session_id=self.info.id,
+            view=self.history,
+            trusted_tools=self.tools.trusted_outputs(),
         )
         schemas = self.tools.schemas() or None
         max_turns = max(1, self.settings.llm.max_turns)
@@ -326,6 +329,7 @@ class ChatSession:
         for index in range(max_turns):
             emit(TurnStarted(kind, index))
             messages = await self._before_request(kind, self.history())
+            ctx.request = messages
             completion = await self._stream(messages, schemas, emit, progress)
             await self._commit_reply(completion, emit, progress)
             if not completion.tool_calls:
@@ -388,7 +392,8 @@ class ChatSession:
         emit(ToolCallStarted(call))
         result = await self.tools.call(call.name, call.arguments, ctx)
         content = _cap_tool_result(result.content)
-        ctx.turn_outputs.append(content)
+        if self.tools.untrusted_output(call.name):
+            ctx.turn_outputs.append(content)
         await self._commit_tool_result(call, content, result.is_error, emit, progress)
         progress.running = None
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
+import logging
 import os
 import socket
 import sys
@@ -13,9 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qwenmem_tui.paths import Paths, project_root
+from qwenmem_tui.text import one_line
 
 if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy up here
+    import uvicorn
+    from starlette.applications import Starlette
+
     from qwenmem_tui.config import Settings
+    from qwenmem_tui.daemon.server import DaemonBackend
+
+log = logging.getLogger("qwenmem.daemon")
 
 TOKEN_ENV = "QWENMEM_SERVER_TOKEN"
 DEFAULT_HOST = "127.0.0.1"
@@ -25,8 +34,9 @@ DEFAULT_PORT = 8765
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "serve",
-        help="run the HTTP daemon (see docs/daemon.md)",
-        description="Serve qwenmem sessions of this project over HTTP (contract §7).",
+        help="run the HTTP daemon and OpenAI-compatible proxy (see docs/daemon.md)",
+        description="Serve qwenmem sessions of this project over HTTP (contract §7), and "
+        "an OpenAI-compatible proxy at /v1 that adds this project's memory (§9).",
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help="bind address (default %(default)s)")
     parser.add_argument(
@@ -62,6 +72,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="DIR",
         help="project directory whose sessions are served (default: git root of the cwd)",
+    )
+    parser.add_argument(
+        "--proxy-extract",
+        action="store_true",
+        help="learn memories from replies the OpenAI-compatible proxy (/v1) relays "
+        "(default: off; recall works either way)",
     )
     parser.set_defaults(func=serve)
 
@@ -103,7 +119,6 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """Refuses unsafe or impossible starts with one line and exit 2 (1 for a busy port),
     then serves until SIGINT/SIGTERM."""
-    from qwenmem_tui import debuglog
     from qwenmem_tui.chat.tools import broad_root_notice
     from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
     from qwenmem_tui.llm.provider import resolve_provider
@@ -117,9 +132,8 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
         )
         return 2
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 - checked here, used by run_server
 
-        from qwenmem_tui.daemon.connections import uvicorn_config
         from qwenmem_tui.daemon.server import ServerOptions, create_app
     except ImportError as exc:
         print(
@@ -139,6 +153,8 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             file=sys.stderr,
         )
         return 1
+    from qwenmem_tui import debuglog
+
     secrets = [s for s in (token, settings.api_key_value()) if s]
     debuglog.configure(paths, "daemon", secrets=secrets)
     with ExitStack() as stack:
@@ -160,16 +176,67 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             token=token,
             allowed_origins=frozenset(args.allow_origin),
             allowed_hosts=frozenset(args.allow_host),
+            proxy_extract=args.proxy_extract,
         )
         app = create_app(
             settings, paths, project_root=root, options=options, llm=llm, model_defaults=defaults
         )
         host, port = sock.getsockname()[:2]
         shown_host = f"[{host}]" if ":" in host else host
-        print(
+        listening = (
             f"qwenmem serve: listening on http://{shown_host}:{port} (project {root}"
-            f"{', token required' if token else ''})",
-            flush=True,
+            f"{', token required' if token else ''})"
         )
-        uvicorn.Server(uvicorn_config(app)).run(sockets=[sock])
-    return 0
+        return run_server(app, sock, listening)
+
+
+def run_server(app: Starlette, sock: socket.socket, listening: str) -> int:
+    """Open the app's backend, then say ``listening`` and serve; 1 if either fails.
+
+    The backend opens before the line is printed (not in the ASGI lifespan): a start
+    that fails (a damaged database, a full disk) is one line on stderr naming the file
+    and a non-zero exit, never "listening" followed by a server that cannot answer.
+    """
+    import uvicorn
+
+    from qwenmem_tui.daemon.connections import uvicorn_config
+
+    server = uvicorn.Server(uvicorn_config(app))
+    with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
+        return runner.run(_open_and_serve(app.state.backend, server, sock, listening))
+
+
+async def _open_and_serve(
+    backend: DaemonBackend, server: uvicorn.Server, sock: socket.socket, listening: str
+) -> int:
+    from qwenmem_tui import debuglog
+    from qwenmem_tui.features import MemoryUnavailable
+    from qwenmem_tui.runtime import StartupError
+    from qwenmem_tui.storage.database import StorageError
+
+    try:
+        try:
+            await backend.start()
+        except (StartupError, StorageError, MemoryUnavailable) as exc:
+            print(f"qwenmem serve: cannot start: {one_line(str(exc))}", file=sys.stderr)
+            return 1
+        except OSError as exc:  # e.g. the home's directories on a full disk
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"qwenmem serve: cannot start: {where}{exc.strerror or exc}", file=sys.stderr)
+            return 1
+        except Exception as exc:  # noqa: BLE001 - one line, the traceback to the log
+            log.error("[DAEMON] start failed", exc_info=exc)
+            where = debuglog.current_path()
+            details = f" (details in {where})" if where else ""
+            print(
+                f"qwenmem serve: cannot start: {one_line(f'{type(exc).__name__}: {exc}')}"
+                f"{details}",
+                file=sys.stderr,
+            )
+            return 1
+        print(listening, flush=True)
+        await server.serve(sockets=[sock])
+    finally:
+        await backend.close()  # done already by the lifespan's shutdown, unless it failed
+    # uvicorn gave up on its own (it logged why): not a clean stop.
+    return 0 if server.started else 1

@@ -48,14 +48,48 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = commands.add_parser("export", help="write every memory as JSON lines")
     p.add_argument("file", nargs="?", type=Path, help="output file (default: stdout)")
+    p.add_argument(
+        "--salvage",
+        action="store_true",
+        help="from a damaged database: every memory still readable, read-only "
+        "(restore it with `memory import --trust --keep-scope FILE`)",
+    )
     p.set_defaults(func=export)
 
-    p = commands.add_parser("import", help="read memories from JSON lines, through the guard")
-    p.add_argument("file", type=Path, help="JSON lines: category, key, value per line")
+    p = commands.add_parser(
+        "import",
+        help="read memories from JSON lines (or another tool's memory), through the guard",
+    )
+    p.add_argument(
+        "file",
+        type=Path,
+        metavar="PATH",
+        help="JSON lines: category, key, value per line; with --from, that tool's memory "
+        "folder or file",
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        choices=("claude-code", "qwen-code", "mem0"),
+        help="read another tool's memory: a Claude Code or qwen-code memory folder "
+        "(Markdown files with a type in their front matter) or CLAUDE.md / QWEN.md, "
+        "or a mem0 JSON export",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would be imported, held or rejected; write nothing",
+    )
     p.add_argument(
         "--keep-scope",
         action="store_true",
         help="keep each line's scope (default: project memories land in this project)",
+    )
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="the file is your own words: without it, its lines are judged like text read "
+        "from a file (rules and facts about you are held for review)",
     )
     p.set_defaults(func=import_)
 
@@ -195,6 +229,8 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
 
 
 async def export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    if args.salvage:
+        return await salvage_export(args, settings, paths)
     async with _service(settings, paths, lazy=True) as svc:
         lines = await svc.export_lines()
     text = "".join(terminal_safe_json(line) + "\n" for line in lines)
@@ -206,14 +242,50 @@ async def export(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
     return 0
 
 
-async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    try:
-        lines = args.file.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        print(f"qwenmem: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+async def salvage_export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    """``export --salvage``: what a damaged database still holds, without opening it as
+    qwenmem does (no migrations, no writes, no index)."""
+    import asyncio
+
+    from qwenmem_tui.memory.salvage import salvage
+    from qwenmem_tui.memory.service import default_user
+
+    if not paths.db_file.exists():
+        print(f"qwenmem: no database at {paths.db_file}", file=sys.stderr)
         return 1
+    report = await asyncio.to_thread(salvage, paths.db_file, user=default_user(settings))
+    where = "stdout" if args.file is None else str(args.file)
+    if report.unreadable_file is None:
+        text = "".join(terminal_safe_json(line) + "\n" for line in report.lines)
+        try:
+            if args.file is None:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            else:
+                args.file.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            if args.file is not None:
+                args.file.unlink(missing_ok=True)  # half a backup would pass for a whole one
+            print(
+                f"qwenmem: cannot write {where}: {exc.strerror or exc} (nothing exported; "
+                f"{paths.db_file} was not touched)",
+                file=sys.stderr,
+            )
+            return 1
+    print(f"qwenmem: {terminal_safe(report.summary(where))}", file=sys.stderr)
+    return 1 if report.unreadable_file is not None else 0
+
+
+async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    lines = _import_source(args)
+    if lines is None:
+        return 1
+    if args.dry_run:
+        return _dry_run(args, lines)
     async with _service(settings, paths) as svc:
-        report = await svc.import_lines(lines, project=_project(), keep_scope=args.keep_scope)
+        report = await svc.import_lines(
+            lines, project=_project(), keep_scope=args.keep_scope, trusted=args.trust
+        )
     for error in report.errors:
         print(f"qwenmem: {args.file}: {terminal_safe(str(error))}", file=sys.stderr)
     order = (
@@ -226,7 +298,57 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         "rejected",
     )
     counts = ", ".join(f"{name} {report.counts.get(name, 0)}" for name in order)
+    if report.stopped is not None:
+        print(
+            f"qwenmem: {report.stopped}; stopped at line {report.stopped_at} of {args.file}, "
+            f"kept the {sum(report.counts.values())} lines before it ({counts}); importing "
+            "the file again refreshes those, it does not add them twice",
+            file=sys.stderr,
+        )
+        return 1
     print(f"imported {sum(report.counts.values())} lines: {counts}")
+    return 0
+
+
+def _import_source(args: argparse.Namespace) -> list[str] | None:
+    """The JSON lines to import: the file's, or another tool's memory read as lines."""
+    if args.source is None:
+        try:
+            return args.file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            print(f"qwenmem: cannot read {args.file}: {reason}", file=sys.stderr)
+            return None
+    from qwenmem_tui.memory.importers import ImportSourceError, import_lines, read_source
+
+    try:
+        entries = read_source(args.source, args.file)
+    except ImportSourceError as exc:
+        print(f"qwenmem: {terminal_safe(str(exc))}", file=sys.stderr)
+        return None
+    if not entries:
+        print(f"qwenmem: {args.file}: no {args.source} memories found", file=sys.stderr)
+    return import_lines(entries)
+
+
+def _dry_run(args: argparse.Namespace, lines: list[str]) -> int:
+    """`import --dry-run`: the guard's verdict on every entry; nothing is written."""
+    from qwenmem_tui.memory.importers import preview
+
+    rows: list[tuple[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
+            try:
+                rows.append((f"line {number}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                rows.append((f"line {number}: not JSON ({exc.msg})", None))
+    shown, counts = preview(rows, trusted=args.trust)
+    for line in shown:
+        print(terminal_safe(line))
+    print(
+        f"dry run: {len(rows)} entries: import {counts['import']}, hold for review "
+        f"{counts['hold']}, reject {counts['reject']}; nothing was written"
+    )
     return 0
 
 

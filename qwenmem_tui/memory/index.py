@@ -161,9 +161,17 @@ class VectorIndex:
                 }
             ).encode()
         data = b"".join((_MAGIC, len(header).to_bytes(4, "little"), header, blob.tobytes()))
-        private_file(tmp)  # memories: 0600 whatever the umask (write_bytes keeps the mode)
-        await asyncio.to_thread(tmp.write_bytes, data)
-        os.replace(tmp, self.path)
+        try:
+            private_file(tmp)  # memories: 0600 whatever the umask (write_bytes keeps the mode)
+            await asyncio.to_thread(tmp.write_bytes, data)
+            os.replace(tmp, self.path)
+        except BaseException as exc:
+            tmp.unlink(missing_ok=True)  # never a half-written (or 0-byte) file left behind
+            if not isinstance(exc, OSError):
+                raise
+            # A full disk (or a read-only home) loses nothing: the index is a cache of the
+            # database, the previous file stays whole, and a stale one is rebuilt at open.
+            log.info("[MEMORY_INDEX] could not save %s (caught up from the database at the next open): %s", self.path, exc)
 
     # build / change ----------------------------------------------------------------
     def _new_index(self, dim: int, count: int) -> faiss.IndexIDMap2:

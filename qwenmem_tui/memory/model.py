@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import unicodedata
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -161,6 +162,15 @@ class Memory:
             "recall_count": self.recall_count,
             "superseded_by": self.superseded_by,
         }
+
+
+def export_line(memory: Memory) -> str:
+    """One line of ``qwenmem memory export`` (and of ``--salvage``): the §3 JSON plus
+    ``ttl_days``, so an import gives a restored memory the lifetime it had."""
+    row = memory.to_json()
+    if memory.expires_at is not None:
+        row["ttl_days"] = max(1, round((memory.expires_at - memory.created_at) / DAY))
+    return json.dumps(row, ensure_ascii=False)
 
 
 def embed_text(category: str, key: str, value: str) -> str:

@@ -2,25 +2,28 @@
 
 The poisoning guard decides on provenance first and on wording second. A person's
 own words (``/remember``, a fact the user stated that the model saves) are trusted
-whatever they say. A write the model makes while tool output (a file it read, a
-directory listing) is in its view, and that the user's messages do not back, may be
-an order planted in that file: the guard holds it for review when it would shape
-behaviour everywhere. "In view" means what the model sees on the next request — since
-the last ``/clear`` or compaction — not only the current turn, because a planted
-order is often saved a turn later.
+whatever they say. A write the model makes while untrusted content is in its view,
+and that the user's messages do not back, may be an order planted in that content:
+the guard holds it for review when it would shape behaviour everywhere. Untrusted
+content is what ``chat.view.untrusted_content`` names: tool output (a file it read, a
+directory listing, an MCP tool's answer), a recalled memory labelled as read from a
+file or approved after review, and a compacted summary of any of those. "In view"
+means what the model sees on the next request — since the last ``/clear`` — not only
+the current turn, because a planted order is often saved a turn later. An import
+without ``--trust`` is file content too: its claimed origin is recorded, not believed.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from qwenmem_tui.memory import secrets
+from qwenmem_tui.chat.view import untrusted_content, user_words
+from qwenmem_tui import secrets
 
 
 class Writer(StrEnum):
@@ -29,7 +32,6 @@ class Writer(StrEnum):
     IMPORT = "import"  # a JSON-lines file a person chose to import
 
 
-_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _WORD = re.compile(r"\w+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 # Words every paraphrase adds ("the user prefers …"), so they prove nothing either way.
@@ -45,7 +47,7 @@ GROUNDED_SHARE = 0.6
 _STEM = 4
 
 
-def _terms(text: str) -> set[str]:
+def content_terms(text: str) -> set[str]:
     """Content words, stemmed by prefix; CJK runs as character bigrams (no spaces there)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     terms: set[str] = set()
@@ -69,54 +71,60 @@ class Provenance:
     """The text of that content (tool outputs)."""
     user_text: tuple[str, ...] = ()
     """The user's own messages in view, reminders stripped."""
+    file_content: bool = False
+    """The write's own text is content nobody in the chat wrote (an import file)."""
+    whole_view: bool = False
+    """Built from the model's whole view: words the user did not say there were not
+    said (a write through the daemon's or MCP's API has no view to judge by)."""
 
     @classmethod
     def user(cls) -> Provenance:
         return cls(Writer.USER)
 
     @classmethod
-    def imported(cls) -> Provenance:
-        return cls(Writer.IMPORT)
+    def imported(cls, *, trusted: bool = False) -> Provenance:
+        """An import: file content (what it claims about its origin proves nothing),
+        unless the person running it said with ``--trust`` that it is their own — then
+        its lines are judged by their wording alone, as a restored backup."""
+        if trusted:
+            return cls(Writer.IMPORT)
+        return cls(Writer.IMPORT, ("imported file",), file_content=True)
 
     @classmethod
     def from_messages(
-        cls, messages: Iterable[dict[str, Any]], extra_outputs: Sequence[str] = ()
+        cls,
+        messages: Iterable[dict[str, Any]],
+        extra_outputs: Sequence[str] = (),
+        *,
+        trusted_tools: Collection[str] = (),
     ) -> Provenance:
         """A model write's provenance from the model view (``ChatSession.history()``).
 
-        ``extra_outputs``: tool outputs of the running turn that the view may not show
-        yet (a tool call's results are left out until all of that call's siblings ran).
+        ``extra_outputs``: untrusted tool outputs of the running turn that the view may
+        not show yet (a tool call's results are left out until all of that call's
+        siblings ran). ``trusted_tools``: tools whose output is qwenmem's own answer.
         """
-        calls: dict[str, str] = {}
-        sources: list[str] = []
-        untrusted: list[str] = []
-        user_text: list[str] = []
-        for message in messages:
-            role = message.get("role")
-            content = message.get("content")
-            text = content if isinstance(content, str) else ""
-            if role == "assistant":
-                for call in message.get("tool_calls") or ():
-                    function = call.get("function") or {}
-                    calls[str(call.get("id"))] = _describe_call(
-                        str(function.get("name", "tool")), function.get("arguments")
-                    )
-            elif role == "tool":
-                sources.append(calls.get(str(message.get("tool_call_id")), "tool output"))
-                untrusted.append(text)
-            elif role == "user":
-                own = _REMINDER.sub("", text).strip()
-                if own:
-                    user_text.append(own)
+        messages = list(messages)
+        found = untrusted_content(messages, trusted_tools)
+        sources = [source for source, _ in found]
+        untrusted = [text for _, text in found]
+        user_text = user_words(messages)
         for output in extra_outputs:
             if output not in untrusted:
                 sources.append("tool output")
                 untrusted.append(output)
-        return cls(Writer.MODEL, tuple(dict.fromkeys(sources)), tuple(untrusted), tuple(user_text))
+        return cls(
+            Writer.MODEL,
+            tuple(dict.fromkeys(sources)),
+            tuple(untrusted),
+            tuple(user_text),
+            whole_view=True,
+        )
 
     @property
     def untrusted_in_view(self) -> bool:
-        return any(t.strip() for t in self.untrusted)
+        """Content nobody in the chat wrote shaped this write (an import is such content)."""
+        return self.file_content or any(t.strip() for t in self.untrusted)
 
     def grounded(self, value: str) -> bool:
         """The user's own messages back this value: most of its content words (in any
@@ -129,14 +137,16 @@ class Provenance:
             return False
         if any(unicodedata.category(ch) == "Cf" for ch in value):
             return False  # invisible characters carry text nobody typed
-        wanted = _terms(value)
+        wanted = content_terms(value)
         if not wanted:
             return False
-        said = _terms("\n".join(self.user_text))
+        said = content_terms("\n".join(self.user_text))
         return len(wanted & said) >= GROUNDED_SHARE * len(wanted)
 
     def describe(self) -> str:
         """One line for the audit trail."""
+        if self.file_content:
+            return "imported without --trust: read as file content"
         if self.writer is not Writer.MODEL:
             return f"written by {self.writer}"
         if not self.untrusted_in_view:
@@ -147,14 +157,3 @@ class Provenance:
         # A path is the model's choice of argument: scanned like any text that is kept.
         return secrets.redact(f"untrusted content in view: {shown}{more}")
 
-
-def _describe_call(name: str, arguments: Any) -> str:
-    """``read_file docs/notes.md``: the tool and the path it was given, if any."""
-    args = arguments
-    if isinstance(arguments, str):
-        try:
-            args = json.loads(arguments)
-        except ValueError:
-            args = None
-    path = args.get("path") if isinstance(args, dict) else None
-    return f"{name} {path}" if isinstance(path, str) and path else name

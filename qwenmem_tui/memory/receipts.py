@@ -75,21 +75,24 @@ class ReceiptMemory:
         return f"{self.category}/{self.key}"
 
     def why(self) -> str:
-        """Why it reached the model: the recall channels that found it, with their scores."""
+        """Why it reached the model: lexical / dense / both, with the scores."""
         if self.point == IN_VIEW and self.score is None:
             return _POINTS[IN_VIEW]
-        channels = []
-        if self.lexical is not None:
-            channels.append(f"lexical {self.lexical:.2f}")
-        if self.dense is not None:
-            channels.append(f"dense {self.dense:.2f}")
-        found = {2: "both", 1: channels[0].split()[0] if channels else ""}.get(len(channels), "")
+        found = [
+            (channel, f"{measure} {value:.3g}")
+            for channel, measure, value in (
+                ("lexical", "text rank", self.lexical),
+                ("dense", "cosine", self.dense),
+            )
+            if value is not None
+        ]
         parts = [_POINTS.get(self.point, self.point)]
         if found:
-            parts.append(f"{found} ({', '.join(channels)})")
+            how = "both" if len(found) == 2 else found[0][0]
+            parts.append(f"{how} — {', '.join(score for _, score in found)}")
         if self.score is not None:
-            parts.append(f"score {self.score:.3f}")
-        return "; ".join(parts)
+            parts.append(f"score {self.score:.3g}")
+        return " · ".join(parts)
 
     def age(self, now: float) -> str:
         return f"saved {age_phrase(now - self.created_at)}"

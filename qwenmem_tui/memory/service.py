@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from qwenmem_tui import secrets
 from qwenmem_tui.llm.errors import LLMError
-from qwenmem_tui.memory import guard, secrets
+from qwenmem_tui.memory import guard
 from qwenmem_tui.memory.embed import (
     Embedder,
     EmbedderChoice,
@@ -43,6 +44,7 @@ from qwenmem_tui.memory.live import Freshness, LiveBlocks, live_blocks
 from qwenmem_tui.memory.metrics import DELIVERY_PREFIX, MemoryStats, compute_stats
 from qwenmem_tui.memory.model import (
     DAY,
+    FLAG_SECRET_REDACTED,
     GLOBAL_CATEGORIES,
     GLOBAL_SCOPE,
     AuditEntry,
@@ -56,6 +58,7 @@ from qwenmem_tui.memory.model import (
     WriteResult,
     content_hash,
     embed_text,
+    export_line,
     holds,
     scope_for,
 )
@@ -63,6 +66,7 @@ from qwenmem_tui.memory.provenance import Provenance, Writer
 from qwenmem_tui.memory.relevance import dismissed_for
 from qwenmem_tui.memory.store import MemoryStore
 from qwenmem_tui.memory.write_plan import join_reasons
+from qwenmem_tui.storage.database import DiskFull
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``_vectors``), not here
     import numpy as np
@@ -105,6 +109,9 @@ class MemoryRejected(ValueError):
 class ImportReport:
     counts: dict[str, int] = field(default_factory=dict)  # WriteAction / "rejected" / "skipped"
     errors: list[str] = field(default_factory=list)  # "line N: why"
+    stopped: str | None = None
+    """Why the import stopped early (a full disk): the lines before it are kept."""
+    stopped_at: int | None = None  # the line it stopped at
 
     def add(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -123,6 +130,12 @@ def default_user(settings: Settings) -> str:
 VectorOpener = Callable[[], Awaitable[tuple[EmbedderChoice, "VectorIndex"]]]
 """Chooses (and loads) the embedder and names its index: what ``open(lazy=True)``
 defers until recall or a write needs vectors."""
+
+
+def note_subject(text: str) -> tuple[str, str]:
+    """(category, key) for a free-text note, derived with its secrets cut out, so a key
+    never carries one (the value loses it in the guard)."""
+    return classify_note(secrets.redact(text).replace(secrets.REDACTED, " "))
 
 
 class MemoryService:
@@ -446,11 +459,15 @@ class MemoryService:
             )
         verdict = guard.check(category, key, value, provenance=provenance)
         if not verdict.accepted:
+            if verdict.refused_secret:
+                await self.store.add_metrics({"secrets_refused": 1.0})
             raise MemoryRejected(verdict.errors)
+        if FLAG_SECRET_REDACTED in verdict.flags:
+            await self.store.add_metrics({"secrets_redacted": 1.0})
         await self._vectors()  # identity and the write's own vector need them
         said = value  # as written: grounding is judged on it, not on the redacted value
         flags = list(dict.fromkeys([*hold, *verdict.flags]))
-        if provenance.writer is Writer.MODEL and provenance.untrusted_in_view:
+        if provenance.untrusted_in_view:
             reason = join_reasons(reason, provenance.describe())
         cat = Category(category)
         days, ttl_note = self.ttl.resolve(cat, ttl_days)
@@ -566,9 +583,7 @@ class MemoryService:
         (the MCP ``remember`` tool) comes the same way with its own ``origin`` and
         ``provenance``, and may name the ``category`` or ``key`` itself.
         """
-        derived_category, derived_key = classify_note(
-            secrets.redact(text).replace(secrets.REDACTED, " ")
-        )
+        derived_category, derived_key = note_subject(text)
         return await self.save(
             category or derived_category,
             key or derived_key,
@@ -762,6 +777,25 @@ class MemoryService:
             threshold=threshold if threshold is not None else 0.0,
         )
 
+    async def edit(
+        self, memory_id: int, value: str, *, project: str, reason: str
+    ) -> WriteResult | None:
+        """The person corrects a memory's value: a supersede by the user (audited, the old
+        value kept in the trail), in force for a running session's next request (the
+        delivered block follows the successor). None when there is no such memory."""
+        memory = await self.get(memory_id, project=project)
+        if memory is None or memory.status is not Status.ACTIVE:
+            return None
+        return await self.save(
+            str(memory.category),
+            memory.key,
+            value,
+            origin=Origin.USER,
+            project=project,
+            scope=memory.scope,
+            reason=join_reasons(reason, f"edited by the user (was #{memory.id})"),
+        )
+
     async def dismiss(self, memory_id: int, *, project: str, query: str) -> Memory | None:
         """"Not relevant here": leave this memory out of recall for messages like
         ``query`` in ``project`` (audited; the query is stored with secrets redacted)."""
@@ -913,16 +947,15 @@ class MemoryService:
     # backup ------------------------------------------------------------------------
     async def export_lines(self) -> list[str]:
         """Every memory of this user as JSON lines, all statuses (a full backup)."""
-        lines = []
-        for m in await self.store.list(user=self.user):
-            row = m.to_json()
-            if m.expires_at is not None:
-                row["ttl_days"] = max(1, round((m.expires_at - m.created_at) / DAY))
-            lines.append(json.dumps(row, ensure_ascii=False))
-        return lines
+        return [export_line(m) for m in await self.store.list(user=self.user)]
 
     async def import_lines(
-        self, lines: Iterable[str], *, project: str, keep_scope: bool = False
+        self,
+        lines: Iterable[str],
+        *,
+        project: str,
+        keep_scope: bool = False,
+        trusted: bool = False,
     ) -> ImportReport:
         """Restore JSON lines through the guard; old (superseded/expired/deleted) rows
         are skipped so a backup never resurrects a value that was replaced.
@@ -933,6 +966,10 @@ class MemoryService:
         field) and ``"project"`` (this one) name no other project, so they are kept.
         A row exported as quarantined stays held. Importing the same file twice
         changes nothing new (refreshes, no second held row).
+
+        Unless ``trusted`` (``--trust``: the person says the file is their own words),
+        the lines are file content: judged like text the model read in a file; the
+        origin a line claims is kept as its label and in the audit, never believed.
         """
         report = ImportReport()
         for number, line in enumerate(lines, start=1):
@@ -966,18 +1003,23 @@ class MemoryService:
                     row["key"],
                     row["value"],
                     origin=origin,
-                    provenance=Provenance.imported(),
+                    provenance=Provenance.imported(trusted=trusted),
                     project=project,
                     ttl_days=_import_ttl(row.get("ttl_days")),
                     scope=scope,
                     created_at=_import_time(row.get("created_at"), self.clock()),
-                    reason="import",
+                    reason="import --trust" if trusted else f"import; claimed origin {origin}",
                     hold=hold,
                 )
             except (ValueError, TypeError) as exc:  # MemoryRejected is a ValueError
                 report.add("rejected")
                 report.errors.append(f"line {number}: {exc}")
                 continue
+            except DiskFull as exc:
+                # Each save is its own transaction: what came before is committed, this
+                # line was rolled back. Stop and say how far it got, not a traceback.
+                report.stopped, report.stopped_at = str(exc), number
+                break
             report.add(result.action.value)
         return report
 

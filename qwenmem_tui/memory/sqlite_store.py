@@ -40,14 +40,14 @@ if TYPE_CHECKING:  # numpy loads where vectors are handled: `memory list` never 
 
 T = TypeVar("T")
 
-_COLUMNS = (
+MEMORY_COLUMNS = (
     "id, user, scope, category, key, value, origin, status, flags, created_at, updated_at, "
     "expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model"
 )
 _ACTIVE = Status.ACTIVE.value
 
 
-def _row_to_memory(row: Sequence[Any]) -> Memory:
+def row_to_memory(row: Sequence[Any]) -> Memory:
     return memory_from_row(row, json.loads(row[8]))
 
 
@@ -141,9 +141,9 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             return []
         marks = ",".join("?" * len(ids))
         cur = await self._conn.execute(
-            f"SELECT {_COLUMNS} FROM memories WHERE id IN ({marks})", list(ids)
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", list(ids)
         )
-        by_id = {m.id: m for m in map(_row_to_memory, await cur.fetchall())}
+        by_id = {m.id: m for m in map(row_to_memory, await cur.fetchall())}
         return [by_id[i] for i in ids if i in by_id]
 
     async def list(
@@ -164,11 +164,11 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         if statuses is not None:
             where.append(f"status IN ({','.join('?' * len(statuses))})")
             params.extend(s.value for s in statuses)
-        sql = f"SELECT {_COLUMNS} FROM memories"
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories"
         if where:
             sql += " WHERE " + " AND ".join(where)
         cur = await self._conn.execute(sql + " ORDER BY id", params)
-        return [_row_to_memory(r) for r in await cur.fetchall()]
+        return [row_to_memory(r) for r in await cur.fetchall()]
 
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
         import numpy as np  # only recall asks, and recall has numpy loaded anyway
@@ -255,11 +255,11 @@ class SqliteMemoryStore(write_plan.PlannedStore):
 
     async def missing_vectors(self, embedding_model: str) -> list[Memory]:
         cur = await self._conn.execute(
-            f"SELECT {_COLUMNS} FROM memories WHERE status IN (?, ?)"
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE status IN (?, ?)"
             " AND (embedding IS NULL OR embedding_model != ?) ORDER BY id",
             (_ACTIVE, Status.QUARANTINED.value, embedding_model),
         )
-        return [_row_to_memory(r) for r in await cur.fetchall()]
+        return [row_to_memory(r) for r in await cur.fetchall()]
 
     async def dismiss(
         self, memory_id: int, *, user: str, project: str, query: str, now: float, reason: str
@@ -308,11 +308,11 @@ class SqliteMemoryStore(write_plan.PlannedStore):
 async def _one(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> Memory | None:
     cur = await conn.execute(sql, params)
     row = await cur.fetchone()
-    return _row_to_memory(row) if row else None
+    return row_to_memory(row) if row else None
 
 
 async def _get(conn: aiosqlite.Connection, memory_id: int) -> Memory | None:
-    return await _one(conn, f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+    return await _one(conn, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
 
 
 class _Steps(write_plan.WriteSteps):
@@ -331,7 +331,7 @@ class _Steps(write_plan.WriteSteps):
     async def active(self, user: str, scope: str, key: str) -> Memory | None:
         return await _one(
             self._conn,
-            f"SELECT {_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND key = ? AND status = ?",
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND key = ? AND status = ?",
             (user, scope, key, _ACTIVE),
         )
 
@@ -343,7 +343,7 @@ class _Steps(write_plan.WriteSteps):
             return current, None
         twin = await _one(
             self._conn,
-            f"SELECT {_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND content_hash = ?"
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND content_hash = ?"
             " AND status = ? AND key != ?",
             (draft.user, draft.scope, chash, _ACTIVE, draft.key),
         )

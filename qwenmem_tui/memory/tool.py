@@ -83,7 +83,10 @@ def save_memory_tool(service: MemoryService, *, on_write: OnWrite | None = None)
                 origin=Origin.TOOL,
                 project=project_id(ctx.project_root),
                 ttl_days=ttl,
-                provenance=Provenance.from_messages(ctx.view(), ctx.turn_outputs),
+                # What the model saw (recalled notes included) and what it has done since.
+                provenance=Provenance.from_messages(
+                    [*ctx.request, *ctx.view()], ctx.turn_outputs, trusted_tools=ctx.trusted_tools
+                ),
                 reason=f"save_memory in session {ctx.session_id}",
             )
         except MemoryRejected as exc:
@@ -95,4 +98,10 @@ def save_memory_tool(service: MemoryService, *, on_write: OnWrite | None = None)
             id=m.id, category=m.category, key=m.key, flags=", ".join(m.flags)
         )
 
-    return Tool(name=SAVE_MEMORY, description=DESCRIPTION, parameters=PARAMETERS, handler=handler)
+    return Tool(
+        name=SAVE_MEMORY,
+        description=DESCRIPTION,
+        parameters=PARAMETERS,
+        handler=handler,
+        untrusted_output=False,  # a receipt of qwenmem's own
+    )

@@ -9,6 +9,7 @@ when the lock is still held after that, telling the UI through `on_retry`.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -24,8 +25,17 @@ log = logging.getLogger("qwenmem.storage")
 
 T = TypeVar("T")
 
-RESTORE_HINT = " (then `qwenmem memory import FILE` restores a `qwenmem memory export` backup)"
-"""Appended to every "the database is damaged" message: the way back for memories."""
+RESTORE_HINT = (
+    ": `qwenmem memory export --salvage FILE` saves every memory still readable; move the"
+    " database away to start fresh, then `qwenmem memory import --trust --keep-scope FILE` restores"
+    " that file (or a `qwenmem memory export` backup) with each memory in its own project"
+)
+"""Appended to every "the database is damaged" message: the way back for memories.
+``--keep-scope``: a restore that put every project's memories into the current one
+would not be a restore; ``--trust``: the backup is the user's own, not file content."""
+
+INTEGRITY_PROBLEMS_SHOWN = 3
+"""Lines of ``PRAGMA quick_check`` quoted in the message: enough to say where."""
 
 SIDE_FILES = ("-wal", "-shm", "-journal")
 """SQLite's companions of a database file, as much chat history as the file itself."""
@@ -38,6 +48,24 @@ class StorageError(Exception):
     """A storage failure worth one line to the user; `str(e)` names the file."""
 
 
+class DiskFull(StorageError):
+    """A write found no space left: what was committed before it is kept, and the
+    file is intact (SQLite rolled the transaction back)."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """SQLITE_FULL, or an OS write that found the disk (or the quota) full."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.DatabaseError) and code is not None and code & 0xFF == 13
+
+
+def disk_full(path: Path, exc: BaseException) -> DiskFull:
+    """The one line for a write that ran out of space at ``path``."""
+    return DiskFull(f"Cannot write {path}: the disk is full; free some space and retry")
+
+
 def _is_locked(exc: BaseException) -> bool:
     if not isinstance(exc, sqlite3.OperationalError):
         return False
@@ -45,10 +73,16 @@ def _is_locked(exc: BaseException) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _is_corrupt(exc: BaseException) -> bool:
+def is_corrupt(exc: BaseException) -> bool:
     # SQLITE_CORRUPT (11) and SQLITE_NOTADB (26), extended codes included.
     code = getattr(exc, "sqlite_errorcode", None)
     return isinstance(exc, sqlite3.DatabaseError) and code is not None and code & 0xFF in (11, 26)
+
+
+def damaged(path: Path, exc: BaseException) -> StorageError:
+    """The one line for a database SQLite found damaged: which file, that it was left
+    as it was, and the way back (salvage, then a restore that keeps each scope)."""
+    return StorageError(f"Database {path} is damaged ({exc}); it was left untouched{RESTORE_HINT}")
 
 
 def split_statements(script: str) -> list[str]:
@@ -117,6 +151,8 @@ class Database:
                 tighten_file(path.with_name(path.name + suffix))
             conn = await aiosqlite.connect(path, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
+            if is_disk_full(exc):
+                raise disk_full(path, exc) from exc
             raise StorageError(f"Cannot open database {path}: {exc}") from exc
         conn.row_factory = sqlite3.Row
         db = cls(path, conn, on_retry=on_retry, retries=retries, backoff=backoff)
@@ -125,14 +161,16 @@ class Database:
             await db._migrate(migrations)
         except BaseException as exc:
             await conn.close()
+            if is_disk_full(exc):  # e.g. the WAL or a migration could not be written
+                raise disk_full(path, exc) from exc
             if isinstance(exc, sqlite3.DatabaseError):
                 if _is_locked(exc):
                     raise StorageError(
                         f"Database {path} is locked by another process: {exc}"
                     ) from exc
                 raise StorageError(
-                    f"Database {path} is unreadable ({exc}); it was left untouched — "
-                    f"move it away to start fresh{RESTORE_HINT}"
+                    f"Database {path} is unreadable ({exc}); it was left untouched"
+                    f"{RESTORE_HINT}"
                 ) from exc
             raise
         return db
@@ -148,6 +186,25 @@ class Database:
             log.warning("[STORAGE] WAL unavailable for %s (journal_mode=%s)", self.path, row and row[0])
         await self.conn.execute("PRAGMA synchronous = NORMAL")
         await self.conn.execute("PRAGMA foreign_keys = ON")
+
+    async def check_integrity(self) -> None:
+        """Read every page once (``PRAGMA quick_check``) and raise the "damaged" error if
+        any is unreadable.
+
+        Opening reads only the schema: a file damaged further in opens fine and fails
+        later, on whichever row a request touches. A long-lived face (the daemon) checks
+        here, so it refuses to start instead of serving errors. Seconds for a database of
+        gigabytes, hence not on every open.
+        """
+        try:
+            rows = await self.fetchall(f"PRAGMA quick_check({INTEGRITY_PROBLEMS_SHOWN})")
+        except StorageError:
+            raise
+        except sqlite3.DatabaseError as exc:  # e.g. I/O error reading a page
+            raise self._corrupt(exc) from exc
+        problems = [str(row[0]) for row in rows]
+        if problems != ["ok"]:
+            raise self._corrupt(sqlite3.DatabaseError("; ".join(problems)))
 
     async def user_version(self) -> int:
         row = await self.fetchone("PRAGMA user_version")
@@ -180,17 +237,14 @@ class Database:
         await self.conn.close()
 
     def _corrupt(self, exc: sqlite3.DatabaseError) -> StorageError:
-        return StorageError(
-            f"Database {self.path} is damaged ({exc}); it was left untouched — "
-            f"move it away to start fresh{RESTORE_HINT}"
-        )
+        return damaged(self.path, exc)
 
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
         try:
             async with self.conn.execute(sql, tuple(params)) as cursor:
                 return list(await cursor.fetchall())
         except sqlite3.DatabaseError as exc:
-            if _is_corrupt(exc):
+            if is_corrupt(exc):
                 raise self._corrupt(exc) from exc
             raise
 
@@ -199,7 +253,7 @@ class Database:
             async with self.conn.execute(sql, tuple(params)) as cursor:
                 return await cursor.fetchone()
         except sqlite3.DatabaseError as exc:
-            if _is_corrupt(exc):
+            if is_corrupt(exc):
                 raise self._corrupt(exc) from exc
             raise
 
@@ -215,8 +269,10 @@ class Database:
                 try:
                     return await self._transaction(fn)
                 except sqlite3.DatabaseError as exc:
-                    if _is_corrupt(exc):
+                    if is_corrupt(exc):
                         raise self._corrupt(exc) from exc
+                    if is_disk_full(exc):
+                        raise disk_full(self.path, exc) from exc
                     if not _is_locked(exc):
                         raise
                     attempt += 1

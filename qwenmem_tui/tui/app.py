@@ -21,7 +21,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -46,10 +47,10 @@ from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.runtime import ModelStarter, Runtime, StartupError, find_session
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
 from qwenmem_tui.tui.commands import BUILTIN_COMMANDS, CommandTable
-from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
+from qwenmem_tui.tui.extensions import AppContext, BusyState, Extension, ExtensionFactory
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.keymap import checked_keymap
-from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, ItemWidgetFactory
+from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, InfoItem, ItemWidgetFactory
 
 if TYPE_CHECKING:
     from qwenmem_tui.features import SessionFeatures
@@ -58,7 +59,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("qwenmem.tui")
 
-AppState = Literal["starting", "idle", "responding", "running_tool", "recap", "compacting"]
+ChatState = Literal["starting", "idle", "responding", "running_tool"]
+"""The chat's own states; an extension's command adds its busy states (`BusyState`)."""
 
 
 QUIT_SIGNALS = tuple(
@@ -85,9 +87,10 @@ class QwenmemApp(App[None]):
 
     Not called `focused`: `App.focused` is Textual's focused widget.
     """
-    state: reactive[AppState] = reactive("starting")
-    """What the app is busy with; anything but "idle" means a new query must wait
-    ("starting" until the session is open)."""
+    state: reactive[str] = reactive("starting")
+    """What the app is busy with: a `ChatState` or an extension's busy state (`busy`);
+    anything but "idle" means a new query must wait ("starting" until the session is
+    open)."""
 
     @dataclass
     class SessionOpened(Message):
@@ -116,12 +119,16 @@ class QwenmemApp(App[None]):
         self.settings = settings
         self.paths = paths
         self.project_root = project_root(cwd)
+        self._cwd = cwd  # the instruction files are read from the root down to it
         self.project = project_id(self.project_root)
         # Said once on screen when the root is the home or /: tools then keep to cwd.
         self._root_notice = broad_root_notice(self.project_root, cwd)
         self.clock = clock
         self.commands = CommandTable(BUILTIN_COMMANDS)
         self.item_widgets: dict[str, ItemWidgetFactory] = dict(DEFAULT_ITEM_WIDGETS)
+        self.busy_states: dict[str, BusyState] = {}
+        """The extensions' busy states by name (their commands run in them)."""
+        self.help_keys: list[tuple[str, str]] = []  # extensions' keys for /help
         self._hooks = tuple(hooks)
         self._extra_tools = list(extra_tools)
         # None: the features `settings` turn on, resolved in the startup worker (their
@@ -233,6 +240,26 @@ class QwenmemApp(App[None]):
             self.show(widget)
         return item
 
+    def set_badge(self, name: str, text: str | None) -> None:
+        """An extension's status badge (e.g. memories awaiting review); None drops it."""
+        self._chat_screen().set_badge(name, text)
+
+    @asynccontextmanager
+    async def busy(self, state: str, progress: str) -> AsyncIterator[None]:
+        """Run an extension's work in its busy `state` (messages typed meanwhile queue,
+        the status line says it) with a `progress` line shown, both undone however it
+        ends. The caller checks first that the app may start (`idle`, else
+        `busy_notice`)."""
+        self.state = state
+        line = InfoItem(progress)
+        self.show(line)
+        try:
+            yield
+        finally:
+            line.remove()
+            if self.state == state:
+                self.state = "idle"
+
     def action_command(self, name: str, args: str = "") -> None:
         """Run a slash command: the action behind keys extensions bind."""
         self._chat_screen().run_command(name, args)
@@ -340,6 +367,7 @@ class QwenmemApp(App[None]):
             hooks=self._hooks,
             clock=self.clock,
             on_database_retry=self._database_busy,
+            cwd=self._cwd,
         )
         self._llm = runtime.llm
         self._chat_screen().show_model(runtime.llm.status_label)
@@ -357,6 +385,8 @@ class QwenmemApp(App[None]):
             clock=self.clock,
             features=features,
             memory=runtime.memory,
+            mcp=runtime.assembly.mcp,
+            instructions=runtime.instructions,
         )
         assert self._extension_factories is not None  # resolved by _extension_features
         for factory in self._extension_factories:
@@ -369,6 +399,9 @@ class QwenmemApp(App[None]):
                 # keymap from [keys] applies to it like to the class BINDINGS.
                 self._bindings.key_to_bindings.setdefault(binding.key, []).append(binding)
             self.item_widgets.update(extension.item_widgets)
+            self.busy_states.update(extension.busy_states)
+            self.help_keys.extend(extension.help_keys)
+        self._chat_screen().add_busy_states(self.busy_states)
 
     async def _extension_features(self) -> set[str]:
         """The core features the extensions present (the runtime assembles them); the

@@ -10,6 +10,8 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.features import COMPACTION, MEMORY, enabled_features
 from qwenmem_tui.tui.compaction_extension import compaction_extension
 from qwenmem_tui.tui.extensions import ExtensionFactory
+from qwenmem_tui.tui.instructions_extension import instructions_extension
+from qwenmem_tui.tui.mcp_extension import mcp_extension
 from qwenmem_tui.tui.memory_extension import memory_extension
 from qwenmem_tui.tui.recap_controller import recap_extension
 
@@ -23,4 +25,6 @@ def default_extensions(settings: Settings) -> list[ExtensionFactory]:
     if MEMORY in names:
         factories.append(memory_extension)
     factories.append(recap_extension)  # always: /recap works whatever the settings
+    factories.append(mcp_extension)  # always: /mcp says how to add a server
+    factories.append(instructions_extension)  # always: /context
     return factories

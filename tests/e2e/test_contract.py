@@ -146,7 +146,11 @@ def test_import_optional_fields_export_and_a_negative_min_score(
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
-    done = cli_run("memory", "import", str(source), home=home, cwd=project)
+    # Without --trust a file's fact about the user is held (file content, issue 25) ...
+    untrusted = cli_run("memory", "import", str(source), home=home / "untrusted", cwd=project)
+    assert "created 2" in untrusted.stdout and "quarantined 1" in untrusted.stdout
+    # ... with it, the file is the user's own backup.
+    done = cli_run("memory", "import", "--trust", str(source), home=home, cwd=project)
     assert done.returncode == 0, done.stderr
     assert "created 3" in done.stdout and "rejected 0" in done.stdout
 

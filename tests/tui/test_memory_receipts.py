@@ -18,9 +18,12 @@ from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.memory_extension import memory_extension
 from qwenmem_tui.tui.screens.memory_edit import EditMemoryScreen
+from qwenmem_tui.tui.widgets.items import InfoItem
 from qwenmem_tui.tui.widgets.memory_receipt import MemoryReceipt, ReceiptEntries
+from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import FakeClock, send, settle, wait_until
+from .test_memory_tui import MemoryDetail, column, open_memory_screen, select_row
 
 SIZE = (100, 30)
 
@@ -167,3 +170,95 @@ async def test_edit_from_the_receipt_supersedes_and_is_live_at_once(
         assert "I live in Porto" in request and "Lisbon" not in request
         assert line(receipts(app)[-1]) == "⌁ 1 memory"
         assert receipts(app)[-1].receipt.memories[0].value == "I live in Porto"
+
+
+async def test_not_relevant_here_stays_out_for_similar_messages_in_the_project(
+    fake: FakeOpenAI,
+    make_memory_app: Callable[..., QwenmemApp],
+    settings: Settings,
+    paths: Paths,
+    clock: FakeClock,
+) -> None:
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, "/remember the deploy script is deploy.sh", "how do I deploy the app?")
+        [receipt] = receipts(app)
+        await opened(pilot, receipt)
+        await pilot.press("n")
+        await wait_until(pilot, lambda: 1 in receipt.receipt.corrections)
+        # Out of this session's requests at once, and no new receipt lists it.
+        await run(pilot, "ok and then?")
+        assert "deploy.sh" not in json.dumps(chat_requests(fake)[-1]["messages"])
+        assert len(receipts(app)) == 1
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, "how do I deploy the app?")  # alike: left out
+        assert "deploy.sh" not in json.dumps(chat_requests(fake)[-1]["messages"])
+        assert receipts(app) == []
+        await run(pilot, "/clear", "where is the deploy script?")  # another question finds it
+        assert "deploy.sh" in json.dumps(chat_requests(fake)[-1]["messages"])
+    service = await MemoryService.open(settings, paths, clock=clock)
+    try:
+        trail = await service.audit(1)
+        assert trail[-1].action is AuditAction.DISMISS
+        assert trail[-1].new_value == "how do I deploy the app?"
+    finally:
+        await service.close()
+
+
+async def test_the_receipt_keys_are_in_help_and_the_footer(
+    make_memory_app: Callable[..., QwenmemApp],
+) -> None:
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, "/help")
+        shown = str(app.screen.query(InfoItem).last().render())
+        assert "Memories used" in shown, shown
+        assert "On a listed memory: forget it" in shown and "not relevant here" in shown
+        await run(pilot, "/remember I live in Lisbon", "where do I live?")
+        entries = await opened(pilot, receipts(app)[-1])
+        keys = {b.key: b.description for b in entries.BINDINGS}
+        assert keys == {"f": "Forget", "e": "Edit value", "n": "Not relevant here"}
+        footer = {binding.binding.key for binding in app.screen.active_bindings.values() if binding.binding.show}
+        assert {"f", "e", "n"} <= footer
+
+
+def test_snapshot_a_reply_with_its_receipt_open(
+    snap_compare: Callable[..., bool],
+    fake: FakeOpenAI,
+    make_memory_app: Callable[..., QwenmemApp],
+) -> None:
+    async def chat(pilot: Pilot) -> None:
+        await run(pilot, "/remember I live in Lisbon", "/remember I prefer tabs over spaces")
+        fake.script(Reply("You live in **Lisbon**, and you like tabs."))
+        await run(pilot, "where do I live and how do I indent?")
+        await opened(pilot, receipts(pilot.app)[-1])
+        pilot.app.screen.query_one(PromptInput).cursor_blink = False
+        await settle(pilot)
+
+    assert snap_compare(make_memory_app(), terminal_size=SIZE, run_before=chat)
+
+
+async def test_edit_on_the_memory_screen_is_live_in_the_running_session(
+    fake: FakeOpenAI, make_memory_app: Callable[..., QwenmemApp]
+) -> None:
+    app = make_memory_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        await run(pilot, "/remember I live in Lisbon", "where do I live?")
+        screen = await open_memory_screen(pilot)
+        await select_row(pilot, screen, 1)
+        await pilot.press("e")
+        await wait_until(pilot, lambda: isinstance(app.screen, EditMemoryScreen))
+        app.screen.query_one(Input).value = "I live in Porto"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: column(screen, "id") == ["2"])
+        await select_row(pilot, screen, 2)
+        await wait_until(
+            pilot,
+            lambda: "edited by the user (was #1)"
+            in str(screen.query_one(MemoryDetail).query_one("#memory-detail-text").render()),
+        )
+        await pilot.press("escape")
+        await run(pilot, "and now?")
+        request = json.dumps(chat_requests(fake)[-1]["messages"])
+        assert "I live in Porto" in request and "Lisbon" not in request

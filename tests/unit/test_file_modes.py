@@ -91,7 +91,7 @@ def test_memories_index_and_debug_log_through_the_cli(
     lines = project / "memories.jsonl"
     lines.write_text(json.dumps({"category": "user", "key": "editor", "value": "uses vim"}) + "\n")
     debuglog.configure(Paths(home), "cli")
-    assert cli.run(["memory", "import", str(lines)]) == 0
+    assert cli.run(["memory", "import", "--trust", str(lines)]) == 0
     found = assert_private(home)
     assert any(name.startswith("index/") for name in found), found
     assert "debug/cli.txt" in found and "qwenmem.db" in found
@@ -144,7 +144,7 @@ def test_the_real_command_under_umask_022(home: Path, project: Path) -> None:
     lines.write_text(json.dumps({"category": "user", "key": "shell", "value": "uses zsh"}) + "\n")
     as_user = "import os; os.umask(0o022); from qwenmem_tui.cli import main; main()"
     done = subprocess.run(
-        [sys.executable, "-c", as_user, "memory", "import", str(lines)],
+        [sys.executable, "-c", as_user, "memory", "import", "--trust", str(lines)],
         cwd=project, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr

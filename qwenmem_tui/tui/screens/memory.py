@@ -21,7 +21,7 @@ from textual.widgets import Button, Checkbox, DataTable, Footer, Input, Static
 
 from qwenmem_tui.memory.metrics import MemoryStats
 from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, AuditEntry, Memory, Status
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 COLUMNS = ("id", "category", "key", "value", "origin", "status", "age", "expires", "flags")
@@ -209,6 +209,7 @@ class MemoryScreen(Screen[None]):
     BINDINGS = [
         Binding("a", "approve", "Approve", id="memory.approve"),
         Binding("d", "forget", "Forget", id="memory.forget"),
+        Binding("e", "edit", "Edit value", id="memory.edit"),
         Binding("r", "refresh", "Refresh", id="memory.refresh"),
         Binding("t", "toggle_all", "All statuses", id="memory.all"),
         Binding("slash", "focus_filter", "Filter", id="memory.filter"),
@@ -220,7 +221,7 @@ class MemoryScreen(Screen[None]):
         """A memory was approved or forgotten here: what is listed is out of date."""
 
         memory: Memory
-        action: str  # "approve" | "forget"
+        action: str  # "approve" | "forget" | "edit"
 
     def __init__(self, service: MemoryService, project: str, clock: Callable[[], float]) -> None:
         super().__init__()
@@ -336,6 +337,8 @@ class MemoryScreen(Screen[None]):
             return selected is not None and selected.status is Status.QUARANTINED or None
         if action == "forget":
             return selected is not None and selected.status is not Status.DELETED or None
+        if action == "edit":
+            return selected is not None and selected.status is Status.ACTIVE or None
         return True
 
     def action_refresh(self) -> None:
@@ -367,6 +370,36 @@ class MemoryScreen(Screen[None]):
                 self.forget(memory.id)
 
         self.app.push_screen(ConfirmForget(memory), answered)
+
+    def action_edit(self) -> None:
+        """e: correct the selected memory's value (a supersede by the user, audited)."""
+        from qwenmem_tui.tui.screens.memory_edit import EditMemoryScreen
+
+        memory = self.selected
+        if memory is None or memory.status is not Status.ACTIVE:
+            return
+
+        def edited(value: str | None) -> None:
+            if value is not None and value.strip() and value.strip() != memory.value:
+                self.edit(memory.id, value.strip())
+
+        self.app.push_screen(EditMemoryScreen(memory), edited)
+
+    @work(group="memory-write")
+    async def edit(self, memory_id: int, value: str) -> None:
+        try:
+            result = await self._service.edit(
+                memory_id, value, project=self._project, reason="on the /memory screen"
+            )
+        except MemoryRejected as exc:
+            self.notify(f"Not changed: {exc}.", severity="error")
+            return
+        if result is None:
+            self.notify(f"Memory #{memory_id} is no longer active.", severity="warning")
+            return
+        self._selected = result.memory.id
+        self.notify(f"Saved #{result.memory.id} ({result.memory.category}/{terminal_safe(result.memory.key)}).")
+        self.post_message(self.MemoryChanged(result.memory, "edit"))
 
     @work(group="memory-write")
     async def approve(self, memory_id: int) -> None:

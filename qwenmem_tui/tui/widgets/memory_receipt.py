@@ -36,19 +36,14 @@ class ReceiptEntries(OptionList):
     """The open list; its keys correct the highlighted memory."""
 
     BINDINGS = [
-        Binding("f", "correct('forget')", "Forget"),
-        Binding("e", "correct('edit')", "Edit value"),
-        Binding("n", "correct('not_relevant')", "Not relevant here"),
+        Binding("f", "correct('forget')", "Forget", id="receipt.forget"),
+        Binding("e", "correct('edit')", "Edit value", id="receipt.edit"),
+        Binding("n", "correct('not_relevant')", "Not relevant here", id="receipt.not_relevant"),
     ]
 
-    async def on_key(self, event: events.Key) -> None:
-        # Printable keys that reach the chat screen go to the prompt (typing never gets
-        # lost), so the correction keys are run here, before the key bubbles up.
-        for binding in self._bindings.key_to_bindings.get(event.key, ()):
-            event.stop()
-            event.prevent_default()
-            await self.run_action(binding.action)
-            return
+    def takes_key(self, key: str) -> bool:
+        """The chat screen sends typing to the prompt; the correction keys stay here."""
+        return key in self._bindings.key_to_bindings
 
     async def action_correct(self, action: str) -> None:
         receipt = self.parent
@@ -75,8 +70,13 @@ class MemoryReceipt(Vertical, can_focus=True):
         height: auto;
         max-height: 16;
         border: none;
-        padding: 0 0 0 2;
+        border-left: blank;
+        padding: 0 0 0 1;
         background: $background;
+        &:focus {
+            border: none;
+            border-left: outer $accent;
+        }
     }
     MemoryReceipt.-open > ReceiptEntries {
         display: block;

@@ -77,7 +77,8 @@ def test_import_list_search_forget_stats_export(
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
 
-    done = qwenmem("import", str(source), home=home, cwd=project)
+    # --trust: the person's own file (without it a fact about them would be held).
+    done = qwenmem("import", "--trust", str(source), home=home, cwd=project)
     assert done.returncode == 0, done.stderr
     assert (
         "created 2" in done.stdout
@@ -125,7 +126,7 @@ def test_import_list_search_forget_stats_export(
     other_home = tmp_path / "other"
     other_home.mkdir()
     (other_home / "config.toml").write_text('[general]\nuser = "ana"\n')
-    restored = qwenmem("import", str(backup), home=other_home, cwd=project)
+    restored = qwenmem("import", "--trust", str(backup), home=other_home, cwd=project)
     assert "skipped 1" in restored.stdout  # the deleted row stays deleted
     keys = [
         m["key"] for m in json.loads(qwenmem("list", "--json", home=other_home, cwd=project).stdout)
@@ -166,7 +167,7 @@ def test_memory_commands_run_as_the_real_command(
     project = _project(tmp_path / "alpha")
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps({"category": "user", "key": "tea", "value": "Likes green tea"}))
-    assert qwenmem("import", str(source), home=home, cwd=project).returncode == 0
+    assert qwenmem("import", "--trust", str(source), home=home, cwd=project).returncode == 0
     done = subprocess.run(
         [sys.executable, "-m", "qwenmem_tui", "memory", "list", "--json"],
         capture_output=True,
@@ -215,7 +216,7 @@ def test_reading_and_forgetting_commands_load_neither_vectors_nor_the_model(
             for k, v in (("tea", "Likes green tea"), ("city", "Lives in Lisbon"))
         )
     )
-    assert qwenmem("import", str(source), home=home, cwd=project).returncode == 0
+    assert qwenmem("import", "--trust", str(source), home=home, cwd=project).returncode == 0
     first = json.loads(qwenmem("list", "--json", home=home, cwd=project).stdout)[0]["id"]
     done = subprocess.run(
         [

@@ -282,7 +282,7 @@ async def test_an_approved_restatement_replaces_its_subject(service: MemoryServi
 async def test_import_restating_a_subject_supersedes_it(service: MemoryService) -> None:
     await service.remember("I live in São Paulo", project=PROJECT_A)
     line = json.dumps({"category": "user", "key": "city", "value": "I live in Lisbon"})
-    report = await service.import_lines([line], project=PROJECT_A)
+    report = await service.import_lines([line], project=PROJECT_A, trusted=True)
     assert report.counts == {"superseded": 1}
     assert await active(service) == [("home_city", "I live in Lisbon")]
 

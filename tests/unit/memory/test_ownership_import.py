@@ -105,14 +105,14 @@ def line(**row: object) -> str:
 async def test_bad_lines_are_rejected_with_their_line_number(
     service: MemoryService, raw: str, fragment: str
 ) -> None:
-    report = await service.import_lines([line(key="first", value="fine"), raw], project=PROJECT_A)
+    report = await service.import_lines([line(key="first", value="fine"), raw], project=PROJECT_A, trusted=True)
     assert report.counts == {"created": 1, "rejected": 1}
     [error] = report.errors
     assert error.startswith("line 2: ") and fragment in error, error
 
 
 async def test_an_imported_old_time_keeps_its_age(service: MemoryService, clock: Clock) -> None:
-    report = await service.import_lines([line(created_at=T0 - 10 * DAY, ttl_days=30)], project=PROJECT_A)
+    report = await service.import_lines([line(created_at=T0 - 10 * DAY, ttl_days=30)], project=PROJECT_A, trusted=True)
     assert report.counts == {"created": 1}
     [memory] = await service.list()
     assert memory.created_at == T0 - 10 * DAY and memory.expires_at == pytest.approx(T0 + 20 * DAY)
@@ -138,8 +138,8 @@ async def test_reimporting_an_export_changes_nothing_new(service: MemoryService)
     # A held row stays held even when its words would pass on their own.
     exported_held_benign = line(key="tea", value="Likes green tea", status="quarantined", flags=["untrusted_source"])
     backup = await service.export_lines() + [exported_held_benign]
-    first = await service.import_lines(backup, project=PROJECT_A)
-    second = await service.import_lines(backup, project=PROJECT_A)
+    first = await service.import_lines(backup, project=PROJECT_A, trusted=True)
+    second = await service.import_lines(backup, project=PROJECT_A, trusted=True)
     assert first.counts == {"refreshed": 1, "quarantined": 2}
     assert second.counts == first.counts
     rows = await service.list()
@@ -185,7 +185,7 @@ def qwenmem(
 def test_forget_by_id_is_checked_for_every_face(qwenmem: Callable[..., Ran], tmp_path: Path) -> None:
     backup = tmp_path / "mine.jsonl"
     backup.write_text(line(value="Alice edits with helix") + "\n")
-    assert qwenmem("import", str(backup)).code == 0
+    assert qwenmem("import", "--trust", str(backup)).code == 0
     [row] = json.loads(qwenmem("list", "--json").out)
     # Bob, same machine and database: alice's id is no memory of his.
     denied = qwenmem("forget", str(row["id"]), user="bob")

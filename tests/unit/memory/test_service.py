@@ -222,7 +222,7 @@ async def test_secrets_never_reach_the_database(service: MemoryService, mem_path
     await service.save(
         "user",
         "note",
-        "my key is sk-proj-abcdefghijklmnopqrstuvwxyz123456",
+        "my deploy key for staging is sk-proj-abcdefghijklmnopqrstuvwxyz123456",
         origin="tool",
         project=PROJECT_A,
     )
@@ -257,7 +257,7 @@ async def test_export_import_roundtrip_skips_replaced_values(
     other = await MemoryService.open(make_settings(), Paths(tmp_path / "other"), clock=clock)
     try:
         report = await other.import_lines(
-            [*lines, '{"category": "user"}', "not json"], project=PROJECT_A
+            [*lines, '{"category": "user"}', "not json"], project=PROJECT_A, trusted=True
         )
         assert report.counts == {"skipped": 1, "created": 2, "rejected": 2}
         values = sorted(m.value for m in await other.list(statuses=[Status.ACTIVE]))

@@ -1,0 +1,228 @@
+"""The MCP client against real server processes: mcp-server-time from PyPI, a server
+on the official SDK, and a misbehaving one (dies, hangs, answers garbage)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from mcp_support import BROKEN_SERVER, MCP_SERVER_TIME, PYTHON, write_servers
+
+from qwenmem_tui.chat.tools import ToolContext, ToolRegistry
+from qwenmem_tui.config import McpServerSettings, McpSettings
+from qwenmem_tui.mcp_client.permissions import Decision, PermissionRequest, PermissionStore
+from qwenmem_tui.mcp_client.servers import McpServers, describe_servers
+from qwenmem_tui.mcp_client.tools import tool_name
+
+
+@pytest.fixture
+def scripts(tmp_path: Path) -> tuple[Path, Path]:
+    return write_servers(tmp_path)
+
+
+def _servers(tmp_path: Path, **tables: McpServerSettings) -> McpServers:
+    return McpServers(
+        McpSettings(servers=tables), cwd=tmp_path, home=tmp_path / "home", project="/proj"
+    )
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[list[McpServers]]:
+    opened: list[McpServers] = []
+    yield opened
+    for servers in opened:
+        await servers.close()
+
+
+def _registry(servers: McpServers) -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.add_provider(servers.tools)
+    return registry
+
+
+def _ctx(tmp_path: Path) -> ToolContext:
+    return ToolContext(project_root=tmp_path, session_id="s")
+
+
+async def _ready(servers: McpServers) -> None:
+    for server in servers.servers.values():
+        await asyncio.wait({server.start()})
+
+
+async def test_mcp_server_time_tools_reach_the_model_and_answer(
+    tmp_path: Path, running: list[McpServers]
+) -> None:
+    servers = _servers(tmp_path, time=McpServerSettings(command=MCP_SERVER_TIME))
+    running.append(servers)
+    registry = _registry(servers)
+    assert registry.schemas() == []  # not started yet: nothing offered, nothing waited for
+    servers.approver = _never_asked
+    servers.start()
+    await _ready(servers)
+    schemas = {schema["function"]["name"]: schema["function"] for schema in registry.schemas()}
+    assert set(schemas) == {"mcp__time__get_current_time", "mcp__time__convert_time"}
+    # Someone else's program's output: untrusted content for the provenance guard.
+    assert registry.untrusted_output("mcp__time__get_current_time")
+    assert "mcp__time__get_current_time" not in registry.trusted_outputs()
+    parameters = schemas["mcp__time__get_current_time"]["parameters"]
+    assert parameters["type"] == "object" and "timezone" in parameters["properties"]
+    # Read-only (annotated by the server): runs without asking even though untrusted.
+    result = await registry.call(
+        "mcp__time__get_current_time", json.dumps({"timezone": "Europe/Paris"}), _ctx(tmp_path)
+    )
+    assert not result.is_error
+    assert json.loads(result.content)["timezone"] == "Europe/Paris"
+
+
+async def _never_asked(request: PermissionRequest) -> Decision:
+    raise AssertionError(f"asked about {request.name}")
+
+
+async def test_untrusted_writing_tool_asks_and_each_answer_is_kept(
+    tmp_path: Path, scripts: tuple[Path, Path], running: list[McpServers]
+) -> None:
+    notes_script, _ = scripts
+    notes = tmp_path / "notes.txt"
+    servers = _servers(
+        tmp_path, notes=McpServerSettings(command=PYTHON, args=[str(notes_script), str(notes)])
+    )
+    running.append(servers)
+    answers = [Decision.DENY, Decision.ONCE, Decision.ALWAYS, Decision.ONCE]
+    asked: list[PermissionRequest] = []
+
+    async def approve(request: PermissionRequest) -> Decision:
+        asked.append(request)
+        return answers.pop(0)
+
+    servers.approver = approve
+    servers.start()
+    await _ready(servers)
+    registry = _registry(servers)
+    call = lambda text: registry.call(  # noqa: E731
+        "mcp__notes__add_note", json.dumps({"text": text}), _ctx(tmp_path)
+    )
+    denied = await call("one")
+    assert denied.is_error and "denied" in denied.content
+    assert not notes.exists()
+    assert not (await call("two")).is_error
+    assert not (await call("three")).is_error
+    assert (await call("four")).content == "added: four"  # always: not asked again
+    assert len(asked) == 3 and asked[0].arguments == {"text": "one"}
+    assert notes.read_text().split() == ["two", "three", "four"]
+    # Remembered on disk for this project only.
+    assert PermissionStore(tmp_path / "home", "/proj").allowed("mcp__notes__add_note")
+    assert not PermissionStore(tmp_path / "home", "/other").allowed("mcp__notes__add_note")
+    # The read-only tool never asked.
+    read = await registry.call("mcp__notes__read_notes", "{}", _ctx(tmp_path))
+    assert read.content.split() == ["two", "three", "four"]
+    failed = await registry.call("mcp__notes__fail", json.dumps({"reason": "boom"}), _ctx(tmp_path))
+    assert failed.is_error and "fail" in failed.content  # the SDK hides the exception's text
+
+
+async def test_headless_face_offers_and_runs_only_trusted_servers(
+    tmp_path: Path, scripts: tuple[Path, Path], running: list[McpServers]
+) -> None:
+    notes_script, _ = scripts
+    notes = tmp_path / "notes.txt"
+    args = [str(notes_script), str(notes)]
+    servers = _servers(
+        tmp_path,
+        trusted=McpServerSettings(command=PYTHON, args=args, trust=True),
+        other=McpServerSettings(command=PYTHON, args=args),
+    )
+    running.append(servers)
+    servers.start()
+    await _ready(servers)
+    registry = _registry(servers)
+    names = registry.names()
+    assert "mcp__trusted__add_note" in names
+    assert not any(name.startswith("mcp__other__") for name in names)
+    result = await registry.call("mcp__trusted__add_note", '{"text": "hi"}', _ctx(tmp_path))
+    assert result.content == "added: hi"
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("die", "closed the connection"),
+        ("hang", "did not answer within 1s"),
+        ("garbage", "answered garbage"),
+    ],
+)
+async def test_misbehaving_server_is_one_error_and_restarts_on_the_next_call(
+    tmp_path: Path, scripts: tuple[Path, Path], running: list[McpServers], mode: str, expected: str
+) -> None:
+    _, broken = scripts
+    servers = _servers(
+        tmp_path,
+        broken=McpServerSettings(command=PYTHON, args=[str(broken), mode], trust=True, timeout=1),
+    )
+    running.append(servers)
+    servers.start()
+    await _ready(servers)
+    server = servers.servers["broken"]
+    assert server.state == "ready"
+    registry = _registry(servers)
+    result = await registry.call("mcp__broken__poke", "{}", _ctx(tmp_path))
+    assert result.is_error
+    assert "\n" not in result.content and expected in result.content
+    assert server.state == "failed" and server.error
+    assert "failed" in describe_servers(servers)
+    # Still offered; the next call starts a fresh process (which misbehaves again).
+    assert "mcp__broken__poke" in registry.names()
+    again = await registry.call("mcp__broken__poke", "{}", _ctx(tmp_path))
+    assert again.is_error and "\n" not in again.content
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        (McpServerSettings(command="/nonexistent/mcp-server"), "command not found"),
+        (McpServerSettings(command=PYTHON, args=["-c", "pass"]), ""),
+        (McpServerSettings(command=PYTHON, args=["-c", BROKEN_SERVER, "garbage-init"], timeout=1), "garbage"),
+    ],
+)
+async def test_server_that_cannot_start_fails_with_one_line(
+    tmp_path: Path, running: list[McpServers], settings: McpServerSettings, expected: str
+) -> None:
+    servers = _servers(tmp_path, bad=settings)
+    running.append(servers)
+    servers.start()
+    await _ready(servers)
+    server = servers.servers["bad"]
+    assert server.state == "failed"
+    assert server.error and "\n" not in server.error and expected in server.error
+    assert servers.tools() == []
+
+
+async def test_server_that_hangs_at_start_times_out(
+    tmp_path: Path, scripts: tuple[Path, Path], running: list[McpServers]
+) -> None:
+    _, broken = scripts
+    servers = _servers(
+        tmp_path,
+        slow=McpServerSettings(command=PYTHON, args=[str(broken), "hang-init"], timeout=0.5),
+    )
+    running.append(servers)
+    servers.start()
+    await _ready(servers)
+    assert servers.servers["slow"].error == "did not answer within 0.5s"
+
+
+def test_tool_names_fit_openai_function_names() -> None:
+    assert tool_name("time", "get.time/now") == "mcp__time__get_time_now"
+    assert len(tool_name("s", "x" * 100)) == 64
+
+
+def test_describe_servers_without_config_says_how_to_add_one() -> None:
+    text = describe_servers(None, "/home/u/.qwenmem/config.toml")
+    assert "[mcp.servers.time]" in text and "config.toml" in text
+
+
+def test_unreadable_permissions_file_counts_as_no_answers(tmp_path: Path) -> None:
+    (tmp_path / "mcp_permissions.json").write_text("{broken")
+    store = PermissionStore(tmp_path, "/p")
+    assert not store.allowed("mcp__a__b")
