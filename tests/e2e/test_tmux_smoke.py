@@ -243,8 +243,10 @@ def test_mcp_model_copy_export_in_a_real_terminal(
     assert "Fast *and* brief." in exported
 
     terminal.tmux("send-keys", "-t", "basics", "C-q")
-    screen = terminal.wait_for("basics", exited=True)
-    assert "Resume it with: qwenmem --resume " in screen
+    terminal.wait_for("basics", exited=True)
+    # The line may have scrolled above the pane by the time it is dead: read the history.
+    screen = terminal.tmux("capture-pane", "-p", "-S", "-200", "-t", "basics")
+    assert "saved. Resume it with: qwenmem --resume " in screen
     assert "Traceback" not in screen
 
 
