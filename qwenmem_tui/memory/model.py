@@ -44,6 +44,7 @@ class AuditAction(StrEnum):
     APPROVE = "approve"
     FORGET = "forget"
     DISMISS = "dismiss"  # "not relevant here": left out of recall for similar messages
+    REVIEW = "review"  # a person looked at it in the sampled review and kept it
 
 
 # Facts about the person follow them everywhere; facts about a codebase stay with it.
