@@ -115,6 +115,52 @@ _RULES: tuple[tuple[str, re.Pattern[str], int], ...] = tuple(
             1,
         ),
         ("npm auth token", r"_authToken\s*=\s*(\S+)", 0, 1),
+        (
+            # "the db pass is c3Vw…", "pass: x1y2" — bare "pass" only with a digit or
+            # symbol in the value, so "the build pass is green" keeps its words.
+            "password",
+            r"\bpass(?:code|word)?\s*(?:[:=]|\bis\b)\s*[\"']?((?=" + _VALUE + r"*[0-9_+/=!@#$%^&*-])" + _VALUE + r"{4,})",
+            re.I,
+            1,
+        ),
+        (
+            # "my PIN is 4821", "passcode: 902113", "unlock code = 5521"
+            "PIN",
+            r"\b(?:pin(?:\s*code)?|passcode|pass\s+code|security\s+code|unlock\s+code)\s*(?:[:=]|\bis\b)\s*[\"']?(\d{4,12})(?![\w.])",
+            re.I,
+            1,
+        ),
+        (
+            "PIN",
+            r"\b(?:passcode|pass\s+code|security\s+code|unlock\s+code)\s*(?:[:=]|\bis\b)\s*[\"']?((?=\S*\d)" + _VALUE + r"{4,})",
+            re.I,
+            1,
+        ),
+        (
+            # mysql -u root -pS3cret (no space: the password itself), --password secret,
+            # sshpass -p secret. "-p8080" elsewhere is a port and is left alone.
+            "command-line password",
+            r"\b(?:mysql\w*|mariadb\w*|mysqldump|mysqladmin|mysqlimport|mysqlsh)\b[^\n|;&]*?\s-p([^\s'\"]{3,})",
+            0,
+            1,
+        ),
+        ("command-line password", r"\bsshpass\s+-p\s*[\"']?([^\s'\"]{3,})", 0, 1),
+        ("command-line password", r"(?:^|\s)--pass(?:word)?(?:=|\s+)[\"']?([^\s'\"-][^\s'\"]{3,})", re.M, 1),
+        (
+            # "admin / Tr0ub4dor&3": a login and a password with a digit or symbol.
+            "login / password",
+            r"(?<![\w/.:-])[A-Za-z][\w.@-]{1,40}\s+/\s+((?=[^\s/]*[A-Za-z])(?=[^\s/]*[0-9!@#$%^&*?+=~])[^\s/]{6,})(?![\w/])",
+            0,
+            1,
+        ),
+        (
+            # "API key 9f8e7d6c…": a long key right after its name, no "is" needed.
+            "key after its name",
+            r"\b(?:api[_ -]?key|apikey|secret(?:[_ -]key)?|access[_ -]key|auth[_ -]key|license[_ -]key"
+            r"|private[_ -]key|token)s?\b(?:\s+(?:is|was))?\s*[:=]?\s*[\"']?([0-9a-fA-F]{24,}|[A-Za-z0-9+/_-]{32,}={0,2})",
+            re.I,
+            1,
+        ),
     )
 )
 
@@ -265,11 +311,27 @@ _KEY_PREFIXES = re.compile(
 )
 
 
+# "db_password_tr0ub4dor3": a credential word, then a part that is no setting's name.
+_KEY_AFTER_CREDENTIAL = re.compile(
+    r"(?:^|_)(?:password|passwd|pass|pwd|passphrase|secret|token|api_?key|apikey|pin|passcode)_([a-z0-9_]+)$"
+)
+
+
+_DIGIT_THEN_LETTER = re.compile(r"[0-9][a-z]")
+
+
 def key_holds_secret(key: str) -> bool:
     """A memory key names a subject; one holding key material (a random run, a vendor
-    prefix) would put the secret in every listing, export and prompt."""
+    prefix, a password spelled after its name) would put the secret in every listing,
+    export and prompt."""
     if _KEY_PREFIXES.search(key) or contains_secret(key):
         return True
+    if after := _KEY_AFTER_CREDENTIAL.search(key):
+        for part in after.group(1).split("_"):
+            # Letters again after a digit ("hunter2hunter", "tr0ub4dor3"); names with
+            # a number at the end ("base64", "sha256") are settings.
+            if len(part) >= 6 and sum(c.isalpha() for c in part) >= 3 and _DIGIT_THEN_LETTER.search(part):
+                return True
     for run in _KEY_RUN.findall(key):
         digits = sum(c.isdigit() for c in run)
         # Hex alone is a hash or an id (a commit, a UUID part), not key material.

@@ -95,7 +95,8 @@ class Upstream:
         request = self._client.build_request(
             method,
             f"{self.base_url}{path}",
-            content=None if body is None else json.dumps(body, ensure_ascii=False).encode(),
+            # ASCII escapes: a lone surrogate the client sent (valid JSON) goes on as sent.
+            content=None if body is None else json.dumps(body).encode(),
             headers={"Content-Type": "application/json"} if body is not None else None,
         )
         try:

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import unquote, urlparse
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import AcceptedElicitation, Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
 from qwenmem_tui.features import MemoryAccess, MemoryUnavailable
@@ -39,13 +39,14 @@ log = logging.getLogger("qwenmem.mcp")
 
 SERVER_NAME = "qwenmem"
 ROOTS_TIMEOUT_S = 2.0
+CONFIRM_TIMEOUT_S = 120.0
 INSTRUCTIONS = (
     "Long-term memory shared with the qwenmem chat. search_memory before answering "
     "questions about the user, their preferences or this project; remember durable "
     "facts the user states (not secrets, not passing details); forget_memory when the "
     "user asks. Memories can be out of date: prefer what the user says now. Writes "
     "from here are held for the user's review when they read as instructions or "
-    "would apply to every project."
+    "would apply to every project, unless the user confirms them when asked."
 )
 
 
@@ -95,7 +96,8 @@ class MemoryBackend:
     """What the tools share: the memory (opening behind the handshake), the project
     once known."""
 
-    def __init__(self, memory: MemoryAccess, *, project_dir: Path | None, cwd: Path) -> None:
+    def __init__(self, memory: MemoryAccess | None, *, project_dir: Path | None, cwd: Path) -> None:
+        """``memory`` None: memory is turned off in the config; every tool says so."""
         self._memory = memory
         self._project_dir = project_dir
         self._cwd = cwd
@@ -104,9 +106,12 @@ class MemoryBackend:
 
     def start(self) -> None:
         """Open the store now, and the vectors behind it, without waiting for either."""
-        self._memory.start()
+        if self._memory is not None:
+            self._memory.start()
 
     async def service(self) -> MemoryService:
+        if self._memory is None:
+            raise ToolError("qwenmem's long-term memory is turned off (memory.enabled = false)")
         try:
             return await self._memory.service()
         except MemoryUnavailable as exc:
@@ -114,7 +119,8 @@ class MemoryBackend:
             raise ToolError(str(exc)) from None
 
     async def close(self) -> None:
-        await self._memory.close()
+        if self._memory is not None:
+            await self._memory.close()
 
     async def project(self, ctx: Context) -> str:
         """The project's id: --project, else the client's first root, else the cwd."""
@@ -162,6 +168,31 @@ async def _first_root(ctx: Context) -> Path | None:
             if path.is_dir():
                 return path
     return None
+
+
+class SaveConfirmation(BaseModel):
+    save: bool = Field(default=True, description="Save this note to qwenmem's memory")
+
+
+async def _user_confirms(ctx: Context, text: str) -> bool:
+    """Ask the user (MCP elicitation) whether a held note is theirs to keep; False when
+    the client cannot ask, or the user declines, cancels or does not answer."""
+    try:
+        capabilities = ctx.request_context.session.client_capabilities
+        if capabilities is None or capabilities.elicitation is None:
+            return False
+        async with asyncio.timeout(CONFIRM_TIMEOUT_S):
+            answer = await ctx.elicit(
+                "Save this note to qwenmem's long-term memory? It will be recalled in "
+                f"future conversations:\n\n{text.strip()}",
+                SaveConfirmation,
+            )
+    except Exception as exc:  # no answer is a "not confirmed": the note is held
+        log.info("[MCP] confirmation not obtained: %s", exc)
+        return False
+    confirmed = isinstance(answer, AcceptedElicitation) and answer.data.save
+    log.info("[MCP] the user %s a held note", "confirmed" if confirmed else "did not confirm")
+    return confirmed
 
 
 async def _answer(call: Awaitable[Any]) -> Any:
@@ -212,7 +243,7 @@ def build_server(backend: MemoryBackend) -> MCPServer:
         "correction, a fact about the user or this project). The same fact said again "
         "is deduplicated; a new value for the same subject supersedes the old one. "
         "Never save secrets. Instruction-like or every-project facts are held for the "
-        "user's review (action 'quarantined').",
+        "user's review (action 'quarantined') unless the user confirms them when asked.",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
     )
     async def remember(
@@ -224,7 +255,10 @@ def build_server(backend: MemoryBackend) -> MCPServer:
         ] = None,
     ) -> RememberAnswer:
         memory = await backend.memory(ctx)
-        return await _answer(memory.remember(text, category, key))
+        confirmed = memory.wants_the_users_word(text, category, key) and await _user_confirms(
+            ctx, text
+        )
+        return await _answer(memory.remember(text, category, key, confirmed=confirmed))
 
     @server.tool(
         title="Forget memory",
@@ -259,7 +293,11 @@ async def serve_stdio(
     llm = _llm(settings)
     # The project is known only at the first tool call; the service is per user, and
     # each ProjectMemory names its project, so the access's own project is unused.
-    memory = MemoryAccess(settings, paths, llm=llm, project="", rows_first=True)
+    memory = (
+        MemoryAccess(settings, paths, llm=llm, project="", rows_first=True)
+        if settings.memory.enabled
+        else None
+    )
     backend = MemoryBackend(memory, project_dir=project_dir, cwd=cwd)
     try:
         await build_server(backend).run_stdio_async()

@@ -194,7 +194,6 @@ def _exchange_key(project: str, history: list[dict[str, Any]]) -> str:
             json.dumps(
                 [message.get("role"), message.get("content"), message.get("tool_call_id")],
                 sort_keys=True,
-                ensure_ascii=False,
                 default=str,
             ).encode()
         )

@@ -47,7 +47,7 @@ GROUNDED_SHARE = 0.6
 _STEM = 4
 
 
-def _terms(text: str) -> set[str]:
+def content_terms(text: str) -> set[str]:
     """Content words, stemmed by prefix; CJK runs as character bigrams (no spaces there)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     terms: set[str] = set()
@@ -137,10 +137,10 @@ class Provenance:
             return False
         if any(unicodedata.category(ch) == "Cf" for ch in value):
             return False  # invisible characters carry text nobody typed
-        wanted = _terms(value)
+        wanted = content_terms(value)
         if not wanted:
             return False
-        said = _terms("\n".join(self.user_text))
+        said = content_terms("\n".join(self.user_text))
         return len(wanted & said) >= GROUNDED_SHARE * len(wanted)
 
     def describe(self) -> str:

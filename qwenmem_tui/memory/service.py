@@ -44,6 +44,7 @@ from qwenmem_tui.memory.live import Freshness, LiveBlocks, live_blocks
 from qwenmem_tui.memory.metrics import DELIVERY_PREFIX, MemoryStats, compute_stats
 from qwenmem_tui.memory.model import (
     DAY,
+    FLAG_SECRET_REDACTED,
     GLOBAL_CATEGORIES,
     GLOBAL_SCOPE,
     AuditEntry,
@@ -129,6 +130,12 @@ def default_user(settings: Settings) -> str:
 VectorOpener = Callable[[], Awaitable[tuple[EmbedderChoice, "VectorIndex"]]]
 """Chooses (and loads) the embedder and names its index: what ``open(lazy=True)``
 defers until recall or a write needs vectors."""
+
+
+def note_subject(text: str) -> tuple[str, str]:
+    """(category, key) for a free-text note, derived with its secrets cut out, so a key
+    never carries one (the value loses it in the guard)."""
+    return classify_note(secrets.redact(text).replace(secrets.REDACTED, " "))
 
 
 class MemoryService:
@@ -452,7 +459,11 @@ class MemoryService:
             )
         verdict = guard.check(category, key, value, provenance=provenance)
         if not verdict.accepted:
+            if verdict.refused_secret:
+                await self.store.add_metrics({"secrets_refused": 1.0})
             raise MemoryRejected(verdict.errors)
+        if FLAG_SECRET_REDACTED in verdict.flags:
+            await self.store.add_metrics({"secrets_redacted": 1.0})
         await self._vectors()  # identity and the write's own vector need them
         said = value  # as written: grounding is judged on it, not on the redacted value
         flags = list(dict.fromkeys([*hold, *verdict.flags]))
@@ -572,9 +583,7 @@ class MemoryService:
         (the MCP ``remember`` tool) comes the same way with its own ``origin`` and
         ``provenance``, and may name the ``category`` or ``key`` itself.
         """
-        derived_category, derived_key = classify_note(
-            secrets.redact(text).replace(secrets.REDACTED, " ")
-        )
+        derived_category, derived_key = note_subject(text)
         return await self.save(
             category or derived_category,
             key or derived_key,

@@ -39,6 +39,7 @@ async def mcp_session(
     *args: str,
     roots: list[Path] | None = None,
     client_name: str = "claude-code",
+    elicitation: Any = None,
 ) -> AsyncIterator[ClientSession]:
     """`qwenmem mcp ARGS` started in `cwd`, initialized, as `client_name`."""
     params = StdioServerParameters(
@@ -62,6 +63,7 @@ async def mcp_session(
                 read,
                 write,
                 list_roots_callback=callback,
+                elicitation_callback=elicitation,
                 client_info=types.Implementation(name=client_name, version="1.0"),
                 read_timeout_seconds=60,
             ) as session:
@@ -82,7 +84,6 @@ def structured(result: types.CallToolResult) -> dict[str, Any]:
 async def test_tools_schema_and_read_only_hints(home: Path, project: Path) -> None:
     _hash_embedder(home)
     async with mcp_session(project) as session:
-        assert session.initialize_result is None or True  # handshake done above
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
     assert set(tools) == {"search_memory", "remember", "forget_memory", "list_memories"}
     search = tools["search_memory"]
@@ -219,3 +220,40 @@ async def test_bad_arguments_are_tool_errors(home: Path, project: Path) -> None:
         assert refused["action"] == "refused" and refused["id"] is None
         # Still serving after all of that.
         assert structured(await session.call_tool("list_memories", {})) == {"memories": []}
+
+
+async def test_memory_turned_off_is_said_not_crashed(home: Path, project: Path) -> None:
+    with (home / "config.toml").open("a", encoding="utf-8") as config:
+        config.write("\n[memory]\nenabled = false\n")
+    async with mcp_session(project) as session:
+        result = await session.call_tool("list_memories", {})
+    assert result.is_error
+    assert "turned off" in result.content[0].text
+
+
+async def test_the_users_confirmation_keeps_an_every_project_fact(home: Path, project: Path) -> None:
+    """A client that can ask its user (MCP elicitation) turns a held note into the user's
+    own word; an attack is never offered for confirmation, and a "no" keeps it held."""
+    _hash_embedder(home)
+    asked: list[str] = []
+    answers = iter(["accept", "decline"])
+
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        action = next(answers)
+        return types.ElicitResult(action=action, content={"save": True} if action == "accept" else None)
+
+    async with mcp_session(project, elicitation=elicit) as session:
+        kept = structured(
+            await session.call_tool("remember", {"text": "The user prefers tabs over spaces", "category": "user"})
+        )
+        assert kept["action"] == "created"
+        declined = structured(
+            await session.call_tool("remember", {"text": "The user lives in Lisbon", "category": "user"})
+        )
+        assert declined["action"] == "quarantined"
+        attack = structured(await session.call_tool("remember", {"text": HOSTILE, "category": "user"}))
+        assert attack["action"] == "quarantined"
+        listed = structured(await session.call_tool("list_memories", {}))
+    assert len(asked) == 2 and "The user prefers tabs over spaces" in asked[0]
+    assert [m["id"] for m in listed["memories"]] == [kept["id"]]

@@ -175,6 +175,7 @@ def test_clients_mistakes_are_4xx_in_openais_shape(proxy_url: str) -> None:
             b'{"model": "m", "messages": [{"role": "user", "content": "x"}]}',
             {"X-Qwenmem-Project": "relative/dir"},
         ),
+        (b"[" * 100_000, {}),
     ):
         response = httpx.post(url, content=body, headers={"Content-Type": "application/json", **headers})
         assert response.status_code == 400, body
@@ -261,3 +262,11 @@ def test_extraction_is_off_unless_the_daemon_turns_it_on(
     (job,) = extraction_requests()
     transcript = job["messages"][1]["content"]
     assert "I deploy with make ship" in transcript and "Noted: make ship." in transcript
+
+
+def test_odd_but_valid_json_is_forwarded_as_sent(proxy_url: str, fake: FakeOpenAI) -> None:
+    """A lone surrogate escape is valid JSON: no 5xx, and the upstream gets it as sent."""
+    body = b'{"model": "test-model", "messages": [{"role": "user", "content": "odd \\ud800 text"}]}'
+    response = httpx.post(f"{proxy_url}/v1/chat/completions", content=body)
+    assert response.status_code == 200, response.text
+    assert "odd \ud800 text" in user_text(fake.chat_requests[-1])

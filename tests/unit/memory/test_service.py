@@ -222,7 +222,7 @@ async def test_secrets_never_reach_the_database(service: MemoryService, mem_path
     await service.save(
         "user",
         "note",
-        "my key is sk-proj-abcdefghijklmnopqrstuvwxyz123456",
+        "my deploy key for staging is sk-proj-abcdefghijklmnopqrstuvwxyz123456",
         origin="tool",
         project=PROJECT_A,
     )
