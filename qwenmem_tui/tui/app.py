@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -60,6 +62,11 @@ log = logging.getLogger("qwenmem.tui")
 ChatState = Literal["starting", "idle", "responding", "running_tool"]
 """The chat's own states; an extension's command adds its busy states (`BusyState`)."""
 
+
+QUIT_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+"""Signals that end qwenmem the way Ctrl+Q does (Windows has no SIGHUP)."""
 
 NOTHING_TO_RESUME = "No earlier session in this project to resume: this is a new one."
 
@@ -133,6 +140,7 @@ class QwenmemApp(App[None]):
         self._start_model = start_model
         # The app owns its process (the CLI, not a test): it tunes the collector.
         self._long_lived = long_lived
+        self._exiting_on: int | None = None  # the signal that is ending the app, if one
         # The bundled local model: a short system prompt, and no tools it cannot call.
         self._model_defaults = model_defaults
         self._runtime: Runtime | None = None
@@ -283,9 +291,35 @@ class QwenmemApp(App[None]):
     async def on_mount(self) -> None:
         from qwenmem_tui.tui.screens.chat import ChatScreen
 
+        if self._long_lived:
+            self._quit_on_signals()
         # The screen first: the prompt takes keys while the rest opens behind it.
         await self.push_screen(ChatScreen())
         self.run_worker(self._start(), group="startup", exclusive=True, exit_on_error=False)
+
+    def _quit_on_signals(self) -> None:
+        """SIGTERM (kill, a shutdown) and SIGHUP (the terminal window closed) quit as
+        Ctrl+Q does, through the app's own exit: a reply being streamed is stored as
+        far as it came, marked interrupted. By default either signal ended the process
+        on the spot and the reply's tail was lost."""
+        loop = asyncio.get_running_loop()
+        for signum in QUIT_SIGNALS:
+            try:
+                loop.add_signal_handler(signum, self._signalled, signum)
+            except (NotImplementedError, RuntimeError, ValueError):  # no such signal here
+                pass
+
+    def _signalled(self, signum: int) -> None:
+        if self._exiting_on is not None:
+            # A hangup comes twice when the terminal closes (the emulator's, then the
+            # kernel's): only a second SIGTERM insists, and ends the process at once.
+            if signum == signal.SIGTERM:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+            return
+        self._exiting_on = signum
+        log.info("[TUI] %s: quitting", signal.Signals(signum).name)
+        self.exit(return_code=128 + signum)
 
     async def _start(self) -> None:
         """Open storage, the features and the model, then show the session."""
