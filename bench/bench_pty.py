@@ -12,6 +12,9 @@ server running in its own process. Nothing is timed inside the app.
 - resume of a 5,000-message session -> a typed key shows; then Home -> its first
   message on screen; RSS before and after
 - CLI commands' wall time (`--help`, `sessions`, `memory list`)
+- `--receipt`: the same streams with a memory recalled for the message, so the reply
+  ends with its memory receipt (`⌁ 1 memory`): what the receipt costs the stream and
+  the keys, and when it shows after the last token
 
 `--peer elia` puts elia (pip install elia-chat into a separate venv; `--peer-bin` is its
 `elia` script) beside us in the same run where it applies; `--baseline DIR` runs the
@@ -58,6 +61,12 @@ STREAMS: tuple[tuple[str, float | None, int], ...] = (
     ("full speed x 20k", None, 20_000),
 )
 RESUME_MESSAGES = 5_000
+RECEIPT_LINE = "⌁ 1 memory"
+BENCH_MEMORY = {
+    "category": "user",
+    "key": "stream_benchmark",
+    "value": "I run the stream benchmark (stream 1000 20000) to test rendering speed",
+}
 QWENMEM = shutil.which("qwenmem") or str(Path(sys.executable).parent / "qwenmem")
 
 
@@ -275,6 +284,7 @@ class Program:
     env: Callable[[Path, str], dict[str, str]]
     extra_path: str | None = None
     send_key: str = "Enter"  # elia sends with ctrl+j (Enter is a newline there)
+    receipt: bool = False  # its replies end with a memory receipt (qwenmem_receipt_env)
 
     def launch(self, work: Path, base_url: str, *args: str) -> Pane:
         env = self.env(work, base_url)
@@ -297,6 +307,21 @@ def qwenmem_env(work: Path, base_url: str) -> dict[str, str]:
         "TERM": "xterm-256color",
         "COLORTERM": "truecolor",
     }
+
+
+def qwenmem_receipt_env(work: Path, base_url: str) -> dict[str, str]:
+    """qwenmem with one memory the stream message recalls (delivered with the first
+    request: `initial_wait_ms`), so every reply ends with a receipt."""
+    env = qwenmem_env(work, base_url)
+    home = Path(env["QWENMEM_HOME"])
+    (home / "config.toml").write_text('[memory]\nembedding = "hash"\ninitial_wait_ms = 30000\n')
+    seed = work / "bench-memory.jsonl"
+    seed.write_text(json.dumps(BENCH_MEMORY) + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "qwenmem_tui", "memory", "import", "--trust", str(seed)],
+        env={**os.environ, **env}, cwd=work, check=True, capture_output=True,
+    )  # fmt: skip
+    return env
 
 
 def elia_env(work: Path, base_url: str) -> dict[str, str]:
@@ -336,6 +361,7 @@ class StreamResult:
     echo_ms: list[float]
     rss_mib: float
     cpu_s: float
+    receipt_after_end_s: float | None = None  # --receipt: its line after the last token
 
 
 def stream_reply(program: Program, rate: float | None, tokens: int, timeout: float) -> StreamResult:
@@ -393,13 +419,17 @@ def stream_reply(program: Program, rate: float | None, tokens: int, timeout: flo
             while not wire and time.monotonic() - waited < 5:
                 time.sleep(POLL)
                 wire = last_wire(wire_file)
+            receipt: float | None = None
+            if program.receipt and ended is not None:
+                shown_at = pane.wait_for(lambda screen: RECEIPT_LINE in screen, 10)
+                receipt = None if shown_at is None else max(0.0, shown_at - ended)
             rss = pane.rss_mib()
             cpu = pane.cpu_s() - cpu_before
         finally:
             pane.close()
     wire_s = wire.get("end", float("nan")) - wire.get("start", float("nan"))
     after = ended - wire["end"] if ended is not None and wire else None
-    return StreamResult(wire_s, after, echoes, rss, cpu)
+    return StreamResult(wire_s, after, echoes, rss, cpu, receipt)
 
 
 def seed_session(home: Path, project: Path, count: int) -> None:
@@ -524,6 +554,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--baseline", type=Path, help="another qwenmem checkout, to compare")
     parser.add_argument(
+        "--receipt",
+        action="store_true",
+        help="also stream with a recalled memory: the reply ends with its receipt",
+    )
+    parser.add_argument(
         "--only", action="append", choices=["launch", "stream", "resume", "cli"], help="subset"
     )
     parser.add_argument(
@@ -547,6 +582,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline:
         programs.append(
             Program("qwenmem (baseline)", [QWENMEM], qwenmem_env, extra_path=str(args.baseline))
+        )
+    streamers = list(programs)
+    if args.receipt:
+        streamers.append(
+            Program(
+                "qwenmem + receipt",
+                [QWENMEM],
+                qwenmem_receipt_env,
+                extra_path=os.environ.get("PYTHONPATH"),
+                receipt=True,
+            )
         )
     peer = (
         Program("elia", [str(args.peer_bin)], elia_env, send_key="C-j")
@@ -600,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.stream:
             streams = tuple(_stream_spec(spec) for spec in args.stream)
         for label, rate, tokens in streams:
-            for program in [*programs, *([peer] if peer else [])]:
+            for program in [*streamers, *([peer] if peer else [])]:
                 timeout = 90.0 if program is peer else 120.0
                 results = [stream_reply(program, rate, tokens, timeout) for _ in range(runs)]
                 echoes = [echo for result in results for echo in result.echo_ms]
@@ -619,6 +665,13 @@ def main(argv: list[str] | None = None) -> int:
                     f"{_s(_p(echoes, 0.5), 'ms', 0)} / {_s(_p(echoes, 0.9), 'ms', 0)}"
                     f" ({len(echoes)} keys)",
                 )
+                if program.receipt:
+                    receipt = _median([r.receipt_after_end_s for r in results])
+                    row(
+                        f"{label}: receipt line after the last token",
+                        program.name,
+                        _s(receipt) if receipt is not None else "not shown within 10 s",
+                    )
     print()
     print("| what | who | measured |\n|---|---|---|")
     for what, who, value in rows:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ("pty", "memory", "recall", "prefetch", "compaction", "postgres", "daemon")
+BENCHMARKS = ("pty", "memory", "recall", "prefetch", "compaction", "postgres", "daemon", "proxy", "mcp")
 
 
 def main(argv: list[str] | None = None) -> int:

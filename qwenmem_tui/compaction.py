@@ -31,6 +31,7 @@ from qwenmem_tui.chat.view import (
     last_marker,
     untrusted_content,
 )
+from qwenmem_tui.instructions import instructions_in
 from qwenmem_tui.llm.errors import LLMError
 
 if TYPE_CHECKING:
@@ -255,9 +256,12 @@ def parse_summary(raw: str) -> BlockSummary:
 
 
 async def summarise_block(
-    llm: LLMClient, previous: str, block: Sequence[Turn]
+    llm: LLMClient, previous: str, block: Sequence[Turn], *, instructions: str = ""
 ) -> BlockSummary:
-    """One fast-model call folding `block` into the previous rolling summary."""
+    """One fast-model call folding `block` into the previous rolling summary.
+
+    `instructions`: the session's project instruction block (`instructions_in`), so
+    the summary keeps what the user's AGENTS.md / QWEN.md say matters."""
     prompt = (
         f"Previous summary:\n{previous or '(none)'}\n\n"
         f"Next block of the conversation:\n{transcript(block)}"
@@ -265,7 +269,12 @@ async def summarise_block(
     try:
         completion = await llm.complete(
             [
-                {"role": "system", "content": SUMMARY_SYSTEM_PROMPT},
+                {
+                    "role": "system",
+                    "content": f"{SUMMARY_SYSTEM_PROMPT}\n\n{instructions}"
+                    if instructions
+                    else SUMMARY_SYSTEM_PROMPT,
+                },
                 {"role": "user", "content": prompt},
             ],
             model=llm.fast_model,
@@ -427,7 +436,9 @@ class CompactionHook:
         try:
             for block in pack_blocks(older):
                 await self._hand_to_extraction(block)
-                folded = await summarise_block(self._llm, summary, block)
+                folded = await summarise_block(
+                    self._llm, summary, block, instructions=instructions_in(session.system_prompt)
+                )
                 summary = folded.summary
                 decisions.extend(d for d in folded.decisions if d not in decisions)
                 del decisions[:-MAX_DECISIONS]

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.chat.view import content_text
+from qwenmem_tui.instructions import instructions_in
 
 if TYPE_CHECKING:
     from qwenmem_tui.llm.client import LLMClient
@@ -179,8 +180,12 @@ async def generate_session_recap(
             return None
         if abort is not None and abort.is_set():
             return None
+        # The user's instruction files (QWEN.md, AGENTS.md) shape the recap too: the
+        # block comes from the chat's own system prompt at the head of the history.
+        instructions = instructions_in(history)
+        system = f"{RECAP_SYSTEM_PROMPT}\n\n{instructions}" if instructions else RECAP_SYSTEM_PROMPT
         messages = [
-            {"role": "system", "content": RECAP_SYSTEM_PROMPT},
+            {"role": "system", "content": system},
             *dialog,
             {"role": "user", "content": RECAP_USER_PROMPT},
         ]

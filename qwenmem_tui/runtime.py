@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatSession
 from qwenmem_tui.chat.view import model_messages
 from qwenmem_tui.config import Settings
+from qwenmem_tui.instructions import Instructions, load_instructions, with_instructions
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.storage.database import Database, RetryCallback, StorageError
@@ -138,6 +139,7 @@ class Runtime:
         assembly: Assembly,
         model_defaults: LocalChatDefaults | None,
         hooks: Sequence[QueryHook],
+        instructions: Instructions = Instructions(),
     ) -> None:
         self.settings = settings
         self.paths = paths
@@ -150,7 +152,9 @@ class Runtime:
         self._owns_llm = owns_llm
         self.assembly = assembly
         self.model_defaults = model_defaults
-        self.system_prompt = system_prompt_for(model_defaults)
+        self.instructions = instructions
+        """The project instruction files in force (AGENTS.md, QWEN.md, CLAUDE.md)."""
+        self.system_prompt = with_instructions(system_prompt_for(model_defaults), instructions)
         # A test's own hooks, ahead of every chat's feature hooks.
         self._hooks = tuple(hooks)
         self._closed = False
@@ -176,6 +180,7 @@ class Runtime:
         open_memory: bool = False,
         memory_notice: Callable[[str], None] | None = None,
         check_integrity: bool = False,
+        cwd: Path | None = None,
     ) -> Runtime:
         """Open everything a face needs for the project at `root` (a project root,
         see `paths.project_root`); StartupError with one line when it cannot.
@@ -193,6 +198,9 @@ class Runtime:
         (`Database.check_integrity`), for a face that runs for days. `memory_notice` hears the store's one-line notices (PostgreSQL down,
         reconnecting); a face may add more listeners to `memory.notice_listeners`
         before the service starts.
+
+        `cwd` (default: `root`): where the user works; the project instruction files
+        from `root` down to it go into the system prompt (`qwenmem_tui.instructions`).
         """
         starting = None
         if llm is None and start_model is not None:
@@ -208,6 +216,9 @@ class Runtime:
             except StorageError as exc:
                 raise StartupError(str(exc)) from exc
             await _preload()
+            instructions = await asyncio.to_thread(
+                load_instructions, root, cwd if cwd is not None else root, paths.home
+            )
             names = await features if inspect.isawaitable(features) else features
             if starting is not None:
                 client = await starting
@@ -238,6 +249,7 @@ class Runtime:
                 assembly=assembly,
                 model_defaults=model_defaults,
                 hooks=hooks,
+                instructions=instructions,
             )
         except BaseException:
             if inspect.iscoroutine(features):
@@ -250,9 +262,8 @@ class Runtime:
             if db is not None:
                 await db.close()
             raise
-        if assembly.mcp is not None:
-            # In the background, for every face: a slow server joins when it is ready.
-            assembly.mcp.start()
+        # In the background, for every face: a slow MCP server joins when it is ready.
+        assembly.start()
         memory = runtime.memory
         if memory is not None:
             if memory_notice is not None:
@@ -355,6 +366,6 @@ async def _preload() -> None:
     then)."""
     for name in PRELOAD_MODULES:
         await asyncio.to_thread(importlib.import_module, name)
-    from qwenmem_tui.memory import secrets
+    from qwenmem_tui import secrets
 
     await asyncio.to_thread(secrets.load)

@@ -285,6 +285,43 @@ SECRETS: list[SecretFormat] = [
     _fmt("mailchimp", "newsletter key {s}", "0123456789abcdef0123456789abcdef-us14"),
     _fmt("square oauth", "square secret {s}", "sq0csp-Qz8Lm2Kp4Rt6Vw8Nb0Xc2Df4Gh6Jk8As0Zx2Cv4Bn6M"),
     _fmt("random high entropy", "the signing secret is {s}", "Qz8Lm2Kp4Rt6Vw8Nb0Xc2Df4Gh6Jk"),
+    # Prose forms an attack found stored as written (issue 25 item 4).
+    _fmt("mysql -p", "mysql -u root -p{s} prod", "S3cretRootPw"),
+    _fmt("mysqldump --password", "mysqldump --password={s} app > dump.sql", "dumpPw9911x"),
+    _fmt("--password flag", "run the migration with --password {s} once", "Migr4te-2024"),
+    _fmt("sshpass -p", "sshpass -p {s} ssh deploy@web1", "w3bDeploy!"),
+    _fmt("login / password", "the router login is admin / {s}", "Tr0ub4dor&3"),
+    _fmt("db pass base64", "The db pass is {s}", "c3VwZXJzZWNyZXQxMjM="),
+    _fmt("pin", "my bank PIN is {s}", "4821"),
+    _fmt("pin code", "the door pin code: {s}", "190374"),
+    _fmt("passcode", "the phone passcode is {s}", "a90211"),
+    _fmt("api key hex", "API key {s} for the weather service", "9f8e7d6c5b4a39281706f5e4d3c2b1a0"),
+    _fmt("license key", "license key: {s}", "5f4dcc3b5aa765d61d8327deb882cf99"),
+]
+
+# Text that looks like a secret to a careless rule and must stay as written.
+SECRET_LOOKALIKES: list[str] = [
+    "The release commit is 3f9a1c2b7d4e5f60718293a4b5c6d7e8f9012345",
+    "revert a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0 first",
+    "request id 123e4567-e89b-12d3-a456-426614174000",
+    "the sha256 is e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "Postgres listens on port 5432",
+    "docker run -p 8080:80 nginx",
+    "docker run -p8080:80 nginx",
+    "ssh -p2222 deploy@web1",
+    "psql -p 5433 -U app",
+    "read / write access for the team",
+    "TCP / UDP both work",
+    "Python 3.11 / 3.12 are supported",
+    "the build pass is green",
+    "pin the version to 2.5.0",
+    "pin: 2.5.0",
+    "token_ttl = 3600",
+    "the token is required for every deploy",
+    "The API key is stored in 1Password under 'prod-api'",
+    "rotate the password every 90 days",
+    "password_rotation = 90 days",
+    "Keep max_tokens at 4096 for the 32k model",
 ]
 
 

@@ -77,3 +77,57 @@ ChatEvent = (
     | Notice
     | QueryFinished
 )
+
+
+class ChatEventHandler:
+    """What a face does with each event of a query: one method per event, each a no-op.
+
+    A face that presents a query (the TUI's reply view, the daemon's reply and its SSE
+    stream) overrides the methods of the events it shows and feeds every event to
+    `handle`; the walk over the event types lives here once, so a new event is one
+    method here, and a face that ignores it needs no change.
+    """
+
+    async def handle(self, event: ChatEvent) -> None:
+        """Call the method for `event`'s type."""
+        await getattr(self, _HANDLERS[type(event)])(event)
+
+    async def query_started(self, event: QueryStarted) -> None:
+        pass
+
+    async def turn_started(self, event: TurnStarted) -> None:
+        pass
+
+    async def assistant_delta(self, event: AssistantDelta) -> None:
+        pass
+
+    async def reasoning_delta(self, event: ReasoningDelta) -> None:
+        pass
+
+    async def tool_call_started(self, event: ToolCallStarted) -> None:
+        pass
+
+    async def tool_call_finished(self, event: ToolCallFinished) -> None:
+        pass
+
+    async def item_added(self, event: ItemAdded) -> None:
+        pass
+
+    async def notice(self, event: Notice) -> None:
+        pass
+
+    async def query_finished(self, event: QueryFinished) -> None:
+        pass
+
+
+_HANDLERS: dict[type, str] = {
+    QueryStarted: "query_started",
+    TurnStarted: "turn_started",
+    AssistantDelta: "assistant_delta",
+    ReasoningDelta: "reasoning_delta",
+    ToolCallStarted: "tool_call_started",
+    ToolCallFinished: "tool_call_finished",
+    ItemAdded: "item_added",
+    Notice: "notice",
+    QueryFinished: "query_finished",
+}

@@ -599,16 +599,11 @@ class MemoryPrefetchHook:
         if len(positions) <= delivery.occurrence:
             return messages
         index = positions[delivery.occurrence]
-        shaped = list(messages)
         if delivery.user_text is not None:
-            shaped[index] = _prepend_reminder(messages[index], delivery.block)
+            shaped = list(messages)
+            shaped[index] = prepend_reminder(messages[index], delivery.block)
             return shaped
-        # After the whole run of tool results: never between a call and its results.
-        end = index + 1
-        while end < len(messages) and messages[end].get("role") == "tool":
-            end += 1
-        shaped.insert(end, {"role": "user", "content": delivery.block})
-        return shaped
+        return insert_after_tool_results(messages, index, delivery.block)
 
 
 def _at(values: list[float | None] | list[float], index: int) -> float | None:
@@ -641,12 +636,21 @@ def _is_text(body: str, text: str) -> bool:
     return body == text or body.endswith(f"\n\n{text}")
 
 
-def _prepend_reminder(message: dict, block: str) -> dict:
-    """A copy of the user message with the block in front of its reminders."""
+def prepend_reminder(message: dict, block: str) -> dict:
+    """A copy of the user message with the block in front of its reminders (§6)."""
     content = message.get("content")
     if isinstance(content, list):
         return {**message, "content": [{"type": "text", "text": block}, *content]}
     return {**message, "content": f"{block}\n\n{content or ''}"}
+
+
+def insert_after_tool_results(messages: list[dict], index: int, block: str) -> list[dict]:
+    """A copy of ``messages`` with the block as a user message after the run of tool
+    results that ``index`` is in: never between a tool call and its results (§6)."""
+    end = index + 1
+    while end < len(messages) and messages[end].get("role") == "tool":
+        end += 1
+    return [*messages[:end], {"role": "user", "content": block}, *messages[end:]]
 
 
 def _tool_positions(messages: list[dict], tool_call_id: str) -> list[int]:

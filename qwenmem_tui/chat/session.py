@@ -22,11 +22,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
@@ -72,6 +72,25 @@ DRAFT_EVERY_SECONDS = 2.0
 TURN_CAP_TOOL_RESULT = "Not run: the turn limit for this message was reached."
 
 Emit = Callable[[ChatEvent], None]
+T = TypeVar("T")
+
+
+async def _to_the_end(work: Awaitable[T]) -> T:
+    """Await `work` to its end even if the caller is cancelled meanwhile, any number
+    of times; the cancellation is raised once `work` is done (its result kept)."""
+    task = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError as exc:
+            if task.cancelled():
+                raise
+            cancelled = exc
+    result = task.result()
+    if cancelled is not None:
+        raise cancelled
+    return result
 
 
 def _cap_tool_result(text: str) -> str:
@@ -250,7 +269,17 @@ class ChatSession:
                 if current is not None:
                     current.uncancel()
                 log.info("[CHAT] query cancelled session=%s", self.info.id)
-                await self._commit_leftovers(progress, emit, CANCELLED_TOOL_RESULT)
+                # A quit cancels this task more than once (the consumer's end, the
+                # relay, the session's close): the partial reply is committed whole
+                # whatever arrives meanwhile, and only then does the task end.
+                try:
+                    await _to_the_end(
+                        self._commit_leftovers(progress, emit, CANCELLED_TOOL_RESULT)
+                    )
+                except asyncio.CancelledError:
+                    # The later cancellations asked for what is done now: a stop.
+                    while current is not None and current.cancelling():
+                        current.uncancel()
                 outcome = progress.outcome("cancelled")
             except LLMError as exc:
                 log.warning("[CHAT] request failed (%s): %s", exc.kind, exc.message)
@@ -430,8 +459,9 @@ class ChatSession:
         """Commit `item`, add it to `items` and announce it, even if cancelled meanwhile.
 
         `replacing`: a stored row (a reply's checkpoint) that `item` overwrites in place.
-        The write is shielded: a cancellation during the commit waits for it, so the
-        in-memory items (and the UI) never disagree with the database.
+        The write runs to its end however often the caller is cancelled meanwhile, so
+        the in-memory items (and the UI) never disagree with the database; the
+        cancellation is raised after the item is remembered.
         """
         if replacing is None:
             write = asyncio.ensure_future(self.store.add_item(item))
@@ -439,9 +469,9 @@ class ChatSession:
             item = replace(item, id=replacing.id, created_at=replacing.created_at)
             write = asyncio.ensure_future(self._update(item))
         try:
-            saved = await asyncio.shield(write)
+            saved = await _to_the_end(write)
         except asyncio.CancelledError:
-            self._remember(await write, emit)
+            self._remember(write.result(), emit)  # done by now: _to_the_end waited
             raise
         self._remember(saved, emit)
         return saved

@@ -19,12 +19,15 @@ import errno
 import json
 import logging
 import os
+import re
 import stat
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qwenmem_tui import secrets
+from qwenmem_tui.chat.view import user_words
 from qwenmem_tui.paths import Paths
 
 log = logging.getLogger("qwenmem.tools")
@@ -137,12 +140,12 @@ class ToolRegistry:
 
     def trusted_outputs(self) -> frozenset[str]:
         """Names of the tools whose output is not untrusted content (see Tool)."""
-        return frozenset(name for name, tool in self._tools.items() if not tool.untrusted_output)
+        return frozenset(name for name, tool in self._all().items() if not tool.untrusted_output)
 
     def untrusted_output(self, name: str) -> bool:
         """Whether a call of ``name`` brings untrusted content (an unknown tool's error
         answer does not: it is qwenmem's)."""
-        tool = self._tools.get(name)
+        tool = self._all().get(name)
         return tool is not None and tool.untrusted_output
 
     def schemas(self) -> list[dict[str, Any]]:
@@ -188,50 +191,115 @@ class ToolRegistry:
 # repo, a home directory opened as the project): their content would go to the model
 # and into the session's history. Names are compared case-insensitively (macOS).
 _CREDENTIAL_DIRS = frozenset(
-    {".ssh", ".aws", ".azure", ".gnupg", ".kube", ".password-store"}
+    {
+        ".ssh", ".aws", ".azure", ".gnupg", ".kube", ".password-store", ".oci",
+        ".mozilla", ".thunderbird", ".gsutil", ".credentials", ".secrets",
+    }
 )
 _CREDENTIAL_PAIRS = frozenset(
     {
         (".config", "gcloud"),
         (".config", "gh"),
         (".config", "hub"),
-        (".docker", "config.json"),
-        (".local", "share", "keyrings"),
         (".config", "op"),  # 1Password CLI
+        (".config", "doctl"),
+        (".config", "hcloud"),
+        (".config", "heroku"),
+        (".config", "configstore"),  # npm-style CLIs keep their tokens here
+        (".config", "git", "credentials"),
+        (".docker", "config.json"),
+        (".cargo", "credentials"),
+        (".cargo", "credentials.toml"),
+        (".gem", "credentials"),
+        (".local", "share", "keyrings"),
+        (".local", "share", "kwalletd"),
         ("library", "keychains"),  # macOS
+        ("library", "cookies"),
+        # Browser profiles: cookies, saved passwords, session tokens.
+        (".config", "google-chrome"),
+        (".config", "chromium"),
+        (".config", "bravesoftware"),
+        (".config", "microsoft-edge"),
+        (".config", "vivaldi"),
+        (".config", "opera"),
+        ("library", "application support", "google", "chrome"),
+        ("library", "application support", "firefox"),
+        ("library", "application support", "bravesoftware"),
+        ("snap", "firefox"),
+        ("snap", "chromium"),
     }
 )
 _CREDENTIAL_FILES = frozenset(
     {
-        ".netrc",
-        "_netrc",
-        ".pgpass",
-        ".git-credentials",
-        ".pypirc",
-        ".vault-token",
-        ".my.cnf",
-        "credentials.tfrc.json",
-        "id_rsa",
-        "id_dsa",
-        "id_ecdsa",
-        "id_ed25519",
+        ".netrc", "_netrc", ".pgpass", ".git-credentials", ".gitcookies", ".pypirc",
+        ".npmrc", ".yarnrc", ".yarnrc.yml", ".boto", ".s3cfg", ".dockercfg", ".htpasswd",
+        ".vault-token", ".terraformrc", ".my.cnf", ".histfile", ".lesshst", ".viminfo",
+        "credentials.tfrc.json", "application_default_credentials.json", "kubeconfig",
+        "access_tokens.db", "credentials.db", "login data", "cookies", "cookies.sqlite",
+        "logins.json", "key3.db", "key4.db", "web data",
     }
 )
-_CREDENTIAL_SUFFIXES = (".keychain", ".keychain-db")
+_CREDENTIAL_SUFFIXES = (
+    ".keychain", ".keychain-db", ".pem", ".key", ".p12", ".pfx", ".jks", ".keystore",
+    ".ppk", ".p8", ".kdbx", ".gpg", ".age",
+)
+# Shell and REPL histories (typed passwords, tokens in curl lines), dotenv files (but not
+# their templates), SSH-style private keys by name, and api-key files of any CLI.
+_CREDENTIAL_NAMES = re.compile(
+    r"^(?:\.[\w.-]*history|[\w.-]*_history(?:\.txt)?"
+    r"|\.env(?:\.(?!(?:example|sample|template|dist|defaults?)$)[\w.-]+)?|[\w-]+\.env"
+    r"|id_[a-z0-9_-]+"
+    r"|\.?(?:api[_-]?key|apikey|token|access[_-]?token|auth[_-]?token|secrets?|credentials?)"
+    r"(?:\.(?:json|txt|toml|ya?ml|ini|conf|cfg))?)$"
+)
 
 
 def credential_store(path: Path) -> str | None:
-    """The part of ``path`` that names a well-known credential store, else None."""
+    """The part of ``path`` that names a well-known credential store or file, else None."""
     parts = [part.casefold() for part in path.parts]
     for i, part in enumerate(parts):
         if part in _CREDENTIAL_DIRS or part in _CREDENTIAL_FILES:
             return part
-        if part.endswith(_CREDENTIAL_SUFFIXES):
+        if part.endswith(_CREDENTIAL_SUFFIXES) or _CREDENTIAL_NAMES.fullmatch(part):
             return part
         for pair in _CREDENTIAL_PAIRS:
             if tuple(parts[i : i + len(pair)]) == pair:
                 return "/".join(pair)
     return None
+
+
+_CREDENTIAL_HOLDERS = frozenset({".config", ".local", ".cargo", ".docker", ".gem", "library"})
+
+
+def _home_credential_files(home: Path) -> set[tuple[int, int]]:
+    """(device, inode) of the credential files in ``home`` (its top level, and one or two
+    levels into the directories that hold them): a hard link elsewhere names the same
+    inode under an innocent name."""
+    found: set[tuple[int, int]] = set()
+    todo: list[tuple[Path, int]] = [(home, 0)]
+    while todo:
+        folder, depth = todo.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir():
+                    relative = path.relative_to(home)
+                    holder = relative.parts[0].casefold() in _CREDENTIAL_HOLDERS
+                    if depth < 3 and (holder or credential_store(relative)):
+                        todo.append((path, depth + 1))
+                    continue
+                if credential_store(path.relative_to(home)) is not None:
+                    info = entry.stat(follow_symlinks=False)
+                    found.add((info.st_dev, info.st_ino))
+            except (OSError, ValueError):
+                continue
+    return found
 
 
 def default_private_dirs() -> tuple[Path, ...]:
@@ -258,10 +326,34 @@ def broad_root_notice(project_root: Path, start: Path) -> str | None:
         return None
     what = "the root directory /" if root == Path(root.anchor) else f"your home directory {root}"
     where = confined_root(project_root, start)
+    if where in _broad_roots():
+        return (
+            f"the project root is {what}: file tools read only the files and folders you "
+            "name in your messages (never qwenmem's files or credential stores)"
+        )
     return (
         f"the project root is {what}: file tools keep to {where} "
         "(never qwenmem's files or credential stores)"
     )
+
+
+def _named_by_user(root: Path, path: str, said: list[str]) -> bool:
+    """Whether the user's own messages name ``path`` (as given, relative to ``root``,
+    absolute or ``~/``-relative) or a folder above it: in a home or ``/`` root, the
+    only paths the file tools open."""
+    target = resolve_in_root(root, path)
+    home = Path.home().resolve()
+    forms: set[str] = {path.strip().rstrip("/")}
+    for place in (target, *target.parents):
+        if place == root or not place.is_relative_to(root):
+            break
+        forms |= {place.relative_to(root).as_posix(), str(place)}
+        if place.is_relative_to(home):
+            forms.add(f"~/{place.relative_to(home).as_posix()}")
+    forms.discard("")
+    forms.discard(".")
+    text = "\n".join(said)
+    return any(re.search(rf"(?<![\w./~-]){re.escape(form)}(?![\w-]|/\w)", text) for form in forms)
 
 
 def _broad_roots() -> tuple[Path, ...]:
@@ -357,6 +449,8 @@ def _read_text(root: Path, path: str, private_dirs: tuple[Path, ...] = ()) -> st
             raise ToolError(f"{shown} is a directory; use list_directory.")
         if not stat.S_ISREG(info.st_mode):
             raise ToolError(f"{shown} is not a regular file.")
+        if info.st_nlink > 1 and (info.st_dev, info.st_ino) in _home_credential_files(Path.home()):
+            raise ToolError(f"Access denied: {shown} is a hard link to a credential file; not read.")
         if info.st_size > READ_FILE_MAX_BYTES:
             raise ToolError(
                 f"{shown} is too large to read ({info.st_size} bytes; "
@@ -374,7 +468,22 @@ def _read_text(root: Path, path: str, private_dirs: tuple[Path, ...] = ()) -> st
         raise ToolError(f"{shown} is a binary file ({len(data)} bytes); not shown.")
     if not data:
         return f"({shown} is empty)"
-    return data.decode("utf-8", errors="replace")
+    return _without_secrets(shown, data.decode("utf-8", errors="replace"))
+
+
+_PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+
+
+def _without_secrets(shown: str, text: str) -> str:
+    """The file's text for the model with every secret span cut out; a file holding a
+    private key is refused whole (the rest of it is rarely worth the risk)."""
+    if _PRIVATE_KEY.search(text):
+        raise ToolError(f"Access denied: {shown} holds a private key; not read.")
+    cleaned = secrets.redact(text)
+    if cleaned == text:
+        return text
+    count = cleaned.count(secrets.REDACTED) - text.count(secrets.REDACTED)
+    return f"({shown}: {count} secret value(s) replaced by {secrets.REDACTED}; never sent)\n{cleaned}"
 
 
 def _read_up_to(fd: int, limit: int) -> bytes:
@@ -439,12 +548,24 @@ def builtin_tools(
     credential stores."""
     root = confined_root(Path(project_root), Path.cwd() if start is None else start)
     private = default_private_dirs() if private_dirs is None else private_dirs
+    broad = root in _broad_roots()
+
+    def check_named(path: str, ctx: ToolContext) -> None:
+        # Started in the home directory (or /), everything the user owns is "the
+        # project": the model may open only what the user pointed at.
+        if broad and not _named_by_user(root, path, user_words(ctx.view())):
+            raise ToolError(
+                f"Access denied: qwenmem runs in {root}, so file tools open only the files "
+                f"and folders the user names in a message; {path!r} was not named."
+            )
 
     async def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
+        check_named(str(args["path"]), ctx)
         return await asyncio.to_thread(_read_text, root, str(args["path"]), private)
 
     async def list_directory(args: dict[str, Any], ctx: ToolContext) -> str:
         path = str(args.get("path") or ".")
+        check_named(path, ctx)
         return await asyncio.to_thread(_list_directory, root, path, private)
 
     return ToolRegistry(

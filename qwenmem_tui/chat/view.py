@@ -252,3 +252,15 @@ def untrusted_content(
                 end = body.find("\n", line.start())
                 found.append((f"recalled memory {line.group(1)}", body[line.start() : end if end >= 0 else None]))
     return found
+
+
+def user_words(messages: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The user's own messages, reminders (recalled memory, summaries) stripped."""
+    words: list[str] = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            own = _REMINDER.sub("", content).strip()
+            if own:
+                words.append(own)
+    return words

@@ -34,8 +34,9 @@ DEFAULT_PORT = 8765
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "serve",
-        help="run the HTTP daemon (see docs/daemon.md)",
-        description="Serve qwenmem sessions of this project over HTTP (contract §7).",
+        help="run the HTTP daemon and OpenAI-compatible proxy (see docs/daemon.md)",
+        description="Serve qwenmem sessions of this project over HTTP (contract §7), and "
+        "an OpenAI-compatible proxy at /v1 that adds this project's memory (§9).",
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help="bind address (default %(default)s)")
     parser.add_argument(
@@ -71,6 +72,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="DIR",
         help="project directory whose sessions are served (default: git root of the cwd)",
+    )
+    parser.add_argument(
+        "--proxy-extract",
+        action="store_true",
+        help="learn memories from replies the OpenAI-compatible proxy (/v1) relays "
+        "(default: off; recall works either way)",
     )
     parser.set_defaults(func=serve)
 
@@ -169,6 +176,7 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             token=token,
             allowed_origins=frozenset(args.allow_origin),
             allowed_hosts=frozenset(args.allow_host),
+            proxy_extract=args.proxy_extract,
         )
         app = create_app(
             settings, paths, project_root=root, options=options, llm=llm, model_defaults=defaults

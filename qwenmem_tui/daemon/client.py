@@ -158,6 +158,34 @@ class DaemonClient:
         body = self._request("POST", f"{_session_path(session_id)}/recap", client_id=client_id)
         return SessionRecap(session_id=body["sessionId"], recap=body["recap"])
 
+    def messages(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's stored chat messages in order (OpenAI dicts plus ``createdAt``)."""
+        return list(self._request("GET", f"{_session_path(session_id)}/messages")["messages"])
+
+    def delete_session(self, session_id: str, *, client_id: str | None = None) -> str:
+        """Deletes the session; returns where its JSON copy was kept for recovery."""
+        body = self._request("DELETE", _session_path(session_id), client_id=client_id)
+        return str(body.get("copy", ""))
+
+    def list_memories(self, category: str | None = None) -> list[dict[str, Any]]:
+        """Active memories of the daemon's project and the user's global ones, newest first."""
+        path = "/memory" if category is None else f"/memory?category={quote(category, safe='')}"
+        return list(self._request("GET", path)["memories"])
+
+    def search_memory(self, query: str, k: int = 5) -> list[dict[str, Any]]:
+        """The chat's recall for ``query``, best first, each with its ``score``."""
+        return list(self._request("POST", "/memory/search", json={"query": query, "k": k})["memories"])
+
+    def forget_memory(self, memory_id: int, *, client_id: str | None = None) -> bool:
+        """Deletes one memory (audited); False when there is no such memory here."""
+        try:
+            self._request("DELETE", f"/memory/{int(memory_id)}", client_id=client_id)
+        except DaemonError as exc:
+            if exc.code == "memory_not_found":
+                return False
+            raise
+        return True
+
     def session(self, session_id: str, client_id: str | None = None) -> DaemonSessionClient:
         return DaemonSessionClient(self, session_id, client_id)
 
@@ -204,6 +232,12 @@ class DaemonSessionClient:
 
     def recap(self) -> SessionRecap:
         return self.client.recap_session(self.session_id, client_id=self.client_id)
+
+    def messages(self) -> list[dict[str, Any]]:
+        return self.client.messages(self.session_id)
+
+    def delete(self) -> str:
+        return self.client.delete_session(self.session_id, client_id=self.client_id)
 
 
 def _session_path(session_id: str) -> str:

@@ -24,6 +24,10 @@ log = logging.getLogger("qwenmem.daemon")
 CLIENT_ID_HEADER = "x-qwenmem-client-id"
 CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 MAX_BODY_BYTES = 1 << 20
+# A proxied chat request carries the client's whole history (coding agents send
+# hundreds of kilobytes); the daemon's own routes take a prompt.
+MAX_PROXY_BODY_BYTES = 32 << 20
+PROXY_PREFIX = "/v1/"
 # Names that can only mean this machine: a page on another site can make its own name
 # resolve to 127.0.0.1 (DNS rebinding), but its requests then carry its own name.
 LOCALHOST_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -32,6 +36,16 @@ LOCALHOST_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 def error_response(status: int, code: str, message: str, **extra: object) -> JSONResponse:
     """The §7 error envelope ``{"error", "code", ...}``."""
     return JSONResponse({"error": message, "code": code, **extra}, status_code=status)
+
+
+def _rejection(scope: Scope, status: int, code: str, message: str) -> JSONResponse:
+    """The guard's refusal in the envelope the route's clients read: OpenAI's shape
+    (``{"error": {"message", "type", "code"}}``) on the proxy, §7's elsewhere."""
+    if str(scope.get("path", "")).startswith(PROXY_PREFIX):
+        kind = "authentication_error" if status == 401 else "invalid_request_error"
+        body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+        return JSONResponse(body, status_code=status)
+    return error_response(status, code, message)
 
 
 def host_name(host_header: str) -> str:
@@ -62,6 +76,7 @@ class GuardPolicy:
     allowed_origins: frozenset[str] = frozenset()
     allowed_hosts: frozenset[str] = LOCALHOST_NAMES
     max_body_bytes: int = MAX_BODY_BYTES
+    max_proxy_body_bytes: int = MAX_PROXY_BODY_BYTES
 
 
 class _BodyTooLarge(Exception):
@@ -107,46 +122,53 @@ class Guard:
             if rejection is not None:
                 await rejection(scope, receive, send_with_cors)
                 return
-            await self.app(scope, self._limited(receive), send_with_cors)
+            await self.app(scope, self._limited(scope, receive), send_with_cors)
         except _BodyTooLarge:
             if not started:
-                await self._too_large()(scope, receive, send_with_cors)
+                await self._too_large(scope)(scope, receive, send_with_cors)
         except ClientDisconnect:
             log.info("[DAEMON] client went away during %s %s", scope["method"], scope["path"])
         except Exception:
             log.exception("[DAEMON] unhandled error on %s %s", scope["method"], scope["path"])
             if not started:
-                internal = error_response(500, "internal", "Internal error")
+                internal = _rejection(scope, 500, "internal", "Internal error")
                 await internal(scope, receive, send_with_cors)
 
     def _check(self, scope: Scope, headers: Headers, origin: str | None) -> Response | None:
         host = headers.get("host")
         if host is not None and not self._host_allowed(scope, host):
             # The name is not echoed: it is whatever a hostile page chose.
-            return error_response(
+            return _rejection(
+                scope,
                 403,
                 "host_not_allowed",
                 "Host header is not this daemon's address or a localhost name "
                 "(qwenmem serve --allow-host NAME adds one)",
             )
         if origin is not None and origin not in self.policy.allowed_origins:
-            return error_response(403, "origin_not_allowed", f'Origin "{origin}" is not allowed')
+            return _rejection(scope, 403, "origin_not_allowed", f'Origin "{origin}" is not allowed')
         if scope["method"] == "OPTIONS" and origin is not None:
             return _preflight()
         if self.policy.token is not None and scope["path"] != "/health":
             if not _token_matches(headers.get("authorization"), self.policy.token):
-                return error_response(401, "unauthorized", "Missing or invalid bearer token")
+                return _rejection(scope, 401, "unauthorized", "Missing or invalid bearer token")
         client_id = headers.get(CLIENT_ID_HEADER)
         if client_id is not None and not CLIENT_ID_PATTERN.fullmatch(client_id):
-            return error_response(
+            return _rejection(
+                scope,
                 400,
                 "invalid_client_id",
                 "X-Qwenmem-Client-Id must match [A-Za-z0-9._:-]{1,128}",
             )
         length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.policy.max_body_bytes:
-            return self._too_large()
+        if length is not None and length.isdigit() and int(length) > self._body_limit(scope):
+            return self._too_large(scope)
         return None
+
+    def _body_limit(self, scope: Scope) -> int:
+        if str(scope.get("path", "")).startswith(PROXY_PREFIX):
+            return self.policy.max_proxy_body_bytes
+        return self.policy.max_body_bytes
 
     def _host_allowed(self, scope: Scope, host: str) -> bool:
         name = host_name(host)
@@ -157,14 +179,14 @@ class Guard:
         server = scope.get("server")
         return bool(server) and name == host_name(str(server[0]))
 
-    def _too_large(self) -> Response:
-        return error_response(
-            413, "body_too_large", f"Request body exceeds {self.policy.max_body_bytes} bytes"
+    def _too_large(self, scope: Scope) -> Response:
+        return _rejection(
+            scope, 413, "body_too_large", f"Request body exceeds {self._body_limit(scope)} bytes"
         )
 
-    def _limited(self, receive: Receive) -> Receive:
+    def _limited(self, scope: Scope, receive: Receive) -> Receive:
         seen = 0
-        limit = self.policy.max_body_bytes
+        limit = self._body_limit(scope)
 
         async def receive_limited() -> Message:
             nonlocal seen
@@ -191,8 +213,9 @@ def _preflight() -> Response:
         headers={
             "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
             "Access-Control-Allow-Headers": (
-                "Authorization, Content-Type, Accept, X-Qwenmem-Client-Id"
+                "Authorization, Content-Type, Accept, X-Qwenmem-Client-Id, X-Qwenmem-Project"
             ),
             "Access-Control-Max-Age": "600",
+            "Access-Control-Expose-Headers": "X-Qwenmem-Memories",
         },
     )

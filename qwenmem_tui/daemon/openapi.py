@@ -35,6 +35,14 @@ _CLIENT_ID = {
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
     "description": "Identifies the caller in the daemon's log; any request may carry it.",
 }
+_PROJECT = {
+    "name": "X-Qwenmem-Project",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "Absolute path of the project whose memory is recalled (its git root "
+    "counts); default: the daemon's project.",
+}
 _COMMON_ERRORS = {
     "400": _error("invalid_client_id"),
     "401": _error("unauthorized (token configured, bearer missing or wrong)"),
@@ -59,6 +67,45 @@ OPENAPI_SCHEMA: dict[str, Any] = {
                     "error": {"type": "string"},
                     "code": {"type": "string"},
                     "sessionId": {"type": "string"},
+                },
+            },
+            "OpenAIError": {
+                "type": "object",
+                "required": ["error"],
+                "properties": {
+                    "error": {
+                        "type": "object",
+                        "required": ["message", "type"],
+                        "properties": {
+                            "message": {"type": "string"},
+                            "type": {"type": "string"},
+                            "param": {"type": ["string", "null"]},
+                            "code": {"type": ["string", "null"]},
+                        },
+                    }
+                },
+            },
+            "Memories": {
+                "type": "object",
+                "required": ["memories"],
+                "properties": {
+                    "memories": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["id", "category", "key", "value", "origin", "age_days"],
+                            "properties": {
+                                "id": {"type": "integer"},
+                                "category": {"type": "string"},
+                                "key": {"type": "string"},
+                                "value": {"type": "string"},
+                                "origin": {"enum": ["user", "tool", "agent"]},
+                                "age_days": {"type": "number"},
+                                "scope": {"type": "string"},
+                                "score": {"type": "number", "description": "search only"},
+                            },
+                        },
+                    }
                 },
             },
             "Session": {
@@ -207,6 +254,171 @@ OPENAPI_SCHEMA: dict[str, Any] = {
                     "409": _error("session_busy: another prompt is running in this session"),
                     "413": _error("body_too_large"),
                     "502": _error("llm_error: the model request failed"),
+                },
+            }
+        },
+        "/session/{session_id}/messages": {
+            "get": {
+                "summary": "The session's stored chat messages, in order (OpenAI dicts plus "
+                "createdAt); /clear and compaction hide none",
+                "parameters": [_SESSION_ID],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["sessionId", "messages"],
+                            "properties": {
+                                "sessionId": {"type": "string"},
+                                "messages": {"type": "array", "items": {"type": "object"}},
+                            },
+                        },
+                        "Messages",
+                    ),
+                    **_COMMON_ERRORS,
+                    "404": _error("session_not_found"),
+                },
+            }
+        },
+        "/session/{session_id}": {
+            "delete": {
+                "summary": "Delete a session of the daemon's project; a JSON copy is kept in "
+                "$QWENMEM_HOME/trash for recovery",
+                "parameters": [_SESSION_ID, _CLIENT_ID],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["sessionId", "deleted"],
+                            "properties": {
+                                "sessionId": {"type": "string"},
+                                "deleted": {"const": True},
+                                "copy": {"type": "string", "description": "the kept copy"},
+                            },
+                        },
+                        "Deleted",
+                    ),
+                    **_COMMON_ERRORS,
+                    "404": _error("session_not_found"),
+                    "409": _error("session_busy: a prompt is running in this session"),
+                },
+            }
+        },
+        "/memory": {
+            "get": {
+                "summary": "Active memories of the daemon's project and the user's global "
+                "ones, newest first",
+                "parameters": [
+                    {
+                        "name": "category",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"enum": ["user", "feedback", "project", "reference"]},
+                    }
+                ],
+                "responses": {
+                    "200": _json(_ref("Memories"), "Memories"),
+                    **_COMMON_ERRORS,
+                    "400": _error("invalid_request (unknown category) | invalid_client_id"),
+                    "404": _error("memory_disabled"),
+                },
+            }
+        },
+        "/memory/search": {
+            "post": {
+                "summary": "The chat's recall for a query (filters, both channels, threshold)",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["query"],
+                                "properties": {
+                                    "query": {"type": "string", "minLength": 1},
+                                    "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _json(_ref("Memories"), "Best first, each with its score"),
+                    **_COMMON_ERRORS,
+                    "400": _error("invalid_json | invalid_request | invalid_client_id"),
+                    "404": _error("memory_disabled"),
+                },
+            }
+        },
+        "/memory/{memory_id}": {
+            "delete": {
+                "summary": "Forget one memory (audited)",
+                "parameters": [
+                    {"name": "memory_id", "in": "path", "required": True, "schema": {"type": "integer"}},
+                    _CLIENT_ID,
+                ],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["id", "forgotten"],
+                            "properties": {"id": {"type": "integer"}, "forgotten": {"const": True}},
+                        },
+                        "Forgotten",
+                    ),
+                    **_COMMON_ERRORS,
+                    "404": _error("memory_not_found (also another user's or project's id) | memory_disabled"),
+                },
+            }
+        },
+        "/v1/chat/completions": {
+            "post": {
+                "summary": "OpenAI-compatible chat completions, forwarded to the configured "
+                "[llm] endpoint with the recalled memory of the last user message added "
+                "(contract §9); stream: true answers with the upstream's SSE",
+                "parameters": [_PROJECT],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["messages"],
+                                "properties": {
+                                    "model": {"type": "string"},
+                                    "messages": {"type": "array", "minItems": 1},
+                                    "stream": {"type": "boolean"},
+                                    "tools": {"type": "array"},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": {
+                        "description": "The upstream's completion, unchanged; the header "
+                        "X-Qwenmem-Memories lists the ids of the memories added (comma-separated)",
+                        "headers": {"X-Qwenmem-Memories": {"schema": {"type": "string"}}},
+                        "content": {
+                            "application/json": {"schema": {"type": "object"}},
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    "400": _json(_ref("OpenAIError"), "invalid_request_error: the client's mistake"),
+                    "401": _json(_ref("OpenAIError"), "authentication_error: the daemon's token"),
+                    "4XX": _json(_ref("OpenAIError"), "the upstream's own error, status kept"),
+                    "502": _json(_ref("OpenAIError"), "upstream_unavailable"),
+                    "504": _json(_ref("OpenAIError"), "upstream_timeout"),
+                    "5XX": _json(_ref("OpenAIError"), "the upstream's own error, status kept"),
+                },
+            }
+        },
+        "/v1/models": {
+            "get": {
+                "summary": "The upstream's models (the configured model when it lists none)",
+                "responses": {
+                    "200": _json({"type": "object"}, "OpenAI's model list"),
+                    "401": _json(_ref("OpenAIError"), "authentication_error: the daemon's token"),
+                    "502": _json(_ref("OpenAIError"), "upstream_unavailable"),
                 },
             }
         },

@@ -12,6 +12,7 @@ malformed body of any kind is a 4xx envelope, never a 5xx.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -32,6 +33,7 @@ from starlette.types import Receive, Scope, Send
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
+    ChatEventHandler,
     ItemAdded,
     QueryFinished,
     ToolCallFinished,
@@ -48,12 +50,15 @@ from qwenmem_tui.daemon.guard import (
     allowed_host_names,
     error_response,
 )
+from qwenmem_tui.daemon.memory_routes import MEMORY_ROUTES
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
+from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
 from qwenmem_tui.features import Assembly, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
+from qwenmem_tui.memory.exchange import ExchangeMemory
 from qwenmem_tui.memory.receipts import RECEIPT_ITEM, memories_json
-from qwenmem_tui.paths import Paths, project_id
+from qwenmem_tui.paths import Paths, private_dir, private_file, project_id
 from qwenmem_tui.recap import generate_session_recap
 from qwenmem_tui.runtime import Runtime
 from qwenmem_tui.storage.sessions import SessionInfo, SessionStore
@@ -69,7 +74,7 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 MAX_OPEN_CHATS = 32
 MAX_TITLE_CHARS = 200
 API_VERSION = 1
-FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory")
+FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory", "openai_proxy")
 
 
 # Called once per session the daemon opens: hooks keep per-session state (surfaced
@@ -114,6 +119,9 @@ class ServerOptions:
     """Host names accepted besides the bound address and the localhost names."""
     max_body_bytes: int = MAX_BODY_BYTES
     recap_timeout: float = RECAP_TIMEOUT_SECONDS
+    proxy_extract: bool = False
+    """Extract memories from replies the OpenAI-compatible proxy relays (off: a proxy's
+    clients did not ask qwenmem to learn from their conversations)."""
 
     def guard_policy(self) -> GuardPolicy:
         """What the guard enforces: these options, the host names with the localhost
@@ -145,8 +153,11 @@ class DaemonBackend:
         features: Collection[str] | None = None,
         session_features: FeatureFactory = assembled_features,
         model_defaults: LocalChatDefaults | None = None,
+        proxy_extract: bool = False,
     ) -> None:
         self.settings = settings
+        self._proxy_extract = proxy_extract
+        self._upstream: Upstream | None = None
         # The bundled local model: its short system prompt, and no tools it cannot call.
         self.model_defaults = model_defaults
         self.paths = paths
@@ -184,6 +195,23 @@ class DaemonBackend:
             check_integrity=True,
             memory_notice=lambda text: log.warning("[DAEMON] memory: %s", text),
         )
+        memory = self._runtime.memory
+        llm = self._runtime.llm
+        self._upstream = Upstream(
+            llm.base_url,
+            llm.api_key,
+            model=llm.model,
+            project=self.project,
+            timeout=self.settings.llm.timeout,
+            memory=None
+            if memory is None
+            else ExchangeMemory(
+                memory.service,
+                initial_wait_ms=self.settings.memory.initial_wait_ms,
+                llm=llm,
+                extract=self._proxy_extract and self.settings.memory.extraction,
+            ),
+        )
         self._started = True
 
     async def close(self) -> None:
@@ -204,6 +232,8 @@ class DaemonBackend:
             await chat.close()
         self._chats.clear()
         self._features.clear()
+        if self._upstream is not None:
+            await self._upstream.aclose()
         if self._runtime is not None:
             await self._runtime.close()
 
@@ -216,6 +246,12 @@ class DaemonBackend:
     @property
     def store(self) -> SessionStore:
         return self.runtime.store
+
+    @property
+    def upstream(self) -> Upstream:
+        """The OpenAI-compatible proxy's endpoint and memory."""
+        assert self._upstream is not None, "DaemonBackend.start() was not awaited"
+        return self._upstream
 
     @property
     def assembly(self) -> Assembly:
@@ -271,10 +307,34 @@ class DaemonBackend:
             await self._chats.pop(session_id).close()
             self._features.pop(session_id, None)
 
+    async def delete_session(self, info: SessionInfo) -> Path:
+        """Close the session's chat, keep a JSON copy in the trash, delete it; the copy's
+        path. Call with the session's lock held."""
+        chat = self._chats.pop(info.id, None)
+        self._features.pop(info.id, None)
+        if chat is not None:
+            await chat.close()
+        items = await self.store.load_items(info.id)
+        trash = self.paths.home / "trash"
+        private_dir(trash)
+        copy = trash / f"session-{info.id}.json"
+        payload = {
+            "session": dataclasses.asdict(info),
+            "items": [dataclasses.asdict(item) for item in items],
+        }
+        await asyncio.to_thread(_write_private, copy, json.dumps(payload, ensure_ascii=False))
+        await self.store.delete_session(info.id)
+        return copy
+
     async def history(self, info: SessionInfo) -> list[dict[str, Any]]:
         """The model view (after the last /clear, compaction folded), as the TUI sees it:
         read from the stored items, no chat opened."""
         return self.runtime.model_view(await self.store.load_items(info.id))
+
+
+def _write_private(path: Path, text: str) -> None:
+    private_file(path)
+    path.write_text(text, encoding="utf-8")
 
 
 # -- request helpers ---------------------------------------------------------------
@@ -405,7 +465,7 @@ async def prompt(request: Request) -> Response:
         reply = _ReplyCollector()
         chat = await backend.chat_for_query(info)
         async for event in chat.run_query(text):
-            reply.feed(event)
+            await reply.handle(event)
     if reply.status == "error":
         raise ApiError(
             502, "llm_error", reply.error or "The model request failed", sessionId=info.id
@@ -418,6 +478,32 @@ async def prompt(request: Request) -> Response:
             "memories": reply.memories,
         }
     )
+
+
+async def session_messages(request: Request) -> Response:
+    """GET /session/{id}/messages: the stored transcript, every chat message in order
+    (OpenAI dicts, /clear and compaction do not hide earlier ones)."""
+    backend = backend_of(request)
+    info = await backend.require_session(request.path_params["session_id"])
+    items = await backend.store.load_items(info.id)
+    messages = [
+        {**item.message, "createdAt": item.created_at} for item in items if item.message is not None
+    ]
+    return JSONResponse({"sessionId": info.id, "messages": messages})
+
+
+async def delete_session(request: Request) -> Response:
+    """DELETE /session/{id}: gone from the store, a JSON copy kept in the trash folder
+    ($QWENMEM_HOME/trash) so a mistaken delete can be recovered."""
+    backend = backend_of(request)
+    info = await backend.require_session(request.path_params["session_id"])
+    lock = backend.lock_for(info.id)
+    if lock.locked():
+        raise ApiError(409, "session_busy", "A prompt is running in this session", sessionId=info.id)
+    async with lock:
+        kept = await backend.delete_session(info)
+    log.info("[DAEMON] deleted session %s client=%s copy=%s", info.id, client_id_of(request), kept)
+    return JSONResponse({"sessionId": info.id, "deleted": True, "copy": str(kept)})
 
 
 async def recap(request: Request) -> Response:
@@ -442,34 +528,67 @@ async def recap(request: Request) -> Response:
 # -- prompt plumbing ---------------------------------------------------------------
 
 
-class _ReplyCollector:
-    """Folds chat events into the final reply: the text of the last model turn."""
+class _ReplyCollector(ChatEventHandler):
+    """Folds chat events into the final reply: the text of every model turn of the
+    query, in order — a reply that called a tool is its words before and after the
+    call, not only the last turn's ("The tool returned 44 characters.")."""
 
     def __init__(self) -> None:
-        self._turn_text: list[str] = []
-        self._last_assistant: str | None = None
+        self._turns: list[str] = []  # the text of each finished turn
+        self._current: list[str] = []  # deltas of the turn streaming now
         self.status = "ok"
         self.error: str | None = None
         self.memories: list[dict[str, Any]] = []  # the reply's receipt: what it used
 
-    def feed(self, event: object) -> None:
-        if isinstance(event, ItemAdded) and event.item.type == RECEIPT_ITEM:
+    async def turn_started(self, event: TurnStarted) -> None:
+        if self._current:
+            self._turns.append("".join(self._current))
+            self._current = []
+
+    async def assistant_delta(self, event: AssistantDelta) -> None:
+        self._current.append(event.text)
+
+    async def item_added(self, event: ItemAdded) -> None:
+        if event.item.type == RECEIPT_ITEM:
             self.memories = memories_json(event.item)
-        elif isinstance(event, TurnStarted):
-            self._turn_text = []
-        elif isinstance(event, AssistantDelta):
-            self._turn_text.append(event.text)
-        elif isinstance(event, ItemAdded) and event.item.type == "assistant":
-            self._last_assistant = event.item.content
-        elif isinstance(event, QueryFinished):
-            self.status = event.outcome.status
-            self.error = event.outcome.error
+        elif event.item.type == "assistant":
+            # The stored turn is the truth (deltas may have been cut or rewritten).
+            self._current = []
+            self._turns.append(event.item.content)
+
+    async def query_finished(self, event: QueryFinished) -> None:
+        self.status = event.outcome.status
+        self.error = event.outcome.error
 
     @property
     def text(self) -> str:
-        if self._last_assistant is not None:
-            return self._last_assistant
-        return "".join(self._turn_text)
+        parts = [*self._turns, "".join(self._current)]
+        return "\n\n".join(part for part in parts if part.strip())
+
+
+class _StreamedReply(_ReplyCollector):
+    """The reply, and the SSE events a streaming client sees on the way (contract §7)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._frames: list[bytes] = []
+
+    def frames(self) -> list[bytes]:
+        """The events to send since the last call."""
+        frames, self._frames = self._frames, []
+        return frames
+
+    async def assistant_delta(self, event: AssistantDelta) -> None:
+        await super().assistant_delta(event)
+        if event.text:
+            self._frames.append(_sse("delta", {"text": event.text}))
+
+    async def tool_call_started(self, event: ToolCallStarted) -> None:
+        self._frames.append(_sse("tool_call", _tool_call_json(event.call)))
+
+    async def tool_call_finished(self, event: ToolCallFinished) -> None:
+        result = {"result": event.result, "isError": event.is_error}
+        self._frames.append(_sse("tool_result", {**_tool_call_json(event.call), **result}))
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -479,18 +598,13 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
 async def _sse_events(
     backend: DaemonBackend, info: SessionInfo, text: str
 ) -> AsyncIterator[bytes]:
-    reply = _ReplyCollector()
+    reply = _StreamedReply()
     try:
         chat = await backend.chat_for_query(info)
         async for event in chat.run_query(text):
-            reply.feed(event)
-            if isinstance(event, AssistantDelta) and event.text:
-                yield _sse("delta", {"text": event.text})
-            elif isinstance(event, ToolCallStarted):
-                yield _sse("tool_call", _tool_call_json(event.call))
-            elif isinstance(event, ToolCallFinished):
-                result = {"result": event.result, "isError": event.is_error}
-                yield _sse("tool_result", {**_tool_call_json(event.call), **result})
+            await reply.handle(event)
+            for frame in reply.frames():
+                yield frame
     except Exception:
         # The status line is sent already: the failure travels as an event, the
         # traceback to the log.
@@ -553,6 +667,11 @@ ROUTES = [
     # session_not_found envelope instead of the router's bare 404.
     Route("/session/{session_id:path}/prompt", prompt, methods=["POST"]),
     Route("/session/{session_id:path}/recap", recap, methods=["POST"]),
+    Route("/session/{session_id:path}/messages", session_messages, methods=["GET"]),
+    Route("/session/{session_id:path}", delete_session, methods=["DELETE"]),
+    *MEMORY_ROUTES,
+    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    Route("/v1/models", list_models, methods=["GET"]),
 ]
 
 
@@ -580,6 +699,7 @@ def create_app(
         features=features,
         session_features=session_features,
         model_defaults=model_defaults,
+        proxy_extract=options.proxy_extract,
     )
 
     @asynccontextmanager
@@ -588,6 +708,7 @@ def create_app(
         # an app run by anything else (tests, another ASGI server) starts it here.
         if not backend.started:
             await backend.start()
+        app.state.upstream = backend.upstream
         try:
             yield
         finally:

@@ -187,6 +187,12 @@ class LLMClient:
         self._client = self._make_client(base_url, max_retries=0)
         self._embed_clients: dict[str, openai.AsyncOpenAI] = {}
 
+    @property
+    def api_key(self) -> str | None:
+        """The endpoint's key: the proxy of ``qwenmem serve`` forwards with it (it never
+        leaves qwenmem otherwise)."""
+        return self._api_key
+
     @classmethod
     def from_settings(
         cls, settings: Settings, *, base_url: str | None = None, label: str | None = None

@@ -106,6 +106,7 @@ class McpServers:
             description=description,
             parameters=function_parameters(listed.input_schema),
             handler=handler,
+            untrusted_output=True,  # someone else's program wrote it: like a file read
         )
 
     async def _check_permission(

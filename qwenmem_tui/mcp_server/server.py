@@ -1,10 +1,11 @@
 """The stdio MCP server behind ``qwenmem mcp`` (contract §8), on the official SDK.
 
 Clients (Claude Code, qwen-code, Cursor) spawn it once per session, so it must answer
-fast: the memory store opens in the background as soon as the protocol is up (rows
-only, ~10 ms), and the vector side (embedder, FAISS) loads behind it, so
-``list_memories`` / ``forget_memory`` answer from the rows and only ``search_memory``
-and ``remember`` wait for the vectors.
+fast: the memory store opens as soon as the protocol is up (rows only, ~10 ms), and the
+vector side (embedder, FAISS: ~0.4 s of CPU) loads after the first tool answer (or for
+the first search or write, which need it), so the handshake and a first
+``list_memories`` do not share the GIL with it. The secret scanner likewise loads from
+the first tool call on.
 
 Which project: ``--project``, else the client's first root (``roots/list``), else the
 directory the client started us in — resolved once, at the first tool call, because
@@ -15,18 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import unquote, urlparse
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import AcceptedElicitation, Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
+from qwenmem_tui import secrets as scanner
+from qwenmem_tui.features import MemoryAccess, MemoryUnavailable
 from qwenmem_tui.memory.remote import MAX_K, Caller, MemoryRequestError, ProjectMemory
 from qwenmem_tui.paths import Paths, project_id, project_root
 
@@ -38,25 +41,15 @@ log = logging.getLogger("qwenmem.mcp")
 
 SERVER_NAME = "qwenmem"
 ROOTS_TIMEOUT_S = 2.0
+CONFIRM_TIMEOUT_S = 120.0
 INSTRUCTIONS = (
     "Long-term memory shared with the qwenmem chat. search_memory before answering "
     "questions about the user, their preferences or this project; remember durable "
     "facts the user states (not secrets, not passing details); forget_memory when the "
     "user asks. Memories can be out of date: prefer what the user says now. Writes "
     "from here are held for the user's review when they read as instructions or "
-    "would apply to every project."
+    "would apply to every project, unless the user confirms them when asked."
 )
-
-
-class MemoryHit(TypedDict):
-    id: int
-    category: str
-    key: str
-    value: str
-    origin: str
-    age_days: float
-    scope: str
-    score: float
 
 
 class MemoryRow(TypedDict):
@@ -67,6 +60,10 @@ class MemoryRow(TypedDict):
     origin: str
     age_days: float
     scope: str
+
+
+class MemoryHit(MemoryRow):
+    score: float
 
 
 class SearchAnswer(TypedDict):
@@ -98,64 +95,39 @@ Category = Annotated[
 
 
 class MemoryBackend:
-    """What the tools share: the opening service, the project once known, the client."""
+    """What the tools share: the memory (opening behind the handshake), the project
+    once known."""
 
-    def __init__(
-        self,
-        open_service: Callable[[], Awaitable[MemoryService]],
-        *,
-        project_dir: Path | None,
-        cwd: Path,
-    ) -> None:
-        self._open_service = open_service
+    def __init__(self, memory: MemoryAccess | None, *, project_dir: Path | None, cwd: Path) -> None:
+        """``memory`` None: memory is turned off in the config; every tool says so."""
+        self._memory = memory
         self._project_dir = project_dir
         self._cwd = cwd
-        self._opening: asyncio.Task[MemoryService] | None = None
         self._project: str | None = None
         self._project_lock = asyncio.Lock()
 
     def start(self) -> None:
         """Open the store now, and the vectors behind it, without waiting for either."""
-        if self._opening is None:
-            self._opening = asyncio.create_task(self._open(), name="mcp-memory-open")
-
-    async def _open(self) -> MemoryService:
-        service = await self._open_service()
-        warm = asyncio.create_task(self._warm(service), name="mcp-memory-vectors")
-        self._warming = warm  # keep a reference: a task nobody holds may vanish
-        return service
-
-    @staticmethod
-    async def _warm(service: MemoryService) -> None:
-        try:
-            await service.load_vectors()
-        except Exception as exc:  # the first search retries and reports it
-            log.warning("[MCP] loading the memory index failed: %s", exc)
+        if self._memory is not None:
+            self._memory.start()
 
     async def service(self) -> MemoryService:
-        self.start()
-        assert self._opening is not None
+        if self._memory is None:
+            raise ToolError("qwenmem's long-term memory is turned off (memory.enabled = false)")
         try:
-            return await asyncio.shield(self._opening)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("[MCP] memory is unavailable")
-            raise ToolError(f"qwenmem memory is unavailable: {exc}") from None
+            return await self._memory.service()
+        except MemoryUnavailable as exc:
+            log.warning("[MCP] %s", exc)
+            raise ToolError(str(exc)) from None
+
+    def warm(self) -> None:
+        """After a tool's answer: the vectors load behind it, for the next search."""
+        if self._memory is not None:
+            self._memory.warm_vectors()
 
     async def close(self) -> None:
-        task = self._opening
-        if task is None:
-            return
-        if not task.done():
-            task.cancel()
-        await asyncio.wait({task})
-        warming = getattr(self, "_warming", None)
-        if warming is not None and not warming.done():
-            warming.cancel()
-            await asyncio.wait({warming})
-        if not task.cancelled() and task.exception() is None:
-            await task.result().close()
+        if self._memory is not None:
+            await self._memory.close()
 
     async def project(self, ctx: Context) -> str:
         """The project's id: --project, else the client's first root, else the cwd."""
@@ -168,6 +140,9 @@ class MemoryBackend:
             return self._project
 
     async def memory(self, ctx: Context) -> ProjectMemory:
+        # Writes cut secrets out: the scanner loads in the background from the first
+        # call on (a write that comes before it is loaded waits for it).
+        scanner.preload()
         return ProjectMemory(self.service, await self.project(ctx), _caller(ctx))
 
 
@@ -205,7 +180,32 @@ async def _first_root(ctx: Context) -> Path | None:
     return None
 
 
-async def _answer(call: Awaitable[Any]) -> Any:
+class SaveConfirmation(BaseModel):
+    save: bool = Field(default=True, description="Save this note to qwenmem's memory")
+
+
+async def _user_confirms(ctx: Context, text: str) -> bool:
+    """Ask the user (MCP elicitation) whether a held note is theirs to keep; False when
+    the client cannot ask, or the user declines, cancels or does not answer."""
+    try:
+        capabilities = ctx.request_context.session.client_capabilities
+        if capabilities is None or capabilities.elicitation is None:
+            return False
+        async with asyncio.timeout(CONFIRM_TIMEOUT_S):
+            answer = await ctx.elicit(
+                "Save this note to qwenmem's long-term memory? It will be recalled in "
+                f"future conversations:\n\n{text.strip()}",
+                SaveConfirmation,
+            )
+    except Exception as exc:  # no answer is a "not confirmed": the note is held
+        log.info("[MCP] confirmation not obtained: %s", exc)
+        return False
+    confirmed = isinstance(answer, AcceptedElicitation) and answer.data.save
+    log.info("[MCP] the user %s a held note", "confirmed" if confirmed else "did not confirm")
+    return confirmed
+
+
+async def _answer(call: Awaitable[Any], backend: MemoryBackend) -> Any:
     """A tool's answer; a caller's mistake becomes a one-line tool error, and so does
     anything unexpected (its traceback goes to the debug log, never to the client)."""
     try:
@@ -217,6 +217,8 @@ async def _answer(call: Awaitable[Any]) -> Any:
     except Exception as exc:
         log.exception("[MCP] tool failed")
         raise ToolError(f"qwenmem could not answer: {type(exc).__name__}") from None
+    finally:
+        backend.warm()
 
 
 def build_server(backend: MemoryBackend) -> MCPServer:
@@ -245,7 +247,7 @@ def build_server(backend: MemoryBackend) -> MCPServer:
         k: Annotated[int, Field(ge=1, le=MAX_K, description="how many memories at most")] = 5,
     ) -> SearchAnswer:
         memory = await backend.memory(ctx)
-        return await _answer(memory.search(query, k))
+        return await _answer(memory.search(query, k), backend)
 
     @server.tool(
         title="Remember",
@@ -253,7 +255,7 @@ def build_server(backend: MemoryBackend) -> MCPServer:
         "correction, a fact about the user or this project). The same fact said again "
         "is deduplicated; a new value for the same subject supersedes the old one. "
         "Never save secrets. Instruction-like or every-project facts are held for the "
-        "user's review (action 'quarantined').",
+        "user's review (action 'quarantined') unless the user confirms them when asked.",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
     )
     async def remember(
@@ -265,7 +267,10 @@ def build_server(backend: MemoryBackend) -> MCPServer:
         ] = None,
     ) -> RememberAnswer:
         memory = await backend.memory(ctx)
-        return await _answer(memory.remember(text, category, key))
+        confirmed = memory.wants_the_users_word(text, category, key) and await _user_confirms(
+            ctx, text
+        )
+        return await _answer(memory.remember(text, category, key, confirmed=confirmed), backend)
 
     @server.tool(
         title="Forget memory",
@@ -278,7 +283,7 @@ def build_server(backend: MemoryBackend) -> MCPServer:
         ctx: Context,
     ) -> ForgetAnswer:
         memory = await backend.memory(ctx)
-        return await _answer(memory.forget(id))
+        return await _answer(memory.forget(id), backend)
 
     @server.tool(
         title="List memories",
@@ -288,7 +293,7 @@ def build_server(backend: MemoryBackend) -> MCPServer:
     )
     async def list_memories(ctx: Context, category: Category = None) -> ListAnswer:
         memory = await backend.memory(ctx)
-        return await _answer(memory.list(category))
+        return await _answer(memory.list(category), backend)
 
     return server
 
@@ -297,24 +302,31 @@ async def serve_stdio(
     settings: Settings, paths: Paths, *, project_dir: Path | None, cwd: Path
 ) -> None:
     """Serve until the client closes stdin."""
-
-    async def open_service() -> MemoryService:
-        from qwenmem_tui.memory.service import MemoryService
-
-        return await MemoryService.open(settings, paths, llm=_llm(settings), lazy=True)
-
-    backend = MemoryBackend(open_service, project_dir=project_dir, cwd=cwd)
-    await build_server(backend).run_stdio_async()
+    llm = _llm(settings)
+    # The project is known only at the first tool call; the service is per user, and
+    # each ProjectMemory names its project, so the access's own project is unused.
+    memory = (
+        MemoryAccess(settings, paths, llm=llm, project="", rows_first=True)
+        if settings.memory.enabled
+        else None
+    )
+    backend = MemoryBackend(memory, project_dir=project_dir, cwd=cwd)
+    try:
+        await build_server(backend).run_stdio_async()
+    finally:
+        if llm is not None:
+            await llm.aclose()
 
 
 def _llm(settings: Settings) -> Any:
-    """The configured endpoint for an ``openai`` embedder and the identity judge; none
-    for the bundled local model (a per-session MCP server must not start llama.cpp)."""
+    """The configured endpoint, only for an ``openai`` embedder: building a client loads
+    the SDK (~0.4 s), and a per-session server must answer first. Writes here use the
+    identity rule alone (no judge); the bundled local model is never started."""
     import os
 
     from qwenmem_tui.llm.provider import resolve_provider
 
-    if resolve_provider(settings, os.environ) == "local":
+    if settings.memory.embedding != "openai" or resolve_provider(settings, os.environ) == "local":
         return None
     from qwenmem_tui.llm.client import LLMClient
 

@@ -28,7 +28,7 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from qwenmem_tui.memory import secrets
+from qwenmem_tui import secrets
 from qwenmem_tui.memory.model import (
     FLAG_FROM_FILE,
     FLAG_SECRET_REDACTED,
@@ -36,7 +36,7 @@ from qwenmem_tui.memory.model import (
     Category,
     holds,
 )
-from qwenmem_tui.memory.provenance import Provenance, Writer
+from qwenmem_tui.memory.provenance import Provenance, Writer, content_terms
 
 # Anchored for JSON schema (the save_memory tool's "pattern"); Python code must use
 # fullmatch: "$" alone lets a trailing newline through (two keys for one fact).
@@ -167,6 +167,7 @@ class Verdict:
     errors: list[str] = field(default_factory=list)  # non-empty: refuse the write
     flags: list[str] = field(default_factory=list)  # holding flags quarantine; labels do not
     value: str = ""  # the value to store (secrets redacted)
+    refused_secret: bool = False  # refused because it holds a secret (counted in stats)
 
     @property
     def accepted(self) -> bool:
@@ -326,6 +327,25 @@ def redact_value(key: str, value: str) -> str:
     return secrets.redact(value)
 
 
+# Words that only say what kind of secret it was: "my OpenAI key is [REDACTED]" says
+# nothing worth remembering once the key is gone.
+_SECRET_WORDS = frozenset(
+    "key keys api apikey token tokens password passwords passwd pass passcode pin code "
+    "secret secrets credential credentials login auth bearer access private personal "
+    "openai anthropic github gitlab aws stripe slack google azure npm pypi huggingface "
+    "hf db database account admin root here mine authorization basic header value".split()
+)
+
+
+def secret_shell(redacted: str) -> bool:
+    """True when ``redacted`` (a value with its secrets cut out) keeps no word that says
+    anything besides naming the secret: storing it would keep an empty shell ("my
+    OpenAI key is [REDACTED]") and tell the person it was remembered."""
+    rest = redacted.replace(REDACTED, " ")
+    kept = [w for w in re.findall(r"\w+", rest.casefold()) if w not in _SECRET_WORDS]
+    return not content_terms(" ".join(kept))
+
+
 def suspicious_flags(key: str, value: str, *, turn_outputs: Sequence[str] = ()) -> list[str]:
     """Names of every pattern signal in the (unredacted) write: the second opinion."""
     flags: list[str] = []
@@ -385,12 +405,18 @@ def check(
     """
     errors = validate_schema(category, key, value)
     if not errors and secrets.key_holds_secret(key):
-        errors.append("key must name the subject, not hold a secret")
+        return Verdict(errors=["key must name the subject, not hold a secret"], refused_secret=True)
     if errors:
         return Verdict(errors=errors, value="")
     stored = redact_value(key, value)
-    if not re.sub(r"[\W_]+", "", stored.replace(REDACTED, "")):
-        return Verdict(errors=["value is a secret; secrets are never saved"], value="")
+    if stored != value and secret_shell(stored):
+        return Verdict(
+            errors=[
+                "it holds a secret and little else; secrets are never saved (keep it in a "
+                "password manager, and remember where it is instead)"
+            ],
+            refused_secret=True,
+        )
     prov = provenance or Provenance(untrusted=tuple(turn_outputs))
     labels = [FLAG_SECRET_REDACTED] if stored != value else []
     signals = suspicious_flags(key, value, turn_outputs=prov.untrusted)

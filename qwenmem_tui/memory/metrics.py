@@ -25,8 +25,17 @@ class MemoryStats:
     untrusted_held: int = 0
     user_stated_writes: int = 0  # /remember, or a model write grounded in the user's words
     user_stated_active: int = 0
+    secrets_redacted: int = 0  # writes stored with a secret span cut out
+    secrets_refused: int = 0  # writes refused: a secret and nothing else, or one in the key
     recall: str = ""  # which channels recall uses, and why when lexical-only
     recall_note: str = ""  # set when recall fell back to lexical-only: the reason
+    reviewed: int = 0  # active memories a person kept in the sampled review
+    reviewed_of: int = 0  # active memories
+
+    @property
+    def reviewed_share(self) -> float:
+        """Active memories a person has reviewed / all active ones."""
+        return self.reviewed / self.reviewed_of if self.reviewed_of else 0.0
 
     @property
     def hit_rate(self) -> float:
@@ -50,6 +59,13 @@ class MemoryStats:
             self.user_stated_active / self.user_stated_writes if self.user_stated_writes else 0.0
         )
 
+    @property
+    def secret_write_rate(self) -> float:
+        """Writes that carried a secret (cut out, or refused) / all write attempts."""
+        attempts = self.writes + self.secrets_refused
+        caught = self.secrets_redacted + self.secrets_refused
+        return caught / attempts if attempts else 0.0
+
     def to_json(self) -> dict[str, Any]:
         return {
             "recalls": self.recalls,
@@ -66,9 +82,14 @@ class MemoryStats:
             "user_stated_writes": self.user_stated_writes,
             "user_stated_active": self.user_stated_active,
             "user_stated_active_rate": round(self.user_stated_active_rate, 4),
+            "secrets_redacted": self.secrets_redacted,
+            "secrets_refused": self.secrets_refused,
+            "secret_write_rate": round(self.secret_write_rate, 4),
             "counts": dict(self.counts),
             "deliveries": dict(self.deliveries),
             "recall": self.recall,
+            "reviewed": self.reviewed,
+            "reviewed_share": round(self.reviewed_share, 4),
         }
 
     def to_text(self) -> str:
@@ -84,6 +105,11 @@ class MemoryStats:
             " not the user's words)",
             f"user facts kept      {self.user_stated_active_rate:6.1%}"
             f"  ({self.user_stated_active}/{self.user_stated_writes} user-stated writes stored active)",
+            f"reviewed             {self.reviewed_share:6.1%}"
+            f"  ({self.reviewed}/{self.reviewed_of} active memories kept in a sampled review)",
+            f"secrets caught       {self.secret_write_rate:6.1%}"
+            f"  ({self.secrets_redacted} writes stored with the secret cut out,"
+            f" {self.secrets_refused} refused as nothing but a secret)",
             "counts by status     " + ", ".join(f"{k} {v}" for k, v in self.counts.items()),
         ]
         if self.recall:
@@ -120,6 +146,8 @@ def compute_stats(
         untrusted_held=int(counters.get("untrusted_held", 0)),
         user_stated_writes=int(counters.get("user_stated_writes", 0)),
         user_stated_active=int(counters.get("user_stated_active", 0)),
+        secrets_redacted=int(counters.get("secrets_redacted", 0)),
+        secrets_refused=int(counters.get("secrets_refused", 0)),
         deliveries={
             name[len(DELIVERY_PREFIX) :]: int(v)
             for name, v in counters.items()

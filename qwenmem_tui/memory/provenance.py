@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from qwenmem_tui.chat.view import untrusted_content
-from qwenmem_tui.memory import secrets
+from qwenmem_tui.chat.view import untrusted_content, user_words
+from qwenmem_tui import secrets
 
 
 class Writer(StrEnum):
@@ -32,7 +32,6 @@ class Writer(StrEnum):
     IMPORT = "import"  # a JSON-lines file a person chose to import
 
 
-_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _WORD = re.compile(r"\w+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 # Words every paraphrase adds ("the user prefers …"), so they prove nothing either way.
@@ -48,7 +47,7 @@ GROUNDED_SHARE = 0.6
 _STEM = 4
 
 
-def _terms(text: str) -> set[str]:
+def content_terms(text: str) -> set[str]:
     """Content words, stemmed by prefix; CJK runs as character bigrams (no spaces there)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     terms: set[str] = set()
@@ -109,13 +108,7 @@ class Provenance:
         found = untrusted_content(messages, trusted_tools)
         sources = [source for source, _ in found]
         untrusted = [text for _, text in found]
-        user_text: list[str] = []
-        for message in messages:
-            content = message.get("content")
-            if message.get("role") == "user" and isinstance(content, str):
-                own = _REMINDER.sub("", content).strip()
-                if own:
-                    user_text.append(own)
+        user_text = user_words(messages)
         for output in extra_outputs:
             if output not in untrusted:
                 sources.append("tool output")
@@ -144,10 +137,10 @@ class Provenance:
             return False
         if any(unicodedata.category(ch) == "Cf" for ch in value):
             return False  # invisible characters carry text nobody typed
-        wanted = _terms(value)
+        wanted = content_terms(value)
         if not wanted:
             return False
-        said = _terms("\n".join(self.user_text))
+        said = content_terms("\n".join(self.user_text))
         return len(wanted & said) >= GROUNDED_SHARE * len(wanted)
 
     def describe(self) -> str:

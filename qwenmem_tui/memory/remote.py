@@ -179,6 +179,26 @@ class ProjectMemory:
             answer["flags"] = list(memory.flags)
         return answer
 
+    def wants_the_users_word(self, text: object, category: object = None, key: object = None) -> bool:
+        """Whether ``remember`` would hold this note only because nobody vouched for it
+        (an every-project fact, or an order, from an unseen view): the case a face can
+        mend by asking the user. Attacks (injection, markup) stay held whoever vouches."""
+        from qwenmem_tui.memory import guard
+        from qwenmem_tui.memory.model import LABEL_FLAGS
+        from qwenmem_tui.memory.service import note_subject
+
+        if not isinstance(text, str) or not text.strip():
+            return False
+        derived_category, derived_key = note_subject(text)
+        verdict = guard.check(
+            category if isinstance(category, str) and category else derived_category,
+            key if isinstance(key, str) and key else derived_key,
+            text.strip(),
+            provenance=outside_provenance(self.caller, text, confirmed=False),
+        )
+        held = set(verdict.flags) - LABEL_FLAGS
+        return bool(held) and held <= {guard.FLAG_UNTRUSTED, guard.FLAG_INSTRUCTION}
+
     async def forget(self, memory_id: object) -> dict[str, Any]:
         """Delete one memory (audited); another user's or project's id is not found."""
         if isinstance(memory_id, str) and memory_id.isascii() and memory_id.isdigit():

@@ -18,6 +18,7 @@ from typing import Any
 
 import aiosqlite
 
+from qwenmem_tui import secrets
 from qwenmem_tui.storage.database import Database, StorageError
 
 TITLE_MAX_CHARS = 60
@@ -52,9 +53,12 @@ class SessionNotFoundError(StorageError):
 
 
 def make_title(text: str) -> str:
-    """A session title from the first user message: its first non-blank line."""
+    """A session title from the first user message: its first non-blank line, secrets
+    cut out (a title is shown in every listing: ``qwenmem sessions``, ``GET /sessions``,
+    the resume picker). The scan never waits for detect-secrets to load (this runs on
+    the event loop); our own rules cover the usual formats until it has."""
     for line in text.splitlines():
-        line = " ".join(line.split())
+        line = secrets.redact(" ".join(line.split()), complete=False)
         if line:
             if len(line) > TITLE_MAX_CHARS:
                 return line[: TITLE_MAX_CHARS - 1].rstrip() + "…"
@@ -66,7 +70,8 @@ def _session_from_row(row: sqlite3.Row) -> SessionInfo:
     return SessionInfo(
         id=row["id"],
         project=row["project"],
-        title=row["title"],
+        # Titles stored before they were scanned are cleaned on the way out.
+        title=secrets.redact(row["title"], complete=False),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         message_count=row["message_count"],
@@ -273,6 +278,17 @@ class SessionStore:
                 "AND NOT EXISTS (SELECT 1 FROM items WHERE session_id = ?)",
                 (session_id, session_id),
             )
+            return cursor.rowcount
+
+        return await self.db.write(delete) == 1
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete a session and its items (one transaction); True if it existed."""
+        if self._unstored.pop(session_id, None) is not None:
+            return True
+
+        async def delete(conn: aiosqlite.Connection) -> int:
+            cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
             return cursor.rowcount
 
         return await self.db.write(delete) == 1

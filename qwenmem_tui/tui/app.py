@@ -17,9 +17,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
+import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -44,10 +47,10 @@ from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.runtime import ModelStarter, Runtime, StartupError, find_session
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
 from qwenmem_tui.tui.commands import BUILTIN_COMMANDS, CommandTable
-from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
+from qwenmem_tui.tui.extensions import AppContext, BusyState, Extension, ExtensionFactory
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.keymap import checked_keymap
-from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, ItemWidgetFactory
+from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, InfoItem, ItemWidgetFactory
 
 if TYPE_CHECKING:
     from qwenmem_tui.features import SessionFeatures
@@ -56,8 +59,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("qwenmem.tui")
 
-AppState = Literal["starting", "idle", "responding", "running_tool", "recap", "compacting"]
+ChatState = Literal["starting", "idle", "responding", "running_tool"]
+"""The chat's own states; an extension's command adds its busy states (`BusyState`)."""
 
+
+QUIT_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+"""Signals that end qwenmem the way Ctrl+Q does (Windows has no SIGHUP)."""
 
 NOTHING_TO_RESUME = "No earlier session in this project to resume: this is a new one."
 
@@ -78,9 +87,10 @@ class QwenmemApp(App[None]):
 
     Not called `focused`: `App.focused` is Textual's focused widget.
     """
-    state: reactive[AppState] = reactive("starting")
-    """What the app is busy with; anything but "idle" means a new query must wait
-    ("starting" until the session is open)."""
+    state: reactive[str] = reactive("starting")
+    """What the app is busy with: a `ChatState` or an extension's busy state (`busy`);
+    anything but "idle" means a new query must wait ("starting" until the session is
+    open)."""
 
     @dataclass
     class SessionOpened(Message):
@@ -109,12 +119,15 @@ class QwenmemApp(App[None]):
         self.settings = settings
         self.paths = paths
         self.project_root = project_root(cwd)
+        self._cwd = cwd  # the instruction files are read from the root down to it
         self.project = project_id(self.project_root)
         # Said once on screen when the root is the home or /: tools then keep to cwd.
         self._root_notice = broad_root_notice(self.project_root, cwd)
         self.clock = clock
         self.commands = CommandTable(BUILTIN_COMMANDS)
         self.item_widgets: dict[str, ItemWidgetFactory] = dict(DEFAULT_ITEM_WIDGETS)
+        self.busy_states: dict[str, BusyState] = {}
+        """The extensions' busy states by name (their commands run in them)."""
         self.help_keys: list[tuple[str, str]] = []  # extensions' keys for /help
         self._hooks = tuple(hooks)
         self._extra_tools = list(extra_tools)
@@ -127,6 +140,7 @@ class QwenmemApp(App[None]):
         self._start_model = start_model
         # The app owns its process (the CLI, not a test): it tunes the collector.
         self._long_lived = long_lived
+        self._exiting_on: int | None = None  # the signal that is ending the app, if one
         # The bundled local model: a short system prompt, and no tools it cannot call.
         self._model_defaults = model_defaults
         self._runtime: Runtime | None = None
@@ -226,6 +240,26 @@ class QwenmemApp(App[None]):
             self.show(widget)
         return item
 
+    def set_badge(self, name: str, text: str | None) -> None:
+        """An extension's status badge (e.g. memories awaiting review); None drops it."""
+        self._chat_screen().set_badge(name, text)
+
+    @asynccontextmanager
+    async def busy(self, state: str, progress: str) -> AsyncIterator[None]:
+        """Run an extension's work in its busy `state` (messages typed meanwhile queue,
+        the status line says it) with a `progress` line shown, both undone however it
+        ends. The caller checks first that the app may start (`idle`, else
+        `busy_notice`)."""
+        self.state = state
+        line = InfoItem(progress)
+        self.show(line)
+        try:
+            yield
+        finally:
+            line.remove()
+            if self.state == state:
+                self.state = "idle"
+
     def action_command(self, name: str, args: str = "") -> None:
         """Run a slash command: the action behind keys extensions bind."""
         self._chat_screen().run_command(name, args)
@@ -257,9 +291,35 @@ class QwenmemApp(App[None]):
     async def on_mount(self) -> None:
         from qwenmem_tui.tui.screens.chat import ChatScreen
 
+        if self._long_lived:
+            self._quit_on_signals()
         # The screen first: the prompt takes keys while the rest opens behind it.
         await self.push_screen(ChatScreen())
         self.run_worker(self._start(), group="startup", exclusive=True, exit_on_error=False)
+
+    def _quit_on_signals(self) -> None:
+        """SIGTERM (kill, a shutdown) and SIGHUP (the terminal window closed) quit as
+        Ctrl+Q does, through the app's own exit: a reply being streamed is stored as
+        far as it came, marked interrupted. By default either signal ended the process
+        on the spot and the reply's tail was lost."""
+        loop = asyncio.get_running_loop()
+        for signum in QUIT_SIGNALS:
+            try:
+                loop.add_signal_handler(signum, self._signalled, signum)
+            except (NotImplementedError, RuntimeError, ValueError):  # no such signal here
+                pass
+
+    def _signalled(self, signum: int) -> None:
+        if self._exiting_on is not None:
+            # A hangup comes twice when the terminal closes (the emulator's, then the
+            # kernel's): only a second SIGTERM insists, and ends the process at once.
+            if signum == signal.SIGTERM:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+            return
+        self._exiting_on = signum
+        log.info("[TUI] %s: quitting", signal.Signals(signum).name)
+        self.exit(return_code=128 + signum)
 
     async def _start(self) -> None:
         """Open storage, the features and the model, then show the session."""
@@ -307,6 +367,7 @@ class QwenmemApp(App[None]):
             hooks=self._hooks,
             clock=self.clock,
             on_database_retry=self._database_busy,
+            cwd=self._cwd,
         )
         self._llm = runtime.llm
         self._chat_screen().show_model(runtime.llm.status_label)
@@ -325,6 +386,7 @@ class QwenmemApp(App[None]):
             features=features,
             memory=runtime.memory,
             mcp=runtime.assembly.mcp,
+            instructions=runtime.instructions,
         )
         assert self._extension_factories is not None  # resolved by _extension_features
         for factory in self._extension_factories:
@@ -337,7 +399,9 @@ class QwenmemApp(App[None]):
                 # keymap from [keys] applies to it like to the class BINDINGS.
                 self._bindings.key_to_bindings.setdefault(binding.key, []).append(binding)
             self.item_widgets.update(extension.item_widgets)
+            self.busy_states.update(extension.busy_states)
             self.help_keys.extend(extension.help_keys)
+        self._chat_screen().add_busy_states(self.busy_states)
 
     async def _extension_features(self) -> set[str]:
         """The core features the extensions present (the runtime assembles them); the

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from qwenmem_tui.tui.app import QwenmemApp
+    from qwenmem_tui.tui.host import Host
 
-CommandHandler = Callable[["QwenmemApp", str], Awaitable[None] | None]
-"""Called with the app and the text after the command name (stripped, may be "")."""
+CommandHandler = Callable[["Host", str], Awaitable[None] | None]
+"""Called with the app (as the host interface, `tui/host.py`) and the text after the
+command name (stripped, may be "")."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class SlashCommand:
         """`/name <usage>` as shown to the user."""
         return f"/{self.name} {self.usage}".rstrip()
 
-    async def run(self, app: QwenmemApp, args: str) -> None:
+    async def run(self, app: Host, args: str) -> None:
         """Run the handler, awaiting it when it is a coroutine function."""
         result = self.handler(app, args)
         if inspect.isawaitable(result):
@@ -85,7 +86,7 @@ def parse_command(text: str) -> tuple[str, str] | None:
     return name.lower(), args.strip()
 
 
-async def _help(app: QwenmemApp, args: str) -> None:
+async def _help(app: Host, args: str) -> None:
     lines = ["Commands:"]
     width = max(len(command.signature) for command in app.commands)
     lines += [
@@ -104,15 +105,15 @@ PROMPT_KEYS = (
 """The prompt's own keys, which are not bindings with ids (so not remappable)."""
 
 
-async def _clear(app: QwenmemApp, args: str) -> None:
+async def _clear(app: Host, args: str) -> None:
     await app.clear_conversation()
 
 
-def _quit(app: QwenmemApp, args: str) -> None:
+def _quit(app: Host, args: str) -> None:
     app.exit()
 
 
-def _resume(app: QwenmemApp, args: str) -> None:
+def _resume(app: Host, args: str) -> None:
     if args:
         app.open_session(args)
     else:

@@ -31,15 +31,17 @@ from qwenmem_tui.tui.extensions import (
     AppContext,
     Extension,
     ExtensionFactory,
+    BusyState,
     busy_notice,
-    busy_with,
 )
 from qwenmem_tui.tui.widgets.compaction_marker import CompactionMarker
 
 if TYPE_CHECKING:
-    from qwenmem_tui.tui.app import QwenmemApp
+    from qwenmem_tui.tui.host import Host
 
 COMPACT_BUSY = busy_notice("compact")
+COMPACTING = "compacting"
+"""The app's state while /compact runs (a message sent meanwhile stops it)."""
 COMPACT_PROGRESS = "Compacting older messages…"
 PIN_NOTHING = "Nothing to pin yet: no message with text in this conversation."
 UNPIN_NOTHING = "No pinned message to unpin."
@@ -70,13 +72,13 @@ class CompactionController:
 
     # -- /compact ----------------------------------------------------------------------
 
-    async def compact_command(self, app: QwenmemApp, args: str) -> None:
+    async def compact_command(self, app: Host, args: str) -> None:
         """/compact: summarise what is older than the kept turns, threshold or not."""
         if not app.idle:
             app.show_info(COMPACT_BUSY)
             return
         session = app.session
-        async with busy_with(app, "compacting", COMPACT_PROGRESS):
+        async with app.busy(COMPACTING, COMPACT_PROGRESS):
             result = await self.hook.compact_now(session)
         if app.session is not session:
             return  # switched sessions meanwhile: the marker is stored with its own
@@ -91,7 +93,7 @@ class CompactionController:
 
     # -- /pin /unpin ---------------------------------------------------------------------
 
-    async def pin_command(self, app: QwenmemApp, args: str) -> None:
+    async def pin_command(self, app: Host, args: str) -> None:
         """/pin and ctrl+p: the last message is carried verbatim through every compaction.
 
         With a message highlighted in the log (typing ends a highlight, so only the key
@@ -111,7 +113,7 @@ class CompactionController:
         elif item.id is not None:
             await self.set_pin(app, item.id, True)
 
-    async def unpin_command(self, app: QwenmemApp, args: str) -> None:
+    async def unpin_command(self, app: Host, args: str) -> None:
         """/unpin: the most recent pinned message may be summarised again."""
         item = next((i for i in reversed(app.session.view_items()) if i.meta.get("pinned")), None)
         if item is None or item.id is None:
@@ -119,7 +121,7 @@ class CompactionController:
             return
         await self.set_pin(app, item.id, False)
 
-    async def set_pin(self, app: QwenmemApp, item_id: int, pinned: bool) -> None:
+    async def set_pin(self, app: Host, item_id: int, pinned: bool) -> None:
         """Pin or unpin one message of the model's view, show it on its widget, say so."""
         item = self._find(app, item_id)
         if item is None or not pinnable(item):
@@ -142,13 +144,13 @@ class CompactionController:
             app.show_info(f"Unpinned: “{preview(item.content)}”")
 
     @staticmethod
-    def _find(app: QwenmemApp, item_id: int) -> Item | None:
+    def _find(app: Host, item_id: int) -> Item | None:
         # The model's view only: pinning a message from before /clear would change nothing.
         return next((i for i in app.session.view_items() if i.id == item_id), None)
 
 
 async def _build(context: AppContext) -> Extension:
-    hook = context.features.compaction
+    hook = context.features.handle(COMPACTION)
     if hook is None:
         raise RuntimeError("the compaction extension needs the compaction feature assembled")
     controller = CompactionController(hook)
@@ -163,6 +165,7 @@ async def _build(context: AppContext) -> Extension:
         ),
         item_widgets={COMPACTION_ITEM: CompactionMarker},
         bindings=(PIN_BINDING,),
+        busy_states={COMPACTING: BusyState("compacting history…", stopped="compacting")},
     )
 
 

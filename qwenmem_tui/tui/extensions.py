@@ -7,15 +7,14 @@ features it presents, the app assembles those once, and the factory gets the res
 (`AppContext.features`) to build its commands and widgets on. `default_extensions`
 (`tui/default_extensions.py`) is the list the settings turn on.
 
-Also here: `busy_with`, the one sequence a long-running command follows (/compact,
-/recap): refused unless idle, the app's state set meanwhile, a progress line shown,
-both undone however the work ends.
+An extension talks to the app through the host interface (`tui/host.py`), never to
+the app class: its commands and callbacks get a `Host`. A long-running command
+(/compact, /recap) declares its `BusyState` and runs under `host.busy(state, progress)`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,19 +22,20 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from qwenmem_tui.config import Settings
+from qwenmem_tui.instructions import Instructions
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
 from qwenmem_tui.tui.commands import SlashCommand
-from qwenmem_tui.tui.widgets.items import InfoItem, ItemWidgetFactory
+from qwenmem_tui.tui.widgets.items import ItemWidgetFactory
 
 if TYPE_CHECKING:
     # Types only: features loads the memory stack (numpy/FAISS), which the app imports
     # in its startup worker, after the first frame.
     from qwenmem_tui.features import MemoryAccess, SessionFeatures
     from qwenmem_tui.mcp_client.servers import McpServers
-    from qwenmem_tui.tui.app import AppState, QwenmemApp
+    from qwenmem_tui.tui.host import Host
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,20 @@ class AppContext:
     memory: MemoryAccess | None = None
     """The memory service, opening in the background (None: memory is not assembled)."""
     mcp: McpServers | None = None
-    """The configured MCP servers, not started yet (None: none configured)."""
+    """The configured MCP servers, starting in the background (None: none configured)."""
+    instructions: Instructions = Instructions()
+    """The project instruction files in the system prompt."""
+
+
+@dataclass(frozen=True)
+class BusyState:
+    """A state an extension's long-running command puts the app in (`host.busy`)."""
+
+    label: str
+    """What the status line says meanwhile, e.g. "compacting history…"."""
+    stopped: str
+    """What a message sent meanwhile stops, e.g. "the recap": it says "Stopped the
+    recap: your message goes first." (side work yields to the user)."""
 
 
 @dataclass
@@ -65,15 +78,17 @@ class Extension:
     name: str
     commands: Sequence[SlashCommand] = ()
     item_widgets: Mapping[str, ItemWidgetFactory] = field(default_factory=dict)
+    busy_states: Mapping[str, BusyState] = field(default_factory=dict)
+    """The states its commands run in (`host.busy(name, progress)`), by name."""
     bindings: Sequence[Binding] = ()
     """App-level keys, e.g. ``Binding("ctrl+p", "command('pin')", "Pin", id="chat.pin")``:
     ``command(name)`` runs a slash command; the id lets users remap the key ([keys])."""
     help_keys: Sequence[tuple[str, str]] = ()
     """(key, description) /help lists besides the bindings: keys of widgets that only
     have them while focused (a receipt's list)."""
-    on_ready: Callable[[QwenmemApp], Awaitable[None] | None] | None = None
+    on_ready: Callable[[Host], Awaitable[None] | None] | None = None
     """Called once the chat screen is up (attach TUI controllers, watch reactives)."""
-    on_session_opened: Callable[[QwenmemApp, bool], Awaitable[None] | None] | None = None
+    on_session_opened: Callable[[Host, bool], Awaitable[None] | None] | None = None
     """Called after `on_ready` each time a session is shown (startup, /resume); the
     bool says whether it was resumed rather than created."""
     close: Callable[[], Awaitable[None]] | None = None
@@ -92,6 +107,9 @@ class ExtensionFactory:
     name: str
     build: Callable[[AppContext], Awaitable[Extension]]
     features: Collection[str] = frozenset()
+    always: bool = False
+    """Shown whatever the settings (the assembly opens its features only as far as
+    they are configured: /mcp without a server says how to add one)."""
 
     async def __call__(self, context: AppContext) -> Extension:
         return await self.build(context)
@@ -100,21 +118,3 @@ class ExtensionFactory:
 def busy_notice(command: str) -> str:
     """What a command that needs the app idle answers while something runs."""
     return f"Cannot run /{command} while another operation is in progress."
-
-
-@asynccontextmanager
-async def busy_with(app: QwenmemApp, state: AppState, progress: str) -> AsyncIterator[None]:
-    """The app is busy with a command: `state` set (messages typed meanwhile queue, the
-    status line says it) and a `progress` line shown, both undone however it ends.
-
-    The caller checks first that the app may start (`app.idle`, else `busy_notice`).
-    """
-    app.state = state
-    line = InfoItem(progress)
-    app.show(line)
-    try:
-        yield
-    finally:
-        line.remove()
-        if app.state == state:
-            app.state = "idle"

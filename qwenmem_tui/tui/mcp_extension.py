@@ -20,7 +20,7 @@ from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 
 if TYPE_CHECKING:
-    from qwenmem_tui.tui.app import QwenmemApp
+    from qwenmem_tui.tui.host import Host
 
 log = logging.getLogger("qwenmem.tui")
 
@@ -31,15 +31,17 @@ class McpFeature:
     def __init__(self, context: AppContext, servers: McpServers | None) -> None:
         self._context = context
         self._servers = servers
-        self._app: QwenmemApp | None = None
-        self._pending: list[str] = []  # failures before the chat screen was up
+        self._app: Host | None = None
+        self._shown = False  # a session is on screen: lines shown now stay
+        self._pending: list[str] = []  # failures before the first session was shown
 
-    def on_ready(self, app: QwenmemApp) -> None:
+    def on_ready(self, app: Host) -> None:
         self._app = app
-        servers = self._servers
-        if servers is None:
-            return
-        servers.approver = self.approve
+        if self._servers is not None:
+            self._servers.approver = self.approve
+
+    def on_session_opened(self, app: Host, resumed: bool) -> None:
+        self._shown = True
         for line in self._pending:
             app.show_error(line)
         self._pending.clear()
@@ -58,7 +60,7 @@ class McpFeature:
         if server.state != "failed":
             return
         line = f"MCP server {server.name} {server.error} (see /mcp; it is retried on the next call)"
-        if self._app is None:
+        if self._app is None or not self._shown:
             self._pending.append(line)
         else:
             self._app.show_error(line)
@@ -88,7 +90,7 @@ class McpFeature:
             await asyncio.Event().wait()  # the cancellation arrives here
         return decision
 
-    def show(self, app: QwenmemApp, args: str) -> None:
+    def show(self, app: Host, args: str) -> None:
         source = app.settings.source or app.paths.config_file
         app.show_info(describe_servers(self._servers, str(source)))
 
@@ -105,9 +107,10 @@ async def _build(context: AppContext) -> Extension:
         name="mcp",
         commands=(SlashCommand("mcp", "MCP servers: their state and tools", feature.show),),
         on_ready=feature.on_ready,
+        on_session_opened=feature.on_session_opened,
         close=close,
     )
 
 
-mcp_extension = ExtensionFactory("mcp", _build, features=frozenset({MCP}))
+mcp_extension = ExtensionFactory("mcp", _build, features=frozenset({MCP}), always=True)
 """The MCP client: in `default_extensions` always (/mcp says how to add a server)."""

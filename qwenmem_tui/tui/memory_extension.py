@@ -17,24 +17,26 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from qwenmem_tui.features import MEMORY, MemoryAccess, MemoryUnavailable
-from qwenmem_tui.memory.model import Memory, Origin, WriteAction, WriteResult
+from qwenmem_tui.memory.model import Memory, WriteAction, WriteResult
 from qwenmem_tui.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, RECEIPT_ITEM, receipt_of
+from qwenmem_tui.memory.review import review_plan, waiting_label
 from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.widgets.memory_receipt import MemoryReceipt
-from qwenmem_tui.tui.widgets.status_line import StatusLine, review_label
 
 if TYPE_CHECKING:
     from qwenmem_tui.storage.sessions import Item
-    from qwenmem_tui.tui.app import QwenmemApp
+    from qwenmem_tui.tui.host import Host
 
 log = logging.getLogger("qwenmem.tui")
 
 REBUILD_NOTICE_MIN = 500
 """Rebuilds of fewer vectors end before anyone could read a notice about them."""
 CONFIRM_VALUE_CHARS = 80
+SAMPLE_BADGE = "memory.review_sample"
+"""The status line's "N memories to review" of the sampled review (memory/review.py)."""
 RECEIPT_KEYS = (
     ("enter / click", "On a receipt: list its memories"),
     ("f", "On a listed memory: forget it"),
@@ -43,13 +45,22 @@ RECEIPT_KEYS = (
 )
 """The receipt's keys, for /help (they are the focused list's, not the screen's)."""
 
+REVIEW_BADGE = "memory.review"
+"""The status badge counting memories held for review."""
+
+
+def review_label(count: int) -> str:
+    """ "1 memory awaits review", "3 memories await review"."""
+    return f"{count} memory awaits review" if count == 1 else f"{count} memories await review"
+
+
 class MemoryFeature:
     """Shows the opening of the app's memory service and runs the memory commands."""
 
     def __init__(self, context: AppContext, memory: MemoryAccess) -> None:
         self._context = context
         self._memory = memory
-        self._app: QwenmemApp | None = None
+        self._app: Host | None = None
         self._pending_notices: list[tuple[str, str]] = []
         self._rebuilding: int | None = None  # vectors in a rebuild worth a notice
         self._review: int | None = None  # memories awaiting review, as last shown
@@ -96,7 +107,7 @@ class MemoryFeature:
         else:
             self._app.notify(text, severity=severity)  # type: ignore[arg-type]
 
-    def attach(self, app: QwenmemApp) -> None:
+    def attach(self, app: Host) -> None:
         """The chat screen is up: notices can show now."""
         self._app = app
         pending, self._pending_notices = self._pending_notices, []
@@ -119,13 +130,27 @@ class MemoryFeature:
         if self._review is not None and count > self._review:
             self._notify(f"{review_label(count)}: open /memory to approve or forget it.", "warning")
         self._review = count
-        for screen in self._app.screen_stack:  # the chat screen may be under /memory
-            for status in screen.query(StatusLine):
-                status.review = count
+        self._app.set_badge(REVIEW_BADGE, review_label(count) if count else None)
+        if self._app.state not in ("responding", "running_tool"):  # never during a reply
+            sample = await self._sample_count(service)
+            self._app.set_badge(SAMPLE_BADGE, waiting_label(sample) if sample else None)
+
+    async def _sample_count(self, service: MemoryService) -> int:
+        """How many memories the sampled review offers now (0: none is due)."""
+        settings = self._context.settings.memory
+        if settings.review_every_days <= 0:
+            return 0
+        plan = await review_plan(
+            service,
+            project=self.project,
+            every_days=settings.review_every_days,
+            size=settings.review_sample,
+        )
+        return len(plan.sample)
 
     # -- commands ----------------------------------------------------------------------
 
-    async def memory_command(self, app: QwenmemApp, args: str) -> None:
+    async def memory_command(self, app: Host, args: str) -> None:
         """/memory: the Memory screen."""
         from qwenmem_tui.tui.screens.memory import MemoryScreen
 
@@ -134,9 +159,18 @@ class MemoryFeature:
         except MemoryUnavailable as exc:
             app.show_error(str(exc))
             return
-        await app.push_screen(MemoryScreen(service, self.project, self.clock))
+        settings = self._context.settings.memory
+        await app.push_screen(
+            MemoryScreen(
+                service,
+                self.project,
+                self.clock,
+                review_every_days=settings.review_every_days,
+                review_sample=settings.review_sample,
+            )
+        )
 
-    async def remember_command(self, app: QwenmemApp, args: str) -> None:
+    async def remember_command(self, app: Host, args: str) -> None:
         """/remember <text>: the person's own words, stored with origin user."""
         if not args:
             app.show_info("Usage: /remember <text>, e.g. /remember I prefer tabs over spaces")
@@ -152,7 +186,7 @@ class MemoryFeature:
             return
         app.show_info(remember_confirmation(result))
 
-    async def forget_command(self, app: QwenmemApp, args: str) -> None:
+    async def forget_command(self, app: Host, args: str) -> None:
         """/forget <id>: delete one memory of this user (audited)."""
         if not args.isdigit():
             app.show_info("Usage: /forget <id> (the ids are on the /memory screen)")
@@ -176,7 +210,7 @@ class MemoryFeature:
     def receipt_widget(self, item: Item) -> MemoryReceipt:
         return MemoryReceipt(item, receipt_of(item), now=self.clock, correct=self.correct)
 
-    async def receipt_command(self, app: QwenmemApp, args: str) -> None:
+    async def receipt_command(self, app: Host, args: str) -> None:
         """/receipt (Ctrl+O): open the latest reply's receipt and put the keys on it."""
         receipts = list(app.screen.query(MemoryReceipt))
         if not receipts:
@@ -213,30 +247,25 @@ class MemoryFeature:
         elif action == "not_relevant":
             receipt = widget.receipt
             await service.dismiss(memory_id, project=self.project, query=receipt.query)
-            prefetch = self._context.features.prefetch
-            if prefetch is not None:
-                prefetch.hide({memory_id})  # out of this session's requests from now on
+            hooks = self._context.features.handle(MEMORY)
+            if hooks is not None:
+                hooks.prefetch.hide({memory_id})  # out of this session's requests from now on
             await self._corrected(widget, memory_id, NOT_RELEVANT)
             app.notify(f"#{memory_id} {_name(memory)} will not be recalled for messages like this one.")
 
     async def _edit(
         self, widget: MemoryReceipt, service: MemoryService, memory: Memory, value: str
     ) -> None:
-        """The person's own correction: a supersede by the user, in force from the next
-        request of this session (the delivered block follows the successor)."""
         assert self._app is not None
         try:
-            result = await service.save(
-                str(memory.category),
-                memory.key,
-                value,
-                origin=Origin.USER,
-                project=self.project,
-                scope=memory.scope,
-                reason=f"edited by the user from a reply's receipt (was #{memory.id})",
+            result = await service.edit(
+                memory.id, value, project=self.project, reason="from a reply's receipt"
             )
         except MemoryRejected as exc:
             self._app.show_error(f"Not changed: {exc}.")
+            return
+        if result is None:
+            self._app.notify(f"Memory #{memory.id} is no longer active: nothing to edit.")
             return
         await self._corrected(widget, memory.id, EDITED, result.memory.value)
         self._app.notify(remember_confirmation(result))

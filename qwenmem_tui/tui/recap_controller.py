@@ -20,15 +20,17 @@ from qwenmem_tui.tui.extensions import (
     AppContext,
     Extension,
     ExtensionFactory,
+    BusyState,
     busy_notice,
-    busy_with,
 )
 from qwenmem_tui.tui.widgets.recap_item import RecapItem
 
 if TYPE_CHECKING:
-    from qwenmem_tui.tui.app import QwenmemApp
+    from qwenmem_tui.tui.host import Host
 
 RECAP_BUSY = busy_notice("recap")
+RECAP = "recap"
+"""The app's state while /recap runs (a message sent meanwhile stops it)."""
 RECAP_NOTHING = "Not enough conversation context for a recap yet."
 RECAP_PROGRESS = "Generating recap…"
 # Also shown when the endpoint is down: generate_session_recap never raises (contract §5).
@@ -40,13 +42,13 @@ class RecapController:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._app: QwenmemApp | None = None
+        self._app: Host | None = None
         self._away: AwayController | None = None
         self._aborts: dict[int, asyncio.Event] = {}
         self._manual_running = False
 
     @property
-    def app(self) -> QwenmemApp:
+    def app(self) -> Host:
         """The app this controller serves (set by :meth:`attach`)."""
         if self._app is None:
             raise RuntimeError("the recap controller is not attached yet")
@@ -61,7 +63,7 @@ class RecapController:
 
     # -- wiring ------------------------------------------------------------------------
 
-    def attach(self, app: QwenmemApp) -> None:
+    def attach(self, app: Host) -> None:
         """Start following the app's focus and busy state (the chat screen is up)."""
         general = self._settings.general
         self._app = app
@@ -76,7 +78,7 @@ class RecapController:
         app.watch(app, "terminal_focused", self._focus_changed, init=False)
         app.watch(app, "state", self._state_changed, init=False)
 
-    def session_opened(self, app: QwenmemApp, resumed: bool) -> None:
+    def session_opened(self, app: Host, resumed: bool) -> None:
         """A session is on screen; a resumed one that is old enough gets a recap."""
         if self._away is None:
             return
@@ -136,7 +138,7 @@ class RecapController:
             or (self._away is not None and self._away.in_flight is not None)
         )
 
-    async def recap_command(self, app: QwenmemApp, args: str) -> None:
+    async def recap_command(self, app: Host, args: str) -> None:
         """/recap: a recap now, whatever the setting and the dedupe gate say."""
         if self.recap_busy():
             app.show_info(RECAP_BUSY)
@@ -148,7 +150,7 @@ class RecapController:
             return
         self._manual_running = True
         try:
-            async with busy_with(app, "recap", RECAP_PROGRESS):
+            async with app.busy(RECAP, RECAP_PROGRESS):
                 text = await generate_session_recap(history, app.llm)
                 if app.session is not session:
                     return  # the user switched sessions meanwhile: not this one's recap
@@ -168,6 +170,7 @@ async def _build(context: AppContext) -> Extension:
             SlashCommand("recap", "Summarise where you left off", controller.recap_command),
         ),
         item_widgets={"away_recap": lambda item: RecapItem(item.content)},
+        busy_states={RECAP: BusyState("generating recap…", stopped="the recap")},
         on_ready=controller.attach,
         on_session_opened=controller.session_opened,
         close=controller.close,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import selectors
+import threading
 import time
 from codecs import getincrementaldecoder
 
@@ -48,6 +49,9 @@ ESCAPE_KEY = "\x1b[27u"
 HOLD_SECONDS = 1.0
 """How long an incomplete escape sequence waits for its end. Far longer than a split
 read takes to complete (milliseconds); a sequence still incomplete then is cut off."""
+CLOSE_SECONDS = 2.0
+"""The longest the driver's close waits for the output to drain (it takes
+milliseconds, unless the terminal is gone)."""
 MAX_SEQUENCE = 32
 """Longer than any key or mouse report: a run this long without an end is not one."""
 _MOUSE_PREFIX = re.compile(r"\x1b\[<[\d;]*\Z")
@@ -139,7 +143,29 @@ class InputCleaner:
 
 
 class CleanInputDriver(LinuxDriver):
-    """Textual's Linux driver, its input read through an `InputCleaner`."""
+    """Textual's Linux driver, its input read through an `InputCleaner`.
+
+    It also outlives its terminal: when the terminal hangs up (the window closed),
+    writing to it fails and Textual's writer thread dies; stopping that thread then
+    blocked the process for good at the very end of the exit (the session already
+    stored). Once the input side sees the hangup, output goes nowhere, and the final
+    close waits at most CLOSE_SECONDS (the hangup may come after input has stopped).
+    """
+
+    terminal_gone = False
+    """The terminal hung up: nothing written reaches anyone any more."""
+
+    def write(self, data: str) -> None:
+        if not self.terminal_gone:
+            super().write(data)
+
+    def close(self) -> None:
+        if self.terminal_gone:
+            return
+        # In a thread: a writer that died with a full queue never takes the last item.
+        closing = threading.Thread(target=super().close, name="qwenmem-close", daemon=True)
+        closing.start()
+        closing.join(CLOSE_SECONDS)
 
     def run_input_thread(self) -> None:
         """Wait for input and dispatch events (Textual's loop, with the cleaner)."""
@@ -157,9 +183,14 @@ class CleanInputDriver(LinuxDriver):
         try:
             while not self.exit_event.is_set():
                 if selector.select(0.1):
-                    data = decode(os.read(self.fileno, 1024 * 4))
-                    if not data:
-                        break  # stdin closed (piped input ended)
+                    try:
+                        data = decode(os.read(self.fileno, 1024 * 4))
+                    except OSError:  # EIO: the terminal hung up
+                        self.terminal_gone = True
+                        break
+                    if not data:  # a terminal at end of input has hung up
+                        self.terminal_gone = os.isatty(self.fileno)
+                        break
                     parse(cleaner.feed(data, time.monotonic()))
                     if selector.select(0):
                         continue  # more is waiting: read it before any timeout runs

@@ -21,7 +21,7 @@ def remember(project: Path, *rows: dict) -> None:
     source = project.parent / "seed.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
     done = subprocess.run(
-        [sys.executable, "-m", "qwenmem_tui", "memory", "import", str(source)],
+        [sys.executable, "-m", "qwenmem_tui", "memory", "import", "--trust", str(source)],
         cwd=project, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -39,6 +40,7 @@ async def mcp_session(
     *args: str,
     roots: list[Path] | None = None,
     client_name: str = "claude-code",
+    elicitation: Any = None,
 ) -> AsyncIterator[ClientSession]:
     """`qwenmem mcp ARGS` started in `cwd`, initialized, as `client_name`."""
     params = StdioServerParameters(
@@ -62,6 +64,7 @@ async def mcp_session(
                 read,
                 write,
                 list_roots_callback=callback,
+                elicitation_callback=elicitation,
                 client_info=types.Implementation(name=client_name, version="1.0"),
                 read_timeout_seconds=60,
             ) as session:
@@ -82,7 +85,6 @@ def structured(result: types.CallToolResult) -> dict[str, Any]:
 async def test_tools_schema_and_read_only_hints(home: Path, project: Path) -> None:
     _hash_embedder(home)
     async with mcp_session(project) as session:
-        assert session.initialize_result is None or True  # handshake done above
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
     assert set(tools) == {"search_memory", "remember", "forget_memory", "list_memories"}
     search = tools["search_memory"]
@@ -219,3 +221,95 @@ async def test_bad_arguments_are_tool_errors(home: Path, project: Path) -> None:
         assert refused["action"] == "refused" and refused["id"] is None
         # Still serving after all of that.
         assert structured(await session.call_tool("list_memories", {})) == {"memories": []}
+
+
+async def test_memory_turned_off_is_said_not_crashed(home: Path, project: Path) -> None:
+    with (home / "config.toml").open("a", encoding="utf-8") as config:
+        config.write("\n[memory]\nenabled = false\n")
+    async with mcp_session(project) as session:
+        result = await session.call_tool("list_memories", {})
+    assert result.is_error
+    assert "turned off" in result.content[0].text
+
+
+async def test_the_users_confirmation_keeps_an_every_project_fact(home: Path, project: Path) -> None:
+    """A client that can ask its user (MCP elicitation) turns a held note into the user's
+    own word; an attack is never offered for confirmation, and a "no" keeps it held."""
+    _hash_embedder(home)
+    asked: list[str] = []
+    answers = iter(["accept", "decline"])
+
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        action = next(answers)
+        return types.ElicitResult(action=action, content={"save": True} if action == "accept" else None)
+
+    async with mcp_session(project, elicitation=elicit) as session:
+        kept = structured(
+            await session.call_tool("remember", {"text": "The user prefers tabs over spaces", "category": "user"})
+        )
+        assert kept["action"] == "created"
+        declined = structured(
+            await session.call_tool("remember", {"text": "The user lives in Lisbon", "category": "user"})
+        )
+        assert declined["action"] == "quarantined"
+        attack = structured(await session.call_tool("remember", {"text": HOSTILE, "category": "user"}))
+        assert attack["action"] == "quarantined"
+        listed = structured(await session.call_tool("list_memories", {}))
+    assert len(asked) == 2 and "The user prefers tabs over spaces" in asked[0]
+    assert [m["id"] for m in listed["memories"]] == [kept["id"]]
+
+
+def test_nothing_but_protocol_on_stdout(home: Path, project: Path) -> None:
+    """Raw JSON-RPC over the pipes, as any client speaks it: every stdout line is a
+    JSON-RPC message, and a malformed line does not stop the server."""
+    _hash_embedder(home)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qwenmem_tui", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=project,
+        env=checkout_env(os.environ),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    seen: list[dict[str, Any]] = []
+
+    def send(*messages: dict[str, Any] | str) -> None:
+        for message in messages:
+            line = message if isinstance(message, str) else json.dumps(message)
+            proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+
+    def answer(request_id: int) -> dict[str, Any]:
+        while True:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else "server exited"
+            message = json.loads(line)  # every line on stdout is JSON-RPC
+            assert message["jsonrpc"] == "2.0"
+            seen.append(message)
+            if message.get("id") == request_id:
+                return message
+
+    try:
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}})
+        assert answer(1)["result"]["serverInfo"]["name"] == "qwenmem"
+        send(
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            "this is not json",
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "remember",
+                "arguments": {"text": "Builds run with make all", "category": "project"}}},
+        )
+        assert answer(2)["result"]["structuredContent"]["action"] == "created"
+        send({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+              "params": {"name": "list_memories", "arguments": {}}})
+        listed = answer(3)["result"]["structuredContent"]["memories"]
+        assert [m["value"] for m in listed] == ["Builds run with make all"]
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")

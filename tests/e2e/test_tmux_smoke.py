@@ -183,3 +183,57 @@ def test_keys_after_a_click_alt_enter_and_mouse_reports_in_a_real_terminal(
     assert sent == ["typed after the click", "alpha\nbeta"]
     terminal.tmux("send-keys", "-t", "keys", "C-q")
     terminal.wait_for("keys", exited=True)
+
+
+def _gone(pid: int, timeout: float = 20.0) -> None:
+    """Wait until process `pid` has exited (a bounded poll of another process)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} did not exit")
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not QWENMEM.exists(), reason="the qwenmem script is not installed in this venv")
+@pytest.mark.parametrize("how", ["SIGTERM", "terminal closed"])
+def test_a_signal_mid_stream_keeps_the_partial_reply_marked_interrupted(
+    how: str, terminal: Terminal, fake: FakeOpenAI, home: Path, project: Path
+) -> None:
+    import sqlite3
+    import threading
+
+    partial = "Half of the reply made it through "
+    gate = threading.Event()
+    fake.script(Reply(partial + "and the rest never did.", chunk_size=2,
+                      stall_after=len(partial) // 2, stall_gate=gate))  # fmt: skip
+    env = _env(fake, home)
+    try:
+        terminal.start("sig", [str(QWENMEM)], cwd=project, env=env)
+        terminal.wait_for("sig", "fake-model")
+        terminal.type("sig", "tell me")
+        terminal.wait_for("sig", partial.strip())
+        pid = int(terminal.tmux("display-message", "-p", "-t", "sig", "#{pane_pid}"))
+        if how == "SIGTERM":
+            os.kill(pid, 15)
+        else:  # tmux hangs up on the program, as a closed terminal window does
+            terminal.tmux("kill-window", "-t", "sig")
+        _gone(pid)
+    finally:
+        gate.set()
+    with sqlite3.connect(home / "qwenmem.db") as db:
+        rows = db.execute("SELECT type, content, meta FROM items ORDER BY id").fetchall()
+    assert [(kind, content) for kind, content, _ in rows] == [
+        ("user", "tell me"),
+        ("assistant", partial),
+    ]
+    assert '"interrupted":true' in rows[1][2].replace(" ", "")
+
+    terminal.start("again", [str(QWENMEM), "--resume"], cwd=project, env=env)
+    screen = terminal.wait_for("again", "interrupted")
+    assert partial.strip() in screen
+    terminal.tmux("send-keys", "-t", "again", "C-q")
+    terminal.wait_for("again", exited=True)

@@ -169,3 +169,90 @@ def test_config_errors_never_echo_a_key_value(home: Path, qwenmem, value: str) -
     assert len(done.stderr.strip().splitlines()) == 1
     assert "llm.api_key" in done.stderr
     assert value.strip('[]"') not in done.stderr
+
+
+# --- secrets everywhere the user's words go (issue 25 item 4) ---------------------------
+
+TITLE_SECRET = "ghp_R2d4F6h8J0k2L4m6N8p0Q2r4S6t8V0w2X4y6"
+
+
+def test_prose_forms_are_cut_and_look_alikes_left_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    from trust_corpus import SECRET_LOOKALIKES, SECRETS
+
+    from qwenmem_tui import secrets
+
+    caught = [f for f in SECRETS if f.secret not in secrets.redact(f.text)]
+    untouched = [t for t in SECRET_LOOKALIKES if secrets.redact(t) == t]
+    with capsys.disabled():
+        print(
+            f"\nsecret formats caught: {len(caught)}/{len(SECRETS)}; "
+            f"look-alikes left alone: {len(untouched)}/{len(SECRET_LOOKALIKES)}"
+        )
+    assert len(caught) == len(SECRETS), [f.name for f in SECRETS if f not in caught]
+    assert untouched == SECRET_LOOKALIKES
+
+
+async def test_memory_writes_of_every_form_keep_no_secret_and_stats_count_them(
+    settings: Settings, paths: Paths
+) -> None:
+    from trust_corpus import SECRET_LOOKALIKES, SECRETS
+
+    from qwenmem_tui.memory.service import MemoryRejected, MemoryService
+
+    settings.memory.embedding = "hash"
+    service = await MemoryService.open(settings, paths)
+    refused = 0
+    try:
+        for fmt in SECRETS:
+            try:
+                await service.remember(fmt.text, project="/p")
+            except MemoryRejected as exc:
+                assert "holds a secret" in str(exc)
+                refused += 1
+        # Secrets in keys, by import and by a model write (extraction's route).
+        for key in ("db_password_tr0ub4dor3", "db_password_hunter2hunter"):
+            report = await service.import_lines([json.dumps({"category": "project", "key": key, "value": "the db"})], project="/p", trusted=True)
+            assert report.counts == {"rejected": 1} and "not hold a secret" in report.errors[0]
+            with pytest.raises(MemoryRejected):
+                await service.save("project", key, "db settings", origin="agent", project="/p")
+        for text in SECRET_LOOKALIKES:
+            await service.save("project", "note", text, origin="user", project="/p")
+        rows = await service.list(statuses=None)
+        stats = await service.stats()
+    finally:
+        await service.close()
+    stored = "\n".join(f"{m.key} {m.value}" for m in rows)
+    assert [f.name for f in SECRETS if f.secret in stored] == []
+    assert "tr0ub4dor3" not in stored and "hunter2hunter" not in stored
+    assert {t for t in SECRET_LOOKALIKES} <= {m.value for m in rows}  # stored as written
+    assert stats.secrets_refused == refused + 4
+    assert stats.secrets_redacted == len(SECRETS) - refused
+    assert stats.to_json()["secret_write_rate"] > 0 and "secrets caught" in stats.to_text()
+
+
+def test_session_titles_and_listings_never_show_a_secret(
+    fake: FakeOpenAI, home: Path, project: Path, qwenmem  # type: ignore[no-untyped-def]
+) -> None:
+    """The first message titles the session: `qwenmem sessions` and `GET /sessions`."""
+    fake.responder = lambda body: Reply("done")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qwenmem_tui", "serve", "--port", "0"],
+        cwd=project, env=child_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        base = serve_url(proc)
+        with httpx.Client(base_url=base, timeout=30) as client:
+            named = client.post("/session", json={"title": f"use token {TITLE_SECRET} here"}).json()["sessionId"]
+            untitled = client.post("/session", json={}).json()["sessionId"]
+            assert client.post(f"/session/{untitled}/prompt", json={"text": f"deploy with token {TITLE_SECRET}"}).status_code == 200
+            listed = client.get("/sessions").text
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
+    assert TITLE_SECRET not in listed
+    titles = {s["sessionId"]: s["title"] for s in json.loads(listed)["sessions"]}
+    assert titles[named] == "use token [REDACTED] here"
+    assert titles[untitled] == "deploy with token [REDACTED]"
+    for args in (("sessions",), ("sessions", "--json")):
+        done = qwenmem(*args)
+        assert done.returncode == 0 and TITLE_SECRET not in done.stdout and "deploy with token [REDACTED]" in done.stdout

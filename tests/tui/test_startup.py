@@ -125,7 +125,7 @@ async def test_startup_loads_the_secret_scanner_off_the_event_loop(
 ) -> None:
     # The first message sent is redacted for the prompt history: were the detectors
     # imported then, the UI would stop for their import (0.2 s idle, over 1 s loaded).
-    from qwenmem_tui.memory import secrets
+    from qwenmem_tui import secrets
 
     monkeypatch.setattr(secrets, "_loaded", None)
     monkeypatch.setattr(secrets, "_preloading", False)

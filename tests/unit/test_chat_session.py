@@ -272,6 +272,40 @@ async def test_cancel_mid_stream_keeps_the_partial_reply(
     ]
 
 
+async def test_a_quit_cancelling_again_and_again_still_stores_the_partial_reply(
+    fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore
+) -> None:
+    # Quitting cancels the query more than once: the consumer's worker, the relay and
+    # the session's close each do. The partial reply must be committed all the same.
+    stall = threading.Event()
+    fake.script(Reply("0123456789" * 10, chunk_size=5, stall_after=3, stall_gate=stall))
+    session = await make_session()
+    first_delta = asyncio.Event()
+    texts: list[str] = []
+
+    async def consume() -> None:
+        async for event in session.run_query("tell me a long story"):
+            if isinstance(event, AssistantDelta):
+                texts.append(event.text)
+                first_delta.set()
+
+    task = asyncio.create_task(consume())
+    await first_delta.wait()
+    task.cancel()
+    while session.cancel():  # every turn of the loop, while the cleanup runs
+        await asyncio.sleep(0)
+    await session.close()
+    stall.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stored = await session_store.load_items(session.info.id)
+    assert [(i.type, i.content, i.meta) for i in stored] == [
+        ("user", "tell me a long story", {}),
+        ("assistant", "".join(texts), {"interrupted": True}),
+    ]
+    assert [i.type for i in session.items] == ["user", "assistant"]
+
+
 async def test_consumer_cancelled_while_busy_elsewhere_still_stops_the_query(
     fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore
 ) -> None:

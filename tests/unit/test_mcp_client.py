@@ -64,6 +64,9 @@ async def test_mcp_server_time_tools_reach_the_model_and_answer(
     await _ready(servers)
     schemas = {schema["function"]["name"]: schema["function"] for schema in registry.schemas()}
     assert set(schemas) == {"mcp__time__get_current_time", "mcp__time__convert_time"}
+    # Someone else's program's output: untrusted content for the provenance guard.
+    assert registry.untrusted_output("mcp__time__get_current_time")
+    assert "mcp__time__get_current_time" not in registry.trusted_outputs()
     parameters = schemas["mcp__time__get_current_time"]["parameters"]
     assert parameters["type"] == "object" and "timezone" in parameters["properties"]
     # Read-only (annotated by the server): runs without asking even though untrusted.

@@ -26,6 +26,8 @@ from textual.worker import NoActiveWorker, Worker, WorkerCancelled, WorkerFailed
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
+    ChatEvent,
+    ChatEventHandler,
     ItemAdded,
     Notice,
     QueryFinished,
@@ -45,7 +47,10 @@ from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 
 if TYPE_CHECKING:
-    from qwenmem_tui.tui.app import QwenmemApp
+    from collections.abc import Mapping
+
+    from qwenmem_tui.tui.extensions import BusyState
+    from qwenmem_tui.tui.host import Host
 
 log = logging.getLogger("qwenmem.tui")
 
@@ -61,7 +66,6 @@ EDITING_KEYS = frozenset(
 )  # fmt: skip
 """Keys that edit the prompt's text; typed away from it, they are the prompt's too.
 (Home/End, PageUp/PageDown are the screen's own keys wherever the focus is.)"""
-SIDE_WORK_STATES = {"recap": "the recap", "compacting": "compacting"}
 """Busy states of side work (a command the user may interrupt): a message typed
 meanwhile stops it and goes first instead of waiting behind it."""
 
@@ -117,11 +121,12 @@ class ChatScreen(Screen[None]):
         self._turn_worker: Worker[None] | None = None
         self._warm_timer: Timer | None = None
         self._quit_armed = False  # Ctrl+C on an empty prompt: the next one quits
-        self._side_worker: Worker[None] | None = None  # the worker of a SIDE_WORK_STATES state
+        self._side_worker: Worker[None] | None = None  # the worker of an extension's busy state
 
     @property
-    def qapp(self) -> QwenmemApp:
-        return cast("QwenmemApp", self.app)
+    def qapp(self) -> Host:
+        """The app, as the host interface (`tui/host.py`) describes it."""
+        return cast("Host", self.app)
 
     def compose(self) -> ComposeResult:
         yield ChatLog(id="log")
@@ -305,10 +310,10 @@ class ChatScreen(Screen[None]):
 
     def _yield_side_work(self) -> None:
         """A message waits behind /recap or /compact: stop that, the message goes first."""
-        worker, state = self._side_worker, self.qapp.state
-        if worker is not None and not worker.is_finished and state in SIDE_WORK_STATES:
+        worker, busy = self._side_worker, self.qapp.busy_states.get(self.qapp.state)
+        if worker is not None and not worker.is_finished and busy is not None:
             worker.cancel()
-            self.show_info(f"Stopped {SIDE_WORK_STATES[state]}: your message goes first.")
+            self.show_info(f"Stopped {busy.stopped}: your message goes first.")
 
     def run_command(self, name: str, args: str) -> Worker[None] | None:
         """Look the command up and run it in its own worker (it may run beside a turn)."""
@@ -326,12 +331,19 @@ class ChatScreen(Screen[None]):
 
         return self.run_worker(run(), group="command", exit_on_error=False)
 
+    def add_busy_states(self, states: Mapping[str, BusyState]) -> None:
+        """The extensions' busy states: the status line's words for them."""
+        self.query_one(StatusLine).add_labels({name: s.label for name, s in states.items()})
+
+    def set_badge(self, name: str, text: str | None) -> None:
+        self.query_one(StatusLine).set_badge(name, text)
+
     def _queue_changed(self) -> None:
         self.query_one(QueuedMessages).show_queue(self._queue)
         self.query_one(StatusLine).queued = len(self._queue)
 
     def _state_changed(self, state: str) -> None:
-        if state in SIDE_WORK_STATES:
+        if state in self.qapp.busy_states:
             # Watchers run in the setter's task: that of the command's worker.
             try:
                 self._side_worker = get_current_worker()
@@ -459,89 +471,116 @@ class ChatScreen(Screen[None]):
     async def stream_reply(self, text: str) -> None:
         """Run one query: stream the reply, show tool calls, store everything."""
         app = self.qapp
-        session = app.session
-        reply: AssistantItem | None = None
-        replied = False
-        tool_items: dict[str, ToolCallItem] = {}
-        error_shown = False
-        log_view = self.log_view
-        status = self.query_one(StatusLine)
-
-        async def end_reply() -> None:
-            nonlocal reply
-            if reply is not None:
-                await reply.end_stream()
-            reply = None
-
+        view = _ReplyView(self, app.session, self.query_one(StatusLine))
         try:
-            async for event in session.run_query(text):
-                status.thinking = isinstance(event, ReasoningDelta)
-                if isinstance(event, AssistantDelta):
-                    if reply is None:
-                        reply = AssistantItem(clock=app.clock)
-                        replied = True
-                        await log_view.add(reply)
-                    reply.append(event.text)
-                elif isinstance(event, ToolCallStarted):
-                    await end_reply()
-                    app.state = "running_tool"
-                    item = ToolCallItem(event.call.name, event.call.arguments)
-                    tool_items[event.call.id] = item
-                    await log_view.add(item)
-                elif isinstance(event, ToolCallFinished):
-                    found = tool_items.get(event.call.id)
-                    if found is not None:
-                        found.finish(event.result, is_error=event.is_error)
-                    app.state = "responding"
-                elif isinstance(event, TurnStarted):
-                    await end_reply()
-                    app.state = "responding"
-                elif isinstance(event, ItemAdded):
-                    error_shown = error_shown or event.item.type == "error"
-                    await self._item_added(event, reply)
-                    status.title = session.info.title
-                    if event.item.type == "assistant":
-                        await end_reply()
-                elif isinstance(event, Notice):
-                    app.notify(terminal_safe(event.text), severity=_severity(event.level))
-                elif isinstance(event, QueryFinished):
-                    outcome = event.outcome
-                    failed = outcome.status in ("error", "context_limit")
-                    if failed and outcome.error and not error_shown:
-                        self.show_error(outcome.error)
+            async for event in app.session.run_query(text):
+                await view.handle(event)
         except asyncio.CancelledError:
-            # The session has already yielded its cleanup (the partial reply stored as
-            # interrupted, open tool calls answered); say so when nothing on screen does.
-            if reply is not None:
-                await reply.mark_interrupted()
-            if not replied and not tool_items:
-                self.show_info("Cancelled.")
+            await view.cancelled()
             raise
         except Exception as exc:
             log.exception("[TUI] query failed")
             self.show_error(str(exc) or type(exc).__name__)
         finally:
-            status.thinking = False
-            await end_reply()
+            await view.close()
             self._turn_done.set()
             app.state = "idle"
 
-    async def _item_added(self, event: ItemAdded, reply: AssistantItem | None) -> None:
+
+class _ReplyView(ChatEventHandler):
+    """One query on screen: the streamed reply, its tool calls, the app's state."""
+
+    def __init__(self, screen: ChatScreen, session: ChatSession, status: StatusLine) -> None:
+        self._screen = screen
+        self._app = screen.qapp
+        self._session = session
+        self._status = status
+        self._log = screen.log_view
+        self._reply: AssistantItem | None = None
+        self._replied = False
+        self._tool_items: dict[str, ToolCallItem] = {}
+        self._error_shown = False
+
+    async def handle(self, event: ChatEvent) -> None:
+        # The model streams reasoning (never shown) until its first other event.
+        self._status.thinking = isinstance(event, ReasoningDelta)
+        await super().handle(event)
+
+    async def _end_reply(self) -> None:
+        if self._reply is not None:
+            await self._reply.end_stream()
+        self._reply = None
+
+    async def assistant_delta(self, event: AssistantDelta) -> None:
+        if self._reply is None:
+            self._reply = AssistantItem(clock=self._app.clock)
+            self._replied = True
+            await self._log.add(self._reply)
+        self._reply.append(event.text)
+
+    async def tool_call_started(self, event: ToolCallStarted) -> None:
+        await self._end_reply()
+        self._app.state = "running_tool"
+        item = ToolCallItem(event.call.name, event.call.arguments)
+        self._tool_items[event.call.id] = item
+        await self._log.add(item)
+
+    async def tool_call_finished(self, event: ToolCallFinished) -> None:
+        found = self._tool_items.get(event.call.id)
+        if found is not None:
+            found.finish(event.result, is_error=event.is_error)
+        self._app.state = "responding"
+
+    async def turn_started(self, event: TurnStarted) -> None:
+        await self._end_reply()
+        self._app.state = "responding"
+
+    async def item_added(self, event: ItemAdded) -> None:
         item = event.item
+        self._error_shown = self._error_shown or item.type == "error"
+        await self._show_item(item)
+        self._status.title = self._session.info.title
+        if item.type == "assistant":
+            await self._end_reply()
+
+    async def _show_item(self, item: Item) -> None:
+        reply = self._reply
         if item.type == "assistant":
             if reply is None:
                 # Nothing was streamed (e.g. a reply that came in one piece).
-                widget = self.qapp.widget_for_item(item)
+                widget = self._app.widget_for_item(item)
                 if widget is not None:
-                    await self.log_view.add(widget)
+                    await self._log.add(widget)
             else:
                 reply.link(item)  # the streamed widget now shows the stored reply
                 if item.meta.get("interrupted"):
                     await reply.mark_interrupted()
         elif item.type != "tool":  # tool results arrive as ToolCallFinished
-            widget = self.qapp.widget_for_item(item)
+            widget = self._app.widget_for_item(item)
             if widget is not None:
-                await self.log_view.add(widget)
+                await self._log.add(widget)
+
+    async def notice(self, event: Notice) -> None:
+        self._app.notify(terminal_safe(event.text), severity=_severity(event.level))
+
+    async def query_finished(self, event: QueryFinished) -> None:
+        outcome = event.outcome
+        failed = outcome.status in ("error", "context_limit")
+        if failed and outcome.error and not self._error_shown:
+            self._screen.show_error(outcome.error)
+
+    async def cancelled(self) -> None:
+        """The query was cancelled. The session has already yielded its cleanup (the
+        partial reply stored as interrupted, open tool calls answered); say so when
+        nothing on screen does."""
+        if self._reply is not None:
+            await self._reply.mark_interrupted()
+        if not self._replied and not self._tool_items:
+            self._screen.show_info("Cancelled.")
+
+    async def close(self) -> None:
+        self._status.thinking = False
+        await self._end_reply()
 
 
 def is_typing(event: events.Key) -> bool:

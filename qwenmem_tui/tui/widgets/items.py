@@ -399,11 +399,6 @@ ItemWidgetFactory = Callable[[Item], Widget | None]
 """Builds the widget for a stored display item; None shows nothing."""
 
 
-def _away_recap_line(item: Item) -> Widget:
-    # Fallback until the recap widget registers itself for "away_recap".
-    return DimItem(item.content, label="※ recap: ")
-
-
 DEFAULT_ITEM_WIDGETS: Mapping[str, ItemWidgetFactory] = {
     "user": lambda item: UserItem(item.content).link(item),
     "assistant": lambda item: (
@@ -414,5 +409,4 @@ DEFAULT_ITEM_WIDGETS: Mapping[str, ItemWidgetFactory] = {
     "info": lambda item: InfoItem(item.content),
     "error": lambda item: ErrorItem(item.content),
     "system": lambda item: None,
-    "away_recap": _away_recap_line,
 }

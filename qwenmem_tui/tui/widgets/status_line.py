@@ -18,9 +18,8 @@ STATE_LABELS = {
     "idle": "idle",
     "responding": "responding…",
     "running_tool": "running tool…",
-    "recap": "generating recap…",
-    "compacting": "compacting history…",
 }
+"""The chat's own states; extensions add theirs (`StatusLine.labels`)."""
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPIN_INTERVAL = 0.1
 """Seconds per spinner frame: a busy app visibly moves, even before the first token."""
@@ -40,17 +39,30 @@ class StatusLine(Widget):
     queued: reactive[int] = reactive(0)
     thinking: reactive[bool] = reactive(False)
     """The model streams reasoning (never shown) before its answer."""
-    review: reactive[int] = reactive(0)
-    """Memories held for review (quarantined): a person should approve or forget them."""
+    badges: reactive[dict[str, str]] = reactive(dict, always_update=True)
+    """Extensions' badges by name (e.g. memories awaiting review), in the order set."""
 
     def __init__(
         self, *, id: str | None = None, clock: Callable[[], float] = time.monotonic
     ) -> None:
         super().__init__(id=id)
         self._clock = clock
+        self.labels = dict(STATE_LABELS)
+        """Words for each state; extensions add their busy states' (`add_labels`)."""
         self._busy_since: float | None = None
         self._frame = 0
         self._ticker: Timer | None = None
+
+    def add_labels(self, labels: dict[str, str]) -> None:
+        self.labels.update(labels)
+        self.refresh()
+
+    def set_badge(self, name: str, text: str | None) -> None:
+        """Show `text` as badge `name`, or drop the badge (None or "")."""
+        badges = {k: v for k, v in self.badges.items() if k != name}
+        if text:
+            badges[name] = text
+        self.badges = badges
 
     def watch_state(self, old: str, new: str) -> None:
         self.set_class(new != "idle", "-busy")
@@ -76,7 +88,7 @@ class StatusLine(Widget):
     def _state_label(self) -> str:
         if self.thinking and self.state == "responding":
             return "thinking…"
-        return STATE_LABELS.get(self.state, self.state)
+        return self.labels.get(self.state, self.state)
 
     def render(self) -> RenderResult:
         label = self._state_label()
@@ -90,12 +102,8 @@ class StatusLine(Widget):
         ]
         if self.queued:
             parts += [" · ", (f"{self.queued} queued", "$warning")]
-        if self.review:
-            parts += [" · ", (review_label(self.review), "$warning")]
+        for badge in self.badges.values():
+            parts += [" · ", (terminal_safe(badge), "$warning")]
         parts += [" · ", terminal_safe(self.title or "new session")]
         return Content.assemble(*parts)
 
-
-def review_label(count: int) -> str:
-    """ "1 memory awaits review", "3 memories await review"."""
-    return f"{count} memory awaits review" if count == 1 else f"{count} memories await review"

@@ -121,7 +121,7 @@ def test_prompt_runs_the_chat_loop_and_keeps_history(client: TestClient, fake: F
     assert listed["messageCount"] == 4
 
 
-def test_prompt_runs_tools_and_answers_with_the_last_turn(
+def test_prompt_runs_tools_and_answers_with_the_whole_reply(
     client: TestClient, fake: FakeOpenAI, project: Path
 ) -> None:
     session_id = new_session(client)
@@ -130,7 +130,8 @@ def test_prompt_runs_tools_and_answers_with_the_last_turn(
         Reply("The README says hello."),
     )
     response = client.post(f"/session/{session_id}/prompt", json={"text": "what is in README?"})
-    assert response.json()["reply"] == "The README says hello."
+    # Every turn's words, not only the last turn's.
+    assert response.json()["reply"] == "Let me look.\n\nThe README says hello."
     tool_message = fake.chat_requests[-1]["messages"][-1]
     assert tool_message["role"] == "tool"
     assert tool_message["content"] == (project / "README.md").read_text()
@@ -139,7 +140,7 @@ def test_prompt_runs_tools_and_answers_with_the_last_turn(
 def test_prompt_streams_sse_events(client: TestClient, fake: FakeOpenAI) -> None:
     session_id = new_session(client)
     fake.script(
-        Reply(tool_calls=[ToolCallSpec("list_directory", {"path": "."}, id="c1")]),
+        Reply("Looking.", tool_calls=[ToolCallSpec("list_directory", {"path": "."}, id="c1")]),
         Reply("Two files, chunked.", chunk_size=4),
     )
     response = client.post(
@@ -151,15 +152,21 @@ def test_prompt_streams_sse_events(client: TestClient, fake: FakeOpenAI) -> None
     assert response.headers["content-type"].startswith("text/event-stream")
     events = sse_events(response.text)
     kinds = [kind for kind, _ in events]
-    assert kinds[:2] == ["tool_call", "tool_result"]
-    assert kinds[-1] == "done"
-    assert set(kinds[2:-1]) == {"delta"} and len(kinds[2:-1]) > 1
-    call, result = events[0][1], events[1][1]
+    assert kinds[0] == "delta" and kinds[-1] == "done"
+    calls = kinds.index("tool_call")
+    assert kinds[calls : calls + 2] == ["tool_call", "tool_result"]
+    assert set(kinds[calls + 2 : -1]) == {"delta"} and len(kinds[calls + 2 : -1]) > 1
+    call, result = events[calls][1], events[calls + 1][1]
     assert (call["name"], json.loads(call["arguments"])) == ("list_directory", {"path": "."})
     assert result["isError"] is False and "README.md" in result["result"]
-    assert "".join(data["text"] for kind, data in events if kind == "delta") == "Two files, chunked."
+    deltas = "".join(data["text"] for kind, data in events if kind == "delta")
+    assert deltas == "Looking.Two files, chunked."
+    # The done event's reply is the whole reply, across the tool turn.
     assert events[-1][1] == {
-        "sessionId": session_id, "reply": "Two files, chunked.", "status": "ok", "memories": []
+        "sessionId": session_id,
+        "reply": "Looking.\n\nTwo files, chunked.",
+        "status": "ok",
+        "memories": [],
     }
 
 

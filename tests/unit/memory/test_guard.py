@@ -38,13 +38,25 @@ POISON = [
 # A secret is cut out (its span) and labelled; it does not hold the write: the user's
 # own words are trusted, and what made the value dangerous is gone.
 SECRET_VALUES = [
-    ("my key is sk-proj-abcdefghijklmnopqrstuvwxyz123456", "my key is [REDACTED]"),
-    ("aws AKIAIOSFODNN7EXAMPLE", "aws [REDACTED]"),
-    ("token ghp_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ", "token [REDACTED]"),
-    ("key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "key:\n[REDACTED]"),
-    ("my password is hunter2", "my password is [REDACTED]"),
+    ("deploy key is sk-proj-abcdefghijklmnopqrstuvwxyz123456 for staging", "deploy key is [REDACTED] for staging"),
+    ("aws AKIAIOSFODNN7EXAMPLE in the ci runner", "aws [REDACTED] in the ci runner"),
+    ("push token ghp_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ for releases", "push token [REDACTED] for releases"),
+    ("deploy key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "deploy key:\n[REDACTED]"),
+    ("my password is hunter2 on the staging box", "my password is [REDACTED] on the staging box"),
     ("db at postgres://admin:s3cret@db.internal/prod", "db at postgres://admin:[REDACTED]@db.internal/prod"),
-    ("Authorization: Bearer abcdefghijklmnopqrstuvwxyz", "Authorization: Bearer [REDACTED]"),
+    ("CI sends Authorization: Bearer abcdefghijklmnopqrstuvwxyz", "CI sends Authorization: Bearer [REDACTED]"),
+]
+
+# Nothing but a secret and the words naming it: refused, not kept as an empty shell.
+SECRET_SHELLS = [
+    "my key is sk-proj-abcdefghijklmnopqrstuvwxyz123456",
+    "my OpenAI key is sk-proj-Zx81Kq0Lm3Nb5Vc7Xz9Aq2Ws4Ed6Rf8Tg0Yh",
+    "aws AKIAIOSFODNN7EXAMPLE",
+    "token ghp_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ",
+    "my password is hunter2",
+    "Authorization: Bearer abcdefghijklmnopqrstuvwxyz",
+    "the db pass is c3VwZXJzZWNyZXQxMjM=",
+    "my PIN is 4821",
 ]
 
 BENIGN = [
@@ -179,6 +191,14 @@ def test_secrets_lose_their_span_and_are_labelled(value: str, stored: str) -> No
     verdict = guard.check("user", "note", value)
     assert verdict.accepted and not verdict.quarantine
     assert verdict.value == stored and verdict.flags == [guard.FLAG_SECRET]
+
+
+@pytest.mark.parametrize("value", SECRET_SHELLS)
+def test_a_secret_with_nothing_else_is_refused_with_the_reason(value: str) -> None:
+    for provenance in (Provenance.user(), None):
+        verdict = guard.check("user", "note", value, provenance=provenance)
+        assert not verdict.accepted and verdict.value == ""
+        assert "holds a secret" in verdict.errors[0] and "never saved" in verdict.errors[0]
 
 
 def test_secrets_are_redacted_before_storage() -> None:

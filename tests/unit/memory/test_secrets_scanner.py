@@ -4,15 +4,16 @@ and no secret of any tested format in the memory table, an export or the debug l
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 from trust_corpus import SECRETS, SecretFormat
 
 from qwenmem_tui import debuglog
-from qwenmem_tui.memory import secrets
+from qwenmem_tui import secrets
 from qwenmem_tui.memory.model import FLAG_SECRET_REDACTED, Origin, Status
 from qwenmem_tui.memory.provenance import Provenance
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.paths import Paths
 
 PROJECT = "/work/secret-project"
@@ -90,14 +91,20 @@ async def test_no_secret_reaches_the_table_an_export_or_the_debug_log(
     assert log_file is not None
     try:
         results = []
+        refused: list[str] = []
         for fmt in SECRETS:
-            # The user's own words through /remember ...
-            results.append(await service.remember(f"remember {fmt.text}", project=PROJECT))
+            # The user's own words through /remember: kept without the secret, or refused
+            # with the reason when nothing but the secret would be left ...
+            try:
+                results.append(await service.remember(f"remember {fmt.text}", project=PROJECT))
+            except MemoryRejected as exc:
+                assert "holds a secret" in str(exc)
+                refused.append(fmt.name)
             # ... and the model's save_memory, with the secret in a file it read.
             results.append(
                 await service.save(
                     "project",
-                    "deploy_note_" + fmt.name.replace(" ", "_").replace("-", "_"),
+                    "deploy_note_" + re.sub(r"[^a-z0-9]+", "_", fmt.name.lower()).strip("_"),
                     f"Deploy note: {fmt.text}",
                     origin=Origin.TOOL,
                     project=PROJECT,
@@ -120,14 +127,22 @@ async def test_no_secret_reaches_the_table_an_export_or_the_debug_log(
         assert FLAG_SECRET_REDACTED in result.memory.flags
         assert not secrets.key_holds_secret(result.memory.key), result.memory.key
     # The user's own notes stay active: only the secret went.
-    assert all(r.memory.status is Status.ACTIVE for r in results[::2])
+    remembered = [r for r in results if r.memory.origin == Origin.USER]
+    assert all(r.memory.status is Status.ACTIVE for r in remembered)
+    assert len(remembered) + len(refused) == len(SECRETS) and refused  # shells are refused
 
 
 async def test_a_key_typed_into_remember_never_lands_in_the_key(service: MemoryService) -> None:
-    result = await service.remember("my api key is sk-abcdef0123456789abcdef01", project=PROJECT)
+    result = await service.remember("my api key for the billing sandbox is sk-abcdef0123456789abcdef01", project=PROJECT)
     assert "sk" not in result.memory.key.split("_") and "abcdef" not in result.memory.key
-    assert result.memory.value == "my api key is [REDACTED]"
+    assert result.memory.value == "my api key for the billing sandbox is [REDACTED]"
     assert result.memory.status is Status.ACTIVE
+
+
+async def test_remembering_only_a_secret_is_refused_with_the_reason(service: MemoryService) -> None:
+    with pytest.raises(MemoryRejected, match="holds a secret and little else"):
+        await service.remember("my OpenAI key is sk-proj-Zx81Kq0Lm3Nb5Vc7Xz9Aq2Ws4Ed6Rf8Tg0Yh", project=PROJECT)
+    assert await service.list() == []
 
 
 async def test_settings_keys_keep_their_values_and_approval_keeps_them(

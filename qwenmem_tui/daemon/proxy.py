@@ -1,0 +1,305 @@
+"""The OpenAI-compatible proxy of ``qwenmem serve`` (contract §9).
+
+Any OpenAI client gets qwenmem's memory by pointing its base URL at the daemon:
+``POST /v1/chat/completions`` (streamed or not) and ``GET /v1/models`` are forwarded to
+the configured ``[llm]`` endpoint with the upstream key, which never leaves qwenmem
+(the client's bearer is the daemon's token). What the proxy changes is the request's
+messages, and only by the §6 memory block (``memory/exchange.py``); the upstream's
+answer comes back as its bytes — ids, usage, tool_calls, finish_reason unchanged.
+Tools the client defines are the client's: the proxy adds none and executes none.
+
+Errors speak OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``): a
+client's mistake is a 4xx, an upstream error keeps its status and body, an upstream
+that cannot be reached is a 502 (504 on a timeout). No traceback reaches the client.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from qwenmem_tui.memory.exchange import ExchangeMemory, Shaped
+from qwenmem_tui.paths import project_id, project_root
+
+log = logging.getLogger("qwenmem.daemon")
+
+PROJECT_HEADER = "x-qwenmem-project"
+MEMORIES_HEADER = "X-Qwenmem-Memories"
+# Upstream answer headers worth passing on (ids for support tickets, rate limits).
+_PASSED_HEADERS = ("x-request-id", "retry-after", "openai-processing-ms", "openai-version")
+_PASSED_PREFIXES = ("x-ratelimit-",)
+
+
+class ProxyError(Exception):
+    """A failure answered in OpenAI's error shape."""
+
+    def __init__(self, status: int, message: str, *, kind: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+        self.code = code
+
+    def response(self) -> JSONResponse:
+        return openai_error(self.status, self.message, kind=self.kind, code=self.code)
+
+
+def openai_error(status: int, message: str, *, kind: str, code: str | None = None) -> JSONResponse:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return JSONResponse(body, status_code=status)
+
+
+def invalid_request(message: str, code: str = "invalid_request") -> ProxyError:
+    return ProxyError(400, message, kind="invalid_request_error", code=code)
+
+
+class Upstream:
+    """The configured endpoint with its key, the proxy's memory, the daemon's project."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        *,
+        model: str,
+        project: str,
+        timeout: float,
+        memory: ExchangeMemory | None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.project = project
+        self.memory = memory
+        self._client = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            # Redirects would carry the key elsewhere; the upstream's own answer is final.
+            follow_redirects=False,
+        )
+
+    async def aclose(self) -> None:
+        if self.memory is not None:
+            await self.memory.close()
+        await self._client.aclose()
+
+    async def send(self, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
+        """The upstream's response, its body not read yet; ProxyError when unreachable."""
+        request = self._client.build_request(
+            method,
+            f"{self.base_url}{path}",
+            # ASCII escapes: a lone surrogate the client sent (valid JSON) goes on as sent.
+            content=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"} if body is not None else None,
+        )
+        try:
+            return await self._client.send(request, stream=True)
+        except httpx.TimeoutException:
+            raise ProxyError(504, "The model endpoint did not answer in time", kind="upstream_timeout") from None
+        except httpx.HTTPError as exc:
+            log.warning("[PROXY] upstream %s unreachable: %s", self.base_url, exc)
+            raise ProxyError(
+                502, "The model endpoint configured in qwenmem cannot be reached", kind="upstream_unavailable"
+            ) from None
+
+
+def _passed_headers(response: httpx.Response) -> dict[str, str]:
+    return {
+        name: value
+        for name, value in response.headers.items()
+        if name.lower() in _PASSED_HEADERS or name.lower().startswith(_PASSED_PREFIXES)
+    }
+
+
+async def _upstream_error(response: httpx.Response) -> Response:
+    """An upstream error with its status; its body kept when it is OpenAI's shape."""
+    try:
+        raw = await response.aread()
+    finally:
+        await response.aclose()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    headers = _passed_headers(response)
+    if isinstance(body, dict) and isinstance(body.get("error"), (dict, str)):
+        error = body["error"]
+        if isinstance(error, str):  # some servers say {"error": "text"}: OpenAI's shape
+            body = {"error": {"message": error, "type": "upstream_error", "param": None, "code": None}}
+        return JSONResponse(body, status_code=response.status_code, headers=headers)
+    text = raw.decode("utf-8", "replace").strip()[:500] or response.reason_phrase
+    answer = openai_error(response.status_code, f"The model endpoint answered: {text}", kind="upstream_error")
+    answer.headers.update(headers)
+    return answer
+
+
+def upstream_of(request: Request) -> Upstream:
+    return request.app.state.upstream
+
+
+def _project(request: Request, upstream: Upstream) -> str:
+    """X-Qwenmem-Project's directory, as the chat names a project; else the daemon's."""
+    raw = request.headers.get(PROJECT_HEADER)
+    if raw is None or not raw.strip():
+        return upstream.project
+    try:
+        text = raw.encode("latin-1").decode("utf-8")  # headers arrive as latin-1
+    except UnicodeError:
+        text = raw
+    path = Path(text.strip())
+    if not path.is_absolute() or not path.is_dir():
+        raise invalid_request(
+            "X-Qwenmem-Project must be the absolute path of a directory", code="invalid_project"
+        )
+    return project_id(project_root(path.resolve()))
+
+
+async def _request_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise invalid_request("The request body is not valid JSON", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise invalid_request("The request body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise invalid_request("'messages' must be a non-empty array")
+    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
+        raise invalid_request("Every message must be an object with a 'role'")
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise invalid_request("'stream' must be true or false")
+    return body
+
+
+async def chat_completions(request: Request) -> Response:
+    """POST /v1/chat/completions: memory added, the rest forwarded as it came."""
+    try:
+        upstream = upstream_of(request)
+        project = _project(request, upstream)
+        body = await _request_body(request)
+        shaped = Shaped(body["messages"])
+        if upstream.memory is not None:
+            shaped = await upstream.memory.shape(project, body["messages"])
+        streaming = body.get("stream") is True
+        log.info(
+            "[PROXY] chat model=%s stream=%s messages=%d memories=%d",
+            body.get("model"),
+            streaming,
+            len(shaped.messages),
+            len(shaped.memory_ids),
+        )
+        response = await upstream.send("POST", "/chat/completions", {**body, "messages": shaped.messages})
+    except ProxyError as exc:
+        return exc.response()
+    if response.status_code >= 400:
+        return await _upstream_error(response)
+    headers = {**_passed_headers(response), MEMORIES_HEADER: ",".join(map(str, shaped.memory_ids))}
+    media_type = response.headers.get("content-type", "application/json")
+    if not streaming or "text/event-stream" not in media_type:
+        try:
+            raw = await response.aread()
+        except httpx.HTTPError as exc:
+            log.warning("[PROXY] upstream answer cut: %s", exc)
+            await response.aclose()
+            return ProxyError(502, "The model endpoint's answer was cut off", kind="upstream_error").response()
+        await response.aclose()
+        await _after_reply(upstream, project, shaped, _reply_text(raw))
+        return Response(raw, status_code=response.status_code, headers=headers, media_type=media_type)
+    headers.update({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+    return StreamingResponse(
+        _relay(upstream, project, shaped, response),
+        status_code=response.status_code,
+        headers=headers,
+        media_type=media_type,
+    )
+
+
+async def _relay(
+    upstream: Upstream, project: str, shaped: Shaped, response: httpx.Response
+) -> AsyncIterator[bytes]:
+    """The upstream's SSE bytes as they arrive; a cut stream ends with an error event
+    (the SDKs raise on it) instead of silently stopping short."""
+    collect = upstream.memory is not None and upstream.memory.extract
+    seen = bytearray()
+    complete = False
+    try:
+        async for chunk in response.aiter_raw():
+            if collect:
+                seen.extend(chunk)
+            yield chunk
+        complete = True
+    except httpx.HTTPError as exc:
+        log.warning("[PROXY] upstream stream cut: %s", exc)
+        error = {"error": {"message": "The model endpoint's stream was cut off", "type": "upstream_error"}}
+        yield f"data: {json.dumps(error)}\n\n".encode()
+    finally:
+        await response.aclose()
+    if complete and collect:
+        await _after_reply(upstream, project, shaped, _streamed_text(bytes(seen)))
+
+
+async def _after_reply(upstream: Upstream, project: str, shaped: Shaped, reply: str) -> None:
+    if upstream.memory is None or not reply:
+        return
+    try:
+        await upstream.memory.after_reply(project, shaped.messages, reply)
+    except Exception as exc:  # extraction is best effort: the client has its answer
+        log.warning("[PROXY] extraction not started: %s", exc)
+
+
+def _reply_text(raw: bytes) -> str:
+    """The first choice's text of a JSON completion ("" when it has none)."""
+    try:
+        message = json.loads(raw)["choices"][0]["message"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ""
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def _streamed_text(raw: bytes) -> str:
+    """The first choice's text of an SSE completion, deltas joined."""
+    parts: list[str] = []
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if not line.startswith("data:"):
+            continue
+        try:
+            delta = json.loads(line[5:])["choices"][0]["delta"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            continue
+        content = delta.get("content") if isinstance(delta, dict) else None
+        if isinstance(content, str):
+            parts.append(content)
+    return "".join(parts)
+
+
+async def list_models(request: Request) -> Response:
+    """GET /v1/models: the upstream's list; an endpoint without one lists the configured
+    model, so clients that ask before chatting still work."""
+    upstream = upstream_of(request)
+    try:
+        response = await upstream.send("GET", "/models", None)
+    except ProxyError as exc:
+        return exc.response()
+    if response.status_code == 404:
+        await response.aclose()
+        listed = {"id": upstream.model, "object": "model", "created": 0, "owned_by": "qwenmem"}
+        return JSONResponse({"object": "list", "data": [listed]})
+    if response.status_code >= 400:
+        return await _upstream_error(response)
+    try:
+        raw = await response.aread()
+    except httpx.HTTPError:
+        return ProxyError(502, "The model endpoint's answer was cut off", kind="upstream_error").response()
+    finally:
+        await response.aclose()
+    media_type = response.headers.get("content-type", "application/json")
+    return Response(raw, status_code=response.status_code, headers=_passed_headers(response), media_type=media_type)

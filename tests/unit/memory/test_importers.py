@@ -1,0 +1,157 @@
+"""`qwenmem memory import --from claude-code|qwen-code|mem0` (issue 29): other tools'
+memory, read from fixtures written in their documented formats, through the one import
+pipeline (never a real home)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cli_support import CliRunner
+from qwenmem_tui.memory.importers import (
+    ImportSourceError,
+    make_key,
+    read_source,
+    split_front_matter,
+)
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "memory_import"
+
+
+def rows(kind: str, path: Path) -> dict[str, dict]:
+    return {e.row["key"]: e.row for e in read_source(kind, path)}
+
+
+def test_a_claude_code_memory_folder_maps_types_to_categories_and_skips_the_index() -> None:
+    found = rows("claude-code", FIXTURES / "claude-code" / "memory")
+    assert {k: (r["category"], r.get("scope"), r["origin"]) for k, r in found.items()} == {
+        "user_role": ("user", None, "agent"),
+        "integration_tests_use_a_real": ("feedback", None, "agent"),
+        "merge_freeze": ("project", "project", "agent"),
+        "pipeline_bug_tracker": ("reference", "project", "agent"),
+    }
+    # The body is the memory (folded to one value), not the one-line description.
+    assert found["merge_freeze"]["value"] == (
+        "Non-critical merges are frozen from 2026-03-05 while the mobile team cuts the "
+        "release branch."
+    )
+    assert not any("MEMORY.md" in e.source for e in read_source("claude-code", FIXTURES / "claude-code"))
+
+
+def test_claude_md_and_qwen_md_bullets_become_rules_and_added_memories_facts() -> None:
+    claude = rows("claude-code", FIXTURES / "claude-code" / "CLAUDE.md")
+    assert [(r["category"], r["origin"], r["value"]) for r in claude.values()] == [
+        ("feedback", "user", "Use bun, not npm, for package management"),
+        ("feedback", "user", "Run `make test` before every commit"),
+    ]
+    qwen = list(rows("qwen-code", FIXTURES / "qwen-code").values())
+    assert [(r["category"], r["origin"], r["value"]) for r in qwen] == [
+        ("feedback", "user", "Answer in British English"),
+        ("user", "tool", "My preferred programming language is Python."),
+        ("user", "tool", "The project I'm currently working on is called 'harbor'."),
+        ("user", "agent", "The user edits code in Helix and reads diffs in the terminal."),
+    ]
+
+
+def test_a_mem0_export_keeps_its_categories_and_starts_ttls_at_the_import() -> None:
+    found = list(rows("mem0", FIXTURES / "mem0" / "export.json").values())
+    assert [(r["category"], r["value"]) for r in found] == [
+        ("user", "Is a vegetarian and allergic to nuts"),
+        ("feedback", "Prefers concise answers without a closing summary"),
+        ("reference", "The staging API is at https://staging.example.com"),
+    ]
+    # A 2024 created_at would expire a user fact (365 days) the moment it arrived.
+    assert not any("created_at" in r for r in found)
+
+
+def test_a_bare_list_is_a_mem0_export_too(tmp_path: Path) -> None:
+    source = tmp_path / "mem0.json"
+    source.write_text(json.dumps([{"memory": "Lives in Lisbon"}, {"id": "x"}, "junk"]))
+    assert [r["value"] for r in rows("mem0", source).values()] == ["Lives in Lisbon"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not JSON"),
+        ('{"answer": 42}', "expected a list of memories"),
+    ],
+)
+def test_a_bad_mem0_file_is_one_line(tmp_path: Path, content: str, message: str) -> None:
+    source = tmp_path / "export.json"
+    source.write_text(content)
+    with pytest.raises(ImportSourceError, match=message):
+        read_source("mem0", source)
+
+
+def test_front_matter_and_keys() -> None:
+    front, body = split_front_matter('---\nname: "x y"\ntype: user\n---\nbody\n')
+    assert front == {"name": "x y", "type": "user"} and body == "body"
+    assert split_front_matter("no front matter") == (None, "no front matter")
+    assert make_key("Prefer bun over npm!") == "prefer_bun_over_npm"
+    assert make_key("2024 plans") == "imported_2024_plans"
+    assert make_key("日本語") == "imported_memory"
+    assert make_key("Ação rápida") == "acao_rapida"
+
+
+def test_a_file_without_a_memory_type_is_skipped(tmp_path: Path) -> None:
+    (tmp_path / "skill.md").write_text("---\nname: deploy\ndescription: a skill\n---\nSteps\n")
+    assert read_source("claude-code", tmp_path) == []
+
+
+# -- through the real CLI ----------------------------------------------------------------
+
+
+def test_import_from_claude_code_goes_through_the_guard(
+    cli_run: CliRunner, home: Path, project: Path
+) -> None:
+    source = project.parent / "claude-memory"
+    shutil.copytree(FIXTURES / "claude-code" / "memory", source)
+    done = cli_run("memory", "import", "--from", "claude-code", str(source), home=home, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith("imported 4 lines:")
+    listed = json.loads(cli_run("memory", "list", "--all", "--json", home=home, cwd=project).stdout)
+    by_key = {m["key"]: m for m in listed}
+    # Untrusted by default: facts about the person from a file wait for review;
+    # project notes are kept, labelled as read from a file.
+    assert by_key["user_role"]["status"] == "quarantined"
+    assert by_key["merge_freeze"]["status"] == "active"
+    assert "from_file" in by_key["merge_freeze"]["flags"]
+    assert by_key["merge_freeze"]["scope"] == str(project.resolve())
+
+
+def test_trust_imports_them_as_the_users_own(cli_run: CliRunner, home: Path, project: Path) -> None:
+    done = cli_run(
+        "memory", "import", "--trust", "--from", "mem0", str(FIXTURES / "mem0" / "export.json"),
+        home=home, cwd=project,
+    )
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(cli_run("memory", "list", "--json", home=home, cwd=project).stdout)
+    assert {(m["category"], m["value"], m["status"]) for m in listed} >= {
+        ("user", "Is a vegetarian and allergic to nuts", "active"),
+        ("feedback", "Prefers concise answers without a closing summary", "active"),
+    }
+
+
+def test_dry_run_says_what_would_happen_and_writes_nothing(
+    cli_run: CliRunner, home: Path, project: Path
+) -> None:
+    done = cli_run(
+        "memory", "import", "--dry-run", "--from", "qwen-code", str(FIXTURES / "qwen-code"),
+        home=home, cwd=project,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1] == "dry run: 4 entries: import 0, hold for review 4, reject 0; nothing was written"
+    assert lines[1].startswith("hold for review user/my_preferred_programming_language_is")
+    assert json.loads(cli_run("memory", "list", "--all", "--json", home=home, cwd=project).stdout) == []
+
+
+def test_a_missing_path_is_one_line_and_exit_1(cli_run: CliRunner, home: Path, project: Path) -> None:
+    done = cli_run("memory", "import", "--from", "claude-code", str(project / "nope"), home=home, cwd=project)
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"qwenmem: {project / 'nope'}: no such file or directory"
+    assert "Traceback" not in done.stderr
