@@ -18,6 +18,7 @@ import pytest
 
 from qwenmem_tui.chat import prefetch as prefetch_module
 from qwenmem_tui.config import Settings
+from qwenmem_tui.features import MEMORY
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory import service as service_module
 from qwenmem_tui.memory.service import MemoryService
@@ -89,7 +90,7 @@ async def test_text_typed_while_starting_is_warmed_when_the_app_is_idle(
         assert app.state == "starting"
         model_gate.set()
         await started(pilot)
-        prefetch = app.session_features.prefetch
+        prefetch = app.session_features.handle(MEMORY).prefetch
         assert prefetch is not None
         # Idle: the typed text is warmed without another pause; memory still opens.
         try:
@@ -111,7 +112,7 @@ async def test_a_message_sent_while_memory_opens_waits_for_its_recall(
     app = make_app(extensions=[memory_extension])
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        prefetch = app.session_features.prefetch
+        prefetch = app.session_features.handle(MEMORY).prefetch
         assert prefetch is not None and prefetch.memory_opening
         prompt = app.screen.query_one(PromptInput)
         prompt.insert(QUESTION)
@@ -133,7 +134,7 @@ async def test_once_memory_is_open_a_request_never_waits_for_recall(
     app = make_app(extensions=[memory_extension])
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        prefetch = app.session_features.prefetch
+        prefetch = app.session_features.handle(MEMORY).prefetch
         assert prefetch is not None
         await wait_until(pilot, lambda: not prefetch.memory_opening)
         recall_gate = asyncio.Event()
