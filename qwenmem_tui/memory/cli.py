@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "import",
         help="read memories from JSON lines (or another tool's memory), through the guard",
+        description=(
+            "Every line is kept under its own key. Lines written by `memory export` restore"
+            " as they were, each project's memories in that project; hand-written lines put"
+            " project memories in this project unless --keep-scope."
+        ),
     )
     p.add_argument(
         "file",
@@ -83,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--keep-scope",
         action="store_true",
-        help="keep each line's scope (default: project memories land in this project)",
+        help="keep hand-written lines' scope too (backup lines always keep theirs)",
     )
     p.add_argument(
         "--trust",
@@ -92,6 +97,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "from a file (rules and facts about you are held for review)",
     )
     p.set_defaults(func=import_)
+
+    p = commands.add_parser(
+        "restore", help="make a superseded memory active again (audited)"
+    )
+    p.add_argument("id", help="the memory's id (memory list --all shows superseded ones)")
+    p.set_defaults(func=restore)
 
     p = commands.add_parser("forget", help="delete one memory (audited)")
     p.add_argument("id", help="the memory's id (memory list shows it)")
@@ -284,7 +295,11 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         return _dry_run(args, lines)
     async with _service(settings, paths) as svc:
         report = await svc.import_lines(
-            lines, project=_project(), keep_scope=args.keep_scope, trusted=args.trust
+            lines,
+            project=_project(),
+            keep_scope=args.keep_scope,
+            trusted=args.trust,
+            progress=_import_progress(),
         )
     for error in report.errors:
         print(f"qwenmem: {args.file}: {terminal_safe(str(error))}", file=sys.stderr)
@@ -306,7 +321,48 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
             file=sys.stderr,
         )
         return 1
-    print(f"imported {sum(report.counts.values())} lines: {counts}")
+    print(report.summary())
+    return 0
+
+
+def _import_progress() -> Callable[[int, int], None] | None:
+    """A progress bar on stderr when it is a terminal (nothing in pipes and logs)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = width * done // max(total, 1)
+        end = "\n" if done >= total else ""
+        bar = "#" * filled + "-" * (width - filled)
+        print(f"\rqwenmem: importing [{bar}] {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
+def _memory_id(text: str) -> int | None:
+    """A positive whole number within range, else None (printed as a usage error)."""
+    if not text.isascii() or not text.isdigit():
+        return None
+    return int(text) if len(text) <= 20 else 0  # longer: out of range anyway
+
+
+async def restore(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    shown = args.id if len(args.id) <= 30 else args.id[:29] + "…"
+    memory_id = _memory_id(args.id)
+    if memory_id is None:
+        print(f"qwenmem: a memory id is a positive whole number, got {shown!r}", file=sys.stderr)
+        return 2
+    async with _service(settings, paths) as svc:
+        restored = await svc.restore(memory_id, project=_project(), reason="qwenmem memory restore")
+    if restored is None:
+        print(f"qwenmem: no superseded memory with id {shown}", file=sys.stderr)
+        return 1
+    memory, replaced = restored
+    line = f"Restored memory #{memory_id} ({memory.category}/{terminal_safe(memory.key)})"
+    if replaced:
+        line += "; it replaces " + ", ".join(f"#{i}" for i in replaced)
+    print(line + ".")
     return 0
 
 
@@ -354,10 +410,10 @@ def _dry_run(args: argparse.Namespace, lines: list[str]) -> int:
 
 async def forget(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     shown = args.id if len(args.id) <= 30 else args.id[:29] + "…"
-    if not args.id.isascii() or not args.id.isdigit():
+    memory_id = _memory_id(args.id)
+    if memory_id is None:
         print(f"qwenmem: a memory id is a positive whole number, got {shown!r}", file=sys.stderr)
         return 2
-    memory_id = int(args.id) if len(args.id) <= 20 else 0  # longer: out of range anyway
     async with _service(settings, paths, lazy=True) as svc:
         # Out-of-range ids and other users' or projects' memories read as no memory.
         forgotten = await svc.forget(memory_id, project=_project(), reason="qwenmem memory forget")

@@ -207,6 +207,9 @@ class MemoryExtractionHook(BaseQueryHook):
                     provenance=job.provenance,
                     reason="background extraction",
                     judge_timeout=JUDGE_TIMEOUT,
+                    # Keys the extractor guessed in the background, not ones a writer
+                    # chose: identity may file a restatement under the stored key.
+                    explicit_key=False,
                 )
             except MemoryRejected as exc:
                 log.info("[MEMORY_EXTRACT] proposal rejected: %s", exc)

@@ -43,6 +43,8 @@ class AuditAction(StrEnum):
     QUARANTINE = "quarantine"
     APPROVE = "approve"
     FORGET = "forget"
+    RESTORE = "restore"  # a superseded memory made active again by a person
+    MOVE = "move"  # category and scope changed by a person
     DISMISS = "dismiss"  # "not relevant here": left out of recall for similar messages
 
 
@@ -54,7 +56,10 @@ GLOBAL_CATEGORIES = frozenset({Category.USER, Category.FEEDBACK})
 # read from a file, never as an instruction). Every other flag quarantines.
 FLAG_SECRET_REDACTED = "secret_redacted"
 FLAG_FROM_FILE = "from_file"
-LABEL_FLAGS = frozenset({FLAG_SECRET_REDACTED, FLAG_FROM_FILE})
+# Kept beside a memory it may repeat (memory/identity.py): both stay active, /memory
+# shows the flag, nothing was merged.
+FLAG_POSSIBLE_DUPLICATE = "possible_duplicate"
+LABEL_FLAGS = frozenset({FLAG_SECRET_REDACTED, FLAG_FROM_FILE, FLAG_POSSIBLE_DUPLICATE})
 
 
 def holds(flags: Collection[str]) -> bool:
@@ -118,6 +123,10 @@ class MemoryDraft:
     # Active rows of the same subject under other keys (memory/identity.py): superseded
     # by this write in its own transaction.
     replaces: tuple[int, ...] = ()
+    # Whether an active row holding the same value under another key absorbs this
+    # write (DEDUPLICATED). The service says no: equal values under different keys are
+    # different subjects' values ("true" for two services).
+    dedupe: bool = True
 
 
 @dataclass
@@ -164,12 +173,16 @@ class Memory:
         }
 
 
-def export_line(memory: Memory) -> str:
+def export_line(memory: Memory, *, approved: bool = False) -> str:
     """One line of ``qwenmem memory export`` (and of ``--salvage``): the §3 JSON plus
-    ``ttl_days``, so an import gives a restored memory the lifetime it had."""
+    ``ttl_days``, so an import gives a restored memory the lifetime it had, and
+    ``approved`` for a memory a person approved out of quarantine (the review decision
+    a restore keeps)."""
     row = memory.to_json()
     if memory.expires_at is not None:
         row["ttl_days"] = max(1, round((memory.expires_at - memory.created_at) / DAY))
+    if approved:
+        row["approved"] = True
     return json.dumps(row, ensure_ascii=False)
 
 

@@ -244,19 +244,29 @@ class Recaller:
 
     # the channels --------------------------------------------------------------------
     async def _dense(
-        self, text: str, ids: np.ndarray, limit: int
+        self, text: str, ids: np.ndarray, limit: int, vector: np.ndarray | None = None
     ) -> tuple[np.ndarray | None, list[SearchHit]]:
         if not self.dense_enabled or not len(ids):
             return None, []
-        vector = (await self.embedder.embed_queries([text]))[0]
+        if vector is None:
+            vector = (await self.embedder.embed_queries([text]))[0]
         return vector, await self.index.search(vector, limit, ids)
 
     async def candidates(
-        self, text: str, *, scopes: tuple[str, ...], exclude: Collection[int] = (), limit: int
+        self,
+        text: str,
+        *,
+        scopes: tuple[str, ...],
+        exclude: Collection[int] = (),
+        limit: int,
+        vector: np.ndarray | None = None,
     ) -> list[Candidate]:
         """Both channels over the memories allowed in ``scopes`` (minus ``exclude``),
         fused, best first; no threshold. Rows are re-checked as fetched: another
-        process may have superseded or deleted one since the filter query."""
+        process may have superseded or deleted one since the filter query.
+
+        ``vector``: the text's own vector when the caller has it (a write's passage
+        vector, already embedded): the dense channel then costs no embedding."""
         async with self.lock:
             await self.sync()
         ids = (await self.allowed_in(scopes)).ids
@@ -267,7 +277,7 @@ class Recaller:
         now = self.clock()
         terms = query_terms(text)
         (vector, dense_hits), lexical_hits = await asyncio.gather(
-            self._dense(text, ids, limit),
+            self._dense(text, ids, limit, vector),
             self.store.lexical_search(
                 terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
             ),

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-import json
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from qwenmem_tui import secrets
 from qwenmem_tui.llm.errors import LLMError
@@ -32,13 +30,14 @@ from qwenmem_tui.memory.embed import (
     planned_embedder,
 )
 from qwenmem_tui.memory.identity import (
+    KEY_CHARS,
+    POSSIBLE_DUPLICATE,
     Identity,
-    classify_note,
     decide,
+    file_note,
+    judge_candidates,
     judge_messages,
     parse_judgement,
-    related_facts,
-    subject_key,
 )
 from qwenmem_tui.memory.live import Freshness, LiveBlocks, live_blocks
 from qwenmem_tui.memory.metrics import DELIVERY_PREFIX, MemoryStats, compute_stats
@@ -47,6 +46,7 @@ from qwenmem_tui.memory.model import (
     FLAG_SECRET_REDACTED,
     GLOBAL_CATEGORIES,
     GLOBAL_SCOPE,
+    LABEL_FLAGS,
     AuditEntry,
     Category,
     Memory,
@@ -58,7 +58,6 @@ from qwenmem_tui.memory.model import (
     WriteResult,
     content_hash,
     embed_text,
-    export_line,
     holds,
     scope_for,
 )
@@ -66,12 +65,12 @@ from qwenmem_tui.memory.provenance import Provenance, Writer
 from qwenmem_tui.memory.relevance import dismissed_for
 from qwenmem_tui.memory.store import MemoryStore
 from qwenmem_tui.memory.write_plan import join_reasons
-from qwenmem_tui.storage.database import DiskFull
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``_vectors``), not here
     import numpy as np
 
     from qwenmem_tui.config import Settings
+    from qwenmem_tui.memory.backup import ImportReport
     from qwenmem_tui.memory.index import Progress, VectorIndex
     from qwenmem_tui.memory.recall import Candidate, Recaller, RecallResult
     from qwenmem_tui.llm.client import LLMClient
@@ -80,14 +79,12 @@ if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``_vectors``), not h
 log = logging.getLogger("qwenmem.memory")
 
 _EMBED_BATCH = 256
+# Writes embedded per batch (a bulk import): the embedder's efficient batch size, and
+# the step of the progress bar.
+WRITE_BATCH = 128
 # SQLite and PostgreSQL ids are signed 64-bit; a larger number names no memory (and
 # would overflow the driver instead of reading as "no such memory").
 MAX_ID = 2**63 - 1
-# Imported times must be real moments: not NaN or infinite (they never expire), not
-# before 2000, not more than a day ahead of now (a future created_at never expires).
-_MIN_TIME = 946_684_800.0
-_FUTURE_SLACK = 86400.0
-_MAX_TTL_DAYS = 36_500
 NEIGHBOURS = 8
 REMEMBER_JUDGE_TIMEOUT = 3.0
 """Seconds /remember waits for the fast model's add/update/no-op choice: the
@@ -106,15 +103,30 @@ class MemoryRejected(ValueError):
 
 
 @dataclass
-class ImportReport:
-    counts: dict[str, int] = field(default_factory=dict)  # WriteAction / "rejected" / "skipped"
-    errors: list[str] = field(default_factory=list)  # "line N: why"
-    stopped: str | None = None
-    """Why the import stopped early (a full disk): the lines before it are kept."""
-    stopped_at: int | None = None  # the line it stopped at
+class PendingWrite:
+    """A write the guard accepted (``MemoryService.prepare``), not yet stored: what
+    ``commit_many`` embeds in batches and commits one by one."""
 
-    def add(self, what: str) -> None:
-        self.counts[what] = self.counts.get(what, 0) + 1
+    category: Category
+    key: str
+    value: str  # as stored: secrets cut out
+    said: str  # as written
+    origin: Origin
+    provenance: Provenance
+    flags: list[str]
+    reason: str
+    scope: str
+    ttl_days: int
+    created_at: float | None = None
+    expires_at: float | None = None
+    judge_timeout: float | None = None
+    explicit_key: bool = True
+    # False for a backup's row: restored as it was, never merged into a neighbour.
+    decide_identity: bool = True
+
+    def text(self) -> str:
+        """What its vector embeds."""
+        return embed_text(self.category, self.key, self.value)
 
 
 def default_user(settings: Settings) -> str:
@@ -135,7 +147,8 @@ defers until recall or a write needs vectors."""
 def note_subject(text: str) -> tuple[str, str]:
     """(category, key) for a free-text note, derived with its secrets cut out, so a key
     never carries one (the value loses it in the guard)."""
-    return classify_note(secrets.redact(text).replace(secrets.REDACTED, " "))
+    note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))
+    return note.category.value, note.key
 
 
 class MemoryService:
@@ -419,6 +432,74 @@ class MemoryService:
                     self._embedder.close()
 
     # writing -----------------------------------------------------------------------
+    async def prepare(
+        self,
+        category: str,
+        key: str,
+        value: str,
+        *,
+        origin: Origin | str,
+        project: str,
+        ttl_days: int | None = None,
+        turn_outputs: Sequence[str] = (),
+        provenance: Provenance | None = None,
+        reason: str = "",
+        scope: str | None = None,
+        created_at: float | None = None,
+        expires_at: float | None = None,
+        hold: Sequence[str] = (),
+        labels: Sequence[str] = (),
+        judge_timeout: float | None = None,
+        explicit_key: bool = True,
+    ) -> PendingWrite:
+        """The guard's verdict, TTL and scope for one write, before anything is stored.
+
+        Raises MemoryRejected for a malformed write. ``hold``: flags that quarantine
+        the write whatever the guard says (an imported row held when exported);
+        ``labels``: label flags it keeps (``from_file`` of a restored backup).
+        ``explicit_key``: the writer named the key (import, ``save_memory``, the
+        daemon): it is kept as given; /remember and extraction let identity choose.
+        ``expires_at``: an exact expiry (a backup's), instead of the TTL's.
+        """
+        origin = Origin(origin)
+        if provenance is None:
+            provenance = (
+                Provenance.user()
+                if origin is Origin.USER
+                else Provenance(untrusted=tuple(turn_outputs))
+            )
+        verdict = guard.check(category, key, value, provenance=provenance)
+        if not verdict.accepted:
+            if verdict.refused_secret:
+                await self.store.add_metrics({"secrets_refused": 1.0})
+            raise MemoryRejected(verdict.errors)
+        if FLAG_SECRET_REDACTED in verdict.flags:
+            await self.store.add_metrics({"secrets_redacted": 1.0})
+        kept = [f for f in labels if f in LABEL_FLAGS]
+        flags = list(dict.fromkeys([*hold, *verdict.flags, *kept]))
+        if provenance.untrusted_in_view:
+            reason = join_reasons(reason, provenance.describe())
+        cat = Category(category)
+        days, ttl_note = self.ttl.resolve(cat, ttl_days)
+        if cat in GLOBAL_CATEGORIES:
+            scope = GLOBAL_SCOPE
+        return PendingWrite(
+            category=cat,
+            key=key,
+            value=verdict.value,
+            said=value,  # as written: grounding is judged on it, not on the redacted value
+            origin=origin,
+            provenance=provenance,
+            flags=flags,
+            reason=join_reasons(reason, ttl_note or ""),
+            scope=scope or scope_for(cat, project),
+            ttl_days=days,
+            created_at=created_at,
+            expires_at=expires_at,
+            judge_timeout=judge_timeout,
+            explicit_key=explicit_key,
+        )
+
     async def save(
         self,
         category: str,
@@ -435,96 +516,136 @@ class MemoryService:
         created_at: float | None = None,
         hold: Sequence[str] = (),
         judge_timeout: float | None = None,
+        explicit_key: bool = True,
     ) -> WriteResult:
         """Guard, identity, TTL, embed, store, index — the only way a memory is written.
 
         ``provenance`` says who wrote and what was in view; without it, a write of
         origin ``user`` is the person's own words and any other a model write with
-        ``turn_outputs`` in view. ``hold``: flags that quarantine the write whatever
-        the guard says (an imported row that was held when exported).
+        ``turn_outputs`` in view (see ``prepare`` for the rest).
 
-        Raises MemoryRejected for a malformed write; a write to hold is stored
-        quarantined (``result.action == QUARANTINED``) with the flags naming why.
-        Before an accepted write, the nearest active memories of the same subject are
-        found (``identify``): a restated fact takes over their key and supersedes them
-        in the write's own transaction. ``judge_timeout`` lets the fast model choose
-        (add / update which / no-op) for at most that many seconds; None: the rule.
+        A write supersedes a stored memory only when it is the same fact restated
+        (``identify``): the same key, the same entity's same single-valued attribute,
+        or the fast model's validated choice (``judge_timeout`` seconds at most;
+        None: the rule alone). Anything else is its own memory.
         """
-        origin = Origin(origin)
-        if provenance is None:
-            provenance = (
-                Provenance.user()
-                if origin is Origin.USER
-                else Provenance(untrusted=tuple(turn_outputs))
-            )
-        verdict = guard.check(category, key, value, provenance=provenance)
-        if not verdict.accepted:
-            if verdict.refused_secret:
-                await self.store.add_metrics({"secrets_refused": 1.0})
-            raise MemoryRejected(verdict.errors)
-        if FLAG_SECRET_REDACTED in verdict.flags:
-            await self.store.add_metrics({"secrets_redacted": 1.0})
-        await self._vectors()  # identity and the write's own vector need them
-        said = value  # as written: grounding is judged on it, not on the redacted value
-        flags = list(dict.fromkeys([*hold, *verdict.flags]))
-        if provenance.untrusted_in_view:
-            reason = join_reasons(reason, provenance.describe())
-        cat = Category(category)
-        days, ttl_note = self.ttl.resolve(cat, ttl_days)
+        pending = await self.prepare(
+            category,
+            key,
+            value,
+            origin=origin,
+            project=project,
+            ttl_days=ttl_days,
+            turn_outputs=turn_outputs,
+            provenance=provenance,
+            reason=reason,
+            scope=scope,
+            created_at=created_at,
+            hold=hold,
+            judge_timeout=judge_timeout,
+            explicit_key=explicit_key,
+        )
+        [result] = await self.commit_many([pending])
+        return result
+
+    async def commit_many(
+        self,
+        pending: Sequence[PendingWrite],
+        progress: Progress | None = None,
+        on_result: Callable[[WriteResult], None] | None = None,
+    ) -> list[WriteResult]:
+        """Store prepared writes in order: their vectors embedded in batches (the
+        embedder's own batch cost), each write's identity looked up with its own
+        vector (no second embedding), each committed in its own transaction so a
+        later line sees the earlier ones. ``progress(done, total)`` after each batch;
+        ``on_result`` after each write (what is committed when a later one raises)."""
+        await self._vectors()  # identity and the writes' vectors need them
+        results: list[WriteResult] = []
+        for start in range(0, len(pending), WRITE_BATCH):
+            part = pending[start : start + WRITE_BATCH]
+            vectors = await self._passage_vectors([p.text() for p in part])
+            for item, vector in zip(part, vectors, strict=True):
+                results.append(await self._commit(item, vector))
+                if on_result is not None:
+                    on_result(results[-1])
+            if progress is not None:
+                progress(start + len(part), len(pending))
+        return results
+
+    async def _passage_vectors(self, texts: Sequence[str]) -> list[np.ndarray | None]:
+        """One batch of passage vectors; None each when the embedder failed: the fact
+        matters more than its vector (embed_missing embeds it at the next start)."""
+        try:
+            return list(await self.embedder.embed_passages(texts))
+        except LLMError as exc:
+            log.warning("[MEMORY] embedding failed, saving %d without a vector: %s", len(texts), exc)
+            return [None] * len(texts)
+
+    async def _commit(self, pending: PendingWrite, vector: np.ndarray | None) -> WriteResult:
+        cat, key, value, flags = pending.category, pending.key, pending.value, list(pending.flags)
+        reason = pending.reason
         now = self.clock()
-        if cat in GLOBAL_CATEGORIES:
-            scope = GLOBAL_SCOPE
-        scope = scope or scope_for(cat, project)
-        value = verdict.value
-        key = subject_key(key, value)
+        held = holds(flags)
         identity = Identity(key)
-        if holds(flags):
-            # Held for review, it supersedes nothing now; filed under its subject's key,
-            # approving it later replaces that subject's value (approval goes by key).
-            identity = Identity((await self.identify(cat, key, value, scope=scope, project=project)).key)
-        else:
+        if pending.decide_identity:
             identity = await self.identify(
-                cat, key, value, scope=scope, project=project, judge_timeout=judge_timeout
+                cat,
+                key,
+                value,
+                scope=pending.scope,
+                judge_timeout=None if held else pending.judge_timeout,
+                explicit=pending.explicit_key,
+                vector=vector,
             )
-            if identity.same_as is not None:
-                # Already said: refresh that row (same key, same value) instead of adding.
-                value = identity.same_as.value
-            if identity.key != key or identity.replaces:
-                reason = join_reasons(reason, f"same subject as key {identity.key} ({identity.decided_by})")
+        if held:
+            # Held for review, it supersedes nothing now; approving it later replaces
+            # its key's value (approval goes by key).
+            identity = Identity(identity.key)
+        if identity.same_as is not None:
+            # Already said: refresh that row (same key, same value) instead of adding.
+            value = identity.same_as.value
+        if identity.replaces or identity.key != key:
+            reason = join_reasons(reason, f"same fact as key {identity.key} ({identity.decided_by})")
+        if identity.possible_duplicates and not held:
+            flags.append(POSSIBLE_DUPLICATE)
+            ids = ", ".join(f"#{i}" for i in identity.possible_duplicates)
+            reason = join_reasons(reason, f"possible duplicate of {ids}: both kept")
         draft = MemoryDraft(
             category=cat,
             key=identity.key,
             value=value,
-            origin=origin,
-            scope=scope,
+            origin=pending.origin,
+            scope=pending.scope,
             user=self.user,
-            ttl_days=days,
-            reason=join_reasons(reason, ttl_note or ""),
-            created_at=created_at,
+            ttl_days=pending.ttl_days,
+            reason=reason,
+            created_at=pending.created_at,
             replaces=identity.replaces,
+            # Equal values under different keys are different subjects' values
+            # ("true" for two services): never merged by value alone.
+            dedupe=False,
         )
-        if holds(flags):
-            held = await self._held_twin(draft)
-            if held is not None:  # the same value already awaits review: one row is enough
-                return WriteResult(held, WriteAction.QUARANTINED)
-        vector: np.ndarray | None
-        try:
-            vector = (await self.embedder.embed_passages([embed_text(cat, draft.key, draft.value)]))[0]
-        except LLMError as exc:
-            # The fact matters more than its vector: keep it, embed it later
-            # (embed_missing runs at every start) instead of losing what the user said.
-            log.warning("[MEMORY] embedding failed, saving %s without a vector: %s", draft.key, exc)
-            vector = None
+        if held:
+            twin = await self._held_twin(draft)
+            if twin is not None:  # the same value already awaits review: one row is enough
+                return WriteResult(twin, WriteAction.QUARANTINED)
+            if await self._active_twin(draft):
+                # Its key already holds this very value, trusted: nothing new to review
+                # (a backup imported twice); the write only refreshes that row.
+                flags = [f for f in flags if not holds([f])]
+        if vector is not None and (draft.key != key or draft.value != pending.value):
+            vector = (await self._passage_vectors([embed_text(cat, draft.key, draft.value)]))[0]
+        born = pending.created_at if pending.created_at is not None else now
         result = await self.store.write(
             draft,
             flags=flags,
-            expires_at=(created_at if created_at is not None else now) + days * DAY,
+            expires_at=pending.expires_at or born + pending.ttl_days * DAY,
             vector=vector,
             embedding_model=self.embedder.id,
             now=now,
         )
         await self.recaller.apply(result, vector)
-        await self._count_trust(provenance, said, result)
+        await self._count_trust(pending.provenance, pending.said, result)
         if result.action is WriteAction.QUARANTINED:
             self._review_changed()
             log.info(
@@ -549,6 +670,12 @@ class MemoryService:
             user=draft.user, scopes=[draft.scope], statuses=[Status.QUARANTINED]
         )
         return next((m for m in held if m.key == draft.key and m.content_hash == chash), None)
+
+    async def _active_twin(self, draft: MemoryDraft) -> bool:
+        """Whether the key's active row in this scope holds the draft's value."""
+        rows = await self.store.list(user=draft.user, scopes=[draft.scope], statuses=[Status.ACTIVE])
+        chash = content_hash(draft.value)
+        return any(m.key == draft.key and m.content_hash == chash for m in rows)
 
     async def _count_trust(self, provenance: Provenance, value: str, result: WriteResult) -> None:
         """The two rates `memory stats` reports: how many model writes made while
@@ -579,31 +706,62 @@ class MemoryService:
         """/remember: the person's own words, filed under the subject they name.
 
         The key is derived from the text with its secrets cut out, so a key never
-        carries one (the value loses it in the guard). A free-text note from a model
-        (the MCP ``remember`` tool) comes the same way with its own ``origin`` and
-        ``provenance``, and may name the ``category`` or ``key`` itself.
+        carries one (the value loses it in the guard, which refuses a note that is
+        nothing but a secret). A key already held by another fact of that name ("ana" for "Ana leads the
+        backend team" beside "Ana: likes tea") gets a number instead of replacing it.
+        A free-text note from a model (the MCP ``remember`` tool) comes the same way
+        with its own ``origin`` and ``provenance``, and may name the ``category`` or
+        ``key`` itself (a key it names is kept as given).
         """
-        derived_category, derived_key = note_subject(text)
+        note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))  # note_subject's
+        chosen = Category(category) if category in {c.value for c in Category} else note.category
+        named = key is not None
+        if key is None:
+            key = note.key
+            if not note.restates_by_key:
+                key = await self._free_key(key, text.strip(), scope_for(chosen, project))
         return await self.save(
-            category or derived_category,
-            key or derived_key,
+            category or chosen.value,
+            key,
             text.strip(),
             origin=origin,
             project=project,
             provenance=provenance,
             reason=reason,
             judge_timeout=judge_timeout,
+            explicit_key=named,
         )
 
+    async def _free_key(self, key: str, value: str, scope: str) -> str:
+        """``key``, or ``key_2``, ``key_3``… when another fact already holds it: a
+        name shared by two facts is no evidence they are one. The same words said
+        again keep the key (the write then only refreshes that row)."""
+        taken = {
+            m.key: m
+            for m in await self.store.list(user=self.user, scopes=[scope], statuses=[Status.ACTIVE])
+        }
+        candidate, n = key, 1
+        while candidate in taken and content_hash(taken[candidate].value) != content_hash(value):
+            n += 1
+            candidate = f"{key[: KEY_CHARS - 4]}_{n}"
+        return candidate
+
     async def neighbours(
-        self, scope: str, category: Category | str, key: str, value: str, *, k: int = NEIGHBOURS
+        self,
+        scope: str,
+        category: Category | str,
+        key: str,
+        value: str,
+        *,
+        k: int = NEIGHBOURS,
+        vector: np.ndarray | None = None,
     ) -> list[Memory]:
         """This user's active memories of ``category`` in ``scope`` nearest to a fact,
         nearest first: the candidates a write may restate.
 
         Both recall channels, fused, over exactly this scope (``nearest``).
         """
-        found = await self.nearest(key, value, scope=scope, category=category, k=k)
+        found = await self.nearest(key, value, scope=scope, category=category, k=k, vector=vector)
         return [c.memory for c in found]
 
     async def identify(
@@ -613,29 +771,29 @@ class MemoryService:
         value: str,
         *,
         scope: str,
-        project: str,
         judge_timeout: float | None = None,
+        explicit: bool = True,
+        vector: np.ndarray | None = None,
     ) -> Identity:
         """Which stored memory this write restates (see ``memory/identity.py``).
 
-        The rule first: a neighbour naming the same subject is a sure answer. The fast
-        model is asked only when the rule found none among neighbours that share words
-        with the new fact (a real question, e.g. "editor_choice" beside
-        "favourite_editor"), one is set and ``judge_timeout`` allows it; its answer,
-        validated, wins over the rule's "add". Asking only then keeps side calls rare:
-        most writes are new subjects or restatements the rule already recognises.
+        The rule first: the same entity's same single-valued attribute is a sure
+        answer. The fast model is asked only when the rule found none but neighbours
+        of the same entity share words with the new fact and nothing says they are a
+        different subject, one is set and ``judge_timeout`` allows it; its answer,
+        validated, wins over the rule's "add". Asking only then keeps side calls rare.
         """
         try:
-            candidates = await self.neighbours(scope, category, key, value)
+            candidates = await self.neighbours(scope, category, key, value, vector=vector)
         except Exception as exc:  # a failed lookup must not lose the fact: plain write
             log.warning("[MEMORY_IDENTITY] neighbour lookup failed: %s", exc)
             return Identity(key)
-        ruled = decide(key, value, candidates)
-        if ruled.key != key or ruled.replaces or any(c.key == key for c in candidates):
+        ruled = decide(key, value, category, candidates, explicit=explicit)
+        if ruled.replaces or ruled.same_as is not None or ruled.key != key or ruled.decided_by == "key":
             return ruled
-        related = [c for c in candidates if related_facts(key, value, c)]
-        if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and related:
-            judged = await self._judge(category, key, value, related, judge_timeout)
+        asked = judge_candidates(key, value, category, candidates)
+        if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and asked:
+            judged = await self._judge(category, key, value, asked, judge_timeout, explicit)
             if judged is not None:
                 return judged
         return ruled
@@ -647,6 +805,7 @@ class MemoryService:
         value: str,
         candidates: Sequence[Memory],
         timeout: float,
+        explicit: bool,
     ) -> Identity | None:
         """The fast model's add / update / no-op, validated; None when unusable."""
         llm = self.llm
@@ -665,7 +824,7 @@ class MemoryService:
         except Exception as exc:  # TimeoutError, LLMError, anything: the rule decides
             log.info("[MEMORY_IDENTITY] model judgement unavailable (%s); using the rule", exc)
             return None
-        judged = parse_judgement(completion.content, key, value, candidates)
+        judged = parse_judgement(completion.content, key, value, candidates, explicit=explicit)
         if judged is None:
             log.info("[MEMORY_IDENTITY] model answer not a valid choice; using the rule")
         return judged
@@ -694,16 +853,66 @@ class MemoryService:
     async def approve(
         self, memory_id: int, *, project: str | None = None, reason: str = ""
     ) -> Memory | None:
-        """A person vouches for a quarantined memory of theirs: it becomes recallable."""
-        if await self.get(memory_id, project=project) is None:
+        """A person vouches for a quarantined memory of theirs: it becomes recallable,
+        and replaces what it restates (its key's value, the same fact's rows under
+        other keys — held, it superseded nothing)."""
+        held = await self.get(memory_id, project=project)
+        if held is None:
             return None
-        approved = await self.store.approve(memory_id, now=self.clock(), reason=reason)
+        replaces: tuple[int, ...] = ()
+        if held.status is Status.QUARANTINED:
+            found = await self.identify(held.category, held.key, held.value, scope=held.scope)
+            replaces = tuple(i for i in found.replaces if i != memory_id)
+        approved = await self.store.approve(
+            memory_id, now=self.clock(), reason=reason, replaces=replaces
+        )
         if approved is not None:
-            if self._vectors_ready:  # else the index's first load adds it (sync)
-                async with self.recaller.lock:
-                    await self.recaller.sync()
+            await self._resync()
             self._review_changed()
         return approved
+
+    async def restore(
+        self, memory_id: int, *, project: str | None = None, reason: str = ""
+    ) -> tuple[Memory, list[int]] | None:
+        """A superseded memory of this user made active again (audited): the person
+        says the old value was right. What replaced it under the same key gives way;
+        rows of other keys that replaced it stay (both are then active). None when
+        there is no such superseded memory for this user (and ``project``)."""
+        if await self.get(memory_id, project=project) is None:
+            return None
+        restored = await self.store.restore(memory_id, now=self.clock(), reason=reason)
+        if restored is None:
+            return None
+        memory, _ = restored
+        await self._vectors()
+        [vector] = await self._passage_vectors([memory.embed_text()])
+        if vector is not None:  # superseding dropped its vector
+            await self.store.set_vectors([memory.id], vector.reshape(1, -1), self.embedder.id)
+        await self._resync()
+        return restored
+
+    async def move(
+        self, memory_id: int, category: Category | str, *, project: str, reason: str = ""
+    ) -> Memory | None:
+        """File one of this user's memories under another category: a project memory
+        lives in ``project`` only, a user or feedback one in every project (audited).
+        None when there is no such memory; ValueError when its key is taken there."""
+        memory = await self.get(memory_id, project=project)
+        if memory is None:
+            return None
+        cat = Category(category)
+        moved = await self.store.move(
+            memory_id, category=cat, scope=scope_for(cat, project), now=self.clock(), reason=reason
+        )
+        if moved is not None:
+            await self._resync()
+        return moved
+
+    async def _resync(self) -> None:
+        """Bring the index in step after a change made outside ``save``."""
+        if self._vectors_ready:  # else the index's first load does (sync)
+            async with self.recaller.lock:
+                await self.recaller.sync()
 
     async def sweep(self) -> list[int]:
         """Mark expired rows; recall already filters them, this keeps the index small."""
@@ -822,6 +1031,7 @@ class MemoryService:
         category: Category | str | None = None,
         k: int = 5,
         exclude: Collection[int] = (),
+        vector: np.ndarray | None = None,
     ) -> list[Candidate]:
         """This user's active memories in ``scope`` nearest to a fact ``key``/``value``
         by both recall channels, fused, best first, no threshold (each ``Candidate``
@@ -832,7 +1042,7 @@ class MemoryService:
         await self._vectors()
         text = embed_text(Category(category or Category.USER), key, value)
         found = await self.recaller.candidates(
-            text, scopes=(scope,), exclude=exclude, limit=max(20, 4 * k)
+            text, scopes=(scope,), exclude=exclude, limit=max(20, 4 * k), vector=vector
         )
         if category is not None:
             found = [c for c in found if c.memory.category == Category(category)]
@@ -946,8 +1156,10 @@ class MemoryService:
 
     # backup ------------------------------------------------------------------------
     async def export_lines(self) -> list[str]:
-        """Every memory of this user as JSON lines, all statuses (a full backup)."""
-        return [export_line(m) for m in await self.store.list(user=self.user)]
+        """Every memory of this user as JSON lines, all statuses (``memory/backup.py``)."""
+        from qwenmem_tui.memory.backup import export_lines
+
+        return await export_lines(self)
 
     async def import_lines(
         self,
@@ -955,121 +1167,16 @@ class MemoryService:
         *,
         project: str,
         keep_scope: bool = False,
+        progress: Progress | None = None,
         trusted: bool = False,
     ) -> ImportReport:
-        """Restore JSON lines through the guard; old (superseded/expired/deleted) rows
-        are skipped so a backup never resurrects a value that was replaced.
+        """Restore JSON lines through the guard (``memory/backup.py``); ``trusted``
+        (``--trust``): the person says the file is their own words."""
+        from qwenmem_tui.memory.backup import import_lines
 
-        Project memories land in ``project`` (the importing one) unless ``keep_scope``
-        honours each line's ``scope``: a file must not plant facts in other projects
-        by naming them. A line's ``"global"`` (every project, the contract's optional
-        field) and ``"project"`` (this one) name no other project, so they are kept.
-        A row exported as quarantined stays held. Importing the same file twice
-        changes nothing new (refreshes, no second held row).
-
-        Unless ``trusted`` (``--trust``: the person says the file is their own words),
-        the lines are file content: judged like text the model read in a file; the
-        origin a line claims is kept as its label and in the audit, never believed.
-        """
-        report = ImportReport()
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = _import_row(line)
-                if row.get("status", Status.ACTIVE.value) not in (
-                    Status.ACTIVE.value,
-                    Status.QUARANTINED.value,
-                ):
-                    report.add("skipped")
-                    continue
-                origin = row.get("origin", Origin.USER.value)
-                if origin not in {o.value for o in Origin}:
-                    raise ValueError(f"origin must be user, tool or agent, got {origin!r}")
-                scope = row.get("scope") or None
-                if scope is not None and not isinstance(scope, str):
-                    raise ValueError(f"scope must be a string, got {scope!r}")
-                if scope == "project":  # hand-written: this project, as "global" is every one
-                    scope = project
-                elif scope != GLOBAL_SCOPE and not keep_scope:
-                    scope = None  # another project's path: the category's default here
-                hold: list[str] = []
-                if row.get("status") == Status.QUARANTINED.value:
-                    flags = row.get("flags")
-                    kept = [f for f in flags if isinstance(f, str)] if isinstance(flags, list) else []
-                    hold = [f for f in kept if holds([f])] or ["held_before_export"]
-                result = await self.save(
-                    row["category"],
-                    row["key"],
-                    row["value"],
-                    origin=origin,
-                    provenance=Provenance.imported(trusted=trusted),
-                    project=project,
-                    ttl_days=_import_ttl(row.get("ttl_days")),
-                    scope=scope,
-                    created_at=_import_time(row.get("created_at"), self.clock()),
-                    reason="import --trust" if trusted else f"import; claimed origin {origin}",
-                    hold=hold,
-                )
-            except (ValueError, TypeError) as exc:  # MemoryRejected is a ValueError
-                report.add("rejected")
-                report.errors.append(f"line {number}: {exc}")
-                continue
-            except DiskFull as exc:
-                # Each save is its own transaction: what came before is committed, this
-                # line was rolled back. Stop and say how far it got, not a traceback.
-                report.stopped, report.stopped_at = str(exc), number
-                break
-            report.add(result.action.value)
-        return report
-
-
-def _import_row(line: str) -> dict[str, Any]:
-    """One import line as a dict with string category, key and value (ValueError names
-    what is wrong, never with a JSON library's wording alone)."""
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg}, column {exc.colno})") from None
-    if not isinstance(row, dict):
-        raise ValueError("not a JSON object")
-    missing = [f for f in ("category", "key", "value") if f not in row]
-    if missing:
-        raise ValueError(f"missing {', '.join(missing)}")
-    for name in ("category", "key", "value"):
-        if not isinstance(row[name], str):
-            raise ValueError(f"{name} must be a string, got {row[name]!r}")
-    return row
-
-
-def _finite_number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _import_ttl(value: Any) -> int | None:
-    """A whole number of days from 1 to 100 years (the TTL policy then caps it)."""
-    if value is None:
-        return None
-    days = _finite_number("ttl_days", value)
-    if days != int(days) or not 1 <= days <= _MAX_TTL_DAYS:
-        raise ValueError(f"ttl_days must be a whole number of days from 1 to {_MAX_TTL_DAYS}, got {value!r}")
-    return int(days)
-
-
-def _import_time(value: Any, now: float) -> float | None:
-    """A real past moment: a far-future created_at would never expire."""
-    if value is None:
-        return None
-    at = _finite_number("created_at", value)
-    if not _MIN_TIME <= at <= now + _FUTURE_SLACK:
-        raise ValueError(
-            f"created_at must be a unix time between 2000-01-01 and now, got {value!r}"
+        return await import_lines(
+            self, lines, project=project, keep_scope=keep_scope, trusted=trusted, progress=progress
         )
-    return at
 
 
 async def _choose_embedder(settings: Settings, llm: LLMClient | None) -> EmbedderChoice:

@@ -377,6 +377,18 @@ class _Steps(write_plan.WriteSteps):
             (Status.DELETED.value, now, memory_id),
         )
 
+    async def reactivate(self, memory_id: int, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET status = ?, superseded_by = NULL, updated_at = ? WHERE id = ?",
+            (_ACTIVE, now, memory_id),
+        )
+
+    async def set_place(self, memory_id: int, category: str, scope: str, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET category = ?, scope = ?, updated_at = ? WHERE id = ?",
+            (category, scope, now, memory_id),
+        )
+
     async def touch(self, memory_id: int, now: float, expires_at: float | None) -> None:
         await self._conn.execute(
             "UPDATE memories SET updated_at = ?, expires_at = ? WHERE id = ?",

@@ -186,8 +186,25 @@ class MemoryStore(ABC):
         """These memories reached a prompt (count, last recall); add to metric counters."""
 
     @abstractmethod
-    async def approve(self, memory_id: int, *, now: float, reason: str = "") -> Memory | None:
-        """Quarantined -> active (superseding the key's active row); None if not quarantined."""
+    async def approve(
+        self, memory_id: int, *, now: float, reason: str = "", replaces: Sequence[int] = ()
+    ) -> Memory | None:
+        """Quarantined -> active (superseding the key's active row and ``replaces``,
+        the same fact's rows under other keys); None if not quarantined."""
+
+    @abstractmethod
+    async def restore(
+        self, memory_id: int, *, now: float, reason: str = ""
+    ) -> tuple[Memory, list[int]] | None:
+        """Superseded -> active again (audited), superseding whatever holds its key
+        now; (the row, the ids that left the active set), None if not superseded."""
+
+    @abstractmethod
+    async def move(
+        self, memory_id: int, *, category: Category, scope: str, now: float, reason: str = ""
+    ) -> Memory | None:
+        """An active or held row to another category and scope (audited); None if
+        there is no such row. ValueError when its key is active there already."""
 
     @abstractmethod
     async def forget(

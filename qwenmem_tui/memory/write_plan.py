@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from qwenmem_tui.memory.model import (
     AuditAction,
+    Category,
     Memory,
     MemoryDraft,
     Origin,
@@ -93,6 +94,15 @@ class WriteSteps(ABC):
         """Deleted, vector dropped."""
 
     @abstractmethod
+    async def reactivate(self, memory_id: int, now: float) -> None:
+        """Active again, no longer superseded by anything (its vector is re-embedded
+        by the service: superseding dropped it)."""
+
+    @abstractmethod
+    async def set_place(self, memory_id: int, category: str, scope: str, now: float) -> None:
+        """Another category and scope."""
+
+    @abstractmethod
     async def touch(self, memory_id: int, now: float, expires_at: float | None) -> None:
         """Move ``updated_at`` and the expiry."""
 
@@ -156,9 +166,27 @@ class PlannedStore(MemoryStore):
             "memory write",
         )
 
-    async def approve(self, memory_id: int, *, now: float, reason: str = "") -> Memory | None:
+    async def approve(
+        self, memory_id: int, *, now: float, reason: str = "", replaces: Sequence[int] = ()
+    ) -> Memory | None:
         return await self._in_transaction(
-            lambda steps: _approve(steps, memory_id, now=now, reason=reason), "memory approval"
+            lambda steps: _approve(steps, memory_id, now=now, reason=reason, replaces=replaces),
+            "memory approval",
+        )
+
+    async def restore(
+        self, memory_id: int, *, now: float, reason: str = ""
+    ) -> tuple[Memory, list[int]] | None:
+        return await self._in_transaction(
+            lambda steps: _restore(steps, memory_id, now=now, reason=reason), "memory restore"
+        )
+
+    async def move(
+        self, memory_id: int, *, category: Category, scope: str, now: float, reason: str = ""
+    ) -> Memory | None:
+        return await self._in_transaction(
+            lambda steps: _move(steps, memory_id, category, scope, now=now, reason=reason),
+            "memory move",
         )
 
     async def forget(
@@ -269,6 +297,8 @@ async def _write(
         return gone
 
     current, twin = await steps.active_and_twin(draft, chash)
+    if not draft.dedupe:
+        twin = None
     if current is not None and current.content_hash == chash:
         await refresh(current, join_reasons(draft.reason, "same value saved again"))
         replaced = await replace_others(current.id)
@@ -308,7 +338,9 @@ async def _write(
     return WriteResult(new, action, superseded, await steps.bump())
 
 
-async def _approve(steps: WriteSteps, memory_id: int, *, now: float, reason: str) -> Memory | None:
+async def _approve(
+    steps: WriteSteps, memory_id: int, *, now: float, reason: str, replaces: Sequence[int]
+) -> Memory | None:
     await steps.lock()
     row = await steps.get(memory_id)
     if row is None or row.status is not Status.QUARANTINED:
@@ -320,6 +352,67 @@ async def _approve(steps: WriteSteps, memory_id: int, *, now: float, reason: str
     await steps.audit(memory_id, AuditAction.APPROVE, Origin.USER, now, reason, None, row.value)
     if current is not None:
         await supersede(steps, current, memory_id, Origin.USER, row.value, now)
+    for other_id in replaces:  # the same fact under other keys (memory/identity.py)
+        other = await steps.get(other_id)
+        if _replaceable(other, row):
+            assert other is not None
+            await supersede(steps, other, memory_id, Origin.USER, row.value, now)
+    await steps.bump()
+    return await must_get(steps, memory_id)
+
+
+def _replaceable(other: Memory | None, by: Memory) -> bool:
+    """Still active, this user's, this scope's, and not ``by`` itself."""
+    return (
+        other is not None
+        and other.id != by.id
+        and other.status is Status.ACTIVE
+        and other.user == by.user
+        and other.scope == by.scope
+    )
+
+
+async def _restore(
+    steps: WriteSteps, memory_id: int, *, now: float, reason: str
+) -> tuple[Memory, list[int]] | None:
+    """A person says a superseded value was right after all: it is active again, and
+    the value that replaced it under its key gives way (both audited)."""
+    await steps.lock()
+    row = await steps.get(memory_id)
+    if row is None or row.status is not Status.SUPERSEDED:
+        return None
+    current = await steps.active(row.user, row.scope, row.key)
+    if current is not None:  # leave the partial unique index room first
+        await steps.set_status(current.id, Status.SUPERSEDED, now)
+    await steps.reactivate(memory_id, now)
+    why = join_reasons(reason, f"restored (was superseded by #{row.superseded_by})")
+    await steps.audit(memory_id, AuditAction.RESTORE, Origin.USER, now, why, None, row.value)
+    gone: list[int] = []
+    if current is not None:
+        await supersede(steps, current, memory_id, Origin.USER, row.value, now)
+        gone.append(current.id)
+    await steps.bump()
+    return await must_get(steps, memory_id), gone
+
+
+async def _move(
+    steps: WriteSteps, memory_id: int, category: Category, scope: str, *, now: float, reason: str
+) -> Memory | None:
+    await steps.lock()
+    row = await steps.get(memory_id)
+    if row is None or row.status not in (Status.ACTIVE, Status.QUARANTINED):
+        return None
+    if (row.category, row.scope) == (category, scope):
+        return row
+    if row.status is Status.ACTIVE:
+        clash = await steps.active(row.user, scope, row.key)
+        if clash is not None and clash.id != row.id:
+            raise ValueError(f"#{clash.id} already holds key {row.key} there")
+    await steps.set_place(memory_id, category.value, scope, now)
+    where = f"moved from {row.category}/{row.scope} to {category}/{scope}"
+    await steps.audit(
+        memory_id, AuditAction.MOVE, Origin.USER, now, join_reasons(reason, where), row.value, row.value
+    )
     await steps.bump()
     return await must_get(steps, memory_id)
 

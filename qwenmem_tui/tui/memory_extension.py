@@ -219,9 +219,9 @@ class MemoryFeature:
         elif action == "not_relevant":
             receipt = widget.receipt
             await service.dismiss(memory_id, project=self.project, query=receipt.query)
-            prefetch = self._context.features.prefetch
-            if prefetch is not None:
-                prefetch.hide({memory_id})  # out of this session's requests from now on
+            hooks = self._context.features.handle(MEMORY)
+            if hooks is not None:
+                hooks.prefetch.hide({memory_id})  # out of this session's requests from now on
             await self._corrected(widget, memory_id, NOT_RELEVANT)
             app.notify(f"#{memory_id} {_name(memory)} will not be recalled for messages like this one.")
 

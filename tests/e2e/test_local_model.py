@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import platform
+import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -92,3 +96,30 @@ async def test_bundled_model_streams_a_reply_through_the_chat_loop(tmp_path: Pat
         f"\n[local model] load {loaded - started:.2f}s, first reply {replied - loaded:.2f}s, "
         f"{len(deltas)} chunks: {reply!r}"
     )
+
+
+def _cpu_library() -> Path | None:
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or spec.origin is None:
+        return None
+    found = sorted(Path(spec.origin).parent.rglob("libggml-cpu*.so"))
+    return found[0] if found else None
+
+
+@pytest.mark.skipif(
+    _cpu_library() is None or shutil.which("objdump") is None or platform.machine() != "x86_64",
+    reason="needs the [local] extra's libggml-cpu and objdump on x86-64",
+)
+def test_the_installed_llama_cpp_is_built_for_the_portable_baseline() -> None:
+    """The Makefile's build has no AVX-512 (zmm) or AMX (tmm) instruction in it.
+
+    pip's default build is -march=native: on an AVX-512 host it holds ~15k zmm
+    instructions, and on a VM that reports AMX/AVX-512 it died of SIGILL on the first
+    completion. A portable build runs on any x86-64-v3 CPU."""
+    library = _cpu_library()
+    assert library is not None
+    listing = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", str(library)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert re.search(r"%zmm\d|%tmm\d", listing) is None, f"{library} was built for this CPU only"

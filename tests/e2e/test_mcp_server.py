@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -257,3 +258,58 @@ async def test_the_users_confirmation_keeps_an_every_project_fact(home: Path, pr
         listed = structured(await session.call_tool("list_memories", {}))
     assert len(asked) == 2 and "The user prefers tabs over spaces" in asked[0]
     assert [m["id"] for m in listed["memories"]] == [kept["id"]]
+
+
+def test_nothing_but_protocol_on_stdout(home: Path, project: Path) -> None:
+    """Raw JSON-RPC over the pipes, as any client speaks it: every stdout line is a
+    JSON-RPC message, and a malformed line does not stop the server."""
+    _hash_embedder(home)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qwenmem_tui", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=project,
+        env=checkout_env(os.environ),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    seen: list[dict[str, Any]] = []
+
+    def send(*messages: dict[str, Any] | str) -> None:
+        for message in messages:
+            line = message if isinstance(message, str) else json.dumps(message)
+            proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+
+    def answer(request_id: int) -> dict[str, Any]:
+        while True:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else "server exited"
+            message = json.loads(line)  # every line on stdout is JSON-RPC
+            assert message["jsonrpc"] == "2.0"
+            seen.append(message)
+            if message.get("id") == request_id:
+                return message
+
+    try:
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}})
+        assert answer(1)["result"]["serverInfo"]["name"] == "qwenmem"
+        send(
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            "this is not json",
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "remember",
+                "arguments": {"text": "Builds run with make all", "category": "project"}}},
+        )
+        assert answer(2)["result"]["structuredContent"]["action"] == "created"
+        send({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+              "params": {"name": "list_memories", "arguments": {}}})
+        listed = answer(3)["result"]["structuredContent"]["memories"]
+        assert [m["value"] for m in listed] == ["Builds run with make all"]
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")

@@ -116,6 +116,23 @@ class PgSteps(write_plan.WriteSteps):
             memory_id,
         )
 
+    async def reactivate(self, memory_id: int, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET status = $1, superseded_by = NULL, updated_at = $2 WHERE id = $3",
+            Status.ACTIVE.value,
+            now,
+            memory_id,
+        )
+
+    async def set_place(self, memory_id: int, category: str, scope: str, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET category = $1, scope = $2, updated_at = $3 WHERE id = $4",
+            category,
+            scope,
+            now,
+            memory_id,
+        )
+
     async def touch(self, memory_id: int, now: float, expires_at: float | None) -> None:
         await self._conn.execute(
             "UPDATE memories SET updated_at = $1, expires_at = $2 WHERE id = $3",

@@ -279,7 +279,8 @@ async def test_overwrite_lab_when_the_model_saves_under_another_key(
     assert "Alpha" in reminder_blocks(fake.chat_requests[-1])
     await collect(session, "actually I moved to Beta, stack Python")
     active = await service.list(statuses=[Status.ACTIVE])
-    assert [(m.key, m.value) for m in active] == [("current_project", "Beta, stack Python")]
+    # The model's own key is kept as given (issue 24); the old value is gone all the same.
+    assert [(m.key, m.value) for m in active] == [("project", "Beta, stack Python")]
     await collect(session, "what is my current project?")
     blocks = reminder_blocks(fake.chat_requests[-1])
     assert "Beta" in blocks and "Alpha" not in blocks

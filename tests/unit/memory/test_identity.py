@@ -16,11 +16,11 @@ from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.memory.identity import (
     JUDGE_SYSTEM_PROMPT,
+    about,
     classify_note,
     decide,
     parse_judgement,
-    same_subject,
-    subject_key,
+    restates,
 )
 from qwenmem_tui.memory.model import (
     AuditAction,
@@ -95,45 +95,71 @@ def test_a_note_is_keyed_by_its_subject_never_its_value(text: str, expected: tup
     assert classify_note(text) == expected
 
 
+def same_fact(a: tuple[str, str], b: tuple[str, str], category: str = "user") -> bool:
+    return restates(about(*a), about(*b), Category(category))
+
+
 def test_subjects_match_across_keys_languages_and_value_carrying_keys() -> None:
-    assert same_subject("current_city", "Lives in Lisbon", "home_city", "I live in São Paulo")
-    assert same_subject("home_city", "I moved to Porto", "live_lisbon", "I live in Lisbon")
-    assert same_subject(
-        "favourite_editor", "my favourite editor is helix",
-        "favourite_editor_vim", "my favourite editor is vim",
+    assert same_fact(("current_city", "Lives in Lisbon"), ("home_city", "I live in São Paulo"))
+    assert same_fact(("home_city", "I moved to Porto"), ("live_lisbon", "I live in Lisbon"))
+    assert same_fact(
+        ("favourite_editor", "my favourite editor is helix"),
+        ("favourite_editor_vim", "my favourite editor is vim"),
     )
     # Different subjects that look alike stay apart.
-    assert not same_subject("favourite_editor", "x is vim", "favourite_colour", "blue")
-    assert not same_subject("python_version", "Python 3.12", "node_version", "Node 20")
-    assert not same_subject("never_use_tabs", "never use tabs", "never_use_emojis", "never use emojis")
-    assert not same_subject("home_city", "I live in Lisbon", "work_city", "I work in Porto")
+    assert not same_fact(("favourite_editor", "x is vim"), ("favourite_colour", "blue"))
+    assert not same_fact(("python_version", "Python 3.12"), ("node_version", "Node 20"))
+    assert not same_fact(("never_use_tabs", "never use tabs"), ("never_use_emojis", "never use emojis"))
+    assert not same_fact(("home_city", "I live in Lisbon"), ("work_city", "I work in Porto"))
 
 
-def test_a_writer_s_key_loses_the_value_it_carries() -> None:
-    assert subject_key("favourite_editor_helix", "The user's favourite editor is helix") == (
-        "favourite_editor"
-    )
-    assert subject_key("deploy_target_prod", "deploy target: prod") == "deploy_target"
-    assert subject_key("tool_for_tests_pytest", "we use pytest for tests") == "tool_for_tests"
-    # Kept: the key's other words are not what the value says of the subject.
-    assert subject_key("user_name", "The user's name is Ana") == "user_name"
-    assert subject_key("current_project", "Beta, stack Python") == "current_project"
-    assert subject_key("home_city_notes", "Lives in Lisbon") == "home_city_notes"
-    assert subject_key("home_city_lisbon", "Lives in Lisbon") == "home_city"
+def test_equal_values_under_different_subjects_are_different_facts() -> None:
+    """Issue 24: "true" for two services, Dave and Bob as two people's managers."""
+    assert not same_fact(("billing_service_enabled", "true"), ("auth_service_enabled", "true"), "project")
+    assert not same_fact(("carol_manager", "Dave"), ("alice_manager", "Bob"), "project")
+    assert not same_fact(("phone", "Phone: Alice 555-0101"), ("phone", "Phone: Bob 555-0102"), "project")
+    assert same_fact(("a", "Carol's manager: Dave"), ("b", "o gerente da Carol é Erin"), "project")
 
 
-def test_the_rule_reuses_a_clean_key_and_replaces_value_carrying_ones() -> None:
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Ana leads the backend team", "Ana: prefers short meetings before noon"),
+        ("Ana: prefers short meetings before noon", "Ana: works remotely on Fridays"),
+        ("Ana's birthday is May 3", "Ana's role is tech lead"),
+        ("TODO: renew the TLS certificate", "TODO: update the billing docs"),
+        ("Decision: use Postgres for events", "Decision: keep Redis for sessions"),
+        ("Caroline: I moved to Berlin last week", "Caroline: I live near the park now"),
+        ("Bruno prefers tabs over spaces", "Bruno lives in Madrid"),
+    ],
+)
+def test_several_facts_about_one_entity_are_each_their_own(first: str, second: str) -> None:
+    assert not same_fact(("k1", first), ("k2", second), "project")
+
+
+def test_the_rule_supersedes_the_same_fact_under_other_keys() -> None:
     home = memory(1, "home_city", "I live in São Paulo")
     legacy = memory(2, "live_sao_paulo", "I live in São Paulo, Brazil")
     colour = memory(3, "favourite_colour", "my favourite colour is blue")
-    chosen = decide("current_city", "Lives in Lisbon", [colour, home, legacy])
-    assert (chosen.key, chosen.replaces) == ("home_city", (2,))
+    user = Category.USER
+    # The write's own key (an explicit one is never rewritten); both old values give way.
+    chosen = decide("current_city", "Lives in Lisbon", user, [colour, home, legacy])
+    assert (chosen.key, chosen.replaces) == ("current_city", (1, 2))
+    # Said again in the same words: /remember refreshes the row.
+    again = decide("city", "I live in São Paulo", user, [colour, home], explicit=False)
+    assert again.same_as is home and again.key == "home_city"
 
     editor = memory(4, "favourite_editor_vim", "my favourite editor is vim")
-    chosen = decide("favourite_editor", "my favourite editor is helix", [editor])
+    chosen = decide("favourite_editor", "my favourite editor is helix", user, [editor])
     assert (chosen.key, chosen.replaces) == ("favourite_editor", (4,))
 
-    assert decide("favourite_shell", "fish", [colour, home]).key == "favourite_shell"
+    assert decide("favourite_shell", "fish", user, [colour, home]) == decide("favourite_shell", "fish", user, [])
+
+
+def test_a_near_repeat_is_kept_and_flagged_never_merged() -> None:
+    first = memory(1, "todo_1", "TODO: renew the TLS certificate for the api", "project")
+    chosen = decide("todo_2", "TODO: renew the TLS certificate for the api!", Category.PROJECT, [first])
+    assert (chosen.key, chosen.replaces, chosen.possible_duplicates) == ("todo_2", (), (1,))
 
 
 def test_the_model_judgement_is_validated_against_the_candidates() -> None:
@@ -141,6 +167,8 @@ def test_the_model_judgement_is_validated_against_the_candidates() -> None:
     candidates = [home, colour]
     update = parse_judgement('```json\n{"action": "update", "id": 1}\n```', "city_now", "Lisbon", candidates)
     assert update is not None and (update.key, update.decided_by) == ("home_city", "model")
+    kept = parse_judgement('{"action": "update", "id": 1}', "city_now", "Lisbon", candidates, explicit=True)
+    assert kept is not None and (kept.key, kept.replaces) == ("city_now", (1,))
     noop = parse_judgement('{"action": "noop", "id": "#3"}', "colour_pref", "blue", candidates)
     assert noop is not None and noop.same_as is colour
     add = parse_judgement('{"action": "add", "id": null}', "shell", "fish", candidates)
@@ -196,8 +224,9 @@ async def test_save_memory_under_another_key_of_the_same_subject_supersedes_it(
 ) -> None:
     await service.remember("I live in São Paulo", project=PROJECT_A)
     result = await service.save("user", "current_city", "Lives in Lisbon", origin="tool", project=PROJECT_A)
-    assert result.memory.key == "home_city" and result.action is WriteAction.SUPERSEDED
-    assert await active(service) == [("home_city", "Lives in Lisbon")]
+    # The model's key is kept as given (issue 24); the old value is gone all the same.
+    assert result.memory.key == "current_city" and result.action is WriteAction.SUPERSEDED
+    assert await active(service) == [("current_city", "Lives in Lisbon")]
 
 
 async def test_save_memory_keys_carrying_the_value_still_make_one_truth(
@@ -208,7 +237,7 @@ async def test_save_memory_keys_carrying_the_value_still_make_one_truth(
             "user", f"favourite_editor_{editor}", f"The user's favourite editor is {editor}",
             origin="tool", project=PROJECT_A,
         )
-    assert await active(service) == [("favourite_editor", "The user's favourite editor is helix")]
+    assert await active(service) == [("favourite_editor_helix", "The user's favourite editor is helix")]
 
 
 async def test_a_value_carrying_legacy_key_is_superseded_in_the_same_write(
@@ -272,11 +301,11 @@ async def test_an_approved_restatement_replaces_its_subject(service: MemoryServi
         "user", "location", "I moved to Lisbon <img src=x onerror=alert(1)>",
         origin="tool", project=PROJECT_A,
     )
-    assert held.action is WriteAction.QUARANTINED and held.memory.key == "home_city"
+    assert held.action is WriteAction.QUARANTINED and held.memory.key == "location"
     assert await active(service) == [("home_city", "I live in São Paulo")]
     await service.approve(held.memory.id)
     [(key, value)] = await active(service)
-    assert key == "home_city" and value.startswith("I moved to Lisbon")
+    assert key == "location" and value.startswith("I moved to Lisbon")
 
 
 async def test_import_restating_a_subject_supersedes_it(service: MemoryService) -> None:
@@ -284,7 +313,7 @@ async def test_import_restating_a_subject_supersedes_it(service: MemoryService) 
     line = json.dumps({"category": "user", "key": "city", "value": "I live in Lisbon"})
     report = await service.import_lines([line], project=PROJECT_A, trusted=True)
     assert report.counts == {"superseded": 1}
-    assert await active(service) == [("home_city", "I live in Lisbon")]
+    assert await active(service) == [("city", "I live in Lisbon")]
 
 
 async def test_a_quarantined_restatement_supersedes_nothing(service: MemoryService) -> None:
@@ -391,8 +420,8 @@ async def test_another_user_s_fact_of_the_same_subject_is_never_touched(
         await bob.remember("I live in Porto", project=PROJECT_A)
         await service.remember("I live in São Paulo", project=PROJECT_A)
         moved = await service.save("user", "current_city", "Lives in Lisbon", origin="tool", project=PROJECT_A)
-        assert moved.superseded != [] and moved.memory.key == "home_city"
+        assert moved.superseded != [] and moved.memory.key == "current_city"
         assert await active(bob) == [("home_city", "I live in Porto")]
-        assert await active(service) == [("home_city", "Lives in Lisbon")]
+        assert await active(service) == [("current_city", "Lives in Lisbon")]
     finally:
         await bob.close()

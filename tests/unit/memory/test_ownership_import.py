@@ -226,7 +226,8 @@ def test_import_reports_line_numbers_and_keeps_scope_only_when_asked(
     ran = qwenmem("import", str(lines))
     assert ran.code == 0
     assert ran.out.strip() == (
-        "imported 3 lines: created 1, superseded 0, refreshed 0, deduplicated 0, quarantined 0, skipped 0, rejected 2"
+        "imported 3 lines: created 1, superseded 0, refreshed 0, deduplicated 0, quarantined 0, skipped 0, rejected 2\n"
+        "by line: 1 facts, 0 held, 0 history, 2 invalid"
     )
     assert ran.err.splitlines() == [
         f"qwenmem: {lines}: line 2: created_at must be a finite number, got nan",

@@ -8,7 +8,8 @@ import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, fts_matches_rows, make_settings
 
 from qwenmem_tui.memory.model import DAY, AuditAction, Origin, Status, WriteAction
-from qwenmem_tui.memory.service import MemoryRejected, MemoryService, classify_note
+from qwenmem_tui.memory.identity import classify_note
+from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.paths import Paths
 
 
@@ -52,7 +53,7 @@ async def test_overwrite_lab_the_old_value_never_reaches_the_prompt(
         await svc.close()
 
 
-async def test_same_value_refreshes_and_same_value_other_key_dedups(
+async def test_same_value_refreshes_and_same_value_other_key_is_kept_and_flagged(
     service: MemoryService, clock: Clock
 ) -> None:
     a = await service.save("user", "editor", "Helix, default keymap", origin="tool", project=PROJECT_A)
@@ -64,13 +65,13 @@ async def test_same_value_refreshes_and_same_value_other_key_dedups(
     assert b.memory.updated_at == clock.now and b.memory.expires_at == pytest.approx(
         clock.now + 365 * DAY
     )
-    # "setup_note" names another subject (identity keeps it apart), yet holds the same
-    # value: the row holding it is refreshed instead of a second copy.
+    # "setup_note" names another subject and holds the same value: equal values under
+    # different keys are never merged (issue 24) — kept, and flagged for the person.
     c = await service.save("user", "setup_note", "Helix, default keymap", origin="agent", project=PROJECT_A)
-    assert c.action is WriteAction.DEDUPLICATED and c.memory.id == a.memory.id
-    assert len(await service.list(statuses=[Status.ACTIVE])) == 1
+    assert c.action is WriteAction.CREATED and c.memory.flags == ["possible_duplicate"]
+    assert len(await service.list(statuses=[Status.ACTIVE])) == 2
     actions = [e.action for e in await service.audit(a.memory.id)]
-    assert actions == [AuditAction.CREATE, AuditAction.REFRESH, AuditAction.REFRESH]
+    assert actions == [AuditAction.CREATE, AuditAction.REFRESH]
 
 
 async def test_one_active_row_per_key_is_enforced_by_the_database(
