@@ -10,7 +10,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.memory.model import AuditAction, Status
+from qwenmem_tui.memory.model import DAY, AuditAction, Status
 from qwenmem_tui.memory.receipts import RECEIPT_ITEM
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
@@ -262,3 +262,44 @@ async def test_edit_on_the_memory_screen_is_live_in_the_running_session(
         await run(pilot, "and now?")
         request = json.dumps(chat_requests(fake)[-1]["messages"])
         assert "I live in Porto" in request and "Lisbon" not in request
+
+
+async def test_the_weekly_review_is_offered_on_memory_and_kept_rows_are_audited(
+    make_memory_app: Callable[..., QwenmemApp],
+    settings: Settings,
+    paths: Paths,
+    clock: FakeClock,
+) -> None:
+    from qwenmem_tui.memory.review import waiting_label
+    from qwenmem_tui.tui.widgets.status_line import StatusLine
+
+    app = make_memory_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        await run(pilot, "/remember I live in Lisbon", "/remember I prefer tabs over spaces")
+        badges = app.screen.query_one(StatusLine).badges
+        assert waiting_label(2) not in badges.values()  # written today: nothing is due
+    clock.advance(8 * DAY)
+    app = make_memory_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(pilot)
+        status = app.screen.query_one(StatusLine)
+        await wait_until(pilot, lambda: waiting_label(2) in status.badges.values())
+        screen = await open_memory_screen(pilot)
+        assert "review 2 memories: w shows them, v keeps" in str(
+            screen.query_one("#memory-title").render()
+        )
+        await pilot.press("w")
+        await select_row(pilot, screen, 1)
+        await pilot.press("v")
+        await wait_until(pilot, lambda: column(screen, "id") == ["2"])  # the sample left
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: waiting_label(1) in status.badges.values())
+    service = await MemoryService.open(settings, paths, clock=clock)
+    try:
+        trail = await service.audit(1)
+        assert (trail[-1].action, trail[-1].reason) == (AuditAction.REVIEW, "kept in the sampled review")
+        stats = await service.stats()  # what `memory stats` prints
+        assert (stats.reviewed, stats.reviewed_of, stats.to_json()["reviewed_share"]) == (1, 2, 0.5)
+        assert "reviewed              50.0%  (1/2 active memories" in stats.to_text()
+    finally:
+        await service.close()
