@@ -13,6 +13,7 @@ from textual.widgets import Input
 from qwenmem_tui.config import Settings
 from qwenmem_tui.memory.model import DAY, AuditAction, Status
 from qwenmem_tui.memory.receipts import RECEIPT_ITEM
+from qwenmem_tui.memory.review import waiting_label
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
@@ -22,6 +23,7 @@ from qwenmem_tui.tui.screens.memory_edit import EditMemoryScreen
 from qwenmem_tui.tui.widgets.items import InfoItem
 from qwenmem_tui.tui.widgets.memory_receipt import MemoryReceipt, ReceiptEntries
 from qwenmem_tui.tui.widgets.prompt import PromptInput
+from qwenmem_tui.tui.widgets.status_line import StatusLine
 
 from .conftest import FakeClock, send, settle, wait_until
 from .test_memory_tui import MemoryDetail, column, open_memory_screen, select_row
@@ -277,9 +279,6 @@ async def test_the_weekly_review_is_offered_on_memory_and_kept_rows_are_audited(
     paths: Paths,
     clock: FakeClock,
 ) -> None:
-    from qwenmem_tui.memory.review import waiting_label
-    from qwenmem_tui.tui.widgets.status_line import StatusLine
-
     app = make_memory_app()
     async with app.run_test(size=(120, 34)) as pilot:
         await run(pilot, "/remember I live in Lisbon", "/remember I prefer tabs over spaces")
