@@ -66,8 +66,8 @@ EDITING_KEYS = frozenset(
 )  # fmt: skip
 """Keys that edit the prompt's text; typed away from it, they are the prompt's too.
 (Home/End, PageUp/PageDown are the screen's own keys wherever the focus is.)"""
-"""Busy states of side work (a command the user may interrupt): a message typed
-meanwhile stops it and goes first instead of waiting behind it."""
+QUIT_CONFIRM_SECONDS = 3.0
+"""How long a first Ctrl+C on an empty prompt waits for the second that quits."""
 
 
 class QueuedMessages(Static):
@@ -120,7 +120,9 @@ class ChatScreen(Screen[None]):
         self._turn_done.set()
         self._turn_worker: Worker[None] | None = None
         self._warm_timer: Timer | None = None
-        self._quit_armed = False  # Ctrl+C on an empty prompt: the next one quits
+        # When Ctrl+C on an empty prompt armed the quit (app clock): a second one within
+        # QUIT_CONFIRM_SECONDS quits.
+        self._quit_armed_at: float | None = None
         self._side_worker: Worker[None] | None = None  # the worker of an extension's busy state
 
     @property
@@ -230,7 +232,7 @@ class ChatScreen(Screen[None]):
     def _suggest(self, event: PromptInput.Changed) -> None:
         prompt = cast(PromptInput, event.text_area)
         self.log_view.select(None)  # typing is back at the prompt
-        self._quit_armed = False
+        self._quit_armed_at = None
         suggestions = self.query_one(CommandSuggestions)
         shown = suggestions.display
         suggestions.show_commands(prompt.matching_commands(), prompt.highlighted)
@@ -426,18 +428,31 @@ class ChatScreen(Screen[None]):
         self.workers.cancel_group(self, "turn")
 
     def action_interrupt(self) -> None:
-        """Ctrl+C: cancel a running query, else clear the prompt, else (twice) quit."""
+        """Ctrl+C: copy the selected text, else cancel a running query, else clear the
+        prompt, else quit when pressed twice within QUIT_CONFIRM_SECONDS."""
         prompt = self.prompt
-        if not self._turn_done.is_set():
+        selected = prompt.selected_text or self.get_selected_text()
+        now = self.qapp.clock()
+        armed_at, self._quit_armed_at = self._quit_armed_at, None
+        if selected:
+            # As in a terminal: with a selection, Ctrl+C copies (OSC 52, so it works
+            # over ssh and in tmux too) and leaves everything else alone.
+            self.app.copy_to_clipboard(selected)
+            self.app.notify(f"Copied {len(selected):,} characters.", timeout=2)
+        elif not self._turn_done.is_set():
             self.cancel_and_unqueue()
         elif prompt.text:
             prompt.clear()
             prompt.focus()
-        elif self._quit_armed:
+        elif armed_at is not None and now - armed_at <= QUIT_CONFIRM_SECONDS:
             self.app.exit()
         else:
-            self._quit_armed = True
-            self.app.notify("Press Ctrl+C again to quit (or Ctrl+Q, /quit).", timeout=3)
+            self._quit_armed_at = now
+            self.app.notify(
+                f"Press Ctrl+C again within {QUIT_CONFIRM_SECONDS:g} seconds to quit "
+                "(or Ctrl+Q, /quit).",
+                timeout=QUIT_CONFIRM_SECONDS,
+            )
 
     async def cancel_turn(self) -> None:
         """Cancel the running query and wait until the session has stored its partial."""
