@@ -279,8 +279,8 @@ class ChatScreen(Screen[None]):
         if self._warm_timer is not None:
             self._warm_timer.stop()
             self._warm_timer = None
-        if self.qapp.idle:
-            self._warm_timer = self.set_timer(WARM_DELAY, self.warm_recall, name="warm-recall")
+        # Also while starting or busy: warm_recall then leaves it to the return to idle.
+        self._warm_timer = self.set_timer(WARM_DELAY, self.warm_recall, name="warm-recall")
 
     def warm_recall(self) -> None:
         """Typing paused: start memory recall for the prompt's text, so a question sent
@@ -356,6 +356,10 @@ class ChatScreen(Screen[None]):
         if state == "idle" and self._queue:
             # After the worker that set "idle" has returned, not from inside it.
             self.call_later(self._send_queued)
+        elif state == "idle" and self._warm_timer is None:
+            # Typed while starting (the first message of a launch) or during a reply,
+            # and paused already: no pause is coming to warm recall for that text.
+            self.call_later(self.warm_recall)
 
     def _send_queued(self) -> None:
         if self._queue and self.qapp.idle:
