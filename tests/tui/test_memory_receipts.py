@@ -15,12 +15,13 @@ from qwenmem_tui.memory.model import DAY, AuditAction, Status
 from qwenmem_tui.memory.receipts import RECEIPT_ITEM
 from qwenmem_tui.memory.review import waiting_label
 from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.sqlite_store import SqliteMemoryStore
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.memory_extension import memory_extension
 from qwenmem_tui.tui.screens.memory_edit import EditMemoryScreen
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.memory_receipt import MemoryReceipt, ReceiptEntries
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
@@ -306,3 +307,21 @@ async def test_the_weekly_review_is_offered_on_memory_and_kept_rows_are_audited(
         stats = await service.stats()  # what `memory stats` prints
         assert (stats.reviewed, stats.reviewed_of, stats.to_json()["reviewed_share"]) == (1, 2, 0.5)
         assert "reviewed              50.0%  (1/2 active memories" in stats.to_text()
+
+
+async def test_a_correction_the_store_cannot_make_is_one_line_not_a_crash(
+    make_memory_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def unsupported(self: object, *args: object, **kwargs: object) -> None:
+        raise NotImplementedError("'not relevant here' needs the SQLite memory store")
+
+    monkeypatch.setattr(SqliteMemoryStore, "dismiss", unsupported)
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        receipt = await correct_first(pilot, "I live in Lisbon", "where do I live?", "n")
+        await settle(pilot)
+        assert [str(e.render()) for e in app.screen.query(ErrorItem)] == [
+            "✗ Not done: 'not relevant here' needs the SQLite memory store."
+        ]
+        assert receipt.receipt.corrections == {}
+        assert app.is_running
