@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import suppress
+from dataclasses import astuple
 from typing import TYPE_CHECKING, cast
 
 from textual import events, on, work
@@ -159,7 +160,9 @@ class ChatScreen(Screen[None]):
 
     async def show_session(self, session: ChatSession) -> None:
         """Show a session's stored items (the newest page) in place of the log."""
-        self.query_one(StatusLine).title = session.info.title
+        status = self.query_one(StatusLine)
+        status.title = session.info.title
+        status.tokens = astuple(session.usage_total())
         if self.qapp.state != "starting":  # what was typed while starting is for this one
             self._queue.clear()  # typed for the session we are leaving
             self._queue_changed()
@@ -556,6 +559,7 @@ class _ReplyView(ChatEventHandler):
         await self._show_item(item)
         self._status.title = self._session.info.title
         if item.type == "assistant":
+            self._status.tokens = astuple(self._session.usage_total())
             await self._end_reply()
 
     async def _show_item(self, item: Item) -> None:
