@@ -11,6 +11,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from qwenmem_tui.config import Settings
+from qwenmem_tui.export import export_session
 from qwenmem_tui.memory.model import DAY, AuditAction, Status
 from qwenmem_tui.memory.receipts import RECEIPT_ITEM
 from qwenmem_tui.memory.review import waiting_label
@@ -131,6 +132,13 @@ async def test_receipts_come_back_with_resume(
         assert receipt.receipt.memories[0].value == "I live in Lisbon"
         stored = [i for i in app.session.items if i.type == RECEIPT_ITEM]
         assert len(stored) == 1 and stored[0].message is None  # never sent to the model
+        # And in exports (/export, `qwenmem sessions export`): the line, then the memory.
+        exported = export_session(app.session.info, app.session.items, now=app.clock())
+        assert "*⌁ 1 memory*\n- #1 `user/home_city`: I live in Lisbon (saved just now, origin user;" in exported
+        assert "recalled for this message" in exported
+        data = json.loads(export_session(app.session.info, app.session.items, "json"))
+        [item] = [i for i in data["items"] if i["type"] == RECEIPT_ITEM]
+        assert item["meta"]["memories"][0]["value"] == "I live in Lisbon"
 
 
 async def test_a_save_during_the_reply_shows_on_the_receipt(
