@@ -164,6 +164,10 @@ class MemoryAccess:
         for listener in self.notice_listeners:
             listener(text)
 
+    def opening(self) -> bool:
+        """The service is being opened now (started, not finished)."""
+        return self._opening is not None and not self._opening.done()
+
     @property
     def opened(self) -> MemoryService | None:
         """The service if it is open already, else None (never waits)."""
@@ -404,6 +408,7 @@ def _memory_session(
         record_delivery=memory.record_delivery,
         record_recall=memory.record_recall,
         live=memory.live,
+        opening=memory.opening,
     )
     # After prefetch: it reads what this query's requests carried.
     receipts = MemoryReceiptHook(prefetch, memory.fetch)

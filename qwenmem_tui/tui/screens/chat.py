@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import suppress
+from dataclasses import astuple
 from typing import TYPE_CHECKING, cast
 
 from textual import events, on, work
@@ -159,7 +160,9 @@ class ChatScreen(Screen[None]):
 
     async def show_session(self, session: ChatSession) -> None:
         """Show a session's stored items (the newest page) in place of the log."""
-        self.query_one(StatusLine).title = session.info.title
+        status = self.query_one(StatusLine)
+        status.title = session.info.title
+        status.tokens = astuple(session.usage_total())
         if self.qapp.state != "starting":  # what was typed while starting is for this one
             self._queue.clear()  # typed for the session we are leaving
             self._queue_changed()
@@ -279,8 +282,8 @@ class ChatScreen(Screen[None]):
         if self._warm_timer is not None:
             self._warm_timer.stop()
             self._warm_timer = None
-        if self.qapp.idle:
-            self._warm_timer = self.set_timer(WARM_DELAY, self.warm_recall, name="warm-recall")
+        # Also while starting or busy: warm_recall then leaves it to the return to idle.
+        self._warm_timer = self.set_timer(WARM_DELAY, self.warm_recall, name="warm-recall")
 
     def warm_recall(self) -> None:
         """Typing paused: start memory recall for the prompt's text, so a question sent
@@ -356,6 +359,10 @@ class ChatScreen(Screen[None]):
         if state == "idle" and self._queue:
             # After the worker that set "idle" has returned, not from inside it.
             self.call_later(self._send_queued)
+        elif state == "idle" and self._warm_timer is None:
+            # Typed while starting (the first message of a launch) or during a reply,
+            # and paused already: no pause is coming to warm recall for that text.
+            self.call_later(self.warm_recall)
 
     def _send_queued(self) -> None:
         if self._queue and self.qapp.idle:
@@ -552,6 +559,7 @@ class _ReplyView(ChatEventHandler):
         await self._show_item(item)
         self._status.title = self._session.info.title
         if item.type == "assistant":
+            self._status.tokens = astuple(self._session.usage_total())
             await self._end_reply()
 
     async def _show_item(self, item: Item) -> None:
