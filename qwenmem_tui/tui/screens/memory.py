@@ -21,7 +21,8 @@ from textual.widgets import Button, Checkbox, DataTable, Footer, Input, Static
 
 from qwenmem_tui.memory.metrics import MemoryStats
 from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, AuditEntry, Memory, Status
-from qwenmem_tui.memory.service import MemoryRejected, MemoryService
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 COLUMNS = ("id", "category", "key", "value", "origin", "status", "age", "expires", "flags")
