@@ -29,6 +29,7 @@ away (the daemon).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import time
 import weakref
@@ -98,9 +99,10 @@ class MemoryAccess:
         rows_first: bool = False,
     ) -> None:
         """``rows_first``: the service counts as open once its store is (rows only);
-        the vectors (embedder, index) load behind it and the first recall or write
-        waits for them. For a face that must answer at once (``qwenmem mcp``: list
-        before the index is up). ``llm`` None: no model (rule-only identity)."""
+        the vectors (embedder, index) load at the first recall or write, or in the
+        background from :meth:`warm_vectors` on. For a face that must answer at once
+        (``qwenmem mcp``: list before the index is up; loading it meanwhile would hold
+        the GIL for the first answer). ``llm`` None: no model (rule-only identity)."""
         self.settings = settings
         self.project = project
         self._paths = paths
@@ -135,13 +137,21 @@ class MemoryAccess:
             on_notice=self._notice,
             lazy=self._rows_first,
         )
-        if self._rows_first:
-            self._vectors = asyncio.create_task(self._load_vectors(service), name="memory-vectors")
         return service
+
+    def warm_vectors(self) -> None:
+        """Load the vectors in the background now, once (``rows_first``; the service
+        must be open)."""
+        service = self.opened
+        if service is not None and self._vectors is None:
+            self._vectors = asyncio.create_task(self._load_vectors(service), name="memory-vectors")
 
     @staticmethod
     async def _load_vectors(service: MemoryService) -> None:
         try:
+            # numpy and FAISS import in a worker (~0.35 s): on the loop they would hold
+            # every answer queued behind them.
+            await asyncio.to_thread(importlib.import_module, "qwenmem_tui.memory.index")
             await service.load_vectors()
         except Exception as exc:  # the first recall or write tries again and reports it
             log.warning("[MEMORY] loading the vector index failed: %s", exc)
@@ -153,6 +163,10 @@ class MemoryAccess:
     def _notice(self, text: str) -> None:
         for listener in self.notice_listeners:
             listener(text)
+
+    def opening(self) -> bool:
+        """The service is being opened now (started, not finished)."""
+        return self._opening is not None and not self._opening.done()
 
     @property
     def opened(self) -> MemoryService | None:
@@ -394,6 +408,7 @@ def _memory_session(
         record_delivery=memory.record_delivery,
         record_recall=memory.record_recall,
         live=memory.live,
+        opening=memory.opening,
     )
     # After prefetch: it reads what this query's requests carried.
     receipts = MemoryReceiptHook(prefetch, memory.fetch)

@@ -21,6 +21,7 @@ import getpass
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,7 @@ from qwenmem_tui.memory.model import (
 )
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.relevance import dismissed_for
+from qwenmem_tui.memory.review import reviewed_share
 from qwenmem_tui.memory.store import MemoryStore
 from qwenmem_tui.memory.vectors import MemoryVectors, VectorOpener
 from qwenmem_tui.memory.write_plan import join_reasons
@@ -397,6 +399,10 @@ class MemoryService:
         """The candidates a write may restate, nearest first (``MemoryWriter``)."""
         return await self.writer.neighbours(scope, category, key, value, k=k, vector=vector)
 
+    def announce_review_change(self) -> None:
+        """A review outside this class (memory/review.py) may have moved the counts."""
+        self._review_changed()
+
     def _review_changed(self) -> None:
         for listener in list(self.review_listeners):
             listener()
@@ -663,12 +669,16 @@ class MemoryService:
         return len(await self.list(project=project, statuses=[Status.QUARANTINED]))
 
     async def stats(self) -> MemoryStats:
-        return compute_stats(
+        stats = compute_stats(
             await self.store.metrics(),
             await self.store.counts_by_status(),
             recall=self.recall_status(),
             recall_note=self.vectors.embedder_state()[2],
         )
+        reviewed, active = reviewed_share(
+            await self.list(statuses=[Status.ACTIVE]), await self.store.audit(None)
+        )
+        return replace(stats, reviewed=reviewed, reviewed_of=active)
 
     async def record_delivery(self, point: str) -> None:
         """Prefetch delivered (or discarded) a recall at ``point``: for the dashboard."""

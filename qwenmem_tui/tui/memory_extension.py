@@ -19,6 +19,7 @@ from textual.binding import Binding
 from qwenmem_tui.features import MEMORY, MemoryAccess, MemoryUnavailable
 from qwenmem_tui.memory.model import Memory, WriteAction, WriteResult
 from qwenmem_tui.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, RECEIPT_ITEM, receipt_of
+from qwenmem_tui.memory.review import review_plan, waiting_label
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.text import one_line
@@ -35,6 +36,8 @@ log = logging.getLogger("qwenmem.tui")
 REBUILD_NOTICE_MIN = 500
 """Rebuilds of fewer vectors end before anyone could read a notice about them."""
 CONFIRM_VALUE_CHARS = 80
+SAMPLE_BADGE = "memory.review_sample"
+"""The status line's "N memories to review" of the sampled review (memory/review.py)."""
 RECEIPT_KEYS = (
     ("enter / click", "On a receipt: list its memories"),
     ("f", "On a listed memory: forget it"),
@@ -129,6 +132,22 @@ class MemoryFeature:
             self._notify(f"{review_label(count)}: open /memory to approve or forget it.", "warning")
         self._review = count
         self._app.set_badge(REVIEW_BADGE, review_label(count) if count else None)
+        if self._app.state not in ("responding", "running_tool"):  # never during a reply
+            sample = await self._sample_count(service)
+            self._app.set_badge(SAMPLE_BADGE, waiting_label(sample) if sample else None)
+
+    async def _sample_count(self, service: MemoryService) -> int:
+        """How many memories the sampled review offers now (0: none is due)."""
+        settings = self._context.settings.memory
+        if settings.review_every_days <= 0:
+            return 0
+        plan = await review_plan(
+            service,
+            project=self.project,
+            every_days=settings.review_every_days,
+            size=settings.review_sample,
+        )
+        return len(plan.sample)
 
     # -- commands ----------------------------------------------------------------------
 
@@ -141,7 +160,16 @@ class MemoryFeature:
         except MemoryUnavailable as exc:
             app.show_error(str(exc))
             return
-        await app.push_screen(MemoryScreen(service, self.project, self.clock))
+        settings = self._context.settings.memory
+        await app.push_screen(
+            MemoryScreen(
+                service,
+                self.project,
+                self.clock,
+                review_every_days=settings.review_every_days,
+                review_sample=settings.review_sample,
+            )
+        )
 
     async def remember_command(self, app: Host, args: str) -> None:
         """/remember <text>: the person's own words, stored with origin user."""

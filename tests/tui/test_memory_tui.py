@@ -420,6 +420,8 @@ async def test_a_recall_that_settles_during_a_tool_call_follows_the_tool_result(
         await started(pilot)
         prefetch = app.session_features.handle(MEMORY).prefetch
         assert prefetch is not None
+        # Memory open: a message sent while it still opens would wait for its recall.
+        await wait_until(pilot, lambda: not prefetch.memory_opening)
         await send(pilot, "What is the project codename?")
         await wait_until(pilot, lambda: prefetch.handle is not None and prefetch.handle.settled)
         held.set()
