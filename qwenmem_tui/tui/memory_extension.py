@@ -220,15 +220,30 @@ class MemoryFeature:
         receipts[-1].open()
 
     async def correct(self, widget: MemoryReceipt, action: str, memory_id: int) -> None:
-        """A correction key on a receipt entry: forget, edit or not relevant here."""
+        """A correction key on a receipt entry: forget, edit or not relevant here. It runs
+        in a worker: the key returns at once, and a failure is one line, never a crash."""
+        if self._app is not None:
+            self._app.run_worker(
+                self._correct(widget, action, memory_id), group="memory-correct", exit_on_error=False
+            )
+
+    async def _correct(self, widget: MemoryReceipt, action: str, memory_id: int) -> None:
         app = self._app
-        if app is None:
-            return
+        assert app is not None
         try:
-            service = await self.service()
+            await self._apply(app, widget, action, memory_id)
         except MemoryUnavailable as exc:
             app.show_error(str(exc))
-            return
+        except NotImplementedError as exc:  # a store without it (PostgreSQL: not relevant)
+            app.show_error(f"Not done: {exc}.")
+        except Exception as exc:
+            log.exception("[MEMORY_RECEIPT] correction %s of #%d failed", action, memory_id)
+            app.show_error(f"Could not {action.replace('_', ' ')} memory #{memory_id}: {exc}")
+
+    async def _apply(
+        self, app: QwenmemApp, widget: MemoryReceipt, action: str, memory_id: int
+    ) -> None:
+        service = await self.service()
         memory = await service.get(memory_id, project=self.project)
         if memory is None:
             app.notify(f"Memory #{memory_id} is not in this project's memory any more.")
