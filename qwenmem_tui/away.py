@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from qwenmem_tui.recap import item_type, should_fire_recap
+from qwenmem_tui.recap import should_fire_recap
 
 DEFAULT_THRESHOLD_MINUTES = 5.0
 
@@ -165,7 +165,8 @@ class AwayController:
 
         A recap still in flight belongs to the previous session and is aborted. A
         session whose last activity is older than the threshold gets one recap — the
-        "/resume days later" case — unless the last thing in it already is a recap.
+        "/resume days later" case — when the dedupe gate allows it (three user
+        messages; two more since the last recap): a one-message session gets none.
         """
         if self._closed:
             return []
@@ -178,8 +179,9 @@ class AwayController:
             threshold_minutes=self._threshold_minutes,
         ):
             return actions
-        items = self._items()
-        if items and item_type(items[-1]) == "away_recap":
+        # The same gate as the away timer's: something to summarise (three user
+        # messages), and not a repeat of the recap the session ends with.
+        if not should_fire_recap(self._items()):
             return actions
         return actions + self._fire()
 

@@ -103,6 +103,10 @@ class MemorySettings(_Section):
     # category -> days; a typo'd category is an unknown key, not a silently ignored one
     ttl_days: dict[MemoryCategory, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
     ttl_cap_days: int = Field(default=730, ge=1)
+    # The sampled human review (/memory): every so many days, a few memories written
+    # since the last review are offered for a look; 0 turns the offer off.
+    review_every_days: float = Field(default=7.0, ge=0)
+    review_sample: int = Field(default=5, ge=1, le=50)
 
     _blank = field_validator("embedding_base_url", "postgres_dsn", mode="before")(_blank_to_none)
 

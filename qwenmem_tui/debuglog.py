@@ -99,16 +99,21 @@ def configure(
     session_id: str,
     secrets: Iterable[str] = (),
     env: Mapping[str, str] = os.environ,
+    *,
+    preload_scanner: bool = True,
 ) -> Path | None:
     """Send `qwenmem.*` debug logs (and everyone's warnings) to this session's file.
 
     Calling it again (a resumed or new session) moves logging to the new file. Returns
-    the file, or None when `QWENMEM_DEBUG_LOG_FILE=0`.
+    the file, or None when `QWENMEM_DEBUG_LOG_FILE=0`. `preload_scanner=False`: the
+    caller starts the scanner's loading itself, later (`qwenmem mcp` answers its
+    handshake first: the load would hold the GIL for ~0.4 s of it).
     """
     reset()
     # A session opens here (TUI or daemon): the secret scanner's plugins load off the
     # event loop now, so neither log lines nor the prompt history wait for them later.
-    scanner.preload()
+    if preload_scanner:
+        scanner.preload()
     if not enabled(env):
         return None
     safe_id = re.sub(r"[^A-Za-z0-9._-]", "_", session_id) or "session"

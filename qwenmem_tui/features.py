@@ -29,11 +29,12 @@ away (the daemon).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import time
 import weakref
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ from qwenmem_tui.mcp_client.servers import McpServers
 from qwenmem_tui.memory.extract import MemoryExtractionHook
 from qwenmem_tui.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.memory.service import MemoryService
-from qwenmem_tui.memory.tool import DESCRIPTION, PARAMETERS, SAVE_MEMORY, OnWrite, save_memory_tool
+from qwenmem_tui.memory.tool import OnWrite, save_memory_tool, save_memory_tool_for
 from qwenmem_tui.paths import Paths
 
 if TYPE_CHECKING:
@@ -62,21 +63,11 @@ log = logging.getLogger("qwenmem.features")
 COMPACTION = "compaction"
 MEMORY = "memory"
 MCP = "mcp"
-FEATURE_ORDER = (COMPACTION, MEMORY, MCP)
-"""Hook order of the features (see the module docstring): compaction before memory;
-MCP adds tools only."""
 
 
 def enabled_features(settings: Settings) -> frozenset[str]:
     """The features this configuration turns on."""
-    names = set()
-    if settings.compaction.enabled:
-        names.add(COMPACTION)
-    if settings.memory.enabled:
-        names.add(MEMORY)
-    if settings.mcp.servers:
-        names.add(MCP)
-    return frozenset(names)
+    return frozenset(feature.name for feature in FEATURES if feature.enabled(settings))
 
 
 def offers_tools(model_defaults: LocalChatDefaults | None) -> bool:
@@ -108,9 +99,10 @@ class MemoryAccess:
         rows_first: bool = False,
     ) -> None:
         """``rows_first``: the service counts as open once its store is (rows only);
-        the vectors (embedder, index) load behind it and the first recall or write
-        waits for them. For a face that must answer at once (``qwenmem mcp``: list
-        before the index is up). ``llm`` None: no model (rule-only identity)."""
+        the vectors (embedder, index) load at the first recall or write, or in the
+        background from :meth:`warm_vectors` on. For a face that must answer at once
+        (``qwenmem mcp``: list before the index is up; loading it meanwhile would hold
+        the GIL for the first answer). ``llm`` None: no model (rule-only identity)."""
         self.settings = settings
         self.project = project
         self._paths = paths
@@ -145,13 +137,21 @@ class MemoryAccess:
             on_notice=self._notice,
             lazy=self._rows_first,
         )
-        if self._rows_first:
-            self._vectors = asyncio.create_task(self._load_vectors(service), name="memory-vectors")
         return service
+
+    def warm_vectors(self) -> None:
+        """Load the vectors in the background now, once (``rows_first``; the service
+        must be open)."""
+        service = self.opened
+        if service is not None and self._vectors is None:
+            self._vectors = asyncio.create_task(self._load_vectors(service), name="memory-vectors")
 
     @staticmethod
     async def _load_vectors(service: MemoryService) -> None:
         try:
+            # numpy and FAISS import in a worker (~0.35 s): on the loop they would hold
+            # every answer queued behind them.
+            await asyncio.to_thread(importlib.import_module, "qwenmem_tui.memory.index")
             await service.load_vectors()
         except Exception as exc:  # the first recall or write tries again and reports it
             log.warning("[MEMORY] loading the vector index failed: %s", exc)
@@ -163,6 +163,10 @@ class MemoryAccess:
     def _notice(self, text: str) -> None:
         for listener in self.notice_listeners:
             listener(text)
+
+    def opening(self) -> bool:
+        """The service is being opened now (started, not finished)."""
+        return self._opening is not None and not self._opening.done()
 
     @property
     def opened(self) -> MemoryService | None:
@@ -244,13 +248,7 @@ class MemoryAccess:
                     raise ToolError(str(exc)) from exc
             return await tool.handler(args, ctx)
 
-        return Tool(
-            name=SAVE_MEMORY,
-            description=DESCRIPTION,
-            parameters=PARAMETERS,
-            handler=handler,
-            untrusted_output=False,  # a receipt of qwenmem's own
-        )
+        return save_memory_tool_for(handler)
 
     def extraction(self, *, enabled: bool) -> MemoryExtraction:
         """A new extraction hook for one set of features (drained by :meth:`close`)."""
@@ -306,43 +304,211 @@ class MemoryExtraction(BaseQueryHook):
 
 
 @dataclass(frozen=True)
+class FeatureContext:
+    """What a feature opens with, once per runtime."""
+
+    settings: Settings
+    paths: Paths
+    llm: LLMClient
+    project_root: Path
+    project: str  # project_id(project_root): the key sessions and memories use
+    model_defaults: LocalChatDefaults | None = None
+    clock: Callable[[], float] = time.time
+
+    @property
+    def offers_tools(self) -> bool:
+        return offers_tools(self.model_defaults)
+
+
+BlockExtractor = Callable[[list[dict[str, Any]]], Awaitable[None]]
+
+
+@dataclass
+class SessionWiring:
+    """The explicit hand-overs between the features of one session: a feature built
+    earlier (`FEATURES` order) leaves here what a later one is given — nothing finds
+    another feature by looking through hooks."""
+
+    extract_block: BlockExtractor | None = None
+    """Memory extraction of a block of messages (compaction hands over what it is
+    about to summarise away)."""
+
+
+@dataclass(frozen=True)
+class SessionPart:
+    """What one feature adds to one chat session."""
+
+    hooks: tuple[QueryHook, ...] = ()
+    tools: tuple[Tool, ...] = ()
+    tool_providers: tuple[Callable[[], list[Tool]], ...] = ()
+    """Tools that join later (MCP servers coming up), asked at each request."""
+    handle: Any = None
+    """The faces' handle on it (the compaction hook, memory's hooks)."""
+    warm: Callable[[ChatSession, str], None] | None = None
+    """Typing paused on this text (the TUI): start work the query will want."""
+    drain: Callable[[], Awaitable[None]] | None = None
+    """Wait for its background work (shutdown, tests)."""
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One feature's registration: how it opens, and what it adds to each session.
+
+    Adding a feature is writing one of these and one line in `FEATURES`.
+    """
+
+    name: str
+    hook_rank: int
+    """Where its hooks run in the loop, lowest first (see the module docstring)."""
+    enabled: Callable[[Settings], bool]
+    session: Callable[[Any, FeatureContext, SessionWiring], SessionPart]
+    """A fresh part for one session, given the feature's state (what `open` returned)."""
+    open: Callable[[FeatureContext], Any] | None = None
+    """Its state for the runtime's life (e.g. `MemoryAccess`), not started yet; None
+    from it: nothing to run here (no MCP server configured). Without `open` the
+    feature runs with no state of its own (`session` gets True)."""
+    start: Callable[[Any], None] | None = None
+    """Start the state in the background once the runtime is open (MCP servers)."""
+    close: Callable[[Any], Awaitable[None]] | None = None
+
+
+def _memory_open(context: FeatureContext) -> MemoryAccess:
+    return MemoryAccess(
+        context.settings,
+        context.paths,
+        llm=context.llm,
+        project=context.project,
+        clock=context.clock,
+    )
+
+
+@dataclass(frozen=True)
+class MemorySession:
+    """Memory's hooks in one session, for the faces (warm recall, receipts, tests)."""
+
+    prefetch: MemoryPrefetchHook
+    receipts: MemoryReceiptHook
+    extraction: MemoryExtraction
+
+
+def _memory_session(
+    memory: MemoryAccess, context: FeatureContext, wiring: SessionWiring
+) -> SessionPart:
+    settings = context.settings.memory
+    extraction = memory.extraction(enabled=settings.extraction)
+    prefetch = MemoryPrefetchHook(
+        memory.recall,
+        initial_wait_ms=settings.initial_wait_ms,
+        record_delivery=memory.record_delivery,
+        record_recall=memory.record_recall,
+        live=memory.live,
+        opening=memory.opening,
+    )
+    # After prefetch: it reads what this query's requests carried.
+    receipts = MemoryReceiptHook(prefetch, memory.fetch)
+    wiring.extract_block = extraction.extract_block
+    return SessionPart(
+        hooks=(prefetch, receipts, extraction),
+        tools=(memory.save_memory_tool(on_write=receipts.record_write),),
+        handle=MemorySession(prefetch, receipts, extraction),
+        warm=prefetch.warm,
+        drain=extraction.drain,
+    )
+
+
+async def _memory_close(memory: MemoryAccess) -> None:
+    await memory.close()
+
+
+def _compaction_session(state: None, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
+    hook = CompactionHook(context.llm, context.settings, extract=wiring.extract_block)
+    return SessionPart(hooks=(hook,), handle=hook)
+
+
+def _mcp_open(context: FeatureContext) -> McpServers | None:
+    settings = context.settings
+    if not settings.mcp.servers or not context.offers_tools:
+        return None
+    return McpServers(
+        settings.mcp, cwd=context.project_root, home=context.paths.home, project=context.project
+    )
+
+
+def _mcp_session(servers: McpServers, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
+    return SessionPart(tool_providers=(servers.tools,))  # servers join as they come up
+
+
+def _mcp_start(servers: McpServers) -> None:
+    servers.start()
+
+
+async def _mcp_close(servers: McpServers) -> None:
+    await servers.close()
+
+
+FEATURES: tuple[Feature, ...] = (
+    Feature(
+        MEMORY,
+        hook_rank=10,
+        enabled=lambda settings: settings.memory.enabled,
+        open=_memory_open,
+        session=_memory_session,
+        close=_memory_close,
+    ),
+    Feature(
+        COMPACTION,
+        hook_rank=0,  # first: see the module docstring
+        enabled=lambda settings: settings.compaction.enabled,
+        session=_compaction_session,
+    ),
+    Feature(
+        MCP,
+        hook_rank=20,
+        enabled=lambda settings: bool(settings.mcp.servers),
+        open=_mcp_open,
+        session=_mcp_session,
+        start=_mcp_start,
+        close=_mcp_close,
+    ),
+)
+"""Every feature, in build order (a feature is handed what an earlier one left in the
+`SessionWiring`: memory before compaction); hooks run in `hook_rank` order."""
+
+
+@dataclass(frozen=True)
 class SessionFeatures:
     """What the features add to a chat session, with a handle on each for the faces."""
 
     hooks: tuple[QueryHook, ...]
     """In the one correct order; pass them to ChatSession as they are."""
     tools: ToolRegistry
-    compaction: CompactionHook | None = None
-    prefetch: MemoryPrefetchHook | None = None
-    extraction: MemoryExtraction | None = None
-    receipts: MemoryReceiptHook | None = None
+    parts: Mapping[str, SessionPart] = field(default_factory=dict)
+
+    def handle(self, name: str) -> Any:
+        """The faces' handle on feature `name` (None when it does not run)."""
+        part = self.parts.get(name)
+        return None if part is None else part.handle
 
     def warm_recall(self, session: ChatSession, text: str) -> None:
-        """Typing paused: start recall for the prompt's text, so a question sent as it
-        stands gets its memory in the first request (no-op with memory off)."""
-        if self.prefetch is not None:
-            self.prefetch.warm(session, text)
+        """Typing paused: start what a query sending this text will want (memory
+        recall, so a question sent as it stands gets its memory in the first request)."""
+        for part in self.parts.values():
+            if part.warm is not None:
+                part.warm(session, text)
 
     async def drain(self) -> None:
-        """Wait for background extraction (shutdown, tests)."""
-        if self.extraction is not None:
-            await self.extraction.drain()
+        """Wait for the features' background work (extraction; shutdown, tests)."""
+        await asyncio.gather(*(p.drain() for p in self.parts.values() if p.drain is not None))
 
 
 @dataclass(frozen=True)
 class Assembly:
     """Builds sessions' features from what a face has opened, in the one correct order."""
 
-    settings: Settings
-    llm: LLMClient
-    project_root: Path
-    project: str  # project_id(project_root): the key sessions and memories use
+    context: FeatureContext
     features: frozenset[str]
-    memory: MemoryAccess | None = None
-    mcp: McpServers | None = None
-    """The configured MCP servers (None: none configured, or the model takes no tools);
-    the face starts them (`mcp.start()`), the assembly stops them."""
-    model_defaults: LocalChatDefaults | None = None
+    states: Mapping[str, Any]
+    """The state of each feature that runs, by name (what its `open` returned)."""
     extra_tools: Sequence[Tool] = ()  # tests' own tools, offered like a feature's
 
     @classmethod
@@ -361,85 +527,74 @@ class Assembly:
     ) -> Assembly:
         """The assembly of `features` (None: what the settings turn on).
 
-        With memory among them, its `MemoryAccess` exists but is not started: the face
-        starts it once it listens to its notices (TUI) or awaits it (daemon).
+        Each feature's state is opened but not started: the runtime starts the ones
+        that run in the background (`start`); memory's `MemoryAccess` starts when a
+        face listens to its notices (TUI) or awaits it (daemon).
         """
         names = enabled_features(settings) if features is None else frozenset(features)
-        unknown = names - set(FEATURE_ORDER)
+        unknown = names - {feature.name for feature in FEATURES}
         if unknown:
             raise ValueError(f"unknown features: {', '.join(sorted(unknown))}")
-        memory = (
-            MemoryAccess(settings, paths, llm=llm, project=project, clock=clock)
-            if MEMORY in names
-            else None
-        )
-        mcp = (
-            McpServers(settings.mcp, cwd=project_root, home=paths.home, project=project)
-            if MCP in names and settings.mcp.servers and offers_tools(model_defaults)
-            else None
-        )
-        return cls(
+        context = FeatureContext(
             settings=settings,
+            paths=paths,
             llm=llm,
             project_root=project_root,
             project=project,
-            features=names,
-            memory=memory,
-            mcp=mcp,
             model_defaults=model_defaults,
-            extra_tools=tuple(extra_tools),
+            clock=clock,
         )
+        states: dict[str, Any] = {}
+        for feature in FEATURES:
+            if feature.name in names:
+                state = feature.open(context) if feature.open is not None else True
+                if state is not None:
+                    states[feature.name] = state
+        return cls(context=context, features=names, states=states, extra_tools=tuple(extra_tools))
+
+    def _running(self) -> list[Feature]:
+        return [f for f in FEATURES if f.name in self.states]
+
+    def state(self, name: str) -> Any:
+        """Feature `name`'s state (None when it does not run)."""
+        return self.states.get(name)
+
+    @property
+    def memory(self) -> MemoryAccess | None:
+        """The memory service's access, for the faces (None: memory does not run)."""
+        return self.state(MEMORY)
+
+    @property
+    def mcp(self) -> McpServers | None:
+        """The configured MCP servers (None: none configured, or no tools offered)."""
+        return self.state(MCP)
+
+    def start(self) -> None:
+        """Start what runs in the background (a slow MCP server joins when ready)."""
+        for feature in self._running():
+            if feature.start is not None:
+                feature.start(self.states[feature.name])
 
     def session(self) -> SessionFeatures:
         """A fresh set of hooks and tools for one chat session (or one TUI)."""
-        with_tools = offers_tools(self.model_defaults)
-        tools = builtin_tools(self.project_root) if with_tools else ToolRegistry()
-        feature_tools: list[Tool] = list(self.extra_tools)
-        hooks: list[QueryHook] = []
-        prefetch: MemoryPrefetchHook | None = None
-        extraction: MemoryExtraction | None = None
-        receipts: MemoryReceiptHook | None = None
-        memory = self.memory if MEMORY in self.features else None
-        if memory is not None:
-            settings = self.settings.memory
-            extraction = memory.extraction(enabled=settings.extraction)
-            prefetch = MemoryPrefetchHook(
-                memory.recall,
-                initial_wait_ms=settings.initial_wait_ms,
-                record_delivery=memory.record_delivery,
-                record_recall=memory.record_recall,
-                live=memory.live,
-            )
-            # After prefetch: it reads what this query's requests carried.
-            receipts = MemoryReceiptHook(prefetch, memory.fetch)
-            feature_tools.append(memory.save_memory_tool(on_write=receipts.record_write))
-        compaction: CompactionHook | None = None
-        if COMPACTION in self.features:
-            compaction = CompactionHook(
-                self.llm,
-                self.settings,
-                extract=extraction.extract_block if extraction is not None else None,
-            )
-            hooks.append(compaction)  # first: see the module docstring
-        if prefetch is not None and extraction is not None and receipts is not None:
-            hooks.extend((prefetch, receipts, extraction))
-        for tool in feature_tools if with_tools else ():
+        with_tools = self.context.offers_tools
+        tools = builtin_tools(self.context.project_root) if with_tools else ToolRegistry()
+        wiring = SessionWiring()
+        parts = {
+            f.name: f.session(self.states[f.name], self.context, wiring) for f in self._running()
+        }
+        ranked = sorted(self._running(), key=lambda f: f.hook_rank)
+        hooks = tuple(hook for f in ranked for hook in parts[f.name].hooks)
+        offered = [*self.extra_tools, *(t for part in parts.values() for t in part.tools)]
+        for tool in offered if with_tools else ():
             tools.register(tool)
-        if self.mcp is not None:
-            tools.add_provider(self.mcp.tools)  # servers join as they come up
-        return SessionFeatures(
-            hooks=tuple(hooks),
-            tools=tools,
-            compaction=compaction,
-            prefetch=prefetch,
-            extraction=extraction,
-            receipts=receipts,
-        )
+        for part in parts.values():
+            for provider in part.tool_providers:
+                tools.add_provider(provider)
+        return SessionFeatures(hooks=hooks, tools=tools, parts=parts)
 
     async def close(self) -> None:
-        """Drain extraction and close the memory service, if this assembly opened one;
-        stop the MCP servers."""
-        if self.mcp is not None:
-            await self.mcp.close()
-        if self.memory is not None:
-            await self.memory.close()
+        """Close the features' states, the last opened first (memory drains extraction)."""
+        for feature in reversed(self._running()):
+            if feature.close is not None:
+                await feature.close(self.states[feature.name])

@@ -5,7 +5,9 @@ appended on every send, so several qwenmem windows of one project share their hi
 without a lock (each line is one short `O_APPEND` write). Secrets are redacted before
 a line is written: the history must not become the one file where a pasted key
 survives. The file is rewritten to its newest `MAX_ENTRIES` lines when it has grown
-to twice that, so it stays small.
+to twice that, so it stays small. A prompt over `MAX_ENTRY_CHARS` (a pasted log, a
+whole file) is not kept: nobody walks back to it with Up, and scanning and storing
+megabytes on every send would stall the prompt and grow the file without bound.
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
-from qwenmem_tui.secrets import redact
 from qwenmem_tui.paths import private_file
+from qwenmem_tui.secrets import redact
 
 log = logging.getLogger("qwenmem.history")
 
 HISTORY_FILE_NAME = "prompt-history.jsonl"
 MAX_ENTRIES = 1000
 """Lines kept over all projects; older ones go when the file is compacted."""
+MAX_ENTRY_CHARS = 16_000
+"""The longest prompt the history keeps (about four pages of text)."""
 
 
 class PromptHistory:
@@ -55,10 +59,13 @@ class PromptHistory:
         return self._entries
 
     def add(self, text: str) -> str:
-        """Remember a sent prompt (secrets redacted); returns what was stored.
+        """Remember a sent prompt (secrets redacted); returns what was stored ("" for
+        a prompt over ``MAX_ENTRY_CHARS``, which is not kept).
 
         A failing disk never costs the message: the entry still counts in memory.
         """
+        if len(text) > MAX_ENTRY_CHARS:
+            return ""  # too big to keep (see the module docstring): nothing stored
         stored = self._redact(text)
         entries = self.entries
         if entries and entries[-1] == stored:
@@ -95,7 +102,11 @@ class PromptHistory:
             with suppress(ValueError, AttributeError):
                 record = json.loads(line)
                 text = record.get("text")
-                if record.get("project") == self.project and isinstance(text, str) and text:
+                if (
+                    record.get("project") == self.project
+                    and isinstance(text, str)
+                    and 0 < len(text) <= MAX_ENTRY_CHARS  # lines written before the cap
+                ):
                     if not entries or entries[-1] != text:
                         entries.append(text)
         return entries

@@ -262,9 +262,8 @@ class Runtime:
             if db is not None:
                 await db.close()
             raise
-        if assembly.mcp is not None:
-            # In the background, for every face: a slow server joins when it is ready.
-            assembly.mcp.start()
+        # In the background, for every face: a slow MCP server joins when it is ready.
+        assembly.start()
         memory = runtime.memory
         if memory is not None:
             if memory_notice is not None:

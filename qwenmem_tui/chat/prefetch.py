@@ -58,6 +58,11 @@ Live = Callable[[list[tuple[int, ...]], "Freshness | None"], Awaitable["LiveBloc
 """`live(groups, since)`: the delivered groups of ids as they stand now, or None when
 nothing changed since the answer read at `since` (MemoryService.live_for)."""
 
+OPENING_WAIT_S = 2.5
+"""The most a query's first request waits for its recall while memory is still opening
+(launch): the first message after launch carries its memory, and a store or model that
+takes longer than this to open cannot hold the reply back."""
+
 LIVE_TIMEOUT_S = 2.0
 """The most a request waits for the freshness check; past it the request goes out with
 the blocks as last checked (a store that slow is broken, and the turn must go on)."""
@@ -170,6 +175,12 @@ class MemoryPrefetchHook:
     `warm` (the TUI calls it while the user types) is how the first request gets
     memory without any wait.
 
+    `opening` says memory is still opening (the embedder and the index load behind the
+    first frame, ~0.5-2 s): a query sent then — typed during startup, queued at
+    launch — has no recall that could have settled, however long the user paused, so
+    its first request waits for it up to OPENING_WAIT_S. Once memory is open no
+    request waits beyond `initial_wait_ms`.
+
     `record_recall` (MemoryService.record_recall) makes warm recalls run unrecorded
     and counts one only when a query adopts it, so the recall metrics see one recall
     per query however often the user paused while typing. Without it warm recalls
@@ -187,8 +198,10 @@ class MemoryPrefetchHook:
         record_delivery: Callable[[str], Awaitable[None]] | None = None,
         record_recall: Callable[[RecallResult], Awaitable[None]] | None = None,
         live: Live | None = None,
+        opening: Callable[[], bool] | None = None,
     ) -> None:
         self._recall = recall
+        self._opening = opening
         # Without it delivered blocks are re-sent as they were (tests of the anchoring).
         self._live = live
         self._freshness: Freshness | None = None
@@ -212,6 +225,11 @@ class MemoryPrefetchHook:
         self._recalled_now: set[int] = set()  # recalled for the running query
         self._hidden: set[int] = set()
 
+    @property
+    def memory_opening(self) -> bool:
+        """Memory is still opening: a query's first request would wait for its recall."""
+        return self._opening is not None and self._opening()
+
     def sent_memories(self) -> list[SentMemory]:
         """Every memory the running (or last) query's requests carried, first sent first."""
         return list(self.sent.values())
@@ -230,12 +248,15 @@ class MemoryPrefetchHook:
     def warm(self, session: ChatSession, text: str) -> None:
         """Start recall for `text` the user has typed but not sent, replacing any earlier
         warm recall; the query sending that text adopts it (see `on_query_start`)."""
-        self._drop_warm()
         text = text.strip()
-        if not self.enabled or not text:
-            return
         # This session's surfaced set, as on_query_start will see it.
         excluded = self._excluded() if session.info.id == self._session_id else frozenset()
+        current = self.warm_handle
+        if self.enabled and current is not None and _same_recall(current, session, text, excluded):
+            return  # warmed already for this very text (e.g. again on the return to idle)
+        self._drop_warm()
+        if not self.enabled or not text:
+            return
         handle = MemoryPrefetchHandle(
             text=text,
             started_at=self._clock(),
@@ -282,13 +303,7 @@ class MemoryPrefetchHook:
 
     def _adoptable(self, warm: MemoryPrefetchHandle, session: ChatSession, text: str) -> bool:
         """The warm recall is the one this query would start: same text, session, exclusions."""
-        return (
-            warm.text == text.strip()
-            and warm.session_id == session.info.id
-            and warm.excluded == self._excluded()
-            # A failed warm recall is no reason to send without memory: try again.
-            and not (warm.settled and warm.result() is None)
-        )
+        return _same_recall(warm, session, text, self._excluded())
 
     async def before_request(
         self, session: ChatSession, kind: TurnKind, messages: list[dict]
@@ -473,10 +488,14 @@ class MemoryPrefetchHook:
         task.add_done_callback(lambda _: parent.remove_done_callback(on_parent_done))
 
     async def _wait_briefly(self, handle: MemoryPrefetchHandle) -> None:
-        """`memory.initial_wait_ms`: a bounded wait for a recall about to settle."""
-        if self.initial_wait_ms <= 0 or handle.task is None:
+        """`memory.initial_wait_ms`: a bounded wait for a recall about to settle; longer
+        (OPENING_WAIT_S) while memory itself is still opening."""
+        timeout = self.initial_wait_ms / 1000
+        if self.memory_opening:
+            timeout = max(timeout, OPENING_WAIT_S)
+        if timeout <= 0 or handle.task is None:
             return
-        await asyncio.wait({handle.task}, timeout=self.initial_wait_ms / 1000)
+        await asyncio.wait({handle.task}, timeout=timeout)
 
     def _abort(self, reason: str) -> None:
         handle, self.handle = self.handle, None
@@ -589,6 +608,19 @@ class MemoryPrefetchHook:
 
 def _at(values: list[float | None] | list[float], index: int) -> float | None:
     return values[index] if index < len(values) else None
+
+
+def _same_recall(
+    warm: MemoryPrefetchHandle, session: ChatSession, text: str, excluded: frozenset[int]
+) -> bool:
+    """``warm`` is the recall a query for ``text`` in ``session`` would start, and did
+    not fail (a failed one is no reason to go without memory: run it again)."""
+    return (
+        warm.text == text.strip()
+        and warm.session_id == session.info.id
+        and warm.excluded == excluded
+        and not (warm.settled and warm.result() is None)
+    )
 
 
 def _user_positions(messages: list[dict], text: str) -> list[int]:

@@ -39,7 +39,12 @@ def run_mcp(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     from qwenmem_tui import debuglog
 
     secret = settings.api_key_value()
-    if debuglog.configure(paths, "mcp", secrets=[secret] if secret else []) is None:
+    # The secret scanner loads at the first tool call (server.MemoryBackend), not
+    # during the handshake.
+    logged = debuglog.configure(
+        paths, "mcp", secrets=[secret] if secret else [], preload_scanner=False
+    )
+    if logged is None:
         import logging
 
         # No debug file: logs go nowhere rather than to the SDK's stderr console.

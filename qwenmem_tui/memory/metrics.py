@@ -29,6 +29,13 @@ class MemoryStats:
     secrets_refused: int = 0  # writes refused: a secret and nothing else, or one in the key
     recall: str = ""  # which channels recall uses, and why when lexical-only
     recall_note: str = ""  # set when recall fell back to lexical-only: the reason
+    reviewed: int = 0  # active memories a person kept in the sampled review
+    reviewed_of: int = 0  # active memories
+
+    @property
+    def reviewed_share(self) -> float:
+        """Active memories a person has reviewed / all active ones."""
+        return self.reviewed / self.reviewed_of if self.reviewed_of else 0.0
 
     @property
     def hit_rate(self) -> float:
@@ -81,6 +88,8 @@ class MemoryStats:
             "counts": dict(self.counts),
             "deliveries": dict(self.deliveries),
             "recall": self.recall,
+            "reviewed": self.reviewed,
+            "reviewed_share": round(self.reviewed_share, 4),
         }
 
     def to_text(self) -> str:
@@ -96,6 +105,8 @@ class MemoryStats:
             " not the user's words)",
             f"user facts kept      {self.user_stated_active_rate:6.1%}"
             f"  ({self.user_stated_active}/{self.user_stated_writes} user-stated writes stored active)",
+            f"reviewed             {self.reviewed_share:6.1%}"
+            f"  ({self.reviewed}/{self.reviewed_of} active memories kept in a sampled review)",
             f"secrets caught       {self.secret_write_rate:6.1%}"
             f"  ({self.secrets_redacted} writes stored with the secret cut out,"
             f" {self.secrets_refused} refused as nothing but a secret)",

@@ -46,6 +46,7 @@ class AuditAction(StrEnum):
     RESTORE = "restore"  # a superseded memory made active again by a person
     MOVE = "move"  # category and scope changed by a person
     DISMISS = "dismiss"  # "not relevant here": left out of recall for similar messages
+    REVIEW = "review"  # a person looked at it in the sampled review and kept it
 
 
 # Facts about the person follow them everywhere; facts about a codebase stay with it.

@@ -13,7 +13,7 @@ import getpass
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from qwenmem_tui import secrets
@@ -63,6 +63,7 @@ from qwenmem_tui.memory.model import (
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer
 from qwenmem_tui.memory.relevance import dismissed_for
+from qwenmem_tui.memory.review import reviewed_share
 from qwenmem_tui.memory.store import MemoryStore
 from qwenmem_tui.memory.write_plan import join_reasons
 
@@ -658,6 +659,10 @@ class MemoryService:
             )
         return result
 
+    def announce_review_change(self) -> None:
+        """A review outside this class (memory/review.py) may have moved the counts."""
+        self._review_changed()
+
     def _review_changed(self) -> None:
         for listener in list(self.review_listeners):
             listener()
@@ -1143,12 +1148,16 @@ class MemoryService:
         return len(await self.list(project=project, statuses=[Status.QUARANTINED]))
 
     async def stats(self) -> MemoryStats:
-        return compute_stats(
+        stats = compute_stats(
             await self.store.metrics(),
             await self.store.counts_by_status(),
             recall=self.recall_status(),
             recall_note=self._embedder_state()[2],
         )
+        reviewed, active = reviewed_share(
+            await self.list(statuses=[Status.ACTIVE]), await self.store.audit(None)
+        )
+        return replace(stats, reviewed=reviewed, reviewed_of=active)
 
     async def record_delivery(self, point: str) -> None:
         """Prefetch delivered (or discarded) a recall at ``point``: for the dashboard."""

@@ -254,6 +254,12 @@ class MemoryStore(ABC):
     @abstractmethod
     async def counts_by_status(self) -> dict[str, int]: ...
 
+    async def note(
+        self, memory_id: int, action: str, *, origin: str, reason: str, now: float
+    ) -> None:
+        """An audit entry that changes no row (a review that kept the memory)."""
+        raise NotImplementedError("this store keeps no audit notes")
+
     async def dismiss(
         self, memory_id: int, *, user: str, project: str, query: str, now: float, reason: str
     ) -> None:

@@ -143,6 +143,16 @@ class PlannedStore(MemoryStore):
         """Run ``plan`` in one write transaction (it only touches the database, so a
         retry is safe)."""
 
+    async def note(
+        self, memory_id: int, action: str, *, origin: str, reason: str, now: float
+    ) -> None:
+        """An audit entry that changes no row (a review that kept the memory)."""
+
+        async def plan(steps: WriteSteps) -> None:
+            await steps.insert_audit((memory_id, action, origin, now, reason, None, None))
+
+        await self._in_transaction(plan, "memory audit note")
+
     async def write(
         self,
         draft: MemoryDraft,

@@ -150,7 +150,7 @@ class CompactionController:
 
 
 async def _build(context: AppContext) -> Extension:
-    hook = context.features.compaction
+    hook = context.features.handle(COMPACTION)
     if hook is None:
         raise RuntimeError("the compaction extension needs the compaction feature assembled")
     controller = CompactionController(hook)

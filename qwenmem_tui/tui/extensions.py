@@ -107,6 +107,9 @@ class ExtensionFactory:
     name: str
     build: Callable[[AppContext], Awaitable[Extension]]
     features: Collection[str] = frozenset()
+    always: bool = False
+    """Shown whatever the settings (the assembly opens its features only as far as
+    they are configured: /mcp without a server says how to add one)."""
 
     async def __call__(self, context: AppContext) -> Extension:
         return await self.build(context)

@@ -112,5 +112,5 @@ async def _build(context: AppContext) -> Extension:
     )
 
 
-mcp_extension = ExtensionFactory("mcp", _build, features=frozenset({MCP}))
+mcp_extension = ExtensionFactory("mcp", _build, features=frozenset({MCP}), always=True)
 """The MCP client: in `default_extensions` always (/mcp says how to add a server)."""

@@ -19,6 +19,7 @@ from textual.binding import Binding
 from qwenmem_tui.features import MEMORY, MemoryAccess, MemoryUnavailable
 from qwenmem_tui.memory.model import FLAG_POSSIBLE_DUPLICATE, Memory, WriteAction, WriteResult
 from qwenmem_tui.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, RECEIPT_ITEM, receipt_of
+from qwenmem_tui.memory.review import review_plan, waiting_label
 from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.commands import SlashCommand
@@ -34,6 +35,8 @@ log = logging.getLogger("qwenmem.tui")
 REBUILD_NOTICE_MIN = 500
 """Rebuilds of fewer vectors end before anyone could read a notice about them."""
 CONFIRM_VALUE_CHARS = 80
+SAMPLE_BADGE = "memory.review_sample"
+"""The status line's "N memories to review" of the sampled review (memory/review.py)."""
 RECEIPT_KEYS = (
     ("enter / click", "On a receipt: list its memories"),
     ("f", "On a listed memory: forget it"),
@@ -128,6 +131,22 @@ class MemoryFeature:
             self._notify(f"{review_label(count)}: open /memory to approve or forget it.", "warning")
         self._review = count
         self._app.set_badge(REVIEW_BADGE, review_label(count) if count else None)
+        if self._app.state not in ("responding", "running_tool"):  # never during a reply
+            sample = await self._sample_count(service)
+            self._app.set_badge(SAMPLE_BADGE, waiting_label(sample) if sample else None)
+
+    async def _sample_count(self, service: MemoryService) -> int:
+        """How many memories the sampled review offers now (0: none is due)."""
+        settings = self._context.settings.memory
+        if settings.review_every_days <= 0:
+            return 0
+        plan = await review_plan(
+            service,
+            project=self.project,
+            every_days=settings.review_every_days,
+            size=settings.review_sample,
+        )
+        return len(plan.sample)
 
     # -- commands ----------------------------------------------------------------------
 
@@ -140,7 +159,16 @@ class MemoryFeature:
         except MemoryUnavailable as exc:
             app.show_error(str(exc))
             return
-        await app.push_screen(MemoryScreen(service, self.project, self.clock))
+        settings = self._context.settings.memory
+        await app.push_screen(
+            MemoryScreen(
+                service,
+                self.project,
+                self.clock,
+                review_every_days=settings.review_every_days,
+                review_sample=settings.review_sample,
+            )
+        )
 
     async def remember_command(self, app: Host, args: str) -> None:
         """/remember <text>: the person's own words, stored with origin user."""
@@ -191,15 +219,30 @@ class MemoryFeature:
         receipts[-1].open()
 
     async def correct(self, widget: MemoryReceipt, action: str, memory_id: int) -> None:
-        """A correction key on a receipt entry: forget, edit or not relevant here."""
+        """A correction key on a receipt entry: forget, edit or not relevant here. It runs
+        in a worker: the key returns at once, and a failure is one line, never a crash."""
+        if self._app is not None:
+            self._app.run_worker(
+                self._correct(widget, action, memory_id), group="memory-correct", exit_on_error=False
+            )
+
+    async def _correct(self, widget: MemoryReceipt, action: str, memory_id: int) -> None:
         app = self._app
-        if app is None:
-            return
+        assert app is not None
         try:
-            service = await self.service()
+            await self._apply(app, widget, action, memory_id)
         except MemoryUnavailable as exc:
             app.show_error(str(exc))
-            return
+        except NotImplementedError as exc:  # a store without it (PostgreSQL: not relevant)
+            app.show_error(f"Not done: {exc}.")
+        except Exception as exc:
+            log.exception("[MEMORY_RECEIPT] correction %s of #%d failed", action, memory_id)
+            app.show_error(f"Could not {action.replace('_', ' ')} memory #{memory_id}: {exc}")
+
+    async def _apply(
+        self, app: QwenmemApp, widget: MemoryReceipt, action: str, memory_id: int
+    ) -> None:
+        service = await self.service()
         memory = await service.get(memory_id, project=self.project)
         if memory is None:
             app.notify(f"Memory #{memory_id} is not in this project's memory any more.")
@@ -219,9 +262,9 @@ class MemoryFeature:
         elif action == "not_relevant":
             receipt = widget.receipt
             await service.dismiss(memory_id, project=self.project, query=receipt.query)
-            prefetch = self._context.features.prefetch
-            if prefetch is not None:
-                prefetch.hide({memory_id})  # out of this session's requests from now on
+            hooks = self._context.features.handle(MEMORY)
+            if hooks is not None:
+                hooks.prefetch.hide({memory_id})  # out of this session's requests from now on
             await self._corrected(widget, memory_id, NOT_RELEVANT)
             app.notify(f"#{memory_id} {_name(memory)} will not be recalled for messages like this one.")
 

@@ -23,6 +23,7 @@ from qwenmem_tui.daemon import DaemonClient, DaemonError
 from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
+from tests.chat_support import TEST_API_KEY
 
 TOKEN = "e2e-token-5678"
 
@@ -130,3 +131,37 @@ def test_rebinding_hosts_and_half_open_floods_do_not_reach_the_sessions(
                 conn.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             health = httpx.get(f"{url}/health", timeout=10)
             assert health.json() == {"status": "ok"}
+
+
+def test_an_openai_client_gets_memory_through_the_real_proxy(
+    home: Path, project: Path, fake: FakeOpenAI
+) -> None:
+    """`qwenmem serve` as a user runs it, the official SDK pointed at its /v1: the memory
+    added with `qwenmem memory import` reaches the upstream, the upstream key is the
+    configured one and never the client's token, and the answer comes back as sent."""
+    import openai
+
+    with (home / "config.toml").open("a", encoding="utf-8") as config:
+        config.write("\n[memory]\ninitial_wait_ms = 5000\n")
+    fact = '{"category": "project", "key": "deploy", "value": "Deploy with make ship"}\n'
+    imported = subprocess.run(
+        [sys.executable, "-m", "qwenmem_tui", "memory", "import", "/dev/stdin"],
+        input=fact, text=True, capture_output=True, cwd=project, timeout=60,
+    )
+    assert imported.returncode == 0, imported.stderr
+    fake.responder = lambda body: Reply("Run make ship.", prompt_tokens=11, completion_tokens=3)
+    env = {**os.environ, "QWENMEM_SERVER_TOKEN": TOKEN}
+    with serve_process(project, env=env) as (url, _):
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key=TOKEN, max_retries=0)
+        raw = client.chat.completions.with_raw_response.create(
+            model="test-model", messages=[{"role": "user", "content": "How do I deploy?"}]
+        )
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=f"{url}/v1", api_key="wrong", max_retries=0).models.list()
+    completion = raw.parse()
+    assert completion.choices[0].message.content == "Run make ship."
+    assert completion.usage.completion_tokens == 3
+    assert raw.headers["x-qwenmem-memories"] != ""
+    sent = fake.chat_requests[-1]["messages"][-1]["content"]
+    assert "Deploy with make ship" in sent and sent.endswith("How do I deploy?")
+    assert {r.headers.get("authorization") for r in fake.requests} == {f"Bearer {TEST_API_KEY}"}

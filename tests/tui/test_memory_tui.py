@@ -15,6 +15,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
 from qwenmem_tui.config import Settings
+from qwenmem_tui.features import MEMORY
 from qwenmem_tui.memory.model import DAY, AuditAction, Category, Memory, Origin, Status
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
@@ -417,8 +418,10 @@ async def test_a_recall_that_settles_during_a_tool_call_follows_the_tool_result(
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        prefetch = app.session_features.prefetch
+        prefetch = app.session_features.handle(MEMORY).prefetch
         assert prefetch is not None
+        # Memory open: a message sent while it still opens would wait for its recall.
+        await wait_until(pilot, lambda: not prefetch.memory_opening)
         await send(pilot, "What is the project codename?")
         await wait_until(pilot, lambda: prefetch.handle is not None and prefetch.handle.settled)
         held.set()
@@ -445,7 +448,7 @@ async def test_a_recall_warmed_while_typing_reaches_the_first_request(
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        prefetch = app.session_features.prefetch
+        prefetch = app.session_features.handle(MEMORY).prefetch
         assert prefetch is not None
         screen = app.screen
         assert isinstance(screen, ChatScreen)
@@ -479,7 +482,7 @@ async def test_no_recall_is_warmed_for_a_command_or_while_busy(
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        prefetch = app.session_features.prefetch
+        prefetch = app.session_features.handle(MEMORY).prefetch
         assert prefetch is not None
         screen = app.screen
         assert isinstance(screen, ChatScreen)

