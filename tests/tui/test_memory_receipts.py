@@ -11,16 +11,18 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from qwenmem_tui.config import Settings
+from qwenmem_tui.export import export_session
 from qwenmem_tui.memory.model import DAY, AuditAction, Status
 from qwenmem_tui.memory.receipts import RECEIPT_ITEM
 from qwenmem_tui.memory.review import waiting_label
 from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.sqlite_store import SqliteMemoryStore
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.memory_extension import memory_extension
 from qwenmem_tui.tui.screens.memory_edit import EditMemoryScreen
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.memory_receipt import MemoryReceipt, ReceiptEntries
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
@@ -130,6 +132,13 @@ async def test_receipts_come_back_with_resume(
         assert receipt.receipt.memories[0].value == "I live in Lisbon"
         stored = [i for i in app.session.items if i.type == RECEIPT_ITEM]
         assert len(stored) == 1 and stored[0].message is None  # never sent to the model
+        # And in exports (/export, `qwenmem sessions export`): the line, then the memory.
+        exported = export_session(app.session.info, app.session.items, now=app.clock())
+        assert "*⌁ 1 memory*\n- #1 `user/home_city`: I live in Lisbon (saved just now, origin user;" in exported
+        assert "recalled for this message" in exported
+        data = json.loads(export_session(app.session.info, app.session.items, "json"))
+        [item] = [i for i in data["items"] if i["type"] == RECEIPT_ITEM]
+        assert item["meta"]["memories"][0]["value"] == "I live in Lisbon"
 
 
 async def test_a_save_during_the_reply_shows_on_the_receipt(
@@ -306,3 +315,21 @@ async def test_the_weekly_review_is_offered_on_memory_and_kept_rows_are_audited(
         stats = await service.stats()  # what `memory stats` prints
         assert (stats.reviewed, stats.reviewed_of, stats.to_json()["reviewed_share"]) == (1, 2, 0.5)
         assert "reviewed              50.0%  (1/2 active memories" in stats.to_text()
+
+
+async def test_a_correction_the_store_cannot_make_is_one_line_not_a_crash(
+    make_memory_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def unsupported(self: object, *args: object, **kwargs: object) -> None:
+        raise NotImplementedError("'not relevant here' needs the SQLite memory store")
+
+    monkeypatch.setattr(SqliteMemoryStore, "dismiss", unsupported)
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        receipt = await correct_first(pilot, "I live in Lisbon", "where do I live?", "n")
+        await settle(pilot)
+        assert [str(e.render()) for e in app.screen.query(ErrorItem)] == [
+            "✗ Not done: 'not relevant here' needs the SQLite memory store."
+        ]
+        assert receipt.receipt.corrections == {}
+        assert app.is_running
