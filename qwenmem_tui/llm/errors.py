@@ -32,6 +32,7 @@ KINDS = (
     "bad_response",
     "bad_request",
     "context_length",
+    "crashed",  # the local model's server died (llm/local_client.py)
 )
 
 _CONTEXT_PATTERNS = re.compile(

@@ -260,6 +260,15 @@ class LocalModelServer:
             return None
         return f"{describe_exit(code)} — log: {self.log_path}"
 
+    def wait_for_exit(self, timeout: float) -> str | None:
+        """`exit_reason()` once the child has exited, waiting up to `timeout` seconds
+        for it; None if it is still running (blocking: call it in a thread)."""
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout)
+        return self.exit_reason()
+
     @property
     def supports_tools(self) -> bool:
         """False: llama_cpp.server's default (GGUF template) chat handler renders a
@@ -282,11 +291,11 @@ class LocalModelServer:
         config sets `llm.max_tokens` itself. Any model name reaches the one loaded
         model, so side queries on `fast_model` work too."""
         # Imported here: the child process imports this module as its shim and
-        # should not pay for the openai SDK.
-        from qwenmem_tui.llm.client import LLMClient
+        # should not pay for the client.
+        from qwenmem_tui.llm.local_client import LocalModelClient
 
-        return LLMClient(
-            base_url=self.base_url,
+        return LocalModelClient(
+            self,
             api_key=self.api_key,
             model=self.model,
             timeout=settings.llm.timeout,
@@ -340,6 +349,14 @@ class LocalModelServer:
         raise LocalModelError(
             f"Local model server could not bind a free port on {self.host}; see {self.log_path}"
         )
+
+    async def arestart(self, progress: ProgressCallback | None = None) -> None:
+        """Start again after the child died, on the same port when it is still free
+        (the client keeps its address)."""
+        if self._port is not None:
+            self._preferred_port = self._port
+        await self.astop()
+        await self.astart(progress)
 
     def stop(self) -> None:
         """Stop the child and wait for it; safe to call twice, from atexit or after a crash."""
@@ -475,7 +492,7 @@ class LocalModelServer:
                 raise _PortTaken
             lines = [line.strip() for line in output.splitlines() if line.strip()]
             raise LocalModelError(
-                f"Local model server exited during startup (code {code}): "
+                f"Local model server exited during startup ({describe_exit(code)}): "
                 f"{lines[-1] if lines else '(no output)'} — full log: {self.log_path}"
             )
         elapsed = time.monotonic() - started

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError
+from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError, ToolHandler
 from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
 from qwenmem_tui.memory.model import Category, Origin, WriteAction, WriteResult
 from qwenmem_tui.memory.provenance import Provenance
-from qwenmem_tui.memory.service import MemoryRejected, MemoryService
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.paths import project_id
 
 SAVE_MEMORY = "save_memory"
@@ -98,10 +99,16 @@ def save_memory_tool(service: MemoryService, *, on_write: OnWrite | None = None)
             id=m.id, category=m.category, key=m.key, flags=", ".join(m.flags)
         )
 
+    return save_memory_tool_for(handler)
+
+
+def save_memory_tool_for(handler: ToolHandler) -> Tool:
+    """The save_memory Tool around ``handler`` (features.py wraps one that waits for
+    the service): one definition of its name, schema and trust."""
     return Tool(
         name=SAVE_MEMORY,
         description=DESCRIPTION,
         parameters=PARAMETERS,
         handler=handler,
-        untrusted_output=False,  # a receipt of qwenmem's own
+        untrusted_output=False,  # its answer is a receipt of qwenmem's own
     )

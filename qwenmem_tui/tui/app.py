@@ -21,19 +21,21 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from textual import events
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.content import Content
 from textual.driver import Driver
 from textual.message import Message
 from textual.reactive import reactive
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.worker import get_current_worker
 
@@ -41,7 +43,7 @@ from qwenmem_tui import collector, debuglog
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import Tool, broad_root_notice
 from qwenmem_tui.chat.turns import QueryHook
-from qwenmem_tui.config import Settings
+from qwenmem_tui.config import ConfigError, Settings
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.runtime import ModelStarter, Runtime, StartupError, find_session
@@ -76,7 +78,10 @@ class QwenmemApp(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "qwenmem"
-    ENABLE_COMMAND_PALETTE = False
+    # Textual's palette (themes, keys, every slash command), on a key the chat leaves
+    # free: ctrl+p, its usual one, pins a message here. Listed at the footer's right.
+    ENABLE_COMMAND_PALETTE = True
+    COMMAND_PALETTE_BINDING = "ctrl+g"
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
         Binding("ctrl+r", "resume", "Resume", id="app.resume"),
@@ -148,6 +153,16 @@ class QwenmemApp(App[None]):
         self._session_features: SessionFeatures | None = None
         # ConfigError for an unknown id or key name: reported before anything is drawn.
         self.set_keymap(checked_keymap(settings, self.BINDINGS))
+        if settings.ui.theme is not None:
+            if settings.ui.theme not in self.available_themes:
+                names = ", ".join(sorted(self.available_themes))
+                raise ConfigError(
+                    f"{settings.source or 'config'}: ui.theme: expected one of: {names}, "
+                    f"got {settings.ui.theme!r}"
+                )
+            self.theme = settings.ui.theme
+        self.kept_session_id: str | None = None
+        """The session left on screen at exit, when it was kept (it had items)."""
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver for this terminal; on Linux and macOS the same driver with
@@ -161,6 +176,11 @@ class QwenmemApp(App[None]):
         return driver
 
     # -- what extensions and commands use -------------------------------------------
+
+    @property
+    def has_session(self) -> bool:
+        """A session is open (not yet while starting)."""
+        return self._session is not None
 
     @property
     def session(self) -> ChatSession:
@@ -215,6 +235,10 @@ class QwenmemApp(App[None]):
         """Append a widget to the conversation without storing anything."""
         self._chat_screen().show(widget)
 
+    def model_changed(self) -> None:
+        """The chat model was switched (/model): the status line names the new one."""
+        self._chat_screen().show_model(self.llm.status_label)
+
     def show_info(self, text: str) -> None:
         """A note in the conversation, not stored (command output, hints)."""
         self._chat_screen().show_info(text)
@@ -263,6 +287,17 @@ class QwenmemApp(App[None]):
     def action_command(self, name: str, args: str = "") -> None:
         """Run a slash command: the action behind keys extensions bind."""
         self._chat_screen().run_command(name, args)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The palette's commands: Textual's (theme, keys, quit) and every slash command."""
+        yield from super().get_system_commands(screen)
+        for command in self.commands:
+            if not command.usage.startswith("<"):  # a required argument needs the prompt
+                yield SystemCommand(
+                    command.signature.split()[0],
+                    command.description,
+                    partial(self.action_command, command.name),
+                )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "resume":
@@ -464,6 +499,9 @@ class QwenmemApp(App[None]):
                 # "(untitled)" session behind in `qwenmem sessions`.
                 if await self.store.delete_if_empty(self._session.info.id):
                     log.info("[TUI] empty session %s discarded", self._session.info.id)
+                    self.kept_session_id = None
+                else:
+                    self.kept_session_id = self._session.info.id
             except Exception:
                 log.exception("[TUI] closing the session failed")
 

@@ -92,6 +92,10 @@ async def _help(app: Host, args: str) -> None:
     lines += [
         f"  {command.signature.ljust(width)}  {command.description}" for command in app.commands
     ]
+    if app.has_session:
+        usage = app.session.usage_total()
+        lines += ["", f"Tokens this session: {usage.prompt_tokens:,} prompt, "
+                  f"{usage.completion_tokens:,} completion (as the endpoint counted them)"]
     lines += ["", "Keys:"]
     for key, description in [*app.describe_keys(), *PROMPT_KEYS, *app.help_keys]:
         lines.append(f"  {key.ljust(width)}  {description}")

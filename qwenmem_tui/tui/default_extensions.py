@@ -10,9 +10,11 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.features import enabled_features
 from qwenmem_tui.tui.compaction_extension import compaction_extension
 from qwenmem_tui.tui.extensions import ExtensionFactory
+from qwenmem_tui.tui.export_extension import export_extension
 from qwenmem_tui.tui.instructions_extension import instructions_extension
 from qwenmem_tui.tui.mcp_extension import mcp_extension
 from qwenmem_tui.tui.memory_extension import memory_extension
+from qwenmem_tui.tui.model_extension import model_extension
 from qwenmem_tui.tui.recap_controller import recap_extension
 
 EXTENSIONS: tuple[ExtensionFactory, ...] = (
@@ -21,12 +23,15 @@ EXTENSIONS: tuple[ExtensionFactory, ...] = (
     recap_extension,
     mcp_extension,
     instructions_extension,
+    model_extension,
+    export_extension,
 )
 """Every TUI extension, one line each (hook order is the assembly's, not this)."""
 
 
 def default_extensions(settings: Settings) -> list[ExtensionFactory]:
     """The extensions whose features this configuration turns on, and those that are
-    always there (/recap, /mcp saying how to add a server, /context)."""
+    always there (/recap, /mcp saying how to add a server, /context, /model, /copy,
+    /export)."""
     names = enabled_features(settings)
     return [factory for factory in EXTENSIONS if factory.always or frozenset(factory.features) <= names]

@@ -27,6 +27,7 @@ def binding_ids(app_bindings: Iterable[BindingType] = ()) -> list[str]:
     from qwenmem_tui.tui.screens.chat import ChatScreen
     from qwenmem_tui.tui.screens.memory import ConfirmForget, MemoryScreen
     from qwenmem_tui.tui.screens.resume import ResumeScreen
+    from qwenmem_tui.tui.screens.secret_confirm import SecretConfirm
     from qwenmem_tui.tui.widgets.prompt import PromptInput
 
     owners: Iterable[Iterable[BindingType]] = (
@@ -36,6 +37,7 @@ def binding_ids(app_bindings: Iterable[BindingType] = ()) -> list[str]:
         ResumeScreen.BINDINGS,
         MemoryScreen.BINDINGS,
         ConfirmForget.BINDINGS,
+        SecretConfirm.BINDINGS,
         (PIN_BINDING,),
     )
     return sorted(

@@ -20,7 +20,8 @@ from qwenmem_tui.features import MEMORY, MemoryAccess, MemoryUnavailable
 from qwenmem_tui.memory.model import Memory, WriteAction, WriteResult
 from qwenmem_tui.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, RECEIPT_ITEM, receipt_of
 from qwenmem_tui.memory.review import review_plan, waiting_label
-from qwenmem_tui.memory.service import MemoryRejected, MemoryService
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
@@ -219,15 +220,30 @@ class MemoryFeature:
         receipts[-1].open()
 
     async def correct(self, widget: MemoryReceipt, action: str, memory_id: int) -> None:
-        """A correction key on a receipt entry: forget, edit or not relevant here."""
+        """A correction key on a receipt entry: forget, edit or not relevant here. It runs
+        in a worker: the key returns at once, and a failure is one line, never a crash."""
+        if self._app is not None:
+            self._app.run_worker(
+                self._correct(widget, action, memory_id), group="memory-correct", exit_on_error=False
+            )
+
+    async def _correct(self, widget: MemoryReceipt, action: str, memory_id: int) -> None:
         app = self._app
-        if app is None:
-            return
+        assert app is not None
         try:
-            service = await self.service()
+            await self._apply(app, widget, action, memory_id)
         except MemoryUnavailable as exc:
             app.show_error(str(exc))
-            return
+        except NotImplementedError as exc:  # a store without it (PostgreSQL: not relevant)
+            app.show_error(f"Not done: {exc}.")
+        except Exception as exc:
+            log.exception("[MEMORY_RECEIPT] correction %s of #%d failed", action, memory_id)
+            app.show_error(f"Could not {action.replace('_', ' ')} memory #{memory_id}: {exc}")
+
+    async def _apply(
+        self, app: QwenmemApp, widget: MemoryReceipt, action: str, memory_id: int
+    ) -> None:
+        service = await self.service()
         memory = await service.get(memory_id, project=self.project)
         if memory is None:
             app.notify(f"Memory #{memory_id} is not in this project's memory any more.")

@@ -185,6 +185,71 @@ def test_keys_after_a_click_alt_enter_and_mouse_reports_in_a_real_terminal(
     terminal.wait_for("keys", exited=True)
 
 
+MCP_SERVER_TIME = Path(sys.executable).with_name("mcp-server-time")
+
+
+@pytest.mark.skipif(not QWENMEM.exists(), reason="the qwenmem script is not installed in this venv")
+@pytest.mark.skipif(not MCP_SERVER_TIME.exists(), reason="mcp-server-time is not installed")
+def test_mcp_model_copy_export_in_a_real_terminal(
+    terminal: Terminal, fake: FakeOpenAI, home: Path, project: Path
+) -> None:
+    """By config alone: an MCP server from PyPI the model calls; then /model, /copy
+    (OSC 52 into tmux's clipboard), /export, the token count and the quit line."""
+    with (home / "config.toml").open("a", encoding="utf-8") as config:
+        config.write(f'\n[mcp.servers.time]\ncommand = "{MCP_SERVER_TIME}"\n')
+    env = {k: v for k, v in _env(fake, home).items() if k != "QWENMEM_MODEL"}
+    terminal.start("basics", [str(QWENMEM)], cwd=project, env=env)
+    terminal.tmux("set-option", "-s", "set-clipboard", "on")  # OSC 52 fills a tmux buffer
+    terminal.wait_for("basics", "test-model")
+    deadline = time.monotonic() + 40
+    while True:  # /mcp shows the state now; the server starts in the background
+        terminal.type("basics", "/mcp")
+        try:
+            terminal.wait_for("basics", "mcp__time__get_current_time  (read-only)", timeout=2)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+
+    fake.script(
+        Reply(tool_calls=[ToolCallSpec("mcp__time__get_current_time", {"timezone": "Asia/Tokyo"})]),
+        Reply("In Tokyo it is **evening**."),
+    )
+    terminal.type("basics", "what time is it in Tokyo?")
+    screen = terminal.wait_for("basics", "it is evening")
+    assert "mcp__time__get_current_time(" in screen  # inline, like a built-in tool
+    tool_result = fake.chat_requests[1]["messages"][-1]
+    assert tool_result["role"] == "tool" and '"timezone": "Asia/Tokyo"' in tool_result["content"]
+    screen = terminal.wait_for("basics", "idle")
+    assert " in / " in screen and " out" in screen  # the session's tokens
+
+    terminal.type("basics", "/model test-fast")
+    terminal.wait_for("basics", "Model: test-fast")
+    fake.script(Reply("Fast *and* brief."))
+    terminal.type("basics", "hello")
+    terminal.wait_for("basics", "Fast and brief.")
+    assert fake.chat_requests[-1]["model"] == "test-fast"
+    terminal.wait_for("basics", "idle")
+
+    terminal.type("basics", "/copy")
+    terminal.wait_for("basics", "Copied the last reply")
+    assert terminal.tmux("show-buffer").strip() == "Fast *and* brief."
+
+    terminal.type("basics", "/export chat.md")
+    terminal.wait_for("basics", "Exported this session to chat.md")
+    exported = (project / "chat.md").read_text()
+    assert "## You\n\nwhat time is it in Tokyo?" in exported
+    assert "<code>mcp__time__get_current_time" in exported
+    assert "Fast *and* brief." in exported
+
+    terminal.tmux("send-keys", "-t", "basics", "C-q")
+    terminal.wait_for("basics", exited=True)
+    # The line may have scrolled above the pane by the time it is dead: read the history.
+    screen = terminal.tmux("capture-pane", "-p", "-S", "-200", "-t", "basics")
+    assert "saved. Resume it with: qwenmem --resume " in screen
+    assert "Traceback" not in screen
+
+
 def _gone(pid: int, timeout: float = 20.0) -> None:
     """Wait until process `pid` has exited (a bounded poll of another process)."""
     deadline = time.monotonic() + timeout

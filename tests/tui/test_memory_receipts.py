@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
 from qwenmem_tui.config import Settings
+from qwenmem_tui.export import export_session
 from qwenmem_tui.memory.model import DAY, AuditAction, Status
 from qwenmem_tui.memory.receipts import RECEIPT_ITEM
+from qwenmem_tui.memory.review import waiting_label
 from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.sqlite_store import SqliteMemoryStore
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.memory_extension import memory_extension
 from qwenmem_tui.tui.screens.memory_edit import EditMemoryScreen
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.memory_receipt import MemoryReceipt, ReceiptEntries
 from qwenmem_tui.tui.widgets.prompt import PromptInput
+from qwenmem_tui.tui.widgets.status_line import StatusLine
 
 from .conftest import FakeClock, send, settle, wait_until
 from .test_memory_tui import MemoryDetail, column, open_memory_screen, select_row
@@ -53,6 +58,25 @@ def line(receipt: MemoryReceipt) -> str:
 
 def chat_requests(fake: FakeOpenAI) -> list[dict]:
     return [body for body in fake.chat_requests if body["model"] == "test-model"]
+
+
+@asynccontextmanager
+async def fresh_service(settings: Settings, paths: Paths, clock: FakeClock) -> AsyncIterator[MemoryService]:
+    """The home's memory as another process (the CLI) reads it after the app."""
+    service = await MemoryService.open(settings, paths, clock=clock)
+    try:
+        yield service
+    finally:
+        await service.close()
+
+
+async def correct_first(pilot: Pilot, remembered: str, asked: str, key: str) -> MemoryReceipt:
+    """Remember a fact, ask about it, open the reply's receipt and press `key` on it."""
+    await run(pilot, f"/remember {remembered}", asked)
+    [receipt] = receipts(pilot.app)
+    await opened(pilot, receipt)
+    await pilot.press(key)
+    return receipt
 
 
 async def opened(pilot: Pilot, receipt: MemoryReceipt) -> ReceiptEntries:
@@ -108,6 +132,13 @@ async def test_receipts_come_back_with_resume(
         assert receipt.receipt.memories[0].value == "I live in Lisbon"
         stored = [i for i in app.session.items if i.type == RECEIPT_ITEM]
         assert len(stored) == 1 and stored[0].message is None  # never sent to the model
+        # And in exports (/export, `qwenmem sessions export`): the line, then the memory.
+        exported = export_session(app.session.info, app.session.items, now=app.clock())
+        assert "*⌁ 1 memory*\n- #1 `user/home_city`: I live in Lisbon (saved just now, origin user;" in exported
+        assert "recalled for this message" in exported
+        data = json.loads(export_session(app.session.info, app.session.items, "json"))
+        [item] = [i for i in data["items"] if i["type"] == RECEIPT_ITEM]
+        assert item["meta"]["memories"][0]["value"] == "I live in Lisbon"
 
 
 async def test_a_save_during_the_reply_shows_on_the_receipt(
@@ -134,21 +165,15 @@ async def test_forget_from_the_receipt_in_two_keys_leaves_the_running_session(
 ) -> None:
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
-        await run(pilot, "/remember I live in Lisbon", "where do I live?")
-        [receipt] = receipts(app)
-        await opened(pilot, receipt)
-        await pilot.press("f")
+        receipt = await correct_first(pilot, "I live in Lisbon", "where do I live?", "f")
         await wait_until(pilot, lambda: 1 in receipt.receipt.corrections)
         assert "forgotten" in str(receipt.query_one(ReceiptEntries).get_option_at_index(0).prompt)
         await run(pilot, "and now?")
         assert "Lisbon" not in json.dumps(chat_requests(fake)[-1]["messages"])
-    service = await MemoryService.open(settings, paths, clock=clock)
-    try:
+    async with fresh_service(settings, paths, clock) as service:
         [memory] = await service.list(statuses=None)
         assert memory.status is Status.DELETED
         assert [e.action for e in await service.audit(memory.id)][-1] is AuditAction.FORGET
-    finally:
-        await service.close()
 
 
 async def test_edit_from_the_receipt_supersedes_and_is_live_at_once(
@@ -156,10 +181,7 @@ async def test_edit_from_the_receipt_supersedes_and_is_live_at_once(
 ) -> None:
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
-        await run(pilot, "/remember I live in Lisbon", "where do I live?")
-        [receipt] = receipts(app)
-        await opened(pilot, receipt)
-        await pilot.press("e")
+        receipt = await correct_first(pilot, "I live in Lisbon", "where do I live?", "e")
         await wait_until(pilot, lambda: isinstance(app.screen, EditMemoryScreen))
         field = app.screen.query_one(Input)
         field.value = "I live in Porto"
@@ -181,10 +203,9 @@ async def test_not_relevant_here_stays_out_for_similar_messages_in_the_project(
 ) -> None:
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
-        await run(pilot, "/remember the deploy script is deploy.sh", "how do I deploy the app?")
-        [receipt] = receipts(app)
-        await opened(pilot, receipt)
-        await pilot.press("n")
+        receipt = await correct_first(
+            pilot, "the deploy script is deploy.sh", "how do I deploy the app?", "n"
+        )
         await wait_until(pilot, lambda: 1 in receipt.receipt.corrections)
         # Out of this session's requests at once, and no new receipt lists it.
         await run(pilot, "ok and then?")
@@ -197,13 +218,10 @@ async def test_not_relevant_here_stays_out_for_similar_messages_in_the_project(
         assert receipts(app) == []
         await run(pilot, "/clear", "where is the deploy script?")  # another question finds it
         assert "deploy.sh" in json.dumps(chat_requests(fake)[-1]["messages"])
-    service = await MemoryService.open(settings, paths, clock=clock)
-    try:
+    async with fresh_service(settings, paths, clock) as service:
         trail = await service.audit(1)
         assert trail[-1].action is AuditAction.DISMISS
         assert trail[-1].new_value == "how do I deploy the app?"
-    finally:
-        await service.close()
 
 
 async def test_the_receipt_keys_are_in_help_and_the_footer(
@@ -270,9 +288,6 @@ async def test_the_weekly_review_is_offered_on_memory_and_kept_rows_are_audited(
     paths: Paths,
     clock: FakeClock,
 ) -> None:
-    from qwenmem_tui.memory.review import waiting_label
-    from qwenmem_tui.tui.widgets.status_line import StatusLine
-
     app = make_memory_app()
     async with app.run_test(size=(120, 34)) as pilot:
         await run(pilot, "/remember I live in Lisbon", "/remember I prefer tabs over spaces")
@@ -294,12 +309,27 @@ async def test_the_weekly_review_is_offered_on_memory_and_kept_rows_are_audited(
         await wait_until(pilot, lambda: column(screen, "id") == ["2"])  # the sample left
         await pilot.press("escape")
         await wait_until(pilot, lambda: waiting_label(1) in status.badges.values())
-    service = await MemoryService.open(settings, paths, clock=clock)
-    try:
+    async with fresh_service(settings, paths, clock) as service:
         trail = await service.audit(1)
         assert (trail[-1].action, trail[-1].reason) == (AuditAction.REVIEW, "kept in the sampled review")
         stats = await service.stats()  # what `memory stats` prints
         assert (stats.reviewed, stats.reviewed_of, stats.to_json()["reviewed_share"]) == (1, 2, 0.5)
         assert "reviewed              50.0%  (1/2 active memories" in stats.to_text()
-    finally:
-        await service.close()
+
+
+async def test_a_correction_the_store_cannot_make_is_one_line_not_a_crash(
+    make_memory_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def unsupported(self: object, *args: object, **kwargs: object) -> None:
+        raise NotImplementedError("'not relevant here' needs the SQLite memory store")
+
+    monkeypatch.setattr(SqliteMemoryStore, "dismiss", unsupported)
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        receipt = await correct_first(pilot, "I live in Lisbon", "where do I live?", "n")
+        await settle(pilot)
+        assert [str(e.render()) for e in app.screen.query(ErrorItem)] == [
+            "✗ Not done: 'not relevant here' needs the SQLite memory store."
+        ]
+        assert receipt.receipt.corrections == {}
+        assert app.is_running

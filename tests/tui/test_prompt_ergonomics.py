@@ -24,6 +24,7 @@ from qwenmem_tui.storage.sessions import SessionStore
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.screens.chat import QueuedMessages
+from qwenmem_tui.tui.screens.secret_confirm import SecretConfirm
 from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem, ToolCallItem, UserItem
 from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import SPINNER, StatusLine
@@ -214,6 +215,8 @@ async def test_up_recalls_earlier_messages_across_sessions_and_redacts_secrets(
         await send(pilot, "/help")  # a command in the history does not stop the walk
         await settle(pilot)
         await send(pilot, f"my key is {SECRET}")
+        await wait_until(pilot, lambda: isinstance(app.screen, SecretConfirm))
+        await pilot.press("r")  # the secret warning (issue 25): send it redacted
         await settle(pilot)
         await send(pilot, "second\nquestion")
         await settle(pilot)

@@ -189,6 +189,7 @@ def test_no_command_launches_the_tui(
 
     class StubApp:
         return_code = 0
+        kept_session_id = None  # what the real app left on screen (printed on quit)
 
         def run(self) -> None:
             calls[-1]["ran"] = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import suppress
+from dataclasses import astuple
 from typing import TYPE_CHECKING, cast
 
 from textual import events, on, work
@@ -36,10 +37,12 @@ from qwenmem_tui.chat.events import (
     ToolCallStarted,
     TurnStarted,
 )
+from qwenmem_tui import secrets
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.prompt_history import HISTORY_FILE_NAME, PromptHistory
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.commands import parse_command
+from qwenmem_tui.tui.screens.secret_confirm import SecretChoice, SecretConfirm
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
 from qwenmem_tui.tui.widgets.items import AssistantItem, DimItem, ErrorItem, InfoItem, ToolCallItem
@@ -53,6 +56,10 @@ if TYPE_CHECKING:
     from qwenmem_tui.tui.host import Host
 
 log = logging.getLogger("qwenmem.tui")
+
+SECRET_SCAN_CHARS = 200_000
+"""How much of a message is scanned for secrets before it is sent (a bigger paste is
+scanned at its start: the whole of a 5 MB log would take seconds)."""
 
 WARM_DELAY = 0.3
 """Seconds of no typing before memory recall is warmed for the prompt's text: long
@@ -159,7 +166,9 @@ class ChatScreen(Screen[None]):
 
     async def show_session(self, session: ChatSession) -> None:
         """Show a session's stored items (the newest page) in place of the log."""
-        self.query_one(StatusLine).title = session.info.title
+        status = self.query_one(StatusLine)
+        status.title = session.info.title
+        status.tokens = astuple(session.usage_total())
         if self.qapp.state != "starting":  # what was typed while starting is for this one
             self._queue.clear()  # typed for the session we are leaving
             self._queue_changed()
@@ -294,9 +303,37 @@ class ChatScreen(Screen[None]):
     @on(PromptInput.Sent)
     async def _sent(self, event: PromptInput.Sent) -> None:
         # Back at the bottom, following the answer, even after scrolling up or selecting.
-        event.prompt.remember(event.text)
         await self.log_view.show_latest()
-        self.submit(event.text)  # the prompt cleared itself when it sent
+        text = event.text
+        if parse_command(text) is None:
+            # Awaited here, so messages sent meanwhile keep their order (this screen
+            # handles the next Sent after this one); scanned off the event loop.
+            found = await asyncio.to_thread(
+                secrets.scan, text[:SECRET_SCAN_CHARS], complete=False
+            )
+            if found:
+                self._confirm_secret(event.prompt, text, [f.kind for f in found])
+                return
+        event.prompt.remember(text)
+        self.submit(text)  # the prompt cleared itself when it sent
+
+    def _confirm_secret(self, prompt: PromptInput, text: str, kinds: list[str]) -> None:
+        """A message holding a secret: send it redacted, edit it, or send nothing. The
+        raw text goes nowhere: not to the model, the history, nor the prompt history."""
+        redacted = secrets.redact(text[:SECRET_SCAN_CHARS], complete=False) + text[SECRET_SCAN_CHARS:]
+
+        def chosen(choice: SecretChoice | None) -> None:
+            if choice is SecretChoice.SEND_REDACTED:
+                prompt.remember(redacted)
+                self.submit(redacted)
+            elif choice is SecretChoice.EDIT:
+                prompt.load_text(text)
+                prompt.move_cursor(prompt.document.end)
+                prompt.focus()
+            else:
+                self.show_info("Not sent: the message held a secret.")
+
+        self.app.push_screen(SecretConfirm(redacted, kinds), chosen)
 
     def submit(self, text: str) -> None:
         """Run a command now, or send a message (queued while the app is busy)."""
@@ -556,6 +593,7 @@ class _ReplyView(ChatEventHandler):
         await self._show_item(item)
         self._status.title = self._session.info.title
         if item.type == "assistant":
+            self._status.tokens = astuple(self._session.usage_total())
             await self._end_reply()
 
     async def _show_item(self, item: Item) -> None:

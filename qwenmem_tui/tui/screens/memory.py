@@ -23,7 +23,8 @@ from qwenmem_tui.memory.metrics import MemoryStats
 from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, AuditEntry, Memory, Status
 from qwenmem_tui.memory import review
 from qwenmem_tui.memory.review import review_plan
-from qwenmem_tui.memory.service import MemoryRejected, MemoryService
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 COLUMNS = ("id", "category", "key", "value", "origin", "status", "age", "expires", "flags")

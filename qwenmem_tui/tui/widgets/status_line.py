@@ -41,6 +41,8 @@ class StatusLine(Widget):
     """The model streams reasoning (never shown) before its answer."""
     badges: reactive[dict[str, str]] = reactive(dict, always_update=True)
     """Extensions' badges by name (e.g. memories awaiting review), in the order set."""
+    tokens: reactive[tuple[int, int]] = reactive((0, 0))
+    """(prompt, completion) tokens the endpoint counted for this session."""
 
     def __init__(
         self, *, id: str | None = None, clock: Callable[[], float] = time.monotonic
@@ -104,6 +106,17 @@ class StatusLine(Widget):
             parts += [" · ", (f"{self.queued} queued", "$warning")]
         for badge in self.badges.values():
             parts += [" · ", (terminal_safe(badge), "$warning")]
+        if any(self.tokens):
+            parts += [" · ", (token_label(*self.tokens), "$text-muted")]
         parts += [" · ", terminal_safe(self.title or "new session")]
         return Content.assemble(*parts)
+
+
+def _count(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 10_000 else f"{n:,}"
+
+
+def token_label(prompt: int, completion: int) -> str:
+    """ "12.3k in / 456 out": tokens the session's requests cost."""
+    return f"{_count(prompt)} in / {_count(completion)} out"
 

@@ -1,0 +1,93 @@
+"""The bundled model's chat client: a crash of its server is named as a crash.
+
+All the HTTP client sees of a local server that died is a connection dropped or
+refused, which the chat showed as a network problem ("The reply was cut off
+mid-stream (connection dropped)") when llama.cpp had in fact been killed by an
+illegal instruction. This client asks the process: a failed request whose server is
+gone becomes "the local model crashed (SIGILL: … built for another CPU) — log: …",
+and the server is started again for the next message, once: a server that dies
+again before it has answered anything stays down, and the message says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from qwenmem_tui.llm.client import LLMClient, LLMEvent, StreamFinished
+from qwenmem_tui.llm.errors import LLMError
+
+if TYPE_CHECKING:
+    from qwenmem_tui.llm.local_server import LocalModelServer
+
+log = logging.getLogger("qwenmem.llm")
+
+EXIT_WAIT_SECONDS = 2.0
+"""How long a failed request waits for the server's exit status: the socket closes
+while the dying process is still being torn down."""
+_CRASH_KINDS = frozenset({"connection", "bad_response", "timeout", "server"})
+
+
+class LocalModelClient(LLMClient):
+    """An `LLMClient` for a `LocalModelServer` child, which it restarts after a crash."""
+
+    def __init__(self, server: LocalModelServer, **options: Any) -> None:
+        super().__init__(base_url=server.base_url, **options)
+        self.server = server
+        self._may_restart = True  # until a restarted server dies before it answered
+        self._crashed: str | None = None  # the last crash, while the server is down
+        self._restart = asyncio.Lock()
+
+    async def _stream_chat(
+        self, messages: list[dict[str, Any]], **options: Any
+    ) -> AsyncIterator[LLMEvent]:
+        await self._running()
+        try:
+            async for event in super()._stream_chat(messages, **options):
+                if isinstance(event, StreamFinished):
+                    self._may_restart = True  # it answered: the next crash restarts it
+                yield event
+        except LLMError as exc:
+            named = await self._crash_error(exc)
+            if named is None:
+                raise
+            raise named from exc
+
+    async def _crash_error(self, exc: LLMError) -> LLMError | None:
+        """`exc` as the crash it is when the server has died, else None."""
+        if exc.kind not in _CRASH_KINDS:
+            return None
+        reason = await asyncio.to_thread(self.server.wait_for_exit, EXIT_WAIT_SECONDS)
+        if reason is None:
+            return None
+        self._crashed = reason
+        log.warning("[LOCAL_MODEL] %s", reason)
+        if self._may_restart:
+            return LLMError("crashed", f"{_sentence(reason)}; it restarts with your next message.")
+        return LLMError("crashed", f"{_sentence(reason)}; it crashed again, so it is not restarted.")
+
+    async def _running(self) -> None:
+        """Start the server again if it has died (once); else say why it is down."""
+        async with self._restart:
+            if self.server.running:
+                return
+            reason = self.server.exit_reason() or self._crashed or "the local model is not running"
+            if not self._may_restart:
+                raise LLMError("crashed", f"{_sentence(reason)}; restart qwenmem to try again.")
+            self._may_restart = False
+            log.info("[LOCAL_MODEL] restarting after: %s", reason)
+            try:
+                await self.server.arestart()
+            except Exception as exc:  # LocalModelError: one line for the user
+                raise LLMError("crashed", f"The local model could not restart: {exc}") from exc
+            self._crashed = None
+            if self.server.base_url != self.base_url:  # the old port was taken meanwhile
+                self.base_url = self.server.base_url
+                old, self._client = self._client, self._make_client(self.base_url, max_retries=0)
+                await old.close()
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
