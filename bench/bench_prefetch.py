@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qwenmem_tui.chat.prefetch import INITIAL, TOOL_RESULT, MemoryPrefetchHook
+from qwenmem_tui.memory.prefetch import INITIAL, TOOL_RESULT, MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryHook, TurnKind

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
+from qwenmem_tui.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError, ToolRegistry, builtin_tools
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryHook, QueryOutcome
 from qwenmem_tui.compaction import CompactionHook

@@ -46,6 +46,7 @@ from qwenmem_tui.chat.view import model_messages, view_items
 from qwenmem_tui.llm import client as llm_events
 from qwenmem_tui.llm.client import Completion, LLMClient, ToolCall, Usage
 from qwenmem_tui.llm.errors import LLMError
+from qwenmem_tui.storage.database import StorageError
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionNotFoundError, SessionStore, make_title
 from qwenmem_tui.text import one_line
 
@@ -301,7 +302,10 @@ class ChatSession:
                 outcome = progress.outcome(status, message)
             except Exception as exc:
                 log.exception("[CHAT] query failed session=%s", self.info.id)
-                message = one_line(f"Internal error: {exc}")
+                # A full disk or a damaged database is the user's to fix, and its line
+                # names the file: no "internal error" about it.
+                known = isinstance(exc, StorageError)
+                message = one_line(str(exc) if known else f"Internal error: {exc}")
                 try:
                     await self._commit_leftovers(progress, emit, f"Not run: {message}")
                     await self._persist(self._item("error", message), emit)

@@ -44,7 +44,8 @@ from qwenmem_tui.storage.database import DiskFull
 
 if TYPE_CHECKING:
     from qwenmem_tui.memory.index import Progress
-    from qwenmem_tui.memory.service import MemoryService, PendingWrite
+    from qwenmem_tui.memory.service import MemoryService
+    from qwenmem_tui.memory.writer import PendingWrite
 
 # Imported times must be real moments: not NaN or infinite (they never expire), not
 # before 2000, not more than a day ahead of now (a future created_at never expires).

@@ -6,7 +6,7 @@ request; qwenmem sees only requests. One *exchange* is what follows one user mes
 the request that brought it (UserQuery) and the ones that re-send it with tool results
 (ToolResult). They are recognised by the history up to and including that message.
 
-Recall follows the chat's prefetch rules (``chat/prefetch.py``): it starts when the
+Recall follows the chat's prefetch rules (``memory/prefetch.py``): it starts when the
 user message first arrives and is never awaited beyond ``memory.initial_wait_ms``; a
 recall ready in time goes in front of that user message, one that settles later goes
 after the tool results of a later request of the same exchange, never between a tool
@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.chat.prefetch import insert_after_tool_results, prepend_reminder
+from qwenmem_tui.memory.prefetch import insert_after_tool_results, prepend_reminder
 from qwenmem_tui.chat.view import content_text
 from qwenmem_tui.memory.extract import ExtractionJob, MemoryExtractionHook, last_exchange
 from qwenmem_tui.memory.provenance import Provenance

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome
 from qwenmem_tui.memory.model import Origin, WriteResult
 from qwenmem_tui.memory.provenance import Provenance
-from qwenmem_tui.memory.service import MemoryRejected, MemoryService
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.memory.tool import SAVE_MEMORY
 
 if TYPE_CHECKING:

@@ -172,7 +172,7 @@ _LEXICON = {
     "linguagem": "language", "lenguaje": "language", "idioma": "language", "lingua": "language",
     "empresa": "employer", "company": "employer", "job": "employer", "trabalho": "employer",
     "trabajo": "employer", "workplace": "employer",
-    "servidor": "server", "alvo": "target", "destino": "target",
+    "servidor": "server", "alvo": "target", "destino": "target", "deployment": "deploy",
     "versao": "version", "cor": "colour", "color": "colour",
     "equipe": "team", "equipo": "team",
     "banco": "database", "db": "database",
@@ -219,6 +219,7 @@ _MULTI = frozenset(
     "allergy allergies skill skills cousin uncle aunt neighbour neighbor client customer "
     "irma irmao amigo amiga colega filho filha hermana hermano hijo hija".split()
 )
+_CONNECTORS = frozenset("of de do da dos das del".split())
 _VERBS_SHORT = re.compile(r"^(?:is|are|was|has|have|had|does|did|will|can|likes?|loves?|hates?)$")
 
 MAX_SUBJECT_WORDS = 5
@@ -263,8 +264,9 @@ def canonical(phrase: Sequence[str]) -> str:
     """An attribute's comparable form: translated words without qualifiers, so
     "current_city", "home_city" and "cidade" are all "city"."""
     named = [_LEXICON.get(t, t) for t in phrase if t]
-    kept = [t for t in named if t not in _QUALIFIERS]
-    return "_".join(kept or named)
+    kept = [t for t in named if t not in _QUALIFIERS] or named
+    # "home_city" translates to "city city": one word.
+    return "_".join(t for i, t in enumerate(kept) if i == 0 or t != kept[i - 1])
 
 
 def _single(attribute: str) -> bool:
@@ -378,7 +380,9 @@ def _labelled(label: str, rest: str) -> Subject | None:
     if phrase is None:
         return None
     attribute = canonical(phrase)
-    known = _single(attribute) or any(t in _SINGLE for t in phrase)
+    # "Serviço de email": the head is the word before "de", not the last one.
+    joined = next((i for i, t in enumerate(phrase) if t in _CONNECTORS), len(phrase))
+    known = _single(canonical(phrase[:joined] or phrase))
     name_first = re.match(r"^([A-ZÀ-Ý][\w-]+)\s+\S", rest)
     if known and name_first and len(phrase) == 1:
         # "Phone: Alice 555-0101" — Alice's phone, not the phone.

@@ -148,7 +148,7 @@ class ProjectMemory:
     ) -> dict[str, Any]:
         """Save a note through the one write path; the guard may hold or refuse it."""
         from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
-        from qwenmem_tui.memory.service import MemoryRejected
+        from qwenmem_tui.memory.writer import MemoryRejected
 
         value = _text("text", text, MAX_VALUE_CHARS)
         chosen = _category(category)
@@ -185,7 +185,7 @@ class ProjectMemory:
         mend by asking the user. Attacks (injection, markup) stay held whoever vouches."""
         from qwenmem_tui.memory import guard
         from qwenmem_tui.memory.model import LABEL_FLAGS
-        from qwenmem_tui.memory.service import note_subject
+        from qwenmem_tui.memory.writer import note_subject
 
         if not isinstance(text, str) or not text.strip():
             return False

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from qwenmem_tui.features import MEMORY, MemoryAccess, MemoryUnavailable
-from qwenmem_tui.memory.model import Memory, WriteAction, WriteResult
+from qwenmem_tui.memory.model import FLAG_POSSIBLE_DUPLICATE, Memory, WriteAction, WriteResult
 from qwenmem_tui.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, RECEIPT_ITEM, receipt_of
 from qwenmem_tui.memory.review import review_plan, waiting_label
-from qwenmem_tui.memory.service import MemoryRejected, MemoryService
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
@@ -320,6 +321,8 @@ def remember_confirmation(result: WriteResult) -> str:
         return f"{line} (replaces the previous value)"
     if result.action is WriteAction.DEDUPLICATED:
         return f"{line} (already saved as #{memory.id})"
+    if FLAG_POSSIBLE_DUPLICATE in memory.flags:
+        return f"{line} (kept beside a similar memory: see /memory)"
     return line
 
 

@@ -14,7 +14,7 @@ import pytest
 from chat_support import CHAT_MODEL, TEST_API_KEY, chat_llm, collect
 from pgtest_support import Backend
 
-from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
+from qwenmem_tui.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings

@@ -139,3 +139,19 @@ def test_a_debug_log_on_a_full_disk_stays_quiet_and_is_not_offered(
     logging.getLogger("qwenmem.cli").error("[CLI] unexpected error", exc_info=ValueError("x"))
     assert "Logging error" not in capfd.readouterr().err
     assert debuglog.current_path() is None  # "details in FILE" would point at nothing
+
+
+async def test_a_chat_turn_on_a_full_disk_names_the_file_not_an_internal_error(
+    make_session: Any, session_store: Any,
+) -> None:
+    from chat_support import collect, outcome_of
+
+    session = await make_session()
+    db: Database = session_store.db
+    pages = (await db.fetchone("PRAGMA page_count"))[0]
+    await db.conn.execute(f"PRAGMA max_page_count = {pages}")  # not one page more
+    outcome = outcome_of(await collect(session, "hello " * 2000))
+    assert outcome.status == "error"
+    assert outcome.error == (
+        f"Cannot write {db.path}: the disk is full; free some space and retry"
+    ), outcome.error

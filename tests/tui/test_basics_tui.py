@@ -65,7 +65,9 @@ async def _open_picker(pilot: Pilot) -> ModelPicker:
     await wait_until(pilot, lambda: isinstance(pilot.app.screen, ModelPicker))
     picker = pilot.app.screen
     assert isinstance(picker, ModelPicker)
-    await pilot.app.workers.wait_for_complete()
+    # The list replaces the spinner once the endpoint answered (its worker may not
+    # have started when the screen first shows).
+    await wait_until(pilot, lambda: picker.query_one("#models").display)
     await pilot.pause()
     return picker
 

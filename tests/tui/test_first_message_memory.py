@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from qwenmem_tui.chat import prefetch as prefetch_module
+from qwenmem_tui.memory import prefetch as prefetch_module
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features import MEMORY
 from qwenmem_tui.llm.client import LLMClient

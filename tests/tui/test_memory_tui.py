@@ -573,3 +573,69 @@ def test_memory_screen_snapshot(
         await select_row(pilot, screen, 4)  # the quarantined one: its flags and history
 
     assert snap_compare(make_memory_app(), terminal_size=SIZE, run_before=open_screen)
+
+
+# --- issue 24: where a note went, distinct facts, restore and move ------------------------
+
+
+async def test_remember_says_where_each_fact_went_and_keeps_distinct_ones(
+    make_memory_app: Callable[..., QwenmemApp], settings: Settings, paths: Paths, clock: FakeClock
+) -> None:
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(
+            pilot,
+            "/remember the staging server is staging.example.com",
+            "/remember Ana leads the backend team",
+            "/remember Ana: prefers short meetings",
+            "/remember Ana: likes tea",
+            "/remember Bruno prefers tabs over spaces",
+            "/remember Bruno lives in Madrid",
+        )
+        lines = infos(app)
+    assert lines == [
+        "Remembered #1 project/staging_server: the staging server is staging.example.com",
+        "Remembered #2 project/ana: Ana leads the backend team",
+        "Remembered #3 project/ana_2: Ana: prefers short meetings",
+        "Remembered #4 project/ana_3: Ana: likes tea",
+        "Remembered #5 project/bruno_preference_spaces_tabs: Bruno prefers tabs over spaces",
+        "Remembered #6 project/bruno_home_city: Bruno lives in Madrid",
+    ]
+    memories = await stored(settings, paths, clock)
+    assert [m.status for m in memories] == [Status.ACTIVE] * 6
+    assert all(m.scope != "global" and m.category == Category.PROJECT for m in memories)
+
+
+async def test_a_superseded_memory_is_restored_and_a_memory_moved_in_one_key(
+    fake: FakeOpenAI,
+    make_memory_app: Callable[..., QwenmemApp],
+    settings: Settings,
+    paths: Paths,
+    clock: FakeClock,
+) -> None:
+    settings.memory.initial_wait_ms = 30_000  # deterministic delivery at the UserQuery
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, "/remember I live in São Paulo", "/remember I moved to Lisbon")
+        screen = await open_memory_screen(pilot)
+        await pilot.press("t")  # all statuses: the superseded row shows
+        await wait_until(pilot, lambda: len(column(screen, "id")) == 2)
+        await select_row(pilot, screen, 1)
+        assert screen.check_action("restore", ()) is True
+        await pilot.press("u")
+        await wait_until(pilot, lambda: column(screen, "status") == ["active", "superseded"])
+        await settle(pilot)
+        assert "restore by user" in str(screen.query_one("#memory-detail-text").render())
+        await select_row(pilot, screen, 1)
+        await pilot.press("m")  # the person's fact becomes this project's
+        await wait_until(pilot, lambda: column(screen, "category")[0] == "project")
+        await pilot.press("escape")
+        await run(pilot, "where do I live?")
+        request = json.dumps(chat_requests(fake)[-1]["messages"], ensure_ascii=False)
+        assert "I live in São Paulo" in request and "I moved to Lisbon" not in request
+    memories = await stored(settings, paths, clock)
+    assert [(m.id, m.category, m.status) for m in memories] == [
+        (1, Category.PROJECT, Status.ACTIVE),
+        (2, Category.USER, Status.SUPERSEDED),
+    ]
+    assert memories[0].scope != "global"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from chat_support import collect
 
-from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
+from qwenmem_tui.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.tools import Tool, ToolContext
 from qwenmem_tui.compaction import CompactionHook
 from qwenmem_tui.memory.receipts import MemoryReceiptHook

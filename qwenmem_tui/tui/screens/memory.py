@@ -20,10 +20,11 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Checkbox, DataTable, Footer, Input, Static
 
 from qwenmem_tui.memory.metrics import MemoryStats
-from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, AuditEntry, Memory, Status
+from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, AuditEntry, Category, Memory, Status
 from qwenmem_tui.memory import review
 from qwenmem_tui.memory.review import review_plan
-from qwenmem_tui.memory.service import MemoryRejected, MemoryService
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 COLUMNS = ("id", "category", "key", "value", "origin", "status", "age", "expires", "flags")
@@ -63,6 +64,14 @@ def clip(text: str, width: int) -> str:
     """One line of at most `width` characters; whitespace runs collapse to one space."""
     line = " ".join(terminal_safe(text).split())
     return line if len(line) <= width else line[: max(0, width - 1)] + "…"
+
+
+def moved_category(memory: Memory) -> Category:
+    """Where m moves a memory: a project or reference note to the person (user), a
+    user or feedback one to this project."""
+    if memory.category in (Category.PROJECT, Category.REFERENCE):
+        return Category.USER
+    return Category.PROJECT
 
 
 def memory_matches(memory: Memory, query: str) -> bool:
@@ -212,6 +221,8 @@ class MemoryScreen(Screen[None]):
         Binding("a", "approve", "Approve", id="memory.approve"),
         Binding("d", "forget", "Forget", id="memory.forget"),
         Binding("e", "edit", "Edit value", id="memory.edit"),
+        Binding("u", "restore", "Restore", id="memory.restore"),
+        Binding("m", "move", "Move", id="memory.move"),
         Binding("v", "keep", "Keep (reviewed)", id="memory.review_keep"),
         Binding("w", "toggle_review", "Review sample", id="memory.review"),
         Binding("r", "refresh", "Refresh", id="memory.refresh"),
@@ -225,7 +236,7 @@ class MemoryScreen(Screen[None]):
         """A memory was approved or forgotten here: what is listed is out of date."""
 
         memory: Memory
-        action: str  # "approve" | "forget" | "edit" | "keep"
+        action: str  # "approve" | "forget" | "edit" | "keep" | "restore" | "move"
 
     def __init__(
         self,
@@ -376,6 +387,10 @@ class MemoryScreen(Screen[None]):
             return selected is not None and selected.status is not Status.DELETED or None
         if action == "edit":
             return selected is not None and selected.status is Status.ACTIVE or None
+        if action == "restore":  # hidden unless a superseded memory is selected
+            return selected is not None and selected.status is Status.SUPERSEDED
+        if action == "move":
+            return selected is not None and selected.status in DEFAULT_STATUSES or None
         # The review's keys show only while a review is offered (the footer is full).
         if action == "keep":
             if not self._sample:
@@ -398,10 +413,25 @@ class MemoryScreen(Screen[None]):
         self.dismiss()
 
     def action_approve(self) -> None:
-        """a: a quarantined memory becomes active (the person vouches for it)."""
+        """a: a quarantined memory becomes active (the person vouches for it); on a
+        superseded one, the same as u (restore)."""
         memory = self.selected
         if memory is not None and memory.status is Status.QUARANTINED:
             self.approve(memory.id)
+        elif memory is not None and memory.status is Status.SUPERSEDED:
+            self.restore(memory.id)
+
+    def action_restore(self) -> None:
+        """u: a superseded memory is active again (what replaced it under its key gives way)."""
+        memory = self.selected
+        if memory is not None and memory.status is Status.SUPERSEDED:
+            self.restore(memory.id)
+
+    def action_move(self) -> None:
+        """m: a project memory becomes the person's (every project), and back."""
+        memory = self.selected
+        if memory is not None and memory.status in DEFAULT_STATUSES:
+            self.move(memory.id, moved_category(memory))
 
     def action_forget(self) -> None:
         """d: delete the selected memory, after a confirmation."""
@@ -466,6 +496,35 @@ class MemoryScreen(Screen[None]):
         self._selected = result.memory.id
         self.notify(f"Saved #{result.memory.id} ({result.memory.category}/{terminal_safe(result.memory.key)}).")
         self.post_message(self.MemoryChanged(result.memory, "edit"))
+
+    @work(group="memory-write")
+    async def restore(self, memory_id: int) -> None:
+        restored = await self._service.restore(
+            memory_id, project=self._project, reason="restored on the /memory screen"
+        )
+        if restored is None:
+            self.notify(f"Memory #{memory_id} is no longer superseded.", severity="warning")
+            return
+        memory, replaced = restored
+        gave_way = f"; #{', #'.join(map(str, replaced))} gave way" if replaced else ""
+        self.notify(f"Restored #{memory_id} ({memory.category}/{terminal_safe(memory.key)}){gave_way}.")
+        self.post_message(self.MemoryChanged(memory, "restore"))
+
+    @work(group="memory-write")
+    async def move(self, memory_id: int, category: Category) -> None:
+        try:
+            moved = await self._service.move(
+                memory_id, category, project=self._project, reason="moved on the /memory screen"
+            )
+        except ValueError as exc:
+            self.notify(f"Not moved: {exc}.", severity="error")
+            return
+        if moved is None:
+            self.notify(f"No memory with id {memory_id}", severity="warning")
+            return
+        where = "this project only" if moved.scope != GLOBAL_SCOPE else "every project"
+        self.notify(f"Moved #{memory_id} to {moved.category}/{terminal_safe(moved.key)} ({where}).")
+        self.post_message(self.MemoryChanged(moved, "move"))
 
     @work(group="memory-write")
     async def approve(self, memory_id: int) -> None:

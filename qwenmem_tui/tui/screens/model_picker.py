@@ -9,15 +9,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Input, LoadingIndicator, OptionList, Static
 from textual.widgets.option_list import Option
 
 from qwenmem_tui.llm.errors import LLMError
+from qwenmem_tui.tui.screens.picker import PickerScreen
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 
-class ModelPicker(ModalScreen[str | None]):
+class ModelPicker(PickerScreen):
     """Dismisses with the chosen model id, or None (Esc, or the list failed: then
     `on_error` got the one line to show)."""
 
@@ -33,11 +33,7 @@ class ModelPicker(ModalScreen[str | None]):
     ModelPicker LoadingIndicator { height: 1fr; }
     ModelPicker #model-help { margin: 1 0 0 0; color: $text-muted; }
     """
-    BINDINGS = [
-        Binding("escape", "close", "Close", id="model.close"),
-        Binding("down", "move(1)", show=False, priority=True),
-        Binding("up", "move(-1)", show=False, priority=True),
-    ]
+    BINDINGS = [Binding("escape", "close", "Close", id="model.close")]
 
     def __init__(
         self,
@@ -106,26 +102,8 @@ class ModelPicker(ModalScreen[str | None]):
 
     @on(Input.Submitted, "#model-filter")
     def _submitted(self, event: Input.Submitted) -> None:
-        options = self.query_one(OptionList)
-        if options.display and options.highlighted is not None:
-            option = options.get_option_at_index(options.highlighted)
-            if option.id is not None:
-                self.dismiss(option.id)
-                return
-        if event.value.strip():
-            self.dismiss(event.value.strip())
-
-    @on(OptionList.OptionSelected)
-    def _selected(self, event: OptionList.OptionSelected) -> None:
-        if event.option.id is not None:
-            self.dismiss(event.option.id)
-
-    def action_move(self, step: int) -> None:
-        options = self.query_one(OptionList)
-        if step > 0:
-            options.action_cursor_down()
-        else:
-            options.action_cursor_up()
-
-    def action_close(self) -> None:
-        self.dismiss(None)
+        chosen = self.highlighted_id() if self.query_one(OptionList).display else None
+        if chosen is None and event.value.strip():
+            chosen = event.value.strip()  # a name the endpoint does not list
+        if chosen is not None:
+            self.dismiss(chosen)

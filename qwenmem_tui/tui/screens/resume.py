@@ -9,11 +9,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from qwenmem_tui.storage.sessions import SessionInfo, SessionStore
+from qwenmem_tui.tui.screens.picker import PickerScreen
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 
@@ -32,15 +32,11 @@ def session_matches(info: SessionInfo, query: str) -> bool:
     return all(word in haystack for word in query.lower().split())
 
 
-class ResumeScreen(ModalScreen[str | None]):
+class ResumeScreen(PickerScreen):
     """Pick a session; dismisses with its id, or None on Esc."""
 
     CSS_PATH = "resume.tcss"
-    BINDINGS = [
-        Binding("escape", "close", "Close", id="resume.close"),
-        Binding("down", "move(1)", show=False, priority=True),
-        Binding("up", "move(-1)", show=False, priority=True),
-    ]
+    BINDINGS = [Binding("escape", "close", "Close", id="resume.close")]
 
     def __init__(
         self,
@@ -103,23 +99,6 @@ class ResumeScreen(ModalScreen[str | None]):
 
     @on(Input.Submitted, "#filter")
     def _open_highlighted(self) -> None:
-        options = self.query_one(OptionList)
-        if options.highlighted is not None:
-            option = options.get_option_at_index(options.highlighted)
-            if option.id is not None:
-                self.dismiss(option.id)
-
-    @on(OptionList.OptionSelected)
-    def _open_selected(self, event: OptionList.OptionSelected) -> None:
-        if event.option.id is not None:
-            self.dismiss(event.option.id)
-
-    def action_move(self, step: int) -> None:
-        options = self.query_one(OptionList)
-        if step > 0:
-            options.action_cursor_down()
-        else:
-            options.action_cursor_up()
-
-    def action_close(self) -> None:
-        self.dismiss(None)
+        chosen = self.highlighted_id()
+        if chosen is not None:
+            self.dismiss(chosen)

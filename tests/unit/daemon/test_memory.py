@@ -132,3 +132,35 @@ def test_one_truth_per_fact_in_a_running_daemon_session_over_http(
         asyncio.run(forget_elsewhere())
         ask("and now?")
         assert not any("Deploys go to" in r for r in reminders(fake.chat_requests[-1]))
+
+
+def test_the_daemon_keeps_explicit_keys_and_every_distinct_fact(
+    make_daemon, fake: FakeOpenAI, settings: Settings, paths: Paths
+) -> None:
+    """Issue 24: three facts about one person saved by the model over HTTP stay three,
+    each under the key the model gave; a restated one still replaces its old value."""
+    facts = [
+        ("project", "ana_role", "Ana leads the backend team"),
+        ("project", "ana_meetings", "Ana: prefers short meetings before noon"),
+        ("project", "ana_remote", "Ana: works remotely on Fridays"),
+        ("project", "ana_city", "Ana lives in Porto"),
+        ("project", "ana_home", "Ana moved to Lisbon"),
+    ]
+    script = []
+    for category, key, value in facts:
+        args = {"category": category, "key": key, "value": value}
+        script += [Reply(tool_calls=[ToolCallSpec("save_memory", args)]), Reply("Saved.")]
+    fake.script(*script)
+    with TestClient(make_daemon()) as client:
+        session_id = client.post("/session").json()["sessionId"]
+        for _, _, value in facts:
+            assert prompt(client, session_id, f"remember: {value}") == "Saved."
+
+    async def active() -> list[tuple[str, str]]:
+        service = await MemoryService.open(settings, paths)
+        try:
+            return [(m.key, m.value) for m in await service.list(statuses=[Status.ACTIVE])]
+        finally:
+            await service.close()
+
+    assert asyncio.run(active()) == [(k, v) for _, k, v in facts[:3]] + [("ana_home", "Ana moved to Lisbon")]

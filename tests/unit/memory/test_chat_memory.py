@@ -16,7 +16,7 @@ import pytest
 from chat_support import chat_llm, collect
 from memtest_support import Clock, make_settings
 
-from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
+from qwenmem_tui.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import QueryHook

