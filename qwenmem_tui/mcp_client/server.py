@@ -290,6 +290,8 @@ def describe_failure(exc: BaseException, timed_out: str) -> str:
     if isinstance(exc, PermissionError):
         return f"could not start: permission denied ({exc.filename or exc})"
     text = one_line(str(exc)) or type(exc).__name__
+    if type(exc).__name__ in ("ConnectError", "ConnectTimeout"):  # httpx: an HTTP server
+        return f"could not connect: {text}"
     if type(exc).__name__ in ("ClosedResourceError", "EndOfStream", "BrokenResourceError"):
         return CLOSED
     return f"failed: {text}"

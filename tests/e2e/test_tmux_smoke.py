@@ -77,6 +77,18 @@ class Terminal:
             time.sleep(0.1)  # a bounded poll of another process's screen
 
 
+def _env(fake: FakeOpenAI, home: Path) -> dict[str, str]:
+    return checkout_env({
+        "QWENMEM_HOME": str(home),
+        "QWENMEM_BASE_URL": fake.base_url,
+        "QWENMEM_API_KEY": "sk-test",
+        "QWENMEM_MODEL": "fake-model",
+        "TERM": "xterm-256color",
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", str(home)),
+    })
+
+
 @pytest.fixture
 def terminal() -> Iterator[Terminal]:
     term = Terminal(f"qwenmem-test-{os.getpid()}")
@@ -89,15 +101,7 @@ def test_chat_quit_and_resume_in_a_real_terminal(
     terminal: Terminal, fake: FakeOpenAI, home: Path, project: Path
 ) -> None:
     fake.script(Reply("The answer is **forty-two**.", chunk_size=4))
-    env = checkout_env({
-        "QWENMEM_HOME": str(home),
-        "QWENMEM_BASE_URL": fake.base_url,
-        "QWENMEM_API_KEY": "sk-test",
-        "QWENMEM_MODEL": "fake-model",
-        "TERM": "xterm-256color",
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", str(home)),
-    })
+    env = _env(fake, home)
     terminal.start("first", [str(QWENMEM)], cwd=project, env=env)
     terminal.wait_for("first", "fake-model")
     terminal.type("first", "What is the answer?")
@@ -113,18 +117,6 @@ def test_chat_quit_and_resume_in_a_real_terminal(
     assert "Traceback" not in screen
     terminal.tmux("send-keys", "-t", "second", "C-q")
     terminal.wait_for("second", exited=True)
-
-
-def _env(fake: FakeOpenAI, home: Path) -> dict[str, str]:
-    return checkout_env({
-        "QWENMEM_HOME": str(home),
-        "QWENMEM_BASE_URL": fake.base_url,
-        "QWENMEM_API_KEY": "sk-test",
-        "QWENMEM_MODEL": "fake-model",
-        "TERM": "xterm-256color",
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", str(home)),
-    })
 
 
 def _raw(terminal: Terminal, name: str, data: str) -> None:

@@ -83,3 +83,32 @@ async def test_a_sentence_typed_right_after_clicking_any_item_is_sent_whole(
             sent = fake.chat_requests[number - 1]["messages"][-1]["content"]
             assert sent == sentence, name
             assert app.focused is app.screen.query_one(PromptInput)
+
+
+async def test_editing_keys_and_a_paste_after_a_click_edit_the_prompt_in_order(
+    fake: FakeOpenAI, make_app: Callable[..., QwenmemApp]
+) -> None:
+    fake.script(
+        Reply(tool_calls=[ToolCallSpec("read_file", {"path": "README.md"})]),
+        Reply("The README says hello."),
+    )
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await send(pilot, "what is in the readme?")
+        await settle(pilot)
+        await pilot.click(ToolCallItem, offset=(2, 0))
+        await pilot.pause()
+        prompt = app.screen.query_one(PromptInput)
+        assert app.focused is not prompt
+        # Arriving together: a backspace first, a paste, arrows, a delete.
+        keys = [("backspace", None), ("h", "h"), ("e", "e"), ("x", "x"), ("backspace", None)]
+        for key, character in keys:
+            app.post_message(events.Key(key, character))
+        app.post_message(events.Paste("llo world"))
+        for key, character in [("left", None)] * 6 + [("delete", None), ("_", "_")]:
+            app.post_message(events.Key(key, character))
+        await pilot.pause()
+        await pilot.pause()
+        assert prompt.text == "hello_world"
+        assert app.focused is prompt

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -226,3 +226,65 @@ def test_unreadable_permissions_file_counts_as_no_answers(tmp_path: Path) -> Non
     (tmp_path / "mcp_permissions.json").write_text("{broken")
     store = PermissionStore(tmp_path, "/p")
     assert not store.allowed("mcp__a__b")
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    """A server on the SDK over streamable HTTP, served by uvicorn on a free port."""
+    import socket
+    import threading
+
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("shout")
+
+    @server.tool()
+    def shout(text: str) -> str:
+        """Upper-case the text."""
+        return text.upper()
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    port = sock.getsockname()[1]
+    web = uvicorn.Server(uvicorn.Config(server.streamable_http_app(), log_level="warning"))
+    thread = threading.Thread(target=web.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        web.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+async def test_streamable_http_server(
+    tmp_path: Path, http_server: str, running: list[McpServers]
+) -> None:  # `running` after `http_server`: the client goes before the server stops
+    servers = _servers(tmp_path, web=McpServerSettings(url=http_server, trust=True))
+    running.append(servers)
+    servers.start()
+    await _ready(servers)
+    assert servers.servers["web"].state == "ready", servers.servers["web"].error
+    result = await _registry(servers).call("mcp__web__shout", '{"text": "hi"}', _ctx(tmp_path))
+    assert result.content == "HI" and not result.is_error
+
+
+async def test_unreachable_http_server_fails_with_one_line(
+    tmp_path: Path, running: list[McpServers]
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    servers = _servers(
+        tmp_path, web=McpServerSettings(url=f"http://127.0.0.1:{port}/mcp", timeout=5)
+    )
+    running.append(servers)
+    servers.start()
+    await _ready(servers)
+    server = servers.servers["web"]
+    assert server.state == "failed" and server.error and "\n" not in server.error
+    assert server.error.startswith("could not connect")
