@@ -379,7 +379,10 @@ class ChatScreen(Screen[None]):
         self.query_one(StatusLine).add_labels({name: s.label for name, s in states.items()})
 
     def set_badge(self, name: str, text: str | None) -> None:
-        self.query_one(StatusLine).set_badge(name, text)
+        # A query, not query_one: a count that lands while the app quits (the screen's
+        # widgets already gone) has nothing to show and must not raise.
+        for status in self.query(StatusLine):
+            status.set_badge(name, text)
 
     def _queue_changed(self) -> None:
         self.query_one(QueuedMessages).show_queue(self._queue)
