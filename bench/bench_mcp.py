@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_memory import _pct  # same directory: run as a script
+from bench_recall import insert_rows
 from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -37,15 +39,9 @@ from qwenmem_tui.config import load_settings
 from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, content_hash
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
-from qwenmem_tui.storage.database import Database
 
 REPO = Path(__file__).resolve().parent.parent
 USER = "bench"
-
-
-def _pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _home(tmp: Path, embedding: str) -> Path:
@@ -81,20 +77,7 @@ async def _seed(home: Path, project: Path, n: int) -> None:
             (USER, GLOBAL_SCOPE if i % 4 < 2 else scope, category, f"fact_{i}", value, now, now,
              now + 365 * DAY, content_hash(value), embedder_id, vectors[i].astype("<f4").tobytes())
         )
-    db = await Database.open(paths.db_file)
-    try:
-        async def insert(conn) -> None:  # type: ignore[no-untyped-def]
-            await conn.executemany(
-                "INSERT INTO memories (user, scope, category, key, value, origin, status, flags,"
-                " created_at, updated_at, expires_at, content_hash, embedding_model, embedding)"
-                " VALUES (?, ?, ?, ?, ?, 'tool', 'active', '[]', ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-            await conn.execute("UPDATE memory_meta SET value = value + 1 WHERE name = 'generation'")
-
-        await db.write(insert)
-    finally:
-        await db.close()
+    await insert_rows(paths, rows)
     # The index is a cache: build it once, as the user's first session would.
     service = await MemoryService.open(settings, paths)
     await service.close()

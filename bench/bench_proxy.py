@@ -32,6 +32,7 @@ from pathlib import Path
 
 import httpx
 import uvicorn
+from bench_memory import _pct  # same directory: run as a script
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.cli import bind_socket
@@ -43,11 +44,6 @@ from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 ANSWER = "The deploy script lives in tools/ship.sh; run it from the repository root. " * 3
-
-
-def _pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 @contextmanager

@@ -243,6 +243,12 @@ async def _seed(paths: Paths, n: int, embedder_id: str, dim: int, corpus: Corpus
             (USER, scope, category, f"fact_{i}", value, now, now, now + 365 * DAY,
              content_hash(value), embedder_id, vectors[i].astype("<f4").tobytes())
         )
+    await insert_rows(paths, rows)
+
+
+async def insert_rows(paths: Paths, rows: list[tuple[Any, ...]]) -> None:
+    """Active rows in one bulk insert: (user, scope, category, key, value, created_at,
+    updated_at, expires_at, content_hash, embedding_model, embedding bytes) each."""
     db = await Database.open(paths.db_file)
     try:
         async def insert(conn) -> None:  # type: ignore[no-untyped-def]

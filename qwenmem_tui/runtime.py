@@ -195,9 +195,9 @@ class Runtime:
         Memory opens in the background (the TUI draws before a vector index loads);
         `open_memory=True` waits for it, so a broken store fails the opening (the
         daemon); `check_integrity=True` reads every page of the database first
-        (`Database.check_integrity`), for a face that runs for days. `memory_notice` hears the store's one-line notices (PostgreSQL down,
-        reconnecting); a face may add more listeners to `memory.notice_listeners`
-        before the service starts.
+        (`Database.check_integrity`), for a face that runs for days. `memory_notice`
+        hears the store's one-line notices (PostgreSQL down, reconnecting); a face may
+        add more listeners to `memory.notice_listeners` before the service starts.
 
         `cwd` (default: `root`): where the user works; the project instruction files
         from `root` down to it go into the system prompt (`qwenmem_tui.instructions`).
@@ -208,13 +208,7 @@ class Runtime:
         db: Database | None = None
         client: LLMClient | None = None
         try:
-            paths.ensure()
-            try:
-                db = await Database.open(paths.db_file, on_retry=on_database_retry)
-                if check_integrity:
-                    await db.check_integrity()
-            except StorageError as exc:
-                raise StartupError(str(exc)) from exc
+            db = await _open_database(paths, on_database_retry, check_integrity=check_integrity)
             await _preload()
             instructions = await asyncio.to_thread(
                 load_instructions, root, cwd if cwd is not None else root, paths.home
@@ -262,19 +256,26 @@ class Runtime:
             if db is not None:
                 await db.close()
             raise
-        # In the background, for every face: a slow MCP server joins when it is ready.
-        assembly.start()
-        memory = runtime.memory
-        if memory is not None:
-            if memory_notice is not None:
-                memory.notice_listeners.append(memory_notice)
-            if open_memory:
-                try:
-                    await memory.service()
-                except BaseException:
-                    await runtime.close()
-                    raise
+        await runtime._start(open_memory=open_memory, memory_notice=memory_notice)
         return runtime
+
+    async def _start(
+        self, *, open_memory: bool, memory_notice: Callable[[str], None] | None
+    ) -> None:
+        """What runs once everything is open: the features' background work (a slow
+        MCP server joins when it is ready), and memory (awaited with `open_memory`)."""
+        self.assembly.start()
+        memory = self.memory
+        if memory is None:
+            return
+        if memory_notice is not None:
+            memory.notice_listeners.append(memory_notice)
+        if open_memory:
+            try:
+                await memory.service()
+            except BaseException:
+                await self.close()
+                raise
 
     # -- what faces use ------------------------------------------------------------
 
@@ -358,6 +359,24 @@ class Runtime:
                 await self.llm.aclose()
         finally:
             await self.db.close()
+
+
+async def _open_database(
+    paths: Paths, on_retry: RetryCallback | None, *, check_integrity: bool
+) -> Database:
+    """The home's database, opened and migrated (and read through when asked);
+    StartupError naming the file when it cannot be used."""
+    paths.ensure()
+    db: Database | None = None
+    try:
+        db = await Database.open(paths.db_file, on_retry=on_retry)
+        if check_integrity:
+            await db.check_integrity()
+    except StorageError as exc:
+        if db is not None:
+            await db.close()
+        raise StartupError(str(exc)) from exc
+    return db
 
 
 async def _preload() -> None:

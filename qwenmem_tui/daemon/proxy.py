@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from qwenmem_tui.memory.exchange import ExchangeMemory, Shaped
 from qwenmem_tui.paths import project_id, project_root
@@ -214,12 +215,29 @@ async def chat_completions(request: Request) -> Response:
         await _after_reply(upstream, project, shaped, _reply_text(raw))
         return Response(raw, status_code=response.status_code, headers=headers, media_type=media_type)
     headers.update({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
-    return StreamingResponse(
+    return _RelayedStream(
         _relay(upstream, project, shaped, response),
+        upstream=response,
         status_code=response.status_code,
         headers=headers,
         media_type=media_type,
     )
+
+
+class _RelayedStream(StreamingResponse):
+    """A relayed stream that closes the upstream response however it ends: a client
+    that leaves before the first chunk leaves the generator (and its ``finally``)
+    unstarted, and the upstream connection would stay open."""
+
+    def __init__(self, content: AsyncIterator[bytes], *, upstream: httpx.Response, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._upstream = upstream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._upstream.aclose()
 
 
 async def _relay(

@@ -94,7 +94,9 @@ def read_source(kind: str, path: Path) -> list[ImportedEntry]:
     for file in files:
         if file.name == INDEX_FILE:
             continue  # the folder's index: pointers to the files read here
-        entries.extend(_markdown(file))
+        # In a folder only typed memory files and context files count: a command's or a
+        # skill's Markdown bullets there are not rules the person gave.
+        entries.extend(_markdown(file, context=not path.is_dir() or file.name in CONTEXT_FILES))
     return entries
 
 
@@ -112,15 +114,15 @@ def _read_text(path: Path) -> str:
         raise ImportSourceError(f"{path}: {exc.strerror or exc}") from exc
 
 
-def _markdown(path: Path) -> Iterator[ImportedEntry]:
+def _markdown(path: Path, *, context: bool) -> Iterator[ImportedEntry]:
     text = _read_text(path)
     front, body = split_front_matter(text)
     if front is not None:
         entry = _memory_file(path, front, body)
         if entry is not None:
             yield entry
-        return
-    yield from _context_file(path, text)
+    elif context:
+        yield from _context_file(path, text)
 
 
 def split_front_matter(text: str) -> tuple[dict[str, str] | None, str]:
@@ -172,7 +174,13 @@ def _memory_file(path: Path, front: dict[str, str], body: str) -> ImportedEntry 
 def _context_file(path: Path, text: str) -> Iterator[ImportedEntry]:
     """Bullets of a CLAUDE.md / QWEN.md: facts saved by the tool, or the user's rules."""
     added = False
+    fenced = False
     for number, line in enumerate(text.splitlines(), start=1):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced  # a code block's lines are code, not bullets
+            continue
+        if fenced:
+            continue
         if line.lstrip().startswith("#"):
             added = bool(ADDED_MEMORIES.match(line.strip()))
             continue

@@ -21,7 +21,7 @@ from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 
 if TYPE_CHECKING:
     from qwenmem_tui.storage.sessions import Item
-    from qwenmem_tui.tui.app import QwenmemApp
+    from qwenmem_tui.tui.host import Host
 
 
 def replies(items: list[Item]) -> list[str]:
@@ -35,7 +35,7 @@ def replies(items: list[Item]) -> list[str]:
     return texts
 
 
-async def _copy(app: QwenmemApp, args: str) -> None:
+async def _copy(app: Host, args: str) -> None:
     try:
         n = int(args) if args else 1
     except ValueError:
@@ -66,7 +66,7 @@ def _free_name(directory: Path, name: str) -> Path:
     return path
 
 
-async def _export(app: QwenmemApp, args: str) -> None:
+async def _export(app: Host, args: str) -> None:
     session = app.session
     if args:
         path = Path(args).expanduser()

@@ -241,7 +241,7 @@ class MemoryFeature:
             app.show_error(f"Could not {action.replace('_', ' ')} memory #{memory_id}: {exc}")
 
     async def _apply(
-        self, app: QwenmemApp, widget: MemoryReceipt, action: str, memory_id: int
+        self, app: Host, widget: MemoryReceipt, action: str, memory_id: int
     ) -> None:
         service = await self.service()
         memory = await service.get(memory_id, project=self.project)

@@ -14,7 +14,7 @@ from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 
 if TYPE_CHECKING:
-    from qwenmem_tui.tui.app import QwenmemApp
+    from qwenmem_tui.tui.host import Host
 
 MODEL_ITEM = "model_switch"
 
@@ -30,7 +30,7 @@ def session_model(items: list[Item]) -> str | None:
 async def _build(context: AppContext) -> Extension:
     configured = context.llm.model  # what a session without a switch chats with
 
-    async def switch(app: QwenmemApp, model: str) -> None:
+    async def switch(app: Host, model: str) -> None:
         if model == app.llm.model:
             app.show_info(f"Already chatting with {model}.")
             return
@@ -38,7 +38,7 @@ async def _build(context: AppContext) -> Extension:
         app.model_changed()
         await app.add_display_item(MODEL_ITEM, f"Model: {model}", {"model": model})
 
-    async def command(app: QwenmemApp, args: str) -> None:
+    async def command(app: Host, args: str) -> None:
         if args:
             await switch(app, args.split()[0])
             return
@@ -50,7 +50,7 @@ async def _build(context: AppContext) -> Extension:
 
         app.push_screen(ModelPicker(app.llm.list_models, app.llm.model, app.show_error), chosen)
 
-    def opened(app: QwenmemApp, resumed: bool) -> None:
+    def opened(app: Host, resumed: bool) -> None:
         model = session_model(app.session.items) or configured
         if model != app.llm.model:
             app.llm.use_model(model)

@@ -10,7 +10,12 @@
    (`qwenmem_tui/runtime.py`) import no face, and only the TUI
    (and the CLI entry that starts it) imports Textual — statically, so a function-local
    import the subprocess check in test_core_imports.py never runs is caught too.
-4. The faces (`tui/`, `daemon/`) construct no hook: no call to a class whose name ends
+4. The base (config, paths, text, secrets, the debug log, prompt history, `llm/`,
+   `storage/`) imports nothing above it: no feature, no chat loop, no face.
+5. The TUI and the daemon open nothing the runtime opens (database, session store,
+   LLM client, memory service, feature assembly, chats): they present `Runtime`.
+6. No module but `tui/app.py` names the app class: the others see `tui.host.Host`.
+7. The faces (`tui/`, `daemon/`) construct no hook: no call to a class whose name ends
    in `Hook` or that implements `QueryHook` (by inheritance or by defining its five
    methods), and no such class defined there. Hooks are built by the core assembly
    (`qwenmem_tui/features.py`), the same for both faces.
@@ -300,6 +305,99 @@ def test_faces_construct_no_hook() -> None:
     assert hook_constructions(load_modules()) == []
 
 
+BASE = (
+    f"{PACKAGE}.config",
+    f"{PACKAGE}.paths",
+    f"{PACKAGE}.text",
+    f"{PACKAGE}.secrets",
+    f"{PACKAGE}.debuglog",
+    f"{PACKAGE}.prompt_history",
+    f"{PACKAGE}.llm",
+    f"{PACKAGE}.storage",
+)
+"""The base every layer stands on: it knows no feature, no chat loop, no face."""
+ABOVE_BASE = (*FEATURES, f"{PACKAGE}.chat", f"{PACKAGE}.mcp_client", f"{PACKAGE}.mcp_server")
+RUNTIME_PARTS = {
+    "Database": {"open"},
+    "SessionStore": None,
+    "LLMClient": None,
+    "MemoryService": {"open"},
+    "MemoryAccess": None,
+    "McpServers": None,
+    "Assembly": {"create"},
+    "ChatSession": {"load"},
+}
+"""What the runtime opens, and how (None: by calling the class itself)."""
+OPENING_FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon")
+APP_CLASS = "QwenmemApp"
+APP_MODULE = f"{PACKAGE}.tui.app"
+
+
+def base_reaching_up(modules: dict[str, Module]) -> list[str]:
+    problems = []
+    for name in sorted(modules):
+        if not _in(name, BASE):
+            continue
+        for target, via in sorted(reachable(modules, name).items()):
+            if _in(target, ABOVE_BASE):
+                problems.append(f"{name} imports {target} (via {via})")
+    return problems
+
+
+def runtime_constructions(modules: dict[str, Module]) -> list[str]:
+    """Faces opening what the runtime opens: `Database.open(...)`, `LLMClient(...)`, ..."""
+    problems = []
+    for module in modules.values():
+        if not _in(module.name, OPENING_FACES):
+            continue
+        for node in ast.walk(module.tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in RUNTIME_PARTS and RUNTIME_PARTS[func.id] is None:
+                problems.append(f"{module.name}:{node.lineno} constructs {func.id}")
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                allowed = RUNTIME_PARTS.get(func.value.id, ())
+                if func.value.id in RUNTIME_PARTS and (allowed is None or func.attr in allowed):
+                    problems.append(f"{module.name}:{node.lineno} calls {func.value.id}.{func.attr}")
+    return problems
+
+
+def typed_against_the_app(modules: dict[str, Module]) -> list[str]:
+    """Modules other than the app's naming its class: an import of it (TYPE_CHECKING
+    ones too), a use of the name, or a string annotation / cast naming it."""
+    problems = []
+    for module in modules.values():
+        if module.name == APP_MODULE:
+            continue
+        for node in ast.walk(module.tree):
+            named = (
+                (isinstance(node, ast.ImportFrom) and any(a.name == APP_CLASS for a in node.names))
+                or (isinstance(node, ast.Name) and node.id == APP_CLASS)
+                or (isinstance(node, ast.Attribute) and node.attr == APP_CLASS)
+                or (isinstance(node, ast.Constant) and node.value == APP_CLASS)
+            )
+            if named:
+                problems.append(f"{module.name}:{getattr(node, 'lineno', 0)} names {APP_CLASS}")
+    return problems
+
+
+def test_the_base_imports_no_feature() -> None:
+    """config, paths, text, secrets, the debug log, llm/ and storage/ know nothing above."""
+    assert base_reaching_up(load_modules()) == []
+
+
+def test_the_faces_open_nothing_the_runtime_opens() -> None:
+    """The TUI and the daemon get database, store, client, memory, features and chats
+    from `qwenmem_tui.runtime`; none of them opens its own."""
+    assert runtime_constructions(load_modules()) == []
+
+
+def test_no_module_is_typed_against_the_app_class() -> None:
+    """Commands, extensions and screens see the app as `tui.host.Host`."""
+    assert typed_against_the_app(load_modules()) == []
+
+
 def test_the_checks_catch_what_they_are_for() -> None:
     """Each check fails on a small bad example (so a green run means something)."""
 
@@ -329,3 +427,25 @@ def test_the_checks_catch_what_they_are_for() -> None:
         f"{PACKAGE}.tui.x:2 constructs MyThing",
         f"{PACKAGE}.tui.x:2 constructs CompactionHook",
     ]
+
+    config = module(f"{PACKAGE}.config", "def f():\n    from qwenmem_tui.memory import model\n")
+    model = module(f"{PACKAGE}.memory.model", "")
+    opener = module(
+        f"{PACKAGE}.daemon.y",
+        "async def f(p, s):\n    db = await Database.open(p)\n    return LLMClient.from_settings(s), SessionStore(db)\n",
+    )
+    typed = module(
+        f"{PACKAGE}.tui.z",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from qwenmem_tui.tui.app import QwenmemApp\n"
+        "def f(app):\n    return cast('QwenmemApp', app)\n",
+    )
+    fake = {m.name: m for m in (config, model, opener, typed)}
+    for m in fake.values():
+        m.imports = set(_imports_of(m, fake))
+    assert base_reaching_up(fake) == [f"{PACKAGE}.config imports {PACKAGE}.memory.model (via {PACKAGE}.config)"]
+    assert runtime_constructions(fake) == [
+        f"{PACKAGE}.daemon.y:2 calls Database.open",
+        f"{PACKAGE}.daemon.y:3 calls LLMClient.from_settings",
+        f"{PACKAGE}.daemon.y:3 constructs SessionStore",
+    ]
+    assert [p.split(":")[1] for p in typed_against_the_app(fake)] == ["3 names QwenmemApp", "5 names QwenmemApp"]

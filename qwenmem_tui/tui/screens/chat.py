@@ -98,9 +98,13 @@ class ChatScreen(Screen[None]):
     AUTO_FOCUS = "PromptInput"
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="chat.cancel"),
-        # Ctrl+C cancels a running reply, else clears the prompt; on an empty prompt,
-        # pressed twice, it quits (as in a shell). Never Textual's quit toast.
-        Binding("ctrl+c", "interrupt", "Cancel", id="chat.interrupt", show=False, priority=True),
+        # Ctrl+C copies a selection, else cancels a running reply, else clears the
+        # prompt; on an empty prompt, pressed twice, it quits (as in a shell). Never
+        # Textual's quit toast.
+        Binding(
+            "ctrl+c", "interrupt", "Copy selection, else cancel (twice: quit)",
+            id="chat.interrupt", show=False, priority=True,
+        ),  # fmt: skip
         # Not in the footer (it stays short); /help lists them. Alt+arrows reach the app
         # through tmux too, and the prompt has no binding of its own for them.
         Binding("alt+up", "select_message(-1)", "Select older", id="chat.select_up", show=False),
@@ -375,7 +379,10 @@ class ChatScreen(Screen[None]):
         self.query_one(StatusLine).add_labels({name: s.label for name, s in states.items()})
 
     def set_badge(self, name: str, text: str | None) -> None:
-        self.query_one(StatusLine).set_badge(name, text)
+        # A query, not query_one: a count that lands while the app quits (the screen's
+        # widgets already gone) has nothing to show and must not raise.
+        for status in self.query(StatusLine):
+            status.set_badge(name, text)
 
     def _queue_changed(self) -> None:
         self.query_one(QueuedMessages).show_queue(self._queue)

@@ -240,3 +240,24 @@ async def test_bulk_import_embeds_in_batches_and_looks_up_identity_without_embed
     assert calls == [("passages", 128), ("passages", 128), ("passages", 44)]
     assert seen == [(128, 300), (256, 300), (300, 300)]
     assert clock.now == T0  # nothing waited on a clock
+
+
+def test_the_real_cli_restores_a_superseded_memory(tmp_path: Path) -> None:
+    project = tmp_path / "alpha"
+    (project / ".git").mkdir(parents=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[memory]\nembedding = "hash"\n')
+    source = tmp_path / "moves.jsonl"
+    source.write_text("\n".join(lines_of([("user", "home_city", "I live in São Paulo"),
+                                          ("user", "home_city", "I moved to Lisbon")])) + "\n")
+    assert run_cli(home, project, "import", "--trust", str(source)).returncode == 0
+    rows = json.loads(run_cli(home, project, "list", "--all", "--json").stdout)
+    assert [(r["id"], r["status"]) for r in rows] == [(1, "superseded"), (2, "active")]
+    ran = run_cli(home, project, "restore", "1")
+    assert (ran.returncode, ran.stdout) == (0, "Restored memory #1 (user/home_city); it replaces #2.\n")
+    rows = json.loads(run_cli(home, project, "list", "--json").stdout)
+    assert [(r["id"], r["value"]) for r in rows] == [(1, "I live in São Paulo")]
+    again = run_cli(home, project, "restore", "1")
+    assert (again.returncode, again.stderr) == (1, "qwenmem: no superseded memory with id 1\n")
+    assert run_cli(home, project, "restore", "x1").returncode == 2

@@ -155,3 +155,12 @@ def test_a_missing_path_is_one_line_and_exit_1(cli_run: CliRunner, home: Path, p
     assert done.returncode == 1
     assert done.stderr.strip() == f"qwenmem: {project / 'nope'}: no such file or directory"
     assert "Traceback" not in done.stderr
+
+
+def test_in_a_folder_only_memory_and_context_files_count(tmp_path: Path) -> None:
+    (tmp_path / "commands").mkdir()
+    (tmp_path / "commands" / "release.md").write_text("# Release\n- bump the version\n- tag it\n")
+    (tmp_path / "CLAUDE.md").write_text("- Use bun, not npm\n```sh\n- not a bullet\n```\n")
+    assert [r["value"] for r in rows("claude-code", tmp_path).values()] == ["Use bun, not npm"]
+    # Named on its own, any Markdown file is read as a context file.
+    assert len(read_source("claude-code", tmp_path / "commands" / "release.md")) == 2

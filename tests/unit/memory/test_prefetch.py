@@ -21,7 +21,7 @@ import pytest
 from chat_support import chat_llm, collect, outcome_of
 from memtest_support import Clock, make_settings
 
-from qwenmem_tui.memory.prefetch import DISCARDED, INITIAL, TOOL_RESULT, MemoryPrefetchHook
+from qwenmem_tui.memory.prefetch import DISCARDED, IN_VIEW, INITIAL, TOOL_RESULT, MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome, TurnKind
 from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
@@ -838,3 +838,31 @@ async def test_a_successor_recalled_again_is_shown_once(
     await deploy(live_service, "prod")
     await ask(session, "where do we deploy now?")  # recall excludes staging, finds prod
     assert sent(fake).count("Deploys go to prod") == 1 and "staging" not in sent(fake)
+
+
+async def test_what_each_query_carried_is_kept_for_its_receipt(
+    make_session, fake: FakeOpenAI
+) -> None:
+    """Issue 29: `sent_memories` names every memory a query's requests carried — here
+    recalled late, so sent after the tool result — and the next query lists them as
+    re-sent (in view)."""
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+    tool_reply = threading.Event()
+    fake.script(read_readme(gate=tool_reply), Reply("done"), Reply("again"), Reply("third"))
+
+    query = asyncio.create_task(ask(session, "summarise the readme"))
+    await asyncio.to_thread(fake.wait_for_requests, 1)
+    recall.calls[0].release.set()
+    await recall.calls[0].finished.wait()
+    tool_reply.set()
+    assert (await query).status == "ok"
+    assert [(s.id, s.point) for s in hook.sent_memories()] == [(1, TOOL_RESULT), (2, TOOL_RESULT)]
+
+    second = asyncio.create_task(ask(session, "and the tests?"))
+    await asyncio.sleep(0)
+    for call in recall.calls[1:]:
+        call.release.set()
+    assert (await second).status == "ok"
+    assert [(s.id, s.point) for s in hook.sent_memories()] == [(1, IN_VIEW), (2, IN_VIEW)]
