@@ -87,18 +87,22 @@ def parse_command(text: str) -> tuple[str, str] | None:
 
 
 async def _help(app: Host, args: str) -> None:
-    lines = ["Commands:"]
+    # Keys first, commands last: a long answer scrolls, and the commands are what a
+    # reader looks for at the bottom of the conversation, in view.
     width = max(len(command.signature) for command in app.commands)
+    lines = ["Keys:"]
+    for key, description in [*app.describe_keys(), *PROMPT_KEYS, *app.help_keys]:
+        lines.append(f"  {key.ljust(width)}  {description}")
+    lines += ["", "Commands:"]
     lines += [
         f"  {command.signature.ljust(width)}  {command.description}" for command in app.commands
     ]
     if app.has_session:
         usage = app.session.usage_total()
-        lines += ["", f"Tokens this session: {usage.prompt_tokens:,} prompt, "
-                  f"{usage.completion_tokens:,} completion (as the endpoint counted them)"]
-    lines += ["", "Keys:"]
-    for key, description in [*app.describe_keys(), *PROMPT_KEYS, *app.help_keys]:
-        lines.append(f"  {key.ljust(width)}  {description}")
+        lines += [
+            f"Tokens this session: {usage.prompt_tokens:,} prompt, "
+            f"{usage.completion_tokens:,} completion (as the endpoint counted them)"
+        ]
     app.show_info("\n".join(lines))
 
 

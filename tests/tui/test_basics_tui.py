@@ -206,7 +206,7 @@ async def test_palette_on_its_key_runs_slash_commands(make_app: Callable[..., Qw
         await pilot.pause(0.3)
         await pilot.press("enter")
         await settle(pilot)
-        assert _last_info(app).startswith("Commands:")
+        assert _last_info(app).startswith("Keys:")
 
 
 def test_ui_theme_is_applied_and_checked(

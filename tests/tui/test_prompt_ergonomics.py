@@ -128,7 +128,7 @@ async def test_enter_runs_the_highlighted_command(make_app: Callable[..., Qwenme
         await pilot.press("/", "h", "e", "enter")
         await settle(pilot)
         shown = infos(app)
-        assert shown and shown[-1].startswith("Commands:")
+        assert shown and shown[-1].startswith("Keys:")
         assert "Earlier / later messages" in shown[-1]  # /help tells about the history
         assert not any("Unknown command" in text for text in shown)
         assert prompt_of(app).text == ""
@@ -136,7 +136,7 @@ async def test_enter_runs_the_highlighted_command(make_app: Callable[..., Qwenme
         app.screen.set_focus(None)
         await pilot.press("/", "h", "e", "enter")
         await settle(pilot)
-        assert [text for text in infos(app) if text.startswith("Commands:")][1:]
+        assert [text for text in infos(app) if text.startswith("Keys:")][1:]
         assert prompt_of(app).text == ""
 
 
