@@ -7,7 +7,8 @@ the request that brought it (UserQuery) and the ones that re-send it with tool r
 (ToolResult). They are recognised by the history up to and including that message.
 
 Recall follows the chat's prefetch rules (``memory/prefetch.py``): it starts when the
-user message first arrives and is never awaited beyond ``memory.initial_wait_ms``; a
+user message first arrives and is never awaited beyond ``memory.initial_wait_ms`` (a
+request that offers no tools waits up to ``TOOLLESS_WAIT_MS``: it has no later point); a
 recall ready in time goes in front of that user message, one that settles later goes
 after the tool results of a later request of the same exchange, never between a tool
 call and its result. The client never sees the block, so every later request of the
@@ -48,6 +49,12 @@ MAX_EXCHANGES = 512
 """Exchanges remembered at once (least recently used dropped): a client coming back
 to an exchange after that many others gets a fresh recall, nothing worse."""
 EXCHANGE_TTL_S = 3600.0
+TOOLLESS_WAIT_MS = 1500
+"""The most a request that offers no tools waits for its recall. Such a request can
+have no ToolResult request after it, so its first request is the only point where
+memory can reach the model: not waiting would mean a plain chat client never gets
+memory (the same reasoning as the local model's wait, `LocalChatDefaults`). A recall
+that is ready costs nothing; a recall past this bound is dropped for this exchange."""
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 
 
@@ -84,14 +91,20 @@ class ExchangeMemory:
     _exchanges: OrderedDict[str, _Exchange] = field(default_factory=OrderedDict)
     _extractor: MemoryExtractionHook | None = None
 
-    async def shape(self, project: str, messages: list[dict[str, Any]]) -> Shaped:
-        """The request's messages with this exchange's memory block in its one place."""
+    async def shape(
+        self, project: str, messages: list[dict[str, Any]], *, offers_tools: bool = True
+    ) -> Shaped:
+        """The request's messages with this exchange's memory block in its one place.
+
+        `offers_tools`: whether the request defines tools; without them this request
+        is the exchange's only delivery point (see TOOLLESS_WAIT_MS)."""
         last_user = _last_user(messages)
         if last_user is None:
             return Shaped(messages)
         exchange = self._exchange(project, messages, last_user)
         if not exchange.delivered:
-            await self._deliver(exchange, messages, last_user)
+            wait_ms = self.initial_wait_ms if offers_tools else max(self.initial_wait_ms, TOOLLESS_WAIT_MS)
+            await self._deliver(exchange, messages, last_user, wait_ms)
         if not exchange.block:
             return Shaped(messages)
         if exchange.after_tool is None:
@@ -137,15 +150,17 @@ class ExchangeMemory:
             log.warning("[PROXY] recall failed, forwarding without memory: %s", exc)
             return None
 
-    async def _deliver(self, exchange: _Exchange, messages: list[dict[str, Any]], last_user: int) -> None:
+    async def _deliver(
+        self, exchange: _Exchange, messages: list[dict[str, Any]], last_user: int, wait_ms: int
+    ) -> None:
         """Take the recall at the first safe point it is ready for (see the module doc)."""
         task = exchange.recall
         at_user = last_user == len(messages) - 1
         at_tools = not at_user and messages[-1].get("role") == "tool"
         if not (at_user or at_tools):
             return
-        if at_user and not task.done() and self.initial_wait_ms > 0:
-            await asyncio.wait({task}, timeout=self.initial_wait_ms / 1000)
+        if at_user and not task.done() and wait_ms > 0:
+            await asyncio.wait({task}, timeout=wait_ms / 1000)
         if not task.done():
             return
         exchange.delivered = True

@@ -96,3 +96,18 @@ async def test_client_reminders_are_not_the_query_and_no_user_message_is_no_reca
     await asyncio.sleep(0)  # let the recall task start
     assert recall.queries == [("p", "plan my week")]
     await exchange.close()
+
+
+async def test_a_request_without_tools_waits_for_its_recall() -> None:
+    """No tools: no ToolResult request can follow, so the first request is the only
+    point memory can reach the model; it waits (bounded) even with initial_wait_ms 0."""
+    recall = GatedRecall()
+    exchange = memory(recall)  # initial_wait_ms = 0
+    shaping = asyncio.create_task(exchange.shape("p", [QUESTION], offers_tools=False))
+    while not recall.queries:
+        await asyncio.sleep(0)
+    assert not shaping.done()  # waiting for the recall, not forwarding without it
+    recall.gate.set()
+    shaped = await shaping
+    assert shaped.messages == [{"role": "user", "content": f"{BLOCK}\n\n{QUESTION['content']}"}]
+    assert shaped.memory_ids == (7,)
