@@ -167,7 +167,9 @@ async def test_resume_restores_every_kind_of_item(
         assert [str(w.render()) for w in screen.query(InfoItem)] == ["Cancelled."]
         assert len(screen.query(ErrorItem)) == 1
         (recap,) = screen.query(DimItem)
-        assert str(recap.render()) == "※ recap: Writing docs; next: the README."
+        # No extension here registers the recap's widget: a stored item of a feature
+        # that is not loaded still shows, as a plain dim line (the app names no feature).
+        assert str(recap.render()) == "Writing docs; next: the README."
 
 
 async def test_resume_by_unknown_id_exits_with_one_line(
