@@ -50,22 +50,14 @@ from qwenmem_tui.memory.model import (
     WriteResult,
     scope_for,
 )
-from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.relevance import dismissed_for
 from qwenmem_tui.memory.review import reviewed_share
 from qwenmem_tui.memory.store import MemoryStore
 from qwenmem_tui.memory.vectors import MemoryVectors, VectorOpener
 from qwenmem_tui.memory.write_plan import join_reasons
-from qwenmem_tui.memory.writer import (
-    NEIGHBOURS,
-    REMEMBER_JUDGE_TIMEOUT,
-    MemoryWriter,
-    PendingWrite,
-)
+from qwenmem_tui.memory.writer import MemoryWriter, PendingWrite
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load_vectors``), not here
-    import numpy as np
-
     from qwenmem_tui.config import Settings
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.memory.backup import ImportReport
@@ -293,42 +285,10 @@ class MemoryService:
         """The guard's verdict, TTL and scope for one write (``MemoryWriter.prepare``)."""
         return await self.writer.prepare(category, key, value, **options)
 
-    async def save(
-        self,
-        category: str,
-        key: str,
-        value: str,
-        *,
-        origin: Origin | str,
-        project: str,
-        ttl_days: int | None = None,
-        turn_outputs: Sequence[str] = (),
-        provenance: Provenance | None = None,
-        reason: str = "",
-        scope: str | None = None,
-        created_at: float | None = None,
-        hold: Sequence[str] = (),
-        judge_timeout: float | None = None,
-        explicit_key: bool = True,
-    ) -> WriteResult:
+    async def save(self, category: str, key: str, value: str, **options: Any) -> WriteResult:
         """Guard, identity, TTL, embed, store, index — the only way a memory is written
-        (``MemoryWriter.save``). Raises MemoryRejected for a malformed write."""
-        return await self.writer.save(
-            category,
-            key,
-            value,
-            origin=origin,
-            project=project,
-            ttl_days=ttl_days,
-            turn_outputs=turn_outputs,
-            provenance=provenance,
-            reason=reason,
-            scope=scope,
-            created_at=created_at,
-            hold=hold,
-            judge_timeout=judge_timeout,
-            explicit_key=explicit_key,
-        )
+        (``MemoryWriter.save``: its keywords). Raises MemoryRejected for a malformed write."""
+        return await self.writer.save(category, key, value, **options)
 
     async def commit_many(
         self,
@@ -339,65 +299,22 @@ class MemoryService:
         """Store prepared writes in order, embedded in batches (``MemoryWriter``)."""
         return await self.writer.commit_many(pending, progress, on_result)
 
-    async def remember(
-        self,
-        text: str,
-        *,
-        project: str,
-        judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT,
-        category: str | None = None,
-        key: str | None = None,
-        origin: Origin | str = Origin.USER,
-        provenance: Provenance | None = None,
-        reason: str = "/remember",
-    ) -> WriteResult:
+    async def remember(self, text: str, **options: Any) -> WriteResult:
         """/remember: the person's own words, filed under the subject they name
-        (``MemoryWriter.remember``)."""
-        return await self.writer.remember(
-            text,
-            project=project,
-            judge_timeout=judge_timeout,
-            category=category,
-            key=key,
-            origin=origin,
-            provenance=provenance,
-            reason=reason,
-        )
+        (``MemoryWriter.remember``: its keywords)."""
+        return await self.writer.remember(text, **options)
 
     async def identify(
-        self,
-        category: Category,
-        key: str,
-        value: str,
-        *,
-        scope: str,
-        judge_timeout: float | None = None,
-        explicit: bool = True,
-        vector: np.ndarray | None = None,
+        self, category: Category, key: str, value: str, **options: Any
     ) -> Identity:
         """Which stored memory a write restates (``MemoryWriter.identify``)."""
-        return await self.writer.identify(
-            category,
-            key,
-            value,
-            scope=scope,
-            judge_timeout=judge_timeout,
-            explicit=explicit,
-            vector=vector,
-        )
+        return await self.writer.identify(category, key, value, **options)
 
     async def neighbours(
-        self,
-        scope: str,
-        category: Category | str,
-        key: str,
-        value: str,
-        *,
-        k: int = NEIGHBOURS,
-        vector: np.ndarray | None = None,
+        self, scope: str, category: Category | str, key: str, value: str, **options: Any
     ) -> list[Memory]:
         """The candidates a write may restate, nearest first (``MemoryWriter``)."""
-        return await self.writer.neighbours(scope, category, key, value, k=k, vector=vector)
+        return await self.writer.neighbours(scope, category, key, value, **options)
 
     def announce_review_change(self) -> None:
         """A review outside this class (memory/review.py) may have moved the counts."""
@@ -503,22 +420,10 @@ class MemoryService:
         """Full rebuild from the store (the index is only a cache of it)."""
         await self.vectors.reindex(progress)
 
-    async def nearest(
-        self,
-        key: str,
-        value: str,
-        *,
-        scope: str,
-        category: Category | str | None = None,
-        k: int = 5,
-        exclude: Collection[int] = (),
-        vector: np.ndarray | None = None,
-    ) -> list[Candidate]:
-        """This user's active memories in ``scope`` nearest to a fact, both channels
-        fused, no threshold (``MemoryVectors.nearest``)."""
-        return await self.vectors.nearest(
-            key, value, scope=scope, category=category, k=k, exclude=exclude, vector=vector
-        )
+    async def nearest(self, key: str, value: str, **options: Any) -> list[Candidate]:
+        """This user's active memories in a scope nearest to a fact, both channels
+        fused, no threshold (``MemoryVectors.nearest``: its keywords)."""
+        return await self.vectors.nearest(key, value, **options)
 
     def recall_status(self) -> str:
         """One line: which channels recall uses now, and why when not both."""
