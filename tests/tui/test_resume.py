@@ -16,7 +16,6 @@ from qwenmem_tui.tui.widgets.recap_item import RecapItem
 from qwenmem_tui.tui.widgets.chat_log import PAGE_SIZE, ChatLog, EarlierItems
 from qwenmem_tui.tui.widgets.items import (
     AssistantItem,
-    DimItem,
     ErrorItem,
     InfoItem,
     InterruptedMark,
