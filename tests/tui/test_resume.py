@@ -5,16 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from textual.widgets import Markdown, OptionList
+from textual.widgets import Markdown, OptionList, Static
 
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.recap_controller import recap_extension
 from qwenmem_tui.tui.screens.chat import ChatScreen
 from qwenmem_tui.tui.screens.resume import ResumeScreen, format_age
+from qwenmem_tui.tui.widgets.recap_item import RecapItem
 from qwenmem_tui.tui.widgets.chat_log import PAGE_SIZE, ChatLog, EarlierItems
 from qwenmem_tui.tui.widgets.items import (
     AssistantItem,
-    DimItem,
     ErrorItem,
     InfoItem,
     InterruptedMark,
@@ -152,7 +153,7 @@ async def test_resume_restores_every_kind_of_item(
         ],
         clock=clock,
     )
-    app = make_app(resume=True)
+    app = make_app(resume=True, extensions=(recap_extension,))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert app.session.info.id == info.id
@@ -166,10 +167,10 @@ async def test_resume_restores_every_kind_of_item(
         assert len(screen.query(InterruptedMark)) == 1
         assert [str(w.render()) for w in screen.query(InfoItem)] == ["Cancelled."]
         assert len(screen.query(ErrorItem)) == 1
-        (recap,) = screen.query(DimItem)
-        # No extension here registers the recap's widget: a stored item of a feature
-        # that is not loaded still shows, as a plain dim line (the app names no feature).
-        assert str(recap.render()) == "Writing docs; next: the README."
+        # The recap extension draws the stored recap (the app names no feature).
+        (recap,) = screen.query(RecapItem)
+        shown = " ".join(str(part.render()) for part in recap.query(Static))
+        assert shown == "※ recap: Writing docs; next: the README."
 
 
 async def test_resume_by_unknown_id_exits_with_one_line(
