@@ -12,6 +12,7 @@ generation row lock and reconnects in PostgreSQL).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
@@ -245,12 +246,40 @@ async def _write(
     embedding_model: str,
     now: float,
 ) -> WriteResult:
+    write = _Write(steps, draft, list(flags), expires_at, vector, embedding_model, now)
     generation = await steps.lock()
-    chash = content_hash(draft.value)
-    writes = {"writes": 1.0}
+    if holds(flags):
+        return await write.hold(generation)
+    current, twin = await steps.active_and_twin(draft, write.chash)
+    if not draft.dedupe:
+        twin = None
+    if current is not None and current.content_hash == write.chash:
+        return await write.refresh_current(current)
+    if twin is not None:
+        return await write.deduplicate(current, twin)
+    return await write.create(current)
 
-    async def insert(status: Status) -> Memory:
-        return await steps.insert(
+
+@dataclass
+class _Write:
+    """One write's steps inside its transaction (``_write`` picks which apply)."""
+
+    steps: WriteSteps
+    draft: MemoryDraft
+    flags: list[str]
+    expires_at: float | None
+    vector: np.ndarray | None
+    embedding_model: str
+    now: float
+    writes: dict[str, float] = field(default_factory=lambda: {"writes": 1.0})
+
+    @property
+    def chash(self) -> str:
+        return content_hash(self.draft.value)
+
+    async def insert(self, status: Status) -> Memory:
+        draft, now = self.draft, self.now
+        return await self.steps.insert(
             NewRow(
                 draft.user,
                 draft.scope,
@@ -259,38 +288,41 @@ async def _write(
                 draft.value,
                 draft.origin.value,
                 status.value,
-                list(flags),
+                list(self.flags),
                 draft.created_at if draft.created_at is not None else now,
                 now,
-                expires_at,
-                chash,
-                embedding_model if vector is not None else "",
-                vector_blob(vector),
+                self.expires_at,
+                self.chash,
+                self.embedding_model if self.vector is not None else "",
+                vector_blob(self.vector),
             )
         )
 
-    async def refresh(row: Memory, why: str) -> None:
-        await steps.touch(row.id, now, refreshed_expiry(row.expires_at, expires_at))
-        await steps.audit(
-            row.id, AuditAction.REFRESH, draft.origin, now, why, row.value, draft.value
+    async def refresh(self, row: Memory, why: str) -> None:
+        await self.steps.touch(row.id, self.now, refreshed_expiry(row.expires_at, self.expires_at))
+        await self.steps.audit(
+            row.id, AuditAction.REFRESH, self.draft.origin, self.now, why, row.value, self.draft.value
         )
 
-    if holds(flags):
-        held = await insert(Status.QUARANTINED)
-        await steps.audit(
+    async def hold(self, generation: int) -> WriteResult:
+        """Quarantined: stored for review, superseding nothing."""
+        draft = self.draft
+        held = await self.insert(Status.QUARANTINED)
+        await self.steps.audit(
             held.id,
             AuditAction.QUARANTINE,
             draft.origin,
-            now,
-            join_reasons(draft.reason, "flags: " + ", ".join(flags)),
+            self.now,
+            join_reasons(draft.reason, "flags: " + ", ".join(self.flags)),
             None,
             draft.value,
         )
-        await steps.add_metrics({**writes, "quarantined_writes": 1.0})
+        await self.steps.add_metrics({**self.writes, "quarantined_writes": 1.0})
         return WriteResult(held, WriteAction.QUARANTINED, generation=generation)
 
-    async def replace_others(survivor: int) -> list[int]:
+    async def replace_others(self, survivor: int) -> list[int]:
         """The same subject's rows under other keys give way to ``survivor`` (issue 14)."""
+        draft, steps = self.draft, self.steps
         gone = []
         for other_id in draft.replaces:
             other = await steps.get(other_id)
@@ -302,17 +334,16 @@ async def _write(
                 or other.scope != draft.scope
             ):
                 continue  # changed since the lookup, or never ours to replace
-            await supersede(steps, other, survivor, draft.origin, draft.value, now)
+            await supersede(steps, other, survivor, draft.origin, draft.value, self.now)
             gone.append(other.id)
         return gone
 
-    current, twin = await steps.active_and_twin(draft, chash)
-    if not draft.dedupe:
-        twin = None
-    if current is not None and current.content_hash == chash:
-        await refresh(current, join_reasons(draft.reason, "same value saved again"))
-        replaced = await replace_others(current.id)
-        await steps.add_metrics(writes)
+    async def refresh_current(self, current: Memory) -> WriteResult:
+        """The key already holds this value: refresh it."""
+        steps = self.steps
+        await self.refresh(current, join_reasons(self.draft.reason, "same value saved again"))
+        replaced = await self.replace_others(current.id)
+        await steps.add_metrics(self.writes)
         return WriteResult(
             await must_get(steps, current.id),
             WriteAction.REFRESHED,
@@ -320,32 +351,38 @@ async def _write(
             generation=await steps.bump(),
         )
 
-    superseded: list[int] = []
-    if twin is not None:
+    async def deduplicate(self, current: Memory | None, twin: Memory) -> WriteResult:
+        """The value is stored under another key: that row is refreshed instead."""
+        steps, draft = self.steps, self.draft
+        superseded: list[int] = []
         if current is not None:
-            await supersede(steps, current, twin.id, draft.origin, draft.value, now)
+            await supersede(steps, current, twin.id, draft.origin, draft.value, self.now)
             superseded.append(current.id)
-        await refresh(twin, join_reasons(draft.reason, f"deduplicated: saved again under key {draft.key}"))
-        superseded += await replace_others(twin.id)
-        await steps.add_metrics(writes)
+        await self.refresh(twin, join_reasons(draft.reason, f"deduplicated: saved again under key {draft.key}"))
+        superseded += await self.replace_others(twin.id)
+        await steps.add_metrics(self.writes)
         return WriteResult(
             await must_get(steps, twin.id), WriteAction.DEDUPLICATED, superseded, await steps.bump()
         )
 
-    if current is not None:
-        # Leave the partial unique index room for the new row first.
-        await steps.set_status(current.id, Status.SUPERSEDED, now)
-    new = await insert(Status.ACTIVE)
-    await steps.audit(new.id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value)
-    action = WriteAction.CREATED
-    if current is not None:
-        await supersede(steps, current, new.id, draft.origin, draft.value, now)
-        superseded.append(current.id)
-    superseded += await replace_others(new.id)
-    if superseded:
-        action = WriteAction.SUPERSEDED
-    await steps.add_metrics(writes)
-    return WriteResult(new, action, superseded, await steps.bump())
+    async def create(self, current: Memory | None) -> WriteResult:
+        """A new active row, superseding the key's current one if any."""
+        steps, draft, now = self.steps, self.draft, self.now
+        superseded: list[int] = []
+        if current is not None:
+            # Leave the partial unique index room for the new row first.
+            await steps.set_status(current.id, Status.SUPERSEDED, now)
+        new = await self.insert(Status.ACTIVE)
+        await steps.audit(new.id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value)
+        action = WriteAction.CREATED
+        if current is not None:
+            await supersede(steps, current, new.id, draft.origin, draft.value, now)
+            superseded.append(current.id)
+        superseded += await self.replace_others(new.id)
+        if superseded:
+            action = WriteAction.SUPERSEDED
+        await steps.add_metrics(self.writes)
+        return WriteResult(new, action, superseded, await steps.bump())
 
 
 async def _approve(
