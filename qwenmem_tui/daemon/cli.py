@@ -18,6 +18,8 @@ from qwenmem_tui.paths import Paths, project_root
 from qwenmem_tui.text import one_line
 
 if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy up here
+    from types import FrameType
+
     import uvicorn
     from starlette.applications import Starlette
 
@@ -190,6 +192,22 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
         return run_server(app, sock, listening)
 
 
+def _uvicorn_server_class() -> type[uvicorn.Server]:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, remembering the first signal that stopped it."""
+
+        stopped_by: int | None = None
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if self.stopped_by is None:
+                self.stopped_by = int(sig)
+            super().handle_exit(sig, frame)
+
+    return Server
+
+
 def run_server(app: Starlette, sock: socket.socket, listening: str) -> int:
     """Open the app's backend, then say ``listening`` and serve; 1 if either fails.
 
@@ -197,11 +215,9 @@ def run_server(app: Starlette, sock: socket.socket, listening: str) -> int:
     that fails (a damaged database, a full disk) is one line on stderr naming the file
     and a non-zero exit, never "listening" followed by a server that cannot answer.
     """
-    import uvicorn
-
     from qwenmem_tui.daemon.connections import uvicorn_config
 
-    server = uvicorn.Server(uvicorn_config(app))
+    server = _uvicorn_server_class()(uvicorn_config(app))
     with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
         return runner.run(_open_and_serve(app.state.backend, server, sock, listening))
 
@@ -238,5 +254,12 @@ async def _open_and_serve(
         await server.serve(sockets=[sock])
     finally:
         await backend.close()  # done already by the lifespan's shutdown, unless it failed
+    stopped_by: int | None = getattr(server, "stopped_by", None)
+    if stopped_by is not None:
+        # The shell's convention for a stop by signal (130 for Ctrl+C). uvicorn raises
+        # the signal again after its graceful stop, but a parent that ignores SIGINT
+        # (a test runner's worker, `nohup`) hands that disposition down, and then the
+        # re-raise does nothing and the process looked like a clean exit.
+        return 128 + stopped_by
     # uvicorn gave up on its own (it logged why): not a clean stop.
     return 0 if server.started else 1
