@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from qwenmem_tui import secrets
 from qwenmem_tui.chat.events import (
     AssistantDelta,
     ChatEventHandler,
@@ -439,7 +440,10 @@ async def prompt(request: Request) -> Response:
     session_id = request.path_params["session_id"]
     info = await backend.require_session(session_id)
     body = await read_json_object(request, required=True)
-    text = text_field(body, "text", required=True)
+    # No one to ask, as the TUI does: a secret is cut before the model, the session
+    # history or the log can see it, and the answer says what was cut.
+    raw = text_field(body, "text", required=True)
+    text, redacted = await asyncio.to_thread(secrets.redact_message, raw)
 
     lock = backend.lock_for(info.id)
     if lock.locked():
@@ -456,7 +460,7 @@ async def prompt(request: Request) -> Response:
     if streaming:
         await lock.acquire()
         return _LockedStream(
-            _sse_events(backend, info, text),
+            _sse_events(backend, info, text, redacted),
             lock=lock,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
@@ -470,14 +474,10 @@ async def prompt(request: Request) -> Response:
         raise ApiError(
             502, "llm_error", reply.error or "The model request failed", sessionId=info.id
         )
-    return JSONResponse(
-        {
-            "sessionId": info.id,
-            "reply": reply.text,
-            "status": reply.status,
-            "memories": reply.memories,
-        }
-    )
+    answer = {"sessionId": info.id, "reply": reply.text, "status": reply.status, "memories": reply.memories}
+    if redacted:
+        answer["redactedSecrets"] = redacted
+    return JSONResponse(answer)
 
 
 async def session_messages(request: Request) -> Response:
@@ -596,9 +596,11 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
 
 
 async def _sse_events(
-    backend: DaemonBackend, info: SessionInfo, text: str
+    backend: DaemonBackend, info: SessionInfo, text: str, redacted: list[str]
 ) -> AsyncIterator[bytes]:
     reply = _StreamedReply()
+    if redacted:
+        yield _sse("redacted", {"sessionId": info.id, "redactedSecrets": redacted})
     try:
         chat = await backend.chat_for_query(info)
         async for event in chat.run_query(text):

@@ -57,9 +57,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("qwenmem.tui")
 
-SECRET_SCAN_CHARS = 200_000
-"""How much of a message is scanned for secrets before it is sent (a bigger paste is
-scanned at its start: the whole of a 5 MB log would take seconds)."""
 
 WARM_DELAY = 0.3
 """Seconds of no typing before memory recall is warmed for the prompt's text: long
@@ -312,19 +309,18 @@ class ChatScreen(Screen[None]):
         if parse_command(text) is None:
             # Awaited here, so messages sent meanwhile keep their order (this screen
             # handles the next Sent after this one); scanned off the event loop.
-            found = await asyncio.to_thread(
-                secrets.scan, text[:SECRET_SCAN_CHARS], complete=False
-            )
-            if found:
-                self._confirm_secret(event.prompt, text, [f.kind for f in found])
+            redacted, kinds = await asyncio.to_thread(secrets.redact_message, text)
+            if kinds:
+                self._confirm_secret(event.prompt, text, redacted, kinds)
                 return
         event.prompt.remember(text)
         self.submit(text)  # the prompt cleared itself when it sent
 
-    def _confirm_secret(self, prompt: PromptInput, text: str, kinds: list[str]) -> None:
+    def _confirm_secret(
+        self, prompt: PromptInput, text: str, redacted: str, kinds: list[str]
+    ) -> None:
         """A message holding a secret: send it redacted, edit it, or send nothing. The
         raw text goes nowhere: not to the model, the history, nor the prompt history."""
-        redacted = secrets.redact(text[:SECRET_SCAN_CHARS], complete=False) + text[SECRET_SCAN_CHARS:]
 
         def chosen(choice: SecretChoice | None) -> None:
             if choice is SecretChoice.SEND_REDACTED:

@@ -401,3 +401,27 @@ def test_unexpected_error_mid_stream_is_an_error_event(make_daemon) -> None:
             ("error", {"error": "Internal error", "code": "internal", "sessionId": session_id})
         ]
         assert "secret" not in response.text
+
+
+def test_a_prompt_holding_a_secret_is_cut_before_the_model_and_the_history(
+    client: TestClient, fake: FakeOpenAI
+) -> None:
+    """No one to ask over HTTP: the secret never reaches the model, the stored history
+    or a listing, and the answer (or the stream's first event) says what was cut."""
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    session_id = new_session(client)
+    fake.script(Reply("Noted."), Reply("Streamed."))
+    answer = client.post(f"/session/{session_id}/prompt", json={"text": f"deploy with {token} now"})
+    assert answer.status_code == 200
+    assert answer.json()["redactedSecrets"]
+    streamed = client.post(
+        f"/session/{session_id}/prompt",
+        json={"text": f"and again {token}"},
+        headers={"Accept": "text/event-stream"},
+    )
+    assert sse_events(streamed.text)[0][0] == "redacted"
+    sent = json.dumps(fake.chat_requests)
+    assert token not in sent and "[REDACTED]" in sent
+    stored = client.get(f"/session/{session_id}/messages").text
+    assert token not in stored and "deploy with [REDACTED] now" in stored
+    assert token not in client.get("/sessions").text
