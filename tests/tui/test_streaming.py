@@ -351,3 +351,30 @@ def test_the_pace_counts_the_screen_lines_of_the_last_second() -> None:
     assert pace.lines(10.6) == 3.5
     assert pace.lines(11.2) == 1.5  # the first two lines are more than a second old
     assert pace.lines(12.0) == 0
+
+
+async def test_a_live_piece_that_begins_inside_a_paragraph_keeps_all_of_it(
+    fake: FakeOpenAI,
+    make_app: Callable[..., QwenmemApp],
+    monkeypatch: pytest.MonkeyPatch,
+    markdown_only: None,
+) -> None:
+    """A piece cut while a two-line paragraph was still arriving: the next flush must
+    not drop the paragraph's first line (Textual's Markdown.update records the last
+    line as where the next append re-parses from; the live piece is mounted empty and
+    appended to, which records the block's start). Fails without: "and its second
+    line." alone."""
+    monkeypatch.setattr(AssistantItem, "FREEZE_AT", 2)
+    first = "# One\n\nIntro.\n\nThe paragraph's first line,\nand its "
+    rest = threading.Event()
+    fake.script(Reply(first + "second line.\n", chunk_size=len(first), stall_after=1, stall_gate=rest))
+    app = make_app()
+    async with app.run_test(size=(TALL[0], 30)) as pilot:
+        await send(pilot, "explain")
+        item = app.screen.query_one(AssistantItem)
+        # The first chunk is on screen, cut: the live piece starts inside the paragraph.
+        await wait_until(pilot, lambda: len(item.query_children(Markdown)) == 2, timeout=30)
+        rest.set()
+        await settle(pilot)
+        shown = " ".join(line.strip() for line in reply_lines(app) if line.strip())
+    assert "The paragraph's first line, and its second line." in shown

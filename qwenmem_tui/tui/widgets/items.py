@@ -213,12 +213,27 @@ class AssistantItem(MessageView, Vertical):
     async def _end_preview(self, preview: StreamPreview) -> Markdown:
         """Turn the preview into Markdown (the last piece live); returns the live one."""
         *finished, tail = split_finished(self._live_text, every=self.FREEZE_AT)
-        live = piece_markdown(tail)
         frozen = [piece_markdown(piece) for piece in finished]
         with self.app.batch_update():
-            await self.mount_all([*frozen, live], after=preview)
+            await self.mount_all(frozen, after=preview)
+            live = await self._mount_live(tail, after=frozen[-1] if frozen else preview)
             await preview.remove()
         self._live_text = tail
+        return live
+
+    async def _mount_live(self, tail: str, *, after: Widget) -> Markdown:
+        """A new live piece holding `tail`, ready for appends.
+
+        Mounted empty, then appended to: Textual's `Markdown.update` (what a Markdown
+        built with text runs at mount) records the source's last *line* as the point
+        the next `append` re-parses from, not the last block's first line, so a live
+        piece that began inside a multi-line block (a paragraph with a line break, a
+        list) showed only that block's last line after the next append. `append`
+        records the block's start."""
+        live = piece_markdown("")
+        await self.mount(live, after=after)
+        if tail:
+            await live.append(tail)
         return live
 
     async def _flush_markdown(self, live: Markdown, text: str, following: int) -> Markdown:
@@ -241,10 +256,9 @@ class AssistantItem(MessageView, Vertical):
             return live
         # The first piece completes what `live` shows: it is frozen with it.
         first, *middle, tail = pieces
-        successor = piece_markdown(tail)
         with self.app.batch_update():
             await live.append(first[len(self._live_text) :])
-            await self.mount(successor, after=live)
+            successor = await self._mount_live(tail, after=live)
             await self._freeze(middle, before=successor)
             await self._retire_unseen(successor, following)
         self._live_text = tail
