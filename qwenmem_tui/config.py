@@ -70,6 +70,9 @@ class LLMSettings(_Section):
     timeout: float = Field(default=60.0, gt=0)
     max_turns: int = Field(default=20, ge=1)
     local_model_path: str | None = None
+    # After a session's first exchange, a short title from the fast model (a side call;
+    # only where memory.extraction makes background calls too).
+    session_titles: bool = True
 
     _blank = field_validator(
         "base_url", "api_key", "api_key_env", "fast_model", "local_model_path", mode="before"

@@ -49,6 +49,7 @@ from qwenmem_tui.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.tool import OnWrite, save_memory_tool, save_memory_tool_for
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.titles import SessionTitleHook
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
@@ -63,6 +64,7 @@ log = logging.getLogger("qwenmem.features")
 COMPACTION = "compaction"
 MEMORY = "memory"
 MCP = "mcp"
+TITLES = "titles"
 
 
 def enabled_features(settings: Settings) -> frozenset[str]:
@@ -446,6 +448,11 @@ async def _mcp_close(servers: McpServers) -> None:
     await servers.close()
 
 
+def _titles_session(state: None, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
+    hook = SessionTitleHook()
+    return SessionPart(hooks=(hook,), handle=hook, drain=hook.drain)
+
+
 FEATURES: tuple[Feature, ...] = (
     Feature(
         MEMORY,
@@ -469,6 +476,14 @@ FEATURES: tuple[Feature, ...] = (
         session=_mcp_session,
         start=_mcp_start,
         close=_mcp_close,
+    ),
+    Feature(
+        TITLES,
+        hook_rank=30,  # last: it only reads the finished exchange
+        # A background model call per session, like extraction's per turn: a setup that
+        # turns those off (`extraction = false`: no model calls but the user's) gets none.
+        enabled=lambda settings: settings.llm.session_titles and settings.memory.extraction,
+        session=_titles_session,
     ),
 )
 """Every feature, in build order (a feature is handed what an earlier one left in the

@@ -134,7 +134,10 @@ def home(tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> P
         f'base_url = "{fake.base_url}"\n'
         f'api_key = "{TEST_API_KEY}"\n'
         'model = "test-model"\n'
-        'fast_model = "test-fast"\n',
+        'fast_model = "test-fast"\n'
+        # No model-made titles: their side call would take the replies tests script
+        # (the title tests turn them on).
+        "session_titles = false\n",
         encoding="utf-8",
     )
     (root / "config.toml").chmod(0o600)  # it holds a key: as a careful user keeps it

@@ -16,6 +16,7 @@ from qwenmem_tui.tui.mcp_extension import mcp_extension
 from qwenmem_tui.tui.memory_extension import memory_extension
 from qwenmem_tui.tui.model_extension import model_extension
 from qwenmem_tui.tui.recap_controller import recap_extension
+from qwenmem_tui.tui.titles_extension import titles_extension
 
 EXTENSIONS: tuple[ExtensionFactory, ...] = (
     compaction_extension,
@@ -25,6 +26,7 @@ EXTENSIONS: tuple[ExtensionFactory, ...] = (
     instructions_extension,
     model_extension,
     export_extension,
+    titles_extension,
 )
 """Every TUI extension, one line each (hook order is the assembly's, not this)."""
 
