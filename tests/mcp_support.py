@@ -52,9 +52,12 @@ NOTES_SERVER = textwrap.dedent(
 BROKEN_SERVER = textwrap.dedent(
     '''
     """A hand-written stdio MCP server that misbehaves as argv[1] says when called:
-    "die" exits, "hang" never answers, "garbage" prints a non-JSON line;
+    "die" exits, "segv" and "kill" kill themselves with that signal, "hang" never
+    answers, "garbage" prints a non-JSON line;
     "garbage-init" and "hang-init" misbehave already at initialize."""
     import json
+    import os
+    import signal
     import sys
     import time
 
@@ -89,6 +92,8 @@ BROKEN_SERVER = textwrap.dedent(
         elif method == "tools/call":
             if mode == "die":
                 sys.exit(3)
+            if mode in ("segv", "kill"):
+                os.kill(os.getpid(), signal.SIGSEGV if mode == "segv" else signal.SIGKILL)
             if mode == "hang":
                 time.sleep(3600)
             if mode == "garbage":

@@ -43,6 +43,8 @@ from typing import IO, TYPE_CHECKING
 
 import httpx
 
+from qwenmem_tui.exits import SIGNAL_WORDS, exit_status
+
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
     from qwenmem_tui.llm.client import LLMClient
@@ -524,27 +526,14 @@ class LocalModelServer:
 
 
 _SIGNAL_WORDS = {
+    **SIGNAL_WORDS,
     signal.SIGILL: "illegal instruction: llama.cpp was built for another CPU",
-    signal.SIGSEGV: "segmentation fault",
-    signal.SIGBUS: "bus error",
-    signal.SIGFPE: "arithmetic fault",
-    signal.SIGABRT: "aborted",
-    signal.SIGKILL: "killed (out of memory, or by another process)",
-    signal.SIGTERM: "terminated by another process",
 }
 
 
 def describe_exit(code: int) -> str:
-    """A child's exit status as a user reads it: a signal by what it means."""
-    if code >= 0:
-        return f"the local model stopped (exit code {code})"
-    number = -code
-    try:
-        name = signal.Signals(number).name
-    except ValueError:
-        name = f"signal {number}"
-    words = _SIGNAL_WORDS.get(number)  # type: ignore[call-overload]
-    return f"the local model crashed ({name}: {words})" if words else f"the local model crashed ({name})"
+    """The local model's exit status as a user reads it: a signal by what it means."""
+    return f"the local model {exit_status(code, _SIGNAL_WORDS)}"
 
 
 class _PortTaken(Exception):

@@ -13,6 +13,7 @@ one line saying why, and is started again by the next call of one of its tools.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from qwenmem_tui.config import McpServerSettings
+from qwenmem_tui.exits import exit_status
 from qwenmem_tui.text import one_line
 
 if TYPE_CHECKING:
@@ -73,6 +75,7 @@ class McpServer:
         self._ready: asyncio.Future[ClientSession] | None = None
         self._stop: asyncio.Event | None = None
         self._garbled = False  # the server wrote something that is not JSON-RPC
+        self._process: Any = None  # the stdio server's process, to say how it ended
 
     @property
     def timeout(self) -> float:
@@ -97,6 +100,7 @@ class McpServer:
         return self._ready
 
     async def _serve(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event) -> None:
+        _SPAWNING.set(self)  # this task's stdio_client hands us the process it spawns
         try:
             async with AsyncExitStack() as stack:
                 # asyncio.timeout, not wait_for: the SDK's context managers must be
@@ -113,7 +117,7 @@ class McpServer:
             raise
         except BaseException as exc:  # noqa: BLE001 - the SDK raises exception groups
             log.warning("[MCP] server %s failed", self.name, exc_info=True)
-            self._fail(ready, describe_failure(exc, self._timed_out()))
+            self._fail(ready, self._ended(describe_failure(exc, self._timed_out())))
         else:
             self._failed_start(ready, "stopped")
         finally:
@@ -148,6 +152,8 @@ class McpServer:
     def _transport(self) -> Any:
         from mcp.client.stdio import StdioServerParameters, stdio_client
         from mcp.client.streamable_http import streamable_http_client
+
+        _watch_spawns()
 
         settings = self.settings
         if settings.url is not None:
@@ -229,9 +235,17 @@ class McpServer:
         self._task = None
         if task is not None:
             task.cancel()
-            await asyncio.wait({task})
+            await asyncio.wait({task})  # the SDK reaps the process: its exit status is known
         self.tools = self.tools  # keep offering them: the next call restarts the server
-        self._set_state("failed", reason)
+        self._set_state("failed", self._ended(reason))
+
+    def _ended(self, reason: str) -> str:
+        """A closed connection said as how the process ended, when it did end
+        ("crashed (SIGSEGV: segmentation fault)", "stopped (exit code 3)")."""
+        code = getattr(self._process, "returncode", None)
+        if reason != CLOSED or code is None:
+            return reason
+        return exit_status(code)
 
     # -- calls ---------------------------------------------------------------------------
 
@@ -272,10 +286,38 @@ class McpServer:
             log.warning("[MCP] call %s.%s failed", self.name, tool, exc_info=True)
             reason = describe_failure(exc, self._timed_out())
         await self._restart_after(reason)
-        raise McpCallError(f"MCP server {self.name} {reason}; it restarts on the next call")
+        raise McpCallError(f"MCP server {self.name} {self.error or reason}; it restarts on the next call")
 
 
 CLOSED = "closed the connection (did the process exit?)"
+
+_SPAWNING: contextvars.ContextVar[McpServer] = contextvars.ContextVar("qwenmem_mcp_spawning")
+"""The server whose task is connecting (each connection has a task, so a context)."""
+_watching = False
+
+
+def _watch_spawns() -> None:
+    """Keep the process the SDK's stdio client spawns, so a dead server's line can say
+    how it ended: the SDK keeps it to itself. Wraps its one spawning function (the SDK
+    2.x name); should a release rename it, the line stays "closed the connection"."""
+    global _watching
+    if _watching:
+        return
+    _watching = True
+    import mcp.client.stdio as sdk_stdio
+
+    spawn = getattr(sdk_stdio, "_create_platform_compatible_process", None)
+    if spawn is None:
+        return
+
+    async def spawn_and_keep(*args: Any, **kwargs: Any) -> Any:
+        process = await spawn(*args, **kwargs)
+        server = _SPAWNING.get(None)
+        if server is not None:
+            server._process = process
+        return process
+
+    sdk_stdio._create_platform_compatible_process = spawn_and_keep  # type: ignore[attr-defined]
 
 
 def describe_failure(exc: BaseException, timed_out: str) -> str:

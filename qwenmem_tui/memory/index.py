@@ -8,6 +8,12 @@ IDSelector built from the store's hard filters, which never allow a removed row.
 
 On disk: ``<index_dir>/<embedder>.faiss``, a JSON header (embedder, dimension, kind,
 tombstones, the store generation it reflects) followed by the serialised index.
+
+The index also keeps the sum of its live vectors (updated on every add and removal,
+recomputed at load), so recall can rank by ``p·(q − mean)``: a small multilingual
+embedder puts every sentence of one language in a shared direction, and the store's
+mean is dominated by those directions; removing it from the query stops a question
+from preferring any memory written in its own language (``search(debias=True)``).
 FAISS calls run in a thread: they release the GIL and can take a while.
 """
 
@@ -18,7 +24,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +42,8 @@ HNSW = "hnsw"
 _BATCH = 4096
 _MAGIC = b"QWENMEM-FAISS-1\n"
 _TOMBSTONE_REBUILD_RATIO = 0.25
+# A debiased search reranks this many times k candidates exactly (see _debiased).
+_DEBIAS_WIDTH = 4
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,7 @@ class VectorIndex:
         self.dim = 0
         self._index: faiss.IndexIDMap2 | None = None
         self._tombstones: set[int] = set()
+        self._sum: np.ndarray | None = None  # float64 sum of live vectors, for the mean
         self._lock = asyncio.Lock()
 
     # state -------------------------------------------------------------------------
@@ -138,7 +147,38 @@ class VectorIndex:
         self.kind = meta["kind"]
         self.generation = int(meta["generation"])
         self._tombstones = set(meta.get("tombstones", []))
+        self._sum = await asyncio.to_thread(self._live_sum)
         return True
+
+    def _live_sum(self) -> np.ndarray | None:
+        """Sum of the live vectors, read back in batches (the file does not hold it)."""
+        if self._index is None or self._index.ntotal == 0:
+            return None
+        total = np.zeros(self._index.d, dtype=np.float64)
+        for start in range(0, self._index.ntotal, _BATCH):
+            n = min(_BATCH, self._index.ntotal - start)
+            total += self._index.index.reconstruct_n(start, n).sum(axis=0, dtype=np.float64)
+        if self._tombstones:
+            total -= self._vectors(self._tombstones).sum(axis=0, dtype=np.float64)
+        return total
+
+    def _vectors(self, ids: Collection[int]) -> np.ndarray:
+        """The stored vectors of those ``ids`` the index holds (order not kept)."""
+        assert self._index is not None
+        rows = []
+        for memory_id in ids:
+            try:
+                rows.append(self._index.reconstruct(int(memory_id)))
+            except RuntimeError:  # "key not found"
+                continue
+        return np.asarray(rows, dtype=np.float32).reshape(-1, self._index.d)
+
+    def mean(self) -> np.ndarray | None:
+        """Mean of the live vectors; None while the index is empty."""
+        count = len(self)
+        if self._sum is None or count <= 0:
+            return None
+        return (self._sum / count).astype(np.float32)
 
     async def save(self) -> None:
         """One file, header and vectors together, replaced atomically: two processes
@@ -206,6 +246,7 @@ class VectorIndex:
             self._index = index
             self.dim = dim
             self._tombstones = set()
+            self._sum = vectors.sum(axis=0, dtype=np.float64) if len(ids) else None
             self.generation = generation
 
     async def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -215,6 +256,7 @@ class VectorIndex:
             if self._index is None or self.dim != vectors.shape[1]:
                 self.dim = vectors.shape[1]
                 self._index = self._new_index(self.dim, len(ids))
+                self._sum = None
             # Idempotent: a sync woken by another process's change (LISTEN/NOTIFY) may
             # already have added a row between its commit and this write's own add.
             fresh = ~np.isin(ids, faiss.vector_to_array(self._index.id_map))
@@ -230,14 +272,18 @@ class VectorIndex:
                 self._tombstones -= revived
                 if len(ids) == 0:
                     return
-            await asyncio.to_thread(
-                _add_batch, self._index, np.ascontiguousarray(vectors, dtype=np.float32), ids
-            )
+            vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+            await asyncio.to_thread(_add_batch, self._index, vectors, ids)
+            added = vectors.sum(axis=0, dtype=np.float64)
+            self._sum = added if self._sum is None else self._sum + added
 
     async def remove(self, ids: np.ndarray) -> None:
         if self._index is None or len(ids) == 0:
             return
         async with self._lock:
+            gone = self._vectors(set(ids.tolist()) - self._tombstones)
+            if self._sum is not None and len(gone):
+                self._sum = self._sum - gone.sum(axis=0, dtype=np.float64)
             if self.kind == HNSW:
                 present = set(faiss.vector_to_array(self._index.id_map).tolist())
                 self._tombstones.update(i for i in ids.tolist() if i in present)
@@ -253,6 +299,24 @@ class VectorIndex:
         return len(self._tombstones) > _TOMBSTONE_REBUILD_RATIO * max(1, self._index.ntotal)
 
     # search ------------------------------------------------------------------------
+    def _debiased(
+        self, query: np.ndarray, mean: np.ndarray, ids: Sequence[int], k: int
+    ) -> list[SearchHit]:
+        """Rank ``ids`` by the cosine of the mean-centred passage with the mean-centred
+        query; return the top ``k`` with their plain cosines. FAISS ranked them by
+        ``p·(q − mean)``, which leaves out the division by ``|p − mean|``; this
+        reorders a few times ``k`` candidates by the exact centred cosine."""
+        assert self._index is not None
+        if not ids:
+            return []
+        vectors = np.stack([self._index.reconstruct(int(i)) for i in ids])
+        centred = vectors - mean
+        norms = np.maximum(np.linalg.norm(centred, axis=1), 1e-6)
+        ranking = (centred @ (query - mean)) / norms
+        cosines = vectors @ query
+        order = sorted(range(len(ids)), key=lambda j: (-ranking[j], ids[j]))[:k]
+        return [SearchHit(int(ids[j]), float(cosines[j])) for j in order]
+
     async def scores(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         """Cosine of ``query`` with each of ``ids`` that the index holds (tombstones
         excluded). Reconstructing a handful of vectors costs microseconds: no thread."""
@@ -270,10 +334,25 @@ class VectorIndex:
                     continue
         return out
 
-    async def search(self, query: np.ndarray, k: int, allowed: np.ndarray) -> list[SearchHit]:
-        """Top ``k`` among ``allowed`` ids only: the selector makes FAISS skip the rest."""
+    async def search(
+        self, query: np.ndarray, k: int, allowed: np.ndarray, *, debias: bool = False
+    ) -> list[SearchHit]:
+        """Top ``k`` among ``allowed`` ids only: the selector makes FAISS skip the rest.
+
+        ``debias`` ranks by ``p·(q − mean)`` instead of ``p·q`` (see the module
+        docstring); the scores returned are still the plain cosines ``p·q``, which
+        recall's calibrated threshold is measured on.
+        """
         if self._index is None or len(allowed) == 0 or k <= 0 or self._index.ntotal == 0:
             return []
+        mean = None
+        if debias:
+            async with self._lock:  # the sum and the count of one state, not mid-add
+                mean = self.mean()
+        if mean is not None:
+            wide = await self.search(query - mean, k * _DEBIAS_WIDTH, allowed)
+            async with self._lock:
+                return self._debiased(query, mean, [h.id for h in wide], k)
         selector, bitmap = _bitmap_selector(allowed)
         if self.kind == HNSW:
             params = faiss.SearchParametersHNSW(sel=selector, efSearch=max(64, 2 * k))

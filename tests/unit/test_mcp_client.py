@@ -147,7 +147,10 @@ async def test_headless_face_offers_and_runs_only_trusted_servers(
 @pytest.mark.parametrize(
     ("mode", "expected"),
     [
-        ("die", "closed the connection"),
+        # A dead process is named by how it ended, a signal in words (issue 23).
+        ("die", "stopped (exit code 3)"),
+        ("segv", "crashed (SIGSEGV: segmentation fault)"),
+        ("kill", "crashed (SIGKILL: killed"),
         ("hang", "did not answer within 1s"),
         ("garbage", "answered garbage"),
     ],
@@ -169,8 +172,8 @@ async def test_misbehaving_server_is_one_error_and_restarts_on_the_next_call(
     result = await registry.call("mcp__broken__poke", "{}", _ctx(tmp_path))
     assert result.is_error
     assert "\n" not in result.content and expected in result.content
-    assert server.state == "failed" and server.error
-    assert "failed" in describe_servers(servers)
+    assert server.state == "failed" and server.error and expected in server.error
+    assert "failed" in describe_servers(servers) and expected in describe_servers(servers)
     # Still offered; the next call starts a fresh process (which misbehaves again).
     assert "mcp__broken__poke" in registry.names()
     again = await registry.call("mcp__broken__poke", "{}", _ctx(tmp_path))

@@ -1,0 +1,114 @@
+"""Cross-language recall in a mixed store: top-3 through the real recall pipeline.
+
+    .venv/bin/python bench/bench_crosslang.py [--embedding auto]
+
+``bench/crosslang_corpus.jsonl``: 16 facts written in Portuguese, Spanish or English
+among 12 same-domain distractors in all three languages (not translations of one
+fact). Each fact is asked twice: once in another language ("cross") and once in its
+own language with other words ("same"). The same is scored on
+``bench/recall_corpus.jsonl`` (110 memories, 224 answerable questions).
+
+Every row is saved through ``MemoryService.save`` (guard, embed, identity) and every
+question goes through ``MemoryService.recall`` — what chat and ``qwenmem memory
+search`` get: filters, both channels, fusion, threshold. A hit is the fact among the
+first three results (top-1 beside it). Each corpus is run twice: with the dense
+channel ranked as recall ranks it now (the store's mean vector removed, see
+``memory/index.py``) and without (``Recaller.debias = False``, the previous ranking).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from bench_recall import load_corpus  # same directory: run as a script
+
+from qwenmem_tui.config import Settings
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.paths import Paths
+
+CORPUS = Path(__file__).resolve().parent / "crosslang_corpus.jsonl"
+PROJECT = "/bench/crosslang"
+USER = "bench"
+TOP = 3
+
+
+def load(path: Path = CORPUS) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(memories, questions) in bench_recall's shapes."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    memories = [{"category": "user", **row} for row in rows]
+    questions = [
+        {"text": text, "cross": "same" if lang == row["lang"] else "cross", "expected": row["id"]}
+        for row in rows
+        for lang, text in row.get("queries", [])
+    ]
+    return memories, questions
+
+
+async def run(embedding: str, memories: list, questions: list, debias: bool) -> dict[str, Any]:
+    settings = Settings.model_validate({"general": {"user": USER}, "memory": {"embedding": embedding}})
+    with tempfile.TemporaryDirectory(prefix="qwenmem-bench-crosslang-") as tmp:
+        paths = Paths(Path(tmp))
+        paths.ensure()
+        svc = await MemoryService.open(settings, paths)
+        svc.recaller.debias = debias
+        try:
+            return await _score(svc, memories, questions)
+        finally:
+            await svc.close()
+
+
+async def _score(svc: MemoryService, memories: list, questions: list) -> dict[str, Any]:
+    ids: dict[str, int] = {}
+    for m in memories:
+        for value in [*m.get("old_values", []), m["value"]]:
+            result = await svc.save(m["category"], m["key"], value, origin="user", project=PROJECT)
+        ids[m["id"]] = result.memory.id
+    ranks: dict[str, list[int | None]] = defaultdict(list)
+    misses: list[str] = []
+    for q in questions:
+        if q.get("expected") is None:
+            continue
+        result = await svc.recall(q["text"], project=PROJECT, record=False)
+        expected = ids[q["expected"]]
+        rank = result.ids.index(expected) + 1 if expected in result.ids else None
+        ranks[q["cross"]].append(rank)
+        if rank is None or rank > TOP:
+            misses.append(f"{q['cross']}: {q['text']!r} -> {[m.value[:40] for m in result.memories[:TOP]]}")
+    return {"embedder": svc.embedder.id, "ranks": ranks, "misses": misses}
+
+
+def line(name: str, ranks: list[int | None]) -> str:
+    top = sum(1 for r in ranks if r is not None and r <= TOP)
+    first = sum(1 for r in ranks if r == 1)
+    return f"{name}: top-{TOP} {top}/{len(ranks)} ({top / len(ranks):.3f}), top-1 {first}/{len(ranks)}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--embedding", default="auto")
+    parser.add_argument("--misses", action="store_true", help="list the questions missed")
+    args = parser.parse_args(argv)
+    big = load_corpus()
+    corpora = {"crosslang_corpus": load(), "recall_corpus": (big.memories, big.queries)}
+    for name, (memories, questions) in corpora.items():
+        for debias in (False, True):
+            r = asyncio.run(run(args.embedding, memories, questions, debias))
+            label = "mean removed" if debias else "plain cosine"
+            print(f"{name} [{r['embedder']}, dense {label}]")
+            for group in ("cross", "same"):
+                print("  " + line(f"{group}-language", r["ranks"][group]))
+            if args.misses:
+                for miss in r["misses"]:
+                    print("  miss", miss)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
