@@ -242,13 +242,26 @@ def test_mcp_model_copy_export_in_a_real_terminal(
     assert "Traceback" not in screen
 
 
+def _exited(pid: int) -> bool:
+    """Whether `pid` has ended: gone, or a zombie its parent (the tmux server, busy
+    with the window that closed) has not reaped yet — `kill(pid, 0)` still succeeds
+    on one, and that was read as "did not exit" in about half the runs."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
 def _gone(pid: int, timeout: float = 20.0) -> None:
     """Wait until process `pid` has exited (a bounded poll of another process)."""
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if _exited(pid):
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"process {pid} did not exit")
