@@ -35,7 +35,7 @@ from qwenmem_tui.tui.compaction_extension import (
 from qwenmem_tui.tui.default_extensions import default_extensions
 from qwenmem_tui.tui.memory_extension import memory_extension
 from qwenmem_tui.tui.widgets.compaction_marker import CompactionMarker
-from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem
+from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import (

@@ -24,7 +24,7 @@ from qwenmem_tui.tui.recap_controller import (
     RECAP_PROGRESS,
     recap_extension,
 )
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.tui.widgets.recap_item import RecapItem
 
