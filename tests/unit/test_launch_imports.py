@@ -5,26 +5,24 @@ numpy/FAISS, the chat loop and the runtime, the reply's Markdown, the secret sca
 detectors) loads behind the drawn screen, in the startup worker's thread. An import
 added at the top of a module on that path would silently bring its cost back in front
 of the first frame, so this checks it in a fresh interpreter: the real app, headless,
-with the startup worker replaced by a probe that lists what is loaded by then (the
-chat screen is composed and mounted at that point).
+started as a bare `qwenmem` through the CLI, with the startup worker replaced by a
+probe that lists what is loaded by then (the chat screen is composed and mounted).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 _PROBE = """
 import json, sys
-from pathlib import Path
 
-from qwenmem_tui.config import load_settings
-from qwenmem_tui.paths import Paths
+from qwenmem_tui import cli
 from qwenmem_tui.tui import app as app_module
 
-paths = Paths(Path(sys.argv[1]))
 loaded = []
 
 
@@ -37,9 +35,10 @@ async def first_frame(self):
     self.exit()
 
 
+run = app_module.QwenmemApp.run
+app_module.QwenmemApp.run = lambda self: run(self, headless=True, size=(100, 30))
 app_module.QwenmemApp._start = first_frame  # the startup worker, run once the screen is up
-app = app_module.create_app(load_settings(paths.config_file), paths, cwd=paths.home)
-app.run(headless=True, size=(100, 30))
+cli.run([])  # a bare `qwenmem`, as typed
 print(json.dumps(loaded))
 """
 
@@ -59,13 +58,22 @@ DEFERRED = (
     "qwenmem_tui.memory.service",
     "qwenmem_tui.tui.widgets.items",
     "qwenmem_tui.tui.default_extensions",
+    "qwenmem_tui.memory.cli",  # the feature subcommands: a bare `qwenmem` names none
+    "qwenmem_tui.daemon.cli",
+    "qwenmem_tui.mcp_server.cli",
 )
 """Loaded after the first frame (by the startup worker, in a thread)."""
 
 
 def test_the_first_frame_loads_none_of_what_can_wait(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "QWENMEM_HOME": str(tmp_path),
+        "QWENMEM_BASE_URL": "http://127.0.0.1:9/v1",  # never reached: the probe stops first
+        "QWENMEM_DEBUG_LOG_FILE": "0",
+    }
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(tmp_path)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr[-2000:]
     loaded = set(json.loads(done.stdout.strip().splitlines()[-1]))
