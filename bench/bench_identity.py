@@ -27,9 +27,9 @@ from identity_eval import evaluate, load_pairs  # noqa: E402
 
 from qwenmem_tui.config import Settings  # noqa: E402
 from qwenmem_tui.llm.client import LLMClient  # noqa: E402
-from qwenmem_tui.memory.identity import JUDGE_SYSTEM_PROMPT  # noqa: E402
-from qwenmem_tui.memory.model import WriteResult, embed_text  # noqa: E402
-from qwenmem_tui.memory.service import WRITE_BATCH, MemoryService  # noqa: E402
+from qwenmem_tui.features.memory.identity import JUDGE_SYSTEM_PROMPT  # noqa: E402
+from qwenmem_tui.features.memory.model import WriteResult, embed_text  # noqa: E402
+from qwenmem_tui.features.memory.service import WRITE_BATCH, MemoryService  # noqa: E402
 from qwenmem_tui.paths import Paths  # noqa: E402
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply  # noqa: E402
 

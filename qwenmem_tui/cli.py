@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 # the SDK, storage, numpy/faiss, the server stack and Textual load where a command
 # needs them (`qwenmem --help` went from 1.4 s to ~0.1 s).
 
-FEATURE_MODULES = ("qwenmem_tui.memory.cli", "qwenmem_tui.daemon.cli", "qwenmem_tui.mcp_server.cli")
+FEATURE_MODULES = ("qwenmem_tui.features.memory.cli", "qwenmem_tui.daemon.cli", "qwenmem_tui.mcp_server.cli")
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(

@@ -55,7 +55,7 @@ from qwenmem_tui.tui.keymap import checked_keymap
 from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, InfoItem, ItemWidgetFactory
 
 if TYPE_CHECKING:
-    from qwenmem_tui.features import SessionFeatures
+    from qwenmem_tui.features.assembly import SessionFeatures
     from qwenmem_tui.llm.local_server import LocalChatDefaults
     from qwenmem_tui.tui.screens.chat import ChatScreen  # the screen imports this module
 

@@ -1,7 +1,7 @@
 """How features show in the app: slash commands, item widgets, key bindings.
 
 What a feature *does* to a session — its hooks, tools, prefetch and extractor — is
-assembled in the core (`qwenmem_tui/features.py`), the same for the TUI and the daemon.
+assembled in the core (`qwenmem_tui/features/assembly.py`), the same for the TUI and the daemon.
 A TUI extension only presents a feature: each `ExtensionFactory` names the core
 features it presents, the app assembles those once, and the factory gets the result
 (`AppContext.features`) to build its commands and widgets on. `default_extensions`
@@ -33,7 +33,7 @@ from qwenmem_tui.tui.widgets.items import ItemWidgetFactory
 if TYPE_CHECKING:
     # Types only: features loads the memory stack (numpy/FAISS), which the app imports
     # in its startup worker, after the first frame.
-    from qwenmem_tui.features import MemoryAccess, SessionFeatures
+    from qwenmem_tui.features.assembly import MemoryAccess, SessionFeatures
     from qwenmem_tui.mcp_client.servers import McpServers
 
 

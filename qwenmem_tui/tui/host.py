@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from qwenmem_tui.chat.session import ChatSession
     from qwenmem_tui.config import Settings
-    from qwenmem_tui.features import SessionFeatures
+    from qwenmem_tui.features.assembly import SessionFeatures
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.paths import Paths
     from qwenmem_tui.storage.sessions import Item, SessionStore

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from qwenmem_tui.features import MCP
+from qwenmem_tui.features.assembly import MCP
 from qwenmem_tui.mcp_client.permissions import Decision, PermissionRequest
 from qwenmem_tui.mcp_client.server import McpServer
 from qwenmem_tui.mcp_client.servers import McpServers, describe_servers

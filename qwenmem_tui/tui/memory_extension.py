@@ -1,7 +1,7 @@
 """Long-term memory in the app: its notices, /memory, /remember and /forget.
 
 The service, the prefetch and extraction hooks and the save_memory tool are built by
-the core assembly (`qwenmem_tui/features.py`); `MemoryAccess` opens the service in the
+the core assembly (`qwenmem_tui/features/assembly.py`); `MemoryAccess` opens the service in the
 background, since loading (or rebuilding) the vector index must not hold the first
 frame. This module tells the user how the opening goes and runs the commands, which
 await the service in their workers.
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 
-from qwenmem_tui.features import MEMORY, MemoryAccess, MemoryUnavailable
-from qwenmem_tui.memory.model import FLAG_POSSIBLE_DUPLICATE, Memory, WriteAction, WriteResult
-from qwenmem_tui.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, RECEIPT_ITEM, receipt_of
-from qwenmem_tui.memory.review import review_plan, waiting_label
-from qwenmem_tui.memory.service import MemoryService
-from qwenmem_tui.memory.writer import MemoryRejected
+from qwenmem_tui.features.assembly import MEMORY, MemoryAccess, MemoryUnavailable
+from qwenmem_tui.features.memory.model import FLAG_POSSIBLE_DUPLICATE, Memory, WriteAction, WriteResult
+from qwenmem_tui.features.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, RECEIPT_ITEM, receipt_of
+from qwenmem_tui.features.memory.review import review_plan, waiting_label
+from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.host import SlashCommand

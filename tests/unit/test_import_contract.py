@@ -7,7 +7,7 @@
    submodule — to the package's `__init__`.
 2. The chat core (`qwenmem_tui/chat/`) imports no feature, directly or through other
    modules: not compaction, memory, the recap, the feature assembly or a face.
-3. The feature assembly (`qwenmem_tui/features.py`) and the runtime every face opens
+3. The feature assembly (`qwenmem_tui/features/assembly.py`) and the runtime every face opens
    (`qwenmem_tui/runtime.py`) import no face, and only the TUI
    (and the CLI entry that starts it) imports Textual — statically, so a function-local
    import the subprocess check in test_core_imports.py never runs is caught too.
@@ -19,7 +19,7 @@
 7. The faces (`tui/`, `daemon/`) construct no hook: no call to a class whose name ends
    in `Hook` or that implements `QueryHook` (by inheritance or by defining its five
    methods), and no such class defined there. Hooks are built by the core assembly
-   (`qwenmem_tui/features.py`), the same for both faces.
+   (`qwenmem_tui/features/assembly.py`), the same for both faces.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ PACKAGE_DIR = Path(qwenmem_tui.__file__).parent
 CHAT_CORE = f"{PACKAGE}.chat"
 FEATURES = (
     f"{PACKAGE}.compaction",
-    f"{PACKAGE}.memory",
+    f"{PACKAGE}.features.memory",
     f"{PACKAGE}.recap",
     f"{PACKAGE}.away",
     f"{PACKAGE}.features",
@@ -304,7 +304,9 @@ def test_the_chat_core_imports_no_feature() -> None:
 
 def test_the_assembly_and_the_runtime_import_no_face() -> None:
     modules = load_modules()
-    for core in (f"{PACKAGE}.features", f"{PACKAGE}.runtime"):
+    cores = [name for name in modules if _in(name, f"{PACKAGE}.features")]
+    assert f"{PACKAGE}.features.assembly" in cores
+    for core in (*cores, f"{PACKAGE}.runtime"):
         faces = {t: via for t, via in reachable(modules, core).items() if _in(t, FACES)}
         assert faces == {}, core
 
@@ -489,8 +491,8 @@ def test_the_checks_catch_what_they_are_for() -> None:
         f"{PACKAGE}.tui.x:2 constructs CompactionHook",
     ]
 
-    config = module(f"{PACKAGE}.config", "def f():\n    from qwenmem_tui.memory import model\n")
-    model = module(f"{PACKAGE}.memory.model", "")
+    config = module(f"{PACKAGE}.config", "def f():\n    from qwenmem_tui.features.memory import model\n")
+    model = module(f"{PACKAGE}.features.memory.model", "")
     opener = module(
         f"{PACKAGE}.daemon.y",
         "async def f(p, s):\n    db = await Database.open(p)\n    return LLMClient.from_settings(s), SessionStore(db)\n",

@@ -14,7 +14,7 @@ import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
 
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.memory.identity import (
+from qwenmem_tui.features.memory.identity import (
     JUDGE_SYSTEM_PROMPT,
     about,
     classify_note,
@@ -22,7 +22,7 @@ from qwenmem_tui.memory.identity import (
     parse_judgement,
     restates,
 )
-from qwenmem_tui.memory.model import (
+from qwenmem_tui.features.memory.model import (
     AuditAction,
     Category,
     Memory,
@@ -31,7 +31,7 @@ from qwenmem_tui.memory.model import (
     Status,
     WriteAction,
 )
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qwenmem_tui.memory.model import (
+from qwenmem_tui.features.memory.model import (
     DAY,
     FLAG_FROM_FILE,
     AuditAction,
@@ -12,7 +12,7 @@ from qwenmem_tui.memory.model import (
     Origin,
     Status,
 )
-from qwenmem_tui.memory.review import plan_review, reviewed_share, waiting_label
+from qwenmem_tui.features.memory.review import plan_review, reviewed_share, waiting_label
 
 NOW = 1_790_000_000.0
 
