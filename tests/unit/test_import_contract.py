@@ -505,7 +505,7 @@ def test_the_checks_catch_what_they_are_for() -> None:
     fake = {m.name: m for m in (config, model, opener, typed)}
     for m in fake.values():
         _read_imports(m, fake)
-    assert base_reaching_up(fake) == [f"{PACKAGE}.config imports {PACKAGE}.memory.model (via {PACKAGE}.config)"]
+    assert base_reaching_up(fake) == [f"{PACKAGE}.config imports {PACKAGE}.features.memory.model (via {PACKAGE}.config)"]
     assert runtime_constructions(fake) == [
         f"{PACKAGE}.daemon.y:2 calls Database.open",
         f"{PACKAGE}.daemon.y:3 calls LLMClient.from_settings",
