@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from qwenmem_tui import cli
+
 _PROBE = """
 import json, sys
 
@@ -55,12 +57,10 @@ DEFERRED = (
     "qwenmem_tui.runtime",
     "qwenmem_tui.features",
     "qwenmem_tui.chat.session",
-    "qwenmem_tui.memory.service",
+    "qwenmem_tui.features.memory.service",
     "qwenmem_tui.tui.widgets.items",
     "qwenmem_tui.tui.default_extensions",
-    "qwenmem_tui.memory.cli",  # the feature subcommands: a bare `qwenmem` names none
-    "qwenmem_tui.daemon.cli",
-    "qwenmem_tui.mcp_server.cli",
+    *cli.FEATURE_MODULES,  # the feature subcommands: a bare `qwenmem` names none
 )
 """Loaded after the first frame (by the startup worker, in a thread)."""
 

@@ -52,8 +52,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from qwenmem_tui.chat.session import ChatSession
-    from qwenmem_tui.tui.extensions import BusyState
-    from qwenmem_tui.tui.host import Host
+    from qwenmem_tui.tui.host import BusyState, Host
     from qwenmem_tui.tui.widgets.items import AssistantItem
 
 log = logging.getLogger("qwenmem.tui")
