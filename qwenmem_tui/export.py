@@ -17,7 +17,7 @@ from typing import Literal
 
 from qwenmem_tui import secrets
 from qwenmem_tui.chat.view import COMPACTION_ITEM, content_text
-from qwenmem_tui.memory.receipts import RECEIPT_ITEM, receipt_markdown
+from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, receipt_markdown
 from qwenmem_tui.storage.sessions import Item, SessionInfo
 
 ExportFormat = Literal["md", "json"]

@@ -48,14 +48,14 @@ if TYPE_CHECKING:
     # Types only: the features load the memory stack (numpy/FAISS); `open` imports
     # them in a thread so a face's event loop keeps serving meanwhile.
     from qwenmem_tui.chat.tools import Tool
-    from qwenmem_tui.chat.turns import QueryHook
-    from qwenmem_tui.features import Assembly, MemoryAccess, SessionFeatures
+    from qwenmem_tui.chat.session import QueryHook
+    from qwenmem_tui.features.assembly import Assembly, MemoryAccess, SessionFeatures
     from qwenmem_tui.llm.local_server import LocalChatDefaults
-    from qwenmem_tui.memory.remote import Caller, ProjectMemory
+    from qwenmem_tui.features.memory.remote import Caller, ProjectMemory
 
 log = logging.getLogger("qwenmem.runtime")
 
-PRELOAD_MODULES = ("openai", "qwenmem_tui.features")
+PRELOAD_MODULES = ("openai", "qwenmem_tui.features.assembly")
 """Imported in a thread by `open`, so the face's event loop keeps serving (keys, HTTP):
 the SDK alone takes ~0.4 s to import, the features' core (the memory stack: numpy,
 FAISS) as much again."""
@@ -218,7 +218,7 @@ class Runtime:
                 client = await starting
             else:
                 client = llm or LLMClient.from_settings(settings)
-            from qwenmem_tui.features import Assembly  # loaded (in a thread) by _preload
+            from qwenmem_tui.features.assembly import Assembly  # loaded (in a thread) by _preload
 
             assembly = Assembly.create(
                 settings,
@@ -291,7 +291,7 @@ class Runtime:
         every project's memories live in the one store, each view reads its own and
         the global ones. Raises StartupError when memory is not assembled.
         """
-        from qwenmem_tui.memory.remote import ProjectMemory
+        from qwenmem_tui.features.memory.remote import ProjectMemory
 
         if self.memory is None:
             raise StartupError("Long-term memory is turned off (memory.enabled = false).")

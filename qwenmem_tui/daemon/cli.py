@@ -122,6 +122,7 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """Refuses unsafe or impossible starts with one line and exit 2 (1 for a busy port),
     then serves until SIGINT/SIGTERM."""
     from qwenmem_tui.chat.tools import broad_root_notice
+    from qwenmem_tui.llm.local_client import LocalModelClient
     from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
     from qwenmem_tui.llm.provider import resolve_provider
 
@@ -173,7 +174,7 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
                 return 1
             defaults = local.chat_defaults()
             defaults.apply_to(settings)
-            llm = local.make_client(settings)
+            llm = LocalModelClient.for_server(local, settings)
         options = ServerOptions(
             token=token,
             allowed_origins=frozenset(args.allow_origin),
@@ -226,7 +227,7 @@ async def _open_and_serve(
     backend: DaemonBackend, server: uvicorn.Server, sock: socket.socket, listening: str
 ) -> int:
     from qwenmem_tui import debuglog
-    from qwenmem_tui.features import MemoryUnavailable
+    from qwenmem_tui.features.assembly import MemoryUnavailable
     from qwenmem_tui.runtime import StartupError
     from qwenmem_tui.storage.database import StorageError
 

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from qwenmem_tui.daemon.guard import CLIENT_ID_HEADER, error_response
-from qwenmem_tui.memory.remote import Caller, MemoryRequestError, ProjectMemory
+from qwenmem_tui.features.memory.remote import Caller, MemoryRequestError, ProjectMemory
 from qwenmem_tui.runtime import StartupError
 
 

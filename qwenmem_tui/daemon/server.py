@@ -54,11 +54,11 @@ from qwenmem_tui.daemon.guard import (
 from qwenmem_tui.daemon.memory_routes import MEMORY_ROUTES
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
 from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
-from qwenmem_tui.features import Assembly, SessionFeatures
+from qwenmem_tui.features.assembly import Assembly, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
-from qwenmem_tui.memory.exchange import ExchangeMemory
-from qwenmem_tui.memory.receipts import RECEIPT_ITEM, memories_json
+from qwenmem_tui.features.memory.exchange import ExchangeMemory
+from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, memories_json
 from qwenmem_tui.paths import Paths, private_dir, private_file, project_id
 from qwenmem_tui.recap import generate_session_recap
 from qwenmem_tui.runtime import Runtime

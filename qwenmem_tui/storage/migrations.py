@@ -33,7 +33,7 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX items_by_session ON items (session_id, id);
     """,
-    # 2: long-term memory (qwenmem_tui/memory): rows with their vectors, the append-only
+    # 2: long-term memory (qwenmem_tui/features/memory): rows with their vectors, the append-only
     # audit trail, the generation counter other processes watch, and metric counters.
     """
     CREATE TABLE memories (

@@ -7,7 +7,7 @@ Its own module, not `tui/extensions.py`: the feature modules import that one for
 from __future__ import annotations
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features import enabled_features
+from qwenmem_tui.features.assembly import enabled_features
 from qwenmem_tui.tui.compaction_extension import compaction_extension
 from qwenmem_tui.tui.extensions import ExtensionFactory
 from qwenmem_tui.tui.export_extension import export_extension

@@ -12,12 +12,12 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from qwenmem_tui.features import MCP
+from qwenmem_tui.features.assembly import MCP
 from qwenmem_tui.mcp_client.permissions import Decision, PermissionRequest
 from qwenmem_tui.mcp_client.server import McpServer
 from qwenmem_tui.mcp_client.servers import McpServers, describe_servers
-from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
+from qwenmem_tui.tui.host import SlashCommand
 
 if TYPE_CHECKING:
     from qwenmem_tui.tui.host import Host

@@ -20,7 +20,7 @@ from textual.widgets import Static
 
 from qwenmem_tui.compaction import SUMMARY_SYSTEM_PROMPT, CompactionHook, estimate_tokens
 from qwenmem_tui.config import Settings
-from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
+from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import Item, SessionStore

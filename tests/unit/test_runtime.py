@@ -14,11 +14,11 @@ from chat_support import collect, outcome_of
 
 from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features import COMPACTION, MEMORY, MemoryUnavailable
+from qwenmem_tui.features.assembly import COMPACTION, MEMORY, MemoryUnavailable
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
-from qwenmem_tui.memory.model import Origin
-from qwenmem_tui.memory.remote import Caller
+from qwenmem_tui.features.memory.model import Origin
+from qwenmem_tui.features.memory.remote import Caller
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.runtime import ModelStarter, Runtime, StartupError, check_resume
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
@@ -141,7 +141,7 @@ async def test_a_failing_start_is_one_line_and_leaves_nothing_open(
 async def test_open_memory_fails_the_opening_on_a_broken_store(
     settings: Settings, paths: Paths, project: Path, llm: LLMClient, monkeypatch
 ) -> None:
-    from qwenmem_tui.memory.service import MemoryService
+    from qwenmem_tui.features.memory.service import MemoryService
 
     async def broken(*args, **kwargs):
         raise OSError("disk on fire")

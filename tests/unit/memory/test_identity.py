@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator
 import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
 
+from qwenmem_tui.features.memory.backup import import_lines
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.memory.identity import (
+from qwenmem_tui.features.memory.identity import (
     JUDGE_SYSTEM_PROMPT,
     about,
     classify_note,
@@ -22,7 +23,7 @@ from qwenmem_tui.memory.identity import (
     parse_judgement,
     restates,
 )
-from qwenmem_tui.memory.model import (
+from qwenmem_tui.features.memory.model import (
     AuditAction,
     Category,
     Memory,
@@ -31,7 +32,7 @@ from qwenmem_tui.memory.model import (
     Status,
     WriteAction,
 )
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
@@ -311,7 +312,7 @@ async def test_an_approved_restatement_replaces_its_subject(service: MemoryServi
 async def test_import_restating_a_subject_supersedes_it(service: MemoryService) -> None:
     await service.remember("I live in São Paulo", project=PROJECT_A)
     line = json.dumps({"category": "user", "key": "city", "value": "I live in Lisbon"})
-    report = await service.import_lines([line], project=PROJECT_A, trusted=True)
+    report = await import_lines(service, [line], project=PROJECT_A, trusted=True)
     assert report.counts == {"superseded": 1}
     assert await active(service) == [("city", "I live in Lisbon")]
 

@@ -16,9 +16,9 @@ import pytest
 from memtest_support import PROJECT_A, Clock, make_settings
 
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.memory.identity import JUDGE_SYSTEM_PROMPT
-from qwenmem_tui.memory.model import WriteResult
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.features.memory.identity import JUDGE_SYSTEM_PROMPT
+from qwenmem_tui.features.memory.model import WriteResult
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
