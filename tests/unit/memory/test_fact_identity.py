@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from memtest_support import PROJECT_A, Clock, make_settings
 
-from qwenmem_tui.memory.backup import import_lines
-from qwenmem_tui.memory.identity import POSSIBLE_DUPLICATE
-from qwenmem_tui.memory.model import Category, Status, WriteAction
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.features.memory.backup import import_lines
+from qwenmem_tui.features.memory.identity import POSSIBLE_DUPLICATE
+from qwenmem_tui.features.memory.model import Category, Status, WriteAction
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage import MIGRATIONS, Database
 
@@ -48,6 +48,7 @@ async def test_the_database_allows_both_and_still_refuses_a_second_active_row_of
 ) -> None:
     await service.save("project", "build_cmd", "make build", origin="tool", project=PROJECT_A)
     await service.save("reference", "build_cmd", "https://ci.example.org/build", origin="tool", project=PROJECT_A)
+    assert len(_active(await service.list(project=PROJECT_A))) == 2
     conn = sqlite3.connect(mem_paths.db_file)
     try:
         with pytest.raises(sqlite3.IntegrityError):
@@ -108,16 +109,6 @@ async def test_the_same_attribute_under_another_category_is_kept_and_flagged(ser
     assert later.action is WriteAction.CREATED and later.superseded == []
     assert POSSIBLE_DUPLICATE in later.memory.flags
     assert len(_active(await service.list(project=PROJECT_A))) == 2
-
-
-async def test_remember_files_the_same_name_under_two_categories_without_numbering(
-    service: MemoryService,
-) -> None:
-    """/remember numbers a key taken by another fact of its own category only."""
-    a = await service.save("project", "tomas", "Tomás runs the release train", origin="tool", project=PROJECT_A)
-    b = await service.remember("Tomás: prefers async updates over calls", project=PROJECT_A, judge_timeout=None)
-    assert b.memory.key.startswith("tomas") and b.superseded == []
-    assert (await service.get(a.memory.id)).status is Status.ACTIVE
 
 
 async def test_a_database_of_the_previous_schema_migrates_without_losing_a_row(
