@@ -312,6 +312,7 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
 
 
 def _local_model_starter(server: LocalModelServer, settings: Settings) -> ModelStarter:
+    from qwenmem_tui.llm.local_client import LocalModelClient
     from qwenmem_tui.llm.local_server import LocalModelError
     from qwenmem_tui.runtime import ModelStarter, StartupError
 
@@ -323,7 +324,7 @@ def _local_model_starter(server: LocalModelServer, settings: Settings) -> ModelS
             await server.astart(show)
         except LocalModelError as exc:
             raise StartupError(str(exc)) from None
-        return server.make_client(settings)
+        return LocalModelClient.for_server(server, settings)
 
     return ModelStarter(label=server.display_label, start=start)
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     # Types only: the features load the memory stack (numpy/FAISS); `open` imports
     # them in a thread so a face's event loop keeps serving meanwhile.
     from qwenmem_tui.chat.tools import Tool
-    from qwenmem_tui.chat.turns import QueryHook
+    from qwenmem_tui.chat.session import QueryHook
     from qwenmem_tui.features.assembly import Assembly, MemoryAccess, SessionFeatures
     from qwenmem_tui.llm.local_server import LocalChatDefaults
     from qwenmem_tui.features.memory.remote import Caller, ProjectMemory

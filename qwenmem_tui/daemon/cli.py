@@ -122,6 +122,7 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """Refuses unsafe or impossible starts with one line and exit 2 (1 for a busy port),
     then serves until SIGINT/SIGTERM."""
     from qwenmem_tui.chat.tools import broad_root_notice
+    from qwenmem_tui.llm.local_client import LocalModelClient
     from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
     from qwenmem_tui.llm.provider import resolve_provider
 
@@ -173,7 +174,7 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
                 return 1
             defaults = local.chat_defaults()
             defaults.apply_to(settings)
-            llm = local.make_client(settings)
+            llm = LocalModelClient.for_server(local, settings)
         options = ServerOptions(
             token=token,
             allowed_origins=frozenset(args.allow_origin),

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError, ToolRegistry, builtin_tools
-from qwenmem_tui.chat.turns import BaseQueryHook, QueryHook, QueryOutcome
+from qwenmem_tui.chat.session import BaseQueryHook, QueryHook
+from qwenmem_tui.chat.turns import QueryOutcome
 from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.mcp.servers import McpServers

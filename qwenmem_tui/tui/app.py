@@ -40,16 +40,16 @@ from textual.widget import Widget
 from textual.worker import get_current_worker
 
 from qwenmem_tui import collector, debuglog
-from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.chat.session import ChatSession, QueryHook
 from qwenmem_tui.chat.tools import Tool, broad_root_notice
-from qwenmem_tui.chat.turns import QueryHook
 from qwenmem_tui.config import ConfigError, Settings
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.runtime import ModelStarter, Runtime, StartupError, find_session
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
-from qwenmem_tui.tui.commands import BUILTIN_COMMANDS, CommandTable
-from qwenmem_tui.tui.extensions import AppContext, BusyState, Extension, ExtensionFactory
+from qwenmem_tui.tui.commands import BUILTIN_COMMANDS
+from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
+from qwenmem_tui.tui.host import BusyState, CommandTable
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.keymap import checked_keymap
 from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, InfoItem, ItemWidgetFactory
@@ -152,7 +152,8 @@ class QwenmemApp(App[None]):
         self._session: ChatSession | None = None
         self._session_features: SessionFeatures | None = None
         # ConfigError for an unknown id or key name: reported before anything is drawn.
-        self.set_keymap(checked_keymap(settings, self.BINDINGS))
+        self._user_keys = checked_keymap(settings, self.BINDINGS)
+        self.set_keymap(self._user_keys)
         if settings.ui.theme is not None:
             if settings.ui.theme not in self.available_themes:
                 names = ", ".join(sorted(self.available_themes))
@@ -430,13 +431,31 @@ class QwenmemApp(App[None]):
             for command in extension.commands:
                 self.commands.register(command)
             for binding in extension.bindings:
-                # Into the app's own map (Textual has no public bind with an id); the
-                # keymap from [keys] applies to it like to the class BINDINGS.
-                self._bindings.key_to_bindings.setdefault(binding.key, []).append(binding)
+                self._bind_extension_key(binding)
             self.item_widgets.update(extension.item_widgets)
             self.busy_states.update(extension.busy_states)
             self.help_keys.extend(extension.help_keys)
         self._chat_screen().add_busy_states(self.busy_states)
+
+    def _bind_extension_key(self, binding: Binding) -> None:
+        """An extension's app-level key, through Textual's public `App.bind`.
+
+        Textual takes bindings with ids (the ones its keymap remaps) only from a class's
+        `BINDINGS`; an extension's keys are known once it is built, after the app is.
+        `bind` takes no id, so the user's `[keys]` remapping of the id is applied here,
+        the way the keymap applies it to the class bindings (a clash with a remapped
+        class binding is Textual's to settle, as for any other key).
+        """
+        if binding.priority:
+            raise ValueError(f"extension key {binding.key!r}: app-level keys cannot be priority")
+        keys = self._user_keys.get(binding.id, binding.key) if binding.id else binding.key
+        self.bind(
+            keys,
+            binding.action,
+            description=binding.description,
+            show=binding.show,
+            key_display=binding.key_display,
+        )
 
     async def _extension_features(self) -> set[str]:
         """The core features the extensions present (the runtime assembles them); the

@@ -27,7 +27,7 @@ from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
-from qwenmem_tui.tui.commands import SlashCommand
+from qwenmem_tui.tui.host import BusyState, Host, SlashCommand
 from qwenmem_tui.tui.widgets.items import ItemWidgetFactory
 
 if TYPE_CHECKING:
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     # in its startup worker, after the first frame.
     from qwenmem_tui.features.assembly import MemoryAccess, SessionFeatures
     from qwenmem_tui.features.mcp.servers import McpServers
-    from qwenmem_tui.tui.host import Host
 
 
 @dataclass(frozen=True)
@@ -60,17 +59,6 @@ class AppContext:
     """The project instruction files in the system prompt."""
 
 
-@dataclass(frozen=True)
-class BusyState:
-    """A state an extension's long-running command puts the app in (`host.busy`)."""
-
-    label: str
-    """What the status line says meanwhile, e.g. "compacting history…"."""
-    stopped: str
-    """What a message sent meanwhile stops, e.g. "the recap": it says "Stopped the
-    recap: your message goes first." (side work yields to the user)."""
-
-
 @dataclass
 class Extension:
     """One feature's contributions to the face. Every field is optional."""
@@ -82,7 +70,8 @@ class Extension:
     """The states its commands run in (`host.busy(name, progress)`), by name."""
     bindings: Sequence[Binding] = ()
     """App-level keys, e.g. ``Binding("ctrl+p", "command('pin')", "Pin", id="chat.pin")``:
-    ``command(name)`` runs a slash command; the id lets users remap the key ([keys])."""
+    ``command(name)`` runs a slash command; the id lets users remap the key ([keys],
+    once `keymap.binding_ids` lists it). Not priority: they join through `App.bind`."""
     help_keys: Sequence[tuple[str, str]] = ()
     """(key, description) /help lists besides the bindings: keys of widgets that only
     have them while focused (a receipt's list)."""

@@ -241,6 +241,25 @@ async def test_the_receipt_keys_are_in_help_and_the_footer(
         assert {"f", "e", "n"} <= footer
 
 
+async def test_the_receipt_key_is_remapped_from_settings(
+    make_memory_app: Callable[..., QwenmemApp], settings: Settings
+) -> None:
+    """An extension's key joins the app after it is built and still follows [keys]
+    (it was refused as an unknown id before)."""
+    settings.keys = {"memory.receipt": "f4"}
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, "/remember I live in Lisbon", "where do I live?")
+        [receipt] = receipts(app)
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        assert not receipt.is_open
+        await pilot.press("f4")
+        await wait_until(pilot, lambda: receipt.is_open)
+        shown = dict(app.describe_keys())
+        assert shown.get("f4") == "Memories used" and "ctrl+o" not in shown, shown
+
+
 def test_snapshot_a_reply_with_its_receipt_open(
     snap_compare: Callable[..., bool],
     fake: FakeOpenAI,

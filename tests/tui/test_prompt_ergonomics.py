@@ -22,7 +22,7 @@ from qwenmem_tui.prompt_history import HISTORY_FILE_NAME
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
 from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.tui.commands import SlashCommand
+from qwenmem_tui.tui.host import SlashCommand
 from qwenmem_tui.tui.screens.chat import QueuedMessages
 from qwenmem_tui.tui.screens.secret_confirm import SecretConfirm
 from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem, ToolCallItem, UserItem

@@ -158,7 +158,7 @@ async def test_a_new_feature_is_one_registration(
 ) -> None:
     """The docs' worked example: a feature is a `Feature` and one line in FEATURES."""
     from qwenmem_tui.features import assembly as registry
-    from qwenmem_tui.chat.turns import BaseQueryHook
+    from qwenmem_tui.chat.session import BaseQueryHook
     from qwenmem_tui.features.assembly import Feature, SessionPart
 
     class Stamp(BaseQueryHook):

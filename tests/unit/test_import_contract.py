@@ -1,9 +1,10 @@
 """The package's import contract, read from the source with `ast` (no module is imported).
 
 1. No import cycle among `qwenmem_tui` modules. Function-local imports count (they only
-   hide a cycle until the function runs); `if TYPE_CHECKING:` imports do not (they never
-   run). An import edge goes to the module named, or — for `from package import name`
-   where `name` is not a submodule — to the package's `__init__`.
+   hide a cycle until the function runs); `if TYPE_CHECKING:` ones do not yet (the
+   memory backup/review/service circle is still one). An import edge
+   goes to the module named, or — for `from package import name` where `name` is not a
+   submodule — to the package's `__init__`.
 2. The chat core (`qwenmem_tui/chat/`) imports no feature, directly or through other
    modules: not compaction, memory, the recap, the feature assembly or a face.
 3. The feature assembly (`qwenmem_tui/features/assembly.py`) and the runtime every face opens
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +73,7 @@ class Module:
     tree: ast.Module
     is_package: bool
     imports: set[str] = field(default_factory=set)  # runtime edges to package modules
+    type_imports: set[str] = field(default_factory=set)  # those and the TYPE_CHECKING ones
 
 
 def _module_name(path: Path) -> tuple[str, bool]:
@@ -86,6 +88,13 @@ def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
+
+
+def _all_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """Every node, the bodies of `if TYPE_CHECKING:` included."""
+    for child in ast.iter_child_nodes(node):
+        yield child
+        yield from _all_nodes(child)
 
 
 def _runtime_nodes(node: ast.AST) -> Iterator[ast.AST]:
@@ -108,8 +117,13 @@ def load_modules() -> dict[str, Module]:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         modules[name] = Module(name, path, tree, is_package)
     for module in modules.values():
-        module.imports = set(_imports_of(module, modules))
+        _read_imports(module, modules)
     return modules
+
+
+def _read_imports(module: Module, modules: dict[str, Module]) -> None:
+    module.imports = set(_imports_of(module, modules))
+    module.type_imports = set(_imports_of(module, modules, nodes=_all_nodes))
 
 
 def external_imports(module: Module) -> set[str]:
@@ -123,8 +137,12 @@ def external_imports(module: Module) -> set[str]:
     return found - {PACKAGE}
 
 
-def _imports_of(module: Module, modules: dict[str, Module]) -> Iterator[str]:
-    for node in _runtime_nodes(module.tree):
+def _imports_of(
+    module: Module,
+    modules: dict[str, Module],
+    nodes: Callable[[ast.AST], Iterator[ast.AST]] = _runtime_nodes,
+) -> Iterator[str]:
+    for node in nodes(module.tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if _in(alias.name, PACKAGE):
@@ -407,6 +425,42 @@ def typed_against_the_app(modules: dict[str, Module]) -> list[str]:
     return problems
 
 
+TEXTUAL_PRIVATE_ATTRIBUTES = frozenset(
+    {"_bindings", "_merged_bindings", "_binding_chain", "_modal_binding_chain", "_keymap"}
+)
+"""Textual's private binding machinery: public routes are `BINDINGS`, `App.bind`,
+`set_keymap`, `check_action`, `refresh_bindings` and `Screen.active_bindings`."""
+TEXTUAL_PRIVATE_ALLOWED = {(f"{PACKAGE}.tui.terminal_input", "textual._xterm_parser")}
+"""The one private Textual module used, because Textual has no public route to it
+(the module's comment says why)."""
+
+
+def private_textual_uses(modules: dict[str, Module]) -> list[str]:
+    """Uses of Textual's private modules (`textual._x`) or binding attributes."""
+    problems = []
+    for module in modules.values():
+        for node in ast.walk(module.tree):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                private = name.startswith("textual.") and any(
+                    part.startswith("_") for part in name.split(".")[1:]
+                )
+                if private and (module.name, name) not in TEXTUAL_PRIVATE_ALLOWED:
+                    problems.append(f"{module.name}:{node.lineno} imports {name}")
+            if isinstance(node, ast.Attribute) and node.attr in TEXTUAL_PRIVATE_ATTRIBUTES:
+                problems.append(f"{module.name}:{node.lineno} uses .{node.attr}")
+    return problems
+
+
+def test_no_private_textual_api() -> None:
+    """Bindings through Textual's public API only; see TEXTUAL_PRIVATE_ALLOWED."""
+    assert private_textual_uses(load_modules()) == []
+
+
 def test_the_base_imports_no_feature() -> None:
     """config, paths, text, secrets, the debug log, llm/ and storage/ know nothing above."""
     assert base_reaching_up(load_modules()) == []
@@ -436,11 +490,18 @@ def test_the_checks_catch_what_they_are_for() -> None:
         f"{PACKAGE}.c",
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from qwenmem_tui import a\n",
     )
-    fake = {m.name: m for m in (a, b, c)}
+    d = module(
+        f"{PACKAGE}.d",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from qwenmem_tui.e import E\n",
+    )
+    e = module(f"{PACKAGE}.e", "from qwenmem_tui.d import D\n")
+    fake = {m.name: m for m in (a, b, c, d, e)}
     for m in fake.values():
-        m.imports = set(_imports_of(m, fake))
-    assert strongly_connected(fake) == [{a.name, b.name}]  # function-local counts
-    assert a.name not in c.imports  # TYPE_CHECKING does not
+        _read_imports(m, fake)
+    # Function-local counts.
+    assert sorted(strongly_connected(fake), key=sorted) == [{a.name, b.name}]
+    assert a.name not in c.imports  # a TYPE_CHECKING import is no run-time edge
+    assert a.name in c.type_imports
 
     hook = module(f"{PACKAGE}.chat.h", "class MyThing(BaseQueryHook):\n    pass\n")
     face = module(
@@ -466,7 +527,7 @@ def test_the_checks_catch_what_they_are_for() -> None:
     )
     fake = {m.name: m for m in (config, model, opener, typed)}
     for m in fake.values():
-        m.imports = set(_imports_of(m, fake))
+        _read_imports(m, fake)
     assert base_reaching_up(fake) == [f"{PACKAGE}.config imports {PACKAGE}.features.memory.model (via {PACKAGE}.config)"]
     assert runtime_constructions(fake) == [
         f"{PACKAGE}.daemon.y:2 calls Database.open",
@@ -474,3 +535,14 @@ def test_the_checks_catch_what_they_are_for() -> None:
         f"{PACKAGE}.daemon.y:3 constructs SessionStore",
     ]
     assert [p.split(":")[1] for p in typed_against_the_app(fake)] == ["3 names QwenmemApp", "5 names QwenmemApp"]
+
+    private = module(
+        f"{PACKAGE}.tui.w",
+        "from textual._xterm_parser import XTermParser\n"
+        "def f(widget, key):\n    return widget._bindings.key_to_bindings.get(key)\n",
+    )
+    allowed = module(f"{PACKAGE}.tui.terminal_input", "from textual._xterm_parser import XTermParser\n")
+    assert private_textual_uses({m.name: m for m in (private, allowed)}) == [
+        f"{PACKAGE}.tui.w:1 imports textual._xterm_parser",
+        f"{PACKAGE}.tui.w:3 uses ._bindings",
+    ]

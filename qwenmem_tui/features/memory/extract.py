@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome
+from qwenmem_tui.chat.session import BaseQueryHook
+from qwenmem_tui.chat.turns import QueryOutcome
 from qwenmem_tui.features.memory.model import Origin, WriteResult
 from qwenmem_tui.features.memory.provenance import Provenance
 from qwenmem_tui.features.memory.service import MemoryService

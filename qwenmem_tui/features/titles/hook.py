@@ -16,7 +16,8 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome
+from qwenmem_tui.chat.session import BaseQueryHook
+from qwenmem_tui.chat.turns import QueryOutcome
 from qwenmem_tui.text import one_line
 
 if TYPE_CHECKING:

@@ -52,7 +52,7 @@ from qwenmem_tui.tui.widgets.status_line import StatusLine
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from qwenmem_tui.tui.extensions import BusyState
+    from qwenmem_tui.tui.host import BusyState
     from qwenmem_tui.tui.host import Host
 
 log = logging.getLogger("qwenmem.tui")

@@ -17,9 +17,8 @@ from chat_support import chat_llm, collect
 from memtest_support import Clock, make_settings
 
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
-from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.chat.session import ChatSession, QueryHook
 from qwenmem_tui.chat.tools import builtin_tools
-from qwenmem_tui.chat.turns import QueryHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.features.memory.extract import (

@@ -22,8 +22,8 @@ from chat_support import chat_llm, collect, outcome_of
 from memtest_support import Clock, make_settings
 
 from qwenmem_tui.features.memory.prefetch import DISCARDED, IN_VIEW, INITIAL, TOOL_RESULT, MemoryPrefetchHook
-from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome, TurnKind
+from qwenmem_tui.chat.session import BaseQueryHook, ChatSession
+from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
 from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.features.memory.recall import RecallResult

@@ -26,14 +26,8 @@ from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.features.assembly import COMPACTION
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.text import one_line
-from qwenmem_tui.tui.commands import SlashCommand
-from qwenmem_tui.tui.extensions import (
-    AppContext,
-    Extension,
-    ExtensionFactory,
-    BusyState,
-    busy_notice,
-)
+from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory, busy_notice
+from qwenmem_tui.tui.host import BusyState, SlashCommand
 from qwenmem_tui.features.compaction.tui.marker import CompactionMarker
 
 if TYPE_CHECKING:

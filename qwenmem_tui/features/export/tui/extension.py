@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from qwenmem_tui.chat.view import content_text
 from qwenmem_tui.clipboard import system_copy
 from qwenmem_tui.features.export.formats import default_name, export_session
-from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
+from qwenmem_tui.tui.host import SlashCommand
 
 if TYPE_CHECKING:
     from qwenmem_tui.storage.sessions import Item

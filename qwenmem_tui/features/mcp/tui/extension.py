@@ -16,8 +16,8 @@ from qwenmem_tui.features.assembly import MCP
 from qwenmem_tui.features.mcp.permissions import Decision, PermissionRequest
 from qwenmem_tui.features.mcp.server import McpServer
 from qwenmem_tui.features.mcp.servers import McpServers, describe_servers
-from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
+from qwenmem_tui.tui.host import SlashCommand
 
 if TYPE_CHECKING:
     from qwenmem_tui.tui.host import Host

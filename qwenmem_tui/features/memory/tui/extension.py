@@ -23,8 +23,8 @@ from qwenmem_tui.features.memory.review import review_plan, waiting_label
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.text import one_line
-from qwenmem_tui.tui.commands import SlashCommand
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
+from qwenmem_tui.tui.host import SlashCommand
 from qwenmem_tui.features.memory.tui.receipt import MemoryReceipt
 
 if TYPE_CHECKING:
@@ -326,6 +326,10 @@ def remember_confirmation(result: WriteResult) -> str:
     return line
 
 
+RECEIPT_BINDING = Binding("ctrl+o", "command('receipt')", "Memories used", id="memory.receipt")
+"""Module level so `[keys]` validation knows its id before the extension is built."""
+
+
 async def _build(context: AppContext) -> Extension:
     if context.memory is None:
         raise RuntimeError("the memory extension needs the memory feature assembled")
@@ -334,9 +338,7 @@ async def _build(context: AppContext) -> Extension:
         name=MEMORY,
         item_widgets={RECEIPT_ITEM: feature.receipt_widget},
         help_keys=RECEIPT_KEYS,  # Ctrl+O is a binding: /help lists it already
-        bindings=(
-            Binding("ctrl+o", "command('receipt')", "Memories used", id="memory.receipt"),
-        ),
+        bindings=(RECEIPT_BINDING,),
         commands=(
             SlashCommand(
                 "receipt", "List the memories the latest reply used (Ctrl+O)", feature.receipt_command

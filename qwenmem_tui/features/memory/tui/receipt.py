@@ -43,7 +43,10 @@ class ReceiptEntries(OptionList):
 
     def takes_key(self, key: str) -> bool:
         """The chat screen sends typing to the prompt; the correction keys stay here."""
-        return key in self._bindings.key_to_bindings
+        # The screen's active bindings are after the user's keymap; this list's are
+        # those whose node is the list (it is focused when this is asked).
+        active = self.screen.active_bindings.get(key)
+        return active is not None and active.node is self
 
     async def action_correct(self, action: str) -> None:
         receipt = self.parent

@@ -15,14 +15,8 @@ from qwenmem_tui.features.recap.away import AbortRecap, AwayAction, AwayControll
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.recap.session_recap import filter_to_dialog, generate_session_recap
 from qwenmem_tui.storage.sessions import Item
-from qwenmem_tui.tui.commands import SlashCommand
-from qwenmem_tui.tui.extensions import (
-    AppContext,
-    Extension,
-    ExtensionFactory,
-    BusyState,
-    busy_notice,
-)
+from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory, busy_notice
+from qwenmem_tui.tui.host import BusyState, SlashCommand
 from qwenmem_tui.features.recap.tui.item import RecapItem
 
 if TYPE_CHECKING:
