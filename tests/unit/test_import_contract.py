@@ -1,8 +1,9 @@
 """The package's import contract, read from the source with `ast` (no module is imported).
 
 1. No import cycle among `qwenmem_tui` modules. Function-local imports count (they only
-   hide a cycle until the function runs); `if TYPE_CHECKING:` ones do not yet (the
-   memory backup/review/service circle is still one). An import edge
+   hide a cycle until the function runs), and so do `if TYPE_CHECKING:` ones: two
+   modules that name each other are one concept in two rooms, whether or not the names
+   are needed at run time. (The other rules read run-time edges only.) An import edge
    goes to the module named, or — for `from package import name` where `name` is not a
    submodule — to the package's `__init__`.
 2. The chat core (`qwenmem_tui/chat/`) imports no feature, directly or through other
@@ -173,7 +174,8 @@ def _nearest_module(name: str, modules: dict[str, Module]) -> str:
 
 
 def strongly_connected(modules: dict[str, Module]) -> list[set[str]]:
-    """Tarjan's algorithm: the import cycles, as sets of modules (iterative)."""
+    """Tarjan's algorithm: the import cycles (type-level edges too), as sets of modules
+    (iterative)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -188,7 +190,7 @@ def strongly_connected(modules: dict[str, Module]) -> list[set[str]]:
         counter += 1
         stack.append(root)
         on_stack.add(root)
-        work.append((root, iter(sorted(modules[root].imports))))
+        work.append((root, iter(sorted(modules[root].type_imports))))
         while work:
             node, edges = work[-1]
             advanced = False
@@ -200,7 +202,7 @@ def strongly_connected(modules: dict[str, Module]) -> list[set[str]]:
                     counter += 1
                     stack.append(target)
                     on_stack.add(target)
-                    work.append((target, iter(sorted(modules[target].imports))))
+                    work.append((target, iter(sorted(modules[target].type_imports))))
                     advanced = True
                     break
                 if target in on_stack:
@@ -219,7 +221,7 @@ def strongly_connected(modules: dict[str, Module]) -> list[set[str]]:
                     component.add(member)
                     if member == node:
                         break
-                if len(component) > 1 or node in modules[node].imports:
+                if len(component) > 1 or node in modules[node].type_imports:
                     found.append(component)
     return found
 
@@ -498,8 +500,8 @@ def test_the_checks_catch_what_they_are_for() -> None:
     fake = {m.name: m for m in (a, b, c, d, e)}
     for m in fake.values():
         _read_imports(m, fake)
-    # Function-local counts.
-    assert sorted(strongly_connected(fake), key=sorted) == [{a.name, b.name}]
+    # Function-local counts; a type-level cycle is a cycle too.
+    assert sorted(strongly_connected(fake), key=sorted) == [{a.name, b.name}, {d.name, e.name}]
     assert a.name not in c.imports  # a TYPE_CHECKING import is no run-time edge
     assert a.name in c.type_imports
 

@@ -242,8 +242,10 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
 async def export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     if args.salvage:
         return await salvage_export(args, settings, paths)
+    from qwenmem_tui.features.memory import backup
+
     async with _service(settings, paths, lazy=True) as svc:
-        lines = await svc.export_lines()
+        lines = await backup.export_lines(svc)
     text = "".join(terminal_safe_json(line) + "\n" for line in lines)
     if args.file is None:
         sys.stdout.write(text)
@@ -293,8 +295,11 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         return 1
     if args.dry_run:
         return _dry_run(args, lines)
+    from qwenmem_tui.features.memory import backup
+
     async with _service(settings, paths) as svc:
-        report = await svc.import_lines(
+        report = await backup.import_lines(
+            svc,
             lines,
             project=_project(),
             keep_scope=args.keep_scope,

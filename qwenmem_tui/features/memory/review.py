@@ -97,13 +97,6 @@ def plan_review(
     return ReviewPlan(tuple(sample), last, reviewed)
 
 
-def reviewed_share(memories: Sequence[Memory], audit: Sequence[AuditEntry]) -> tuple[int, int]:
-    """(reviewed, active): how many of the active memories a person has reviewed."""
-    reviewed = {e.memory_id for e in audit if e.action is AuditAction.REVIEW}
-    active = [m for m in memories if m.status is Status.ACTIVE]
-    return sum(1 for m in active if m.id in reviewed), len(active)
-
-
 def waiting_label(count: int) -> str:
     """The status line's badge while a review is offered."""
     return f"{count} memor{'y' if count == 1 else 'ies'} to review (/memory)"

@@ -7,12 +7,14 @@ the work, each its own module:
   vector, store and index in one step;
 - the vectors (``memory/vectors.py``): embedder, FAISS index and recall, loaded on
   first need and re-embedded in the background for a new embedder;
-- backup (``memory/backup.py``): JSON-lines export and import through the writer;
 - stats (``memory/metrics.py``): the counters `memory stats` and the dashboard read.
 
 What stays here is opening and closing, ownership (``get``: another user's or
 project's memory reads as none) and the person's own acts on a memory: forget,
-approve, restore, move, edit, dismiss.
+approve, restore, move, edit, dismiss. Above the facade, and using only its public
+methods, sit backup (``backup.py``: JSON-lines ``export_lines(service)`` and
+``import_lines(service, ...)``) and the sampled review (``review.py``); the facade
+names neither, so neither sits in a cycle with it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import getpass
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +40,7 @@ from qwenmem_tui.features.memory.embed import (
 )
 from qwenmem_tui.features.memory.identity import Identity
 from qwenmem_tui.features.memory.live import Freshness, LiveBlocks, live_blocks
-from qwenmem_tui.features.memory.metrics import DELIVERY_PREFIX, MemoryStats, compute_stats
+from qwenmem_tui.features.memory.metrics import DELIVERY_PREFIX, MemoryStats, compute_stats, count_reviewed
 from qwenmem_tui.features.memory.model import (
     GLOBAL_SCOPE,
     AuditEntry,
@@ -51,7 +53,6 @@ from qwenmem_tui.features.memory.model import (
     scope_for,
 )
 from qwenmem_tui.features.memory.relevance import dismissed_for
-from qwenmem_tui.features.memory.review import reviewed_share
 from qwenmem_tui.features.memory.store import MemoryStore
 from qwenmem_tui.features.memory.vectors import MemoryVectors, VectorOpener
 from qwenmem_tui.features.memory.write_plan import join_reasons
@@ -60,7 +61,6 @@ from qwenmem_tui.features.memory.writer import MemoryWriter, PendingWrite
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load_vectors``), not here
     from qwenmem_tui.config import Settings
     from qwenmem_tui.llm.client import LLMClient
-    from qwenmem_tui.features.memory.backup import ImportReport
     from qwenmem_tui.features.memory.index import Progress, VectorIndex
     from qwenmem_tui.features.memory.recall import Candidate, Recaller, RecallResult
     from qwenmem_tui.paths import Paths
@@ -580,7 +580,7 @@ class MemoryService:
             recall=self.recall_status(),
             recall_note=self.vectors.embedder_state()[2],
         )
-        reviewed, active = reviewed_share(
+        reviewed, active = count_reviewed(
             await self.list(statuses=[Status.ACTIVE]), await self.store.audit(None)
         )
         return replace(stats, reviewed=reviewed, reviewed_of=active)
@@ -588,29 +588,6 @@ class MemoryService:
     async def record_delivery(self, point: str) -> None:
         """Prefetch delivered (or discarded) a recall at ``point``: for the dashboard."""
         await self.store.add_metrics({DELIVERY_PREFIX + point: 1.0})
-
-    async def export_lines(self) -> list[str]:
-        """Every memory of this user as JSON lines, all statuses (``memory/backup.py``)."""
-        from qwenmem_tui.features.memory.backup import export_lines
-
-        return await export_lines(self)
-
-    async def import_lines(
-        self,
-        lines: Iterable[str],
-        *,
-        project: str,
-        keep_scope: bool = False,
-        progress: Progress | None = None,
-        trusted: bool = False,
-    ) -> ImportReport:
-        """Restore JSON lines through the guard (``memory/backup.py``); ``trusted``
-        (``--trust``): the person says the file is their own words."""
-        from qwenmem_tui.features.memory.backup import import_lines
-
-        return await import_lines(
-            self, lines, project=project, keep_scope=keep_scope, trusted=trusted, progress=progress
-        )
 
 
 async def _open_store(

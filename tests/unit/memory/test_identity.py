@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
 
+from qwenmem_tui.features.memory.backup import import_lines
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.features.memory.identity import (
     JUDGE_SYSTEM_PROMPT,
@@ -311,7 +312,7 @@ async def test_an_approved_restatement_replaces_its_subject(service: MemoryServi
 async def test_import_restating_a_subject_supersedes_it(service: MemoryService) -> None:
     await service.remember("I live in São Paulo", project=PROJECT_A)
     line = json.dumps({"category": "user", "key": "city", "value": "I live in Lisbon"})
-    report = await service.import_lines([line], project=PROJECT_A, trusted=True)
+    report = await import_lines(service, [line], project=PROJECT_A, trusted=True)
     assert report.counts == {"superseded": 1}
     assert await active(service) == [("city", "I live in Lisbon")]
 
