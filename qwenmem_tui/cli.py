@@ -383,7 +383,7 @@ async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Pat
 
 async def export_session_command(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """`qwenmem sessions export ID [--format md|json] [-o FILE]`."""
-    from qwenmem_tui.export import export_session
+    from qwenmem_tui.features.export.formats import export_session
     from qwenmem_tui.runtime import StartupError, find_session
     from qwenmem_tui.storage.database import Database
     from qwenmem_tui.storage.sessions import SessionStore

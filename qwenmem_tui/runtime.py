@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatSession
 from qwenmem_tui.chat.view import model_messages
 from qwenmem_tui.config import Settings
-from qwenmem_tui.instructions import Instructions, load_instructions, with_instructions
+from qwenmem_tui.features.instructions.files import Instructions, load_instructions, with_instructions
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.storage.database import Database, RetryCallback, StorageError
@@ -200,7 +200,7 @@ class Runtime:
         add more listeners to `memory.notice_listeners` before the service starts.
 
         `cwd` (default: `root`): where the user works; the project instruction files
-        from `root` down to it go into the system prompt (`qwenmem_tui.instructions`).
+        from `root` down to it go into the system prompt (`qwenmem_tui.features.instructions.files`).
         """
         starting = None
         if llm is None and start_model is not None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.instructions import Instructions
+from qwenmem_tui.features.instructions.files import Instructions
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     # Types only: features loads the memory stack (numpy/FAISS), which the app imports
     # in its startup worker, after the first frame.
     from qwenmem_tui.features.assembly import MemoryAccess, SessionFeatures
-    from qwenmem_tui.mcp_client.servers import McpServers
+    from qwenmem_tui.features.mcp.servers import McpServers
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from cli_support import CliRunner
 from process_support import checkout_env
 
 from qwenmem_tui.daemon import DaemonClient
-from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
+from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -22,10 +22,10 @@ from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.default_extensions import default_extensions
-from qwenmem_tui.tui import memory_extension as memory_extension_module
-from qwenmem_tui.tui.memory_extension import memory_extension
+from qwenmem_tui.features.memory.tui import extension as memory_extension_module
+from qwenmem_tui.features.memory.tui.extension import memory_extension
 from qwenmem_tui.tui.screens.chat import ChatScreen
-from qwenmem_tui.tui.screens.memory import (
+from qwenmem_tui.features.memory.tui.screen import (
     ConfirmForget,
     MemoryDetail,
     MemoryScreen,

@@ -55,7 +55,7 @@ DEFERRED = (
     "rich.markdown",
     "textual.widgets._markdown",
     "qwenmem_tui.runtime",
-    "qwenmem_tui.features",
+    "qwenmem_tui.features.assembly",
     "qwenmem_tui.chat.session",
     "qwenmem_tui.features.memory.service",
     "qwenmem_tui.tui.widgets.items",
