@@ -33,7 +33,7 @@ from qwenmem_tui.features.memory.tui.screen import (
     memory_matches,
     short_span,
 )
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import START, FakeClock, send, settle, started, wait_until
