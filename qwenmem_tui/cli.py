@@ -270,7 +270,7 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     from contextlib import ExitStack
 
     from qwenmem_tui.llm.provider import resolve_provider
-    from qwenmem_tui.runtime import StartupError, check_resume
+    from qwenmem_tui.runtime import StartupError, check_resume, local_model_starter
     from qwenmem_tui.tui.app import create_app  # textual: TUI only
 
     if isinstance(args.resume, str) and args.resume:
@@ -294,7 +294,7 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             stack.callback(server.stop)
             defaults = server.chat_defaults()
             defaults.apply_to(settings)
-            starter = _local_model_starter(server, settings)
+            starter = local_model_starter(server, settings)
         app = create_app(
             settings,
             paths,
@@ -309,24 +309,6 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             # Said after the full-screen view is gone, where the shell history keeps it.
             print(f"Session {app.kept_session_id} saved. Resume it with: qwenmem --resume {app.kept_session_id}")
         return app.return_code or 0
-
-
-def _local_model_starter(server: LocalModelServer, settings: Settings) -> ModelStarter:
-    from qwenmem_tui.llm.local_client import LocalModelClient
-    from qwenmem_tui.llm.local_server import LocalModelError
-    from qwenmem_tui.runtime import ModelStarter, StartupError
-
-    async def start(progress: Callable[[str], None]) -> LLMClient:
-        def show(elapsed: float) -> None:
-            progress(f"Loading local model {server.label}… {elapsed:.1f}s")
-
-        try:
-            await server.astart(show)
-        except LocalModelError as exc:
-            raise StartupError(str(exc)) from None
-        return LocalModelClient.for_server(server, settings)
-
-    return ModelStarter(label=server.display_label, start=start)
 
 
 async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
