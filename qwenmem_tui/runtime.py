@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatSession
 from qwenmem_tui.chat.view import model_messages
 from qwenmem_tui.config import Settings
-from qwenmem_tui.instructions import Instructions, load_instructions, with_instructions
+from qwenmem_tui.features.instructions.files import Instructions, load_instructions, with_instructions
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.storage.database import Database, RetryCallback, StorageError
@@ -224,7 +224,7 @@ class Runtime:
         add more listeners to `memory.notice_listeners` before the service starts.
 
         `cwd` (default: `root`): where the user works; the project instruction files
-        from `root` down to it go into the system prompt (`qwenmem_tui.instructions`).
+        from `root` down to it go into the system prompt (`qwenmem_tui.features.instructions.files`).
 
         `chats=False`: a face that serves memory, not chats (`qwenmem mcp`, spawned per
         client session, must answer at once): only memory is assembled, and it counts

@@ -42,15 +42,15 @@ from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError, ToolRegistry, builtin_tools
 from qwenmem_tui.chat.session import BaseQueryHook, QueryHook
 from qwenmem_tui.chat.turns import QueryOutcome
-from qwenmem_tui.compaction import CompactionHook
+from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.config import Settings
-from qwenmem_tui.mcp_client.servers import McpServers
+from qwenmem_tui.features.mcp.servers import McpServers
 from qwenmem_tui.features.memory.extract import MemoryExtractionHook
 from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import OnWrite, save_memory_tool, save_memory_tool_for
 from qwenmem_tui.paths import Paths
-from qwenmem_tui.titles import SessionTitleHook
+from qwenmem_tui.features.titles.hook import SessionTitleHook
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession

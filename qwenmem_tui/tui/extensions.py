@@ -22,19 +22,19 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.instructions import Instructions
+from qwenmem_tui.features.instructions.files import Instructions
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
 from qwenmem_tui.tui.host import BusyState, Host, SlashCommand
-from qwenmem_tui.tui.widgets.items import ItemWidgetFactory
+from qwenmem_tui.tui.widgets.plain_items import ItemWidgetFactory
 
 if TYPE_CHECKING:
     # Types only: features loads the memory stack (numpy/FAISS), which the app imports
     # in its startup worker, after the first frame.
     from qwenmem_tui.features.assembly import MemoryAccess, SessionFeatures
-    from qwenmem_tui.mcp_client.servers import McpServers
+    from qwenmem_tui.features.mcp.servers import McpServers
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.runtime import ModelStarter
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.tui.memory_extension import memory_extension
+from qwenmem_tui.features.memory.tui.extension import memory_extension
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import FakeClock, settle, started, wait_until

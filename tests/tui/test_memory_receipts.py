@@ -11,7 +11,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.export import export_session
+from qwenmem_tui.features.export.formats import export_session
 from qwenmem_tui.features.memory.model import DAY, AuditAction, Status
 from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM
 from qwenmem_tui.features.memory.review import waiting_label
@@ -20,10 +20,10 @@ from qwenmem_tui.features.memory.sqlite_store import SqliteMemoryStore
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.tui.memory_extension import memory_extension
-from qwenmem_tui.tui.screens.memory_edit import EditMemoryScreen
-from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem
-from qwenmem_tui.tui.widgets.memory_receipt import MemoryReceipt, ReceiptEntries
+from qwenmem_tui.features.memory.tui.extension import memory_extension
+from qwenmem_tui.features.memory.tui.edit import EditMemoryScreen
+from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem
+from qwenmem_tui.features.memory.tui.receipt import MemoryReceipt, ReceiptEntries
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 

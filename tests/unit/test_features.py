@@ -12,7 +12,7 @@ from chat_support import collect
 
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.tools import Tool, ToolContext
-from qwenmem_tui.compaction import CompactionHook
+from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.assembly import (

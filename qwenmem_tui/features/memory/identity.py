@@ -30,7 +30,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from qwenmem_tui.features.memory.model import FLAG_POSSIBLE_DUPLICATE, Category, Memory
@@ -670,6 +670,11 @@ class Identity:
     decided_by: str = "rule"  # "rule" | "model" | "key"
     possible_duplicates: tuple[int, ...] = ()
 
+    def flagged(self, ids: Sequence[int]) -> Identity:
+        """This identity with ``ids`` also named as possible duplicates."""
+        more = tuple(i for i in ids if i not in self.possible_duplicates)
+        return replace(self, possible_duplicates=self.possible_duplicates + more) if more else self
+
 
 def decide(
     key: str,
@@ -706,6 +711,27 @@ def decide(
         if twin is not None:  # /remember said it again: the row it repeats
             return Identity(twin.key, same_as=twin)
     return Identity(key, possible_duplicates=maybe)
+
+
+def filed_elsewhere(
+    key: str, value: str, category: Category, found: Sequence[Memory]
+) -> tuple[int, ...]:
+    """Rows of ``found`` under this key in another category that may be this very fact
+    (the same single-valued attribute, or nearly the same words): kept, and named as
+    possible duplicates. "ana" under feedback (how Ana likes meetings) and "ana" under
+    user (what she drinks) share a name and nothing else: not named."""
+    new = about(key, value)
+    return tuple(
+        m.id
+        for m in found
+        if m.key == key
+        and m.category != category
+        and (
+            restates(new, about(m.key, m.value), category)
+            or _same_text(value, m.value)
+            or near_paraphrase(value, m.value)
+        )
+    )
 
 
 def _same_text(a: str, b: str) -> bool:

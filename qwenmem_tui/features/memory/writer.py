@@ -23,6 +23,7 @@ from qwenmem_tui.features.memory.identity import (
     Identity,
     decide,
     file_note,
+    filed_elsewhere,
     judge_candidates,
     judge_messages,
     parse_judgement,
@@ -108,6 +109,11 @@ def note_subject(text: str) -> tuple[str, str]:
     never carries one (the value loses it in the guard)."""
     note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))
     return note.category.value, note.key
+
+
+def _same_fact(memory: Memory, draft: MemoryDraft) -> bool:
+    """One fact: the same category and key (the caller matched user and scope)."""
+    return (memory.category, memory.key) == (draft.category, draft.key)
 
 
 class MemoryWriter:
@@ -352,19 +358,21 @@ class MemoryWriter:
         return result
 
     async def _held_twin(self, draft: MemoryDraft) -> Memory | None:
-        """A quarantined row of the same user, scope, key and value, if any: holding a
-        write again (a re-import, the model retrying) must not pile up rows to review."""
+        """A quarantined row of the same fact (user, scope, category, key) and value, if
+        any: holding a write again (a re-import, the model retrying) must not pile up
+        rows to review."""
         chash = content_hash(draft.value)
         held = await self.store.list(
             user=draft.user, scopes=[draft.scope], statuses=[Status.QUARANTINED]
         )
-        return next((m for m in held if m.key == draft.key and m.content_hash == chash), None)
+        return next((m for m in held if _same_fact(m, draft) and m.content_hash == chash), None)
 
     async def _active_twin(self, draft: MemoryDraft) -> bool:
-        """Whether the key's active row in this scope holds the draft's value."""
+        """Whether the fact's active row (this scope, category and key) holds the
+        draft's value."""
         rows = await self.store.list(user=draft.user, scopes=[draft.scope], statuses=[Status.ACTIVE])
         chash = content_hash(draft.value)
-        return any(m.key == draft.key and m.content_hash == chash for m in rows)
+        return any(_same_fact(m, draft) and m.content_hash == chash for m in rows)
 
     async def _count_trust(self, provenance: Provenance, value: str, result: WriteResult) -> None:
         """The two rates `memory stats` reports: how many model writes made while
@@ -408,7 +416,7 @@ class MemoryWriter:
         if key is None:
             key = note.key
             if not note.restates_by_key:
-                key = await self._free_key(key, text.strip(), scope_for(chosen, project))
+                key = await self._free_key(key, text.strip(), chosen, scope_for(chosen, project))
         return await self.save(
             category or chosen.value,
             key,
@@ -421,13 +429,14 @@ class MemoryWriter:
             explicit_key=named,
         )
 
-    async def _free_key(self, key: str, value: str, scope: str) -> str:
-        """``key``, or ``key_2``, ``key_3``… when another fact already holds it: a
-        name shared by two facts is no evidence they are one. The same words said
-        again keep the key (the write then only refreshes that row)."""
+    async def _free_key(self, key: str, value: str, category: Category, scope: str) -> str:
+        """``key``, or ``key_2``, ``key_3``… when another fact of this category and
+        scope already holds it: a name shared by two facts is no evidence they are one.
+        The same words said again keep the key (the write then only refreshes that row)."""
         taken = {
             m.key: m
             for m in await self.store.list(user=self.user, scopes=[scope], statuses=[Status.ACTIVE])
+            if m.category == category
         }
         candidate, n = key, 1
         while candidate in taken and content_hash(taken[candidate].value) != content_hash(value):
@@ -473,19 +482,25 @@ class MemoryWriter:
         validated, wins over the rule's "add". Asking only then keeps side calls rare.
         """
         try:
-            candidates = await self.neighbours(scope, category, key, value, vector=vector)
+            found = await self.vectors.nearest(
+                key, value, scope=scope, category=category, k=NEIGHBOURS, vector=vector, same_key=True
+            )
         except Exception as exc:  # a failed lookup must not lose the fact: plain write
             log.warning("[MEMORY_IDENTITY] neighbour lookup failed: %s", exc)
             return Identity(key)
+        candidates = [c.memory for c in found if c.memory.category == category]
+        # The same key under another category is another fact (the store's identity is
+        # scope, category, key): never superseded, flagged when it reads as the same one.
+        elsewhere = filed_elsewhere(key, value, category, [c.memory for c in found])
         ruled = decide(key, value, category, candidates, explicit=explicit)
         if ruled.replaces or ruled.same_as is not None or ruled.key != key or ruled.decided_by == "key":
-            return ruled
+            return ruled.flagged(elsewhere)
         asked = judge_candidates(key, value, category, candidates)
         if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and asked:
             judged = await self._judge(category, key, value, asked, judge_timeout, explicit)
             if judged is not None:
-                return judged
-        return ruled
+                return judged.flagged(elsewhere)
+        return ruled.flagged(elsewhere)
 
     async def _judge(
         self,

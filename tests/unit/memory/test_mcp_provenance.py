@@ -14,7 +14,7 @@ from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import McpServerSettings, McpSettings, Settings
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.mcp_client.servers import McpServers
+from qwenmem_tui.features.mcp.servers import McpServers
 from qwenmem_tui.features.memory.guard import FLAG_COPIED
 from qwenmem_tui.features.memory.model import Status
 from qwenmem_tui.features.memory.service import MemoryService

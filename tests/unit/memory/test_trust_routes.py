@@ -25,7 +25,7 @@ from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import Tool, ToolContext, builtin_tools
 from qwenmem_tui.chat.view import COMPACTION_ITEM, REVIEWED_NOTE, SUMMARY_TAINT, untrusted_content
-from qwenmem_tui.compaction import CompactionHook
+from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.config import CompactionSettings, Settings
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.features.memory import guard

@@ -11,8 +11,8 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from qwenmem_tui.mcp_client.permissions import Decision, PermissionRequest
-from qwenmem_tui.mcp_client.tools import describe_arguments
+from qwenmem_tui.features.mcp.permissions import Decision, PermissionRequest
+from qwenmem_tui.features.mcp.tools import describe_arguments
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 CHOICES = (

@@ -3,7 +3,7 @@
 /copy [N] puts the last (or N-th last) reply's Markdown on the clipboard through
 OSC 52 (Textual's `copy_to_clipboard`: works over SSH and inside tmux) and the
 system clipboard where one exists. /export [FILE] writes the session as Markdown
-(`qwenmem_tui.export`, the same text as `qwenmem sessions export`), JSON when FILE
+(`qwenmem_tui.features.export.formats`, the same text as `qwenmem sessions export`), JSON when FILE
 ends in .json; it never overwrites a file.
 """
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from qwenmem_tui.chat.view import content_text
 from qwenmem_tui.clipboard import system_copy
-from qwenmem_tui.export import default_name, export_session
+from qwenmem_tui.features.export.formats import default_name, export_session
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.host import SlashCommand
 

@@ -1,6 +1,6 @@
 """MCP servers in the app: started with the session, /mcp, the permission prompt.
 
-The servers and their tools are assembled in the core (`qwenmem_tui/mcp_client/`,
+The servers and their tools are assembled in the core (`qwenmem_tui/features/mcp/`,
 `Assembly.mcp`) and started by the runtime in the background (neither the first frame
 nor the first message waits); this module says in one line when one fails to start,
 lists them on /mcp and asks the user before an untrusted tool runs.
@@ -13,9 +13,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from qwenmem_tui.features.assembly import MCP
-from qwenmem_tui.mcp_client.permissions import Decision, PermissionRequest
-from qwenmem_tui.mcp_client.server import McpServer
-from qwenmem_tui.mcp_client.servers import McpServers, describe_servers
+from qwenmem_tui.features.mcp.permissions import Decision, PermissionRequest
+from qwenmem_tui.features.mcp.server import McpServer
+from qwenmem_tui.features.mcp.servers import McpServers, describe_servers
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.host import SlashCommand
 
@@ -67,7 +67,7 @@ class McpFeature:
 
     async def approve(self, request: PermissionRequest) -> Decision:
         """Ask on screen; the turn waits. Esc cancels the turn."""
-        from qwenmem_tui.tui.screens.permission import PermissionScreen
+        from qwenmem_tui.features.mcp.tui.permission import PermissionScreen
 
         app = self._app
         assert app is not None

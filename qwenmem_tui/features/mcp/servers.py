@@ -17,15 +17,15 @@ from typing import Any
 
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError
 from qwenmem_tui.config import McpSettings
-from qwenmem_tui.mcp_client.permissions import (
+from qwenmem_tui.features.mcp.permissions import (
     Approver,
     Decision,
     PermissionRequest,
     PermissionStore,
     needs_asking,
 )
-from qwenmem_tui.mcp_client.server import McpCallError, McpServer, ServerTool
-from qwenmem_tui.mcp_client.tools import function_parameters, result_text, tool_name
+from qwenmem_tui.features.mcp.server import McpCallError, McpServer, ServerTool
+from qwenmem_tui.features.mcp.tools import function_parameters, result_text, tool_name
 
 log = logging.getLogger("qwenmem.mcp")
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from qwenmem_tui.recap import should_fire_recap
+from qwenmem_tui.features.recap.session_recap import should_fire_recap
 
 DEFAULT_THRESHOLD_MINUTES = 5.0
 
@@ -77,7 +77,7 @@ class AwayController:
     """The away-recap state machine; every input returns the actions to execute.
 
     ``items`` returns the conversation's display items for the dedupe gate
-    (:func:`qwenmem_tui.recap.should_fire_recap`); ``clock`` is a monotonic clock in
+    (:func:`qwenmem_tui.features.recap.session_recap.should_fire_recap`); ``clock`` is a monotonic clock in
     seconds.
     """
 

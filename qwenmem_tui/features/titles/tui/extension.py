@@ -1,6 +1,6 @@
 """Session titles from the fast model in the app: the core feature, no face of its own.
 
-The hook (`qwenmem_tui/titles.py`) stores the title; the /resume picker, `qwenmem
+The hook (`qwenmem_tui/features/titles/hook.py`) stores the title; the /resume picker, `qwenmem
 sessions` and `GET /sessions` read it from the store. The app assembles only the
 features its extensions present, so this one presents it.
 """

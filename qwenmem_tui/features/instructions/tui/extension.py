@@ -1,5 +1,5 @@
 """Project instruction files in the app: /context lists the ones in force, and a file
-cut for length says so once when the app opens (`qwenmem_tui.instructions`)."""
+cut for length says so once when the app opens (`qwenmem_tui.features.instructions.files`)."""
 
 from __future__ import annotations
 

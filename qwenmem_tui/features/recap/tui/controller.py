@@ -1,6 +1,6 @@
 """The recap in the app: the away timer, ``/recap`` and the recap on resume.
 
-:class:`~qwenmem_tui.away.AwayController` decides; this module only feeds it the app's
+:class:`~qwenmem_tui.features.recap.away.AwayController` decides; this module only feeds it the app's
 ``terminal_focused`` / ``state`` reactives and session switches, and executes what it
 returns: recaps run in workers, each with its own abort event.
 """
@@ -11,13 +11,13 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from qwenmem_tui.away import AbortRecap, AwayAction, AwayController, FireRecap, ShowRecap
+from qwenmem_tui.features.recap.away import AbortRecap, AwayAction, AwayController, FireRecap, ShowRecap
 from qwenmem_tui.config import Settings
-from qwenmem_tui.recap import filter_to_dialog, generate_session_recap
+from qwenmem_tui.features.recap.session_recap import filter_to_dialog, generate_session_recap
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory, busy_notice
 from qwenmem_tui.tui.host import BusyState, SlashCommand
-from qwenmem_tui.tui.widgets.recap_item import RecapItem
+from qwenmem_tui.features.recap.tui.item import RecapItem
 
 if TYPE_CHECKING:
     from qwenmem_tui.tui.host import Host

@@ -25,7 +25,7 @@ from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.host import SlashCommand
-from qwenmem_tui.tui.widgets.memory_receipt import MemoryReceipt
+from qwenmem_tui.features.memory.tui.receipt import MemoryReceipt
 
 if TYPE_CHECKING:
     from qwenmem_tui.storage.sessions import Item
@@ -153,7 +153,7 @@ class MemoryFeature:
 
     async def memory_command(self, app: Host, args: str) -> None:
         """/memory: the Memory screen."""
-        from qwenmem_tui.tui.screens.memory import MemoryScreen
+        from qwenmem_tui.features.memory.tui.screen import MemoryScreen
 
         try:
             service = await self.service()
@@ -253,7 +253,7 @@ class MemoryFeature:
             await self._corrected(widget, memory_id, FORGOT)
             app.notify(f"Forgot #{memory_id} {_name(memory)}.")
         elif action == "edit":
-            from qwenmem_tui.tui.screens.memory_edit import EditMemoryScreen
+            from qwenmem_tui.features.memory.tui.edit import EditMemoryScreen
 
             async def edited(value: str | None) -> None:
                 if value is not None and value.strip() and value.strip() != memory.value:

@@ -14,25 +14,29 @@ those sources and the summary message says so, for the model and the memory guar
 
 from __future__ import annotations
 
-import json
 import logging
-import math
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
 from qwenmem_tui.chat.view import (
     COMPACTION_ITEM,
     compacted_view,
-    content_text,
     last_marker,
     untrusted_content,
 )
-from qwenmem_tui.instructions import instructions_in
-from qwenmem_tui.llm.errors import LLMError
+from qwenmem_tui.features.compaction.gauge import TokenGauge, estimate_tokens
+from qwenmem_tui.features.compaction.pins import budget_pins, decision_ids
+from qwenmem_tui.features.compaction.summariser import (
+    CompactionError,
+    Turn,
+    pack_blocks,
+    split_turns,
+    summarise_block,
+)
+from qwenmem_tui.features.instructions.files import instructions_in
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
@@ -48,242 +52,12 @@ MAX_BACKOFF_QUERIES = 32
 """After n failed summaries in a row, the next 2**n - 1 queries (up to 31) try no
 summary: a fast model that does not answer JSON will not start to on the next turn,
 and each try costs a request the reply waits behind."""
-SUMMARY_MAX_TOKENS = 800
-# One summariser call sees at most this much of the old history; a bigger backlog is
-# folded in several calls, oldest first, so the chronology survives.
-BLOCK_TOKENS = 6000
-# Each message is cut to this many characters in the summariser's transcript: a 20k
-# tool output says little that its first lines do not.
-TRANSCRIPT_MESSAGE_CHARS = 2000
-# Auto-detected decisions may not take more of the window than this; user pins may.
-AUTO_PIN_SHARE = 0.2
 # The summary lists at most this many decisions, the newest; older ones live on in
 # the summary text and, within the pin budget, as verbatim messages.
 MAX_DECISIONS = 40
 
 #: A message sent by an extraction callback before its block is summarised away.
 Extract = Callable[[list[dict]], Awaitable[None]]
-
-SUMMARY_SYSTEM_PROMPT = """\
-You compress the older part of a chat between a user and a coding assistant into a \
-rolling summary that replaces it in the assistant's context.
-
-You get the previous summary (maybe empty) and the next block of the conversation, \
-with numbered turns. Write one new summary that folds the previous summary and the \
-block together, oldest first: the task, what was found, what was done, open questions. \
-Keep names, paths, numbers and error messages exact. Be brief: at most 250 words.
-
-List separately every decision the user made and every correction the user gave \
-(e.g. "use X, not Y", "actually it is Z"), each in one sentence in the user's language, \
-and the numbers of the turns that hold them.
-
-Answer with JSON only, no prose and no code fence:
-{"summary": "...", "decisions": ["..."], "pinned_turns": [1, 3]}"""
-
-# Phrases with which people decide or correct, in the languages our users write in.
-# Deliberately specific: every hit is carried verbatim and costs window forever.
-_CUE_PHRASES = (
-    # English
-    "actually,", "i decided", "we decided", "let's go with", "lets go with",
-    "we'll use", "we will use", "don't use", "do not use", "instead of",
-    "correction:", "i meant", "that's wrong", "that is wrong", "from now on",
-    "not what i asked", "stick with",
-    # Portuguese
-    "na verdade", "decidi ", "decidimos", "vamos usar", "em vez de", "não use",
-    "nao use", "correção", "quis dizer", "a partir de agora", "está errado",
-    # Spanish
-    "en realidad", "decidí", "vamos a usar", "en lugar de", "no uses",
-    "corrección", "quise decir", "a partir de ahora", "está mal",
-    # French
-    "en fait", "j'ai décidé", "on va utiliser", "au lieu de", "n'utilise pas",
-    "désormais", "à partir de maintenant", "je voulais dire",
-    # German
-    "eigentlich", "ich habe entschieden", "wir nehmen", "stattdessen",
-    "nicht verwenden", "ab jetzt", "korrektur", "ich meinte",
-    # Chinese, Japanese
-    "其实", "决定", "改成", "不要用", "以后都", "更正", "我的意思是",
-    "実は", "決めた", "代わりに", "今後は", "訂正",
-)
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
-_WIDE = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uff00-\uffef]")
-
-
-class CompactionError(Exception):
-    """The summariser failed; str(e) is one line for the notice."""
-
-
-# token estimate ----------------------------------------------------------------------
-def estimate_text_tokens(text: str) -> int:
-    """About four characters a token, but one per CJK character (BPE splits those)."""
-    wide = len(_WIDE.findall(text))
-    return wide + math.ceil((len(text) - wide) / 4)
-
-
-def estimate_tokens(messages: Sequence[dict]) -> int:
-    """Local prompt-size estimate: content, tool calls and a few tokens per message."""
-    total = 0
-    for message in messages:
-        total += 4 + estimate_text_tokens(content_text(message.get("content")))
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            total += 8 + estimate_text_tokens(
-                str(function.get("name", "")) + str(function.get("arguments", ""))
-            )
-    return total
-
-
-@dataclass
-class TokenGauge:
-    """The local estimate, scaled by what the provider reported for an earlier request.
-
-    Providers count with their own tokenizer and the template around each message; one
-    observed (estimate, prompt_tokens) pair corrects most of the difference. Some
-    streaming providers send no usage: then the raw estimate stands.
-    """
-
-    ratio: float = 1.0
-
-    def observe(self, estimate: int, prompt_tokens: int) -> None:
-        if estimate > 0 and prompt_tokens > 0:
-            self.ratio = min(3.0, max(0.5, prompt_tokens / estimate))
-
-    def count(self, messages: Sequence[dict]) -> int:
-        return math.ceil(estimate_tokens(messages) * self.ratio)
-
-
-# decisions ---------------------------------------------------------------------------
-def has_decision_cue(text: str) -> bool:
-    """True when a user message reads like a decision or a correction."""
-    folded = text.casefold()
-    return any(cue in folded for cue in _CUE_PHRASES)
-
-
-# segmentation ------------------------------------------------------------------------
-@dataclass
-class Turn:
-    """A user message with everything that answered it: never split, never reordered."""
-
-    items: list[Item] = field(default_factory=list)
-
-    @property
-    def messages(self) -> list[dict]:
-        return [item.message for item in self.items if item.message is not None]
-
-    @property
-    def user_item(self) -> Item | None:
-        first = self.items[0] if self.items else None
-        return first if first is not None and first.type == "user" else None
-
-
-def split_turns(items: Sequence[Item]) -> list[Turn]:
-    """History items in turns; a turn starts at each user message."""
-    turns: list[Turn] = []
-    for item in items:
-        if item.message is None:
-            continue
-        if item.message.get("role") == "user" or not turns:
-            turns.append(Turn())
-        turns[-1].items.append(item)
-    return turns
-
-
-def pack_blocks(turns: Sequence[Turn], budget: int = BLOCK_TOKENS) -> list[list[Turn]]:
-    """Consecutive turns in blocks of about `budget` tokens; a big turn is its own block."""
-    blocks: list[list[Turn]] = []
-    size = 0
-    for turn in turns:
-        tokens = estimate_tokens([_clip(m) for m in turn.messages])
-        if blocks and size + tokens <= budget:
-            blocks[-1].append(turn)
-            size += tokens
-        else:
-            blocks.append([turn])
-            size = tokens
-    return blocks
-
-
-def _clip(message: dict) -> dict:
-    text = content_text(message.get("content"))
-    if len(text) <= TRANSCRIPT_MESSAGE_CHARS:
-        return message
-    clipped = text[:TRANSCRIPT_MESSAGE_CHARS] + f" […{len(text) - TRANSCRIPT_MESSAGE_CHARS} chars cut]"
-    return {**message, "content": clipped}
-
-
-def transcript(block: Sequence[Turn]) -> str:
-    """The block as the summariser reads it: numbered turns, tool output clipped."""
-    lines: list[str] = []
-    for number, turn in enumerate(block, start=1):
-        lines.append(f"[turn {number}]")
-        for message in turn.messages:
-            message = _clip(message)
-            role = message.get("role", "?")
-            text = content_text(message.get("content"))
-            if role == "tool":
-                lines.append(f"tool result: {text}")
-                continue
-            if text:
-                lines.append(f"{role}: {text}")
-            for call in message.get("tool_calls") or ():
-                function = call.get("function") or {}
-                lines.append(f"{role} calls {function.get('name')}({function.get('arguments')})")
-    return "\n".join(lines)
-
-
-# summariser --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class BlockSummary:
-    summary: str
-    decisions: list[str]
-    pinned_turns: list[int]
-
-
-def parse_summary(raw: str) -> BlockSummary:
-    """The summariser's JSON; anything without a usable summary is a failure."""
-    match = _JSON_OBJECT.search(raw)
-    if match is None:
-        raise CompactionError("the summariser answered without JSON")
-    try:
-        data = json.loads(match.group(0))
-    except json.JSONDecodeError as exc:
-        raise CompactionError(f"the summariser's JSON is invalid: {exc.msg}") from None
-    summary = data.get("summary") if isinstance(data, dict) else None
-    if not isinstance(summary, str) or not summary.strip():
-        raise CompactionError("the summariser's JSON has no summary")
-    decisions = [str(d).strip() for d in data.get("decisions") or () if str(d).strip()]
-    pinned = [int(n) for n in data.get("pinned_turns") or () if isinstance(n, int)]
-    return BlockSummary(summary.strip(), decisions, pinned)
-
-
-async def summarise_block(
-    llm: LLMClient, previous: str, block: Sequence[Turn], *, instructions: str = ""
-) -> BlockSummary:
-    """One fast-model call folding `block` into the previous rolling summary.
-
-    `instructions`: the session's project instruction block (`instructions_in`), so
-    the summary keeps what the user's AGENTS.md / QWEN.md say matters."""
-    prompt = (
-        f"Previous summary:\n{previous or '(none)'}\n\n"
-        f"Next block of the conversation:\n{transcript(block)}"
-    )
-    try:
-        completion = await llm.complete(
-            [
-                {
-                    "role": "system",
-                    "content": f"{SUMMARY_SYSTEM_PROMPT}\n\n{instructions}"
-                    if instructions
-                    else SUMMARY_SYSTEM_PROMPT,
-                },
-                {"role": "user", "content": prompt},
-            ],
-            model=llm.fast_model,
-            max_tokens=SUMMARY_MAX_TOKENS,
-            temperature=0.0,
-        )
-    except LLMError as exc:
-        raise CompactionError(exc.message) from None
-    return parse_summary(completion.content)
 
 
 # compaction --------------------------------------------------------------------------
@@ -442,7 +216,7 @@ class CompactionHook:
                 summary = folded.summary
                 decisions.extend(d for d in folded.decisions if d not in decisions)
                 del decisions[:-MAX_DECISIONS]
-                pinned.extend(self._decision_ids(block, folded.pinned_turns))
+                pinned.extend(decision_ids(block, folded.pinned_turns))
         except CompactionError as exc:
             log.warning("[COMPACTION] summariser failed, history untouched: %s", exc)
             self.last = CompactionResult("failed", error=str(exc), seconds=self._clock() - started)
@@ -458,7 +232,7 @@ class CompactionHook:
                 "count": count,
                 "total": total,
                 "cut_item_id": older[-1].items[-1].id,
-                "pinned_ids": self._budget_pins(items, pinned),
+                "pinned_ids": budget_pins(items, pinned, self.window),
                 "untrusted_sources": list(dict.fromkeys(tainted)),
             },
         )
@@ -490,33 +264,6 @@ class CompactionHook:
             await self._extract([m for turn in block for m in turn.messages])
         except Exception as exc:  # extraction is best effort; the summary still helps
             log.warning("[COMPACTION] memory extraction before compaction failed: %s", exc)
-
-    @staticmethod
-    def _decision_ids(block: Sequence[Turn], numbered: Sequence[int]) -> list[int]:
-        ids: list[int] = []
-        for number, turn in enumerate(block, start=1):
-            user = turn.user_item
-            if user is None or user.id is None:
-                continue
-            if number in numbered or has_decision_cue(content_text(user.message.get("content"))):
-                ids.append(user.id)
-        return ids
-
-    def _budget_pins(self, items: Sequence[Item], pinned: list[int]) -> list[int]:
-        """Auto pins within AUTO_PIN_SHARE of the window, newest kept first."""
-        by_id = {item.id: item for item in items}
-        budget = int(self.window * AUTO_PIN_SHARE)
-        kept: list[int] = []
-        for item_id in reversed(list(dict.fromkeys(pinned))):
-            item = by_id.get(item_id)
-            if item is None or item.message is None:
-                continue
-            cost = estimate_tokens([item.message])
-            if cost > budget:
-                break
-            budget -= cost
-            kept.append(item_id)
-        return sorted(kept)
 
     async def _drop_oldest(self, session: ChatSession, messages: list[dict]) -> list[dict]:
         """Last resort for this request only: drop the oldest non-pinned turns until it fits."""

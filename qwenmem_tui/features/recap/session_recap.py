@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.chat.view import content_text
-from qwenmem_tui.instructions import instructions_in
+from qwenmem_tui.features.instructions.files import instructions_in
 
 if TYPE_CHECKING:
     from qwenmem_tui.llm.client import LLMClient
