@@ -28,9 +28,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from qwenmem_tui.config import Settings
-    from qwenmem_tui.llm.client import LLMClient
-    from qwenmem_tui.llm.local_server import LocalModelServer
-    from qwenmem_tui.runtime import ModelStarter
     from qwenmem_tui.storage.database import StorageError
 
 # Startup cost is paid by every command, `--help` included, so this module and the
@@ -312,7 +309,9 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             stack.callback(server.stop)
             defaults = server.chat_defaults()
             defaults.apply_to(settings)
-            starter = _local_model_starter(server, settings)
+            from qwenmem_tui.runtime import local_model_starter
+
+            starter = local_model_starter(server, settings)
         app = create_app(
             settings,
             paths,
@@ -327,24 +326,6 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             # Said after the full-screen view is gone, where the shell history keeps it.
             print(f"Session {app.kept_session_id} saved. Resume it with: qwenmem --resume {app.kept_session_id}")
         return app.return_code or 0
-
-
-def _local_model_starter(server: LocalModelServer, settings: Settings) -> ModelStarter:
-    from qwenmem_tui.llm.local_client import LocalModelClient
-    from qwenmem_tui.llm.local_server import LocalModelError
-    from qwenmem_tui.runtime import ModelStarter, StartupError
-
-    async def start(progress: Callable[[str], None]) -> LLMClient:
-        def show(elapsed: float) -> None:
-            progress(f"Loading local model {server.label}… {elapsed:.1f}s")
-
-        try:
-            await server.astart(show)
-        except LocalModelError as exc:
-            raise StartupError(str(exc)) from None
-        return LocalModelClient.for_server(server, settings)
-
-    return ModelStarter(label=server.display_label, start=start)
 
 
 async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:

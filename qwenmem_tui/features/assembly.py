@@ -312,11 +312,15 @@ class FeatureContext:
 
     settings: Settings
     paths: Paths
-    llm: LLMClient
+    llm: LLMClient | None
+    """None only where no chat is served (`serves_chats`): memory alone opens there."""
     project_root: Path
     project: str  # project_id(project_root): the key sessions and memories use
     model_defaults: LocalChatDefaults | None = None
     clock: Callable[[], float] = time.time
+    serves_chats: bool = True
+    """False: a face that serves memory, not chats (`qwenmem mcp`): memory counts as
+    open with its rows, its vectors load at the first recall or write."""
 
     @property
     def offers_tools(self) -> bool:
@@ -382,6 +386,7 @@ def _memory_open(context: FeatureContext) -> MemoryAccess:
         llm=context.llm,
         project=context.project,
         clock=context.clock,
+        rows_first=not context.serves_chats,
     )
 
 
@@ -424,6 +429,7 @@ async def _memory_close(memory: MemoryAccess) -> None:
 
 
 def _compaction_session(state: None, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
+    assert context.llm is not None  # a runtime with chats has a model client
     hook = CompactionHook(context.llm, context.settings, extract=wiring.extract_block)
     return SessionPart(hooks=(hook,), handle=hook)
 
@@ -533,13 +539,14 @@ class Assembly:
         settings: Settings,
         paths: Paths,
         *,
-        llm: LLMClient,
+        llm: LLMClient | None,
         project_root: Path,
         project: str,
         features: Collection[str] | None = None,
         model_defaults: LocalChatDefaults | None = None,
         extra_tools: Sequence[Tool] = (),
         clock: Callable[[], float] = time.time,
+        serves_chats: bool = True,
     ) -> Assembly:
         """The assembly of `features` (None: what the settings turn on).
 
@@ -559,6 +566,7 @@ class Assembly:
             project=project,
             model_defaults=model_defaults,
             clock=clock,
+            serves_chats=serves_chats,
         )
         states: dict[str, Any] = {}
         for feature in FEATURES:

@@ -14,10 +14,12 @@
    import the subprocess check in test_core_imports.py never runs is caught too.
 4. The base (config, paths, text, secrets, the debug log, prompt history, `llm/`,
    `storage/`) imports nothing above it: no feature, no chat loop, no face.
-5. The TUI and the daemon open nothing the runtime opens (database, session store,
-   LLM client, memory service, feature assembly, chats): they present `Runtime`.
+5. The faces (the TUI, the daemon with its proxy, the MCP server) open nothing the
+   runtime opens (database, session store, LLM client, memory service, feature
+   assembly, chats, the memory views of faces that are not chats): they present
+   `Runtime`.
 6. No module but `tui/app.py` names the app class: the others see `tui.host.Host`.
-7. The faces (`tui/`, `daemon/`) construct no hook: no call to a class whose name ends
+7. The faces (`tui/`, `daemon/`, `mcp_server/`) construct no hook: no call to a class whose name ends
    in `Hook` or that implements `QueryHook` (by inheritance or by defining its five
    methods), and no such class defined there. Hooks are built by the core assembly
    (`qwenmem_tui/features/assembly.py`), the same for both faces.
@@ -42,8 +44,7 @@ FEATURES = (
     f"{PACKAGE}.tui",
     f"{PACKAGE}.daemon",
 )
-FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon")
-
+FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon", f"{PACKAGE}.mcp_server")
 
 def is_feature_face(name: str) -> bool:
     """A feature's own face module: `features/<name>/tui/...` or `features/<name>/routes`."""
@@ -357,23 +358,12 @@ RUNTIME_PARTS = {
     "McpServers": None,
     "Assembly": {"create"},
     "ChatSession": {"load"},
+    "LocalModelClient": {"for_server"},
+    "ProjectMemory": None,
+    "ExchangeMemory": None,
 }
 """What the runtime opens, and how (None: by calling the class itself)."""
-OPENING_FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon")
-
-
-def is_feature_face(name: str) -> bool:
-    """A feature's own face module: `features/<name>/tui/...` or `features/<name>/routes`."""
-    parts = name.split(".")
-    return parts[:2] == [PACKAGE, "features"] and len(parts) >= 4 and parts[3] in ("tui", "routes")
-
-
-def is_textual_room(name: str) -> bool:
-    """Where Textual may be imported: the TUI, the features' `tui/`, the CLI entry."""
-    parts = name.split(".")
-    return _in(name, (f"{PACKAGE}.tui", f"{PACKAGE}.cli", f"{PACKAGE}.__main__")) or (
-        is_feature_face(name) and parts[3] == "tui"
-    )
+OPENING_FACES = FACES
 APP_CLASS = "QwenmemApp"
 APP_MODULE = f"{PACKAGE}.tui.app"
 
@@ -469,8 +459,8 @@ def test_the_base_imports_no_feature() -> None:
 
 
 def test_the_faces_open_nothing_the_runtime_opens() -> None:
-    """The TUI and the daemon get database, store, client, memory, features and chats
-    from `qwenmem_tui.runtime`; none of them opens its own."""
+    """The TUI, the daemon (and its proxy) and the MCP server get database, store,
+    client, memory, features and chats from `qwenmem_tui.runtime`; none opens its own."""
     assert runtime_constructions(load_modules()) == []
 
 
@@ -535,6 +525,14 @@ def test_the_checks_catch_what_they_are_for() -> None:
         f"{PACKAGE}.daemon.y:2 calls Database.open",
         f"{PACKAGE}.daemon.y:3 calls LLMClient.from_settings",
         f"{PACKAGE}.daemon.y:3 constructs SessionStore",
+    ]
+    mcp = module(
+        f"{PACKAGE}.mcp_server.m",
+        "def f(s, p):\n    return MemoryAccess(s, p), ProjectMemory(s, 'p', None)\n",
+    )
+    assert runtime_constructions({mcp.name: mcp}) == [
+        f"{PACKAGE}.mcp_server.m:2 constructs MemoryAccess",
+        f"{PACKAGE}.mcp_server.m:2 constructs ProjectMemory",
     ]
     assert [p.split(":")[1] for p in typed_against_the_app(fake)] == ["3 names QwenmemApp", "5 names QwenmemApp"]
 

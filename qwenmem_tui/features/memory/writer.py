@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from qwenmem_tui import secrets
 from qwenmem_tui.features.memory import guard
+from qwenmem_tui.features.memory.filing import filing_messages, parse_filing
 from qwenmem_tui.features.memory.identity import (
     KEY_CHARS,
     POSSIBLE_DUPLICATE,
@@ -409,16 +410,26 @@ class MemoryWriter:
         A free-text note from a model (the MCP ``remember`` tool) comes the same way
         with its own ``origin`` and ``provenance``, and may name the ``category`` or
         ``key`` itself (a key it names is kept as given).
+
+        Unless the caller names the category, the rule files the note and, with a fast
+        model, the model's validated choice of category and scope wins
+        (``memory/filing.py``; ``judge_timeout`` seconds at most, the audit says so).
         """
-        note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))  # note_subject's
+        said = secrets.redact(text).replace(secrets.REDACTED, " ")  # note_subject's
+        note = file_note(said)
         chosen = Category(category) if category in {c.value for c in Category} else note.category
+        if category is None:
+            filed = await self._file(said, judge_timeout)
+            if filed is not None and filed is not chosen:
+                reason = join_reasons(reason, f"filed under {filed} by the model (rule: {chosen})")
+                chosen = filed
         named = key is not None
         if key is None:
             key = note.key
             if not note.restates_by_key:
                 key = await self._free_key(key, text.strip(), chosen, scope_for(chosen, project))
         return await self.save(
-            category or chosen.value,
+            category if category is not None else chosen.value,  # a wrong one: the guard says so
             key,
             text.strip(),
             origin=origin,
@@ -512,23 +523,38 @@ class MemoryWriter:
         explicit: bool,
     ) -> Identity | None:
         """The fast model's add / update / no-op, validated; None when unusable."""
+        answer = await self._ask(judge_messages(str(category), key, value, candidates), timeout)
+        if answer is None:
+            return None
+        judged = parse_judgement(answer, key, value, candidates, explicit=explicit)
+        if judged is None:
+            log.info("[MEMORY_IDENTITY] model answer not a valid choice; using the rule")
+        return judged
+
+    async def _file(self, note: str, timeout: float | None) -> Category | None:
+        """The fast model's category for a /remember note (``memory/filing.py``),
+        validated; None without a model, when it is late, or when the answer is not a
+        valid choice (the rule's stands)."""
+        if self.llm is None or timeout is None or timeout <= 0 or not note.strip():
+            return None
+        answer = await self._ask(filing_messages(note), timeout)
+        filed = None if answer is None else parse_filing(answer)
+        if answer is not None and filed is None:
+            log.info("[MEMORY_IDENTITY] model filing not a valid choice; using the rule")
+        return filed
+
+    async def _ask(self, messages: list[dict[str, str]], timeout: float) -> str | None:
+        """One side call to the fast model, bounded by ``timeout``; None on any failure
+        (the caller's rule decides: a write never waits on, or fails by, the model)."""
         llm = self.llm
         assert llm is not None
         try:
             completion = await asyncio.wait_for(
-                llm.complete(
-                    judge_messages(str(category), key, value, candidates),
-                    model=llm.fast_model,
-                    temperature=0.0,
-                ),
-                timeout,
+                llm.complete(messages, model=llm.fast_model, temperature=0.0), timeout
             )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # TimeoutError, LLMError, anything: the rule decides
-            log.info("[MEMORY_IDENTITY] model judgement unavailable (%s); using the rule", exc)
+            log.info("[MEMORY_IDENTITY] model side call unavailable (%s); using the rule", exc)
             return None
-        judged = parse_judgement(completion.content, key, value, candidates, explicit=explicit)
-        if judged is None:
-            log.info("[MEMORY_IDENTITY] model answer not a valid choice; using the rule")
-        return judged
+        return completion.content
