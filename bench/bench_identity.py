@@ -26,10 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from identity_eval import evaluate, load_pairs  # noqa: E402
 
 from qwenmem_tui.config import Settings  # noqa: E402
+from qwenmem_tui.features.memory.backup import import_lines
 from qwenmem_tui.llm.client import LLMClient  # noqa: E402
-from qwenmem_tui.memory.identity import JUDGE_SYSTEM_PROMPT  # noqa: E402
-from qwenmem_tui.memory.model import WriteResult, embed_text  # noqa: E402
-from qwenmem_tui.memory.service import WRITE_BATCH, MemoryService  # noqa: E402
+from qwenmem_tui.features.memory.identity import JUDGE_SYSTEM_PROMPT  # noqa: E402
+from qwenmem_tui.features.memory.model import WriteResult, embed_text  # noqa: E402
+from qwenmem_tui.features.memory.service import WRITE_BATCH, MemoryService  # noqa: E402
 from qwenmem_tui.paths import Paths  # noqa: E402
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply  # noqa: E402
 
@@ -93,7 +94,7 @@ async def bulk_import(home: Path, n: int, embedder: str) -> None:
             await svc.embedder.embed_passages(texts[start : start + WRITE_BATCH])
         embed_cpu, embed_wall = time.process_time() - cpu, time.perf_counter() - wall
         cpu, wall = time.process_time(), time.perf_counter()
-        report = await svc.import_lines(lines, project=PROJECT, trusted=True)
+        report = await import_lines(svc, lines, project=PROJECT, trusted=True)
         import_cpu, import_wall = time.process_time() - cpu, time.perf_counter() - wall
         active = len(await svc.list(project=PROJECT))
     finally:

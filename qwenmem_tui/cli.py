@@ -27,9 +27,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from qwenmem_tui.config import Settings
-    from qwenmem_tui.llm.client import LLMClient
-    from qwenmem_tui.llm.local_server import LocalModelServer
-    from qwenmem_tui.runtime import ModelStarter
     from qwenmem_tui.storage.database import StorageError
 
 # Startup cost is paid by every command, `--help` included, so this module and the
@@ -37,9 +34,12 @@ if TYPE_CHECKING:
 # the SDK, storage, numpy/faiss, the server stack and Textual load where a command
 # needs them (`qwenmem --help` went from 1.4 s to ~0.1 s).
 
-FEATURE_MODULES = ("qwenmem_tui.memory.cli", "qwenmem_tui.daemon.cli", "qwenmem_tui.mcp_server.cli")
+FEATURE_MODULES = ("qwenmem_tui.features.memory.cli", "qwenmem_tui.daemon.cli", "qwenmem_tui.mcp_server.cli")
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, feature_commands: bool = True) -> argparse.ArgumentParser:
+    """The command line; `feature_commands=False` leaves out the feature modules'
+    subcommands (`run` does for a bare `qwenmem`, which names no command: their
+    modules' imports would only delay the chat's first frame)."""
     parser = argparse.ArgumentParser(
         prog="qwenmem",
         description="A terminal chat for OpenAI-compatible LLMs that remembers.",
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("md", "json"), default="md", help="default: md")
     export.add_argument("-o", "--output", type=Path, metavar="FILE", help="default: stdout")
     export.set_defaults(func=export_session_command)
-    for name in FEATURE_MODULES:
+    for name in FEATURE_MODULES if feature_commands else ():
         _register_feature(name, subparsers)
     _accept_config_after_command(subparsers)
     return parser
@@ -124,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse, load the config, dispatch; returns the exit code."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(feature_commands=bool(argv))
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None and args.command is not None:
@@ -270,10 +271,12 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     from contextlib import ExitStack
 
     from qwenmem_tui.llm.provider import resolve_provider
-    from qwenmem_tui.runtime import StartupError, check_resume
     from qwenmem_tui.tui.app import create_app  # textual: TUI only
 
     if isinstance(args.resume, str) and args.resume:
+        # The runtime (the chat core) loads behind the first frame otherwise.
+        from qwenmem_tui.runtime import StartupError, check_resume
+
         try:  # a wrong id is one line here, not a flash of the full-screen view
             args.resume = asyncio.run(check_resume(paths, Path.cwd(), args.resume))
         except StartupError as exc:
@@ -294,7 +297,9 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             stack.callback(server.stop)
             defaults = server.chat_defaults()
             defaults.apply_to(settings)
-            starter = _local_model_starter(server, settings)
+            from qwenmem_tui.runtime import local_model_starter
+
+            starter = local_model_starter(server, settings)
         app = create_app(
             settings,
             paths,
@@ -309,23 +314,6 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             # Said after the full-screen view is gone, where the shell history keeps it.
             print(f"Session {app.kept_session_id} saved. Resume it with: qwenmem --resume {app.kept_session_id}")
         return app.return_code or 0
-
-
-def _local_model_starter(server: LocalModelServer, settings: Settings) -> ModelStarter:
-    from qwenmem_tui.llm.local_server import LocalModelError
-    from qwenmem_tui.runtime import ModelStarter, StartupError
-
-    async def start(progress: Callable[[str], None]) -> LLMClient:
-        def show(elapsed: float) -> None:
-            progress(f"Loading local model {server.label}… {elapsed:.1f}s")
-
-        try:
-            await server.astart(show)
-        except LocalModelError as exc:
-            raise StartupError(str(exc)) from None
-        return server.make_client(settings)
-
-    return ModelStarter(label=server.display_label, start=start)
 
 
 async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
@@ -376,7 +364,7 @@ async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Pat
 
 async def export_session_command(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """`qwenmem sessions export ID [--format md|json] [-o FILE]`."""
-    from qwenmem_tui.export import export_session
+    from qwenmem_tui.features.export.formats import export_session
     from qwenmem_tui.runtime import StartupError, find_session
     from qwenmem_tui.storage.database import Database
     from qwenmem_tui.storage.sessions import SessionStore

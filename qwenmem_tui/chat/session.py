@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
@@ -41,7 +41,7 @@ from qwenmem_tui.chat.events import (
     TurnStarted,
 )
 from qwenmem_tui.chat.tools import ToolContext, ToolRegistry
-from qwenmem_tui.chat.turns import QueryHook, QueryOutcome, TurnKind
+from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
 from qwenmem_tui.chat.view import model_messages, view_items
 from qwenmem_tui.llm import client as llm_events
 from qwenmem_tui.llm.client import Completion, LLMClient, ToolCall, Usage
@@ -74,6 +74,53 @@ TURN_CAP_TOOL_RESULT = "Not run: the turn limit for this message was reached."
 
 Emit = Callable[[ChatEvent], None]
 T = TypeVar("T")
+
+
+class QueryHook(Protocol):
+    """What a feature (memory prefetch, extraction, compaction, ...) plugs into the
+    loop, at fixed points of every query:
+
+    1. `on_query_start` — the user message is committed, before any request.
+    2. `before_request` — before every request (once per turn) with the turn's kind;
+       returns the messages actually sent. Must not block on slow work.
+    3. `on_query_end` — exactly once per started query, whatever the outcome
+       (also after a cancellation, with the partial reply already committed).
+    4. `on_reset` — /clear, before the reset point is recorded.
+    5. `on_close` — the session is closing.
+    """
+
+    async def on_query_start(self, session: ChatSession, text: str) -> None: ...
+
+    async def before_request(
+        self, session: ChatSession, kind: TurnKind, messages: list[dict]
+    ) -> list[dict]: ...
+
+    async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None: ...
+
+    async def on_reset(self, session: ChatSession) -> None: ...
+
+    async def on_close(self, session: ChatSession) -> None: ...
+
+
+class BaseQueryHook:
+    """Does nothing at every point; subclass and override only what you need."""
+
+    async def on_query_start(self, session: ChatSession, text: str) -> None:
+        return None
+
+    async def before_request(
+        self, session: ChatSession, kind: TurnKind, messages: list[dict]
+    ) -> list[dict]:
+        return messages
+
+    async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None:
+        return None
+
+    async def on_reset(self, session: ChatSession) -> None:
+        return None
+
+    async def on_close(self, session: ChatSession) -> None:
+        return None
 
 
 async def _to_the_end(work: Awaitable[T]) -> T:

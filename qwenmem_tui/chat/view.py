@@ -6,7 +6,7 @@ history for a recap without opening a chat) and the features agree on it:
 1. `view_items` — the items after the last /clear marker;
 2. `compacted_view` — folded at the last compaction marker: the rolling summary as
    one reminder, pinned messages from before the cut carried as text, everything
-   after the cut verbatim. Compaction (`qwenmem_tui/compaction.py`) plugs in by
+   after the cut verbatim. Compaction (`qwenmem_tui/features/compaction/hook.py`) plugs in by
    storing that marker; the marker's format is defined here because the view, not
    the feature, has to read it on every request and on resume — with compaction
    turned off too;

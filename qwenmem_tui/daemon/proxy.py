@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from qwenmem_tui.memory.exchange import ExchangeMemory, Shaped
+from qwenmem_tui.features.memory.exchange import ExchangeMemory, Shaped
 from qwenmem_tui.paths import project_id, project_root
 
 log = logging.getLogger("qwenmem.daemon")

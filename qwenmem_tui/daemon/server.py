@@ -51,17 +51,16 @@ from qwenmem_tui.daemon.guard import (
     allowed_host_names,
     error_response,
 )
-from qwenmem_tui.daemon.memory_routes import MEMORY_ROUTES
+from qwenmem_tui.features.memory.routes import MEMORY_ROUTES
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
 from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
-from qwenmem_tui.features import Assembly, SessionFeatures
+from qwenmem_tui.features.assembly import Assembly, SessionFeatures
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
-from qwenmem_tui.memory.exchange import ExchangeMemory
-from qwenmem_tui.memory.receipts import RECEIPT_ITEM, memories_json
+from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, memories_json
 from qwenmem_tui.paths import Paths, private_dir, private_file, project_id
-from qwenmem_tui.recap import generate_session_recap
-from qwenmem_tui.runtime import Runtime
+from qwenmem_tui.features.recap.session_recap import generate_session_recap
+from qwenmem_tui.runtime import ModelStarter, Runtime
 from qwenmem_tui.storage.sessions import SessionInfo, SessionStore
 
 log = logging.getLogger("qwenmem.daemon")
@@ -151,6 +150,7 @@ class DaemonBackend:
         paths: Paths,
         project_root: Path,
         llm: LLMClient | None = None,
+        start_model: ModelStarter | None = None,
         features: Collection[str] | None = None,
         session_features: FeatureFactory = assembled_features,
         model_defaults: LocalChatDefaults | None = None,
@@ -165,6 +165,7 @@ class DaemonBackend:
         self.project_root = project_root
         self.project = project_id(project_root)
         self._llm = llm
+        self._start_model = start_model
         self._feature_names = features  # None: what the settings turn on
         self._session_features = session_features
         self._runtime: Runtime | None = None
@@ -188,6 +189,7 @@ class DaemonBackend:
             self.paths,
             self.project_root,
             llm=self._llm,
+            start_model=self._start_model,
             features=self._feature_names,
             model_defaults=self.model_defaults,
             # Open before serving: a broken store fails the start, and so does a page
@@ -196,7 +198,6 @@ class DaemonBackend:
             check_integrity=True,
             memory_notice=lambda text: log.warning("[DAEMON] memory: %s", text),
         )
-        memory = self._runtime.memory
         llm = self._runtime.llm
         self._upstream = Upstream(
             llm.base_url,
@@ -204,14 +205,7 @@ class DaemonBackend:
             model=llm.model,
             project=self.project,
             timeout=self.settings.llm.timeout,
-            memory=None
-            if memory is None
-            else ExchangeMemory(
-                memory.service,
-                initial_wait_ms=self.settings.memory.initial_wait_ms,
-                llm=llm,
-                extract=self._proxy_extract and self.settings.memory.extraction,
-            ),
+            memory=self._runtime.exchange_memory(extract=self._proxy_extract),
         )
         self._started = True
 
@@ -684,11 +678,13 @@ def create_app(
     project_root: Path,
     options: ServerOptions = ServerOptions(),
     llm: LLMClient | None = None,
+    start_model: ModelStarter | None = None,
     features: Collection[str] | None = None,
     session_features: FeatureFactory = assembled_features,
     model_defaults: LocalChatDefaults | None = None,
 ) -> Starlette:
-    """The daemon app; ``llm`` is injected by tests, otherwise built from settings.
+    """The daemon app; ``llm`` is injected by tests, ``start_model`` starts the bundled
+    model (`runtime.local_model_starter`), otherwise the client is built from settings.
 
     ``features``: the names to assemble (`qwenmem_tui.features`); None, the ones the
     settings turn on. ``session_features`` builds one session's (tests inject a failing one).
@@ -698,6 +694,7 @@ def create_app(
         paths=paths,
         project_root=project_root,
         llm=llm,
+        start_model=start_model,
         features=features,
         session_features=session_features,
         model_defaults=model_defaults,

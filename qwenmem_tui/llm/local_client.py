@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.llm.client import LLMClient, LLMEvent, StreamFinished
 from qwenmem_tui.llm.errors import LLMError
+from qwenmem_tui.llm.local_server import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, LocalModelServer
 
 if TYPE_CHECKING:
-    from qwenmem_tui.llm.local_server import LocalModelServer
+    from qwenmem_tui.config import Settings
 
 log = logging.getLogger("qwenmem.llm")
 
@@ -39,6 +40,24 @@ class LocalModelClient(LLMClient):
         self._may_restart = True  # until a restarted server dies before it answered
         self._crashed: str | None = None  # the last crash, while the server is down
         self._restart = asyncio.Lock()
+
+    @classmethod
+    def for_server(cls, server: LocalModelServer, settings: Settings) -> LocalModelClient:
+        """The chat client for `server`, capped at LOCAL_MAX_TOKENS unless the config
+        sets `llm.max_tokens` itself. Any model name reaches the one loaded model, so
+        side queries on `fast_model` work too. (Here, not on the server: the server's
+        module is the child process's shim and knows no client.)"""
+        temperature = settings.llm.temperature
+        return cls(
+            server,
+            api_key=server.api_key,
+            model=server.model,
+            timeout=settings.llm.timeout,
+            max_tokens=settings.llm.max_tokens or LOCAL_MAX_TOKENS,
+            label=server.display_label,
+            temperature=temperature if temperature is not None else LOCAL_TEMPERATURE,
+            yield_side_calls=True,  # one request at a time: the reply must not wait
+        )
 
     async def _stream_chat(
         self, messages: list[dict[str, Any]], **options: Any

@@ -47,7 +47,6 @@ from qwenmem_tui.exits import SIGNAL_WORDS, exit_status
 
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
-    from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.paths import Paths
 
 log = logging.getLogger("qwenmem.llm")
@@ -286,29 +285,6 @@ class LocalModelServer:
             max_tokens=LOCAL_MAX_TOKENS,
             context_window=self.n_ctx,
             supports_tools=self.supports_tools,
-        )
-
-    def make_client(self, settings: Settings) -> LLMClient:
-        """The chat client for this server, capped at LOCAL_MAX_TOKENS unless the
-        config sets `llm.max_tokens` itself. Any model name reaches the one loaded
-        model, so side queries on `fast_model` work too."""
-        # Imported here: the child process imports this module as its shim and
-        # should not pay for the client.
-        from qwenmem_tui.llm.local_client import LocalModelClient
-
-        return LocalModelClient(
-            self,
-            api_key=self.api_key,
-            model=self.model,
-            timeout=settings.llm.timeout,
-            max_tokens=settings.llm.max_tokens or LOCAL_MAX_TOKENS,
-            label=self.display_label,
-            temperature=(
-                settings.llm.temperature
-                if settings.llm.temperature is not None
-                else LOCAL_TEMPERATURE
-            ),
-            yield_side_calls=True,  # one request at a time: the reply must not wait
         )
 
     # -- lifecycle ---------------------------------------------------------------

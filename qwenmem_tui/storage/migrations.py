@@ -33,7 +33,7 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX items_by_session ON items (session_id, id);
     """,
-    # 2: long-term memory (qwenmem_tui/memory): rows with their vectors, the append-only
+    # 2: long-term memory (qwenmem_tui/features/memory): rows with their vectors, the append-only
     # audit trail, the generation counter other processes watch, and metric counters.
     """
     CREATE TABLE memories (
@@ -140,5 +140,14 @@ MIGRATIONS: list[str] = [
         at        REAL NOT NULL
     );
     CREATE INDEX memory_dismissals_by_project ON memory_dismissals (user, project, memory_id);
+    """,
+    # 5: a fact's identity is (user, scope, category, key): "ana" under feedback (how Ana
+    # likes meetings) and "ana" under user are two facts, and one must not supersede the
+    # other (issue 24). Every active set the old index allowed is allowed by the new one,
+    # so no row changes; rows superseded that way before stay superseded (restorable).
+    """
+    DROP INDEX memories_one_active_key;
+    CREATE UNIQUE INDEX memories_one_active_fact ON memories (user, scope, category, key)
+        WHERE status = 'active';
     """,
 ]

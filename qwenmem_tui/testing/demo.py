@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from qwenmem_tui.compaction import SUMMARY_SYSTEM_PROMPT
-from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
+from qwenmem_tui.features.compaction.summariser import SUMMARY_SYSTEM_PROMPT
+from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT
 from qwenmem_tui.testing import fake_openai
 from qwenmem_tui.testing.fake_openai import (
     Responder,

@@ -1,5 +1,7 @@
-"""Slash commands: an extensible table of name -> handler, plus the built-in ones.
+"""Slash commands: parsing what the user typed, and the built-in commands.
 
+A command is a `SlashCommand` registered in the host's `CommandTable` (both in
+`tui/host.py`: a command is what the host runs, and the host holds the table).
 Commands run at once, even while a reply streams, so a handler must not assume the
 app is idle. Features register their own commands through an `Extension`
 (see `tui/extensions.py`) or directly with `app.commands.register(...)`.
@@ -7,68 +9,7 @@ app is idle. Features register their own commands through an `Extension`
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from qwenmem_tui.tui.host import Host
-
-CommandHandler = Callable[["Host", str], Awaitable[None] | None]
-"""Called with the app (as the host interface, `tui/host.py`) and the text after the
-command name (stripped, may be "")."""
-
-
-@dataclass(frozen=True)
-class SlashCommand:
-    """One slash command as listed by /help and the suggestion dropdown."""
-
-    name: str  # without the leading slash
-    description: str
-    handler: CommandHandler
-    usage: str = ""  # argument hint shown after the name, e.g. "<text>"
-
-    @property
-    def signature(self) -> str:
-        """`/name <usage>` as shown to the user."""
-        return f"/{self.name} {self.usage}".rstrip()
-
-    async def run(self, app: Host, args: str) -> None:
-        """Run the handler, awaiting it when it is a coroutine function."""
-        result = self.handler(app, args)
-        if inspect.isawaitable(result):
-            await result
-
-
-class CommandTable:
-    """Registered commands by name; registering a name again replaces it."""
-
-    def __init__(self, commands: tuple[SlashCommand, ...] = ()) -> None:
-        self._commands: dict[str, SlashCommand] = {}
-        for command in commands:
-            self.register(command)
-
-    def register(self, command: SlashCommand) -> None:
-        """Add or replace a command."""
-        self._commands[command.name] = command
-
-    def get(self, name: str) -> SlashCommand | None:
-        """The command called `name` (without slash), if any."""
-        return self._commands.get(name)
-
-    def matching(self, prefix: str) -> list[SlashCommand]:
-        """Commands whose name starts with `prefix` (without slash), sorted by name."""
-        return sorted(
-            (command for name, command in self._commands.items() if name.startswith(prefix)),
-            key=lambda command: command.name,
-        )
-
-    def __iter__(self) -> Iterator[SlashCommand]:
-        return iter(sorted(self._commands.values(), key=lambda command: command.name))
-
-    def __len__(self) -> int:
-        return len(self._commands)
+from qwenmem_tui.tui.host import Host, SlashCommand
 
 
 def parse_command(text: str) -> tuple[str, str] | None:

@@ -7,16 +7,16 @@ Its own module, not `tui/extensions.py`: the feature modules import that one for
 from __future__ import annotations
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features import enabled_features
-from qwenmem_tui.tui.compaction_extension import compaction_extension
+from qwenmem_tui.features.assembly import enabled_features
+from qwenmem_tui.features.compaction.tui.extension import compaction_extension
 from qwenmem_tui.tui.extensions import ExtensionFactory
-from qwenmem_tui.tui.export_extension import export_extension
-from qwenmem_tui.tui.instructions_extension import instructions_extension
-from qwenmem_tui.tui.mcp_extension import mcp_extension
-from qwenmem_tui.tui.memory_extension import memory_extension
-from qwenmem_tui.tui.model_extension import model_extension
-from qwenmem_tui.tui.recap_controller import recap_extension
-from qwenmem_tui.tui.titles_extension import titles_extension
+from qwenmem_tui.features.export.tui.extension import export_extension
+from qwenmem_tui.features.instructions.tui.extension import instructions_extension
+from qwenmem_tui.features.mcp.tui.extension import mcp_extension
+from qwenmem_tui.features.memory.tui.extension import memory_extension
+from qwenmem_tui.features.model.tui.extension import model_extension
+from qwenmem_tui.features.recap.tui.controller import recap_extension
+from qwenmem_tui.features.titles.tui.extension import titles_extension
 
 EXTENSIONS: tuple[ExtensionFactory, ...] = (
     compaction_extension,

@@ -1,7 +1,7 @@
 """How features show in the app: slash commands, item widgets, key bindings.
 
 What a feature *does* to a session — its hooks, tools, prefetch and extractor — is
-assembled in the core (`qwenmem_tui/features.py`), the same for the TUI and the daemon.
+assembled in the core (`qwenmem_tui/features/assembly.py`), the same for the TUI and the daemon.
 A TUI extension only presents a feature: each `ExtensionFactory` names the core
 features it presents, the app assembles those once, and the factory gets the result
 (`AppContext.features`) to build its commands and widgets on. `default_extensions`
@@ -22,20 +22,19 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.instructions import Instructions
+from qwenmem_tui.features.instructions.files import Instructions
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
-from qwenmem_tui.tui.commands import SlashCommand
-from qwenmem_tui.tui.widgets.items import ItemWidgetFactory
+from qwenmem_tui.tui.host import BusyState, Host, SlashCommand
+from qwenmem_tui.tui.widgets.plain_items import ItemWidgetFactory
 
 if TYPE_CHECKING:
     # Types only: features loads the memory stack (numpy/FAISS), which the app imports
     # in its startup worker, after the first frame.
-    from qwenmem_tui.features import MemoryAccess, SessionFeatures
-    from qwenmem_tui.mcp_client.servers import McpServers
-    from qwenmem_tui.tui.host import Host
+    from qwenmem_tui.features.assembly import MemoryAccess, SessionFeatures
+    from qwenmem_tui.features.mcp.servers import McpServers
 
 
 @dataclass(frozen=True)
@@ -60,17 +59,6 @@ class AppContext:
     """The project instruction files in the system prompt."""
 
 
-@dataclass(frozen=True)
-class BusyState:
-    """A state an extension's long-running command puts the app in (`host.busy`)."""
-
-    label: str
-    """What the status line says meanwhile, e.g. "compacting history…"."""
-    stopped: str
-    """What a message sent meanwhile stops, e.g. "the recap": it says "Stopped the
-    recap: your message goes first." (side work yields to the user)."""
-
-
 @dataclass
 class Extension:
     """One feature's contributions to the face. Every field is optional."""
@@ -82,7 +70,8 @@ class Extension:
     """The states its commands run in (`host.busy(name, progress)`), by name."""
     bindings: Sequence[Binding] = ()
     """App-level keys, e.g. ``Binding("ctrl+p", "command('pin')", "Pin", id="chat.pin")``:
-    ``command(name)`` runs a slash command; the id lets users remap the key ([keys])."""
+    ``command(name)`` runs a slash command; the id lets users remap the key ([keys],
+    once `keymap.binding_ids` lists it). Not priority: they join through `App.bind`."""
     help_keys: Sequence[tuple[str, str]] = ()
     """(key, description) /help lists besides the bindings: keys of widgets that only
     have them while focused (a receipt's list)."""

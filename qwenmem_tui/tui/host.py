@@ -9,12 +9,19 @@ a feature may do to the app is written down here:
 - say something: a notice, an info or error line, a widget, a stored display item;
 - open a screen, run work in a worker, or run work with a busy state (`busy`);
 - show a status badge (`set_badge`), follow the app's focus and state (`watch`).
+
+What one registers on the host lives here too, because the host's interface names it
+and it names the host: a `SlashCommand` (its handler gets the `Host`) in the host's
+`CommandTable`, and the `BusyState`s `busy` runs in. Parsing and the built-in commands
+are `tui/commands.py`; how a feature contributes them, `tui/extensions.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import inspect
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,12 +32,77 @@ if TYPE_CHECKING:
 
     from qwenmem_tui.chat.session import ChatSession
     from qwenmem_tui.config import Settings
-    from qwenmem_tui.features import SessionFeatures
+    from qwenmem_tui.features.assembly import SessionFeatures
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.paths import Paths
     from qwenmem_tui.storage.sessions import Item, SessionStore
-    from qwenmem_tui.tui.commands import CommandTable
-    from qwenmem_tui.tui.extensions import BusyState
+
+
+@dataclass(frozen=True)
+class BusyState:
+    """A state an extension's long-running command puts the app in (`host.busy`)."""
+
+    label: str
+    """What the status line says meanwhile, e.g. "compacting history…"."""
+    stopped: str
+    """What a message sent meanwhile stops, e.g. "the recap": it says "Stopped the
+    recap: your message goes first." (side work yields to the user)."""
+
+
+CommandHandler = Callable[["Host", str], Awaitable[None] | None]
+"""Called with the app (as the host interface, below) and the text after the
+command name (stripped, may be "")."""
+
+
+@dataclass(frozen=True)
+class SlashCommand:
+    """One slash command as listed by /help and the suggestion dropdown."""
+
+    name: str  # without the leading slash
+    description: str
+    handler: CommandHandler
+    usage: str = ""  # argument hint shown after the name, e.g. "<text>"
+
+    @property
+    def signature(self) -> str:
+        """`/name <usage>` as shown to the user."""
+        return f"/{self.name} {self.usage}".rstrip()
+
+    async def run(self, app: Host, args: str) -> None:
+        """Run the handler, awaiting it when it is a coroutine function."""
+        result = self.handler(app, args)
+        if inspect.isawaitable(result):
+            await result
+
+
+class CommandTable:
+    """Registered commands by name; registering a name again replaces it."""
+
+    def __init__(self, commands: tuple[SlashCommand, ...] = ()) -> None:
+        self._commands: dict[str, SlashCommand] = {}
+        for command in commands:
+            self.register(command)
+
+    def register(self, command: SlashCommand) -> None:
+        """Add or replace a command."""
+        self._commands[command.name] = command
+
+    def get(self, name: str) -> SlashCommand | None:
+        """The command called `name` (without slash), if any."""
+        return self._commands.get(name)
+
+    def matching(self, prefix: str) -> list[SlashCommand]:
+        """Commands whose name starts with `prefix` (without slash), sorted by name."""
+        return sorted(
+            (command for name, command in self._commands.items() if name.startswith(prefix)),
+            key=lambda command: command.name,
+        )
+
+    def __iter__(self) -> Iterator[SlashCommand]:
+        return iter(sorted(self._commands.values(), key=lambda command: command.name))
+
+    def __len__(self) -> int:
+        return len(self._commands)
 
 
 class Host(Protocol):

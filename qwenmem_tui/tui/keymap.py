@@ -23,9 +23,10 @@ _NAMED_KEYS = frozenset(key.value for key in Keys if "+" not in key.value) | {"s
 def binding_ids(app_bindings: Iterable[BindingType] = ()) -> list[str]:
     """Every id a `[keys]` entry may name: the app's, its screens' and widgets' bindings."""
     # Imported only when [keys] has entries: the screens pull in the memory service.
-    from qwenmem_tui.tui.compaction_extension import PIN_BINDING
+    from qwenmem_tui.features.compaction.tui.extension import PIN_BINDING
+    from qwenmem_tui.features.memory.tui.extension import RECEIPT_BINDING
     from qwenmem_tui.tui.screens.chat import ChatScreen
-    from qwenmem_tui.tui.screens.memory import ConfirmForget, MemoryScreen
+    from qwenmem_tui.features.memory.tui.screen import ConfirmForget, MemoryScreen
     from qwenmem_tui.tui.screens.resume import ResumeScreen
     from qwenmem_tui.tui.screens.secret_confirm import SecretConfirm
     from qwenmem_tui.tui.widgets.prompt import PromptInput
@@ -38,7 +39,7 @@ def binding_ids(app_bindings: Iterable[BindingType] = ()) -> list[str]:
         MemoryScreen.BINDINGS,
         ConfirmForget.BINDINGS,
         SecretConfirm.BINDINGS,
-        (PIN_BINDING,),
+        (PIN_BINDING, RECEIPT_BINDING),
     )
     return sorted(
         {b.id for bindings in owners for b in bindings if isinstance(b, Binding) and b.id}

@@ -33,7 +33,12 @@ from textual.drivers.linux_driver import LinuxDriver
 
 # The one Textual internal qwenmem uses: the parser its Linux driver reads with. The
 # driver below feeds it exactly as Textual's own loop does (feed, tick), only with
-# whole sequences.
+# whole sequences. There is no public route (Textual 8.2): `LinuxDriver.run_input_thread`
+# builds its XTermParser inside and offers no hook between the terminal and it, and
+# `textual.events` has no parser of its own. The one way around it — a pipe between
+# the terminal and the stock driver, fed by another thread — copies every byte once
+# more and loses the "tick only when no input waits" rule that keeps a slow read from
+# splitting a sequence, for a private name that has been stable since Textual 0.x.
 from textual._xterm_parser import XTermParser  # noqa: PLC2701
 
 ESC = "\x1b"

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from qwenmem_tui.daemon import DaemonClient
-from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
+from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 from test_daemon_serve import serve_process

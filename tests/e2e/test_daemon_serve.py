@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from qwenmem_tui.daemon import DaemonClient, DaemonError
-from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
-from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
+from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
+from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from tests.chat_support import TEST_API_KEY
 

@@ -22,6 +22,7 @@ from qwenmem_tui.chat.events import AssistantDelta, QueryFinished
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import ToolRegistry
 from qwenmem_tui.config import Settings
+from qwenmem_tui.llm.local_client import LocalModelClient
 from qwenmem_tui.llm.local_server import (
     BUNDLED_LABEL,
     LocalModelError,
@@ -60,7 +61,7 @@ async def test_bundled_model_streams_a_reply_through_the_chat_loop(tmp_path: Pat
             assert pid is not None
             defaults = server.chat_defaults()
             store = SessionStore(db)
-            llm = server.make_client(settings)
+            llm = LocalModelClient.for_server(server, settings)
             assert llm.label == "local: SmolLM2-135M"
             session = ChatSession(
                 info=await store.create_session(str(tmp_path)),

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 PROJECT = "/work/alpha-project"

@@ -20,7 +20,8 @@ import pytest
 
 from qwenmem_tui import cli
 from qwenmem_tui.config import Settings
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.features.memory.backup import export_lines
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 from .test_corrupt_files import _corrupt_header, _corrupt_pages, assert_clear
@@ -43,7 +44,7 @@ async def _memories_database(settings: Settings, paths: Paths, project: Path) ->
                 origin="user",
                 project=str(project) if n % 3 else OTHER_PROJECT,
             )
-        lines = await service.export_lines()
+        lines = await export_lines(service)
     finally:
         await service.close()
     return sorted((json.loads(line) for line in lines), key=lambda row: row["id"])

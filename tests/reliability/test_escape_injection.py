@@ -23,7 +23,7 @@ from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, Response, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp, create_app
 from qwenmem_tui.tui.terminal_text import terminal_safe
-from qwenmem_tui.tui.widgets.items import ToolCallItem
+from qwenmem_tui.tui.widgets.plain_items import ToolCallItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import child_env, run_in_pty
@@ -156,7 +156,7 @@ def test_cli_listings_print_hostile_titles_and_memories_inert(
     the TUI's terminal-safe rendering; JSON keeps the same value with escapes."""
     from qwenmem_tui import cli
     from qwenmem_tui.config import load_settings
-    from qwenmem_tui.memory.service import MemoryService
+    from qwenmem_tui.features.memory.service import MemoryService
     from qwenmem_tui.paths import project_id
     from qwenmem_tui.storage.database import Database
     from qwenmem_tui.storage.sessions import SessionStore

@@ -16,11 +16,12 @@ import pytest
 from app_support import started
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.memory import guard
-from qwenmem_tui.memory.model import Status, WriteAction
-from qwenmem_tui.memory.render import REMINDER_CLOSE, REMINDER_OPEN
-from qwenmem_tui.memory.service import MemoryService
-from qwenmem_tui.memory.writer import MemoryRejected
+from qwenmem_tui.features.memory import guard
+from qwenmem_tui.features.memory.backup import export_lines
+from qwenmem_tui.features.memory.model import Status, WriteAction
+from qwenmem_tui.features.memory.render import REMINDER_CLOSE, REMINDER_OPEN
+from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import create_app
@@ -166,7 +167,7 @@ async def test_memories_never_cross_projects_or_users(
         # Another user on the same machine and database sees none of Alice's.
         assert values(await bob.recall("deploy cluster helix", project=here, min_score=-1)) == []
         assert [m.value for m in await bob.list()] == ["Deploys to the red cluster"]
-        assert all("Alice" not in line and "blue" not in line for line in await bob.export_lines())
+        assert all("Alice" not in line and "blue" not in line for line in await export_lines(bob))
     finally:
         await bob.close()
         await alice.close()

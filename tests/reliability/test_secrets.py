@@ -17,6 +17,7 @@ from app_support import started
 
 from qwenmem_tui import cli
 from qwenmem_tui.config import Settings
+from qwenmem_tui.features.memory.backup import import_lines
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 from qwenmem_tui.tui.app import create_app
@@ -197,9 +198,9 @@ async def test_memory_writes_of_every_form_keep_no_secret_and_stats_count_them(
 ) -> None:
     from trust_corpus import SECRET_LOOKALIKES, SECRETS
 
-    from qwenmem_tui.memory.service import MemoryService
+    from qwenmem_tui.features.memory.service import MemoryService
 
-    from qwenmem_tui.memory.writer import MemoryRejected
+    from qwenmem_tui.features.memory.writer import MemoryRejected
 
     settings.memory.embedding = "hash"
     service = await MemoryService.open(settings, paths)
@@ -213,7 +214,7 @@ async def test_memory_writes_of_every_form_keep_no_secret_and_stats_count_them(
                 refused += 1
         # Secrets in keys, by import and by a model write (extraction's route).
         for key in ("db_password_tr0ub4dor3", "db_password_hunter2hunter"):
-            report = await service.import_lines([json.dumps({"category": "project", "key": key, "value": "the db"})], project="/p", trusted=True)
+            report = await import_lines(service, [json.dumps({"category": "project", "key": key, "value": "the db"})], project="/p", trusted=True)
             assert report.counts == {"rejected": 1} and "not hold a secret" in report.errors[0]
             with pytest.raises(MemoryRejected):
                 await service.save("project", key, "db settings", origin="agent", project="/p")

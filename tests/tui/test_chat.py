@@ -15,11 +15,11 @@ from qwenmem_tui.chat.tools import Tool, ToolContext
 from qwenmem_tui.config import Settings
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.tui.commands import SlashCommand
+from qwenmem_tui.tui.host import SlashCommand
 from qwenmem_tui.tui.screens.chat import ChatScreen, QueuedMessages
 from qwenmem_tui.tui.screens.resume import ResumeScreen
-from qwenmem_tui.tui.widgets.items import (
-    AssistantItem,
+from qwenmem_tui.tui.widgets.items import AssistantItem
+from qwenmem_tui.tui.widgets.plain_items import (
     ErrorItem,
     InfoItem,
     InterruptedMark,

@@ -6,7 +6,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import Static
 
 from qwenmem_tui.storage.sessions import Item
-from qwenmem_tui.tui.widgets.compaction_marker import CompactionMarker, summary_text
+from qwenmem_tui.features.compaction.tui.marker import CompactionMarker, summary_text
 
 MARKER = Item(
     id=7,

@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.server import create_app as create_daemon
-from qwenmem_tui.features import MemoryExtraction
+from qwenmem_tui.features.assembly import MemoryExtraction
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI

@@ -12,13 +12,13 @@ from mcp_support import MCP_SERVER_TIME, PYTHON, write_servers
 from textual.pilot import Pilot
 
 from qwenmem_tui.config import McpServerSettings, McpSettings, Settings
-from qwenmem_tui.mcp_client.permissions import PermissionStore
+from qwenmem_tui.features.mcp.permissions import PermissionStore
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.tui.mcp_extension import mcp_extension
-from qwenmem_tui.tui.screens.permission import PermissionScreen
-from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem, ToolCallItem
+from qwenmem_tui.features.mcp.tui.extension import mcp_extension
+from qwenmem_tui.features.mcp.tui.permission import PermissionScreen
+from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem, ToolCallItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import SIZE, send, settle, started, wait_until

@@ -11,19 +11,19 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.export import export_session
-from qwenmem_tui.memory.model import DAY, AuditAction, Status
-from qwenmem_tui.memory.receipts import RECEIPT_ITEM
-from qwenmem_tui.memory.review import waiting_label
-from qwenmem_tui.memory.service import MemoryService
-from qwenmem_tui.memory.sqlite_store import SqliteMemoryStore
+from qwenmem_tui.features.export.formats import export_session
+from qwenmem_tui.features.memory.model import DAY, AuditAction, Status
+from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM
+from qwenmem_tui.features.memory.review import waiting_label
+from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.sqlite_store import SqliteMemoryStore
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.tui.memory_extension import memory_extension
-from qwenmem_tui.tui.screens.memory_edit import EditMemoryScreen
-from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem
-from qwenmem_tui.tui.widgets.memory_receipt import MemoryReceipt, ReceiptEntries
+from qwenmem_tui.features.memory.tui.extension import memory_extension
+from qwenmem_tui.features.memory.tui.edit import EditMemoryScreen
+from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem
+from qwenmem_tui.features.memory.tui.receipt import MemoryReceipt, ReceiptEntries
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 
@@ -239,6 +239,25 @@ async def test_the_receipt_keys_are_in_help_and_the_footer(
         assert keys == {"f": "Forget", "e": "Edit value", "n": "Not relevant here"}
         footer = {binding.binding.key for binding in app.screen.active_bindings.values() if binding.binding.show}
         assert {"f", "e", "n"} <= footer
+
+
+async def test_the_receipt_key_is_remapped_from_settings(
+    make_memory_app: Callable[..., QwenmemApp], settings: Settings
+) -> None:
+    """An extension's key joins the app after it is built and still follows [keys]
+    (it was refused as an unknown id before)."""
+    settings.keys = {"memory.receipt": "f4"}
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, "/remember I live in Lisbon", "where do I live?")
+        [receipt] = receipts(app)
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        assert not receipt.is_open
+        await pilot.press("f4")
+        await wait_until(pilot, lambda: receipt.is_open)
+        shown = dict(app.describe_keys())
+        assert shown.get("f4") == "Memories used" and "ctrl+o" not in shown, shown
 
 
 def test_snapshot_a_reply_with_its_receipt_open(

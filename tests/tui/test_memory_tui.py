@@ -15,17 +15,17 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features import MEMORY
-from qwenmem_tui.memory.model import DAY, AuditAction, Category, Memory, Origin, Status
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.features.assembly import MEMORY
+from qwenmem_tui.features.memory.model import DAY, AuditAction, Category, Memory, Origin, Status
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.default_extensions import default_extensions
-from qwenmem_tui.tui import memory_extension as memory_extension_module
-from qwenmem_tui.tui.memory_extension import memory_extension
+from qwenmem_tui.features.memory.tui import extension as memory_extension_module
+from qwenmem_tui.features.memory.tui.extension import memory_extension
 from qwenmem_tui.tui.screens.chat import ChatScreen
-from qwenmem_tui.tui.screens.memory import (
+from qwenmem_tui.features.memory.tui.screen import (
     ConfirmForget,
     MemoryDetail,
     MemoryScreen,
@@ -33,7 +33,7 @@ from qwenmem_tui.tui.screens.memory import (
     memory_matches,
     short_span,
 )
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import START, FakeClock, send, settle, started, wait_until

@@ -22,10 +22,10 @@ from qwenmem_tui.prompt_history import HISTORY_FILE_NAME
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
 from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.tui.commands import SlashCommand
+from qwenmem_tui.tui.host import SlashCommand
 from qwenmem_tui.tui.screens.chat import QueuedMessages
 from qwenmem_tui.tui.screens.secret_confirm import SecretConfirm
-from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem, ToolCallItem, UserItem
+from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem, ToolCallItem, UserItem
 from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import SPINNER, StatusLine
 
@@ -377,7 +377,7 @@ async def test_an_untouched_session_is_not_stored_before_its_first_message(
 async def test_a_message_stops_a_running_recap_instead_of_waiting_behind_it(
     fake: FakeOpenAI, make_app: Callable[..., QwenmemApp], settings: Settings
 ) -> None:
-    from qwenmem_tui.tui.recap_controller import recap_extension
+    from qwenmem_tui.features.recap.tui.controller import recap_extension
 
     gate = threading.Event()
     fake.script(Reply("a"), Reply("b"), Reply("c"), Reply("<recap>never</recap>", gate=gate), Reply("answer"))

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from qwenmem_tui.away import (
+from qwenmem_tui.features.recap.away import (
     AbortRecap,
     AwayController,
     FireRecap,

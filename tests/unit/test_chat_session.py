@@ -41,7 +41,8 @@ from qwenmem_tui.chat.session import (
 )
 from qwenmem_tui.chat.view import complete_tool_exchanges
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolRegistry, builtin_tools
-from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome, TurnKind
+from qwenmem_tui.chat.session import BaseQueryHook
+from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
 from qwenmem_tui.config import Settings
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.storage import Database, Item, SessionStore

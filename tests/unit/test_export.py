@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cli_support import CliRunner
 
-from qwenmem_tui.export import export_session
+from qwenmem_tui.features.export.formats import export_session
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore

@@ -1,4 +1,4 @@
-"""The feature assembly (qwenmem_tui/features.py) on real parts: settings from a temp
+"""The feature assembly (qwenmem_tui/features/assembly.py) on real parts: settings from a temp
 home, the real LLM client over HTTP to the fake server, a real memory service (SQLite
 and FAISS) opened by `MemoryAccess`."""
 
@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from chat_support import collect
 
-from qwenmem_tui.memory.prefetch import MemoryPrefetchHook
+from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.tools import Tool, ToolContext
-from qwenmem_tui.compaction import CompactionHook
-from qwenmem_tui.memory.receipts import MemoryReceiptHook
+from qwenmem_tui.features.compaction.hook import CompactionHook
+from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features import (
+from qwenmem_tui.features.assembly import (
     COMPACTION,
     MEMORY,
     Assembly,
@@ -27,7 +27,7 @@ from qwenmem_tui.features import (
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
-from qwenmem_tui.memory.extract import EXTRACTION_SYSTEM_PROMPT
+from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.paths import Paths, project_id
 
 LOCAL = LocalChatDefaults(
@@ -157,9 +157,9 @@ async def test_a_new_feature_is_one_registration(
     settings: Settings, paths: Paths, llm: LLMClient, project: Path, monkeypatch
 ) -> None:
     """The docs' worked example: a feature is a `Feature` and one line in FEATURES."""
-    from qwenmem_tui import features as registry
-    from qwenmem_tui.chat.turns import BaseQueryHook
-    from qwenmem_tui.features import Feature, SessionPart
+    from qwenmem_tui.features import assembly as registry
+    from qwenmem_tui.chat.session import BaseQueryHook
+    from qwenmem_tui.features.assembly import Feature, SessionPart
 
     class Stamp(BaseQueryHook):
         pass

@@ -1,31 +1,35 @@
 """The package's import contract, read from the source with `ast` (no module is imported).
 
 1. No import cycle among `qwenmem_tui` modules. Function-local imports count (they only
-   hide a cycle until the function runs); `if TYPE_CHECKING:` imports do not (they never
-   run). An import edge goes to the module named, or — for `from package import name`
-   where `name` is not a submodule — to the package's `__init__`.
+   hide a cycle until the function runs), and so do `if TYPE_CHECKING:` ones: two
+   modules that name each other are one concept in two rooms, whether or not the names
+   are needed at run time. (The other rules read run-time edges only.) An import edge
+   goes to the module named, or — for `from package import name` where `name` is not a
+   submodule — to the package's `__init__`.
 2. The chat core (`qwenmem_tui/chat/`) imports no feature, directly or through other
    modules: not compaction, memory, the recap, the feature assembly or a face.
-3. The feature assembly (`qwenmem_tui/features.py`) and the runtime every face opens
+3. The feature assembly (`qwenmem_tui/features/assembly.py`) and the runtime every face opens
    (`qwenmem_tui/runtime.py`) import no face, and only the TUI
    (and the CLI entry that starts it) imports Textual — statically, so a function-local
    import the subprocess check in test_core_imports.py never runs is caught too.
 4. The base (config, paths, text, secrets, the debug log, prompt history, `llm/`,
    `storage/`) imports nothing above it: no feature, no chat loop, no face.
-5. The TUI and the daemon open nothing the runtime opens (database, session store,
-   LLM client, memory service, feature assembly, chats): they present `Runtime`.
+5. The faces (the TUI, the daemon with its proxy, the MCP server) open nothing the
+   runtime opens (database, session store, LLM client, memory service, feature
+   assembly, chats, the memory views of faces that are not chats): they present
+   `Runtime`.
 6. No module but `tui/app.py` names the app class: the others see `tui.host.Host`.
-7. The faces (`tui/`, `daemon/`) construct no hook: no call to a class whose name ends
+7. The faces (`tui/`, `daemon/`, `mcp_server/`) construct no hook: no call to a class whose name ends
    in `Hook` or that implements `QueryHook` (by inheritance or by defining its five
    methods), and no such class defined there. Hooks are built by the core assembly
-   (`qwenmem_tui/features.py`), the same for both faces.
+   (`qwenmem_tui/features/assembly.py`), the same for both faces.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,16 +39,25 @@ PACKAGE = "qwenmem_tui"
 PACKAGE_DIR = Path(qwenmem_tui.__file__).parent
 CHAT_CORE = f"{PACKAGE}.chat"
 FEATURES = (
-    f"{PACKAGE}.compaction",
-    f"{PACKAGE}.memory",
-    f"{PACKAGE}.recap",
-    f"{PACKAGE}.away",
     f"{PACKAGE}.features",
     f"{PACKAGE}.runtime",
     f"{PACKAGE}.tui",
     f"{PACKAGE}.daemon",
 )
-FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon")
+FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon", f"{PACKAGE}.mcp_server")
+
+def is_feature_face(name: str) -> bool:
+    """A feature's own face module: `features/<name>/tui/...` or `features/<name>/routes`."""
+    parts = name.split(".")
+    return parts[:2] == [PACKAGE, "features"] and len(parts) >= 4 and parts[3] in ("tui", "routes")
+
+
+def is_textual_room(name: str) -> bool:
+    """Where Textual may be imported: the TUI, the features' `tui/`, the CLI entry."""
+    parts = name.split(".")
+    return _in(name, (f"{PACKAGE}.tui", f"{PACKAGE}.cli", f"{PACKAGE}.__main__")) or (
+        is_feature_face(name) and parts[3] == "tui"
+    )
 HOOK_METHODS = {"on_query_start", "before_request", "on_query_end", "on_reset", "on_close"}
 HOOK_BASES = {"QueryHook", "BaseQueryHook"}
 
@@ -62,6 +75,7 @@ class Module:
     tree: ast.Module
     is_package: bool
     imports: set[str] = field(default_factory=set)  # runtime edges to package modules
+    type_imports: set[str] = field(default_factory=set)  # those and the TYPE_CHECKING ones
 
 
 def _module_name(path: Path) -> tuple[str, bool]:
@@ -76,6 +90,13 @@ def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
+
+
+def _all_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """Every node, the bodies of `if TYPE_CHECKING:` included."""
+    for child in ast.iter_child_nodes(node):
+        yield child
+        yield from _all_nodes(child)
 
 
 def _runtime_nodes(node: ast.AST) -> Iterator[ast.AST]:
@@ -98,8 +119,13 @@ def load_modules() -> dict[str, Module]:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         modules[name] = Module(name, path, tree, is_package)
     for module in modules.values():
-        module.imports = set(_imports_of(module, modules))
+        _read_imports(module, modules)
     return modules
+
+
+def _read_imports(module: Module, modules: dict[str, Module]) -> None:
+    module.imports = set(_imports_of(module, modules))
+    module.type_imports = set(_imports_of(module, modules, nodes=_all_nodes))
 
 
 def external_imports(module: Module) -> set[str]:
@@ -113,8 +139,12 @@ def external_imports(module: Module) -> set[str]:
     return found - {PACKAGE}
 
 
-def _imports_of(module: Module, modules: dict[str, Module]) -> Iterator[str]:
-    for node in _runtime_nodes(module.tree):
+def _imports_of(
+    module: Module,
+    modules: dict[str, Module],
+    nodes: Callable[[ast.AST], Iterator[ast.AST]] = _runtime_nodes,
+) -> Iterator[str]:
+    for node in nodes(module.tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if _in(alias.name, PACKAGE):
@@ -145,7 +175,8 @@ def _nearest_module(name: str, modules: dict[str, Module]) -> str:
 
 
 def strongly_connected(modules: dict[str, Module]) -> list[set[str]]:
-    """Tarjan's algorithm: the import cycles, as sets of modules (iterative)."""
+    """Tarjan's algorithm: the import cycles (type-level edges too), as sets of modules
+    (iterative)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -160,7 +191,7 @@ def strongly_connected(modules: dict[str, Module]) -> list[set[str]]:
         counter += 1
         stack.append(root)
         on_stack.add(root)
-        work.append((root, iter(sorted(modules[root].imports))))
+        work.append((root, iter(sorted(modules[root].type_imports))))
         while work:
             node, edges = work[-1]
             advanced = False
@@ -172,7 +203,7 @@ def strongly_connected(modules: dict[str, Module]) -> list[set[str]]:
                     counter += 1
                     stack.append(target)
                     on_stack.add(target)
-                    work.append((target, iter(sorted(modules[target].imports))))
+                    work.append((target, iter(sorted(modules[target].type_imports))))
                     advanced = True
                     break
                 if target in on_stack:
@@ -191,7 +222,7 @@ def strongly_connected(modules: dict[str, Module]) -> list[set[str]]:
                     component.add(member)
                     if member == node:
                         break
-                if len(component) > 1 or node in modules[node].imports:
+                if len(component) > 1 or node in modules[node].type_imports:
                     found.append(component)
     return found
 
@@ -263,7 +294,7 @@ def test_the_parser_sees_the_package() -> None:
     assert f"{PACKAGE}.chat.turns" in session.imports
     # A TYPE_CHECKING import is no edge; a function-local one is.
     assert f"{PACKAGE}.chat.session" not in modules[f"{PACKAGE}.chat.turns"].imports
-    assert f"{PACKAGE}.tui.screens.memory" in modules[f"{PACKAGE}.tui.memory_extension"].imports
+    assert f"{PACKAGE}.features.memory.tui.screen" in modules[f"{PACKAGE}.features.memory.tui.extension"].imports
 
 
 def test_no_import_cycle() -> None:
@@ -286,17 +317,18 @@ def test_the_chat_core_imports_no_feature() -> None:
 
 def test_the_assembly_and_the_runtime_import_no_face() -> None:
     modules = load_modules()
-    for core in (f"{PACKAGE}.features", f"{PACKAGE}.runtime"):
+    cores = [name for name in modules if _in(name, f"{PACKAGE}.features") and not is_feature_face(name)]
+    assert f"{PACKAGE}.features.assembly" in cores
+    for core in (*cores, f"{PACKAGE}.runtime"):
         faces = {t: via for t, via in reachable(modules, core).items() if _in(t, FACES)}
         assert faces == {}, core
 
 
 def test_only_the_tui_imports_textual() -> None:
-    allowed = (f"{PACKAGE}.tui", f"{PACKAGE}.cli", f"{PACKAGE}.__main__")
     offenders = sorted(
         name
         for name, module in load_modules().items()
-        if "textual" in external_imports(module) and not _in(name, allowed)
+        if "textual" in external_imports(module) and not is_textual_room(name)
     )
     assert offenders == []
 
@@ -316,7 +348,7 @@ BASE = (
     f"{PACKAGE}.storage",
 )
 """The base every layer stands on: it knows no feature, no chat loop, no face."""
-ABOVE_BASE = (*FEATURES, f"{PACKAGE}.chat", f"{PACKAGE}.mcp_client", f"{PACKAGE}.mcp_server")
+ABOVE_BASE = (*FEATURES, f"{PACKAGE}.chat", f"{PACKAGE}.mcp_server")
 RUNTIME_PARTS = {
     "Database": {"open"},
     "SessionStore": None,
@@ -326,9 +358,12 @@ RUNTIME_PARTS = {
     "McpServers": None,
     "Assembly": {"create"},
     "ChatSession": {"load"},
+    "LocalModelClient": {"for_server"},
+    "ProjectMemory": None,
+    "ExchangeMemory": None,
 }
 """What the runtime opens, and how (None: by calling the class itself)."""
-OPENING_FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon")
+OPENING_FACES = FACES
 APP_CLASS = "QwenmemApp"
 APP_MODULE = f"{PACKAGE}.tui.app"
 
@@ -382,14 +417,50 @@ def typed_against_the_app(modules: dict[str, Module]) -> list[str]:
     return problems
 
 
+TEXTUAL_PRIVATE_ATTRIBUTES = frozenset(
+    {"_bindings", "_merged_bindings", "_binding_chain", "_modal_binding_chain", "_keymap"}
+)
+"""Textual's private binding machinery: public routes are `BINDINGS`, `App.bind`,
+`set_keymap`, `check_action`, `refresh_bindings` and `Screen.active_bindings`."""
+TEXTUAL_PRIVATE_ALLOWED = {(f"{PACKAGE}.tui.terminal_input", "textual._xterm_parser")}
+"""The one private Textual module used, because Textual has no public route to it
+(the module's comment says why)."""
+
+
+def private_textual_uses(modules: dict[str, Module]) -> list[str]:
+    """Uses of Textual's private modules (`textual._x`) or binding attributes."""
+    problems = []
+    for module in modules.values():
+        for node in ast.walk(module.tree):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                private = name.startswith("textual.") and any(
+                    part.startswith("_") for part in name.split(".")[1:]
+                )
+                if private and (module.name, name) not in TEXTUAL_PRIVATE_ALLOWED:
+                    problems.append(f"{module.name}:{node.lineno} imports {name}")
+            if isinstance(node, ast.Attribute) and node.attr in TEXTUAL_PRIVATE_ATTRIBUTES:
+                problems.append(f"{module.name}:{node.lineno} uses .{node.attr}")
+    return problems
+
+
+def test_no_private_textual_api() -> None:
+    """Bindings through Textual's public API only; see TEXTUAL_PRIVATE_ALLOWED."""
+    assert private_textual_uses(load_modules()) == []
+
+
 def test_the_base_imports_no_feature() -> None:
     """config, paths, text, secrets, the debug log, llm/ and storage/ know nothing above."""
     assert base_reaching_up(load_modules()) == []
 
 
 def test_the_faces_open_nothing_the_runtime_opens() -> None:
-    """The TUI and the daemon get database, store, client, memory, features and chats
-    from `qwenmem_tui.runtime`; none of them opens its own."""
+    """The TUI, the daemon (and its proxy) and the MCP server get database, store,
+    client, memory, features and chats from `qwenmem_tui.runtime`; none opens its own."""
     assert runtime_constructions(load_modules()) == []
 
 
@@ -411,11 +482,18 @@ def test_the_checks_catch_what_they_are_for() -> None:
         f"{PACKAGE}.c",
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from qwenmem_tui import a\n",
     )
-    fake = {m.name: m for m in (a, b, c)}
+    d = module(
+        f"{PACKAGE}.d",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from qwenmem_tui.e import E\n",
+    )
+    e = module(f"{PACKAGE}.e", "from qwenmem_tui.d import D\n")
+    fake = {m.name: m for m in (a, b, c, d, e)}
     for m in fake.values():
-        m.imports = set(_imports_of(m, fake))
-    assert strongly_connected(fake) == [{a.name, b.name}]  # function-local counts
-    assert a.name not in c.imports  # TYPE_CHECKING does not
+        _read_imports(m, fake)
+    # Function-local counts; a type-level cycle is a cycle too.
+    assert sorted(strongly_connected(fake), key=sorted) == [{a.name, b.name}, {d.name, e.name}]
+    assert a.name not in c.imports  # a TYPE_CHECKING import is no run-time edge
+    assert a.name in c.type_imports
 
     hook = module(f"{PACKAGE}.chat.h", "class MyThing(BaseQueryHook):\n    pass\n")
     face = module(
@@ -428,8 +506,8 @@ def test_the_checks_catch_what_they_are_for() -> None:
         f"{PACKAGE}.tui.x:2 constructs CompactionHook",
     ]
 
-    config = module(f"{PACKAGE}.config", "def f():\n    from qwenmem_tui.memory import model\n")
-    model = module(f"{PACKAGE}.memory.model", "")
+    config = module(f"{PACKAGE}.config", "def f():\n    from qwenmem_tui.features.memory import model\n")
+    model = module(f"{PACKAGE}.features.memory.model", "")
     opener = module(
         f"{PACKAGE}.daemon.y",
         "async def f(p, s):\n    db = await Database.open(p)\n    return LLMClient.from_settings(s), SessionStore(db)\n",
@@ -441,11 +519,30 @@ def test_the_checks_catch_what_they_are_for() -> None:
     )
     fake = {m.name: m for m in (config, model, opener, typed)}
     for m in fake.values():
-        m.imports = set(_imports_of(m, fake))
-    assert base_reaching_up(fake) == [f"{PACKAGE}.config imports {PACKAGE}.memory.model (via {PACKAGE}.config)"]
+        _read_imports(m, fake)
+    assert base_reaching_up(fake) == [f"{PACKAGE}.config imports {PACKAGE}.features.memory.model (via {PACKAGE}.config)"]
     assert runtime_constructions(fake) == [
         f"{PACKAGE}.daemon.y:2 calls Database.open",
         f"{PACKAGE}.daemon.y:3 calls LLMClient.from_settings",
         f"{PACKAGE}.daemon.y:3 constructs SessionStore",
     ]
+    mcp = module(
+        f"{PACKAGE}.mcp_server.m",
+        "def f(s, p):\n    return MemoryAccess(s, p), ProjectMemory(s, 'p', None)\n",
+    )
+    assert runtime_constructions({mcp.name: mcp}) == [
+        f"{PACKAGE}.mcp_server.m:2 constructs MemoryAccess",
+        f"{PACKAGE}.mcp_server.m:2 constructs ProjectMemory",
+    ]
     assert [p.split(":")[1] for p in typed_against_the_app(fake)] == ["3 names QwenmemApp", "5 names QwenmemApp"]
+
+    private = module(
+        f"{PACKAGE}.tui.w",
+        "from textual._xterm_parser import XTermParser\n"
+        "def f(widget, key):\n    return widget._bindings.key_to_bindings.get(key)\n",
+    )
+    allowed = module(f"{PACKAGE}.tui.terminal_input", "from textual._xterm_parser import XTermParser\n")
+    assert private_textual_uses({m.name: m for m in (private, allowed)}) == [
+        f"{PACKAGE}.tui.w:1 imports textual._xterm_parser",
+        f"{PACKAGE}.tui.w:3 uses ._bindings",
+    ]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from qwenmem_tui.compaction import Turn, summarise_block
-from qwenmem_tui.instructions import (
+from qwenmem_tui.features.compaction.summariser import Turn, summarise_block
+from qwenmem_tui.features.instructions.files import (
     CLOSE_TAG,
     FILE_CAP_CHARS,
     instructions_in,
@@ -17,7 +17,7 @@ from qwenmem_tui.instructions import (
     with_instructions,
 )
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.recap import generate_session_recap
+from qwenmem_tui.features.recap.session_recap import generate_session_recap
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 

@@ -19,6 +19,7 @@ from qwenmem_tui.chat.tools import ToolRegistry
 from qwenmem_tui.config import Settings
 from qwenmem_tui.llm.client import LLMClient, StreamFinished, TextDelta
 from qwenmem_tui.llm.errors import LLMError
+from qwenmem_tui.llm.local_client import LocalModelClient
 from qwenmem_tui.llm.local_server import LocalModelServer
 from qwenmem_tui.storage.sessions import SessionStore
 
@@ -92,7 +93,7 @@ async def local(
         model, log_dir=tmp_path / "debug", label="Tiny", server_target=str(script)
     )
     await server.astart()
-    client = server.make_client(settings)
+    client = LocalModelClient.for_server(server, settings)
     try:
         yield server, client
     finally:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from qwenmem_tui.llm.local_client import LocalModelClient
 from qwenmem_tui.llm.local_server import (
     LOCAL_MAX_TOKENS,
     LocalModelError,
@@ -283,7 +284,7 @@ def test_the_local_client_sends_a_low_temperature_unless_configured(
 
     settings = Settings()
     with make_server(model_file, fake_target, tmp_path) as server:
-        assert server.make_client(settings).temperature == LOCAL_TEMPERATURE == 0.2
-        assert server.make_client(settings).side_calls.enabled  # one request at a time
+        assert LocalModelClient.for_server(server, settings).temperature == LOCAL_TEMPERATURE == 0.2
+        assert LocalModelClient.for_server(server, settings).side_calls.enabled  # one request at a time
         settings.llm.temperature = 0.7
-        assert server.make_client(settings).temperature == 0.7
+        assert LocalModelClient.for_server(server, settings).temperature == 0.7

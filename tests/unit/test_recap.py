@@ -14,7 +14,7 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.recap import (
+from qwenmem_tui.features.recap.session_recap import (
     RECAP_SYSTEM_PROMPT,
     RECAP_USER_PROMPT,
     STARTUP_CONTEXT_NAME,

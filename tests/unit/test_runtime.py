@@ -14,11 +14,11 @@ from chat_support import collect, outcome_of
 
 from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features import COMPACTION, MEMORY, MemoryUnavailable
+from qwenmem_tui.features.assembly import COMPACTION, MEMORY, MemoryUnavailable
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
-from qwenmem_tui.memory.model import Origin
-from qwenmem_tui.memory.remote import Caller
+from qwenmem_tui.features.memory.model import Origin
+from qwenmem_tui.features.memory.remote import Caller
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.runtime import ModelStarter, Runtime, StartupError, check_resume
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
@@ -141,7 +141,7 @@ async def test_a_failing_start_is_one_line_and_leaves_nothing_open(
 async def test_open_memory_fails_the_opening_on_a_broken_store(
     settings: Settings, paths: Paths, project: Path, llm: LLMClient, monkeypatch
 ) -> None:
-    from qwenmem_tui.memory.service import MemoryService
+    from qwenmem_tui.features.memory.service import MemoryService
 
     async def broken(*args, **kwargs):
         raise OSError("disk on fire")
@@ -203,3 +203,32 @@ async def test_project_memory_needs_memory_assembled(
             runtime.project_memory(Caller("MCP"))
     finally:
         await runtime.close()
+
+
+async def test_a_runtime_serving_no_chats_opens_memory_rows_first_and_no_model(
+    settings: Settings, paths: Paths, project: Path, fake: FakeOpenAI
+) -> None:
+    """`qwenmem mcp`'s runtime: memory alone, counted open with its rows, no model
+    client (a hash embedder needs none: no request reaches the endpoint), no chat."""
+    settings.memory.embedding = "hash"
+    runtime = await Runtime.open(settings, paths, project, chats=False)
+    try:
+        assert runtime.assembly.features == {MEMORY}
+        assert runtime.memory is not None
+        runtime.memory.start()
+        service = await runtime.memory.service()
+        assert not service.vectors.ready  # rows first: the vectors wait for a need
+        here = runtime.project_memory(Caller("MCP", "test-client"))
+        saved = await here.remember("The project builds with hatch.", "project", "build_tool")
+        assert saved["action"] == "created"
+        assert [m["id"] for m in (await here.list())["memories"]] == [saved["id"]]
+        with pytest.raises(RuntimeError, match="serves no chats"):
+            await runtime.open_chat()
+        with pytest.raises(RuntimeError, match="serves no chats"):
+            runtime.llm
+        assert runtime.exchange_memory() is not None
+    finally:
+        await runtime.close()
+    assert fake.requests == []  # no model judge, no embedding call, nothing
+    with pytest.raises(ValueError, match="memory only"):
+        await Runtime.open(settings, paths, project, chats=False, features={COMPACTION})

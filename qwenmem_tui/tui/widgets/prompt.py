@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from textual import events, on
-from textual.binding import Binding
+from textual.binding import Binding, BindingsMap
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
+from textual.widget import Widget
 from textual.widgets import OptionList, TextArea
 from textual.widgets.option_list import Option
 
 from qwenmem_tui.prompt_history import HistoryCursor, PromptHistory
-from qwenmem_tui.tui.commands import CommandTable, SlashCommand
+from qwenmem_tui.tui.host import CommandTable, SlashCommand
+
+
+@functools.cache
+def _declared_bindings(widget: type[Widget]) -> dict[str, list[Binding]]:
+    """Key -> bindings as `widget`'s class and its bases declare them (public `BINDINGS`),
+    a subclass's key replacing its base's, as Textual merges them.
+
+    Read once per class on the hot path of every key. The user's keymap remaps none of
+    these: TextArea's bindings carry no id, and the prompt's own are priority ones,
+    which Textual runs before the key reaches the widget.
+    """
+    keys: dict[str, list[Binding]] = {}
+    for base in reversed(widget.__mro__):
+        declared = base.__dict__.get("BINDINGS")
+        if declared:
+            keys.update(BindingsMap(declared).key_to_bindings)
+    return keys
 
 
 class PromptInput(TextArea):
@@ -63,7 +82,7 @@ class PromptInput(TextArea):
         # together (a fast typist while a stream keeps the loop busy, a terminal
         # multiplexer) were applied out of order: a backspace deleted the character
         # typed after it. The prompt's own bindings run here, in the order typed.
-        for binding in self._bindings.key_to_bindings.get(event.key, ()):
+        for binding in _declared_bindings(type(self)).get(event.key, ()):
             if not binding.priority and await self.app.run_action(binding.action, self):
                 event.stop()
                 event.prevent_default()

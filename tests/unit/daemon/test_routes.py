@@ -16,8 +16,8 @@ from starlette.testclient import TestClient
 
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
 from qwenmem_tui.daemon.server import ROUTES, create_app
-from qwenmem_tui.features import SessionFeatures
-from qwenmem_tui.recap import RECAP_SYSTEM_PROMPT
+from qwenmem_tui.features.assembly import SessionFeatures
+from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 
 

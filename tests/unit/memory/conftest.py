@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from memtest_support import Clock, make_settings
 
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 

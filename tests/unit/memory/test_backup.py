@@ -16,9 +16,10 @@ from typing import Any
 
 from memtest_support import PROJECT_A, PROJECT_B, T0, Clock, make_settings
 
-from qwenmem_tui.memory.model import DAY, FLAG_FROM_FILE, Memory, Status, WriteAction
-from qwenmem_tui.memory.provenance import Provenance
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.features.memory.backup import export_lines, import_lines
+from qwenmem_tui.features.memory.model import DAY, FLAG_FROM_FILE, Memory, Status, WriteAction
+from qwenmem_tui.features.memory.provenance import Provenance
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 # The issue's first run: 31 distinct facts with explicit, distinct keys.
@@ -68,7 +69,7 @@ async def active(service: MemoryService) -> list[Memory]:
 async def test_import_of_n_distinct_lines_leaves_n_active_with_their_keys(
     service: MemoryService,
 ) -> None:
-    report = await service.import_lines(lines_of(DISTINCT_31), project=PROJECT_A, trusted=True)
+    report = await import_lines(service, lines_of(DISTINCT_31), project=PROJECT_A, trusted=True)
     assert report.counts == {"created": 31}, report.errors
     assert sorted((m.category, m.key, m.value) for m in await active(service)) == sorted(DISTINCT_31)
     hit = await service.recall("who is Carol's manager?", project=PROJECT_A, min_score=-1)
@@ -78,7 +79,7 @@ async def test_import_of_n_distinct_lines_leaves_n_active_with_their_keys(
 async def test_an_untrusted_import_loses_no_line_either(service: MemoryService) -> None:
     """Without --trust the guard holds facts about the person for review (issue 25):
     held, never merged away — every line is one memory under its own key."""
-    report = await service.import_lines(lines_of(DISTINCT_31), project=PROJECT_A)
+    report = await import_lines(service, lines_of(DISTINCT_31), project=PROJECT_A)
     assert set(report.counts) == {"created", "quarantined"}, report.errors
     assert report.counts["quarantined"] >= 3  # the user and feedback lines at least
     rows = await service.list(statuses=[Status.ACTIVE, Status.QUARANTINED])
@@ -95,7 +96,7 @@ async def test_ninety_facts_of_ten_kinds_are_ninety_memories(service: MemoryServ
     rows += [("project", f"turn_{i}", f"{people[i % 2]}: message {i} of the conversation") for i in range(30)]
     rows += [("project", f"{p.lower()}_enabled", "true") for p in people]
     assert len(rows) == 90
-    report = await service.import_lines(lines_of(rows), project=PROJECT_A)
+    report = await import_lines(service, lines_of(rows), project=PROJECT_A)
     assert report.counts == {"created": 90}, report.errors
     assert len(await active(service)) == 90
     # Writing one phone again touches only that person's.
@@ -106,7 +107,7 @@ async def test_ninety_facts_of_ten_kinds_are_ninety_memories(service: MemoryServ
 
 
 async def test_a_restated_line_still_supersedes_under_its_own_key(service: MemoryService) -> None:
-    report = await service.import_lines(
+    report = await import_lines(service, 
         lines_of([("user", "city", "I live in São Paulo"), ("user", "home_city", "I moved to Lisbon")]),
         project=PROJECT_A,
         trusted=True,
@@ -157,11 +158,11 @@ async def test_export_then_import_into_a_fresh_home_reproduces_the_active_set(
 ) -> None:
     await build_store(service, clock)
     before = await service.list()
-    backup = await service.export_lines()
+    backup = await export_lines(service)
     fresh = await MemoryService.open(make_settings(), Paths(tmp_path / "fresh"), clock=clock)
     try:
         # --trust (the person's own backup), no --keep-scope: backup lines keep theirs.
-        report = await fresh.import_lines(backup, project=PROJECT_A, trusted=True)
+        report = await import_lines(fresh, backup, project=PROJECT_A, trusted=True)
         after = await fresh.list()
         assert shape(after) == shape(before)
         assert report.kinds == {"facts": 8, "held": 1, "history": 1}
@@ -169,7 +170,7 @@ async def test_export_then_import_into_a_fresh_home_reproduces_the_active_set(
         builds = {m.scope: m.value for m in after if m.key == "build_cmd" and m.status is Status.ACTIVE}
         assert builds == {PROJECT_A: "make build", PROJECT_B: "just build"}
         # Importing it again changes nothing new.
-        again = await fresh.import_lines(backup, project=PROJECT_A, trusted=True)
+        again = await import_lines(fresh, backup, project=PROJECT_A, trusted=True)
         assert set(again.counts) <= {"refreshed", "quarantined", "skipped"}
         assert shape(await fresh.list()) == shape(before)
     finally:
@@ -234,7 +235,7 @@ async def test_bulk_import_embeds_in_batches_and_looks_up_identity_without_embed
     embedder.embed_passages, embedder.embed_queries = count_passages, count_queries  # type: ignore[method-assign]
     rows = [("project", f"fact_{i}", f"Decision: option {i} for part {i}") for i in range(300)]
     seen: list[tuple[int, int]] = []
-    report = await service.import_lines(lines_of(rows), project=PROJECT_A,
+    report = await import_lines(service, lines_of(rows), project=PROJECT_A,
                                         progress=lambda done, total: seen.append((done, total)))
     assert report.counts == {"created": 300}
     assert calls == [("passages", 128), ("passages", 128), ("passages", 44)]

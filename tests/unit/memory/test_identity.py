@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator
 import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
 
+from qwenmem_tui.features.memory.backup import import_lines
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.memory.identity import (
+from qwenmem_tui.features.memory.identity import (
     JUDGE_SYSTEM_PROMPT,
     about,
     classify_note,
@@ -22,7 +23,7 @@ from qwenmem_tui.memory.identity import (
     parse_judgement,
     restates,
 )
-from qwenmem_tui.memory.model import (
+from qwenmem_tui.features.memory.model import (
     AuditAction,
     Category,
     Memory,
@@ -31,9 +32,9 @@ from qwenmem_tui.memory.model import (
     Status,
     WriteAction,
 )
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, by_system_prompt
 
 
 def memory(id: int, key: str, value: str, category: str = "user") -> Memory:
@@ -311,7 +312,7 @@ async def test_an_approved_restatement_replaces_its_subject(service: MemoryServi
 async def test_import_restating_a_subject_supersedes_it(service: MemoryService) -> None:
     await service.remember("I live in São Paulo", project=PROJECT_A)
     line = json.dumps({"category": "user", "key": "city", "value": "I live in Lisbon"})
-    report = await service.import_lines([line], project=PROJECT_A, trusted=True)
+    report = await import_lines(service, [line], project=PROJECT_A, trusted=True)
     assert report.counts == {"superseded": 1}
     assert await active(service) == [("city", "I live in Lisbon")]
 
@@ -338,6 +339,12 @@ async def judged(mem_paths: Paths, clock: Clock, llm: LLMClient) -> AsyncIterato
         await svc.close()
 
 
+def answer_judge(fake: FakeOpenAI, answer: dict) -> None:
+    """The judgement side call answers ``answer``; /remember's filing call (another
+    system prompt) gets the echo, not a valid filing, so the rule files the note."""
+    fake.responder = by_system_prompt({JUDGE_SYSTEM_PROMPT: lambda _body: Reply(json.dumps(answer))})
+
+
 def judge_requests(fake: FakeOpenAI) -> list[dict]:
     return [
         body for body in fake.chat_requests if body["messages"][0]["content"] == JUDGE_SYSTEM_PROMPT
@@ -349,7 +356,7 @@ async def test_the_fast_model_picks_the_memory_a_note_restates(
 ) -> None:
     first = await judged.remember("my favourite editor is vim", project=PROJECT_A)
     assert judge_requests(fake) == []  # nothing to decide between: no model call
-    fake.script(Reply(json.dumps({"action": "update", "id": first.memory.id})))
+    answer_judge(fake, {"action": "update", "id": first.memory.id})
     result = await judged.remember("I switched to helix as my editor", project=PROJECT_A)
     [request] = judge_requests(fake)
     assert request["model"] == "test-fast"
@@ -365,7 +372,7 @@ async def test_a_model_noop_refreshes_the_memory_already_saying_it(
     judged: MemoryService, fake: FakeOpenAI
 ) -> None:
     first = await judged.remember("my favourite editor is vim", project=PROJECT_A)
-    fake.script(Reply(json.dumps({"action": "noop", "id": first.memory.id})))
+    answer_judge(fake, {"action": "noop", "id": first.memory.id})
     result = await judged.remember("vim is the editor I like best", project=PROJECT_A)
     assert result.action is WriteAction.REFRESHED and result.memory.id == first.memory.id
     assert await active(judged) == [("favourite_editor", "my favourite editor is vim")]

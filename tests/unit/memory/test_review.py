@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qwenmem_tui.memory.model import (
+from qwenmem_tui.features.memory.model import (
     DAY,
     FLAG_FROM_FILE,
     AuditAction,
@@ -12,7 +12,8 @@ from qwenmem_tui.memory.model import (
     Origin,
     Status,
 )
-from qwenmem_tui.memory.review import plan_review, reviewed_share, waiting_label
+from qwenmem_tui.features.memory.metrics import count_reviewed
+from qwenmem_tui.features.memory.review import plan_review, waiting_label
 
 NOW = 1_790_000_000.0
 
@@ -57,7 +58,7 @@ def test_model_and_file_writes_since_the_last_review_come_first_then_the_oldest(
 
 def test_the_reviewed_share_counts_active_memories_only() -> None:
     memories = [memory(1, days_ago=9), memory(2, days_ago=9), memory(3, days_ago=9, status=Status.DELETED)]
-    assert reviewed_share(memories, [reviewed(1, days_ago=1), reviewed(3, days_ago=1)]) == (1, 2)
+    assert count_reviewed(memories, [reviewed(1, days_ago=1), reviewed(3, days_ago=1)]) == (1, 2)
     assert waiting_label(1) == "1 memory to review (/memory)"
 
 

@@ -11,10 +11,11 @@ from trust_corpus import SECRETS, SecretFormat
 
 from qwenmem_tui import debuglog
 from qwenmem_tui import secrets
-from qwenmem_tui.memory.model import FLAG_SECRET_REDACTED, Origin, Status
-from qwenmem_tui.memory.provenance import Provenance
-from qwenmem_tui.memory.service import MemoryService
-from qwenmem_tui.memory.writer import MemoryRejected
+from qwenmem_tui.features.memory.backup import export_lines
+from qwenmem_tui.features.memory.model import FLAG_SECRET_REDACTED, Origin, Status
+from qwenmem_tui.features.memory.provenance import Provenance
+from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.paths import Paths
 
 PROJECT = "/work/secret-project"
@@ -114,7 +115,7 @@ async def test_no_secret_reaches_the_table_an_export_or_the_debug_log(
             )
             # A log line quoting it (tracebacks and provider errors do).
             logging.getLogger("qwenmem.test").warning("provider said: %s", fmt.text)
-        export = "\n".join(await service.export_lines())
+        export = "\n".join(await export_lines(service))
     finally:
         debuglog.reset()
     data = db_bytes(mem_paths).decode("utf-8", "replace")

@@ -7,10 +7,11 @@ import sqlite3
 import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, fts_matches_rows, make_settings
 
-from qwenmem_tui.memory.model import DAY, AuditAction, Origin, Status, WriteAction
-from qwenmem_tui.memory.identity import classify_note
-from qwenmem_tui.memory.service import MemoryService
-from qwenmem_tui.memory.writer import MemoryRejected
+from qwenmem_tui.features.memory.backup import export_lines, import_lines
+from qwenmem_tui.features.memory.model import DAY, AuditAction, Origin, Status, WriteAction
+from qwenmem_tui.features.memory.identity import classify_note
+from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.paths import Paths
 
 
@@ -255,10 +256,10 @@ async def test_export_import_roundtrip_skips_replaced_values(
     await service.save("project", "current_project", "Alpha", origin="tool", project=PROJECT_A)
     await service.save("project", "current_project", "Beta", origin="tool", project=PROJECT_A)
     await service.save("user", "name", "Ana", origin="user", project=PROJECT_A)
-    lines = await service.export_lines()
+    lines = await export_lines(service)
     other = await MemoryService.open(make_settings(), Paths(tmp_path / "other"), clock=clock)
     try:
-        report = await other.import_lines(
+        report = await import_lines(other, 
             [*lines, '{"category": "user"}', "not json"], project=PROJECT_A, trusted=True
         )
         assert report.counts == {"skipped": 1, "created": 2, "rejected": 2}

@@ -20,18 +20,19 @@ from memtest_support import PROJECT_A
 from trust_corpus import FOOTER_ORDER, HOSTILE, HOSTILE_IMPORT
 
 from qwenmem_tui import cli
-from qwenmem_tui.memory.prefetch import MemoryPrefetchHook
+from qwenmem_tui.features.memory.backup import import_lines
+from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import Tool, ToolContext, builtin_tools
 from qwenmem_tui.chat.view import COMPACTION_ITEM, REVIEWED_NOTE, SUMMARY_TAINT, untrusted_content
-from qwenmem_tui.compaction import CompactionHook
+from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.config import CompactionSettings, Settings
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.memory import guard
-from qwenmem_tui.memory.model import FLAG_FROM_FILE, GLOBAL_CATEGORIES, Status
-from qwenmem_tui.memory.provenance import Provenance
-from qwenmem_tui.memory.service import MemoryService
-from qwenmem_tui.memory.tool import SAVE_MEMORY, save_memory_tool
+from qwenmem_tui.features.memory import guard
+from qwenmem_tui.features.memory.model import FLAG_FROM_FILE, GLOBAL_CATEGORIES, Status
+from qwenmem_tui.features.memory.provenance import Provenance
+from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.tool import SAVE_MEMORY, save_memory_tool
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage import Database, SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
@@ -262,7 +263,7 @@ def test_the_untrusted_content_of_a_view_is_named() -> None:
 
 async def test_an_import_file_is_file_content_unless_trusted(service: MemoryService) -> None:
     lines = [json.dumps(row) for row in HOSTILE_IMPORT]
-    report = await service.import_lines(lines, project=PROJECT_A)
+    report = await import_lines(service, lines, project=PROJECT_A)
     rows = await service.list()
     active = [m for m in rows if m.status is Status.ACTIVE]
     assert [m.key for m in active] == ["database"] and active[0].flags == [FLAG_FROM_FILE]
@@ -276,7 +277,7 @@ async def test_every_hostile_value_imported_stays_out_of_global_memory(
     service: MemoryService, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lines = [json.dumps({"category": h.category, "key": h.key, "value": h.value, "origin": "user"}) for h in HOSTILE]
-    report = await service.import_lines(lines, project=PROJECT_A)
+    report = await import_lines(service, lines, project=PROJECT_A)
     rows = await service.list()
     kept = [m for m in rows if m.status is Status.ACTIVE]
     assert [m.key for m in kept if m.category in GLOBAL_CATEGORIES] == []

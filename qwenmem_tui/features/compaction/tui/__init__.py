@@ -1,0 +1,1 @@
+"""Compaction in the TUI: /compact, /pin, /unpin and the marker widget (Textual)."""

@@ -1,0 +1,1 @@
+"""A stored session written out as Markdown or JSON (/export, qwenmem sessions export)."""

@@ -1,0 +1,1 @@
+"""Export in the TUI: /copy and /export (Textual)."""

@@ -1,0 +1,1 @@
+"""Project instructions in the TUI: /context (Textual)."""

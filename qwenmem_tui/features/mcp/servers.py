@@ -1,0 +1,169 @@
+"""The MCP servers of one face, and their tools as chat tools.
+
+`McpServers.start()` starts every enabled server in the background when the face
+opens: nothing waits for it, and a server's tools join the model's tool list from the
+first request after it is ready (`tools` is a `ToolRegistry` provider). A tool asks
+the user first unless `permissions.needs_asking` says otherwise; the face that can
+ask sets `approver` (the TUI), a face without one runs trusted servers' tools only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError
+from qwenmem_tui.config import McpSettings
+from qwenmem_tui.features.mcp.permissions import (
+    Approver,
+    Decision,
+    PermissionRequest,
+    PermissionStore,
+    needs_asking,
+)
+from qwenmem_tui.features.mcp.server import McpCallError, McpServer, ServerTool
+from qwenmem_tui.features.mcp.tools import function_parameters, result_text, tool_name
+
+log = logging.getLogger("qwenmem.mcp")
+
+HEADLESS_REFUSAL = (
+    "{name} was not run: it needs the user's permission, and here nobody can give it "
+    "(only tools of servers with trust = true run without asking)."
+)
+DENIED = "The user denied this call of {name}."
+
+
+class McpServers:
+    """Every `[mcp.servers.NAME]` of the config, for one face (one process each)."""
+
+    def __init__(self, settings: McpSettings, *, cwd: Path, home: Path, project: str) -> None:
+        self.servers: dict[str, McpServer] = {
+            name: McpServer(name, server, cwd=cwd, on_change=self._changed)
+            for name, server in settings.servers.items()
+        }
+        self.permissions = PermissionStore(home, project)
+        self.approver: Approver | None = None
+        """Asks the user (the TUI sets it); None: only trusted servers' tools run."""
+        self.listeners: list[Callable[[McpServer], None]] = []
+        """Told of every state change (the TUI: /mcp, a failure line)."""
+
+    def __bool__(self) -> bool:
+        return bool(self.servers)
+
+    def _changed(self, server: McpServer) -> None:
+        for listener in self.listeners:
+            try:
+                listener(server)
+            except Exception:
+                log.exception("[MCP] a listener failed")
+
+    def start(self) -> None:
+        """Start every enabled server in the background (no waiting)."""
+        for server in self.servers.values():
+            if server.state != "disabled":
+                server.start()
+
+    async def close(self) -> None:
+        """Stop every server (their processes end)."""
+        await asyncio.gather(*(server.stop() for server in self.servers.values()))
+
+    # -- tools ---------------------------------------------------------------------------
+
+    def tools(self) -> list[Tool]:
+        """The tools to offer now: those of the servers that have listed theirs."""
+        offered: dict[str, Tool] = {}
+        for server in self.servers.values():
+            if server.state == "disabled":
+                continue
+            if self.approver is None and not server.settings.trust:
+                continue  # nobody could allow them: not offered at all
+            for listed in server.tools:
+                name = tool_name(server.name, listed.name)
+                if name in offered:
+                    log.warning("[MCP] %s: two tools named %s; the second is left out", server.name, name)
+                    continue
+                offered[name] = self._tool(server, listed, name)
+        return list(offered.values())
+
+    def _tool(self, server: McpServer, listed: ServerTool, name: str) -> Tool:
+        async def handler(args: dict[str, Any], ctx: ToolContext) -> str:
+            await self._check_permission(server, listed, name, args)
+            try:
+                result = await server.call(listed.name, args)
+            except McpCallError as exc:
+                raise ToolError(str(exc)) from None
+            text = result_text(result)
+            if result.is_error:
+                raise ToolError(text or f"{name} failed (the server gave no reason)")
+            return text
+
+        description = listed.description or f"{listed.name} (MCP server {server.name})"
+        return Tool(
+            name=name,
+            description=description,
+            parameters=function_parameters(listed.input_schema),
+            handler=handler,
+            untrusted_output=True,  # someone else's program wrote it: like a file read
+        )
+
+    async def _check_permission(
+        self, server: McpServer, listed: ServerTool, name: str, args: dict[str, Any]
+    ) -> None:
+        trusted = server.settings.trust
+        if not needs_asking(
+            trusted=trusted, read_only=listed.read_only, remembered=self.permissions.allowed(name)
+        ):
+            return
+        if self.approver is None:
+            raise ToolError(HEADLESS_REFUSAL.format(name=name))
+        request = PermissionRequest(server.name, listed.name, name, listed.description, dict(args))
+        decision = await self.approver(request)
+        if decision is Decision.DENY:
+            raise ToolError(DENIED.format(name=name))
+        if decision is Decision.ALWAYS:
+            try:
+                self.permissions.allow(name)
+            except OSError as exc:  # still allowed this once; said in the debug log
+                log.warning("[MCP] could not remember the permission for %s: %s", name, exc)
+
+
+STATE_LABELS = {
+    "disabled": "disabled (enabled = false)",
+    "stopped": "stopped",
+    "starting": "starting…",
+    "ready": "ready",
+    "failed": "failed",
+}
+
+
+def describe_servers(servers: McpServers | None, config: str = "config.toml") -> str:
+    """What /mcp shows: each server, its state and its tools (and which ask first)."""
+    if not servers:
+        return (
+            f"No MCP servers configured. Add one to {config}, e.g.\n"
+            '  [mcp.servers.time]\n  command = "mcp-server-time"'
+        )
+    lines = ["MCP servers:"]
+    for server in servers.servers.values():
+        settings = server.settings
+        where = settings.url or " ".join([settings.command or "", *settings.args]).strip()
+        state = STATE_LABELS[server.state]
+        if server.state == "failed" and server.error:
+            state = f"failed: {server.error}"
+        trust = " · trusted" if settings.trust else ""
+        lines.append(f"  {server.name}  {state}{trust}  ({where})")
+        for listed in server.tools:
+            name = tool_name(server.name, listed.name)
+            asks = needs_asking(
+                trusted=settings.trust,
+                read_only=listed.read_only,
+                remembered=servers.permissions.allowed(name),
+            )
+            mark = "asks first" if asks else ("read-only" if listed.read_only else "allowed")
+            lines.append(f"    {name}  ({mark})")
+        if server.state == "ready" and not server.tools:
+            lines.append("    (no tools)")
+    return "\n".join(lines)

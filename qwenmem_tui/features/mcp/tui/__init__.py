@@ -1,0 +1,1 @@
+"""MCP in the TUI: /mcp and the permission prompt (Textual)."""

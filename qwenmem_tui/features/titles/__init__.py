@@ -1,0 +1,1 @@
+"""Session titles from the fast model after the first exchange."""

@@ -1,0 +1,1 @@
+"""Session titles in the TUI (the feature has no face of its own)."""
