@@ -453,6 +453,35 @@ def test_no_private_textual_api() -> None:
     assert private_textual_uses(load_modules()) == []
 
 
+MAX_FUNCTION_LINES = 80
+"""The longest a function may be (docstring included) where issue 26 asked for it."""
+SHORT_FUNCTION_ROOMS = (
+    f"{PACKAGE}.daemon",
+    f"{PACKAGE}.features.memory",
+    f"{PACKAGE}.mcp_server",
+    f"{PACKAGE}.runtime",
+)
+
+
+def long_functions(modules: dict[str, Module], limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """Functions over `limit` lines in SHORT_FUNCTION_ROOMS."""
+    problems = []
+    for module in modules.values():
+        if not _in(module.name, SHORT_FUNCTION_ROOMS):
+            continue
+        for node in ast.walk(module.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > limit:
+                    problems.append(f"{module.name}:{node.lineno} {node.name} is {length} lines")
+    return problems
+
+
+def test_no_long_function_in_the_daemon_memory_and_runtime() -> None:
+    """A function that outgrows a screen gets steps (see `Runtime.open`'s `_Opening`)."""
+    assert long_functions(load_modules()) == []
+
+
 def test_the_base_imports_no_feature() -> None:
     """config, paths, text, secrets, the debug log, llm/ and storage/ know nothing above."""
     assert base_reaching_up(load_modules()) == []
@@ -535,6 +564,12 @@ def test_the_checks_catch_what_they_are_for() -> None:
         f"{PACKAGE}.mcp_server.m:2 constructs ProjectMemory",
     ]
     assert [p.split(":")[1] for p in typed_against_the_app(fake)] == ["3 names QwenmemApp", "5 names QwenmemApp"]
+
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    long = module(f"{PACKAGE}.daemon.l", f"def short():\n    pass\ndef long():\n{body}")
+    assert long_functions({long.name: long}) == [
+        f"{PACKAGE}.daemon.l:3 long is {MAX_FUNCTION_LINES + 1} lines"
+    ]
 
     private = module(
         f"{PACKAGE}.tui.w",
