@@ -20,6 +20,7 @@ from qwenmem_tui.features.memory.identity import (
     about,
     classify_note,
     decide,
+    file_note,
     parse_judgement,
     restates,
 )
@@ -432,3 +433,38 @@ async def test_another_user_s_fact_of_the_same_subject_is_never_touched(
         assert await active(service) == [("current_city", "Lives in Lisbon")]
     finally:
         await bob.close()
+
+
+# --- /remember keys name the subject, never the value (issue 24) -------------------------
+
+
+@pytest.mark.parametrize(
+    ("note", "category", "key"),
+    [
+        ("I prefer short commit messages", "feedback", "preferences"),
+        ("I like green tea", "user", "likes"),
+        ("I hate long meetings", "user", "dislikes"),
+        ("I speak Portuguese and German", "user", "languages"),
+        ("I am allergic to cashews", "user", "allergies"),
+        ("I am vegetarian", "user", "diet"),
+        ("I drive a blue Fiat", "user", "car"),
+        ("prefer pytest over unittest", "feedback", "preference_pytest_unittest"),
+        ("answer in Portuguese", "feedback", "answer_portuguese"),
+        # Other people's facts are the project's (its team), never the user's.
+        ("Keiko prefers meetings after 14:00", "project", "keiko_preferences"),
+        ("Tobias: loves rock climbing", "project", "tobias_likes"),
+        ("Sven owns the search service", "project", "sven"),
+        ("the standup is at 9:30", "project", "standup"),
+    ],
+)
+def test_a_note_s_key_names_its_subject_not_its_value(note: str, category: str, key: str) -> None:
+    filed = file_note(note)
+    assert (filed.category.value, filed.key) == (category, key)
+
+
+async def test_two_likes_are_two_memories_and_a_time_is_not_a_label(service: MemoryService) -> None:
+    tea = await service.remember("I like green tea", project=PROJECT_A, judge_timeout=None)
+    hiking = await service.remember("I like hiking in the Gerês", project=PROJECT_A, judge_timeout=None)
+    assert (tea.memory.key, hiking.memory.key) == ("likes", "likes_2") and hiking.superseded == []
+    meet = await service.remember("Keiko prefers meetings after 14:00", project=PROJECT_A, judge_timeout=None)
+    assert meet.memory.key == "keiko_preferences" and meet.memory.category is Category.PROJECT
