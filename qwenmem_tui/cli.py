@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qwenmem_tui import collector
 from qwenmem_tui.paths import Paths, private_umask, project_id, project_root, tighten_home
 from qwenmem_tui.text import one_line, terminal_safe
 
@@ -124,7 +125,16 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse, load the config, dispatch; returns the exit code."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    # What a launch allocates lives until exit: no collection until the chat's first
+    # frame (the app releases it, freezing it) or a subcommand starts (collector.py).
+    collector.hold()
+    try:
+        return _run(sys.argv[1:] if argv is None else list(argv))
+    finally:
+        collector.release(freeze=False)
+
+
+def _run(argv: list[str]) -> int:
     parser = build_parser(feature_commands=bool(argv))
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
@@ -145,6 +155,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(f"qwenmem: warning: {warning}", file=sys.stderr)
     if (notice := tighten_home(paths)) is not None:
         print(f"qwenmem: {notice}", file=sys.stderr)
+    if func is not None:
+        collector.release(freeze=False)  # a subcommand: the chat's first frame never comes
     try:
         return _call(func or run_tui, args, settings, paths)
     except KeyboardInterrupt:

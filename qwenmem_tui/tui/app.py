@@ -335,6 +335,8 @@ class QwenmemApp(App[None]):
             self._quit_on_signals()
         # The screen first: the prompt takes keys while the rest opens behind it.
         await self.push_screen(ChatScreen())
+        if self._long_lived:
+            collector.release(freeze=True)  # held by the CLI since launch
         self.run_worker(self._start(), group="startup", exclusive=True, exit_on_error=False)
 
     def _quit_on_signals(self) -> None:
