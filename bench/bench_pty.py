@@ -189,9 +189,11 @@ class Pane:
         self.socket = str(work / "tmux.sock")
         self.name = "bench"
         env_args = [f"{key}={value}" for key, value in env.items()]
+        # Bytecode is cached as in any install: without it (PYTHONDONTWRITEBYTECODE set
+        # where the bench runs) every launch compiled qwenmem's modules from source.
         self._tmux(
             "new-session", "-d", "-s", self.name, "-x", str(SIZE[0]), "-y", str(SIZE[1]),
-            "env", *env_args, *command,
+            "env", "-u", "PYTHONDONTWRITEBYTECODE", *env_args, *command,
         )  # fmt: skip
         self.started = time.monotonic()
         self.pid = int(self._tmux("display-message", "-p", "-t", self.name, "#{pane_pid}").strip())
@@ -619,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         choices=["launch", "stream", "resume", "cli", "first"],
-        help="subset (first: the first message's memory, not run by default)",
+        help="subset (default: all)",
     )
     parser.add_argument(
         "--stream",
@@ -637,7 +639,8 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_pty needs tmux")
         return 0
     runs = 1 if args.quick else args.runs
-    only = set(args.only or ["launch", "stream", "resume", "cli"])
+    only = set(args.only or ["launch", "stream", "resume", "cli", "first"])
+    load_before = os.getloadavg()[0]
     programs = [Program("qwenmem", [QWENMEM], qwenmem_env, extra_path=os.environ.get("PYTHONPATH"))]
     if args.baseline:
         programs.append(
@@ -669,10 +672,22 @@ def main(argv: list[str] | None = None) -> int:
         base_url,
         _,
     ):
+        for program in [*programs, *([peer] if peer else [])]:
+            launch_to_input(program, base_url)  # unmeasured: bytecode written, files cached
         if "launch" in only:
-            for program in [*programs, *([peer] if peer else [])]:
-                seconds = _median([launch_to_input(program, base_url) for _ in range(runs)])
-                row("launch -> typed key shows", program.name, _s(seconds))
+            launchers = [*programs, *([peer] if peer else [])]
+            # Interleaved, so a change of load on a shared machine hits every program.
+            launches: dict[str, list[float | None]] = {p.name: [] for p in launchers}
+            for _ in range(runs):
+                for program in launchers:
+                    launches[program.name].append(launch_to_input(program, base_url))
+            for program in launchers:
+                row("launch -> typed key shows", program.name, _s(_median(launches[program.name])))
+            elia = _median(launches[peer.name]) if peer else None
+            for program in programs if elia else ():
+                ours = _median(launches[program.name])
+                shown = f"{ours / elia:.2f}x elia" if ours is not None and elia else "—"
+                row("launch -> typed key shows, vs elia", program.name, shown)
         if "cli" in only:
             for program in programs:
                 for command, seconds in cli_times(program, base_url, max(3, runs)).items():
@@ -704,16 +719,22 @@ def main(argv: list[str] | None = None) -> int:
     if "first" in only:
         with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
             seeded = seed_first_home(Path(tmp), "http://127.0.0.1:9/v1")
-            for program in programs:
-                for delay in FIRST_DELAYS:
-                    carried = [first_message(program, seeded, delay) for _ in range(runs)]
-                    when = "warmed session" if delay is None else f"sent {delay:g} s after launch"
-                    row(
-                        f"first message {when}: memory in 1st request",
-                        program.name,
-                        f"{sum(c is True for c in carried)}/{len(carried)}"
-                        + (f" ({sum(c is None for c in carried)} no request)" if None in carried else ""),
-                    )
+            # Interleaved: a change of load hits every delay (and program) alike.
+            carried: dict[tuple[str, float | None], list[bool | None]] = {}
+            for _ in range(runs):
+                for program in programs:
+                    for delay in FIRST_DELAYS:
+                        found = first_message(program, seeded, delay)
+                        carried.setdefault((program.name, delay), []).append(found)
+            for (name, delay), found in carried.items():
+                when = "warmed session" if delay is None else f"sent {delay:g} s after launch"
+                missing = sum(c is None for c in found)
+                row(
+                    f"first message {when}: memory in 1st request",
+                    name,
+                    f"{sum(c is True for c in found)}/{len(found)}"
+                    + (f" ({missing} no request)" if missing else ""),
+                )
     if "stream" in only:
         streams = STREAMS[1:] if args.quick else STREAMS
         if args.stream:
@@ -751,7 +772,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {what.strip()} | {who} | {value} |")
     print(
         f"\n(median of {runs} run(s); tmux {SIZE[0]}x{SIZE[1]}, screen polled every "
-        f"{POLL * 1000:.0f} ms; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+        f"{POLL * 1000:.0f} ms; load average {load_before:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end, on {os.cpu_count()} cores)"
     )
     return 0
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qwenmem_tui import collector
 from qwenmem_tui.paths import Paths, private_umask, project_id, project_root, tighten_home
 from qwenmem_tui.text import one_line, terminal_safe
 
@@ -27,9 +28,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from qwenmem_tui.config import Settings
-    from qwenmem_tui.llm.client import LLMClient
-    from qwenmem_tui.llm.local_server import LocalModelServer
-    from qwenmem_tui.runtime import ModelStarter
     from qwenmem_tui.storage.database import StorageError
 
 # Startup cost is paid by every command, `--help` included, so this module and the
@@ -39,7 +37,10 @@ if TYPE_CHECKING:
 
 FEATURE_MODULES = ("qwenmem_tui.features.memory.cli", "qwenmem_tui.daemon.cli", "qwenmem_tui.mcp_server.cli")
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, feature_commands: bool = True) -> argparse.ArgumentParser:
+    """The command line; `feature_commands=False` leaves out the feature modules'
+    subcommands (`run` does for a bare `qwenmem`, which names no command: their
+    modules' imports would only delay the chat's first frame)."""
     parser = argparse.ArgumentParser(
         prog="qwenmem",
         description="A terminal chat for OpenAI-compatible LLMs that remembers.",
@@ -78,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("md", "json"), default="md", help="default: md")
     export.add_argument("-o", "--output", type=Path, metavar="FILE", help="default: stdout")
     export.set_defaults(func=export_session_command)
-    for name in FEATURE_MODULES:
+    for name in FEATURE_MODULES if feature_commands else ():
         _register_feature(name, subparsers)
     _accept_config_after_command(subparsers)
     return parser
@@ -124,7 +125,17 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse, load the config, dispatch; returns the exit code."""
-    parser = build_parser()
+    # What a launch allocates lives until exit: no collection until the chat's first
+    # frame (the app releases it, freezing it) or a subcommand starts (collector.py).
+    collector.hold()
+    try:
+        return _run(sys.argv[1:] if argv is None else list(argv))
+    finally:
+        collector.release(freeze=False)
+
+
+def _run(argv: list[str]) -> int:
+    parser = build_parser(feature_commands=bool(argv))
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None and args.command is not None:
@@ -144,6 +155,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(f"qwenmem: warning: {warning}", file=sys.stderr)
     if (notice := tighten_home(paths)) is not None:
         print(f"qwenmem: {notice}", file=sys.stderr)
+    if func is not None:
+        collector.release(freeze=False)  # a subcommand: the chat's first frame never comes
     try:
         return _call(func or run_tui, args, settings, paths)
     except KeyboardInterrupt:
@@ -270,10 +283,12 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     from contextlib import ExitStack
 
     from qwenmem_tui.llm.provider import resolve_provider
-    from qwenmem_tui.runtime import StartupError, check_resume
     from qwenmem_tui.tui.app import create_app  # textual: TUI only
 
     if isinstance(args.resume, str) and args.resume:
+        # The runtime (the chat core) loads behind the first frame otherwise.
+        from qwenmem_tui.runtime import StartupError, check_resume
+
         try:  # a wrong id is one line here, not a flash of the full-screen view
             args.resume = asyncio.run(check_resume(paths, Path.cwd(), args.resume))
         except StartupError as exc:
@@ -294,7 +309,9 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             stack.callback(server.stop)
             defaults = server.chat_defaults()
             defaults.apply_to(settings)
-            starter = _local_model_starter(server, settings)
+            from qwenmem_tui.runtime import local_model_starter
+
+            starter = local_model_starter(server, settings)
         app = create_app(
             settings,
             paths,
@@ -309,24 +326,6 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             # Said after the full-screen view is gone, where the shell history keeps it.
             print(f"Session {app.kept_session_id} saved. Resume it with: qwenmem --resume {app.kept_session_id}")
         return app.return_code or 0
-
-
-def _local_model_starter(server: LocalModelServer, settings: Settings) -> ModelStarter:
-    from qwenmem_tui.llm.local_client import LocalModelClient
-    from qwenmem_tui.llm.local_server import LocalModelError
-    from qwenmem_tui.runtime import ModelStarter, StartupError
-
-    async def start(progress: Callable[[str], None]) -> LLMClient:
-        def show(elapsed: float) -> None:
-            progress(f"Loading local model {server.label}… {elapsed:.1f}s")
-
-        try:
-            await server.astart(show)
-        except LocalModelError as exc:
-            raise StartupError(str(exc)) from None
-        return LocalModelClient.for_server(server, settings)
-
-    return ModelStarter(label=server.display_label, start=start)
 
 
 async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:

@@ -51,12 +51,14 @@ if TYPE_CHECKING:
     from qwenmem_tui.chat.session import QueryHook
     from qwenmem_tui.features.assembly import Assembly, SessionFeatures
     from qwenmem_tui.features.memory.access import MemoryAccess
-    from qwenmem_tui.llm.local_server import LocalChatDefaults
+    from qwenmem_tui.features.memory.exchange import ExchangeMemory
+    from qwenmem_tui.llm.local_server import LocalChatDefaults, LocalModelServer
     from qwenmem_tui.features.memory.remote import Caller, ProjectMemory
 
 log = logging.getLogger("qwenmem.runtime")
 
-PRELOAD_MODULES = ("openai", "qwenmem_tui.features.assembly")
+FEATURE_MODULES = ("qwenmem_tui.features.assembly",)
+PRELOAD_MODULES = ("openai", *FEATURE_MODULES)
 """Imported in a thread by `open`, so the face's event loop keeps serving (keys, HTTP):
 the SDK alone takes ~0.4 s to import, the features' core (the memory stack: numpy,
 FAISS) as much again."""
@@ -76,6 +78,27 @@ class ModelStarter:
     start: Callable[[Callable[[str], None]], Awaitable[LLMClient]]
     """Starts it and returns its client, given a callback that shows one progress line
     (raise StartupError for a one-line failure)."""
+
+
+def local_model_starter(server: LocalModelServer, settings: Settings) -> ModelStarter:
+    """The bundled model as a `ModelStarter`: started while the runtime opens (at once
+    if it is running already: `qwenmem serve` starts it first, with its spinner), its
+    client the chat's (`LocalModelClient.for_server`); a failure is one StartupError
+    line. Every face starts it this way, none builds its client."""
+    from qwenmem_tui.llm.local_client import LocalModelClient
+    from qwenmem_tui.llm.local_server import LocalModelError
+
+    async def start(progress: Callable[[str], None]) -> LLMClient:
+        def show(elapsed: float) -> None:
+            progress(f"Loading local model {server.label}… {elapsed:.1f}s")
+
+        try:
+            await server.astart(show)
+        except LocalModelError as exc:
+            raise StartupError(str(exc)) from None
+        return LocalModelClient.for_server(server, settings)
+
+    return ModelStarter(label=server.display_label, start=start)
 
 
 def system_prompt_for(model_defaults: LocalChatDefaults | None) -> str:
@@ -135,7 +158,7 @@ class Runtime:
         clock: Callable[[], float],
         db: Database,
         store: SessionStore,
-        llm: LLMClient,
+        llm: LLMClient | None,
         owns_llm: bool,
         assembly: Assembly,
         model_defaults: LocalChatDefaults | None,
@@ -149,7 +172,7 @@ class Runtime:
         self.clock = clock
         self.db = db
         self.store = store
-        self.llm = llm
+        self._llm = llm
         self._owns_llm = owns_llm
         self.assembly = assembly
         self.model_defaults = model_defaults
@@ -182,6 +205,7 @@ class Runtime:
         memory_notice: Callable[[str], None] | None = None,
         check_integrity: bool = False,
         cwd: Path | None = None,
+        chats: bool = True,
     ) -> Runtime:
         """Open everything a face needs for the project at `root` (a project root,
         see `paths.project_root`); StartupError with one line when it cannot.
@@ -202,24 +226,28 @@ class Runtime:
 
         `cwd` (default: `root`): where the user works; the project instruction files
         from `root` down to it go into the system prompt (`qwenmem_tui.features.instructions.files`).
+
+        `chats=False`: a face that serves memory, not chats (`qwenmem mcp`, spawned per
+        client session, must answer at once): only memory is assembled, and it counts
+        as open with its rows (the vectors load at the first recall or write, or from
+        `memory.warm_vectors()`); no model is started, no SDK or secret scanner is
+        preloaded (the face loads the scanner when it needs it), no instruction file
+        is read; a model client is made only for an embedder on the endpoint, and
+        memory writes use the identity rule alone (no model judge). `open_chat` and
+        `llm` refuse.
         """
-        starting = None
+        if not chats and (start_model is not None or hooks or extra_tools):
+            raise ValueError("a runtime that serves no chats starts no model and runs no hooks")
+        opening = _Opening(settings, paths, root, llm=llm, chats=chats)
         if llm is None and start_model is not None:
-            starting = asyncio.create_task(start_model.start(model_progress), name="model-start")
-        db: Database | None = None
-        client: LLMClient | None = None
+            opening.start_model(start_model, model_progress)
         try:
-            db = await _open_database(paths, on_database_retry, check_integrity=check_integrity)
-            await _preload()
-            instructions = await asyncio.to_thread(
-                load_instructions, root, cwd if cwd is not None else root, paths.home
-            )
+            await opening.open_database(on_database_retry, check_integrity=check_integrity)
+            await opening.preload()
+            instructions = await opening.instructions(cwd)
             names = await features if inspect.isawaitable(features) else features
-            if starting is not None:
-                client = await starting
-            else:
-                client = llm or LLMClient.from_settings(settings)
-            from qwenmem_tui.features.assembly import Assembly  # loaded (in a thread) by _preload
+            client = await opening.client()
+            from qwenmem_tui.features.assembly import Assembly  # loaded (in a thread) by preload
 
             assembly = Assembly.create(
                 settings,
@@ -227,18 +255,20 @@ class Runtime:
                 llm=client,
                 project_root=root,
                 project=project_id(root),
-                features=names,
+                features=opening.feature_names(names),
                 model_defaults=model_defaults,
                 extra_tools=extra_tools,
                 clock=clock,
+                serves_chats=chats,
             )
+            assert opening.db is not None  # opened above
             runtime = cls(
                 settings=settings,
                 paths=paths,
                 project_root=root,
                 clock=clock,
-                db=db,
-                store=SessionStore(db, clock=clock),
+                db=opening.db,
+                store=SessionStore(opening.db, clock=clock),
                 llm=client,
                 owns_llm=llm is None,
                 assembly=assembly,
@@ -249,13 +279,7 @@ class Runtime:
         except BaseException:
             if inspect.iscoroutine(features):
                 features.close()  # never awaited when the opening failed before it
-            if starting is not None and not starting.done():
-                starting.cancel()  # the open failed: the model's start stops with it
-                await asyncio.wait({starting})
-            if client is not None and llm is None:
-                await client.aclose()
-            if db is not None:
-                await db.close()
+            await opening.abandon()
             raise
         await runtime._start(open_memory=open_memory, memory_notice=memory_notice)
         return runtime
@@ -281,6 +305,13 @@ class Runtime:
     # -- what faces use ------------------------------------------------------------
 
     @property
+    def llm(self) -> LLMClient:
+        """The chat model's client (a runtime opened with `chats=False` has none)."""
+        if self._llm is None:
+            raise RuntimeError("this runtime serves no chats: it opened no model client")
+        return self._llm
+
+    @property
     def memory(self) -> MemoryAccess | None:
         """The memory feature's service access (None: memory is not assembled)."""
         from qwenmem_tui.features.memory.feature import MEMORY  # loaded with the assembly
@@ -301,6 +332,22 @@ class Runtime:
         project = self.project if root is None else project_id(root)
         return ProjectMemory(self.memory.service, project, caller, clock=self.clock)
 
+    def exchange_memory(self, *, extract: bool = False) -> ExchangeMemory | None:
+        """Memory for conversations qwenmem does not hold (the daemon's OpenAI-compatible
+        proxy): recall into each proxied request, and, with `extract` (and
+        `memory.extraction` on), extraction after each relayed reply — the chat's rules
+        (`memory/exchange.py`). None when memory is not assembled. The face closes it."""
+        from qwenmem_tui.features.memory.exchange import ExchangeMemory
+
+        if self.memory is None:
+            return None
+        return ExchangeMemory(
+            self.memory.service,
+            initial_wait_ms=self.settings.memory.initial_wait_ms,
+            llm=self._llm,
+            extract=extract and self.settings.memory.extraction,
+        )
+
     def session_features(self) -> SessionFeatures:
         """A fresh set of the features' hooks and tools for one chat (or one TUI)."""
         return self.assembly.session()
@@ -318,6 +365,8 @@ class Runtime:
         passes its one set (its hooks follow the session on screen across /resume),
         the daemon one set per session it serves.
         """
+        if self._llm is None:
+            raise RuntimeError("this runtime serves no chats (Runtime.open(chats=False))")
         features = features if features is not None else self.session_features()
         deps: dict[str, Any] = dict(
             store=self.store,
@@ -358,36 +407,100 @@ class Runtime:
         except Exception:
             log.exception("[RUNTIME] closing the features failed")
         try:
-            if self._owns_llm:
-                await self.llm.aclose()
+            if self._owns_llm and self._llm is not None:
+                await self._llm.aclose()
         finally:
             await self.db.close()
 
 
-async def _open_database(
-    paths: Paths, on_retry: RetryCallback | None, *, check_integrity: bool
-) -> Database:
-    """The home's database, opened and migrated (and read through when asked);
-    StartupError naming the file when it cannot be used."""
-    paths.ensure()
-    db: Database | None = None
-    try:
-        db = await Database.open(paths.db_file, on_retry=on_retry)
-        if check_integrity:
-            await db.check_integrity()
-    except StorageError as exc:
-        if db is not None:
-            await db.close()
-        raise StartupError(str(exc)) from exc
-    return db
+class _Opening:
+    """`Runtime.open` in steps, holding what is open so far: a failed opening closes
+    exactly that (the model's start cancelled, the client it made, the database)."""
+
+    def __init__(
+        self, settings: Settings, paths: Paths, root: Path, *, llm: LLMClient | None, chats: bool
+    ) -> None:
+        self.settings = settings
+        self.paths = paths
+        self.root = root
+        self.chats = chats
+        self.given_llm = llm
+        self.starting: asyncio.Task[LLMClient] | None = None
+        self.db: Database | None = None
+        self.made_llm: LLMClient | None = None
+
+    def start_model(self, start: ModelStarter, progress: Callable[[str], None]) -> None:
+        """Start the model now: it loads while the database opens."""
+        self.starting = asyncio.create_task(start.start(progress), name="model-start")
+
+    async def open_database(self, on_retry: RetryCallback | None, *, check_integrity: bool) -> None:
+        """The home's database, opened and migrated (and read through when asked);
+        StartupError naming the file when it cannot be used."""
+        self.paths.ensure()
+        try:
+            self.db = await Database.open(self.paths.db_file, on_retry=on_retry)
+            if check_integrity:
+                await self.db.check_integrity()
+        except StorageError as exc:
+            raise StartupError(str(exc)) from exc
+
+    async def preload(self) -> None:
+        """Import the heavy modules in a thread (PRELOAD_MODULES; a face serving no
+        chats only the features), and for chats the secret scanner's detectors (the
+        first message sent is scanned for secrets: they import now, not on the event
+        loop then)."""
+        for name in PRELOAD_MODULES if self.chats else FEATURE_MODULES:
+            await asyncio.to_thread(importlib.import_module, name)
+        if self.chats:
+            from qwenmem_tui import secrets
+
+            await asyncio.to_thread(secrets.load)
+
+    async def instructions(self, cwd: Path | None) -> Instructions:
+        """The project instruction files from the root down to `cwd` (none read for a
+        face that serves no chats: there is no system prompt)."""
+        if not self.chats:
+            return Instructions()
+        where = cwd if cwd is not None else self.root
+        return await asyncio.to_thread(load_instructions, self.root, where, self.paths.home)
+
+    async def client(self) -> LLMClient | None:
+        """The chat's client: the one given, the started model's, or one from the
+        settings; serving no chats, one only for an embedder on the endpoint."""
+        if self.given_llm is not None:
+            return self.given_llm
+        if self.starting is not None:
+            self.made_llm = await self.starting
+        elif self.chats or _memory_embeds_on_the_endpoint(self.settings):
+            self.made_llm = LLMClient.from_settings(self.settings)
+        return self.made_llm
+
+    def feature_names(self, names: Collection[str] | None) -> Collection[str] | None:
+        """`names` as asked; serving no chats, memory alone (when it is turned on)."""
+        if self.chats:
+            return names
+        from qwenmem_tui.features.memory.feature import MEMORY  # loaded by preload
+
+        if names is not None and set(names) - {MEMORY}:
+            raise ValueError("a runtime that serves no chats assembles memory only")
+        return {MEMORY} if self.settings.memory.enabled else set()
+
+    async def abandon(self) -> None:
+        """The opening failed: close what it opened, the model's start first."""
+        if self.starting is not None and not self.starting.done():
+            self.starting.cancel()  # the open failed: the model's start stops with it
+            await asyncio.wait({self.starting})
+        if self.made_llm is not None:
+            await self.made_llm.aclose()
+        if self.db is not None:
+            await self.db.close()
 
 
-async def _preload() -> None:
-    """Import the heavy modules in a thread, and the secret scanner's detectors (the
-    first message sent is scanned for secrets: they import now, not on the event loop
-    then)."""
-    for name in PRELOAD_MODULES:
-        await asyncio.to_thread(importlib.import_module, name)
-    from qwenmem_tui import secrets
+def _memory_embeds_on_the_endpoint(settings: Settings) -> bool:
+    """The memory embedder is the configured endpoint's (`embedding = "openai"`, not
+    the bundled local model, which a memory-only face never starts)."""
+    import os
 
-    await asyncio.to_thread(secrets.load)
+    from qwenmem_tui.llm.provider import resolve_provider
+
+    return settings.memory.embedding == "openai" and resolve_provider(settings, os.environ) != "local"

@@ -122,9 +122,9 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """Refuses unsafe or impossible starts with one line and exit 2 (1 for a busy port),
     then serves until SIGINT/SIGTERM."""
     from qwenmem_tui.chat.tools import broad_root_notice
-    from qwenmem_tui.llm.local_client import LocalModelClient
     from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
     from qwenmem_tui.llm.provider import resolve_provider
+    from qwenmem_tui.runtime import local_model_starter
 
     token = resolve_token(args.token)
     if not is_loopback(args.host) and token is None:
@@ -161,7 +161,7 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     secrets = [s for s in (token, settings.api_key_value()) if s]
     debuglog.configure(paths, "daemon", secrets=secrets)
     with ExitStack() as stack:
-        llm = None
+        starter = None
         defaults = None
         if resolve_provider(settings, os.environ) == "local":
             try:
@@ -174,7 +174,7 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
                 return 1
             defaults = local.chat_defaults()
             defaults.apply_to(settings)
-            llm = LocalModelClient.for_server(local, settings)
+            starter = local_model_starter(local, settings)  # started: the runtime's client
         options = ServerOptions(
             token=token,
             allowed_origins=frozenset(args.allow_origin),
@@ -182,7 +182,8 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             proxy_extract=args.proxy_extract,
         )
         app = create_app(
-            settings, paths, project_root=root, options=options, llm=llm, model_defaults=defaults
+            settings, paths, project_root=root, options=options, start_model=starter,
+            model_defaults=defaults,
         )
         host, port = sock.getsockname()[:2]
         shown_host = f"[{host}]" if ":" in host else host

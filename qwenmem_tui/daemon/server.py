@@ -58,11 +58,10 @@ from qwenmem_tui.features.assembly import Assembly, SessionFeatures
 from qwenmem_tui.features.feature import load_face
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
-from qwenmem_tui.features.memory.exchange import ExchangeMemory
 from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, memories_json
 from qwenmem_tui.paths import Paths, private_dir, private_file, project_id
 from qwenmem_tui.features.recap.session_recap import generate_session_recap
-from qwenmem_tui.runtime import Runtime
+from qwenmem_tui.runtime import ModelStarter, Runtime
 from qwenmem_tui.storage.sessions import SessionInfo, SessionStore
 
 log = logging.getLogger("qwenmem.daemon")
@@ -152,6 +151,7 @@ class DaemonBackend:
         paths: Paths,
         project_root: Path,
         llm: LLMClient | None = None,
+        start_model: ModelStarter | None = None,
         features: Collection[str] | None = None,
         session_features: FeatureFactory = assembled_features,
         model_defaults: LocalChatDefaults | None = None,
@@ -166,6 +166,7 @@ class DaemonBackend:
         self.project_root = project_root
         self.project = project_id(project_root)
         self._llm = llm
+        self._start_model = start_model
         self._feature_names = features  # None: what the settings turn on
         self._session_features = session_features
         self._runtime: Runtime | None = None
@@ -189,6 +190,7 @@ class DaemonBackend:
             self.paths,
             self.project_root,
             llm=self._llm,
+            start_model=self._start_model,
             features=self._feature_names,
             model_defaults=self.model_defaults,
             # Open before serving: a broken store fails the start, and so does a page
@@ -197,7 +199,6 @@ class DaemonBackend:
             check_integrity=True,
             memory_notice=lambda text: log.warning("[DAEMON] memory: %s", text),
         )
-        memory = self._runtime.memory
         llm = self._runtime.llm
         self._upstream = Upstream(
             llm.base_url,
@@ -205,14 +206,7 @@ class DaemonBackend:
             model=llm.model,
             project=self.project,
             timeout=self.settings.llm.timeout,
-            memory=None
-            if memory is None
-            else ExchangeMemory(
-                memory.service,
-                initial_wait_ms=self.settings.memory.initial_wait_ms,
-                llm=llm,
-                extract=self._proxy_extract and self.settings.memory.extraction,
-            ),
+            memory=self._runtime.exchange_memory(extract=self._proxy_extract),
         )
         self._started = True
 
@@ -692,11 +686,13 @@ def create_app(
     project_root: Path,
     options: ServerOptions = ServerOptions(),
     llm: LLMClient | None = None,
+    start_model: ModelStarter | None = None,
     features: Collection[str] | None = None,
     session_features: FeatureFactory = assembled_features,
     model_defaults: LocalChatDefaults | None = None,
 ) -> Starlette:
-    """The daemon app; ``llm`` is injected by tests, otherwise built from settings.
+    """The daemon app; ``llm`` is injected by tests, ``start_model`` starts the bundled
+    model (`runtime.local_model_starter`), otherwise the client is built from settings.
 
     ``features``: the names to assemble (`qwenmem_tui.features`); None, the ones the
     settings turn on. ``session_features`` builds one session's (tests inject a failing one).
@@ -706,6 +702,7 @@ def create_app(
         paths=paths,
         project_root=project_root,
         llm=llm,
+        start_model=start_model,
         features=features,
         session_features=session_features,
         model_defaults=model_defaults,

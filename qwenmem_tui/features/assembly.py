@@ -97,13 +97,14 @@ class Assembly:
         settings: Settings,
         paths: Paths,
         *,
-        llm: LLMClient,
+        llm: LLMClient | None,
         project_root: Path,
         project: str,
         features: Collection[str] | None = None,
         model_defaults: LocalChatDefaults | None = None,
         extra_tools: Sequence[Tool] = (),
         clock: Callable[[], float] = time.time,
+        serves_chats: bool = True,
     ) -> Assembly:
         """The assembly of `features` (None: what the settings turn on).
 
@@ -124,6 +125,7 @@ class Assembly:
             project=project,
             model_defaults=model_defaults,
             clock=clock,
+            serves_chats=serves_chats,
         )
         states: dict[str, Any] = {}
         for feature in registered:

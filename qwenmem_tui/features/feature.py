@@ -50,11 +50,15 @@ class FeatureContext:
 
     settings: Settings
     paths: Paths
-    llm: LLMClient
+    llm: LLMClient | None
+    """None only where no chat is served (`serves_chats`): memory alone opens there."""
     project_root: Path
     project: str  # project_id(project_root): the key sessions and memories use
     model_defaults: LocalChatDefaults | None = None
     clock: Callable[[], float] = time.time
+    serves_chats: bool = True
+    """False: a face that serves memory, not chats (`qwenmem mcp`): memory counts as
+    open with its rows, its vectors load at the first recall or write."""
 
     @property
     def offers_tools(self) -> bool:

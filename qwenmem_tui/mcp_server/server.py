@@ -1,7 +1,9 @@
 """The stdio MCP server behind ``qwenmem mcp`` (contract §8), on the official SDK.
 
 Clients (Claude Code, qwen-code, Cursor) spawn it once per session, so it must answer
-fast: the memory store opens as soon as the protocol is up (rows only, ~10 ms), and the
+fast: it opens the one `Runtime` every face opens, serving no chats
+(``Runtime.open(..., chats=False)``: memory only, no model), as soon as the protocol is
+up; the memory store counts as open with its rows (~10 ms), and the
 vector side (embedder, FAISS: ~0.4 s of CPU) loads after the first tool answer (or for
 the first search or write, which need it), so the handshake and a first
 ``list_memories`` do not share the GIL with it. The secret scanner likewise loads from
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -29,13 +31,13 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
 from qwenmem_tui import secrets as scanner
-from qwenmem_tui.features.memory.access import MemoryAccess, MemoryUnavailable
+from qwenmem_tui.features.memory.access import MemoryUnavailable
 from qwenmem_tui.features.memory.remote import MAX_K, Caller, MemoryRequestError, ProjectMemory
-from qwenmem_tui.paths import Paths, project_id, project_root
+from qwenmem_tui.paths import Paths, project_root
+from qwenmem_tui.runtime import Runtime, StartupError
 
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
-    from qwenmem_tui.features.memory.service import MemoryService
 
 log = logging.getLogger("qwenmem.mcp")
 
@@ -95,55 +97,79 @@ Category = Annotated[
 
 
 class MemoryBackend:
-    """What the tools share: the memory (opening behind the handshake), the project
+    """What the tools share: the runtime (opening behind the handshake), the project
     once known."""
 
-    def __init__(self, memory: MemoryAccess | None, *, project_dir: Path | None, cwd: Path) -> None:
-        """``memory`` None: memory is turned off in the config; every tool says so."""
-        self._memory = memory
+    def __init__(
+        self, open_runtime: Callable[[], Awaitable[Runtime]], *, project_dir: Path | None, cwd: Path
+    ) -> None:
+        """``open_runtime``: opens the face's `Runtime` (``chats=False``: memory only)."""
+        self._open_runtime = open_runtime
+        self._opening: asyncio.Task[Runtime] | None = None
         self._project_dir = project_dir
         self._cwd = cwd
-        self._project: str | None = None
+        self._root: Path | None = None
         self._project_lock = asyncio.Lock()
 
     def start(self) -> None:
-        """Open the store now, and the vectors behind it, without waiting for either."""
-        if self._memory is not None:
-            self._memory.start()
+        """Open the runtime and its memory store now (the vectors behind them), without
+        waiting for either."""
+        if self._opening is None:
+            self._opening = asyncio.create_task(self._open(), name="mcp-runtime")
 
-    async def service(self) -> MemoryService:
-        if self._memory is None:
-            raise ToolError("qwenmem's long-term memory is turned off (memory.enabled = false)")
+    async def _open(self) -> Runtime:
+        runtime = await self._open_runtime()
+        if runtime.memory is not None:
+            runtime.memory.start()
+        return runtime
+
+    async def runtime(self) -> Runtime:
+        """The open runtime; a ToolError with its one line when it cannot open."""
+        self.start()
+        assert self._opening is not None
         try:
-            return await self._memory.service()
-        except MemoryUnavailable as exc:
-            log.warning("[MCP] %s", exc)
+            return await asyncio.shield(self._opening)
+        except StartupError as exc:
             raise ToolError(str(exc)) from None
 
     def warm(self) -> None:
         """After a tool's answer: the vectors load behind it, for the next search."""
-        if self._memory is not None:
-            self._memory.warm_vectors()
+        opening = self._opening
+        if opening is None or not opening.done() or opening.cancelled() or opening.exception():
+            return
+        memory = opening.result().memory
+        if memory is not None:
+            memory.warm_vectors()
 
     async def close(self) -> None:
-        if self._memory is not None:
-            await self._memory.close()
+        if self._opening is None:
+            return
+        if not self._opening.done():
+            self._opening.cancel()
+        try:
+            runtime = await self._opening
+        except BaseException:  # it never opened: nothing to close
+            return
+        await runtime.close()
 
-    async def project(self, ctx: Context) -> str:
-        """The project's id: --project, else the client's first root, else the cwd."""
+    async def project_root(self, ctx: Context) -> Path:
+        """The project: --project, else the client's first root, else the cwd."""
         async with self._project_lock:
-            if self._project is None:
+            if self._root is None:
                 root = self._project_dir or await _first_root(ctx) or self._cwd
-                resolved = project_root(root.resolve())
-                log.info("[MCP] serving the memory of project %s", resolved)
-                self._project = project_id(resolved)
-            return self._project
+                self._root = project_root(root.resolve())
+                log.info("[MCP] serving the memory of project %s", self._root)
+            return self._root
 
     async def memory(self, ctx: Context) -> ProjectMemory:
         # Writes cut secrets out: the scanner loads in the background from the first
         # call on (a write that comes before it is loaded waits for it).
         scanner.preload()
-        return ProjectMemory(self.service, await self.project(ctx), _caller(ctx))
+        runtime = await self.runtime()
+        try:
+            return runtime.project_memory(_caller(ctx), await self.project_root(ctx))
+        except StartupError as exc:  # memory is turned off in the config
+            raise ToolError(str(exc)) from None
 
 
 def _caller(ctx: Context) -> Caller:
@@ -213,6 +239,9 @@ async def _answer(call: Awaitable[Any], backend: MemoryBackend) -> Any:
     except ToolError:
         raise
     except MemoryRequestError as exc:
+        raise ToolError(str(exc)) from None
+    except MemoryUnavailable as exc:
+        log.warning("[MCP] %s", exc)
         raise ToolError(str(exc)) from None
     except Exception as exc:
         log.exception("[MCP] tool failed")
@@ -302,32 +331,11 @@ async def serve_stdio(
     settings: Settings, paths: Paths, *, project_dir: Path | None, cwd: Path
 ) -> None:
     """Serve until the client closes stdin."""
-    llm = _llm(settings)
-    # The project is known only at the first tool call; the service is per user, and
-    # each ProjectMemory names its project, so the access's own project is unused.
-    memory = (
-        MemoryAccess(settings, paths, llm=llm, project="", rows_first=True)
-        if settings.memory.enabled
-        else None
-    )
-    backend = MemoryBackend(memory, project_dir=project_dir, cwd=cwd)
-    try:
-        await build_server(backend).run_stdio_async()
-    finally:
-        if llm is not None:
-            await llm.aclose()
 
+    def open_runtime() -> Awaitable[Runtime]:
+        # The project is known only at the first tool call (`project_memory(caller,
+        # root)` names it per call); the runtime's own root is where we started.
+        return Runtime.open(settings, paths, project_root(cwd), cwd=cwd, chats=False)
 
-def _llm(settings: Settings) -> Any:
-    """The configured endpoint, only for an ``openai`` embedder: building a client loads
-    the SDK (~0.4 s), and a per-session server must answer first. Writes here use the
-    identity rule alone (no judge); the bundled local model is never started."""
-    import os
-
-    from qwenmem_tui.llm.provider import resolve_provider
-
-    if settings.memory.embedding != "openai" or resolve_provider(settings, os.environ) == "local":
-        return None
-    from qwenmem_tui.llm.client import LLMClient
-
-    return LLMClient.from_settings(settings)
+    backend = MemoryBackend(open_runtime, project_dir=project_dir, cwd=cwd)
+    await build_server(backend).run_stdio_async()

@@ -141,4 +141,13 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX memory_dismissals_by_project ON memory_dismissals (user, project, memory_id);
     """,
+    # 5: a fact's identity is (user, scope, category, key): "ana" under feedback (how Ana
+    # likes meetings) and "ana" under user are two facts, and one must not supersede the
+    # other (issue 24). Every active set the old index allowed is allowed by the new one,
+    # so no row changes; rows superseded that way before stay superseded (restorable).
+    """
+    DROP INDEX memories_one_active_key;
+    CREATE UNIQUE INDEX memories_one_active_fact ON memories (user, scope, category, key)
+        WHERE status = 'active';
+    """,
 ]

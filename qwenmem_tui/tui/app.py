@@ -6,7 +6,9 @@ server in a temp home.
 
 Startup order: the chat screen is drawn and the prompt takes keys first; the runtime
 (`qwenmem_tui.runtime`: the database, the model, the features) opens afterwards in a
-worker (state "starting"), its heavy imports (the SDK, numpy/FAISS) in a thread.
+worker (state "starting"), its imports in a thread: the chat core and the runtime,
+the reply's Markdown widgets (`_startup_imports`), then the SDK and numpy/FAISS. The
+first frame loads only what it draws (tests/unit/test_launch_imports.py).
 Anything typed meanwhile is queued and runs once the session is open. A model that
 has to start first (the bundled local one) is a `ModelStarter` the runtime runs, its
 progress shown as a line in the conversation.
@@ -21,7 +23,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -40,23 +42,25 @@ from textual.widget import Widget
 from textual.worker import get_current_worker
 
 from qwenmem_tui import collector, debuglog
-from qwenmem_tui.chat.session import ChatSession, QueryHook
-from qwenmem_tui.chat.tools import Tool, broad_root_notice
 from qwenmem_tui.config import ConfigError, Settings
-from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id, project_root
-from qwenmem_tui.runtime import ModelStarter, Runtime, StartupError, find_session
-from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
 from qwenmem_tui.tui.commands import BUILTIN_COMMANDS
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.host import BusyState, CommandTable
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.keymap import checked_keymap
-from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS, DimItem, InfoItem, ItemWidgetFactory
+from qwenmem_tui.tui.widgets.plain_items import DimItem, InfoItem, ItemWidgetFactory
 
 if TYPE_CHECKING:
+    # The chat core and the runtime load after the first frame, in the startup
+    # worker's thread (`_startup_imports`).
+    from qwenmem_tui.chat.session import ChatSession, QueryHook
+    from qwenmem_tui.chat.tools import Tool
     from qwenmem_tui.features.assembly import SessionFeatures
+    from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.llm.local_server import LocalChatDefaults
+    from qwenmem_tui.runtime import ModelStarter, Runtime
+    from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
     from qwenmem_tui.tui.screens.chat import ChatScreen  # the screen imports this module
 
 log = logging.getLogger("qwenmem.tui")
@@ -126,11 +130,11 @@ class QwenmemApp(App[None]):
         self.project_root = project_root(cwd)
         self._cwd = cwd  # the instruction files are read from the root down to it
         self.project = project_id(self.project_root)
-        # Said once on screen when the root is the home or /: tools then keep to cwd.
-        self._root_notice = broad_root_notice(self.project_root, cwd)
         self.clock = clock
         self.commands = CommandTable(BUILTIN_COMMANDS)
-        self.item_widgets: dict[str, ItemWidgetFactory] = dict(DEFAULT_ITEM_WIDGETS)
+        # The widget for each stored item type: the defaults (the assistant's is
+        # Markdown, loaded by the startup worker in a thread), then the extensions'.
+        self.item_widgets: dict[str, ItemWidgetFactory] = {}
         self.busy_states: dict[str, BusyState] = {}
         """The extensions' busy states by name (their commands run in them)."""
         self.help_keys: list[tuple[str, str]] = []  # extensions' keys for /help
@@ -331,6 +335,8 @@ class QwenmemApp(App[None]):
             self._quit_on_signals()
         # The screen first: the prompt takes keys while the rest opens behind it.
         await self.push_screen(ChatScreen())
+        if self._long_lived:
+            collector.release(freeze=True)  # held by the CLI since launch
         self.run_worker(self._start(), group="startup", exclusive=True, exit_on_error=False)
 
     def _quit_on_signals(self) -> None:
@@ -360,6 +366,17 @@ class QwenmemApp(App[None]):
     async def _start(self) -> None:
         """Open storage, the features and the model, then show the session."""
         try:
+            defaults = await asyncio.to_thread(_startup_imports)
+        except Exception as exc:  # a broken install: nothing to open
+            log.exception("[TUI] startup failed")
+            self.exit(return_code=1, message=f"qwenmem could not start: {exc}")
+            return
+        from qwenmem_tui.chat.tools import broad_root_notice
+        from qwenmem_tui.runtime import StartupError
+
+        # The defaults first: an extension's widget for a type replaces the default.
+        self.item_widgets = {**defaults, **self.item_widgets}
+        try:
             await self._open()
             session, resumed = await self._open_chat(self._resume)
         except StartupError as exc:
@@ -376,14 +393,17 @@ class QwenmemApp(App[None]):
         if self._resume is True and not resumed:
             # `--resume` found nothing: say so, or it looks like the history was lost.
             self.show_info(NOTHING_TO_RESUME)
-        if self._root_notice is not None:
-            self.show_info(self._root_notice)
+        # Said once when the root is the home or /: the file tools then keep to cwd.
+        if (root_notice := broad_root_notice(self.project_root, self._cwd)) is not None:
+            self.show_info(root_notice)
         if self._long_lived:
             collector.settle_after_startup()
         self.state = "idle"  # what was typed meanwhile is sent now (ChatScreen's queue)
 
     async def _open(self) -> None:
         """Open the runtime, then build each extension on what it assembled."""
+        from qwenmem_tui.runtime import ModelStarter, Runtime  # imported by _start
+
         start_model = self._start_model
         if self._llm is None and start_model is not None:
             # The runtime runs it while the database opens; its progress is a line here.
@@ -484,6 +504,8 @@ class QwenmemApp(App[None]):
 
     async def _open_chat(self, resume: str | bool | None) -> tuple[ChatSession, bool]:
         """The session to show: the requested one, the latest one, or a new one."""
+        from qwenmem_tui.runtime import find_session  # imported by _start
+
         info: SessionInfo | None = None
         if resume is True:
             info = await self.store.latest_session(self.project)
@@ -582,6 +604,8 @@ class QwenmemApp(App[None]):
         self.run_worker(self._switch_session(session_id), group="session", exclusive=True)
 
     async def _switch_session(self, session_id: str) -> None:
+        from qwenmem_tui.runtime import StartupError, find_session  # imported by _start
+
         screen = self._chat_screen()
         try:
             session_id = (await find_session(self.store, self.project, session_id)).id
@@ -617,6 +641,18 @@ class QwenmemApp(App[None]):
             if isinstance(screen, ChatScreen):
                 return screen
         raise RuntimeError("the chat screen is not up")
+
+
+def _startup_imports() -> Mapping[str, ItemWidgetFactory]:
+    """What the first frame does not need, imported in a thread by the startup worker
+    (the loop keeps taking keys): the runtime with the chat core, and the reply's
+    Markdown widgets (markdown-it, Pygments, Rich's Markdown). Returns the default
+    item widgets. `tests/unit/test_launch_imports.py` keeps them out of the first frame.
+    """
+    import qwenmem_tui.runtime  # noqa: F401  (the chat core, the storage, the LLM client)
+    from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS
+
+    return DEFAULT_ITEM_WIDGETS
 
 
 def _default_extensions(settings: Settings) -> list[ExtensionFactory]:

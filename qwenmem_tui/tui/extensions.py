@@ -28,7 +28,7 @@ from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
 from qwenmem_tui.tui.host import BusyState, Host, SlashCommand
-from qwenmem_tui.tui.widgets.items import ItemWidgetFactory
+from qwenmem_tui.tui.widgets.plain_items import ItemWidgetFactory
 
 if TYPE_CHECKING:
     # Types only: features loads the memory stack (numpy/FAISS), which the app imports

@@ -11,6 +11,7 @@ import http.client
 import inspect
 import json
 import math
+import itertools
 import os
 import re
 import shlex
@@ -359,9 +360,15 @@ class Terminal:
     def shows(self, text: str) -> str:
         return self.until(lambda screen: text in screen, repr(text))
 
+
+_SOCKETS = itertools.count()
+"""A socket per test, not per worker: a killed server can still hold its socket while the
+next test's client connects to it ("server exited unexpectedly" under load)."""
+
+
 @pytest.fixture
 def terminal() -> Iterator[Terminal]:
-    term = Terminal(f"qwenmem-contract-{os.getpid()}")
+    term = Terminal(f"qwenmem-contract-{os.getpid()}-{next(_SOCKETS)}")
     yield term
     subprocess.run(["tmux", "-L", term.socket, "kill-server"], capture_output=True, timeout=10)
 

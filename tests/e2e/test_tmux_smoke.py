@@ -6,6 +6,7 @@ shows the conversation again.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 import shutil
@@ -89,9 +90,14 @@ def _env(fake: FakeOpenAI, home: Path) -> dict[str, str]:
     })
 
 
+_SOCKETS = itertools.count()
+"""A socket per test, not per worker: a killed server can still hold its socket while the
+next test's client connects to it ("server exited unexpectedly" under load)."""
+
+
 @pytest.fixture
 def terminal() -> Iterator[Terminal]:
-    term = Terminal(f"qwenmem-test-{os.getpid()}")
+    term = Terminal(f"qwenmem-test-{os.getpid()}-{next(_SOCKETS)}")
     yield term
     subprocess.run(["tmux", "-L", term.socket, "kill-server"], capture_output=True, timeout=10)
 

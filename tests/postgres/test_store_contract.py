@@ -19,6 +19,7 @@ from memtest_support import PROJECT_A, PROJECT_B, Clock
 from pgtest_support import Backend
 
 from qwenmem_tui.features.memory.model import DAY, AuditAction, Category, MemoryDraft, Origin, Status, WriteAction
+from qwenmem_tui.features.memory.postgres.schema import PG_MIGRATIONS
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.store import MemoryStore
 
@@ -249,7 +250,7 @@ async def test_the_database_itself_enforces_one_active_row_and_an_append_only_au
         for statement in ("UPDATE memory_audit SET reason = 'x'", "DELETE FROM memory_audit", "TRUNCATE memory_audit"):
             with pytest.raises(asyncpg.RaiseError, match="append-only"):
                 await conn.execute(statement)
-        assert await conn.fetchval("SELECT max(version) FROM qwenmem_schema_version") == 2
+        assert await conn.fetchval("SELECT max(version) FROM qwenmem_schema_version") == len(PG_MIGRATIONS)
     finally:
         await conn.close()
 
@@ -296,3 +297,65 @@ async def test_overwrite_lab_on_each_backend(backend: Backend, clock: Clock) -> 
         assert first.memory.id not in other.index.ids()
     finally:
         await other.close()
+
+
+async def test_one_key_under_two_categories_is_two_facts_on_each_backend(
+    backend: Backend, svc: MemoryService, clock: Clock
+) -> None:
+    """A fact is (user, scope, category, key): write, restore, approve and move by it."""
+    store, now = svc.store, clock.now
+    meetings = await put(store, draft("ana", "short meetings", category=Category.FEEDBACK, scope="global"), now)
+    tea = await put(store, draft("ana", "green tea", category=Category.USER, scope="global"), now + 1)
+    assert tea.action is WriteAction.CREATED and tea.superseded == []
+    coffee = await put(store, draft("ana", "black coffee", category=Category.USER, scope="global"), now + 2)
+    assert coffee.superseded == [tea.memory.id]
+    restored = await store.restore(tea.memory.id, now=now + 3)
+    assert restored is not None and restored[1] == [coffee.memory.id]
+    held = await put(store, draft("ana", "long meetings", category=Category.FEEDBACK, scope="global"), now + 4, flags=("held",))
+    assert held.action is WriteAction.QUARANTINED
+    assert (await store.approve(held.memory.id, now=now + 5)) is not None
+    rows = {m.id: m.status for m in await store.list(user="ana")}
+    assert rows[meetings.memory.id] is Status.SUPERSEDED and rows[tea.memory.id] is Status.ACTIVE
+    with pytest.raises(ValueError, match="feedback/ana"):
+        await store.move(tea.memory.id, category=Category.FEEDBACK, scope="global", now=now + 6)
+    moved = await store.move(tea.memory.id, category=Category.PROJECT, scope=PROJECT_A, now=now + 6)
+    assert moved is not None and moved.status is Status.ACTIVE
+    active = sorted((str(m.category), m.value) for m in await store.list(user="ana", statuses=[Status.ACTIVE]))
+    assert active == [("feedback", "long meetings"), ("project", "green tea")]
+
+
+async def test_a_postgres_memory_of_schema_2_migrates_without_losing_a_row(pg_dsn: str, tmp_path: Path, clock: Clock) -> None:
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await conn.execute(
+            "CREATE TABLE qwenmem_schema_version (version INTEGER PRIMARY KEY,"
+            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        )
+        for number in (0, 1):
+            await conn.execute(PG_MIGRATIONS[number])
+            await conn.execute("INSERT INTO qwenmem_schema_version (version) VALUES ($1)", number + 1)
+        for category, key, value, status in (
+            ("user", "ana", "Ana likes tea", "active"),
+            ("feedback", "ana", "Ana prefers short meetings", "superseded"),
+            ("project", "build_cmd", "make build", "active"),
+            ("project", "deploy", "fly deploy", "quarantined"),
+        ):
+            await conn.execute(
+                "INSERT INTO memories (username, scope, category, key, value, origin, status, created_at,"
+                " updated_at, content_hash) VALUES ('ana', $1, $2, $3, $4, 'user', $5, 1.8e9, 1.8e9, $4)",
+                "global" if category in ("user", "feedback") else PROJECT_A, category, key, value, status,
+            )
+        await conn.execute("UPDATE memories SET superseded_by = 1 WHERE id = 2")
+        before = [tuple(r) for r in await conn.fetch("SELECT id, category, key, value, status FROM memories ORDER BY id")]
+    finally:
+        await conn.close()
+    service = await Backend("postgres", tmp_path, pg_dsn).open(clock=clock)
+    try:
+        after = [(m.id, str(m.category), m.key, m.value, str(m.status)) for m in await service.list()]
+        assert after == before
+        restored = await service.restore(2)
+        assert restored is not None and restored[1] == []
+        active = sorted((str(m.category), m.key) for m in await service.list(statuses=[Status.ACTIVE]))
+        assert active == [("feedback", "ana"), ("project", "build_cmd"), ("user", "ana")]
+    finally:
+        await service.close()

@@ -23,7 +23,7 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 from qwenmem_tui.tui.app import create_app
-from qwenmem_tui.tui.widgets.items import ErrorItem
+from qwenmem_tui.tui.widgets.plain_items import ErrorItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import SIZE, outcome, stored_items

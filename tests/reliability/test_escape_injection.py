@@ -23,7 +23,7 @@ from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, Response, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp, create_app
 from qwenmem_tui.tui.terminal_text import terminal_safe
-from qwenmem_tui.tui.widgets.items import ToolCallItem
+from qwenmem_tui.tui.widgets.plain_items import ToolCallItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import child_env, run_in_pty

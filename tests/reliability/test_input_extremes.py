@@ -20,7 +20,8 @@ from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp, create_app
 from qwenmem_tui.tui.terminal_text import terminal_safe
-from qwenmem_tui.tui.widgets.items import AssistantItem, UserItem
+from qwenmem_tui.tui.widgets.items import AssistantItem
+from qwenmem_tui.tui.widgets.plain_items import UserItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import outcome, stored_items, wait_for

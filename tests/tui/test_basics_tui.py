@@ -18,7 +18,7 @@ from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.features.export.tui.extension import export_extension
 from qwenmem_tui.features.model.tui.extension import MODEL_ITEM, model_extension
 from qwenmem_tui.features.model.tui.picker import ModelPicker
-from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem
+from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 

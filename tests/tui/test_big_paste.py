@@ -19,7 +19,7 @@ from qwenmem_tui.prompt_history import HISTORY_FILE_NAME
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.features.memory.tui.extension import memory_extension
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import SIZE, send, settle

@@ -18,8 +18,8 @@ from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.host import SlashCommand
 from qwenmem_tui.tui.screens.chat import ChatScreen, QueuedMessages
 from qwenmem_tui.tui.screens.resume import ResumeScreen
-from qwenmem_tui.tui.widgets.items import (
-    AssistantItem,
+from qwenmem_tui.tui.widgets.items import AssistantItem
+from qwenmem_tui.tui.widgets.plain_items import (
     ErrorItem,
     InfoItem,
     InterruptedMark,

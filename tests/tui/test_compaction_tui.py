@@ -37,7 +37,7 @@ from qwenmem_tui.features.compaction.tui.extension import (
 from qwenmem_tui.tui.default_extensions import default_extensions
 from qwenmem_tui.features.memory.tui.extension import memory_extension
 from qwenmem_tui.features.compaction.tui.marker import CompactionMarker
-from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem
+from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import (

@@ -18,7 +18,7 @@ from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.features.mcp.tui.extension import mcp_extension
 from qwenmem_tui.features.mcp.tui.permission import PermissionScreen
-from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem, ToolCallItem
+from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem, ToolCallItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import SIZE, send, settle, started, wait_until

@@ -22,7 +22,7 @@ from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.features.memory.tui.extension import memory_extension
 from qwenmem_tui.features.memory.tui.edit import EditMemoryScreen
-from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem
+from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem
 from qwenmem_tui.features.memory.tui.receipt import MemoryReceipt, ReceiptEntries
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine

@@ -16,7 +16,7 @@ from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.features.memory.tui.extension import memory_extension
-from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem
+from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 
 from .conftest import FakeClock, send, settle, wait_until

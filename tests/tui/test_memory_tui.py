@@ -19,7 +19,8 @@ from qwenmem_tui.features.memory.feature import MEMORY
 from qwenmem_tui.features.memory.model import DAY, AuditAction, Category, Memory, Origin, Status
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
+from qwenmem_tui.features.memory.filing import FILE_SYSTEM_PROMPT
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec, by_system_prompt
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.default_extensions import default_extensions
 from qwenmem_tui.features.memory.tui import extension as memory_extension_module
@@ -33,7 +34,7 @@ from qwenmem_tui.features.memory.tui.screen import (
     memory_matches,
     short_span,
 )
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import START, FakeClock, send, settle, started, wait_until
@@ -596,8 +597,8 @@ async def test_remember_says_where_each_fact_went_and_keeps_distinct_ones(
     assert lines == [
         "Remembered #1 project/staging_server: the staging server is staging.example.com",
         "Remembered #2 project/ana: Ana leads the backend team",
-        "Remembered #3 project/ana_2: Ana: prefers short meetings",
-        "Remembered #4 project/ana_3: Ana: likes tea",
+        "Remembered #3 project/ana_preferences: Ana: prefers short meetings",
+        "Remembered #4 project/ana_likes: Ana: likes tea",
         "Remembered #5 project/bruno_preference_spaces_tabs: Bruno prefers tabs over spaces",
         "Remembered #6 project/bruno_home_city: Bruno lives in Madrid",
     ]
@@ -639,3 +640,40 @@ async def test_a_superseded_memory_is_restored_and_a_memory_moved_in_one_key(
         (2, Category.USER, Status.SUPERSEDED),
     ]
     assert memories[0].scope != "global"
+
+
+async def test_with_a_model_remember_files_each_note_where_the_model_validly_chose(
+    fake: FakeOpenAI,
+    make_memory_app: Callable[..., QwenmemApp],
+    settings: Settings,
+    paths: Paths,
+    clock: FakeClock,
+) -> None:
+    """The fast model's category wins when it is a valid, consistent choice; the line
+    says where each note went; a nonsense answer leaves the rule's."""
+    answers = {
+        "Marta is my sister": '{"category": "user", "scope": "global"}',
+        "Keiko prefers meetings after 14:00": '{"category": "project", "scope": "project"}',
+        "the nightly backup runs on db-3": '{"category": "user", "scope": "project"}',  # inconsistent
+        "reply in Portuguese please": "feedback, obviously",  # not JSON
+    }
+
+    def filing(body: dict) -> Reply:
+        note = json.loads(body["messages"][1]["content"])["note"]
+        return Reply(answers[note])
+
+    fake.responder = by_system_prompt({FILE_SYSTEM_PROMPT: filing})
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, *(f"/remember {note}" for note in answers))
+        lines = infos(app)
+    assert lines == [
+        "Remembered #1 user/marta: Marta is my sister",
+        "Remembered #2 project/keiko_preferences: Keiko prefers meetings after 14:00",
+        "Remembered #3 project/nightly_backup_runs_db: the nightly backup runs on db-3",
+        "Remembered #4 feedback/reply_portuguese: reply in Portuguese please",
+    ]
+    memories = await stored(settings, paths, clock)
+    assert [(m.category, m.scope == "global") for m in memories] == [
+        (Category.USER, True), (Category.PROJECT, False), (Category.PROJECT, False), (Category.FEEDBACK, True)
+    ]

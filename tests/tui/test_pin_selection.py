@@ -20,13 +20,8 @@ from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.features.compaction.tui.extension import PIN_UNAVAILABLE, compaction_extension
 from qwenmem_tui.tui.widgets.chat_log import PAGE_SIZE, ChatLog
-from qwenmem_tui.tui.widgets.items import (
-    PIN_LABEL,
-    AssistantItem,
-    InfoItem,
-    MessageView,
-    UserItem,
-)
+from qwenmem_tui.tui.widgets.items import AssistantItem
+from qwenmem_tui.tui.widgets.plain_items import PIN_LABEL, InfoItem, MessageView, UserItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import SIZE, FakeClock, conversation, seed_session, send, settle, wait_until

@@ -25,7 +25,7 @@ from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.host import SlashCommand
 from qwenmem_tui.tui.screens.chat import QueuedMessages
 from qwenmem_tui.tui.screens.secret_confirm import SecretConfirm
-from qwenmem_tui.tui.widgets.items import ErrorItem, InfoItem, ToolCallItem, UserItem
+from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem, ToolCallItem, UserItem
 from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import SPINNER, StatusLine
 

@@ -22,7 +22,7 @@ from qwenmem_tui.features.memory.tui.screen import MemoryScreen
 from qwenmem_tui.tui.screens.resume import ResumeScreen
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
 from qwenmem_tui.features.compaction.tui.marker import CompactionMarker
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import SIZE, FakeClock, conversation, seed_session, send, settle, wait_until

@@ -14,7 +14,8 @@ from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.tui.widgets.items import AssistantItem, InterruptedMark
+from qwenmem_tui.tui.widgets.items import AssistantItem
+from qwenmem_tui.tui.widgets.plain_items import InterruptedMark
 
 from .conftest import SIZE, send, settle, wait_until
 

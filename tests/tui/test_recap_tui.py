@@ -24,7 +24,7 @@ from qwenmem_tui.features.recap.tui.controller import (
     RECAP_PROGRESS,
     recap_extension,
 )
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.features.recap.tui.item import RecapItem
 

@@ -10,7 +10,7 @@ import pytest
 
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.widgets.plain_items import InfoItem
 
 from .conftest import SIZE, send, settle
 

@@ -20,7 +20,7 @@ from qwenmem_tui.runtime import ModelStarter, StartupError
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.features.recap.tui.controller import recap_extension
 from qwenmem_tui.tui.screens.chat import QueuedMessages
-from qwenmem_tui.tui.widgets.items import DimItem, InfoItem
+from qwenmem_tui.tui.widgets.plain_items import DimItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 

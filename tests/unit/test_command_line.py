@@ -222,8 +222,8 @@ def test_subcommand_without_an_action_is_a_usage_error(
 ) -> None:
     original = cli.build_parser
 
-    def with_bare_group() -> argparse.ArgumentParser:
-        parser = original()
+    def with_bare_group(**kwargs: bool) -> argparse.ArgumentParser:
+        parser = original(**kwargs)
         subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         subparsers.add_parser("bare")
         return parser

@@ -25,8 +25,10 @@
    `feature.py` with one `Feature(...)`, `registry.py` imports each of them, and the
    faces it offers (`tui=`, `routes=`) and its `api` name modules of its own package
    that exist (the attribute too).
-8. The TUI and the daemon open nothing the runtime opens (database, session store,
-   LLM client, memory service, feature assembly, chats): they present `Runtime`.
+8. The faces (the TUI, the daemon with its proxy, the MCP server) open nothing the
+   runtime opens (database, session store, LLM client, memory service, feature
+   assembly, chats, the memory views of faces that are not chats): they present
+   `Runtime`.
 9. No module but `tui/app.py` names the app class: the others see `tui.host.Host`.
 10. The faces construct no hook: no call to a class whose name ends in `Hook` or that
    implements `QueryHook` (by inheritance or by defining its five methods), and no
@@ -517,9 +519,12 @@ RUNTIME_PARTS = {
     "McpServers": None,
     "Assembly": {"create"},
     "ChatSession": {"load"},
+    "LocalModelClient": {"for_server"},
+    "ProjectMemory": None,
+    "ExchangeMemory": None,
 }
 """What the runtime opens, and how (None: by calling the class itself)."""
-OPENING_FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon")
+OPENING_FACES = FACES
 APP_CLASS = "QwenmemApp"
 APP_MODULE = f"{PACKAGE}.tui.app"
 
@@ -615,8 +620,8 @@ def test_the_base_imports_no_feature() -> None:
 
 
 def test_the_faces_open_nothing_the_runtime_opens() -> None:
-    """The TUI and the daemon get database, store, client, memory, features and chats
-    from `qwenmem_tui.runtime`; none of them opens its own."""
+    """The TUI, the daemon (and its proxy) and the MCP server get database, store,
+    client, memory, features and chats from `qwenmem_tui.runtime`; none opens its own."""
     assert runtime_constructions(load_modules()) == []
 
 
@@ -681,6 +686,14 @@ def test_the_checks_catch_what_they_are_for() -> None:
         f"{PACKAGE}.daemon.y:2 calls Database.open",
         f"{PACKAGE}.daemon.y:3 calls LLMClient.from_settings",
         f"{PACKAGE}.daemon.y:3 constructs SessionStore",
+    ]
+    mcp = module(
+        f"{PACKAGE}.mcp_server.m",
+        "def f(s, p):\n    return MemoryAccess(s, p), ProjectMemory(s, 'p', None)\n",
+    )
+    assert runtime_constructions({mcp.name: mcp}) == [
+        f"{PACKAGE}.mcp_server.m:2 constructs MemoryAccess",
+        f"{PACKAGE}.mcp_server.m:2 constructs ProjectMemory",
     ]
     assert [p.split(":")[1] for p in typed_against_the_app(fake)] == ["3 names QwenmemApp", "5 names QwenmemApp"]
 

@@ -205,3 +205,32 @@ async def test_project_memory_needs_memory_assembled(
             runtime.project_memory(Caller("MCP"))
     finally:
         await runtime.close()
+
+
+async def test_a_runtime_serving_no_chats_opens_memory_rows_first_and_no_model(
+    settings: Settings, paths: Paths, project: Path, fake: FakeOpenAI
+) -> None:
+    """`qwenmem mcp`'s runtime: memory alone, counted open with its rows, no model
+    client (a hash embedder needs none: no request reaches the endpoint), no chat."""
+    settings.memory.embedding = "hash"
+    runtime = await Runtime.open(settings, paths, project, chats=False)
+    try:
+        assert runtime.assembly.features == {MEMORY}
+        assert runtime.memory is not None
+        runtime.memory.start()
+        service = await runtime.memory.service()
+        assert not service.vectors.ready  # rows first: the vectors wait for a need
+        here = runtime.project_memory(Caller("MCP", "test-client"))
+        saved = await here.remember("The project builds with hatch.", "project", "build_tool")
+        assert saved["action"] == "created"
+        assert [m["id"] for m in (await here.list())["memories"]] == [saved["id"]]
+        with pytest.raises(RuntimeError, match="serves no chats"):
+            await runtime.open_chat()
+        with pytest.raises(RuntimeError, match="serves no chats"):
+            runtime.llm
+        assert runtime.exchange_memory() is not None
+    finally:
+        await runtime.close()
+    assert fake.requests == []  # no model judge, no embedding call, nothing
+    with pytest.raises(ValueError, match="memory only"):
+        await Runtime.open(settings, paths, project, chats=False, features={COMPACTION})

@@ -11,6 +11,7 @@ COMPACTION = "compaction"
 
 
 def _session(state: object, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
+    assert context.llm is not None  # a runtime with chats has a model client
     hook = CompactionHook(context.llm, context.settings, extract=wiring.extract_block)
     return SessionPart(hooks=(hook,), handle=hook)
 

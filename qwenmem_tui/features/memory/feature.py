@@ -37,6 +37,7 @@ def _open(context: FeatureContext) -> MemoryAccess:
         llm=context.llm,
         project=context.project,
         clock=context.clock,
+        rows_first=not context.serves_chats,
     )
 
 

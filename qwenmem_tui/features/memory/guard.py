@@ -258,11 +258,12 @@ def _despaced(text: str) -> str:
     return _SPACED.sub(lambda m: re.sub(r"[ .\-_*]", "", m.group()), text)
 
 
-def _variants(text: str) -> list[str]:
+def _variants(text: str, *, scrambled: bool = True) -> list[str]:
     """Every reading of ``text`` a poisoner could rely on the model to make: folded,
     look-alikes mapped, punctuation and underscores read as spaces (instructions split
     across sentences or across key and value), letter-spaced, reversed, rot13,
-    leetspeak, percent-, hex- and base64-decoded."""
+    leetspeak, percent-, hex- and base64-decoded. ``scrambled=False`` leaves out the
+    readings that rewrite the letters (reversed, rot13, leetspeak)."""
     sources = [text, *_decoded_base64(text), *_decoded_hex(text)]
     if hidden := _tag_text(text):
         sources.append(hidden)
@@ -274,16 +275,9 @@ def _variants(text: str) -> list[str]:
         mapped = folded.translate(_CONFUSABLES)
         spaced = " ".join(re.sub(r"[\W_]+", " ", mapped).split())
         joined = _despaced(mapped)
-        variants += [
-            source,
-            folded,
-            mapped,
-            spaced,
-            spaced.translate(_LEET),
-            joined,
-            mapped[::-1],
-            codecs.encode(mapped, "rot13"),
-        ]
+        variants += [source, folded, mapped, spaced, joined]
+        if scrambled:
+            variants += [spaced.translate(_LEET), mapped[::-1], codecs.encode(mapped, "rot13")]
     return list(dict.fromkeys(variants))
 
 
@@ -372,10 +366,15 @@ _ORDER = re.compile(
     r"|\b(you|your|you're|assistant|ai|model|agent|llm)\b.{0,60}\b(must|should|shall|will|have\s+to|need\s+to|always|never)\b"
     r"|\b(must|shall)\s+(always|never|be)\b|\b(always|never|whenever|every\s+(reply|answer|response))\b"
     # A link is a fact ("docs at https://…"); one to send data to, or to steer to, is not.
-    r"|https?://\S*[?{]|\b(send|post|upload|forward|visit|fetch|download|go\s+to|link\s+(to|there))\b.{0,60}https?://"
-    # "always / never / must / every answer" in other languages: an order, whatever
-    # verb follows (the model reads them all).
-    r"|\b(siempre|nunca|debes|toujours|jamais|dois|chaque r[ée]ponse|immer|niemals|jede antwort"
+    r"|https?://\S*[?{]|\b(send|post|upload|forward|visit|fetch|download|go\s+to|link\s+(to|there))\b.{0,60}https?://",
+    re.IGNORECASE | re.MULTILINE,
+)
+# "always / never / must / every answer" in other languages: an order, whatever verb
+# follows (the model reads them all). Single short words: never looked for in the
+# readings that rewrite letters — reversed or rot13, ordinary words turn into them
+# ("IAM" reversed is Italian "mai": "TODO: audit IAM roles" read as an order).
+_ORDER_WORDS = re.compile(
+    r"\b(siempre|nunca|debes|toujours|jamais|dois|chaque r[ée]ponse|immer|niemals|jede antwort"
     r"|sempre|nunca|deve|devi|mai|altijd|nooit|moet|zawsze|nigdy|alltid|aldrig|her zaman|asla"
     r"|selalu|jangan|luôn|không bao giờ|всегда|никогда|обязательно|завжди|ніколи|πάντα|ποτέ"
     r"|תמיד|לעולם)\b"
@@ -387,7 +386,10 @@ _ORDER = re.compile(
 
 def reads_as_instruction(key: str, value: str) -> bool:
     """A value that tells the assistant what to do (any reading of it), not what is true."""
-    return any(_ORDER.search(reading) for reading in _variants(f"{key}\n{value}"))
+    text = f"{key}\n{value}"
+    if any(_ORDER_WORDS.search(reading) for reading in _variants(text, scrambled=False)):
+        return True
+    return any(_ORDER.search(reading) for reading in _variants(text))
 
 
 def check(

@@ -30,7 +30,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from qwenmem_tui.features.memory.model import FLAG_POSSIBLE_DUPLICATE, Category, Memory
@@ -120,7 +120,7 @@ _USE_FOR = re.compile(
 )
 # "I prefer X over Y": one subject whichever way round, the choice between X and Y.
 _PREFER = re.compile(
-    r"^(?:i\s+(?:still\s+|now\s+)?prefer|(?:eu\s+)?prefiro|(?:yo\s+)?prefiero|"
+    r"^(?:(?:i\s+)?(?:still\s+|now\s+)?prefer|(?:eu\s+)?prefiro|(?:yo\s+)?prefiero|"
     r"(?:s?he\s+)?prefers|prefere|prefiere)\s+(?P<a>.+?)\s+"
     r"(?:over|to|rather\s+than|instead\s+of|em\s+vez\s+de|ao\s+inv[ée]s\s+de|en\s+vez\s+de|a|ao|à)\s+"
     r"(?P<b>.+?)[.!]?$",
@@ -143,12 +143,38 @@ _COPULA = re.compile(
     r"has\s+moved\s+to|changed\s+to|mudou\s+para|cambi[óo]\s+a)\s+(?P<v>\S.*)$",
     re.IGNORECASE,
 )
-_COLON = re.compile(r"^(?P<s>[^:=\n]{1,60}?)\s*[:=]\s*(?P<v>\S.*)$", re.DOTALL)
+# A colon between digits is a time ("after 14:00"), not a label's.
+_COLON = re.compile(r"^(?P<s>[^:=\n]{1,60}?)\s*(?<!\d)[:=](?!\d)\s*(?P<v>\S.*)$", re.DOTALL)
 _POSSESSIVE = re.compile(r"^(?P<e>[\w][\w .-]{0,40}?)'s\s+(?P<a>.+)$", re.IGNORECASE)
 # "the manager of Carol", "o gerente da Carol", "el jefe de Carol"
 _OF = re.compile(
     r"^(?P<a>.+?)\s+(?:of|d[oa]s?|de|del)\s+(?P<e>[A-ZÀ-Ý][\w-]*(?:\s+[A-ZÀ-Ý][\w-]*)?)$"
 )
+
+# Verbs that relate a person to one of many things: the key names the relation
+# ("likes"), never the thing ("like_green_tea" would carry the value). Each one is its
+# own memory (a second like is not a new value of the first).
+_RELATIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE))
+    for name, pattern in (
+        ("likes", r"^(?:really\s+|also\s+)?(?:like|likes|love|loves|enjoy|enjoys|adore|adores)\b"),
+        ("dislikes", r"^(?:really\s+)?(?:hate|hates|dislike|dislikes|can'?t\s+stand|cannot\s+stand)\b"),
+        ("preferences", r"^(?:still\s+|now\s+|usually\s+)?(?:prefer|prefers)\b"),
+        ("languages", r"^(?:speak|speaks)\b"),
+        ("allergies", r"^(?:(?:am|is)\s+)?allergic\s+to\b"),
+        ("diet", r"^(?:(?:am|is)\s+)?(?:a\s+)?(?:vegetarian|vegan|pescatarian)\b"),
+        ("car", r"^(?:drive|drives)\s+(?:a|an|the)\b"),
+    )
+)
+
+
+def _relation(entity: str, rest: str) -> Subject | None:
+    """The many-valued relation ``rest`` states of ``entity`` ("likes green tea")."""
+    for name, pattern in _RELATIONS:
+        if pattern.match(rest.strip()):
+            return Subject(entity, name, False, name)
+    return None
+
 
 # Words at the front of a phrase that do not name it.
 _DETERMINERS = frozenset(
@@ -326,7 +352,7 @@ def _predicate(entity: str, rest: str) -> Subject:
         if phrase is not None and phrase[0] not in _FIRST_PERSON and not _VERBS_SHORT.match(phrase[-1]):
             attribute = canonical(phrase)
             return Subject(entity, attribute, _single(attribute), "_".join(phrase))
-    return Subject(entity)
+    return _relation(entity, rest) or Subject(entity)
 
 
 def _preference(entity: str, found: re.Match[str]) -> Subject:
@@ -350,7 +376,7 @@ def _first_person(body: str) -> Subject | None:
         for attribute, pattern in _PREDICATES:
             if pattern.search(rest):
                 return Subject("user", attribute, True, _KEYS.get(attribute, attribute))
-        return Subject("user")
+        return _relation("user", rest) or Subject("user")
     # Portuguese and Spanish drop the pronoun: "moro em Lisboa", "vivo en Madrid".
     for attribute, pattern in _PREDICATES:
         if pattern.search(body) and re.match(
@@ -552,9 +578,17 @@ _PROJECT_WORDS = re.compile(
     r"\b(project|repo|repository|codebase|this code|build|tests?|deploy\w*|ci|pipeline|"
     r"server|servers|host|hostname|staging|production|prod|service|services|database|db|"
     r"endpoint|api|port|branch|cluster|bucket|domain|config|file|files|team|sprint|release|"
+    r"standup|retro|on-?call|incident|runbook|roadmap|backlog|code review|"
     r"projeto|proyecto|reposit[óo]rio|repositorio|servidor|servi[çc]o|servicio|equipe|equipo|"
     r"banco de dados|base de datos|arquivo|archivo)\b",
     re.IGNORECASE,
+)
+
+
+# A note that opens by telling the assistant how to answer.
+_ADDRESSED = re.compile(
+    r"^\s*(?:answer|reply|respond|write|explain|summari[sz]e|talk\s+to\s+me|address\s+me|"
+    r"responda|responde|escreva|escribe|explica|explique)\b"
 )
 
 
@@ -570,6 +604,8 @@ def category_of(text: str, subject: Subject | None = None) -> Category:
     person = subject is not None and subject.entity == "user"
     rule = subject is not None and (subject.attribute or "").startswith(("rule:", "preference:"))
     if rule and subject is not None and subject.entity == "user":
+        return Category.FEEDBACK
+    if _ADDRESSED.match(lowered):  # "answer in Portuguese": how the assistant should work
         return Category.FEEDBACK
     if not person and (
         _PROJECT_WORDS.search(lowered)
@@ -670,6 +706,11 @@ class Identity:
     decided_by: str = "rule"  # "rule" | "model" | "key"
     possible_duplicates: tuple[int, ...] = ()
 
+    def flagged(self, ids: Sequence[int]) -> Identity:
+        """This identity with ``ids`` also named as possible duplicates."""
+        more = tuple(i for i in ids if i not in self.possible_duplicates)
+        return replace(self, possible_duplicates=self.possible_duplicates + more) if more else self
+
 
 def decide(
     key: str,
@@ -706,6 +747,27 @@ def decide(
         if twin is not None:  # /remember said it again: the row it repeats
             return Identity(twin.key, same_as=twin)
     return Identity(key, possible_duplicates=maybe)
+
+
+def filed_elsewhere(
+    key: str, value: str, category: Category, found: Sequence[Memory]
+) -> tuple[int, ...]:
+    """Rows of ``found`` under this key in another category that may be this very fact
+    (the same single-valued attribute, or nearly the same words): kept, and named as
+    possible duplicates. "ana" under feedback (how Ana likes meetings) and "ana" under
+    user (what she drinks) share a name and nothing else: not named."""
+    new = about(key, value)
+    return tuple(
+        m.id
+        for m in found
+        if m.key == key
+        and m.category != category
+        and (
+            restates(new, about(m.key, m.value), category)
+            or _same_text(value, m.value)
+            or near_paraphrase(value, m.value)
+        )
+    )
 
 
 def _same_text(a: str, b: str) -> bool:

@@ -328,24 +328,25 @@ class _Steps(write_plan.WriteSteps):
     async def get(self, memory_id: int) -> Memory | None:
         return await _get(self._conn, memory_id)
 
-    async def active(self, user: str, scope: str, key: str) -> Memory | None:
+    async def active(self, user: str, scope: str, category: str, key: str) -> Memory | None:
         return await _one(
             self._conn,
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND key = ? AND status = ?",
-            (user, scope, key, _ACTIVE),
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND category = ?"
+            " AND key = ? AND status = ?",
+            (user, scope, category, key, _ACTIVE),
         )
 
     async def active_and_twin(
         self, draft: MemoryDraft, chash: str
     ) -> tuple[Memory | None, Memory | None]:
-        current = await self.active(draft.user, draft.scope, draft.key)
+        current = await self.active(draft.user, draft.scope, draft.category.value, draft.key)
         if current is not None and current.content_hash == chash:
             return current, None
         twin = await _one(
             self._conn,
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND content_hash = ?"
-            " AND status = ? AND key != ?",
-            (draft.user, draft.scope, chash, _ACTIVE, draft.key),
+            " AND status = ? AND NOT (key = ? AND category = ?)",
+            (draft.user, draft.scope, chash, _ACTIVE, draft.key, draft.category.value),
         )
         return current, twin
 

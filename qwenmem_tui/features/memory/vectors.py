@@ -232,21 +232,29 @@ class MemoryVectors:
         k: int = 5,
         exclude: Collection[int] = (),
         vector: np.ndarray | None = None,
+        same_key: bool = False,
     ) -> list[Candidate]:
         """This user's active memories in ``scope`` nearest to a fact ``key``/``value``
         by both recall channels, fused, best first, no threshold (each ``Candidate``
         carries its cosine and lexical rank for the caller's own decision).
 
         For fact identity: does a new fact restate or update one already stored?
+        ``same_key``: also the found rows of other categories under this very key,
+        after the ``k`` of ``category`` (the same name filed elsewhere: maybe the same
+        fact, never superseded by it).
         """
         await self.load()
         text = embed_text(Category(category or Category.USER), key, value)
         found = await self.recaller.candidates(
             text, scopes=(scope,), exclude=exclude, limit=max(20, 4 * k), vector=vector
         )
-        if category is not None:
-            found = [c for c in found if c.memory.category == Category(category)]
-        return found[:k]
+        if category is None:
+            return found[:k]
+        wanted = Category(category)
+        nearest = [c for c in found if c.memory.category == wanted][:k]
+        if same_key:
+            nearest += [c for c in found if c.memory.category != wanted and c.memory.key == key]
+        return nearest
 
     def embedder_state(self) -> tuple[Embedder | None, str, str]:
         """(embedder, its id, why recall is lexical-only or ""): the one in use, or,

@@ -66,14 +66,16 @@ class WriteSteps(ABC):
     async def get(self, memory_id: int) -> Memory | None: ...
 
     @abstractmethod
-    async def active(self, user: str, scope: str, key: str) -> Memory | None:
-        """The key's active row."""
+    async def active(self, user: str, scope: str, category: str, key: str) -> Memory | None:
+        """The fact's active row: a fact is its (user, scope, category, key); the same
+        key under another category is another fact."""
 
     @abstractmethod
     async def active_and_twin(
         self, draft: MemoryDraft, chash: str
     ) -> tuple[Memory | None, Memory | None]:
-        """The key's active row, and an active row holding ``chash`` under another key.
+        """The fact's active row (``active``), and an active row of the scope holding
+        ``chash`` under another key.
 
         The twin may be left out (None) when the key's own row holds ``chash``: the
         write only refreshes that row then.
@@ -392,7 +394,7 @@ async def _approve(
     row = await steps.get(memory_id)
     if row is None or row.status is not Status.QUARANTINED:
         return None
-    current = await steps.active(row.user, row.scope, row.key)
+    current = await steps.active(row.user, row.scope, row.category.value, row.key)
     if current is not None:
         await steps.set_status(current.id, Status.SUPERSEDED, now)
     await steps.set_status(memory_id, Status.ACTIVE, now)
@@ -428,7 +430,7 @@ async def _restore(
     row = await steps.get(memory_id)
     if row is None or row.status is not Status.SUPERSEDED:
         return None
-    current = await steps.active(row.user, row.scope, row.key)
+    current = await steps.active(row.user, row.scope, row.category.value, row.key)
     if current is not None:  # leave the partial unique index room first
         await steps.set_status(current.id, Status.SUPERSEDED, now)
     await steps.reactivate(memory_id, now)
@@ -452,9 +454,9 @@ async def _move(
     if (row.category, row.scope) == (category, scope):
         return row
     if row.status is Status.ACTIVE:
-        clash = await steps.active(row.user, scope, row.key)
+        clash = await steps.active(row.user, scope, category.value, row.key)
         if clash is not None and clash.id != row.id:
-            raise ValueError(f"#{clash.id} already holds key {row.key} there")
+            raise ValueError(f"#{clash.id} already holds {category}/{row.key} there")
     await steps.set_place(memory_id, category.value, scope, now)
     where = f"moved from {row.category}/{row.scope} to {category}/{scope}"
     await steps.audit(

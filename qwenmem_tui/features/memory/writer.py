@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING
 
 from qwenmem_tui import secrets
 from qwenmem_tui.features.memory import guard
+from qwenmem_tui.features.memory.filing import filing_messages, parse_filing
 from qwenmem_tui.features.memory.identity import (
     KEY_CHARS,
     POSSIBLE_DUPLICATE,
     Identity,
     decide,
     file_note,
+    filed_elsewhere,
     judge_candidates,
     judge_messages,
     parse_judgement,
@@ -108,6 +110,11 @@ def note_subject(text: str) -> tuple[str, str]:
     never carries one (the value loses it in the guard)."""
     note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))
     return note.category.value, note.key
+
+
+def _same_fact(memory: Memory, draft: MemoryDraft) -> bool:
+    """One fact: the same category and key (the caller matched user and scope)."""
+    return (memory.category, memory.key) == (draft.category, draft.key)
 
 
 class MemoryWriter:
@@ -352,19 +359,21 @@ class MemoryWriter:
         return result
 
     async def _held_twin(self, draft: MemoryDraft) -> Memory | None:
-        """A quarantined row of the same user, scope, key and value, if any: holding a
-        write again (a re-import, the model retrying) must not pile up rows to review."""
+        """A quarantined row of the same fact (user, scope, category, key) and value, if
+        any: holding a write again (a re-import, the model retrying) must not pile up
+        rows to review."""
         chash = content_hash(draft.value)
         held = await self.store.list(
             user=draft.user, scopes=[draft.scope], statuses=[Status.QUARANTINED]
         )
-        return next((m for m in held if m.key == draft.key and m.content_hash == chash), None)
+        return next((m for m in held if _same_fact(m, draft) and m.content_hash == chash), None)
 
     async def _active_twin(self, draft: MemoryDraft) -> bool:
-        """Whether the key's active row in this scope holds the draft's value."""
+        """Whether the fact's active row (this scope, category and key) holds the
+        draft's value."""
         rows = await self.store.list(user=draft.user, scopes=[draft.scope], statuses=[Status.ACTIVE])
         chash = content_hash(draft.value)
-        return any(m.key == draft.key and m.content_hash == chash for m in rows)
+        return any(_same_fact(m, draft) and m.content_hash == chash for m in rows)
 
     async def _count_trust(self, provenance: Provenance, value: str, result: WriteResult) -> None:
         """The two rates `memory stats` reports: how many model writes made while
@@ -401,16 +410,26 @@ class MemoryWriter:
         A free-text note from a model (the MCP ``remember`` tool) comes the same way
         with its own ``origin`` and ``provenance``, and may name the ``category`` or
         ``key`` itself (a key it names is kept as given).
+
+        Unless the caller names the category, the rule files the note and, with a fast
+        model, the model's validated choice of category and scope wins
+        (``memory/filing.py``; ``judge_timeout`` seconds at most, the audit says so).
         """
-        note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))  # note_subject's
+        said = secrets.redact(text).replace(secrets.REDACTED, " ")  # note_subject's
+        note = file_note(said)
         chosen = Category(category) if category in {c.value for c in Category} else note.category
+        if category is None:
+            filed = await self._file(said, judge_timeout)
+            if filed is not None and filed is not chosen:
+                reason = join_reasons(reason, f"filed under {filed} by the model (rule: {chosen})")
+                chosen = filed
         named = key is not None
         if key is None:
             key = note.key
             if not note.restates_by_key:
-                key = await self._free_key(key, text.strip(), scope_for(chosen, project))
+                key = await self._free_key(key, text.strip(), chosen, scope_for(chosen, project))
         return await self.save(
-            category or chosen.value,
+            category if category is not None else chosen.value,  # a wrong one: the guard says so
             key,
             text.strip(),
             origin=origin,
@@ -421,13 +440,14 @@ class MemoryWriter:
             explicit_key=named,
         )
 
-    async def _free_key(self, key: str, value: str, scope: str) -> str:
-        """``key``, or ``key_2``, ``key_3``… when another fact already holds it: a
-        name shared by two facts is no evidence they are one. The same words said
-        again keep the key (the write then only refreshes that row)."""
+    async def _free_key(self, key: str, value: str, category: Category, scope: str) -> str:
+        """``key``, or ``key_2``, ``key_3``… when another fact of this category and
+        scope already holds it: a name shared by two facts is no evidence they are one.
+        The same words said again keep the key (the write then only refreshes that row)."""
         taken = {
             m.key: m
             for m in await self.store.list(user=self.user, scopes=[scope], statuses=[Status.ACTIVE])
+            if m.category == category
         }
         candidate, n = key, 1
         while candidate in taken and content_hash(taken[candidate].value) != content_hash(value):
@@ -473,19 +493,25 @@ class MemoryWriter:
         validated, wins over the rule's "add". Asking only then keeps side calls rare.
         """
         try:
-            candidates = await self.neighbours(scope, category, key, value, vector=vector)
+            found = await self.vectors.nearest(
+                key, value, scope=scope, category=category, k=NEIGHBOURS, vector=vector, same_key=True
+            )
         except Exception as exc:  # a failed lookup must not lose the fact: plain write
             log.warning("[MEMORY_IDENTITY] neighbour lookup failed: %s", exc)
             return Identity(key)
+        candidates = [c.memory for c in found if c.memory.category == category]
+        # The same key under another category is another fact (the store's identity is
+        # scope, category, key): never superseded, flagged when it reads as the same one.
+        elsewhere = filed_elsewhere(key, value, category, [c.memory for c in found])
         ruled = decide(key, value, category, candidates, explicit=explicit)
         if ruled.replaces or ruled.same_as is not None or ruled.key != key or ruled.decided_by == "key":
-            return ruled
+            return ruled.flagged(elsewhere)
         asked = judge_candidates(key, value, category, candidates)
         if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and asked:
             judged = await self._judge(category, key, value, asked, judge_timeout, explicit)
             if judged is not None:
-                return judged
-        return ruled
+                return judged.flagged(elsewhere)
+        return ruled.flagged(elsewhere)
 
     async def _judge(
         self,
@@ -497,23 +523,38 @@ class MemoryWriter:
         explicit: bool,
     ) -> Identity | None:
         """The fast model's add / update / no-op, validated; None when unusable."""
+        answer = await self._ask(judge_messages(str(category), key, value, candidates), timeout)
+        if answer is None:
+            return None
+        judged = parse_judgement(answer, key, value, candidates, explicit=explicit)
+        if judged is None:
+            log.info("[MEMORY_IDENTITY] model answer not a valid choice; using the rule")
+        return judged
+
+    async def _file(self, note: str, timeout: float | None) -> Category | None:
+        """The fast model's category for a /remember note (``memory/filing.py``),
+        validated; None without a model, when it is late, or when the answer is not a
+        valid choice (the rule's stands)."""
+        if self.llm is None or timeout is None or timeout <= 0 or not note.strip():
+            return None
+        answer = await self._ask(filing_messages(note), timeout)
+        filed = None if answer is None else parse_filing(answer)
+        if answer is not None and filed is None:
+            log.info("[MEMORY_IDENTITY] model filing not a valid choice; using the rule")
+        return filed
+
+    async def _ask(self, messages: list[dict[str, str]], timeout: float) -> str | None:
+        """One side call to the fast model, bounded by ``timeout``; None on any failure
+        (the caller's rule decides: a write never waits on, or fails by, the model)."""
         llm = self.llm
         assert llm is not None
         try:
             completion = await asyncio.wait_for(
-                llm.complete(
-                    judge_messages(str(category), key, value, candidates),
-                    model=llm.fast_model,
-                    temperature=0.0,
-                ),
-                timeout,
+                llm.complete(messages, model=llm.fast_model, temperature=0.0), timeout
             )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # TimeoutError, LLMError, anything: the rule decides
-            log.info("[MEMORY_IDENTITY] model judgement unavailable (%s); using the rule", exc)
+            log.info("[MEMORY_IDENTITY] model side call unavailable (%s); using the rule", exc)
             return None
-        judged = parse_judgement(completion.content, key, value, candidates, explicit=explicit)
-        if judged is None:
-            log.info("[MEMORY_IDENTITY] model answer not a valid choice; using the rule")
-        return judged
+        return completion.content

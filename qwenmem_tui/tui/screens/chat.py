@@ -38,22 +38,22 @@ from qwenmem_tui.chat.events import (
     TurnStarted,
 )
 from qwenmem_tui import secrets
-from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.prompt_history import HISTORY_FILE_NAME, PromptHistory
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.commands import parse_command
 from qwenmem_tui.tui.screens.secret_confirm import SecretChoice, SecretConfirm
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
-from qwenmem_tui.tui.widgets.items import AssistantItem, DimItem, ErrorItem, InfoItem, ToolCallItem
+from qwenmem_tui.tui.widgets.plain_items import DimItem, ErrorItem, InfoItem, ToolCallItem
 from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from qwenmem_tui.tui.host import BusyState
-    from qwenmem_tui.tui.host import Host
+    from qwenmem_tui.chat.session import ChatSession
+    from qwenmem_tui.tui.host import BusyState, Host
+    from qwenmem_tui.tui.widgets.items import AssistantItem
 
 log = logging.getLogger("qwenmem.tui")
 
@@ -568,6 +568,10 @@ class _ReplyView(ChatEventHandler):
 
     async def assistant_delta(self, event: AssistantDelta) -> None:
         if self._reply is None:
+            # Markdown's widgets load after the first frame (the startup thread has
+            # imported them by the time a reply streams).
+            from qwenmem_tui.tui.widgets.items import AssistantItem
+
             self._reply = AssistantItem(clock=self._app.clock)
             self._replied = True
             await self._log.add(self._reply)

@@ -16,7 +16,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from qwenmem_tui.storage.sessions import Item
-from qwenmem_tui.tui.widgets.items import MessageView, ToolCallItem
+from qwenmem_tui.tui.widgets.plain_items import MessageView, ToolCallItem
 
 PAGE_SIZE = 20
 """Stored items given widgets at once (more than a screenful). A Markdown reply costs

@@ -20,6 +20,7 @@ from qwenmem_tui.features.memory.identity import (
     about,
     classify_note,
     decide,
+    file_note,
     parse_judgement,
     restates,
 )
@@ -34,7 +35,7 @@ from qwenmem_tui.features.memory.model import (
 )
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, by_system_prompt
 
 
 def memory(id: int, key: str, value: str, category: str = "user") -> Memory:
@@ -339,6 +340,12 @@ async def judged(mem_paths: Paths, clock: Clock, llm: LLMClient) -> AsyncIterato
         await svc.close()
 
 
+def answer_judge(fake: FakeOpenAI, answer: dict) -> None:
+    """The judgement side call answers ``answer``; /remember's filing call (another
+    system prompt) gets the echo, not a valid filing, so the rule files the note."""
+    fake.responder = by_system_prompt({JUDGE_SYSTEM_PROMPT: lambda _body: Reply(json.dumps(answer))})
+
+
 def judge_requests(fake: FakeOpenAI) -> list[dict]:
     return [
         body for body in fake.chat_requests if body["messages"][0]["content"] == JUDGE_SYSTEM_PROMPT
@@ -350,7 +357,7 @@ async def test_the_fast_model_picks_the_memory_a_note_restates(
 ) -> None:
     first = await judged.remember("my favourite editor is vim", project=PROJECT_A)
     assert judge_requests(fake) == []  # nothing to decide between: no model call
-    fake.script(Reply(json.dumps({"action": "update", "id": first.memory.id})))
+    answer_judge(fake, {"action": "update", "id": first.memory.id})
     result = await judged.remember("I switched to helix as my editor", project=PROJECT_A)
     [request] = judge_requests(fake)
     assert request["model"] == "test-fast"
@@ -366,7 +373,7 @@ async def test_a_model_noop_refreshes_the_memory_already_saying_it(
     judged: MemoryService, fake: FakeOpenAI
 ) -> None:
     first = await judged.remember("my favourite editor is vim", project=PROJECT_A)
-    fake.script(Reply(json.dumps({"action": "noop", "id": first.memory.id})))
+    answer_judge(fake, {"action": "noop", "id": first.memory.id})
     result = await judged.remember("vim is the editor I like best", project=PROJECT_A)
     assert result.action is WriteAction.REFRESHED and result.memory.id == first.memory.id
     assert await active(judged) == [("favourite_editor", "my favourite editor is vim")]
@@ -426,3 +433,38 @@ async def test_another_user_s_fact_of_the_same_subject_is_never_touched(
         assert await active(service) == [("current_city", "Lives in Lisbon")]
     finally:
         await bob.close()
+
+
+# --- /remember keys name the subject, never the value (issue 24) -------------------------
+
+
+@pytest.mark.parametrize(
+    ("note", "category", "key"),
+    [
+        ("I prefer short commit messages", "feedback", "preferences"),
+        ("I like green tea", "user", "likes"),
+        ("I hate long meetings", "user", "dislikes"),
+        ("I speak Portuguese and German", "user", "languages"),
+        ("I am allergic to cashews", "user", "allergies"),
+        ("I am vegetarian", "user", "diet"),
+        ("I drive a blue Fiat", "user", "car"),
+        ("prefer pytest over unittest", "feedback", "preference_pytest_unittest"),
+        ("answer in Portuguese", "feedback", "answer_portuguese"),
+        # Other people's facts are the project's (its team), never the user's.
+        ("Keiko prefers meetings after 14:00", "project", "keiko_preferences"),
+        ("Tobias: loves rock climbing", "project", "tobias_likes"),
+        ("Sven owns the search service", "project", "sven"),
+        ("the standup is at 9:30", "project", "standup"),
+    ],
+)
+def test_a_note_s_key_names_its_subject_not_its_value(note: str, category: str, key: str) -> None:
+    filed = file_note(note)
+    assert (filed.category.value, filed.key) == (category, key)
+
+
+async def test_two_likes_are_two_memories_and_a_time_is_not_a_label(service: MemoryService) -> None:
+    tea = await service.remember("I like green tea", project=PROJECT_A, judge_timeout=None)
+    hiking = await service.remember("I like hiking in the Gerês", project=PROJECT_A, judge_timeout=None)
+    assert (tea.memory.key, hiking.memory.key) == ("likes", "likes_2") and hiking.superseded == []
+    meet = await service.remember("Keiko prefers meetings after 14:00", project=PROJECT_A, judge_timeout=None)
+    assert meet.memory.key == "keiko_preferences" and meet.memory.category is Category.PROJECT

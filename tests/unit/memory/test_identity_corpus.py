@@ -36,7 +36,8 @@ def test_the_corpus_is_big_varied_and_labelled() -> None:
     assert labels.keys() == {"restates", "distinct"} and min(labels.values()) >= 90
     kinds = {p["kind"] for p in PAIRS}
     for kind in ("same person, other fact", "same service, other fact", "list items", "speaker turns",
-                 "near-paraphrase", "same person, value over time", "equal values, different subjects"):
+                 "near-paraphrase", "same person, value over time", "equal values, different subjects",
+                 "same key, two categories", "same person, distinct attributes, two categories"):
         assert kind in kinds, kind
     assert {p["path"] for p in PAIRS} == {"remember", "explicit"}
 

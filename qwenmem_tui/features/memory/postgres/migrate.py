@@ -34,7 +34,7 @@ class MigrationReport:
     memories: int = 0  # rows copied this run
     audit: int = 0  # audit entries copied this run
     already: int = 0  # rows a previous run had copied
-    conflicts: list[str] = field(default_factory=list)  # keys active on both sides
+    conflicts: list[str] = field(default_factory=list)  # facts (category/key) active on both sides
 
     def to_text(self) -> str:
         text = f"copied {self.memories} memories and {self.audit} audit entries ({self.already} already copied)"
@@ -134,11 +134,11 @@ class _Migration:
     ) -> None:
         """Insert one row; an active key already active here keeps the newer value."""
         fields = self._fields(r)
-        existing = await steps.active(r[1], r[2], r[4]) if r[7] == ACTIVE else None
+        existing = await steps.active(r[1], r[2], r[3], r[4]) if r[7] == ACTIVE else None
         if existing is None:
             self.mapping[r[0]] = await conn.fetchval(_INSERT, *fields)
         elif float(r[10]) >= existing.updated_at:
-            self.report.conflicts.append(r[4])
+            self.report.conflicts.append(f"{r[3]}/{r[4]}")
             await conn.execute(
                 "UPDATE memories SET status = $1 WHERE id = $2",
                 Status.SUPERSEDED.value,
@@ -149,7 +149,7 @@ class _Migration:
                 steps, existing, self.mapping[r[0]], "system", r[5], float(r[10])
             )
         else:
-            self.report.conflicts.append(r[4])
+            self.report.conflicts.append(f"{r[3]}/{r[4]}")
             fields[6], fields[15] = Status.SUPERSEDED.value, None
             self.mapping[r[0]] = new_id = await conn.fetchval(_INSERT, *fields)
             await conn.execute(

@@ -124,6 +124,14 @@ PG_MIGRATIONS: list[str] = [
     + """)) STORED;
     CREATE INDEX memories_search ON memories USING GIN (search) WHERE status = 'active';
     """,
+    # 3: a fact's identity is (user, scope, category, key), as SQLite migration 5: the
+    # same key under two categories is two facts. The new index allows every active set
+    # the old one did, so no row changes.
+    """
+    DROP INDEX memories_one_active_key;
+    CREATE UNIQUE INDEX memories_one_active_fact ON memories (username, scope, category, key)
+        WHERE status = 'active';
+    """,
 ]
 
 

@@ -51,12 +51,14 @@ class PgSteps(write_plan.WriteSteps):
     async def get(self, memory_id: int) -> Memory | None:
         return await fetch_memory(self._conn, memory_id)
 
-    async def active(self, user: str, scope: str, key: str) -> Memory | None:
+    async def active(self, user: str, scope: str, category: str, key: str) -> Memory | None:
         return await fetch_one(
             self._conn,
-            f"SELECT {COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND key = $3 AND status = $4",
+            f"SELECT {COLUMNS} FROM memories WHERE username = $1 AND scope = $2 AND category = $3"
+            " AND key = $4 AND status = $5",
             user,
             scope,
+            category,
             key,
             ACTIVE,
         )
@@ -77,8 +79,11 @@ class PgSteps(write_plan.WriteSteps):
                 chash,
             )
         ]
-        current = next((m for m in candidates if m.key == draft.key), None)
-        twin = next((m for m in candidates if m.key != draft.key and m.content_hash == chash), None)
+        fact = (draft.category, draft.key)
+        current = next((m for m in candidates if (m.category, m.key) == fact), None)
+        twin = next(
+            (m for m in candidates if (m.category, m.key) != fact and m.content_hash == chash), None
+        )
         return current, twin
 
     async def insert(self, row: write_plan.NewRow) -> Memory:
