@@ -247,34 +247,15 @@ class Runtime:
             instructions = await opening.instructions(cwd)
             names = await features if inspect.isawaitable(features) else features
             client = await opening.client()
-            from qwenmem_tui.features.assembly import Assembly  # loaded (in a thread) by preload
-
-            assembly = Assembly.create(
-                settings,
-                paths,
-                llm=client,
-                project_root=root,
-                project=project_id(root),
-                features=opening.feature_names(names),
+            runtime = opening.build(
+                cls,
+                client,
+                opening.feature_names(names),
+                instructions,
                 model_defaults=model_defaults,
                 extra_tools=extra_tools,
-                clock=clock,
-                serves_chats=chats,
-            )
-            assert opening.db is not None  # opened above
-            runtime = cls(
-                settings=settings,
-                paths=paths,
-                project_root=root,
-                clock=clock,
-                db=opening.db,
-                store=SessionStore(opening.db, clock=clock),
-                llm=client,
-                owns_llm=llm is None,
-                assembly=assembly,
-                model_defaults=model_defaults,
                 hooks=hooks,
-                instructions=instructions,
+                clock=clock,
             )
         except BaseException:
             if inspect.iscoroutine(features):
@@ -474,6 +455,49 @@ class _Opening:
         elif self.chats or _memory_embeds_on_the_endpoint(self.settings):
             self.made_llm = LLMClient.from_settings(self.settings)
         return self.made_llm
+
+    def build(
+        self,
+        runtime: type[Runtime],
+        client: LLMClient | None,
+        names: Collection[str] | None,
+        instructions: Instructions,
+        *,
+        model_defaults: LocalChatDefaults | None,
+        extra_tools: Sequence[Tool],
+        hooks: Sequence[QueryHook],
+        clock: Callable[[], float],
+    ) -> Runtime:
+        """The runtime on what is open: the features assembled on the client."""
+        from qwenmem_tui.features.assembly import Assembly  # loaded (in a thread) by preload
+
+        assert self.db is not None  # opened first
+        assembly = Assembly.create(
+            self.settings,
+            self.paths,
+            llm=client,
+            project_root=self.root,
+            project=project_id(self.root),
+            features=names,
+            model_defaults=model_defaults,
+            extra_tools=extra_tools,
+            clock=clock,
+            serves_chats=self.chats,
+        )
+        return runtime(
+            settings=self.settings,
+            paths=self.paths,
+            project_root=self.root,
+            clock=clock,
+            db=self.db,
+            store=SessionStore(self.db, clock=clock),
+            llm=client,
+            owns_llm=self.given_llm is None,
+            assembly=assembly,
+            model_defaults=model_defaults,
+            hooks=hooks,
+            instructions=instructions,
+        )
 
     def feature_names(self, names: Collection[str] | None) -> Collection[str] | None:
         """`names` as asked; serving no chats, memory alone (when it is turned on)."""

@@ -614,6 +614,76 @@ def test_no_private_textual_api() -> None:
     assert private_textual_uses(load_modules()) == []
 
 
+CHAT_EVENTS = frozenset(
+    {
+        "QueryStarted", "TurnStarted", "AssistantDelta", "ReasoningDelta", "ToolCallStarted",
+        "ToolCallFinished", "ItemAdded", "Notice", "QueryFinished",
+    }
+)
+"""The chat events (`chat/events.py`); faces walk them with `ChatEventHandler`."""
+
+
+def event_ladders(modules: dict[str, Module]) -> list[str]:
+    """Face functions that tell chat events apart by isinstance (two types or more):
+    the one dispatch is `ChatEventHandler.handle`, a method per event."""
+    problems = []
+    for module in modules.values():
+        if not (_in(module.name, FACES) or is_feature_face(module.name)):
+            continue
+        for function in ast.walk(module.tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            tested: set[str] = set()
+            for node in ast.walk(function):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id == "isinstance"
+                    and len(node.args) == 2
+                ):
+                    kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+                    for kind in kinds:
+                        name = kind.id if isinstance(kind, ast.Name) else getattr(kind, "attr", "")
+                        if name in CHAT_EVENTS:
+                            tested.add(name)
+            if len(tested) > 1:
+                problems.append(f"{module.name}:{function.lineno} {function.name} tests {', '.join(sorted(tested))}")
+    return problems
+
+
+def test_faces_walk_chat_events_with_the_one_handler() -> None:
+    assert event_ladders(load_modules()) == []
+
+
+MAX_FUNCTION_LINES = 80
+"""The longest a function may be (docstring included) where issue 26 asked for it."""
+SHORT_FUNCTION_ROOMS = (
+    f"{PACKAGE}.daemon",
+    f"{PACKAGE}.features.memory",
+    f"{PACKAGE}.mcp_server",
+    f"{PACKAGE}.runtime",
+)
+
+
+def long_functions(modules: dict[str, Module], limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """Functions over `limit` lines in SHORT_FUNCTION_ROOMS."""
+    problems = []
+    for module in modules.values():
+        if not _in(module.name, SHORT_FUNCTION_ROOMS):
+            continue
+        for node in ast.walk(module.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > limit:
+                    problems.append(f"{module.name}:{node.lineno} {node.name} is {length} lines")
+    return problems
+
+
+def test_no_long_function_in_the_daemon_memory_and_runtime() -> None:
+    """A function that outgrows a screen gets steps (see `Runtime.open`'s `_Opening`)."""
+    assert long_functions(load_modules()) == []
+
+
 def test_the_base_imports_no_feature() -> None:
     """config, paths, text, secrets, the debug log, llm/ and storage/ know nothing above."""
     assert base_reaching_up(load_modules()) == []
@@ -696,6 +766,20 @@ def test_the_checks_catch_what_they_are_for() -> None:
         f"{PACKAGE}.mcp_server.m:2 constructs ProjectMemory",
     ]
     assert [p.split(":")[1] for p in typed_against_the_app(fake)] == ["3 names QwenmemApp", "5 names QwenmemApp"]
+
+    ladder = module(
+        f"{PACKAGE}.daemon.e",
+        "def f(event):\n    if isinstance(event, AssistantDelta):\n        pass\n"
+        "    elif isinstance(event, events.ItemAdded):\n        pass\n"
+        "def g(event):\n    return isinstance(event, ReasoningDelta)\n",
+    )
+    assert event_ladders({ladder.name: ladder}) == [f"{PACKAGE}.daemon.e:1 f tests AssistantDelta, ItemAdded"]
+
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    long = module(f"{PACKAGE}.daemon.l", f"def short():\n    pass\ndef long():\n{body}")
+    assert long_functions({long.name: long}) == [
+        f"{PACKAGE}.daemon.l:3 long is {MAX_FUNCTION_LINES + 1} lines"
+    ]
 
     private = module(
         f"{PACKAGE}.tui.w",
