@@ -19,7 +19,9 @@ names neither, so neither sits in a cycle with it.
 
 from __future__ import annotations
 
+import asyncio
 import getpass
+import importlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
@@ -202,6 +204,9 @@ class MemoryService:
         )
 
         async def open_vectors() -> tuple[EmbedderChoice, VectorIndex]:
+            # numpy and FAISS import in a worker (~0.35 s): on the loop they held the
+            # screen and the keys of a reply streaming meanwhile.
+            await asyncio.to_thread(importlib.import_module, "qwenmem_tui.features.memory.index")
             from qwenmem_tui.features.memory.index import VectorIndex
 
             chosen = choice

@@ -139,18 +139,27 @@ def test_prompt_runs_tools_and_answers_with_the_whole_reply(
 
 def test_prompt_streams_sse_events(client: TestClient, fake: FakeOpenAI) -> None:
     session_id = new_session(client)
+    # The last turn's rest is sent once its first words have reached the client: what
+    # the model sends apart is streamed apart (what arrives together is one delta).
+    rest = threading.Event()
     fake.script(
         Reply("Looking.", tool_calls=[ToolCallSpec("list_directory", {"path": "."}, id="c1")]),
-        Reply("Two files, chunked.", chunk_size=4),
+        Reply("Two files, chunked.", chunk_size=4, stall_after=1, stall_gate=rest),
     )
-    response = client.post(
+    lines: list[str] = []
+    with client.stream(
+        "POST",
         f"/session/{session_id}/prompt",
         json={"text": "list"},
         headers={"Accept": "text/event-stream"},
-    )
-    assert response.status_code == 200
-    assert response.headers["content-type"].startswith("text/event-stream")
-    events = sse_events(response.text)
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            lines.append(line)
+            if line == "event: delta" and "event: tool_result" in lines:
+                rest.set()
+    events = sse_events("\n".join(lines))
     kinds = [kind for kind, _ in events]
     assert kinds[0] == "delta" and kinds[-1] == "done"
     calls = kinds.index("tool_call")
