@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.binding import Binding
 
@@ -33,8 +33,7 @@ from qwenmem_tui.tui.widgets.plain_items import ItemWidgetFactory
 if TYPE_CHECKING:
     # Types only: features loads the memory stack (numpy/FAISS), which the app imports
     # in its startup worker, after the first frame.
-    from qwenmem_tui.features.assembly import MemoryAccess, SessionFeatures
-    from qwenmem_tui.features.mcp.servers import McpServers
+    from qwenmem_tui.features.assembly import SessionFeatures
 
 
 @dataclass(frozen=True)
@@ -51,12 +50,15 @@ class AppContext:
     clock: Callable[[], float]
     features: SessionFeatures
     """The app's one set of hooks and tools (they follow the session on screen)."""
-    memory: MemoryAccess | None = None
-    """The memory service, opening in the background (None: memory is not assembled)."""
-    mcp: McpServers | None = None
-    """The configured MCP servers, starting in the background (None: none configured)."""
+    states: Mapping[str, Any] = field(default_factory=dict)
+    """Each running feature's state for the runtime's life, by name (memory's
+    `MemoryAccess`, opening in the background; MCP's servers, starting)."""
     instructions: Instructions = Instructions()
     """The project instruction files in the system prompt."""
+
+    def state(self, name: str) -> Any:
+        """Feature `name`'s state (None when it does not run)."""
+        return self.states.get(name)
 
 
 @dataclass

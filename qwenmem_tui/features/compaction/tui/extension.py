@@ -23,7 +23,7 @@ from textual.binding import Binding
 
 from qwenmem_tui.chat.view import COMPACTION_ITEM
 from qwenmem_tui.features.compaction.hook import CompactionHook
-from qwenmem_tui.features.assembly import COMPACTION
+from qwenmem_tui.features.compaction.feature import COMPACTION
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory, busy_notice

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 
-from qwenmem_tui.features.assembly import MEMORY, MemoryAccess, MemoryUnavailable
+from qwenmem_tui.features.memory.access import MemoryAccess, MemoryUnavailable
+from qwenmem_tui.features.memory.feature import MEMORY
 from qwenmem_tui.features.memory.model import FLAG_POSSIBLE_DUPLICATE, Memory, WriteAction, WriteResult
 from qwenmem_tui.features.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, RECEIPT_ITEM, receipt_of
 from qwenmem_tui.features.memory.review import review_plan, waiting_label
@@ -335,9 +336,10 @@ RECEIPT_BINDING = Binding("ctrl+o", "command('receipt')", "Memories used", id="m
 
 
 async def _build(context: AppContext) -> Extension:
-    if context.memory is None:
+    memory: MemoryAccess | None = context.state(MEMORY)
+    if memory is None:
         raise RuntimeError("the memory extension needs the memory feature assembled")
-    feature = MemoryFeature(context, context.memory)
+    feature = MemoryFeature(context, memory)
     return Extension(
         name=MEMORY,
         item_widgets={RECEIPT_ITEM: feature.receipt_widget},
