@@ -83,6 +83,14 @@ class MemoryFeature:
         """The open service, once its index is loaded (raises MemoryUnavailable)."""
         return await self._memory.service()
 
+    async def _service_for(self, app: Host) -> MemoryService | None:
+        """The open service for a command; None once the conversation says why not."""
+        try:
+            return await self.service()
+        except MemoryUnavailable as exc:
+            app.show_error(str(exc))
+            return None
+
     # -- lifecycle ---------------------------------------------------------------------
 
     def _progress(self, done: int, total: int) -> None:
@@ -156,10 +164,8 @@ class MemoryFeature:
         """/memory: the Memory screen."""
         from qwenmem_tui.features.memory.tui.screen import MemoryScreen
 
-        try:
-            service = await self.service()
-        except MemoryUnavailable as exc:
-            app.show_error(str(exc))
+        service = await self._service_for(app)
+        if service is None:
             return
         settings = self._context.settings.memory
         await app.push_screen(
@@ -194,10 +200,8 @@ class MemoryFeature:
             app.show_info("Usage: /forget <id> (the ids are on the /memory screen)")
             return
         memory_id = int(args) if len(args) <= 20 else 0  # longer: out of range anyway
-        try:
-            service = await self.service()
-        except MemoryUnavailable as exc:
-            app.show_error(str(exc))
+        service = await self._service_for(app)
+        if service is None:
             return
         # The service checks ownership (user and project) for every face alike.
         forgotten = await service.forget(memory_id, project=self.project, reason="/forget")
