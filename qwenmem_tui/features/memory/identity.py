@@ -754,17 +754,19 @@ def filed_elsewhere(
     key: str, value: str, category: Category, found: Sequence[Memory]
 ) -> tuple[int, ...]:
     """Rows of ``found`` under this key in another category that may be this very fact
-    (the same single-valued attribute, or nearly the same words): kept, and named as
-    possible duplicates. "ana" under feedback (how Ana likes meetings) and "ana" under
-    user (what she drinks) share a name and nothing else: not named."""
+    (an attribute the vocabulary knows holds one value — an editor, a home city — or
+    nearly the same words): kept, and named as possible duplicates. "ana" under
+    feedback (how Ana likes meetings) and "ana" under user (what she drinks) share a
+    name and nothing else: not named, however short their values."""
     new = about(key, value)
+    known = new.attribute is not None and _single(new.attribute)
     return tuple(
         m.id
         for m in found
         if m.key == key
         and m.category != category
         and (
-            restates(new, about(m.key, m.value), category)
+            (known and restates(new, about(m.key, m.value), category))
             or _same_text(value, m.value)
             or near_paraphrase(value, m.value)
         )

@@ -109,6 +109,10 @@ async def test_the_same_attribute_under_another_category_is_kept_and_flagged(ser
     assert later.action is WriteAction.CREATED and later.superseded == []
     assert POSSIBLE_DUPLICATE in later.memory.flags
     assert len(_active(await service.list(project=PROJECT_A))) == 2
+    # A shared name with short values is no such evidence: both kept, nothing flagged.
+    await service.save("feedback", "rui", "short answers", origin="tool", project=PROJECT_A)
+    other = await service.save("user", "rui", "green tea", origin="tool", project=PROJECT_A)
+    assert other.action is WriteAction.CREATED and POSSIBLE_DUPLICATE not in other.memory.flags
 
 
 async def test_a_database_of_the_previous_schema_migrates_without_losing_a_row(
