@@ -1,11 +1,12 @@
 """How features show in the app: slash commands, item widgets, key bindings.
 
 What a feature *does* to a session — its hooks, tools, prefetch and extractor — is
-assembled in the core (`qwenmem_tui/features/assembly.py`), the same for the TUI and the daemon.
-A TUI extension only presents a feature: each `ExtensionFactory` names the core
+its registration's (`features/<name>/feature.py`), assembled the same for every face.
+A TUI extension only presents a feature: it lives in the feature's own `tui/` package,
+the registration offers it (`Feature.tui`), each `ExtensionFactory` names the core
 features it presents, the app assembles those once, and the factory gets the result
-(`AppContext.features`) to build its commands and widgets on. `default_extensions`
-(`tui/default_extensions.py`) is the list the settings turn on.
+(`AppContext.features`, `AppContext.state(name)`) to build its commands and widgets
+on. `default_extensions` (`tui/default_extensions.py`) is the list the settings turn on.
 
 An extension talks to the app through the host interface (`tui/host.py`), never to
 the app class: its commands and callbacks get a `Host`. A long-running command

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from qwenmem_tui.features.memory.model import FLAG_POSSIBLE_DUPLICATE, Category, Memory
+from qwenmem_tui.llm.json_answer import json_object
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -837,15 +838,8 @@ def parse_judgement(
     """The model's answer as an Identity, or None when it is not a valid choice among
     ``candidates`` (the caller keeps the rule's answer). An explicit key stays the
     write's key; otherwise an update takes over the chosen memory's key."""
-    text = re.sub(r"^```(?:json)?\s*|\s*```$", "", raw.strip())
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        return None
-    try:
-        data = json.loads(text[start : end + 1])
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = json_object(raw)
+    if data is None:
         return None
     try:
         action = Judgement(str(data.get("action", "")).strip().casefold())

@@ -1,8 +1,8 @@
 """Long-term memory in the app: its notices, /memory, /remember and /forget.
 
 The service, the prefetch and extraction hooks and the save_memory tool are built by
-the core assembly (`qwenmem_tui/features/assembly.py`); `MemoryAccess` opens the service in the
-background, since loading (or rebuilding) the vector index must not hold the first
+memory's registration (`features/memory/feature.py`); `MemoryAccess` opens the service in
+the background, since loading (or rebuilding) the vector index must not hold the first
 frame. This module tells the user how the opening goes and runs the commands, which
 await the service in their workers.
 """
