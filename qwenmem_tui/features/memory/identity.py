@@ -593,6 +593,17 @@ _ADDRESSED = re.compile(
 )
 
 
+# Someone named as the person's family or friend.
+_KIN = re.compile(
+    r"\b(?:is|are|é|es|são|son)\s+(?:my|meu|minha|meus|minhas|mi|mis)\s+(?:\w+\s+)?"
+    r"(?:sister|brother|wife|husband|partner|girlfriend|boyfriend|mother|father|mom|mum|dad|"
+    r"son|daughter|child|kid|cousin|aunt|uncle|niece|nephew|grandmother|grandfather|"
+    r"friend|neighbou?r|flatmate|roommate|godmother|godfather|"
+    r"irmã|irmão|esposa|marido|namorada|namorado|mãe|pai|filha|filho|prima|primo|tia|tio|amiga|amigo|vizinha|vizinho|"
+    r"hermana|hermano|mujer|madre|padre|hija|hijo|tía|tío|vecina|vecino)\b"
+)
+
+
 def category_of(text: str, subject: Subject | None = None) -> Category:
     """The category a note belongs to, by rule — no model decides what a note is.
 
@@ -608,6 +619,8 @@ def category_of(text: str, subject: Subject | None = None) -> Category:
         return Category.FEEDBACK
     if _ADDRESSED.match(lowered):  # "answer in Portuguese": how the assistant should work
         return Category.FEEDBACK
+    if _KIN.search(lowered):  # "Marta is my sister": the person's own life, not the team
+        return Category.USER
     if not person and (
         _PROJECT_WORDS.search(lowered)
         or (subject is not None and subject.entity not in (SELF, "user") and not subject.entity.startswith("turn:"))

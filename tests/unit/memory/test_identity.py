@@ -454,6 +454,8 @@ async def test_another_user_s_fact_of_the_same_subject_is_never_touched(
         ("Keiko prefers meetings after 14:00", "project", "keiko_preferences"),
         ("Tobias: loves rock climbing", "project", "tobias_likes"),
         ("Sven owns the search service", "project", "sven"),
+        ("Marta is my sister and lives in Braga", "user", "marta"),  # family, not the team
+        ("Lucía es mi vecina", "user", "lucia"),
         ("the standup is at 9:30", "project", "standup"),
     ],
 )
