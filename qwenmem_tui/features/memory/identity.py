@@ -114,7 +114,7 @@ _DEPLOYS = re.compile(
 )
 # "we use X for Y": the subject is what X is used for.
 _USE_FOR = re.compile(
-    r"^(?:we|i)\s+(?:now\s+)?(?:use|are\s+using|switched\s+to)\s+.+?\s+(?:for|to)\s+(?P<s>.+)$"
+    r"^(?:(?:we|i)\s+)?(?:now\s+)?(?:use|are\s+using|switched\s+to)\s+.+?\s+(?:for|to)\s+(?P<s>.+)$"
     r"|^(?:n[óo]s\s+)?(?:agora\s+)?usamos\s+.+?\s+(?:para|pra)\s+(?P<pt>.+)$"
     r"|^(?:nosotros\s+)?(?:ahora\s+)?usamos\s+.+?\s+para\s+(?P<es>.+)$",
     re.IGNORECASE,

@@ -448,6 +448,7 @@ async def test_another_user_s_fact_of_the_same_subject_is_never_touched(
         ("I am allergic to cashews", "user", "allergies"),
         ("I am vegetarian", "user", "diet"),
         ("I drive a blue Fiat", "user", "car"),
+        ("use ruff for linting", "project", "tool_for_linting"),
         ("prefer pytest over unittest", "feedback", "preference_pytest_unittest"),
         ("answer in Portuguese", "feedback", "answer_portuguese"),
         # Other people's facts are the project's (its team), never the user's.
