@@ -7,8 +7,9 @@ server running in its own process. Nothing is timed inside the app.
 
 - launch -> a typed key shows in the input
 - a streamed reply at 50 / 200 / 1,000 tokens/s and full speed: when its last token
-  is on screen, against when it left the server (the wire), and how long a key typed
-  during the stream takes to show (p50 / p90)
+  is on screen, against when it left the server (the wire), how long a key typed
+  during the stream takes to show (p50 / p90), and the app's CPU seconds per second
+  of the wire
 - resume of a 5,000-message session -> a typed key shows; then Home -> its first
   message on screen; RSS before and after
 - CLI commands' wall time (`--help`, `sessions`, `memory list`)
@@ -757,10 +758,14 @@ def main(argv: list[str] | None = None) -> int:
                 wire = _median([result.wire_s for result in results])
                 after = _median([result.screen_after_wire_s for result in results])
                 shown = _s(after) if after is not None else f"not within {timeout:.0f} s"
+                # CPU seconds per wire second: the least load-sensitive figure (a busy
+                # machine stretches wall times, hardly the work done).
+                per_wire = _median([r.cpu_s / r.wire_s for r in results if r.wire_s > 0])
                 row(
                     f"{label}: last token on screen - wire end",
                     program.name,
-                    f"{shown} (wire {_s(wire)}), CPU {_s(_median([r.cpu_s for r in results]))}, "
+                    f"{shown} (wire {_s(wire)}), CPU {_s(_median([r.cpu_s for r in results]))}"
+                    f" = {per_wire or 0:.2f} s per wire s, "
                     f"RSS {_median([r.rss_mib for r in results]) or 0:.0f} MiB",
                 )
                 row(

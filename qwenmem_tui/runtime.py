@@ -49,7 +49,8 @@ if TYPE_CHECKING:
     # them in a thread so a face's event loop keeps serving meanwhile.
     from qwenmem_tui.chat.tools import Tool
     from qwenmem_tui.chat.session import QueryHook
-    from qwenmem_tui.features.assembly import Assembly, MemoryAccess, SessionFeatures
+    from qwenmem_tui.features.assembly import Assembly, SessionFeatures
+    from qwenmem_tui.features.memory.access import MemoryAccess
     from qwenmem_tui.features.memory.exchange import ExchangeMemory
     from qwenmem_tui.llm.local_server import LocalChatDefaults, LocalModelServer
     from qwenmem_tui.features.memory.remote import Caller, ProjectMemory
@@ -246,34 +247,15 @@ class Runtime:
             instructions = await opening.instructions(cwd)
             names = await features if inspect.isawaitable(features) else features
             client = await opening.client()
-            from qwenmem_tui.features.assembly import Assembly  # loaded (in a thread) by preload
-
-            assembly = Assembly.create(
-                settings,
-                paths,
-                llm=client,
-                project_root=root,
-                project=project_id(root),
-                features=opening.feature_names(names),
+            runtime = opening.build(
+                cls,
+                client,
+                opening.feature_names(names),
+                instructions,
                 model_defaults=model_defaults,
                 extra_tools=extra_tools,
-                clock=clock,
-                serves_chats=chats,
-            )
-            assert opening.db is not None  # opened above
-            runtime = cls(
-                settings=settings,
-                paths=paths,
-                project_root=root,
-                clock=clock,
-                db=opening.db,
-                store=SessionStore(opening.db, clock=clock),
-                llm=client,
-                owns_llm=llm is None,
-                assembly=assembly,
-                model_defaults=model_defaults,
                 hooks=hooks,
-                instructions=instructions,
+                clock=clock,
             )
         except BaseException:
             if inspect.iscoroutine(features):
@@ -313,7 +295,9 @@ class Runtime:
     @property
     def memory(self) -> MemoryAccess | None:
         """The memory feature's service access (None: memory is not assembled)."""
-        return self.assembly.memory
+        from qwenmem_tui.features.memory.feature import MEMORY  # loaded with the assembly
+
+        return self.assembly.state(MEMORY)
 
     def project_memory(self, caller: Caller, root: Path | None = None) -> ProjectMemory:
         """One project's memory for a face that is not a chat (the MCP server, the
@@ -472,11 +456,54 @@ class _Opening:
             self.made_llm = LLMClient.from_settings(self.settings)
         return self.made_llm
 
+    def build(
+        self,
+        runtime: type[Runtime],
+        client: LLMClient | None,
+        names: Collection[str] | None,
+        instructions: Instructions,
+        *,
+        model_defaults: LocalChatDefaults | None,
+        extra_tools: Sequence[Tool],
+        hooks: Sequence[QueryHook],
+        clock: Callable[[], float],
+    ) -> Runtime:
+        """The runtime on what is open: the features assembled on the client."""
+        from qwenmem_tui.features.assembly import Assembly  # loaded (in a thread) by preload
+
+        assert self.db is not None  # opened first
+        assembly = Assembly.create(
+            self.settings,
+            self.paths,
+            llm=client,
+            project_root=self.root,
+            project=project_id(self.root),
+            features=names,
+            model_defaults=model_defaults,
+            extra_tools=extra_tools,
+            clock=clock,
+            serves_chats=self.chats,
+        )
+        return runtime(
+            settings=self.settings,
+            paths=self.paths,
+            project_root=self.root,
+            clock=clock,
+            db=self.db,
+            store=SessionStore(self.db, clock=clock),
+            llm=client,
+            owns_llm=self.given_llm is None,
+            assembly=assembly,
+            model_defaults=model_defaults,
+            hooks=hooks,
+            instructions=instructions,
+        )
+
     def feature_names(self, names: Collection[str] | None) -> Collection[str] | None:
         """`names` as asked; serving no chats, memory alone (when it is turned on)."""
         if self.chats:
             return names
-        from qwenmem_tui.features.assembly import MEMORY  # loaded by preload
+        from qwenmem_tui.features.memory.feature import MEMORY  # loaded by preload
 
         if names is not None and set(names) - {MEMORY}:
             raise ValueError("a runtime that serves no chats assembles memory only")

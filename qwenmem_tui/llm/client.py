@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.llm.errors import LLMError, StreamProblem, display_endpoint, map_error
+from qwenmem_tui.llm.read_ahead import read_ahead
 from qwenmem_tui.llm.side_calls import SideCallGate
 
 if TYPE_CHECKING:
@@ -276,8 +277,9 @@ class LLMClient:
                 await _reject_non_sse(http)
                 # Whatever arrived together is yielded together: 20k chunks buffered
                 # behind a fast stream are a few hundred events, not 20k trips through
-                # every consumer up to the screen.
-                async for batch in _sse_batches(http):
+                # every consumer up to the screen (the body is read ahead, in a task
+                # of its own: see read_ahead.py).
+                async for batch in read_ahead(_sse_batches(http)):
                     events: list[LLMEvent] = []
                     for payload in batch:
                         events += reply.feed(payload)

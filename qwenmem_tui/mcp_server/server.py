@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
 from qwenmem_tui import secrets as scanner
-from qwenmem_tui.features.assembly import MemoryUnavailable
+from qwenmem_tui.features.memory.access import MemoryUnavailable
 from qwenmem_tui.features.memory.remote import MAX_K, Caller, MemoryRequestError, ProjectMemory
 from qwenmem_tui.paths import Paths, project_root
 from qwenmem_tui.runtime import Runtime, StartupError

@@ -97,6 +97,10 @@ class RawResponse:
     body: bytes = b""
     content_type: str = "text/event-stream"
     headers: dict[str, str] = field(default_factory=dict)
+    chunks: Sequence[bytes] = ()
+    """Given: the body is these HTTP chunks (chunked encoding), all sent in one write,
+    as a burst of a fast stream reaches a client (one chunk per event, as providers
+    send them); `body` is then unused."""
 
 
 Response = Reply | HTTPError | RawResponse
@@ -574,11 +578,20 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_raw(self, raw: RawResponse) -> None:
         self.send_response(raw.status)
         self.send_header("Content-Type", raw.content_type)
-        self.send_header("Content-Length", str(len(raw.body)))
+        if raw.chunks:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(len(raw.body)))
         for key, value in raw.headers.items():
             self.send_header(key, value)
         self.end_headers()
-        self.wfile.write(raw.body)
+        if raw.chunks:
+            self.wfile.write(
+                b"".join(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n" for chunk in raw.chunks)
+                + b"0\r\n\r\n"
+            )
+        else:
+            self.wfile.write(raw.body)
         self.wfile.flush()
 
     def _write_chunk(self, data: bytes) -> None:

@@ -444,8 +444,7 @@ class QwenmemApp(App[None]):
             llm=runtime.llm,
             clock=self.clock,
             features=features,
-            memory=runtime.memory,
-            mcp=runtime.assembly.mcp,
+            states=runtime.assembly.states,
             instructions=runtime.instructions,
         )
         assert self._extension_factories is not None  # resolved by _extension_features

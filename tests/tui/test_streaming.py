@@ -353,6 +353,19 @@ def test_the_pace_counts_the_screen_lines_of_the_last_second() -> None:
     assert pace.lines(12.0) == 0
 
 
+def test_a_preview_is_repainted_at_half_the_pace_of_markdown() -> None:
+    # Each preview frame repaints the whole screen: it scrolls by too fast to read, so
+    # it gets half the frames (and half the CPU) of a stream shown as Markdown.
+    item, preview = AssistantItem(), StreamPreview()
+    markdown = Markdown("")
+    assert item.flush_interval(markdown, blocked=0.0) == AssistantItem.FLUSH_MIN == 1 / 30
+    assert item.flush_interval(preview, blocked=0.0) == AssistantItem.PREVIEW_FLUSH_MIN == 1 / 15
+    # A blocked loop backs either off, to three times as long, at most FLUSH_MAX.
+    assert item.flush_interval(markdown, blocked=0.1) == pytest.approx(0.3)
+    assert item.flush_interval(preview, blocked=0.1) == pytest.approx(0.3)
+    assert item.flush_interval(preview, blocked=5.0) == AssistantItem.FLUSH_MAX
+
+
 async def test_a_live_piece_that_begins_inside_a_paragraph_keeps_all_of_it(
     fake: FakeOpenAI,
     make_app: Callable[..., QwenmemApp],

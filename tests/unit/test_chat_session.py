@@ -96,9 +96,24 @@ class RecordingHook(BaseQueryHook):
 async def test_streamed_reply_is_yielded_and_committed(
     fake: FakeOpenAI, make_session: SessionFactory, session_store: SessionStore
 ) -> None:
-    fake.script(Reply("hello **world**, how are you?", reasoning="think", chunk_size=4))
+    # The rest of the reply is sent once the first text has reached us: what arrives
+    # apart is yielded apart (what arrives together, together: test_llm_client).
+    rest = threading.Event()
+    fake.script(
+        Reply(
+            "hello **world**, how are you?",
+            reasoning="think",
+            chunk_size=4,
+            stall_after=3,
+            stall_gate=rest,
+        )
+    )
     session = await make_session()
-    events = await collect(session, "Hi there\nsecond line")
+    events: list[ChatEvent] = []
+    async for event in session.run_query("Hi there\nsecond line"):
+        events.append(event)
+        if isinstance(event, AssistantDelta):
+            rest.set()
 
     assert isinstance(events[0], QueryStarted)
     assert isinstance(events[1], ItemAdded) and events[1].item.type == "user"

@@ -217,6 +217,25 @@ async def test_events_split_anywhere_across_reads_parse_the_same() -> None:
         assert [payload for batch in split for payload in batch] == whole[0]
 
 
+async def test_chunks_that_arrive_together_are_a_few_events_not_one_each(
+    fake: FakeOpenAI, llm: LLMClient
+) -> None:
+    """Providers send one HTTP chunk per token; a burst of them read together (behind a
+    fast stream) must reach the session as a few events, not one per chunk: each event
+    is a trip through every layer up to the screen. Fails without the read-ahead: 300."""
+    texts = [f"tok{n} " for n in range(300)]
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    payloads = [{"choices": [{"index": 0, "delta": {"content": text}}]} for text in texts]
+    chunks = [f"data: {json.dumps(payload)}\n\n".encode() for payload in [*payloads, finish]]
+    fake.script(RawResponse(chunks=[*chunks, b"data: [DONE]\n\n"]))
+    events = await _events(llm)
+    deltas = [event for event in events if isinstance(event, TextDelta)]
+    assert "".join(delta.text for delta in deltas) == "".join(texts)
+    assert len(deltas) <= 30
+    assert isinstance(events[-1], StreamFinished)
+    assert events[-1].completion.content == "".join(texts)
+
+
 def test_merge_deltas_joins_runs_of_one_kind_in_order() -> None:
     call = ToolCallDelta(index=0, name="f")
     events = [ReasoningDelta("a"), ReasoningDelta("b"), TextDelta("c"), TextDelta("d"), call]

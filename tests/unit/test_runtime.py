@@ -14,7 +14,9 @@ from chat_support import collect, outcome_of
 
 from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.assembly import COMPACTION, MEMORY, MemoryUnavailable
+from qwenmem_tui.features.compaction.feature import COMPACTION
+from qwenmem_tui.features.memory.access import MemoryUnavailable
+from qwenmem_tui.features.memory.feature import MEMORY
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.features.memory.model import Origin

@@ -28,7 +28,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Inspect and manage long-term memory.",
     )
     commands = memory.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
+    _register_reading(commands)
+    _register_backup(commands)
+    _register_changes(commands)
+    _register_upkeep(commands)
 
+
+def _register_reading(commands: argparse._SubParsersAction) -> None:
+    """`memory list`, `search`: what is stored and how recall sees it."""
     p = commands.add_parser("list", help="active memories of this project and global ones")
     p.add_argument("--all", action="store_true", help="every status, not only active")
     p.add_argument("--json", action="store_true", help="print a JSON array")
@@ -46,6 +53,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON array")
     p.set_defaults(func=search)
 
+
+
+def _register_backup(commands: argparse._SubParsersAction) -> None:
+    """`memory export`, `import`: memories in and out of the store."""
     p = commands.add_parser("export", help="write every memory as JSON lines")
     p.add_argument("file", nargs="?", type=Path, help="output file (default: stdout)")
     p.add_argument(
@@ -98,6 +109,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=import_)
 
+
+
+def _register_changes(commands: argparse._SubParsersAction) -> None:
+    """`memory restore`, `forget`: a person's own acts on one memory (audited)."""
     p = commands.add_parser(
         "restore", help="make a superseded memory active again (audited)"
     )
@@ -108,6 +123,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("id", help="the memory's id (memory list shows it)")
     p.set_defaults(func=forget)
 
+
+def _register_upkeep(commands: argparse._SubParsersAction) -> None:
+    """`memory stats`, `migrate`: how the store does, and moving it to PostgreSQL."""
     p = commands.add_parser("stats", help="hit rate, staleness, poisoning flag rate, counts")
     p.add_argument("--json", action="store_true", help="print a JSON object")
     p.set_defaults(func=stats)

@@ -19,7 +19,9 @@ names neither, so neither sits in a cycle with it.
 
 from __future__ import annotations
 
+import asyncio
 import getpass
+import importlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
@@ -202,6 +204,9 @@ class MemoryService:
         )
 
         async def open_vectors() -> tuple[EmbedderChoice, VectorIndex]:
+            # numpy and FAISS import in a worker (~0.35 s): on the loop they held the
+            # screen and the keys of a reply streaming meanwhile.
+            await asyncio.to_thread(importlib.import_module, "qwenmem_tui.features.memory.index")
             from qwenmem_tui.features.memory.index import VectorIndex
 
             chosen = choice
@@ -502,14 +507,6 @@ class MemoryService:
         )
         return memory
 
-    def recall_for(self, project: str) -> Callable[..., Awaitable[RecallResult]]:
-        """The ``recall(text, excluded, *, record=True)`` callable MemoryPrefetchHook expects."""
-
-        async def recall(text: str, excluded: frozenset[int], *, record: bool = True) -> RecallResult:
-            return await self.recall(text, project=project, exclude=excluded, record=record)
-
-        return recall
-
     async def live(
         self, groups: Sequence[Sequence[int]], since: Freshness | None, *, project: str
     ) -> LiveBlocks | None:
@@ -518,14 +515,6 @@ class MemoryService:
         return await live_blocks(
             self.store, groups, since, user=self.user, project=project, clock=self.clock
         )
-
-    def live_for(self, project: str) -> Callable[..., Awaitable[LiveBlocks | None]]:
-        """The ``live(groups, since)`` callable MemoryPrefetchHook expects."""
-
-        async def live(groups: Sequence[Sequence[int]], since: Freshness | None) -> LiveBlocks | None:
-            return await self.live(groups, since, project=project)
-
-        return live
 
     async def record_recall(self, result: RecallResult) -> None:
         """Count a recall run with ``record=False`` as a chat-turn recall after all

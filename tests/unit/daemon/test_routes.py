@@ -15,7 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
-from qwenmem_tui.daemon.server import ROUTES, create_app
+from qwenmem_tui.daemon.server import create_app, routes
 from qwenmem_tui.features.assembly import SessionFeatures
 from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
@@ -90,12 +90,14 @@ def test_unknown_route_and_method_get_the_envelope(client: TestClient) -> None:
 def test_openapi_lists_every_route_and_method(client: TestClient) -> None:
     served = client.get("/openapi.json").json()
     assert served == OPENAPI_SCHEMA
-    for route in ROUTES:
+    served_routes = routes()
+    assert {"/memory", "/memory/search"} <= {r.path for r in served_routes}  # memory's own
+    for route in served_routes:
         path = route.path.replace("{session_id:path}", "{session_id}")
         assert path in served["paths"], path
         methods = {m.lower() for m in route.methods or ()} - {"head"}
         assert methods == set(served["paths"][path]), path
-    assert len(served["paths"]) == len(ROUTES)
+    assert len(served["paths"]) == len(served_routes)
 
 
 # -- prompt ------------------------------------------------------------------------
@@ -139,18 +141,27 @@ def test_prompt_runs_tools_and_answers_with_the_whole_reply(
 
 def test_prompt_streams_sse_events(client: TestClient, fake: FakeOpenAI) -> None:
     session_id = new_session(client)
+    # The last turn's rest is sent once its first words have reached the client: what
+    # the model sends apart is streamed apart (what arrives together is one delta).
+    rest = threading.Event()
     fake.script(
         Reply("Looking.", tool_calls=[ToolCallSpec("list_directory", {"path": "."}, id="c1")]),
-        Reply("Two files, chunked.", chunk_size=4),
+        Reply("Two files, chunked.", chunk_size=4, stall_after=1, stall_gate=rest),
     )
-    response = client.post(
+    lines: list[str] = []
+    with client.stream(
+        "POST",
         f"/session/{session_id}/prompt",
         json={"text": "list"},
         headers={"Accept": "text/event-stream"},
-    )
-    assert response.status_code == 200
-    assert response.headers["content-type"].startswith("text/event-stream")
-    events = sse_events(response.text)
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            lines.append(line)
+            if line == "event: delta" and "event: tool_result" in lines:
+                rest.set()
+    events = sse_events("\n".join(lines))
     kinds = [kind for kind, _ in events]
     assert kinds[0] == "delta" and kinds[-1] == "done"
     calls = kinds.index("tool_call")

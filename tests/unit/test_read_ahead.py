@@ -1,0 +1,83 @@
+"""read_ahead: what a source yields without waiting is handed over together; errors and
+closing behave as the source's own would."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+
+import pytest
+
+from qwenmem_tui.llm.read_ahead import read_ahead
+
+
+async def test_what_arrives_together_is_handed_over_together() -> None:
+    more = asyncio.Event()
+
+    async def source() -> AsyncGenerator[list[int], None]:
+        yield [1]
+        yield []
+        yield [2, 3]  # buffered: no wait between these
+        await more.wait()  # the socket has nothing: the consumer runs meanwhile
+        yield [4]
+
+    got: list[list[int]] = []
+    async for batch in read_ahead(source()):
+        got.append(batch)
+        more.set()
+    assert got == [[1, 2, 3], [4]]
+
+
+async def test_an_error_comes_after_what_was_read_before_it() -> None:
+    async def source() -> AsyncGenerator[list[str], None]:
+        yield ["a", "b"]
+        raise ValueError("bad event")
+
+    got: list[list[str]] = []
+    with pytest.raises(ValueError, match="bad event"):
+        async for batch in read_ahead(source()):
+            got.append(batch)
+    assert got == [["a", "b"]]
+
+
+async def test_closing_early_closes_the_source_before_returning() -> None:
+    closed = asyncio.Event()
+    never = asyncio.Event()
+
+    async def source() -> AsyncGenerator[list[int], None]:
+        try:
+            yield [1]
+            await never.wait()
+            yield [2]
+        finally:
+            closed.set()
+
+    batches = read_ahead(source())
+    assert await anext(batches) == [1]
+    await batches.aclose()  # type: ignore[attr-defined]
+    assert closed.is_set()
+
+
+async def test_a_cancelled_consumer_cancels_the_reading() -> None:
+    closed = asyncio.Event()
+    started = asyncio.Event()
+    never = asyncio.Event()
+
+    async def source() -> AsyncGenerator[list[int], None]:
+        try:
+            started.set()
+            await never.wait()
+            yield [1]
+        finally:
+            closed.set()
+
+    async def consume() -> None:
+        async for _ in read_ahead(source()):
+            pass
+
+    task = asyncio.create_task(consume())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert closed.is_set()
