@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qwenmem_tui.features.memory.prefetch import INITIAL, TOOL_RESULT, MemoryPrefetchHook
+from qwenmem_tui.features.memory.prefetch import INITIAL, TOOL_RESULT, MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.chat.session import BaseQueryHook, ChatSession, QueryHook
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import TurnKind
@@ -185,7 +185,7 @@ async def latency_table(bench: Bench, services: dict[str, MemoryService], reps_s
     for n in range(3):  # warm the connection pool and SQLite before timing anything
         await bench.submit_to_request(warm, f"warm-up {n}", lambda: None)
     for path, service in services.items():
-        recall = service.recall_for(PROJECT)
+        recall = ProjectRecall.of(service, PROJECT).recall
         for latency in LATENCIES:
             runs = max(1, round(REPS[latency] * reps_scale))
             cheap = max(3, round(REPS[0.0] * reps_scale))
@@ -232,7 +232,7 @@ async def delivery_table(bench: Bench, service: MemoryService, rounds: int, labe
           f"{'discarded':>10}{'cancelled':>10}{'delivered':>10}")
     for wait_ms, warm_gap in ((0, None), (25, None), (100, None), (0, WARM_GAP)):
         hook = MemoryPrefetchHook(
-            delayed_by_text(service.recall_for(PROJECT)), initial_wait_ms=wait_ms
+            delayed_by_text(ProjectRecall.of(service, PROJECT).recall), initial_wait_ms=wait_ms
         )
         session = await bench.session([hook])
         for _ in range(rounds):

@@ -49,7 +49,8 @@ if TYPE_CHECKING:
     # them in a thread so a face's event loop keeps serving meanwhile.
     from qwenmem_tui.chat.tools import Tool
     from qwenmem_tui.chat.session import QueryHook
-    from qwenmem_tui.features.assembly import Assembly, MemoryAccess, SessionFeatures
+    from qwenmem_tui.features.assembly import Assembly, SessionFeatures
+    from qwenmem_tui.features.memory.access import MemoryAccess
     from qwenmem_tui.features.memory.exchange import ExchangeMemory
     from qwenmem_tui.llm.local_server import LocalChatDefaults, LocalModelServer
     from qwenmem_tui.features.memory.remote import Caller, ProjectMemory
@@ -231,9 +232,9 @@ class Runtime:
         as open with its rows (the vectors load at the first recall or write, or from
         `memory.warm_vectors()`); no model is started, no SDK or secret scanner is
         preloaded (the face loads the scanner when it needs it), no instruction file
-        is read; a model client is made only for an embedder on the endpoint, and
-        memory writes use the identity rule alone (no model judge). `open_chat` and
-        `llm` refuse.
+        is read; a model client is made only for an embedder on the endpoint (then
+        memory writes may ask it to judge identity too; without one they use the
+        identity rule alone). `open_chat` and `llm` refuse.
         """
         if not chats and (start_model is not None or hooks or extra_tools):
             raise ValueError("a runtime that serves no chats starts no model and runs no hooks")
@@ -294,7 +295,9 @@ class Runtime:
     @property
     def memory(self) -> MemoryAccess | None:
         """The memory feature's service access (None: memory is not assembled)."""
-        return self.assembly.memory
+        from qwenmem_tui.features.memory.feature import MEMORY  # loaded with the assembly
+
+        return self.assembly.state(MEMORY)
 
     def project_memory(self, caller: Caller, root: Path | None = None) -> ProjectMemory:
         """One project's memory for a face that is not a chat (the MCP server, the
@@ -500,7 +503,7 @@ class _Opening:
         """`names` as asked; serving no chats, memory alone (when it is turned on)."""
         if self.chats:
             return names
-        from qwenmem_tui.features.assembly import MEMORY  # loaded by preload
+        from qwenmem_tui.features.memory.feature import MEMORY  # loaded by preload
 
         if names is not None and set(names) - {MEMORY}:
             raise ValueError("a runtime that serves no chats assembles memory only")

@@ -228,7 +228,7 @@ async def _open_and_serve(
     backend: DaemonBackend, server: uvicorn.Server, sock: socket.socket, listening: str
 ) -> int:
     from qwenmem_tui import debuglog
-    from qwenmem_tui.features.assembly import MemoryUnavailable
+    from qwenmem_tui.features.memory.access import MemoryUnavailable
     from qwenmem_tui.runtime import StartupError
     from qwenmem_tui.storage.database import StorageError
 

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from qwenmem_tui import secrets
@@ -51,10 +51,11 @@ from qwenmem_tui.daemon.guard import (
     allowed_host_names,
     error_response,
 )
-from qwenmem_tui.features.memory.routes import MEMORY_ROUTES
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
 from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
+from qwenmem_tui.features import registry
 from qwenmem_tui.features.assembly import Assembly, SessionFeatures
+from qwenmem_tui.features.feature import load_face
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, memories_json
@@ -665,10 +666,17 @@ ROUTES = [
     Route("/session/{session_id:path}/recap", recap, methods=["POST"]),
     Route("/session/{session_id:path}/messages", session_messages, methods=["GET"]),
     Route("/session/{session_id:path}", delete_session, methods=["DELETE"]),
-    *MEMORY_ROUTES,
     Route("/v1/chat/completions", chat_completions, methods=["POST"]),
     Route("/v1/models", list_models, methods=["GET"]),
 ]
+"""The daemon's own routes; the features' come from their registrations (`routes`)."""
+
+
+def routes() -> list[BaseRoute]:
+    """Every route served: the daemon's, then each feature's (`Feature.routes`, read
+    from the registry at call time: a feature with routes is one line there)."""
+    offered = (load_face(f.routes) for f in registry.FEATURES if f.routes is not None)
+    return [*ROUTES, *(route for feature_routes in offered for route in feature_routes)]
 
 
 def create_app(
@@ -714,7 +722,7 @@ def create_app(
             await backend.close()
 
     app = Starlette(
-        routes=ROUTES,
+        routes=routes(),
         middleware=[Middleware(Guard, policy=options.guard_policy())],
         exception_handlers={HTTPException: _http_error, ApiError: _api_error},
         lifespan=lifespan,

@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
 from qwenmem_tui import secrets as scanner
-from qwenmem_tui.features.assembly import MemoryUnavailable
+from qwenmem_tui.features.memory.access import MemoryUnavailable
 from qwenmem_tui.features.memory.remote import MAX_K, Caller, MemoryRequestError, ProjectMemory
 from qwenmem_tui.paths import Paths, project_root
 from qwenmem_tui.runtime import Runtime, StartupError
@@ -129,8 +129,11 @@ class MemoryBackend:
         assert self._opening is not None
         try:
             return await asyncio.shield(self._opening)
-        except StartupError as exc:
+        except StartupError as exc:  # a damaged database, a full disk: its one line
             raise ToolError(str(exc)) from None
+        except Exception as exc:  # the traceback to the debug log, never to the client
+            log.exception("[MCP] the runtime did not open")
+            raise ToolError(f"qwenmem could not open its memory: {type(exc).__name__}") from None
 
     def warm(self) -> None:
         """After a tool's answer: the vectors load behind it, for the next search."""

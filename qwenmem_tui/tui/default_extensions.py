@@ -1,39 +1,31 @@
-"""The TUI extensions a configuration turns on — the app's feature list.
+"""The TUI extensions a configuration turns on, from the feature registry.
 
-Its own module, not `tui/extensions.py`: the feature modules import that one for
-`Extension` and `AppContext`, and this list imports them (no import cycle).
+Each feature offers its TUI extension in its registration (`Feature.tui`, an
+`ExtensionFactory` in its own `features/<name>/tui/` package); this module loads them,
+in registry order. Read at call time, so a registry with one more line (a new
+feature, or a test's copy) shows here with nothing else edited.
 """
 
 from __future__ import annotations
 
 from qwenmem_tui.config import Settings
+from qwenmem_tui.features import registry
 from qwenmem_tui.features.assembly import enabled_features
-from qwenmem_tui.features.compaction.tui.extension import compaction_extension
+from qwenmem_tui.features.feature import load_face
 from qwenmem_tui.tui.extensions import ExtensionFactory
-from qwenmem_tui.features.export.tui.extension import export_extension
-from qwenmem_tui.features.instructions.tui.extension import instructions_extension
-from qwenmem_tui.features.mcp.tui.extension import mcp_extension
-from qwenmem_tui.features.memory.tui.extension import memory_extension
-from qwenmem_tui.features.model.tui.extension import model_extension
-from qwenmem_tui.features.recap.tui.controller import recap_extension
-from qwenmem_tui.features.titles.tui.extension import titles_extension
 
-EXTENSIONS: tuple[ExtensionFactory, ...] = (
-    compaction_extension,
-    memory_extension,
-    recap_extension,
-    mcp_extension,
-    instructions_extension,
-    model_extension,
-    export_extension,
-    titles_extension,
-)
-"""Every TUI extension, one line each (hook order is the assembly's, not this)."""
+
+def extensions() -> list[ExtensionFactory]:
+    """Every feature's TUI extension, in registry order (hook order is the assembly's)."""
+    return [load_face(feature.tui) for feature in registry.FEATURES if feature.tui is not None]
 
 
 def default_extensions(settings: Settings) -> list[ExtensionFactory]:
     """The extensions whose features this configuration turns on, and those that are
-    always there (/recap, /mcp saying how to add a server, /context, /model, /copy,
-    /export)."""
+    always there (/mcp saying how to add a server)."""
     names = enabled_features(settings)
-    return [factory for factory in EXTENSIONS if factory.always or frozenset(factory.features) <= names]
+    return [
+        factory
+        for factory in extensions()
+        if factory.always or frozenset(factory.features) <= names
+    ]

@@ -1,11 +1,12 @@
 """How features show in the app: slash commands, item widgets, key bindings.
 
 What a feature *does* to a session — its hooks, tools, prefetch and extractor — is
-assembled in the core (`qwenmem_tui/features/assembly.py`), the same for the TUI and the daemon.
-A TUI extension only presents a feature: each `ExtensionFactory` names the core
+its registration's (`features/<name>/feature.py`), assembled the same for every face.
+A TUI extension only presents a feature: it lives in the feature's own `tui/` package,
+the registration offers it (`Feature.tui`), each `ExtensionFactory` names the core
 features it presents, the app assembles those once, and the factory gets the result
-(`AppContext.features`) to build its commands and widgets on. `default_extensions`
-(`tui/default_extensions.py`) is the list the settings turn on.
+(`AppContext.features`, `AppContext.state(name)`) to build its commands and widgets
+on. `default_extensions` (`tui/default_extensions.py`) is the list the settings turn on.
 
 An extension talks to the app through the host interface (`tui/host.py`), never to
 the app class: its commands and callbacks get a `Host`. A long-running command
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.binding import Binding
 
@@ -33,8 +34,7 @@ from qwenmem_tui.tui.widgets.plain_items import ItemWidgetFactory
 if TYPE_CHECKING:
     # Types only: features loads the memory stack (numpy/FAISS), which the app imports
     # in its startup worker, after the first frame.
-    from qwenmem_tui.features.assembly import MemoryAccess, SessionFeatures
-    from qwenmem_tui.features.mcp.servers import McpServers
+    from qwenmem_tui.features.assembly import SessionFeatures
 
 
 @dataclass(frozen=True)
@@ -51,12 +51,15 @@ class AppContext:
     clock: Callable[[], float]
     features: SessionFeatures
     """The app's one set of hooks and tools (they follow the session on screen)."""
-    memory: MemoryAccess | None = None
-    """The memory service, opening in the background (None: memory is not assembled)."""
-    mcp: McpServers | None = None
-    """The configured MCP servers, starting in the background (None: none configured)."""
+    states: Mapping[str, Any] = field(default_factory=dict)
+    """Each running feature's state for the runtime's life, by name (memory's
+    `MemoryAccess`, opening in the background; MCP's servers, starting)."""
     instructions: Instructions = Instructions()
     """The project instruction files in the system prompt."""
+
+    def state(self, name: str) -> Any:
+        """Feature `name`'s state (None when it does not run)."""
+        return self.states.get(name)
 
 
 @dataclass

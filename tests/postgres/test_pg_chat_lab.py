@@ -14,7 +14,7 @@ import pytest
 from chat_support import CHAT_MODEL, TEST_API_KEY, chat_llm, collect
 from pgtest_support import Backend
 
-from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
+from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
@@ -39,7 +39,8 @@ async def chat_session(
     tools = builtin_tools(root)
     tools.register(save_memory_tool(svc))
     info = await sessions.create_session(project_id(root))
-    prefetch = MemoryPrefetchHook(svc.recall_for(project_id(root)), initial_wait_ms=10_000)
+    recall = ProjectRecall.of(svc, project_id(root)).recall
+    prefetch = MemoryPrefetchHook(recall, initial_wait_ms=10_000)
     return ChatSession(
         info=info, store=sessions, llm=llm, tools=tools,
         settings=Settings(llm=chat_llm(fake.base_url)),

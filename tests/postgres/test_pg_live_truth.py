@@ -15,7 +15,7 @@ import pytest
 from chat_support import CHAT_MODEL, TEST_API_KEY, chat_llm, collect
 from pgtest_support import Backend
 
-from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
+from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
@@ -48,7 +48,9 @@ async def test_another_machine_restating_and_forgetting_reaches_the_running_sess
         await laptop.remember("the deploy target is staging", project=project)
         sessions = SessionStore(db)
         hook = MemoryPrefetchHook(
-            laptop.recall_for(project), initial_wait_ms=10_000, live=laptop.live_for(project)
+            (adapter := ProjectRecall.of(laptop, project)).recall,
+            initial_wait_ms=10_000,
+            live=adapter.live,
         )
         session = ChatSession(
             info=await sessions.create_session(project), store=sessions, llm=llm,

@@ -384,7 +384,7 @@ async def test_compaction_hands_the_block_to_memory_extraction_first(
 
 
 def test_compaction_follows_the_setting(settings: Settings) -> None:
-    assert default_extensions(settings)[0] is compaction_extension
+    assert default_extensions(settings)[:2] == [memory_extension, compaction_extension]
     settings.compaction.enabled = False
     assert compaction_extension not in default_extensions(settings)
     assert memory_extension in default_extensions(settings)

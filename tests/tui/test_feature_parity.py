@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.server import create_app as create_daemon
-from qwenmem_tui.features.assembly import MemoryExtraction
+from qwenmem_tui.features.memory.extract import MemoryExtractionHook
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
@@ -45,7 +45,7 @@ class Seen:
 
 def seen(chat: ChatSession) -> Seen:
     compaction = next(h for h in chat.hooks if type(h).__name__ == "CompactionHook")
-    extraction = next(h for h in chat.hooks if isinstance(h, MemoryExtraction))
+    extraction = next(h for h in chat.hooks if isinstance(h, MemoryExtractionHook))
     hand_over = compaction._extract  # the callable compaction was built with
     return Seen(
         hooks=tuple(type(hook).__name__ for hook in chat.hooks),
@@ -91,7 +91,7 @@ def test_tui_and_daemon_get_identical_features(
     assert tui == daemon
     # Compaction first (it rebuilds the request memory's reminder then lands in).
     assert tui.hooks == (
-        "CompactionHook", "MemoryPrefetchHook", "MemoryReceiptHook", "MemoryExtraction"
+        "CompactionHook", "MemoryPrefetchHook", "MemoryReceiptHook", "MemoryExtractionHook"
     )
     assert tui.handed_to_own_extractor
     if defaults is None:

@@ -15,7 +15,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.assembly import MEMORY
+from qwenmem_tui.features.memory.feature import MEMORY
 from qwenmem_tui.features.memory.model import DAY, AuditAction, Category, Memory, Origin, Status
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id

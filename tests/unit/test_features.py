@@ -15,15 +15,12 @@ from qwenmem_tui.chat.tools import Tool, ToolContext
 from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.assembly import (
-    COMPACTION,
-    MEMORY,
-    Assembly,
-    MemoryExtraction,
-    MemoryUnavailable,
-    enabled_features,
-    offers_tools,
-)
+from qwenmem_tui.features.assembly import Assembly, enabled_features
+from qwenmem_tui.features.compaction.feature import COMPACTION
+from qwenmem_tui.features.feature import offers_tools
+from qwenmem_tui.features.memory.access import MemoryUnavailable
+from qwenmem_tui.features.memory.extract import MemoryExtractionHook
+from qwenmem_tui.features.memory.feature import MEMORY
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
@@ -54,13 +51,17 @@ def tool_names(features) -> set[str]:
     return {schema["function"]["name"] for schema in features.tools.schemas()}
 
 
+ALWAYS = {"recap", "instructions", "model", "export"}
+"""The features with no settings of their own (they add nothing to a session)."""
+
+
 def test_settings_decide_the_features(settings: Settings) -> None:
     settings.compaction.enabled = True
     settings.memory.enabled = True
-    assert enabled_features(settings) == {COMPACTION, MEMORY}
+    assert enabled_features(settings) == {COMPACTION, MEMORY, *ALWAYS}
     settings.compaction.enabled = False
     settings.memory.enabled = False
-    assert enabled_features(settings) == frozenset()
+    assert enabled_features(settings) == ALWAYS
     assert offers_tools(None) and not offers_tools(LOCAL)
 
 
@@ -75,7 +76,7 @@ async def test_hooks_come_in_the_one_order_fresh_per_session(
             CompactionHook,
             MemoryPrefetchHook,
             MemoryReceiptHook,
-            MemoryExtraction,
+            MemoryExtractionHook,
         ]
         assert one.hooks == (compaction, memory.prefetch, memory.receipts, memory.extraction)
         # Per-session state (token gauge, surfaced memories) is never shared ...
@@ -109,7 +110,7 @@ def test_only_known_features_are_assembled(
         assembly(settings, paths, llm, project, features={"memroy"})
     nothing = assembly(settings, paths, llm, project, features=())
     features = nothing.session()
-    assert features.hooks == () and nothing.memory is None
+    assert features.hooks == () and nothing.state(MEMORY) is None
     assert tool_names(features) == {"read_file", "list_directory"}
 
 
@@ -124,10 +125,10 @@ async def test_extraction_skips_turns_until_memory_is_open_then_writes(
     fake.script(Reply("Noted."))
     await collect(session, "I am Ada and I always deploy on Fridays.")
     # The service was never asked for: extraction skipped the turn instead of waiting.
-    assert built.memory is not None and built.memory.opened is None
+    assert built.state(MEMORY) is not None and built.state(MEMORY).opened is None
     assert all(b["messages"][0]["content"] != EXTRACTION_SYSTEM_PROMPT for b in fake.chat_requests)
 
-    service = await built.memory.service()
+    service = await built.state(MEMORY).service()
     proposal = {"memories": [{"category": "user", "key": "name", "value": "The user is Ada."}]}
     fake.script(Reply("Hello Ada."), Reply(json.dumps(proposal)))
     await collect(session, "Remember that my name is Ada.")
@@ -146,7 +147,7 @@ async def test_an_unopenable_memory_is_one_clear_line(
     built = assembly(settings, paths, llm, project, features={MEMORY})
     features = built.session()
     with pytest.raises(MemoryUnavailable, match="^Long-term memory is unavailable: "):
-        await built.memory.service()  # type: ignore[union-attr]
+        await built.state(MEMORY).service()  # type: ignore[union-attr]
     arguments = json.dumps({"category": "user", "key": "k", "value": "v"})
     result = await features.tools.call("save_memory", arguments, ToolContext(project, "s"))
     assert result.is_error and result.content.startswith("Long-term memory is unavailable: ")
@@ -157,9 +158,9 @@ async def test_a_new_feature_is_one_registration(
     settings: Settings, paths: Paths, llm: LLMClient, project: Path, monkeypatch
 ) -> None:
     """The docs' worked example: a feature is a `Feature` and one line in FEATURES."""
-    from qwenmem_tui.features import assembly as registry
     from qwenmem_tui.chat.session import BaseQueryHook
-    from qwenmem_tui.features.assembly import Feature, SessionPart
+    from qwenmem_tui.features import registry
+    from qwenmem_tui.features.feature import Feature, SessionPart
 
     class Stamp(BaseQueryHook):
         pass

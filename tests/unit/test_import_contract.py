@@ -7,22 +7,33 @@
    goes to the module named, or — for `from package import name` where `name` is not a
    submodule — to the package's `__init__`.
 2. The chat core (`qwenmem_tui/chat/`) imports no feature, directly or through other
-   modules: not compaction, memory, the recap, the feature assembly or a face.
-3. The feature assembly (`qwenmem_tui/features/assembly.py`) and the runtime every face opens
-   (`qwenmem_tui/runtime.py`) import no face, and only the TUI
-   (and the CLI entry that starts it) imports Textual — statically, so a function-local
-   import the subprocess check in test_core_imports.py never runs is caught too.
+   modules: nothing under `features/`, no runtime, no face.
+3. Only the TUI imports Textual: `tui/`, the features' `features/<name>/tui/` and the
+   CLI entry that starts it — statically, so a function-local import the subprocess
+   check in test_core_imports.py never runs is caught too.
 4. The base (config, paths, text, secrets, the debug log, prompt history, `llm/`,
-   `storage/`) imports nothing above it: no feature, no chat loop, no face.
-5. The faces (the TUI, the daemon with its proxy, the MCP server) open nothing the
+   `storage/`) imports nothing above it: no feature, no chat loop, no runtime, no face.
+5. A feature's core (everything under `features/` but its `tui/` and `routes.py`), the
+   assembly and the runtime import no face, directly or not: not `tui/`, `daemon/`,
+   `mcp_server/`, the CLI, nor any feature's `tui/` or `routes.py`.
+6. The faces (`tui/`, `daemon/`, `mcp_server/` and every feature's `tui/`/`routes.py`)
+   import of a feature only its registration (`feature.py`), its faces and the
+   modules its registration lists in `api` — plus the shared `features/feature.py`
+   (the protocol), `registry.py` and `assembly.py`. A feature's own faces may import
+   its core. Everything else they import is the runtime, the chat core or the base.
+7. A feature is one package with one registration: every `features/<name>/` has a
+   `feature.py` with one `Feature(...)`, `registry.py` imports each of them, and the
+   faces it offers (`tui=`, `routes=`) and its `api` name modules of its own package
+   that exist (the attribute too).
+8. The faces (the TUI, the daemon with its proxy, the MCP server) open nothing the
    runtime opens (database, session store, LLM client, memory service, feature
    assembly, chats, the memory views of faces that are not chats): they present
    `Runtime`.
-6. No module but `tui/app.py` names the app class: the others see `tui.host.Host`.
-7. The faces (`tui/`, `daemon/`, `mcp_server/`) construct no hook: no call to a class whose name ends
-   in `Hook` or that implements `QueryHook` (by inheritance or by defining its five
-   methods), and no such class defined there. Hooks are built by the core assembly
-   (`qwenmem_tui/features/assembly.py`), the same for both faces.
+9. No module but `tui/app.py` names the app class: the others see `tui.host.Host`.
+10. The faces construct no hook: no call to a class whose name ends in `Hook` or that
+   implements `QueryHook` (by inheritance or by defining its five methods), and no
+   such class defined there. Hooks are built by the features' registrations, the same
+   for every face.
 """
 
 from __future__ import annotations
@@ -38,18 +49,37 @@ import qwenmem_tui
 PACKAGE = "qwenmem_tui"
 PACKAGE_DIR = Path(qwenmem_tui.__file__).parent
 CHAT_CORE = f"{PACKAGE}.chat"
-FEATURES = (
-    f"{PACKAGE}.features",
-    f"{PACKAGE}.runtime",
-    f"{PACKAGE}.tui",
-    f"{PACKAGE}.daemon",
-)
+FEATURES_PACKAGE = f"{PACKAGE}.features"
 FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon", f"{PACKAGE}.mcp_server")
+"""The faces' own rooms; each feature's `tui/` and `routes.py` are faces too (`is_face`)."""
+FEATURES = (FEATURES_PACKAGE, f"{PACKAGE}.runtime", *FACES, f"{PACKAGE}.cli", f"{PACKAGE}.__main__")
+"""Everything above the chat core: the features, the runtime and the faces."""
+SHARED_FEATURE_MODULES = (
+    f"{FEATURES_PACKAGE}.feature",
+    f"{FEATURES_PACKAGE}.registry",
+    f"{FEATURES_PACKAGE}.assembly",
+)
+"""What every face may use of `features/`: the protocol, the registry, the assembly."""
+FEATURE_FACE_ROOMS = ("tui", "routes")
+
+
+def feature_of(name: str) -> str | None:
+    """The feature package a module belongs to (`memory` for `features.memory.x`)."""
+    parts = name.split(".")
+    if parts[:2] != [PACKAGE, "features"] or len(parts) < 3 or name in SHARED_FEATURE_MODULES:
+        return None
+    return parts[2]
+
 
 def is_feature_face(name: str) -> bool:
     """A feature's own face module: `features/<name>/tui/...` or `features/<name>/routes`."""
     parts = name.split(".")
-    return parts[:2] == [PACKAGE, "features"] and len(parts) >= 4 and parts[3] in ("tui", "routes")
+    return feature_of(name) is not None and len(parts) >= 4 and parts[3] in FEATURE_FACE_ROOMS
+
+
+def is_face(name: str) -> bool:
+    """A face: `tui/`, `daemon/`, `mcp_server/`, the CLI entry, a feature's `tui/` or routes."""
+    return _in(name, (*FACES, f"{PACKAGE}.cli", f"{PACKAGE}.__main__")) or is_feature_face(name)
 
 
 def is_textual_room(name: str) -> bool:
@@ -58,6 +88,8 @@ def is_textual_room(name: str) -> bool:
     return _in(name, (f"{PACKAGE}.tui", f"{PACKAGE}.cli", f"{PACKAGE}.__main__")) or (
         is_feature_face(name) and parts[3] == "tui"
     )
+
+
 HOOK_METHODS = {"on_query_start", "before_request", "on_query_end", "on_reset", "on_close"}
 HOOK_BASES = {"QueryHook", "BaseQueryHook"}
 
@@ -270,7 +302,7 @@ def hook_constructions(modules: dict[str, Module]) -> list[str]:
     hooks = hook_classes(modules)
     problems: list[str] = []
     for module in modules.values():
-        if not _in(module.name, FACES):
+        if not is_face(module.name):
             continue
         for node in ast.walk(module.tree):
             if isinstance(node, ast.ClassDef) and node.name in hooks:
@@ -282,6 +314,135 @@ def hook_constructions(modules: dict[str, Module]) -> list[str]:
             if called is not None and (called in hooks or called.endswith("Hook")):
                 problems.append(f"{module.name}:{node.lineno} constructs {called}")
     return problems
+
+
+# -- features: one package, one registration ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A feature's `Feature(...)` as its `feature.py` writes it (read, not run)."""
+
+    feature: str  # the package: "memory"
+    module: str
+    faces: dict[str, str]  # "tui" / "routes" -> "module:attribute"
+    api: tuple[str, ...]
+
+
+def registrations(modules: dict[str, Module]) -> tuple[dict[str, Registration], list[str]]:
+    """Every feature package's registration, and what is wrong with them."""
+    found: dict[str, Registration] = {}
+    problems: list[str] = []
+    for feature in sorted({f for f in map(feature_of, modules) if f is not None}):
+        name = f"{FEATURES_PACKAGE}.{feature}.feature"
+        module = modules.get(name)
+        if module is None:
+            problems.append(f"{FEATURES_PACKAGE}.{feature} has no feature.py")
+            continue
+        calls = [
+            node
+            for node in ast.walk(module.tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Feature"
+        ]
+        if len(calls) != 1:
+            problems.append(f"{name} makes {len(calls)} registrations, not one")
+            continue
+        keywords = {k.arg: k.value for k in calls[0].keywords}
+        faces = {
+            key: value.value
+            for key, value in keywords.items()
+            if key in FEATURE_FACE_ROOMS and isinstance(value, ast.Constant)
+        }
+        api_node = keywords.get("api")
+        api = tuple(
+            e.value for e in getattr(api_node, "elts", ()) if isinstance(e, ast.Constant)
+        )
+        found[feature] = Registration(feature, name, faces, api)
+    return found, problems
+
+
+def _defines(module: Module, attribute: str) -> bool:
+    for node in module.tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == attribute:
+                return True
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if any(isinstance(t, ast.Name) and t.id == attribute for t in targets):
+            return True
+    return False
+
+
+def registration_problems(modules: dict[str, Module]) -> list[str]:
+    """A feature package without its one registration, one the registry does not list,
+    and faces or `api` that name what is not the feature's own."""
+    found, problems = registrations(modules)
+    registry = modules.get(f"{FEATURES_PACKAGE}.registry")
+    for feature, registration in found.items():
+        if registry is None or registration.module not in registry.imports:
+            problems.append(f"{registration.module} is not in the registry")
+        for room, ref in registration.faces.items():
+            target, _, attribute = ref.partition(":")
+            own = feature_of(target) == feature and is_feature_face(target)
+            if not own or target.split(".")[3] != room:
+                problems.append(f"{registration.module} offers {room}={ref}: not its own {room}")
+            elif target not in modules or not _defines(modules[target], attribute):
+                problems.append(f"{registration.module} offers {room}={ref}: no such thing")
+        for entry in registration.api:
+            target = f"{FEATURES_PACKAGE}.{feature}.{entry}"
+            if target not in modules or entry in FEATURE_FACE_ROOMS:
+                problems.append(f"{registration.module} lists api {entry!r}: not a module of its core")
+    return problems
+
+
+def faces_reaching_feature_cores(modules: dict[str, Module]) -> list[str]:
+    """Faces importing of another feature what its registration does not offer."""
+    found, _ = registrations(modules)
+    problems = []
+    for name in sorted(modules):
+        if not is_face(name):
+            continue
+        own = feature_of(name)
+        for target in sorted(modules[name].imports):
+            feature = feature_of(target)
+            if feature is None or feature == own or is_feature_face(target):
+                continue
+            rest = target.split(".")[3:]
+            if rest in ([], ["feature"]) or (feature in found and rest[0] in found[feature].api):
+                continue
+            problems.append(f"{name} imports {target} (not offered by {feature}'s registration)")
+    return problems
+
+
+def cores_reaching_faces(modules: dict[str, Module]) -> list[str]:
+    """The features' cores, the assembly and the runtime reaching a face, directly or not."""
+    problems = []
+    for name in sorted(modules):
+        core = (_in(name, FEATURES_PACKAGE) and not is_feature_face(name)) or name == f"{PACKAGE}.runtime"
+        if not core:
+            continue
+        for target, via in sorted(reachable(modules, name).items()):
+            if is_face(target):
+                problems.append(f"{name} imports {target} (via {via})")
+    return problems
+
+
+def chat_core_reaching_features(modules: dict[str, Module]) -> list[str]:
+    problems = []
+    for name in sorted(modules):
+        if not _in(name, CHAT_CORE):
+            continue
+        for target, via in sorted(reachable(modules, name).items()):
+            if _in(target, FEATURES):
+                problems.append(f"{name} imports {target} (via {via})")
+    return problems
+
+
+def textual_outside_the_tui(modules: dict[str, Module]) -> list[str]:
+    return sorted(
+        name
+        for name, module in modules.items()
+        if "textual" in external_imports(module) and not is_textual_room(name)
+    )
 
 
 # -- the contract ----------------------------------------------------------------------
@@ -304,33 +465,33 @@ def test_no_import_cycle() -> None:
 
 
 def test_the_chat_core_imports_no_feature() -> None:
-    modules = load_modules()
-    problems = []
-    for name in sorted(modules):
-        if not _in(name, CHAT_CORE):
-            continue
-        for target, via in sorted(reachable(modules, name).items()):
-            if _in(target, FEATURES):
-                problems.append(f"{name} imports {target} (via {via})")
-    assert problems == []
+    assert chat_core_reaching_features(load_modules()) == []
 
 
-def test_the_assembly_and_the_runtime_import_no_face() -> None:
+def test_the_features_the_assembly_and_the_runtime_import_no_face() -> None:
     modules = load_modules()
-    cores = [name for name in modules if _in(name, f"{PACKAGE}.features") and not is_feature_face(name)]
-    assert f"{PACKAGE}.features.assembly" in cores
-    for core in (*cores, f"{PACKAGE}.runtime"):
-        faces = {t: via for t, via in reachable(modules, core).items() if _in(t, FACES)}
-        assert faces == {}, core
+    assert f"{FEATURES_PACKAGE}.memory.service" in modules  # the rule sees the features
+    assert cores_reaching_faces(modules) == []
 
 
 def test_only_the_tui_imports_textual() -> None:
-    offenders = sorted(
-        name
-        for name, module in load_modules().items()
-        if "textual" in external_imports(module) and not is_textual_room(name)
-    )
-    assert offenders == []
+    assert textual_outside_the_tui(load_modules()) == []
+
+
+def test_a_feature_is_one_package_with_one_registration() -> None:
+    """Every `features/<name>/` registers itself once, the registry lists it, and what
+    it offers the faces is its own."""
+    modules = load_modules()
+    found, _ = registrations(modules)
+    assert {"memory", "compaction", "recap", "mcp", "titles"} <= set(found)
+    assert found["memory"].faces["routes"] == "qwenmem_tui.features.memory.routes:MEMORY_ROUTES"
+    assert registration_problems(modules) == []
+
+
+def test_faces_import_of_a_feature_only_what_it_offers() -> None:
+    """The TUI, the daemon, the MCP server and the features' faces import of another
+    feature its registration, its faces and its declared `api` — not its core."""
+    assert faces_reaching_feature_cores(load_modules()) == []
 
 
 def test_faces_construct_no_hook() -> None:
@@ -348,7 +509,7 @@ BASE = (
     f"{PACKAGE}.storage",
 )
 """The base every layer stands on: it knows no feature, no chat loop, no face."""
-ABOVE_BASE = (*FEATURES, f"{PACKAGE}.chat", f"{PACKAGE}.mcp_server")
+ABOVE_BASE = (*FEATURES, f"{PACKAGE}.chat")
 RUNTIME_PARTS = {
     "Database": {"open"},
     "SessionStore": None,
@@ -383,7 +544,9 @@ def runtime_constructions(modules: dict[str, Module]) -> list[str]:
     """Faces opening what the runtime opens: `Database.open(...)`, `LLMClient(...)`, ..."""
     problems = []
     for module in modules.values():
-        if not _in(module.name, OPENING_FACES):
+        # The CLI entry is left out: its one-shot reads (`qwenmem sessions`, `--resume`
+        # checks) open the database without the runtime, never creating it.
+        if not (_in(module.name, OPENING_FACES) or is_feature_face(module.name)):
             continue
         for node in ast.walk(module.tree):
             if not isinstance(node, ast.Call):
@@ -629,4 +792,91 @@ def test_the_checks_catch_what_they_are_for() -> None:
     assert private_textual_uses({m.name: m for m in (private, allowed)}) == [
         f"{PACKAGE}.tui.w:1 imports textual._xterm_parser",
         f"{PACKAGE}.tui.w:3 uses ._bindings",
+    ]
+
+    # The chat core reaching a feature, even through another module.
+    loop = module(f"{PACKAGE}.chat.loop", "from qwenmem_tui.chat import helper\n")
+    helper = module(f"{PACKAGE}.chat.helper", "def f():\n    from qwenmem_tui.features.memory import model\n")
+    fake = {m.name: m for m in (loop, helper, model)}
+    for m in fake.values():
+        _read_imports(m, fake)
+    assert chat_core_reaching_features(fake) == [
+        f"{PACKAGE}.chat.helper imports {PACKAGE}.features.memory.model (via {PACKAGE}.chat.helper)",
+        f"{PACKAGE}.chat.loop imports {PACKAGE}.features.memory.model (via {PACKAGE}.chat.helper)",
+    ]
+
+    # Textual in a feature's core, not in its tui/.
+    widgetish = module(f"{PACKAGE}.features.stamp.hook", "from textual.widget import Widget\n")
+    screen = module(f"{PACKAGE}.features.stamp.tui.screen", "from textual.screen import Screen\n")
+    assert textual_outside_the_tui({m.name: m for m in (widgetish, screen)}) == [widgetish.name]
+
+    # A feature's core reaching a face (its own tui/ counts), and the runtime reaching one.
+    stamp_core = module(f"{PACKAGE}.features.stamp.core", "def f():\n    from qwenmem_tui.features.stamp.tui import screen\n")
+    runtime = module(f"{PACKAGE}.runtime", "import qwenmem_tui.daemon.server\n")
+    server = module(f"{PACKAGE}.daemon.server", "")
+    fake = {m.name: m for m in (stamp_core, screen, runtime, server)}
+    for m in fake.values():
+        _read_imports(m, fake)
+    assert cores_reaching_faces(fake) == [
+        f"{stamp_core.name} imports {screen.name} (via {stamp_core.name})",
+        f"{PACKAGE}.runtime imports {server.name} (via {PACKAGE}.runtime)",
+    ]
+
+    # Faces importing another feature's core: caught unless its registration's api
+    # offers the module; a feature's own face may import its own core.
+    registration = module(
+        f"{PACKAGE}.features.stamp.feature",
+        "FEATURE = Feature('stamp', tui='qwenmem_tui.features.stamp.tui.screen:stamp_extension',"
+        " api=('public',))\n",
+    )
+    public = module(f"{PACKAGE}.features.stamp.public", "")
+    own_face = module(f"{PACKAGE}.features.stamp.tui.extension", "from qwenmem_tui.features.stamp import core\n")
+    tui_face = module(
+        f"{PACKAGE}.tui.bar",
+        "from qwenmem_tui.features.stamp import core, feature, public\n"
+        "from qwenmem_tui.features.stamp.tui import screen\n",
+    )
+    other_feature_face = module(f"{PACKAGE}.features.other.routes", "from qwenmem_tui.features.stamp import core\n")
+    fake = {
+        m.name: m for m in (registration, public, stamp_core, screen, own_face, tui_face, other_feature_face)
+    }
+    for m in fake.values():
+        _read_imports(m, fake)
+    assert faces_reaching_feature_cores(fake) == [
+        f"{other_feature_face.name} imports {stamp_core.name} (not offered by stamp's registration)",
+        f"{tui_face.name} imports {stamp_core.name} (not offered by stamp's registration)",
+    ]
+
+    # One package, one registration: a package without feature.py ("other"), a
+    # registry not listing it, a face ref that is not its own or not there, an api
+    # naming no module; a good registration listed in the registry passes.
+    registry = module(f"{PACKAGE}.features.registry", "from qwenmem_tui.features.stamp import feature as stamp\n")
+    fake = {m.name: m for m in (registration, public, stamp_core, screen, registry, other_feature_face)}
+    for m in fake.values():
+        _read_imports(m, fake)
+    assert registration_problems(fake) == [
+        f"{PACKAGE}.features.other has no feature.py",
+        f"{registration.name} offers tui={PACKAGE}.features.stamp.tui.screen:stamp_extension: no such thing",
+    ]
+    bad = module(
+        f"{PACKAGE}.features.stamp.feature",
+        "FEATURE = Feature('stamp', routes='qwenmem_tui.features.other.routes:ROUTES', api=('nothing',))\n"
+        "SECOND = Feature('stamp2')\n",
+    )
+    assert registration_problems({**fake, bad.name: bad}) == [
+        f"{PACKAGE}.features.other has no feature.py",
+        f"{bad.name} makes 2 registrations, not one",
+    ]
+    bad = module(
+        f"{PACKAGE}.features.stamp.feature",
+        "FEATURE = Feature('stamp', routes='qwenmem_tui.features.other.routes:ROUTES', api=('nothing',))\n",
+    )
+    unlisted = module(f"{PACKAGE}.features.registry", "")
+    fake = {m.name: m for m in (bad, public, stamp_core, unlisted)}
+    for m in fake.values():
+        _read_imports(m, fake)
+    assert registration_problems(fake) == [
+        f"{bad.name} is not in the registry",
+        f"{bad.name} offers routes={PACKAGE}.features.other.routes:ROUTES: not its own routes",
+        f"{bad.name} lists api 'nothing': not a module of its core",
     ]

@@ -5,7 +5,7 @@ effect in another is the classic memory bug:
 
 * **history** — the raw chat messages of a session (``storage/sessions.py``);
 * **cache** — per-session derived state such as compaction summaries and the set of
-  memories already surfaced in this session (``chat/``, ``compaction.py``);
+  memories already surfaced in this session (``chat/``, ``features/compaction/``);
 * **memory** — this package: facts persisted across sessions, with a store (SQL rows
   and vectors), a local FAISS index fed from the store, recall, a poisoning guard and
   an audit trail.

@@ -255,8 +255,11 @@ async def _prepare(
     )
     # A backup's active set was already decided: restored as it was, not merged.
     pending.decide_identity = not backup
-    if backup and (hold or (trusted and row.get("approved") is True and holds(pending.flags))):
-        # Held, or held once and approved by the person: the flags it carried then.
+    approved = trusted and row.get("approved") is True and holds([*pending.flags, *listed])
+    if backup and (hold or approved):
+        # Held, or held once and approved by the person: the flags it carried then, so
+        # it is held again and approved again (``_count``) — the review decision and
+        # why it was needed both survive, even when the restore alone would not hold it.
         pending.flags = list(dict.fromkeys([*hold, *listed])) or pending.flags
     return pending
 

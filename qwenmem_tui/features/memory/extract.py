@@ -6,16 +6,19 @@ the newer facts. It is skipped when the model already called ``save_memory`` in 
 turn: the model decided what to keep, and a second opinion would duplicate it. What
 the model returns is untrusted JSON: it is validated, then every entry goes through
 the guard like any other write (origin ``agent``).
+
+The hook writes to a service that may still be opening (`MemoryAccess`, the chat
+faces): a turn that ends before memory is up is skipped (best effort, it never holds
+a turn open), while compaction's hand-over (`extract_block`) waits for it — that
+block will not come back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from qwenmem_tui.chat.session import BaseQueryHook
 from qwenmem_tui.chat.turns import QueryOutcome
@@ -24,6 +27,7 @@ from qwenmem_tui.features.memory.provenance import Provenance
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY
+from qwenmem_tui.llm.json_answer import json_object
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
@@ -84,15 +88,8 @@ def last_exchange(messages: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]]
 
 def parse_proposals(raw: str) -> list[dict[str, str]]:
     """The ``memories`` list of the model's JSON; [] for anything malformed."""
-    text = re.sub(r"^```(?:json)?\s*|\s*```$", "", raw.strip())
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        return []
-    try:
-        data = json.loads(text[start : end + 1])
-    except ValueError:
-        return []
-    items = data.get("memories") if isinstance(data, dict) else None
+    data = json_object(raw)
+    items = data.get("memories") if data is not None else None
     if not isinstance(items, list):
         return []
     proposals = []
@@ -104,11 +101,40 @@ def parse_proposals(raw: str) -> list[dict[str, str]]:
     return proposals
 
 
-class MemoryExtractionHook(BaseQueryHook):
-    """The QueryHook: ``hooks=[..., MemoryExtractionHook(service, llm)]``."""
+class MemorySource(Protocol):
+    """Where extraction writes: a memory service, open or opening (`MemoryAccess`)."""
 
-    def __init__(self, service: MemoryService, llm: LLMClient, *, enabled: bool = True) -> None:
-        self.service = service
+    project: str
+
+    @property
+    def opened(self) -> MemoryService | None:
+        """The service if it is open already (never waits)."""
+
+    async def service(self) -> MemoryService:
+        """The open service (waits for it; raises when it cannot open)."""
+
+
+@dataclass(frozen=True)
+class OpenService:
+    """A service that is open already, as a `MemorySource` (tests, the proxy)."""
+
+    opened: MemoryService
+    project: str = ""
+
+    async def service(self) -> MemoryService:
+        return self.opened
+
+
+class MemoryExtractionHook(BaseQueryHook):
+    """The QueryHook: ``hooks=[..., MemoryExtractionHook(memory, llm)]``, ``memory`` a
+    `MemorySource` (`MemoryAccess.extraction` builds it so) or an open service."""
+
+    def __init__(
+        self, memory: MemorySource | MemoryService, llm: LLMClient, *, enabled: bool = True
+    ) -> None:
+        if isinstance(memory, MemoryService):
+            memory = OpenService(memory)
+        self.memory: MemorySource = memory
         self.llm = llm
         self.enabled = enabled
         self._running: asyncio.Task[None] | None = None
@@ -121,6 +147,9 @@ class MemoryExtractionHook(BaseQueryHook):
             return
         if SAVE_MEMORY in outcome.tool_names:
             log.debug("[MEMORY_EXTRACT] skipped: the model called save_memory this turn")
+            return
+        if self.memory.opened is None:
+            log.debug("[MEMORY_EXTRACT] skipped: memory is still opening")
             return
         view = session.history()
         transcript, _ = last_exchange(view)
@@ -144,14 +173,17 @@ class MemoryExtractionHook(BaseQueryHook):
                 log.debug("[MEMORY_EXTRACT] queued job replaced by a newer turn")
             self._queued = job
 
-    async def extract_block(self, project: str, messages: list[dict[str, Any]]) -> None:
-        """Compaction's hand-over: facts of a block about to be summarised away (issue 6).
+    async def extract_block(self, messages: list[dict[str, Any]]) -> None:
+        """Compaction's hand-over: facts of a block about to be summarised away (issue 6),
+        for the memory's project.
 
         Awaited, not queued: a queued job can be replaced by a newer turn's, and this
-        block will not come back.
+        block will not come back. Waits for a service still opening (raises when it
+        cannot open; compaction logs it).
         """
         if not self.enabled:
             return
+        await self.memory.service()
         lines: list[str] = []
         for message in messages:
             content = message.get("content")
@@ -164,7 +196,7 @@ class MemoryExtractionHook(BaseQueryHook):
         if lines:
             transcript = "\n\n".join(lines)[-_TRANSCRIPT_CHARS:]
             await self.extract(
-                ExtractionJob(project, transcript, Provenance.from_messages(messages))
+                ExtractionJob(self.memory.project, transcript, Provenance.from_messages(messages))
             )
 
     async def drain(self) -> None:
@@ -197,10 +229,11 @@ class MemoryExtractionHook(BaseQueryHook):
             temperature=0.0,
         )
         proposals = parse_proposals(completion.content)
+        service = await self.memory.service()
         results = []
         for proposal in proposals:
             try:
-                result = await self.service.save(
+                result = await service.save(
                     proposal["category"],
                     proposal["key"],
                     proposal["value"],

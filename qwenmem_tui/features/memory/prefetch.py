@@ -19,7 +19,7 @@ session (the TUI keeps its hooks across /resume) starts that state afresh. Sessi
 running queries concurrently (the daemon) each need their own hook.
 
 Delivered reminders are rebuilt from the current state before every request (issue
-14): with a `live` callable (MemoryService.live_for), a delivered memory that has
+14): with a `live` callable (`ProjectRecall.live`), a delivered memory that has
 since been superseded, forgotten or has expired — in this process or another — leaves
 the next request, replaced by its successor when there is one. When nothing changed
 that costs one read of the store's generation.
@@ -47,16 +47,50 @@ if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
     from qwenmem_tui.features.memory.live import Freshness, LiveBlocks
     from qwenmem_tui.features.memory.recall import RecallResult
+    from qwenmem_tui.features.memory.service import MemoryService
 
 log = logging.getLogger("qwenmem.memory")
 
 Recall = Callable[..., Awaitable["RecallResult | None"]]
 """`recall(text, excluded)`; with a `record_recall` also `recall(text, excluded,
-record=False)`, which leaves the recall metrics alone (MemoryService.recall_for)."""
+record=False)`, which leaves the recall metrics alone (`ProjectRecall.recall`)."""
 
 Live = Callable[[list[tuple[int, ...]], "Freshness | None"], Awaitable["LiveBlocks | None"]]
 """`live(groups, since)`: the delivered groups of ids as they stand now, or None when
-nothing changed since the answer read at `since` (MemoryService.live_for)."""
+nothing changed since the answer read at `since` (`ProjectRecall.live`)."""
+
+
+@dataclass(frozen=True)
+class ProjectRecall:
+    """The one adapter from the memory service to the hook's `Recall` and `Live`: one
+    project's recall (its memories and the global ones) and its live view of what
+    was delivered. `service` is awaited at each call, so a service still opening
+    (`MemoryAccess.service`) is waited for where the hook waits (never by the turn)."""
+
+    service: Callable[[], Awaitable[MemoryService]]
+    project: str
+
+    @classmethod
+    def of(cls, service: MemoryService, project: str) -> ProjectRecall:
+        """The adapter over a service that is open already."""
+
+        async def opened() -> MemoryService:
+            return service
+
+        return cls(opened, project)
+
+    async def recall(
+        self, text: str, excluded: frozenset[int], *, record: bool = True
+    ) -> RecallResult:
+        service = await self.service()
+        return await service.recall(text, project=self.project, exclude=excluded, record=record)
+
+    async def live(
+        self, groups: list[tuple[int, ...]], since: Freshness | None
+    ) -> LiveBlocks | None:
+        service = await self.service()
+        return await service.live(groups, since, project=self.project)
+
 
 OPENING_WAIT_S = 2.5
 """The most a query's first request waits for its recall while memory is still opening

@@ -507,14 +507,6 @@ class MemoryService:
         )
         return memory
 
-    def recall_for(self, project: str) -> Callable[..., Awaitable[RecallResult]]:
-        """The ``recall(text, excluded, *, record=True)`` callable MemoryPrefetchHook expects."""
-
-        async def recall(text: str, excluded: frozenset[int], *, record: bool = True) -> RecallResult:
-            return await self.recall(text, project=project, exclude=excluded, record=record)
-
-        return recall
-
     async def live(
         self, groups: Sequence[Sequence[int]], since: Freshness | None, *, project: str
     ) -> LiveBlocks | None:
@@ -523,14 +515,6 @@ class MemoryService:
         return await live_blocks(
             self.store, groups, since, user=self.user, project=project, clock=self.clock
         )
-
-    def live_for(self, project: str) -> Callable[..., Awaitable[LiveBlocks | None]]:
-        """The ``live(groups, since)`` callable MemoryPrefetchHook expects."""
-
-        async def live(groups: Sequence[Sequence[int]], since: Freshness | None) -> LiveBlocks | None:
-            return await self.live(groups, since, project=project)
-
-        return live
 
     async def record_recall(self, result: RecallResult) -> None:
         """Count a recall run with ``record=False`` as a chat-turn recall after all

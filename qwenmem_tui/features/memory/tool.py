@@ -103,7 +103,7 @@ def save_memory_tool(service: MemoryService, *, on_write: OnWrite | None = None)
 
 
 def save_memory_tool_for(handler: ToolHandler) -> Tool:
-    """The save_memory Tool around ``handler`` (features.py wraps one that waits for
+    """The save_memory Tool around ``handler`` (`MemoryAccess` wraps one that waits for
     the service): one definition of its name, schema and trust."""
     return Tool(
         name=SAVE_MEMORY,

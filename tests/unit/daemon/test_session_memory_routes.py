@@ -95,3 +95,29 @@ def test_memory_routes_need_the_token_and_memory(
     with serve_live(app) as url:
         response = httpx.get(f"{url}/memory")
     assert (response.status_code, response.json()["code"]) == (404, "memory_disabled")
+
+
+def test_one_key_under_two_categories_is_two_memories_over_the_daemon(
+    live_url: str, fake: FakeOpenAI
+) -> None:
+    """Issue 24: the model saves "ana" as a preference and as a fact about the person
+    over HTTP; both stay, the routes list and forget each on its own, and a restated
+    value replaces only its own category's."""
+    saves = [
+        ("feedback", "rita", "Rita wants answers with the code first"),
+        ("user", "rita", "Rita is my climbing partner"),
+        ("user", "rita", "Rita is my climbing partner and neighbour"),
+    ]
+    script = []
+    for category, key, value in saves:
+        script += [Reply(tool_calls=[ToolCallSpec("save_memory", {"category": category, "key": key, "value": value})]), Reply("Saved.")]
+    fake.script(*script)
+    with DaemonClient(live_url) as client:
+        session_id = client.create_session("rita")
+        for _, _, value in saves:
+            assert client.prompt(session_id, f"remember: {value}").reply == "Saved."
+        listed = {(m["category"], m["key"], m["value"]) for m in client.list_memories()}
+        assert listed == {("feedback", "rita", saves[0][2]), ("user", "rita", saves[2][2])}
+        (feedback,) = client.list_memories(category="feedback")
+        assert client.forget_memory(feedback["id"]) is True
+        assert [(m["category"], m["value"]) for m in client.list_memories()] == [("user", saves[2][2])]

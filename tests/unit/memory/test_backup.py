@@ -177,6 +177,27 @@ async def test_export_then_import_into_a_fresh_home_reproduces_the_active_set(
         await fresh.close()
 
 
+async def test_a_memory_approved_after_review_comes_back_approved_with_its_flags(
+    service: MemoryService, tmp_path: Path, clock: Clock
+) -> None:
+    """Held only for where it came from (a file nobody vouched for), then approved: a
+    --trust restore would not hold it again, so it must not lose the flags it was held
+    for nor the approval (a second round trip would forget the decision)."""
+    lines = [json.dumps({"category": "user", "key": "olu", "value": "Olu is my running partner"})]
+    await import_lines(service, lines, project=PROJECT_A)
+    [held] = [m for m in await service.list() if m.status is Status.QUARANTINED]
+    await service.approve(held.id, reason="it is mine")
+    backup = await export_lines(service)
+    assert json.loads(backup[0])["approved"] is True
+    fresh = await MemoryService.open(make_settings(), Paths(tmp_path / "fresh"), clock=clock)
+    try:
+        await import_lines(fresh, backup, project=PROJECT_A, trusted=True)
+        assert shape(await fresh.list()) == shape(await service.list())
+        assert [json.loads(line)["approved"] for line in await export_lines(fresh)] == [True]
+    finally:
+        await fresh.close()
+
+
 def run_cli(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "QWENMEM_HOME": str(home), "QWENMEM_DEBUG_LOG_FILE": "0"}
     return subprocess.run(

@@ -16,7 +16,7 @@ import pytest
 from chat_support import chat_llm, collect
 from memtest_support import Clock, make_settings
 
-from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
+from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.chat.session import ChatSession, QueryHook
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
@@ -92,7 +92,7 @@ class Chat:
     def prefetch(self) -> MemoryPrefetchHook:
         # A generous initial wait makes delivery at the UserQuery point deterministic.
         return MemoryPrefetchHook(
-            self.svc.recall_for(project_id(self.root)), initial_wait_ms=10_000
+            ProjectRecall.of(self.svc, project_id(self.root)).recall, initial_wait_ms=10_000
         )
 
 
@@ -257,7 +257,9 @@ def reminder_blocks(body: dict) -> str:
 def live_prefetch(chat: Chat) -> MemoryPrefetchHook:
     project = project_id(chat.root)
     return MemoryPrefetchHook(
-        chat.svc.recall_for(project), initial_wait_ms=10_000, live=chat.svc.live_for(project)
+        (adapter := ProjectRecall.of(chat.svc, project)).recall,
+        initial_wait_ms=10_000,
+        live=adapter.live,
     )
 
 

@@ -21,7 +21,14 @@ import pytest
 from chat_support import chat_llm, collect, outcome_of
 from memtest_support import Clock, make_settings
 
-from qwenmem_tui.features.memory.prefetch import DISCARDED, IN_VIEW, INITIAL, TOOL_RESULT, MemoryPrefetchHook
+from qwenmem_tui.features.memory.prefetch import (
+    DISCARDED,
+    IN_VIEW,
+    INITIAL,
+    TOOL_RESULT,
+    MemoryPrefetchHook,
+    ProjectRecall,
+)
 from qwenmem_tui.chat.session import BaseQueryHook, ChatSession
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
 from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
@@ -438,7 +445,9 @@ async def test_slow_embeddings_endpoint_memory_arrives_with_the_tool_result(
         await service.save(
             "project", "api_port", "The API listens on port 8443.", origin="user", project="p"
         )
-        hook = MemoryPrefetchHook(service.recall_for("p"), record_delivery=service.record_delivery)
+        hook = MemoryPrefetchHook(
+            ProjectRecall.of(service, "p").recall, record_delivery=service.record_delivery
+        )
         session = await make_session(hook)
         embeddings, tool_reply = threading.Event(), threading.Event()
         fake.embedding_gate = embeddings
@@ -694,7 +703,7 @@ async def live_service(tmp_path: Path, live_clock: Clock) -> AsyncIterator[Memor
 
 
 class LiveSpy:
-    """MemoryService.live_for, recording each answer (None: nothing changed)."""
+    """ProjectRecall.live, recording each answer (None: nothing changed)."""
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service
@@ -708,7 +717,8 @@ class LiveSpy:
 
 def live_hook(service: MemoryService) -> tuple[MemoryPrefetchHook, LiveSpy]:
     spy = LiveSpy(service)
-    hook = MemoryPrefetchHook(service.recall_for(PROJECT), live=spy, initial_wait_ms=10_000)
+    recall = ProjectRecall.of(service, PROJECT).recall
+    hook = MemoryPrefetchHook(recall, live=spy, initial_wait_ms=10_000)
     return hook, spy
 
 

@@ -17,7 +17,7 @@ from chat_support import chat_llm, collect
 from memtest_support import PROJECT_B
 from trust_corpus import BENIGN, HOSTILE, Benign, Hostile
 
-from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
+from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
@@ -172,7 +172,9 @@ async def test_a_project_note_read_in_a_file_reaches_the_model_as_a_note(
     [row] = await service.list()
     assert row.status is Status.ACTIVE and row.flags == [FLAG_FROM_FILE]
     later = await chat.session(
-        MemoryPrefetchHook(service.recall_for(project_id(chat.root)), initial_wait_ms=10_000)
+        MemoryPrefetchHook(
+            ProjectRecall.of(service, project_id(chat.root)).recall, initial_wait_ms=10_000
+        )
     )
     fake.script(Reply("PostgreSQL 16."))
     await collect(later, "which database does the billing service use?")

@@ -21,7 +21,7 @@ from trust_corpus import FOOTER_ORDER, HOSTILE, HOSTILE_IMPORT
 
 from qwenmem_tui import cli
 from qwenmem_tui.features.memory.backup import import_lines
-from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
+from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import Tool, ToolContext, builtin_tools
 from qwenmem_tui.chat.view import COMPACTION_ITEM, REVIEWED_NOTE, SUMMARY_TAINT, untrusted_content
@@ -95,7 +95,8 @@ class Chat:
         return ChatSession(info=info, **self.options(*hooks, extra=extra))
 
     def recall(self) -> MemoryPrefetchHook:
-        return MemoryPrefetchHook(self.service.recall_for(project_id(self.root)), initial_wait_ms=10_000)
+        recall = ProjectRecall.of(self.service, project_id(self.root)).recall
+        return MemoryPrefetchHook(recall, initial_wait_ms=10_000)
 
 
 @pytest.fixture

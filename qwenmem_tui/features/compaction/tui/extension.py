@@ -1,7 +1,7 @@
 """History compaction in the app: /compact, /pin, /unpin, ctrl+p and the marker widget.
 
 The compaction hook itself — first among the hooks, handed memory's extractor — is
-built by the core assembly (`qwenmem_tui/features/assembly.py`); this module drives it.
+built by its registration (`features/compaction/feature.py`); this module drives it.
 
 Why first: when it compacts, it throws the request away and rebuilds it from the
 session's (now folded) model view. Prefetch running after it therefore adds its
@@ -23,7 +23,7 @@ from textual.binding import Binding
 
 from qwenmem_tui.chat.view import COMPACTION_ITEM
 from qwenmem_tui.features.compaction.hook import CompactionHook
-from qwenmem_tui.features.assembly import COMPACTION
+from qwenmem_tui.features.compaction.feature import COMPACTION
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory, busy_notice

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from qwenmem_tui.features.assembly import MCP
+from qwenmem_tui.features.mcp.feature import MCP
 from qwenmem_tui.features.mcp.permissions import Decision, PermissionRequest
 from qwenmem_tui.features.mcp.server import McpServer
 from qwenmem_tui.features.mcp.servers import McpServers, describe_servers
@@ -96,12 +96,13 @@ class McpFeature:
 
 
 async def _build(context: AppContext) -> Extension:
-    feature = McpFeature(context, context.mcp)
+    servers: McpServers | None = context.state(MCP)
+    feature = McpFeature(context, servers)
     feature.watch()
 
     async def close() -> None:
-        if context.mcp is not None:
-            context.mcp.approver = None
+        if servers is not None:
+            servers.approver = None
 
     return Extension(
         name="mcp",

@@ -1,8 +1,8 @@
 """Long-term memory in the app: its notices, /memory, /remember and /forget.
 
 The service, the prefetch and extraction hooks and the save_memory tool are built by
-the core assembly (`qwenmem_tui/features/assembly.py`); `MemoryAccess` opens the service in the
-background, since loading (or rebuilding) the vector index must not hold the first
+memory's registration (`features/memory/feature.py`); `MemoryAccess` opens the service in
+the background, since loading (or rebuilding) the vector index must not hold the first
 frame. This module tells the user how the opening goes and runs the commands, which
 await the service in their workers.
 """
@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 
-from qwenmem_tui.features.assembly import MEMORY, MemoryAccess, MemoryUnavailable
+from qwenmem_tui.features.memory.access import MemoryAccess, MemoryUnavailable
+from qwenmem_tui.features.memory.feature import MEMORY
 from qwenmem_tui.features.memory.model import FLAG_POSSIBLE_DUPLICATE, Memory, WriteAction, WriteResult
 from qwenmem_tui.features.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, RECEIPT_ITEM, receipt_of
 from qwenmem_tui.features.memory.review import review_plan, waiting_label
@@ -81,6 +82,14 @@ class MemoryFeature:
     async def service(self) -> MemoryService:
         """The open service, once its index is loaded (raises MemoryUnavailable)."""
         return await self._memory.service()
+
+    async def _service_for(self, app: Host) -> MemoryService | None:
+        """The open service for a command; None once the conversation says why not."""
+        try:
+            return await self.service()
+        except MemoryUnavailable as exc:
+            app.show_error(str(exc))
+            return None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -155,10 +164,8 @@ class MemoryFeature:
         """/memory: the Memory screen."""
         from qwenmem_tui.features.memory.tui.screen import MemoryScreen
 
-        try:
-            service = await self.service()
-        except MemoryUnavailable as exc:
-            app.show_error(str(exc))
+        service = await self._service_for(app)
+        if service is None:
             return
         settings = self._context.settings.memory
         await app.push_screen(
@@ -193,10 +200,8 @@ class MemoryFeature:
             app.show_info("Usage: /forget <id> (the ids are on the /memory screen)")
             return
         memory_id = int(args) if len(args) <= 20 else 0  # longer: out of range anyway
-        try:
-            service = await self.service()
-        except MemoryUnavailable as exc:
-            app.show_error(str(exc))
+        service = await self._service_for(app)
+        if service is None:
             return
         # The service checks ownership (user and project) for every face alike.
         forgotten = await service.forget(memory_id, project=self.project, reason="/forget")
@@ -331,9 +336,10 @@ RECEIPT_BINDING = Binding("ctrl+o", "command('receipt')", "Memories used", id="m
 
 
 async def _build(context: AppContext) -> Extension:
-    if context.memory is None:
+    memory: MemoryAccess | None = context.state(MEMORY)
+    if memory is None:
         raise RuntimeError("the memory extension needs the memory feature assembled")
-    feature = MemoryFeature(context, context.memory)
+    feature = MemoryFeature(context, memory)
     return Extension(
         name=MEMORY,
         item_widgets={RECEIPT_ITEM: feature.receipt_widget},

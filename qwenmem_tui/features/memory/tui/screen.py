@@ -459,11 +459,10 @@ class MemoryScreen(Screen[None]):
     @work(group="memory-write")
     async def keep(self, memory_id: int) -> None:
         kept = await review.keep(self._service, memory_id, project=self._project)
-        if kept is None:
-            self.notify(f"Memory #{memory_id} is no longer active.", severity="warning")
-        else:
-            self.notify(f"Kept #{memory_id} ({kept.category}/{terminal_safe(kept.key)}): reviewed.")
-            self.post_message(self.MemoryChanged(kept, "keep"))
+        self._report(
+            "keep", kept, missing=f"Memory #{memory_id} is no longer active.",
+            line=lambda m: f"Kept #{memory_id} ({_label(m)}): reviewed.",
+        )
 
     def action_edit(self) -> None:
         """e: correct the selected memory's value (a supersede by the user, audited)."""
@@ -488,27 +487,28 @@ class MemoryScreen(Screen[None]):
         except MemoryRejected as exc:
             self.notify(f"Not changed: {exc}.", severity="error")
             return
-        if result is None:
-            self.notify(f"Memory #{memory_id} is no longer active.", severity="warning")
-            return
-        if memory_id in self._sample:  # corrected in the review: the new value is reviewed
-            await review.keep(self._service, result.memory.id, project=self._project)
-        self._selected = result.memory.id
-        self.notify(f"Saved #{result.memory.id} ({result.memory.category}/{terminal_safe(result.memory.key)}).")
-        self.post_message(self.MemoryChanged(result.memory, "edit"))
+        saved = None if result is None else result.memory
+        if saved is not None:
+            if memory_id in self._sample:  # corrected in the review: the new value is reviewed
+                await review.keep(self._service, saved.id, project=self._project)
+            self._selected = saved.id
+        self._report(
+            "edit", saved, missing=f"Memory #{memory_id} is no longer active.",
+            line=lambda m: f"Saved #{m.id} ({_label(m)}).",
+        )
 
     @work(group="memory-write")
     async def restore(self, memory_id: int) -> None:
         restored = await self._service.restore(
             memory_id, project=self._project, reason="restored on the /memory screen"
         )
-        if restored is None:
-            self.notify(f"Memory #{memory_id} is no longer superseded.", severity="warning")
-            return
-        memory, replaced = restored
+        replaced = restored[1] if restored is not None else []
         gave_way = f"; #{', #'.join(map(str, replaced))} gave way" if replaced else ""
-        self.notify(f"Restored #{memory_id} ({memory.category}/{terminal_safe(memory.key)}){gave_way}.")
-        self.post_message(self.MemoryChanged(memory, "restore"))
+        self._report(
+            "restore", None if restored is None else restored[0],
+            missing=f"Memory #{memory_id} is no longer superseded.",
+            line=lambda m: f"Restored #{memory_id} ({_label(m)}){gave_way}.",
+        )
 
     @work(group="memory-write")
     async def move(self, memory_id: int, category: Category) -> None:
@@ -519,35 +519,52 @@ class MemoryScreen(Screen[None]):
         except ValueError as exc:
             self.notify(f"Not moved: {exc}.", severity="error")
             return
-        if moved is None:
-            self.notify(f"No memory with id {memory_id}", severity="warning")
-            return
-        where = "this project only" if moved.scope != GLOBAL_SCOPE else "every project"
-        self.notify(f"Moved #{memory_id} to {moved.category}/{terminal_safe(moved.key)} ({where}).")
-        self.post_message(self.MemoryChanged(moved, "move"))
+
+        def where(m: Memory) -> str:
+            return "this project only" if m.scope != GLOBAL_SCOPE else "every project"
+
+        self._report(
+            "move", moved, missing=f"No memory with id {memory_id}",
+            line=lambda m: f"Moved #{memory_id} to {_label(m)} ({where(m)}).",
+        )
 
     @work(group="memory-write")
     async def approve(self, memory_id: int) -> None:
         approved = await self._service.approve(
             memory_id, project=self._project, reason="approved on the /memory screen"
         )
-        if approved is None:
-            self.notify(f"Memory #{memory_id} is no longer quarantined.", severity="warning")
-        else:
-            self.notify(f"Approved #{memory_id} ({approved.category}/{terminal_safe(approved.key)}).")
-            self.post_message(self.MemoryChanged(approved, "approve"))
+        self._report(
+            "approve", approved, missing=f"Memory #{memory_id} is no longer quarantined.",
+            line=lambda m: f"Approved #{memory_id} ({_label(m)}).",
+        )
 
     @work(group="memory-write")
     async def forget(self, memory_id: int) -> None:
         forgotten = await self._service.forget(
             memory_id, project=self._project, reason="forgotten on the /memory screen"
         )
-        if forgotten is None:
-            self.notify(f"No memory with id {memory_id}", severity="warning")
-        else:
-            self.notify(f"Forgot #{memory_id} ({forgotten.category}/{terminal_safe(forgotten.key)}).")
-            self.post_message(self.MemoryChanged(forgotten, "forget"))
+        self._report(
+            "forget", forgotten, missing=f"No memory with id {memory_id}",
+            line=lambda m: f"Forgot #{memory_id} ({_label(m)}).",
+        )
+
+    def _report(
+        self, action: str, changed: Memory | None, *, missing: str, line: Callable[[Memory], str]
+    ) -> None:
+        """One change of the person's, said in one line: `missing` (a warning) when the
+        memory was not in the state the change needs, else `line(changed)`, and the app
+        told (a running session's recall follows, this list reloads)."""
+        if changed is None:
+            self.notify(missing, severity="warning")
+            return
+        self.notify(line(changed))
+        self.post_message(self.MemoryChanged(changed, action))
 
     @on(MemoryChanged)
     def _changed(self) -> None:
         self.load_memories()
+
+
+def _label(memory: Memory) -> str:
+    """`category/key` as a notice names a memory (the key made safe for the terminal)."""
+    return f"{memory.category}/{terminal_safe(memory.key)}"

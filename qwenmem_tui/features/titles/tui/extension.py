@@ -7,7 +7,7 @@ features its extensions present, so this one presents it.
 
 from __future__ import annotations
 
-from qwenmem_tui.features.assembly import TITLES
+from qwenmem_tui.features.titles.feature import TITLES
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 
 

@@ -1,0 +1,25 @@
+"""Compaction's registration: per session the hook that folds old turns into a summary
+(first in the loop: it rebuilds the request other hooks then add to), handed memory's
+extractor for the blocks it summarises away. Its face: /compact, /pin, /unpin."""
+
+from __future__ import annotations
+
+from qwenmem_tui.features.compaction.hook import CompactionHook
+from qwenmem_tui.features.feature import Feature, FeatureContext, SessionPart, SessionWiring
+
+COMPACTION = "compaction"
+
+
+def _session(state: object, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
+    assert context.llm is not None  # a runtime with chats has a model client
+    hook = CompactionHook(context.llm, context.settings, extract=wiring.extract_block)
+    return SessionPart(hooks=(hook,), handle=hook)
+
+
+FEATURE = Feature(
+    COMPACTION,
+    hook_rank=0,  # first: it rebuilds the request from the folded view
+    enabled=lambda settings: settings.compaction.enabled,
+    session=_session,
+    tui="qwenmem_tui.features.compaction.tui.extension:compaction_extension",
+)

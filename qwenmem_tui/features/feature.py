@@ -1,0 +1,139 @@
+"""What a feature is: the one registration a feature package makes (`Feature`).
+
+A feature plugs into the chat loop (hooks, tools) and offers each face what it has for
+it (the TUI its extension, the daemon its routes). Its package holds all of it:
+
+```text
+features/<name>/
+  feature.py      FEATURE = Feature(...)   <- the registration, and one line in registry.py
+  ...             its core (no Textual, no HTTP): hooks, stores, services
+  tui/            its TUI face (Textual): the extension, screens, widgets
+  routes.py       its daemon face (Starlette), if it has one
+```
+
+The core never imports a face, so a registration names its faces by reference
+(``"module:attribute"``); the face that wants one loads it (`load_face`). The faces
+(`tui/`, `daemon/`, `mcp_server/`) import of a feature only its registration, its own
+faces and the modules it lists in `api`. The import contract test checks all of it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qwenmem_tui.config import Settings
+from qwenmem_tui.paths import Paths
+
+if TYPE_CHECKING:
+    from qwenmem_tui.chat.session import ChatSession, QueryHook
+    from qwenmem_tui.chat.tools import Tool
+    from qwenmem_tui.llm.client import LLMClient
+    from qwenmem_tui.llm.local_server import LocalChatDefaults
+
+FaceRef = str
+"""A face a feature offers, as ``"package.module:attribute"`` (loaded by the face)."""
+
+
+def offers_tools(model_defaults: LocalChatDefaults | None) -> bool:
+    """Whether the model is offered tools: not the bundled local model that cannot call them."""
+    return model_defaults is None or model_defaults.supports_tools
+
+
+@dataclass(frozen=True)
+class FeatureContext:
+    """What a feature opens with, once per runtime."""
+
+    settings: Settings
+    paths: Paths
+    llm: LLMClient | None
+    """None only where no chat is served (`serves_chats`): memory alone opens there."""
+    project_root: Path
+    project: str  # project_id(project_root): the key sessions and memories use
+    model_defaults: LocalChatDefaults | None = None
+    clock: Callable[[], float] = time.time
+    serves_chats: bool = True
+    """False: a face that serves memory, not chats (`qwenmem mcp`): memory counts as
+    open with its rows, its vectors load at the first recall or write."""
+
+    @property
+    def offers_tools(self) -> bool:
+        return offers_tools(self.model_defaults)
+
+
+BlockExtractor = Callable[[list[dict[str, Any]]], Awaitable[None]]
+
+
+@dataclass
+class SessionWiring:
+    """The explicit hand-overs between the features of one session: a feature built
+    earlier (registry order) leaves here what a later one is given — nothing finds
+    another feature by looking through hooks."""
+
+    extract_block: BlockExtractor | None = None
+    """Memory extraction of a block of messages (compaction hands over what it is
+    about to summarise away)."""
+
+
+@dataclass(frozen=True)
+class SessionPart:
+    """What one feature adds to one chat session."""
+
+    hooks: tuple[QueryHook, ...] = ()
+    tools: tuple[Tool, ...] = ()
+    tool_providers: tuple[Callable[[], list[Tool]], ...] = ()
+    """Tools that join later (MCP servers coming up), asked at each request."""
+    handle: Any = None
+    """The faces' handle on it (the compaction hook, memory's hooks)."""
+    warm: Callable[[ChatSession, str], None] | None = None
+    """Typing paused on this text (the TUI): start work the query will want."""
+    drain: Callable[[], Awaitable[None]] | None = None
+    """Wait for its background work (shutdown, tests)."""
+
+
+def _always(settings: Settings) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One feature's registration: how it opens, what it adds to each session, and
+    what it offers each face. Every part but the name is optional: /export adds
+    nothing to a session and only offers a TUI extension.
+
+    Adding a feature is a package with one of these and one line in `registry.py`.
+    """
+
+    name: str
+    hook_rank: int = 50
+    """Where its hooks run in the loop, lowest first (compaction 0, memory 10, MCP 20,
+    titles 30)."""
+    enabled: Callable[[Settings], bool] = _always
+    """Whether this configuration turns it on (its settings section)."""
+    session: Callable[[Any, FeatureContext, SessionWiring], SessionPart] | None = None
+    """A fresh part for one session, given the feature's state (what `open` returned)."""
+    open: Callable[[FeatureContext], Any] | None = None
+    """Its state for the runtime's life (e.g. `MemoryAccess`), not started yet; None
+    from it: nothing to run here (no MCP server configured). Without `open` the
+    feature runs with no state of its own (`session` gets True)."""
+    start: Callable[[Any], None] | None = None
+    """Start the state in the background once the runtime is open (MCP servers)."""
+    close: Callable[[Any], Awaitable[None]] | None = None
+    tui: FaceRef | None = None
+    """Its TUI extension: an `ExtensionFactory` in its `tui/` package."""
+    routes: FaceRef | None = None
+    """Its daemon routes: a sequence of Starlette routes in its `routes.py`."""
+    api: tuple[str, ...] = ()
+    """The modules of its package the faces may import besides `feature.py`, `tui/`
+    and `routes.py` (memory's `remote` for the MCP server, ...); the rest is its
+    core, which only the feature itself and the assembly reach."""
+
+
+def load_face(ref: FaceRef) -> Any:
+    """The object a `FaceRef` names (imports its module)."""
+    module, _, attribute = ref.partition(":")
+    return getattr(importlib.import_module(module), attribute)

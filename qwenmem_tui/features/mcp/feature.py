@@ -1,0 +1,43 @@
+"""MCP's registration: the configured servers, started in the background once per
+runtime, their tools offered to each session as they come up. Its face: /mcp and the
+permission prompt."""
+
+from __future__ import annotations
+
+from qwenmem_tui.features.feature import Feature, FeatureContext, SessionPart, SessionWiring
+from qwenmem_tui.features.mcp.servers import McpServers
+
+MCP = "mcp"
+
+
+def _open(context: FeatureContext) -> McpServers | None:
+    settings = context.settings
+    if not settings.mcp.servers or not context.offers_tools:
+        return None
+    return McpServers(
+        settings.mcp, cwd=context.project_root, home=context.paths.home, project=context.project
+    )
+
+
+def _session(servers: McpServers, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
+    return SessionPart(tool_providers=(servers.tools,))  # servers join as they come up
+
+
+def _start(servers: McpServers) -> None:
+    servers.start()
+
+
+async def _close(servers: McpServers) -> None:
+    await servers.close()
+
+
+FEATURE = Feature(
+    MCP,
+    hook_rank=20,
+    enabled=lambda settings: bool(settings.mcp.servers),
+    open=_open,
+    session=_session,
+    start=_start,
+    close=_close,
+    tui="qwenmem_tui.features.mcp.tui.extension:mcp_extension",
+)

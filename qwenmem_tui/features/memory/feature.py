@@ -1,0 +1,84 @@
+"""Memory's registration: the service opened once per runtime, and per session the
+prefetch hook (recall that never delays a reply), the receipt of what a reply used,
+extraction after each turn and the save_memory tool. Its faces: the TUI extension
+(/memory, /remember, receipts) and the daemon's /memory routes.
+
+Hook order inside the feature: prefetch, then receipts (it reads what this query's
+requests carried), then extraction. Compaction, built after memory, is handed this
+session's extractor through the wiring (`extract_block`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from qwenmem_tui.features.feature import Feature, FeatureContext, SessionPart, SessionWiring
+from qwenmem_tui.features.memory.access import MemoryAccess
+from qwenmem_tui.features.memory.extract import MemoryExtractionHook
+from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
+from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
+
+MEMORY = "memory"
+
+
+@dataclass(frozen=True)
+class MemorySession:
+    """Memory's hooks in one session, for the faces (warm recall, receipts, tests)."""
+
+    prefetch: MemoryPrefetchHook
+    receipts: MemoryReceiptHook
+    extraction: MemoryExtractionHook
+
+
+def _open(context: FeatureContext) -> MemoryAccess:
+    return MemoryAccess(
+        context.settings,
+        context.paths,
+        llm=context.llm,
+        project=context.project,
+        clock=context.clock,
+        rows_first=not context.serves_chats,
+    )
+
+
+def _session(memory: MemoryAccess, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
+    settings = context.settings.memory
+    extraction = memory.extraction(enabled=settings.extraction)
+    prefetch = MemoryPrefetchHook(
+        memory.project_recall.recall,
+        initial_wait_ms=settings.initial_wait_ms,
+        record_delivery=memory.record_delivery,
+        record_recall=memory.record_recall,
+        live=memory.project_recall.live,
+        opening=memory.opening,
+    )
+    # After prefetch: it reads what this query's requests carried.
+    receipts = MemoryReceiptHook(prefetch, memory.fetch)
+    wiring.extract_block = extraction.extract_block
+    return SessionPart(
+        hooks=(prefetch, receipts, extraction),
+        tools=(memory.save_memory_tool(on_write=receipts.record_write),),
+        handle=MemorySession(prefetch, receipts, extraction),
+        warm=prefetch.warm,
+        drain=extraction.drain,
+    )
+
+
+async def _close(memory: MemoryAccess) -> None:
+    await memory.close()
+
+
+FEATURE = Feature(
+    MEMORY,
+    hook_rank=10,
+    enabled=lambda settings: settings.memory.enabled,
+    open=_open,
+    session=_session,
+    close=_close,
+    tui="qwenmem_tui.features.memory.tui.extension:memory_extension",
+    routes="qwenmem_tui.features.memory.routes:MEMORY_ROUTES",
+    # access: MemoryAccess/MemoryUnavailable (MCP server, `qwenmem serve`); remote: the
+    # MCP tools' ProjectMemory; exchange: the proxy's recall; receipts: the daemon's
+    # "memories" field.
+    api=("access", "remote", "exchange", "receipts"),
+)

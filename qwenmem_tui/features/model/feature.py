@@ -1,0 +1,9 @@
+"""/model's registration: a TUI face only (the client lists and switches models)."""
+
+from __future__ import annotations
+
+from qwenmem_tui.features.feature import Feature
+
+MODEL = "model"
+
+FEATURE = Feature(MODEL, tui="qwenmem_tui.features.model.tui.extension:model_extension")

@@ -1,0 +1,14 @@
+"""The recap's registration: nothing per session (the recap is a side call the faces
+make: the TUI's /recap and away recap, the daemon's recap route); its TUI face."""
+
+from __future__ import annotations
+
+from qwenmem_tui.features.feature import Feature
+
+RECAP = "recap"
+
+FEATURE = Feature(
+    RECAP,
+    tui="qwenmem_tui.features.recap.tui.controller:recap_extension",
+    api=("session_recap",),  # the daemon's recap route
+)

@@ -1,0 +1,31 @@
+"""THE feature registry: every feature of qwenmem, one line each, in build order.
+
+A feature is handed what an earlier one left in the session's `SessionWiring` (memory
+before compaction); hooks run in `hook_rank` order whatever the order here. The TUI's
+extensions (in this order: /help, the palette) and the daemon's routes come from the
+same entries (`Feature.tui`, `Feature.routes`). To add a feature: a package under `features/` with its
+`feature.py`, and its line here.
+"""
+
+from __future__ import annotations
+
+from qwenmem_tui.features import feature
+from qwenmem_tui.features.compaction import feature as compaction
+from qwenmem_tui.features.export import feature as export
+from qwenmem_tui.features.instructions import feature as instructions
+from qwenmem_tui.features.mcp import feature as mcp
+from qwenmem_tui.features.memory import feature as memory
+from qwenmem_tui.features.model import feature as model
+from qwenmem_tui.features.recap import feature as recap
+from qwenmem_tui.features.titles import feature as titles
+
+FEATURES: tuple[feature.Feature, ...] = (
+    memory.FEATURE,
+    compaction.FEATURE,
+    recap.FEATURE,
+    mcp.FEATURE,
+    instructions.FEATURE,
+    model.FEATURE,
+    export.FEATURE,
+    titles.FEATURE,
+)

@@ -1,0 +1,25 @@
+"""Session titles' registration: per session the hook asking the fast model for a title
+after the first exchange (last in the loop: it only reads the finished exchange)."""
+
+from __future__ import annotations
+
+from qwenmem_tui.features.feature import Feature, FeatureContext, SessionPart, SessionWiring
+from qwenmem_tui.features.titles.hook import SessionTitleHook
+
+TITLES = "titles"
+
+
+def _session(state: object, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
+    hook = SessionTitleHook()
+    return SessionPart(hooks=(hook,), handle=hook, drain=hook.drain)
+
+
+FEATURE = Feature(
+    TITLES,
+    hook_rank=30,
+    # A background model call per session, like extraction's per turn: a setup that
+    # turns those off (`extraction = false`: no model calls but the user's) gets none.
+    enabled=lambda settings: settings.llm.session_titles and settings.memory.extraction,
+    session=_session,
+    tui="qwenmem_tui.features.titles.tui.extension:titles_extension",
+)

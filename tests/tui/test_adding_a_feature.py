@@ -1,0 +1,179 @@
+"""docs/architecture.md's worked example, run: adding a feature is one package plus one
+line in the registry, and every face picks it up with nothing else edited.
+
+The package is written to a temp dir exactly as a contributor would write it under
+`qwenmem_tui/features/stamp/` (a hook that stamps each request, a /stamp command, a
+daemon route), the registry gets its one line (a copy of `FEATURES` with it added),
+and then the real TUI (Pilot) and the real daemon (in-process HTTP) are started as
+they always are: the TUI offers /stamp and its hook runs in the TUI's chat; the
+daemon serves its route and its hook runs in the daemon's chats.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from starlette.testclient import TestClient
+from textual.pilot import Pilot
+
+from qwenmem_tui.config import Settings
+from qwenmem_tui.daemon.server import create_app
+from qwenmem_tui.features import registry
+from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
+from qwenmem_tui.tui.widgets.plain_items import InfoItem
+
+from .conftest import send, settle
+
+PACKAGE = {
+    "__init__.py": '"""A hypothetical feature: every request carries a stamp."""\n',
+    "feature.py": '''
+        """The stamp's registration: a hook per session, a TUI command, a daemon route."""
+
+        from qwenmem_tui.features.feature import Feature, SessionPart
+        from stampfeature.hook import StampHook
+
+        STAMP = "stamp"
+
+
+        def _session(state, context, wiring):
+            hook = StampHook()
+            return SessionPart(hooks=(hook,), handle=hook)
+
+
+        FEATURE = Feature(
+            STAMP,
+            hook_rank=5,  # after compaction (0), before memory (10)
+            session=_session,
+            tui="stampfeature.tui.extension:stamp_extension",
+            routes="stampfeature.routes:ROUTES",
+        )
+    ''',
+    "hook.py": '''
+        """The stamp's core: a query hook (no Textual, no HTTP)."""
+
+        from qwenmem_tui.chat.session import BaseQueryHook
+
+        STAMP_LINE = "[stamped by the stamp feature]"
+
+
+        class StampHook(BaseQueryHook):
+            def __init__(self):
+                self.stamped = 0
+
+            async def before_request(self, session, kind, messages):
+                self.stamped += 1
+                system, *rest = messages
+                return [{**system, "content": system["content"] + "\\n" + STAMP_LINE}, *rest]
+    ''',
+    "tui/__init__.py": "",
+    "tui/extension.py": '''
+        """The stamp in the TUI: /stamp says how many requests were stamped."""
+
+        from qwenmem_tui.tui.extensions import Extension, ExtensionFactory
+        from qwenmem_tui.tui.host import SlashCommand
+        from stampfeature.feature import STAMP
+
+
+        async def _build(context):
+            hook = context.features.handle(STAMP)
+
+            async def stamp(app, args):
+                app.show_info(f"Stamped {hook.stamped} requests.")
+
+            return Extension(STAMP, commands=(SlashCommand("stamp", "How many requests were stamped", stamp),))
+
+
+        stamp_extension = ExtensionFactory(STAMP, _build, features=frozenset({STAMP}))
+    ''',
+    "routes.py": '''
+        """The stamp in the daemon: GET /stamp names the feature."""
+
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+
+        async def stamp(request):
+            return JSONResponse({"feature": "stamp", "line": "[stamped by the stamp feature]"})
+
+
+        ROUTES = [Route("/stamp", stamp, methods=["GET"])]
+    ''',
+}
+
+
+@pytest.fixture
+def stampfeature(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """The package on disk and importable, and the registry's one line added."""
+    root = tmp_path / "site"
+    for name, source in PACKAGE.items():
+        path = root / "stampfeature" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source).lstrip(), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(root))
+    feature = importlib.import_module("stampfeature.feature")
+    monkeypatch.setattr(registry, "FEATURES", (*registry.FEATURES, feature.FEATURE))  # the one line
+    yield feature
+    for name in [n for n in sys.modules if n == "stampfeature" or n.startswith("stampfeature.")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    # Only the new feature and the always-there ones: no memory stack to load.
+    settings.memory.enabled = False
+    settings.compaction.enabled = False
+    return settings
+
+
+def stamped(fake: FakeOpenAI) -> list[bool]:
+    """For each chat request the model got: whether its system prompt carries the stamp."""
+    return ["[stamped by the stamp feature]" in body["messages"][0]["content"] for body in fake.chat_requests]
+
+
+def infos(app) -> list[str]:
+    return [str(widget.render()) for widget in app.screen.query(InfoItem)]
+
+
+async def test_the_tui_offers_the_new_feature_and_runs_its_hook(
+    stampfeature: ModuleType, make_app, fake: FakeOpenAI
+) -> None:
+    app = make_app(extensions=None)  # the extensions the registry offers, as `qwenmem` runs
+    async with app.run_test() as pilot:
+        pilot: Pilot
+        fake.script(Reply("Hello!"))
+        await send(pilot, "hi")
+        await settle(pilot)
+        assert stamped(fake) == [True]
+        await send(pilot, "/stamp")
+        await settle(pilot)
+        assert infos(app)[-1] == "Stamped 1 requests."
+        assert "stamp" in {command.name for command in app.commands}
+
+
+def test_the_daemon_serves_the_new_features_route_and_runs_its_hook(
+    stampfeature: ModuleType, settings: Settings, paths: Paths, project: Path, fake: FakeOpenAI
+) -> None:
+    app = create_app(settings, paths, project_root=project)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        assert client.get("/stamp").json() == {"feature": "stamp", "line": "[stamped by the stamp feature]"}
+        session = client.post("/session", json={}).json()["sessionId"]
+        fake.script(Reply("Hello from the daemon."))
+        answer = client.post(f"/session/{session}/prompt", json={"text": "hi"})
+        assert answer.status_code == 200, answer.text
+        assert stamped(fake) == [True]
+
+
+def test_without_its_line_no_face_knows_the_feature(
+    settings: Settings, paths: Paths, project: Path, fake: FakeOpenAI
+) -> None:
+    """The control: the same daemon without the registry line has no /stamp."""
+    app = create_app(settings, paths, project_root=project)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        assert client.get("/stamp").status_code == 404
