@@ -403,13 +403,15 @@ def elia_env(work: Path, base_url: str) -> dict[str, str]:
 # -- scenarios ---------------------------------------------------------------------------
 
 
-def launch_to_input(program: Program, base_url: str) -> float | None:
-    """Seconds from spawning the program until a typed key shows on its screen."""
+def launch_to_input(program: Program, base_url: str) -> tuple[float | None, float]:
+    """Seconds from spawning the program until a typed key shows on its screen, and
+    the CPU seconds it had used by then (less moved by other load than the wall time)."""
     with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
         pane = program.launch(Path(tmp), base_url)
         try:
             seen = pane.first_echo()
-            return seen - pane.started if seen is not None else None
+            cpu = pane.cpu_s()
+            return (seen - pane.started if seen is not None else None), cpu
         finally:
             pane.close()
 
@@ -678,16 +680,24 @@ def main(argv: list[str] | None = None) -> int:
         if "launch" in only:
             launchers = [*programs, *([peer] if peer else [])]
             # Interleaved, so a change of load on a shared machine hits every program.
-            launches: dict[str, list[float | None]] = {p.name: [] for p in launchers}
+            launches: dict[str, list[tuple[float | None, float]]] = {p.name: [] for p in launchers}
             for _ in range(runs):
                 for program in launchers:
                     launches[program.name].append(launch_to_input(program, base_url))
+            wall = {name: _median([w for w, _ in found]) for name, found in launches.items()}
+            cpu = {name: _median([c for _, c in found]) for name, found in launches.items()}
             for program in launchers:
-                row("launch -> typed key shows", program.name, _s(_median(launches[program.name])))
-            elia = _median(launches[peer.name]) if peer else None
-            for program in programs if elia else ():
-                ours = _median(launches[program.name])
-                shown = f"{ours / elia:.2f}x elia" if ours is not None and elia else "—"
+                row(
+                    "launch -> typed key shows",
+                    program.name,
+                    f"{_s(wall[program.name])} (CPU {_s(cpu[program.name])})",
+                )
+            for program in programs if peer else ():
+                ours, theirs = wall[program.name], wall[peer.name]
+                shown = f"{ours / theirs:.2f}x elia" if ours is not None and theirs else "—"
+                ours_cpu, theirs_cpu = cpu[program.name], cpu[peer.name]
+                if ours_cpu is not None and theirs_cpu:
+                    shown += f" (CPU {ours_cpu / theirs_cpu:.2f}x)"
                 row("launch -> typed key shows, vs elia", program.name, shown)
         if "cli" in only:
             for program in programs:

@@ -238,7 +238,7 @@ def run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """The default command: the chat app for the project around the current directory."""
     restore = keep_early_keys(sys.stdin)
     try:
-        return _run_tui(args, settings, paths)
+        return _run_tui(args, settings, paths, typed_before(sys.stdin))
     finally:
         restore()
 
@@ -278,7 +278,36 @@ def keep_early_keys(stream: Any) -> Callable[[], None]:
     return restore
 
 
-def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+def typed_before(stream: Any) -> bytes:
+    """What was typed before `keep_early_keys` switched the terminal, taken off it.
+
+    The cooked mode turned each Enter typed then into a line feed, which the prompt
+    would read as Ctrl+J (a newline): a question typed and sent while qwenmem was
+    still loading stayed in the prompt, unsent. Read at once after the switch (the
+    partial line is readable then), each line feed goes back to the carriage return
+    Enter sent, and the app parses these bytes before anything typed later
+    (`QwenmemApp.early_input`). Empty when `stream` is not a terminal.
+    """
+    import select
+
+    try:
+        fd = stream.fileno()
+        if not os.isatty(fd):
+            return b""
+        typed = b""
+        while select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            typed += chunk
+    except (OSError, ValueError, AttributeError):
+        return b""
+    return typed.replace(b"\n", b"\r")
+
+
+def _run_tui(
+    args: argparse.Namespace, settings: Settings, paths: Paths, typed: bytes = b""
+) -> int:
     import asyncio
     from contextlib import ExitStack
 
@@ -320,6 +349,7 @@ def _run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             model_defaults=defaults,
             start_model=starter,
             long_lived=True,
+            early_input=typed,
         )
         app.run()
         if app.kept_session_id is not None:

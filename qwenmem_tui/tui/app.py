@@ -123,6 +123,7 @@ class QwenmemApp(App[None]):
         model_defaults: LocalChatDefaults | None = None,
         start_model: ModelStarter | None = None,
         long_lived: bool = False,
+        early_input: bytes = b"",
     ) -> None:
         super().__init__()
         self.settings = settings
@@ -149,6 +150,9 @@ class QwenmemApp(App[None]):
         self._start_model = start_model
         # The app owns its process (the CLI, not a test): it tunes the collector.
         self._long_lived = long_lived
+        self.early_input = early_input
+        """What was typed before the app took the terminal (`cli.typed_before`): its
+        driver parses it before anything typed later (`CleanInputDriver`)."""
         self._exiting_on: int | None = None  # the signal that is ending the app, if one
         # The bundled local model: a short system prompt, and no tools it cannot call.
         self._model_defaults = model_defaults
@@ -682,6 +686,7 @@ def create_app(
     model_defaults: LocalChatDefaults | None = None,
     start_model: ModelStarter | None = None,
     long_lived: bool = False,
+    early_input: bytes = b"",
 ) -> QwenmemApp:
     """Build the app. `resume=True` opens this project's latest session, a str that id.
 
@@ -703,4 +708,5 @@ def create_app(
         model_defaults=model_defaults,
         start_model=start_model,
         long_lived=long_lived,
+        early_input=early_input,
     )

@@ -150,6 +150,9 @@ class InputCleaner:
 class CleanInputDriver(LinuxDriver):
     """Textual's Linux driver, its input read through an `InputCleaner`.
 
+    An app's `early_input` (bytes typed before it took the terminal, if it has any)
+    is read first, before the terminal.
+
     It also outlives its terminal: when the terminal hangs up (the window closed),
     writing to it fails and Textual's writer thread dies; stopping that thread then
     blocked the process for good at the very end of the exit (the session already
@@ -185,6 +188,8 @@ class CleanInputDriver(LinuxDriver):
                 for event in parser.feed(text):
                     self.process_message(event)
 
+        # What was typed before the app took the terminal goes first, as typed.
+        parse(cleaner.feed(decode(getattr(self._app, "early_input", b"")), time.monotonic()))
         try:
             while not self.exit_event.is_set():
                 if selector.select(0.1):

@@ -103,3 +103,39 @@ def test_migrate_keeps_the_newer_value_when_a_key_is_active_on_both_sides(
             await svc.close()
 
     asyncio.run(check())
+
+
+def test_migrate_keeps_one_key_under_two_categories_as_two_facts(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server already has user/rui; the laptop brings feedback/rui: another fact,
+    not a conflict of one key."""
+    clock = Clock()
+
+    async def server_side() -> None:
+        svc = await Backend("postgres", tmp_path, pg_dsn).open(clock=clock, machine="server")
+        await svc.save("user", "rui", "Rui is my brother-in-law", origin="user", project=PROJECT_A)
+        await svc.close()
+
+    async def laptop() -> Backend:
+        sqlite = Backend("sqlite", tmp_path)
+        svc = await sqlite.open(clock=clock)
+        await svc.save("feedback", "rui", "Rui wants code reviews within a day", origin="user", project=PROJECT_A)
+        await svc.close()
+        return sqlite
+
+    asyncio.run(server_side())
+    sqlite = asyncio.run(laptop())
+    out = migrate(sqlite.paths().home, pg_dsn, monkeypatch, capsys)
+    assert "copied 1 memories" in out and "active on both sides" not in out
+
+    async def check() -> list[tuple[str, str]]:
+        svc = await Backend("postgres", tmp_path, pg_dsn).open(clock=clock, machine="check")
+        try:
+            return sorted((str(m.category), m.value) for m in await svc.list(statuses=[Status.ACTIVE]))
+        finally:
+            await svc.close()
+
+    assert asyncio.run(check()) == [
+        ("feedback", "Rui wants code reviews within a day"), ("user", "Rui is my brother-in-law")
+    ]

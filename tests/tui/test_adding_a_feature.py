@@ -27,7 +27,7 @@ from qwenmem_tui.daemon.server import create_app
 from qwenmem_tui.features import registry
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
-from qwenmem_tui.tui.widgets.items import InfoItem
+from qwenmem_tui.tui.widgets.plain_items import InfoItem
 
 from .conftest import send, settle
 

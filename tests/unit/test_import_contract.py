@@ -539,7 +539,9 @@ def runtime_constructions(modules: dict[str, Module]) -> list[str]:
     """Faces opening what the runtime opens: `Database.open(...)`, `LLMClient(...)`, ..."""
     problems = []
     for module in modules.values():
-        if not _in(module.name, OPENING_FACES):
+        # The CLI entry is left out: its one-shot reads (`qwenmem sessions`, `--resume`
+        # checks) open the database without the runtime, never creating it.
+        if not (_in(module.name, OPENING_FACES) or is_feature_face(module.name)):
             continue
         for node in ast.walk(module.tree):
             if not isinstance(node, ast.Call):

@@ -16,9 +16,7 @@ block will not come back.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,6 +27,7 @@ from qwenmem_tui.features.memory.provenance import Provenance
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY
 from qwenmem_tui.features.memory.writer import MemoryRejected
+from qwenmem_tui.llm.json_answer import json_object
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
@@ -89,15 +88,8 @@ def last_exchange(messages: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]]
 
 def parse_proposals(raw: str) -> list[dict[str, str]]:
     """The ``memories`` list of the model's JSON; [] for anything malformed."""
-    text = re.sub(r"^```(?:json)?\s*|\s*```$", "", raw.strip())
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        return []
-    try:
-        data = json.loads(text[start : end + 1])
-    except ValueError:
-        return []
-    items = data.get("memories") if isinstance(data, dict) else None
+    data = json_object(raw)
+    items = data.get("memories") if data is not None else None
     if not isinstance(items, list):
         return []
     proposals = []

@@ -15,9 +15,9 @@ rule's choice, and the note is stored either way.
 from __future__ import annotations
 
 import json
-import re
 
 from qwenmem_tui.features.memory.model import GLOBAL_CATEGORIES, Category
+from qwenmem_tui.llm.json_answer import json_object
 
 SCOPE_GLOBAL = "global"  # every project: the person's own facts and preferences
 SCOPE_PROJECT = "project"  # this project only
@@ -55,15 +55,8 @@ def parse_filing(raw: str) -> Category | None:
     """The model's category, or None when the answer is not a valid, consistent choice
     (the caller keeps the rule's). A scope that contradicts the category (``user`` in
     this project only) is not a choice the store can honour: refused, not guessed."""
-    text = re.sub(r"^```(?:json)?\s*|\s*```$", "", raw.strip())
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        return None
-    try:
-        data = json.loads(text[start : end + 1])
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("category"), str):
+    data = json_object(raw)
+    if data is None or not isinstance(data.get("category"), str):
         return None
     try:
         category = Category(data["category"].strip().casefold())

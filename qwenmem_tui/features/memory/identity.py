@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from qwenmem_tui.features.memory.model import FLAG_POSSIBLE_DUPLICATE, Category, Memory
+from qwenmem_tui.llm.json_answer import json_object
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -113,7 +114,7 @@ _DEPLOYS = re.compile(
 )
 # "we use X for Y": the subject is what X is used for.
 _USE_FOR = re.compile(
-    r"^(?:we|i)\s+(?:now\s+)?(?:use|are\s+using|switched\s+to)\s+.+?\s+(?:for|to)\s+(?P<s>.+)$"
+    r"^(?:(?:we|i)\s+)?(?:now\s+)?(?:use|are\s+using|switched\s+to)\s+.+?\s+(?:for|to)\s+(?P<s>.+)$"
     r"|^(?:n[óo]s\s+)?(?:agora\s+)?usamos\s+.+?\s+(?:para|pra)\s+(?P<pt>.+)$"
     r"|^(?:nosotros\s+)?(?:ahora\s+)?usamos\s+.+?\s+para\s+(?P<es>.+)$",
     re.IGNORECASE,
@@ -592,6 +593,17 @@ _ADDRESSED = re.compile(
 )
 
 
+# Someone named as the person's family or friend.
+_KIN = re.compile(
+    r"\b(?:is|are|é|es|são|son)\s+(?:my|meu|minha|meus|minhas|mi|mis)\s+(?:\w+\s+)?"
+    r"(?:sister|brother|wife|husband|partner|girlfriend|boyfriend|mother|father|mom|mum|dad|"
+    r"son|daughter|child|kid|cousin|aunt|uncle|niece|nephew|grandmother|grandfather|"
+    r"friend|neighbou?r|flatmate|roommate|godmother|godfather|"
+    r"irmã|irmão|esposa|marido|namorada|namorado|mãe|pai|filha|filho|prima|primo|tia|tio|amiga|amigo|vizinha|vizinho|"
+    r"hermana|hermano|mujer|madre|padre|hija|hijo|tía|tío|vecina|vecino)\b"
+)
+
+
 def category_of(text: str, subject: Subject | None = None) -> Category:
     """The category a note belongs to, by rule — no model decides what a note is.
 
@@ -607,6 +619,8 @@ def category_of(text: str, subject: Subject | None = None) -> Category:
         return Category.FEEDBACK
     if _ADDRESSED.match(lowered):  # "answer in Portuguese": how the assistant should work
         return Category.FEEDBACK
+    if _KIN.search(lowered):  # "Marta is my sister": the person's own life, not the team
+        return Category.USER
     if not person and (
         _PROJECT_WORDS.search(lowered)
         or (subject is not None and subject.entity not in (SELF, "user") and not subject.entity.startswith("turn:"))
@@ -753,17 +767,19 @@ def filed_elsewhere(
     key: str, value: str, category: Category, found: Sequence[Memory]
 ) -> tuple[int, ...]:
     """Rows of ``found`` under this key in another category that may be this very fact
-    (the same single-valued attribute, or nearly the same words): kept, and named as
-    possible duplicates. "ana" under feedback (how Ana likes meetings) and "ana" under
-    user (what she drinks) share a name and nothing else: not named."""
+    (an attribute the vocabulary knows holds one value — an editor, a home city — or
+    nearly the same words): kept, and named as possible duplicates. "ana" under
+    feedback (how Ana likes meetings) and "ana" under user (what she drinks) share a
+    name and nothing else: not named, however short their values."""
     new = about(key, value)
+    known = new.attribute is not None and _single(new.attribute)
     return tuple(
         m.id
         for m in found
         if m.key == key
         and m.category != category
         and (
-            restates(new, about(m.key, m.value), category)
+            (known and restates(new, about(m.key, m.value), category))
             or _same_text(value, m.value)
             or near_paraphrase(value, m.value)
         )
@@ -837,15 +853,8 @@ def parse_judgement(
     """The model's answer as an Identity, or None when it is not a valid choice among
     ``candidates`` (the caller keeps the rule's answer). An explicit key stays the
     write's key; otherwise an update takes over the chosen memory's key."""
-    text = re.sub(r"^```(?:json)?\s*|\s*```$", "", raw.strip())
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        return None
-    try:
-        data = json.loads(text[start : end + 1])
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = json_object(raw)
+    if data is None:
         return None
     try:
         action = Judgement(str(data.get("action", "")).strip().casefold())

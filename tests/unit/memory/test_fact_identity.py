@@ -109,6 +109,10 @@ async def test_the_same_attribute_under_another_category_is_kept_and_flagged(ser
     assert later.action is WriteAction.CREATED and later.superseded == []
     assert POSSIBLE_DUPLICATE in later.memory.flags
     assert len(_active(await service.list(project=PROJECT_A))) == 2
+    # A shared name with short values is no such evidence: both kept, nothing flagged.
+    await service.save("feedback", "rui", "short answers", origin="tool", project=PROJECT_A)
+    other = await service.save("user", "rui", "green tea", origin="tool", project=PROJECT_A)
+    assert other.action is WriteAction.CREATED and POSSIBLE_DUPLICATE not in other.memory.flags
 
 
 async def test_a_database_of_the_previous_schema_migrates_without_losing_a_row(
@@ -167,3 +171,16 @@ async def test_a_database_of_the_previous_schema_migrates_without_losing_a_row(
         ]
     finally:
         await service.close()
+
+
+async def test_editing_one_fact_leaves_the_same_key_of_another_category(service: MemoryService) -> None:
+    """A receipt's or /memory's edit supersedes the edited fact, not its namesake."""
+    meetings = await service.save("feedback", "noor", "Noor wants meeting notes in Slack", origin="tool", project=PROJECT_A)
+    fact = await service.save("user", "noor", "Noor is my cousin", origin="tool", project=PROJECT_A)
+    edited = await service.edit(fact.memory.id, "Noor is my cousin from Porto", project=PROJECT_A, reason="receipt")
+    assert edited is not None and edited.superseded == [fact.memory.id]
+    assert (await service.get(meetings.memory.id)).status is Status.ACTIVE
+    assert _active(await service.list(project=PROJECT_A)) == [
+        ("feedback", "noor", "Noor wants meeting notes in Slack"),
+        ("user", "noor", "Noor is my cousin from Porto"),
+    ]

@@ -64,7 +64,7 @@ def test_only_a_known_category_with_its_own_scope_is_a_choice() -> None:
 async def test_the_model_files_what_the_words_mislead_the_rule_about(
     filed: MemoryService, fake: FakeOpenAI
 ) -> None:
-    note = "Marta is my sister and lives in Braga"
+    note = "Dario is allergic to peanuts"
     assert file_note(note).category is Category.PROJECT  # the rule: another person
     answer_filing(fake, lambda _b: Reply('{"category": "user", "scope": "global"}'))
     result = await filed.remember(note, project=PROJECT_A)

@@ -448,12 +448,15 @@ async def test_another_user_s_fact_of_the_same_subject_is_never_touched(
         ("I am allergic to cashews", "user", "allergies"),
         ("I am vegetarian", "user", "diet"),
         ("I drive a blue Fiat", "user", "car"),
+        ("use ruff for linting", "project", "tool_for_linting"),
         ("prefer pytest over unittest", "feedback", "preference_pytest_unittest"),
         ("answer in Portuguese", "feedback", "answer_portuguese"),
         # Other people's facts are the project's (its team), never the user's.
         ("Keiko prefers meetings after 14:00", "project", "keiko_preferences"),
         ("Tobias: loves rock climbing", "project", "tobias_likes"),
         ("Sven owns the search service", "project", "sven"),
+        ("Marta is my sister and lives in Braga", "user", "marta"),  # family, not the team
+        ("Lucía es mi vecina", "user", "lucia"),
         ("the standup is at 9:30", "project", "standup"),
     ],
 )
