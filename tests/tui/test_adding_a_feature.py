@@ -87,7 +87,8 @@ PACKAGE = {
             async def stamp(app, args):
                 app.show_info(f"Stamped {hook.stamped} requests.")
 
-            return Extension(STAMP, commands=(SlashCommand("stamp", "How many requests were stamped", stamp),))
+            command = SlashCommand("stamp", "How many requests were stamped", stamp)
+            return Extension(STAMP, commands=(command,))
 
 
         stamp_extension = ExtensionFactory(STAMP, _build, features=frozenset({STAMP}))

@@ -17,10 +17,10 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.features.compaction.feature import COMPACTION
 from qwenmem_tui.features.memory.access import MemoryUnavailable
 from qwenmem_tui.features.memory.feature import MEMORY
-from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.features.memory.model import Origin
 from qwenmem_tui.features.memory.remote import Caller
+from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.runtime import ModelStarter, Runtime, StartupError, check_resume
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
@@ -234,3 +234,26 @@ async def test_a_runtime_serving_no_chats_opens_memory_rows_first_and_no_model(
     assert fake.requests == []  # no model judge, no embedding call, nothing
     with pytest.raises(ValueError, match="memory only"):
         await Runtime.open(settings, paths, project, chats=False, features={COMPACTION})
+
+
+async def test_the_bundled_model_starts_through_the_runtime_for_every_face(
+    settings: Settings, paths: Paths, project: Path, tmp_path: Path
+) -> None:
+    """`local_model_starter`: the TUI and `qwenmem serve` hand the runtime the server,
+    the runtime makes its client; a server that cannot start is one StartupError line."""
+    from qwenmem_tui.llm.local_server import LocalModelServer
+    from qwenmem_tui.runtime import local_model_starter
+
+    missing = LocalModelServer(tmp_path / "no-such-model.gguf", log_dir=tmp_path / "debug")
+    lines: list[str] = []
+    with pytest.raises(StartupError, match="Local model file not found"):
+        await Runtime.open(
+            settings,
+            paths,
+            project,
+            start_model=local_model_starter(missing, settings),
+            model_progress=lines.append,
+            features=set(),
+        )
+    assert lines == []  # it failed before loading anything
+    sqlite3.connect(paths.db_file).execute("BEGIN EXCLUSIVE").close()  # nothing left open

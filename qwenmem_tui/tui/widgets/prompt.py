@@ -75,19 +75,20 @@ class PromptInput(TextArea):
         self._recalling = False  # the text is being replaced by a history entry
         self._moved = False  # the highlight was moved since the last edit
 
-    async def _on_key(self, event: events.Key) -> None:
+    async def on_key(self, event: events.Key) -> None:
         # Textual runs a widget's own (non-priority) bindings -- backspace, delete, the
         # arrows, Home/End -- only once the key has bubbled back up to the app, while
         # characters are inserted as soon as they reach this widget. Keys that arrive
         # together (a fast typist while a stream keeps the loop busy, a terminal
         # multiplexer) were applied out of order: a backspace deleted the character
-        # typed after it. The prompt's own bindings run here, in the order typed.
+        # typed after it. The prompt's own bindings run here, in the order typed. This
+        # public handler runs before TextArea's own key handler (Textual dispatches down
+        # the class hierarchy); `prevent_default` keeps that one from running too.
         for binding in _declared_bindings(type(self)).get(event.key, ()):
             if not binding.priority and await self.app.run_action(binding.action, self):
                 event.stop()
                 event.prevent_default()
                 return
-        await super()._on_key(event)
 
     def command_prefix(self) -> str | None:
         """The partial command name being typed (`"he"` for `/he`), else None."""
