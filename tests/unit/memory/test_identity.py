@@ -341,8 +341,7 @@ async def judged(mem_paths: Paths, clock: Clock, llm: LLMClient) -> AsyncIterato
 
 
 def answer_judge(fake: FakeOpenAI, answer: dict) -> None:
-    """The judgement side call answers ``answer``; /remember's filing call (another
-    system prompt) gets the echo, not a valid filing, so the rule files the note."""
+    """The judgement side call answers ``answer`` (routed by its system prompt)."""
     fake.responder = by_system_prompt({JUDGE_SYSTEM_PROMPT: lambda _body: Reply(json.dumps(answer))})
 
 
