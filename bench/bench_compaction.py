@@ -29,9 +29,9 @@ from typing import Any
 from qwenmem_tui.chat.session import BaseQueryHook, ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import TurnKind
+from qwenmem_tui.config import LLMSettings, Settings
 from qwenmem_tui.features.compaction.gauge import estimate_tokens
 from qwenmem_tui.features.compaction.hook import CompactionHook
-from qwenmem_tui.config import LLMSettings, Settings
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore

@@ -232,9 +232,9 @@ class Runtime:
         as open with its rows (the vectors load at the first recall or write, or from
         `memory.warm_vectors()`); no model is started, no SDK or secret scanner is
         preloaded (the face loads the scanner when it needs it), no instruction file
-        is read; a model client is made only for an embedder on the endpoint, and
-        memory writes use the identity rule alone (no model judge). `open_chat` and
-        `llm` refuse.
+        is read; a model client is made only for an embedder on the endpoint (then
+        memory writes may ask it to judge identity too; without one they use the
+        identity rule alone). `open_chat` and `llm` refuse.
         """
         if not chats and (start_model is not None or hooks or extra_tools):
             raise ValueError("a runtime that serves no chats starts no model and runs no hooks")

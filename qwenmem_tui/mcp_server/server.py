@@ -129,8 +129,11 @@ class MemoryBackend:
         assert self._opening is not None
         try:
             return await asyncio.shield(self._opening)
-        except StartupError as exc:
+        except StartupError as exc:  # a damaged database, a full disk: its one line
             raise ToolError(str(exc)) from None
+        except Exception as exc:  # the traceback to the debug log, never to the client
+            log.exception("[MCP] the runtime did not open")
+            raise ToolError(f"qwenmem could not open its memory: {type(exc).__name__}") from None
 
     def warm(self) -> None:
         """After a tool's answer: the vectors load behind it, for the next search."""

@@ -15,12 +15,12 @@ the app class: its commands and callbacks get a `Host`. A long-running command
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.instructions.files import Instructions
@@ -102,6 +102,10 @@ class ExtensionFactory:
     always: bool = False
     """Shown whatever the settings (the assembly opens its features only as far as
     they are configured: /mcp without a server says how to add one)."""
+    keys: Callable[[], Iterable[BindingType]] | None = None
+    """The bindings its extension and its screens declare, ids and all, so `[keys]` may
+    name them (`keymap.binding_ids`); called only when `[keys]` has entries, so it may
+    import its screens then."""
 
     async def __call__(self, context: AppContext) -> Extension:
         return await self.build(context)

@@ -21,26 +21,23 @@ _NAMED_KEYS = frozenset(key.value for key in Keys if "+" not in key.value) | {"s
 
 
 def binding_ids(app_bindings: Iterable[BindingType] = ()) -> list[str]:
-    """Every id a `[keys]` entry may name: the app's, its screens' and widgets' bindings."""
-    # Imported only when [keys] has entries: the screens pull in the memory service.
-    from qwenmem_tui.features.compaction.tui.extension import PIN_BINDING
-    from qwenmem_tui.features.memory.tui.extension import RECEIPT_BINDING
+    """Every id a `[keys]` entry may name: the app's, its screens' and widgets' bindings,
+    and those each feature's TUI extension declares (`ExtensionFactory.keys`)."""
+    # Imported only when [keys] has entries: the extensions pull in the memory service.
+    from qwenmem_tui.tui.default_extensions import extensions
     from qwenmem_tui.tui.screens.chat import ChatScreen
-    from qwenmem_tui.features.memory.tui.screen import ConfirmForget, MemoryScreen
     from qwenmem_tui.tui.screens.resume import ResumeScreen
     from qwenmem_tui.tui.screens.secret_confirm import SecretConfirm
     from qwenmem_tui.tui.widgets.prompt import PromptInput
 
-    owners: Iterable[Iterable[BindingType]] = (
+    owners: list[Iterable[BindingType]] = [
         app_bindings,
         ChatScreen.BINDINGS,
         PromptInput.BINDINGS,
         ResumeScreen.BINDINGS,
-        MemoryScreen.BINDINGS,
-        ConfirmForget.BINDINGS,
         SecretConfirm.BINDINGS,
-        (PIN_BINDING, RECEIPT_BINDING),
-    )
+        *(factory.keys() for factory in extensions() if factory.keys is not None),
+    ]
     return sorted(
         {b.id for bindings in owners for b in bindings if isinstance(b, Binding) and b.id}
     )

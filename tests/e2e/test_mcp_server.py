@@ -232,6 +232,21 @@ async def test_memory_turned_off_is_said_not_crashed(home: Path, project: Path) 
     assert "turned off" in result.content[0].text
 
 
+async def test_a_damaged_database_is_one_line_per_call_not_a_crash(home: Path, project: Path) -> None:
+    """The server opens the runtime behind the handshake: a database it cannot use is
+    the runtime's one line (naming the file) in every tool's answer."""
+    _hash_embedder(home)
+    db_file = Paths(home).db_file
+    db_file.write_bytes(b"not a database, not even close" * 100)
+    async with mcp_session(project) as session:
+        for _ in range(2):
+            result = await session.call_tool("list_memories", {})
+            assert result.is_error
+            text = result.content[0]
+            assert isinstance(text, types.TextContent)
+            assert str(db_file) in text.text and "Traceback" not in text.text
+
+
 async def test_the_users_confirmation_keeps_an_every_project_fact(home: Path, project: Path) -> None:
     """A client that can ask its user (MCP elicitation) turns a held note into the user's
     own word; an attack is never offered for confirmation, and a "no" keeps it held."""

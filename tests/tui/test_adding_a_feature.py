@@ -87,7 +87,8 @@ PACKAGE = {
             async def stamp(app, args):
                 app.show_info(f"Stamped {hook.stamped} requests.")
 
-            return Extension(STAMP, commands=(SlashCommand("stamp", "How many requests were stamped", stamp),))
+            command = SlashCommand("stamp", "How many requests were stamped", stamp)
+            return Extension(STAMP, commands=(command,))
 
 
         stamp_extension = ExtensionFactory(STAMP, _build, features=frozenset({STAMP}))
@@ -177,3 +178,24 @@ def test_without_its_line_no_face_knows_the_feature(
     app = create_app(settings, paths, project_root=project)
     with TestClient(app, raise_server_exceptions=False) as client:
         assert client.get("/stamp").status_code == 404
+
+
+def test_every_registered_feature_is_named_once_and_its_faces_load() -> None:
+    """What the import contract reads statically, loaded for real: each registration's
+    TUI face is an ExtensionFactory presenting at most its own feature, its routes are
+    Starlette routes, and no two features share a name."""
+    from starlette.routing import BaseRoute
+
+    from qwenmem_tui.features.feature import load_face
+    from qwenmem_tui.tui.extensions import ExtensionFactory
+
+    names = [feature.name for feature in registry.FEATURES]
+    assert len(names) == len(set(names))
+    for feature in registry.FEATURES:
+        if feature.tui is not None:
+            factory = load_face(feature.tui)
+            assert isinstance(factory, ExtensionFactory), feature.name
+            assert set(factory.features) <= {feature.name}, feature.name
+        if feature.routes is not None:
+            routes = load_face(feature.routes)
+            assert routes and all(isinstance(route, BaseRoute) for route in routes), feature.name

@@ -353,6 +353,38 @@ def test_the_pace_counts_the_screen_lines_of_the_last_second() -> None:
     assert pace.lines(12.0) == 0
 
 
+async def test_the_end_of_a_previewed_reply_is_painted_before_it_turns_into_markdown(
+    make_app: Callable[..., QwenmemApp],
+    clock: FakeClock,
+    preview_only: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Turning a screenful into Markdown widgets takes 100-300 ms in a batch that holds
+    # every paint: the end of a fast reply reached the screen only after it.
+    text = long_reply(2) + "THE-LAST-WORDS\n"
+    seen_first: list[bool] = []
+    end_preview = AssistantItem._end_preview
+
+    async def end_after_a_look(item: AssistantItem, preview: StreamPreview) -> Markdown:
+        seen_first.append(any("THE-LAST-WORDS" in line for line in screen_lines(app)))
+        return await end_preview(item, preview)
+
+    monkeypatch.setattr(AssistantItem, "_end_preview", end_after_a_look)
+    app = make_app()
+    async with app.run_test(size=(TALL[0], 30)) as pilot:
+        await settle(pilot)
+        item = AssistantItem(clock=clock)
+        await app.screen.query_one(ChatLog).add(item)
+        item.append(text[:400])
+        await wait_until(pilot, lambda: bool(item.query_children(StreamPreview)))
+        item.append(text[400:])
+        await item.end_stream()  # the rest and the end arrive together, as at full speed
+        assert seen_first == [True]
+        await settle(pilot)
+        assert not item.query_children(StreamPreview)
+        assert any("THE-LAST-WORDS" in line for line in screen_lines(app))
+
+
 def test_a_preview_is_repainted_at_half_the_pace_of_markdown() -> None:
     # Each preview frame repaints the whole screen: it scrolls by too fast to read, so
     # it gets half the frames (and half the CPU) of a stream shown as Markdown.

@@ -18,11 +18,11 @@ from chat_support import SessionFactory, chat_llm, collect, session_parts
 from qwenmem_tui.chat.events import ChatEvent, ItemAdded, Notice, QueryFinished
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.view import COMPACTION_ITEM
+from qwenmem_tui.config import CompactionSettings, Settings
 from qwenmem_tui.features.compaction.gauge import estimate_tokens
 from qwenmem_tui.features.compaction.hook import DROPPED_ITEM, CompactionHook
 from qwenmem_tui.features.compaction.pins import has_decision_cue
 from qwenmem_tui.features.compaction.summariser import parse_summary, split_turns
-from qwenmem_tui.config import CompactionSettings, Settings
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.storage import Item, SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec

@@ -10,22 +10,22 @@ from pathlib import Path
 import pytest
 from chat_support import collect
 
-from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.chat.tools import Tool, ToolContext
-from qwenmem_tui.features.compaction.hook import CompactionHook
-from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.assembly import Assembly, enabled_features
 from qwenmem_tui.features.compaction.feature import COMPACTION
+from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.features.feature import offers_tools
 from qwenmem_tui.features.memory.access import MemoryUnavailable
 from qwenmem_tui.features.memory.extract import MemoryExtractionHook
+from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.features.memory.feature import MEMORY
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
+from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
+from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
-from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.paths import Paths, project_id
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 LOCAL = LocalChatDefaults(
     system_prompt="Small local model.", max_tokens=256, context_window=4096, supports_tools=False

@@ -413,28 +413,29 @@ def faces_reaching_feature_cores(modules: dict[str, Module]) -> list[str]:
     return problems
 
 
-def cores_reaching_faces(modules: dict[str, Module]) -> list[str]:
-    """The features' cores, the assembly and the runtime reaching a face, directly or not."""
+def reaching(
+    modules: dict[str, Module], source: Callable[[str], bool], forbidden: Callable[[str], bool]
+) -> list[str]:
+    """Each module `source` picks that imports, directly or not, one `forbidden` picks."""
     problems = []
-    for name in sorted(modules):
-        core = (_in(name, FEATURES_PACKAGE) and not is_feature_face(name)) or name == f"{PACKAGE}.runtime"
-        if not core:
-            continue
+    for name in sorted(filter(source, modules)):
         for target, via in sorted(reachable(modules, name).items()):
-            if is_face(target):
+            if forbidden(target):
                 problems.append(f"{name} imports {target} (via {via})")
     return problems
+
+
+def cores_reaching_faces(modules: dict[str, Module]) -> list[str]:
+    """The features' cores, the assembly and the runtime reaching a face, directly or not."""
+
+    def core(name: str) -> bool:
+        return (_in(name, FEATURES_PACKAGE) and not is_feature_face(name)) or name == f"{PACKAGE}.runtime"
+
+    return reaching(modules, core, is_face)
 
 
 def chat_core_reaching_features(modules: dict[str, Module]) -> list[str]:
-    problems = []
-    for name in sorted(modules):
-        if not _in(name, CHAT_CORE):
-            continue
-        for target, via in sorted(reachable(modules, name).items()):
-            if _in(target, FEATURES):
-                problems.append(f"{name} imports {target} (via {via})")
-    return problems
+    return reaching(modules, lambda name: _in(name, CHAT_CORE), lambda target: _in(target, FEATURES))
 
 
 def textual_outside_the_tui(modules: dict[str, Module]) -> list[str]:
@@ -455,7 +456,8 @@ def test_the_parser_sees_the_package() -> None:
     assert f"{PACKAGE}.chat.turns" in session.imports
     # A TYPE_CHECKING import is no edge; a function-local one is.
     assert f"{PACKAGE}.chat.session" not in modules[f"{PACKAGE}.chat.turns"].imports
-    assert f"{PACKAGE}.features.memory.tui.screen" in modules[f"{PACKAGE}.features.memory.tui.extension"].imports
+    memory_face = modules[f"{PACKAGE}.features.memory.tui.extension"]
+    assert f"{PACKAGE}.features.memory.tui.screen" in memory_face.imports
 
 
 def test_no_import_cycle() -> None:
@@ -530,14 +532,7 @@ APP_MODULE = f"{PACKAGE}.tui.app"
 
 
 def base_reaching_up(modules: dict[str, Module]) -> list[str]:
-    problems = []
-    for name in sorted(modules):
-        if not _in(name, BASE):
-            continue
-        for target, via in sorted(reachable(modules, name).items()):
-            if _in(target, ABOVE_BASE):
-                problems.append(f"{name} imports {target} (via {via})")
-    return problems
+    return reaching(modules, lambda name: _in(name, BASE), lambda target: _in(target, ABOVE_BASE))
 
 
 def runtime_constructions(modules: dict[str, Module]) -> list[str]:
@@ -709,6 +704,13 @@ def test_the_checks_catch_what_they_are_for() -> None:
         path = PACKAGE_DIR / (name.removeprefix(f"{PACKAGE}.").replace(".", "/") + ".py")
         return Module(name, path, ast.parse(source), False)
 
+    def wired(*members: Module) -> dict[str, Module]:
+        """A package of just `members`, their imports read against each other."""
+        package = {m.name: m for m in members}
+        for m in package.values():
+            _read_imports(m, package)
+        return package
+
     a = module(f"{PACKAGE}.a", "def f():\n    from qwenmem_tui import b\n")
     b = module(f"{PACKAGE}.b", "import qwenmem_tui.a\n")
     c = module(
@@ -720,9 +722,7 @@ def test_the_checks_catch_what_they_are_for() -> None:
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from qwenmem_tui.e import E\n",
     )
     e = module(f"{PACKAGE}.e", "from qwenmem_tui.d import D\n")
-    fake = {m.name: m for m in (a, b, c, d, e)}
-    for m in fake.values():
-        _read_imports(m, fake)
+    fake = wired(a, b, c, d, e)
     # Function-local counts; a type-level cycle is a cycle too.
     assert sorted(strongly_connected(fake), key=sorted) == [{a.name, b.name}, {d.name, e.name}]
     assert a.name not in c.imports  # a TYPE_CHECKING import is no run-time edge
@@ -750,9 +750,7 @@ def test_the_checks_catch_what_they_are_for() -> None:
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from qwenmem_tui.tui.app import QwenmemApp\n"
         "def f(app):\n    return cast('QwenmemApp', app)\n",
     )
-    fake = {m.name: m for m in (config, model, opener, typed)}
-    for m in fake.values():
-        _read_imports(m, fake)
+    fake = wired(config, model, opener, typed)
     assert base_reaching_up(fake) == [f"{PACKAGE}.config imports {PACKAGE}.features.memory.model (via {PACKAGE}.config)"]
     assert runtime_constructions(fake) == [
         f"{PACKAGE}.daemon.y:2 calls Database.open",
@@ -797,9 +795,7 @@ def test_the_checks_catch_what_they_are_for() -> None:
     # The chat core reaching a feature, even through another module.
     loop = module(f"{PACKAGE}.chat.loop", "from qwenmem_tui.chat import helper\n")
     helper = module(f"{PACKAGE}.chat.helper", "def f():\n    from qwenmem_tui.features.memory import model\n")
-    fake = {m.name: m for m in (loop, helper, model)}
-    for m in fake.values():
-        _read_imports(m, fake)
+    fake = wired(loop, helper, model)
     assert chat_core_reaching_features(fake) == [
         f"{PACKAGE}.chat.helper imports {PACKAGE}.features.memory.model (via {PACKAGE}.chat.helper)",
         f"{PACKAGE}.chat.loop imports {PACKAGE}.features.memory.model (via {PACKAGE}.chat.helper)",
@@ -811,12 +807,12 @@ def test_the_checks_catch_what_they_are_for() -> None:
     assert textual_outside_the_tui({m.name: m for m in (widgetish, screen)}) == [widgetish.name]
 
     # A feature's core reaching a face (its own tui/ counts), and the runtime reaching one.
-    stamp_core = module(f"{PACKAGE}.features.stamp.core", "def f():\n    from qwenmem_tui.features.stamp.tui import screen\n")
+    stamp_core = module(
+        f"{PACKAGE}.features.stamp.core", "def f():\n    from qwenmem_tui.features.stamp.tui import screen\n"
+    )
     runtime = module(f"{PACKAGE}.runtime", "import qwenmem_tui.daemon.server\n")
     server = module(f"{PACKAGE}.daemon.server", "")
-    fake = {m.name: m for m in (stamp_core, screen, runtime, server)}
-    for m in fake.values():
-        _read_imports(m, fake)
+    fake = wired(stamp_core, screen, runtime, server)
     assert cores_reaching_faces(fake) == [
         f"{stamp_core.name} imports {screen.name} (via {stamp_core.name})",
         f"{PACKAGE}.runtime imports {server.name} (via {PACKAGE}.runtime)",
@@ -830,18 +826,15 @@ def test_the_checks_catch_what_they_are_for() -> None:
         " api=('public',))\n",
     )
     public = module(f"{PACKAGE}.features.stamp.public", "")
-    own_face = module(f"{PACKAGE}.features.stamp.tui.extension", "from qwenmem_tui.features.stamp import core\n")
+    uses_core = "from qwenmem_tui.features.stamp import core\n"
+    own_face = module(f"{PACKAGE}.features.stamp.tui.extension", uses_core)
     tui_face = module(
         f"{PACKAGE}.tui.bar",
         "from qwenmem_tui.features.stamp import core, feature, public\n"
         "from qwenmem_tui.features.stamp.tui import screen\n",
     )
-    other_feature_face = module(f"{PACKAGE}.features.other.routes", "from qwenmem_tui.features.stamp import core\n")
-    fake = {
-        m.name: m for m in (registration, public, stamp_core, screen, own_face, tui_face, other_feature_face)
-    }
-    for m in fake.values():
-        _read_imports(m, fake)
+    other_feature_face = module(f"{PACKAGE}.features.other.routes", uses_core)
+    fake = wired(registration, public, stamp_core, screen, own_face, tui_face, other_feature_face)
     assert faces_reaching_feature_cores(fake) == [
         f"{other_feature_face.name} imports {stamp_core.name} (not offered by stamp's registration)",
         f"{tui_face.name} imports {stamp_core.name} (not offered by stamp's registration)",
@@ -850,10 +843,10 @@ def test_the_checks_catch_what_they_are_for() -> None:
     # One package, one registration: a package without feature.py ("other"), a
     # registry not listing it, a face ref that is not its own or not there, an api
     # naming no module; a good registration listed in the registry passes.
-    registry = module(f"{PACKAGE}.features.registry", "from qwenmem_tui.features.stamp import feature as stamp\n")
-    fake = {m.name: m for m in (registration, public, stamp_core, screen, registry, other_feature_face)}
-    for m in fake.values():
-        _read_imports(m, fake)
+    registry = module(
+        f"{PACKAGE}.features.registry", "from qwenmem_tui.features.stamp import feature as stamp\n"
+    )
+    fake = wired(registration, public, stamp_core, screen, registry, other_feature_face)
     assert registration_problems(fake) == [
         f"{PACKAGE}.features.other has no feature.py",
         f"{registration.name} offers tui={PACKAGE}.features.stamp.tui.screen:stamp_extension: no such thing",
@@ -872,9 +865,7 @@ def test_the_checks_catch_what_they_are_for() -> None:
         "FEATURE = Feature('stamp', routes='qwenmem_tui.features.other.routes:ROUTES', api=('nothing',))\n",
     )
     unlisted = module(f"{PACKAGE}.features.registry", "")
-    fake = {m.name: m for m in (bad, public, stamp_core, unlisted)}
-    for m in fake.values():
-        _read_imports(m, fake)
+    fake = wired(bad, public, stamp_core, unlisted)
     assert registration_problems(fake) == [
         f"{bad.name} is not in the registry",
         f"{bad.name} offers routes={PACKAGE}.features.other.routes:ROUTES: not its own routes",

@@ -17,10 +17,10 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.features.compaction.feature import COMPACTION
 from qwenmem_tui.features.memory.access import MemoryUnavailable
 from qwenmem_tui.features.memory.feature import MEMORY
-from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.features.memory.model import Origin
 from qwenmem_tui.features.memory.remote import Caller
+from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.runtime import ModelStarter, Runtime, StartupError, check_resume
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply

@@ -1,1 +1,2 @@
-"""History compaction (issue 6): token gauge, block summariser, decision pins and the hook that folds old turns into a marker."""
+"""History compaction (issue 6): the token gauge, the block summariser, the decision
+pins and the hook that folds old turns into a marker."""

@@ -25,8 +25,8 @@ from qwenmem_tui.chat.turns import QueryOutcome
 from qwenmem_tui.features.memory.model import Origin, WriteResult
 from qwenmem_tui.features.memory.provenance import Provenance
 from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY
+from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.llm.json_answer import json_object
 
 if TYPE_CHECKING:

@@ -75,6 +75,7 @@ class AssistantItem(MessageView, Vertical):
     FREEZE_AT = 8
     PREVIEW_FROM = 20
     PREVIEW_UNTIL = 10
+    PAINT_TIMEOUT = 0.25
 
     def __init__(
         self,
@@ -134,7 +135,17 @@ class AssistantItem(MessageView, Vertical):
                 await asyncio.wait_for(self._stream_done.wait(), interval)
             interval = self.flush_interval(live, blocked=loop.time() - started - interval)
         if isinstance(live, StreamPreview):
+            # The last words on screen first: a screenful turning into Markdown widgets
+            # takes 100-300 ms, in a batch that holds every paint meanwhile (a fast
+            # reply's end came to the screen only after it).
+            await self._until_painted(live)
             await asyncio.shield(self._end_preview(live))
+
+    async def _until_painted(self, preview: StreamPreview) -> None:
+        """Return once the screen has painted the end of what `preview` shows, or after
+        PAINT_TIMEOUT seconds without (scrolled out of view, the widget going)."""
+        with suppress(TimeoutError):
+            await asyncio.wait_for(preview.painted.wait(), self.PAINT_TIMEOUT)
 
     def flush_interval(self, live: Widget, *, blocked: float) -> float:
         """Seconds to the next flush: three times as long as the loop was last blocked

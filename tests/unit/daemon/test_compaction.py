@@ -6,8 +6,8 @@ import json
 
 from starlette.testclient import TestClient
 
-from qwenmem_tui.features.compaction.summariser import SUMMARY_SYSTEM_PROMPT
 from qwenmem_tui.config import Settings
+from qwenmem_tui.features.compaction.summariser import SUMMARY_SYSTEM_PROMPT
 from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from qwenmem_tui.chat.view import COMPACTION_ITEM
-from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.features.compaction.feature import COMPACTION
+from qwenmem_tui.features.compaction.hook import CompactionHook
+from qwenmem_tui.features.compaction.tui.marker import CompactionMarker
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory, busy_notice
 from qwenmem_tui.tui.host import BusyState, SlashCommand
-from qwenmem_tui.features.compaction.tui.marker import CompactionMarker
 
 if TYPE_CHECKING:
     from qwenmem_tui.tui.host import Host
@@ -163,5 +163,7 @@ async def _build(context: AppContext) -> Extension:
     )
 
 
-compaction_extension = ExtensionFactory(COMPACTION, _build, features=frozenset({COMPACTION}))
+compaction_extension = ExtensionFactory(
+    COMPACTION, _build, features=frozenset({COMPACTION}), keys=lambda: (PIN_BINDING,)
+)
 """Compaction: /compact, /pin, /unpin, ctrl+p and the marker, on the assembled hook."""

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 from qwenmem_tui.features.memory.access import MemoryAccess, MemoryUnavailable
 from qwenmem_tui.features.memory.feature import MEMORY
@@ -22,11 +22,11 @@ from qwenmem_tui.features.memory.model import FLAG_POSSIBLE_DUPLICATE, Memory, W
 from qwenmem_tui.features.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, RECEIPT_ITEM, receipt_of
 from qwenmem_tui.features.memory.review import review_plan, waiting_label
 from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.tui.receipt import MemoryReceipt
 from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.host import SlashCommand
-from qwenmem_tui.features.memory.tui.receipt import MemoryReceipt
 
 if TYPE_CHECKING:
     from qwenmem_tui.storage.sessions import Item
@@ -357,5 +357,11 @@ async def _build(context: AppContext) -> Extension:
     )
 
 
-memory_extension = ExtensionFactory(MEMORY, _build, features=frozenset({MEMORY}))
+def _keys() -> tuple[BindingType, ...]:
+    from qwenmem_tui.features.memory.tui.screen import ConfirmForget, MemoryScreen
+
+    return (RECEIPT_BINDING, *MemoryScreen.BINDINGS, *ConfirmForget.BINDINGS)
+
+
+memory_extension = ExtensionFactory(MEMORY, _build, features=frozenset({MEMORY}), keys=_keys)
 """Long-term memory: its notices and commands, on the assembled service and hooks."""
