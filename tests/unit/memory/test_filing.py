@@ -11,28 +11,17 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
+from memtest_support import PROJECT_A, PROJECT_B
 
 from qwenmem_tui.features.memory.filing import parse_filing
 from qwenmem_tui.features.memory.identity import JUDGE_SYSTEM_PROMPT, file_note
 from qwenmem_tui.features.memory.model import GLOBAL_SCOPE, Category, Status
 from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, by_system_prompt
-
-
-@pytest.fixture
-async def filed(mem_paths: Paths, clock: Clock, llm: LLMClient) -> AsyncIterator[MemoryService]:
-    svc = await MemoryService.open(make_settings(), mem_paths, clock=clock, llm=llm)
-    try:
-        yield svc
-    finally:
-        await svc.close()
 
 
 def answer_judge(fake: FakeOpenAI, answer: Callable[[dict[str, Any]], Reply]) -> None:
@@ -65,24 +54,24 @@ def test_only_a_known_category_with_its_own_scope_is_a_choice() -> None:
 
 
 async def test_with_its_judgement_the_model_files_the_note_where_it_belongs(
-    filed: MemoryService, fake: FakeOpenAI
+    judged: MemoryService, fake: FakeOpenAI
 ) -> None:
     answer_judge(fake, lambda _b: Reply(ADD_AS_USER))
-    first = await filed.remember("Dario plays football on Sundays", project=PROJECT_A)
+    first = await judged.remember("Dario plays football on Sundays", project=PROJECT_A)
     assert judge_requests(fake) == []  # nothing to judge yet: no model call, the rule files it
     assert (first.memory.category, first.memory.key) == (Category.PROJECT, "dario")
     note = "Dario plays the piano"
     assert file_note(note).category is Category.PROJECT  # the rule: another person
-    result = await filed.remember(note, project=PROJECT_A)
+    result = await judged.remember(note, project=PROJECT_A)
     [request] = judge_requests(fake)  # the one call the write path makes anyway
     assert request["model"] == "test-fast" and '"scope"' in request["messages"][0]["content"]
     m = result.memory
     assert (m.category, m.scope, m.key, m.status) == (Category.USER, GLOBAL_SCOPE, "dario", Status.ACTIVE)
-    [created] = [e for e in await filed.audit(m.id) if e.action.value == "create"]
+    [created] = [e for e in await judged.audit(m.id) if e.action.value == "create"]
     assert "filed under user by the model (rule: project)" in created.reason
     # Both kept; the person's own fact follows them to every project.
-    assert (await filed.get(first.memory.id)).status is Status.ACTIVE
-    assert m.id in [x.id for x in await filed.list(project=PROJECT_B, statuses=[Status.ACTIVE])]
+    assert (await judged.get(first.memory.id)).status is Status.ACTIVE
+    assert m.id in [x.id for x in await judged.list(project=PROJECT_B, statuses=[Status.ACTIVE])]
 
 
 @pytest.mark.parametrize(
@@ -94,37 +83,37 @@ async def test_with_its_judgement_the_model_files_the_note_where_it_belongs(
         '{"action": "add", "id": null, "category": "user", "scope": "global",}',  # not JSON
     ],
 )
-async def test_an_invalid_choice_leaves_the_rule_s(filed: MemoryService, fake: FakeOpenAI, answer: str) -> None:
+async def test_an_invalid_choice_leaves_the_rule_s(judged: MemoryService, fake: FakeOpenAI, answer: str) -> None:
     answer_judge(fake, lambda _b: Reply(answer))
-    await filed.remember("Dario plays football on Sundays", project=PROJECT_A)
-    result = await filed.remember("Dario plays the piano", project=PROJECT_A)
+    await judged.remember("Dario plays football on Sundays", project=PROJECT_A)
+    result = await judged.remember("Dario plays the piano", project=PROJECT_A)
     assert len(judge_requests(fake)) == 1
     m = result.memory
     assert (m.category, m.scope, m.key, m.status) == (Category.PROJECT, PROJECT_A, "dario_2", Status.ACTIVE)
 
 
 async def test_an_update_stays_where_its_memory_is_and_a_named_category_is_kept(
-    filed: MemoryService, fake: FakeOpenAI
+    judged: MemoryService, fake: FakeOpenAI
 ) -> None:
-    first = await filed.remember("my favourite editor is vim", project=PROJECT_A)
+    first = await judged.remember("my favourite editor is vim", project=PROJECT_A)
     answer_judge(
         fake,
         lambda _b: Reply(json.dumps({"action": "update", "id": first.memory.id, "category": "project", "scope": "project"})),
     )
-    result = await filed.remember("I switched to helix as my editor", project=PROJECT_A)
+    result = await judged.remember("I switched to helix as my editor", project=PROJECT_A)
     assert result.superseded == [first.memory.id] and result.memory.category is Category.USER
     answer_judge(fake, lambda _b: Reply(ADD_AS_USER))
-    await filed.remember("Dario plays football on Sundays", project=PROJECT_A, category="project")
-    named = await filed.remember("Dario plays the piano", project=PROJECT_A, category="project")
+    await judged.remember("Dario plays football on Sundays", project=PROJECT_A, category="project")
+    named = await judged.remember("Dario plays the piano", project=PROJECT_A, category="project")
     assert named.memory.category is Category.PROJECT  # the writer named it: never refiled
 
 
-async def test_a_late_judgement_never_holds_or_loses_the_note(filed: MemoryService, fake: FakeOpenAI) -> None:
-    await filed.remember("Dario plays football on Sundays", project=PROJECT_A)
+async def test_a_late_judgement_never_holds_or_loses_the_note(judged: MemoryService, fake: FakeOpenAI) -> None:
+    await judged.remember("Dario plays football on Sundays", project=PROJECT_A)
     gate = threading.Event()
     answer_judge(fake, lambda _b: Reply(ADD_AS_USER, gate=gate))
     try:
-        late = await filed.writer.remember("Dario plays the piano", project=PROJECT_A, judge_timeout=0.2)
+        late = await judged.writer.remember("Dario plays the piano", project=PROJECT_A, judge_timeout=0.2)
     finally:
         gate.set()
     assert (late.memory.category, late.memory.scope, late.memory.status) == (Category.PROJECT, PROJECT_A, Status.ACTIVE)

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator
 
 import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
 
 from qwenmem_tui.features.memory.backup import import_lines
-from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.features.memory.identity import (
     JUDGE_SYSTEM_PROMPT,
     about,
@@ -329,15 +327,6 @@ async def test_a_quarantined_restatement_supersedes_nothing(service: MemoryServi
 
 
 # --- the fast model decides when there is one --------------------------------------------
-
-
-@pytest.fixture
-async def judged(mem_paths: Paths, clock: Clock, llm: LLMClient) -> AsyncIterator[MemoryService]:
-    svc = await MemoryService.open(make_settings(), mem_paths, clock=clock, llm=llm)
-    try:
-        yield svc
-    finally:
-        await svc.close()
 
 
 def answer_judge(fake: FakeOpenAI, answer: dict) -> None:
