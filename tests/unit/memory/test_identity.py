@@ -443,6 +443,9 @@ async def test_another_user_s_fact_of_the_same_subject_is_never_touched(
         ("Keiko prefers meetings after 14:00", "project", "keiko_preferences"),
         ("Tobias: loves rock climbing", "project", "tobias_likes"),
         ("Sven owns the search service", "project", "sven"),
+        ("Dario: allergic to shellfish", "project", "dario_allergies"),
+        ("Priya: on vacation until May", "project", "priya"),
+        ("Radek: +44 20 7946 0104", "project", "radek_phone"),
         ("Marta is my sister and lives in Braga", "user", "marta"),  # family, not the team
         ("Lucía es mi vecina", "user", "lucia"),
         ("the standup is at 9:30", "project", "standup"),
