@@ -24,6 +24,7 @@ def test_receipt_open_and_forget_in_a_real_terminal(
 ) -> None:
     with (home / "config.toml").open("a") as config:
         config.write("\n[memory]\ninitial_wait_ms = 30000\n")  # delivery at the UserQuery
+    fake.script(Reply("You live in **Lisbon**."))
     env = checkout_env({
         "QWENMEM_HOME": str(home),
         "TERM": "xterm-256color",
@@ -34,8 +35,6 @@ def test_receipt_open_and_forget_in_a_real_terminal(
     terminal.wait_for("chat", "idle", timeout=60)
     terminal.type("chat", "/remember I live in Lisbon")
     terminal.wait_for("chat", "Remembered #1 user/home_city")
-    # Scripted only now: /remember's filing side call would take a reply queued before.
-    fake.script(Reply("You live in **Lisbon**."))
     terminal.type("chat", "where do I live?")
     screen = terminal.wait_for("chat", "⌁ 1 memory", timeout=30)
     assert "You live in Lisbon." in screen

@@ -19,7 +19,7 @@ from qwenmem_tui.features.memory.feature import MEMORY
 from qwenmem_tui.features.memory.model import DAY, AuditAction, Category, Memory, Origin, Status
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
-from qwenmem_tui.features.memory.filing import FILE_SYSTEM_PROMPT
+from qwenmem_tui.features.memory.identity import JUDGE_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec, by_system_prompt
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.default_extensions import default_extensions
@@ -649,31 +649,28 @@ async def test_with_a_model_remember_files_each_note_where_the_model_validly_cho
     paths: Paths,
     clock: FakeClock,
 ) -> None:
-    """The fast model's category wins when it is a valid, consistent choice; the line
-    says where each note went; a nonsense answer leaves the rule's."""
+    """The fast model's category, given with the judgement the write path asks for,
+    wins when it is a valid, consistent choice; the line says where each note went; an
+    inconsistent one leaves the rule's."""
     answers = {
-        "Marta is my sister": '{"category": "user", "scope": "global"}',
-        "Keiko prefers meetings after 14:00": '{"category": "project", "scope": "project"}',
-        "the nightly backup runs on db-3": '{"category": "user", "scope": "project"}',  # inconsistent
-        "reply in Portuguese please": "feedback, obviously",  # not JSON
+        "Dario plays the piano": '{"action": "add", "id": null, "category": "user", "scope": "global"}',
+        "Dario plays chess at school": '{"action": "add", "id": null, "category": "user", "scope": "project"}',
     }
 
-    def filing(body: dict) -> Reply:
-        note = json.loads(body["messages"][1]["content"])["note"]
-        return Reply(answers[note])
+    def judge(body: dict) -> Reply:
+        return Reply(answers[json.loads(body["messages"][1]["content"])["new"]["value"]])
 
-    fake.responder = by_system_prompt({FILE_SYSTEM_PROMPT: filing})
+    fake.responder = by_system_prompt({JUDGE_SYSTEM_PROMPT: judge})
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
-        await run(pilot, *(f"/remember {note}" for note in answers))
+        await run(pilot, "/remember Dario plays football on Sundays", *(f"/remember {n}" for n in answers))
         lines = infos(app)
     assert lines == [
-        "Remembered #1 user/marta: Marta is my sister",
-        "Remembered #2 project/keiko_preferences: Keiko prefers meetings after 14:00",
-        "Remembered #3 project/nightly_backup_runs_db: the nightly backup runs on db-3",
-        "Remembered #4 feedback/reply_portuguese: reply in Portuguese please",
+        "Remembered #1 project/dario: Dario plays football on Sundays",
+        "Remembered #2 user/dario: Dario plays the piano",
+        "Remembered #3 project/dario_2: Dario plays chess at school",
     ]
     memories = await stored(settings, paths, clock)
-    assert [(m.category, m.scope == "global") for m in memories] == [
-        (Category.USER, True), (Category.PROJECT, False), (Category.PROJECT, False), (Category.FEEDBACK, True)
+    assert [(m.category, m.scope == "global", m.status) for m in memories] == [
+        (Category.PROJECT, False, Status.ACTIVE), (Category.USER, True, Status.ACTIVE), (Category.PROJECT, False, Status.ACTIVE)
     ]

@@ -12,16 +12,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from qwenmem_tui import secrets
 from qwenmem_tui.features.memory import guard
-from qwenmem_tui.features.memory.filing import filing_messages, parse_filing
+from qwenmem_tui.features.memory.filing import parse_filing
 from qwenmem_tui.features.memory.identity import (
     KEY_CHARS,
     POSSIBLE_DUPLICATE,
     Identity,
+    NoteKey,
     decide,
     file_note,
     filed_elsewhere,
@@ -99,6 +100,10 @@ class PendingWrite:
     explicit_key: bool = True
     # False for a backup's row: restored as it was, never merged into a neighbour.
     decide_identity: bool = True
+    # A /remember note the rule filed (no writer named its category): the fast model's
+    # validated category, asked with its judgement, may file it elsewhere (``_refiled``).
+    refile: NoteKey | None = None
+    project: str = ""
 
     def text(self) -> str:
         """What its vector embeds."""
@@ -297,6 +302,10 @@ class MemoryWriter:
                 explicit=pending.explicit_key,
                 vector=vector,
             )
+            moved = await self._refiled(pending, identity)
+            if moved is not None:  # the model filed the note elsewhere: decided there anew
+                [vector] = await self.vectors.passage_vectors([moved.text()])
+                return await self._commit(moved, vector)
         if held:
             # Held for review, it supersedes nothing now; approving it later replaces
             # its key's value (approval goes by key).
@@ -411,24 +420,19 @@ class MemoryWriter:
         with its own ``origin`` and ``provenance``, and may name the ``category`` or
         ``key`` itself (a key it names is kept as given).
 
-        Unless the caller names the category, the rule files the note and, with a fast
-        model, the model's validated choice of category and scope wins
-        (``memory/filing.py``; ``judge_timeout`` seconds at most, the audit says so).
+        Unless the caller names the category, the rule files the note; where the fast
+        model is asked which memory the note restates, its validated choice of
+        category and scope, given in the same answer, wins (``memory/filing.py``,
+        ``_refiled``; ``judge_timeout`` seconds at most, the audit says so).
         """
-        said = secrets.redact(text).replace(secrets.REDACTED, " ")  # note_subject's
-        note = file_note(said)
+        note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))  # note_subject's
         chosen = Category(category) if category in {c.value for c in Category} else note.category
-        if category is None:
-            filed = await self._file(said, judge_timeout)
-            if filed is not None and filed is not chosen:
-                reason = join_reasons(reason, f"filed under {filed} by the model (rule: {chosen})")
-                chosen = filed
         named = key is not None
         if key is None:
             key = note.key
             if not note.restates_by_key:
                 key = await self._free_key(key, text.strip(), chosen, scope_for(chosen, project))
-        return await self.save(
+        pending = await self.prepare(
             category if category is not None else chosen.value,  # a wrong one: the guard says so
             key,
             text.strip(),
@@ -438,6 +442,36 @@ class MemoryWriter:
             reason=reason,
             judge_timeout=judge_timeout,
             explicit_key=named,
+        )
+        if category is None and not named:
+            pending.refile, pending.project = note, project
+        [result] = await self.commit_many([pending])
+        return result
+
+    async def _refiled(self, pending: PendingWrite, identity: Identity) -> PendingWrite | None:
+        """The note under the category the model chose with its judgement, when that
+        differs from the rule's and the note restates nothing where the rule put it;
+        None otherwise. Its key is the note's own, numbered when that category holds
+        it already (a name is no evidence of one fact); the model is not asked again."""
+        filed = identity.filed
+        if (
+            pending.refile is None
+            or filed is None
+            or filed is pending.category
+            or identity.replaces  # it restates a memory where the rule put it: stays there
+            or identity.same_as is not None
+            or identity.key != pending.key
+        ):
+            return None
+        note, scope = pending.refile, scope_for(filed, pending.project)
+        key = note.key
+        if not note.restates_by_key:
+            key = await self._free_key(key, pending.value, filed, scope)
+        days, ttl_note = self.ttl.resolve(filed, None)
+        why = f"filed under {filed} by the model (rule: {pending.category})"
+        return replace(
+            pending, category=filed, key=key, scope=scope, ttl_days=days, refile=None,
+            judge_timeout=None, reason=join_reasons(pending.reason, why, ttl_note or ""),
         )
 
     async def _free_key(self, key: str, value: str, category: Category, scope: str) -> str:
@@ -529,19 +563,9 @@ class MemoryWriter:
         judged = parse_judgement(answer, key, value, candidates, explicit=explicit)
         if judged is None:
             log.info("[MEMORY_IDENTITY] model answer not a valid choice; using the rule")
-        return judged
-
-    async def _file(self, note: str, timeout: float | None) -> Category | None:
-        """The fast model's category for a /remember note (``memory/filing.py``),
-        validated; None without a model, when it is late, or when the answer is not a
-        valid choice (the rule's stands)."""
-        if self.llm is None or timeout is None or timeout <= 0 or not note.strip():
             return None
-        answer = await self._ask(filing_messages(note), timeout)
-        filed = None if answer is None else parse_filing(answer)
-        if answer is not None and filed is None:
-            log.info("[MEMORY_IDENTITY] model filing not a valid choice; using the rule")
-        return filed
+        # Where the new fact belongs, asked in the same call: kept only when valid.
+        return replace(judged, filed=parse_filing(answer))
 
     async def _ask(self, messages: list[dict[str, str]], timeout: float) -> str | None:
         """One side call to the fast model, bounded by ``timeout``; None on any failure

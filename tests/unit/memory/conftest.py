@@ -9,6 +9,7 @@ import pytest
 from memtest_support import Clock, make_settings
 
 from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 
 
@@ -27,6 +28,16 @@ def mem_paths(tmp_path: Path) -> Paths:
 @pytest.fixture
 async def service(mem_paths: Paths, clock: Clock) -> AsyncIterator[MemoryService]:
     svc = await MemoryService.open(make_settings(), mem_paths, clock=clock)
+    try:
+        yield svc
+    finally:
+        await svc.close()
+
+
+@pytest.fixture
+async def judged(mem_paths: Paths, clock: Clock, llm: LLMClient) -> AsyncIterator[MemoryService]:
+    """A service whose fast model is the loopback fake server (scripted judgements)."""
+    svc = await MemoryService.open(make_settings(), mem_paths, clock=clock, llm=llm)
     try:
         yield svc
     finally:

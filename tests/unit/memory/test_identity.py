@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator
 
 import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
 
 from qwenmem_tui.features.memory.backup import import_lines
-from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.features.memory.identity import (
     JUDGE_SYSTEM_PROMPT,
     about,
@@ -331,18 +329,8 @@ async def test_a_quarantined_restatement_supersedes_nothing(service: MemoryServi
 # --- the fast model decides when there is one --------------------------------------------
 
 
-@pytest.fixture
-async def judged(mem_paths: Paths, clock: Clock, llm: LLMClient) -> AsyncIterator[MemoryService]:
-    svc = await MemoryService.open(make_settings(), mem_paths, clock=clock, llm=llm)
-    try:
-        yield svc
-    finally:
-        await svc.close()
-
-
 def answer_judge(fake: FakeOpenAI, answer: dict) -> None:
-    """The judgement side call answers ``answer``; /remember's filing call (another
-    system prompt) gets the echo, not a valid filing, so the rule files the note."""
+    """The judgement side call answers ``answer`` (routed by its system prompt)."""
     fake.responder = by_system_prompt({JUDGE_SYSTEM_PROMPT: lambda _body: Reply(json.dumps(answer))})
 
 
@@ -455,6 +443,9 @@ async def test_another_user_s_fact_of_the_same_subject_is_never_touched(
         ("Keiko prefers meetings after 14:00", "project", "keiko_preferences"),
         ("Tobias: loves rock climbing", "project", "tobias_likes"),
         ("Sven owns the search service", "project", "sven"),
+        ("Dario: allergic to shellfish", "project", "dario_allergies"),
+        ("Priya: on vacation until May", "project", "priya"),
+        ("Radek: +44 20 7946 0104", "project", "radek_phone"),
         ("Marta is my sister and lives in Braga", "user", "marta"),  # family, not the team
         ("Lucía es mi vecina", "user", "lucia"),
         ("the standup is at 9:30", "project", "standup"),

@@ -8,18 +8,14 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from memtest_support import PROJECT_A, Clock, make_settings
+from memtest_support import PROJECT_A
 
-from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.features.memory.identity import JUDGE_SYSTEM_PROMPT
 from qwenmem_tui.features.memory.model import WriteResult
 from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
@@ -49,15 +45,6 @@ async def test_without_a_model_no_distinct_fact_is_merged_and_restatements_are(
     print(scores.line("rule alone"))
     assert scores.merged_distinct == 0, scores.lost
     assert scores.recall >= 0.9, scores.misses
-
-
-@pytest.fixture
-async def judged(mem_paths: Paths, clock: Clock, llm: LLMClient) -> AsyncIterator[MemoryService]:
-    svc = await MemoryService.open(make_settings(), mem_paths, clock=clock, llm=llm)
-    try:
-        yield svc
-    finally:
-        await svc.close()
 
 
 async def test_with_the_model_s_validated_judgement_the_paraphrases_merge_too(
