@@ -9,6 +9,7 @@ features/<name>/
   ...             its core (no Textual, no HTTP): hooks, stores, services
   tui/            its TUI face (Textual): the extension, screens, widgets
   routes.py       its daemon face (Starlette), if it has one
+  mcp_tools.py    its tools in `qwenmem mcp`, if it has them
 ```
 
 The core never imports a face, so a registration names its faces by reference
@@ -127,6 +128,9 @@ class Feature:
     """Its TUI extension: an `ExtensionFactory` in its `tui/` package."""
     routes: FaceRef | None = None
     """Its daemon routes: a sequence of Starlette routes in its `routes.py`."""
+    mcp: FaceRef | None = None
+    """Its MCP tools for `qwenmem mcp`: a ``register(server, backend)`` in its
+    `mcp_tools.py`."""
     api: tuple[str, ...] = ()
     """The modules of its package the faces may import besides `feature.py`, `tui/`
     and `routes.py` (memory's `remote` for the MCP server, ...); the rest is its

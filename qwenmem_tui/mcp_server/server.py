@@ -21,18 +21,16 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from mcp.server.mcpserver import AcceptedElicitation, Context, MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field
-from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
 from qwenmem_tui import secrets as scanner
-from qwenmem_tui.features.memory.access import MemoryUnavailable
-from qwenmem_tui.features.memory.remote import MAX_K, Caller, MemoryRequestError, ProjectMemory
+from qwenmem_tui.features import registry
+from qwenmem_tui.features.feature import load_face
+from qwenmem_tui.features.memory.remote import Caller, ProjectMemory
 from qwenmem_tui.paths import Paths, project_root
 from qwenmem_tui.runtime import Runtime, StartupError
 
@@ -43,7 +41,6 @@ log = logging.getLogger("qwenmem.mcp")
 
 SERVER_NAME = "qwenmem"
 ROOTS_TIMEOUT_S = 2.0
-CONFIRM_TIMEOUT_S = 120.0
 INSTRUCTIONS = (
     "Long-term memory shared with the qwenmem chat. search_memory before answering "
     "questions about the user, their preferences or this project; remember durable "
@@ -52,48 +49,6 @@ INSTRUCTIONS = (
     "from here are held for the user's review when they read as instructions or "
     "would apply to every project, unless the user confirms them when asked."
 )
-
-
-class MemoryRow(TypedDict):
-    id: int
-    category: str
-    key: str
-    value: str
-    origin: str
-    age_days: float
-    scope: str
-
-
-class MemoryHit(MemoryRow):
-    score: float
-
-
-class SearchAnswer(TypedDict):
-    memories: list[MemoryHit]
-
-
-class ListAnswer(TypedDict):
-    memories: list[MemoryRow]
-
-
-class RememberAnswer(TypedDict, total=False):
-    id: int | None
-    category: str | None
-    key: str | None
-    action: str
-    """created, superseded, deduplicated, quarantined or refused"""
-    flags: list[str]
-    error: str
-
-
-class ForgetAnswer(TypedDict):
-    forgotten: bool
-
-
-Category = Annotated[
-    str | None,
-    Field(description="user, feedback, project or reference (default: chosen from the text)"),
-]
 
 
 class MemoryBackend:
@@ -209,52 +164,9 @@ async def _first_root(ctx: Context) -> Path | None:
     return None
 
 
-class SaveConfirmation(BaseModel):
-    save: bool = Field(default=True, description="Save this note to qwenmem's memory")
-
-
-async def _user_confirms(ctx: Context, text: str) -> bool:
-    """Ask the user (MCP elicitation) whether a held note is theirs to keep; False when
-    the client cannot ask, or the user declines, cancels or does not answer."""
-    try:
-        capabilities = ctx.request_context.session.client_capabilities
-        if capabilities is None or capabilities.elicitation is None:
-            return False
-        async with asyncio.timeout(CONFIRM_TIMEOUT_S):
-            answer = await ctx.elicit(
-                "Save this note to qwenmem's long-term memory? It will be recalled in "
-                f"future conversations:\n\n{text.strip()}",
-                SaveConfirmation,
-            )
-    except Exception as exc:  # no answer is a "not confirmed": the note is held
-        log.info("[MCP] confirmation not obtained: %s", exc)
-        return False
-    confirmed = isinstance(answer, AcceptedElicitation) and answer.data.save
-    log.info("[MCP] the user %s a held note", "confirmed" if confirmed else "did not confirm")
-    return confirmed
-
-
-async def _answer(call: Awaitable[Any], backend: MemoryBackend) -> Any:
-    """A tool's answer; a caller's mistake becomes a one-line tool error, and so does
-    anything unexpected (its traceback goes to the debug log, never to the client)."""
-    try:
-        return await call
-    except ToolError:
-        raise
-    except MemoryRequestError as exc:
-        raise ToolError(str(exc)) from None
-    except MemoryUnavailable as exc:
-        log.warning("[MCP] %s", exc)
-        raise ToolError(str(exc)) from None
-    except Exception as exc:
-        log.exception("[MCP] tool failed")
-        raise ToolError(f"qwenmem could not answer: {type(exc).__name__}") from None
-    finally:
-        backend.warm()
-
-
 def build_server(backend: MemoryBackend) -> MCPServer:
-    """The MCP server with the four memory tools of contract §8."""
+    """The MCP server with the tools every feature offers (`Feature.mcp`): memory's four
+    of contract §8."""
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[None]:
@@ -265,68 +177,9 @@ def build_server(backend: MemoryBackend) -> MCPServer:
             await backend.close()
 
     server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan)
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
-
-    @server.tool(
-        title="Search memory",
-        description="Memories relevant to a query, best first: the same recall the "
-        "qwenmem chat uses (this project's memories and the user's global ones).",
-        annotations=read_only,
-    )
-    async def search_memory(
-        query: Annotated[str, Field(description="what to look for, in any language")],
-        ctx: Context,
-        k: Annotated[int, Field(ge=1, le=MAX_K, description="how many memories at most")] = 5,
-    ) -> SearchAnswer:
-        memory = await backend.memory(ctx)
-        return await _answer(memory.search(query, k), backend)
-
-    @server.tool(
-        title="Remember",
-        description="Save a durable fact for future conversations (a preference, a "
-        "correction, a fact about the user or this project). The same fact said again "
-        "is deduplicated; a new value for the same subject supersedes the old one. "
-        "Never save secrets. Instruction-like or every-project facts are held for the "
-        "user's review (action 'quarantined') unless the user confirms them when asked.",
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
-    )
-    async def remember(
-        text: Annotated[str, Field(description="the fact, one or two sentences")],
-        ctx: Context,
-        category: Category = None,
-        key: Annotated[
-            str | None, Field(description="short snake_case subject, e.g. preferred_editor")
-        ] = None,
-    ) -> RememberAnswer:
-        memory = await backend.memory(ctx)
-        confirmed = memory.wants_the_users_word(text, category, key) and await _user_confirms(
-            ctx, text
-        )
-        return await _answer(memory.remember(text, category, key, confirmed=confirmed), backend)
-
-    @server.tool(
-        title="Forget memory",
-        description="Delete one memory by id (from search_memory or list_memories). "
-        "The deletion is audited; forgotten is false for an unknown id.",
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True),
-    )
-    async def forget_memory(
-        id: Annotated[int, Field(description="the memory's id")],  # noqa: A002 - contract name
-        ctx: Context,
-    ) -> ForgetAnswer:
-        memory = await backend.memory(ctx)
-        return await _answer(memory.forget(id), backend)
-
-    @server.tool(
-        title="List memories",
-        description="Every active memory of this project and the user's global ones, "
-        "newest first, optionally of one category.",
-        annotations=read_only,
-    )
-    async def list_memories(ctx: Context, category: Category = None) -> ListAnswer:
-        memory = await backend.memory(ctx)
-        return await _answer(memory.list(category), backend)
-
+    for feature in registry.FEATURES:
+        if feature.mcp is not None:
+            load_face(feature.mcp)(server, backend)
     return server
 
 

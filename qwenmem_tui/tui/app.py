@@ -649,11 +649,13 @@ class QwenmemApp(App[None]):
 
 def _startup_imports() -> Mapping[str, ItemWidgetFactory]:
     """What the first frame does not need, imported in a thread by the startup worker
-    (the loop keeps taking keys): the runtime with the chat core, and the reply's
-    Markdown widgets (markdown-it, Pygments, Rich's Markdown). Returns the default
+    (the loop keeps taking keys): the runtime with the chat core, the chat screen's
+    view of a query and the reply's Markdown widgets (markdown-it, Pygments, Rich's
+    Markdown). Returns the default
     item widgets. `tests/unit/test_launch_imports.py` keeps them out of the first frame.
     """
     import qwenmem_tui.runtime  # noqa: F401  (the chat core, the storage, the LLM client)
+    import qwenmem_tui.tui.screens.reply_view  # noqa: F401  (what a query shows)
     from qwenmem_tui.tui.widgets.items import DEFAULT_ITEM_WIDGETS
 
     return DEFAULT_ITEM_WIDGETS

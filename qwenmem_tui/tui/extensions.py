@@ -24,17 +24,18 @@ from textual.binding import Binding, BindingType
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.instructions.files import Instructions
-from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
-from qwenmem_tui.storage.database import Database
-from qwenmem_tui.storage.sessions import SessionStore
 from qwenmem_tui.tui.host import BusyState, Host, SlashCommand
 from qwenmem_tui.tui.widgets.plain_items import ItemWidgetFactory
 
 if TYPE_CHECKING:
-    # Types only: features loads the memory stack (numpy/FAISS), which the app imports
-    # in its startup worker, after the first frame.
+    # Types only: features loads the memory stack (numpy/FAISS), the client and the
+    # storage the chat loop; the app imports them in its startup worker, after the
+    # first frame.
     from qwenmem_tui.features.assembly import SessionFeatures
+    from qwenmem_tui.llm.client import LLMClient
+    from qwenmem_tui.storage.database import Database
+    from qwenmem_tui.storage.sessions import SessionStore
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ The package is written to a temp dir exactly as a contributor would write it und
 daemon route), the registry gets its one line (a copy of `FEATURES` with it added),
 and then the real TUI (Pilot) and the real daemon (in-process HTTP) are started as
 they always are: the TUI offers /stamp and its hook runs in the TUI's chat; the
-daemon serves its route and its hook runs in the daemon's chats.
+daemon serves its route and its hook runs in the daemon's chats; `qwenmem mcp`'s server
+lists and answers its tool beside memory's.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ PACKAGE = {
             session=_session,
             tui="stampfeature.tui.extension:stamp_extension",
             routes="stampfeature.routes:ROUTES",
+            mcp="stampfeature.mcp_tools:register_tools",
         )
     ''',
     "hook.py": '''
@@ -92,6 +94,17 @@ PACKAGE = {
 
 
         stamp_extension = ExtensionFactory(STAMP, _build, features=frozenset({STAMP}))
+    ''',
+    "mcp_tools.py": '''
+        """The stamp in `qwenmem mcp`: a tool saying the line it stamps with."""
+
+        from stampfeature.hook import STAMP_LINE
+
+
+        def register_tools(server, backend):
+            @server.tool(title="Stamp line", description="The line every request is stamped with")
+            async def stamp_line() -> str:
+                return STAMP_LINE
     ''',
     "routes.py": '''
         """The stamp in the daemon: GET /stamp names the feature."""
@@ -171,6 +184,21 @@ def test_the_daemon_serves_the_new_features_route_and_runs_its_hook(
         assert stamped(fake) == [True]
 
 
+async def test_the_mcp_server_offers_the_new_features_tool(
+    stampfeature: ModuleType, project: Path
+) -> None:
+    from qwenmem_tui.mcp_server.server import MemoryBackend, build_server
+
+    async def no_runtime():  # the stamp's tool needs none; memory's are not called
+        raise AssertionError("not opened")
+
+    server = build_server(MemoryBackend(no_runtime, project_dir=project, cwd=project))
+    names = {tool.name for tool in await server.list_tools()}
+    assert {"stamp_line", "search_memory", "remember", "forget_memory", "list_memories"} <= names
+    answer = await server.call_tool("stamp_line", {})
+    assert [block.text for block in answer.content] == ["[stamped by the stamp feature]"]
+
+
 def test_without_its_line_no_face_knows_the_feature(
     settings: Settings, paths: Paths, project: Path, fake: FakeOpenAI
 ) -> None:
@@ -183,7 +211,8 @@ def test_without_its_line_no_face_knows_the_feature(
 def test_every_registered_feature_is_named_once_and_its_faces_load() -> None:
     """What the import contract reads statically, loaded for real: each registration's
     TUI face is an ExtensionFactory presenting at most its own feature, its routes are
-    Starlette routes, and no two features share a name."""
+    Starlette routes, its MCP tools a registering function, and no two features share
+    a name."""
     from starlette.routing import BaseRoute
 
     from qwenmem_tui.features.feature import load_face
@@ -199,3 +228,5 @@ def test_every_registered_feature_is_named_once_and_its_faces_load() -> None:
         if feature.routes is not None:
             routes = load_face(feature.routes)
             assert routes and all(isinstance(route, BaseRoute) for route in routes), feature.name
+        if feature.mcp is not None:
+            assert callable(load_face(feature.mcp)), feature.name

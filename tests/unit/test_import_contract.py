@@ -13,17 +13,17 @@
    check in test_core_imports.py never runs is caught too.
 4. The base (config, paths, text, secrets, the debug log, prompt history, `llm/`,
    `storage/`) imports nothing above it: no feature, no chat loop, no runtime, no face.
-5. A feature's core (everything under `features/` but its `tui/` and `routes.py`), the
-   assembly and the runtime import no face, directly or not: not `tui/`, `daemon/`,
-   `mcp_server/`, the CLI, nor any feature's `tui/` or `routes.py`.
-6. The faces (`tui/`, `daemon/`, `mcp_server/` and every feature's `tui/`/`routes.py`)
+5. A feature's core (everything under `features/` but its faces: `tui/`, `routes.py`,
+   `mcp_tools.py`), the assembly and the runtime import no face, directly or not: not
+   `tui/`, `daemon/`, `mcp_server/`, the CLI, nor any feature's faces.
+6. The faces (`tui/`, `daemon/`, `mcp_server/` and every feature's faces)
    import of a feature only its registration (`feature.py`), its faces and the
    modules its registration lists in `api` — plus the shared `features/feature.py`
    (the protocol), `registry.py` and `assembly.py`. A feature's own faces may import
    its core. Everything else they import is the runtime, the chat core or the base.
 7. A feature is one package with one registration: every `features/<name>/` has a
    `feature.py` with one `Feature(...)`, `registry.py` imports each of them, and the
-   faces it offers (`tui=`, `routes=`) and its `api` name modules of its own package
+   faces it offers (`tui=`, `routes=`, `mcp=`) and its `api` name modules of its own package
    that exist (the attribute too).
 8. The faces (the TUI, the daemon with its proxy, the MCP server) open nothing the
    runtime opens (database, session store, LLM client, memory service, feature
@@ -60,7 +60,9 @@ SHARED_FEATURE_MODULES = (
     f"{FEATURES_PACKAGE}.assembly",
 )
 """What every face may use of `features/`: the protocol, the registry, the assembly."""
-FEATURE_FACE_ROOMS = ("tui", "routes")
+FEATURE_FACE_ROOMS = ("tui", "routes", "mcp_tools")
+FACE_KEYWORDS = {"tui": "tui", "routes": "routes", "mcp": "mcp_tools"}
+"""A registration's face keyword -> the room of its package it must point into."""
 
 
 def feature_of(name: str) -> str | None:
@@ -72,7 +74,7 @@ def feature_of(name: str) -> str | None:
 
 
 def is_feature_face(name: str) -> bool:
-    """A feature's own face module: `features/<name>/tui/...` or `features/<name>/routes`."""
+    """A feature's own face module: `features/<name>/tui/...`, `routes` or `mcp_tools`."""
     parts = name.split(".")
     return feature_of(name) is not None and len(parts) >= 4 and parts[3] in FEATURE_FACE_ROOMS
 
@@ -351,7 +353,7 @@ def registrations(modules: dict[str, Module]) -> tuple[dict[str, Registration], 
         faces = {
             key: value.value
             for key, value in keywords.items()
-            if key in FEATURE_FACE_ROOMS and isinstance(value, ast.Constant)
+            if key in FACE_KEYWORDS and isinstance(value, ast.Constant)
         }
         api_node = keywords.get("api")
         api = tuple(
@@ -380,13 +382,14 @@ def registration_problems(modules: dict[str, Module]) -> list[str]:
     for feature, registration in found.items():
         if registry is None or registration.module not in registry.imports:
             problems.append(f"{registration.module} is not in the registry")
-        for room, ref in registration.faces.items():
+        for keyword, ref in registration.faces.items():
+            room = FACE_KEYWORDS[keyword]
             target, _, attribute = ref.partition(":")
             own = feature_of(target) == feature and is_feature_face(target)
             if not own or target.split(".")[3] != room:
-                problems.append(f"{registration.module} offers {room}={ref}: not its own {room}")
+                problems.append(f"{registration.module} offers {keyword}={ref}: not its own {room}")
             elif target not in modules or not _defines(modules[target], attribute):
-                problems.append(f"{registration.module} offers {room}={ref}: no such thing")
+                problems.append(f"{registration.module} offers {keyword}={ref}: no such thing")
         for entry in registration.api:
             target = f"{FEATURES_PACKAGE}.{feature}.{entry}"
             if target not in modules or entry in FEATURE_FACE_ROOMS:

@@ -1,7 +1,8 @@
 """Memory's registration: the service opened once per runtime, and per session the
 prefetch hook (recall that never delays a reply), the receipt of what a reply used,
 extraction after each turn and the save_memory tool. Its faces: the TUI extension
-(/memory, /remember, receipts) and the daemon's /memory routes.
+(/memory, /remember, receipts), the daemon's /memory routes and the tools of
+`qwenmem mcp`.
 
 Hook order inside the feature: prefetch, then receipts (it reads what this query's
 requests carried), then extraction. Compaction, built after memory, is handed this
@@ -77,6 +78,7 @@ FEATURE = Feature(
     close=_close,
     tui="qwenmem_tui.features.memory.tui.extension:memory_extension",
     routes="qwenmem_tui.features.memory.routes:MEMORY_ROUTES",
+    mcp="qwenmem_tui.features.memory.mcp_tools:register_tools",
     # access: MemoryAccess/MemoryUnavailable (MCP server, `qwenmem serve`); remote: the
     # MCP tools' ProjectMemory; exchange: the proxy's recall; receipts: the daemon's
     # "memories" field.

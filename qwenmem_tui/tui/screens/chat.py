@@ -25,26 +25,13 @@ from textual.widget import Widget
 from textual.widgets import Footer, Static
 from textual.worker import NoActiveWorker, Worker, WorkerCancelled, WorkerFailed, get_current_worker
 
-from qwenmem_tui.chat.events import (
-    AssistantDelta,
-    ChatEvent,
-    ChatEventHandler,
-    ItemAdded,
-    Notice,
-    QueryFinished,
-    ReasoningDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-    TurnStarted,
-)
 from qwenmem_tui import secrets
 from qwenmem_tui.prompt_history import HISTORY_FILE_NAME, PromptHistory
-from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.commands import parse_command
 from qwenmem_tui.tui.screens.secret_confirm import SecretChoice, SecretConfirm
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
-from qwenmem_tui.tui.widgets.plain_items import DimItem, ErrorItem, InfoItem, ToolCallItem
+from qwenmem_tui.tui.widgets.plain_items import DimItem, ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 
@@ -52,8 +39,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from qwenmem_tui.chat.session import ChatSession
+    from qwenmem_tui.storage.sessions import Item
     from qwenmem_tui.tui.host import BusyState, Host
-    from qwenmem_tui.tui.widgets.items import AssistantItem
 
 log = logging.getLogger("qwenmem.tui")
 
@@ -525,8 +512,12 @@ class ChatScreen(Screen[None]):
     @work(group="turn", exit_on_error=False)
     async def stream_reply(self, text: str) -> None:
         """Run one query: stream the reply, show tool calls, store everything."""
+        # The chat loop's events and the reply's widgets: imported by the startup
+        # worker's thread, after the first frame (QwenmemApp._startup_imports).
+        from qwenmem_tui.tui.screens.reply_view import ReplyView
+
         app = self.qapp
-        view = _ReplyView(self, app.session, self.query_one(StatusLine))
+        view = ReplyView(app, app.session, self.log_view, self.query_one(StatusLine))
         try:
             async for event in app.session.run_query(text):
                 await view.handle(event)
@@ -542,111 +533,6 @@ class ChatScreen(Screen[None]):
             app.state = "idle"
 
 
-class _ReplyView(ChatEventHandler):
-    """One query on screen: the streamed reply, its tool calls, the app's state."""
-
-    def __init__(self, screen: ChatScreen, session: ChatSession, status: StatusLine) -> None:
-        self._screen = screen
-        self._app = screen.qapp
-        self._session = session
-        self._status = status
-        self._log = screen.log_view
-        self._reply: AssistantItem | None = None
-        self._replied = False
-        self._tool_items: dict[str, ToolCallItem] = {}
-        self._error_shown = False
-
-    async def handle(self, event: ChatEvent) -> None:
-        # The model streams reasoning (never shown) until its first other event.
-        self._status.thinking = isinstance(event, ReasoningDelta)
-        await super().handle(event)
-
-    async def _end_reply(self) -> None:
-        if self._reply is not None:
-            await self._reply.end_stream()
-        self._reply = None
-
-    async def assistant_delta(self, event: AssistantDelta) -> None:
-        if self._reply is None:
-            # Markdown's widgets load after the first frame (the startup thread has
-            # imported them by the time a reply streams).
-            from qwenmem_tui.tui.widgets.items import AssistantItem
-
-            self._reply = AssistantItem(clock=self._app.clock)
-            self._replied = True
-            await self._log.add(self._reply)
-        self._reply.append(event.text)
-
-    async def tool_call_started(self, event: ToolCallStarted) -> None:
-        await self._end_reply()
-        self._app.state = "running_tool"
-        item = ToolCallItem(event.call.name, event.call.arguments)
-        self._tool_items[event.call.id] = item
-        await self._log.add(item)
-
-    async def tool_call_finished(self, event: ToolCallFinished) -> None:
-        found = self._tool_items.get(event.call.id)
-        if found is not None:
-            found.finish(event.result, is_error=event.is_error)
-        self._app.state = "responding"
-
-    async def turn_started(self, event: TurnStarted) -> None:
-        await self._end_reply()
-        self._app.state = "responding"
-
-    async def item_added(self, event: ItemAdded) -> None:
-        item = event.item
-        self._error_shown = self._error_shown or item.type == "error"
-        await self._show_item(item)
-        self._status.title = self._session.info.title
-        if item.type == "assistant":
-            self._status.tokens = astuple(self._session.usage_total())
-            await self._end_reply()
-
-    async def _show_item(self, item: Item) -> None:
-        reply = self._reply
-        if item.type == "assistant":
-            if reply is None:
-                # Nothing was streamed (e.g. a reply that came in one piece).
-                widget = self._app.widget_for_item(item)
-                if widget is not None:
-                    await self._log.add(widget)
-            else:
-                reply.link(item)  # the streamed widget now shows the stored reply
-                if item.meta.get("interrupted"):
-                    await reply.mark_interrupted()
-        elif item.type != "tool":  # tool results arrive as ToolCallFinished
-            widget = self._app.widget_for_item(item)
-            if widget is not None:
-                await self._log.add(widget)
-
-    async def notice(self, event: Notice) -> None:
-        self._app.notify(terminal_safe(event.text), severity=_severity(event.level))
-
-    async def query_finished(self, event: QueryFinished) -> None:
-        outcome = event.outcome
-        failed = outcome.status in ("error", "context_limit")
-        if failed and outcome.error and not self._error_shown:
-            self._screen.show_error(outcome.error)
-
-    async def cancelled(self) -> None:
-        """The query was cancelled. The session has already yielded its cleanup (the
-        partial reply stored as interrupted, open tool calls answered); say so when
-        nothing on screen does."""
-        if self._reply is not None:
-            await self._reply.mark_interrupted()
-        if not self._replied and not self._tool_items:
-            self._screen.show_info("Cancelled.")
-
-    async def close(self) -> None:
-        self._status.thinking = False
-        await self._end_reply()
-
-
 def is_typing(event: events.Key) -> bool:
     """A key that writes or edits text, as opposed to one that moves or acts."""
     return event.is_printable or event.key in EDITING_KEYS
-
-
-def _severity(level: str) -> str:
-    return {"warning": "warning", "error": "error"}.get(level, "information")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual import on
 from textual.containers import VerticalScroll
@@ -15,8 +16,10 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
-from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.widgets.plain_items import MessageView, ToolCallItem
+
+if TYPE_CHECKING:
+    from qwenmem_tui.storage.sessions import Item
 
 PAGE_SIZE = 20
 """Stored items given widgets at once (more than a screenful). A Markdown reply costs

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
-from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.terminal_text import terminal_safe
+
+if TYPE_CHECKING:
+    from qwenmem_tui.storage.sessions import Item
 
 TOOL_RESULT_MAX_LINES = 40
 USER_MESSAGE_MAX_LINES = 200
@@ -156,9 +158,5 @@ class DimItem(Static):
         super().__init__(Content.assemble((label, "bold"), body) if label else Content(body))
 
 
-ItemWidgetFactory = Callable[[Item], Widget | None]
-"""Builds the widget for a stored display item; None shows nothing."""
-
-
-ItemWidgetFactory = Callable[[Item], Widget | None]
+ItemWidgetFactory = Callable[["Item"], Widget | None]
 """Builds the widget for a stored display item; None shows nothing."""
