@@ -135,6 +135,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: list[str]) -> int:
+    """`run`'s work, inside the collector's hold."""
     parser = build_parser(feature_commands=bool(argv))
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
