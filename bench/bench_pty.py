@@ -561,9 +561,11 @@ def cli_times(program: Program, base_url: str, runs: int) -> dict[str, float]:
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
         env = {**os.environ, **qwenmem_env(Path(tmp), base_url)}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as in any install
         if program.extra_path:
             env["PYTHONPATH"] = program.extra_path
         for args in (["--help"], ["sessions"], ["memory", "list"]):
+            subprocess.run([*program.command, *args], env=env, capture_output=True, check=False)
             times = []
             for _ in range(runs):
                 started = time.monotonic()
