@@ -142,8 +142,6 @@ def _run(argv: list[str]) -> int:
         parser.error(f"{args.command}: which action? See qwenmem {args.command} --help")
     # Past parsing (`--help` and usage errors have exited): what every command needs.
     from qwenmem_tui.config import ConfigError, load_settings, permission_warning
-    from qwenmem_tui.llm.errors import LLMError
-    from qwenmem_tui.storage.database import StorageError
 
     paths = Paths.from_env()
     try:
@@ -169,17 +167,27 @@ def _run(argv: list[str]) -> int:
     except ConfigError as exc:  # a subcommand re-read the config
         print(f"qwenmem: {exc}", file=sys.stderr)
         return 2
-    except LLMError as exc:
+    except Exception as exc:
+        return _failed(exc, settings, paths)
+
+
+def _failed(exc: Exception, settings: Settings, paths: Paths) -> int:
+    """The exit for an error no command handled: its one line, or the crash report.
+    (The LLM's and the storage's errors are imported here, not before the chat's first
+    frame: the storage package loads sqlite and the session store.)"""
+    from qwenmem_tui.llm.errors import LLMError
+    from qwenmem_tui.storage.database import StorageError
+
+    if isinstance(exc, LLMError):
         print(f"qwenmem: {exc.message}", file=sys.stderr)
         return 1
-    except StorageError as exc:  # e.g. the memory database is unreachable: one line
+    if isinstance(exc, StorageError):  # e.g. the memory database is unreachable: one line
         print(f"qwenmem: {exc}", file=sys.stderr)
         return 1
-    except Exception as exc:
-        if (known := storage_failure(exc, paths)) is not None:
-            print(f"qwenmem: {known}", file=sys.stderr)
-            return 1
-        return _report_crash(exc, settings, paths)
+    if (known := storage_failure(exc, paths)) is not None:
+        print(f"qwenmem: {known}", file=sys.stderr)
+        return 1
+    return _report_crash(exc, settings, paths)
 
 
 def storage_failure(exc: Exception, paths: Paths) -> StorageError | None:

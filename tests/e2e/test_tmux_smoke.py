@@ -313,3 +313,26 @@ def test_a_signal_mid_stream_keeps_the_partial_reply_marked_interrupted(
     assert partial.strip() in screen
     terminal.tmux("send-keys", "-t", "again", "C-q")
     terminal.wait_for("again", exited=True)
+
+
+@pytest.mark.skipif(not QWENMEM.exists(), reason="the qwenmem script is not installed in this venv")
+def test_a_question_sent_before_qwenmem_has_the_terminal_is_sent(
+    terminal: Terminal, fake: FakeOpenAI, home: Path, project: Path
+) -> None:
+    """A question typed and sent while qwenmem is still loading: before qwenmem takes
+    the terminal it is in the shell's cooked mode, where Enter became a line feed the
+    prompt read as Ctrl+J (a newline), and the question stayed unsent. The keys are
+    typed before qwenmem has even started (the pane's shell waits for a file)."""
+    fake.script(Reply("It is **early**."))
+    env = _env(fake, home)
+    go = project / "go"
+    # The shell keeps the cooked mode until qwenmem starts: when `go` exists.
+    wait = f"while [ ! -e {shlex.quote(str(go))} ]; do sleep 0.05; done; exec {shlex.quote(str(QWENMEM))}"
+    terminal.start("chat", ["sh", "-c", wait], cwd=project, env=env)
+    terminal.type("chat", "what time is it?")  # text, then Enter
+    terminal.wait_for("chat", "what time is it?")  # echoed by the cooked terminal
+    go.touch()
+    screen = terminal.wait_for("chat", "It is early.", timeout=60)
+    assert "what time is it?" in screen
+    # The question went as one message, its Enter as "send" (not a newline in it).
+    assert fake.chat_requests[0]["messages"][-1]["content"].endswith("what time is it?")

@@ -68,6 +68,8 @@ DEFERRED = (
     "qwenmem_tui.chat.events",
     "qwenmem_tui.llm.client",
     "qwenmem_tui.tui.screens.reply_view",
+    "qwenmem_tui.storage.database",  # sqlite and the session store: opened by the runtime
+    "aiosqlite",
     "qwenmem_tui.features.memory.service",
     "qwenmem_tui.tui.widgets.items",
     "qwenmem_tui.tui.default_extensions",
