@@ -640,7 +640,9 @@ def category_of(text: str, subject: Subject | None = None) -> Category:
         return Category.USER
     if not person and (
         _PROJECT_WORDS.search(lowered)
-        or (subject is not None and subject.entity not in (SELF, "user") and not subject.entity.startswith("turn:"))
+        # Other people's facts and turns ("Caroline: I moved to Berlin" is Caroline's
+        # move, not the user's) are the project's.
+        or (subject is not None and subject.entity not in (SELF, "user"))
     ):
         return Category.PROJECT
     if re.search(

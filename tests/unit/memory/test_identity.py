@@ -446,6 +446,7 @@ async def test_another_user_s_fact_of_the_same_subject_is_never_touched(
         ("Dario: allergic to shellfish", "project", "dario_allergies"),
         ("Priya: on vacation until May", "project", "priya"),
         ("Radek: +44 20 7946 0104", "project", "radek_phone"),
+        ("Caroline: I moved to Berlin last week", "project", "caroline"),  # her turn, not yours
         ("Marta is my sister and lives in Braga", "user", "marta"),  # family, not the team
         ("Lucía es mi vecina", "user", "lucia"),
         ("the standup is at 9:30", "project", "standup"),
