@@ -326,16 +326,7 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         )
     for error in report.errors:
         print(f"qwenmem: {args.file}: {terminal_safe(str(error))}", file=sys.stderr)
-    order = (
-        "created",
-        "superseded",
-        "refreshed",
-        "deduplicated",
-        "quarantined",
-        "skipped",
-        "rejected",
-    )
-    counts = ", ".join(f"{name} {report.counts.get(name, 0)}" for name in order)
+    counts = ", ".join(f"{name} {report.counts.get(name, 0)}" for name in backup.ACTIONS)
     if report.stopped is not None:
         print(
             f"qwenmem: {report.stopped}; stopped at line {report.stopped_at} of {args.file}, "
@@ -345,6 +336,15 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         )
         return 1
     print(report.summary())
+    held = report.counts.get("quarantined", 0)
+    if held and not args.trust:
+        # Held is kept, not lost: say why and what makes them active, or the count
+        # reads as a failed import.
+        print(
+            f"{held} held for review: without --trust an import is read as file content, so "
+            "facts about you and rules for the assistant wait for your approval (a on "
+            "/memory); import again with --trust if the file is your own"
+        )
     return 0
 
 
