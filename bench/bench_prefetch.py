@@ -27,14 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qwenmem_tui.features.memory.prefetch import INITIAL, TOOL_RESULT, MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.chat.session import BaseQueryHook, ChatSession, QueryHook
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import TurnKind
 from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
-from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.features.memory.prefetch import (
+    INITIAL,
+    TOOL_RESULT,
+    MemoryPrefetchHook,
+    ProjectRecall,
+)
 from qwenmem_tui.features.memory.recall import RecallResult
 from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore

@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui import collector
-from qwenmem_tui.paths import Paths, private_umask, project_id, project_root, tighten_home
+from qwenmem_tui.paths import (
+    Paths,
+    private_umask,
+    project_id,
+    project_root,
+    tighten_home,
+)
 from qwenmem_tui.text import one_line, terminal_safe
 
 if TYPE_CHECKING:
@@ -194,7 +200,12 @@ def _failed(exc: Exception, settings: Settings, paths: Paths) -> int:
 def storage_failure(exc: Exception, paths: Paths) -> StorageError | None:
     """The one line for a damaged database or a full disk met below the storage layer's
     own checks (a store reading rows on its connection, a file written directly)."""
-    from qwenmem_tui.storage.database import damaged, disk_full, is_corrupt, is_disk_full
+    from qwenmem_tui.storage.database import (
+        damaged,
+        disk_full,
+        is_corrupt,
+        is_disk_full,
+    )
 
     if is_corrupt(exc):
         return damaged(paths.db_file, exc)

@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
 from qwenmem_tui import secrets as scanner
 from qwenmem_tui.paths import Paths, private_file
 

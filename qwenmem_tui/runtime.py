@@ -38,7 +38,11 @@ from typing import TYPE_CHECKING, Any
 from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatSession
 from qwenmem_tui.chat.view import model_messages
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.instructions.files import Instructions, load_instructions, with_instructions
+from qwenmem_tui.features.instructions.files import (
+    Instructions,
+    load_instructions,
+    with_instructions,
+)
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.storage.database import Database, RetryCallback, StorageError
@@ -47,13 +51,13 @@ from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
 if TYPE_CHECKING:
     # Types only: the features load the memory stack (numpy/FAISS); `open` imports
     # them in a thread so a face's event loop keeps serving meanwhile.
-    from qwenmem_tui.chat.tools import Tool
     from qwenmem_tui.chat.session import QueryHook
+    from qwenmem_tui.chat.tools import Tool
     from qwenmem_tui.features.assembly import Assembly, SessionFeatures
     from qwenmem_tui.features.memory.access import MemoryAccess
     from qwenmem_tui.features.memory.exchange import ExchangeMemory
-    from qwenmem_tui.llm.local_server import LocalChatDefaults, LocalModelServer
     from qwenmem_tui.features.memory.remote import Caller, ProjectMemory
+    from qwenmem_tui.llm.local_server import LocalChatDefaults, LocalModelServer
 
 log = logging.getLogger("qwenmem.runtime")
 
@@ -295,7 +299,9 @@ class Runtime:
     @property
     def memory(self) -> MemoryAccess | None:
         """The memory feature's service access (None: memory is not assembled)."""
-        from qwenmem_tui.features.memory.feature import MEMORY  # loaded with the assembly
+        from qwenmem_tui.features.memory.feature import (
+            MEMORY,  # loaded with the assembly
+        )
 
         return self.assembly.state(MEMORY)
 
@@ -469,7 +475,9 @@ class _Opening:
         clock: Callable[[], float],
     ) -> Runtime:
         """The runtime on what is open: the features assembled on the client."""
-        from qwenmem_tui.features.assembly import Assembly  # loaded (in a thread) by preload
+        from qwenmem_tui.features.assembly import (
+            Assembly,  # loaded (in a thread) by preload
+        )
 
         assert self.db is not None  # opened first
         assembly = Assembly.create(

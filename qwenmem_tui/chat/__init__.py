@@ -7,7 +7,14 @@ and the model view in `chat/view.py`; tests/unit/test_import_contract.py checks 
 package for its tools or turn values stays light.
 """
 
-from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError, ToolRegistry, ToolResult, builtin_tools
+from qwenmem_tui.chat.tools import (
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    ToolResult,
+    builtin_tools,
+)
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
 
 __all__ = [

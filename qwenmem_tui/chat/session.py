@@ -47,7 +47,13 @@ from qwenmem_tui.llm import client as llm_events
 from qwenmem_tui.llm.client import Completion, LLMClient, ToolCall, Usage
 from qwenmem_tui.llm.errors import LLMError
 from qwenmem_tui.storage.database import StorageError
-from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionNotFoundError, SessionStore, make_title
+from qwenmem_tui.storage.sessions import (
+    Item,
+    SessionInfo,
+    SessionNotFoundError,
+    SessionStore,
+    make_title,
+)
 from qwenmem_tui.text import one_line
 
 if TYPE_CHECKING:

@@ -122,7 +122,11 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """Refuses unsafe or impossible starts with one line and exit 2 (1 for a busy port),
     then serves until SIGINT/SIGTERM."""
     from qwenmem_tui.chat.tools import broad_root_notice
-    from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer, progress_printer
+    from qwenmem_tui.llm.local_server import (
+        LocalModelError,
+        LocalModelServer,
+        progress_printer,
+    )
     from qwenmem_tui.llm.provider import resolve_provider
     from qwenmem_tui.runtime import local_model_starter
 

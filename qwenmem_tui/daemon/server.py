@@ -56,11 +56,11 @@ from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
 from qwenmem_tui.features import registry
 from qwenmem_tui.features.assembly import Assembly, SessionFeatures
 from qwenmem_tui.features.feature import load_face
+from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, memories_json
+from qwenmem_tui.features.recap.session_recap import generate_session_recap
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
-from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, memories_json
 from qwenmem_tui.paths import Paths, private_dir, private_file, project_id
-from qwenmem_tui.features.recap.session_recap import generate_session_recap
 from qwenmem_tui.runtime import ModelStarter, Runtime
 from qwenmem_tui.storage.sessions import SessionInfo, SessionStore
 

@@ -37,7 +37,12 @@ from typing import TYPE_CHECKING, Any
 from qwenmem_tui.chat.tools import Tool, ToolRegistry, builtin_tools
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features import registry
-from qwenmem_tui.features.feature import Feature, FeatureContext, SessionPart, SessionWiring
+from qwenmem_tui.features.feature import (
+    Feature,
+    FeatureContext,
+    SessionPart,
+    SessionWiring,
+)
 from qwenmem_tui.paths import Paths
 
 if TYPE_CHECKING:

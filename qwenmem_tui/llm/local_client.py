@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.llm.client import LLMClient, LLMEvent, StreamFinished
 from qwenmem_tui.llm.errors import LLMError
-from qwenmem_tui.llm.local_server import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, LocalModelServer
+from qwenmem_tui.llm.local_server import (
+    LOCAL_MAX_TOKENS,
+    LOCAL_TEMPERATURE,
+    LocalModelServer,
+)
 
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings

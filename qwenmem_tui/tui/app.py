@@ -23,7 +23,15 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -47,8 +55,8 @@ from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.tui.commands import BUILTIN_COMMANDS
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.host import BusyState, CommandTable
-from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.keymap import checked_keymap
+from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.plain_items import DimItem, InfoItem, ItemWidgetFactory
 
 if TYPE_CHECKING:
@@ -61,7 +69,9 @@ if TYPE_CHECKING:
     from qwenmem_tui.llm.local_server import LocalChatDefaults
     from qwenmem_tui.runtime import ModelStarter, Runtime
     from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
-    from qwenmem_tui.tui.screens.chat import ChatScreen  # the screen imports this module
+    from qwenmem_tui.tui.screens.chat import (
+        ChatScreen,  # the screen imports this module
+    )
 
 log = logging.getLogger("qwenmem.tui")
 

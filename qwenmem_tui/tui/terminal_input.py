@@ -29,8 +29,6 @@ import threading
 import time
 from codecs import getincrementaldecoder
 
-from textual.drivers.linux_driver import LinuxDriver
-
 # The one Textual internal qwenmem uses: the parser its Linux driver reads with. The
 # driver below feeds it exactly as Textual's own loop does (feed, tick), only with
 # whole sequences. There is no public route (Textual 8.2): `LinuxDriver.run_input_thread`
@@ -40,6 +38,7 @@ from textual.drivers.linux_driver import LinuxDriver
 # more and loses the "tick only when no input waits" rule that keeps a slow read from
 # splitting a sequence, for a private name that has been stable since Textual 0.x.
 from textual._xterm_parser import XTermParser  # noqa: PLC2701
+from textual.drivers.linux_driver import LinuxDriver
 
 ESC = "\x1b"
 ALT_ENTER = "\x1b[13;3u"

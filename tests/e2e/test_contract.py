@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import http.client
 import inspect
+import itertools
 import json
 import math
-import itertools
 import os
 import re
 import shlex

@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from test_daemon_serve import serve_process
+
 from qwenmem_tui.daemon import DaemonClient
 from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
-
-from test_daemon_serve import serve_process
 
 
 def remember(project: Path, *rows: dict) -> None:

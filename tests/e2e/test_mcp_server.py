@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
-import pytest
 from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 

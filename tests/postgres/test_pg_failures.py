@@ -10,8 +10,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from pgserver import PrivateServer
 from memtest_support import PROJECT_A
+from pgserver import PrivateServer
 from pgtest_support import Backend, Notices
 
 from qwenmem_tui.cli import run

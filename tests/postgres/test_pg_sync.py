@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
-from pgserver import PostgresServer
 from memtest_support import PROJECT_A
+from pgserver import PostgresServer
 from pgtest_support import Backend, GenerationWaiter
 
 from qwenmem_tui.features.memory.model import Status

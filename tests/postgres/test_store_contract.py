@@ -18,7 +18,15 @@ import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock
 from pgtest_support import Backend
 
-from qwenmem_tui.features.memory.model import DAY, AuditAction, Category, MemoryDraft, Origin, Status, WriteAction
+from qwenmem_tui.features.memory.model import (
+    DAY,
+    AuditAction,
+    Category,
+    MemoryDraft,
+    Origin,
+    Status,
+    WriteAction,
+)
 from qwenmem_tui.features.memory.postgres.schema import PG_MIGRATIONS
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.store import MemoryStore

@@ -15,7 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from qwenmem_tui.chat.events import AssistantDelta, ItemAdded, QueryFinished, ToolCallStarted
+from qwenmem_tui.chat.events import (
+    AssistantDelta,
+    ItemAdded,
+    QueryFinished,
+    ToolCallStarted,
+)
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import Tool, ToolContext, builtin_tools
 from qwenmem_tui.config import LLMSettings, Settings

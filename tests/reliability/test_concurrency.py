@@ -26,7 +26,15 @@ from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, echo_responder
 from qwenmem_tui.tui.app import create_app
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
-from .conftest import SIZE, child_env, integrity, outcome, serve_url, stored_items, wait_for
+from .conftest import (
+    SIZE,
+    child_env,
+    integrity,
+    outcome,
+    serve_url,
+    stored_items,
+    wait_for,
+)
 
 ROUNDS = 12
 

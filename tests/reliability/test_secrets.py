@@ -199,7 +199,6 @@ async def test_memory_writes_of_every_form_keep_no_secret_and_stats_count_them(
     from trust_corpus import SECRET_LOOKALIKES, SECRETS
 
     from qwenmem_tui.features.memory.service import MemoryService
-
     from qwenmem_tui.features.memory.writer import MemoryRejected
 
     settings.memory.embedding = "hash"

@@ -13,12 +13,16 @@ from collections.abc import Callable
 import pytest
 from textual import events
 
-from qwenmem_tui.features.memory.embed import PASSAGE_MAX_CHARS, QUERY_MAX_CHARS, HashEmbedder
+from qwenmem_tui.features.memory.embed import (
+    PASSAGE_MAX_CHARS,
+    QUERY_MAX_CHARS,
+    HashEmbedder,
+)
+from qwenmem_tui.features.memory.tui.extension import memory_extension
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.prompt_history import HISTORY_FILE_NAME
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.features.memory.tui.extension import memory_extension
 from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 

@@ -16,16 +16,18 @@ from textual.widgets import DataTable, Input
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory.feature import MEMORY
-from qwenmem_tui.features.memory.model import DAY, AuditAction, Category, Memory, Origin, Status
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.features.memory.identity import JUDGE_SYSTEM_PROMPT
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec, by_system_prompt
-from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.tui.default_extensions import default_extensions
+from qwenmem_tui.features.memory.model import (
+    DAY,
+    AuditAction,
+    Category,
+    Memory,
+    Origin,
+    Status,
+)
+from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.tui import extension as memory_extension_module
 from qwenmem_tui.features.memory.tui.extension import memory_extension
-from qwenmem_tui.tui.screens.chat import ChatScreen
 from qwenmem_tui.features.memory.tui.screen import (
     ConfirmForget,
     MemoryDetail,
@@ -34,6 +36,16 @@ from qwenmem_tui.features.memory.tui.screen import (
     memory_matches,
     short_span,
 )
+from qwenmem_tui.paths import Paths, project_id
+from qwenmem_tui.testing.fake_openai import (
+    FakeOpenAI,
+    Reply,
+    ToolCallSpec,
+    by_system_prompt,
+)
+from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.default_extensions import default_extensions
+from qwenmem_tui.tui.screens.chat import ChatScreen
 from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 

@@ -16,20 +16,33 @@ from textual import events
 from textual.widgets._collapsible import CollapsibleTitle
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.prompt_history import HISTORY_FILE_NAME
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.host import SlashCommand
 from qwenmem_tui.tui.screens.chat import QueuedMessages
 from qwenmem_tui.tui.screens.secret_confirm import SecretConfirm
-from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem, ToolCallItem, UserItem
+from qwenmem_tui.tui.widgets.plain_items import (
+    ErrorItem,
+    InfoItem,
+    ToolCallItem,
+    UserItem,
+)
 from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import SPINNER, StatusLine
 
-from .conftest import SIZE, conversation, seed_session, send, settle, started, wait_until
+from .conftest import (
+    SIZE,
+    conversation,
+    seed_session,
+    send,
+    settle,
+    started,
+    wait_until,
+)
 
 SECRET = "sk-" + "A1b2C3d4E5f6G7h8J9k0L1m2"
 

@@ -9,23 +9,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from qwenmem_tui.features.compaction.tui.extension import compaction_extension
+from qwenmem_tui.features.compaction.tui.marker import CompactionMarker
+from qwenmem_tui.features.memory.tui.extension import memory_extension
+from qwenmem_tui.features.memory.tui.screen import MemoryScreen
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
 from qwenmem_tui.testing.demo import demo_responder
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.tui.app import NOTHING_TO_RESUME, QwenmemApp
-from qwenmem_tui.features.compaction.tui.extension import compaction_extension
-from qwenmem_tui.features.memory.tui.extension import memory_extension
 from qwenmem_tui.tui.screens.chat import ChatScreen
-from qwenmem_tui.features.memory.tui.screen import MemoryScreen
 from qwenmem_tui.tui.screens.resume import ResumeScreen
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
-from qwenmem_tui.features.compaction.tui.marker import CompactionMarker
 from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
-from .conftest import SIZE, FakeClock, conversation, seed_session, send, settle, wait_until
+from .conftest import (
+    SIZE,
+    FakeClock,
+    conversation,
+    seed_session,
+    send,
+    settle,
+    wait_until,
+)
 
 
 async def test_typing_text_does_not_rebuild_the_footer(

@@ -13,10 +13,7 @@ from textual import events
 from textual.pilot import Pilot
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.paths import Paths
 from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply
-from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.features.recap.tui.controller import (
     RECAP_BUSY,
     RECAP_NONE,
@@ -24,11 +21,22 @@ from qwenmem_tui.features.recap.tui.controller import (
     RECAP_PROGRESS,
     recap_extension,
 )
+from qwenmem_tui.features.recap.tui.item import RecapItem
+from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply
+from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
-from qwenmem_tui.features.recap.tui.item import RecapItem
 
-from .conftest import SIZE, FakeClock, conversation, seed_session, send, settle, wait_until
+from .conftest import (
+    SIZE,
+    FakeClock,
+    conversation,
+    seed_session,
+    send,
+    settle,
+    wait_until,
+)
 
 RECAP = "Fixing the flaky upload test. Next: add the 429 case."
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from textual.widgets import Markdown, OptionList, Static
 
+from qwenmem_tui.features.recap.tui.controller import recap_extension
+from qwenmem_tui.features.recap.tui.item import RecapItem
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.features.recap.tui.controller import recap_extension
 from qwenmem_tui.tui.screens.chat import ChatScreen
 from qwenmem_tui.tui.screens.resume import ResumeScreen, format_age
-from qwenmem_tui.features.recap.tui.item import RecapItem
 from qwenmem_tui.tui.widgets.chat_log import PAGE_SIZE, ChatLog, EarlierItems
 from qwenmem_tui.tui.widgets.items import AssistantItem
 from qwenmem_tui.tui.widgets.plain_items import (

@@ -11,7 +11,13 @@ from textual.pilot import Pilot
 
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.app import QwenmemApp
-from qwenmem_tui.tui.widgets.chat_log import MAX_PAGES, PAGE_SIZE, ChatLog, EarlierItems, LaterItems
+from qwenmem_tui.tui.widgets.chat_log import (
+    MAX_PAGES,
+    PAGE_SIZE,
+    ChatLog,
+    EarlierItems,
+    LaterItems,
+)
 from qwenmem_tui.tui.widgets.plain_items import MessageView, UserItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 

@@ -18,7 +18,15 @@ from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.widgets.items import FrozenBlocks
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
-from .conftest import SIZE, FakeClock, conversation, seed_session, send, settle, wait_until
+from .conftest import (
+    SIZE,
+    FakeClock,
+    conversation,
+    seed_session,
+    send,
+    settle,
+    wait_until,
+)
 from .test_streaming import long_reply
 
 REPLY = """\

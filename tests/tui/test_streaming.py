@@ -14,8 +14,8 @@ from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Markdown
 
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
 from qwenmem_tui.tui.widgets.frozen_blocks import FrozenBlocks, split_finished

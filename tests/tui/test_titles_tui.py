@@ -7,11 +7,11 @@ from collections.abc import Callable
 from textual.widgets import OptionList
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, by_system_prompt
 from qwenmem_tui.features.titles.hook import TITLE_SYSTEM_PROMPT
+from qwenmem_tui.features.titles.tui.extension import titles_extension
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, by_system_prompt
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.screens.resume import ResumeScreen
-from qwenmem_tui.features.titles.tui.extension import titles_extension
 
 from .conftest import SIZE, send, settle
 

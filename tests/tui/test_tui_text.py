@@ -5,7 +5,11 @@ from __future__ import annotations
 from qwenmem_tui.tui.commands import BUILTIN_COMMANDS, parse_command
 from qwenmem_tui.tui.host import CommandTable, SlashCommand
 from qwenmem_tui.tui.terminal_text import terminal_safe
-from qwenmem_tui.tui.widgets.plain_items import clip_lines, clip_tool_result, format_tool_call
+from qwenmem_tui.tui.widgets.plain_items import (
+    clip_lines,
+    clip_tool_result,
+    format_tool_call,
+)
 
 
 def test_terminal_safe_keeps_text_newlines_and_tabs() -> None:

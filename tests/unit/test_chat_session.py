@@ -37,16 +37,17 @@ from qwenmem_tui.chat.events import (
 from qwenmem_tui.chat.session import (
     CANCELLED_TOOL_RESULT,
     TOOL_RESULT_MAX_CHARS,
+    BaseQueryHook,
     ChatSession,
 )
-from qwenmem_tui.chat.view import complete_tool_exchanges
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolRegistry, builtin_tools
-from qwenmem_tui.chat.session import BaseQueryHook
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
+from qwenmem_tui.chat.view import complete_tool_exchanges
 from qwenmem_tui.config import Settings
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.storage import Database, Item, SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
+
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:

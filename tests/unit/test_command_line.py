@@ -17,7 +17,6 @@ from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
 
-
 HEAVY = ("openai", "textual", "numpy", "faiss", "starlette", "uvicorn", "pydantic", "httpx")
 
 _HELP_PROBE = """

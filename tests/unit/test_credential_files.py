@@ -16,7 +16,13 @@ from pathlib import Path
 import pytest
 from chat_support import SessionFactory, collect
 
-from qwenmem_tui.chat.tools import ToolContext, ToolRegistry, ToolResult, broad_root_notice, builtin_tools
+from qwenmem_tui.chat.tools import (
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    broad_root_notice,
+    builtin_tools,
+)
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 TOKEN = "npm_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx"

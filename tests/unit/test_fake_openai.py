@@ -329,7 +329,11 @@ def test_clear_forgets_scripts_and_the_request_log(fake: FakeOpenAI, client: Ope
 
 
 def test_demo_model_answers_a_recap_request_with_a_tagged_recap() -> None:
-    from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT, RECAP_USER_PROMPT, extract_recap
+    from qwenmem_tui.features.recap.session_recap import (
+        RECAP_SYSTEM_PROMPT,
+        RECAP_USER_PROMPT,
+        extract_recap,
+    )
     from qwenmem_tui.testing.demo import demo_responder
 
     reply = demo_responder()(

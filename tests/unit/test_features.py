@@ -17,8 +17,10 @@ from qwenmem_tui.features.compaction.feature import COMPACTION
 from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.features.feature import offers_tools
 from qwenmem_tui.features.memory.access import MemoryUnavailable
-from qwenmem_tui.features.memory.extract import MemoryExtractionHook
-from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
+from qwenmem_tui.features.memory.extract import (
+    EXTRACTION_SYSTEM_PROMPT,
+    MemoryExtractionHook,
+)
 from qwenmem_tui.features.memory.feature import MEMORY
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.features.memory.receipts import MemoryReceiptHook

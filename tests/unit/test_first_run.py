@@ -19,15 +19,14 @@ from chat_support import chat_llm
 from qwenmem_tui import cli
 from qwenmem_tui.chat.tools import ToolContext, builtin_tools
 from qwenmem_tui.config import Settings, load_settings
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.errors import LLMError
 from qwenmem_tui.llm.local_server import (
     _LOG_ROTATE_BYTES,
-    LOCAL_TEMPERATURE,
     LocalChatDefaults,
     _rotate,
 )
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 # -- [keys] -----------------------------------------------------------------------------
 

@@ -16,8 +16,8 @@ from qwenmem_tui.features.instructions.files import (
     load_instructions,
     with_instructions,
 )
-from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.features.recap.session_recap import generate_session_recap
+from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 

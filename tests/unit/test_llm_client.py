@@ -26,7 +26,13 @@ from qwenmem_tui.llm.client import (
     merge_deltas,
 )
 from qwenmem_tui.llm.errors import LLMError, display_endpoint, map_error
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply, ToolCallSpec
+from qwenmem_tui.testing.fake_openai import (
+    FakeOpenAI,
+    HTTPError,
+    RawResponse,
+    Reply,
+    ToolCallSpec,
+)
 
 KEY = "sk-test-0123456789abcdef"
 HELLO = [{"role": "user", "content": "hi"}]

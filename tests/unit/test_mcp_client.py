@@ -13,7 +13,11 @@ from mcp_support import BROKEN_SERVER, MCP_SERVER_TIME, PYTHON, write_servers
 
 from qwenmem_tui.chat.tools import ToolContext, ToolRegistry
 from qwenmem_tui.config import McpServerSettings, McpSettings
-from qwenmem_tui.features.mcp.permissions import Decision, PermissionRequest, PermissionStore
+from qwenmem_tui.features.mcp.permissions import (
+    Decision,
+    PermissionRequest,
+    PermissionStore,
+)
 from qwenmem_tui.features.mcp.servers import McpServers, describe_servers
 from qwenmem_tui.features.mcp.tools import tool_name
 

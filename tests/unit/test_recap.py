@@ -13,7 +13,6 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.features.recap.session_recap import (
     RECAP_SYSTEM_PROMPT,
     RECAP_USER_PROMPT,
@@ -24,6 +23,7 @@ from qwenmem_tui.features.recap.session_recap import (
     should_fire_recap,
     take_recent_dialog,
 )
+from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 from textual import events
-from textual.constants import ESCAPE_DELAY
 from textual._xterm_parser import XTermParser
+from textual.constants import ESCAPE_DELAY
 
 from qwenmem_tui.tui.terminal_input import ALT_ENTER, HOLD_SECONDS, InputCleaner
 

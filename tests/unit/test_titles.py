@@ -10,9 +10,19 @@ from typing import Any
 import pytest
 from chat_support import collect
 
+from qwenmem_tui.features.titles.hook import (
+    TITLE_SYSTEM_PROMPT,
+    SessionTitleHook,
+    clean_title,
+)
 from qwenmem_tui.storage.sessions import SessionStore
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, Response, by_system_prompt
-from qwenmem_tui.features.titles.hook import TITLE_SYSTEM_PROMPT, SessionTitleHook, clean_title
+from qwenmem_tui.testing.fake_openai import (
+    FakeOpenAI,
+    HTTPError,
+    Reply,
+    Response,
+    by_system_prompt,
+)
 
 FIRST = "my parser crashes on empty input\nhere is the stack trace"
 TOKEN = "ghp_R2d4F6h8J0k2L4m6N8p0Q2r4S6t8V0w2X4y6"

@@ -5,7 +5,12 @@ extractor for the blocks it summarises away. Its face: /compact, /pin, /unpin.""
 from __future__ import annotations
 
 from qwenmem_tui.features.compaction.hook import CompactionHook
-from qwenmem_tui.features.feature import Feature, FeatureContext, SessionPart, SessionWiring
+from qwenmem_tui.features.feature import (
+    Feature,
+    FeatureContext,
+    SessionPart,
+    SessionWiring,
+)
 
 COMPACTION = "compaction"
 

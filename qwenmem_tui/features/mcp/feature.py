@@ -4,7 +4,12 @@ permission prompt."""
 
 from __future__ import annotations
 
-from qwenmem_tui.features.feature import Feature, FeatureContext, SessionPart, SessionWiring
+from qwenmem_tui.features.feature import (
+    Feature,
+    FeatureContext,
+    SessionPart,
+    SessionWiring,
+)
 from qwenmem_tui.features.mcp.servers import McpServers
 
 MCP = "mcp"

@@ -22,7 +22,11 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory.extract import MemoryExtractionHook
 from qwenmem_tui.features.memory.prefetch import ProjectRecall
 from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.tool import OnWrite, save_memory_tool, save_memory_tool_for
+from qwenmem_tui.features.memory.tool import (
+    OnWrite,
+    save_memory_tool,
+    save_memory_tool_for,
+)
 from qwenmem_tui.paths import Paths
 
 if TYPE_CHECKING:

@@ -398,7 +398,11 @@ def _import_source(args: argparse.Namespace) -> list[str] | None:
             reason = getattr(exc, "strerror", None) or exc
             print(f"qwenmem: cannot read {args.file}: {reason}", file=sys.stderr)
             return None
-    from qwenmem_tui.features.memory.importers import ImportSourceError, import_lines, read_source
+    from qwenmem_tui.features.memory.importers import (
+        ImportSourceError,
+        import_lines,
+        read_source,
+    )
 
     try:
         entries = read_source(args.source, args.file)
@@ -456,7 +460,10 @@ async def stats(args: argparse.Namespace, settings: Settings, paths: Paths) -> i
 
 async def migrate(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     from qwenmem_tui.features.memory.postgres import PostgresMemoryStore
-    from qwenmem_tui.features.memory.postgres.migrate import migrate_from_sqlite, sqlite_source
+    from qwenmem_tui.features.memory.postgres.migrate import (
+        migrate_from_sqlite,
+        sqlite_source,
+    )
     from qwenmem_tui.storage.database import Database
 
     dsn = args.dsn or settings.memory.postgres_dsn

@@ -33,15 +33,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.features.memory.prefetch import insert_after_tool_results, prepend_reminder
 from qwenmem_tui.chat.view import content_text
-from qwenmem_tui.features.memory.extract import ExtractionJob, MemoryExtractionHook, last_exchange
+from qwenmem_tui.features.memory.extract import (
+    ExtractionJob,
+    MemoryExtractionHook,
+    last_exchange,
+)
+from qwenmem_tui.features.memory.prefetch import (
+    insert_after_tool_results,
+    prepend_reminder,
+)
 from qwenmem_tui.features.memory.provenance import Provenance
 
 if TYPE_CHECKING:
-    from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.features.memory.recall import RecallResult
     from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.llm.client import LLMClient
 
 log = logging.getLogger("qwenmem.memory")
 

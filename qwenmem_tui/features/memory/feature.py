@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qwenmem_tui.features.feature import Feature, FeatureContext, SessionPart, SessionWiring
+from qwenmem_tui.features.feature import (
+    Feature,
+    FeatureContext,
+    SessionPart,
+    SessionWiring,
+)
 from qwenmem_tui.features.memory.access import MemoryAccess
 from qwenmem_tui.features.memory.extract import MemoryExtractionHook
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook

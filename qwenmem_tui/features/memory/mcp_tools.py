@@ -18,7 +18,9 @@ from mcp.server.mcpserver import AcceptedElicitation, Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
-from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
+from typing_extensions import (
+    TypedDict,  # pydantic needs this one for schemas before 3.12
+)
 
 from qwenmem_tui.features.memory.access import MemoryUnavailable
 from qwenmem_tui.features.memory.remote import MAX_K, MemoryRequestError

@@ -8,7 +8,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from qwenmem_tui.features.memory.model import DAY, AuditAction, AuditEntry, Memory, Status
+from qwenmem_tui.features.memory.model import (
+    DAY,
+    AuditAction,
+    AuditEntry,
+    Memory,
+    Status,
+)
 
 
 @dataclass(frozen=True)

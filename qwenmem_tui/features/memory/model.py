@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import StrEnum
-from collections.abc import Collection
 from typing import Any
 
 GLOBAL_SCOPE = "global"

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from qwenmem_tui.chat.view import untrusted_content, user_words
 from qwenmem_tui import secrets
+from qwenmem_tui.chat.view import untrusted_content, user_words
 
 
 class Writer(StrEnum):

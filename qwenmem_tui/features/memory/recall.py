@@ -28,7 +28,13 @@ import numpy as np
 from qwenmem_tui.features.memory.embed import Embedder
 from qwenmem_tui.features.memory.index import Progress, SearchHit, VectorIndex
 from qwenmem_tui.features.memory.lexical import coverage, query_terms
-from qwenmem_tui.features.memory.model import GLOBAL_SCOPE, Memory, Status, WriteAction, WriteResult
+from qwenmem_tui.features.memory.model import (
+    GLOBAL_SCOPE,
+    Memory,
+    Status,
+    WriteAction,
+    WriteResult,
+)
 from qwenmem_tui.features.memory.render import render_block
 from qwenmem_tui.features.memory.store import AllowedIds, MemoryStore
 

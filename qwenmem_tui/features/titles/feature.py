@@ -3,7 +3,12 @@ after the first exchange (last in the loop: it only reads the finished exchange)
 
 from __future__ import annotations
 
-from qwenmem_tui.features.feature import Feature, FeatureContext, SessionPart, SessionWiring
+from qwenmem_tui.features.feature import (
+    Feature,
+    FeatureContext,
+    SessionPart,
+    SessionWiring,
+)
 from qwenmem_tui.features.titles.hook import SessionTitleHook
 
 TITLES = "titles"

@@ -23,7 +23,13 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Static
-from textual.worker import NoActiveWorker, Worker, WorkerCancelled, WorkerFailed, get_current_worker
+from textual.worker import (
+    NoActiveWorker,
+    Worker,
+    WorkerCancelled,
+    WorkerFailed,
+    get_current_worker,
+)
 
 from qwenmem_tui import secrets
 from qwenmem_tui.prompt_history import HISTORY_FILE_NAME, PromptHistory

@@ -23,7 +23,6 @@ from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 from .conftest import MakeApp, live_server
 
-
 # -- Host allow-list (DNS rebinding) ---------------------------------------------------
 
 

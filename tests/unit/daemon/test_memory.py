@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import httpx
-
 from starlette.testclient import TestClient
 
 from qwenmem_tui.config import Settings

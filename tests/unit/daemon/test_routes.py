@@ -20,7 +20,6 @@ from qwenmem_tui.features.assembly import SessionFeatures
 from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 
-
 RECAP = "Wiring the daemon into qwenmem. Next: write the SDK tests."
 
 

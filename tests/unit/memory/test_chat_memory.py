@@ -16,11 +16,9 @@ import pytest
 from chat_support import chat_llm, collect
 from memtest_support import Clock, make_settings
 
-from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.chat.session import ChatSession, QueryHook
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
-from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.features.memory.extract import (
     EXTRACTION_SYSTEM_PROMPT,
     ExtractionJob,
@@ -30,12 +28,15 @@ from qwenmem_tui.features.memory.extract import (
 from qwenmem_tui.features.memory.guard import FLAG_COPIED
 from qwenmem_tui.features.memory.identity import JUDGE_SYSTEM_PROMPT
 from qwenmem_tui.features.memory.model import Origin, Status
+from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.features.memory.provenance import Provenance
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY, save_memory_tool
+from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage import Database, SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
+
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:

@@ -13,7 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from qwenmem_tui.features.memory.embed import HashEmbedder
-from qwenmem_tui.features.memory.model import DAY, Category, Memory, Origin, Status, embed_text
+from qwenmem_tui.features.memory.model import (
+    DAY,
+    Category,
+    Memory,
+    Origin,
+    Status,
+    embed_text,
+)
 from qwenmem_tui.features.memory.render import (
     REMINDER_CLOSE,
     REMINDER_OPEN,

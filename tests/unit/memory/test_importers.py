@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from cli_support import CliRunner
+
 from qwenmem_tui.features.memory.importers import (
     ImportSourceError,
     make_key,

@@ -13,12 +13,12 @@ from mcp_support import PYTHON, write_servers
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import McpServerSettings, McpSettings, Settings
-from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.features.mcp.servers import McpServers
 from qwenmem_tui.features.memory.guard import FLAG_COPIED
 from qwenmem_tui.features.memory.model import Status
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY, save_memory_tool
+from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage import Database, SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec

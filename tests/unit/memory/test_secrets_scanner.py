@@ -9,8 +9,7 @@ import re
 import pytest
 from trust_corpus import SECRETS, SecretFormat
 
-from qwenmem_tui import debuglog
-from qwenmem_tui import secrets
+from qwenmem_tui import debuglog, secrets
 from qwenmem_tui.features.memory.backup import export_lines
 from qwenmem_tui.features.memory.model import FLAG_SECRET_REDACTED, Origin, Status
 from qwenmem_tui.features.memory.provenance import Provenance

@@ -20,19 +20,24 @@ from memtest_support import PROJECT_A
 from trust_corpus import FOOTER_ORDER, HOSTILE, HOSTILE_IMPORT
 
 from qwenmem_tui import cli
-from qwenmem_tui.features.memory.backup import import_lines
-from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import Tool, ToolContext, builtin_tools
-from qwenmem_tui.chat.view import COMPACTION_ITEM, REVIEWED_NOTE, SUMMARY_TAINT, untrusted_content
-from qwenmem_tui.features.compaction.hook import CompactionHook
+from qwenmem_tui.chat.view import (
+    COMPACTION_ITEM,
+    REVIEWED_NOTE,
+    SUMMARY_TAINT,
+    untrusted_content,
+)
 from qwenmem_tui.config import CompactionSettings, Settings
-from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.features.memory import guard
+from qwenmem_tui.features.memory.backup import import_lines
 from qwenmem_tui.features.memory.model import FLAG_FROM_FILE, GLOBAL_CATEGORIES, Status
+from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.features.memory.provenance import Provenance
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY, save_memory_tool
+from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage import Database, SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec

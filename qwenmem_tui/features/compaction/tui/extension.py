@@ -27,7 +27,12 @@ from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.features.compaction.tui.marker import CompactionMarker
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.text import one_line
-from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory, busy_notice
+from qwenmem_tui.tui.extensions import (
+    AppContext,
+    Extension,
+    ExtensionFactory,
+    busy_notice,
+)
 from qwenmem_tui.tui.host import BusyState, SlashCommand
 
 if TYPE_CHECKING:

@@ -20,8 +20,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from qwenmem_tui.features.memory.postgres.cache import LocalCache, ReadOnlyCacheStore, dsn_fingerprint
-from qwenmem_tui.features.memory.postgres.connection import MemoryStoreUnavailable, RetryPolicy
+from qwenmem_tui.features.memory.postgres.cache import (
+    LocalCache,
+    ReadOnlyCacheStore,
+    dsn_fingerprint,
+)
+from qwenmem_tui.features.memory.postgres.connection import (
+    MemoryStoreUnavailable,
+    RetryPolicy,
+)
 from qwenmem_tui.features.memory.postgres.store import Notice, PostgresMemoryStore
 from qwenmem_tui.features.memory.store import MemoryStore
 

@@ -25,8 +25,17 @@ import numpy as np
 
 from qwenmem_tui.features.memory import write_plan
 from qwenmem_tui.features.memory.lexical import coverage
-from qwenmem_tui.features.memory.model import AuditEntry, Category, Memory, Origin, Status
-from qwenmem_tui.features.memory.postgres.connection import MemoryStoreUnavailable, describe_dsn
+from qwenmem_tui.features.memory.model import (
+    AuditEntry,
+    Category,
+    Memory,
+    Origin,
+    Status,
+)
+from qwenmem_tui.features.memory.postgres.connection import (
+    MemoryStoreUnavailable,
+    describe_dsn,
+)
 from qwenmem_tui.features.memory.store import AllowedIds, no_vectors, status_counts
 
 log = logging.getLogger("qwenmem.memory")

@@ -18,8 +18,19 @@ from textual.binding import Binding, BindingType
 
 from qwenmem_tui.features.memory.access import MemoryAccess, MemoryUnavailable
 from qwenmem_tui.features.memory.feature import MEMORY
-from qwenmem_tui.features.memory.model import FLAG_POSSIBLE_DUPLICATE, Memory, WriteAction, WriteResult
-from qwenmem_tui.features.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, RECEIPT_ITEM, receipt_of
+from qwenmem_tui.features.memory.model import (
+    FLAG_POSSIBLE_DUPLICATE,
+    Memory,
+    WriteAction,
+    WriteResult,
+)
+from qwenmem_tui.features.memory.receipts import (
+    EDITED,
+    FORGOT,
+    NOT_RELEVANT,
+    RECEIPT_ITEM,
+    receipt_of,
+)
 from qwenmem_tui.features.memory.review import review_plan, waiting_label
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.tui.receipt import MemoryReceipt

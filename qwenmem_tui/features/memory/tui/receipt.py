@@ -18,7 +18,13 @@ from textual.content import Content
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from qwenmem_tui.features.memory.receipts import EDITED, FORGOT, NOT_RELEVANT, Receipt, ReceiptMemory
+from qwenmem_tui.features.memory.receipts import (
+    EDITED,
+    FORGOT,
+    NOT_RELEVANT,
+    Receipt,
+    ReceiptMemory,
+)
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.terminal_text import terminal_safe
 

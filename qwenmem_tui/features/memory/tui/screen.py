@@ -19,9 +19,16 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Checkbox, DataTable, Footer, Input, Static
 
-from qwenmem_tui.features.memory.metrics import MemoryStats
-from qwenmem_tui.features.memory.model import DAY, GLOBAL_SCOPE, AuditEntry, Category, Memory, Status
 from qwenmem_tui.features.memory import review
+from qwenmem_tui.features.memory.metrics import MemoryStats
+from qwenmem_tui.features.memory.model import (
+    DAY,
+    GLOBAL_SCOPE,
+    AuditEntry,
+    Category,
+    Memory,
+    Status,
+)
 from qwenmem_tui.features.memory.review import review_plan
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.writer import MemoryRejected

@@ -12,11 +12,25 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.recap.away import AbortRecap, AwayAction, AwayController, FireRecap, ShowRecap
-from qwenmem_tui.features.recap.session_recap import filter_to_dialog, generate_session_recap
+from qwenmem_tui.features.recap.away import (
+    AbortRecap,
+    AwayAction,
+    AwayController,
+    FireRecap,
+    ShowRecap,
+)
+from qwenmem_tui.features.recap.session_recap import (
+    filter_to_dialog,
+    generate_session_recap,
+)
 from qwenmem_tui.features.recap.tui.item import RecapItem
 from qwenmem_tui.storage.sessions import Item
-from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory, busy_notice
+from qwenmem_tui.tui.extensions import (
+    AppContext,
+    Extension,
+    ExtensionFactory,
+    busy_notice,
+)
 from qwenmem_tui.tui.host import BusyState, SlashCommand
 
 if TYPE_CHECKING:
