@@ -1,7 +1,7 @@
 """The TUI extensions a configuration turns on, from the feature registry.
 
 Each feature offers its TUI extension in its registration (`Feature.tui`, an
-`ExtensionFactory` in its own `features/<name>/tui/` package); this module loads them,
+`ExtensionFactory` in its own `tui/features/<name>/` package); this module loads them,
 in registry order. Read at call time, so a registry with one more line (a new
 feature, or a test's copy) shows here with nothing else edited.
 """

@@ -12,12 +12,12 @@ from textual.command import CommandPalette
 from textual.pilot import Pilot
 
 from qwenmem_tui.config import ConfigError, Settings
-from qwenmem_tui.features.export.tui.extension import export_extension
-from qwenmem_tui.features.model.tui.extension import MODEL_ITEM, model_extension
-from qwenmem_tui.features.model.tui.picker import ModelPicker
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.export.extension import export_extension
+from qwenmem_tui.tui.features.model.extension import MODEL_ITEM, model_extension
+from qwenmem_tui.tui.features.model.picker import ModelPicker
 from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine

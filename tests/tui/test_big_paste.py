@@ -18,11 +18,11 @@ from qwenmem_tui.features.memory.embed import (
     QUERY_MAX_CHARS,
     HashEmbedder,
 )
-from qwenmem_tui.features.memory.tui.extension import memory_extension
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.prompt_history import HISTORY_FILE_NAME
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.memory.extension import memory_extension
 from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 

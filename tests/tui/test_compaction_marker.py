@@ -5,8 +5,8 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
-from qwenmem_tui.features.compaction.tui.marker import CompactionMarker, summary_text
 from qwenmem_tui.storage.sessions import Item
+from qwenmem_tui.tui.features.compaction.marker import CompactionMarker, summary_text
 
 MARKER = Item(
     id=7,

@@ -22,21 +22,21 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.features.compaction.gauge import estimate_tokens
 from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.features.compaction.summariser import SUMMARY_SYSTEM_PROMPT
-from qwenmem_tui.features.compaction.tui.extension import (
-    COMPACT_BUSY,
-    PIN_NOTHING,
-    UNPIN_NOTHING,
-    compaction_extension,
-)
-from qwenmem_tui.features.compaction.tui.marker import CompactionMarker
 from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
-from qwenmem_tui.features.memory.tui.extension import memory_extension
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import Item, SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, Response
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.default_extensions import default_extensions
+from qwenmem_tui.tui.features.compaction.extension import (
+    COMPACT_BUSY,
+    PIN_NOTHING,
+    UNPIN_NOTHING,
+    compaction_extension,
+)
+from qwenmem_tui.tui.features.compaction.marker import CompactionMarker
+from qwenmem_tui.tui.features.memory.extension import memory_extension
 from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 

@@ -21,12 +21,12 @@ from qwenmem_tui.features.memory import prefetch as prefetch_module
 from qwenmem_tui.features.memory import service as service_module
 from qwenmem_tui.features.memory.feature import MEMORY
 from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.tui.extension import memory_extension
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.runtime import ModelStarter
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.memory.extension import memory_extension
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import FakeClock, settle, started, wait_until

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qwenmem_tui.features.instructions.files import FILE_CAP_CHARS
-from qwenmem_tui.features.instructions.tui.extension import instructions_extension
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.instructions.extension import instructions_extension
 from qwenmem_tui.tui.widgets.plain_items import InfoItem
 
 from .conftest import SIZE, send, settle

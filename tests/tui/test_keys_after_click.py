@@ -12,10 +12,10 @@ from collections.abc import Callable
 from textual import events
 from textual.widget import Widget
 
-from qwenmem_tui.features.compaction.tui.marker import CompactionMarker
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.compaction.marker import CompactionMarker
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
 from qwenmem_tui.tui.widgets.items import AssistantItem
 from qwenmem_tui.tui.widgets.plain_items import InfoItem, ToolCallItem, UserItem

@@ -13,11 +13,11 @@ from textual.pilot import Pilot
 
 from qwenmem_tui.config import McpServerSettings, McpSettings, Settings
 from qwenmem_tui.features.mcp.permissions import PermissionStore
-from qwenmem_tui.features.mcp.tui.extension import mcp_extension
-from qwenmem_tui.features.mcp.tui.permission import PermissionScreen
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.mcp.extension import mcp_extension
+from qwenmem_tui.tui.features.mcp.permission import PermissionScreen
 from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem, ToolCallItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 

@@ -17,12 +17,12 @@ from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM
 from qwenmem_tui.features.memory.review import waiting_label
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.sqlite_store import SqliteMemoryStore
-from qwenmem_tui.features.memory.tui.edit import EditMemoryScreen
-from qwenmem_tui.features.memory.tui.extension import memory_extension
-from qwenmem_tui.features.memory.tui.receipt import MemoryReceipt, ReceiptEntries
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.memory.edit import EditMemoryScreen
+from qwenmem_tui.tui.features.memory.extension import memory_extension
+from qwenmem_tui.tui.features.memory.receipt import MemoryReceipt, ReceiptEntries
 from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine

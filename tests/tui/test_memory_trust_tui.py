@@ -12,10 +12,10 @@ from trust_corpus import SECRETS
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory.model import Status
 from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.tui.extension import memory_extension
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.memory.extension import memory_extension
 from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 

@@ -26,16 +26,6 @@ from qwenmem_tui.features.memory.model import (
     Status,
 )
 from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.tui import extension as memory_extension_module
-from qwenmem_tui.features.memory.tui.extension import memory_extension
-from qwenmem_tui.features.memory.tui.screen import (
-    ConfirmForget,
-    MemoryDetail,
-    MemoryScreen,
-    expires_label,
-    memory_matches,
-    short_span,
-)
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import (
     FakeOpenAI,
@@ -45,6 +35,16 @@ from qwenmem_tui.testing.fake_openai import (
 )
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.default_extensions import default_extensions
+from qwenmem_tui.tui.features.memory import extension as memory_extension_module
+from qwenmem_tui.tui.features.memory.extension import memory_extension
+from qwenmem_tui.tui.features.memory.screen import (
+    ConfirmForget,
+    MemoryDetail,
+    MemoryScreen,
+    expires_label,
+    memory_matches,
+    short_span,
+)
 from qwenmem_tui.tui.screens.chat import ChatScreen
 from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput

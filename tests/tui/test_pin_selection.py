@@ -13,15 +13,15 @@ from textual.pilot import Pilot
 from textual.widgets import Markdown
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.compaction.tui.extension import (
-    PIN_UNAVAILABLE,
-    compaction_extension,
-)
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import Item, SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.compaction.extension import (
+    PIN_UNAVAILABLE,
+    compaction_extension,
+)
 from qwenmem_tui.tui.widgets.chat_log import PAGE_SIZE, ChatLog
 from qwenmem_tui.tui.widgets.items import AssistantItem
 from qwenmem_tui.tui.widgets.plain_items import (

@@ -390,7 +390,7 @@ async def test_an_untouched_session_is_not_stored_before_its_first_message(
 async def test_a_message_stops_a_running_recap_instead_of_waiting_behind_it(
     fake: FakeOpenAI, make_app: Callable[..., QwenmemApp], settings: Settings
 ) -> None:
-    from qwenmem_tui.features.recap.tui.controller import recap_extension
+    from qwenmem_tui.tui.features.recap.controller import recap_extension
 
     gate = threading.Event()
     fake.script(Reply("a"), Reply("b"), Reply("c"), Reply("<recap>never</recap>", gate=gate), Reply("answer"))

@@ -9,16 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from qwenmem_tui.features.compaction.tui.extension import compaction_extension
-from qwenmem_tui.features.compaction.tui.marker import CompactionMarker
-from qwenmem_tui.features.memory.tui.extension import memory_extension
-from qwenmem_tui.features.memory.tui.screen import MemoryScreen
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
 from qwenmem_tui.testing.demo import demo_responder
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.tui.app import NOTHING_TO_RESUME, QwenmemApp
+from qwenmem_tui.tui.features.compaction.extension import compaction_extension
+from qwenmem_tui.tui.features.compaction.marker import CompactionMarker
+from qwenmem_tui.tui.features.memory.extension import memory_extension
+from qwenmem_tui.tui.features.memory.screen import MemoryScreen
 from qwenmem_tui.tui.screens.chat import ChatScreen
 from qwenmem_tui.tui.screens.resume import ResumeScreen
 from qwenmem_tui.tui.widgets.chat_log import ChatLog

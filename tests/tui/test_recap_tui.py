@@ -14,17 +14,17 @@ from textual.pilot import Pilot
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT
-from qwenmem_tui.features.recap.tui.controller import (
+from qwenmem_tui.paths import Paths
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply
+from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.recap.controller import (
     RECAP_BUSY,
     RECAP_NONE,
     RECAP_NOTHING,
     RECAP_PROGRESS,
     recap_extension,
 )
-from qwenmem_tui.features.recap.tui.item import RecapItem
-from qwenmem_tui.paths import Paths
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply
-from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.recap.item import RecapItem
 from qwenmem_tui.tui.widgets.plain_items import InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from textual.widgets import Markdown, OptionList, Static
 
-from qwenmem_tui.features.recap.tui.controller import recap_extension
-from qwenmem_tui.features.recap.tui.item import RecapItem
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.recap.controller import recap_extension
+from qwenmem_tui.tui.features.recap.item import RecapItem
 from qwenmem_tui.tui.screens.chat import ChatScreen
 from qwenmem_tui.tui.screens.resume import ResumeScreen, format_age
 from qwenmem_tui.tui.widgets.chat_log import PAGE_SIZE, ChatLog, EarlierItems

@@ -14,11 +14,11 @@ import pytest
 from chat_support import TEST_API_KEY
 
 from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT
-from qwenmem_tui.features.recap.tui.controller import recap_extension
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.runtime import ModelStarter, StartupError
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.recap.controller import recap_extension
 from qwenmem_tui.tui.screens.chat import QueuedMessages
 from qwenmem_tui.tui.widgets.plain_items import DimItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput

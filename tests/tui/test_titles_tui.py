@@ -8,9 +8,9 @@ from textual.widgets import OptionList
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.titles.hook import TITLE_SYSTEM_PROMPT
-from qwenmem_tui.features.titles.tui.extension import titles_extension
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, by_system_prompt
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.tui.features.titles.extension import titles_extension
 from qwenmem_tui.tui.screens.resume import ResumeScreen
 
 from .conftest import SIZE, send, settle

@@ -40,7 +40,7 @@ def core_modules() -> list[str]:
         if parts[-1] == "__init__":
             parts.pop()
         name = ".".join(parts)
-        if "tui" in parts[1:] or name in NOT_CORE:  # tui/ and every features/<name>/tui/
+        if "tui" in parts[1:] or name in NOT_CORE:  # tui/ and every tui/features/<name>/
             continue
         names.append(name)
     return names

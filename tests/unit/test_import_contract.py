@@ -8,7 +8,7 @@
    submodule — to the package's `__init__`.
 2. The chat core (`qwenmem_tui/chat/`) imports no feature, directly or through other
    modules: nothing under `features/`, no runtime, no face.
-3. Only the TUI imports Textual: `tui/`, the features' `features/<name>/tui/` and the
+3. Only the TUI imports Textual: `tui/` (the features' faces in `tui/features/<name>/`) and the
    CLI entry that starts it — statically, so a function-local import the subprocess
    check in test_core_imports.py never runs is caught too.
 4. The base (config, paths, text, secrets, the debug log, prompt history, `llm/`,
@@ -62,34 +62,49 @@ SHARED_FEATURE_MODULES = (
 """What every face may use of `features/`: the protocol, the registry, the assembly."""
 FEATURE_FACE_ROOMS = ("tui", "routes", "mcp_tools")
 FACE_KEYWORDS = {"tui": "tui", "routes": "routes", "mcp": "mcp_tools"}
-"""A registration's face keyword -> the room of its package it must point into."""
+"""A registration's face keyword -> the room of its feature it must point into."""
+TUI_FEATURES = f"{PACKAGE}.tui.features"
+"""Where each feature's TUI face lives (`tui/features/<name>/`): inside the TUI, so
+Textual stays in `tui/` and the feature's own package stays UI-free."""
+
+
+def face_room(name: str) -> str | None:
+    """The face a feature module is, if it is one: "tui" for `tui/features/<name>/...`,
+    "routes" / "mcp_tools" for those modules of `features/<name>/`."""
+    parts = name.split(".")
+    if parts[:3] == TUI_FEATURES.split(".") and len(parts) >= 4:
+        return "tui"
+    if feature_of(name) is not None and len(parts) >= 4 and parts[3] in FEATURE_FACE_ROOMS[1:]:
+        return parts[3]
+    return None
 
 
 def feature_of(name: str) -> str | None:
-    """The feature package a module belongs to (`memory` for `features.memory.x`)."""
+    """The feature a module belongs to (`memory` for `features.memory.x` and for its TUI
+    face `tui.features.memory.x`)."""
     parts = name.split(".")
+    if parts[:3] == TUI_FEATURES.split(".") and len(parts) >= 4:
+        return parts[3]
     if parts[:2] != [PACKAGE, "features"] or len(parts) < 3 or name in SHARED_FEATURE_MODULES:
         return None
     return parts[2]
 
 
 def is_feature_face(name: str) -> bool:
-    """A feature's own face module: `features/<name>/tui/...`, `routes` or `mcp_tools`."""
-    parts = name.split(".")
-    return feature_of(name) is not None and len(parts) >= 4 and parts[3] in FEATURE_FACE_ROOMS
+    """A feature's own face module: `tui/features/<name>/...`, its `routes` or `mcp_tools`."""
+    return face_room(name) is not None
 
 
 def is_face(name: str) -> bool:
-    """A face: `tui/`, `daemon/`, `mcp_server/`, the CLI entry, a feature's `tui/` or routes."""
+    """A face: `tui/` (the features' TUI faces included), `daemon/`, `mcp_server/`, the
+    CLI entry, a feature's routes or MCP tools."""
     return _in(name, (*FACES, f"{PACKAGE}.cli", f"{PACKAGE}.__main__")) or is_feature_face(name)
 
 
 def is_textual_room(name: str) -> bool:
-    """Where Textual may be imported: the TUI, the features' `tui/`, the CLI entry."""
-    parts = name.split(".")
-    return _in(name, (f"{PACKAGE}.tui", f"{PACKAGE}.cli", f"{PACKAGE}.__main__")) or (
-        is_feature_face(name) and parts[3] == "tui"
-    )
+    """Where Textual may be imported: the TUI (the features' TUI faces are in it) and the
+    CLI entry."""
+    return _in(name, (f"{PACKAGE}.tui", f"{PACKAGE}.cli", f"{PACKAGE}.__main__"))
 
 
 HOOK_METHODS = {"on_query_start", "before_request", "on_query_end", "on_reset", "on_close"}
@@ -386,7 +401,7 @@ def registration_problems(modules: dict[str, Module]) -> list[str]:
             room = FACE_KEYWORDS[keyword]
             target, _, attribute = ref.partition(":")
             own = feature_of(target) == feature and is_feature_face(target)
-            if not own or target.split(".")[3] != room:
+            if not own or face_room(target) != room:
                 problems.append(f"{registration.module} offers {keyword}={ref}: not its own {room}")
             elif target not in modules or not _defines(modules[target], attribute):
                 problems.append(f"{registration.module} offers {keyword}={ref}: no such thing")
@@ -459,8 +474,8 @@ def test_the_parser_sees_the_package() -> None:
     assert f"{PACKAGE}.chat.turns" in session.imports
     # A TYPE_CHECKING import is no edge; a function-local one is.
     assert f"{PACKAGE}.chat.session" not in modules[f"{PACKAGE}.chat.turns"].imports
-    memory_face = modules[f"{PACKAGE}.features.memory.tui.extension"]
-    assert f"{PACKAGE}.features.memory.tui.screen" in memory_face.imports
+    memory_face = modules[f"{PACKAGE}.tui.features.memory.extension"]
+    assert f"{PACKAGE}.tui.features.memory.screen" in memory_face.imports
 
 
 def test_no_import_cycle() -> None:
@@ -804,14 +819,17 @@ def test_the_checks_catch_what_they_are_for() -> None:
         f"{PACKAGE}.chat.loop imports {PACKAGE}.features.memory.model (via {PACKAGE}.chat.helper)",
     ]
 
-    # Textual in a feature's core, not in its tui/.
+    # Textual in a feature's own package (its core, or a tui/ of its own), not in the
+    # feature's face inside the TUI.
     widgetish = module(f"{PACKAGE}.features.stamp.hook", "from textual.widget import Widget\n")
-    screen = module(f"{PACKAGE}.features.stamp.tui.screen", "from textual.screen import Screen\n")
-    assert textual_outside_the_tui({m.name: m for m in (widgetish, screen)}) == [widgetish.name]
+    inner_tui = module(f"{PACKAGE}.features.stamp.tui.screen", "from textual.screen import Screen\n")
+    screen = module(f"{PACKAGE}.tui.features.stamp.screen", "from textual.screen import Screen\n")
+    found = textual_outside_the_tui({m.name: m for m in (widgetish, inner_tui, screen)})
+    assert found == sorted([inner_tui.name, widgetish.name])
 
     # A feature's core reaching a face (its own tui/ counts), and the runtime reaching one.
     stamp_core = module(
-        f"{PACKAGE}.features.stamp.core", "def f():\n    from qwenmem_tui.features.stamp.tui import screen\n"
+        f"{PACKAGE}.features.stamp.core", "def f():\n    from qwenmem_tui.tui.features.stamp import screen\n"
     )
     runtime = module(f"{PACKAGE}.runtime", "import qwenmem_tui.daemon.server\n")
     server = module(f"{PACKAGE}.daemon.server", "")
@@ -825,16 +843,16 @@ def test_the_checks_catch_what_they_are_for() -> None:
     # offers the module; a feature's own face may import its own core.
     registration = module(
         f"{PACKAGE}.features.stamp.feature",
-        "FEATURE = Feature('stamp', tui='qwenmem_tui.features.stamp.tui.screen:stamp_extension',"
+        "FEATURE = Feature('stamp', tui='qwenmem_tui.tui.features.stamp.screen:stamp_extension',"
         " api=('public',))\n",
     )
     public = module(f"{PACKAGE}.features.stamp.public", "")
     uses_core = "from qwenmem_tui.features.stamp import core\n"
-    own_face = module(f"{PACKAGE}.features.stamp.tui.extension", uses_core)
+    own_face = module(f"{PACKAGE}.tui.features.stamp.extension", uses_core)
     tui_face = module(
         f"{PACKAGE}.tui.bar",
         "from qwenmem_tui.features.stamp import core, feature, public\n"
-        "from qwenmem_tui.features.stamp.tui import screen\n",
+        "from qwenmem_tui.tui.features.stamp import screen\n",
     )
     other_feature_face = module(f"{PACKAGE}.features.other.routes", uses_core)
     fake = wired(registration, public, stamp_core, screen, own_face, tui_face, other_feature_face)
@@ -852,7 +870,7 @@ def test_the_checks_catch_what_they_are_for() -> None:
     fake = wired(registration, public, stamp_core, screen, registry, other_feature_face)
     assert registration_problems(fake) == [
         f"{PACKAGE}.features.other has no feature.py",
-        f"{registration.name} offers tui={PACKAGE}.features.stamp.tui.screen:stamp_extension: no such thing",
+        f"{registration.name} offers tui={PACKAGE}.tui.features.stamp.screen:stamp_extension: no such thing",
     ]
     bad = module(
         f"{PACKAGE}.features.stamp.feature",

@@ -26,5 +26,5 @@ FEATURE = Feature(
     hook_rank=0,  # first: it rebuilds the request from the folded view
     enabled=lambda settings: settings.compaction.enabled,
     session=_session,
-    tui="qwenmem_tui.features.compaction.tui.extension:compaction_extension",
+    tui="qwenmem_tui.tui.features.compaction.extension:compaction_extension",
 )

@@ -9,6 +9,6 @@ EXPORT = "export"
 
 FEATURE = Feature(
     EXPORT,
-    tui="qwenmem_tui.features.export.tui.extension:export_extension",
+    tui="qwenmem_tui.tui.features.export.extension:export_extension",
     api=("formats",),
 )

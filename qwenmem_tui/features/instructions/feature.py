@@ -9,6 +9,6 @@ INSTRUCTIONS = "instructions"
 
 FEATURE = Feature(
     INSTRUCTIONS,
-    tui="qwenmem_tui.features.instructions.tui.extension:instructions_extension",
+    tui="qwenmem_tui.tui.features.instructions.extension:instructions_extension",
     api=("files",),  # what the TUI's context shows (the runtime reads the files)
 )

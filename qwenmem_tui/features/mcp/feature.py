@@ -44,5 +44,5 @@ FEATURE = Feature(
     session=_session,
     start=_start,
     close=_close,
-    tui="qwenmem_tui.features.mcp.tui.extension:mcp_extension",
+    tui="qwenmem_tui.tui.features.mcp.extension:mcp_extension",
 )

@@ -81,7 +81,7 @@ FEATURE = Feature(
     open=_open,
     session=_session,
     close=_close,
-    tui="qwenmem_tui.features.memory.tui.extension:memory_extension",
+    tui="qwenmem_tui.tui.features.memory.extension:memory_extension",
     routes="qwenmem_tui.features.memory.routes:MEMORY_ROUTES",
     mcp="qwenmem_tui.features.memory.mcp_tools:register_tools",
     # access: MemoryAccess/MemoryUnavailable (MCP server, `qwenmem serve`); remote: the

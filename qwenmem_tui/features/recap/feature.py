@@ -9,6 +9,6 @@ RECAP = "recap"
 
 FEATURE = Feature(
     RECAP,
-    tui="qwenmem_tui.features.recap.tui.controller:recap_extension",
+    tui="qwenmem_tui.tui.features.recap.controller:recap_extension",
     api=("session_recap",),  # the daemon's recap route
 )

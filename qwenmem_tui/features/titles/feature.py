@@ -26,5 +26,5 @@ FEATURE = Feature(
     # turns those off (`extraction = false`: no model calls but the user's) gets none.
     enabled=lambda settings: settings.llm.session_titles and settings.memory.extraction,
     session=_session,
-    tui="qwenmem_tui.features.titles.tui.extension:titles_extension",
+    tui="qwenmem_tui.tui.features.titles.extension:titles_extension",
 )

@@ -214,7 +214,7 @@ async def test_without_the_wheel_auto_falls_back_to_hash_and_says_why(
         assert stats.recall.startswith(line) and stats.recall_note == stats.recall
         assert line in stats.to_text() and stats.to_json()["recall"] == stats.recall
         assert [r.message for r in caplog.records if line in r.message]
-        from qwenmem_tui.features.memory.tui.screen import metrics_line
+        from qwenmem_tui.tui.features.memory.screen import metrics_line
 
         assert line in str(metrics_line(stats))
     finally:

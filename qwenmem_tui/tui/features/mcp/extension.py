@@ -67,7 +67,7 @@ class McpFeature:
 
     async def approve(self, request: PermissionRequest) -> Decision:
         """Ask on screen; the turn waits. Esc cancels the turn."""
-        from qwenmem_tui.features.mcp.tui.permission import PermissionScreen
+        from qwenmem_tui.tui.features.mcp.permission import PermissionScreen
 
         app = self._app
         assert app is not None

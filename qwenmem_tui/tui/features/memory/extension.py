@@ -33,10 +33,10 @@ from qwenmem_tui.features.memory.receipts import (
 )
 from qwenmem_tui.features.memory.review import review_plan, waiting_label
 from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.tui.receipt import MemoryReceipt
 from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
+from qwenmem_tui.tui.features.memory.receipt import MemoryReceipt
 from qwenmem_tui.tui.host import SlashCommand
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ class MemoryFeature:
 
     async def memory_command(self, app: Host, args: str) -> None:
         """/memory: the Memory screen."""
-        from qwenmem_tui.features.memory.tui.screen import MemoryScreen
+        from qwenmem_tui.tui.features.memory.screen import MemoryScreen
 
         service = await self._service_for(app)
         if service is None:
@@ -269,7 +269,7 @@ class MemoryFeature:
             await self._corrected(widget, memory_id, FORGOT)
             app.notify(f"Forgot #{memory_id} {_name(memory)}.")
         elif action == "edit":
-            from qwenmem_tui.features.memory.tui.edit import EditMemoryScreen
+            from qwenmem_tui.tui.features.memory.edit import EditMemoryScreen
 
             async def edited(value: str | None) -> None:
                 if value is not None and value.strip() and value.strip() != memory.value:
@@ -369,7 +369,7 @@ async def _build(context: AppContext) -> Extension:
 
 
 def _keys() -> tuple[BindingType, ...]:
-    from qwenmem_tui.features.memory.tui.screen import ConfirmForget, MemoryScreen
+    from qwenmem_tui.tui.features.memory.screen import ConfirmForget, MemoryScreen
 
     return (RECEIPT_BINDING, *MemoryScreen.BINDINGS, *ConfirmForget.BINDINGS)
 

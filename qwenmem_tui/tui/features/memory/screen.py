@@ -473,7 +473,7 @@ class MemoryScreen(Screen[None]):
 
     def action_edit(self) -> None:
         """e: correct the selected memory's value (a supersede by the user, audited)."""
-        from qwenmem_tui.features.memory.tui.edit import EditMemoryScreen
+        from qwenmem_tui.tui.features.memory.edit import EditMemoryScreen
 
         memory = self.selected
         if memory is None or memory.status is not Status.ACTIVE:

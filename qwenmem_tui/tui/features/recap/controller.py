@@ -23,7 +23,6 @@ from qwenmem_tui.features.recap.session_recap import (
     filter_to_dialog,
     generate_session_recap,
 )
-from qwenmem_tui.features.recap.tui.item import RecapItem
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.extensions import (
     AppContext,
@@ -31,6 +30,7 @@ from qwenmem_tui.tui.extensions import (
     ExtensionFactory,
     busy_notice,
 )
+from qwenmem_tui.tui.features.recap.item import RecapItem
 from qwenmem_tui.tui.host import BusyState, SlashCommand
 
 if TYPE_CHECKING:

@@ -24,7 +24,6 @@ from textual.binding import Binding
 from qwenmem_tui.chat.view import COMPACTION_ITEM
 from qwenmem_tui.features.compaction.feature import COMPACTION
 from qwenmem_tui.features.compaction.hook import CompactionHook
-from qwenmem_tui.features.compaction.tui.marker import CompactionMarker
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.extensions import (
@@ -33,6 +32,7 @@ from qwenmem_tui.tui.extensions import (
     ExtensionFactory,
     busy_notice,
 )
+from qwenmem_tui.tui.features.compaction.marker import CompactionMarker
 from qwenmem_tui.tui.host import BusyState, SlashCommand
 
 if TYPE_CHECKING:

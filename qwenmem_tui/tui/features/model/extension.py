@@ -42,7 +42,7 @@ async def _build(context: AppContext) -> Extension:
         if args:
             await switch(app, args.split()[0])
             return
-        from qwenmem_tui.features.model.tui.picker import ModelPicker
+        from qwenmem_tui.tui.features.model.picker import ModelPicker
 
         async def chosen(model: str | None) -> None:
             if model:
