@@ -252,19 +252,25 @@ class QwenmemApp(App[None]):
 
     def show(self, widget: Widget) -> None:
         """Append a widget to the conversation without storing anything."""
-        self._chat_screen().show(widget)
+        if (screen := self._chat_screen_if_up()) is not None:
+            screen.show(widget)
 
     def model_changed(self) -> None:
         """The chat model was switched (/model): the status line names the new one."""
-        self._chat_screen().show_model(self.llm.status_label)
+        if (screen := self._chat_screen_if_up()) is not None:
+            screen.show_model(self.llm.status_label)
 
     def show_info(self, text: str) -> None:
         """A note in the conversation, not stored (command output, hints)."""
-        self._chat_screen().show_info(text)
+        if (screen := self._chat_screen_if_up()) is not None:
+            screen.show_info(text)
 
     def show_error(self, text: str) -> None:
         """A one-line error in the conversation, not stored."""
-        self._chat_screen().show_error(text)
+        if (screen := self._chat_screen_if_up()) is not None:
+            screen.show_error(text)
+        else:
+            log.warning("[TUI] not shown (the chat screen is gone): %s", text)
 
     @property
     def selected_item_id(self) -> int | None:
@@ -273,7 +279,8 @@ class QwenmemApp(App[None]):
 
     def item_changed(self, item: Item) -> None:
         """Show a stored item's new state (e.g. its pin) wherever it is on screen."""
-        self._chat_screen().item_changed(item)
+        if (screen := self._chat_screen_if_up()) is not None:
+            screen.item_changed(item)
 
     async def add_display_item(self, type: str, content: str, meta: dict | None = None) -> Item:
         """Store a display item with the session (never sent to the model) and show it."""
@@ -285,7 +292,8 @@ class QwenmemApp(App[None]):
 
     def set_badge(self, name: str, text: str | None) -> None:
         """An extension's status badge (e.g. memories awaiting review); None drops it."""
-        self._chat_screen().set_badge(name, text)
+        if (screen := self._chat_screen_if_up()) is not None:
+            screen.set_badge(name, text)
 
     @asynccontextmanager
     async def busy(self, state: str, progress: str) -> AsyncIterator[None]:
@@ -649,12 +657,22 @@ class QwenmemApp(App[None]):
             self.show(widget)
 
     def _chat_screen(self) -> ChatScreen:
+        screen = self._chat_screen_if_up()
+        if screen is None:
+            raise RuntimeError("the chat screen is not up")
+        return screen
+
+    def _chat_screen_if_up(self) -> ChatScreen | None:
+        """The chat screen; None once quitting has taken it down. What extensions show
+        (notes, badges, an item's new state) may come from work that finishes while
+        the app exits: it has nowhere to go then, and must not turn a clean quit
+        into exit status 1."""
         from qwenmem_tui.tui.screens.chat import ChatScreen
 
         for screen in self.screen_stack:
             if isinstance(screen, ChatScreen):
                 return screen
-        raise RuntimeError("the chat screen is not up")
+        return None
 
 
 def _startup_imports() -> Mapping[str, ItemWidgetFactory]:

@@ -17,7 +17,7 @@ from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.widgets.items import AssistantItem
 from qwenmem_tui.tui.widgets.plain_items import InterruptedMark
 
-from .conftest import SIZE, send, settle, wait_until
+from .conftest import SIZE, send, settle, started, wait_until
 
 PARTIAL = "The first half of the answer arrives, "
 REST = "and the second half never does."
@@ -72,3 +72,23 @@ async def test_quitting_mid_stream_stores_the_partial_reply_marked_interrupted(
         [reply] = resumed.screen.query(AssistantItem)
         assert reply._markdown == PARTIAL
         assert reply.query(InterruptedMark)
+
+
+async def test_what_extensions_show_while_the_app_quits_goes_nowhere_quietly(
+    make_app: Callable[..., QwenmemApp],
+) -> None:
+    """Work that finishes as the app exits (a recap, a review badge, a note) finds the
+    chat screen gone: it must not raise, or a clean Ctrl+Q exits with status 1 (seen
+    in the kill -9 test's last `--resume`)."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await pilot.press("ctrl+q")
+        await wait_until(pilot, lambda: not app.is_running)
+    assert app.screen_stack == []
+    app.show_info("late note")
+    app.show_error("late error")
+    app.set_badge("memory", "3 to review")
+    app.model_changed()
+    app.show(InterruptedMark())
+    assert app.return_code in (0, None)
