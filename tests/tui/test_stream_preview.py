@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from app_support import wait_until
 
 from qwenmem_tui.tui.widgets import stream_preview
 from qwenmem_tui.tui.widgets.stream_preview import StreamPreview, render_markdown
@@ -48,6 +49,9 @@ async def test_a_flush_renders_only_the_newest_block_of_the_piece_being_written(
     async with app.run_test(size=(60, 20)) as pilot:
         preview = StreamPreview()
         await app.screen.mount(preview)
+        # Laid out, and its Resize handled, before the first show: a resize arriving
+        # during it re-renders the whole piece (on_resize), counted after the clear.
+        await wait_until(pilot, lambda: preview.size.width > 0)
         await pilot.pause()
         await preview.show([first])
         rendered.clear()
