@@ -8,10 +8,12 @@ file (the `snapshot` fixture below).
 from __future__ import annotations
 
 import functools
+import importlib
 import io
 import os
+import ssl
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +136,42 @@ def _quicker_idle_checks() -> None:
 
 
 _quicker_idle_checks()
+
+
+def _one_default_tls_context_per_worker() -> None:
+    """Every HTTP client the suite builds (the SDK's for each app, session and daemon,
+    the daemon's proxy client, httpx calls in tests) made its default TLS context, and
+    each one parses the whole CA bundle: 35-40 ms of CPU apiece, ~800 times a run (a
+    tenth of the suite's own CPU). Every server the suite talks to is plain HTTP on
+    loopback, so no test exercises that context; the default one (verify=True, no
+    client certificate) is made once per worker and shared, as an app would share one.
+    Any other verify/cert choice is built as asked."""
+    for name in ("httpx._transports.default", "httpx2._transports.default"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        module.create_ssl_context = _shared_default_context(module.create_ssl_context)
+
+
+def _shared_default_context(create: Callable[..., ssl.SSLContext]) -> Callable[..., ssl.SSLContext]:
+    made: dict[tuple[bool, str | None, str | None], ssl.SSLContext] = {}
+
+    @functools.wraps(create)
+    def create_ssl_context(
+        verify: Any = True, cert: Any = None, trust_env: bool = True
+    ) -> ssl.SSLContext:
+        if verify is not True or cert is not None:
+            return create(verify=verify, cert=cert, trust_env=trust_env)
+        key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if key not in made:
+            made[key] = create(verify=verify, cert=cert, trust_env=trust_env)
+        return made[key]
+
+    return create_ssl_context
+
+
+_one_default_tls_context_per_worker()
 
 
 @pytest.fixture(autouse=True)
