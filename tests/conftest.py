@@ -8,6 +8,7 @@ file (the `snapshot` fixture below).
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import io
 import os
@@ -25,7 +26,7 @@ from syrupy.extensions.base import AbstractSyrupyExtension
 from syrupy.extensions.single_file import SingleFileSnapshotExtension
 from syrupy.location import PyTestLocation
 
-from qwenmem_tui import cli, debuglog
+from qwenmem_tui import cli, collector, debuglog
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings, load_settings
 from qwenmem_tui.llm.client import LLMClient
@@ -172,6 +173,13 @@ def _shared_default_context(create: Callable[..., ssl.SSLContext]) -> Callable[.
 
 
 _one_default_tls_context_per_worker()
+
+# The suite's processes collect garbage as the app does once started (collector.py):
+# with Python's defaults every painted line of every Pilot app (a reference cycle) was
+# carried into full collections, a fifth to a third of the TUI tests' CPU. Nothing is
+# frozen (a worker runs hundreds of apps, each dropping its objects); full collections
+# still run, a tenth as often.
+gc.set_threshold(collector.YOUNG, collector.MIDDLE_EVERY, collector.FULL_EVERY)
 
 
 @pytest.fixture(autouse=True)
