@@ -52,6 +52,7 @@ class ReplyView(ChatEventHandler):
     async def handle(self, event: ChatEvent) -> None:
         # The model streams reasoning (never shown) until its first other event.
         self._status.thinking = isinstance(event, ReasoningDelta)
+        self._status.streaming = isinstance(event, AssistantDelta)
         await super().handle(event)
 
     async def _end_reply(self) -> None:
