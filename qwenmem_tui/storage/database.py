@@ -181,11 +181,26 @@ class Database:
         # Reading the schema touches the header and fails cleanly on a non-database
         # file before anything could be written to it.
         await self.fetchone("SELECT count(*) FROM sqlite_master")
-        row = await self.fetchone("PRAGMA journal_mode = WAL")
+        row = await self._switch_to_wal()
         if row is None or str(row[0]).lower() != "wal":
             log.warning("[STORAGE] WAL unavailable for %s (journal_mode=%s)", self.path, row and row[0])
         await self.conn.execute("PRAGMA synchronous = NORMAL")
         await self.conn.execute("PRAGMA foreign_keys = ON")
+
+    async def _switch_to_wal(self) -> sqlite3.Row | None:
+        """`PRAGMA journal_mode = WAL`, retried with backoff while locked: the switch
+        needs the file to itself, and while another process is opening or migrating the
+        same database SQLite may refuse it at once instead of waiting its busy timeout
+        (seen once in the proxy tests, where the test seeds the home the proxy opens)."""
+        attempt = 0
+        while True:
+            try:
+                return await self.fetchone("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError as exc:
+                if not _is_locked(exc):
+                    raise
+                attempt += 1
+                await self._wait_out_lock(attempt, exc)
 
     async def check_integrity(self) -> None:
         """Read every page once (``PRAGMA quick_check``) and raise the "damaged" error if
@@ -276,17 +291,20 @@ class Database:
                     if not _is_locked(exc):
                         raise
                     attempt += 1
-                    if attempt > self._retries:
-                        raise StorageError(
-                            f"Database {self.path} stayed locked by another process: {exc}"
-                        ) from exc
-                    delay = self._backoff * 2 ** (attempt - 1)
-                    log.warning(
-                        "[STORAGE] %s locked, retry %d in %.2fs", self.path, attempt, delay
-                    )
-                    if self.on_retry is not None:
-                        self.on_retry(attempt, delay)
-                    await asyncio.sleep(delay)
+                    await self._wait_out_lock(attempt, exc)
+
+    async def _wait_out_lock(self, attempt: int, exc: sqlite3.DatabaseError) -> None:
+        """After try `attempt` found the database locked: wait with backoff before the
+        next, or raise once the retries are spent."""
+        if attempt > self._retries:
+            raise StorageError(
+                f"Database {self.path} stayed locked by another process: {exc}"
+            ) from exc
+        delay = self._backoff * 2 ** (attempt - 1)
+        log.warning("[STORAGE] %s locked, retry %d in %.2fs", self.path, attempt, delay)
+        if self.on_retry is not None:
+            self.on_retry(attempt, delay)
+        await asyncio.sleep(delay)
 
     async def _transaction(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
         try:

@@ -425,3 +425,54 @@ def test_the_history_file_stays_bounded_and_per_project(tmp_path: Path) -> None:
     assert PromptHistory(tmp_path / HISTORY_FILE_NAME, "p1").entries[-1] == "message 6"
     assert PromptHistory(tmp_path / HISTORY_FILE_NAME, "p2").entries == ["other project"]
 
+
+
+async def test_the_spinner_turns_slower_while_the_reply_streams() -> None:
+    # The reply moving on screen shows the app is alive: at 10 frames a second the
+    # spinner's own repaints were a tenth of a fast stream's CPU.
+    from textual.app import App
+
+    from qwenmem_tui.tui.widgets.status_line import STREAMING_SLOWER
+
+    app = App()
+    async with app.run_test() as pilot:
+        status = StatusLine(clock=lambda: 100.0)
+        await app.screen.mount(status)
+        status.state = "responding"
+        await pilot.pause()
+
+        def glyphs_over(ticks: int) -> list[str]:
+            shown = []
+            for _ in range(ticks):
+                status._tick()
+                shown.append(re.findall(rf"[{SPINNER}]", str(status.render()))[0])
+            return shown
+
+        waiting = glyphs_over(10)
+        assert all(a != b for a, b in zip(waiting, waiting[1:]))  # a turn a tick
+        status.streaming = True
+        streaming = glyphs_over(10 * STREAMING_SLOWER)
+        turns = sum(a != b for a, b in zip(streaming, streaming[1:]))
+        assert turns in (9, 10)  # a turn every STREAMING_SLOWER ticks
+        status.state = "idle"
+        assert not status.streaming
+
+
+async def test_the_status_line_knows_while_reply_text_arrives(
+    fake: FakeOpenAI, make_app: Callable[..., QwenmemApp]
+) -> None:
+    gate = threading.Event()
+    fake.script(Reply("first words, then the rest", chunk_size=6, stall_after=1, stall_gate=gate))
+    app = make_app()
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            status = app.screen.query_one(StatusLine)
+            await send(pilot, "hello")
+            await wait_until(pilot, lambda: app.state == "responding")
+            await wait_until(pilot, lambda: status.streaming)  # the first words came
+            gate.set()
+            await settle(pilot)
+            assert not status.streaming
+    finally:
+        gate.set()

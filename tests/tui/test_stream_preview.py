@@ -63,6 +63,17 @@ async def test_a_flush_renders_only_the_newest_block_of_the_piece_being_written(
         assert [line.text.rstrip() for line in preview._lines] == [
             line.text.rstrip() for line in whole
         ]
+        # A table and a code fence before the newest block are cut from it too (a
+        # Markdown widget may only be cut before a paragraph or a list; Rich anywhere).
+        second = first + "- two\n\n| c |\n|---|\n| 3 |\n\n```py\nx = 1\n```\n\n## Next"
+        await preview.show([second])
+        rendered.clear()
+        await preview.show([second + " heading"])
+        assert rendered == ["## Next heading"]
+        whole = render(second + " heading", preview.size.width, dark=True)
+        assert [line.text.rstrip() for line in preview._lines] == [
+            line.text.rstrip() for line in whole
+        ]
 
 
 async def test_lines_rendered_for_older_text_never_replace_newer_ones(

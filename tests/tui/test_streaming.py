@@ -385,13 +385,13 @@ async def test_the_end_of_a_previewed_reply_is_painted_before_it_turns_into_mark
         assert any("THE-LAST-WORDS" in line for line in screen_lines(app))
 
 
-def test_a_preview_is_repainted_at_half_the_pace_of_markdown() -> None:
+def test_a_preview_is_repainted_at_under_half_the_pace_of_markdown() -> None:
     # Each preview frame repaints the whole screen: it scrolls by too fast to read, so
-    # it gets half the frames (and half the CPU) of a stream shown as Markdown.
+    # it gets under half the frames (and the CPU) of a stream shown as Markdown.
     item, preview = AssistantItem(), StreamPreview()
     markdown = Markdown("")
     assert item.flush_interval(markdown, blocked=0.0) == AssistantItem.FLUSH_MIN == 1 / 30
-    assert item.flush_interval(preview, blocked=0.0) == AssistantItem.PREVIEW_FLUSH_MIN == 1 / 15
+    assert item.flush_interval(preview, blocked=0.0) == AssistantItem.PREVIEW_FLUSH_MIN == 1 / 12
     # A blocked loop backs either off, to three times as long, at most FLUSH_MAX.
     assert item.flush_interval(markdown, blocked=0.1) == pytest.approx(0.3)
     assert item.flush_interval(preview, blocked=0.1) == pytest.approx(0.3)
@@ -423,3 +423,92 @@ async def test_a_live_piece_that_begins_inside_a_paragraph_keeps_all_of_it(
         await settle(pilot)
         shown = " ".join(line.strip() for line in reply_lines(app) if line.strip())
     assert "The paragraph's first line, and its second line." in shown
+
+
+async def test_a_followed_preview_is_a_screen_tall_and_repaints_without_a_layout(
+    make_app: Callable[..., QwenmemApp],
+    clock: FakeClock,
+    preview_only: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A widget that grows costs Textual two layouts and two full repaints of the
+    # screen: while the log follows the stream, the preview shows only its last
+    # screenful, so a flush that adds lines repaints it at the same height.
+    layouts: list[bool] = []
+    refresh = StreamPreview.refresh
+
+    def recorded(preview: StreamPreview, *regions: object, layout: bool = False, **kw: bool) -> Widget:
+        layouts.append(layout)
+        return refresh(preview, *regions, layout=layout, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StreamPreview, "refresh", recorded)
+    text = long_reply(4)
+    app = make_app()
+    async with app.run_test(size=(TALL[0], 30)) as pilot:
+        await settle(pilot)
+        log = app.screen.query_one(ChatLog)
+        item = AssistantItem(clock=clock)
+        await log.add(item)
+        item.append(text)
+        await wait_until(pilot, lambda: not item._pending and bool(item.query_children(StreamPreview)))
+        await pilot.pause()
+        preview = item.query_one(StreamPreview)
+        view = log.size.height
+        assert preview.tail == view and preview.size.height == view
+        assert len(preview._lines) > view  # more than it shows
+        layouts.clear()
+        item.append("More words for the last paragraph, and more.")
+        await wait_until(pilot, lambda: not item._pending and "More words" in preview.source)
+        await pilot.pause()
+        assert layouts and not any(layouts)  # repainted, never laid out
+        assert any("More words" in line for line in screen_lines(app))
+        # Scrolled up, it shows all its lines again, and what was in view stays there.
+        def in_view() -> list[str]:  # the log's lines, without its scrollbar
+            content = log.scrollable_content_region
+            lines = screen_lines(app)[content.y : content.bottom]
+            return [line[content.x : content.right] for line in lines]
+
+        before = in_view()
+        log.scroll_relative(y=-5, animate=False)
+        await wait_until(pilot, lambda: preview.tail is None)
+        await pilot.pause()
+        await pilot.pause()
+        assert preview.size.height == len(preview._lines)
+        assert in_view()[5:] == before[:-5]
+        await item.end_stream()
+
+
+async def test_a_previewed_reply_turns_into_markdown_a_piece_a_frame(
+    make_app: Callable[..., QwenmemApp],
+    clock: FakeClock,
+    preview_only: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A screenful of Markdown widgets built and laid out at once held the loop (and the
+    # keys) for 100-300 ms: one piece is built per frame, from the bottom up.
+    monkeypatch.setattr(AssistantItem, "FREEZE_AT", 2)
+    steps: list[tuple[int, int]] = []
+    next_frame = AssistantItem._next_frame
+
+    async def counted(item: AssistantItem) -> None:
+        preview = item.query_one(StreamPreview)
+        steps.append((len(preview.pieces), len(item.query_children(Markdown))))
+        await next_frame(item)
+
+    monkeypatch.setattr(AssistantItem, "_next_frame", counted)
+    text = long_reply(SECTIONS)
+    app = make_app()
+    async with app.run_test(size=(TALL[0], 30)) as pilot:
+        await settle(pilot)
+        item = AssistantItem(clock=clock)
+        await app.screen.query_one(ChatLog).add(item)
+        item.append(text)
+        await wait_until(pilot, lambda: bool(item.query_children(StreamPreview)))
+        await item.end_stream()
+        assert len(steps) >= 2
+        # Each frame: one piece fewer in the preview, one more Markdown widget.
+        for (pieces, markdowns), (next_pieces, next_markdowns) in zip(steps, steps[1:]):
+            assert (next_pieces, next_markdowns) == (pieces - 1, markdowns + 1)
+        assert not item.query_children(StreamPreview)
+        shown = (child for child in item.children if isinstance(child, (Markdown, FrozenBlocks)))
+        assert "".join(child.source for child in shown) == text

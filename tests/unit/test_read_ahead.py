@@ -81,3 +81,35 @@ async def test_a_cancelled_consumer_cancels_the_reading() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert closed.is_set()
+
+
+async def test_a_burst_read_without_waiting_gives_the_loop_turns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 20k chunks already buffered are read without ever waiting on the socket: the
+    # reading task alone would hold the loop (and the user's keys) until all are read.
+    monkeypatch.setattr("qwenmem_tui.llm.read_ahead.TURN", 0.0)  # a turn after each read
+    turns = 0
+    reading = True
+
+    async def other_work() -> None:
+        nonlocal turns
+        while reading:
+            turns += 1
+            await asyncio.sleep(0)
+
+    async def source() -> AsyncGenerator[list[int], None]:
+        for n in range(50):
+            yield [n]  # never waits
+
+    other = asyncio.create_task(other_work())
+    await asyncio.sleep(0)
+    got: list[int] = []
+    started = turns
+    async for batch in read_ahead(source()):
+        got += batch
+        if len(got) == 50:
+            reading = False
+    await other
+    assert got == list(range(50))
+    assert turns - started >= 25  # the loop ran other work between the reads

@@ -191,6 +191,31 @@ async def test_write_retries_while_another_process_holds_the_lock(tmp_path: Path
         await db.close()
 
 
+async def test_opening_waits_out_another_process_that_holds_the_file(tmp_path: Path) -> None:
+    # Switching to WAL needs the file to itself; SQLite may refuse it at once rather
+    # than wait its busy timeout while another process opens or migrates the same home
+    # (the proxy tests, which seed the home the proxy opens, failed so once).
+    path = tmp_path / "qwenmem.db"
+    sqlite3.connect(path).close()  # a new database, not in WAL yet
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    retries: list[int] = []
+
+    def on_retry(attempt: int, delay: float) -> None:
+        retries.append(attempt)
+        blocker.execute("COMMIT")  # the other process is done
+
+    try:
+        db = await Database.open(path, on_retry=on_retry, busy_timeout_ms=1, backoff=0.001)
+        try:
+            assert retries == [1]
+            assert (await db.fetchone("PRAGMA journal_mode"))[0] == "wal"
+        finally:
+            await db.close()
+    finally:
+        blocker.close()
+
+
 async def test_write_gives_up_with_a_storage_error_naming_the_file(tmp_path: Path) -> None:
     path = tmp_path / "qwenmem.db"
     db = await Database.open(path, busy_timeout_ms=1, retries=2, backoff=0.001)

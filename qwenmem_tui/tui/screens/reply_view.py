@@ -52,6 +52,7 @@ class ReplyView(ChatEventHandler):
     async def handle(self, event: ChatEvent) -> None:
         # The model streams reasoning (never shown) until its first other event.
         self._status.thinking = isinstance(event, ReasoningDelta)
+        self._status.streaming = False  # until the event is the reply's text
         await super().handle(event)
 
     async def _end_reply(self) -> None:
@@ -65,6 +66,7 @@ class ReplyView(ChatEventHandler):
             self._replied = True
             await self._log.add(self._reply)
         self._reply.append(event.text)
+        self._status.streaming = True
 
     async def tool_call_started(self, event: ToolCallStarted) -> None:
         await self._end_reply()

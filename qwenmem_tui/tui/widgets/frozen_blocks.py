@@ -80,6 +80,19 @@ def split_finished(source: str, *, every: int, after: int = 0) -> list[str]:
     return pieces
 
 
+def split_blocks(source: str) -> list[str]:
+    """`source` cut before each of its top-level blocks (joined, they are `source`).
+
+    For Rich's rendering, not Textual's widgets: Rich renders each block on its own and
+    puts one blank line between two, so any cut renders alike."""
+    starts = [line for line, _kind in top_level_blocks(source)][1:]
+    if not starts:
+        return [source]
+    lines = source.splitlines(keepends=True)
+    ends = [*starts, len(lines)]
+    return ["".join(lines[:ends[0]]), *("".join(lines[a:b]) for a, b in zip(ends, ends[1:]))]
+
+
 def estimated_height(source: str, width: int) -> int:
     """About the lines Markdown makes of `source` at `width`: its wrapped source lines
     (blank ones included: they become the margins between blocks)."""
@@ -98,6 +111,12 @@ def scroller_of(widget: Widget) -> Widget | None:
         ),
         None,
     )
+
+
+def shows_end(scroller: Widget) -> bool:
+    """`scroller` shows its last line. (Anchored while its content is shorter than the
+    view, Textual leaves its scroll_y below 0, which is not its scroll end.)"""
+    return scroller.max_scroll_y == 0 or scroller.is_vertical_scroll_end
 
 
 def piece_markdown(source: str) -> Markdown:

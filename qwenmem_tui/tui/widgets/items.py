@@ -26,6 +26,7 @@ from qwenmem_tui.tui.widgets.frozen_blocks import (
     estimated_height,
     piece_markdown,
     scroller_of,
+    shows_end,
     split_finished,
     top_level_blocks,
 )
@@ -59,9 +60,11 @@ class AssistantItem(MessageView, Vertical):
     what Markdown widgets can be built for (a few milliseconds a line, 100-250 ms a
     screenful, on the UI loop): its last screenful is then a `StreamPreview` (rendered
     in a thread, one widget) and what scrolls above it waits in one `FrozenBlocks`,
-    mounted as Markdown piece by piece as it is shown. Below PREVIEW_UNTIL lines a
-    second, and when the stream ends, the preview turns into Markdown: the reply left
-    on screen is the one shown at once.
+    mounted as Markdown piece by piece as it is shown. While the log follows the
+    stream, the preview holds up to PREVIEW_SCREENS screens and is one screen tall (it
+    shows its last lines), so most flushes repaint it without a layout. Below
+    PREVIEW_UNTIL lines a second, and when the stream ends, the preview turns into
+    Markdown, a piece a frame: the reply left on screen is the one shown at once.
 
     Frozen Markdown that has scrolled more than a screen above the view goes back to
     `FrozenBlocks` of its exact height: every mounted block widget costs each layout
@@ -70,12 +73,13 @@ class AssistantItem(MessageView, Vertical):
     """
 
     FLUSH_MIN = 1 / 30
-    PREVIEW_FLUSH_MIN = 1 / 15
+    PREVIEW_FLUSH_MIN = 1 / 12
     FLUSH_MAX = 1.0
     FREEZE_AT = 8
     PREVIEW_FROM = 20
     PREVIEW_UNTIL = 10
     PAINT_TIMEOUT = 0.25
+    PREVIEW_SCREENS = 4
 
     def __init__(
         self,
@@ -152,8 +156,8 @@ class AssistantItem(MessageView, Vertical):
         (`blocked`), within FLUSH_MIN (PREVIEW_FLUSH_MIN while previewing) and FLUSH_MAX.
 
         A preview's frame is a repaint of the whole screen (every line moves up), and a
-        stream fast enough to be previewed scrolls by faster than it can be read: half
-        the frames of Markdown's pace halve the CPU it costs, and look the same."""
+        stream fast enough to be previewed scrolls by faster than it can be read: 12
+        frames a second (Markdown's pace is 30) cost under half the CPU and look the same."""
         floor = self.PREVIEW_FLUSH_MIN if isinstance(live, StreamPreview) else self.FLUSH_MIN
         return min(self.FLUSH_MAX, max(floor, 3 * blocked))
 
@@ -165,7 +169,7 @@ class AssistantItem(MessageView, Vertical):
         view = scroller.size.height if scroller is not None else 0
         # What lies above the view is known from heights alone only while it follows
         # the end: only then is frozen Markdown retired (see _retire_unseen).
-        following = view if scroller is not None and scroller.is_vertical_scroll_end else 0
+        following = view if scroller is not None and shows_end(scroller) else 0
         pace = self.PREVIEW_UNTIL if isinstance(live, StreamPreview) else self.PREVIEW_FROM
         if view and self._pace.lines(now) >= pace:
             return await self._flush_preview(live, text, view, following)
@@ -176,37 +180,86 @@ class AssistantItem(MessageView, Vertical):
     async def _flush_preview(
         self, live: Markdown | StreamPreview, text: str, view: int, following: int
     ) -> StreamPreview:
-        """Show the last screenful of what `live` shows and `text` in a StreamPreview;
-        what comes before it waits as FrozenBlocks."""
-        pieces = split_finished(self._live_text + text, every=self.FREEZE_AT)
+        """Show the newest of what `live` shows and `text` in a StreamPreview; what comes
+        before it waits as FrozenBlocks.
+
+        While the log follows the stream the preview holds up to PREVIEW_SCREENS screens
+        (it shows the last one): a flush that only repaints it costs no layout, and the
+        oldest pieces move to FrozenBlocks only when it is full, down to a screenful."""
         preview = live if isinstance(live, StreamPreview) else StreamPreview()
-        width = self.content_region.width
-        shown = [pieces.pop()]
-        height = estimated_height(shown[0], width)
-        while pieces and height < view:
-            shown.insert(0, pieces.pop())
-            height += estimated_height(shown[0], width)
+        # Its finished pieces stay as they are: only its last one and `text` are cut (in
+        # a thread: a burst is tens of kB of Markdown to parse).
+        kept = preview.pieces[:-1] if preview is live else []
+        growing = preview.pieces[-1] if preview is live and preview.pieces else self._live_text
+        cut = await asyncio.to_thread(split_finished, growing + text, every=self.FREEZE_AT)
+        pieces = [*kept, *cut]
+        frozen = self._beyond(pieces, view, hold=view * self.PREVIEW_SCREENS if following else view)
+        tail = view if following else None
         if preview is not live:
+            preview.tail = tail
             await self.mount(preview, after=live)
-        await preview.show(shown)
+        else:
+            preview.follow(tail)
+        await preview.show(pieces[frozen:])
         with self.app.batch_update():
             if preview is not live:
                 await live.remove()
-            await self._freeze(pieces, before=preview)
+            await self._freeze(pieces[:frozen], before=preview)
             await self._retire_unseen(preview, following)
         self._live_text = preview.source
         return preview
 
+    def _beyond(self, pieces: Sequence[str], view: int, *, hold: int) -> int:
+        """How many of the first `pieces` to freeze: none while they are about `hold`
+        lines or fewer, else all but the last ones that fill `view` lines."""
+        width = self.content_region.width
+        heights = [estimated_height(piece, width) for piece in pieces]
+        total = sum(heights)
+        if total <= hold:
+            return 0
+        first = 0
+        while first < len(pieces) - 1 and total - heights[first] >= view:
+            total -= heights[first]
+            first += 1
+        return first
+
     async def _end_preview(self, preview: StreamPreview) -> Markdown:
-        """Turn the preview into Markdown (the last piece live); returns the live one."""
-        *finished, tail = split_finished(self._live_text, every=self.FREEZE_AT)
-        frozen = [piece_markdown(piece) for piece in finished]
+        """Turn the preview into Markdown (the last piece live); returns the live one.
+
+        What lies above its last screenful is frozen first (unseen: no widgets), then
+        the rest turns into Markdown a piece at a time from the bottom, a frame each: a
+        screenful of Markdown widgets built and laid out at once held the loop (and the
+        user's keys) for 100-300 ms."""
+        scroller = scroller_of(self)
+        view = scroller.size.height if scroller is not None else 0
+        preview.tail = None
         with self.app.batch_update():
-            await self.mount_all(frozen, after=preview)
-            live = await self._mount_live(tail, after=frozen[-1] if frozen else preview)
-            await preview.remove()
-        self._live_text = tail
+            unseen = preview.drop_first(self._beyond(preview.pieces, view, hold=view))
+            await self._freeze(unseen, before=preview)
+        live: Markdown | None = None
+        while preview.pieces:
+            with self.app.batch_update():
+                piece = preview.drop_last()
+                if live is None:
+                    live = await self._mount_live(piece, after=preview)
+                    self._live_text = piece
+                else:
+                    await self.mount(piece_markdown(piece), after=preview)
+            if preview.pieces:
+                await self._next_frame()
+        if live is None:
+            live = await self._mount_live("", after=preview)
+            self._live_text = ""
+        await preview.remove()
         return live
+
+    async def _next_frame(self) -> None:
+        """Return once the screen has been refreshed, or after PAINT_TIMEOUT seconds
+        without (the app going)."""
+        drawn = asyncio.Event()
+        self.call_after_refresh(drawn.set)
+        with suppress(TimeoutError):
+            await asyncio.wait_for(drawn.wait(), self.PAINT_TIMEOUT)
 
     async def _mount_live(self, tail: str, *, after: Widget) -> Markdown:
         """A new live piece holding `tail`, ready for appends.

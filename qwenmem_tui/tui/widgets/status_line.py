@@ -23,6 +23,10 @@ STATE_LABELS = {
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPIN_INTERVAL = 0.1
 """Seconds per spinner frame: a busy app visibly moves, even before the first token."""
+STREAMING_SLOWER = 5
+"""While the reply's text arrives the spinner turns this many times slower: the reply
+moving on screen already shows the app is alive, and at 10 frames a second the
+spinner's own repaints were a tenth of a fast stream's CPU."""
 
 
 class StatusLine(Widget):
@@ -53,7 +57,10 @@ class StatusLine(Widget):
         """Words for each state; extensions add their busy states' (`add_labels`)."""
         self._busy_since: float | None = None
         self._frame = 0
+        self._ticks = 0
         self._ticker: Timer | None = None
+        self.streaming = False
+        """The reply's text is arriving (the spinner turns STREAMING_SLOWER times slower)."""
 
     def add_labels(self, labels: dict[str, str]) -> None:
         self.labels.update(labels)
@@ -70,6 +77,7 @@ class StatusLine(Widget):
         self.set_class(new != "idle", "-busy")
         if new == "idle":
             self._busy_since = None
+            self.streaming = False
             if self._ticker is not None:
                 self._ticker.stop()
                 self._ticker = None
@@ -79,6 +87,9 @@ class StatusLine(Widget):
             self._ticker = self.set_interval(SPIN_INTERVAL, self._tick, name="status-spinner")
 
     def _tick(self) -> None:
+        self._ticks += 1
+        if self.streaming and self._ticks % STREAMING_SLOWER:
+            return
         self._frame += 1
         self.refresh()
 
