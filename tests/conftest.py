@@ -118,27 +118,6 @@ _load_hypothesis_profile()
 sys.dont_write_bytecode = False
 
 
-def _quicker_idle_checks() -> None:
-    """Pilot's `pause()` and `press()` wait until the app looks idle: Textual sleeps in
-    slices of 20 ms and calls the process idle after a slice with under 1 ms of CPU, so
-    every key pressed cost at least 40 ms of sleeping, most of it after the app had
-    finished. Slices of 5 ms (idle: under 0.25 ms, the same share) end those waits as
-    soon as the app is done. Nothing can rely on the longer slices: on a loaded machine
-    a descheduled process looks idle after the first one anyway, so the tests wait for
-    what they need by condition (`settle`, `wait_until`). Textual's own module constants
-    (no public setting exists); if a Textual release renames them, nothing changes."""
-    try:
-        from textual import _wait
-    except ImportError:
-        return
-    if hasattr(_wait, "SLEEP_GRANULARITY") and hasattr(_wait, "SLEEP_IDLE"):
-        _wait.SLEEP_GRANULARITY = 0.005
-        _wait.SLEEP_IDLE = _wait.SLEEP_GRANULARITY / 20
-
-
-_quicker_idle_checks()
-
-
 def _one_default_tls_context_per_worker() -> None:
     """Every HTTP client the suite builds (the SDK's for each app, session and daemon,
     the daemon's proxy client, httpx calls in tests) made its default TLS context, and
