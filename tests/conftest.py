@@ -161,6 +161,16 @@ _one_default_tls_context_per_worker()
 gc.set_threshold(collector.YOUNG, collector.MIDDLE_EVERY, collector.FULL_EVERY)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish() -> None:
+    """Collect what the last apps left while a pytest-xdist worker still counts as
+    running: the worker reports itself finished after this hook, and its controller
+    interrupts (SIGINT) a worker still busy 5 s later — which pytest's own final
+    collections, of a heap these thresholds let grow, could be (a KeyboardInterrupt
+    printed in a garbage-collector callback at the end of a run)."""
+    gc.collect()
+
+
 @pytest.fixture(autouse=True)
 def _detach_debug_log() -> Iterator[None]:
     """A test that configured the debug log must not leave a handler on a deleted tmp dir."""
