@@ -485,8 +485,10 @@ async def test_a_previewed_reply_turns_into_markdown_a_piece_a_frame(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A screenful of Markdown widgets built and laid out at once held the loop (and the
-    # keys) for 100-300 ms: one piece is built per frame, from the bottom up.
-    monkeypatch.setattr(AssistantItem, "FREEZE_AT", 2)
+    # keys) for 100-300 ms: a piece of CONVERT_AT blocks is built per frame, from the
+    # bottom up (the preview's pieces of FREEZE_AT blocks are cut finer first).
+    monkeypatch.setattr(AssistantItem, "FREEZE_AT", 8)
+    monkeypatch.setattr(AssistantItem, "CONVERT_AT", 2)
     steps: list[tuple[int, int]] = []
     next_frame = AssistantItem._next_frame
 
