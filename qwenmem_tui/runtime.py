@@ -459,7 +459,10 @@ class _Opening:
         if self.starting is not None:
             self.made_llm = await self.starting
         elif self.chats or _memory_embeds_on_the_endpoint(self.settings):
-            self.made_llm = LLMClient.from_settings(self.settings)
+            # In a thread: the SDK's HTTP stack imports as the client is built (~60 ms).
+            self.made_llm = await asyncio.to_thread(LLMClient.from_settings, self.settings)
+        if self.made_llm is not None and self.chats:
+            await asyncio.to_thread(self.made_llm.warm)
         return self.made_llm
 
     def build(

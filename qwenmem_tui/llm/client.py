@@ -211,6 +211,13 @@ class LLMClient:
             temperature=llm.temperature,
         )
 
+    def warm(self) -> None:
+        """Build what the SDK builds on a client's first request: its chat resources,
+        whose modules it imports then (~60-100 ms here). A face calls this in a thread
+        while it starts, so the user's first message does not import them on the event
+        loop (a reply's first step held the loop and the keys for 100-175 ms)."""
+        self._client.chat.completions.with_streaming_response  # noqa: B018 (cached)
+
     def _make_client(self, base_url: str, *, max_retries: int) -> openai.AsyncOpenAI:
         # The SDK loads with the first client (~0.4 s), not with this module: the TUI
         # draws and takes keys before it builds one (see `tui.app`).

@@ -28,10 +28,15 @@ T = TypeVar("T")
 TURN = 0.004
 """Seconds the reading task runs before the event loop gets a turn."""
 
+HAND_OVER = 256
+"""Items handed over at most at a time; the loop gets a turn between two hand-overs.
+A pile read while the consumer was busy (a burst behind a fast stream) was one list
+of thousands, 50 ms of the session's parsing in one step of the loop."""
+
 
 async def read_ahead(source: AsyncGenerator[list[T], None]) -> AsyncIterator[list[T]]:
     """The items of `source`'s lists, read by a task of its own, in lists of all that
-    it has read since the consumer last asked (never an empty one).
+    it has read since the consumer last asked (never an empty one), HAND_OVER at most.
 
     An error of `source` is raised after the items read before it. Closing this
     iterator (or cancelling its consumer) cancels the reading task and waits for it,
@@ -66,10 +71,11 @@ async def read_ahead(source: AsyncGenerator[list[T], None]) -> AsyncIterator[lis
         while True:
             await woken.wait()
             woken.clear()
-            if ready:
-                batch = ready[:]
-                ready.clear()
+            while ready:
+                batch = ready[:HAND_OVER]
+                del ready[:HAND_OVER]
                 yield batch
+                await asyncio.sleep(0)  # the loop's turn (keys, frames) before the next
             if ended and not ready:
                 if failure:
                     raise failure[0]

@@ -451,17 +451,15 @@ async def test_a_followed_preview_is_a_screen_tall_and_repaints_without_a_layout
         await log.add(item)
         item.append(text)
         await wait_until(pilot, lambda: not item._pending and bool(item.query_children(StreamPreview)))
-        await pilot.pause()
         preview = item.query_one(StreamPreview)
         view = log.size.height
-        assert preview.tail == view and preview.size.height == view
+        await wait_until(pilot, lambda: preview.size.height == view)
+        assert preview.tail == view
         assert len(preview._lines) > view  # more than it shows
         layouts.clear()
         item.append("More words for the last paragraph, and more.")
-        await wait_until(pilot, lambda: not item._pending and "More words" in preview.source)
-        await pilot.pause()
+        await wait_until(pilot, lambda: any("More words" in line for line in screen_lines(app)))
         assert layouts and not any(layouts)  # repainted, never laid out
-        assert any("More words" in line for line in screen_lines(app))
         # Scrolled up, it shows all its lines again, and what was in view stays there.
         def in_view() -> list[str]:  # the log's lines, without its scrollbar
             content = log.scrollable_content_region
@@ -470,11 +468,9 @@ async def test_a_followed_preview_is_a_screen_tall_and_repaints_without_a_layout
 
         before = in_view()
         log.scroll_relative(y=-5, animate=False)
-        await wait_until(pilot, lambda: preview.tail is None)
-        await pilot.pause()
-        await pilot.pause()
-        assert preview.size.height == len(preview._lines)
-        assert in_view()[5:] == before[:-5]
+        await wait_until(pilot, lambda: preview.size.height == len(preview._lines))
+        assert preview.tail is None
+        await wait_until(pilot, lambda: in_view()[5:] == before[:-5])
         await item.end_stream()
 
 
@@ -485,8 +481,10 @@ async def test_a_previewed_reply_turns_into_markdown_a_piece_a_frame(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A screenful of Markdown widgets built and laid out at once held the loop (and the
-    # keys) for 100-300 ms: one piece is built per frame, from the bottom up.
-    monkeypatch.setattr(AssistantItem, "FREEZE_AT", 2)
+    # keys) for 100-300 ms: a piece of CONVERT_AT blocks is built per frame, from the
+    # bottom up (the preview's pieces of FREEZE_AT blocks are cut finer first).
+    monkeypatch.setattr(AssistantItem, "FREEZE_AT", 8)
+    monkeypatch.setattr(AssistantItem, "CONVERT_AT", 2)
     steps: list[tuple[int, int]] = []
     next_frame = AssistantItem._next_frame
 

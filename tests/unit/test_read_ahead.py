@@ -113,3 +113,33 @@ async def test_a_burst_read_without_waiting_gives_the_loop_turns(
     await other
     assert got == list(range(50))
     assert turns - started >= 25  # the loop ran other work between the reads
+
+
+async def test_a_pile_is_handed_over_in_parts_with_the_loop_between(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What was read while the consumer was busy (a burst behind a fast stream) was one
+    # list of thousands: the session's parsing of it was one 50 ms step of the loop.
+    monkeypatch.setattr("qwenmem_tui.llm.read_ahead.HAND_OVER", 10)
+    turns = 0
+    reading = True
+
+    async def other_work() -> None:
+        nonlocal turns
+        while reading:
+            turns += 1
+            await asyncio.sleep(0)
+
+    async def source() -> AsyncGenerator[list[int], None]:
+        yield list(range(45))  # one read brings them all
+
+    other = asyncio.create_task(other_work())
+    sizes: list[int] = []
+    seen_at: list[int] = []
+    async for batch in read_ahead(source()):
+        sizes.append(len(batch))
+        seen_at.append(turns)
+    reading = False
+    await other
+    assert sizes == [10, 10, 10, 10, 5]
+    assert all(later > earlier for earlier, later in zip(seen_at, seen_at[1:]))

@@ -257,3 +257,34 @@ async def test_the_bundled_model_starts_through_the_runtime_for_every_face(
         )
     assert lines == []  # it failed before loading anything
     sqlite3.connect(paths.db_file).execute("BEGIN EXCLUSIVE").close()  # nothing left open
+
+
+async def test_the_chat_client_is_built_and_warmed_off_the_event_loop(
+    settings: Settings, paths: Paths, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The SDK imports its HTTP stack as a client is built and its chat resources on the
+    # first request: ~60 + ~100 ms that held the loop (and the keys) at startup and at
+    # the user's first message.
+    import threading
+
+    on_loop: dict[str, bool] = {}
+    from_settings = LLMClient.from_settings.__func__  # type: ignore[attr-defined]
+    warm = LLMClient.warm
+
+    def built(cls: type[LLMClient], *args: object, **kwargs: object) -> LLMClient:
+        on_loop["built"] = threading.current_thread() is threading.main_thread()
+        return from_settings(cls, *args, **kwargs)
+
+    def warmed(llm: LLMClient) -> None:
+        on_loop["warmed"] = threading.current_thread() is threading.main_thread()
+        warm(llm)
+
+    monkeypatch.setattr(LLMClient, "from_settings", classmethod(built))
+    monkeypatch.setattr(LLMClient, "warm", warmed)
+    runtime = await Runtime.open(settings, paths, project, features={MEMORY})
+    try:
+        assert on_loop == {"built": False, "warmed": False}
+        # Warm: the SDK's chat resource is built (a cached property of the client).
+        assert "chat" in vars(runtime.llm._client)
+    finally:
+        await runtime.close()

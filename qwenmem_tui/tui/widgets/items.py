@@ -80,6 +80,7 @@ class AssistantItem(MessageView, Vertical):
     PREVIEW_UNTIL = 10
     PAINT_TIMEOUT = 0.25
     PREVIEW_SCREENS = 4
+    CONVERT_AT = 3
 
     def __init__(
         self,
@@ -227,15 +228,21 @@ class AssistantItem(MessageView, Vertical):
         """Turn the preview into Markdown (the last piece live); returns the live one.
 
         What lies above its last screenful is frozen first (unseen: no widgets), then
-        the rest turns into Markdown a piece at a time from the bottom, a frame each: a
-        screenful of Markdown widgets built and laid out at once held the loop (and the
-        user's keys) for 100-300 ms."""
+        the rest turns into Markdown a piece of CONVERT_AT blocks at a time from the
+        bottom, a frame each: a screenful of Markdown widgets built and laid out at once
+        held the loop (and the user's keys) for 100-300 ms."""
         scroller = scroller_of(self)
         view = scroller.size.height if scroller is not None else 0
         preview.tail = None
         with self.app.batch_update():
             unseen = preview.drop_first(self._beyond(preview.pieces, view, hold=view))
             await self._freeze(unseen, before=preview)
+        # Smaller steps: a frame builds a few blocks (the lines shown stay the same).
+        finer = [
+            part for piece in preview.pieces for part in split_finished(piece, every=self.CONVERT_AT)
+        ]
+        if len(finer) > len(preview.pieces):
+            await preview.show(finer)
         live: Markdown | None = None
         while preview.pieces:
             with self.app.batch_update():
