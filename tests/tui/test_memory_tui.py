@@ -686,3 +686,28 @@ async def test_with_a_model_remember_files_each_note_where_the_model_validly_cho
     assert [(m.category, m.scope == "global", m.status) for m in memories] == [
         (Category.PROJECT, False, Status.ACTIVE), (Category.USER, True, Status.ACTIVE), (Category.PROJECT, False, Status.ACTIVE)
     ]
+
+
+async def test_a_review_count_that_fails_is_a_log_line_not_a_crash(
+    make_memory_app: Callable[..., QwenmemApp],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A count still running as the app quit met the database closed: Ctrl+Q printed a
+    # traceback and exited with status 1 (seen in the kill -9 test's last --resume).
+    import sqlite3
+
+    from qwenmem_tui.features.memory.service import MemoryService
+
+    async def closed(self: MemoryService, *, project: str | None = None) -> int:
+        raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, CODENAME)
+        monkeypatch.setattr(MemoryService, "awaiting_review", closed)
+        await run(pilot, "/forget 1")  # a memory forgotten: the badges are counted again
+        await wait_until(pilot, lambda: "review badges were not updated" in caplog.text)
+        await settle(pilot)
+        assert app.is_running and app.return_code is None
+        assert infos(app)[-1] == "Forgot memory #1 (project/project_codename)."

@@ -139,9 +139,20 @@ class MemoryFeature:
     def _review_changed(self) -> None:
         """A write was held, or a memory approved or forgotten: recount what awaits review."""
         if self._app is not None and self._memory.opened is not None:
-            self._app.run_worker(self._show_review(), group="memory-review", exclusive=True)
+            self._app.run_worker(
+                self._show_review(), group="memory-review", exclusive=True, exit_on_error=False
+            )
 
     async def _show_review(self) -> None:
+        """The status line's review badges, a line in the log if they cannot be counted:
+        a badge is never worth a crash. (A count still running as the app quit met the
+        database closed: Ctrl+Q printed a traceback and exited with status 1.)"""
+        try:
+            await self._count_review()
+        except Exception as exc:
+            log.warning("[MEMORY] the review badges were not updated: %s", exc, exc_info=True)
+
+    async def _count_review(self) -> None:
         """The status line says how many memories await review; a new one gets a notice."""
         service = await self.service()
         count = await service.awaiting_review(project=self.project)
