@@ -83,36 +83,41 @@ async def test_a_cancelled_consumer_cancels_the_reading() -> None:
     assert closed.is_set()
 
 
+class LoopTurns:
+    """Counts the turns other work gets on the loop while it runs."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._task = asyncio.create_task(self._spin())
+
+    async def _spin(self) -> None:
+        while True:
+            self.count += 1
+            await asyncio.sleep(0)
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        await asyncio.wait({self._task})
+
+
 async def test_a_burst_read_without_waiting_gives_the_loop_turns(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # 20k chunks already buffered are read without ever waiting on the socket: the
     # reading task alone would hold the loop (and the user's keys) until all are read.
     monkeypatch.setattr("qwenmem_tui.llm.read_ahead.TURN", 0.0)  # a turn after each read
-    turns = 0
-    reading = True
-
-    async def other_work() -> None:
-        nonlocal turns
-        while reading:
-            turns += 1
-            await asyncio.sleep(0)
 
     async def source() -> AsyncGenerator[list[int], None]:
         for n in range(50):
             yield [n]  # never waits
 
-    other = asyncio.create_task(other_work())
+    turns = LoopTurns()
     await asyncio.sleep(0)
-    got: list[int] = []
-    started = turns
-    async for batch in read_ahead(source()):
-        got += batch
-        if len(got) == 50:
-            reading = False
-    await other
+    started = turns.count
+    got = [item async for batch in read_ahead(source()) for item in batch]
+    await turns.stop()
     assert got == list(range(50))
-    assert turns - started >= 25  # the loop ran other work between the reads
+    assert turns.count - started >= 25  # the loop ran other work between the reads
 
 
 async def test_a_pile_is_handed_over_in_parts_with_the_loop_between(
@@ -121,25 +126,16 @@ async def test_a_pile_is_handed_over_in_parts_with_the_loop_between(
     # What was read while the consumer was busy (a burst behind a fast stream) was one
     # list of thousands: the session's parsing of it was one 50 ms step of the loop.
     monkeypatch.setattr("qwenmem_tui.llm.read_ahead.HAND_OVER", 10)
-    turns = 0
-    reading = True
-
-    async def other_work() -> None:
-        nonlocal turns
-        while reading:
-            turns += 1
-            await asyncio.sleep(0)
 
     async def source() -> AsyncGenerator[list[int], None]:
         yield list(range(45))  # one read brings them all
 
-    other = asyncio.create_task(other_work())
+    turns = LoopTurns()
     sizes: list[int] = []
     seen_at: list[int] = []
     async for batch in read_ahead(source()):
         sizes.append(len(batch))
-        seen_at.append(turns)
-    reading = False
-    await other
+        seen_at.append(turns.count)
+    await turns.stop()
     assert sizes == [10, 10, 10, 10, 5]
     assert all(later > earlier for earlier, later in zip(seen_at, seen_at[1:]))
