@@ -22,6 +22,7 @@ run only when no more input is waiting, so a slow read never splits a sequence.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import selectors
@@ -163,8 +164,22 @@ class CleanInputDriver(LinuxDriver):
     """The terminal hung up: nothing written reaches anyone any more."""
 
     def write(self, data: str) -> None:
+        if not self.terminal_gone and self._hung_up():
+            self.terminal_gone = True
         if not self.terminal_gone:
             super().write(data)
+
+    def _hung_up(self) -> bool:
+        """The terminal hung up, seen from the output side: a write of nothing fails
+        with EIO. The input side stops looking once the app quits, and a hangup then
+        (tmux killed, the window closed while quitting) killed Textual's writer thread
+        on its next write: every write after that waited for room in its queue forever,
+        and the process never exited."""
+        try:
+            os.write(self.fileno, b"")
+        except OSError as exc:
+            return exc.errno == errno.EIO
+        return False
 
     def close(self) -> None:
         if self.terminal_gone:

@@ -125,3 +125,29 @@ def test_a_bracketed_paste_is_left_alone() -> None:
 def test_the_cleaner_rewrites_only_esc_cr() -> None:
     cleaner = InputCleaner()
     assert cleaner.feed("a\x1b\rb\r", 0.0) == f"a{ALT_ENTER}b\r"
+
+
+def test_output_to_a_terminal_that_hung_up_goes_nowhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A hangup while the app quits (the input side no longer looking) killed Textual's
+    # writer thread on its next write; every write after it waited forever for room in
+    # the dead thread's queue, and the process never exited.
+    import os
+    import pty
+
+    from textual.drivers.linux_driver import LinuxDriver
+
+    from qwenmem_tui.tui.terminal_input import CleanInputDriver
+
+    written: list[str] = []
+    monkeypatch.setattr(LinuxDriver, "write", lambda self, data: written.append(data))
+    master, slave = pty.openpty()
+    driver = CleanInputDriver.__new__(CleanInputDriver)  # no app: only its output side
+    driver.fileno = slave
+    try:
+        driver.write("a frame")
+        assert written == ["a frame"] and not driver.terminal_gone
+        os.close(master)  # the terminal hangs up
+        driver.write("the mouse off, on the way out")
+        assert written == ["a frame"] and driver.terminal_gone
+    finally:
+        os.close(slave)
