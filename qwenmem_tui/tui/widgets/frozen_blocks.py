@@ -68,6 +68,19 @@ def split_finished(source: str, *, every: int, after: int = 0) -> list[str]:
         if index - start >= every and kind in SPLIT_BEFORE:
             cuts.append(line)
             start = index
+    return _cut_before(source, cuts)
+
+
+def split_blocks(source: str) -> list[str]:
+    """`source` cut before each of its top-level blocks (joined, they are `source`).
+
+    For Rich's rendering, not Textual's widgets: Rich renders each block on its own and
+    puts one blank line between two, so any cut renders alike."""
+    return _cut_before(source, [line for line, _kind in top_level_blocks(source)][1:])
+
+
+def _cut_before(source: str, cuts: list[int]) -> list[str]:
+    """`source` cut before each of the lines `cuts` (ascending): the pieces join to it."""
     if not cuts:
         return [source]
     lines = source.splitlines(keepends=True)
@@ -78,19 +91,6 @@ def split_finished(source: str, *, every: int, after: int = 0) -> list[str]:
         previous = line
     pieces.append("".join(lines[previous:]))
     return pieces
-
-
-def split_blocks(source: str) -> list[str]:
-    """`source` cut before each of its top-level blocks (joined, they are `source`).
-
-    For Rich's rendering, not Textual's widgets: Rich renders each block on its own and
-    puts one blank line between two, so any cut renders alike."""
-    starts = [line for line, _kind in top_level_blocks(source)][1:]
-    if not starts:
-        return [source]
-    lines = source.splitlines(keepends=True)
-    ends = [*starts, len(lines)]
-    return ["".join(lines[:ends[0]]), *("".join(lines[a:b]) for a, b in zip(ends, ends[1:]))]
 
 
 def estimated_height(source: str, width: int) -> int:
