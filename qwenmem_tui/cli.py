@@ -41,7 +41,12 @@ if TYPE_CHECKING:
 # the SDK, storage, numpy/faiss, the server stack and Textual load where a command
 # needs them (`qwenmem --help` went from 1.4 s to ~0.1 s).
 
-FEATURE_MODULES = ("qwenmem_tui.features.memory.cli", "qwenmem_tui.daemon.cli", "qwenmem_tui.mcp_server.cli")
+FEATURE_MODULES = (
+    "qwenmem_tui.features.memory.cli",
+    "qwenmem_tui.daemon.cli",
+    "qwenmem_tui.mcp_server.cli",
+    "qwenmem_tui.acp.cli",
+)
 
 def build_parser(*, feature_commands: bool = True) -> argparse.ArgumentParser:
     """The command line; `feature_commands=False` leaves out the feature modules'
