@@ -149,6 +149,7 @@ def _run(argv: list[str]) -> int:
         parser.error(f"{args.command}: which action? See qwenmem {args.command} --help")
     # Past parsing (`--help` and usage errors have exited): what every command needs.
     from qwenmem_tui.config import ConfigError, load_settings, permission_warning
+    from qwenmem_tui.features import registry  # noqa: F401  (the features' settings sections)
 
     paths = Paths.from_env()
     try:
