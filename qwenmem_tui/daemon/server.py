@@ -49,6 +49,7 @@ from qwenmem_tui.daemon.guard import (
 )
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
 from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
+from qwenmem_tui.daemon.responses import responses
 from qwenmem_tui.features import registry
 from qwenmem_tui.features.assembly import Assembly, SessionFeatures
 from qwenmem_tui.features.feature import load_face
@@ -71,7 +72,9 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 MAX_OPEN_CHATS = 32
 MAX_TITLE_CHARS = 200
 API_VERSION = 1
-FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory", "openai_proxy")
+FEATURES = (
+    "sessions", "prompt", "prompt_stream", "session_recap", "memory", "openai_proxy", "openai_responses",
+)
 
 
 # Called once per session the daemon opens: hooks keep per-session state (surfaced
@@ -626,6 +629,7 @@ ROUTES = [
     Route("/session/{session_id:path}", delete_session, methods=["DELETE"]),
     Route("/v1/chat/completions", chat_completions, methods=["POST"]),
     Route("/v1/models", list_models, methods=["GET"]),
+    Route("/v1/responses", responses, methods=["POST"]),
 ]
 """The daemon's own routes; the features' come from their registrations (`routes`)."""
 
