@@ -34,12 +34,8 @@ from starlette.types import Receive, Scope, Send
 from qwenmem_tui import secrets
 from qwenmem_tui.chat.events import (
     AssistantDelta,
-    ChatEventHandler,
-    ItemAdded,
-    QueryFinished,
     ToolCallFinished,
     ToolCallStarted,
-    TurnStarted,
 )
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings
@@ -54,13 +50,14 @@ from qwenmem_tui.daemon.guard import (
 from qwenmem_tui.daemon import openapi as api
 from qwenmem_tui.daemon.openapi import ApiRoute
 from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
+from qwenmem_tui.daemon.responses import responses
 from qwenmem_tui.features import registry
 from qwenmem_tui.features.assembly import Assembly, SessionFeatures
 from qwenmem_tui.features.feature import load_face
-from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, memories_json
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.paths import Paths, private_dir, private_file, project_id
+from qwenmem_tui.reply import ReplyCollector
 from qwenmem_tui.runtime import ModelStarter, Runtime
 from qwenmem_tui.storage.sessions import SessionInfo, SessionStore
 
@@ -462,7 +459,7 @@ async def prompt(request: Request) -> Response:
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
     async with lock:
-        reply = _ReplyCollector()
+        reply = ReplyCollector()
         chat = await backend.chat_for_query(info)
         async for event in chat.run_query(text):
             await reply.handle(event)
@@ -505,45 +502,7 @@ async def delete_session(request: Request) -> Response:
 # -- prompt plumbing ---------------------------------------------------------------
 
 
-class _ReplyCollector(ChatEventHandler):
-    """Folds chat events into the final reply: the text of every model turn of the
-    query, in order — a reply that called a tool is its words before and after the
-    call, not only the last turn's ("The tool returned 44 characters.")."""
-
-    def __init__(self) -> None:
-        self._turns: list[str] = []  # the text of each finished turn
-        self._current: list[str] = []  # deltas of the turn streaming now
-        self.status = "ok"
-        self.error: str | None = None
-        self.memories: list[dict[str, Any]] = []  # the reply's receipt: what it used
-
-    async def turn_started(self, event: TurnStarted) -> None:
-        if self._current:
-            self._turns.append("".join(self._current))
-            self._current = []
-
-    async def assistant_delta(self, event: AssistantDelta) -> None:
-        self._current.append(event.text)
-
-    async def item_added(self, event: ItemAdded) -> None:
-        if event.item.type == RECEIPT_ITEM:
-            self.memories = memories_json(event.item)
-        elif event.item.type == "assistant":
-            # The stored turn is the truth (deltas may have been cut or rewritten).
-            self._current = []
-            self._turns.append(event.item.content)
-
-    async def query_finished(self, event: QueryFinished) -> None:
-        self.status = event.outcome.status
-        self.error = event.outcome.error
-
-    @property
-    def text(self) -> str:
-        parts = [*self._turns, "".join(self._current)]
-        return "\n\n".join(part for part in parts if part.strip())
-
-
-class _StreamedReply(_ReplyCollector):
+class _StreamedReply(ReplyCollector):
     """The reply, and the SSE events a streaming client sees on the way (contract §7)."""
 
     def __init__(self) -> None:
@@ -681,6 +640,28 @@ def _openai_error(description: str) -> dict[str, Any]:
 
 def _object(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "required": required, "properties": properties}
+
+
+def _proxied(answer: str) -> dict[str, Any]:
+    """The answers of a route of the OpenAI-compatible proxy: `answer` with the memory
+    header, or an error in OpenAI's shape."""
+    return {
+        "200": {
+            "description": f"{answer}; the header X-Qwenmem-Memories lists the ids of the "
+            "memories added (comma-separated)",
+            "headers": {"X-Qwenmem-Memories": {"schema": {"type": "string"}}},
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/event-stream": {"schema": {"type": "string"}},
+            },
+        },
+        "400": _openai_error("invalid_request_error: the client's mistake"),
+        "401": _openai_error("authentication_error: the daemon's token"),
+        "4XX": _openai_error("the upstream's own error, status kept"),
+        "502": _openai_error("upstream_unavailable"),
+        "504": _openai_error("upstream_timeout"),
+        "5XX": _openai_error("the upstream's own error, status kept"),
+    }
 
 
 _SESSIONS = {"Session": _SESSION_SCHEMA}
@@ -882,23 +863,7 @@ ROUTES: list[ApiRoute] = [
                     },
                 )
             ),
-            "responses": {
-                "200": {
-                    "description": "The upstream's completion, unchanged; the header "
-                    "X-Qwenmem-Memories lists the ids of the memories added (comma-separated)",
-                    "headers": {"X-Qwenmem-Memories": {"schema": {"type": "string"}}},
-                    "content": {
-                        "application/json": {"schema": {"type": "object"}},
-                        "text/event-stream": {"schema": {"type": "string"}},
-                    },
-                },
-                "400": _openai_error("invalid_request_error: the client's mistake"),
-                "401": _openai_error("authentication_error: the daemon's token"),
-                "4XX": _openai_error("the upstream's own error, status kept"),
-                "502": _openai_error("upstream_unavailable"),
-                "504": _openai_error("upstream_timeout"),
-                "5XX": _openai_error("the upstream's own error, status kept"),
-            },
+            "responses": _proxied("The upstream's completion, unchanged"),
         },
         schemas=_PROXY,
         capabilities=("openai_proxy",),
@@ -916,6 +881,40 @@ ROUTES: list[ApiRoute] = [
             },
         },
         schemas=_PROXY,
+    ),
+    ApiRoute(
+        "/v1/responses",
+        "POST",
+        responses,
+        {
+            "summary": "The OpenAI Responses API with the recalled memory of the latest user "
+            "message added (contract §16): forwarded when the [llm] endpoint serves it, else "
+            "translated onto its chat completions (text, function calls, usage; "
+            "previous_response_id kept by the proxy); stream: true answers with SSE events",
+            "parameters": [_PROJECT],
+            "requestBody": api.json_body(
+                _object(
+                    ["input"],
+                    {
+                        "model": {"type": "string"},
+                        "input": {"type": ["string", "array"]},
+                        "instructions": {"type": "string"},
+                        "previous_response_id": {"type": "string"},
+                        "stream": {"type": "boolean"},
+                        "tools": {"type": "array"},
+                    },
+                )
+            ),
+            "responses": {
+                **_proxied("A response object (or its stream of events)"),
+                "400": _openai_error(
+                    "invalid_request_error: the client's mistake, or what the translation cannot carry"
+                ),
+                "404": _openai_error("previous_response_not_found"),
+            },
+        },
+        schemas=_PROXY,
+        capabilities=("openai_responses",),
     ),
 ]
 """The daemon's own routes; the features' come from their registrations (`routes`)."""

