@@ -136,7 +136,7 @@ def wait_for_recall_as_api(settings: Settings) -> Settings:
     the question in front of it, so no recall was warmed while typing; its first
     request waits for the recall up to `memory.api_wait_ms` (a recall that settles
     sooner costs only its own time)."""
-    memory = settings.memory
+    memory = MEMORY_SETTINGS.of(settings)
     memory.initial_wait_ms = max(memory.initial_wait_ms, memory.api_wait_ms)
     return settings
 
