@@ -31,6 +31,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,6 +104,30 @@ def local_model_starter(server: LocalModelServer, settings: Settings) -> ModelSt
         return LocalModelClient.for_server(server, settings)
 
     return ModelStarter(label=server.display_label, start=start)
+
+
+def bundled_model(
+    settings: Settings, paths: Paths, stack: ExitStack
+) -> tuple[LocalChatDefaults | None, ModelStarter | None]:
+    """With no endpoint configured, the bundled local model for this run: its defaults
+    applied to `settings`, its starter, its server stopped when `stack` closes;
+    (None, None) when an endpoint is configured. StartupError when it cannot run."""
+    import os
+
+    from qwenmem_tui.llm.provider import resolve_provider
+
+    if resolve_provider(settings, os.environ) != "local":
+        return None, None
+    from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer
+
+    try:
+        server = LocalModelServer.from_settings(settings, paths)
+    except LocalModelError as exc:
+        raise StartupError(str(exc)) from None
+    stack.callback(server.stop)
+    defaults = server.chat_defaults()
+    defaults.apply_to(settings)
+    return defaults, local_model_starter(server, settings)
 
 
 def system_prompt_for(model_defaults: LocalChatDefaults | None) -> str:

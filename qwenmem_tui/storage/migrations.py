@@ -150,4 +150,11 @@ MIGRATIONS: list[str] = [
     CREATE UNIQUE INDEX memories_one_active_fact ON memories (user, scope, category, key)
         WHERE status = 'active';
     """,
+    # 6: a possible restatement (memory/identity): a newer memory that may give a new value
+    # of an older one, not yet decided (no model, or the model late), names the older in
+    # `restates`. Both stay active; recall delivers the newer first and the older marked
+    # as earlier; the idle consolidation pass asks the model and supersedes or unlinks.
+    """
+    ALTER TABLE memories ADD COLUMN restates INTEGER REFERENCES memories (id);
+    """,
 ]

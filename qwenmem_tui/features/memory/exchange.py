@@ -77,6 +77,9 @@ class Shaped:
 
     messages: list[dict[str, Any]]
     memory_ids: tuple[int, ...] = ()
+    block: str = ""
+    """The §6 block the messages carry ("" when none): a face that speaks another
+    format (the Responses API forwarded) places it in its own items."""
 
 
 @dataclass
@@ -108,11 +111,12 @@ class ExchangeMemory:
         if exchange.after_tool is None:
             shaped = list(messages)
             shaped[last_user] = prepend_reminder(messages[last_user], exchange.block)
-            return Shaped(shaped, exchange.ids)
+            return Shaped(shaped, exchange.ids, exchange.block)
         for index in range(last_user + 1, len(messages)):
             message = messages[index]
             if message.get("role") == "tool" and str(message.get("tool_call_id")) == exchange.after_tool:
-                return Shaped(insert_after_tool_results(messages, index, exchange.block), exchange.ids)
+                shaped = insert_after_tool_results(messages, index, exchange.block)
+                return Shaped(shaped, exchange.ids, exchange.block)
         return Shaped(messages)  # the client dropped that result: nothing to anchor to
 
     def _exchange(self, project: str, messages: list[dict[str, Any]], last_user: int) -> _Exchange:

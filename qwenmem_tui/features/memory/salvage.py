@@ -20,14 +20,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 from qwenmem_tui.features.memory.model import export_line
-from qwenmem_tui.features.memory.sqlite_store import MEMORY_COLUMNS, row_to_memory
+from qwenmem_tui.features.memory.sqlite_store import BASE_COLUMNS, row_to_memory
 
 PROBE_WITHOUT_BOUND = 100_000
 """How far past the last readable id lookups go when neither ``max(id)`` nor the
 AUTOINCREMENT counter can be read: a damaged stretch of that many ids ends the salvage."""
 
-_SCAN = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id > ? ORDER BY id"
-_ONE = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?"
+_SCAN = f"SELECT {BASE_COLUMNS} FROM memories WHERE id > ? ORDER BY id"
+_ONE = f"SELECT {BASE_COLUMNS} FROM memories WHERE id = ?"
 
 
 @dataclass

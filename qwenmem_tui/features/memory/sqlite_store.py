@@ -40,10 +40,12 @@ if TYPE_CHECKING:  # numpy loads where vectors are handled: `memory list` never 
 
 T = TypeVar("T")
 
-MEMORY_COLUMNS = (
+BASE_COLUMNS = (
     "id, user, scope, category, key, value, origin, status, flags, created_at, updated_at, "
     "expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model"
 )
+"""The columns every memory database has had (salvage reads old ones too)."""
+MEMORY_COLUMNS = BASE_COLUMNS + ", restates"
 _ACTIVE = Status.ACTIVE.value
 
 
@@ -353,8 +355,8 @@ class _Steps(write_plan.WriteSteps):
     async def insert(self, row: write_plan.NewRow) -> Memory:
         cur = await self._conn.execute(
             "INSERT INTO memories (user, scope, category, key, value, origin, status, flags,"
-            " created_at, updated_at, expires_at, content_hash, embedding_model, embedding)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " created_at, updated_at, expires_at, content_hash, embedding_model, embedding,"
+            " restates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             tuple(row._replace(flags=json.dumps(row.flags))),
         )
         assert cur.lastrowid is not None
@@ -394,6 +396,11 @@ class _Steps(write_plan.WriteSteps):
         await self._conn.execute(
             "UPDATE memories SET updated_at = ?, expires_at = ? WHERE id = ?",
             (now, expires_at, memory_id),
+        )
+
+    async def set_restates(self, memory_id: int, restates: int | None) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET restates = ? WHERE id = ?", (restates, memory_id)
         )
 
     async def insert_audit(self, values: tuple[object, ...]) -> None:

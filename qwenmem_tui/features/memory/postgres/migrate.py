@@ -50,7 +50,8 @@ def sqlite_source(db_file: Path) -> str:
 
 _SOURCE_COLUMNS = (
     "id, user, scope, category, key, value, origin, status, flags, created_at, updated_at,"
-    " expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model, embedding"
+    " expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model, embedding,"
+    " restates"
 )
 """The SQLite row as read; `_Migration` addresses its columns by these positions."""
 _INSERT = (
@@ -111,6 +112,7 @@ class _Migration:
             await self._copy_row(conn, steps, row, now)
         self.report.memories = len(new_rows)
         await self._link_supersessions(conn, new_rows)
+        await self._link_restatements(conn, new_rows)
         await self._copy_audit(conn)
         first = await conn.fetchval(
             "INSERT INTO memory_imports (source, first_at) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING source",
@@ -176,6 +178,21 @@ class _Migration:
             await conn.execute(
                 "UPDATE memories AS m SET superseded_by = v.target FROM unnest($1::bigint[], $2::bigint[])"
                 " AS v(target, id) WHERE m.id = v.id AND m.superseded_by IS NULL",
+                [t for t, _ in links],
+                [i for _, i in links],
+            )
+
+    async def _link_restatements(self, conn: asyncpg.Connection, new_rows: list[Any]) -> None:
+        """The copied rows' undecided ``restates`` links, in the new ids."""
+        links = [
+            (self.mapping[r[18]], self.mapping[r[0]])
+            for r in new_rows
+            if r[18] is not None and r[18] in self.mapping
+        ]
+        if links:
+            await conn.execute(
+                "UPDATE memories AS m SET restates = v.target FROM unnest($1::bigint[], $2::bigint[])"
+                " AS v(target, id) WHERE m.id = v.id AND m.restates IS NULL",
                 [t for t, _ in links],
                 [i for _, i in links],
             )

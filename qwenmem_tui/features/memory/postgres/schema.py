@@ -132,6 +132,11 @@ PG_MIGRATIONS: list[str] = [
     CREATE UNIQUE INDEX memories_one_active_fact ON memories (username, scope, category, key)
         WHERE status = 'active';
     """,
+    # 4: `restates`, as SQLite migration 6: the older memory a newer one may restate,
+    # linked until the model decides (memory/identity).
+    """
+    ALTER TABLE memories ADD COLUMN restates BIGINT REFERENCES memories (id);
+    """,
 ]
 
 

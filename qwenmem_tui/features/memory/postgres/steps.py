@@ -22,7 +22,8 @@ from qwenmem_tui.features.memory.store import memory_from_row
 ACTIVE = Status.ACTIVE.value
 COLUMNS = (
     "id, username, scope, category, key, value, origin, status, flags, created_at, updated_at,"
-    " expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model"
+    " expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model,"
+    " restates"
 )
 
 
@@ -91,8 +92,9 @@ class PgSteps(write_plan.WriteSteps):
         # transaction changes the new row.
         return row_to_memory(await self._conn.fetchrow(
             "INSERT INTO memories (username, scope, category, key, value, origin, status, flags,"
-            " created_at, updated_at, expires_at, content_hash, embedding_model, embedding)"
-            f" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING {COLUMNS}",
+            " created_at, updated_at, expires_at, content_hash, embedding_model, embedding, restates)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+            f" RETURNING {COLUMNS}",
             *row,
         ))
 
@@ -144,6 +146,11 @@ class PgSteps(write_plan.WriteSteps):
             now,
             expires_at,
             memory_id,
+        )
+
+    async def set_restates(self, memory_id: int, restates: int | None) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET restates = $1 WHERE id = $2", restates, memory_id
         )
 
     async def insert_audit(self, values: tuple[object, ...]) -> None:
