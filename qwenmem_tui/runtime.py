@@ -131,16 +131,6 @@ def bundled_model(
     return defaults, local_model_starter(server, settings)
 
 
-def wait_for_recall_as_api(settings: Settings) -> Settings:
-    """`settings` for a face that answers over an API (`qwenmem -p`): nobody typed
-    the question in front of it, so no recall was warmed while typing; its first
-    request waits for the recall up to `memory.api_wait_ms` (a recall that settles
-    sooner costs only its own time)."""
-    memory = MEMORY_SETTINGS.of(settings)
-    memory.initial_wait_ms = max(memory.initial_wait_ms, memory.api_wait_ms)
-    return settings
-
-
 def system_prompt_for(model_defaults: LocalChatDefaults | None) -> str:
     """The system prompt of every chat of a runtime: the one place it is chosen.
 
@@ -364,11 +354,12 @@ class Runtime:
 
         if self.memory is None:
             return None
+        memory = MEMORY_SETTINGS.of(self.settings)
         return ExchangeMemory(
             self.memory.service,
-            initial_wait_ms=MEMORY_SETTINGS.of(self.settings).initial_wait_ms,
+            api_wait_ms=max(memory.initial_wait_ms, memory.api_wait_ms),
             llm=self._llm,
-            extract=extract and MEMORY_SETTINGS.of(self.settings).extraction,
+            extract=extract and memory.extraction,
         )
 
     def session_features(self) -> SessionFeatures:
@@ -380,6 +371,7 @@ class Runtime:
         session: SessionInfo | str | None = None,
         *,
         features: SessionFeatures | None = None,
+        interactive: bool = False,
     ) -> ChatSession:
         """A ready chat: `session` loaded (an id or its info), or a new one (None),
         stored only with its first item (`SessionStore.create_session(lazy=True)`).
@@ -387,6 +379,11 @@ class Runtime:
         `features`: the hooks and tools to run it with; None, a fresh set. The TUI
         passes its one set (its hooks follow the session on screen across /resume),
         the daemon one set per session it serves.
+
+        `interactive`: a face where a person types and the face warms the chat while
+        they do (the TUI). Every other face (the daemon, headless, ACP) leaves it
+        False and gets the API faces' rules: the first request of a message waits for
+        its memory up to `memory.api_wait_ms`.
         """
         if self._llm is None:
             raise RuntimeError("this runtime serves no chats (Runtime.open(chats=False))")
@@ -400,6 +397,7 @@ class Runtime:
             hooks=(*self._hooks, *features.hooks),
             clock=self.clock,
             system_prompt=self.system_prompt,
+            interactive=interactive,
         )
         if session is None:
             info = await self.store.create_session(self.project, lazy=True)
