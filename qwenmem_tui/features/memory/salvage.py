@@ -20,14 +20,18 @@ from pathlib import Path
 from urllib.parse import quote
 
 from qwenmem_tui.features.memory.model import export_line
-from qwenmem_tui.features.memory.sqlite_store import MEMORY_COLUMNS, row_to_memory
+from qwenmem_tui.features.memory.sqlite_store import (
+    BASE_COLUMNS,
+    MEMORY_COLUMNS,
+    row_to_memory,
+)
 
 PROBE_WITHOUT_BOUND = 100_000
 """How far past the last readable id lookups go when neither ``max(id)`` nor the
 AUTOINCREMENT counter can be read: a damaged stretch of that many ids ends the salvage."""
 
-_SCAN = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id > ? ORDER BY id"
-_ONE = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?"
+_SCAN = "SELECT {columns} FROM memories WHERE id > ? ORDER BY id"
+_ONE = "SELECT {columns} FROM memories WHERE id = ?"
 
 
 @dataclass
@@ -79,14 +83,27 @@ def salvage(db_file: Path, *, user: str) -> SalvageReport:
             if memory.user == user:
                 report.lines.append(export_line(memory))
 
-        _read_rows(conn, _upper_bound(conn), keep, report)
+        _read_rows(conn, _upper_bound(conn), keep, report, _columns(conn))
     finally:
         conn.close()
     return report
 
 
+def _columns(conn: sqlite3.Connection) -> str:
+    """Every column this database's version has: its facts' times when it has them."""
+    try:
+        conn.execute("SELECT stated_at, valid_until FROM memories LIMIT 0")
+    except sqlite3.DatabaseError:
+        return BASE_COLUMNS
+    return MEMORY_COLUMNS
+
+
 def _read_rows(
-    conn: sqlite3.Connection, bound: int | None, keep: Callable[[tuple], None], report: SalvageReport
+    conn: sqlite3.Connection,
+    bound: int | None,
+    keep: Callable[[tuple], None],
+    report: SalvageReport,
+    columns: str,
 ) -> None:
     """Scan in id order; at damage, look ids up one by one until one reads, then scan on.
 
@@ -95,7 +112,7 @@ def _read_rows(
     last = 0  # the scan reads ids above this
     while True:
         try:
-            for row in conn.execute(_SCAN, (last,)):
+            for row in conn.execute(_SCAN.format(columns=columns), (last,)):
                 last = row[0]
                 keep(row)
             return  # the scan reached the end of the table
@@ -105,7 +122,7 @@ def _read_rows(
         probe = last + 1
         while probe <= limit:
             try:
-                row = conn.execute(_ONE, (probe,)).fetchone()
+                row = conn.execute(_ONE.format(columns=columns), (probe,)).fetchone()
             except sqlite3.DatabaseError:
                 report.unreadable_ids += 1
                 probe += 1

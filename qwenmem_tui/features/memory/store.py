@@ -52,7 +52,10 @@ def memory_from_row(row: Sequence[Any], flags: Sequence[str]) -> Memory:
     """A ``memories`` row selected in the column order every store uses (id, user,
     scope, category, key, value, origin, status, flags, created_at, updated_at,
     expires_at, last_recalled_at, recall_count, superseded_by, content_hash,
-    embedding_model); ``flags`` decoded by the store (JSON text or an array)."""
+    embedding_model, stated_at, valid_until); ``flags`` decoded by the store (JSON text
+    or an array). A row read without the last two (a salvage of an older database)
+    was stated when it was created and is current unless superseded."""
+    timed = len(row) > 17
     return Memory(
         id=row[0],
         user=row[1],
@@ -71,6 +74,8 @@ def memory_from_row(row: Sequence[Any], flags: Sequence[str]) -> Memory:
         superseded_by=row[14],
         content_hash=row[15],
         embedding_model=row[16],
+        stated_at=(row[17] if timed else None) or row[9],
+        valid_until=row[18] if timed else None,
     )
 
 
