@@ -150,7 +150,14 @@ MIGRATIONS: list[str] = [
     CREATE UNIQUE INDEX memories_one_active_fact ON memories (user, scope, category, key)
         WHERE status = 'active';
     """,
-    # 6: facts know their time (issue 35): when each was stated (an import's or a
+    # 6: a possible restatement (memory/identity): a newer memory that may give a new value
+    # of an older one, not yet decided (no model, or the model late), names the older in
+    # `restates`. Both stay active; recall delivers the newer first and the older marked
+    # as earlier; the idle consolidation pass asks the model and supersedes or unlinks.
+    """
+    ALTER TABLE memories ADD COLUMN restates INTEGER REFERENCES memories (id);
+    """,
+    # 7: facts know their time (issue 35): when each was stated (an import's or a
     # dialogue's date; before this, when it was saved) and, once another version
     # replaced it, until when it held — the replacing row's statement, or the moment
     # of the supersede when that row is gone.

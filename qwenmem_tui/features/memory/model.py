@@ -47,6 +47,7 @@ class AuditAction(StrEnum):
     MOVE = "move"  # category and scope changed by a person
     DISMISS = "dismiss"  # "not relevant here": left out of recall for similar messages
     REVIEW = "review"  # a person looked at it in the sampled review and kept it
+    UNLINK = "unlink"  # a possible restatement decided to be another fact: both kept
 
 
 # Facts about the person follow them everywhere; facts about a codebase stay with it.
@@ -129,6 +130,9 @@ class MemoryDraft:
     # write (DEDUPLICATED). The service says no: equal values under different keys are
     # different subjects' values ("true" for two services).
     dedupe: bool = True
+    # An older active memory this write may restate, left for the model to decide:
+    # stored as the new row's ``restates`` link (memory/identity.py).
+    restates: int | None = None
 
 
 @dataclass
@@ -150,6 +154,9 @@ class Memory:
     superseded_by: int | None = None
     content_hash: str = ""
     embedding_model: str = ""
+    # The older memory this one may restate, not yet decided (memory/identity): both
+    # active, recall delivers this one first and that one marked as earlier.
+    restates: int | None = None
     # When the fact was said (an import's or a dialogue's date; else when it was
     # saved), and once another version replaced it, until when it held (None while
     # current). Recall "as of" a date and `memory history` read them.
@@ -181,6 +188,7 @@ class Memory:
             "last_recalled_at": self.last_recalled_at,
             "recall_count": self.recall_count,
             "superseded_by": self.superseded_by,
+            "restates": self.restates,
             "stated_at": self.stated_at,
             "valid_until": self.valid_until,
         }

@@ -92,7 +92,7 @@ def salvage(db_file: Path, *, user: str) -> SalvageReport:
 def _columns(conn: sqlite3.Connection) -> str:
     """Every column this database's version has: its facts' times when it has them."""
     try:
-        conn.execute("SELECT stated_at, valid_until FROM memories LIMIT 0")
+        conn.execute("SELECT restates, stated_at, valid_until FROM memories LIMIT 0")
     except sqlite3.DatabaseError:
         return BASE_COLUMNS
     return MEMORY_COLUMNS

@@ -44,8 +44,8 @@ BASE_COLUMNS = (
     "id, user, scope, category, key, value, origin, status, flags, created_at, updated_at, "
     "expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model"
 )
-"""The columns every schema version has (a salvage reads any version)."""
-MEMORY_COLUMNS = BASE_COLUMNS + ", stated_at, valid_until"
+"""The columns every memory database has had (salvage reads old ones too)."""
+MEMORY_COLUMNS = BASE_COLUMNS + ", restates, stated_at, valid_until"
 _ACTIVE = Status.ACTIVE.value
 
 
@@ -356,7 +356,7 @@ class _Steps(write_plan.WriteSteps):
         cur = await self._conn.execute(
             "INSERT INTO memories (user, scope, category, key, value, origin, status, flags,"
             " created_at, updated_at, expires_at, content_hash, embedding_model, embedding,"
-            " stated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " stated_at, restates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             tuple(row._replace(flags=json.dumps(row.flags))),
         )
         assert cur.lastrowid is not None
@@ -406,6 +406,11 @@ class _Steps(write_plan.WriteSteps):
         await self._conn.execute(
             "UPDATE memories SET updated_at = ?, expires_at = ? WHERE id = ?",
             (now, expires_at, memory_id),
+        )
+
+    async def set_restates(self, memory_id: int, restates: int | None) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET restates = ? WHERE id = ?", (restates, memory_id)
         )
 
     async def insert_audit(self, values: tuple[object, ...]) -> None:

@@ -55,6 +55,7 @@ class NewRow(NamedTuple):
     embedding_model: str
     embedding: bytes | None
     stated_at: float
+    restates: int | None = None
 
 
 class WriteSteps(ABC):
@@ -117,6 +118,10 @@ class WriteSteps(ABC):
     @abstractmethod
     async def touch(self, memory_id: int, now: float, expires_at: float | None) -> None:
         """Move ``updated_at`` and the expiry."""
+
+    @abstractmethod
+    async def set_restates(self, memory_id: int, restates: int | None) -> None:
+        """Link (or unlink, None) the older memory this one may restate."""
 
     async def audit(
         self,
@@ -249,6 +254,16 @@ class PlannedStore(MemoryStore):
             "memory forget",
         )
 
+    async def settle(
+        self, memory_id: int, *, same_fact: bool, origin: Origin | str, now: float, reason: str
+    ) -> list[int] | None:
+        return await self._in_transaction(
+            lambda steps: _settle(
+                steps, memory_id, same_fact=same_fact, origin=origin, now=now, reason=reason
+            ),
+            "memory link decision",
+        )
+
 
 def join_reasons(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
@@ -355,6 +370,7 @@ class _Write:
                 self.embedding_model if self.vector is not None else "",
                 vector_blob(self.vector),
                 self.stated_at,
+                draft.restates,
             )
         )
 
@@ -528,6 +544,37 @@ async def _move(
     )
     await steps.bump()
     return await must_get(steps, memory_id)
+
+
+async def _settle(
+    steps: WriteSteps,
+    memory_id: int,
+    *,
+    same_fact: bool,
+    origin: Origin | str,
+    now: float,
+    reason: str,
+) -> list[int] | None:
+    """A ``restates`` link decided: the same fact supersedes the older memory by this
+    one (restorable), another fact only drops the link; audited either way. None when
+    the link is gone or either side is no longer active (nothing to decide)."""
+    await steps.lock()
+    row = await steps.get(memory_id)
+    if row is None or row.restates is None or row.status is not Status.ACTIVE:
+        return None
+    older = await steps.get(row.restates)
+    await steps.set_restates(memory_id, None)
+    if not same_fact or not _replaceable(older, row):
+        kept = join_reasons(reason, f"not the same fact as #{row.restates}: both kept")
+        await steps.audit(memory_id, AuditAction.UNLINK, origin, now, kept, None, None)
+        await steps.bump()
+        return []
+    assert older is not None
+    await steps.mark_superseded(older.id, memory_id, now, max(older.stated_at, row.stated_at))
+    why = join_reasons(reason, f"superseded by #{memory_id}")
+    await steps.audit(older.id, AuditAction.SUPERSEDE, origin, now, why, older.value, row.value)
+    await steps.bump()
+    return [older.id]
 
 
 async def _forget(

@@ -324,6 +324,9 @@ class MemoryWriter:
             flags.append(POSSIBLE_DUPLICATE)
             ids = ", ".join(f"#{i}" for i in identity.possible_duplicates)
             reason = join_reasons(reason, f"possible duplicate of {ids}: both kept")
+        restates = None if held or identity.replaces else identity.restates
+        if restates is not None:
+            reason = join_reasons(reason, f"possible restatement of #{restates}: linked, both kept")
         draft = MemoryDraft(
             category=cat,
             key=identity.key,
@@ -336,6 +339,7 @@ class MemoryWriter:
             created_at=pending.created_at,
             stated_at=pending.stated_at,
             replaces=identity.replaces,
+            restates=restates,
             # Equal values under different keys are different subjects' values
             # ("true" for two services): never merged by value alone.
             dedupe=False,

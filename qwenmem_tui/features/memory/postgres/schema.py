@@ -132,7 +132,12 @@ PG_MIGRATIONS: list[str] = [
     CREATE UNIQUE INDEX memories_one_active_fact ON memories (username, scope, category, key)
         WHERE status = 'active';
     """,
-    # 4: facts know their time, as SQLite migration 6: when each was stated and, once
+    # 4: `restates`, as SQLite migration 6: the older memory a newer one may restate,
+    # linked until the model decides (memory/identity).
+    """
+    ALTER TABLE memories ADD COLUMN restates BIGINT REFERENCES memories (id);
+    """,
+    # 5: facts know their time, as SQLite migration 7: when each was stated and, once
     # replaced, until when it held.
     """
     ALTER TABLE memories ADD COLUMN stated_at DOUBLE PRECISION;

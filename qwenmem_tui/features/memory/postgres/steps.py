@@ -23,7 +23,7 @@ ACTIVE = Status.ACTIVE.value
 COLUMNS = (
     "id, username, scope, category, key, value, origin, status, flags, created_at, updated_at,"
     " expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model,"
-    " stated_at, valid_until"
+    " restates, stated_at, valid_until"
 )
 
 
@@ -92,7 +92,8 @@ class PgSteps(write_plan.WriteSteps):
         # transaction changes the new row.
         return row_to_memory(await self._conn.fetchrow(
             "INSERT INTO memories (username, scope, category, key, value, origin, status, flags,"
-            " created_at, updated_at, expires_at, content_hash, embedding_model, embedding, stated_at)"
+            " created_at, updated_at, expires_at, content_hash, embedding_model, embedding, stated_at,"
+            " restates) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
             " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
             f" RETURNING {COLUMNS}",
             *row,
@@ -159,6 +160,11 @@ class PgSteps(write_plan.WriteSteps):
             now,
             expires_at,
             memory_id,
+        )
+
+    async def set_restates(self, memory_id: int, restates: int | None) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET restates = $1 WHERE id = $2", restates, memory_id
         )
 
     async def insert_audit(self, values: tuple[object, ...]) -> None:
