@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from qwenmem_tui.features.memory.model import export_line
+from qwenmem_tui.features.memory.model import AuditEntry, export_line
 from qwenmem_tui.features.memory.sqlite_store import (
     BASE_COLUMNS,
     MEMORY_COLUMNS,
     row_to_memory,
 )
+from qwenmem_tui.features.memory.store import AUDIT_SELECT, audit_from_row
 
 PROBE_WITHOUT_BOUND = 100_000
 """How far past the last readable id lookups go when neither ``max(id)`` nor the
@@ -81,12 +82,26 @@ def salvage(db_file: Path, *, user: str) -> SalvageReport:
                 report.undecodable += 1
                 return
             if memory.user == user:
-                report.lines.append(export_line(memory))
+                report.lines.append(export_line(memory, audit=trail.get(memory.id, ())))
 
+        trail = _audit_trail(conn)
         _read_rows(conn, _upper_bound(conn), keep, report, _columns(conn))
     finally:
         conn.close()
     return report
+
+
+def _audit_trail(conn: sqlite3.Connection) -> dict[int, list[AuditEntry]]:
+    """Every memory's audit trail, if the audit table still reads whole (best effort:
+    the rows matter more than their story)."""
+    trail: dict[int, list[AuditEntry]] = {}
+    try:
+        for row in conn.execute(AUDIT_SELECT + " ORDER BY id"):
+            entry = audit_from_row(row)
+            trail.setdefault(entry.memory_id, []).append(entry)
+    except (sqlite3.DatabaseError, ValueError):
+        return {}
+    return trail
 
 
 def _columns(conn: sqlite3.Connection) -> str:

@@ -94,7 +94,6 @@ class PgSteps(write_plan.WriteSteps):
             "INSERT INTO memories (username, scope, category, key, value, origin, status, flags,"
             " created_at, updated_at, expires_at, content_hash, embedding_model, embedding, stated_at,"
             " restates) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
             f" RETURNING {COLUMNS}",
             *row,
         ))
