@@ -10,13 +10,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.features.memory.model import Memory, Status
+from qwenmem_tui.features.memory.model import Category, Memory, Status
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.text import terminal_safe, terminal_safe_json
 
 if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy up here
     from qwenmem_tui.config import Settings
     from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.llm.client import LLMClient
 
 _VALUE_WIDTH = 60
 
@@ -129,7 +130,19 @@ def _register_backup(commands: argparse._SubParsersAction) -> None:
 
 
 def _register_changes(commands: argparse._SubParsersAction) -> None:
-    """`memory restore`, `forget`: a person's own acts on one memory (audited)."""
+    """`memory add`, `restore`, `forget`: a person's own acts on memory (audited)."""
+    p = commands.add_parser(
+        "add",
+        help="save a note in long-term memory, as /remember does",
+        description="Your own words, filed as /remember files them (a category and a key "
+        "chosen for the note unless given); the guard may hold it for review.",
+    )
+    p.add_argument("text", nargs="+", metavar="TEXT", help="the note (several words need no quotes)")
+    p.add_argument("--category", choices=[c.value for c in Category], help="default: chosen for the note")
+    p.add_argument("--key", metavar="KEY", help="a short snake_case name (default: chosen for the note)")
+    p.add_argument("--json", action="store_true", help='print {"id", "category", "key", "action"}')
+    p.set_defaults(func=add)
+
     p = commands.add_parser(
         "restore", help="make a superseded memory active again (audited)"
     )
@@ -178,17 +191,18 @@ def _notice(text: str) -> None:
 
 @asynccontextmanager
 async def _service(
-    settings: Settings, paths: Paths, *, lazy: bool = False
+    settings: Settings, paths: Paths, *, lazy: bool = False, llm: LLMClient | None = None
 ) -> AsyncIterator[MemoryService]:
     """The service for one command, closed however the command ends.
 
     ``lazy``: for commands that only read or delete rows — the embedder and the
     index (numpy, FAISS, the model: ~1 s) load only if something needs them.
+    ``llm``: the model a write may ask (which memory a note restates, where it goes).
     """
     from qwenmem_tui.features.memory.service import MemoryService
 
     svc = await MemoryService.open(
-        settings, paths, progress=_progress, on_notice=_notice, lazy=lazy
+        settings, paths, progress=_progress, on_notice=_notice, lazy=lazy, llm=llm
     )
     try:
         yield svc
@@ -560,6 +574,48 @@ def _import_source(args: argparse.Namespace) -> list[str] | None:
     if not entries:
         print(f"qwenmem: {args.file}: no {args.source} memories found", file=sys.stderr)
     return import_lines(entries)
+
+
+async def add(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    """`memory add TEXT`: /remember from the shell, the same filing, guard and answer."""
+    import os
+
+    from qwenmem_tui.features.memory.confirmation import ACTION_NAMES, remember_confirmation
+    from qwenmem_tui.features.memory.writer import MemoryRejected
+    from qwenmem_tui.llm.client import LLMClient
+    from qwenmem_tui.llm.provider import resolve_provider
+
+    text = " ".join(args.text)
+    # The configured endpoint files the note as in the chat; the bundled model is not
+    # started for one note (the rule files it then, as when the endpoint is slow).
+    local = resolve_provider(settings, os.environ) == "local"
+    llm = None if local else LLMClient.from_settings(settings)
+    try:
+        async with _service(settings, paths, llm=llm) as svc:
+            result = await svc.remember(
+                text,
+                project=_project(),
+                category=args.category,
+                key=args.key,
+                reason="qwenmem memory add",
+            )
+    except MemoryRejected as exc:
+        if args.json:
+            refused = {"id": None, "category": args.category, "key": args.key, "action": "refused"}
+            print(_json({**refused, "error": str(exc)}))
+        else:
+            print(f"qwenmem: not remembered: {terminal_safe(str(exc))}", file=sys.stderr)
+        return 1
+    finally:
+        if llm is not None:
+            await llm.aclose()
+    memory = result.memory
+    if args.json:
+        action = ACTION_NAMES[result.action]
+        print(_json({"id": memory.id, "category": str(memory.category), "key": memory.key, "action": action}))
+    else:
+        print(terminal_safe(remember_confirmation(result)))
+    return 0
 
 
 async def forget(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from qwenmem_tui.features.memory.confirmation import ACTION_NAMES
 from qwenmem_tui.features.memory.model import (
     DAY,
     Category,
@@ -40,16 +41,6 @@ MAX_QUERY_CHARS = 4000
 UNKNOWN_VIEW = "(what the client's model had in view is unknown to qwenmem)"
 """The untrusted content of an outside write's provenance: it is never empty, so the
 guard treats the write as one made with unvetted content in view."""
-
-# The contract's five actions; a refreshed row is the same fact said again.
-_ACTIONS = {
-    WriteAction.CREATED: "created",
-    WriteAction.SUPERSEDED: "superseded",
-    WriteAction.REFRESHED: "deduplicated",
-    WriteAction.DEDUPLICATED: "deduplicated",
-    WriteAction.QUARANTINED: "quarantined",
-}
-
 
 class MemoryRequestError(ValueError):
     """The caller's arguments are wrong; ``str(e)`` is one line saying what to fix."""
@@ -180,7 +171,7 @@ class ProjectMemory:
             "id": memory.id,
             "category": str(memory.category),
             "key": memory.key,
-            "action": _ACTIONS[result.action],
+            "action": ACTION_NAMES[result.action],
         }
         if result.action is WriteAction.QUARANTINED:
             answer["flags"] = list(memory.flags)
