@@ -30,7 +30,7 @@ from qwenmem_tui.chat.events import (
 from qwenmem_tui.config import Settings
 from qwenmem_tui.paths import Paths, project_root
 from qwenmem_tui.reply import ReplyCollector
-from qwenmem_tui.runtime import Runtime, StartupError, bundled_model, wait_for_recall_as_api
+from qwenmem_tui.runtime import Runtime, StartupError, bundled_model
 from qwenmem_tui.text import one_line
 
 FORMATS = ("text", "json", "stream-json")
@@ -66,7 +66,7 @@ async def run_headless(args: argparse.Namespace, settings: Settings, paths: Path
         try:
             defaults, starter = bundled_model(settings, paths, stack)
             runtime = await Runtime.open(
-                wait_for_recall_as_api(settings),
+                settings,  # its chat is not interactive: it waits for recall (api_wait_ms)
                 paths,
                 project_root(Path.cwd()),
                 cwd=Path.cwd(),

@@ -130,16 +130,6 @@ def bundled_model(
     return defaults, local_model_starter(server, settings)
 
 
-def wait_for_recall_as_api(settings: Settings) -> Settings:
-    """`settings` for a face that answers over an API (`qwenmem -p`): nobody typed
-    the question in front of it, so no recall was warmed while typing; its first
-    request waits for the recall up to `memory.api_wait_ms` (a recall that settles
-    sooner costs only its own time)."""
-    memory = settings.memory
-    memory.initial_wait_ms = max(memory.initial_wait_ms, memory.api_wait_ms)
-    return settings
-
-
 def system_prompt_for(model_defaults: LocalChatDefaults | None) -> str:
     """The system prompt of every chat of a runtime: the one place it is chosen.
 
@@ -365,7 +355,7 @@ class Runtime:
             return None
         return ExchangeMemory(
             self.memory.service,
-            initial_wait_ms=self.settings.memory.initial_wait_ms,
+            api_wait_ms=max(self.settings.memory.initial_wait_ms, self.settings.memory.api_wait_ms),
             llm=self._llm,
             extract=extract and self.settings.memory.extraction,
         )
@@ -379,6 +369,7 @@ class Runtime:
         session: SessionInfo | str | None = None,
         *,
         features: SessionFeatures | None = None,
+        interactive: bool = False,
     ) -> ChatSession:
         """A ready chat: `session` loaded (an id or its info), or a new one (None),
         stored only with its first item (`SessionStore.create_session(lazy=True)`).
@@ -386,6 +377,11 @@ class Runtime:
         `features`: the hooks and tools to run it with; None, a fresh set. The TUI
         passes its one set (its hooks follow the session on screen across /resume),
         the daemon one set per session it serves.
+
+        `interactive`: a face where a person types and the face warms the chat while
+        they do (the TUI). Every other face (the daemon, headless, ACP) leaves it
+        False and gets the API faces' rules: the first request of a message waits for
+        its memory up to `memory.api_wait_ms`.
         """
         if self._llm is None:
             raise RuntimeError("this runtime serves no chats (Runtime.open(chats=False))")
@@ -399,6 +395,7 @@ class Runtime:
             hooks=(*self._hooks, *features.hooks),
             clock=self.clock,
             system_prompt=self.system_prompt,
+            interactive=interactive,
         )
         if session is None:
             info = await self.store.create_session(self.project, lazy=True)

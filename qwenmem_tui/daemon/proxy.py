@@ -201,8 +201,7 @@ async def chat_completions(request: Request) -> Response:
         body = await _request_body(request)
         shaped = Shaped(body["messages"])
         if upstream.memory is not None:
-            offers_tools = bool(body.get("tools") or body.get("functions"))
-            shaped = await upstream.memory.shape(project, body["messages"], offers_tools=offers_tools)
+            shaped = await upstream.memory.shape(project, body["messages"])
         streaming = body.get("stream") is True
         log.info(
             "[PROXY] chat model=%s stream=%s messages=%d memories=%d",
