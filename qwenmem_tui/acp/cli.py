@@ -40,11 +40,10 @@ def run_acp(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
         logging.getLogger().addHandler(logging.NullHandler())
     with ExitStack() as stack:
         try:
-            local = bundled_model(settings, paths, stack)
+            defaults, starter = bundled_model(settings, paths, stack)
         except StartupError as exc:
             print(f"qwenmem acp: {exc}", file=sys.stderr)
             return 1
-        defaults, starter = local if local is not None else (None, None)
         asyncio.run(
             serve_stdio(settings, paths, start_model=starter, model_defaults=defaults, version=_version())
         )

@@ -113,7 +113,7 @@ def _configure(home: Path, tmp_path: Path) -> Path:
     script, _ = write_servers(tmp_path)
     with (home / "config.toml").open("a", encoding="utf-8") as config:
         config.write(
-            '\n[memory]\nembedding = "hash"\nextraction = false\ninitial_wait_ms = 10000\n'
+            '\n[memory]\nembedding = "hash"\nextraction = false\n'
             f"\n[mcp.servers.notes]\ncommand = {json.dumps(PYTHON)}\n"
             f"args = [{json.dumps(str(script))}, {json.dumps(str(notes))}]\n"
         )
