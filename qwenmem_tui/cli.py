@@ -184,6 +184,7 @@ def _run(argv: list[str]) -> int:
         parser.error("--output-format goes with -p")
     # Past parsing (`--help` and usage errors have exited): what every command needs.
     from qwenmem_tui.config import ConfigError, load_settings, permission_warning
+    from qwenmem_tui.features import registry  # noqa: F401  (the features' settings sections)
 
     paths = Paths.from_env()
     try:
