@@ -107,6 +107,9 @@ def build_parser(*, feature_commands: bool = True) -> argparse.ArgumentParser:
     export.add_argument("id", metavar="ID", help="the session id, or any unique prefix of it")
     export.add_argument("--format", choices=("md", "json"), default="md", help="default: md")
     export.add_argument("-o", "--output", type=Path, metavar="FILE", help="default: stdout")
+    export.add_argument(
+        "--force", action="store_true", help="replace FILE if it exists (never through a link)"
+    )
     export.set_defaults(func=export_session_command)
     for name in FEATURE_MODULES if feature_commands else ():
         _register_feature(name, subparsers)
@@ -181,6 +184,7 @@ def _run(argv: list[str]) -> int:
         parser.error("--output-format goes with -p")
     # Past parsing (`--help` and usage errors have exited): what every command needs.
     from qwenmem_tui.config import ConfigError, load_settings, permission_warning
+    from qwenmem_tui.features import registry  # noqa: F401  (the features' settings sections)
 
     paths = Paths.from_env()
     try:
@@ -509,10 +513,12 @@ async def export_session_command(args: argparse.Namespace, settings: Settings, p
     if args.output is None:
         sys.stdout.write(text)
         return 0
+    from qwenmem_tui.features.export.files import ExportRefused, write_export
+
     try:
-        args.output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        print(f"qwenmem: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        write_export(args.output, text, force=args.force)
+    except ExportRefused as exc:
+        print(f"qwenmem: {exc}", file=sys.stderr)
         return 1
     print(f"Exported session {info.id} to {args.output}", file=sys.stderr)
     return 0

@@ -18,7 +18,8 @@ from chat_support import SessionFactory, chat_llm, collect, session_parts
 from qwenmem_tui.chat.events import ChatEvent, ItemAdded, Notice, QueryFinished
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.view import COMPACTION_ITEM
-from qwenmem_tui.config import CompactionSettings, Settings
+from qwenmem_tui.config import Settings
+from qwenmem_tui.features.compaction.settings import CompactionSettings
 from qwenmem_tui.features.compaction.gauge import estimate_tokens
 from qwenmem_tui.features.compaction.hook import DROPPED_ITEM, CompactionHook
 from qwenmem_tui.features.compaction.pins import has_decision_cue

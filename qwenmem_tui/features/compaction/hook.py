@@ -37,6 +37,7 @@ from qwenmem_tui.features.compaction.summariser import (
     summarise_block,
 )
 from qwenmem_tui.features.instructions.files import instructions_in
+from qwenmem_tui.features.compaction.settings import COMPACTION_SETTINGS
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
@@ -125,7 +126,7 @@ class CompactionHook:
 
     @property
     def threshold_tokens(self) -> int:
-        return int(self.window * self._settings.compaction.threshold)
+        return int(self.window * COMPACTION_SETTINGS.of(self._settings).threshold)
 
     @property
     def limit_tokens(self) -> int:
@@ -182,7 +183,7 @@ class CompactionHook:
 
     def _should_compact(self, session: ChatSession, tokens: int) -> bool:
         return (
-            self._settings.compaction.enabled
+            COMPACTION_SETTINGS.of(self._settings).enabled
             and (tokens > self.threshold_tokens or self._force)
             and (self._failed_at is None or self._failed_at != _latest_user_id(session))
             and (self._queries >= self._next_try or self._force)
@@ -199,7 +200,7 @@ class CompactionHook:
         previous_marker = last_marker(items)
         cut = int(previous_marker.meta["cut_item_id"]) if previous_marker else -1
         turns = split_turns([i for i in items if i.id is not None and i.id > cut])
-        keep = max(1, self._settings.compaction.keep_recent_turns)
+        keep = max(1, COMPACTION_SETTINGS.of(self._settings).keep_recent_turns)
         older = turns[:-keep]
         if not older:
             self.last = CompactionResult("nothing", turns=len(turns), keep=keep)
