@@ -73,6 +73,9 @@ def memory_json(memory: Memory, now: float) -> dict[str, Any]:
         "value": memory.value,
         "origin": str(memory.origin),
         "age_days": round(max(0.0, now - memory.created_at) / DAY, 2),
+        # The calendar date beside the age: a client's model weighs "said on 2025-03-02"
+        # against what it knows of the time, which "412.3 days" makes it compute.
+        "date": time.strftime("%Y-%m-%d", time.gmtime(memory.created_at)),
         "scope": memory.scope,
     }
 
@@ -135,6 +138,22 @@ class ProjectMemory:
                 for m, score in zip(result.memories, result.scores, strict=True)
             ]
         }
+
+    async def recall_block(self, query: object) -> str:
+        """What the chat would put in front of the model for `query`: the §6 block of
+        the recalled memories ("" when none passed)."""
+        text = _text("query", query, MAX_QUERY_CHARS)
+        service = await self._service()
+        return (await service.recall(text, project=self.project)).block
+
+    async def read(self, memory_id: object) -> dict[str, Any] | None:
+        """One active memory of this project or a global one (None: no such memory
+        here — another user's or project's id reads as none)."""
+        service = await self._service()
+        memory = await service.get(memory_id, project=self.project)  # type: ignore[arg-type]
+        if memory is None or memory.status != Status.ACTIVE:
+            return None
+        return memory_json(memory, self._clock())
 
     async def remember(
         self,
