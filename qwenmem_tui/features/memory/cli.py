@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy 
 _VALUE_WIDTH = 60
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    memory = subparsers.add_parser(
+def register(commands: Commands) -> None:
+    memory = commands.root.add_parser(
         "memory",
         help="inspect and manage long-term memory",
         description="Inspect and manage long-term memory.",
