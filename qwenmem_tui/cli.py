@@ -1,7 +1,7 @@
 """The `qwenmem` command: the TUI by default, plus subcommands.
 
 Features add their own subcommands through their registration (`Feature.cli`: a
-``register(commands)``), the other faces theirs (`FACE_MODULES`: `serve`, `mcp`); each
+``register(commands)``), the other faces theirs (`FACE_MODULES`: `serve`, `mcp`, `acp`); each
 sets `args.func`, a sync or async callable taking `(args, settings, paths)` (or just
 `(args)` for a command that loads its own settings) and returning an exit code or
 None. A face module that is not installed is simply not offered.
