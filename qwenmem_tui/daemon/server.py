@@ -51,6 +51,7 @@ from qwenmem_tui.daemon.guard import (
     allowed_host_names,
     error_response,
 )
+from qwenmem_tui.daemon.peer import owner_only
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
 from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
 from qwenmem_tui.features import registry
@@ -120,6 +121,8 @@ class ServerOptions:
     """Host names accepted besides the bound address and the localhost names."""
     max_body_bytes: int = MAX_BODY_BYTES
     recap_timeout: float = RECAP_TIMEOUT_SECONDS
+    owner_uid: int | None = None
+    """Without a token: the uid whose loopback connections are served (`daemon/peer.py`)."""
     proxy_extract: bool = False
     """Extract memories from replies the OpenAI-compatible proxy relays (off: a proxy's
     clients did not ask qwenmem to learn from their conversations)."""
@@ -723,7 +726,7 @@ def create_app(
 
     app = Starlette(
         routes=routes(),
-        middleware=[Middleware(Guard, policy=options.guard_policy())],
+        middleware=[Middleware(Guard, policy=options.guard_policy()), *owner_only(options.owner_uid)],
         exception_handlers={HTTPException: _http_error, ApiError: _api_error},
         lifespan=lifespan,
     )
