@@ -134,6 +134,7 @@ class McpServerSettings(_Section):
     url: str | None = None
     enabled: bool = True
     trust: bool = False  # true: its tools run without asking
+    trust_read_only_hint: bool = False  # true: its tools marked read-only run without asking
     timeout: float = Field(default=30.0, gt=0)  # seconds per call (and to start)
 
     _blank = field_validator("command", "cwd", "url", mode="before")(_blank_to_none)
