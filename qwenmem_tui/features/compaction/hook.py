@@ -71,13 +71,22 @@ class CompactionResult:
     marker: Item | None = None
     seconds: float = 0.0
     error: str | None = None
+    turns: int = 0
+    """"nothing": the turns since the last summary, all of them kept verbatim."""
+    keep: int = 0
+    """"nothing": how many of the latest turns compaction always keeps verbatim."""
 
     @property
     def notice(self) -> str:
         if self.status == "compacted":
             return f"Compacted {self.count} older messages into a summary."
         if self.status == "nothing":
-            return "Nothing to compact yet."
+            # Said with its reason: "nothing yet" after a long chat reads as broken.
+            so_far = f"{self.turns} so far" if self.turns else "none so far"
+            return (
+                f"Nothing to compact yet: the latest {self.keep} turns always stay word for "
+                f"word (compaction.keep_recent_turns), and there are {so_far}."
+            )
         return f"Compaction failed, history left as is: {self.error}"
 
 
@@ -194,7 +203,7 @@ class CompactionHook:
         keep = max(1, COMPACTION_SETTINGS.of(self._settings).keep_recent_turns)
         older = turns[:-keep]
         if not older:
-            self.last = CompactionResult("nothing")
+            self.last = CompactionResult("nothing", turns=len(turns), keep=keep)
             return self.last
         summary = str(previous_marker.meta.get("summary", "")) if previous_marker else ""
         decisions = list(previous_marker.meta.get("decisions", ())) if previous_marker else []

@@ -495,7 +495,7 @@ async def _dry_run(
                 shutil.copytree(paths.index_dir, copy.index_dir, dirs_exist_ok=True)
         async with _service(settings, copy) as svc:
             report = await _import(svc, args, lines)
-    for outcome in report.outcomes:
+    for outcome in report.by_line():
         print(terminal_safe(outcome))
     if note:
         print("dry run" + note)
