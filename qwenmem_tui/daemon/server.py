@@ -34,12 +34,8 @@ from starlette.types import Receive, Scope, Send
 from qwenmem_tui import secrets
 from qwenmem_tui.chat.events import (
     AssistantDelta,
-    ChatEventHandler,
-    ItemAdded,
-    QueryFinished,
     ToolCallFinished,
     ToolCallStarted,
-    TurnStarted,
 )
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings
@@ -53,14 +49,15 @@ from qwenmem_tui.daemon.guard import (
 )
 from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
 from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
+from qwenmem_tui.daemon.responses import responses
 from qwenmem_tui.features import registry
 from qwenmem_tui.features.assembly import Assembly, SessionFeatures
 from qwenmem_tui.features.feature import load_face
-from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, memories_json
 from qwenmem_tui.features.recap.session_recap import generate_session_recap
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.paths import Paths, private_dir, private_file, project_id
+from qwenmem_tui.reply import ReplyCollector
 from qwenmem_tui.runtime import ModelStarter, Runtime
 from qwenmem_tui.storage.sessions import SessionInfo, SessionStore
 
@@ -75,7 +72,9 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 MAX_OPEN_CHATS = 32
 MAX_TITLE_CHARS = 200
 API_VERSION = 1
-FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory", "openai_proxy")
+FEATURES = (
+    "sessions", "prompt", "prompt_stream", "session_recap", "memory", "openai_proxy", "openai_responses",
+)
 
 
 # Called once per session the daemon opens: hooks keep per-session state (surfaced
@@ -461,7 +460,7 @@ async def prompt(request: Request) -> Response:
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
     async with lock:
-        reply = _ReplyCollector()
+        reply = ReplyCollector()
         chat = await backend.chat_for_query(info)
         async for event in chat.run_query(text):
             await reply.handle(event)
@@ -523,45 +522,7 @@ async def recap(request: Request) -> Response:
 # -- prompt plumbing ---------------------------------------------------------------
 
 
-class _ReplyCollector(ChatEventHandler):
-    """Folds chat events into the final reply: the text of every model turn of the
-    query, in order — a reply that called a tool is its words before and after the
-    call, not only the last turn's ("The tool returned 44 characters.")."""
-
-    def __init__(self) -> None:
-        self._turns: list[str] = []  # the text of each finished turn
-        self._current: list[str] = []  # deltas of the turn streaming now
-        self.status = "ok"
-        self.error: str | None = None
-        self.memories: list[dict[str, Any]] = []  # the reply's receipt: what it used
-
-    async def turn_started(self, event: TurnStarted) -> None:
-        if self._current:
-            self._turns.append("".join(self._current))
-            self._current = []
-
-    async def assistant_delta(self, event: AssistantDelta) -> None:
-        self._current.append(event.text)
-
-    async def item_added(self, event: ItemAdded) -> None:
-        if event.item.type == RECEIPT_ITEM:
-            self.memories = memories_json(event.item)
-        elif event.item.type == "assistant":
-            # The stored turn is the truth (deltas may have been cut or rewritten).
-            self._current = []
-            self._turns.append(event.item.content)
-
-    async def query_finished(self, event: QueryFinished) -> None:
-        self.status = event.outcome.status
-        self.error = event.outcome.error
-
-    @property
-    def text(self) -> str:
-        parts = [*self._turns, "".join(self._current)]
-        return "\n\n".join(part for part in parts if part.strip())
-
-
-class _StreamedReply(_ReplyCollector):
+class _StreamedReply(ReplyCollector):
     """The reply, and the SSE events a streaming client sees on the way (contract §7)."""
 
     def __init__(self) -> None:
@@ -668,6 +629,7 @@ ROUTES = [
     Route("/session/{session_id:path}", delete_session, methods=["DELETE"]),
     Route("/v1/chat/completions", chat_completions, methods=["POST"]),
     Route("/v1/models", list_models, methods=["GET"]),
+    Route("/v1/responses", responses, methods=["POST"]),
 ]
 """The daemon's own routes; the features' come from their registrations (`routes`)."""
 

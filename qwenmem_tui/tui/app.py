@@ -534,11 +534,16 @@ class QwenmemApp(App[None]):
         elif isinstance(resume, str) and resume:
             info = await find_session(self.store, self.project, resume)
         if info is None:
-            return await self._runtime_open().open_chat(features=self.session_features), False
+            return (
+                await self._runtime_open().open_chat(features=self.session_features, interactive=True),
+                False,
+            )
         return await self._load_chat(info.id), True
 
     async def _load_chat(self, session_id: str) -> ChatSession:
-        return await self._runtime_open().open_chat(session_id, features=self.session_features)
+        return await self._runtime_open().open_chat(
+            session_id, features=self.session_features, interactive=True
+        )
 
     def _runtime_open(self) -> Runtime:
         if self._runtime is None:

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+import pytest
 from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 
 from qwenmem_tui.features.memory.model import Origin
 from qwenmem_tui.features.memory.service import MemoryService
@@ -327,3 +329,39 @@ def test_nothing_but_protocol_on_stdout(home: Path, project: Path) -> None:
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
         assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
+
+
+async def test_memories_are_resources_with_dates_and_a_recall_prompt(home: Path, project: Path) -> None:
+    """Issue 38: memory://ID resources (listed, read), the recall prompt, dated hits."""
+    _hash_embedder(home)
+    async with mcp_session(project) as session:
+        saved = structured(
+            await session.call_tool(
+                "remember", {"text": "The integration tests run with make itest", "category": "project"}
+            )
+        )
+        listed = (await session.list_resources()).resources
+        [resource] = [r for r in listed if str(r.uri) == f"memory://{saved['id']}"]
+        assert resource.name == f"project/{saved['key']}"
+        assert resource.description == "The integration tests run with make itest"
+        read = await session.read_resource(f"memory://{saved['id']}")
+        [content] = read.contents
+        assert isinstance(content, types.TextResourceContents) and content.mime_type == "application/json"
+        row = json.loads(content.text)
+        assert (row["id"], row["value"], row["origin"]) == (saved["id"], "The integration tests run with make itest", "agent")
+        found = structured(await session.call_tool("search_memory", {"query": "integration tests"}))
+        [hit] = found["memories"]
+        assert hit["date"] == row["date"] and len(hit["date"]) == 10 and hit["date"][4] == "-"
+        templates = (await session.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["memory://{id}"]
+        prompts = {p.name: p for p in (await session.list_prompts()).prompts}
+        assert [a.name for a in prompts["recall"].arguments] == ["question"]
+        prompt = await session.get_prompt("recall", {"question": "how do I run the integration tests?"})
+        [message] = prompt.messages
+        text = message.content.text
+        assert text.startswith("<system-reminder>") and "make itest" in text
+        assert text.endswith("how do I run the integration tests?")
+        structured(await session.call_tool("forget_memory", {"id": saved["id"]}))
+        assert not [r for r in (await session.list_resources()).resources if str(r.uri).startswith("memory://")]
+        with pytest.raises(MCPError, match="No memory"):
+            await session.read_resource(f"memory://{saved['id']}")

@@ -53,6 +53,7 @@ def _session(memory: MemoryAccess, context: FeatureContext, wiring: SessionWirin
     prefetch = MemoryPrefetchHook(
         memory.project_recall.recall,
         initial_wait_ms=settings.initial_wait_ms,
+        api_wait_ms=settings.api_wait_ms,
         record_delivery=memory.record_delivery,
         record_recall=memory.record_recall,
         live=memory.project_recall.live,

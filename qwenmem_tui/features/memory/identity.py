@@ -740,6 +740,9 @@ class Identity:
     possible_duplicates: tuple[int, ...] = ()
     # The category the model said the new fact belongs in (validated), if it said one.
     filed: Category | None = None
+    # An older memory this write may restate, undecided (no model, or the model late):
+    # both stay active, the new row names it (``Memory.restates``) until decided.
+    restates: int | None = None
 
     def flagged(self, ids: Sequence[int]) -> Identity:
         """This identity with ``ids`` also named as possible duplicates."""

@@ -220,6 +220,8 @@ def _mem0(path: Path) -> Iterator[ImportedEntry]:
         data = json.loads(_read_text(path))
     except json.JSONDecodeError as exc:
         raise ImportSourceError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from exc
+    except RecursionError:
+        raise ImportSourceError(f"{path}: JSON nested too deeply to be a mem0 export") from None
     if isinstance(data, dict):
         data = data.get("results", data.get("memories"))
     if not isinstance(data, list):
@@ -286,37 +288,3 @@ def _scope(category: Category) -> dict[str, str]:
 def import_lines(entries: list[ImportedEntry]) -> list[str]:
     """The entries as the JSON lines `memory import` reads."""
     return [json.dumps(e.row, ensure_ascii=False) for e in entries]
-
-
-def preview(rows: list[tuple[str, Any]], *, trusted: bool) -> tuple[list[str], dict[str, int]]:
-    """What an import of ``rows`` ((where, row) pairs) would do, judged by the guard
-    alone: nothing is written. Identity (a restated fact superseding an older one) is
-    decided against the store when the import runs, so it is not predicted here."""
-    from qwenmem_tui.features.memory import guard
-    from qwenmem_tui.features.memory.provenance import Provenance
-
-    provenance = Provenance.imported(trusted=trusted)
-    lines: list[str] = []
-    counts = {"import": 0, "hold": 0, "reject": 0}
-    for where, row in rows:
-        if not isinstance(row, dict):
-            counts["reject"] += 1
-            lines.append(f"reject {where}: not a JSON object")
-            continue
-        category, key, value = (str(row.get(f, "")) for f in ("category", "key", "value"))
-        verdict = guard.check(category, key, value, provenance=provenance)
-        name = f"{category}/{key}"
-        if not verdict.accepted:
-            counts["reject"] += 1
-            lines.append(f"reject {name} ({where}): {'; '.join(verdict.errors)}")
-            continue
-        scope = "every project" if category in ("user", "feedback") else "this project"
-        said = verdict.value if len(verdict.value) <= 80 else verdict.value[:79] + "…"
-        if verdict.quarantine:
-            counts["hold"] += 1
-            lines.append(f"hold for review {name} [{', '.join(verdict.flags)}]: {said}")
-        else:
-            counts["import"] += 1
-            labels = f" [{', '.join(verdict.flags)}]" if verdict.flags else ""
-            lines.append(f"import {name} ({scope}, origin {row.get('origin', 'user')}){labels}: {said}")
-    return lines, counts

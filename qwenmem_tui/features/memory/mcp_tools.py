@@ -1,6 +1,8 @@
-"""Memory's MCP tools (contract §8): search_memory, remember, forget_memory,
-list_memories — memory's face in `qwenmem mcp`, offered by its registration
-(`Feature.mcp`) and registered on the server `mcp_server/server.py` builds.
+"""Memory's face in `qwenmem mcp`, offered by its registration (`Feature.mcp`) and
+registered on the server `mcp_server/server.py` builds: the tools of contract §8
+(search_memory, remember, forget_memory, list_memories), each active memory as a
+resource (`memory://12`, listed and read), and the `recall` prompt (what the chat would
+put in front of the model for a question).
 
 Each tool reads the project's memory from the server's backend (the runtime, the
 project resolved once) and answers JSON; a caller's mistake is a one-line tool error,
@@ -10,13 +12,14 @@ and so is anything unexpected (its traceback goes to the debug log, never the cl
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from mcp.server.mcpserver import AcceptedElicitation, Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp.server.mcpserver import AcceptedElicitation, Context
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp_types import Resource, ToolAnnotations
 from pydantic import BaseModel, Field
 from typing_extensions import (
     TypedDict,  # pydantic needs this one for schemas before 3.12
@@ -26,7 +29,7 @@ from qwenmem_tui.features.memory.access import MemoryUnavailable
 from qwenmem_tui.features.memory.remote import MAX_K, MemoryRequestError
 
 if TYPE_CHECKING:
-    from qwenmem_tui.mcp_server.server import MemoryBackend
+    from qwenmem_tui.mcp_server.server import MemoryBackend, QwenmemServer
 
 log = logging.getLogger("qwenmem.mcp")
 
@@ -40,6 +43,8 @@ class MemoryRow(TypedDict):
     value: str
     origin: str
     age_days: float
+    date: str
+    """When it was saved, YYYY-MM-DD (UTC)."""
     scope: str
 
 
@@ -119,8 +124,11 @@ async def _answer(call: Awaitable[Any], backend: MemoryBackend) -> Any:
         backend.warm()
 
 
-def register_tools(server: MCPServer, backend: MemoryBackend) -> None:
-    """Add memory's four tools to `server`, reading memory through `backend`."""
+def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
+    """Add memory's tools, resources and prompt to `server`, reading memory through
+    `backend`."""
+    _register_resources(server, backend)
+    _register_prompt(server, backend)
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
 
     @server.tool(
@@ -182,3 +190,60 @@ def register_tools(server: MCPServer, backend: MemoryBackend) -> None:
     async def list_memories(ctx: Context, category: Category = None) -> ListAnswer:
         memory = await backend.memory(ctx)
         return await _answer(memory.list(category), backend)
+
+
+RESOURCE_SCHEME = "memory"
+MIME_TYPE = "application/json"
+
+
+def _register_resources(server: QwenmemServer, backend: MemoryBackend) -> None:
+    """Each active memory of the project (and the global ones) as `memory://ID`."""
+
+    async def listed(ctx: Context) -> list[Resource]:
+        memory = await backend.memory(ctx)
+        rows = (await _answer(memory.list(), backend))["memories"]
+        return [
+            Resource(
+                uri=f"{RESOURCE_SCHEME}://{row['id']}",
+                name=f"{row['category']}/{row['key']}",
+                title=f"{row['category']}/{row['key']} ({row['date']})",
+                description=row["value"],
+                mime_type=MIME_TYPE,
+            )
+            for row in rows
+        ]
+
+    server.resource_listers.append(listed)
+
+    @server.resource(
+        f"{RESOURCE_SCHEME}://{{id}}",
+        name="memory",
+        title="A memory",
+        description="One memory by id: category, key, value, origin, date, scope (JSON).",
+        mime_type=MIME_TYPE,
+    )
+    async def read_memory(id: str, ctx: Context) -> str:  # noqa: A002 - the URI's name
+        memory = await backend.memory(ctx)
+        found = None
+        if id.isascii() and id.isdigit() and len(id) <= 20:
+            found = await _answer(memory.read(int(id)), backend)
+        if found is None:
+            raise ResourceError(f"No memory {RESOURCE_SCHEME}://{id[:40]} in this project")
+        return json.dumps(found, ensure_ascii=False)
+
+
+def _register_prompt(server: QwenmemServer, backend: MemoryBackend) -> None:
+    @server.prompt(
+        title="Recall",
+        description="What qwenmem remembers about a question, as the qwenmem chat puts it "
+        "in front of the model, followed by the question.",
+    )
+    async def recall(
+        question: Annotated[str, Field(description="what you are about to ask or work on")],
+        ctx: Context,
+    ) -> str:
+        memory = await backend.memory(ctx)
+        block = await _answer(memory.recall_block(question), backend)
+        if not block:
+            return f"(qwenmem remembers nothing relevant to this.)\n\n{question}"
+        return f"{block}\n\n{question}"

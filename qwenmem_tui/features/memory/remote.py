@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from qwenmem_tui.features.memory.confirmation import ACTION_NAMES
 from qwenmem_tui.features.memory.model import (
     DAY,
     Category,
@@ -40,16 +41,6 @@ MAX_QUERY_CHARS = 4000
 UNKNOWN_VIEW = "(what the client's model had in view is unknown to qwenmem)"
 """The untrusted content of an outside write's provenance: it is never empty, so the
 guard treats the write as one made with unvetted content in view."""
-
-# The contract's five actions; a refreshed row is the same fact said again.
-_ACTIONS = {
-    WriteAction.CREATED: "created",
-    WriteAction.SUPERSEDED: "superseded",
-    WriteAction.REFRESHED: "deduplicated",
-    WriteAction.DEDUPLICATED: "deduplicated",
-    WriteAction.QUARANTINED: "quarantined",
-}
-
 
 class MemoryRequestError(ValueError):
     """The caller's arguments are wrong; ``str(e)`` is one line saying what to fix."""
@@ -82,6 +73,9 @@ def memory_json(memory: Memory, now: float) -> dict[str, Any]:
         "value": memory.value,
         "origin": str(memory.origin),
         "age_days": round(max(0.0, now - memory.created_at) / DAY, 2),
+        # The calendar date beside the age: a client's model weighs "said on 2025-03-02"
+        # against what it knows of the time, which "412.3 days" makes it compute.
+        "date": time.strftime("%Y-%m-%d", time.gmtime(memory.created_at)),
         "scope": memory.scope,
     }
 
@@ -145,6 +139,22 @@ class ProjectMemory:
             ]
         }
 
+    async def recall_block(self, query: object) -> str:
+        """What the chat would put in front of the model for `query`: the §6 block of
+        the recalled memories ("" when none passed)."""
+        text = _text("query", query, MAX_QUERY_CHARS)
+        service = await self._service()
+        return (await service.recall(text, project=self.project)).block
+
+    async def read(self, memory_id: object) -> dict[str, Any] | None:
+        """One active memory of this project or a global one (None: no such memory
+        here — another user's or project's id reads as none)."""
+        service = await self._service()
+        memory = await service.get(memory_id, project=self.project)  # type: ignore[arg-type]
+        if memory is None or memory.status != Status.ACTIVE:
+            return None
+        return memory_json(memory, self._clock())
+
     async def remember(
         self,
         text: object,
@@ -180,7 +190,7 @@ class ProjectMemory:
             "id": memory.id,
             "category": str(memory.category),
             "key": memory.key,
-            "action": _ACTIONS[result.action],
+            "action": ACTION_NAMES[result.action],
         }
         if result.action is WriteAction.QUARANTINED:
             answer["flags"] = list(memory.flags)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from qwenmem_tui.chat.view import FROM_FILE_NOTE, REVIEWED_NOTE
@@ -39,8 +40,16 @@ def age_phrase(seconds: float) -> str:
     return "just now"
 
 
+def day(seconds: float) -> str:
+    """The calendar date (UTC) of a moment: what the block and history show."""
+    return time.strftime("%Y-%m-%d", time.gmtime(seconds))
+
+
 def render_memory(memory: Memory, now: float) -> str:
-    age = now - memory.created_at
+    """One memory's line: category, key, value, and when it was stated (its date and
+    age: a model weighs a fact said last year differently), with until when it held
+    once a newer version replaced it."""
+    age = now - memory.stated_at
     value = escape(memory.value)
     if FLAG_FROM_FILE in memory.flags:
         # Quoted and labelled: the model learned it from a file the user did not write
@@ -52,9 +61,11 @@ def render_memory(memory: Memory, now: float) -> str:
         value = f"({REVIEWED_NOTE}) “{value}”"
     line = (
         f"- [{escape(str(memory.category))}] {escape(memory.key)}: {value} "
-        f"(saved {age_phrase(age)}"
+        f"(stated {day(memory.stated_at)}, {age_phrase(age)}"
     )
-    if age > DAY:
+    if memory.valid_until is not None:
+        line += f"; an earlier version, replaced {day(memory.valid_until)}"
+    elif age > DAY:
         line += "; may be stale, check before relying on it"
     return line + ")"
 

@@ -355,6 +355,19 @@ class MemoryService:
             self._review_changed()
         return forgotten
 
+    async def settle(
+        self, memory_id: int, *, same_fact: bool, origin: Origin | str, reason: str
+    ) -> list[int] | None:
+        """Decide memory ``memory_id``'s open ``restates`` link (audited): the same
+        fact supersedes the older memory (restorable), another fact only unlinks.
+        The ids that left the active set; None when no open link was there."""
+        gone = await self.store.settle(
+            memory_id, same_fact=same_fact, origin=origin, now=self.clock(), reason=reason
+        )
+        if gone:
+            await self.vectors.remove(gone)
+        return gone
+
     async def approve(
         self, memory_id: int, *, project: str | None = None, reason: str = ""
     ) -> Memory | None:

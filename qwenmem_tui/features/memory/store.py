@@ -52,7 +52,10 @@ def memory_from_row(row: Sequence[Any], flags: Sequence[str]) -> Memory:
     """A ``memories`` row selected in the column order every store uses (id, user,
     scope, category, key, value, origin, status, flags, created_at, updated_at,
     expires_at, last_recalled_at, recall_count, superseded_by, content_hash,
-    embedding_model); ``flags`` decoded by the store (JSON text or an array)."""
+    embedding_model, restates, stated_at, valid_until); ``flags`` decoded by the store
+    (JSON text or an array). A salvaged database older than those columns has none of
+    them: its rows were stated when created and are current unless superseded."""
+    extra = len(row) > 17
     return Memory(
         id=row[0],
         user=row[1],
@@ -71,6 +74,11 @@ def memory_from_row(row: Sequence[Any], flags: Sequence[str]) -> Memory:
         superseded_by=row[14],
         content_hash=row[15],
         embedding_model=row[16],
+        # Absent from a salvaged database older than the link (migration 6) and the
+        # times (migration 7).
+        restates=row[17] if extra else None,
+        stated_at=(row[18] if extra else None) or row[9],
+        valid_until=row[19] if extra else None,
     )
 
 
@@ -211,6 +219,14 @@ class MemoryStore(ABC):
         self, memory_id: int, *, origin: Origin | str, now: float, reason: str = ""
     ) -> Memory | None:
         """Mark deleted (audited); None if no such row or already deleted."""
+
+    @abstractmethod
+    async def settle(
+        self, memory_id: int, *, same_fact: bool, origin: Origin | str, now: float, reason: str
+    ) -> list[int] | None:
+        """Decide memory ``memory_id``'s ``restates`` link (audited): the same fact
+        supersedes the older memory (the ids that left the active set), another fact
+        only unlinks ([]); None when there is no open link to decide."""
 
     @abstractmethod
     async def sweep_expired(self, *, now: float) -> list[int]:

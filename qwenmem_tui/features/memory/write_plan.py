@@ -11,6 +11,7 @@ generation row lock and reconnects in PostgreSQL).
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ class NewRow(NamedTuple):
     content_hash: str
     embedding_model: str
     embedding: bytes | None
+    stated_at: float
+    restates: int | None = None
 
 
 class WriteSteps(ABC):
@@ -89,8 +92,9 @@ class WriteSteps(ABC):
     async def set_status(self, memory_id: int, status: Status, now: float) -> None: ...
 
     @abstractmethod
-    async def mark_superseded(self, memory_id: int, by: int, now: float) -> None:
-        """Superseded by row ``by``; its vector is dropped (it leaves every index)."""
+    async def mark_superseded(self, memory_id: int, by: int, now: float, until: float) -> None:
+        """Superseded by row ``by``, having held ``until`` then; its vector is dropped
+        (it leaves every index)."""
 
     @abstractmethod
     async def mark_deleted(self, memory_id: int, now: float) -> None:
@@ -98,8 +102,14 @@ class WriteSteps(ABC):
 
     @abstractmethod
     async def reactivate(self, memory_id: int, now: float) -> None:
-        """Active again, no longer superseded by anything (its vector is re-embedded
-        by the service: superseding dropped it)."""
+        """Active again, no longer superseded by anything and current again (its vector
+        is re-embedded by the service: superseding dropped it)."""
+
+    @abstractmethod
+    async def set_history(
+        self, memory_id: int, superseded_by: int | None, valid_until: float | None
+    ) -> None:
+        """A restored older version's link to what replaced it, and until when it held."""
 
     @abstractmethod
     async def set_place(self, memory_id: int, category: str, scope: str, now: float) -> None:
@@ -108,6 +118,10 @@ class WriteSteps(ABC):
     @abstractmethod
     async def touch(self, memory_id: int, now: float, expires_at: float | None) -> None:
         """Move ``updated_at`` and the expiry."""
+
+    @abstractmethod
+    async def set_restates(self, memory_id: int, restates: int | None) -> None:
+        """Link (or unlink, None) the older memory this one may restate."""
 
     async def audit(
         self,
@@ -135,6 +149,22 @@ class WriteSteps(ABC):
     @abstractmethod
     async def bump(self) -> int:
         """The next generation (the indexable set changed)."""
+
+
+AuditValues = tuple[str, str, float, str, str | None, str | None]
+"""An audit entry without its memory: (action, origin, at, reason, old_value, new_value)."""
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """An older version from a backup (superseded, expired or deleted), restored as it
+    was: ids are the backup's, renumbered on the way in."""
+
+    backup_id: int
+    row: NewRow
+    superseded_by: int | None
+    valid_until: float | None
+    audit: tuple[AuditValues, ...] = ()
 
 
 class PlannedStore(MemoryStore):
@@ -202,12 +232,36 @@ class PlannedStore(MemoryStore):
             "memory move",
         )
 
+    async def restore_history(
+        self,
+        rows: Sequence[HistoryRow],
+        renumbered: Mapping[int, int],
+        audit: Mapping[int, Sequence[AuditValues]],
+    ) -> dict[int, int]:
+        """Insert a backup's older versions, link each to what replaced it (a row of
+        ``rows`` or one already restored: ``renumbered``, backup id -> id), and append
+        the backup's audit trail of both (``audit``: id -> entries); the backup ids in
+        the trail's reasons ("superseded by #12") follow. Backup id -> id of ``rows``."""
+        return await self._in_transaction(
+            lambda steps: _restore_history(steps, rows, renumbered, audit), "history restore"
+        )
+
     async def forget(
         self, memory_id: int, *, origin: Origin | str, now: float, reason: str = ""
     ) -> Memory | None:
         return await self._in_transaction(
             lambda steps: _forget(steps, memory_id, origin=origin, now=now, reason=reason),
             "memory forget",
+        )
+
+    async def settle(
+        self, memory_id: int, *, same_fact: bool, origin: Origin | str, now: float, reason: str
+    ) -> list[int] | None:
+        return await self._in_transaction(
+            lambda steps: _settle(
+                steps, memory_id, same_fact=same_fact, origin=origin, now=now, reason=reason
+            ),
+            "memory link decision",
         )
 
 
@@ -230,9 +284,19 @@ async def must_get(steps: WriteSteps, memory_id: int) -> Memory:
 
 
 async def supersede(
-    steps: WriteSteps, old: Memory, new_id: int, origin: Origin | str, new_value: str, now: float
+    steps: WriteSteps,
+    old: Memory,
+    new_id: int,
+    origin: Origin | str,
+    new_value: str,
+    now: float,
+    *,
+    stated_at: float | None = None,
 ) -> None:
-    await steps.mark_superseded(old.id, new_id, now)
+    """``old`` gives way to row ``new_id``: it held until the newer version was stated
+    (``stated_at``, default ``now``), and never before it was itself stated."""
+    until = max(old.stated_at, now if stated_at is None else stated_at)
+    await steps.mark_superseded(old.id, new_id, now, until)
     await steps.audit(
         old.id, AuditAction.SUPERSEDE, origin, now, f"superseded by #{new_id}", old.value, new_value
     )
@@ -279,6 +343,14 @@ class _Write:
     def chash(self) -> str:
         return content_hash(self.draft.value)
 
+    @property
+    def stated_at(self) -> float:
+        """When this write's fact was said: the draft's date, its creation, or now."""
+        draft = self.draft
+        if draft.stated_at is not None:
+            return draft.stated_at
+        return draft.created_at if draft.created_at is not None else self.now
+
     async def insert(self, status: Status) -> Memory:
         draft, now = self.draft, self.now
         return await self.steps.insert(
@@ -297,6 +369,8 @@ class _Write:
                 self.chash,
                 self.embedding_model if self.vector is not None else "",
                 vector_blob(self.vector),
+                self.stated_at,
+                draft.restates,
             )
         )
 
@@ -336,7 +410,9 @@ class _Write:
                 or other.scope != draft.scope
             ):
                 continue  # changed since the lookup, or never ours to replace
-            await supersede(steps, other, survivor, draft.origin, draft.value, self.now)
+            await supersede(
+                steps, other, survivor, draft.origin, draft.value, self.now, stated_at=self.stated_at
+            )
             gone.append(other.id)
         return gone
 
@@ -358,7 +434,9 @@ class _Write:
         steps, draft = self.steps, self.draft
         superseded: list[int] = []
         if current is not None:
-            await supersede(steps, current, twin.id, draft.origin, draft.value, self.now)
+            await supersede(
+                steps, current, twin.id, draft.origin, draft.value, self.now, stated_at=self.stated_at
+            )
             superseded.append(current.id)
         await self.refresh(twin, join_reasons(draft.reason, f"deduplicated: saved again under key {draft.key}"))
         superseded += await self.replace_others(twin.id)
@@ -378,7 +456,9 @@ class _Write:
         await steps.audit(new.id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value)
         action = WriteAction.CREATED
         if current is not None:
-            await supersede(steps, current, new.id, draft.origin, draft.value, now)
+            await supersede(
+                steps, current, new.id, draft.origin, draft.value, now, stated_at=new.stated_at
+            )
             superseded.append(current.id)
         superseded += await self.replace_others(new.id)
         if superseded:
@@ -466,6 +546,37 @@ async def _move(
     return await must_get(steps, memory_id)
 
 
+async def _settle(
+    steps: WriteSteps,
+    memory_id: int,
+    *,
+    same_fact: bool,
+    origin: Origin | str,
+    now: float,
+    reason: str,
+) -> list[int] | None:
+    """A ``restates`` link decided: the same fact supersedes the older memory by this
+    one (restorable), another fact only drops the link; audited either way. None when
+    the link is gone or either side is no longer active (nothing to decide)."""
+    await steps.lock()
+    row = await steps.get(memory_id)
+    if row is None or row.restates is None or row.status is not Status.ACTIVE:
+        return None
+    older = await steps.get(row.restates)
+    await steps.set_restates(memory_id, None)
+    if not same_fact or not _replaceable(older, row):
+        kept = join_reasons(reason, f"not the same fact as #{row.restates}: both kept")
+        await steps.audit(memory_id, AuditAction.UNLINK, origin, now, kept, None, None)
+        await steps.bump()
+        return []
+    assert older is not None
+    await steps.mark_superseded(older.id, memory_id, now, max(older.stated_at, row.stated_at))
+    why = join_reasons(reason, f"superseded by #{memory_id}")
+    await steps.audit(older.id, AuditAction.SUPERSEDE, origin, now, why, older.value, row.value)
+    await steps.bump()
+    return [older.id]
+
+
 async def _forget(
     steps: WriteSteps, memory_id: int, *, origin: Origin | str, now: float, reason: str
 ) -> Memory | None:
@@ -477,3 +588,32 @@ async def _forget(
     await steps.audit(memory_id, AuditAction.FORGET, str(origin), now, reason, row.value, None)
     await steps.bump()
     return await must_get(steps, memory_id)
+
+
+_MEMORY_REF = re.compile(r"#(\d+)")
+
+
+async def _restore_history(
+    steps: WriteSteps,
+    rows: Sequence[HistoryRow],
+    renumbered: Mapping[int, int],
+    audit: Mapping[int, Sequence[AuditValues]],
+) -> dict[int, int]:
+    await steps.lock()
+    ids = dict(renumbered)
+    added: dict[int, int] = {}
+    for history in rows:
+        added[history.backup_id] = ids[history.backup_id] = (await steps.insert(history.row)).id
+    for history in rows:
+        later = ids.get(history.superseded_by) if history.superseded_by is not None else None
+        await steps.set_history(added[history.backup_id], later, history.valid_until)
+
+    def renumber(reason: str) -> str:
+        return _MEMORY_REF.sub(lambda m: f"#{ids.get(int(m.group(1)), m.group(1))}", reason)
+
+    trails = [(added[h.backup_id], h.audit) for h in rows] + list(audit.items())
+    for memory_id, entries in trails:
+        for action, origin, at, reason, old, new in entries:
+            await steps.insert_audit((memory_id, action, origin, at, renumber(reason), old, new))
+    await steps.bump()
+    return added

@@ -96,6 +96,7 @@ class PendingWrite:
     ttl_days: int
     created_at: float | None = None
     expires_at: float | None = None
+    stated_at: float | None = None  # when the fact was said (an import's date)
     judge_timeout: float | None = None
     explicit_key: bool = True
     # False for a backup's row: restored as it was, never merged into a neighbour.
@@ -161,6 +162,7 @@ class MemoryWriter:
         scope: str | None = None,
         created_at: float | None = None,
         expires_at: float | None = None,
+        stated_at: float | None = None,
         hold: Sequence[str] = (),
         labels: Sequence[str] = (),
         judge_timeout: float | None = None,
@@ -210,6 +212,7 @@ class MemoryWriter:
             ttl_days=days,
             created_at=created_at,
             expires_at=expires_at,
+            stated_at=stated_at,
             judge_timeout=judge_timeout,
             explicit_key=explicit_key,
         )
@@ -228,6 +231,7 @@ class MemoryWriter:
         reason: str = "",
         scope: str | None = None,
         created_at: float | None = None,
+        stated_at: float | None = None,
         hold: Sequence[str] = (),
         judge_timeout: float | None = None,
         explicit_key: bool = True,
@@ -255,6 +259,7 @@ class MemoryWriter:
             reason=reason,
             scope=scope,
             created_at=created_at,
+            stated_at=stated_at,
             hold=hold,
             judge_timeout=judge_timeout,
             explicit_key=explicit_key,
@@ -319,6 +324,9 @@ class MemoryWriter:
             flags.append(POSSIBLE_DUPLICATE)
             ids = ", ".join(f"#{i}" for i in identity.possible_duplicates)
             reason = join_reasons(reason, f"possible duplicate of {ids}: both kept")
+        restates = None if held or identity.replaces else identity.restates
+        if restates is not None:
+            reason = join_reasons(reason, f"possible restatement of #{restates}: linked, both kept")
         draft = MemoryDraft(
             category=cat,
             key=identity.key,
@@ -329,7 +337,9 @@ class MemoryWriter:
             ttl_days=pending.ttl_days,
             reason=reason,
             created_at=pending.created_at,
+            stated_at=pending.stated_at,
             replaces=identity.replaces,
+            restates=restates,
             # Equal values under different keys are different subjects' values
             # ("true" for two services): never merged by value alone.
             dedupe=False,

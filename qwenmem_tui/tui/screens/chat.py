@@ -51,9 +51,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("qwenmem.tui")
 
 
-WARM_DELAY = 0.3
-"""Seconds of no typing before memory recall is warmed for the prompt's text: long
-enough to skip most keystrokes, short enough that recall has settled by Enter."""
+WARM_DELAY = 0.06
+"""Seconds the prompt's text must stay unchanged before memory recall is warmed for it:
+recall has to have settled when Enter comes, and a quick typist presses Enter 100-200 ms
+after the last key (a pause of 300 ms left 0 of 3 such messages with their memory).
+Shorter than the gap between most keystrokes would warm after nearly every key; each
+change restarts the wait, and a warm recall for newer text replaces the older one. A
+paste warms at once (`bench/bench_prefetch.py` measures both and the cost per key)."""
 EDITING_KEYS = frozenset(
     {
         "backspace", "delete", "ctrl+h", "ctrl+w", "ctrl+u", "ctrl+k", "ctrl+f",
@@ -121,6 +125,7 @@ class ChatScreen(Screen[None]):
         self._turn_done.set()
         self._turn_worker: Worker[None] | None = None
         self._warm_timer: Timer | None = None
+        self._pasted = False  # the next change of the prompt is a paste: warm it at once
         # When Ctrl+C on an empty prompt armed the quit (app clock): a second one within
         # QUIT_CONFIRM_SECONDS quits.
         self._quit_armed_at: float | None = None
@@ -267,6 +272,8 @@ class ChatScreen(Screen[None]):
         """
         prompt = self.prompt
         focused = self.focused
+        if isinstance(event, events.Paste):
+            self._pasted = True
         if focused is prompt or self.app.screen is not self:
             return
         # A widget with keys of its own (a memory receipt's list: f, e, n) keeps them.
@@ -278,16 +285,21 @@ class ChatScreen(Screen[None]):
 
     @on(PromptInput.Changed)
     def _typed(self) -> None:
-        # Per key only a timer restart: the text is read and checked once typing pauses.
+        # Per key only a timer restart: the text is read and checked once it settles.
         if self._warm_timer is not None:
             self._warm_timer.stop()
             self._warm_timer = None
+        if self._pasted:
+            # A paste is the whole text at once: nothing to wait for.
+            self._pasted = False
+            self.warm_recall()
+            return
         # Also while starting or busy: warm_recall then leaves it to the return to idle.
         self._warm_timer = self.set_timer(WARM_DELAY, self.warm_recall, name="warm-recall")
 
     def warm_recall(self) -> None:
-        """Typing paused: start memory recall for the prompt's text, so a question sent
-        as it stands gets its memory in the first request (the prefetch never waits)."""
+        """The text settled (or was pasted): start memory recall for it, so a question
+        sent as it stands gets its memory in the first request (the prefetch never waits)."""
         self._warm_timer = None
         text = self.query_one(PromptInput).text
         if not text.strip() or parse_command(text) is not None or not self.qapp.idle:

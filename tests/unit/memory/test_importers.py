@@ -112,7 +112,8 @@ def test_import_from_claude_code_goes_through_the_guard(
     shutil.copytree(FIXTURES / "claude-code" / "memory", source)
     done = cli_run("memory", "import", "--from", "claude-code", str(source), home=home, cwd=project)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().startswith("imported 4 lines:")
+    assert done.stdout.strip().startswith("imported 2 (created 2,")
+    assert "held for review 2" in done.stdout
     listed = json.loads(cli_run("memory", "list", "--all", "--json", home=home, cwd=project).stdout)
     by_key = {m["key"]: m for m in listed}
     # Untrusted by default: facts about the person from a file wait for review;
@@ -145,8 +146,12 @@ def test_dry_run_says_what_would_happen_and_writes_nothing(
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
-    assert lines[-1] == "dry run: 4 entries: import 0, hold for review 4, reject 0; nothing was written"
-    assert lines[1].startswith("hold for review user/my_preferred_programming_language_is")
+    assert lines[4] == (
+        "dry run, nothing written: imported 0 (created 0, superseded 0, refreshed 0, "
+        "deduplicated 0); held for review 4; history restored 0; skipped 0; rejected 0"
+    )
+    assert lines[1].startswith("line 2: held for review [")
+    assert "user/my_preferred_programming_language_is" in lines[1]
     assert json.loads(cli_run("memory", "list", "--all", "--json", home=home, cwd=project).stdout) == []
 
 

@@ -132,6 +132,22 @@ PG_MIGRATIONS: list[str] = [
     CREATE UNIQUE INDEX memories_one_active_fact ON memories (username, scope, category, key)
         WHERE status = 'active';
     """,
+    # 4: `restates`, as SQLite migration 6: the older memory a newer one may restate,
+    # linked until the model decides (memory/identity).
+    """
+    ALTER TABLE memories ADD COLUMN restates BIGINT REFERENCES memories (id);
+    """,
+    # 5: facts know their time, as SQLite migration 7: when each was stated and, once
+    # replaced, until when it held.
+    """
+    ALTER TABLE memories ADD COLUMN stated_at DOUBLE PRECISION;
+    ALTER TABLE memories ADD COLUMN valid_until DOUBLE PRECISION;
+    UPDATE memories SET stated_at = created_at;
+    UPDATE memories AS m SET valid_until = coalesce(
+        (SELECT greatest(n.created_at, m.created_at) FROM memories AS n WHERE n.id = m.superseded_by),
+        m.updated_at)
+    WHERE m.status = 'superseded';
+    """,
 ]
 
 

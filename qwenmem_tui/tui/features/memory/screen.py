@@ -29,7 +29,9 @@ from qwenmem_tui.features.memory.model import (
     Memory,
     Status,
 )
+from qwenmem_tui.features.memory.render import day
 from qwenmem_tui.features.memory.review import review_plan
+from qwenmem_tui.features.memory.timeline import Version, history
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.tui.terminal_text import terminal_safe
@@ -131,13 +133,41 @@ def metrics_line(stats: MemoryStats) -> Content:
     )
 
 
-def detail_content(memory: Memory, audit: Sequence[AuditEntry], now: float) -> Content:
-    """The selected memory in full, then its audit history, oldest first."""
+def versions_content(memory: Memory, versions: Sequence[Version]) -> list[str | tuple[str, str]]:
+    """The fact's versions, oldest first: when each was stated, until when it held,
+    its value, and what replaced it, who decided and why (nothing for a fact with one
+    version)."""
+    if len(versions) < 2:
+        return []
+    parts: list[str | tuple[str, str]] = ["\n\n", (f"Versions ({len(versions)})", "bold")]
+    for version in versions:
+        m = version.memory
+        until = "now" if m.valid_until is None else day(m.valid_until)
+        this = " ◀" if m.id == memory.id else ""
+        parts += [
+            "\n",
+            (f"{day(m.stated_at)} → {until:<10} ", "dim"),
+            (f"#{m.id} ", "bold"),
+            f"{clip(m.value, 80)} ",
+            (f"({m.status}){this}", "dim"),
+        ]
+        if version.replaced_by is not None:
+            why = f": {clip(version.why, 160)}" if version.why else ""
+            decided = version.decided_by or "unknown"
+            parts += ["\n", (f"{'':>24}replaced by #{version.replaced_by}, decided by {decided}{why}", "dim")]
+    return parts
+
+
+def detail_content(
+    memory: Memory, audit: Sequence[AuditEntry], now: float, versions: Sequence[Version] = ()
+) -> Content:
+    """The selected memory in full, its versions, then its audit history, oldest first."""
     scope = "global" if memory.scope == GLOBAL_SCOPE else "this project"
     facts = [
         str(memory.status),
         f"origin {memory.origin}",
         scope,
+        f"stated {day(memory.stated_at)}",
         f"saved {ago(now - memory.created_at)}",
         f"expires {expires_label(memory.expires_at, now)}",
         f"recalled {memory.recall_count}×",
@@ -149,6 +179,7 @@ def detail_content(memory: Memory, audit: Sequence[AuditEntry], now: float) -> C
         ("  " + " · ".join(facts), "dim"),
         "\n",
         terminal_safe(memory.value),
+        *versions_content(memory, versions),
         "\n\n",
         ("History", "bold"),
     ]
@@ -313,8 +344,11 @@ class MemoryScreen(Screen[None]):
         """The selected row in full, with its audit history."""
         memory = await self._service.get(memory_id, project=self._project)
         audit = await self._service.audit(memory_id, project=self._project)
+        versions = await history(self._service, str(memory_id), project=self._project)
         if memory is not None and memory_id == self._selected:
-            self.query_one(MemoryDetail).show(detail_content(memory, audit, self._clock()))
+            self.query_one(MemoryDetail).show(
+                detail_content(memory, audit, self._clock(), versions)
+            )
 
     def _visible(self) -> list[Memory]:
         query = self.query_one("#memory-filter", Input).value
