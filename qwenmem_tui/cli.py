@@ -184,6 +184,7 @@ def _run(argv: list[str]) -> int:
         parser.error("--output-format goes with -p")
     # Past parsing (`--help` and usage errors have exited): what every command needs.
     from qwenmem_tui.config import ConfigError, load_settings, permission_warning
+    from qwenmem_tui.features import registry  # noqa: F401  (the features' settings sections)
 
     paths = Paths.from_env()
     try:
@@ -403,8 +404,42 @@ def _run_tui(
         app.run()
         if app.kept_session_id is not None:
             # Said after the full-screen view is gone, where the shell history keeps it.
-            print(f"Session {app.kept_session_id} saved. Resume it with: qwenmem --resume {app.kept_session_id}")
+            command = resume_command(app.kept_session_id)
+            print(f"Session {app.kept_session_id} saved. Resume it with: {command}")
         return app.return_code or 0
+
+
+def resume_command(
+    session_id: str,
+    *,
+    argv0: str | None = None,
+    which: Callable[[str], str | None] | None = None,
+) -> str:
+    """The command that reopens `session_id`, as it can be typed in this shell: plain
+    `qwenmem` when that name runs this qwenmem, else this one's full path (a venv's
+    qwenmem, `make run`, is not on PATH), or `python -m qwenmem_tui` as started."""
+    import shlex
+    import shutil
+
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    found = (which or shutil.which)("qwenmem")
+    started = Path(argv0)
+    if started.name == "__main__.py":  # python -m qwenmem_tui
+        program = f"{shlex.quote(sys.executable)} -m qwenmem_tui"
+    elif found is not None and (not started.is_file() or _same_file(found, started)):
+        program = "qwenmem"
+    elif started.is_file():
+        program = shlex.quote(str(started.resolve()))
+    else:
+        program = "qwenmem"
+    return f"{program} --resume {shlex.quote(session_id)}"
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:

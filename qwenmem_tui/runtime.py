@@ -48,6 +48,7 @@ from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.storage.database import Database, RetryCallback, StorageError
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
+from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:
     # Types only: the features load the memory stack (numpy/FAISS); `open` imports
@@ -353,11 +354,12 @@ class Runtime:
 
         if self.memory is None:
             return None
+        memory = MEMORY_SETTINGS.of(self.settings)
         return ExchangeMemory(
             self.memory.service,
-            api_wait_ms=max(self.settings.memory.initial_wait_ms, self.settings.memory.api_wait_ms),
+            api_wait_ms=max(memory.initial_wait_ms, memory.api_wait_ms),
             llm=self._llm,
-            extract=extract and self.settings.memory.extraction,
+            extract=extract and memory.extraction,
         )
 
     def session_features(self) -> SessionFeatures:
@@ -550,7 +552,7 @@ class _Opening:
 
         if names is not None and set(names) - {MEMORY}:
             raise ValueError("a runtime that serves no chats assembles memory only")
-        return {MEMORY} if self.settings.memory.enabled else set()
+        return {MEMORY} if MEMORY_SETTINGS.of(self.settings).enabled else set()
 
     async def abandon(self) -> None:
         """The opening failed: close what it opened, the model's start first."""
@@ -570,4 +572,4 @@ def _memory_embeds_on_the_endpoint(settings: Settings) -> bool:
 
     from qwenmem_tui.llm.provider import resolve_provider
 
-    return settings.memory.embedding == "openai" and resolve_provider(settings, os.environ) != "local"
+    return MEMORY_SETTINGS.of(settings).embedding == "openai" and resolve_provider(settings, os.environ) != "local"

@@ -29,6 +29,7 @@ from syrupy.location import PyTestLocation
 from qwenmem_tui import cli, collector, debuglog
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings, load_settings
+from qwenmem_tui.features import registry  # noqa: F401  (registers the features' settings)
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage import Database, SessionStore

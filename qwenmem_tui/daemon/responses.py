@@ -92,10 +92,10 @@ async def responses(request: Request) -> Response:
         return exc.response()
 
 
-async def _shape(upstream: Upstream, project: str, messages: list[dict[str, Any]], body: dict) -> Shaped:
+async def _shape(upstream: Upstream, project: str, messages: list[dict[str, Any]]) -> Shaped:
     if upstream.memory is None:
         return Shaped(messages)
-    return await upstream.memory.shape(project, messages, offers_tools=bool(body.get("tools")))
+    return await upstream.memory.shape(project, messages)
 
 
 async def _forwarded(upstream: Upstream, project: str, body: dict[str, Any]) -> Response | None:
@@ -103,7 +103,7 @@ async def _forwarded(upstream: Upstream, project: str, body: dict[str, Any]) -> 
     not about the model)."""
     items = input_items(body)
     messages = chat_messages(items, strict=False)
-    shaped = await _shape(upstream, project, messages, body)
+    shaped = await _shape(upstream, project, messages)
     sent = {**body, "input": with_block(items, messages, shaped)} if shaped.block else body
     response = await upstream.send("POST", "/responses", sent)
     if response.status_code == 404:
@@ -192,7 +192,7 @@ async def _translated(upstream: Upstream, project: str, body: dict[str, Any]) ->
         conversation = [*earlier, *chat_messages(input_items(body), strict=True)]
         instructions = body.get("instructions")
         system = [{"role": "system", "content": instructions}] if isinstance(instructions, str) and instructions else []
-        shaped = await _shape(upstream, project, [*system, *conversation], body)
+        shaped = await _shape(upstream, project, [*system, *conversation])
         chat = chat_request(body, shaped.messages, upstream.model)
     except Unsupported as exc:
         raise invalid_request(

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.config import Settings
+from qwenmem_tui.config import Settings, SettingsSection
 from qwenmem_tui.paths import Paths
 
 if TYPE_CHECKING:
@@ -110,6 +110,9 @@ class Feature:
     """
 
     name: str
+    settings: SettingsSection[Any] | None = None
+    """Its settings section (its package's model; `[name]` or keys of a shared table),
+    validated at start with the core's and read typed: `SECTION.of(settings)`."""
     hook_rank: int = 50
     """Where its hooks run in the loop, lowest first (compaction 0, memory 10, MCP 20,
     titles 30)."""

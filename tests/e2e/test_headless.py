@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from cli_support import CliRunner
 
+from qwenmem_tui import cli
 from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 
@@ -137,3 +139,37 @@ def test_a_real_process_answers_a_piped_question(
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["reply"] == "Piped answer."
     assert "what is piped?" in chats(answering)[0]["messages"][-1]["content"]
+
+
+def test_the_quit_lines_resume_command_runs_as_printed(
+    home: Path, project: Path, answering: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 38: `qwenmem --resume <id>` as the quit line prints it works where typed,
+    also when the venv's qwenmem is not on PATH (`make run`)."""
+    script = Path(sys.executable).with_name("qwenmem")
+    assert cli.resume_command("s1", argv0=str(script), which=lambda _: str(script)) == "qwenmem --resume s1"
+    elsewhere = tmp_path / "bin" / "qwenmem"  # another qwenmem first on PATH
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("#!/bin/sh\nexit 3\n")
+    assert cli.resume_command("s1", argv0=str(script), which=lambda _: str(elsewhere)) == (
+        f"{shlex.quote(str(script.resolve()))} --resume s1"
+    )
+    module = cli.resume_command("s1", argv0=str(Path(cli.__file__).with_name("__main__.py")))
+    assert module == f"{shlex.quote(sys.executable)} -m qwenmem_tui --resume s1"
+
+    answering.script(Reply("First."), Reply("Second."))
+    env = {**os.environ, "QWENMEM_HOME": str(home), "PATH": "/usr/bin:/bin"}
+    first = subprocess.run(
+        [str(script), "-p", "one", "--output-format", "json"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=120,
+    )
+    session_id = json.loads(first.stdout)["sessionId"]
+    printed = cli.resume_command(session_id, argv0=str(script), which=lambda _: None)
+    again = subprocess.run(
+        [*shlex.split(printed), "-p", "two", "--output-format", "json"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) | {"usage": None} == {
+        "reply": "Second.", "sessionId": session_id, "memories": [], "usage": None,
+    }

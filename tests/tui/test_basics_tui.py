@@ -158,8 +158,11 @@ async def test_export_writes_markdown_and_never_overwrites(
         await settle(pilot)
         await send(pilot, "/export")
         await settle(pilot)
-        (written,) = out.iterdir()
+        # Without a file name: in the home's exports folder, private, never the work tree.
+        assert list(out.iterdir()) == []
+        (written,) = app.paths.exports_dir.iterdir()
         assert written.name == f"qwenmem-{app.session.info.id[:8]}.md"
+        assert (written.stat().st_mode & 0o777, app.paths.exports_dir.stat().st_mode & 0o777) == (0o600, 0o700)
         text = written.read_text()
         assert "## You\n\nwhat does the readme say?" in text
         assert '<details><summary>✓ tool <code>read_file({"path": "README.md"})</code></summary>' in text

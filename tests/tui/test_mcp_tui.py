@@ -11,7 +11,8 @@ import pytest
 from mcp_support import MCP_SERVER_TIME, PYTHON, write_servers
 from textual.pilot import Pilot
 
-from qwenmem_tui.config import McpServerSettings, McpSettings, Settings
+from qwenmem_tui.config import Settings
+from qwenmem_tui.features.mcp.settings import McpServerSettings, McpSettings
 from qwenmem_tui.features.mcp.permissions import PermissionStore
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec

@@ -12,7 +12,7 @@ import pytest
 from mcp_support import BROKEN_SERVER, MCP_SERVER_TIME, PYTHON, write_servers
 
 from qwenmem_tui.chat.tools import ToolContext, ToolRegistry
-from qwenmem_tui.config import McpServerSettings, McpSettings
+from qwenmem_tui.features.mcp.settings import McpServerSettings, McpSettings
 from qwenmem_tui.features.mcp.permissions import (
     Decision,
     PermissionRequest,

@@ -4,23 +4,30 @@ permission prompt."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from qwenmem_tui.features.feature import (
     Feature,
     FeatureContext,
     SessionPart,
     SessionWiring,
 )
-from qwenmem_tui.features.mcp.servers import McpServers
+from qwenmem_tui.features.mcp.settings import MCP_SETTINGS
+
+if TYPE_CHECKING:
+    from qwenmem_tui.features.mcp.servers import McpServers
 
 MCP = "mcp"
 
 
 def _open(context: FeatureContext) -> McpServers | None:
-    settings = context.settings
-    if not settings.mcp.servers or not context.offers_tools:
+    settings = MCP_SETTINGS.of(context.settings)
+    if not settings.servers or not context.offers_tools:
         return None
+    from qwenmem_tui.features.mcp.servers import McpServers  # the MCP SDK: only when configured
+
     return McpServers(
-        settings.mcp, cwd=context.project_root, home=context.paths.home, project=context.project
+        settings, cwd=context.project_root, home=context.paths.home, project=context.project
     )
 
 
@@ -38,8 +45,9 @@ async def _close(servers: McpServers) -> None:
 
 FEATURE = Feature(
     MCP,
+    settings=MCP_SETTINGS,
     hook_rank=20,
-    enabled=lambda settings: bool(settings.mcp.servers),
+    enabled=lambda settings: bool(MCP_SETTINGS.of(settings).servers),
     open=_open,
     session=_session,
     start=_start,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError
-from qwenmem_tui.config import McpSettings
+from qwenmem_tui.features.mcp.settings import McpSettings
 from qwenmem_tui.features.mcp.permissions import (
     Approver,
     Decision,

@@ -647,9 +647,10 @@ async def migrate(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         migrate_from_sqlite,
         sqlite_source,
     )
+    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
     from qwenmem_tui.storage.database import Database
 
-    dsn = args.dsn or settings.memory.postgres_dsn
+    dsn = args.dsn or MEMORY_SETTINGS.of(settings).postgres_dsn
     if not dsn:
         print(
             "qwenmem: no PostgreSQL DSN: pass --dsn or set memory.postgres_dsn / QWENMEM_POSTGRES_DSN",

@@ -12,6 +12,7 @@ session's extractor through the wiring (`extract_block`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from qwenmem_tui.features.feature import (
     Feature,
@@ -19,10 +20,13 @@ from qwenmem_tui.features.feature import (
     SessionPart,
     SessionWiring,
 )
-from qwenmem_tui.features.memory.access import MemoryAccess
-from qwenmem_tui.features.memory.extract import MemoryExtractionHook
-from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
-from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
+from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+
+if TYPE_CHECKING:
+    from qwenmem_tui.features.memory.access import MemoryAccess
+    from qwenmem_tui.features.memory.extract import MemoryExtractionHook
+    from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
+    from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
 
 MEMORY = "memory"
 
@@ -37,6 +41,10 @@ class MemorySession:
 
 
 def _open(context: FeatureContext) -> MemoryAccess:
+    # The registration is read by every `qwenmem` command (its settings, its CLI): the
+    # memory stack loads when a runtime opens it.
+    from qwenmem_tui.features.memory.access import MemoryAccess
+
     return MemoryAccess(
         context.settings,
         context.paths,
@@ -48,7 +56,10 @@ def _open(context: FeatureContext) -> MemoryAccess:
 
 
 def _session(memory: MemoryAccess, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
-    settings = context.settings.memory
+    from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
+    from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
+
+    settings = MEMORY_SETTINGS.of(context.settings)
     extraction = memory.extraction(enabled=settings.extraction)
     prefetch = MemoryPrefetchHook(
         memory.project_recall.recall,
@@ -77,8 +88,9 @@ async def _close(memory: MemoryAccess) -> None:
 
 FEATURE = Feature(
     MEMORY,
+    settings=MEMORY_SETTINGS,
     hook_rank=10,
-    enabled=lambda settings: settings.memory.enabled,
+    enabled=lambda settings: MEMORY_SETTINGS.of(settings).enabled,
     open=_open,
     session=_session,
     close=_close,

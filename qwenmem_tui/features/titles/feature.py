@@ -9,12 +9,14 @@ from qwenmem_tui.features.feature import (
     SessionPart,
     SessionWiring,
 )
-from qwenmem_tui.features.titles.hook import SessionTitleHook
+from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
 
 TITLES = "titles"
 
 
 def _session(state: object, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
+    from qwenmem_tui.features.titles.hook import SessionTitleHook  # loaded when a chat is
+
     hook = SessionTitleHook()
     return SessionPart(hooks=(hook,), handle=hook, drain=hook.drain)
 
@@ -24,7 +26,8 @@ FEATURE = Feature(
     hook_rank=30,
     # A background model call per session, like extraction's per turn: a setup that
     # turns those off (`extraction = false`: no model calls but the user's) gets none.
-    enabled=lambda settings: settings.llm.session_titles and settings.memory.extraction,
+    enabled=lambda settings: settings.llm.session_titles
+    and MEMORY_SETTINGS.of(settings).extraction,
     session=_session,
     tui="qwenmem_tui.tui.features.titles.extension:titles_extension",
 )

@@ -23,7 +23,8 @@ from memtest_support import Clock, make_settings
 
 from qwenmem_tui.chat.session import BaseQueryHook, ChatSession
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
-from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
+from qwenmem_tui.config import LLMSettings, Settings
+from qwenmem_tui.features.memory.settings import MemorySettings
 from qwenmem_tui.features.memory.prefetch import (
     IN_VIEW,
     INITIAL,

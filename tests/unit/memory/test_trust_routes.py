@@ -28,7 +28,8 @@ from qwenmem_tui.chat.view import (
     SUMMARY_TAINT,
     untrusted_content,
 )
-from qwenmem_tui.config import CompactionSettings, Settings
+from qwenmem_tui.config import Settings
+from qwenmem_tui.features.compaction.settings import CompactionSettings
 from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.features.memory import guard
 from qwenmem_tui.features.memory.backup import import_lines

@@ -35,6 +35,7 @@ from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.features.memory.receipt import MemoryReceipt
 from qwenmem_tui.tui.host import SlashCommand
+from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:
     from qwenmem_tui.storage.sessions import Item
@@ -165,7 +166,7 @@ class MemoryFeature:
 
     async def _sample_count(self, service: MemoryService) -> int:
         """How many memories the sampled review offers now (0: none is due)."""
-        settings = self._context.settings.memory
+        settings = MEMORY_SETTINGS.of(self._context.settings)
         if settings.review_every_days <= 0:
             return 0
         plan = await review_plan(
@@ -185,7 +186,7 @@ class MemoryFeature:
         service = await self._service_for(app)
         if service is None:
             return
-        settings = self._context.settings.memory
+        settings = MEMORY_SETTINGS.of(self._context.settings)
         await app.push_screen(
             MemoryScreen(
                 service,
