@@ -12,7 +12,7 @@ import re
 import stat
 import tomllib
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar, cast
@@ -27,6 +27,7 @@ from pydantic import (
     field_validator,
 )
 
+from qwenmem_tui import sections
 from qwenmem_tui.text import one_line
 
 ENV_OVERRIDES: dict[str, tuple[str, str]] = {
@@ -174,20 +175,10 @@ class Settings(Section):
         return self.llm.fast_model or self.llm.model
 
 
-SectionSource = Callable[[], Sequence[SettingsSection[Any]]]
-_sources: list[SectionSource] = []
-
-
-def register_sections(source: SectionSource) -> None:
-    """Where the features' sections come from: the feature registry hands its own in
-    (read at each composition, so a registry changed by a test composes anew). The
-    base never imports a feature; it is handed them."""
-    if source not in _sources:
-        _sources.append(source)
-
-
 def registered_sections() -> tuple[SettingsSection[Any], ...]:
-    return tuple(section for source in _sources for section in source())
+    """The sections the feature registry handed in (`sections.register_sections`)."""
+    found = sections.registered_sections()
+    return tuple(section for section in found if isinstance(section, SettingsSection))
 
 
 def settings_model() -> type[Settings]:

@@ -46,6 +46,7 @@ from qwenmem_tui.features.instructions.files import (
 )
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id, project_root
+from qwenmem_tui.reads import StartupError, check_resume, find_session  # noqa: F401 (re-exported)
 from qwenmem_tui.storage.database import Database, RetryCallback, StorageError
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
 from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
@@ -68,11 +69,6 @@ PRELOAD_MODULES = ("openai", *FEATURE_MODULES)
 """Imported in a thread by `open`, so the face's event loop keeps serving (keys, HTTP):
 the SDK alone takes ~0.4 s to import, the features' core (the memory stack: numpy,
 FAISS) as much again."""
-
-
-class StartupError(Exception):
-    """The runtime cannot open (or a session cannot be found); ``str(e)`` is the one
-    line the user sees."""
 
 
 @dataclass(frozen=True)
@@ -137,30 +133,6 @@ def system_prompt_for(model_defaults: LocalChatDefaults | None) -> str:
     The bundled local model gets its own short prompt; every other model the chat's.
     """
     return model_defaults.system_prompt if model_defaults is not None else DEFAULT_SYSTEM_PROMPT
-
-
-async def find_session(store: SessionStore, project: str, ref: str) -> SessionInfo:
-    """The session of `project` whose id is `ref` or uniquely starts with it (as
-    `qwenmem sessions` lists them); StartupError with the one line to show otherwise."""
-    found = await store.find_session(project, ref) if ref else []
-    if len(found) == 1:
-        return found[0]
-    if found:
-        raise StartupError(f'"{ref}" matches several sessions of this project: type more of the id.')
-    raise StartupError(f'No session with id "{ref}" in this project ({project}).')
-
-
-async def check_resume(paths: Paths, cwd: Path, ref: str) -> str:
-    """The full id `--resume ref` opens, checked before a face starts so a wrong id is
-    one line in the terminal; StartupError otherwise. Never creates the database."""
-    project = project_id(project_root(cwd))
-    if not paths.db_file.exists():
-        raise StartupError(f'No session with id "{ref}" in this project ({project}).')
-    db = await Database.open(paths.db_file)
-    try:
-        return (await find_session(SessionStore(db), project, ref)).id
-    finally:
-        await db.close()
 
 
 FeatureNames = Collection[str] | Awaitable[Collection[str]] | None

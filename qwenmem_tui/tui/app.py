@@ -57,9 +57,12 @@ from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.host import BusyState, CommandTable
 from qwenmem_tui.tui.keymap import checked_keymap
 from qwenmem_tui.tui.terminal_text import terminal_safe
+from qwenmem_tui.tui.theme_choice import remember_theme, remembered_theme
 from qwenmem_tui.tui.widgets.plain_items import DimItem, InfoItem, ItemWidgetFactory
 
 if TYPE_CHECKING:
+    from textual.theme import Theme
+
     # The chat core and the runtime load after the first frame, in the startup
     # worker's thread (`_startup_imports`).
     from qwenmem_tui.chat.session import ChatSession, QueryHook
@@ -180,6 +183,8 @@ class QwenmemApp(App[None]):
                     f"got {settings.ui.theme!r}"
                 )
             self.theme = settings.ui.theme
+        elif (picked := remembered_theme(paths)) in self.available_themes:
+            self.theme = picked  # the one picked in the palette last time
         self.kept_session_id: str | None = None
         """The session left on screen at exit, when it was kept (it had items)."""
 
@@ -357,9 +362,23 @@ class QwenmemApp(App[None]):
             self._quit_on_signals()
         # The screen first: the prompt takes keys while the rest opens behind it.
         await self.push_screen(ChatScreen())
+        self.theme_changed_signal.subscribe(self, self._theme_picked)
         if self._long_lived:
             collector.release(freeze=True)  # held by the CLI since launch
         self.run_worker(self._start(), group="startup", exclusive=True, exit_on_error=False)
+
+    def _theme_picked(self, theme: Theme) -> None:
+        """A theme chosen now (the palette): kept for the next start."""
+        self.run_worker(
+            asyncio.to_thread(remember_theme, self.paths, theme.name),
+            group="theme", exclusive=True, exit_on_error=False,
+        )
+        configured = self.settings.ui.theme
+        if configured is not None and configured != theme.name:
+            self.show_info(
+                f"Theme {theme.name} for now: {self.settings.source or 'the config'} sets "
+                f"ui.theme = {configured!r} for every start."
+            )
 
     def _quit_on_signals(self) -> None:
         """SIGTERM (kill, a shutdown) and SIGHUP (the terminal window closed) quit as

@@ -714,3 +714,32 @@ async def test_a_review_count_that_fails_is_a_log_line_not_a_crash(
         await settle(pilot)
         assert app.is_running and app.return_code is None
         assert infos(app)[-1] == "Forgot memory #1 (project/project_codename)."
+
+
+async def test_the_detail_shows_a_facts_versions(
+    make_memory_app: Callable[..., QwenmemApp], clock: FakeClock
+) -> None:
+    """/memory shows every version of the selected fact: when each was stated, until
+    when it held, and what replaced it, who decided and why (issue 35 item 4)."""
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, "/remember I live in Lisbon")
+        clock.advance(40 * DAY)
+        await run(pilot, "/remember I moved to Berlin")
+        screen = await open_memory_screen(pilot)
+        await pilot.press("t")  # every status: the replaced version is listed too
+        await wait_until(pilot, lambda: len(table_rows(screen)) == 2)
+        for selected in (1, 2):
+            await select_row(pilot, screen, selected)
+            await wait_until(
+                pilot, lambda: "Versions (2)" in str(screen.query_one("#memory-detail-text").render())
+            )
+            detail = str(screen.query_one("#memory-detail-text").render())
+            lines = detail.splitlines()
+            start = next(i for i, line in enumerate(lines) if line.startswith("Versions (2)"))
+            first, replaced, second = lines[start + 1 : start + 4]
+            assert "#1 I live in Lisbon (superseded)" in first
+            assert "replaced by #2, decided by user" in replaced
+            assert "#2 I moved to Berlin (active)" in second
+            assert "→ now" in second and "→ now" not in first  # Lisbon held until Berlin
+            assert ("◀" in first) == (selected == 1) and ("◀" in second) == (selected == 2)

@@ -77,7 +77,7 @@ ACTIONS = (*IMPORTED, HELD, HISTORY, SKIPPED, REJECTED)
 class ImportReport:
     counts: dict[str, int] = field(default_factory=dict)  # ACTIONS: one per line
     errors: list[str] = field(default_factory=list)  # "line N: why"
-    outcomes: list[str] = field(default_factory=list)  # "line N: what became of it"
+    outcomes: list[tuple[int, str]] = field(default_factory=list)  # (line, what became of it)
     ids: list[int] = field(default_factory=list)  # the memories written, in line order
     renumbered: dict[int, int] = field(default_factory=dict)  # backup id -> new id
     stopped: str | None = None
@@ -87,7 +87,11 @@ class ImportReport:
     def add(self, what: str, number: int | None = None, outcome: str = "") -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
         if number is not None and outcome:
-            self.outcomes.append(f"line {number}: {outcome}")
+            self.outcomes.append((number, outcome))
+
+    def by_line(self) -> list[str]:
+        """What became of each line, in line order: "line N: ..."."""
+        return [f"line {n}: {text}" for n, text in sorted(self.outcomes, key=lambda o: o[0])]
 
     def reject(self, number: int, why: str) -> None:
         self.add(REJECTED, number, f"rejected: {why}")

@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy 
 _VALUE_WIDTH = 60
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    memory = subparsers.add_parser(
+def register(commands: Commands) -> None:
+    memory = commands.root.add_parser(
         "memory",
         help="inspect and manage long-term memory",
         description="Inspect and manage long-term memory.",
@@ -477,6 +477,7 @@ async def _dry_run(
     import shutil
     import tempfile
 
+    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
     from qwenmem_tui.paths import private_dir
 
     private_dir(paths.home)
@@ -484,9 +485,10 @@ async def _dry_run(
         copy = Paths(Path(scratch))
         copy.ensure()
         note = ""
-        if settings.memory.store == "postgres":
+        memory = MEMORY_SETTINGS.of(settings)
+        if memory.store == "postgres":
             settings = settings.model_copy(
-                update={"memory": settings.memory.model_copy(update={"store": "sqlite"})}
+                update={MEMORY_SETTINGS.table: memory.model_copy(update={"store": "sqlite"})}
             )
             note = " (the PostgreSQL memory is not copied: judged against an empty one)"
         elif paths.db_file.exists():
@@ -495,7 +497,7 @@ async def _dry_run(
                 shutil.copytree(paths.index_dir, copy.index_dir, dirs_exist_ok=True)
         async with _service(settings, copy) as svc:
             report = await _import(svc, args, lines)
-    for outcome in report.outcomes:
+    for outcome in report.by_line():
         print(terminal_safe(outcome))
     if note:
         print("dry run" + note)

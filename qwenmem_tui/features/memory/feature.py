@@ -20,9 +20,9 @@ from qwenmem_tui.features.feature import (
     SessionPart,
     SessionWiring,
 )
-from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:
+    from qwenmem_tui.config import Settings
     from qwenmem_tui.features.memory.access import MemoryAccess
     from qwenmem_tui.features.memory.extract import MemoryExtractionHook
     from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
@@ -55,9 +55,16 @@ def _open(context: FeatureContext) -> MemoryAccess:
     )
 
 
+def _enabled(settings: Settings) -> bool:
+    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+
+    return MEMORY_SETTINGS.of(settings).enabled
+
+
 def _session(memory: MemoryAccess, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
     from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
     from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
+    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
 
     settings = MEMORY_SETTINGS.of(context.settings)
     extraction = memory.extraction(enabled=settings.extraction)
@@ -88,14 +95,15 @@ async def _close(memory: MemoryAccess) -> None:
 
 FEATURE = Feature(
     MEMORY,
-    settings=MEMORY_SETTINGS,
+    settings="qwenmem_tui.features.memory.settings:MEMORY_SETTINGS",
     hook_rank=10,
-    enabled=lambda settings: MEMORY_SETTINGS.of(settings).enabled,
+    enabled=_enabled,
     open=_open,
     session=_session,
     close=_close,
     tui="qwenmem_tui.tui.features.memory.extension:memory_extension",
     routes="qwenmem_tui.features.memory.routes:MEMORY_ROUTES",
+    cli="qwenmem_tui.features.memory.cli:register",
     mcp="qwenmem_tui.features.memory.mcp_tools:register_tools",
     # access: MemoryAccess/MemoryUnavailable (MCP server, `qwenmem serve`); remote: the
     # MCP tools' ProjectMemory; exchange: the proxy's recall; receipts: the daemon's

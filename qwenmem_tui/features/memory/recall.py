@@ -21,7 +21,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -79,10 +79,29 @@ class RecallResult:
     latency_ms: float = 0.0
     vector_scores: list[float | None] = field(default_factory=list)  # cosines
     lexical_scores: list[float | None] = field(default_factory=list)
+    rendered_at: float = 0.0  # the clock the block's ages were rendered at
 
     @classmethod
     def empty(cls, latency_ms: float = 0.0) -> RecallResult:
         return cls(block="", ids=[], memories=[], scores=[], latency_ms=latency_ms)
+
+    def without(self, ids: Collection[int]) -> RecallResult:
+        """This result less the memories ``ids`` (in the model's view since it was
+        recalled), its block rendered again; itself when none of them is in it."""
+        drop = set(ids) & set(self.ids)
+        if not drop:
+            return self
+        keep = [i for i, memory_id in enumerate(self.ids) if memory_id not in drop]
+        memories = [self.memories[i] for i in keep] if len(self.memories) == len(self.ids) else []
+        return replace(
+            self,
+            block=render_block(memories, self.rendered_at),
+            ids=[self.ids[i] for i in keep],
+            memories=memories,
+            scores=[self.scores[i] for i in keep if i < len(self.scores)],
+            vector_scores=[self.vector_scores[i] for i in keep if i < len(self.vector_scores)],
+            lexical_scores=[self.lexical_scores[i] for i in keep if i < len(self.lexical_scores)],
+        )
 
 
 def fuse(
@@ -374,6 +393,7 @@ class Recaller:
             vector_scores=[_rounded(c.dense) for c in ranked],
             lexical_scores=[_rounded(c.lexical) for c in ranked],
             latency_ms=(time.perf_counter() - started) * 1000,
+            rendered_at=now,
         )
 
 

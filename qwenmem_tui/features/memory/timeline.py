@@ -49,8 +49,12 @@ def parse_moment(text: str, *, end_of_day: bool = False) -> float:
 
 def true_at(memories: Iterable[Memory], at: float) -> list[Memory]:
     """The versions that held at ``at``: stated by then, not yet replaced, not yet
-    expired, and once the fact's value (not held for review, not deleted)."""
-    return [
+    expired, and once the fact's value (not held for review, not deleted). Of one
+    fact's versions (linked by supersession, or one key) only the latest stated by
+    then: a version restored later reads as current since its statement, but the
+    newer one said in between was the truth meanwhile."""
+    memories = list(memories)
+    held = [
         m
         for m in memories
         if m.status in WAS_TRUE
@@ -58,6 +62,35 @@ def true_at(memories: Iterable[Memory], at: float) -> list[Memory]:
         and (m.valid_until is None or at < m.valid_until)
         and (m.expires_at is None or at < m.expires_at)
     ]
+    fact = _facts(memories)
+    latest: dict[int, Memory] = {}
+    for m in held:
+        mine = latest.get(fact[m.id])
+        if mine is None or (m.stated_at, m.id) > (mine.stated_at, mine.id):
+            latest[fact[m.id]] = m
+    kept = {m.id for m in latest.values()}
+    return [m for m in held if m.id in kept]
+
+
+def _facts(memories: Sequence[Memory]) -> dict[int, int]:
+    """Memory id -> one id naming its fact: rows joined by supersession or by sharing
+    (scope, category, key), transitively."""
+    parent = {m.id: m.id for m in memories}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[tuple[str, str, str], int] = {}
+    for m in memories:
+        links = [first.setdefault((m.scope, str(m.category), m.key), m.id)]
+        if m.superseded_by in parent:
+            links.append(m.superseded_by)
+        for other in links:
+            parent[root(m.id)] = root(other)
+    return {m.id: root(m.id) for m in memories}
 
 
 @dataclass
@@ -117,16 +150,18 @@ def timeline(versions: Sequence[Memory], audit: Sequence[AuditEntry]) -> list[Ve
         replaced_by = m.superseded_by if m.status is Status.SUPERSEDED else None
         decided_by, why = None, ""
         if replaced_by is not None:
-            gone = [e for e in mine if e.action is AuditAction.SUPERSEDE]
+            gone = [e for e in mine if e.action is AuditAction.SUPERSEDE][-1:]
+            # The replacing row's own account of that moment: the write, approval or
+            # restore made in the same transaction (the same time).
             made = [
                 e
                 for e in events.get(replaced_by, [])
                 if e.action in (AuditAction.CREATE, AuditAction.APPROVE, AuditAction.RESTORE)
-            ]
+                and (not gone or e.at == gone[0].at)
+            ][:1]
             if gone:
-                decided_by = gone[-1].origin
-            reasons = [e.reason for e in (gone[-1:] + made[:1]) if e.reason]
-            why = "; ".join(dict.fromkeys(reasons))
+                decided_by = gone[0].origin
+            why = "; ".join(dict.fromkeys(e.reason for e in gone + made if e.reason))
         out.append(Version(m, replaced_by, decided_by, why, mine))
     return out
 

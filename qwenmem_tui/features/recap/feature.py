@@ -4,13 +4,13 @@ make: the TUI's /recap and away recap, the daemon's recap route); its faces."""
 from __future__ import annotations
 
 from qwenmem_tui.features.feature import Feature
-from qwenmem_tui.features.recap.settings import RECAP_SETTINGS
 
 RECAP = "recap"
 
 FEATURE = Feature(
     RECAP,
-    settings=RECAP_SETTINGS,
+    settings="qwenmem_tui.features.recap.settings:RECAP_SETTINGS",
     tui="qwenmem_tui.tui.features.recap.controller:recap_extension",
     routes="qwenmem_tui.features.recap.routes:RECAP_ROUTES",
+    api=("session_recap",),  # the ACP agent's /recap
 )

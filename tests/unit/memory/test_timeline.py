@@ -1,0 +1,85 @@
+"""Facts know their time (issue 35 item 4): the SQLite migration that gives every row
+its statement date and, once replaced, until when it held; what was true on a date."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from memtest_support import Clock, make_settings
+
+from qwenmem_tui.features.memory.model import Category, Memory, Origin, Status
+from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.timeline import parse_moment, true_at
+from qwenmem_tui.paths import Paths
+from qwenmem_tui.storage import MIGRATIONS, Database
+
+
+async def test_a_database_before_the_times_gets_them_from_what_it_holds(tmp_path: Path) -> None:
+    paths = Paths(tmp_path / "home")
+    paths.ensure()
+    old = await Database.open(paths.db_file, migrations=MIGRATIONS[:6])
+    rows = [
+        # (key, value, status, created_at, updated_at)
+        ("home_city", "Porto", "superseded", 1.70e9, 1.85e9),  # replaced by row 2
+        ("home_city", "Lisbon", "active", 1.80e9, 1.80e9),
+        ("editor", "vim", "superseded", 1.75e9, 1.76e9),  # its replacement is gone
+        ("stack", "Python", "active", 1.78e9, 1.79e9),
+    ]
+
+    async def fill(conn) -> None:  # type: ignore[no-untyped-def]
+        for key, value, status, created, updated in rows:
+            await conn.execute(
+                "INSERT INTO memories (user, scope, category, key, value, origin, status, flags,"
+                " created_at, updated_at, content_hash) VALUES ('ana', 'global', 'user', ?, ?,"
+                " 'user', ?, '[]', ?, ?, ?)",
+                (key, value, status, created, updated, value),
+            )
+        await conn.execute("UPDATE memories SET superseded_by = 2 WHERE id = 1")
+
+    await old.write(fill)
+    await old.close()
+    service = await MemoryService.open(make_settings(), paths, clock=Clock())
+    try:
+        times = {m.value: (m.stated_at, m.valid_until) for m in await service.list()}
+    finally:
+        await service.close()
+    assert times == {
+        "Porto": (1.70e9, 1.80e9),  # held until Lisbon was said
+        "Lisbon": (1.80e9, None),
+        "vim": (1.75e9, 1.76e9),  # until it was replaced
+        "Python": (1.78e9, None),
+    }
+
+
+def memory(memory_id: int, value: str, stated: float, until: float | None = None, *,
+           key: str = "home_city", status: Status = Status.ACTIVE,
+           by: int | None = None, expires: float | None = None) -> Memory:  # fmt: skip
+    return Memory(
+        memory_id, "ana", "global", Category.USER, key, value, Origin.USER, status, [],
+        stated, stated, expires, superseded_by=by, stated_at=stated, valid_until=until,
+    )  # fmt: skip
+
+
+def test_true_at_holds_each_version_for_its_time_and_one_per_fact() -> None:
+    porto = memory(1, "Porto", 100.0, 200.0, status=Status.SUPERSEDED, by=2)
+    lisbon = memory(2, "Lisbon", 200.0)  # restored later: current since it was said
+    berlin = memory(3, "Berlin", 300.0, 400.0, status=Status.SUPERSEDED, by=2)
+    vim = memory(4, "vim", 150.0, key="editor", expires=250.0)
+    held = memory(5, "Lyon", 120.0, key="other", status=Status.QUARANTINED)
+    rows = [porto, lisbon, berlin, vim, held]
+    assert [m.value for m in true_at(rows, 99.0)] == []
+    assert [m.value for m in true_at(rows, 160.0)] == ["Porto", "vim"]
+    assert [m.value for m in true_at(rows, 200.0)] == ["Lisbon", "vim"]
+    assert [m.value for m in true_at(rows, 350.0)] == ["Berlin"]  # the newer said meanwhile
+    assert [m.value for m in true_at(rows, 500.0)] == ["Lisbon"]
+
+
+def test_moments_are_iso_dates_or_date_times() -> None:
+    assert parse_moment("1970-01-02") == 86400.0
+    assert parse_moment("1970-01-02", end_of_day=True) == 86400.0 + 86399.0
+    assert parse_moment("1970-01-02T01:00:00Z") == 86400.0 + 3600.0
+    assert parse_moment("1970-01-02T03:00:00+02:00") == 86400.0 + 3600.0
+    for bad in ("yesterday", "2026-13-01", "", "12/03/2026"):
+        with pytest.raises(ValueError, match="ISO 8601"):
+            parse_moment(bad)
