@@ -56,10 +56,16 @@ def _address(field: str) -> Address:
     raw = b"".join(
         int(host[i : i + 8], 16).to_bytes(4, sys.byteorder) for i in range(0, len(host), 8)
     )
-    address = ipaddress.ip_address(raw)
+    return _unmapped(ipaddress.ip_address(raw)), int(port, 16)
+
+
+def _unmapped(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """A dual-stack socket's ``::ffff:127.0.0.1`` as the IPv4 address it is."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address, int(port, 16)
+        return address.ipv4_mapped
+    return address
 
 
 def parse_table(text: str) -> Iterator[SocketRow]:
@@ -76,12 +82,9 @@ def parse_table(text: str) -> Iterator[SocketRow]:
 
 def _normal(host: str, port: int) -> Address | None:
     try:
-        address = ipaddress.ip_address(host.split("%", 1)[0])
+        return _unmapped(ipaddress.ip_address(host.split("%", 1)[0])), port
     except ValueError:
         return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address, port
 
 
 def peer_uid(client: tuple[str, int], server: tuple[str, int], tables: tuple[Path, ...] = TABLES) -> int | None:

@@ -289,6 +289,21 @@ async def test_an_agents_endpoints_and_safety_rules_wait_for_the_user(home: Path
     assert asked == []
 
 
+def _raw_server(project: Path, *, text: bool) -> subprocess.Popen:  # type: ignore[type-arg]
+    """`qwenmem mcp` in `project` on raw pipes, as a hand-written client speaks to it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qwenmem_tui", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=text,
+        cwd=project,
+        env=checkout_env(os.environ),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    return proc
+
+
 async def test_every_malformed_request_gets_an_error_answer(home: Path, project: Path) -> None:
     """Issue 36 item 13, through the raw pipes (the SDK's client would refuse to send
     these). Variants: a lone surrogate in a tool argument, bytes that are not UTF-8, a
@@ -296,15 +311,7 @@ async def test_every_malformed_request_gets_an_error_answer(home: Path, project:
     100,000 deep. Each gets a JSON-RPC error with the request's id where one can be
     read, and the server keeps serving."""
     _hash_embedder(home)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "qwenmem_tui", "mcp"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=project,
-        env=checkout_env(os.environ),
-    )
-    assert proc.stdin is not None and proc.stdout is not None
+    proc = _raw_server(project, text=False)
 
     def send(line: bytes) -> None:
         proc.stdin.write(line + b"\n")
@@ -359,16 +366,7 @@ def test_nothing_but_protocol_on_stdout(home: Path, project: Path) -> None:
     """Raw JSON-RPC over the pipes, as any client speaks it: every stdout line is a
     JSON-RPC message, and a malformed line does not stop the server."""
     _hash_embedder(home)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "qwenmem_tui", "mcp"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=project,
-        env=checkout_env(os.environ),
-    )
-    assert proc.stdin is not None and proc.stdout is not None
+    proc = _raw_server(project, text=True)
     seen: list[dict[str, Any]] = []
 
     def send(*messages: dict[str, Any] | str) -> None:

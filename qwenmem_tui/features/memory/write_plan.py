@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from qwenmem_tui.features.memory.model import (
+    DAY,
     AuditAction,
     Category,
     Memory,
@@ -225,10 +226,19 @@ class PlannedStore(MemoryStore):
         )
 
     async def move(
-        self, memory_id: int, *, category: Category, scope: str, now: float, reason: str = ""
+        self,
+        memory_id: int,
+        *,
+        category: Category,
+        scope: str,
+        now: float,
+        reason: str = "",
+        ttl_days: int | None = None,
     ) -> Memory | None:
         return await self._in_transaction(
-            lambda steps: _move(steps, memory_id, category, scope, now=now, reason=reason),
+            lambda steps: _move(
+                steps, memory_id, category, scope, now=now, reason=reason, ttl_days=ttl_days
+            ),
             "memory move",
         )
 
@@ -525,7 +535,14 @@ async def _restore(
 
 
 async def _move(
-    steps: WriteSteps, memory_id: int, category: Category, scope: str, *, now: float, reason: str
+    steps: WriteSteps,
+    memory_id: int,
+    category: Category,
+    scope: str,
+    *,
+    now: float,
+    reason: str,
+    ttl_days: int | None = None,
 ) -> Memory | None:
     await steps.lock()
     row = await steps.get(memory_id)
@@ -539,6 +556,9 @@ async def _move(
             raise ValueError(f"#{clash.id} already holds {category}/{row.key} there")
     await steps.set_place(memory_id, category.value, scope, now)
     where = f"moved from {row.category}/{row.scope} to {category}/{scope}"
+    if ttl_days is not None:  # the new category's lifetime, counted from the move
+        await steps.touch(memory_id, now, now + ttl_days * DAY)
+        where += f", expires in {ttl_days} days"
     await steps.audit(
         memory_id, AuditAction.MOVE, Origin.USER, now, join_reasons(reason, where), row.value, row.value
     )

@@ -115,3 +115,24 @@ def test_the_fallback_token_is_private_and_read_for_loopback_only(
     monkeypatch.delenv(sdk.TOKEN_ENV, raising=False)
     with sdk.DaemonClient("http://127.0.0.1:9") as client:
         assert client._http.headers["authorization"] == f"Bearer {token}"
+
+
+def test_where_the_kernel_cannot_tell_a_token_is_required(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`qwenmem serve`'s choice: the uid check where /proc/net/tcp is readable, else a
+    generated token in the home; --allow-other-users says so on stderr."""
+    from qwenmem_tui.daemon import cli, peer
+    from qwenmem_tui.paths import Paths
+
+    paths = Paths(tmp_path / "home")
+    monkeypatch.setattr(peer, "TABLES", (tmp_path / "no-such-table",))
+    token, uid, said = cli._privacy(None, False, paths)
+    assert uid is None and token == (paths.home / sdk.TOKEN_FILE).read_text().strip()
+    assert said == f"token required: {paths.home / sdk.TOKEN_FILE}"
+    assert cli._privacy("given", False, paths) == ("given", None, "token required")
+    assert cli._privacy(None, True, paths) == (None, None, "open to every local user")
+    assert "every user of this machine" in capsys.readouterr().err
+    monkeypatch.setattr(peer, "TABLES", (tmp_path / "tcp",))
+    (tmp_path / "tcp").write_text(HEADER + "\n")
+    assert cli._privacy(None, False, paths) == (None, os.geteuid(), f"private to uid {os.geteuid()}")
