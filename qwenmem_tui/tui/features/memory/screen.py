@@ -159,6 +159,8 @@ def versions_content(memory: Memory, versions: Sequence[Version]) -> list[str | 
             why = f": {clip(version.why, 160)}" if version.why else ""
             decided = version.decided_by or "unknown"
             parts += ["\n", (f"{'':>24}replaced by #{version.replaced_by}, decided by {decided}{why}", "dim")]
+        if m.restates is not None:
+            parts += ["\n", (f"{'':>24}may restate #{m.restates}: not decided yet, both kept", "dim")]
     return parts
 
 
