@@ -155,6 +155,8 @@ def versions_content(memory: Memory, versions: Sequence[Version]) -> list[str | 
             why = f": {clip(version.why, 160)}" if version.why else ""
             decided = version.decided_by or "unknown"
             parts += ["\n", (f"{'':>24}replaced by #{version.replaced_by}, decided by {decided}{why}", "dim")]
+        if m.restates is not None:
+            parts += ["\n", (f"{'':>24}may restate #{m.restates}: not decided yet, both kept", "dim")]
     return parts
 
 
@@ -210,7 +212,8 @@ class MemoryDetail(VerticalScroll):
 
 
 class ConfirmForget(ModalScreen[bool]):
-    """Forgetting cannot be undone from the app: ask once."""
+    """Forgetting cannot be undone from the app: ask once. The dialog asks "Forget?",
+    so Enter forgets (the Forget button has the focus), and it names its keys."""
 
     CSS_PATH = "memory.tcss"
     BINDINGS = [
@@ -232,6 +235,8 @@ class ConfirmForget(ModalScreen[bool]):
                     clip(memory.value, 200),
                     "\n",
                     ("It will never be recalled again; the audit log keeps the record.", "dim"),
+                    "\n",
+                    ("Enter or y: forget · Esc or n: keep", "dim"),
                 ),
                 id="confirm-text",
             )
@@ -240,7 +245,7 @@ class ConfirmForget(ModalScreen[bool]):
                 yield Button("Keep", id="confirm-keep")
 
     def on_mount(self) -> None:
-        self.query_one("#confirm-keep", Button).focus()
+        self.query_one("#confirm-forget", Button).focus()
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
@@ -363,6 +368,7 @@ class MemoryScreen(Screen[None]):
         now = self._clock()
         width = value_width(rows, now, table.size.width or self.size.width)
         keep = self._selected
+        row = table.cursor_row  # where the cursor was, if its memory leaves the list
         table.clear()
         for memory in rows:
             table.add_row(*memory_cells(memory, now, width), key=str(memory.id))
@@ -370,7 +376,9 @@ class MemoryScreen(Screen[None]):
         ids = [m.id for m in rows]
         if keep in ids:
             table.move_cursor(row=ids.index(keep))
-        elif not rows:
+        elif rows:  # forgotten, filtered out: the row that took its place, not the top
+            table.move_cursor(row=min(max(row, 0), len(rows) - 1))
+        else:
             self._select(None)
             self.query_one(MemoryDetail).show(Content(NO_MATCH if self._memories else NO_MEMORIES))
         self.refresh_bindings()
@@ -428,8 +436,8 @@ class MemoryScreen(Screen[None]):
             return selected is not None and selected.status is not Status.DELETED or None
         if action == "edit":
             return selected is not None and selected.status is Status.ACTIVE or None
-        if action == "restore":  # hidden unless a superseded memory is selected
-            return selected is not None and selected.status is Status.SUPERSEDED
+        if action == "restore":  # hidden unless a superseded (or, to say why not, deleted) one
+            return selected is not None and selected.status in (Status.SUPERSEDED, Status.DELETED)
         if action == "move":
             return selected is not None and selected.status in DEFAULT_STATUSES or None
         # The review's keys show only while a review is offered (the footer is full).
@@ -463,10 +471,18 @@ class MemoryScreen(Screen[None]):
             self.restore(memory.id)
 
     def action_restore(self) -> None:
-        """u: a superseded memory is active again (what replaced it under its key gives way)."""
+        """u: a superseded memory is active again (what replaced it under its key gives
+        way); on a forgotten one, why it cannot be."""
         memory = self.selected
         if memory is not None and memory.status is Status.SUPERSEDED:
             self.restore(memory.id)
+        elif memory is not None and memory.status is Status.DELETED:
+            self.notify(
+                f"#{memory.id} ({_label(memory)}) was forgotten, and a forgotten memory is not "
+                "restored: u brings back a superseded one. To keep this fact again, "
+                "/remember it.",
+                severity="warning",
+            )
 
     def action_move(self) -> None:
         """m: a project memory becomes the person's (every project), and back."""
