@@ -35,7 +35,11 @@ def run_acp(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     from qwenmem_tui.runtime import StartupError, bundled_model
 
     secret = settings.api_key_value()
-    if debuglog.configure(paths, "acp", secrets=[secret] if secret else []) is None:
+    # The secret scanner loads with the project's runtime, after the handshake.
+    logged = debuglog.configure(
+        paths, "acp", secrets=[secret] if secret else [], preload_scanner=False
+    )
+    if logged is None:
         # No debug file: logs go nowhere rather than to the client's stderr console.
         logging.getLogger().addHandler(logging.NullHandler())
     with ExitStack() as stack:

@@ -14,6 +14,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from acp.agent.connection import AgentSideConnection
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
@@ -23,9 +24,11 @@ from acp.task import MessageSender, TaskSupervisor
 from qwenmem_tui.acp.agent import QwenmemAgent
 from qwenmem_tui.acp.transport import GuardedTransport
 from qwenmem_tui.config import Settings
-from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.runtime import ModelStarter, Runtime
+
+if TYPE_CHECKING:
+    from qwenmem_tui.llm.local_server import LocalChatDefaults
 
 
 @contextlib.asynccontextmanager

@@ -736,7 +736,7 @@ ROUTES: list[ApiRoute] = [
             "summary": "Create a session in the daemon's project",
             "parameters": [api.CLIENT_ID],
             "requestBody": api.json_body(
-                {"type": "object", "properties": {"title": {"type": "string", "maxLength": 200}}},
+                {"type": "object", "properties": {"title": {"type": ["string", "null"], "maxLength": 200, "description": "null or absent: untitled"}}},
                 required=False,
             ),
             "responses": {

@@ -162,6 +162,7 @@ async def test_conversation_with_memory_tools_and_cancel_then_resume(
         Reply("Run make itest."),
         Reply(tool_calls=[ToolCallSpec("mcp__notes__add_note", {"text": "buy milk"}, id="call_1")]),
         Reply("Noted."),
+        Reply(tool_calls=[ToolCallSpec("mcp__notes__add_note", {"text": "buy eggs"}, id="call_2")]),
         Reply("A long answer that stops half way", chunk_size=4, stall_after=2, stall_gate=stall),
     )
     client = RecordingClient()
@@ -197,6 +198,14 @@ async def test_conversation_with_memory_tools_and_cancel_then_resume(
             assert finished.content[0].content.text == "added: buy milk"
             assert notes.read_text() == "buy milk\n"
             assert client.text(session_id, seen).startswith("Noted.")
+
+            # The editor cancels the prompt at the question: the tool does not run,
+            # the prompt ends cancelled.
+            client.answer = None
+            answer = await conn.prompt(session_id=session_id, prompt=_prompt("note: buy eggs"))
+            assert answer.stop_reason == "cancelled" and len(client.permissions) == 2
+            assert notes.read_text() == "buy milk\n"
+            client.answer = "once"
 
             # 3. A cancel mid-stream: the partial reply kept, marked interrupted.
             seen = len(client.updates)
@@ -239,13 +248,14 @@ async def _load_and_go_on(
     async with acp_agent(project, client, stderr) as conn:
         await conn.load_session(cwd=str(project), session_id=session_id)
         said = [u.content.text for u in client.of(UserMessageChunk)]
-        assert said == ["How do I run the tests?", "note: buy milk", "Tell me a long story"]
+        assert said == ["How do I run the tests?", "note: buy milk", "note: buy eggs", "Tell me a long story"]
         replayed = client.text(session_id)
         assert "Run make itest." in replayed and "⌁ 1 memory: project/test_command" in replayed
         assert "⏹ interrupted" in replayed
-        (call,) = client.of(ToolCallStart)
-        (result,) = client.of(ToolCallProgress)
-        assert result.tool_call_id == call.tool_call_id and result.status == "completed"
+        calls = client.of(ToolCallStart)
+        results = client.of(ToolCallProgress)
+        assert [c.tool_call_id for c in calls] == [r.tool_call_id for r in results]
+        assert [r.status for r in results] == ["completed", "failed"]  # the cancelled one
         answer = await conn.prompt(session_id=session_id, prompt=_prompt("Still there?"))
         assert answer.stop_reason == "end_turn"
         history = fake.chat_requests[-1]["messages"]

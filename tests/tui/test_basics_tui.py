@@ -22,7 +22,7 @@ from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 
-from .conftest import SIZE, send, settle, started, wait_until
+from .conftest import SIZE, palette_highlight, send, settle, started, wait_until
 
 BASICS = [model_extension, export_extension]
 
@@ -206,7 +206,8 @@ async def test_palette_on_its_key_runs_slash_commands(make_app: Callable[..., Qw
         await pilot.press("ctrl+g")
         await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
         await pilot.press(*"/help")
-        await pilot.pause(0.3)
+        # Enter runs the highlighted command, once the palette's search has listed it.
+        await wait_until(pilot, lambda: "/help" in (palette_highlight(app) or ""))
         await pilot.press("enter")
         await settle(pilot)
         assert _last_info(app).startswith("Keys:")

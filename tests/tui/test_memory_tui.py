@@ -376,6 +376,7 @@ def reminder_of(message: dict) -> str:
     return content[: content.index("</system-reminder>")]
 
 
+@pytest.mark.usefixtures("embedder")
 async def test_a_remembered_fact_reaches_the_next_session(
     fake: FakeOpenAI, make_memory_app: Callable[..., QwenmemApp], settings: Settings
 ) -> None:
@@ -395,6 +396,7 @@ async def test_a_remembered_fact_reaches_the_next_session(
         assert user_message["content"].endswith("What is the project codename?")
 
 
+@pytest.mark.usefixtures("embedder")
 async def test_remembering_a_move_leaves_one_truth_in_the_running_session(
     fake: FakeOpenAI,
     make_memory_app: Callable[..., QwenmemApp],
@@ -456,6 +458,7 @@ async def test_a_recall_that_settles_during_a_tool_call_follows_the_tool_result(
         assert "the project codename is Bluebird" in reminder_of(second["messages"][-1])
 
 
+@pytest.mark.usefixtures("embedder")
 async def test_a_recall_warmed_while_typing_reaches_the_first_request(
     fake: FakeOpenAI,
     make_memory_app: Callable[..., QwenmemApp],

@@ -8,15 +8,16 @@ test chooses, not a race it hopes to win.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 from chat_support import TEST_API_KEY
 
+from qwenmem_tui.config import Settings
 from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.config import Settings
 from qwenmem_tui.llm.local_server import BUNDLED_LABEL, LocalModelServer
 from qwenmem_tui.runtime import ModelStarter, StartupError, local_model_starter
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
@@ -132,10 +133,20 @@ async def test_startup_loads_the_secret_scanner_off_the_event_loop(
 
     monkeypatch.setattr(secrets, "_loaded", None)
     monkeypatch.setattr(secrets, "_preloading", False)
+    loaded_in: list[threading.Thread] = []  # the thread of each call that found them unloaded
+    real_plugins = secrets._plugins
+
+    def plugins() -> list[tuple[str, Callable[[str], Iterable[str]]]]:
+        if secrets._loaded is None:
+            loaded_in.append(threading.current_thread())
+        return real_plugins()
+
+    monkeypatch.setattr(secrets, "_plugins", plugins)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: app.state == "idle")
-        assert secrets._loaded is not None
+        event_loop_thread = threading.current_thread()
+        await wait_until(pilot, lambda: app.state == "idle" and secrets._loaded is not None)
+    assert loaded_in and event_loop_thread not in loaded_in, loaded_in
 
 
 @pytest.mark.parametrize("long_lived", [True, False])

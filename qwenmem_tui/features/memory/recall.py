@@ -187,7 +187,9 @@ class Recaller:
         async with self.lock:
             if result.superseded:
                 await self.index.remove(np.asarray(result.superseded, dtype=np.int64))
-            created = result.action in (WriteAction.CREATED, WriteAction.SUPERSEDED)
+            # A write stored as an earlier version (memory/write_plan.py) is not active.
+            active = result.memory.status is Status.ACTIVE
+            created = active and result.action in (WriteAction.CREATED, WriteAction.SUPERSEDED)
             if created and vector is not None:
                 await self.index.add(
                     np.asarray([result.memory.id], dtype=np.int64), vector.reshape(1, -1)
@@ -210,7 +212,7 @@ class Recaller:
             if cached.generation != result.generation - 1:
                 continue
             ids, valid_until = cached.ids, cached.valid_until
-            if memory.scope in scopes and memory.user == self.user:
+            if memory.scope in scopes and memory.user == self.user and memory.status is Status.ACTIVE:
                 # ids stay sorted; set operations through np.unique would cost ~40 ms at 100k.
                 if result.superseded:
                     ids = ids[~np.isin(ids, result.superseded)]

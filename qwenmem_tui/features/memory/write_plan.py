@@ -456,8 +456,14 @@ class _Write:
         )
 
     async def create(self, current: Memory | None) -> WriteResult:
-        """A new active row, superseding the key's current one if any."""
+        """A new active row, superseding the key's current one if any — unless that one
+        was said after the date this write gives (an old statement imported late):
+        then this is stored as the earlier version it is, and the current one stays.
+        A write without a date is said now, whatever another process's clock says."""
         steps, draft, now = self.steps, self.draft, self.now
+        dated = draft.stated_at is not None
+        if current is not None and dated and current.stated_at > self.stated_at:
+            return await self.earlier(current)
         superseded: list[int] = []
         if current is not None:
             # Leave the partial unique index room for the new row first.
@@ -475,6 +481,23 @@ class _Write:
             action = WriteAction.SUPERSEDED
         await steps.add_metrics(self.writes)
         return WriteResult(new, action, superseded, await steps.bump())
+
+
+    async def earlier(self, current: Memory) -> WriteResult:
+        """Stored as an earlier version of ``current``: superseded by it from the moment
+        it was said, never indexed; the current value stays active."""
+        steps, draft, now = self.steps, self.draft, self.now
+        self.vector = None  # never recalled as current: no vector, no index entry
+        old = await self.insert(Status.SUPERSEDED)
+        await steps.set_history(old.id, current.id, current.stated_at)
+        why = join_reasons(draft.reason, f"said before #{current.id}'s value: an earlier version")
+        await steps.audit(old.id, AuditAction.CREATE, draft.origin, now, why, None, draft.value)
+        await steps.audit(
+            old.id, AuditAction.SUPERSEDE, draft.origin, now, f"superseded by #{current.id}",
+            draft.value, current.value,
+        )  # fmt: skip
+        await steps.add_metrics(self.writes)
+        return WriteResult(await must_get(steps, old.id), WriteAction.CREATED, [], await steps.bump())
 
 
 async def _approve(

@@ -83,3 +83,29 @@ def test_moments_are_iso_dates_or_date_times() -> None:
     for bad in ("yesterday", "2026-13-01", "", "12/03/2026"):
         with pytest.raises(ValueError, match="ISO 8601"):
             parse_moment(bad)
+
+
+async def test_a_statement_older_than_the_current_value_becomes_its_earlier_version(
+    tmp_path: Path,
+) -> None:
+    """An old fact imported after a newer one (a log read late) must not overwrite it:
+    it is stored as the earlier version it is, and recall still delivers the newer."""
+    clock = Clock()
+    service = await MemoryService.open(make_settings(), Paths(tmp_path / "home"), clock=clock)
+    try:
+        now = clock()
+        berlin = await service.save("user", "home_city", "I live in Berlin", origin="user",
+                                    project="p", stated_at=now - 10 * 86400)  # fmt: skip
+        lisbon = await service.save("user", "home_city", "I live in Lisbon", origin="user",
+                                    project="p", stated_at=now - 400 * 86400)  # fmt: skip
+        assert lisbon.superseded == [] and lisbon.memory.status is Status.SUPERSEDED
+        assert lisbon.memory.superseded_by == berlin.memory.id
+        assert lisbon.memory.valid_until == now - 10 * 86400
+        active = await service.list(statuses=[Status.ACTIVE])
+        assert [m.value for m in active] == ["I live in Berlin"]
+        found = await service.recall("where do I live", project="p", record=False)
+        assert [m.value for m in found.memories] == ["I live in Berlin"]
+        then = true_at(await service.list(), now - 100 * 86400)
+        assert [m.value for m in then] == ["I live in Lisbon"]
+    finally:
+        await service.close()
