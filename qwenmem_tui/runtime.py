@@ -310,6 +310,16 @@ class Runtime:
 
         return self.assembly.state(MEMORY)
 
+    async def tools_settled(self) -> None:
+        """Wait for the MCP servers whose tools this runtime could offer to come up (or
+        fail, within their timeouts). A long-lived face lets a slow server join later;
+        one that answers a single question (`qwenmem -p`) waits here first."""
+        from qwenmem_tui.features.mcp.feature import MCP  # light: no SDK
+
+        servers = self.assembly.state(MCP)
+        if servers is not None:
+            await servers.settled()
+
     def project_memory(self, caller: Caller, root: Path | None = None) -> ProjectMemory:
         """One project's memory for a face that is not a chat (the MCP server, the
         daemon's memory routes, the proxy): search, remember as `caller`, forget, list
