@@ -114,6 +114,7 @@ def _configure(home: Path, tmp_path: Path) -> Path:
     with (home / "config.toml").open("a", encoding="utf-8") as config:
         config.write(
             '\n[memory]\nembedding = "hash"\nextraction = false\n'
+            "\n[compaction]\nkeep_recent_turns = 2\n"
             f"\n[mcp.servers.notes]\ncommand = {json.dumps(PYTHON)}\n"
             f"args = [{json.dumps(str(script))}, {json.dumps(str(notes))}]\n"
         )
@@ -262,6 +263,18 @@ async def _load_and_go_on(
         said_before = [m["content"] for m in history if m["role"] == "user"]
         assert "note: buy milk" in said_before and said_before[-1].endswith("Still there?")
         assert any(m.get("content") == "Noted." for m in history)
+
+        # The session's commands: a recap stored as the TUI's, a compaction's marker.
+        fake.script(
+            Reply("<recap>You asked how to run the tests and noted milk.</recap>"),
+            Reply(json.dumps({"summary": "Tests and notes.", "decisions": [], "pinned_turns": []})),
+        )
+        seen = len(client.updates)
+        assert (await conn.prompt(session_id=session_id, prompt=_prompt("/recap"))).stop_reason == "end_turn"
+        assert client.text(session_id, seen) == "※ recap: You asked how to run the tests and noted milk."
+        seen = len(client.updates)
+        assert (await conn.prompt(session_id=session_id, prompt=_prompt("/compact"))).stop_reason == "end_turn"
+        assert client.text(session_id, seen).startswith("⟲ ⋯ ") and "older messages summarized" in client.text(session_id, seen)
         with pytest.raises(RequestError) as missing:
             await conn.load_session(cwd=str(project), session_id="no-such-session")
         assert "No session with id" in str(missing.value)
