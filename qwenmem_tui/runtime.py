@@ -80,6 +80,9 @@ class ModelStarter:
     start: Callable[[Callable[[str], None]], Awaitable[LLMClient]]
     """Starts it and returns its client, given a callback that shows one progress line
     (raise StartupError for a one-line failure)."""
+    notice: str | None = None
+    """What a face says once it started: what this model is (the bundled one is a
+    small model to try qwenmem with, not the assistant a newcomer may take it for)."""
 
 
 def local_model_starter(server: LocalModelServer, settings: Settings) -> ModelStarter:
@@ -100,7 +103,11 @@ def local_model_starter(server: LocalModelServer, settings: Settings) -> ModelSt
             raise StartupError(str(exc)) from None
         return LocalModelClient.for_server(server, settings)
 
-    return ModelStarter(label=server.display_label, start=start)
+    notice = (
+        f"Running offline on {server.label}, a small model for trying qwenmem without an "
+        "endpoint: set QWENMEM_BASE_URL (or [llm] base_url in config.toml) for a real one."
+    )
+    return ModelStarter(label=server.display_label, start=start, notice=notice)
 
 
 def bundled_model(
@@ -302,6 +309,16 @@ class Runtime:
         )
 
         return self.assembly.state(MEMORY)
+
+    async def tools_settled(self) -> None:
+        """Wait for the MCP servers whose tools this runtime could offer to come up (or
+        fail, within their timeouts). A long-lived face lets a slow server join later;
+        one that answers a single question (`qwenmem -p`) waits here first."""
+        from qwenmem_tui.features.mcp.feature import MCP  # light: no SDK
+
+        servers = self.assembly.state(MCP)
+        if servers is not None:
+            await servers.settled()
 
     def project_memory(self, caller: Caller, root: Path | None = None) -> ProjectMemory:
         """One project's memory for a face that is not a chat (the MCP server, the
