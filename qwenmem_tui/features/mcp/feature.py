@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from qwenmem_tui.features.feature import (
     Feature,
     FeatureContext,
+    FeatureKey,
     SessionPart,
     SessionWiring,
 )
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from qwenmem_tui.features.mcp.settings import McpSettings
 
 MCP = "mcp"
+MCP_STATE: FeatureKey[McpServers] = FeatureKey(MCP)
+"""MCP's state: the configured servers (None when none is configured)."""
 
 
 def _servers(settings: Settings) -> McpSettings:
