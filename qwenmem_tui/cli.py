@@ -1,7 +1,7 @@
 """The `qwenmem` command: the TUI by default, plus subcommands.
 
 Features add their own subcommands through their registration (`Feature.cli`: a
-``register(commands)``), the other faces theirs (`FACE_MODULES`: `serve`, `mcp`); each
+``register(commands)``), the other faces theirs (`FACE_MODULES`: `serve`, `mcp`, `acp`); each
 sets `args.func`, a sync or async callable taking `(args, settings, paths)` (or just
 `(args)` for a command that loads its own settings) and returning an exit code or
 None. A face module that is not installed is simply not offered.
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 # the SDK, storage, numpy/faiss, the server stack and Textual load where a command
 # needs them (`qwenmem --help` went from 1.4 s to ~0.1 s).
 
-FACE_MODULES = ("qwenmem_tui.daemon.cli", "qwenmem_tui.mcp_server.cli")
+FACE_MODULES = ("qwenmem_tui.daemon.cli", "qwenmem_tui.mcp_server.cli", "qwenmem_tui.acp.cli")
 """The other faces this command starts, each module's ``register(subparsers)``."""
 
 

@@ -78,6 +78,9 @@ class ModelStarter:
     start: Callable[[Callable[[str], None]], Awaitable[LLMClient]]
     """Starts it and returns its client, given a callback that shows one progress line
     (raise StartupError for a one-line failure)."""
+    notice: str | None = None
+    """What a face says once it started: what this model is (the bundled one is a
+    small model to try qwenmem with, not the assistant a newcomer may take it for)."""
 
 
 def local_model_starter(server: LocalModelServer, settings: Settings) -> ModelStarter:
@@ -98,7 +101,11 @@ def local_model_starter(server: LocalModelServer, settings: Settings) -> ModelSt
             raise StartupError(str(exc)) from None
         return LocalModelClient.for_server(server, settings)
 
-    return ModelStarter(label=server.display_label, start=start)
+    notice = (
+        f"Running offline on {server.label}, a small model for trying qwenmem without an "
+        "endpoint: set QWENMEM_BASE_URL (or [llm] base_url in config.toml) for a real one."
+    )
+    return ModelStarter(label=server.display_label, start=start, notice=notice)
 
 
 def bundled_model(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,6 +34,7 @@ from qwenmem_tui.paths import project_id, project_root
 log = logging.getLogger("qwenmem.daemon")
 
 PROJECT_HEADER = "x-qwenmem-project"
+_PATH_MAX = 4096  # Linux PATH_MAX; longer is refused before the file system sees it
 MEMORIES_HEADER = "X-Qwenmem-Memories"
 # Upstream answer headers worth passing on (ids for support tickets, rate limits).
 _PASSED_HEADERS = ("x-request-id", "retry-after", "openai-processing-ms", "openai-version")
@@ -161,12 +163,22 @@ def request_project(request: Request, upstream: Upstream) -> str:
         text = raw.encode("latin-1").decode("utf-8")  # headers arrive as latin-1
     except UnicodeError:
         text = raw
-    path = Path(text.strip())
-    if not path.is_absolute() or not path.is_dir():
-        raise invalid_request(
-            "X-Qwenmem-Project must be the absolute path of a directory", code="invalid_project"
-        )
-    return project_id(project_root(path.resolve()))
+    refusal = invalid_request(
+        "X-Qwenmem-Project must be the absolute path of a directory", code="invalid_project"
+    )
+    text = text.strip()
+    # The header is whatever the client sent: a NUL, a name longer than the system
+    # takes, a loop of links — each makes the file system raise, and each is the
+    # client's mistake (400), never the daemon's (500).
+    if "\x00" in text or len(os.fsencode(text)) > _PATH_MAX:
+        raise refusal
+    path = Path(text)
+    try:
+        if not path.is_absolute() or not path.is_dir():
+            raise refusal
+        return project_id(project_root(path.resolve()))
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a symlink loop on 3.11
+        raise refusal from None
 
 
 async def json_body(request: Request) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from qwenmem_tui.daemon.guard import (
 )
 from qwenmem_tui.daemon import openapi as api
 from qwenmem_tui.daemon.openapi import ApiRoute
+from qwenmem_tui.daemon.peer import owner_only
 from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
 from qwenmem_tui.daemon.responses import responses
 from qwenmem_tui.features import registry
@@ -118,6 +119,8 @@ class ServerOptions:
     side_call_timeout: float = SIDE_CALL_TIMEOUT_SECONDS
     """The backstop of a feature's route that asks the model aside: no answer by then
     is answered as nothing to say."""
+    owner_uid: int | None = None
+    """Without a token: the uid whose loopback connections are served (`daemon/peer.py`)."""
     proxy_extract: bool = False
     """Extract memories from replies the OpenAI-compatible proxy relays (off: a proxy's
     clients did not ask qwenmem to learn from their conversations)."""
@@ -742,7 +745,7 @@ ROUTES: list[ApiRoute] = [
             "summary": "Create a session in the daemon's project",
             "parameters": [api.CLIENT_ID],
             "requestBody": api.json_body(
-                {"type": "object", "properties": {"title": {"type": "string", "maxLength": 200}}},
+                {"type": "object", "properties": {"title": {"type": ["string", "null"], "maxLength": 200, "description": "null or absent: untitled"}}},
                 required=False,
             ),
             "responses": {
@@ -992,7 +995,7 @@ def create_app(
     declared = api_routes()
     app = Starlette(
         routes=[route.route() for route in declared],
-        middleware=[Middleware(Guard, policy=options.guard_policy())],
+        middleware=[Middleware(Guard, policy=options.guard_policy()), *owner_only(options.owner_uid)],
         exception_handlers={HTTPException: _http_error, ApiError: _api_error},
         lifespan=lifespan,
     )

@@ -35,6 +35,7 @@ from qwenmem_tui.features.feature import load_face
 from qwenmem_tui.features.memory.feature import MEMORY_STATE
 from qwenmem_tui.features.memory.remote import Caller, ProjectMemory
 from qwenmem_tui.features.memory.views import project_memory
+from qwenmem_tui.mcp_server import stdio
 from qwenmem_tui.paths import Paths, project_root
 from qwenmem_tui.runtime import Runtime, StartupError
 
@@ -50,8 +51,8 @@ INSTRUCTIONS = (
     "questions about the user, their preferences or this project; remember durable "
     "facts the user states (not secrets, not passing details); forget_memory when the "
     "user asks. Memories can be out of date: prefer what the user says now. Writes "
-    "from here are held for the user's review when they read as instructions or "
-    "would apply to every project, unless the user confirms them when asked."
+    "from here are held for the user's review in qwenmem when they read as instructions, "
+    "would apply to every project or name a link or address."
 )
 
 
@@ -221,4 +222,6 @@ async def serve_stdio(
         return Runtime.open(settings, paths, project_root(cwd), cwd=cwd, chats=False)
 
     backend = MemoryBackend(open_runtime, project_dir=project_dir, cwd=cwd)
-    await build_server(backend).run_stdio_async()
+    # As `MCPServer.run_stdio_async`, with stdin checked: a malformed request gets an
+    # error answer instead of silence (`mcp_server/stdio.py`).
+    await stdio.serve(build_server(backend)._lowlevel_server)

@@ -90,7 +90,7 @@ async def test_always_is_remembered_for_the_project(
         await send(pilot, "second")
         await settle(pilot)  # not asked again
         assert notes_file.read_text().split() == ["one", "two"]
-    assert PermissionStore(paths.home, project_id(project)).allowed("mcp__notes__add_note")
+    assert PermissionStore(paths.home, project_id(project)).allowed("notes", "add_note")
 
 
 @pytest.mark.parametrize(("key", "result"), [("3", "The user denied"), ("escape", "Cancelled")])

@@ -50,7 +50,7 @@ PACKAGE = "qwenmem_tui"
 PACKAGE_DIR = Path(qwenmem_tui.__file__).parent
 CHAT_CORE = f"{PACKAGE}.chat"
 FEATURES_PACKAGE = f"{PACKAGE}.features"
-FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon", f"{PACKAGE}.mcp_server")
+FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon", f"{PACKAGE}.mcp_server", f"{PACKAGE}.acp")
 """The faces' own rooms; each feature's `tui/` and `routes.py` are faces too (`is_face`)."""
 FEATURES = (FEATURES_PACKAGE, f"{PACKAGE}.runtime", *FACES, f"{PACKAGE}.cli", f"{PACKAGE}.__main__")
 """Everything above the chat core: the features, the runtime and the faces."""

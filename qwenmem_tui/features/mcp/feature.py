@@ -63,4 +63,5 @@ FEATURE = Feature(
     start=_start,
     close=_close,
     tui="qwenmem_tui.tui.features.mcp.extension:mcp_extension",
+    api=("permissions",),  # what a face that asks the user answers with (ACP)
 )

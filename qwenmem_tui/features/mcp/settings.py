@@ -22,6 +22,7 @@ class McpServerSettings(Section):
     url: str | None = None
     enabled: bool = True
     trust: bool = False  # true: its tools run without asking
+    trust_read_only_hint: bool = False  # true: its tools marked read-only run without asking
     timeout: float = Field(default=30.0, gt=0)  # seconds per call (and to start)
 
     _blank = field_validator("command", "cwd", "url", mode="before")(blank_to_none)

@@ -358,6 +358,11 @@ async def _count(
         if await service.approve(result.memory.id, reason="approved before export") is not None:
             action = WriteAction.CREATED
     memory = result.memory
+    if memory.status is Status.SUPERSEDED:  # said before the current value: history
+        report.add(HISTORY, number, f"kept as an earlier version {memory.category}/{memory.key} "
+                   f"#{memory.id} (#{memory.superseded_by} was said after it)")
+        report.ids.append(memory.id)
+        return
     if action is WriteAction.QUARANTINED:
         said = f"held for review [{', '.join(memory.flags)}]"
     else:

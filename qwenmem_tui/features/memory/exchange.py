@@ -16,8 +16,10 @@ exchange gets it again at the same place: the model's view stays the same across
 exchange (and the provider's prompt cache with it).
 
 Extraction after a completed reply is the chat's too, off unless the daemon turns it
-on: the client's tool results in the history are untrusted content in view, so the
-guard judges the facts as it judges a chat's.
+on: everything the client sent — its user messages too, which may be a pasted page or
+another agent's words — is the client's content, not the words of the person qwenmem
+serves (``Provenance.relayed``), so a fact from it is never an active global memory
+(held), and a project fact is kept labelled as read from a file.
 """
 
 from __future__ import annotations
@@ -186,7 +188,7 @@ class ExchangeMemory:
         view = [*messages, {"role": "assistant", "content": reply}]
         transcript, _ = last_exchange(view)
         if transcript:
-            self._extractor.submit(ExtractionJob(project, transcript, Provenance.from_messages(view)))
+            self._extractor.submit(ExtractionJob(project, transcript, Provenance.relayed(view)))
 
     async def close(self) -> None:
         """Drop pending recalls; let a running extraction finish."""

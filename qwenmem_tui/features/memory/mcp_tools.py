@@ -11,16 +11,15 @@ and so is anything unexpected (its traceback goes to the debug log, never the cl
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from mcp.server.mcpserver import AcceptedElicitation, Context
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import Resource, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import Field
 from typing_extensions import (
     TypedDict,  # pydantic needs this one for schemas before 3.12
 )
@@ -32,8 +31,6 @@ if TYPE_CHECKING:
     from qwenmem_tui.mcp_server.server import MemoryBackend, QwenmemServer
 
 log = logging.getLogger("qwenmem.mcp")
-
-CONFIRM_TIMEOUT_S = 120.0
 
 
 class MemoryRow(TypedDict):
@@ -78,31 +75,6 @@ Category = Annotated[
     str | None,
     Field(description="user, feedback, project or reference (default: chosen from the text)"),
 ]
-
-
-class SaveConfirmation(BaseModel):
-    save: bool = Field(default=True, description="Save this note to qwenmem's memory")
-
-
-async def _user_confirms(ctx: Context, text: str) -> bool:
-    """Ask the user (MCP elicitation) whether a held note is theirs to keep; False when
-    the client cannot ask, or the user declines, cancels or does not answer."""
-    try:
-        capabilities = ctx.request_context.session.client_capabilities
-        if capabilities is None or capabilities.elicitation is None:
-            return False
-        async with asyncio.timeout(CONFIRM_TIMEOUT_S):
-            answer = await ctx.elicit(
-                "Save this note to qwenmem's long-term memory? It will be recalled in "
-                f"future conversations:\n\n{text.strip()}",
-                SaveConfirmation,
-            )
-    except Exception as exc:  # no answer is a "not confirmed": the note is held
-        log.info("[MCP] confirmation not obtained: %s", exc)
-        return False
-    confirmed = isinstance(answer, AcceptedElicitation) and answer.data.save
-    log.info("[MCP] the user %s a held note", "confirmed" if confirmed else "did not confirm")
-    return confirmed
 
 
 async def _answer(call: Awaitable[Any], backend: MemoryBackend) -> Any:
@@ -150,8 +122,9 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
         description="Save a durable fact for future conversations (a preference, a "
         "correction, a fact about the user or this project). The same fact said again "
         "is deduplicated; a new value for the same subject supersedes the old one. "
-        "Never save secrets. Instruction-like or every-project facts are held for the "
-        "user's review (action 'quarantined') unless the user confirms them when asked.",
+        "Never save secrets. Instruction-like or every-project facts, and notes naming a "
+        "link or address, are held for the user's review in qwenmem (action "
+        "'quarantined'); the user approves them there (/memory).",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
     )
     async def remember(
@@ -162,11 +135,10 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
             str | None, Field(description="short snake_case subject, e.g. preferred_editor")
         ] = None,
     ) -> RememberAnswer:
+        # No elicitation: a client's "accept" is the client's answer (it can give it
+        # itself), not the user's words. A held note waits for the user in qwenmem.
         memory = await backend.memory(ctx)
-        confirmed = memory.wants_the_users_word(text, category, key) and await _user_confirms(
-            ctx, text
-        )
-        return await _answer(memory.remember(text, category, key, confirmed=confirmed), backend)
+        return await _answer(memory.remember(text, category, key), backend)
 
     @server.tool(
         title="Forget memory",

@@ -319,6 +319,7 @@ class MemoryPrefetchHook:
             self._run(handle, excluded), name="memory-warm"
         )
         self.warm_handle = handle
+        log.debug("[MEMORY_PREFETCH] warming recall for %d characters", len(text))
 
     # QueryHook ------------------------------------------------------------------------
     async def on_query_start(self, session: ChatSession, text: str) -> None:
@@ -345,6 +346,11 @@ class MemoryPrefetchHook:
             if warm is not None:
                 warm.cancel()
                 self.stats.warm_missed += 1
+                log.debug(
+                    "[MEMORY_PREFETCH] warm recall not adopted: warmed %d characters, sent %d",
+                    len(warm.text),
+                    len(text),
+                )
             handle = MemoryPrefetchHandle(text=text, started_at=self._clock())
             handle.task = asyncio.get_running_loop().create_task(
                 self._run(handle, self._excluded()), name="memory-prefetch"
@@ -354,7 +360,8 @@ class MemoryPrefetchHook:
         self.stats.started += 1
 
     def _adoptable(self, warm: MemoryPrefetchHandle, session: ChatSession, text: str) -> bool:
-        """The warm recall is the one this query would start: same text, session, exclusions."""
+        """The warm recall serves this query: same text and session, nothing excluded
+        that the query would not exclude."""
         return _same_recall(warm, session, text, self._excluded())
 
     async def before_request(
@@ -417,6 +424,8 @@ class MemoryPrefetchHook:
         handle.consumed = True
         self.handle = None
         result = handle.result()
+        if result is not None:
+            result = result.without(self._excluded())  # came into view since it started
         if result is None or not result.block:
             self.stats.empty += 1
             return False
@@ -711,12 +720,15 @@ def _at(values: list[float | None] | list[float], index: int) -> float | None:
 def _same_recall(
     warm: MemoryPrefetchHandle, session: ChatSession, text: str, excluded: frozenset[int]
 ) -> bool:
-    """``warm`` is the recall a query for ``text`` in ``session`` would start, and did
-    not fail (a failed one is no reason to go without memory: run it again)."""
+    """``warm`` serves a query for ``text`` in ``session``, and did not fail (a failed
+    one is no reason to go without memory: run it again). It may have been started
+    while a reply was still running, before that reply's memories came into view: what
+    it excluded is then a subset of what the query excludes, and the memories in view
+    since are taken out when it is delivered (`RecallResult.without`)."""
     return (
         warm.text == text.strip()
         and warm.session_id == session.info.id
-        and warm.excluded == excluded
+        and warm.excluded <= excluded
         and not (warm.settled and warm.result() is None)
     )
 

@@ -124,7 +124,8 @@ MEMORY_ROUTES = [
                     "name": "category",
                     "in": "query",
                     "required": False,
-                    "schema": {"enum": ["user", "feedback", "project", "reference"]},
+                    "schema": {"enum": ["", "user", "feedback", "project", "reference"]},
+                    "description": "Only this category; empty or absent: every category",
                 }
             ],
             "responses": {

@@ -420,8 +420,16 @@ class MemoryService:
         if memory is None:
             return None
         cat = Category(category)
+        # A project note made the person's lives as long as their notes do, and back:
+        # the lifetime is the new category's (memory.ttl_days), counted from the move.
+        days = self.ttl.resolve(cat, None)[0] if cat != memory.category else None
         moved = await self.store.move(
-            memory_id, category=cat, scope=scope_for(cat, project), now=self.clock(), reason=reason
+            memory_id,
+            category=cat,
+            scope=scope_for(cat, project),
+            now=self.clock(),
+            reason=reason,
+            ttl_days=days,
         )
         if moved is not None:
             await self.vectors.sync()

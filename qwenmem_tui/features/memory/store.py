@@ -209,10 +209,18 @@ class MemoryStore(ABC):
 
     @abstractmethod
     async def move(
-        self, memory_id: int, *, category: Category, scope: str, now: float, reason: str = ""
+        self,
+        memory_id: int,
+        *,
+        category: Category,
+        scope: str,
+        now: float,
+        reason: str = "",
+        ttl_days: int | None = None,
     ) -> Memory | None:
         """An active or held row to another category and scope (audited); None if
-        there is no such row. ValueError when its key is active there already."""
+        there is no such row. ValueError when its key is active there already.
+        ``ttl_days``: its lifetime from now on (None: its expiry stays)."""
 
     @abstractmethod
     async def forget(

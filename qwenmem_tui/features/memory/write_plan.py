@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from qwenmem_tui.features.memory.model import (
+    DAY,
     AuditAction,
     Category,
     Memory,
@@ -225,10 +226,19 @@ class PlannedStore(MemoryStore):
         )
 
     async def move(
-        self, memory_id: int, *, category: Category, scope: str, now: float, reason: str = ""
+        self,
+        memory_id: int,
+        *,
+        category: Category,
+        scope: str,
+        now: float,
+        reason: str = "",
+        ttl_days: int | None = None,
     ) -> Memory | None:
         return await self._in_transaction(
-            lambda steps: _move(steps, memory_id, category, scope, now=now, reason=reason),
+            lambda steps: _move(
+                steps, memory_id, category, scope, now=now, reason=reason, ttl_days=ttl_days
+            ),
             "memory move",
         )
 
@@ -446,8 +456,14 @@ class _Write:
         )
 
     async def create(self, current: Memory | None) -> WriteResult:
-        """A new active row, superseding the key's current one if any."""
+        """A new active row, superseding the key's current one if any — unless that one
+        was said after the date this write gives (an old statement imported late):
+        then this is stored as the earlier version it is, and the current one stays.
+        A write without a date is said now, whatever another process's clock says."""
         steps, draft, now = self.steps, self.draft, self.now
+        dated = draft.stated_at is not None
+        if current is not None and dated and current.stated_at > self.stated_at:
+            return await self.earlier(current)
         superseded: list[int] = []
         if current is not None:
             # Leave the partial unique index room for the new row first.
@@ -465,6 +481,23 @@ class _Write:
             action = WriteAction.SUPERSEDED
         await steps.add_metrics(self.writes)
         return WriteResult(new, action, superseded, await steps.bump())
+
+
+    async def earlier(self, current: Memory) -> WriteResult:
+        """Stored as an earlier version of ``current``: superseded by it from the moment
+        it was said, never indexed; the current value stays active."""
+        steps, draft, now = self.steps, self.draft, self.now
+        self.vector = None  # never recalled as current: no vector, no index entry
+        old = await self.insert(Status.SUPERSEDED)
+        await steps.set_history(old.id, current.id, current.stated_at)
+        why = join_reasons(draft.reason, f"said before #{current.id}'s value: an earlier version")
+        await steps.audit(old.id, AuditAction.CREATE, draft.origin, now, why, None, draft.value)
+        await steps.audit(
+            old.id, AuditAction.SUPERSEDE, draft.origin, now, f"superseded by #{current.id}",
+            draft.value, current.value,
+        )  # fmt: skip
+        await steps.add_metrics(self.writes)
+        return WriteResult(await must_get(steps, old.id), WriteAction.CREATED, [], await steps.bump())
 
 
 async def _approve(
@@ -525,7 +558,14 @@ async def _restore(
 
 
 async def _move(
-    steps: WriteSteps, memory_id: int, category: Category, scope: str, *, now: float, reason: str
+    steps: WriteSteps,
+    memory_id: int,
+    category: Category,
+    scope: str,
+    *,
+    now: float,
+    reason: str,
+    ttl_days: int | None = None,
 ) -> Memory | None:
     await steps.lock()
     row = await steps.get(memory_id)
@@ -539,6 +579,9 @@ async def _move(
             raise ValueError(f"#{clash.id} already holds {category}/{row.key} there")
     await steps.set_place(memory_id, category.value, scope, now)
     where = f"moved from {row.category}/{row.scope} to {category}/{scope}"
+    if ttl_days is not None:  # the new category's lifetime, counted from the move
+        await steps.touch(memory_id, now, now + ttl_days * DAY)
+        where += f", expires in {ttl_days} days"
     await steps.audit(
         memory_id, AuditAction.MOVE, Origin.USER, now, join_reasons(reason, where), row.value, row.value
     )

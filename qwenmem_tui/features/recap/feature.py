@@ -12,4 +12,5 @@ FEATURE = Feature(
     settings="qwenmem_tui.features.recap.settings:RECAP_SETTINGS",
     tui="qwenmem_tui.tui.features.recap.controller:recap_extension",
     routes="qwenmem_tui.features.recap.routes:RECAP_ROUTES",
+    api=("session_recap",),  # the ACP agent's /recap
 )

