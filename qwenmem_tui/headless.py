@@ -92,6 +92,7 @@ async def _answer(runtime: Runtime, args: argparse.Namespace, question: str) -> 
     except StartupError as exc:
         print(f"qwenmem: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    await runtime.tools_settled()  # one request: a slow MCP server cannot join later
     chat = await runtime.open_chat(session)
     secret = runtime.settings.api_key_value()
     debuglog.configure(runtime.paths, chat.info.id, secrets=[secret] if secret else [])

@@ -308,6 +308,12 @@ class Runtime:
         typed by its `FeatureKey`."""
         return self.assembly.state(key)
 
+    async def tools_settled(self) -> None:
+        """Wait for the tools that join late to come up (or fail, within their
+        timeouts: `Feature.settled`). A long-lived face lets a slow server join later;
+        one that answers a single question (`qwenmem -p`) waits here first."""
+        await self.assembly.settled()
+
     def session_features(self) -> SessionFeatures:
         """A fresh set of the features' hooks and tools for one chat (or one TUI)."""
         return self.assembly.session()

@@ -180,6 +180,12 @@ class Assembly:
         """A feature's state (None when it does not run); typed by its `FeatureKey`."""
         return self.states.get(key if isinstance(key, str) else key.name)
 
+    async def settled(self) -> None:
+        """Wait for every running feature's late tools to come up (`Feature.settled`)."""
+        for feature in self._running():
+            if feature.settled is not None:
+                await feature.settled(self.states[feature.name])
+
     async def ready(self) -> None:
         """Wait until every running feature's state serves (`Feature.ready`)."""
         for feature in self._running():

@@ -161,6 +161,9 @@ class Feature:
     ready: Callable[[Any], Awaitable[None]] | None = None
     """Wait until its state serves (memory: the store open); a face that must not
     start broken asks for it (`Runtime.open(wait_ready=True)`): a failure fails it."""
+    settled: Callable[[Any], Awaitable[None]] | None = None
+    """Wait for the tools it offers late to come up or fail (MCP servers): a face
+    answering one question waits for it first (`Runtime.tools_settled`)."""
     listen: Callable[[Any, Callable[[str], None]], None] | None = None
     """Hand its state a listener for its one-line notices (a store down, back)."""
     without_chats: bool = False

@@ -49,6 +49,10 @@ def _start(servers: McpServers) -> None:
     servers.start()
 
 
+async def _settled(servers: McpServers) -> None:
+    await servers.settled()
+
+
 async def _close(servers: McpServers) -> None:
     await servers.close()
 
@@ -62,6 +66,7 @@ FEATURE = Feature(
     session=_session,
     start=_start,
     close=_close,
+    settled=_settled,
     tui="qwenmem_tui.tui.features.mcp.extension:mcp_extension",
     api=("permissions",),  # what a face that asks the user answers with (ACP)
 )
