@@ -72,7 +72,7 @@ async def run_headless(args: argparse.Namespace, settings: Settings, paths: Path
                 cwd=Path.cwd(),
                 start_model=starter,
                 model_defaults=defaults,
-                open_memory=True,
+                wait_ready=True,
             )
         except StartupError as exc:
             print(f"qwenmem: {exc}", file=sys.stderr)
