@@ -30,7 +30,7 @@ from qwenmem_tui.chat.events import (
 from qwenmem_tui.config import Settings
 from qwenmem_tui.paths import Paths, project_root
 from qwenmem_tui.reply import ReplyCollector
-from qwenmem_tui.runtime import Runtime, StartupError, bundled_model
+from qwenmem_tui.runtime import Runtime, StartupError, bundled_model, check_resume
 from qwenmem_tui.text import one_line, terminal_safe, terminal_safe_json
 
 FORMATS = ("text", "json", "stream-json")
@@ -64,6 +64,9 @@ async def run_headless(args: argparse.Namespace, settings: Settings, paths: Path
         return EXIT_USAGE
     with ExitStack() as stack:
         try:
+            if isinstance(args.resume, str) and args.resume:
+                # A wrong id is its one line before anything opens (a local model starts).
+                args.resume = await check_resume(paths, Path.cwd(), args.resume)
             defaults, starter = bundled_model(settings, paths, stack)
             runtime = await Runtime.open(
                 settings,  # its chat is not interactive: it waits for recall (api_wait_ms)
