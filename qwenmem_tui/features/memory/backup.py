@@ -110,7 +110,8 @@ class ImportReport:
         under what became of it."""
         parts = ", ".join(f"{name} {self.counts.get(name, 0)}" for name in IMPORTED)
         return (
-            f"imported {self.imported} ({parts}); held for review {self.counts.get(HELD, 0)}; "
+            f"imported {self.imported} ({parts}); quarantined {self.counts.get(HELD, 0)} "
+            "(held for review); "
             f"history restored {self.counts.get(HISTORY, 0)}; skipped "
             f"{self.counts.get(SKIPPED, 0)}; rejected {self.rejected}"
         )

@@ -125,6 +125,45 @@ def holds_its_words(candidate: Candidate, share: float = STRONG_LEXICAL) -> bool
     return candidate.lexical is not None and candidate.coverage >= share
 
 
+def _newer_versions(found: Sequence[Candidate]) -> dict[int, Candidate]:
+    """Older memory id -> its next newer version among ``found``: the one that
+    restates it (the identity link), or the latest stated of one subject's rows (the
+    same scope, category and key)."""
+    newer: dict[int, Candidate] = {}
+    subjects: dict[tuple[str, str, str], list[Candidate]] = {}
+    for c in found:
+        if c.memory.restates is not None:
+            newer[c.memory.restates] = c
+        subjects.setdefault((c.memory.scope, str(c.memory.category), c.memory.key), []).append(c)
+    for versions in subjects.values():
+        latest = max(versions, key=lambda c: (c.memory.stated_at, c.memory.id))
+        for c in versions:
+            if c is not latest:
+                newer.setdefault(c.memory.id, latest)
+    return newer
+
+
+def current_first(ranked: Sequence[Candidate], found: Sequence[Candidate]) -> list[Candidate]:
+    """``ranked`` with a fact's newest version before any older one (issue 39): where
+    an older version ranks, its newer versions (from ``found``, whatever their own
+    score: the older one already says the subject is wanted) go first, newest first.
+    How linked versions are shown (the older marked as earlier) is the block's concern."""
+    newer = _newer_versions(found)
+    out: list[Candidate] = []
+    placed: set[int] = set()
+    for c in ranked:
+        chain: list[Candidate] = []
+        step = newer.get(c.memory.id)
+        while step is not None and step.memory.id not in placed and step not in chain:
+            chain.append(step)
+            step = newer.get(step.memory.id)
+        for version in [*reversed(chain), c]:
+            if version.memory.id not in placed:
+                placed.add(version.memory.id)
+                out.append(version)
+    return out
+
+
 def passes(candidate: Candidate, threshold: float | None) -> bool:
     """The threshold on a fused result: the cosine clears it, or the memory holds
     most of the query's words (the threshold is there to drop the unrelated, and a
@@ -355,7 +394,8 @@ class Recaller:
                 )
                 for m in found
             ),
-            key=lambda c: (-c.score, c.memory.id),
+            # Between equals, the more recent fact first.
+            key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id),
         )
 
     # recall --------------------------------------------------------------------------
@@ -402,11 +442,14 @@ class Recaller:
             vector=vector,
         )
         # Small talk keeps only a memory that holds its very words.
-        ranked = [
-            c
-            for c in found
-            if passes(c, threshold) and (not small_talk or holds_its_words(c, SMALL_TALK_WORDS))
-        ][:k]
+        ranked = current_first(
+            [
+                c
+                for c in found
+                if passes(c, threshold) and (not small_talk or holds_its_words(c, SMALL_TALK_WORDS))
+            ],
+            found,
+        )[:k]
         if small_talk:
             log.debug("[MEMORY_RECALL] small talk: %d memories kept for its own words", len(ranked))
         chosen = [c.memory for c in ranked]

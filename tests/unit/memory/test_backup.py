@@ -225,7 +225,7 @@ def test_the_real_cli_imports_exports_and_restores_losslessly(tmp_path: Path) ->
     ran = run_cli(home, project, "import", "--trust", str(source))
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines() == [
-        "imported 31 (created 31, superseded 0, refreshed 0, deduplicated 0); held for review 0; "
+        "imported 31 (created 31, superseded 0, refreshed 0, deduplicated 0); quarantined 0 (held for review); "
         "history restored 0; skipped 0; rejected 0",
     ]
     listed = json.loads(run_cli(home, project, "list", "--json").stdout)
