@@ -245,7 +245,7 @@ class Recaller:
     async def rebuild(self, progress: Progress | None = None) -> None:
         """Re-read every vector of this embedder from the store into a new index."""
         generation = await self.store.generation()
-        ids, vectors = await self.store.vectors(self.embedder.id)
+        ids, vectors = await self.store.vectors(self.embedder.id, user=self.user)
         log.info("[MEMORY_INDEX] rebuilding %s from %d vectors", self.index.embedder_id, len(ids))
         await self.index.rebuild(ids, vectors, generation, progress)
         await self.index.save()
@@ -318,13 +318,13 @@ class Recaller:
         if self.index.needs_rebuild():
             await self.rebuild()
             return
-        wanted = await self.store.vector_ids(self.embedder.id)
+        wanted = await self.store.vector_ids(self.embedder.id, user=self.user)
         have = self.index.ids()
         stale = np.setdiff1d(have, wanted, assume_unique=True)
         missing = np.setdiff1d(wanted, have, assume_unique=True)
         await self.index.remove(stale)
         if len(missing):
-            ids, vectors = await self.store.vectors(self.embedder.id, missing.tolist())
+            ids, vectors = await self.store.vectors(self.embedder.id, missing.tolist(), user=self.user)
             await self.index.add(ids, vectors)
         self.index.generation = generation
 

@@ -148,7 +148,7 @@ class MemoryVectors:
             self._ready = True
 
     async def _load_index(self, progress: Progress | None) -> None:
-        missing = await self.store.missing_vectors(self.embedder.id)
+        missing = await self.store.missing_vectors(self.embedder.id, user=self.user)
         if isinstance(self.embedder, HashEmbedder) or len(missing) <= _REEMBED_BATCH:
             await self._embed(missing)
             missing = []
@@ -198,7 +198,7 @@ class MemoryVectors:
     async def embed_missing(self, progress: Progress | None = None) -> int:
         """Embed rows without a vector from the current embedder (first run, new embedder)."""
         await self.load()
-        missing = await self.store.missing_vectors(self.embedder.id)
+        missing = await self.store.missing_vectors(self.embedder.id, user=self.user)
         await self._embed(missing, progress)
         return len(missing)
 
