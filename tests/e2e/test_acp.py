@@ -34,7 +34,7 @@ from qwenmem_tui.features.memory.model import Origin
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage import Database, SessionStore
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from tests.process_support import checkout_env
 
 FACT = "The integration tests of this project run with make itest"
@@ -275,6 +275,12 @@ async def _load_and_go_on(
         seen = len(client.updates)
         assert (await conn.prompt(session_id=session_id, prompt=_prompt("/compact"))).stop_reason == "end_turn"
         assert client.text(session_id, seen).startswith("⟲ ⋯ ") and "older messages summarized" in client.text(session_id, seen)
+        # The endpoint fails: one line in a JSON-RPC error, no traceback.
+        fake.script(HTTPError(400, {"error": {"message": "the model exploded", "type": "invalid_request_error"}}))
+        with pytest.raises(RequestError) as failed:
+            await conn.prompt(session_id=session_id, prompt=_prompt("Break, please"))
+        assert failed.value.code == -32603 and "the model exploded" in str(failed.value)
+        assert "\n" not in str(failed.value) and "Traceback" not in str(failed.value)
         with pytest.raises(RequestError) as missing:
             await conn.load_session(cwd=str(project), session_id="no-such-session")
         assert "No session with id" in str(missing.value)
