@@ -37,6 +37,7 @@ from qwenmem_tui.features.memory.prefetch import (
     SentMemory,
 )
 from qwenmem_tui.features.memory.render import age_phrase
+from qwenmem_tui.features.memory.items import RECEIPT_ITEM
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
@@ -44,8 +45,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("qwenmem.memory")
 
-RECEIPT_ITEM = "memory_receipt"
-"""The display item type a receipt is stored as."""
 MARK = "⌁"
 
 # Corrections a person made from a receipt (or /memory), as recorded in the item.
