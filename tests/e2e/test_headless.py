@@ -201,3 +201,14 @@ def test_only_trusted_mcp_servers_tools_are_offered_and_they_run(
     assert not any(name.startswith("mcp__untrusted__") for name in offered)
     result = next(json.loads(line) for line in done.stdout.splitlines() if '"tool_result"' in line)
     assert "the release is on Friday" in result["result"] and result["isError"] is False
+
+
+def test_json_keeps_the_models_control_characters_off_the_terminal(
+    cli_run: CliRunner, home: Path, project: Path, answering: FakeOpenAI
+) -> None:
+    hostile = "fine\x1b]52;c;cm0gLXJmIH4=\x07 \x9b31m"  # OSC 52 (clipboard) and a C1 CSI
+    answering.script(Reply(hostile))
+    done = cli_run("-p", "hi", "--output-format", "json", home=home, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\x9b" not in done.stdout and "\x07" not in done.stdout
+    assert json.loads(done.stdout)["reply"] == hostile  # the same value for a script

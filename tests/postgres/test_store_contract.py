@@ -153,6 +153,14 @@ async def test_vectors_round_trip_and_leave_with_their_row(svc: MemoryService, c
     assert some_ids.tolist() == [ids[1], ids[3]]
     np.testing.assert_array_equal(some, np.stack([vec(1), vec(3)]))
     assert (await store.vectors("other"))[0].tolist() == []
+    # A client loads its user's vectors only: a team's store holds everyone's.
+    bob = await put(store, draft("k0", "bob's value", user="bob"), now, seed=7)
+    assert (await store.vector_ids("m", user="ana")).tolist() == ids
+    assert (await store.vectors("m", user="ana"))[0].tolist() == ids
+    assert (await store.vectors("m", [bob.memory.id, ids[2]], user="ana"))[0].tolist() == [ids[2]]
+    assert (await store.vector_ids("m", user="bob")).tolist() == [bob.memory.id]
+    assert [m.id for m in await store.missing_vectors("m2", user="bob")] == [bob.memory.id]
+    await store.forget(bob.memory.id, origin=Origin.USER, now=now, reason="not ana's test")
 
     await store.forget(ids[0], origin=Origin.USER, now=now, reason="asked")
     await put(store, draft("k1", "a new value"), now, seed=9)  # supersedes ids[1]
