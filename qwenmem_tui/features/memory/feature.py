@@ -86,7 +86,7 @@ def _session(memory: MemoryAccess, context: FeatureContext, wiring: SessionWirin
         opening=memory.opening,
     )
     # After prefetch: it reads what this query's requests carried.
-    receipts = MemoryReceiptHook(prefetch, memory.fetch)
+    receipts = MemoryReceiptHook(prefetch, memory.fetch, memory.record_tokens)
     wiring.extract_block = extraction.extract_block
     return SessionPart(
         hooks=(prefetch, receipts, extraction),

@@ -36,8 +36,9 @@ from qwenmem_tui.features.memory.model import (
     WriteAction,
     WriteResult,
 )
-from qwenmem_tui.features.memory.render import render_block
+from qwenmem_tui.features.memory.render import render_block, render_memory
 from qwenmem_tui.features.memory.store import AllowedIds, MemoryStore
+from qwenmem_tui.text import estimate_text_tokens
 
 log = logging.getLogger("qwenmem.memory")
 
@@ -85,6 +86,7 @@ class RecallResult:
     lexical_scores: list[float | None] = field(default_factory=list)
     rendered_at: float = 0.0  # the clock the block's ages were rendered at
     small_talk: bool = False  # the message asks nothing memory could answer (abstain.py)
+    tokens: int = 0  # the block's estimated size (memory.max_tokens bounds it)
 
     @classmethod
     def empty(cls, latency_ms: float = 0.0) -> RecallResult:
@@ -98,9 +100,11 @@ class RecallResult:
             return self
         keep = [i for i, memory_id in enumerate(self.ids) if memory_id not in drop]
         memories = [self.memories[i] for i in keep] if len(self.memories) == len(self.ids) else []
+        block = render_block(memories, self.rendered_at)
         return replace(
             self,
-            block=render_block(memories, self.rendered_at),
+            block=block,
+            tokens=estimate_text_tokens(block),
             ids=[self.ids[i] for i in keep],
             memories=memories,
             scores=[self.scores[i] for i in keep if i < len(self.scores)],
@@ -164,6 +168,22 @@ def current_first(ranked: Sequence[Candidate], found: Sequence[Candidate]) -> li
     return out
 
 
+def within_budget(ranked: Sequence[Candidate], now: float, max_tokens: int) -> list[Candidate]:
+    """The ranked memories whose block stays within ``max_tokens`` (0: all), best
+    first: one that would pass it is left out and the next, shorter ones still tried."""
+    if max_tokens <= 0:
+        return list(ranked)
+    kept: list[Candidate] = []
+    used = estimate_text_tokens(render_block([ranked[0].memory], now)) if ranked else 0
+    used -= estimate_text_tokens(render_memory(ranked[0].memory, now)) if ranked else 0
+    for c in ranked:
+        cost = estimate_text_tokens(render_memory(c.memory, now)) + 1  # and its newline
+        if used + cost <= max_tokens:
+            kept.append(c)
+            used += cost
+    return kept
+
+
 def passes(candidate: Candidate, threshold: float | None) -> bool:
     """The threshold on a fused result: the cosine clears it, or the memory holds
     most of the query's words (the threshold is there to drop the unrelated, and a
@@ -189,8 +209,10 @@ class Recaller:
         min_score: float,
         clock: Callable[[], float],
         lexical_weight: float = 1.0,
+        max_tokens: int = 0,
     ) -> None:
         self.store = store
+        self.max_tokens = max_tokens
         self.index = index
         self.embedder = embedder
         self.user = user
@@ -452,12 +474,15 @@ class Recaller:
         )[:k]
         if small_talk:
             log.debug("[MEMORY_RECALL] small talk: %d memories kept for its own words", len(ranked))
-        chosen = [c.memory for c in ranked]
         now = self.clock()
+        ranked = within_budget(ranked, now, self.max_tokens)
+        chosen = [c.memory for c in ranked]
         if record:
             await self.record(chosen, now=now)
+        block = render_block(chosen, now)
         return RecallResult(
-            block=render_block(chosen, now),
+            block=block,
+            tokens=estimate_text_tokens(block),
             ids=[m.id for m in chosen],
             memories=chosen,
             scores=[round(c.score, 4) for c in ranked],
