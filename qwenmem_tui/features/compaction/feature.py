@@ -9,14 +9,18 @@ from typing import TYPE_CHECKING
 from qwenmem_tui.features.feature import (
     Feature,
     FeatureContext,
+    FeatureKey,
     SessionPart,
     SessionWiring,
 )
 
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
+    from qwenmem_tui.features.compaction.hook import CompactionHook
 
 COMPACTION = "compaction"
+COMPACTION_HOOK: FeatureKey[CompactionHook] = FeatureKey(COMPACTION)
+"""Compaction's part of a session: its hook (/compact, pins, the gauge)."""
 
 
 def _enabled(settings: Settings) -> bool:
