@@ -33,6 +33,7 @@ from qwenmem_tui.chat.events import (
     AssistantDelta,
     ChatEventHandler,
     ItemAdded,
+    Notice,
     ReasoningDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -175,6 +176,11 @@ class ReplyUpdates(ChatEventHandler):
 
     async def assistant_delta(self, event: AssistantDelta) -> None:
         await self.lines.text(event.text)
+
+    async def notice(self, event: Notice) -> None:
+        """A hook's one-liner (a compaction that failed, memory unreachable): a line,
+        as the TUI shows it in a toast."""
+        await self.lines.line(f"⚠ {event.text}" if event.level in ("warning", "error") else event.text)
 
     async def reasoning_delta(self, event: ReasoningDelta) -> None:
         return None  # thoughts stay out of the reply (as the TUI folds them away)

@@ -221,6 +221,12 @@ class LocalModelServer:
         return f"http://{self.host}:{self.port}/v1"
 
     @property
+    def root_url(self) -> str:
+        """The server without the OpenAI prefix: llama_cpp.server's own routes
+        (`/extras/tokenize/count`) live there."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
     def model(self) -> str:
         """The model id to send; the server is started with it as `--model_alias`."""
         return self.label

@@ -161,6 +161,7 @@ class QwenmemApp(App[None]):
         self._resume = resume
         self._llm = llm
         self._start_model = start_model
+        self._model_notice: str | None = None
         # The app owns its process (the CLI, not a test): it tunes the collector.
         self._long_lived = long_lived
         self.early_input = early_input
@@ -434,6 +435,8 @@ class QwenmemApp(App[None]):
         if self._resume is True and not resumed:
             # `--resume` found nothing: say so, or it looks like the history was lost.
             self.show_info(NOTHING_TO_RESUME)
+        if self._model_notice is not None:  # what the started model is (the offline one)
+            self.show_info(self._model_notice)
         # Said once when the root is the home or /: the file tools then keep to cwd.
         if (root_notice := broad_root_notice(self.project_root, self._cwd)) is not None:
             self.show_info(root_notice)
@@ -451,6 +454,7 @@ class QwenmemApp(App[None]):
             start_model = ModelStarter(
                 label=start_model.label,
                 start=lambda progress, starter=start_model: self._started_model(starter),
+                notice=start_model.notice,
             )
         runtime = self._runtime = await Runtime.open(
             self.settings,
@@ -534,9 +538,11 @@ class QwenmemApp(App[None]):
         line = DimItem("")
         self.show(line)
         try:
-            return await start.start(lambda text: line.update(Content(terminal_safe(text))))
+            client = await start.start(lambda text: line.update(Content(terminal_safe(text))))
         finally:
             await line.remove()
+        self._model_notice = start.notice  # said once the session is on screen
+        return client
 
     def _database_busy(self, attempt: int, delay: float) -> None:
         # Another qwenmem holds the write lock; say why the UI may pause.

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, Static
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory.feature import MEMORY
@@ -25,7 +26,7 @@ from qwenmem_tui.features.memory.model import (
     Origin,
     Status,
 )
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.service import MemoryService, default_user
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import (
     FakeOpenAI,
@@ -40,6 +41,7 @@ from qwenmem_tui.tui.features.memory.extension import memory_extension
 from qwenmem_tui.tui.features.memory.screen import (
     ConfirmForget,
     MemoryDetail,
+    PAGE,
     MemoryScreen,
     expires_label,
     memory_matches,
@@ -753,3 +755,35 @@ async def test_the_detail_shows_a_facts_versions(
             assert "#2 I moved to Berlin (active)" in second
             assert "→ now" in second and "→ now" not in first  # Lisbon held until Berlin
             assert ("◀" in first) == (selected == 1) and ("◀" in second) == (selected == 2)
+
+
+async def test_a_large_store_is_shown_a_page_at_a_time_and_filtered_whole(
+    make_memory_app: Callable[..., QwenmemApp], settings: Settings, paths: Paths, clock: FakeClock
+) -> None:
+    """A store of years (bench/bench_scale.py): /memory puts one page of rows in the
+    table, the next as the cursor reaches the last, and the filter searches them all.
+    Fails without paging: the table holds every row at once."""
+    await (await MemoryService.open(settings, paths, clock=clock)).close()
+    total = 2 * PAGE + 50
+    conn = sqlite3.connect(paths.db_file)
+    with conn:
+        conn.executemany(
+            "INSERT INTO memories (user, scope, category, key, value, origin, status, created_at,"
+            " updated_at, content_hash) VALUES (?, 'global', 'user', ?, ?, 'user', 'active', ?, ?, ?)",
+            [(default_user(settings), f"fact_{i}", f"Row {i} of a big store", START, START, f"h{i}")
+             for i in range(total)],
+        )
+    conn.close()
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_memory_screen(pilot)
+        table = screen.query_one(DataTable)
+        assert table.row_count == PAGE
+        assert f"{total} of {total} shown" in str(screen.query_one("#memory-title", Static).render())
+        table.focus()
+        table.move_cursor(row=PAGE - 1)
+        await wait_until(pilot, lambda: table.row_count == 2 * PAGE)
+        await settle(pilot)
+        screen.query_one("#memory-filter", Input).value = f"Row {total - 1} of"
+        await settle(pilot)
+        assert column(screen, "key") == [f"fact_{total - 1}"]

@@ -50,7 +50,6 @@ from qwenmem_tui.features.memory.write_plan import (
     NewRow,
     PlannedStore,
 )
-from qwenmem_tui.features.memory.writer import note_subject
 from qwenmem_tui.storage.database import DiskFull
 
 if TYPE_CHECKING:
@@ -110,7 +109,8 @@ class ImportReport:
         under what became of it."""
         parts = ", ".join(f"{name} {self.counts.get(name, 0)}" for name in IMPORTED)
         return (
-            f"imported {self.imported} ({parts}); held for review {self.counts.get(HELD, 0)}; "
+            f"imported {self.imported} ({parts}); quarantined {self.counts.get(HELD, 0)} "
+            "(held for review); "
             f"history restored {self.counts.get(HISTORY, 0)}; skipped "
             f"{self.counts.get(SKIPPED, 0)}; rejected {self.rejected}"
         )
@@ -409,9 +409,8 @@ async def _prepare(
     value = _text(row, "value")
     category, key = row.get("category"), row.get("key")
     if category is None or key is None:  # hand-written: filed as /remember files a note
-        filed_category, filed_key = note_subject(value)
-        category = filed_category if category is None else category
-        key = filed_key if key is None else key
+        filed = await service.writer.file(value, project=project, category=category, key=key)
+        category, key = filed.category, filed.key
     stored_origin = origin if trusted or origin != Origin.USER.value else Origin.TOOL.value
     pending = await service.prepare(
         _string("category", category),

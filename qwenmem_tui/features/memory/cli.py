@@ -341,6 +341,8 @@ async def history(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         if v.replaced_by is not None:
             why = f": {terminal_safe(v.why)}" if v.why else ""
             print(f"{'':>25}replaced by #{v.replaced_by} (decided by {v.decided_by or 'unknown'}){why}")
+        if m.restates is not None:
+            print(f"{'':>25}may restate #{m.restates} (not decided yet: both kept)")
     return 0
 
 

@@ -21,7 +21,9 @@ Formats read, as the tools document them:
   ``content``), with optional ``metadata`` and ``categories``.
 
 Their TTLs start at the import (the person brings them in now): an original time
-would let a year-old fact expire the moment it arrives. Categories map one to one
+would let a year-old fact expire the moment it arrives. When the source dates a memory
+(mem0's ``updated_at`` / ``created_at``, a memory file's last change) that date is the
+row's ``stated_at``: when the fact was said, for ``memory history`` and ``--as-of``. Categories map one to one
 where the source has ours; scopes follow the category
 (user and feedback everywhere, project and reference in the importing project). Origins
 say who wrote the text there: the other tool's model (``agent``, ``tool``) or the person
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +44,7 @@ from typing import Any
 
 from qwenmem_tui.features.memory.guard import MAX_VALUE_CHARS
 from qwenmem_tui.features.memory.model import Category, Origin
+from qwenmem_tui.features.memory.timeline import parse_moment
 
 SOURCES = ("claude-code", "qwen-code", "mem0")
 INDEX_FILE = "MEMORY.md"
@@ -167,6 +171,7 @@ def _memory_file(path: Path, front: dict[str, str], body: str) -> ImportedEntry 
         "value": value,
         "origin": str(Origin.AGENT),  # the other tool's model wrote its memory folder
         **_scope(category),
+        **_stated(_modified(path)),  # one memory a file: last written when it was said
     }
     return ImportedEntry(row, f"{path}")
 
@@ -244,6 +249,8 @@ def _mem0(path: Path) -> Iterator[ImportedEntry]:
             "value": value,
             "origin": str(Origin.AGENT),  # mem0 extracts memories with a model
             **_scope(category),
+            # mem0 stamps each memory; its latest wording dates from its update.
+            **_stated(entry.get("updated_at") or entry.get("created_at")),
         }
         yield ImportedEntry(row, f"{path}[{index}] {entry.get('id', '')}".rstrip())
 
@@ -277,6 +284,25 @@ def make_key(text: str) -> str:
     if not key or not key[0].isalpha():
         key = f"imported_{key}" if key else "imported_memory"
     return key[:64]
+
+
+def _stated(moment: Any) -> dict[str, str]:
+    """``stated_at`` for a row when the source dates the memory (ISO 8601), else
+    nothing: a date that does not parse costs the row its date, not the row."""
+    if not isinstance(moment, str):
+        return {}
+    try:
+        parse_moment(moment)
+    except ValueError:
+        return {}
+    return {"stated_at": moment}
+
+
+def _modified(path: Path) -> str | None:
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat()
+    except OSError:
+        return None
 
 
 def _scope(category: Category) -> dict[str, str]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from qwenmem_tui.features.memory.abstain import abstention_for
 from qwenmem_tui.features.memory.embed import Embedder
 from qwenmem_tui.features.memory.index import Progress, SearchHit, VectorIndex
 from qwenmem_tui.features.memory.lexical import coverage, query_terms
@@ -35,8 +36,9 @@ from qwenmem_tui.features.memory.model import (
     WriteAction,
     WriteResult,
 )
-from qwenmem_tui.features.memory.render import render_block
+from qwenmem_tui.features.memory.render import render_block, render_memory
 from qwenmem_tui.features.memory.store import AllowedIds, MemoryStore
+from qwenmem_tui.text import estimate_text_tokens
 
 log = logging.getLogger("qwenmem.memory")
 
@@ -54,6 +56,9 @@ RRF_K = 10
 # embedder scores low is still a hit. 0.3 lets one word of a three-word question
 # through; on the recall corpus 0.5 lost 9 more of 156 answers with the hash embedder.
 STRONG_LEXICAL = 0.3
+# Small talk (abstain.py) keeps a memory only when it holds most of the message's words:
+# one word of three ("sure, go ahead" and a note about Go) is not the message's subject.
+SMALL_TALK_WORDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,8 @@ class RecallResult:
     vector_scores: list[float | None] = field(default_factory=list)  # cosines
     lexical_scores: list[float | None] = field(default_factory=list)
     rendered_at: float = 0.0  # the clock the block's ages were rendered at
+    small_talk: bool = False  # the message asks nothing memory could answer (abstain.py)
+    tokens: int = 0  # the block's estimated size (memory.max_tokens bounds it)
 
     @classmethod
     def empty(cls, latency_ms: float = 0.0) -> RecallResult:
@@ -93,9 +100,11 @@ class RecallResult:
             return self
         keep = [i for i, memory_id in enumerate(self.ids) if memory_id not in drop]
         memories = [self.memories[i] for i in keep] if len(self.memories) == len(self.ids) else []
+        block = render_block(memories, self.rendered_at)
         return replace(
             self,
-            block=render_block(memories, self.rendered_at),
+            block=block,
+            tokens=estimate_text_tokens(block),
             ids=[self.ids[i] for i in keep],
             memories=memories,
             scores=[self.scores[i] for i in keep if i < len(self.scores)],
@@ -115,6 +124,66 @@ def fuse(
     return fused
 
 
+def holds_its_words(candidate: Candidate, share: float = STRONG_LEXICAL) -> bool:
+    """The memory holds at least ``share`` of the message's own words (a name, a code)."""
+    return candidate.lexical is not None and candidate.coverage >= share
+
+
+def _newer_versions(found: Sequence[Candidate]) -> dict[int, Candidate]:
+    """Older memory id -> its next newer version among ``found``: the one that
+    restates it (the identity link), or the latest stated of one subject's rows (the
+    same scope, category and key)."""
+    newer: dict[int, Candidate] = {}
+    subjects: dict[tuple[str, str, str], list[Candidate]] = {}
+    for c in found:
+        if c.memory.restates is not None:
+            newer[c.memory.restates] = c
+        subjects.setdefault((c.memory.scope, str(c.memory.category), c.memory.key), []).append(c)
+    for versions in subjects.values():
+        latest = max(versions, key=lambda c: (c.memory.stated_at, c.memory.id))
+        for c in versions:
+            if c is not latest:
+                newer.setdefault(c.memory.id, latest)
+    return newer
+
+
+def current_first(ranked: Sequence[Candidate], found: Sequence[Candidate]) -> list[Candidate]:
+    """``ranked`` with a fact's newest version before any older one (issue 39): where
+    an older version ranks, its newer versions (from ``found``, whatever their own
+    score: the older one already says the subject is wanted) go first, newest first.
+    How linked versions are shown (the older marked as earlier) is the block's concern."""
+    newer = _newer_versions(found)
+    out: list[Candidate] = []
+    placed: set[int] = set()
+    for c in ranked:
+        chain: list[Candidate] = []
+        step = newer.get(c.memory.id)
+        while step is not None and step.memory.id not in placed and step not in chain:
+            chain.append(step)
+            step = newer.get(step.memory.id)
+        for version in [*reversed(chain), c]:
+            if version.memory.id not in placed:
+                placed.add(version.memory.id)
+                out.append(version)
+    return out
+
+
+def within_budget(ranked: Sequence[Candidate], now: float, max_tokens: int) -> list[Candidate]:
+    """The ranked memories whose block stays within ``max_tokens`` (0: all), best
+    first: one that would pass it is left out and the next, shorter ones still tried."""
+    if max_tokens <= 0:
+        return list(ranked)
+    kept: list[Candidate] = []
+    used = estimate_text_tokens(render_block([ranked[0].memory], now)) if ranked else 0
+    used -= estimate_text_tokens(render_memory(ranked[0].memory, now)) if ranked else 0
+    for c in ranked:
+        cost = estimate_text_tokens(render_memory(c.memory, now)) + 1  # and its newline
+        if used + cost <= max_tokens:
+            kept.append(c)
+            used += cost
+    return kept
+
+
 def passes(candidate: Candidate, threshold: float | None) -> bool:
     """The threshold on a fused result: the cosine clears it, or the memory holds
     most of the query's words (the threshold is there to drop the unrelated, and a
@@ -123,7 +192,7 @@ def passes(candidate: Candidate, threshold: float | None) -> bool:
         return True
     if candidate.dense is not None and candidate.dense >= threshold:
         return True
-    return candidate.lexical is not None and candidate.coverage >= STRONG_LEXICAL
+    return holds_its_words(candidate)
 
 
 class Recaller:
@@ -140,8 +209,10 @@ class Recaller:
         min_score: float,
         clock: Callable[[], float],
         lexical_weight: float = 1.0,
+        max_tokens: int = 0,
     ) -> None:
         self.store = store
+        self.max_tokens = max_tokens
         self.index = index
         self.embedder = embedder
         self.user = user
@@ -156,6 +227,8 @@ class Recaller:
         # on bench/crosslang_corpus.jsonl cross-language top-3 went from 11/16 to 15/16,
         # same-language stayed 16/16. A switch only so the bench can measure both.
         self.debias = True
+        # Small talk gets no memories (abstain.py); a switch only so the bench can measure both.
+        self.abstain = True
         self._allowed: dict[tuple[str, ...], AllowedIds] = {}
         # Held while the index changes as a whole (sync, rebuild, a write applied):
         # a sync diffing ids while a write adds one would otherwise add it twice.
@@ -172,7 +245,7 @@ class Recaller:
     async def rebuild(self, progress: Progress | None = None) -> None:
         """Re-read every vector of this embedder from the store into a new index."""
         generation = await self.store.generation()
-        ids, vectors = await self.store.vectors(self.embedder.id)
+        ids, vectors = await self.store.vectors(self.embedder.id, user=self.user)
         log.info("[MEMORY_INDEX] rebuilding %s from %d vectors", self.index.embedder_id, len(ids))
         await self.index.rebuild(ids, vectors, generation, progress)
         await self.index.save()
@@ -245,13 +318,13 @@ class Recaller:
         if self.index.needs_rebuild():
             await self.rebuild()
             return
-        wanted = await self.store.vector_ids(self.embedder.id)
+        wanted = await self.store.vector_ids(self.embedder.id, user=self.user)
         have = self.index.ids()
         stale = np.setdiff1d(have, wanted, assume_unique=True)
         missing = np.setdiff1d(wanted, have, assume_unique=True)
         await self.index.remove(stale)
         if len(missing):
-            ids, vectors = await self.store.vectors(self.embedder.id, missing.tolist())
+            ids, vectors = await self.store.vectors(self.embedder.id, missing.tolist(), user=self.user)
             await self.index.add(ids, vectors)
         self.index.generation = generation
 
@@ -343,7 +416,8 @@ class Recaller:
                 )
                 for m in found
             ),
-            key=lambda c: (-c.score, c.memory.id),
+            # Between equals, the more recent fact first.
+            key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id),
         )
 
     # recall --------------------------------------------------------------------------
@@ -375,19 +449,40 @@ class Recaller:
         started = time.perf_counter()
         k = k or self.top_k
         threshold = self.threshold if min_score is None else (None if min_score < 0 else min_score)
+        abstention = (
+            abstention_for(self.embedder.id) if self.dense_enabled and self.abstain else None
+        )
+        vector = None
+        if abstention is not None and query.strip():
+            vector = (await self.embedder.embed_queries([query]))[0]
+        small_talk = vector is not None and abstention is not None and abstention.is_small_talk(vector)
         found = await self.candidates(
             query,
             scopes=(GLOBAL_SCOPE, project),
             exclude=exclude,
             limit=max(MIN_CANDIDATES, CANDIDATE_FACTOR * k),
+            vector=vector,
         )
-        ranked = [c for c in found if passes(c, threshold)][:k]
-        chosen = [c.memory for c in ranked]
+        # Small talk keeps only a memory that holds its very words.
+        ranked = current_first(
+            [
+                c
+                for c in found
+                if passes(c, threshold) and (not small_talk or holds_its_words(c, SMALL_TALK_WORDS))
+            ],
+            found,
+        )[:k]
+        if small_talk:
+            log.debug("[MEMORY_RECALL] small talk: %d memories kept for its own words", len(ranked))
         now = self.clock()
+        ranked = within_budget(ranked, now, self.max_tokens)
+        chosen = [c.memory for c in ranked]
         if record:
             await self.record(chosen, now=now)
+        block = render_block(chosen, now)
         return RecallResult(
-            block=render_block(chosen, now),
+            block=block,
+            tokens=estimate_text_tokens(block),
             ids=[m.id for m in chosen],
             memories=chosen,
             scores=[round(c.score, 4) for c in ranked],
@@ -396,6 +491,7 @@ class Recaller:
             lexical_scores=[_rounded(c.lexical) for c in ranked],
             latency_ms=(time.perf_counter() - started) * 1000,
             rendered_at=now,
+            small_talk=small_talk,
         )
 
 

@@ -117,13 +117,14 @@ class Version:
 
 
 def versions_of(start: Sequence[Memory], rows: Sequence[Memory]) -> list[Memory]:
-    """Every row linked to ``start`` by supersession (either way, transitively),
-    oldest statement first."""
+    """Every row linked to ``start`` by supersession or by an undecided ``restates``
+    link (either way, transitively), oldest statement first."""
     by_id = {m.id: m for m in rows}
-    replaced: dict[int, list[int]] = {}
+    linked: dict[int, list[int]] = {}
     for m in rows:
-        if m.superseded_by is not None:
-            replaced.setdefault(m.superseded_by, []).append(m.id)
+        for other in (m.superseded_by, m.restates):
+            if other is not None:
+                linked.setdefault(other, []).append(m.id)
     seen: set[int] = set()
     todo = [m.id for m in start]
     while todo:
@@ -131,8 +132,8 @@ def versions_of(start: Sequence[Memory], rows: Sequence[Memory]) -> list[Memory]
         if memory_id in seen or memory_id not in by_id:
             continue
         seen.add(memory_id)
-        later = by_id[memory_id].superseded_by
-        todo += [*replaced.get(memory_id, ()), *([later] if later is not None else [])]
+        m = by_id[memory_id]
+        todo += [*linked.get(memory_id, ()), *(i for i in (m.superseded_by, m.restates) if i is not None)]
     return sorted((by_id[i] for i in seen), key=lambda m: (m.stated_at, m.id))
 
 

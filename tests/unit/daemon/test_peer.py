@@ -1,8 +1,8 @@
-"""The /proc/net/tcp reading behind the private daemon (issue 36 item 5).
+"""The socket-owner lookup behind the private daemon (issue 36 item 5).
 
 Variants: IPv4 rows, IPv6 rows, IPv4-mapped IPv6 rows (a dual-stack socket), the
-header and malformed lines, a real loopback connection looked up in this machine's
-own tables, and the token fallback where the kernel cannot tell (file 0600, read by
+header and malformed lines, a real loopback connection (IPv4 and IPv6) looked up by
+sock_diag netlink and in this machine's own /proc tables, and the token fallback where the kernel cannot tell (file 0600, read by
 the SDK for a loopback URL only).
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from qwenmem_tui.daemon import client as sdk
-from qwenmem_tui.daemon.peer import home_token, kernel_can_tell, parse_table, peer_uid
+from qwenmem_tui.daemon.peer import TABLES, home_token, kernel_can_tell, parse_table, peer_uid, table_uid
 
 
 def _hex4(address: str) -> str:
@@ -77,11 +77,11 @@ def test_finds_the_client_end_of_a_connection(tmp_path: Path) -> None:
             ]
         )
     )
-    assert peer_uid(("127.0.0.1", 0xD431), ("127.0.0.1", 0x1F90), (table,)) == 1000
-    assert peer_uid(("127.0.0.1", 0xD432), ("127.0.0.1", 0x1F90), (table,)) is None
-    assert peer_uid(("::ffff:127.0.0.1", 0xD431), ("127.0.0.1", 0x1F90), (table,)) == 1000
-    assert peer_uid(("not an address", 1), ("127.0.0.1", 0x1F90), (table,)) is None
-    assert peer_uid(("127.0.0.1", 0xD431), ("127.0.0.1", 0x1F90), (tmp_path / "missing",)) is None
+    assert table_uid(("127.0.0.1", 0xD431), ("127.0.0.1", 0x1F90), (table,)) == 1000
+    assert table_uid(("127.0.0.1", 0xD432), ("127.0.0.1", 0x1F90), (table,)) is None
+    assert table_uid(("::ffff:127.0.0.1", 0xD431), ("127.0.0.1", 0x1F90), (table,)) == 1000
+    assert table_uid(("not an address", 1), ("127.0.0.1", 0x1F90), (table,)) is None
+    assert table_uid(("127.0.0.1", 0xD431), ("127.0.0.1", 0x1F90), (tmp_path / "missing",)) is None
 
 
 @pytest.mark.skipif(not kernel_can_tell(), reason="no /proc/net/tcp here")
@@ -97,7 +97,10 @@ def test_a_real_loopback_connection_is_ours(family: int, host: str) -> None:
         with socket.create_connection(server.getsockname()[:2]) as client:
             accepted, peer = server.accept()
             with accepted:
+                # Both ways of asking: sock_diag netlink, and the /proc tables.
                 assert peer_uid(peer[:2], accepted.getsockname()[:2]) == os.geteuid()
+                assert table_uid(peer[:2], accepted.getsockname()[:2], TABLES) == os.geteuid()
+                assert peer_uid((host, 1), accepted.getsockname()[:2]) is None  # no such socket
 
 
 def test_the_fallback_token_is_private_and_read_for_loopback_only(
@@ -127,6 +130,7 @@ def test_where_the_kernel_cannot_tell_a_token_is_required(
 
     paths = Paths(tmp_path / "home")
     monkeypatch.setattr(peer, "TABLES", (tmp_path / "no-such-table",))
+    monkeypatch.setattr(peer, "_diag_available", lambda: False)  # not Linux: no way to ask
     token, uid, said = cli._privacy(None, False, paths)
     assert uid is None and token == (paths.home / sdk.TOKEN_FILE).read_text().strip()
     assert said == f"token required: {paths.home / sdk.TOKEN_FILE}"
@@ -134,5 +138,5 @@ def test_where_the_kernel_cannot_tell_a_token_is_required(
     assert cli._privacy(None, True, paths) == (None, None, "open to every local user")
     assert "every user of this machine" in capsys.readouterr().err
     monkeypatch.setattr(peer, "TABLES", (tmp_path / "tcp",))
-    (tmp_path / "tcp").write_text(HEADER + "\n")
+    (tmp_path / "tcp").write_text(HEADER + "\n")  # the tables alone suffice
     assert cli._privacy(None, False, paths) == (None, os.geteuid(), f"private to uid {os.geteuid()}")

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from memtest_support import Clock, make_settings
 
-from qwenmem_tui.features.memory.model import Category, Memory, Origin, Status
+from qwenmem_tui.features.memory.model import Category, Memory, MemoryDraft, Origin, Status
 from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.timeline import parse_moment, true_at
+from qwenmem_tui.features.memory.timeline import history, parse_moment, true_at
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage import MIGRATIONS, Database
 
@@ -107,5 +107,31 @@ async def test_a_statement_older_than_the_current_value_becomes_its_earlier_vers
         assert [m.value for m in found.memories] == ["I live in Berlin"]
         then = true_at(await service.list(), now - 100 * 86400)
         assert [m.value for m in then] == ["I live in Lisbon"]
+    finally:
+        await service.close()
+
+
+async def test_a_possible_restatement_is_a_version_of_the_fact_until_decided(
+    tmp_path: Path,
+) -> None:
+    """identity links a newer memory to the older one it may restate (both active):
+    the fact's history shows both, linked, before any decision (issue 35 items 2, 4)."""
+    clock = Clock()
+    service = await MemoryService.open(make_settings(), Paths(tmp_path / "home"), clock=clock)
+    try:
+        old = await service.save("user", "use_neovim_as_editor", "I use neovim as my editor",
+                                 origin="user", project="p")  # fmt: skip
+        clock.advance(3600)
+        new = await service.store.write(
+            MemoryDraft(Category.USER, "editor", "My editor is now VS Code", Origin.USER, "global",
+                        service.user, restates=old.memory.id),
+            flags=(), expires_at=None, vector=None, embedding_model="", now=clock(),
+        )  # fmt: skip
+        for which in ("editor", "use_neovim_as_editor", str(new.memory.id)):
+            versions = await history(service, which, project="p")
+            assert [v.memory.value for v in versions] == [
+                "I use neovim as my editor", "My editor is now VS Code"
+            ]
+        assert versions[1].memory.restates == old.memory.id and versions[0].replaced_by is None
     finally:
         await service.close()

@@ -42,6 +42,10 @@ DEFAULT_STATUSES = (Status.ACTIVE, Status.QUARANTINED)
 KEY_WIDTH = 20
 VALUE_MIN_WIDTH = 16
 NO_MATCH = "No memory matches the filter."
+# Rows put in the table at once: a store of years holds 100k memories, and a DataTable
+# fed them all took seconds to paint (21 s for 8k rows on a loaded machine). The next
+# page is added as the cursor reaches the last row; filtering searches every row.
+PAGE = 200
 NO_MEMORIES = "No memories yet: /remember <text> saves one, and the assistant saves what matters."
 
 
@@ -155,6 +159,8 @@ def versions_content(memory: Memory, versions: Sequence[Version]) -> list[str | 
             why = f": {clip(version.why, 160)}" if version.why else ""
             decided = version.decided_by or "unknown"
             parts += ["\n", (f"{'':>24}replaced by #{version.replaced_by}, decided by {decided}{why}", "dim")]
+        if m.restates is not None:
+            parts += ["\n", (f"{'':>24}may restate #{m.restates}: not decided yet, both kept", "dim")]
     return parts
 
 
@@ -294,6 +300,7 @@ class MemoryScreen(Screen[None]):
         self._clock = clock
         self._memories: list[Memory] = []
         self._selected: int | None = None
+        self._shown: list[Memory] = []  # what the filter lets through; the table holds a prefix
         # The sampled review (memory/review.py): the ids offered now, and whether the
         # table shows only them.
         self._review_every_days = review_every_days
@@ -328,7 +335,8 @@ class MemoryScreen(Screen[None]):
         """Read the rows and the metrics; the table keeps the selected row if it can."""
         show_all = self.query_one("#memory-all", Checkbox).value
         statuses = None if show_all else DEFAULT_STATUSES
-        memories = await self._service.list(project=self._project, statuses=statuses)
+        self._memories = await self._service.list(project=self._project, statuses=statuses)
+        self._show_rows()  # painted before the metrics, which read the whole store
         stats = await self._service.stats()
         plan = await review_plan(
             self._service,
@@ -336,11 +344,12 @@ class MemoryScreen(Screen[None]):
             every_days=self._review_every_days,
             size=self._review_size,
         )
-        self._sample = [m.id for m in plan.sample]
-        self._reviewing = self._reviewing and bool(self._sample)
-        self._memories = memories
+        sample = [m.id for m in plan.sample]
         self.query_one("#memory-metrics", Static).update(metrics_line(stats))
-        self._show_rows()
+        if sample != self._sample or self._reviewing:
+            self._sample = sample
+            self._reviewing = self._reviewing and bool(sample)
+            self._show_rows()
 
     @work(exclusive=True, group="memory-detail")
     async def load_detail(self, memory_id: int) -> None:
@@ -362,24 +371,31 @@ class MemoryScreen(Screen[None]):
 
     def _show_rows(self) -> None:
         table = self.query_one(DataTable)
-        rows = self._visible()
-        now = self._clock()
-        width = value_width(rows, now, table.size.width or self.size.width)
+        rows = self._shown = self._visible()
         keep = self._selected
         row = table.cursor_row  # where the cursor was, if its memory leaves the list
-        table.clear()
-        for memory in rows:
-            table.add_row(*memory_cells(memory, now, width), key=str(memory.id))
-        self.query_one("#memory-title", Static).update(self._title(len(rows)))
         ids = [m.id for m in rows]
+        upto = max(PAGE, ids.index(keep) + 1 if keep in ids else row + 1)
+        table.clear()
+        self._add_rows(upto)
+        self.query_one("#memory-title", Static).update(self._title(len(rows)))
         if keep in ids:
             table.move_cursor(row=ids.index(keep))
         elif rows:  # forgotten, filtered out: the row that took its place, not the top
-            table.move_cursor(row=min(max(row, 0), len(rows) - 1))
+            table.move_cursor(row=min(max(row, 0), table.row_count - 1))
         else:
             self._select(None)
             self.query_one(MemoryDetail).show(Content(NO_MATCH if self._memories else NO_MEMORIES))
         self.refresh_bindings()
+
+    def _add_rows(self, upto: int) -> None:
+        """Put the filtered rows up to ``upto`` in the table (after those it holds)."""
+        table = self.query_one(DataTable)
+        page = self._shown[table.row_count : upto]
+        now = self._clock()
+        width = value_width(self._shown, now, table.size.width or self.size.width)
+        for memory in page:
+            table.add_row(*memory_cells(memory, now, width), key=str(memory.id))
 
     def _title(self, shown: int) -> Content:
         which = "all statuses" if self.query_one("#memory-all", Checkbox).value else "active and quarantined"
@@ -406,6 +422,10 @@ class MemoryScreen(Screen[None]):
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None:
             self._select(int(event.row_key.value))
+        table = self.query_one(DataTable)
+        at_end = event.cursor_row >= table.row_count - 1
+        if at_end and table.row_count < len(self._shown):
+            self._add_rows(table.row_count + PAGE)
 
     @on(Input.Changed, "#memory-filter")
     def _filter(self) -> None:
