@@ -185,10 +185,24 @@ class Feature:
     mcp: FaceRef | None = None
     """Its MCP tools for `qwenmem mcp`: a ``register(server, backend)`` in its
     `mcp_tools.py`."""
+    items: tuple[ItemKind, ...] = ()
+    """The display items it stores (a recap line, a memory receipt, a compaction
+    marker) and their renderers."""
     api: tuple[str, ...] = ()
     """The modules of its package the faces may import besides `feature.py`, `tui/`
     and `routes.py` (memory's `remote` for the MCP server, ...); the rest is its
     core, which only the feature itself and the assembly reach."""
+
+
+@dataclass(frozen=True)
+class ItemKind:
+    """A display item a feature stores in a session (`Item.type`), with how it reads
+    in an export; the TUI's widget for it comes with the feature's extension
+    (`Extension.item_widgets`)."""
+
+    name: str
+    markdown: FaceRef | None = None
+    """``(item, now) -> str``: the item in a Markdown export ("" leaves it out)."""
 
 
 @dataclass(frozen=True)
