@@ -504,9 +504,12 @@ async def test_a_recall_warmed_while_typing_reaches_the_first_request(
         await service.close()
 
 
-async def test_no_recall_is_warmed_for_a_command_or_while_busy(
+async def test_recall_is_warmed_while_a_reply_runs_never_for_a_command_nor_while_starting(
     make_memory_app: Callable[..., QwenmemApp],
 ) -> None:
+    """A message typed as the last reply ends is warmed (the query adopts it once sent,
+    leaving out what that reply brought into view); while the app starts there is no
+    session to recall for, and the return to idle warms it instead."""
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
@@ -520,11 +523,16 @@ async def test_no_recall_is_warmed_for_a_command_or_while_busy(
         assert prefetch.warm_handle is None
         prompt.clear()
         prompt.insert("What is the codename?")
-        app.state = "responding"
+        app.state = "starting"
         screen.warm_recall()
         assert prefetch.warm_handle is None
+        app.state = "responding"
+        screen.warm_recall()
+        warm = prefetch.warm_handle
+        assert warm is not None and warm.text == "What is the codename?"
         app.state = "idle"
         await pilot.pause()
+        assert prefetch.warm_handle is warm  # the return to idle reuses it
 
 
 # --- pure helpers -------------------------------------------------------------------
