@@ -13,9 +13,10 @@ run: .make-stamp-run
 	$(PY) -m qwenmem_tui
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist); tests sharing one expensive
-# resource (the PostgreSQL cluster) carry an xdist_group and run on one worker.
+# resource (the PostgreSQL cluster) carry an xdist_group and run on one worker. -rs
+# prints every skip's reason; one off the allow-list in tests/conftest.py fails the run.
 test: .make-stamp-dev
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) tests
+	$(PY) -m pytest -q -rs -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) tests
 
 bench: .make-stamp-dev
 	$(PY) bench/run_all.py

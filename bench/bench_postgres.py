@@ -9,7 +9,7 @@ FAISS, fetch; with and without the recall bookkeeping write). Propagation: a sec
 process (``tests/postgres/pg_worker.py watch``) with its own home listens; the time
 from a supersede's commit in this process to that process printing a recall that
 already shows the new value. The server is a throwaway cluster started by the same
-helper the tests use (``tests/postgres/pgserver.py``), or QWENMEM_TEST_POSTGRES_DSN.
+helper the tests use (``tests/postgres/pgcluster.py``), or QWENMEM_TEST_POSTGRES_DSN.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "postgres"))
 
 from bench_memory import PROJECT, USER, _pct, _seed, _sentence, _vocabulary  # noqa: E402
-from pgserver import DSN_ENV, PostgresServer, why_unavailable  # noqa: E402
+from pgcluster import DSN_ENV, PostgresServer, why_unavailable  # noqa: E402
 
 from qwenmem_tui.config import Settings  # noqa: E402
 from qwenmem_tui.features.memory.embed import HashEmbedder  # noqa: E402

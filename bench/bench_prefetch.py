@@ -30,7 +30,8 @@ from typing import Any
 from qwenmem_tui.chat.session import BaseQueryHook, ChatSession, QueryHook
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import TurnKind
-from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
+from qwenmem_tui.config import LLMSettings, Settings
+from qwenmem_tui.features.memory.settings import MemorySettings
 from qwenmem_tui.features.memory.prefetch import (
     INITIAL,
     TOOL_RESULT,

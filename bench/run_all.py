@@ -14,7 +14,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ("pty", "memory", "recall", "prefetch", "compaction", "postgres", "daemon", "proxy", "mcp")
+BENCHMARKS = (
+    "pty", "memory", "recall", "prefetch", "compaction", "postgres", "daemon", "proxy", "mcp",
+    "schema_fuzz",
+)
 
 
 def main(argv: list[str] | None = None) -> int:

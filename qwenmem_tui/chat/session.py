@@ -200,6 +200,7 @@ class ChatSession:
         clock: Callable[[], float] = time.time,
         system_prompt: str | None = None,
         items: Sequence[Item] = (),
+        interactive: bool = False,
     ) -> None:
         self.info = info
         self.store = store
@@ -211,6 +212,11 @@ class ChatSession:
         self.clock = clock
         self.system_prompt = system_prompt if system_prompt is not None else DEFAULT_SYSTEM_PROMPT
         self.items: list[Item] = list(items)
+        self.interactive = interactive
+        """A person types in this face and it prepares while they type (the TUI warms
+        memory recall). False for faces handed a whole message at once (the daemon,
+        headless, ACP): a feature that would have prepared during typing waits for its
+        work instead (`memory.api_wait_ms`)."""
         """Every item of the session in order, display items included."""
         self.last_usage: Usage | None = None
         """Token usage the provider reported for the latest request, if it did."""
@@ -225,7 +231,7 @@ class ChatSession:
         """Resume a stored session: its items, and the model view rebuilt from them.
 
         ``options`` are the other keywords of ``ChatSession(...)`` (llm, tools,
-        settings, project_root, hooks, clock, system_prompt), passed through so the
+        settings, project_root, hooks, clock, system_prompt, interactive), passed through so the
         two entry points cannot drift apart.
         """
         info = await store.get_session(session_id)

@@ -35,6 +35,9 @@ log = logging.getLogger("qwenmem.tools")
 READ_FILE_MAX_BYTES = 256 * 1024
 LIST_DIRECTORY_MAX_ENTRIES = 500
 _BINARY_SNIFF_BYTES = 8192
+TOOL_OUTPUT_SCAN_CHARS = READ_FILE_MAX_BYTES
+"""The most of a tool's answer kept (and scanned for secrets): the largest a built-in
+returns; the chat keeps less still (`session.TOOL_RESULT_MAX_CHARS`)."""
 
 
 class ToolError(Exception):
@@ -177,12 +180,24 @@ class ToolRegistry:
         if missing:
             return ToolResult(f"Missing argument(s) for {name}: {', '.join(missing)}.", True)
         try:
-            return ToolResult(storable(await tool.handler(args, ctx)))
+            result = ToolResult(await tool.handler(args, ctx))
         except ToolError as exc:
-            return ToolResult(storable(str(exc)), True)
+            result = ToolResult(str(exc), True)
         except Exception as exc:
             log.exception("[TOOLS] %s failed", name)
-            return ToolResult(storable(f"{name} failed: {exc}"), True)
+            result = ToolResult(f"{name} failed: {exc}", True)
+        return ToolResult(await _scanned(name, result.content), result.is_error)
+
+
+async def _scanned(name: str, text: str) -> str:
+    """A tool's answer as the model, the history, the daemon and exports may see it:
+    its secrets cut out whatever the tool (an MCP server's key dump, an error quoting a
+    config), and no longer than the scanner reads (the chat keeps less still)."""
+    if len(text) > TOOL_OUTPUT_SCAN_CHARS:
+        hidden = len(text) - TOOL_OUTPUT_SCAN_CHARS
+        text = f"{text[:TOOL_OUTPUT_SCAN_CHARS]}\n[… truncated: {hidden} more characters]"
+    # In a thread: the complete scanner imports on first use and takes ~1 s per 200 kB.
+    return storable(await asyncio.to_thread(secrets.redact_noted, text, f"{name}'s answer"))
 
 
 # -- built-in file tools -------------------------------------------------------------
@@ -432,6 +447,29 @@ def _display(root: Path, path: Path) -> str:
 
 
 def _read_text(root: Path, path: str, private_dirs: tuple[Path, ...] = ()) -> str:
+    shown = _display(root, resolve_in_root(root, path))
+    text, size = read_confined(root, path, private_dirs, max_bytes=READ_FILE_MAX_BYTES + 1)
+    # One byte past the cap was read: the file may have grown since it was checked.
+    if size > READ_FILE_MAX_BYTES:
+        raise ToolError(
+            f"{shown} is too large to read ({size} bytes; "
+            f"the limit is {READ_FILE_MAX_BYTES // 1024} KiB)."
+        )
+    if not text:
+        return f"({shown} is empty)"
+    return text
+
+
+def read_confined(
+    root: Path, path: str, private_dirs: tuple[Path, ...] = (), *, max_bytes: int
+) -> tuple[str, int]:
+    """The text of ``path`` (at most its first ``max_bytes`` bytes) with its secrets cut
+    out, and its size in bytes — under the file tools' policy, which anything qwenmem
+    reads from a project for the model shares (read_file, instruction files): inside
+    ``root`` after links are resolved, opened without following a link swapped in,
+    never ``private_dirs`` or a credential store (by name, or a hard link to one),
+    only a regular text file (no /proc, device or FIFO), never one holding a private
+    key. ToolError says why not."""
     target = resolve_in_root(root, path)
     shown = _display(root, target)
     _check_private(target, shown, private_dirs)
@@ -451,24 +489,17 @@ def _read_text(root: Path, path: str, private_dirs: tuple[Path, ...] = ()) -> st
             raise ToolError(f"{shown} is not a regular file.")
         if info.st_nlink > 1 and (info.st_dev, info.st_ino) in _home_credential_files(Path.home()):
             raise ToolError(f"Access denied: {shown} is a hard link to a credential file; not read.")
-        if info.st_size > READ_FILE_MAX_BYTES:
-            raise ToolError(
-                f"{shown} is too large to read ({info.st_size} bytes; "
-                f"the limit is {READ_FILE_MAX_BYTES // 1024} KiB)."
-            )
-        # Read one byte past the cap: the file may have grown since fstat().
-        data = _read_up_to(fd, READ_FILE_MAX_BYTES + 1)
+        data = _read_up_to(fd, max_bytes)
     except OSError as exc:
         raise ToolError(f"Cannot read {shown}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-    if len(data) > READ_FILE_MAX_BYTES:
-        raise ToolError(f"{shown} is too large to read (over {READ_FILE_MAX_BYTES // 1024} KiB).")
     if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
         raise ToolError(f"{shown} is a binary file ({len(data)} bytes); not shown.")
+    size = max(info.st_size, len(data))
     if not data:
-        return f"({shown} is empty)"
-    return _without_secrets(shown, data.decode("utf-8", errors="replace"))
+        return "", size
+    return _without_secrets(shown, data.decode("utf-8", errors="replace")), size
 
 
 _PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
@@ -479,11 +510,7 @@ def _without_secrets(shown: str, text: str) -> str:
     private key is refused whole (the rest of it is rarely worth the risk)."""
     if _PRIVATE_KEY.search(text):
         raise ToolError(f"Access denied: {shown} holds a private key; not read.")
-    cleaned = secrets.redact(text)
-    if cleaned == text:
-        return text
-    count = cleaned.count(secrets.REDACTED) - text.count(secrets.REDACTED)
-    return f"({shown}: {count} secret value(s) replaced by {secrets.REDACTED}; never sent)\n{cleaned}"
+    return secrets.redact_noted(text, shown)
 
 
 def _read_up_to(fd: int, limit: int) -> bytes:

@@ -16,8 +16,9 @@ history for a recap without opening a chat) and the features agree on it:
 reading of a message's text (plain string or OpenAI content parts).
 
 `untrusted_content` names what in a view nobody in the chat wrote: tool outputs (a
-tool whose output is qwenmem's own answer is left out by name), a recalled note
-labelled as such, and a compacted summary that drew on either. A summary carries the
+tool whose output is qwenmem's own answer is left out by name), the instruction files
+in the system prompt, a recalled note labelled as such, and a compacted summary that
+drew on either. A summary carries the
 taint of what it summarised in its marker (``untrusted_sources``), so the taint
 survives compaction and resume; the memory guard reads it through this function.
 """
@@ -44,6 +45,14 @@ UNTRUSTED_LABELS = (FROM_FILE_NOTE, REVIEWED_NOTE)
 SUMMARY_HEAD = "Summary of the earlier conversation"
 SUMMARY_TAINT = "Parts of it come from content nobody in this chat wrote"
 MAX_NAMED_SOURCES = 20
+
+INSTRUCTIONS_OPEN = "<project-instructions>"
+INSTRUCTIONS_CLOSE = "</project-instructions>"
+"""The system prompt's block of instruction files (`features/instructions`)."""
+INSTRUCTIONS_BLOCK = re.compile(
+    re.escape(INSTRUCTIONS_OPEN) + r".*?" + re.escape(INSTRUCTIONS_CLOSE), re.DOTALL
+)
+_INSTRUCTION_FILE = re.compile(r"^## (.+)$", re.MULTILINE)
 
 _REMINDER = re.compile(r"<system-reminder>(.*?)</system-reminder>", re.DOTALL)
 _LABELLED_LINE = re.compile(
@@ -204,6 +213,29 @@ def model_messages(items: Sequence[Item], system_prompt: str) -> list[dict[str, 
 # -- untrusted content in view ------------------------------------------------------
 
 
+TOOL_ARGS_MAX_CHARS = 80
+
+
+def format_tool_call(name: str, arguments: str, limit: int = TOOL_ARGS_MAX_CHARS) -> str:
+    """`name(key=value, …)` on one line, its arguments cut at `limit` characters; raw
+    text when they are not a JSON object. How every face names a call (the TUI's tool
+    line, the ACP agent's tool-call title)."""
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        args = ", ".join(
+            f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items()
+        )
+    else:
+        args = arguments
+    args = " ".join(args.split())
+    if len(args) > limit:
+        args = args[: limit - 1] + "…"
+    return f"{name}({args})"
+
+
 def describe_call(name: str, arguments: Any) -> str:
     """``read_file docs/notes.md``: the tool and the path it was given, if any."""
     args = arguments
@@ -243,6 +275,9 @@ def untrusted_content(
             if name not in trusted_tools:
                 found.append((described, text))
             continue
+        if role == "system":
+            found += instruction_files(text)
+            continue
         for body in _REMINDER.findall(text):
             taint = _TAINT_LINE.search(body)
             if body.lstrip().startswith(SUMMARY_HEAD) and taint:
@@ -252,6 +287,21 @@ def untrusted_content(
                 end = body.find("\n", line.start())
                 found.append((f"recalled memory {line.group(1)}", body[line.start() : end if end >= 0 else None]))
     return found
+
+
+def instruction_files(system_prompt: str) -> list[tuple[str, str]]:
+    """(source, text) for each instruction file in a system prompt's block: files of a
+    project (a cloned repository's AGENTS.md) nobody in the chat wrote, in view for
+    every request of the session — after /clear and compaction too."""
+    block = INSTRUCTIONS_BLOCK.search(system_prompt)
+    if block is None:
+        return []
+    body = block.group(0)
+    heads = list(_INSTRUCTION_FILE.finditer(body))
+    return [
+        (f"instruction file {head.group(1)}", body[head.start() : nxt.start() if nxt else None])
+        for head, nxt in zip(heads, [*heads[1:], None], strict=True)
+    ]
 
 
 def user_words(messages: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -54,6 +54,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "command lines are visible to other users)",
     )
     parser.add_argument(
+        "--allow-other-users",
+        action="store_true",
+        help="without a token, serve every local user too (default: only the user running "
+        "it; other users get 403). For a machine where every account is yours",
+    )
+    parser.add_argument(
         "--allow-origin",
         action="append",
         default=[],
@@ -162,6 +168,7 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
         return 1
     from qwenmem_tui import debuglog
 
+    token, owner_uid, privacy = _privacy(token, args.allow_other_users, paths)
     secrets = [s for s in (token, settings.api_key_value()) if s]
     debuglog.configure(paths, "daemon", secrets=secrets)
     with ExitStack() as stack:
@@ -181,6 +188,7 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
             starter = local_model_starter(local, settings)  # started: the runtime's client
         options = ServerOptions(
             token=token,
+            owner_uid=owner_uid,
             allowed_origins=frozenset(args.allow_origin),
             allowed_hosts=frozenset(args.allow_host),
             proxy_extract=args.proxy_extract,
@@ -192,10 +200,33 @@ def serve(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
         host, port = sock.getsockname()[:2]
         shown_host = f"[{host}]" if ":" in host else host
         listening = (
-            f"qwenmem serve: listening on http://{shown_host}:{port} (project {root}"
-            f"{', token required' if token else ''})"
+            f"qwenmem serve: listening on http://{shown_host}:{port} (project {root}, {privacy})"
         )
         return run_server(app, sock, listening)
+
+
+def _privacy(
+    token: str | None, allow_other_users: bool, paths: Paths
+) -> tuple[str | None, int | None, str]:
+    """Who may use the daemon: the token's holders; else the user running it — checked
+    by the kernel where it can tell (`daemon/peer.py`), else by a token generated into
+    the home; else, told so, everyone on this machine. (token, owner uid, how it reads)."""
+    from qwenmem_tui.daemon import peer
+
+    if token is not None:
+        return token, None, "token required"
+    if allow_other_users:
+        print(
+            "qwenmem serve: --allow-other-users: every user of this machine can use this "
+            "daemon (its sessions, memories and model key)",
+            file=sys.stderr,
+        )
+        return None, None, "open to every local user"
+    if peer.kernel_can_tell():
+        uid = os.geteuid()
+        return None, uid, f"private to uid {uid}"
+    generated = peer.home_token(paths.home)
+    return generated, None, f"token required: {paths.home / peer.TOKEN_FILE}"
 
 
 def _uvicorn_server_class() -> type[uvicorn.Server]:

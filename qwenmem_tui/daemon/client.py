@@ -7,15 +7,21 @@ daemon surfaces as :class:`DaemonError` with code ``timeout`` instead of a hang.
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlparse
 
 import httpx
 
 DEFAULT_TIMEOUT = 30.0
+TOKEN_ENV = "QWENMEM_SERVER_TOKEN"
+TOKEN_FILE = "daemon.token"
+"""In the home: the token `qwenmem serve` generates where the kernel cannot say who a
+loopback client is (`daemon/peer.py`)."""
 
 
 class DaemonError(Exception):
@@ -73,12 +79,39 @@ class StreamEvent:
     data: dict[str, Any]
 
 
+def _default_token(base_url: str) -> str | None:
+    """Without a token given: ``QWENMEM_SERVER_TOKEN``, else — for a daemon on this
+    machine — the one ``qwenmem serve`` generated into the home where the kernel cannot
+    say who a client is (`daemon/peer.py`)."""
+    from qwenmem_tui.paths import Paths
+
+    return os.environ.get(TOKEN_ENV) or token_for(base_url, Paths.from_env().home)
+
+
+def token_for(base_url: str, home: Path) -> str | None:
+    """The token a client of a loopback daemon sends when given none: the one the
+    daemon generated in ``home`` (never sent to another host)."""
+    host = urlparse(base_url).hostname or ""
+    if host != "localhost":
+        try:
+            if not ipaddress.ip_address(host).is_loopback:
+                return None
+        except ValueError:
+            return None
+    try:
+        return (home / TOKEN_FILE).read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeError):
+        return None
+
+
+
 class DaemonClient:
     """Talks to one daemon; use as a context manager or call :meth:`close`."""
 
     def __init__(
         self, base_url: str, token: str | None = None, timeout: float | None = DEFAULT_TIMEOUT
     ) -> None:
+        token = token or _default_token(base_url)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.base_url = base_url.rstrip("/")
         self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout

@@ -38,7 +38,7 @@ def error_response(status: int, code: str, message: str, **extra: object) -> JSO
     return JSONResponse({"error": message, "code": code, **extra}, status_code=status)
 
 
-def _rejection(scope: Scope, status: int, code: str, message: str) -> JSONResponse:
+def rejection(scope: Scope, status: int, code: str, message: str) -> JSONResponse:
     """The guard's refusal in the envelope the route's clients read: OpenAI's shape
     (``{"error": {"message", "type", "code"}}``) on the proxy, §7's elsewhere."""
     if str(scope.get("path", "")).startswith(PROXY_PREFIX):
@@ -118,9 +118,9 @@ class Guard:
             await send(message)
 
         try:
-            rejection = self._check(scope, headers, origin)
-            if rejection is not None:
-                await rejection(scope, receive, send_with_cors)
+            refusal = self._check(scope, headers, origin)
+            if refusal is not None:
+                await refusal(scope, receive, send_with_cors)
                 return
             await self.app(scope, self._limited(scope, receive), send_with_cors)
         except _BodyTooLarge:
@@ -131,14 +131,14 @@ class Guard:
         except Exception:
             log.exception("[DAEMON] unhandled error on %s %s", scope["method"], scope["path"])
             if not started:
-                internal = _rejection(scope, 500, "internal", "Internal error")
+                internal = rejection(scope, 500, "internal", "Internal error")
                 await internal(scope, receive, send_with_cors)
 
     def _check(self, scope: Scope, headers: Headers, origin: str | None) -> Response | None:
         host = headers.get("host")
         if host is not None and not self._host_allowed(scope, host):
             # The name is not echoed: it is whatever a hostile page chose.
-            return _rejection(
+            return rejection(
                 scope,
                 403,
                 "host_not_allowed",
@@ -146,15 +146,15 @@ class Guard:
                 "(qwenmem serve --allow-host NAME adds one)",
             )
         if origin is not None and origin not in self.policy.allowed_origins:
-            return _rejection(scope, 403, "origin_not_allowed", f'Origin "{origin}" is not allowed')
+            return rejection(scope, 403, "origin_not_allowed", f'Origin "{origin}" is not allowed')
         if scope["method"] == "OPTIONS" and origin is not None:
             return _preflight()
         if self.policy.token is not None and scope["path"] != "/health":
             if not _token_matches(headers.get("authorization"), self.policy.token):
-                return _rejection(scope, 401, "unauthorized", "Missing or invalid bearer token")
+                return rejection(scope, 401, "unauthorized", "Missing or invalid bearer token")
         client_id = headers.get(CLIENT_ID_HEADER)
         if client_id is not None and not CLIENT_ID_PATTERN.fullmatch(client_id):
-            return _rejection(
+            return rejection(
                 scope,
                 400,
                 "invalid_client_id",
@@ -180,7 +180,7 @@ class Guard:
         return bool(server) and name == host_name(str(server[0]))
 
     def _too_large(self, scope: Scope) -> Response:
-        return _rejection(
+        return rejection(
             scope, 413, "body_too_large", f"Request body exceeds {self._body_limit(scope)} bytes"
         )
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from qwenmem_tui.paths import project_id, project_root
 log = logging.getLogger("qwenmem.daemon")
 
 PROJECT_HEADER = "x-qwenmem-project"
+_PATH_MAX = 4096  # Linux PATH_MAX; longer is refused before the file system sees it
 MEMORIES_HEADER = "X-Qwenmem-Memories"
 # Upstream answer headers worth passing on (ids for support tickets, rate limits).
 _PASSED_HEADERS = ("x-request-id", "retry-after", "openai-processing-ms", "openai-version")
@@ -79,6 +82,12 @@ class Upstream:
         self.model = model
         self.project = project
         self.memory = memory
+        self.serves_responses: bool | None = None
+        """Whether the endpoint has the Responses API (None: not asked yet); without
+        it `/v1/responses` is translated onto its chat completions (`responses.py`)."""
+        self.kept_responses: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        """The conversation of each response the proxy translated, by its id, for a
+        later request's `previous_response_id` (the endpoint kept none of it)."""
         self._client = httpx.AsyncClient(
             headers=headers,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
@@ -111,7 +120,7 @@ class Upstream:
             ) from None
 
 
-def _passed_headers(response: httpx.Response) -> dict[str, str]:
+def passed_headers(response: httpx.Response) -> dict[str, str]:
     return {
         name: value
         for name, value in response.headers.items()
@@ -119,7 +128,7 @@ def _passed_headers(response: httpx.Response) -> dict[str, str]:
     }
 
 
-async def _upstream_error(response: httpx.Response) -> Response:
+async def upstream_error(response: httpx.Response) -> Response:
     """An upstream error with its status; its body kept when it is OpenAI's shape."""
     try:
         raw = await response.aread()
@@ -129,7 +138,7 @@ async def _upstream_error(response: httpx.Response) -> Response:
         body = json.loads(raw)
     except ValueError:
         body = None
-    headers = _passed_headers(response)
+    headers = passed_headers(response)
     if isinstance(body, dict) and isinstance(body.get("error"), (dict, str)):
         error = body["error"]
         if isinstance(error, str):  # some servers say {"error": "text"}: OpenAI's shape
@@ -145,7 +154,7 @@ def upstream_of(request: Request) -> Upstream:
     return request.app.state.upstream
 
 
-def _project(request: Request, upstream: Upstream) -> str:
+def request_project(request: Request, upstream: Upstream) -> str:
     """X-Qwenmem-Project's directory, as the chat names a project; else the daemon's."""
     raw = request.headers.get(PROJECT_HEADER)
     if raw is None or not raw.strip():
@@ -154,15 +163,26 @@ def _project(request: Request, upstream: Upstream) -> str:
         text = raw.encode("latin-1").decode("utf-8")  # headers arrive as latin-1
     except UnicodeError:
         text = raw
-    path = Path(text.strip())
-    if not path.is_absolute() or not path.is_dir():
-        raise invalid_request(
-            "X-Qwenmem-Project must be the absolute path of a directory", code="invalid_project"
-        )
-    return project_id(project_root(path.resolve()))
+    refusal = invalid_request(
+        "X-Qwenmem-Project must be the absolute path of a directory", code="invalid_project"
+    )
+    text = text.strip()
+    # The header is whatever the client sent: a NUL, a name longer than the system
+    # takes, a loop of links — each makes the file system raise, and each is the
+    # client's mistake (400), never the daemon's (500).
+    if "\x00" in text or len(os.fsencode(text)) > _PATH_MAX:
+        raise refusal
+    path = Path(text)
+    try:
+        if not path.is_absolute() or not path.is_dir():
+            raise refusal
+        return project_id(project_root(path.resolve()))
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a symlink loop on 3.11
+        raise refusal from None
 
 
-async def _request_body(request: Request) -> dict[str, Any]:
+async def json_body(request: Request) -> dict[str, Any]:
+    """The body as a JSON object whose `stream`, if given, is a boolean; else a 400."""
     raw = await request.body()
     try:
         body = json.loads(raw)
@@ -170,13 +190,18 @@ async def _request_body(request: Request) -> dict[str, Any]:
         raise invalid_request("The request body is not valid JSON", code="invalid_json") from None
     if not isinstance(body, dict):
         raise invalid_request("The request body must be a JSON object")
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise invalid_request("'stream' must be true or false")
+    return body
+
+
+async def _request_body(request: Request) -> dict[str, Any]:
+    body = await json_body(request)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid_request("'messages' must be a non-empty array")
     if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
         raise invalid_request("Every message must be an object with a 'role'")
-    if "stream" in body and not isinstance(body["stream"], bool):
-        raise invalid_request("'stream' must be true or false")
     return body
 
 
@@ -184,12 +209,11 @@ async def chat_completions(request: Request) -> Response:
     """POST /v1/chat/completions: memory added, the rest forwarded as it came."""
     try:
         upstream = upstream_of(request)
-        project = _project(request, upstream)
+        project = request_project(request, upstream)
         body = await _request_body(request)
         shaped = Shaped(body["messages"])
         if upstream.memory is not None:
-            offers_tools = bool(body.get("tools") or body.get("functions"))
-            shaped = await upstream.memory.shape(project, body["messages"], offers_tools=offers_tools)
+            shaped = await upstream.memory.shape(project, body["messages"])
         streaming = body.get("stream") is True
         log.info(
             "[PROXY] chat model=%s stream=%s messages=%d memories=%d",
@@ -202,8 +226,8 @@ async def chat_completions(request: Request) -> Response:
     except ProxyError as exc:
         return exc.response()
     if response.status_code >= 400:
-        return await _upstream_error(response)
-    headers = {**_passed_headers(response), MEMORIES_HEADER: ",".join(map(str, shaped.memory_ids))}
+        return await upstream_error(response)
+    headers = {**passed_headers(response), MEMORIES_HEADER: ",".join(map(str, shaped.memory_ids))}
     media_type = response.headers.get("content-type", "application/json")
     if not streaming or "text/event-stream" not in media_type:
         try:
@@ -213,11 +237,11 @@ async def chat_completions(request: Request) -> Response:
             await response.aclose()
             return ProxyError(502, "The model endpoint's answer was cut off", kind="upstream_error").response()
         await response.aclose()
-        await _after_reply(upstream, project, shaped, _reply_text(raw))
+        await after_reply(upstream, project, shaped, _reply_text(raw))
         return Response(raw, status_code=response.status_code, headers=headers, media_type=media_type)
     headers.update({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
-    return _RelayedStream(
-        _relay(upstream, project, shaped, response),
+    return RelayedStream(
+        relay(upstream, project, shaped, response),
         upstream=response,
         status_code=response.status_code,
         headers=headers,
@@ -225,7 +249,7 @@ async def chat_completions(request: Request) -> Response:
     )
 
 
-class _RelayedStream(StreamingResponse):
+class RelayedStream(StreamingResponse):
     """A relayed stream that closes the upstream response however it ends: a client
     that leaves before the first chunk leaves the generator (and its ``finally``)
     unstarted, and the upstream connection would stay open."""
@@ -241,7 +265,7 @@ class _RelayedStream(StreamingResponse):
             await self._upstream.aclose()
 
 
-async def _relay(
+async def relay(
     upstream: Upstream, project: str, shaped: Shaped, response: httpx.Response
 ) -> AsyncIterator[bytes]:
     """The upstream's SSE bytes as they arrive; a cut stream ends with an error event
@@ -262,10 +286,10 @@ async def _relay(
     finally:
         await response.aclose()
     if complete and collect:
-        await _after_reply(upstream, project, shaped, _streamed_text(bytes(seen)))
+        await after_reply(upstream, project, shaped, _streamed_text(bytes(seen)))
 
 
-async def _after_reply(upstream: Upstream, project: str, shaped: Shaped, reply: str) -> None:
+async def after_reply(upstream: Upstream, project: str, shaped: Shaped, reply: str) -> None:
     if upstream.memory is None or not reply:
         return
     try:
@@ -313,7 +337,7 @@ async def list_models(request: Request) -> Response:
         listed = {"id": upstream.model, "object": "model", "created": 0, "owned_by": "qwenmem"}
         return JSONResponse({"object": "list", "data": [listed]})
     if response.status_code >= 400:
-        return await _upstream_error(response)
+        return await upstream_error(response)
     try:
         raw = await response.aread()
     except httpx.HTTPError:
@@ -321,4 +345,4 @@ async def list_models(request: Request) -> Response:
     finally:
         await response.aclose()
     media_type = response.headers.get("content-type", "application/json")
-    return Response(raw, status_code=response.status_code, headers=_passed_headers(response), media_type=media_type)
+    return Response(raw, status_code=response.status_code, headers=passed_headers(response), media_type=media_type)

@@ -17,7 +17,7 @@ import json
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,18 +28,14 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 from starlette.types import Receive, Scope, Send
 
 from qwenmem_tui import secrets
 from qwenmem_tui.chat.events import (
     AssistantDelta,
-    ChatEventHandler,
-    ItemAdded,
-    QueryFinished,
     ToolCallFinished,
     ToolCallStarted,
-    TurnStarted,
 )
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings
@@ -51,16 +47,18 @@ from qwenmem_tui.daemon.guard import (
     allowed_host_names,
     error_response,
 )
-from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
+from qwenmem_tui.daemon import openapi as api
+from qwenmem_tui.daemon.openapi import ApiRoute
+from qwenmem_tui.daemon.peer import owner_only
 from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
+from qwenmem_tui.daemon.responses import responses
 from qwenmem_tui.features import registry
 from qwenmem_tui.features.assembly import Assembly, SessionFeatures
 from qwenmem_tui.features.feature import load_face
-from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, memories_json
-from qwenmem_tui.features.recap.session_recap import generate_session_recap
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.paths import Paths, private_dir, private_file, project_id
+from qwenmem_tui.reply import ReplyCollector
 from qwenmem_tui.runtime import ModelStarter, Runtime
 from qwenmem_tui.storage.sessions import SessionInfo, SessionStore
 
@@ -68,14 +66,13 @@ log = logging.getLogger("qwenmem.daemon")
 
 # Session ids end up in file names (debug/<id>.txt): no dots, no slashes.
 SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
-RECAP_TIMEOUT_SECONDS = 60.0
+SIDE_CALL_TIMEOUT_SECONDS = 60.0
 SHUTDOWN_DRAIN_SECONDS = 5.0
 # Open chats kept between prompts; the least recently used idle one is closed beyond
 # this, so a long-running daemon serving many sessions does not grow without bound.
 MAX_OPEN_CHATS = 32
 MAX_TITLE_CHARS = 200
 API_VERSION = 1
-FEATURES = ("sessions", "prompt", "prompt_stream", "session_recap", "memory", "openai_proxy")
 
 
 # Called once per session the daemon opens: hooks keep per-session state (surfaced
@@ -119,7 +116,11 @@ class ServerOptions:
     allowed_hosts: frozenset[str] = frozenset()
     """Host names accepted besides the bound address and the localhost names."""
     max_body_bytes: int = MAX_BODY_BYTES
-    recap_timeout: float = RECAP_TIMEOUT_SECONDS
+    side_call_timeout: float = SIDE_CALL_TIMEOUT_SECONDS
+    """The backstop of a feature's route that asks the model aside: no answer by then
+    is answered as nothing to say."""
+    owner_uid: int | None = None
+    """Without a token: the uid whose loopback connections are served (`daemon/peer.py`)."""
     proxy_extract: bool = False
     """Extract memories from replies the OpenAI-compatible proxy relays (off: a proxy's
     clients did not ask qwenmem to learn from their conversations)."""
@@ -408,11 +409,11 @@ async def health(request: Request) -> Response:
 
 
 async def capabilities(request: Request) -> Response:
-    return JSONResponse({"v": API_VERSION, "features": list(FEATURES)})
+    return JSONResponse({"v": API_VERSION, "features": request.app.state.capabilities})
 
 
 async def openapi(request: Request) -> Response:
-    return JSONResponse(OPENAPI_SCHEMA)
+    return JSONResponse(request.app.state.openapi)
 
 
 async def create_session(request: Request) -> Response:
@@ -461,7 +462,7 @@ async def prompt(request: Request) -> Response:
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
     async with lock:
-        reply = _ReplyCollector()
+        reply = ReplyCollector()
         chat = await backend.chat_for_query(info)
         async for event in chat.run_query(text):
             await reply.handle(event)
@@ -501,67 +502,10 @@ async def delete_session(request: Request) -> Response:
     return JSONResponse({"sessionId": info.id, "deleted": True, "copy": str(kept)})
 
 
-async def recap(request: Request) -> Response:
-    backend = backend_of(request)
-    session_id = request.path_params["session_id"]
-    info = await backend.require_session(session_id)
-    client_id = client_id_of(request)
-    log.info("[SESSION_RECAP] daemon recap session=%s client=%s", info.id, client_id)
-    history = await backend.history(info)
-    text: str | None
-    try:
-        async with asyncio.timeout(request.app.state.options.recap_timeout):
-            text = await generate_session_recap(history, backend.llm)
-    except TimeoutError:
-        log.warning(
-            "[SESSION_RECAP] daemon recap timed out session=%s client=%s", info.id, client_id
-        )
-        text = None
-    return JSONResponse({"sessionId": info.id, "recap": text})
-
-
 # -- prompt plumbing ---------------------------------------------------------------
 
 
-class _ReplyCollector(ChatEventHandler):
-    """Folds chat events into the final reply: the text of every model turn of the
-    query, in order — a reply that called a tool is its words before and after the
-    call, not only the last turn's ("The tool returned 44 characters.")."""
-
-    def __init__(self) -> None:
-        self._turns: list[str] = []  # the text of each finished turn
-        self._current: list[str] = []  # deltas of the turn streaming now
-        self.status = "ok"
-        self.error: str | None = None
-        self.memories: list[dict[str, Any]] = []  # the reply's receipt: what it used
-
-    async def turn_started(self, event: TurnStarted) -> None:
-        if self._current:
-            self._turns.append("".join(self._current))
-            self._current = []
-
-    async def assistant_delta(self, event: AssistantDelta) -> None:
-        self._current.append(event.text)
-
-    async def item_added(self, event: ItemAdded) -> None:
-        if event.item.type == RECEIPT_ITEM:
-            self.memories = memories_json(event.item)
-        elif event.item.type == "assistant":
-            # The stored turn is the truth (deltas may have been cut or rewritten).
-            self._current = []
-            self._turns.append(event.item.content)
-
-    async def query_finished(self, event: QueryFinished) -> None:
-        self.status = event.outcome.status
-        self.error = event.outcome.error
-
-    @property
-    def text(self) -> str:
-        parts = [*self._turns, "".join(self._current)]
-        return "\n\n".join(part for part in parts if part.strip())
-
-
-class _StreamedReply(_ReplyCollector):
+class _StreamedReply(ReplyCollector):
     """The reply, and the SSE events a streaming client sees on the way (contract §7)."""
 
     def __init__(self) -> None:
@@ -654,29 +598,347 @@ def _api_error(request: Request, exc: Exception) -> Response:
     return exc.response()
 
 
-ROUTES = [
-    Route("/health", health, methods=["GET"]),
-    Route("/capabilities", capabilities, methods=["GET"]),
-    Route("/openapi.json", openapi, methods=["GET"]),
-    Route("/session", create_session, methods=["POST"]),
-    Route("/sessions", list_sessions, methods=["GET"]),
+_SESSION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["sessionId", "title", "createdAt", "updatedAt", "messageCount"],
+    "properties": {
+        "sessionId": {"type": "string"},
+        "title": {"type": "string"},
+        "createdAt": {"type": "number", "description": "unix seconds"},
+        "updatedAt": {"type": "number", "description": "unix seconds"},
+        "messageCount": {"type": "integer"},
+    },
+}
+_OPENAI_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+        }
+    },
+}
+_PROJECT = {
+    "name": "X-Qwenmem-Project",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "Absolute path of the project whose memory is recalled (its git root "
+    "counts); default: the daemon's project.",
+}
+_BAD_BODY = api.error("invalid_json | invalid_request | invalid_client_id")
+_NOT_FOUND = api.error("session_not_found")
+
+
+def _openai_error(description: str) -> dict[str, Any]:
+    return api.json_response(api.ref("OpenAIError"), description)
+
+
+def _object(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "required": required, "properties": properties}
+
+
+def _proxied(answer: str) -> dict[str, Any]:
+    """The answers of a route of the OpenAI-compatible proxy: `answer` with the memory
+    header, or an error in OpenAI's shape."""
+    return {
+        "200": {
+            "description": f"{answer}; the header X-Qwenmem-Memories lists the ids of the "
+            "memories added (comma-separated)",
+            "headers": {"X-Qwenmem-Memories": {"schema": {"type": "string"}}},
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/event-stream": {"schema": {"type": "string"}},
+            },
+        },
+        "400": _openai_error("invalid_request_error: the client's mistake"),
+        "401": _openai_error("authentication_error: the daemon's token"),
+        "4XX": _openai_error("the upstream's own error, status kept"),
+        "502": _openai_error("upstream_unavailable"),
+        "504": _openai_error("upstream_timeout"),
+        "5XX": _openai_error("the upstream's own error, status kept"),
+    }
+
+
+_SESSIONS = {"Session": _SESSION_SCHEMA}
+_PROXY = {"OpenAIError": _OPENAI_ERROR_SCHEMA}
+_PROMPT_ANSWER = _object(
+    ["sessionId", "reply"],
+    {
+        "sessionId": {"type": "string"},
+        "reply": {"type": "string"},
+        "status": {"enum": ["ok", "turn_cap", "context_limit", "cancelled"]},
+        "memories": {
+            "description": "The memories the reply's requests carried (its receipt)",
+            "type": "array",
+            "items": _object(
+                ["id", "key", "value"],
+                {"id": {"type": "integer"}, "key": {"type": "string"}, "value": {"type": "string"}},
+            ),
+        },
+    },
+)
+
+ROUTES: list[ApiRoute] = [
+    ApiRoute(
+        "/health",
+        "GET",
+        health,
+        {
+            "summary": "Liveness; never needs a token",
+            "security": [],
+            "responses": {
+                "200": api.json_response(
+                    {"type": "object", "properties": {"status": {"const": "ok"}}}, "Alive"
+                )
+            },
+        },
+    ),
+    ApiRoute(
+        "/capabilities",
+        "GET",
+        capabilities,
+        {
+            "summary": "Protocol version and feature tags",
+            "responses": {
+                "200": api.json_response(
+                    _object(
+                        ["v", "features"],
+                        {"v": {"const": 1}, "features": {"type": "array", "items": {"type": "string"}}},
+                    ),
+                    "The tags of the routes served (a feature's routes bring its own)",
+                ),
+                **api.COMMON_ERRORS,
+            },
+        },
+    ),
+    ApiRoute(
+        "/openapi.json",
+        "GET",
+        openapi,
+        {
+            "summary": "This document",
+            "responses": {"200": {"description": "OpenAPI 3.1 document"}, **api.COMMON_ERRORS},
+        },
+    ),
+    ApiRoute(
+        "/session",
+        "POST",
+        create_session,
+        {
+            "summary": "Create a session in the daemon's project",
+            "parameters": [api.CLIENT_ID],
+            "requestBody": api.json_body(
+                {"type": "object", "properties": {"title": {"type": ["string", "null"], "maxLength": 200, "description": "null or absent: untitled"}}},
+                required=False,
+            ),
+            "responses": {
+                "201": api.json_response(api.ref("Session"), "Created"),
+                "413": api.error("body_too_large"),
+                **api.COMMON_ERRORS,
+                "400": _BAD_BODY,
+            },
+        },
+        schemas=_SESSIONS,
+        capabilities=("sessions",),
+    ),
+    ApiRoute(
+        "/sessions",
+        "GET",
+        list_sessions,
+        {
+            "summary": "Sessions of the daemon's project, newest first",
+            "responses": {
+                "200": api.json_response(
+                    _object(["sessions"], {"sessions": {"type": "array", "items": api.ref("Session")}}),
+                    "Sessions",
+                ),
+                **api.COMMON_ERRORS,
+            },
+        },
+        schemas=_SESSIONS,
+    ),
     # ":path" so an encoded slash ("s%2F1") still reaches the handler and gets the
     # session_not_found envelope instead of the router's bare 404.
-    Route("/session/{session_id:path}/prompt", prompt, methods=["POST"]),
-    Route("/session/{session_id:path}/recap", recap, methods=["POST"]),
-    Route("/session/{session_id:path}/messages", session_messages, methods=["GET"]),
-    Route("/session/{session_id:path}", delete_session, methods=["DELETE"]),
-    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-    Route("/v1/models", list_models, methods=["GET"]),
+    ApiRoute(
+        "/session/{session_id:path}/prompt",
+        "POST",
+        prompt,
+        {
+            "summary": "Run one query through the chat loop (tools, memory); SSE with "
+            "Accept: text/event-stream (events delta, tool_call, tool_result, done, error)",
+            "parameters": [api.SESSION_ID, api.CLIENT_ID],
+            "requestBody": api.json_body(
+                _object(["text"], {"text": {"type": "string", "minLength": 1}})
+            ),
+            "responses": {
+                "200": {
+                    "description": "The final reply (JSON) or an event stream",
+                    "content": {
+                        "application/json": {"schema": _PROMPT_ANSWER},
+                        "text/event-stream": {"schema": {"type": "string"}},
+                    },
+                },
+                **api.COMMON_ERRORS,
+                "400": _BAD_BODY,
+                "404": _NOT_FOUND,
+                "409": api.error("session_busy: another prompt is running in this session"),
+                "413": api.error("body_too_large"),
+                "502": api.error("llm_error: the model request failed"),
+            },
+        },
+        capabilities=("prompt", "prompt_stream"),
+    ),
+    ApiRoute(
+        "/session/{session_id:path}/messages",
+        "GET",
+        session_messages,
+        {
+            "summary": "The session's stored chat messages, in order (OpenAI dicts plus "
+            "createdAt); /clear and compaction hide none",
+            "parameters": [api.SESSION_ID],
+            "responses": {
+                "200": api.json_response(
+                    _object(
+                        ["sessionId", "messages"],
+                        {
+                            "sessionId": {"type": "string"},
+                            "messages": {"type": "array", "items": {"type": "object"}},
+                        },
+                    ),
+                    "Messages",
+                ),
+                **api.COMMON_ERRORS,
+                "404": _NOT_FOUND,
+            },
+        },
+    ),
+    ApiRoute(
+        "/session/{session_id:path}",
+        "DELETE",
+        delete_session,
+        {
+            "summary": "Delete a session of the daemon's project; a JSON copy is kept in "
+            "$QWENMEM_HOME/trash for recovery",
+            "parameters": [api.SESSION_ID, api.CLIENT_ID],
+            "responses": {
+                "200": api.json_response(
+                    _object(
+                        ["sessionId", "deleted"],
+                        {
+                            "sessionId": {"type": "string"},
+                            "deleted": {"const": True},
+                            "copy": {"type": "string", "description": "the kept copy"},
+                        },
+                    ),
+                    "Deleted",
+                ),
+                **api.COMMON_ERRORS,
+                "404": _NOT_FOUND,
+                "409": api.error("session_busy: a prompt is running in this session"),
+            },
+        },
+    ),
+    ApiRoute(
+        "/v1/chat/completions",
+        "POST",
+        chat_completions,
+        {
+            "summary": "OpenAI-compatible chat completions, forwarded to the configured "
+            "[llm] endpoint with the recalled memory of the last user message added "
+            "(contract §9); stream: true answers with the upstream's SSE",
+            "parameters": [_PROJECT],
+            "requestBody": api.json_body(
+                _object(
+                    ["messages"],
+                    {
+                        "model": {"type": "string"},
+                        "messages": {"type": "array", "minItems": 1},
+                        "stream": {"type": "boolean"},
+                        "tools": {"type": "array"},
+                    },
+                )
+            ),
+            "responses": _proxied("The upstream's completion, unchanged"),
+        },
+        schemas=_PROXY,
+        capabilities=("openai_proxy",),
+    ),
+    ApiRoute(
+        "/v1/models",
+        "GET",
+        list_models,
+        {
+            "summary": "The upstream's models (the configured model when it lists none)",
+            "responses": {
+                "200": api.json_response({"type": "object"}, "OpenAI's model list"),
+                "401": _openai_error("authentication_error: the daemon's token"),
+                "502": _openai_error("upstream_unavailable"),
+            },
+        },
+        schemas=_PROXY,
+    ),
+    ApiRoute(
+        "/v1/responses",
+        "POST",
+        responses,
+        {
+            "summary": "The OpenAI Responses API with the recalled memory of the latest user "
+            "message added (contract §16): forwarded when the [llm] endpoint serves it, else "
+            "translated onto its chat completions (text, function calls, usage; "
+            "previous_response_id kept by the proxy); stream: true answers with SSE events",
+            "parameters": [_PROJECT],
+            "requestBody": api.json_body(
+                _object(
+                    ["input"],
+                    {
+                        "model": {"type": "string"},
+                        "input": {"type": ["string", "array"]},
+                        "instructions": {"type": "string"},
+                        "previous_response_id": {"type": "string"},
+                        "stream": {"type": "boolean"},
+                        "tools": {"type": "array"},
+                    },
+                )
+            ),
+            "responses": {
+                **_proxied("A response object (or its stream of events)"),
+                "400": _openai_error(
+                    "invalid_request_error: the client's mistake, or what the translation cannot carry"
+                ),
+                "404": _openai_error("previous_response_not_found"),
+            },
+        },
+        schemas=_PROXY,
+        capabilities=("openai_responses",),
+    ),
 ]
 """The daemon's own routes; the features' come from their registrations (`routes`)."""
 
 
-def routes() -> list[BaseRoute]:
-    """Every route served: the daemon's, then each feature's (`Feature.routes`, read
-    from the registry at call time: a feature with routes is one line there)."""
+def api_routes() -> list[ApiRoute]:
+    """Every route served, with its operation: the daemon's, then each feature's
+    (`Feature.routes`, read from the registry at call time: a feature with routes is
+    one line there)."""
     offered = (load_face(f.routes) for f in registry.FEATURES if f.routes is not None)
     return [*ROUTES, *(route for feature_routes in offered for route in feature_routes)]
+
+
+def routes() -> list[BaseRoute]:
+    """The Starlette routes of `api_routes()`."""
+    return [route.route() for route in api_routes()]
+
+
+def capability_tags(declared: Sequence[ApiRoute]) -> list[str]:
+    """What `/capabilities` lists: the routes' tags, each once, in route order."""
+    return list(dict.fromkeys(tag for route in declared for tag in route.capabilities))
 
 
 def create_app(
@@ -721,12 +983,15 @@ def create_app(
         finally:
             await backend.close()
 
+    declared = api_routes()
     app = Starlette(
-        routes=routes(),
-        middleware=[Middleware(Guard, policy=options.guard_policy())],
+        routes=[route.route() for route in declared],
+        middleware=[Middleware(Guard, policy=options.guard_policy()), *owner_only(options.owner_uid)],
         exception_handlers={HTTPException: _http_error, ApiError: _api_error},
         lifespan=lifespan,
     )
     app.state.backend = backend
     app.state.options = options
+    app.state.capabilities = capability_tags(declared)
+    app.state.openapi = api.document(declared)
     return app

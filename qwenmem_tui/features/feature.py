@@ -20,6 +20,7 @@ faces and the modules it lists in `api`. The import contract test checks all of 
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import time
 from collections.abc import Awaitable, Callable
@@ -27,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.config import Settings
 from qwenmem_tui.paths import Paths
 
 if TYPE_CHECKING:
+    from qwenmem_tui.config import Settings, SettingsSection
     from qwenmem_tui.chat.session import ChatSession, QueryHook
     from qwenmem_tui.chat.tools import Tool
     from qwenmem_tui.llm.client import LLMClient
@@ -110,6 +111,11 @@ class Feature:
     """
 
     name: str
+    settings: FaceRef | SettingsSection[Any] | None = None
+    """Its settings section, a `config.SettingsSection` in its `settings.py` (its
+    package's model; `[name]` or keys of a shared table), validated at start with the
+    core's and read typed: `SECTION.of(settings)`. A reference like the faces: the
+    registry is read by every `qwenmem` command, `--help` too, before any config."""
     hook_rank: int = 50
     """Where its hooks run in the loop, lowest first (compaction 0, memory 10, MCP 20,
     titles 30)."""
@@ -128,6 +134,8 @@ class Feature:
     """Its TUI extension: an `ExtensionFactory` in its `tui/` package."""
     routes: FaceRef | None = None
     """Its daemon routes: a sequence of Starlette routes in its `routes.py`."""
+    cli: FaceRef | None = None
+    """Its `qwenmem` subcommands: a ``register(commands: Commands)`` in its `cli.py`."""
     mcp: FaceRef | None = None
     """Its MCP tools for `qwenmem mcp`: a ``register(server, backend)`` in its
     `mcp_tools.py`."""
@@ -135,6 +143,18 @@ class Feature:
     """The modules of its package the faces may import besides `feature.py`, `tui/`
     and `routes.py` (memory's `remote` for the MCP server, ...); the rest is its
     core, which only the feature itself and the assembly reach."""
+
+
+@dataclass(frozen=True)
+class Commands:
+    """Where a feature's `register` adds its subcommands (`Feature.cli`). A command
+    sets ``func``: a sync or async callable of ``(args, settings, paths)`` (or just
+    ``(args)``) returning an exit code or None."""
+
+    root: argparse._SubParsersAction[argparse.ArgumentParser]
+    """`qwenmem NAME ...`"""
+    sessions: argparse._SubParsersAction[argparse.ArgumentParser]
+    """`qwenmem sessions NAME ...` (export)"""
 
 
 def load_face(ref: FaceRef) -> Any:

@@ -9,6 +9,7 @@ same entries (`Feature.tui`, `Feature.routes`). To add a feature: a package unde
 
 from __future__ import annotations
 
+from qwenmem_tui import sections
 from qwenmem_tui.features import feature
 from qwenmem_tui.features.compaction import feature as compaction
 from qwenmem_tui.features.export import feature as export
@@ -29,3 +30,18 @@ FEATURES: tuple[feature.Feature, ...] = (
     export.FEATURE,
     titles.FEATURE,
 )
+
+
+
+def settings_sections() -> tuple[object, ...]:
+    """The registered features' settings sections (read from `FEATURES` at each call)."""
+    return tuple(
+        feature.load_face(f.settings) if isinstance(f.settings, str) else f.settings
+        for f in FEATURES
+        if f.settings is not None
+    )
+
+
+# The config is composed from the features registered here: their tables are validated
+# and read like the core's (`config.settings_model`).
+sections.register_sections(settings_sections)

@@ -16,7 +16,9 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.llm.client import LLMClient, LLMEvent, StreamFinished
+import httpx
+
+from qwenmem_tui.llm.client import LLMClient, LLMEvent, StreamFinished, Usage
 from qwenmem_tui.llm.errors import LLMError
 from qwenmem_tui.llm.local_server import (
     LOCAL_MAX_TOKENS,
@@ -32,6 +34,7 @@ log = logging.getLogger("qwenmem.llm")
 EXIT_WAIT_SECONDS = 2.0
 """How long a failed request waits for the server's exit status: the socket closes
 while the dying process is still being torn down."""
+COUNT_TIMEOUT_SECONDS = 5.0
 _CRASH_KINDS = frozenset({"connection", "bad_response", "timeout", "server"})
 
 
@@ -44,6 +47,7 @@ class LocalModelClient(LLMClient):
         self._may_restart = True  # until a restarted server dies before it answered
         self._crashed: str | None = None  # the last crash, while the server is down
         self._restart = asyncio.Lock()
+        self._counter: httpx.AsyncClient | None = None  # for `_counted`
 
     @classmethod
     def for_server(cls, server: LocalModelServer, settings: Settings) -> LocalModelClient:
@@ -71,12 +75,44 @@ class LocalModelClient(LLMClient):
             async for event in super()._stream_chat(messages, **options):
                 if isinstance(event, StreamFinished):
                     self._may_restart = True  # it answered: the next crash restarts it
+                    if event.completion.usage is None:
+                        event.completion.usage = await self._counted(messages, event.completion.content)
                 yield event
         except LLMError as exc:
             named = await self._crash_error(exc)
             if named is None:
                 raise
             raise named from exc
+
+    async def _counted(self, messages: list[dict[str, Any]], reply: str) -> Usage | None:
+        """The request's tokens, counted by the model's own tokenizer: llama_cpp.server
+        reports no usage on a streamed reply, and the status line showed no tokens for
+        the local model. The prompt is the messages in the model's ChatML form; None
+        when the server cannot count (the reply is not held up by it)."""
+        prompt = "".join(
+            f"<|im_start|>{m.get('role')}\n{_text(m.get('content'))}<|im_end|>\n" for m in messages
+        )
+        try:
+            if self._counter is None:
+                self._counter = httpx.AsyncClient(timeout=COUNT_TIMEOUT_SECONDS)
+            counts = []
+            for text in (prompt + "<|im_start|>assistant\n", reply):
+                response = await self._counter.post(
+                    f"{self.server.root_url}/extras/tokenize/count",
+                    json={"input": text},
+                    headers={"Authorization": f"Bearer {self.server.api_key}"},
+                )
+                response.raise_for_status()
+                counts.append(int(response.json()["count"]))
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            log.info("[LOCAL_MODEL] tokens not counted: %s", exc)
+            return None
+        return Usage(prompt_tokens=counts[0], completion_tokens=counts[1])
+
+    async def aclose(self) -> None:
+        if self._counter is not None:
+            await self._counter.aclose()
+        await super().aclose()
 
     async def _crash_error(self, exc: LLMError) -> LLMError | None:
         """`exc` as the crash it is when the server has died, else None."""
@@ -110,6 +146,13 @@ class LocalModelClient(LLMClient):
                 self.base_url = self.server.base_url
                 old, self._client = self._client, self._make_client(self.base_url, max_retries=0)
                 await old.close()
+
+
+def _text(content: Any) -> str:
+    """A message's text (a list of parts: their text joined)."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
 
 
 def _sentence(text: str) -> str:

@@ -99,24 +99,16 @@ class LocalChatDefaults:
     memory_wait_ms: int = LOCAL_MEMORY_WAIT_MS
 
     def apply_to(self, settings: Settings) -> None:
-        """Fit the settings to this model: its context window, no background
-        extraction unless configured, and a memory wait.
+        """Fit the settings to this model: its context window, and each section its
+        own way (`Section.fit_to_local_model`: memory's background extraction and
+        recall wait)."""
+        from qwenmem_tui.config import Section  # loaded with the settings already
 
-        Without tools there is never a ToolResult turn, so the first request of a
-        question is the only point where recalled memory can reach the model; a
-        prefetch that never waits would never deliver. Recall with the hash embedder
-        settles in milliseconds and a reply from this model takes far longer, so
-        waiting up to `memory_wait_ms` for it costs nothing a user can see.
-        """
         settings.llm.context_window = min(settings.llm.context_window, self.context_window)
-        if "extraction" not in settings.memory.model_fields_set:
-            # The server answers one request at a time: extraction after every reply
-            # made the next message wait 14-20 s behind it, and a 135M model rarely
-            # answers its JSON anyway. `memory.extraction = true` turns it back on.
-            settings.memory.extraction = False
-        if not self.supports_tools:
-            memory = settings.memory
-            memory.initial_wait_ms = max(memory.initial_wait_ms, self.memory_wait_ms)
+        for name in type(settings).model_fields:
+            section = getattr(settings, name)
+            if isinstance(section, Section):
+                section.fit_to_local_model(self)
 
 
 def find_bundled_model(distribution: str = BUNDLED_DISTRIBUTION) -> Path:
@@ -227,6 +219,12 @@ class LocalModelServer:
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The server without the OpenAI prefix: llama_cpp.server's own routes
+        (`/extras/tokenize/count`) live there."""
+        return f"http://{self.host}:{self.port}"
 
     @property
     def model(self) -> str:

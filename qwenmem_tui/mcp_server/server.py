@@ -21,16 +21,19 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ListResourcesResult, PaginatedRequestParams
+from mcp_types import Resource as MCPResource
 
 from qwenmem_tui import secrets as scanner
 from qwenmem_tui.features import registry
 from qwenmem_tui.features.feature import load_face
 from qwenmem_tui.features.memory.remote import Caller, ProjectMemory
+from qwenmem_tui.mcp_server import stdio
 from qwenmem_tui.paths import Paths, project_root
 from qwenmem_tui.runtime import Runtime, StartupError
 
@@ -46,8 +49,8 @@ INSTRUCTIONS = (
     "questions about the user, their preferences or this project; remember durable "
     "facts the user states (not secrets, not passing details); forget_memory when the "
     "user asks. Memories can be out of date: prefer what the user says now. Writes "
-    "from here are held for the user's review when they read as instructions or "
-    "would apply to every project, unless the user confirms them when asked."
+    "from here are held for the user's review in qwenmem when they read as instructions, "
+    "would apply to every project or name a link or address."
 )
 
 
@@ -164,9 +167,32 @@ async def _first_root(ctx: Context) -> Path | None:
     return None
 
 
-def build_server(backend: MemoryBackend) -> MCPServer:
-    """The MCP server with the tools every feature offers (`Feature.mcp`): memory's four
-    of contract §8."""
+ResourceLister = Callable[[Context], Awaitable[list[MCPResource]]]
+
+
+class QwenmemServer(MCPServer):
+    """The SDK's server, whose `resources/list` also lists what features list per
+    request (`resource_listers`): a memory is a resource (`memory://12`), and the
+    memories change while the server runs, where the SDK lists only resources
+    registered up front (and templates, which a client cannot browse)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.resource_listers: list[ResourceLister] = []
+
+    async def _handle_list_resources(  # the SDK's handler, extended
+        self, ctx: Any, params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        result = await super()._handle_list_resources(ctx, params)
+        context = Context(request_context=ctx, mcp_server=self)
+        for lister in self.resource_listers:
+            result.resources.extend(await lister(context))
+        return result
+
+
+def build_server(backend: MemoryBackend) -> QwenmemServer:
+    """The MCP server with what every feature offers (`Feature.mcp`): memory's four
+    tools of contract §8, its memories as resources and its `recall` prompt."""
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[None]:
@@ -176,7 +202,7 @@ def build_server(backend: MemoryBackend) -> MCPServer:
         finally:
             await backend.close()
 
-    server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan)
+    server = QwenmemServer(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan)
     for feature in registry.FEATURES:
         if feature.mcp is not None:
             load_face(feature.mcp)(server, backend)
@@ -194,4 +220,6 @@ async def serve_stdio(
         return Runtime.open(settings, paths, project_root(cwd), cwd=cwd, chats=False)
 
     backend = MemoryBackend(open_runtime, project_dir=project_dir, cwd=cwd)
-    await build_server(backend).run_stdio_async()
+    # As `MCPServer.run_stdio_async`, with stdin checked: a malformed request gets an
+    # error answer instead of silence (`mcp_server/stdio.py`).
+    await stdio.serve(build_server(backend)._lowlevel_server)

@@ -157,4 +157,18 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE memories ADD COLUMN restates INTEGER REFERENCES memories (id);
     """,
+    # 7: facts know their time (issue 35): when each was stated (an import's or a
+    # dialogue's date; before this, when it was saved) and, once another version
+    # replaced it, until when it held — the replacing row's statement, or the moment
+    # of the supersede when that row is gone.
+    """
+    ALTER TABLE memories ADD COLUMN stated_at REAL;
+    ALTER TABLE memories ADD COLUMN valid_until REAL;
+    UPDATE memories SET stated_at = created_at;
+    UPDATE memories SET valid_until = coalesce(
+        (SELECT max(n.created_at, memories.created_at) FROM memories AS n
+         WHERE n.id = memories.superseded_by),
+        updated_at)
+    WHERE status = 'superseded';
+    """,
 ]

@@ -41,6 +41,7 @@ DEFAULT_MODELS = ("test-model", "test-fast", "fake-echo")
 CHAT_PATH = "/v1/chat/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"
 MODELS_PATH = "/v1/models"
+RESPONSES_PATH = "/v1/responses"
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,10 @@ class FakeOpenAI:
         self.strict_models = False
         # When set, requests must carry `Authorization: Bearer <api_key>` or get a 401.
         self.api_key: str | None = None
+        # When set, POST /v1/responses answers (the Responses API) from the same script
+        # as chat completions; unset it is a 404, as on most OpenAI-compatible servers.
+        self.serves_responses = False
+        self.responses_requests: list[dict[str, Any]] = []
 
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeOpenAI:
@@ -288,6 +293,7 @@ class FakeOpenAI:
             self.requests.clear()
             self.chat_requests.clear()
             self.embedding_requests.clear()
+            self.responses_requests.clear()
 
     def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         """Block until at least `n` chat requests arrived; returns their bodies."""
@@ -308,6 +314,8 @@ class FakeOpenAI:
                 self.chat_requests.append(request.body)
             elif request.path == EMBEDDINGS_PATH and isinstance(request.body, dict):
                 self.embedding_requests.append(request.body)
+            elif request.path == RESPONSES_PATH and isinstance(request.body, dict):
+                self.responses_requests.append(request.body)
             self._changed.notify_all()
 
     def _next_chat(self, body: dict[str, Any]) -> Response:
@@ -382,6 +390,8 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             elif (method, path) == ("POST", CHAT_PATH):
                 self._chat(body if isinstance(body, dict) else {})
+            elif (method, path) == ("POST", RESPONSES_PATH) and fake.serves_responses:
+                self._responses(body if isinstance(body, dict) else {})
             elif (method, path) == ("POST", EMBEDDINGS_PATH):
                 self._embeddings(body if isinstance(body, dict) else {})
             elif (method, path) == ("GET", MODELS_PATH):
@@ -518,6 +528,60 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.usage:
             payload["usage"] = self._usage(reply, body)
         self._send_json(200, payload)
+
+    # responses -------------------------------------------------------------------------
+    def _responses(self, body: dict[str, Any]) -> None:
+        """The Responses API: the scripted reply as a `response` object, or (stream)
+        as created / output_text.delta events / completed."""
+        fake = self.server_fake
+        answer = fake._next_chat(body)
+        if isinstance(answer, HTTPError):
+            self._send_error(answer)
+            return
+        if isinstance(answer, RawResponse):
+            self._send_raw(answer)
+            return
+        response_id = f"resp_fake_{len(fake.responses_requests)}"
+        output: list[dict[str, Any]] = []
+        if answer.text:
+            part = {"type": "output_text", "text": answer.text, "annotations": []}
+            output.append(
+                {"type": "message", "id": "msg_fake", "status": "completed", "role": "assistant", "content": [part]}
+            )
+        for i, spec in enumerate(answer.tool_calls):
+            output.append(
+                {
+                    "type": "function_call", "id": f"fc_fake_{i}", "call_id": spec.id or f"call_{i}",
+                    "name": spec.name, "arguments": spec.arguments_text(), "status": "completed",
+                }
+            )
+        usage = self._usage(answer, {"messages": body.get("input")})
+        response = {
+            "id": response_id, "object": "response", "created_at": int(time.time()),
+            "status": "completed", "model": str(body.get("model") or "fake"), "output": output,
+            "usage": {
+                "input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
+                "total_tokens": usage["total_tokens"],
+                "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0},
+            },
+        }
+        if not body.get("stream"):
+            self._send_json(200, response)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        events = [{"type": "response.created", "response": {**response, "status": "in_progress", "output": []}}]
+        events += [
+            {"type": "response.output_text.delta", "item_id": "msg_fake", "output_index": 0,
+             "content_index": 0, "delta": piece}
+            for piece in _pieces(answer.text, answer.chunk_size)
+        ]
+        events.append({"type": "response.completed", "response": response})
+        for number, event in enumerate(events):
+            self._write_sse({**event, "sequence_number": number})
+        self._write_chunk(b"")
 
     # embeddings ------------------------------------------------------------------------
     def _embeddings(self, body: dict[str, Any]) -> None:

@@ -57,9 +57,12 @@ from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.host import BusyState, CommandTable
 from qwenmem_tui.tui.keymap import checked_keymap
 from qwenmem_tui.tui.terminal_text import terminal_safe
+from qwenmem_tui.tui.theme_choice import remember_theme, remembered_theme
 from qwenmem_tui.tui.widgets.plain_items import DimItem, InfoItem, ItemWidgetFactory
 
 if TYPE_CHECKING:
+    from textual.theme import Theme
+
     # The chat core and the runtime load after the first frame, in the startup
     # worker's thread (`_startup_imports`).
     from qwenmem_tui.chat.session import ChatSession, QueryHook
@@ -158,6 +161,7 @@ class QwenmemApp(App[None]):
         self._resume = resume
         self._llm = llm
         self._start_model = start_model
+        self._model_notice: str | None = None
         # The app owns its process (the CLI, not a test): it tunes the collector.
         self._long_lived = long_lived
         self.early_input = early_input
@@ -180,6 +184,8 @@ class QwenmemApp(App[None]):
                     f"got {settings.ui.theme!r}"
                 )
             self.theme = settings.ui.theme
+        elif (picked := remembered_theme(paths)) in self.available_themes:
+            self.theme = picked  # the one picked in the palette last time
         self.kept_session_id: str | None = None
         """The session left on screen at exit, when it was kept (it had items)."""
 
@@ -357,9 +363,23 @@ class QwenmemApp(App[None]):
             self._quit_on_signals()
         # The screen first: the prompt takes keys while the rest opens behind it.
         await self.push_screen(ChatScreen())
+        self.theme_changed_signal.subscribe(self, self._theme_picked)
         if self._long_lived:
             collector.release(freeze=True)  # held by the CLI since launch
         self.run_worker(self._start(), group="startup", exclusive=True, exit_on_error=False)
+
+    def _theme_picked(self, theme: Theme) -> None:
+        """A theme chosen now (the palette): kept for the next start."""
+        self.run_worker(
+            asyncio.to_thread(remember_theme, self.paths, theme.name),
+            group="theme", exclusive=True, exit_on_error=False,
+        )
+        configured = self.settings.ui.theme
+        if configured is not None and configured != theme.name:
+            self.show_info(
+                f"Theme {theme.name} for now: {self.settings.source or 'the config'} sets "
+                f"ui.theme = {configured!r} for every start."
+            )
 
     def _quit_on_signals(self) -> None:
         """SIGTERM (kill, a shutdown) and SIGHUP (the terminal window closed) quit as
@@ -415,6 +435,8 @@ class QwenmemApp(App[None]):
         if self._resume is True and not resumed:
             # `--resume` found nothing: say so, or it looks like the history was lost.
             self.show_info(NOTHING_TO_RESUME)
+        if self._model_notice is not None:  # what the started model is (the offline one)
+            self.show_info(self._model_notice)
         # Said once when the root is the home or /: the file tools then keep to cwd.
         if (root_notice := broad_root_notice(self.project_root, self._cwd)) is not None:
             self.show_info(root_notice)
@@ -432,6 +454,7 @@ class QwenmemApp(App[None]):
             start_model = ModelStarter(
                 label=start_model.label,
                 start=lambda progress, starter=start_model: self._started_model(starter),
+                notice=start_model.notice,
             )
         runtime = self._runtime = await Runtime.open(
             self.settings,
@@ -515,9 +538,11 @@ class QwenmemApp(App[None]):
         line = DimItem("")
         self.show(line)
         try:
-            return await start.start(lambda text: line.update(Content(terminal_safe(text))))
+            client = await start.start(lambda text: line.update(Content(terminal_safe(text))))
         finally:
             await line.remove()
+        self._model_notice = start.notice  # said once the session is on screen
+        return client
 
     def _database_busy(self, attempt: int, delay: float) -> None:
         # Another qwenmem holds the write lock; say why the UI may pause.
@@ -534,11 +559,16 @@ class QwenmemApp(App[None]):
         elif isinstance(resume, str) and resume:
             info = await find_session(self.store, self.project, resume)
         if info is None:
-            return await self._runtime_open().open_chat(features=self.session_features), False
+            return (
+                await self._runtime_open().open_chat(features=self.session_features, interactive=True),
+                False,
+            )
         return await self._load_chat(info.id), True
 
     async def _load_chat(self, session_id: str) -> ChatSession:
-        return await self._runtime_open().open_chat(session_id, features=self.session_features)
+        return await self._runtime_open().open_chat(
+            session_id, features=self.session_features, interactive=True
+        )
 
     def _runtime_open(self) -> Runtime:
         if self._runtime is None:

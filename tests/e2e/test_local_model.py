@@ -74,6 +74,9 @@ async def test_bundled_model_streams_a_reply_through_the_chat_loop(tmp_path: Pat
             )
             try:
                 events = [e async for e in session.run_query("Say hello in one short sentence.")]
+                # Issue 38: the status line's tokens, counted by the model's tokenizer
+                # (llama_cpp.server reports no usage on a streamed reply).
+                tokens = session.usage_total()
             finally:
                 await session.close()
                 await llm.aclose()
@@ -90,6 +93,7 @@ async def test_bundled_model_streams_a_reply_through_the_chat_loop(tmp_path: Pat
     reply = "".join(deltas)
     assert reply.strip()
     assert [(i.type, i.content) for i in stored if i.type == "assistant"] == [("assistant", reply)]
+    assert tokens.prompt_tokens > 10 and 0 < tokens.completion_tokens <= 24 + 1
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     # shown with -s; the numbers in docs/local-model.md come from here

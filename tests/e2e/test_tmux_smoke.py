@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -243,8 +244,9 @@ def test_mcp_model_copy_export_in_a_real_terminal(
     terminal.tmux("send-keys", "-t", "basics", "C-q")
     terminal.wait_for("basics", exited=True)
     # The line may have scrolled above the pane by the time it is dead: read the history.
-    screen = terminal.tmux("capture-pane", "-p", "-S", "-200", "-t", "basics")
-    assert "saved. Resume it with: qwenmem --resume " in screen
+    screen = terminal.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", "basics")
+    # Plain `qwenmem` when that name runs this one, else its full path (issue 38).
+    assert re.search(r"saved\. Resume it with: \S*qwenmem --resume \S+", screen), screen
     assert "Traceback" not in screen
 
 

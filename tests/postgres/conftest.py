@@ -1,8 +1,9 @@
 """PostgreSQL fixtures: one throwaway cluster per test session, one database per test.
 
-The cluster is started here (``pgserver.py``), so ``make test`` needs nothing else;
+The cluster is started here (``pgcluster.py``), so ``make test`` needs nothing else;
 ``QWENMEM_TEST_POSTGRES_DSN`` (a role allowed to CREATE DATABASE) uses an existing
-server instead. Without PostgreSQL binaries the tests skip with the reason.
+server instead. Without PostgreSQL binaries the tests skip with the reason (and the
+suite's skip allow-list, tests/conftest.py, fails the run for it).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # pgserver and pgtest_support, also used by bench/
+sys.path.insert(0, str(Path(__file__).parent))  # pgcluster and pgtest_support, also used by bench/
 
-from pgserver import DSN_ENV, PostgresServer, PrivateServer, why_unavailable  # noqa: E402
+from pgcluster import DSN_ENV, PostgresServer, PrivateServer, why_unavailable  # noqa: E402
 
 
 @pytest.fixture(scope="session")

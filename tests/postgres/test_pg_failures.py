@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from memtest_support import PROJECT_A
-from pgserver import PrivateServer
+from pgcluster import PrivateServer
 from pgtest_support import Backend, Notices
 
 from qwenmem_tui.cli import run

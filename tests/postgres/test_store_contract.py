@@ -332,6 +332,31 @@ async def test_one_key_under_two_categories_is_two_facts_on_each_backend(
     assert active == [("feedback", "long meetings"), ("project", "green tea")]
 
 
+async def test_a_fact_knows_when_it_was_stated_and_until_when_it_held(
+    svc: MemoryService, clock: Clock
+) -> None:
+    store, now = svc.store, clock.now
+    said_first, said_then = now - 400 * DAY, now - 30 * DAY
+    first = (await store.write(
+        MemoryDraft(Category.USER, "home_city", "Lisbon", Origin.USER, "global", "ana", stated_at=said_first),
+        flags=(), expires_at=None, vector=vec(1), embedding_model="m", now=now,
+    )).memory  # fmt: skip
+    assert (first.stated_at, first.valid_until) == (said_first, None)
+    second = await store.write(
+        MemoryDraft(Category.USER, "home_city", "Berlin", Origin.USER, "global", "ana", stated_at=said_then),
+        flags=(), expires_at=None, vector=vec(2), embedding_model="m", now=now + 1,
+    )
+    assert second.superseded == [first.id] and second.memory.stated_at == said_then
+    old = await store.get(first.id)
+    assert old is not None and (old.stated_at, old.valid_until) == (said_first, said_then)
+    unsaid = (await put(store, draft("stack", "Python"), now)).memory
+    assert unsaid.stated_at == unsaid.created_at == now  # no date given: when it was saved
+    restored = await store.restore(first.id, now=now + 2)
+    assert restored is not None and restored[0].valid_until is None
+    berlin = await store.get(second.memory.id)
+    assert berlin is not None and berlin.valid_until == now + 2  # held until the restore
+
+
 async def test_a_postgres_memory_of_schema_2_migrates_without_losing_a_row(pg_dsn: str, tmp_path: Path, clock: Clock) -> None:
     conn = await asyncpg.connect(pg_dsn)
     try:
@@ -361,6 +386,10 @@ async def test_a_postgres_memory_of_schema_2_migrates_without_losing_a_row(pg_ds
     try:
         after = [(m.id, str(m.category), m.key, m.value, str(m.status)) for m in await service.list()]
         assert after == before
+        # Facts know their time (migration 5): stated when saved, the replaced one held
+        # until its replacement was.
+        times = {m.id: (m.stated_at, m.valid_until) for m in await service.list()}
+        assert times == {1: (1.8e9, None), 2: (1.8e9, 1.8e9), 3: (1.8e9, None), 4: (1.8e9, None)}
         restored = await service.restore(2)
         assert restored is not None and restored[1] == []
         active = sorted((str(m.category), m.key) for m in await service.list(statuses=[Status.ACTIVE]))

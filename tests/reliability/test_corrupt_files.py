@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pwd
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -144,13 +149,62 @@ def test_unreadable_config_is_one_line_exit_2(
         assert len(err.strip().splitlines()) == 1 and str(config) in err and "Traceback" not in err
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file; the directory case covers it")
+@pytest.fixture
+def unprivileged_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """`home`, or as root a copy owned by nobody in a directory nobody may enter (the
+    test's tmp_path sits in root's private pytest directory)."""
+    if os.geteuid() != 0:
+        yield home
+        return
+    nobody = pwd.getpwnam("nobody")
+    parent = Path(tempfile.mkdtemp(prefix="qwenmem-nobody-"))
+    try:
+        parent.chmod(0o711)
+        copy = parent / "home"
+        shutil.copytree(home, copy)
+        for path in (copy, *copy.rglob("*")):
+            os.chown(path, nobody.pw_uid, nobody.pw_gid)
+        monkeypatch.setenv("QWENMEM_HOME", str(copy))
+        yield copy
+    finally:
+        shutil.rmtree(parent)
+
+
 def test_config_without_read_permission_is_one_line_exit_2(
-    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch, capsys  # type: ignore[no-untyped-def]
+    unprivileged_home: Path, monkeypatch: pytest.MonkeyPatch, capsys  # type: ignore[no-untyped-def]
 ) -> None:
+    # Root reads any file whatever its mode, so as root (CI) the command runs in a
+    # child that dropped to `nobody`, on a home that user owns.
+    home = unprivileged_home
     config = home / "config.toml"
     config.chmod(0)
-    monkeypatch.chdir(project)
-    assert cli.run(["sessions"]) == 2
-    assert "permission denied" in capsys.readouterr().err
+    monkeypatch.chdir(home)
+    code, err = _run_as_nobody(["sessions"]) if os.geteuid() == 0 else (cli.run(["sessions"]), "")
+    err += capsys.readouterr().err
+    assert code == 2, err
+    assert "permission denied" in err and str(config) in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
+
+def _run_as_nobody(argv: list[str]) -> tuple[int, str]:
+    """`cli.run(argv)` in a forked child running as nobody: its exit code and stderr."""
+    nobody = pwd.getpwnam("nobody")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 99
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            sys.stderr = os.fdopen(write, "w")
+            code = cli.run(argv)
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        err = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), err

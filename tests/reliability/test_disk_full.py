@@ -83,7 +83,7 @@ def test_import_on_a_full_disk_says_how_far_it_got_and_keeps_it(
     stopped_at = int(message.split("stopped at line ")[1].split()[0])
     assert 1 < stopped_at < LINES, message
     kept = stopped_at - 1
-    assert f"kept the {kept} lines before it (created {kept}," in message, message
+    assert f"kept what the lines before it did (imported {kept} (created {kept}," in message, message
     assert not list(paths.index_dir.glob("*.tmp"))
 
     monkeypatch.undo()  # space again: what was kept is there, the rest imports

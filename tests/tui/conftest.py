@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 from app_support import send, settle, started, wait_until  # noqa: F401 (tests import them from here)
 
+from textual.app import App
+from textual.command import CommandList, CommandPalette
+
 from qwenmem_tui.config import Settings
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage.database import Database
@@ -81,3 +84,15 @@ def conversation(user: str, reply: str) -> list[tuple[str, str, dict | None, dic
         ("user", user, {"role": "user", "content": user}, {}),
         ("assistant", reply, {"role": "assistant", "content": reply}, {}),
     ]
+
+
+def palette_highlight(app: App[object]) -> str | None:
+    """The command the open command palette runs on Enter (None: no palette, or its
+    search has not listed anything yet: Enter would only show the list)."""
+    screen = app.screen
+    if not isinstance(screen, CommandPalette):
+        return None
+    commands = screen.query_one(CommandList)
+    if commands.highlighted is None:
+        return None
+    return str(commands.get_option_at_index(commands.highlighted).prompt)

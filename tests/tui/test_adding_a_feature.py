@@ -110,14 +110,24 @@ PACKAGE = {
         """The stamp in the daemon: GET /stamp names the feature."""
 
         from starlette.responses import JSONResponse
-        from starlette.routing import Route
+
+        from qwenmem_tui.daemon.openapi import ApiRoute, json_response
 
 
         async def stamp(request):
             return JSONResponse({"feature": "stamp", "line": "[stamped by the stamp feature]"})
 
 
-        ROUTES = [Route("/stamp", stamp, methods=["GET"])]
+        ANSWER = {"type": "object", "properties": {"feature": {"const": "stamp"}, "line": {"type": "string"}}}
+        ROUTES = [
+            ApiRoute(
+                "/stamp",
+                "GET",
+                stamp,
+                {"summary": "The stamp line", "responses": {"200": json_response(ANSWER, "The stamp")}},
+                capabilities=("stamp",),
+            )
+        ]
     ''',
 }
 
@@ -177,6 +187,8 @@ def test_the_daemon_serves_the_new_features_route_and_runs_its_hook(
     app = create_app(settings, paths, project_root=project)
     with TestClient(app, raise_server_exceptions=False) as client:
         assert client.get("/stamp").json() == {"feature": "stamp", "line": "[stamped by the stamp feature]"}
+        assert "/stamp" in client.get("/openapi.json").json()["paths"]  # documented as it is served
+        assert "stamp" in client.get("/capabilities").json()["features"]
         session = client.post("/session", json={}).json()["sessionId"]
         fake.script(Reply("Hello from the daemon."))
         answer = client.post(f"/session/{session}/prompt", json={"text": "hi"})
@@ -206,6 +218,8 @@ def test_without_its_line_no_face_knows_the_feature(
     app = create_app(settings, paths, project_root=project)
     with TestClient(app, raise_server_exceptions=False) as client:
         assert client.get("/stamp").status_code == 404
+        assert "/stamp" not in client.get("/openapi.json").json()["paths"]
+        assert "stamp" not in client.get("/capabilities").json()["features"]
 
 
 def test_every_registered_feature_is_named_once_and_its_faces_load() -> None:
@@ -213,8 +227,7 @@ def test_every_registered_feature_is_named_once_and_its_faces_load() -> None:
     TUI face is an ExtensionFactory presenting at most its own feature, its routes are
     Starlette routes, its MCP tools a registering function, and no two features share
     a name."""
-    from starlette.routing import BaseRoute
-
+    from qwenmem_tui.daemon.openapi import ApiRoute
     from qwenmem_tui.features.feature import load_face
     from qwenmem_tui.tui.extensions import ExtensionFactory
 
@@ -227,6 +240,6 @@ def test_every_registered_feature_is_named_once_and_its_faces_load() -> None:
             assert set(factory.features) <= {feature.name}, feature.name
         if feature.routes is not None:
             routes = load_face(feature.routes)
-            assert routes and all(isinstance(route, BaseRoute) for route in routes), feature.name
+            assert routes and all(isinstance(route, ApiRoute) for route in routes), feature.name
         if feature.mcp is not None:
             assert callable(load_face(feature.mcp)), feature.name

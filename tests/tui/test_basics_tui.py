@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from textual.command import CommandPalette
+from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 
 from qwenmem_tui.config import ConfigError, Settings
@@ -22,7 +22,7 @@ from qwenmem_tui.tui.widgets.plain_items import ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 
-from .conftest import SIZE, send, settle, started, wait_until
+from .conftest import SIZE, palette_highlight, send, settle, started, wait_until
 
 BASICS = [model_extension, export_extension]
 
@@ -158,8 +158,11 @@ async def test_export_writes_markdown_and_never_overwrites(
         await settle(pilot)
         await send(pilot, "/export")
         await settle(pilot)
-        (written,) = out.iterdir()
+        # Without a file name: in the home's exports folder, private, never the work tree.
+        assert list(out.iterdir()) == []
+        (written,) = app.paths.exports_dir.iterdir()
         assert written.name == f"qwenmem-{app.session.info.id[:8]}.md"
+        assert (written.stat().st_mode & 0o777, app.paths.exports_dir.stat().st_mode & 0o777) == (0o600, 0o700)
         text = written.read_text()
         assert "## You\n\nwhat does the readme say?" in text
         assert '<details><summary>✓ tool <code>read_file({"path": "README.md"})</code></summary>' in text
@@ -203,7 +206,8 @@ async def test_palette_on_its_key_runs_slash_commands(make_app: Callable[..., Qw
         await pilot.press("ctrl+g")
         await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
         await pilot.press(*"/help")
-        await pilot.pause(0.3)
+        # Enter runs the highlighted command, once the palette's search has listed it.
+        await wait_until(pilot, lambda: "/help" in (palette_highlight(app) or ""))
         await pilot.press("enter")
         await settle(pilot)
         assert _last_info(app).startswith("Keys:")
@@ -217,3 +221,29 @@ def test_ui_theme_is_applied_and_checked(
     settings.ui.theme = "no-such-theme"
     with pytest.raises(ConfigError, match="ui.theme: expected one of: .*nord"):
         make_app()
+
+
+async def test_a_theme_picked_in_the_palette_is_kept_for_the_next_start(
+    settings: Settings, paths: Paths, make_app: Callable[..., QwenmemApp]
+) -> None:
+    """Issue 38: the palette's theme lasted only until quit."""
+    app = make_app(extensions=BASICS)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+g")  # the palette's Theme command opens the theme search
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        first = app.screen
+        await pilot.press(*"theme")
+        await wait_until(pilot, lambda: first.query_one(CommandList).option_count > 0)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette) and app.screen is not first)
+        await pilot.press(*"nord")
+        await wait_until(pilot, lambda: app.screen.query_one(CommandList).option_count == 1)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.theme == "nord")
+        await app.workers.wait_for_complete()
+    kept = paths.home / "tui-theme.json"
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert make_app(extensions=BASICS).theme == "nord"
+    settings.ui.theme = "gruvbox"  # the config, when it names one, still decides
+    assert make_app(extensions=BASICS).theme == "gruvbox"

@@ -193,7 +193,10 @@ async def test_compact_command_summarises_on_demand(
         assert SUMMARY in summary_requests(fake)[-1]["messages"][1]["content"]
         # Nothing older than the kept turns is left: says so, adds no marker.
         await run(pilot, "/compact")
-        assert texts(app, InfoItem)[-1] == "Nothing to compact yet."
+        assert texts(app, InfoItem)[-1] == (
+            "Nothing to compact yet: the latest 2 turns always stay word for word "
+            "(compaction.keep_recent_turns), and there are 2 so far."
+        )
         assert len(markers(app)) == 2
         assert app.state == "idle"
 

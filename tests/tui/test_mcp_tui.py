@@ -11,7 +11,8 @@ import pytest
 from mcp_support import MCP_SERVER_TIME, PYTHON, write_servers
 from textual.pilot import Pilot
 
-from qwenmem_tui.config import McpServerSettings, McpSettings, Settings
+from qwenmem_tui.config import Settings
+from qwenmem_tui.features.mcp.settings import McpServerSettings, McpSettings
 from qwenmem_tui.features.mcp.permissions import PermissionStore
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
@@ -89,7 +90,7 @@ async def test_always_is_remembered_for_the_project(
         await send(pilot, "second")
         await settle(pilot)  # not asked again
         assert notes_file.read_text().split() == ["one", "two"]
-    assert PermissionStore(paths.home, project_id(project)).allowed("mcp__notes__add_note")
+    assert PermissionStore(paths.home, project_id(project)).allowed("notes", "add_note")
 
 
 @pytest.mark.parametrize(("key", "result"), [("3", "The user denied"), ("escape", "Cancelled")])

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, Static
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory.feature import MEMORY
@@ -25,7 +26,7 @@ from qwenmem_tui.features.memory.model import (
     Origin,
     Status,
 )
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.service import MemoryService, default_user
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import (
     FakeOpenAI,
@@ -40,6 +41,7 @@ from qwenmem_tui.tui.features.memory.extension import memory_extension
 from qwenmem_tui.tui.features.memory.screen import (
     ConfirmForget,
     MemoryDetail,
+    PAGE,
     MemoryScreen,
     expires_label,
     memory_matches,
@@ -330,31 +332,41 @@ async def test_forget_on_the_screen_asks_first(
 ) -> None:
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
-        await run(pilot, CODENAME, "/remember I prefer tabs over spaces")
+        await run(pilot, CODENAME, "/remember I prefer tabs over spaces", "/remember I use Helix as my editor")
         screen = await open_memory_screen(pilot)
-        await select_row(pilot, screen, 1)
+        await select_row(pilot, screen, 2)
 
         await pilot.press("d")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmForget)
+        # Issue 38: the dialog names its keys, and Enter is what it offers: forget.
+        assert "Enter or y: forget · Esc or n: keep" in str(app.screen.query_one("#confirm-text").render())
         await pilot.press("n")
         await settle(pilot)
         assert app.screen is screen
-        assert column(screen, "id") == ["1", "2"]
+        assert column(screen, "id") == ["1", "2", "3"]
 
         await pilot.press("d")
         await settle(pilot)
-        await pilot.press("y")
-        await wait_until(pilot, lambda: column(screen, "id") == ["2"])
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: column(screen, "id") == ["1", "3"])
+        # The cursor stays where it was: on the row that took the forgotten one's place.
+        await wait_until(pilot, lambda: screen.selected is not None and screen.selected.id == 3)
+        assert screen.query_one(DataTable).cursor_row == 1
         # Deleted rows show with "all statuses", with the forget in their history.
         await pilot.press("t")
-        await wait_until(pilot, lambda: column(screen, "status") == ["deleted", "active"])
-        await select_row(pilot, screen, 1)
+        await wait_until(pilot, lambda: column(screen, "status") == ["active", "deleted", "active"])
+        await select_row(pilot, screen, 2)
         assert "forget by user — forgotten on the /memory screen" in str(
             screen.query_one(MemoryDetail).query_one("#memory-detail-text").render()
         )
         assert screen.check_action("forget", ()) is None
-    assert [m.status for m in await stored(settings, paths, clock)] == [Status.DELETED, Status.ACTIVE]
+        # u on it says why it cannot come back, instead of doing nothing.
+        await pilot.press("u")
+        await wait_until(pilot, lambda: any("was forgotten" in str(n.message) for n in app._notifications))
+    assert [m.status for m in await stored(settings, paths, clock)] == [
+        Status.ACTIVE, Status.DELETED, Status.ACTIVE,
+    ]
 
 
 # --- recall reaches the model ---------------------------------------------------------
@@ -366,6 +378,7 @@ def reminder_of(message: dict) -> str:
     return content[: content.index("</system-reminder>")]
 
 
+@pytest.mark.usefixtures("embedder")
 async def test_a_remembered_fact_reaches_the_next_session(
     fake: FakeOpenAI, make_memory_app: Callable[..., QwenmemApp], settings: Settings
 ) -> None:
@@ -385,6 +398,7 @@ async def test_a_remembered_fact_reaches_the_next_session(
         assert user_message["content"].endswith("What is the project codename?")
 
 
+@pytest.mark.usefixtures("embedder")
 async def test_remembering_a_move_leaves_one_truth_in_the_running_session(
     fake: FakeOpenAI,
     make_memory_app: Callable[..., QwenmemApp],
@@ -446,6 +460,7 @@ async def test_a_recall_that_settles_during_a_tool_call_follows_the_tool_result(
         assert "the project codename is Bluebird" in reminder_of(second["messages"][-1])
 
 
+@pytest.mark.usefixtures("embedder")
 async def test_a_recall_warmed_while_typing_reaches_the_first_request(
     fake: FakeOpenAI,
     make_memory_app: Callable[..., QwenmemApp],
@@ -713,3 +728,64 @@ async def test_a_review_count_that_fails_is_a_log_line_not_a_crash(
         await settle(pilot)
         assert app.is_running and app.return_code is None
         assert infos(app)[-1] == "Forgot memory #1 (project/project_codename)."
+
+
+async def test_the_detail_shows_a_facts_versions(
+    make_memory_app: Callable[..., QwenmemApp], clock: FakeClock
+) -> None:
+    """/memory shows every version of the selected fact: when each was stated, until
+    when it held, and what replaced it, who decided and why (issue 35 item 4)."""
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, "/remember I live in Lisbon")
+        clock.advance(40 * DAY)
+        await run(pilot, "/remember I moved to Berlin")
+        screen = await open_memory_screen(pilot)
+        await pilot.press("t")  # every status: the replaced version is listed too
+        await wait_until(pilot, lambda: len(table_rows(screen)) == 2)
+        for selected in (1, 2):
+            await select_row(pilot, screen, selected)
+            await wait_until(
+                pilot, lambda: "Versions (2)" in str(screen.query_one("#memory-detail-text").render())
+            )
+            detail = str(screen.query_one("#memory-detail-text").render())
+            lines = detail.splitlines()
+            start = next(i for i, line in enumerate(lines) if line.startswith("Versions (2)"))
+            first, replaced, second = lines[start + 1 : start + 4]
+            assert "#1 I live in Lisbon (superseded)" in first
+            assert "replaced by #2, decided by user" in replaced
+            assert "#2 I moved to Berlin (active)" in second
+            assert "→ now" in second and "→ now" not in first  # Lisbon held until Berlin
+            assert ("◀" in first) == (selected == 1) and ("◀" in second) == (selected == 2)
+
+
+async def test_a_large_store_is_shown_a_page_at_a_time_and_filtered_whole(
+    make_memory_app: Callable[..., QwenmemApp], settings: Settings, paths: Paths, clock: FakeClock
+) -> None:
+    """A store of years (bench/bench_scale.py): /memory puts one page of rows in the
+    table, the next as the cursor reaches the last, and the filter searches them all.
+    Fails without paging: the table holds every row at once."""
+    await (await MemoryService.open(settings, paths, clock=clock)).close()
+    total = 2 * PAGE + 50
+    conn = sqlite3.connect(paths.db_file)
+    with conn:
+        conn.executemany(
+            "INSERT INTO memories (user, scope, category, key, value, origin, status, created_at,"
+            " updated_at, content_hash) VALUES (?, 'global', 'user', ?, ?, 'user', 'active', ?, ?, ?)",
+            [(default_user(settings), f"fact_{i}", f"Row {i} of a big store", START, START, f"h{i}")
+             for i in range(total)],
+        )
+    conn.close()
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_memory_screen(pilot)
+        table = screen.query_one(DataTable)
+        assert table.row_count == PAGE
+        assert f"{total} of {total} shown" in str(screen.query_one("#memory-title", Static).render())
+        table.focus()
+        table.move_cursor(row=PAGE - 1)
+        await wait_until(pilot, lambda: table.row_count == 2 * PAGE)
+        await settle(pilot)
+        screen.query_one("#memory-filter", Input).value = f"Row {total - 1} of"
+        await settle(pilot)
+        assert column(screen, "key") == [f"fact_{total - 1}"]

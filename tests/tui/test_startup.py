@@ -8,14 +8,18 @@ test chooses, not a race it hopes to win.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import pytest
 from chat_support import TEST_API_KEY
 
+from qwenmem_tui.config import Settings
 from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.runtime import ModelStarter, StartupError
+from qwenmem_tui.llm.local_server import BUNDLED_LABEL, LocalModelServer
+from qwenmem_tui.runtime import ModelStarter, StartupError, local_model_starter
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.features.recap.controller import recap_extension
@@ -129,10 +133,20 @@ async def test_startup_loads_the_secret_scanner_off_the_event_loop(
 
     monkeypatch.setattr(secrets, "_loaded", None)
     monkeypatch.setattr(secrets, "_preloading", False)
+    loaded_in: list[threading.Thread] = []  # the thread of each call that found them unloaded
+    real_plugins = secrets._plugins
+
+    def plugins() -> list[tuple[str, Callable[[str], Iterable[str]]]]:
+        if secrets._loaded is None:
+            loaded_in.append(threading.current_thread())
+        return real_plugins()
+
+    monkeypatch.setattr(secrets, "_plugins", plugins)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: app.state == "idle")
-        assert secrets._loaded is not None
+        event_loop_thread = threading.current_thread()
+        await wait_until(pilot, lambda: app.state == "idle" and secrets._loaded is not None)
+    assert loaded_in and event_loop_thread not in loaded_in, loaded_in
 
 
 @pytest.mark.parametrize("long_lived", [True, False])
@@ -148,3 +162,24 @@ async def test_only_an_app_that_owns_its_process_settles_the_collector(
         await wait_until(pilot, lambda: app.state == "idle")
         await settle(pilot)
     assert settled == (["once"] if long_lived else [])
+
+
+async def test_the_started_model_says_once_what_it_is(
+    fake: FakeOpenAI, make_app: Callable[..., QwenmemApp], settings: Settings, tmp_path: Path
+) -> None:
+    """Issue 38: the offline start said nothing of what the bundled model is."""
+    local = local_model_starter(
+        LocalModelServer(tmp_path / "smollm2.gguf", log_dir=tmp_path, label=BUNDLED_LABEL), settings
+    )
+    assert local.notice is not None
+    assert "SmolLM2-135M" in local.notice and "QWENMEM_BASE_URL" in local.notice
+    model = GatedModel(fake)
+    model.release.set()
+    fake.script(Reply("hello back"))
+    app = make_app(start_model=ModelStarter(label=LABEL, start=model.start, notice=local.notice))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.state == "idle")
+        await pilot.press(*"hello", "enter")
+        await wait_until(pilot, lambda: len(fake.chat_requests) == 1 and app.idle)
+        await settle(pilot)
+        assert lines(app, InfoItem).count(local.notice) == 1

@@ -156,7 +156,7 @@ def test_async_and_args_only_commands(home: Path) -> None:
 
 def test_missing_feature_modules_are_not_offered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        cli, "FEATURE_MODULES", ("qwenmem_tui.no_such_feature.cli", "no_such_pkg.cli")
+        cli, "FACE_MODULES", ("qwenmem_tui.no_such_face.cli", "no_such_pkg.cli")
     )
     parser = cli.build_parser()
     with pytest.raises(SystemExit):
@@ -170,7 +170,7 @@ def test_broken_feature_module_warns_in_one_line(
         "def register(subparsers):\n    raise ValueError('nope')\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(cli, "FEATURE_MODULES", ("broken_feature",))
+    monkeypatch.setattr(cli, "FACE_MODULES", ("broken_feature",))
     parser = cli.build_parser()
     assert parser.parse_args(["sessions"]).command == "sessions"
     assert (

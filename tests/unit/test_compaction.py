@@ -18,7 +18,8 @@ from chat_support import SessionFactory, chat_llm, collect, session_parts
 from qwenmem_tui.chat.events import ChatEvent, ItemAdded, Notice, QueryFinished
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.view import COMPACTION_ITEM
-from qwenmem_tui.config import CompactionSettings, Settings
+from qwenmem_tui.config import Settings
+from qwenmem_tui.features.compaction.settings import CompactionSettings
 from qwenmem_tui.features.compaction.gauge import estimate_tokens
 from qwenmem_tui.features.compaction.hook import DROPPED_ITEM, CompactionHook
 from qwenmem_tui.features.compaction.pins import has_decision_cue
@@ -259,7 +260,13 @@ async def test_compact_now_compacts_below_the_threshold(
     session = await make_session(hook)
     for n in range(2):
         await ask(session, filler(n))
-    assert (await hook.compact_now(session)).notice == "Nothing to compact yet."
+    nothing = await hook.compact_now(session)
+    keep = settings.compaction.keep_recent_turns
+    assert (nothing.status, nothing.turns, nothing.keep) == ("nothing", 2, keep)
+    assert nothing.notice == (
+        f"Nothing to compact yet: the latest {keep} turns always stay word for word "
+        "(compaction.keep_recent_turns), and there are 2 so far."
+    )
 
     for n in range(2, 5):
         await ask(session, filler(n))

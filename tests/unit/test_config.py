@@ -192,3 +192,42 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
         for key in type(model).model_fields:
             documented = f"{key} =" in text or f"[{section}.{key}]" in text
             assert documented, f"{section}.{key} is not documented"
+
+
+def test_a_features_section_is_declared_in_its_package_and_composed_from_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A feature's settings are its own model, handed to the config by its registration:
+    with the registry line its table is validated (same one-line error) and read typed;
+    without it the table is an unknown key."""
+    from pydantic import Field
+
+    from qwenmem_tui.config import Section, SettingsSection
+    from qwenmem_tui.features import registry
+    from qwenmem_tui.features.feature import Feature
+
+    class StampSettings(Section):
+        lines: int = Field(default=1, ge=1)
+        label: str = "stamp"
+
+    section = SettingsSection("stamp", StampSettings, env=(("QWENMEM_STAMP_LABEL", "label"),))
+    text = "[stamp]\nlines = 3\n"
+    unknown = _error(tmp_path, text)
+    assert 'unknown key "stamp"' in unknown and "memory, compaction, mcp" in unknown
+    monkeypatch.setattr(registry, "FEATURES", (*registry.FEATURES, Feature("stamp", settings=section)))
+    settings = load_settings(_write(tmp_path, text), {"QWENMEM_STAMP_LABEL": "env"})
+    assert section.of(settings) == StampSettings(lines=3, label="env")
+    assert _error(tmp_path, "[stamp]\nlines = 0\n").endswith("stamp.lines: expected a number >= 1, got 0")
+    assert section.of(Settings()) == StampSettings()
+
+
+def test_the_recap_keeps_its_keys_in_general(tmp_path: Path) -> None:
+    """The recap owns `show_session_recap` and the threshold, where the contract puts
+    them: in `[general]`, beside the core's `user`."""
+    from qwenmem_tui.features.recap.settings import RECAP_SETTINGS
+
+    path = _write(tmp_path, '[general]\nuser = "ana"\nshow_session_recap = true\n')
+    settings = load_settings(path, {})
+    assert RECAP_SETTINGS.of(settings).show_session_recap is True
+    assert settings.general.user == "ana"
+    assert "session_recap_away_threshold_minutes" in _error(tmp_path, "[general]\nshow = 1\n")

@@ -50,7 +50,7 @@ PACKAGE = "qwenmem_tui"
 PACKAGE_DIR = Path(qwenmem_tui.__file__).parent
 CHAT_CORE = f"{PACKAGE}.chat"
 FEATURES_PACKAGE = f"{PACKAGE}.features"
-FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon", f"{PACKAGE}.mcp_server")
+FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon", f"{PACKAGE}.mcp_server", f"{PACKAGE}.acp")
 """The faces' own rooms; each feature's `tui/` and `routes.py` are faces too (`is_face`)."""
 FEATURES = (FEATURES_PACKAGE, f"{PACKAGE}.runtime", *FACES, f"{PACKAGE}.cli", f"{PACKAGE}.__main__")
 """Everything above the chat core: the features, the runtime and the faces."""
@@ -61,7 +61,7 @@ SHARED_FEATURE_MODULES = (
 )
 """What every face may use of `features/`: the protocol, the registry, the assembly."""
 FEATURE_FACE_ROOMS = ("tui", "routes", "mcp_tools")
-FACE_KEYWORDS = {"tui": "tui", "routes": "routes", "mcp": "mcp_tools"}
+FACE_KEYWORDS = {"tui": "tui", "routes": "routes", "mcp": "mcp_tools", "cli": "cli"}
 """A registration's face keyword -> the room of its feature it must point into."""
 TUI_FEATURES = f"{PACKAGE}.tui.features"
 """Where each feature's TUI face lives (`tui/features/<name>/`): inside the TUI, so
@@ -344,6 +344,7 @@ class Registration:
     module: str
     faces: dict[str, str]  # "tui" / "routes" -> "module:attribute"
     api: tuple[str, ...]
+    settings: str | None = None  # "module:attribute" of its SettingsSection
 
 
 def registrations(modules: dict[str, Module]) -> tuple[dict[str, Registration], list[str]]:
@@ -374,7 +375,9 @@ def registrations(modules: dict[str, Module]) -> tuple[dict[str, Registration], 
         api = tuple(
             e.value for e in getattr(api_node, "elts", ()) if isinstance(e, ast.Constant)
         )
-        found[feature] = Registration(feature, name, faces, api)
+        settings = keywords.get("settings")
+        section = settings.value if isinstance(settings, ast.Constant) else None
+        found[feature] = Registration(feature, name, faces, api, section)
     return found, problems
 
 
@@ -401,10 +404,19 @@ def registration_problems(modules: dict[str, Module]) -> list[str]:
             room = FACE_KEYWORDS[keyword]
             target, _, attribute = ref.partition(":")
             own = feature_of(target) == feature and is_feature_face(target)
-            if not own or face_room(target) != room:
+            if keyword == "cli":  # its `cli.py` (one-shot commands; its core's rules)
+                own = target == f"{FEATURES_PACKAGE}.{feature}.{room}"
+            elif own:
+                own = face_room(target) == room
+            if not own:
                 problems.append(f"{registration.module} offers {keyword}={ref}: not its own {room}")
             elif target not in modules or not _defines(modules[target], attribute):
                 problems.append(f"{registration.module} offers {keyword}={ref}: no such thing")
+        if registration.settings is not None:
+            target, _, attribute = registration.settings.partition(":")
+            own = feature_of(target) == feature and not is_feature_face(target)
+            if not own or target not in modules or not _defines(modules[target], attribute):
+                problems.append(f"{registration.module} offers settings={registration.settings}: not its own")
         for entry in registration.api:
             target = f"{FEATURES_PACKAGE}.{feature}.{entry}"
             if target not in modules or entry in FEATURE_FACE_ROOMS:
@@ -544,7 +556,7 @@ RUNTIME_PARTS = {
     "ExchangeMemory": None,
 }
 """What the runtime opens, and how (None: by calling the class itself)."""
-OPENING_FACES = FACES
+OPENING_FACES = (*FACES, f"{PACKAGE}.cli")
 APP_CLASS = "QwenmemApp"
 APP_MODULE = f"{PACKAGE}.tui.app"
 
@@ -557,8 +569,8 @@ def runtime_constructions(modules: dict[str, Module]) -> list[str]:
     """Faces opening what the runtime opens: `Database.open(...)`, `LLMClient(...)`, ..."""
     problems = []
     for module in modules.values():
-        # The CLI entry is left out: its one-shot reads (`qwenmem sessions`, `--resume`
-        # checks) open the database without the runtime, never creating it.
+        # The one-shot reads (`qwenmem sessions`, `--resume` checks, exports) go through
+        # the runtime's light read path (`reads.py`), the CLI entry's too.
         if not (_in(module.name, OPENING_FACES) or is_feature_face(module.name)):
             continue
         for node in ast.walk(module.tree):

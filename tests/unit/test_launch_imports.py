@@ -22,6 +22,7 @@ import pytest
 from process_support import checkout_env
 
 from qwenmem_tui import cli
+from qwenmem_tui.features import registry
 
 _PROBE = """
 import gc, json, sys
@@ -73,7 +74,9 @@ DEFERRED = (
     "qwenmem_tui.features.memory.service",
     "qwenmem_tui.tui.widgets.items",
     "qwenmem_tui.tui.default_extensions",
-    *cli.FEATURE_MODULES,  # the feature subcommands: a bare `qwenmem` names none
+    *cli.FACE_MODULES,  # the other faces' subcommands: a bare `qwenmem` names none
+    # nor the features' (`Feature.cli`)
+    *(feature.cli.partition(":")[0] for feature in registry.FEATURES if feature.cli is not None),
 )
 """Loaded after the first frame (by the startup worker, in a thread)."""
 

@@ -4,7 +4,8 @@ extractor for the blocks it summarises away. Its face: /compact, /pin, /unpin.""
 
 from __future__ import annotations
 
-from qwenmem_tui.features.compaction.hook import CompactionHook
+from typing import TYPE_CHECKING
+
 from qwenmem_tui.features.feature import (
     Feature,
     FeatureContext,
@@ -12,10 +13,21 @@ from qwenmem_tui.features.feature import (
     SessionWiring,
 )
 
+if TYPE_CHECKING:
+    from qwenmem_tui.config import Settings
+
 COMPACTION = "compaction"
 
 
+def _enabled(settings: Settings) -> bool:
+    from qwenmem_tui.features.compaction.settings import COMPACTION_SETTINGS
+
+    return COMPACTION_SETTINGS.of(settings).enabled
+
+
 def _session(state: object, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
+    from qwenmem_tui.features.compaction.hook import CompactionHook  # loaded when a chat is
+
     assert context.llm is not None  # a runtime with chats has a model client
     hook = CompactionHook(context.llm, context.settings, extract=wiring.extract_block)
     return SessionPart(hooks=(hook,), handle=hook)
@@ -23,8 +35,9 @@ def _session(state: object, context: FeatureContext, wiring: SessionWiring) -> S
 
 FEATURE = Feature(
     COMPACTION,
+    settings="qwenmem_tui.features.compaction.settings:COMPACTION_SETTINGS",
     hook_rank=0,  # first: it rebuilds the request from the folded view
-    enabled=lambda settings: settings.compaction.enabled,
+    enabled=_enabled,
     session=_session,
     tui="qwenmem_tui.tui.features.compaction.extension:compaction_extension",
 )

@@ -37,6 +37,7 @@ from qwenmem_tui.features.compaction.summariser import (
     summarise_block,
 )
 from qwenmem_tui.features.instructions.files import instructions_in
+from qwenmem_tui.features.compaction.settings import COMPACTION_SETTINGS
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
@@ -70,13 +71,22 @@ class CompactionResult:
     marker: Item | None = None
     seconds: float = 0.0
     error: str | None = None
+    turns: int = 0
+    """"nothing": the turns since the last summary, all of them kept verbatim."""
+    keep: int = 0
+    """"nothing": how many of the latest turns compaction always keeps verbatim."""
 
     @property
     def notice(self) -> str:
         if self.status == "compacted":
             return f"Compacted {self.count} older messages into a summary."
         if self.status == "nothing":
-            return "Nothing to compact yet."
+            # Said with its reason: "nothing yet" after a long chat reads as broken.
+            so_far = f"{self.turns} so far" if self.turns else "none so far"
+            return (
+                f"Nothing to compact yet: the latest {self.keep} turns always stay word for "
+                f"word (compaction.keep_recent_turns), and there are {so_far}."
+            )
         return f"Compaction failed, history left as is: {self.error}"
 
 
@@ -116,7 +126,7 @@ class CompactionHook:
 
     @property
     def threshold_tokens(self) -> int:
-        return int(self.window * self._settings.compaction.threshold)
+        return int(self.window * COMPACTION_SETTINGS.of(self._settings).threshold)
 
     @property
     def limit_tokens(self) -> int:
@@ -173,7 +183,7 @@ class CompactionHook:
 
     def _should_compact(self, session: ChatSession, tokens: int) -> bool:
         return (
-            self._settings.compaction.enabled
+            COMPACTION_SETTINGS.of(self._settings).enabled
             and (tokens > self.threshold_tokens or self._force)
             and (self._failed_at is None or self._failed_at != _latest_user_id(session))
             and (self._queries >= self._next_try or self._force)
@@ -190,10 +200,10 @@ class CompactionHook:
         previous_marker = last_marker(items)
         cut = int(previous_marker.meta["cut_item_id"]) if previous_marker else -1
         turns = split_turns([i for i in items if i.id is not None and i.id > cut])
-        keep = max(1, self._settings.compaction.keep_recent_turns)
+        keep = max(1, COMPACTION_SETTINGS.of(self._settings).keep_recent_turns)
         older = turns[:-keep]
         if not older:
-            self.last = CompactionResult("nothing")
+            self.last = CompactionResult("nothing", turns=len(turns), keep=keep)
             return self.last
         summary = str(previous_marker.meta.get("summary", "")) if previous_marker else ""
         decisions = list(previous_marker.meta.get("decisions", ())) if previous_marker else []

@@ -1,5 +1,5 @@
-"""Export's registration: its TUI face (/copy, /export); `qwenmem sessions export` (the
-CLI) writes the same file through `formats.export_session`, its api."""
+"""Export's registration: its TUI face (/copy, /export) and `qwenmem sessions export`
+(its CLI), which write the same file (`formats.export_session`)."""
 
 from __future__ import annotations
 
@@ -10,5 +10,6 @@ EXPORT = "export"
 FEATURE = Feature(
     EXPORT,
     tui="qwenmem_tui.tui.features.export.extension:export_extension",
-    api=("formats",),
+    cli="qwenmem_tui.features.export.cli:register",
+    api=("formats", "files"),  # the file /export and `memory export` write
 )

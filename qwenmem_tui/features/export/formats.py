@@ -5,7 +5,9 @@ Markdown folds tool calls (`<details>`, the result inside), marks recaps, compac
 points, /clear points and memory receipts as what they are, and notes replies that
 were interrupted; JSON is the session's info and its items as stored. Either way the
 text passes the secret scanner first: an export is a file that travels, and a key
-pasted in a chat must not travel with it.
+pasted in a chat must not travel with it. JSON is redacted value by value before it is
+serialised: redacting the serialised text would read escapes (`\\n`) as part of a secret
+and could cut one in half, leaving invalid JSON and the secret's tail.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from qwenmem_tui import secrets
 from qwenmem_tui.chat.view import COMPACTION_ITEM, content_text
@@ -30,13 +32,14 @@ def export_session(
 ) -> str:
     """The session as Markdown or JSON text, secrets redacted."""
     now = time.time() if now is None else now
-    text = to_json(info, items) if fmt == "json" else to_markdown(info, items, now=now)
-    return secrets.redact(text)
+    if fmt == "json":
+        return to_json(info, items)
+    return secrets.redact(to_markdown(info, items, now=now))
 
 
 def to_json(info: SessionInfo, items: Sequence[Item]) -> str:
-    """The session's info and every item, as stored."""
-    data = {
+    """The session's info and every item, as stored, every string redacted."""
+    data: dict[str, Any] = {
         "id": info.id,
         "title": info.title,
         "project": info.project,
@@ -55,7 +58,19 @@ def to_json(info: SessionInfo, items: Sequence[Item]) -> str:
             for item in items
         ],
     }
-    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    return json.dumps(_redacted(data), ensure_ascii=False, indent=2) + "\n"
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` with every string in it (keys too) passed through the secret scanner;
+    a string holding JSON (a tool call's arguments) is redacted value by value too."""
+    if isinstance(value, str):
+        return _redacted_text(value)
+    if isinstance(value, dict):
+        return {_redacted(k): _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def _stamp(seconds: float) -> str:
@@ -157,3 +172,16 @@ def _item_markdown(item: Item, calls: dict[str, tuple[str, str]], now: float) ->
 def default_name(info: SessionInfo, fmt: ExportFormat = "md") -> str:
     """`qwenmem-<first 8 of the id>.md`: where /export writes without a file name."""
     return f"qwenmem-{info.id[:8]}.{fmt}"
+
+
+def _redacted_text(text: str) -> str:
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            inner = json.loads(text)
+        except (ValueError, RecursionError):
+            inner = None
+        if isinstance(inner, dict | list):
+            cleaned = _redacted(inner)
+            if cleaned != inner:
+                return json.dumps(cleaned, ensure_ascii=False)
+    return secrets.redact(text)

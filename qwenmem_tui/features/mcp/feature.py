@@ -4,23 +4,37 @@ permission prompt."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from qwenmem_tui.features.feature import (
     Feature,
     FeatureContext,
     SessionPart,
     SessionWiring,
 )
-from qwenmem_tui.features.mcp.servers import McpServers
+
+if TYPE_CHECKING:
+    from qwenmem_tui.config import Settings
+    from qwenmem_tui.features.mcp.servers import McpServers
+    from qwenmem_tui.features.mcp.settings import McpSettings
 
 MCP = "mcp"
 
 
+def _servers(settings: Settings) -> McpSettings:
+    from qwenmem_tui.features.mcp.settings import MCP_SETTINGS
+
+    return MCP_SETTINGS.of(settings)
+
+
 def _open(context: FeatureContext) -> McpServers | None:
-    settings = context.settings
-    if not settings.mcp.servers or not context.offers_tools:
+    settings = _servers(context.settings)
+    if not settings.servers or not context.offers_tools:
         return None
+    from qwenmem_tui.features.mcp.servers import McpServers  # the MCP SDK: only when configured
+
     return McpServers(
-        settings.mcp, cwd=context.project_root, home=context.paths.home, project=context.project
+        settings, cwd=context.project_root, home=context.paths.home, project=context.project
     )
 
 
@@ -38,11 +52,13 @@ async def _close(servers: McpServers) -> None:
 
 FEATURE = Feature(
     MCP,
+    settings="qwenmem_tui.features.mcp.settings:MCP_SETTINGS",
     hook_rank=20,
-    enabled=lambda settings: bool(settings.mcp.servers),
+    enabled=lambda settings: bool(_servers(settings).servers),
     open=_open,
     session=_session,
     start=_start,
     close=_close,
     tui="qwenmem_tui.tui.features.mcp.extension:mcp_extension",
+    api=("permissions",),  # what a face that asks the user answers with (ACP)
 )

@@ -2,9 +2,10 @@
 
 A server's tools are code someone else wrote, run on the user's machine with the
 user's rights. So a tool runs without asking only when the user trusts its server
-(`trust = true`), when the server marks it read-only (`readOnlyHint`), or when the
-user answered "always for this project" before (kept in `mcp_permissions.json` in
-qwenmem's home, per project). Otherwise the face asks; a face that cannot ask (the
+(`trust = true`), or when the user answered "always for this project" before (kept
+in `mcp_permissions.json` in qwenmem's home, per project, under the server's name and
+the tool's own). A server's `readOnlyHint` is its own word: shown, and obeyed only
+where the config says `trust_read_only_hint = true`. Otherwise the face asks; a face that cannot ask (the
 daemon) runs trusted servers' tools only.
 """
 
@@ -49,8 +50,15 @@ Approver = Callable[[PermissionRequest], Awaitable[Decision]]
 
 
 def needs_asking(*, trusted: bool, read_only: bool, remembered: bool) -> bool:
-    """A tool asks first unless its server is trusted, it is read-only or was allowed."""
+    """A tool asks first unless its server is trusted, it is read-only (by the server's
+    word, taken only where the config says so) or was allowed."""
     return not (trusted or read_only or remembered)
+
+
+def permission_key(server: str, tool: str) -> str:
+    """What an "always" answer is kept under: the server and its tool's real name —
+    not the model's mangled name, which another server's tool can share."""
+    return f"{server}/{tool}"  # server names have no "/" ([a-z0-9_-]+)
 
 
 class PermissionStore:
@@ -81,12 +89,14 @@ class PermissionStore:
             if isinstance(names, list)
         }
 
-    def allowed(self, name: str) -> bool:
-        """Whether `name` (mcp__server__tool) was allowed always in this project."""
-        return name in self._load().get(self.project, ())
+    def allowed(self, server: str, tool: str) -> bool:
+        """Whether `tool` of `server` (the server's own name for it) was allowed always
+        in this project."""
+        return permission_key(server, tool) in self._load().get(self.project, ())
 
-    def allow(self, name: str) -> None:
-        """Remember "always" for `name` in this project."""
+    def allow(self, server: str, tool: str) -> None:
+        """Remember "always" for `tool` of `server` in this project."""
+        name = permission_key(server, tool)
         projects = self._load()
         names = projects.setdefault(self.project, [])
         if name in names:

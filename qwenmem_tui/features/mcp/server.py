@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from qwenmem_tui.config import McpServerSettings
+from qwenmem_tui.features.mcp.settings import McpServerSettings
 from qwenmem_tui.exits import exit_status
 from qwenmem_tui.text import one_line
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError
-from qwenmem_tui.config import McpSettings
+from qwenmem_tui.features.mcp.settings import McpSettings
 from qwenmem_tui.features.mcp.permissions import (
     Approver,
     Decision,
@@ -54,6 +54,9 @@ class McpServers:
         return bool(self.servers)
 
     def _changed(self, server: McpServer) -> None:
+        if server.state == "ready":
+            for line in self.collisions():
+                log.warning("[MCP] %s", line)
         for listener in self.listeners:
             try:
                 listener(server)
@@ -72,21 +75,39 @@ class McpServers:
 
     # -- tools ---------------------------------------------------------------------------
 
-    def tools(self) -> list[Tool]:
-        """The tools to offer now: those of the servers that have listed theirs."""
-        offered: dict[str, Tool] = {}
+    def _listed(self) -> dict[str, list[tuple[McpServer, ServerTool]]]:
+        """Every listed tool of every enabled server, by the model's (mangled) name."""
+        by_name: dict[str, list[tuple[McpServer, ServerTool]]] = {}
         for server in self.servers.values():
             if server.state == "disabled":
                 continue
+            for listed in server.tools:
+                by_name.setdefault(tool_name(server.name, listed.name), []).append((server, listed))
+        return by_name
+
+    def collisions(self) -> list[str]:
+        """One line per model name two tools would share ("a.b" and "a_b", server "x__y"
+        beside server "x"): none of them is offered — the model could not say which it
+        calls, and an answer given for one must not run the other."""
+        return [
+            f"MCP tools {', '.join(f'{server.name}.{listed.name}' for server, listed in tools)} "
+            f"would all be called {name}: none of them is offered"
+            for name, tools in self._listed().items()
+            if len(tools) > 1
+        ]
+
+    def tools(self) -> list[Tool]:
+        """The tools to offer now: those of the servers that have listed theirs, less
+        any whose model name another tool shares (`collisions`)."""
+        offered: list[Tool] = []
+        for name, tools in self._listed().items():
+            if len(tools) > 1:
+                continue
+            server, listed = tools[0]
             if self.approver is None and not server.settings.trust:
                 continue  # nobody could allow them: not offered at all
-            for listed in server.tools:
-                name = tool_name(server.name, listed.name)
-                if name in offered:
-                    log.warning("[MCP] %s: two tools named %s; the second is left out", server.name, name)
-                    continue
-                offered[name] = self._tool(server, listed, name)
-        return list(offered.values())
+            offered.append(self._tool(server, listed, name))
+        return offered
 
     def _tool(self, server: McpServer, listed: ServerTool, name: str) -> Tool:
         async def handler(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -112,9 +133,10 @@ class McpServers:
     async def _check_permission(
         self, server: McpServer, listed: ServerTool, name: str, args: dict[str, Any]
     ) -> None:
-        trusted = server.settings.trust
         if not needs_asking(
-            trusted=trusted, read_only=listed.read_only, remembered=self.permissions.allowed(name)
+            trusted=server.settings.trust,
+            read_only=obeyed_read_only(server, listed),
+            remembered=self.permissions.allowed(server.name, listed.name),
         ):
             return
         if self.approver is None:
@@ -125,9 +147,14 @@ class McpServers:
             raise ToolError(DENIED.format(name=name))
         if decision is Decision.ALWAYS:
             try:
-                self.permissions.allow(name)
+                self.permissions.allow(server.name, listed.name)
             except OSError as exc:  # still allowed this once; said in the debug log
                 log.warning("[MCP] could not remember the permission for %s: %s", name, exc)
+
+
+def obeyed_read_only(server: McpServer, listed: ServerTool) -> bool:
+    """The tool's read-only hint, where the config takes the server's word for it."""
+    return listed.read_only and server.settings.trust_read_only_hint
 
 
 STATE_LABELS = {
@@ -159,11 +186,14 @@ def describe_servers(servers: McpServers | None, config: str = "config.toml") ->
             name = tool_name(server.name, listed.name)
             asks = needs_asking(
                 trusted=settings.trust,
-                read_only=listed.read_only,
-                remembered=servers.permissions.allowed(name),
+                read_only=obeyed_read_only(server, listed),
+                remembered=servers.permissions.allowed(server.name, listed.name),
             )
-            mark = "asks first" if asks else ("read-only" if listed.read_only else "allowed")
+            mark = "asks first" if asks else ("read-only" if obeyed_read_only(server, listed) else "allowed")
+            if asks and listed.read_only:
+                mark += "; the server calls it read-only"
             lines.append(f"    {name}  ({mark})")
         if server.state == "ready" and not server.tools:
             lines.append("    (no tools)")
+    lines.extend(f"  {line}" for line in servers.collisions())
     return "\n".join(lines)

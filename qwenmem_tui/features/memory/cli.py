@@ -10,19 +10,20 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.features.memory.model import Memory, Status
+from qwenmem_tui.features.memory.model import Category, Memory, Status
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.text import terminal_safe, terminal_safe_json
 
 if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy up here
     from qwenmem_tui.config import Settings
     from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.llm.client import LLMClient
 
 _VALUE_WIDTH = 60
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    memory = subparsers.add_parser(
+def register(commands: Commands) -> None:
+    memory = commands.root.add_parser(
         "memory",
         help="inspect and manage long-term memory",
         description="Inspect and manage long-term memory.",
@@ -51,7 +52,21 @@ def _register_reading(commands: argparse._SubParsersAction) -> None:
         "-k", type=int, default=None, metavar="N", help="how many memories (default: memory.top_k)"
     )
     p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.add_argument(
+        "--as-of",
+        metavar="DATE",
+        help="recall what was true then: an ISO 8601 date (its end) or date-time, UTC "
+        "unless it names a zone",
+    )
     p.set_defaults(func=search)
+
+    p = commands.add_parser(
+        "history",
+        help="a fact's timeline: every version, what replaced it, who decided and why",
+    )
+    p.add_argument("which", metavar="ID|KEY", help="a memory id (any version) or a key")
+    p.add_argument("--json", action="store_true", help="print a JSON array, oldest first")
+    p.set_defaults(func=history)
 
 
 
@@ -64,6 +79,9 @@ def _register_backup(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="from a damaged database: every memory still readable, read-only "
         "(restore it with `memory import --trust --keep-scope FILE`)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace FILE if it exists (never through a link)"
     )
     p.set_defaults(func=export)
 
@@ -112,7 +130,19 @@ def _register_backup(commands: argparse._SubParsersAction) -> None:
 
 
 def _register_changes(commands: argparse._SubParsersAction) -> None:
-    """`memory restore`, `forget`: a person's own acts on one memory (audited)."""
+    """`memory add`, `restore`, `forget`: a person's own acts on memory (audited)."""
+    p = commands.add_parser(
+        "add",
+        help="save a note in long-term memory, as /remember does",
+        description="Your own words, filed as /remember files them (a category and a key "
+        "chosen for the note unless given); the guard may hold it for review.",
+    )
+    p.add_argument("text", nargs="+", metavar="TEXT", help="the note (several words need no quotes)")
+    p.add_argument("--category", choices=[c.value for c in Category], help="default: chosen for the note")
+    p.add_argument("--key", metavar="KEY", help="a short snake_case name (default: chosen for the note)")
+    p.add_argument("--json", action="store_true", help='print {"id", "category", "key", "action"}')
+    p.set_defaults(func=add)
+
     p = commands.add_parser(
         "restore", help="make a superseded memory active again (audited)"
     )
@@ -161,17 +191,18 @@ def _notice(text: str) -> None:
 
 @asynccontextmanager
 async def _service(
-    settings: Settings, paths: Paths, *, lazy: bool = False
+    settings: Settings, paths: Paths, *, lazy: bool = False, llm: LLMClient | None = None
 ) -> AsyncIterator[MemoryService]:
     """The service for one command, closed however the command ends.
 
     ``lazy``: for commands that only read or delete rows — the embedder and the
     index (numpy, FAISS, the model: ~1 s) load only if something needs them.
+    ``llm``: the model a write may ask (which memory a note restates, where it goes).
     """
     from qwenmem_tui.features.memory.service import MemoryService
 
     svc = await MemoryService.open(
-        settings, paths, progress=_progress, on_notice=_notice, lazy=lazy
+        settings, paths, progress=_progress, on_notice=_notice, lazy=lazy, llm=llm
     )
     try:
         yield svc
@@ -232,8 +263,19 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
         # stdin would look like a hang, and printing nothing like an empty memory.
         print(SEARCH_USAGE, file=sys.stderr)
         return 2
+    as_of = None
+    if args.as_of is not None:
+        from qwenmem_tui.features.memory.timeline import parse_moment
+
+        try:
+            as_of = parse_moment(args.as_of, end_of_day=True)
+        except ValueError as exc:
+            print(f"qwenmem: --as-of: {terminal_safe(str(exc))}", file=sys.stderr)
+            return 2
     async with _service(settings, paths) as svc:
         project = _project()
+        if as_of is not None:
+            return await _search_as_of(svc, args, project, as_of)
         if args.text is None:
             # Batch mode for scripts and evaluations: one JSON array per input line.
             for line in sys.stdin:
@@ -257,6 +299,53 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
     return 0
 
 
+async def _search_as_of(
+    svc: MemoryService, args: argparse.Namespace, project: str, at: float
+) -> int:
+    """``search --as-of``: recall over the versions that were true at ``at``."""
+    from qwenmem_tui.features.memory.timeline import recall_as_of
+
+    queries = [args.text] if args.text is not None else [line.rstrip("\n") for line in sys.stdin]
+    for query in queries:
+        found = await recall_as_of(svc, query, project=project, at=at, k=args.k)
+        hits = [{**m.to_json(), "score": score} for m, score in found]
+        if args.json or args.text is None:
+            print(_json(hits), flush=True)
+        elif not found:
+            print("No memory true then passed the filters and the threshold.")
+        else:
+            width = _key_width([m for m, _ in found])
+            print("\n".join(f"{score:6.3f} {_row(m, width)}" for m, score in found))
+    return 0
+
+
+async def history(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    """``memory history ID|KEY``: every version of the fact, oldest first."""
+    from qwenmem_tui.features.memory.render import day
+    from qwenmem_tui.features.memory.timeline import history as timeline_of
+
+    async with _service(settings, paths, lazy=True) as svc:
+        versions = await timeline_of(svc, args.which, project=_project())
+    shown = args.which if len(args.which) <= 40 else args.which[:39] + "…"
+    if not versions:
+        print(f"qwenmem: no memory {terminal_safe(shown)!r} in this project", file=sys.stderr)
+        return 1
+    if args.json:
+        print(_json([v.to_json() for v in versions]))
+        return 0
+    width = _key_width([v.memory for v in versions])
+    for v in versions:
+        m = v.memory
+        until = "now" if m.valid_until is None else day(m.valid_until)
+        print(f"{day(m.stated_at)} → {until:<10} {_row(m, width)}")
+        if v.replaced_by is not None:
+            why = f": {terminal_safe(v.why)}" if v.why else ""
+            print(f"{'':>25}replaced by #{v.replaced_by} (decided by {v.decided_by or 'unknown'}){why}")
+        if m.restates is not None:
+            print(f"{'':>25}may restate #{m.restates} (not decided yet: both kept)")
+    return 0
+
+
 async def export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     if args.salvage:
         return await salvage_export(args, settings, paths)
@@ -267,10 +356,23 @@ async def export(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
     text = "".join(terminal_safe_json(line) + "\n" for line in lines)
     if args.file is None:
         sys.stdout.write(text)
-    else:
-        args.file.write_text(text, encoding="utf-8")
+    elif not _write_file(args, text):
+        return 1
     print(f"qwenmem: exported {len(lines)} memories", file=sys.stderr)
     return 0
+
+
+def _write_file(args: argparse.Namespace, text: str) -> bool:
+    """``text`` into ``args.file`` (no link, no existing file without --force); False,
+    with the reason on stderr, when refused."""
+    from qwenmem_tui.features.export.files import ExportRefused, write_export
+
+    try:
+        write_export(args.file, text, force=args.force)
+    except ExportRefused as exc:
+        print(f"qwenmem: {terminal_safe(str(exc))}", file=sys.stderr)
+        return False
+    return True
 
 
 async def salvage_export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
@@ -288,54 +390,74 @@ async def salvage_export(args: argparse.Namespace, settings: Settings, paths: Pa
     where = "stdout" if args.file is None else str(args.file)
     if report.unreadable_file is None:
         text = "".join(terminal_safe_json(line) + "\n" for line in report.lines)
-        try:
-            if args.file is None:
+        if args.file is not None:
+            if not _write_file(args, text):
+                return 1
+        else:
+            try:
                 sys.stdout.write(text)
                 sys.stdout.flush()
-            else:
-                args.file.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            if args.file is not None:
-                args.file.unlink(missing_ok=True)  # half a backup would pass for a whole one
-            print(
-                f"qwenmem: cannot write {where}: {exc.strerror or exc} (nothing exported; "
-                f"{paths.db_file} was not touched)",
-                file=sys.stderr,
-            )
-            return 1
+            except OSError as exc:
+                print(
+                    f"qwenmem: cannot write {where}: {exc.strerror or exc} (nothing exported; "
+                    f"{paths.db_file} was not touched)",
+                    file=sys.stderr,
+                )
+                return 1
     print(f"qwenmem: {terminal_safe(report.summary(where))}", file=sys.stderr)
     return 1 if report.unreadable_file is not None else 0
 
 
 async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    if args.keep_scope and not args.trust:
+        print(
+            "qwenmem: --keep-scope needs --trust: without it a line's scope is a claim, and "
+            "its project memories land in this project",
+            file=sys.stderr,
+        )
+        return 2
     lines = _import_source(args)
     if lines is None:
         return 1
     if args.dry_run:
-        return _dry_run(args, lines)
+        return await _dry_run(args, lines, settings, paths)
+    async with _service(settings, paths) as svc:
+        report = await _import(svc, args, lines, progress=_import_progress())
+    return _report_import(args, report)
+
+
+async def _import(
+    svc: MemoryService,
+    args: argparse.Namespace,
+    lines: list[str],
+    progress: Callable[[int, int], None] | None = None,
+) -> Any:
     from qwenmem_tui.features.memory import backup
 
-    async with _service(settings, paths) as svc:
-        report = await backup.import_lines(
-            svc,
-            lines,
-            project=_project(),
-            keep_scope=args.keep_scope,
-            trusted=args.trust,
-            progress=_import_progress(),
-        )
-    for error in report.errors:
+    return await backup.import_lines(
+        svc,
+        lines,
+        project=_project(),
+        keep_scope=args.keep_scope,
+        trusted=args.trust,
+        progress=progress,
+    )
+
+
+def _report_import(args: argparse.Namespace, report: Any, *, dry: bool = False) -> int:
+    """What an import did (or, ``dry``, would do): errors on stderr, the summary; exit
+    1 when a line was rejected or the import stopped."""
+    for error in () if dry else report.errors:  # a dry run said them line by line
         print(f"qwenmem: {args.file}: {terminal_safe(str(error))}", file=sys.stderr)
-    counts = ", ".join(f"{name} {report.counts.get(name, 0)}" for name in backup.ACTIONS)
     if report.stopped is not None:
         print(
             f"qwenmem: {report.stopped}; stopped at line {report.stopped_at} of {args.file}, "
-            f"kept the {sum(report.counts.values())} lines before it ({counts}); importing "
+            f"kept what the lines before it did ({report.summary()}); importing "
             "the file again refreshes those, it does not add them twice",
             file=sys.stderr,
         )
         return 1
-    print(report.summary())
+    print(("dry run, nothing written: " if dry else "") + report.summary())
     held = report.counts.get("quarantined", 0)
     if held and not args.trust:
         # Held is kept, not lost: say why and what makes them active, or the count
@@ -345,7 +467,51 @@ async def import_(args: argparse.Namespace, settings: Settings, paths: Paths) ->
             "facts about you and rules for the assistant wait for your approval (a on "
             "/memory); import again with --trust if the file is your own"
         )
-    return 0
+    return 1 if report.rejected else 0
+
+
+async def _dry_run(
+    args: argparse.Namespace, lines: list[str], settings: Settings, paths: Paths
+) -> int:
+    """``import --dry-run``: the real import, run on a private copy of the memory that
+    is then deleted, so what it prints is what the real run does, line by line."""
+    import asyncio
+    import shutil
+    import tempfile
+
+    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+    from qwenmem_tui.paths import private_dir
+
+    private_dir(paths.home)
+    with tempfile.TemporaryDirectory(dir=paths.home, prefix="dry-run-") as scratch:
+        copy = Paths(Path(scratch))
+        copy.ensure()
+        note = ""
+        memory = MEMORY_SETTINGS.of(settings)
+        if memory.store == "postgres":
+            settings = settings.model_copy(
+                update={MEMORY_SETTINGS.table: memory.model_copy(update={"store": "sqlite"})}
+            )
+            note = " (the PostgreSQL memory is not copied: judged against an empty one)"
+        elif paths.db_file.exists():
+            await asyncio.to_thread(_copy_database, paths.db_file, copy.db_file)
+            if paths.index_dir.is_dir():
+                shutil.copytree(paths.index_dir, copy.index_dir, dirs_exist_ok=True)
+        async with _service(settings, copy) as svc:
+            report = await _import(svc, args, lines)
+    for outcome in report.by_line():
+        print(terminal_safe(outcome))
+    if note:
+        print("dry run" + note)
+    return _report_import(args, report, dry=True)
+
+
+def _copy_database(source: Path, target: Path) -> None:
+    """A consistent copy of a live SQLite database (its backup API, not a file copy)."""
+    import sqlite3
+
+    with sqlite3.connect(f"file:{source}?mode=ro", uri=True) as src, sqlite3.connect(target) as dst:
+        src.backup(dst)
 
 
 def _import_progress() -> Callable[[int, int], None] | None:
@@ -414,24 +580,45 @@ def _import_source(args: argparse.Namespace) -> list[str] | None:
     return import_lines(entries)
 
 
-def _dry_run(args: argparse.Namespace, lines: list[str]) -> int:
-    """`import --dry-run`: the guard's verdict on every entry; nothing is written."""
-    from qwenmem_tui.features.memory.importers import preview
+async def add(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
+    """`memory add TEXT`: /remember from the shell, the same filing, guard and answer."""
+    import os
 
-    rows: list[tuple[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
-        if line.strip():
-            try:
-                rows.append((f"line {number}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                rows.append((f"line {number}: not JSON ({exc.msg})", None))
-    shown, counts = preview(rows, trusted=args.trust)
-    for line in shown:
-        print(terminal_safe(line))
-    print(
-        f"dry run: {len(rows)} entries: import {counts['import']}, hold for review "
-        f"{counts['hold']}, reject {counts['reject']}; nothing was written"
-    )
+    from qwenmem_tui.features.memory.confirmation import ACTION_NAMES, remember_confirmation
+    from qwenmem_tui.features.memory.writer import MemoryRejected
+    from qwenmem_tui.llm.client import LLMClient
+    from qwenmem_tui.llm.provider import resolve_provider
+
+    text = " ".join(args.text)
+    # The configured endpoint files the note as in the chat; the bundled model is not
+    # started for one note (the rule files it then, as when the endpoint is slow).
+    local = resolve_provider(settings, os.environ) == "local"
+    llm = None if local else LLMClient.from_settings(settings)
+    try:
+        async with _service(settings, paths, llm=llm) as svc:
+            result = await svc.remember(
+                text,
+                project=_project(),
+                category=args.category,
+                key=args.key,
+                reason="qwenmem memory add",
+            )
+    except MemoryRejected as exc:
+        if args.json:
+            refused = {"id": None, "category": args.category, "key": args.key, "action": "refused"}
+            print(_json({**refused, "error": str(exc)}))
+        else:
+            print(f"qwenmem: not remembered: {terminal_safe(str(exc))}", file=sys.stderr)
+        return 1
+    finally:
+        if llm is not None:
+            await llm.aclose()
+    memory = result.memory
+    if args.json:
+        action = ACTION_NAMES[result.action]
+        print(_json({"id": memory.id, "category": str(memory.category), "key": memory.key, "action": action}))
+    else:
+        print(terminal_safe(remember_confirmation(result)))
     return 0
 
 
@@ -464,9 +651,10 @@ async def migrate(args: argparse.Namespace, settings: Settings, paths: Paths) ->
         migrate_from_sqlite,
         sqlite_source,
     )
+    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
     from qwenmem_tui.storage.database import Database
 
-    dsn = args.dsn or settings.memory.postgres_dsn
+    dsn = args.dsn or MEMORY_SETTINGS.of(settings).postgres_dsn
     if not dsn:
         print(
             "qwenmem: no PostgreSQL DSN: pass --dsn or set memory.postgres_dsn / QWENMEM_POSTGRES_DSN",

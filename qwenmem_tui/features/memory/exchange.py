@@ -6,18 +6,20 @@ request; qwenmem sees only requests. One *exchange* is what follows one user mes
 the request that brought it (UserQuery) and the ones that re-send it with tool results
 (ToolResult). They are recognised by the history up to and including that message.
 
-Recall follows the chat's prefetch rules (``memory/prefetch.py``): it starts when the
-user message first arrives and is never awaited beyond ``memory.initial_wait_ms`` (a
-request that offers no tools waits up to ``TOOLLESS_WAIT_MS``: it has no later point); a
-recall ready in time goes in front of that user message, one that settles later goes
-after the tool results of a later request of the same exchange, never between a tool
-call and its result. The client never sees the block, so every later request of the
+Recall follows the API faces' prefetch rules (``memory/prefetch.py``): it starts when
+the user message first arrives and its first request waits for it up to
+``memory.api_wait_ms`` — a proxy has no typing phase in which recall could have been
+warmed, and a reply without tool calls has no later point; a recall ready in time goes
+in front of that user message, one that settles later goes after the tool results of
+a later request of the same exchange, never between a tool call and its result. The client never sees the block, so every later request of the
 exchange gets it again at the same place: the model's view stays the same across the
 exchange (and the provider's prompt cache with it).
 
 Extraction after a completed reply is the chat's too, off unless the daemon turns it
-on: the client's tool results in the history are untrusted content in view, so the
-guard judges the facts as it judges a chat's.
+on: everything the client sent — its user messages too, which may be a pasted page or
+another agent's words — is the client's content, not the words of the person qwenmem
+serves (``Provenance.relayed``), so a fact from it is never an active global memory
+(held), and a project fact is kept labelled as read from a file.
 """
 
 from __future__ import annotations
@@ -56,12 +58,6 @@ MAX_EXCHANGES = 512
 """Exchanges remembered at once (least recently used dropped): a client coming back
 to an exchange after that many others gets a fresh recall, nothing worse."""
 EXCHANGE_TTL_S = 3600.0
-TOOLLESS_WAIT_MS = 1500
-"""The most a request that offers no tools waits for its recall. Such a request can
-have no ToolResult request after it, so its first request is the only point where
-memory can reach the model: not waiting would mean a plain chat client never gets
-memory (the same reasoning as the local model's wait, `LocalChatDefaults`). A recall
-that is ready costs nothing; a recall past this bound is dropped for this exchange."""
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 
 
@@ -83,6 +79,9 @@ class Shaped:
 
     messages: list[dict[str, Any]]
     memory_ids: tuple[int, ...] = ()
+    block: str = ""
+    """The §6 block the messages carry ("" when none): a face that speaks another
+    format (the Responses API forwarded) places it in its own items."""
 
 
 @dataclass
@@ -90,7 +89,10 @@ class ExchangeMemory:
     """Recall (and optional extraction) for proxied requests of every project."""
 
     service: Callable[[], Awaitable[MemoryService]]
-    initial_wait_ms: int = 0
+    api_wait_ms: int = 1500
+    """The most an exchange's first request waits for its recall (`memory.api_wait_ms`):
+    a recall that is ready costs nothing; one past this bound goes after a later tool
+    result of the exchange, if there is one."""
     llm: LLMClient | None = None
     """For extraction: None, or extraction off, writes nothing."""
     extract: bool = False
@@ -98,30 +100,25 @@ class ExchangeMemory:
     _exchanges: OrderedDict[str, _Exchange] = field(default_factory=OrderedDict)
     _extractor: MemoryExtractionHook | None = None
 
-    async def shape(
-        self, project: str, messages: list[dict[str, Any]], *, offers_tools: bool = True
-    ) -> Shaped:
-        """The request's messages with this exchange's memory block in its one place.
-
-        `offers_tools`: whether the request defines tools; without them this request
-        is the exchange's only delivery point (see TOOLLESS_WAIT_MS)."""
+    async def shape(self, project: str, messages: list[dict[str, Any]]) -> Shaped:
+        """The request's messages with this exchange's memory block in its one place."""
         last_user = _last_user(messages)
         if last_user is None:
             return Shaped(messages)
         exchange = self._exchange(project, messages, last_user)
         if not exchange.delivered:
-            wait_ms = self.initial_wait_ms if offers_tools else max(self.initial_wait_ms, TOOLLESS_WAIT_MS)
-            await self._deliver(exchange, messages, last_user, wait_ms)
+            await self._deliver(exchange, messages, last_user, self.api_wait_ms)
         if not exchange.block:
             return Shaped(messages)
         if exchange.after_tool is None:
             shaped = list(messages)
             shaped[last_user] = prepend_reminder(messages[last_user], exchange.block)
-            return Shaped(shaped, exchange.ids)
+            return Shaped(shaped, exchange.ids, exchange.block)
         for index in range(last_user + 1, len(messages)):
             message = messages[index]
             if message.get("role") == "tool" and str(message.get("tool_call_id")) == exchange.after_tool:
-                return Shaped(insert_after_tool_results(messages, index, exchange.block), exchange.ids)
+                shaped = insert_after_tool_results(messages, index, exchange.block)
+                return Shaped(shaped, exchange.ids, exchange.block)
         return Shaped(messages)  # the client dropped that result: nothing to anchor to
 
     def _exchange(self, project: str, messages: list[dict[str, Any]], last_user: int) -> _Exchange:
@@ -191,7 +188,7 @@ class ExchangeMemory:
         view = [*messages, {"role": "assistant", "content": reply}]
         transcript, _ = last_exchange(view)
         if transcript:
-            self._extractor.submit(ExtractionJob(project, transcript, Provenance.from_messages(view)))
+            self._extractor.submit(ExtractionJob(project, transcript, Provenance.relayed(view)))
 
     async def close(self) -> None:
         """Drop pending recalls; let a running extraction finish."""

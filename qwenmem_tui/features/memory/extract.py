@@ -64,6 +64,9 @@ class ExtractionJob:
     transcript: str
     provenance: Provenance
     """What the model had in view: every tool output since /clear or compaction."""
+    stated_at: float | None = None
+    """When the dialogue took place, for a conversation read after the fact (an
+    imported dialogue carries its date); None: now."""
 
 
 def last_exchange(messages: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]]:
@@ -241,6 +244,7 @@ class MemoryExtractionHook(BaseQueryHook):
                     project=job.project,
                     provenance=job.provenance,
                     reason="background extraction",
+                    stated_at=job.stated_at,
                     judge_timeout=JUDGE_TIMEOUT,
                     # Keys the extractor guessed in the background, not ones a writer
                     # chose: identity may file a restatement under the stored key.

@@ -12,6 +12,7 @@ session's extractor through the wiring (`extract_block`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from qwenmem_tui.features.feature import (
     Feature,
@@ -19,10 +20,13 @@ from qwenmem_tui.features.feature import (
     SessionPart,
     SessionWiring,
 )
-from qwenmem_tui.features.memory.access import MemoryAccess
-from qwenmem_tui.features.memory.extract import MemoryExtractionHook
-from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
-from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
+
+if TYPE_CHECKING:
+    from qwenmem_tui.config import Settings
+    from qwenmem_tui.features.memory.access import MemoryAccess
+    from qwenmem_tui.features.memory.extract import MemoryExtractionHook
+    from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
+    from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
 
 MEMORY = "memory"
 
@@ -37,6 +41,10 @@ class MemorySession:
 
 
 def _open(context: FeatureContext) -> MemoryAccess:
+    # The registration is read by every `qwenmem` command (its settings, its CLI): the
+    # memory stack loads when a runtime opens it.
+    from qwenmem_tui.features.memory.access import MemoryAccess
+
     return MemoryAccess(
         context.settings,
         context.paths,
@@ -47,12 +55,23 @@ def _open(context: FeatureContext) -> MemoryAccess:
     )
 
 
+def _enabled(settings: Settings) -> bool:
+    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+
+    return MEMORY_SETTINGS.of(settings).enabled
+
+
 def _session(memory: MemoryAccess, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
-    settings = context.settings.memory
+    from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
+    from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
+    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+
+    settings = MEMORY_SETTINGS.of(context.settings)
     extraction = memory.extraction(enabled=settings.extraction)
     prefetch = MemoryPrefetchHook(
         memory.project_recall.recall,
         initial_wait_ms=settings.initial_wait_ms,
+        api_wait_ms=settings.api_wait_ms,
         record_delivery=memory.record_delivery,
         record_recall=memory.record_recall,
         live=memory.project_recall.live,
@@ -76,13 +95,15 @@ async def _close(memory: MemoryAccess) -> None:
 
 FEATURE = Feature(
     MEMORY,
+    settings="qwenmem_tui.features.memory.settings:MEMORY_SETTINGS",
     hook_rank=10,
-    enabled=lambda settings: settings.memory.enabled,
+    enabled=_enabled,
     open=_open,
     session=_session,
     close=_close,
     tui="qwenmem_tui.tui.features.memory.extension:memory_extension",
     routes="qwenmem_tui.features.memory.routes:MEMORY_ROUTES",
+    cli="qwenmem_tui.features.memory.cli:register",
     mcp="qwenmem_tui.features.memory.mcp_tools:register_tools",
     # access: MemoryAccess/MemoryUnavailable (MCP server, `qwenmem serve`); remote: the
     # MCP tools' ProjectMemory; exchange: the proxy's recall; receipts: the daemon's

@@ -51,6 +51,7 @@ FLAG_SECRET = FLAG_SECRET_REDACTED
 FLAG_COPIED = "copied_from_tool_output"
 FLAG_UNTRUSTED = "untrusted_source"  # a global fact written while reading files, not the user's words
 FLAG_INSTRUCTION = "instruction"  # reads as an order to the assistant, and came from a file
+FLAG_ENDPOINT = "agent_endpoint"  # an outside agent's note naming a place data could be sent
 
 _I = re.IGNORECASE | re.MULTILINE
 
@@ -384,6 +385,27 @@ _ORDER_WORDS = re.compile(
 )
 
 
+# Where data can go, by its shape in any language: a URL of any scheme, a host with a
+# path ("evil.example/docs"), an e-mail address, an IP address.
+_ENDPOINT = re.compile(
+    r"\b[a-z][a-z0-9+.-]{1,15}://[^\s]+"
+    r"|\b(?:[a-z0-9-]+\.)+[a-z]{2,}(?::\d{1,5})?/[^\s]*"
+    r"|\b[\w.+-]+@(?:[a-z0-9-]+\.)+[a-z]{2,}\b"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}\b|\[[0-9a-f:]{3,}\]",
+    re.IGNORECASE,
+)
+_DOTS = re.compile(r"\s*[\[(]\s*(?:\.|dot)\s*[\])]\s*", re.IGNORECASE)
+
+
+def names_endpoint(key: str, value: str) -> bool:
+    """A link or address in the note (defanged ``evil[.]example`` and look-alike
+    letters read as what they spell): somewhere the note's reader could send data."""
+    text = f"{key}\n{value}"
+    readings = {text, _folded(text).translate(_CONFUSABLES)}
+    readings |= {_DOTS.sub(".", reading) for reading in readings}
+    return any(_ENDPOINT.search(reading) for reading in readings)
+
+
 def reads_as_instruction(key: str, value: str) -> bool:
     """A value that tells the assistant what to do (any reading of it), not what is true."""
     text = f"{key}\n{value}"
@@ -434,6 +456,10 @@ def check(
         held = [FLAG_UNTRUSTED] if category in GLOBAL_CATEGORIES else []
         if instruction:
             held.append(FLAG_INSTRUCTION)
+        if prov.outside and names_endpoint(key, value):
+            # "Answers are sent to http://…": passive wording, no order to match, but an
+            # agent qwenmem cannot see chose an address for the user's data.
+            held.append(FLAG_ENDPOINT)
         held += [s for s in signals if s != FLAG_COPIED or held]
         if held:
             return Verdict(flags=[*held, *labels], value=stored)

@@ -21,7 +21,9 @@ Formats read, as the tools document them:
   ``content``), with optional ``metadata`` and ``categories``.
 
 Their TTLs start at the import (the person brings them in now): an original time
-would let a year-old fact expire the moment it arrives. Categories map one to one
+would let a year-old fact expire the moment it arrives. When the source dates a memory
+(mem0's ``updated_at`` / ``created_at``, a memory file's last change) that date is the
+row's ``stated_at``: when the fact was said, for ``memory history`` and ``--as-of``. Categories map one to one
 where the source has ours; scopes follow the category
 (user and feedback everywhere, project and reference in the importing project). Origins
 say who wrote the text there: the other tool's model (``agent``, ``tool``) or the person
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +44,7 @@ from typing import Any
 
 from qwenmem_tui.features.memory.guard import MAX_VALUE_CHARS
 from qwenmem_tui.features.memory.model import Category, Origin
+from qwenmem_tui.features.memory.timeline import parse_moment
 
 SOURCES = ("claude-code", "qwen-code", "mem0")
 INDEX_FILE = "MEMORY.md"
@@ -167,6 +171,7 @@ def _memory_file(path: Path, front: dict[str, str], body: str) -> ImportedEntry 
         "value": value,
         "origin": str(Origin.AGENT),  # the other tool's model wrote its memory folder
         **_scope(category),
+        **_stated(_modified(path)),  # one memory a file: last written when it was said
     }
     return ImportedEntry(row, f"{path}")
 
@@ -220,6 +225,8 @@ def _mem0(path: Path) -> Iterator[ImportedEntry]:
         data = json.loads(_read_text(path))
     except json.JSONDecodeError as exc:
         raise ImportSourceError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from exc
+    except RecursionError:
+        raise ImportSourceError(f"{path}: JSON nested too deeply to be a mem0 export") from None
     if isinstance(data, dict):
         data = data.get("results", data.get("memories"))
     if not isinstance(data, list):
@@ -242,6 +249,8 @@ def _mem0(path: Path) -> Iterator[ImportedEntry]:
             "value": value,
             "origin": str(Origin.AGENT),  # mem0 extracts memories with a model
             **_scope(category),
+            # mem0 stamps each memory; its latest wording dates from its update.
+            **_stated(entry.get("updated_at") or entry.get("created_at")),
         }
         yield ImportedEntry(row, f"{path}[{index}] {entry.get('id', '')}".rstrip())
 
@@ -277,6 +286,25 @@ def make_key(text: str) -> str:
     return key[:64]
 
 
+def _stated(moment: Any) -> dict[str, str]:
+    """``stated_at`` for a row when the source dates the memory (ISO 8601), else
+    nothing: a date that does not parse costs the row its date, not the row."""
+    if not isinstance(moment, str):
+        return {}
+    try:
+        parse_moment(moment)
+    except ValueError:
+        return {}
+    return {"stated_at": moment}
+
+
+def _modified(path: Path) -> str | None:
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat()
+    except OSError:
+        return None
+
+
 def _scope(category: Category) -> dict[str, str]:
     # Project facts belong to the project being imported into ("project"); the rest
     # follows the person everywhere (the pipeline makes them global in any case).
@@ -286,37 +314,3 @@ def _scope(category: Category) -> dict[str, str]:
 def import_lines(entries: list[ImportedEntry]) -> list[str]:
     """The entries as the JSON lines `memory import` reads."""
     return [json.dumps(e.row, ensure_ascii=False) for e in entries]
-
-
-def preview(rows: list[tuple[str, Any]], *, trusted: bool) -> tuple[list[str], dict[str, int]]:
-    """What an import of ``rows`` ((where, row) pairs) would do, judged by the guard
-    alone: nothing is written. Identity (a restated fact superseding an older one) is
-    decided against the store when the import runs, so it is not predicted here."""
-    from qwenmem_tui.features.memory import guard
-    from qwenmem_tui.features.memory.provenance import Provenance
-
-    provenance = Provenance.imported(trusted=trusted)
-    lines: list[str] = []
-    counts = {"import": 0, "hold": 0, "reject": 0}
-    for where, row in rows:
-        if not isinstance(row, dict):
-            counts["reject"] += 1
-            lines.append(f"reject {where}: not a JSON object")
-            continue
-        category, key, value = (str(row.get(f, "")) for f in ("category", "key", "value"))
-        verdict = guard.check(category, key, value, provenance=provenance)
-        name = f"{category}/{key}"
-        if not verdict.accepted:
-            counts["reject"] += 1
-            lines.append(f"reject {name} ({where}): {'; '.join(verdict.errors)}")
-            continue
-        scope = "every project" if category in ("user", "feedback") else "this project"
-        said = verdict.value if len(verdict.value) <= 80 else verdict.value[:79] + "…"
-        if verdict.quarantine:
-            counts["hold"] += 1
-            lines.append(f"hold for review {name} [{', '.join(verdict.flags)}]: {said}")
-        else:
-            counts["import"] += 1
-            labels = f" [{', '.join(verdict.flags)}]" if verdict.flags else ""
-            lines.append(f"import {name} ({scope}, origin {row.get('origin', 'user')}){labels}: {said}")
-    return lines, counts

@@ -1,6 +1,8 @@
-"""Memory's MCP tools (contract §8): search_memory, remember, forget_memory,
-list_memories — memory's face in `qwenmem mcp`, offered by its registration
-(`Feature.mcp`) and registered on the server `mcp_server/server.py` builds.
+"""Memory's face in `qwenmem mcp`, offered by its registration (`Feature.mcp`) and
+registered on the server `mcp_server/server.py` builds: the tools of contract §8
+(search_memory, remember, forget_memory, list_memories), each active memory as a
+resource (`memory://12`, listed and read), and the `recall` prompt (what the chat would
+put in front of the model for a question).
 
 Each tool reads the project's memory from the server's backend (the runtime, the
 project resolved once) and answers JSON; a caller's mistake is a one-line tool error,
@@ -9,15 +11,15 @@ and so is anything unexpected (its traceback goes to the debug log, never the cl
 
 from __future__ import annotations
 
-import asyncio
+import json
 import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from mcp.server.mcpserver import AcceptedElicitation, Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp_types import Resource, ToolAnnotations
+from pydantic import Field
 from typing_extensions import (
     TypedDict,  # pydantic needs this one for schemas before 3.12
 )
@@ -26,11 +28,9 @@ from qwenmem_tui.features.memory.access import MemoryUnavailable
 from qwenmem_tui.features.memory.remote import MAX_K, MemoryRequestError
 
 if TYPE_CHECKING:
-    from qwenmem_tui.mcp_server.server import MemoryBackend
+    from qwenmem_tui.mcp_server.server import MemoryBackend, QwenmemServer
 
 log = logging.getLogger("qwenmem.mcp")
-
-CONFIRM_TIMEOUT_S = 120.0
 
 
 class MemoryRow(TypedDict):
@@ -40,6 +40,8 @@ class MemoryRow(TypedDict):
     value: str
     origin: str
     age_days: float
+    date: str
+    """When it was saved, YYYY-MM-DD (UTC)."""
     scope: str
 
 
@@ -75,31 +77,6 @@ Category = Annotated[
 ]
 
 
-class SaveConfirmation(BaseModel):
-    save: bool = Field(default=True, description="Save this note to qwenmem's memory")
-
-
-async def _user_confirms(ctx: Context, text: str) -> bool:
-    """Ask the user (MCP elicitation) whether a held note is theirs to keep; False when
-    the client cannot ask, or the user declines, cancels or does not answer."""
-    try:
-        capabilities = ctx.request_context.session.client_capabilities
-        if capabilities is None or capabilities.elicitation is None:
-            return False
-        async with asyncio.timeout(CONFIRM_TIMEOUT_S):
-            answer = await ctx.elicit(
-                "Save this note to qwenmem's long-term memory? It will be recalled in "
-                f"future conversations:\n\n{text.strip()}",
-                SaveConfirmation,
-            )
-    except Exception as exc:  # no answer is a "not confirmed": the note is held
-        log.info("[MCP] confirmation not obtained: %s", exc)
-        return False
-    confirmed = isinstance(answer, AcceptedElicitation) and answer.data.save
-    log.info("[MCP] the user %s a held note", "confirmed" if confirmed else "did not confirm")
-    return confirmed
-
-
 async def _answer(call: Awaitable[Any], backend: MemoryBackend) -> Any:
     """A tool's answer; a caller's mistake becomes a one-line tool error, and so does
     anything unexpected (its traceback goes to the debug log, never to the client)."""
@@ -119,8 +96,11 @@ async def _answer(call: Awaitable[Any], backend: MemoryBackend) -> Any:
         backend.warm()
 
 
-def register_tools(server: MCPServer, backend: MemoryBackend) -> None:
-    """Add memory's four tools to `server`, reading memory through `backend`."""
+def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
+    """Add memory's tools, resources and prompt to `server`, reading memory through
+    `backend`."""
+    _register_resources(server, backend)
+    _register_prompt(server, backend)
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
 
     @server.tool(
@@ -142,8 +122,9 @@ def register_tools(server: MCPServer, backend: MemoryBackend) -> None:
         description="Save a durable fact for future conversations (a preference, a "
         "correction, a fact about the user or this project). The same fact said again "
         "is deduplicated; a new value for the same subject supersedes the old one. "
-        "Never save secrets. Instruction-like or every-project facts are held for the "
-        "user's review (action 'quarantined') unless the user confirms them when asked.",
+        "Never save secrets. Instruction-like or every-project facts, and notes naming a "
+        "link or address, are held for the user's review in qwenmem (action "
+        "'quarantined'); the user approves them there (/memory).",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
     )
     async def remember(
@@ -154,11 +135,10 @@ def register_tools(server: MCPServer, backend: MemoryBackend) -> None:
             str | None, Field(description="short snake_case subject, e.g. preferred_editor")
         ] = None,
     ) -> RememberAnswer:
+        # No elicitation: a client's "accept" is the client's answer (it can give it
+        # itself), not the user's words. A held note waits for the user in qwenmem.
         memory = await backend.memory(ctx)
-        confirmed = memory.wants_the_users_word(text, category, key) and await _user_confirms(
-            ctx, text
-        )
-        return await _answer(memory.remember(text, category, key, confirmed=confirmed), backend)
+        return await _answer(memory.remember(text, category, key), backend)
 
     @server.tool(
         title="Forget memory",
@@ -182,3 +162,60 @@ def register_tools(server: MCPServer, backend: MemoryBackend) -> None:
     async def list_memories(ctx: Context, category: Category = None) -> ListAnswer:
         memory = await backend.memory(ctx)
         return await _answer(memory.list(category), backend)
+
+
+RESOURCE_SCHEME = "memory"
+MIME_TYPE = "application/json"
+
+
+def _register_resources(server: QwenmemServer, backend: MemoryBackend) -> None:
+    """Each active memory of the project (and the global ones) as `memory://ID`."""
+
+    async def listed(ctx: Context) -> list[Resource]:
+        memory = await backend.memory(ctx)
+        rows = (await _answer(memory.list(), backend))["memories"]
+        return [
+            Resource(
+                uri=f"{RESOURCE_SCHEME}://{row['id']}",
+                name=f"{row['category']}/{row['key']}",
+                title=f"{row['category']}/{row['key']} ({row['date']})",
+                description=row["value"],
+                mime_type=MIME_TYPE,
+            )
+            for row in rows
+        ]
+
+    server.resource_listers.append(listed)
+
+    @server.resource(
+        f"{RESOURCE_SCHEME}://{{id}}",
+        name="memory",
+        title="A memory",
+        description="One memory by id: category, key, value, origin, date, scope (JSON).",
+        mime_type=MIME_TYPE,
+    )
+    async def read_memory(id: str, ctx: Context) -> str:  # noqa: A002 - the URI's name
+        memory = await backend.memory(ctx)
+        found = None
+        if id.isascii() and id.isdigit() and len(id) <= 20:
+            found = await _answer(memory.read(int(id)), backend)
+        if found is None:
+            raise ResourceError(f"No memory {RESOURCE_SCHEME}://{id[:40]} in this project")
+        return json.dumps(found, ensure_ascii=False)
+
+
+def _register_prompt(server: QwenmemServer, backend: MemoryBackend) -> None:
+    @server.prompt(
+        title="Recall",
+        description="What qwenmem remembers about a question, as the qwenmem chat puts it "
+        "in front of the model, followed by the question.",
+    )
+    async def recall(
+        question: Annotated[str, Field(description="what you are about to ask or work on")],
+        ctx: Context,
+    ) -> str:
+        memory = await backend.memory(ctx)
+        block = await _answer(memory.recall_block(question), backend)
+        if not block:
+            return f"(qwenmem remembers nothing relevant to this.)\n\n{question}"
+        return f"{block}\n\n{question}"

@@ -125,6 +125,12 @@ class MemoryStats:
                 "deliveries           "
                 + ", ".join(f"{k} {v}" for k, v in sorted(self.deliveries.items()))
             )
+        late = self.deliveries.get("late", 0)
+        if late:
+            lines.append(
+                f"late recalls         {late:6d}  (not ready when a reply without tool calls"
+                " was requested: that message went without its memory)"
+            )
         return "\n".join(lines)
 
 

@@ -122,6 +122,7 @@ class MemoryDraft:
     ttl_days: int | None = None
     reason: str = ""  # why it is written, kept in the audit trail
     created_at: float | None = None  # import keeps the original time
+    stated_at: float | None = None  # when the fact was said (default: created_at, or now)
     # Active rows of the same subject under other keys (memory/identity.py): superseded
     # by this write in its own transaction.
     replaces: tuple[int, ...] = ()
@@ -156,6 +157,15 @@ class Memory:
     # The older memory this one may restate, not yet decided (memory/identity): both
     # active, recall delivers this one first and that one marked as earlier.
     restates: int | None = None
+    # When the fact was said (an import's or a dialogue's date; else when it was
+    # saved), and once another version replaced it, until when it held (None while
+    # current). Recall "as of" a date and `memory history` read them.
+    stated_at: float = 0.0
+    valid_until: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.stated_at:
+            self.stated_at = self.created_at
 
     def embed_text(self) -> str:
         return embed_text(self.category, self.key, self.value)
@@ -179,19 +189,36 @@ class Memory:
             "recall_count": self.recall_count,
             "superseded_by": self.superseded_by,
             "restates": self.restates,
+            "stated_at": self.stated_at,
+            "valid_until": self.valid_until,
         }
 
 
-def export_line(memory: Memory, *, approved: bool = False) -> str:
+def export_line(
+    memory: Memory, *, approved: bool = False, audit: Collection[AuditEntry] = ()
+) -> str:
     """One line of ``qwenmem memory export`` (and of ``--salvage``): the §3 JSON plus
     ``ttl_days``, so an import gives a restored memory the lifetime it had, and
     ``approved`` for a memory a person approved out of quarantine (the review decision
-    a restore keeps)."""
+    a restore keeps), and its ``audit`` trail (who changed it, when and why: what
+    ``memory history`` shows of it after a restore)."""
     row = memory.to_json()
     if memory.expires_at is not None:
         row["ttl_days"] = max(1, round((memory.expires_at - memory.created_at) / DAY))
     if approved:
         row["approved"] = True
+    if audit:
+        row["audit"] = [
+            {
+                "action": str(e.action),
+                "origin": e.origin,
+                "at": e.at,
+                "reason": e.reason,
+                "old_value": e.old_value,
+                "new_value": e.new_value,
+            }
+            for e in audit
+        ]
     return json.dumps(row, ensure_ascii=False)
 
 

@@ -9,9 +9,16 @@ before the result was delivered loses it; the next query starts a fresh recall.
 
 Because the loop reaches the UserQuery point within a millisecond, a recall started on
 Enter almost never makes the first request. So the TUI also *warms* recall while the
-user is still typing (`warm`, after a pause in typing): when the text sent is the text
-warmed, in the same session with the same surfaced set, the query adopts that recall
-instead of starting one — usually already settled, so it makes the first request.
+user is still typing (`warm`, as the prompt's text settles): when the text sent is the
+text warmed, in the same session with the same surfaced set, the query adopts that
+recall instead of starting one — usually already settled, so it makes the first request.
+A face with no typing phase (`ChatSession.interactive` False: the daemon, headless,
+ACP) has nothing warmed, and a reply without tool calls has no later point, so its
+first request waits for recall up to `api_wait_ms`. A recall that was not ready when a
+tool-less reply's only request left is counted `late` (log and `memory stats`).
+
+What a query's requests carried counts for its receipt only once the model answered
+the request: a failed or cancelled request reached no model that answered.
 
 The hook holds the running session's set of surfaced memory ids and the reminders
 already delivered, which stay in the model view until /clear; a query in another
@@ -106,6 +113,7 @@ INITIAL = "initial"
 TOOL_RESULT = "tool_result"
 DISCARDED = "discarded"  # settled, but no safe point was left to deliver it
 MISSED = "missed"  # still running when its query ended or was aborted
+LATE = "late"  # not ready when the only request of a tool-less reply left
 IN_VIEW = "in_view"  # delivered for an earlier query and re-sent with this one's requests
 
 
@@ -130,6 +138,8 @@ class MemoryPrefetchHandle:
     task: asyncio.Task[RecallResult | None] | None = None
     settled_at: float | None = None
     consumed: bool = False
+    left_without: float | None = None
+    """When the query's first request left without this recall (still running)."""
     # What a warm handle was started for; a query adopts it only if these still hold.
     session_id: str | None = None
     excluded: frozenset[int] = frozenset()
@@ -186,6 +196,7 @@ class PrefetchStats:
     warm_missed: int = 0  # queries that found a warm recall for other text/state
     deliveries: Counter[str] = field(default_factory=Counter)  # INITIAL / TOOL_RESULT
     discarded: Counter[str] = field(default_factory=Counter)  # by reason
+    late: int = 0  # LATE: not ready when a tool-less reply's only request left
 
     @property
     def delivered(self) -> int:
@@ -227,6 +238,7 @@ class MemoryPrefetchHook:
         *,
         enabled: bool = True,
         initial_wait_ms: int = 0,
+        api_wait_ms: int = 0,
         clock: Callable[[], float] = time.monotonic,
         stats: PrefetchStats | None = None,
         record_delivery: Callable[[str], Awaitable[None]] | None = None,
@@ -241,6 +253,7 @@ class MemoryPrefetchHook:
         self._freshness: Freshness | None = None
         self.enabled = enabled
         self.initial_wait_ms = initial_wait_ms
+        self.api_wait_ms = api_wait_ms
         self._clock = clock
         self.stats = stats if stats is not None else PrefetchStats()
         self.handle: MemoryPrefetchHandle | None = None
@@ -254,8 +267,10 @@ class MemoryPrefetchHook:
         self._recording: set[asyncio.Task[None]] = set()
         # Why each delivered memory was recalled (its scores), for the receipt.
         self._why: dict[int, SentMemory] = {}
-        # What this query's requests carried, in the order first sent.
+        # What this query's answered requests carried, in the order first sent, and
+        # what the request in flight carries (it joins `sent` once that one is answered).
         self.sent: dict[int, SentMemory] = {}
+        self._in_flight: dict[int, SentMemory] = {}
         self._recalled_now: set[int] = set()  # recalled for the running query
         self._hidden: set[int] = set()
 
@@ -265,7 +280,9 @@ class MemoryPrefetchHook:
         return self._opening is not None and self._opening()
 
     def sent_memories(self) -> list[SentMemory]:
-        """Every memory the running (or last) query's requests carried, first sent first."""
+        """Every memory that reached the model in a request it answered, for the running
+        (or last) query, first sent first: a request that failed or was cancelled
+        delivered nothing a receipt may claim."""
         return list(self.sent.values())
 
     def hide(self, ids: set[int]) -> None:
@@ -302,11 +319,13 @@ class MemoryPrefetchHook:
             self._run(handle, excluded), name="memory-warm"
         )
         self.warm_handle = handle
+        log.debug("[MEMORY_PREFETCH] warming recall for %d characters", len(text))
 
     # QueryHook ------------------------------------------------------------------------
     async def on_query_start(self, session: ChatSession, text: str) -> None:
         self._abort("new_query")
         self.sent = {}
+        self._in_flight = {}
         self._recalled_now = set()
         if session.info.id != self._session_id:
             # The TUI keeps its hooks across /resume: nothing surfaced in that session.
@@ -327,6 +346,11 @@ class MemoryPrefetchHook:
             if warm is not None:
                 warm.cancel()
                 self.stats.warm_missed += 1
+                log.debug(
+                    "[MEMORY_PREFETCH] warm recall not adopted: warmed %d characters, sent %d",
+                    len(warm.text),
+                    len(text),
+                )
             handle = MemoryPrefetchHandle(text=text, started_at=self._clock())
             handle.task = asyncio.get_running_loop().create_task(
                 self._run(handle, self._excluded()), name="memory-prefetch"
@@ -336,15 +360,20 @@ class MemoryPrefetchHook:
         self.stats.started += 1
 
     def _adoptable(self, warm: MemoryPrefetchHandle, session: ChatSession, text: str) -> bool:
-        """The warm recall is the one this query would start: same text, session, exclusions."""
+        """The warm recall serves this query: same text and session, nothing excluded
+        that the query would not exclude."""
         return _same_recall(warm, session, text, self._excluded())
 
     async def before_request(
         self, session: ChatSession, kind: TurnKind, messages: list[dict]
     ) -> list[dict]:
         handle = self.handle
+        # The loop builds a request only once the one before it was answered.
+        self._answered()
         if kind is TurnKind.USER_QUERY and handle is not None and not handle.settled:
-            await self._wait_briefly(handle)
+            await self._wait_briefly(handle, session)
+            if not handle.settled:
+                handle.left_without = self._clock()
         delivered = self._deliver(kind, messages)
         # A new block was read at some earlier moment: check it with the others.
         await self._refresh(force=delivered)
@@ -352,18 +381,24 @@ class MemoryPrefetchHook:
         self._note_sent()
         return shaped
 
+    def _answered(self) -> None:
+        """The request in flight was answered: what it carried reached the model."""
+        for memory_id, why in self._in_flight.items():
+            self.sent.setdefault(memory_id, why)
+        self._in_flight = {}
+
     def _note_sent(self) -> None:
         """Record what this request carries (the deliveries left after re-applying)."""
         for delivery in self._delivered:
             for memory_id in delivery.ids:
-                if memory_id in self.sent:
+                if memory_id in self.sent or memory_id in self._in_flight:
                     continue
                 why = self._why.get(memory_id)
                 if why is None:  # a successor, re-sent in place of what was recalled
                     why = SentMemory(memory_id, IN_VIEW)
                 elif memory_id not in self._recalled_now:
                     why = replace(why, point=IN_VIEW)
-                self.sent[memory_id] = why
+                self._in_flight[memory_id] = why
 
     def _remember_why(self, point: str, result: RecallResult) -> None:
         """Keep the scores each delivered memory was recalled with; this query's own."""
@@ -377,7 +412,9 @@ class MemoryPrefetchHook:
             )
             self._why[memory_id] = why
             self._recalled_now.add(memory_id)
-            self.sent.pop(memory_id, None)  # recalled anew: this query's reason wins
+            # Recalled anew: this query's reason wins.
+            self.sent.pop(memory_id, None)
+            self._in_flight.pop(memory_id, None)
 
     def _deliver(self, kind: TurnKind, messages: list[dict]) -> bool:
         """Take a settled recall as a new delivery; whether one was added."""
@@ -387,6 +424,8 @@ class MemoryPrefetchHook:
         handle.consumed = True
         self.handle = None
         result = handle.result()
+        if result is not None:
+            result = result.without(self._excluded())  # came into view since it started
         if result is None or not result.block:
             self.stats.empty += 1
             return False
@@ -460,6 +499,10 @@ class MemoryPrefetchHook:
             self.surfaced.update(delivery.ids)
 
     async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None:
+        if outcome.status in ("ok", "turn_cap"):
+            self._answered()  # the last request got its reply
+        else:
+            self._in_flight = {}  # failed or cancelled: it reached no model that answered
         if outcome.status != "ok":
             self._abort(outcome.status)
         elif not outcome.used_tools:
@@ -521,10 +564,13 @@ class MemoryPrefetchHook:
         parent.add_done_callback(on_parent_done)
         task.add_done_callback(lambda _: parent.remove_done_callback(on_parent_done))
 
-    async def _wait_briefly(self, handle: MemoryPrefetchHandle) -> None:
+    async def _wait_briefly(self, handle: MemoryPrefetchHandle, session: ChatSession) -> None:
         """`memory.initial_wait_ms`: a bounded wait for a recall about to settle; longer
-        (OPENING_WAIT_S) while memory itself is still opening."""
+        (OPENING_WAIT_S) while memory itself is still opening, and `api_wait_ms` in a
+        face that warms nothing while a person types (`ChatSession.interactive`)."""
         timeout = self.initial_wait_ms / 1000
+        if not session.interactive:
+            timeout = max(timeout, self.api_wait_ms / 1000)
         if self.memory_opening:
             timeout = max(timeout, OPENING_WAIT_S)
         if timeout <= 0 or handle.task is None:
@@ -535,6 +581,9 @@ class MemoryPrefetchHook:
         handle, self.handle = self.handle, None
         if handle is None:
             return
+        if reason == "no_tool_call" and handle.left_without is not None:
+            self._late(handle)
+            return
         if not handle.settled:
             handle.cancel()
             self.stats.cancelled += 1
@@ -544,6 +593,30 @@ class MemoryPrefetchHook:
         result = handle.result()
         if result is not None and result.block:
             self._discard_result(handle, result, reason)
+
+    def _late(self, handle: MemoryPrefetchHandle) -> None:
+        """The reply had no tool call, so its one request was the only point, and it
+        left before this recall was ready: the message went without its memory. Counted
+        (debug log, `memory stats`), however the recall ends."""
+        assert handle.left_without is not None
+        left_after_ms = (handle.left_without - handle.started_at) * 1000
+        if handle.settled:
+            result = handle.result()
+            if result is None or not result.block:
+                return  # it found nothing: nothing was lost
+            state = f"settled {handle.latency_ms - left_after_ms:.0f} ms after it"
+        else:
+            handle.cancel()
+            state = f"still running {(self._clock() - handle.left_without) * 1000:.0f} ms after it"
+        self.stats.late += 1
+        self._record(LATE)
+        log.info(
+            "[MEMORY_PREFETCH] late: recall %s; the only request left %.0f ms after recall "
+            "started (reason=no_tool_call warm=%s)",
+            state,
+            left_after_ms,
+            handle.warm,
+        )
 
     def _discard_result(
         self, handle: MemoryPrefetchHandle, result: RecallResult, reason: str
@@ -647,12 +720,15 @@ def _at(values: list[float | None] | list[float], index: int) -> float | None:
 def _same_recall(
     warm: MemoryPrefetchHandle, session: ChatSession, text: str, excluded: frozenset[int]
 ) -> bool:
-    """``warm`` is the recall a query for ``text`` in ``session`` would start, and did
-    not fail (a failed one is no reason to go without memory: run it again)."""
+    """``warm`` serves a query for ``text`` in ``session``, and did not fail (a failed
+    one is no reason to go without memory: run it again). It may have been started
+    while a reply was still running, before that reply's memories came into view: what
+    it excluded is then a subset of what the query excludes, and the memories in view
+    since are taken out when it is delivered (`RecallResult.without`)."""
     return (
         warm.text == text.strip()
         and warm.session_id == session.info.id
-        and warm.excluded == excluded
+        and warm.excluded <= excluded
         and not (warm.settled and warm.result() is None)
     )
 

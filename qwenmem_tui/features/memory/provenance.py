@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from qwenmem_tui import secrets
-from qwenmem_tui.chat.view import untrusted_content, user_words
+from qwenmem_tui.chat.view import content_text, untrusted_content, user_words
 
 
 class Writer(StrEnum):
@@ -76,6 +76,10 @@ class Provenance:
     whole_view: bool = False
     """Built from the model's whole view: words the user did not say there were not
     said (a write through the daemon's or MCP's API has no view to judge by)."""
+    outside: bool = False
+    """Written by another program's agent (MCP ``remember``, the daemon's memory
+    routes): a link or address in it is where that agent wants the user's data to go
+    until the user confirms it in qwenmem."""
 
     @classmethod
     def user(cls) -> Provenance:
@@ -118,6 +122,19 @@ class Provenance:
             tuple(dict.fromkeys(sources)),
             tuple(untrusted),
             tuple(user_text),
+            whole_view=True,
+        )
+
+    @classmethod
+    def relayed(cls, messages: Iterable[dict[str, Any]]) -> Provenance:
+        """A conversation another program sent through the proxy: all of it is that
+        client's content — its "user" messages too (a pasted page, another agent's
+        text) — so nothing in it is the words of the person qwenmem serves."""
+        texts = [content_text(m.get("content")) for m in messages if m.get("role") != "assistant"]
+        return cls(
+            Writer.MODEL,
+            ("proxied client",),
+            tuple(t for t in texts if t.strip()) or ("(the client's conversation)",),
             whole_view=True,
         )
 

@@ -21,10 +21,11 @@ import logging
 import math
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from qwenmem_tui.features.memory.abstain import abstention_for
 from qwenmem_tui.features.memory.embed import Embedder
 from qwenmem_tui.features.memory.index import Progress, SearchHit, VectorIndex
 from qwenmem_tui.features.memory.lexical import coverage, query_terms
@@ -55,6 +56,9 @@ RRF_K = 10
 # embedder scores low is still a hit. 0.3 lets one word of a three-word question
 # through; on the recall corpus 0.5 lost 9 more of 156 answers with the hash embedder.
 STRONG_LEXICAL = 0.3
+# Small talk (abstain.py) keeps a memory only when it holds most of the message's words:
+# one word of three ("sure, go ahead" and a note about Go) is not the message's subject.
+SMALL_TALK_WORDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -80,10 +84,30 @@ class RecallResult:
     latency_ms: float = 0.0
     vector_scores: list[float | None] = field(default_factory=list)  # cosines
     lexical_scores: list[float | None] = field(default_factory=list)
+    rendered_at: float = 0.0  # the clock the block's ages were rendered at
+    small_talk: bool = False  # the message asks nothing memory could answer (abstain.py)
 
     @classmethod
     def empty(cls, latency_ms: float = 0.0) -> RecallResult:
         return cls(block="", ids=[], memories=[], scores=[], latency_ms=latency_ms)
+
+    def without(self, ids: Collection[int]) -> RecallResult:
+        """This result less the memories ``ids`` (in the model's view since it was
+        recalled), its block rendered again; itself when none of them is in it."""
+        drop = set(ids) & set(self.ids)
+        if not drop:
+            return self
+        keep = [i for i, memory_id in enumerate(self.ids) if memory_id not in drop]
+        memories = [self.memories[i] for i in keep] if len(self.memories) == len(self.ids) else []
+        return replace(
+            self,
+            block=render_block(memories, self.rendered_at),
+            ids=[self.ids[i] for i in keep],
+            memories=memories,
+            scores=[self.scores[i] for i in keep if i < len(self.scores)],
+            vector_scores=[self.vector_scores[i] for i in keep if i < len(self.vector_scores)],
+            lexical_scores=[self.lexical_scores[i] for i in keep if i < len(self.lexical_scores)],
+        )
 
 
 def fuse(
@@ -97,6 +121,11 @@ def fuse(
     return fused
 
 
+def holds_its_words(candidate: Candidate, share: float = STRONG_LEXICAL) -> bool:
+    """The memory holds at least ``share`` of the message's own words (a name, a code)."""
+    return candidate.lexical is not None and candidate.coverage >= share
+
+
 def passes(candidate: Candidate, threshold: float | None) -> bool:
     """The threshold on a fused result: the cosine clears it, or the memory holds
     most of the query's words (the threshold is there to drop the unrelated, and a
@@ -105,7 +134,7 @@ def passes(candidate: Candidate, threshold: float | None) -> bool:
         return True
     if candidate.dense is not None and candidate.dense >= threshold:
         return True
-    return candidate.lexical is not None and candidate.coverage >= STRONG_LEXICAL
+    return holds_its_words(candidate)
 
 
 class Recaller:
@@ -138,6 +167,8 @@ class Recaller:
         # on bench/crosslang_corpus.jsonl cross-language top-3 went from 11/16 to 15/16,
         # same-language stayed 16/16. A switch only so the bench can measure both.
         self.debias = True
+        # Small talk gets no memories (abstain.py); a switch only so the bench can measure both.
+        self.abstain = True
         self._allowed: dict[tuple[str, ...], AllowedIds] = {}
         # Held while the index changes as a whole (sync, rebuild, a write applied):
         # a sync diffing ids while a write adds one would otherwise add it twice.
@@ -169,7 +200,9 @@ class Recaller:
         async with self.lock:
             if result.superseded:
                 await self.index.remove(np.asarray(result.superseded, dtype=np.int64))
-            created = result.action in (WriteAction.CREATED, WriteAction.SUPERSEDED)
+            # A write stored as an earlier version (memory/write_plan.py) is not active.
+            active = result.memory.status is Status.ACTIVE
+            created = active and result.action in (WriteAction.CREATED, WriteAction.SUPERSEDED)
             if created and vector is not None:
                 await self.index.add(
                     np.asarray([result.memory.id], dtype=np.int64), vector.reshape(1, -1)
@@ -192,7 +225,7 @@ class Recaller:
             if cached.generation != result.generation - 1:
                 continue
             ids, valid_until = cached.ids, cached.valid_until
-            if memory.scope in scopes and memory.user == self.user:
+            if memory.scope in scopes and memory.user == self.user and memory.status is Status.ACTIVE:
                 # ids stay sorted; set operations through np.unique would cost ~40 ms at 100k.
                 if result.superseded:
                     ids = ids[~np.isin(ids, result.superseded)]
@@ -355,13 +388,28 @@ class Recaller:
         started = time.perf_counter()
         k = k or self.top_k
         threshold = self.threshold if min_score is None else (None if min_score < 0 else min_score)
+        abstention = (
+            abstention_for(self.embedder.id) if self.dense_enabled and self.abstain else None
+        )
+        vector = None
+        if abstention is not None and query.strip():
+            vector = (await self.embedder.embed_queries([query]))[0]
+        small_talk = vector is not None and abstention is not None and abstention.is_small_talk(vector)
         found = await self.candidates(
             query,
             scopes=(GLOBAL_SCOPE, project),
             exclude=exclude,
             limit=max(MIN_CANDIDATES, CANDIDATE_FACTOR * k),
+            vector=vector,
         )
-        ranked = [c for c in found if passes(c, threshold)][:k]
+        # Small talk keeps only a memory that holds its very words.
+        ranked = [
+            c
+            for c in found
+            if passes(c, threshold) and (not small_talk or holds_its_words(c, SMALL_TALK_WORDS))
+        ][:k]
+        if small_talk:
+            log.debug("[MEMORY_RECALL] small talk: %d memories kept for its own words", len(ranked))
         # A fact's newer version first, its older marked as earlier (memory/versions.py).
         ranked = newer_first(ranked, found, k, lambda c: c.memory)
         chosen = [c.memory for c in ranked]
@@ -377,6 +425,8 @@ class Recaller:
             vector_scores=[_rounded(c.dense) for c in ranked],
             lexical_scores=[_rounded(c.lexical) for c in ranked],
             latency_ms=(time.perf_counter() - started) * 1000,
+            rendered_at=now,
+            small_talk=small_talk,
         )
 
 

@@ -10,8 +10,10 @@ tool, and qwenmem never sees what that model had in view. So it carries origin
 ``agent``, the client's name in the audit trail, and a provenance whose view is
 unknown — untrusted — which makes the guard hold it exactly as it holds a chat write
 made after reading a file: instruction-like values, and facts that would apply
-everywhere (user/feedback) without the user's word for them. A face that got the
-user's own confirmation says so (``confirmed``): then the words are the user's.
+everywhere (user/feedback) without the user's word for them, and notes naming a link
+or an address (where that agent wants data to go). No client's answer makes them the
+user's words — an MCP elicitation's "accept" is the client's, which it can give itself —
+so they wait for the user's approval in qwenmem.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from qwenmem_tui.features.memory.confirmation import ACTION_NAMES
 from qwenmem_tui.features.memory.model import (
     DAY,
     Category,
@@ -41,16 +44,6 @@ UNKNOWN_VIEW = "(what the client's model had in view is unknown to qwenmem)"
 """The untrusted content of an outside write's provenance: it is never empty, so the
 guard treats the write as one made with unvetted content in view."""
 
-# The contract's five actions; a refreshed row is the same fact said again.
-_ACTIONS = {
-    WriteAction.CREATED: "created",
-    WriteAction.SUPERSEDED: "superseded",
-    WriteAction.REFRESHED: "deduplicated",
-    WriteAction.DEDUPLICATED: "deduplicated",
-    WriteAction.QUARANTINED: "quarantined",
-}
-
-
 class MemoryRequestError(ValueError):
     """The caller's arguments are wrong; ``str(e)`` is one line saying what to fix."""
 
@@ -66,11 +59,12 @@ class Caller:
         return f"{self.face} client {self.name}" if self.name else f"{self.face} client"
 
 
-def outside_provenance(caller: Caller, text: str, *, confirmed: bool) -> Provenance:
-    """An outside model's write: unknown view; with the user's confirmation, their words."""
-    if confirmed:
-        return Provenance(Writer.MODEL, user_text=(text,))
-    return Provenance(Writer.MODEL, sources=(caller.describe(),), untrusted=(UNKNOWN_VIEW,))
+def outside_provenance(caller: Caller) -> Provenance:
+    """An outside model's write: unknown view, never the user's words (a client's
+    "the user confirmed" is the client's claim); the user approves it in qwenmem."""
+    return Provenance(
+        Writer.MODEL, sources=(caller.describe(),), untrusted=(UNKNOWN_VIEW,), outside=True
+    )
 
 
 def memory_json(memory: Memory, now: float) -> dict[str, Any]:
@@ -82,6 +76,9 @@ def memory_json(memory: Memory, now: float) -> dict[str, Any]:
         "value": memory.value,
         "origin": str(memory.origin),
         "age_days": round(max(0.0, now - memory.created_at) / DAY, 2),
+        # The calendar date beside the age: a client's model weighs "said on 2025-03-02"
+        # against what it knows of the time, which "412.3 days" makes it compute.
+        "date": time.strftime("%Y-%m-%d", time.gmtime(memory.created_at)),
         "scope": memory.scope,
     }
 
@@ -145,13 +142,27 @@ class ProjectMemory:
             ]
         }
 
+    async def recall_block(self, query: object) -> str:
+        """What the chat would put in front of the model for `query`: the §6 block of
+        the recalled memories ("" when none passed)."""
+        text = _text("query", query, MAX_QUERY_CHARS)
+        service = await self._service()
+        return (await service.recall(text, project=self.project)).block
+
+    async def read(self, memory_id: object) -> dict[str, Any] | None:
+        """One active memory of this project or a global one (None: no such memory
+        here — another user's or project's id reads as none)."""
+        service = await self._service()
+        memory = await service.get(memory_id, project=self.project)  # type: ignore[arg-type]
+        if memory is None or memory.status != Status.ACTIVE:
+            return None
+        return memory_json(memory, self._clock())
+
     async def remember(
         self,
         text: object,
         category: object = None,
         key: object = None,
-        *,
-        confirmed: bool = False,
     ) -> dict[str, Any]:
         """Save a note through the one write path; the guard may hold or refuse it."""
         from qwenmem_tui.features.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
@@ -169,9 +180,8 @@ class ProjectMemory:
                 category=chosen,
                 key=key or None,
                 origin=Origin.AGENT,
-                provenance=outside_provenance(self.caller, value, confirmed=confirmed),
-                reason=f"remember by {self.caller.describe()}"
-                + (", confirmed by the user" if confirmed else ""),
+                provenance=outside_provenance(self.caller),
+                reason=f"remember by {self.caller.describe()}",
             )
         except MemoryRejected as exc:
             return {"id": None, "category": chosen, "key": key or None, "action": "refused", "error": str(exc)}
@@ -180,31 +190,11 @@ class ProjectMemory:
             "id": memory.id,
             "category": str(memory.category),
             "key": memory.key,
-            "action": _ACTIONS[result.action],
+            "action": ACTION_NAMES[result.action],
         }
         if result.action is WriteAction.QUARANTINED:
             answer["flags"] = list(memory.flags)
         return answer
-
-    def wants_the_users_word(self, text: object, category: object = None, key: object = None) -> bool:
-        """Whether ``remember`` would hold this note only because nobody vouched for it
-        (an every-project fact, or an order, from an unseen view): the case a face can
-        mend by asking the user. Attacks (injection, markup) stay held whoever vouches."""
-        from qwenmem_tui.features.memory import guard
-        from qwenmem_tui.features.memory.model import LABEL_FLAGS
-        from qwenmem_tui.features.memory.writer import note_subject
-
-        if not isinstance(text, str) or not text.strip():
-            return False
-        derived_category, derived_key = note_subject(text)
-        verdict = guard.check(
-            category if isinstance(category, str) and category else derived_category,
-            key if isinstance(key, str) and key else derived_key,
-            text.strip(),
-            provenance=outside_provenance(self.caller, text, confirmed=False),
-        )
-        held = set(verdict.flags) - LABEL_FLAGS
-        return bool(held) and held <= {guard.FLAG_UNTRUSTED, guard.FLAG_INSTRUCTION}
 
     async def forget(self, memory_id: object) -> dict[str, Any]:
         """Delete one memory (audited); another user's or project's id is not found."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from qwenmem_tui.chat.view import FROM_FILE_NOTE, REVIEWED_NOTE
@@ -40,10 +41,17 @@ def age_phrase(seconds: float) -> str:
     return "just now"
 
 
+def day(seconds: float) -> str:
+    """The calendar date (UTC) of a moment: what the block and history show."""
+    return time.strftime("%Y-%m-%d", time.gmtime(seconds))
+
+
 def render_memory(memory: Memory, now: float, newer: Memory | None = None) -> str:
-    """One line; ``newer``: a later version of this fact in the same block, so this
-    one is marked as earlier (it may no longer hold)."""
-    age = now - memory.created_at
+    """One memory's line: category, key, value, and when it was stated (its date and
+    age: a model weighs a fact said last year differently), with until when it held
+    once a newer version replaced it. ``newer``: a later memory in the same block that
+    may restate this one, not yet decided: this one is marked as the earlier version."""
+    age = now - memory.stated_at
     value = escape(memory.value)
     if FLAG_FROM_FILE in memory.flags:
         # Quoted and labelled: the model learned it from a file the user did not write
@@ -55,11 +63,13 @@ def render_memory(memory: Memory, now: float, newer: Memory | None = None) -> st
         value = f"({REVIEWED_NOTE}) “{value}”"
     line = (
         f"- [{escape(str(memory.category))}] {escape(memory.key)}: {value} "
-        f"(saved {age_phrase(age)}"
+        f"(stated {day(memory.stated_at)}, {age_phrase(age)}"
     )
-    if newer is not None:
+    if memory.valid_until is not None:
+        line += f"; an earlier version, replaced {day(memory.valid_until)}"
+    elif newer is not None:
         line += (
-            f"; an earlier version: {escape(newer.key)}, saved {age_phrase(now - newer.created_at)},"
+            f"; an earlier version: {escape(newer.key)}, stated {day(newer.stated_at)},"
             " may replace it"
         )
     elif age > DAY:

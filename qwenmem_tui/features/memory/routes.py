@@ -19,8 +19,8 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
+from qwenmem_tui.daemon import openapi as api
 from qwenmem_tui.daemon.guard import CLIENT_ID_HEADER, error_response
 from qwenmem_tui.features.memory.remote import Caller, MemoryRequestError, ProjectMemory
 from qwenmem_tui.runtime import StartupError
@@ -87,8 +87,105 @@ async def forget_memory(request: Request) -> Response:
     return JSONResponse({"id": int(raw), "forgotten": True})
 
 
+_MEMORY_SCHEMA = {
+    "type": "object",
+    "required": ["id", "category", "key", "value", "origin", "age_days"],
+    "properties": {
+        "id": {"type": "integer"},
+        "category": {"type": "string"},
+        "key": {"type": "string"},
+        "value": {"type": "string"},
+        "origin": {"enum": ["user", "tool", "agent"]},
+        "age_days": {"type": "number"},
+        "scope": {"type": "string"},
+        "score": {"type": "number", "description": "search only"},
+    },
+}
+_SCHEMAS = {
+    "Memories": {
+        "type": "object",
+        "required": ["memories"],
+        "properties": {"memories": {"type": "array", "items": _MEMORY_SCHEMA}},
+    }
+}
+_DISABLED = api.error("memory_disabled")
+
 MEMORY_ROUTES = [
-    Route("/memory", list_memories, methods=["GET"]),
-    Route("/memory/search", search_memory, methods=["POST"]),
-    Route("/memory/{memory_id}", forget_memory, methods=["DELETE"]),
+    api.ApiRoute(
+        "/memory",
+        "GET",
+        list_memories,
+        {
+            "summary": "Active memories of the daemon's project and the user's global "
+            "ones, newest first",
+            "parameters": [
+                {
+                    "name": "category",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"enum": ["", "user", "feedback", "project", "reference"]},
+                    "description": "Only this category; empty or absent: every category",
+                }
+            ],
+            "responses": {
+                "200": api.json_response(api.ref("Memories"), "Memories"),
+                **api.COMMON_ERRORS,
+                "400": api.error("invalid_request (unknown category) | invalid_client_id"),
+                "404": _DISABLED,
+            },
+        },
+        schemas=_SCHEMAS,
+        capabilities=("memory",),
+    ),
+    api.ApiRoute(
+        "/memory/search",
+        "POST",
+        search_memory,
+        {
+            "summary": "The chat's recall for a query (filters, both channels, threshold)",
+            "requestBody": api.json_body(
+                {
+                    "type": "object",
+                    "required": ["query"],
+                    "properties": {
+                        "query": {"type": "string", "minLength": 1},
+                        "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
+                    },
+                }
+            ),
+            "responses": {
+                "200": api.json_response(api.ref("Memories"), "Best first, each with its score"),
+                **api.COMMON_ERRORS,
+                "400": api.error("invalid_json | invalid_request | invalid_client_id"),
+                "404": _DISABLED,
+            },
+        },
+        schemas=_SCHEMAS,
+    ),
+    api.ApiRoute(
+        "/memory/{memory_id}",
+        "DELETE",
+        forget_memory,
+        {
+            "summary": "Forget one memory (audited)",
+            "parameters": [
+                {"name": "memory_id", "in": "path", "required": True, "schema": {"type": "integer"}},
+                api.CLIENT_ID,
+            ],
+            "responses": {
+                "200": api.json_response(
+                    {
+                        "type": "object",
+                        "required": ["id", "forgotten"],
+                        "properties": {"id": {"type": "integer"}, "forgotten": {"const": True}},
+                    },
+                    "Forgotten",
+                ),
+                **api.COMMON_ERRORS,
+                "404": api.error(
+                    "memory_not_found (also another user's or project's id) | memory_disabled"
+                ),
+            },
+        },
+    ),
 ]

@@ -19,15 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from qwenmem_tui.features.memory.model import export_line
-from qwenmem_tui.features.memory.sqlite_store import BASE_COLUMNS, row_to_memory
+from qwenmem_tui.features.memory.model import AuditEntry, export_line
+from qwenmem_tui.features.memory.sqlite_store import (
+    BASE_COLUMNS,
+    MEMORY_COLUMNS,
+    row_to_memory,
+)
+from qwenmem_tui.features.memory.store import AUDIT_SELECT, audit_from_row
 
 PROBE_WITHOUT_BOUND = 100_000
 """How far past the last readable id lookups go when neither ``max(id)`` nor the
 AUTOINCREMENT counter can be read: a damaged stretch of that many ids ends the salvage."""
 
-_SCAN = f"SELECT {BASE_COLUMNS} FROM memories WHERE id > ? ORDER BY id"
-_ONE = f"SELECT {BASE_COLUMNS} FROM memories WHERE id = ?"
+_SCAN = "SELECT {columns} FROM memories WHERE id > ? ORDER BY id"
+_ONE = "SELECT {columns} FROM memories WHERE id = ?"
 
 
 @dataclass
@@ -77,16 +82,43 @@ def salvage(db_file: Path, *, user: str) -> SalvageReport:
                 report.undecodable += 1
                 return
             if memory.user == user:
-                report.lines.append(export_line(memory))
+                report.lines.append(export_line(memory, audit=trail.get(memory.id, ())))
 
-        _read_rows(conn, _upper_bound(conn), keep, report)
+        trail = _audit_trail(conn)
+        _read_rows(conn, _upper_bound(conn), keep, report, _columns(conn))
     finally:
         conn.close()
     return report
 
 
+def _audit_trail(conn: sqlite3.Connection) -> dict[int, list[AuditEntry]]:
+    """Every memory's audit trail, if the audit table still reads whole (best effort:
+    the rows matter more than their story)."""
+    trail: dict[int, list[AuditEntry]] = {}
+    try:
+        for row in conn.execute(AUDIT_SELECT + " ORDER BY id"):
+            entry = audit_from_row(row)
+            trail.setdefault(entry.memory_id, []).append(entry)
+    except (sqlite3.DatabaseError, ValueError):
+        return {}
+    return trail
+
+
+def _columns(conn: sqlite3.Connection) -> str:
+    """Every column this database's version has: its facts' times when it has them."""
+    try:
+        conn.execute("SELECT restates, stated_at, valid_until FROM memories LIMIT 0")
+    except sqlite3.DatabaseError:
+        return BASE_COLUMNS
+    return MEMORY_COLUMNS
+
+
 def _read_rows(
-    conn: sqlite3.Connection, bound: int | None, keep: Callable[[tuple], None], report: SalvageReport
+    conn: sqlite3.Connection,
+    bound: int | None,
+    keep: Callable[[tuple], None],
+    report: SalvageReport,
+    columns: str,
 ) -> None:
     """Scan in id order; at damage, look ids up one by one until one reads, then scan on.
 
@@ -95,7 +127,7 @@ def _read_rows(
     last = 0  # the scan reads ids above this
     while True:
         try:
-            for row in conn.execute(_SCAN, (last,)):
+            for row in conn.execute(_SCAN.format(columns=columns), (last,)):
                 last = row[0]
                 keep(row)
             return  # the scan reached the end of the table
@@ -105,7 +137,7 @@ def _read_rows(
         probe = last + 1
         while probe <= limit:
             try:
-                row = conn.execute(_ONE, (probe,)).fetchone()
+                row = conn.execute(_ONE.format(columns=columns), (probe,)).fetchone()
             except sqlite3.DatabaseError:
                 report.unreadable_ids += 1
                 probe += 1

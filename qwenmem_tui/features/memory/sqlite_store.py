@@ -45,7 +45,7 @@ BASE_COLUMNS = (
     "expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model"
 )
 """The columns every memory database has had (salvage reads old ones too)."""
-MEMORY_COLUMNS = BASE_COLUMNS + ", restates"
+MEMORY_COLUMNS = BASE_COLUMNS + ", restates, stated_at, valid_until"
 _ACTIVE = Status.ACTIVE.value
 
 
@@ -356,7 +356,7 @@ class _Steps(write_plan.WriteSteps):
         cur = await self._conn.execute(
             "INSERT INTO memories (user, scope, category, key, value, origin, status, flags,"
             " created_at, updated_at, expires_at, content_hash, embedding_model, embedding,"
-            " restates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " stated_at, restates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             tuple(row._replace(flags=json.dumps(row.flags))),
         )
         assert cur.lastrowid is not None
@@ -368,10 +368,11 @@ class _Steps(write_plan.WriteSteps):
             (status.value, now, memory_id),
         )
 
-    async def mark_superseded(self, memory_id: int, by: int, now: float) -> None:
+    async def mark_superseded(self, memory_id: int, by: int, now: float, until: float) -> None:
         await self._conn.execute(
-            "UPDATE memories SET status = ?, superseded_by = ?, updated_at = ?, embedding = NULL WHERE id = ?",
-            (Status.SUPERSEDED.value, by, now, memory_id),
+            "UPDATE memories SET status = ?, superseded_by = ?, updated_at = ?, valid_until = ?,"
+            " embedding = NULL WHERE id = ?",
+            (Status.SUPERSEDED.value, by, now, until, memory_id),
         )
 
     async def mark_deleted(self, memory_id: int, now: float) -> None:
@@ -382,8 +383,17 @@ class _Steps(write_plan.WriteSteps):
 
     async def reactivate(self, memory_id: int, now: float) -> None:
         await self._conn.execute(
-            "UPDATE memories SET status = ?, superseded_by = NULL, updated_at = ? WHERE id = ?",
+            "UPDATE memories SET status = ?, superseded_by = NULL, valid_until = NULL,"
+            " updated_at = ? WHERE id = ?",
             (_ACTIVE, now, memory_id),
+        )
+
+    async def set_history(
+        self, memory_id: int, superseded_by: int | None, valid_until: float | None
+    ) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET superseded_by = ?, valid_until = ? WHERE id = ?",
+            (superseded_by, valid_until, memory_id),
         )
 
     async def set_place(self, memory_id: int, category: str, scope: str, now: float) -> None:

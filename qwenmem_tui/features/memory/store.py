@@ -52,7 +52,10 @@ def memory_from_row(row: Sequence[Any], flags: Sequence[str]) -> Memory:
     """A ``memories`` row selected in the column order every store uses (id, user,
     scope, category, key, value, origin, status, flags, created_at, updated_at,
     expires_at, last_recalled_at, recall_count, superseded_by, content_hash,
-    embedding_model[, restates]); ``flags`` decoded by the store (JSON text or an array)."""
+    embedding_model, restates, stated_at, valid_until); ``flags`` decoded by the store
+    (JSON text or an array). A salvaged database older than those columns has none of
+    them: its rows were stated when created and are current unless superseded."""
+    extra = len(row) > 17
     return Memory(
         id=row[0],
         user=row[1],
@@ -71,8 +74,11 @@ def memory_from_row(row: Sequence[Any], flags: Sequence[str]) -> Memory:
         superseded_by=row[14],
         content_hash=row[15],
         embedding_model=row[16],
-        # Absent from a salvaged database older than the link (migration 6).
-        restates=row[17] if len(row) > 17 else None,
+        # Absent from a salvaged database older than the link (migration 6) and the
+        # times (migration 7).
+        restates=row[17] if extra else None,
+        stated_at=(row[18] if extra else None) or row[9],
+        valid_until=row[19] if extra else None,
     )
 
 
@@ -203,10 +209,18 @@ class MemoryStore(ABC):
 
     @abstractmethod
     async def move(
-        self, memory_id: int, *, category: Category, scope: str, now: float, reason: str = ""
+        self,
+        memory_id: int,
+        *,
+        category: Category,
+        scope: str,
+        now: float,
+        reason: str = "",
+        ttl_days: int | None = None,
     ) -> Memory | None:
         """An active or held row to another category and scope (audited); None if
-        there is no such row. ValueError when its key is active there already."""
+        there is no such row. ValueError when its key is active there already.
+        ``ttl_days``: its lifetime from now on (None: its expiry stays)."""
 
     @abstractmethod
     async def forget(

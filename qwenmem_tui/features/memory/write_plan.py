@@ -11,12 +11,14 @@ generation row lock and reconnects in PostgreSQL).
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from qwenmem_tui.features.memory.model import (
+    DAY,
     AuditAction,
     Category,
     Memory,
@@ -53,6 +55,7 @@ class NewRow(NamedTuple):
     content_hash: str
     embedding_model: str
     embedding: bytes | None
+    stated_at: float
     restates: int | None = None
 
 
@@ -90,8 +93,9 @@ class WriteSteps(ABC):
     async def set_status(self, memory_id: int, status: Status, now: float) -> None: ...
 
     @abstractmethod
-    async def mark_superseded(self, memory_id: int, by: int, now: float) -> None:
-        """Superseded by row ``by``; its vector is dropped (it leaves every index)."""
+    async def mark_superseded(self, memory_id: int, by: int, now: float, until: float) -> None:
+        """Superseded by row ``by``, having held ``until`` then; its vector is dropped
+        (it leaves every index)."""
 
     @abstractmethod
     async def mark_deleted(self, memory_id: int, now: float) -> None:
@@ -99,8 +103,14 @@ class WriteSteps(ABC):
 
     @abstractmethod
     async def reactivate(self, memory_id: int, now: float) -> None:
-        """Active again, no longer superseded by anything (its vector is re-embedded
-        by the service: superseding dropped it)."""
+        """Active again, no longer superseded by anything and current again (its vector
+        is re-embedded by the service: superseding dropped it)."""
+
+    @abstractmethod
+    async def set_history(
+        self, memory_id: int, superseded_by: int | None, valid_until: float | None
+    ) -> None:
+        """A restored older version's link to what replaced it, and until when it held."""
 
     @abstractmethod
     async def set_place(self, memory_id: int, category: str, scope: str, now: float) -> None:
@@ -140,6 +150,22 @@ class WriteSteps(ABC):
     @abstractmethod
     async def bump(self) -> int:
         """The next generation (the indexable set changed)."""
+
+
+AuditValues = tuple[str, str, float, str, str | None, str | None]
+"""An audit entry without its memory: (action, origin, at, reason, old_value, new_value)."""
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """An older version from a backup (superseded, expired or deleted), restored as it
+    was: ids are the backup's, renumbered on the way in."""
+
+    backup_id: int
+    row: NewRow
+    superseded_by: int | None
+    valid_until: float | None
+    audit: tuple[AuditValues, ...] = ()
 
 
 class PlannedStore(MemoryStore):
@@ -200,11 +226,34 @@ class PlannedStore(MemoryStore):
         )
 
     async def move(
-        self, memory_id: int, *, category: Category, scope: str, now: float, reason: str = ""
+        self,
+        memory_id: int,
+        *,
+        category: Category,
+        scope: str,
+        now: float,
+        reason: str = "",
+        ttl_days: int | None = None,
     ) -> Memory | None:
         return await self._in_transaction(
-            lambda steps: _move(steps, memory_id, category, scope, now=now, reason=reason),
+            lambda steps: _move(
+                steps, memory_id, category, scope, now=now, reason=reason, ttl_days=ttl_days
+            ),
             "memory move",
+        )
+
+    async def restore_history(
+        self,
+        rows: Sequence[HistoryRow],
+        renumbered: Mapping[int, int],
+        audit: Mapping[int, Sequence[AuditValues]],
+    ) -> dict[int, int]:
+        """Insert a backup's older versions, link each to what replaced it (a row of
+        ``rows`` or one already restored: ``renumbered``, backup id -> id), and append
+        the backup's audit trail of both (``audit``: id -> entries); the backup ids in
+        the trail's reasons ("superseded by #12") follow. Backup id -> id of ``rows``."""
+        return await self._in_transaction(
+            lambda steps: _restore_history(steps, rows, renumbered, audit), "history restore"
         )
 
     async def forget(
@@ -245,9 +294,19 @@ async def must_get(steps: WriteSteps, memory_id: int) -> Memory:
 
 
 async def supersede(
-    steps: WriteSteps, old: Memory, new_id: int, origin: Origin | str, new_value: str, now: float
+    steps: WriteSteps,
+    old: Memory,
+    new_id: int,
+    origin: Origin | str,
+    new_value: str,
+    now: float,
+    *,
+    stated_at: float | None = None,
 ) -> None:
-    await steps.mark_superseded(old.id, new_id, now)
+    """``old`` gives way to row ``new_id``: it held until the newer version was stated
+    (``stated_at``, default ``now``), and never before it was itself stated."""
+    until = max(old.stated_at, now if stated_at is None else stated_at)
+    await steps.mark_superseded(old.id, new_id, now, until)
     await steps.audit(
         old.id, AuditAction.SUPERSEDE, origin, now, f"superseded by #{new_id}", old.value, new_value
     )
@@ -294,6 +353,14 @@ class _Write:
     def chash(self) -> str:
         return content_hash(self.draft.value)
 
+    @property
+    def stated_at(self) -> float:
+        """When this write's fact was said: the draft's date, its creation, or now."""
+        draft = self.draft
+        if draft.stated_at is not None:
+            return draft.stated_at
+        return draft.created_at if draft.created_at is not None else self.now
+
     async def insert(self, status: Status) -> Memory:
         draft, now = self.draft, self.now
         return await self.steps.insert(
@@ -312,6 +379,7 @@ class _Write:
                 self.chash,
                 self.embedding_model if self.vector is not None else "",
                 vector_blob(self.vector),
+                self.stated_at,
                 draft.restates,
             )
         )
@@ -352,7 +420,9 @@ class _Write:
                 or other.scope != draft.scope
             ):
                 continue  # changed since the lookup, or never ours to replace
-            await supersede(steps, other, survivor, draft.origin, draft.value, self.now)
+            await supersede(
+                steps, other, survivor, draft.origin, draft.value, self.now, stated_at=self.stated_at
+            )
             gone.append(other.id)
         return gone
 
@@ -374,7 +444,9 @@ class _Write:
         steps, draft = self.steps, self.draft
         superseded: list[int] = []
         if current is not None:
-            await supersede(steps, current, twin.id, draft.origin, draft.value, self.now)
+            await supersede(
+                steps, current, twin.id, draft.origin, draft.value, self.now, stated_at=self.stated_at
+            )
             superseded.append(current.id)
         await self.refresh(twin, join_reasons(draft.reason, f"deduplicated: saved again under key {draft.key}"))
         superseded += await self.replace_others(twin.id)
@@ -384,8 +456,14 @@ class _Write:
         )
 
     async def create(self, current: Memory | None) -> WriteResult:
-        """A new active row, superseding the key's current one if any."""
+        """A new active row, superseding the key's current one if any — unless that one
+        was said after the date this write gives (an old statement imported late):
+        then this is stored as the earlier version it is, and the current one stays.
+        A write without a date is said now, whatever another process's clock says."""
         steps, draft, now = self.steps, self.draft, self.now
+        dated = draft.stated_at is not None
+        if current is not None and dated and current.stated_at > self.stated_at:
+            return await self.earlier(current)
         superseded: list[int] = []
         if current is not None:
             # Leave the partial unique index room for the new row first.
@@ -394,13 +472,32 @@ class _Write:
         await steps.audit(new.id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value)
         action = WriteAction.CREATED
         if current is not None:
-            await supersede(steps, current, new.id, draft.origin, draft.value, now)
+            await supersede(
+                steps, current, new.id, draft.origin, draft.value, now, stated_at=new.stated_at
+            )
             superseded.append(current.id)
         superseded += await self.replace_others(new.id)
         if superseded:
             action = WriteAction.SUPERSEDED
         await steps.add_metrics(self.writes)
         return WriteResult(new, action, superseded, await steps.bump())
+
+
+    async def earlier(self, current: Memory) -> WriteResult:
+        """Stored as an earlier version of ``current``: superseded by it from the moment
+        it was said, never indexed; the current value stays active."""
+        steps, draft, now = self.steps, self.draft, self.now
+        self.vector = None  # never recalled as current: no vector, no index entry
+        old = await self.insert(Status.SUPERSEDED)
+        await steps.set_history(old.id, current.id, current.stated_at)
+        why = join_reasons(draft.reason, f"said before #{current.id}'s value: an earlier version")
+        await steps.audit(old.id, AuditAction.CREATE, draft.origin, now, why, None, draft.value)
+        await steps.audit(
+            old.id, AuditAction.SUPERSEDE, draft.origin, now, f"superseded by #{current.id}",
+            draft.value, current.value,
+        )  # fmt: skip
+        await steps.add_metrics(self.writes)
+        return WriteResult(await must_get(steps, old.id), WriteAction.CREATED, [], await steps.bump())
 
 
 async def _approve(
@@ -461,7 +558,14 @@ async def _restore(
 
 
 async def _move(
-    steps: WriteSteps, memory_id: int, category: Category, scope: str, *, now: float, reason: str
+    steps: WriteSteps,
+    memory_id: int,
+    category: Category,
+    scope: str,
+    *,
+    now: float,
+    reason: str,
+    ttl_days: int | None = None,
 ) -> Memory | None:
     await steps.lock()
     row = await steps.get(memory_id)
@@ -475,6 +579,9 @@ async def _move(
             raise ValueError(f"#{clash.id} already holds {category}/{row.key} there")
     await steps.set_place(memory_id, category.value, scope, now)
     where = f"moved from {row.category}/{row.scope} to {category}/{scope}"
+    if ttl_days is not None:  # the new category's lifetime, counted from the move
+        await steps.touch(memory_id, now, now + ttl_days * DAY)
+        where += f", expires in {ttl_days} days"
     await steps.audit(
         memory_id, AuditAction.MOVE, Origin.USER, now, join_reasons(reason, where), row.value, row.value
     )
@@ -506,7 +613,7 @@ async def _settle(
         await steps.bump()
         return []
     assert older is not None
-    await steps.mark_superseded(older.id, memory_id, now)
+    await steps.mark_superseded(older.id, memory_id, now, max(older.stated_at, row.stated_at))
     why = join_reasons(reason, f"superseded by #{memory_id}")
     await steps.audit(older.id, AuditAction.SUPERSEDE, origin, now, why, older.value, row.value)
     await steps.bump()
@@ -524,3 +631,32 @@ async def _forget(
     await steps.audit(memory_id, AuditAction.FORGET, str(origin), now, reason, row.value, None)
     await steps.bump()
     return await must_get(steps, memory_id)
+
+
+_MEMORY_REF = re.compile(r"#(\d+)")
+
+
+async def _restore_history(
+    steps: WriteSteps,
+    rows: Sequence[HistoryRow],
+    renumbered: Mapping[int, int],
+    audit: Mapping[int, Sequence[AuditValues]],
+) -> dict[int, int]:
+    await steps.lock()
+    ids = dict(renumbered)
+    added: dict[int, int] = {}
+    for history in rows:
+        added[history.backup_id] = ids[history.backup_id] = (await steps.insert(history.row)).id
+    for history in rows:
+        later = ids.get(history.superseded_by) if history.superseded_by is not None else None
+        await steps.set_history(added[history.backup_id], later, history.valid_until)
+
+    def renumber(reason: str) -> str:
+        return _MEMORY_REF.sub(lambda m: f"#{ids.get(int(m.group(1)), m.group(1))}", reason)
+
+    trails = [(added[h.backup_id], h.audit) for h in rows] + list(audit.items())
+    for memory_id, entries in trails:
+        for action, origin, at, reason, old, new in entries:
+            await steps.insert_audit((memory_id, action, origin, at, renumber(reason), old, new))
+    await steps.bump()
+    return added

@@ -100,6 +100,7 @@ class PendingWrite:
     ttl_days: int
     created_at: float | None = None
     expires_at: float | None = None
+    stated_at: float | None = None  # when the fact was said (an import's date)
     judge_timeout: float | None = None
     explicit_key: bool = True
     # False for a backup's row: restored as it was, never merged into a neighbour.
@@ -168,6 +169,7 @@ class MemoryWriter:
         scope: str | None = None,
         created_at: float | None = None,
         expires_at: float | None = None,
+        stated_at: float | None = None,
         hold: Sequence[str] = (),
         labels: Sequence[str] = (),
         judge_timeout: float | None = None,
@@ -217,6 +219,7 @@ class MemoryWriter:
             ttl_days=days,
             created_at=created_at,
             expires_at=expires_at,
+            stated_at=stated_at,
             judge_timeout=judge_timeout,
             explicit_key=explicit_key,
         )
@@ -235,6 +238,7 @@ class MemoryWriter:
         reason: str = "",
         scope: str | None = None,
         created_at: float | None = None,
+        stated_at: float | None = None,
         hold: Sequence[str] = (),
         judge_timeout: float | None = None,
         explicit_key: bool = True,
@@ -262,6 +266,7 @@ class MemoryWriter:
             reason=reason,
             scope=scope,
             created_at=created_at,
+            stated_at=stated_at,
             hold=hold,
             judge_timeout=judge_timeout,
             explicit_key=explicit_key,
@@ -341,6 +346,7 @@ class MemoryWriter:
             ttl_days=pending.ttl_days,
             reason=reason,
             created_at=pending.created_at,
+            stated_at=pending.stated_at,
             replaces=identity.replaces,
             restates=restates,
             # Equal values under different keys are different subjects' values

@@ -1,5 +1,5 @@
 """The recap's registration: nothing per session (the recap is a side call the faces
-make: the TUI's /recap and away recap, the daemon's recap route); its TUI face."""
+make: the TUI's /recap and away recap, the daemon's recap route); its faces."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ RECAP = "recap"
 
 FEATURE = Feature(
     RECAP,
+    settings="qwenmem_tui.features.recap.settings:RECAP_SETTINGS",
     tui="qwenmem_tui.tui.features.recap.controller:recap_extension",
-    api=("session_recap",),  # the daemon's recap route
+    routes="qwenmem_tui.features.recap.routes:RECAP_ROUTES",
+    api=("session_recap",),  # the ACP agent's /recap
 )

@@ -3,18 +3,32 @@ after the first exchange (last in the loop: it only reads the finished exchange)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from qwenmem_tui.features.feature import (
     Feature,
     FeatureContext,
     SessionPart,
     SessionWiring,
 )
-from qwenmem_tui.features.titles.hook import SessionTitleHook
+
+if TYPE_CHECKING:
+    from qwenmem_tui.config import Settings
 
 TITLES = "titles"
 
 
+def _enabled(settings: Settings) -> bool:
+    # A background model call per session, like extraction's per turn: a setup that
+    # turns those off (`extraction = false`: no model calls but the user's) gets none.
+    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+
+    return settings.llm.session_titles and MEMORY_SETTINGS.of(settings).extraction
+
+
 def _session(state: object, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
+    from qwenmem_tui.features.titles.hook import SessionTitleHook  # loaded when a chat is
+
     hook = SessionTitleHook()
     return SessionPart(hooks=(hook,), handle=hook, drain=hook.drain)
 
@@ -22,9 +36,7 @@ def _session(state: object, context: FeatureContext, wiring: SessionWiring) -> S
 FEATURE = Feature(
     TITLES,
     hook_rank=30,
-    # A background model call per session, like extraction's per turn: a setup that
-    # turns those off (`extraction = false`: no model calls but the user's) gets none.
-    enabled=lambda settings: settings.llm.session_titles and settings.memory.extraction,
+    enabled=_enabled,
     session=_session,
     tui="qwenmem_tui.tui.features.titles.extension:titles_extension",
 )

@@ -20,7 +20,6 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 from textual.worker import (
@@ -51,9 +50,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("qwenmem.tui")
 
 
-WARM_DELAY = 0.3
-"""Seconds of no typing before memory recall is warmed for the prompt's text: long
-enough to skip most keystrokes, short enough that recall has settled by Enter."""
+WARM_DELAY = 0.06
+"""Seconds the prompt's text must stay unchanged before memory recall is warmed for it:
+recall has to have settled when Enter comes, and a quick typist presses Enter 100-200 ms
+after the last key (a pause of 300 ms left 0 of 3 such messages with their memory).
+Shorter than the gap between most keystrokes would warm after nearly every key; each
+change restarts the wait, and a warm recall for newer text replaces the older one. A
+paste warms at once (`bench/bench_prefetch.py` measures both and the cost per key)."""
 EDITING_KEYS = frozenset(
     {
         "backspace", "delete", "ctrl+h", "ctrl+w", "ctrl+u", "ctrl+k", "ctrl+f",
@@ -120,7 +123,10 @@ class ChatScreen(Screen[None]):
         self._turn_done = asyncio.Event()
         self._turn_done.set()
         self._turn_worker: Worker[None] | None = None
-        self._warm_timer: Timer | None = None
+        # The event loop's own timer, not a Textual Timer: that one fires as a message
+        # queued behind the keys of a burst, and an Enter 100 ms later overtook it.
+        self._warm_timer: asyncio.TimerHandle | None = None
+        self._pasted = False  # the next change of the prompt is a paste: warm it at once
         # When Ctrl+C on an empty prompt armed the quit (app clock): a second one within
         # QUIT_CONFIRM_SECONDS quits.
         self._quit_armed_at: float | None = None
@@ -147,6 +153,11 @@ class ChatScreen(Screen[None]):
         self.show_model(self.qapp.model_label)
         self.watch(self.app, "state", self._state_changed)
         self.watch(self.prompt, "highlighted", self._highlight_moved, init=False)
+
+    def on_unmount(self) -> None:
+        if self._warm_timer is not None:  # the loop's timer does not die with the screen
+            self._warm_timer.cancel()
+            self._warm_timer = None
 
     # -- showing things --------------------------------------------------------------
 
@@ -267,6 +278,8 @@ class ChatScreen(Screen[None]):
         """
         prompt = self.prompt
         focused = self.focused
+        if isinstance(event, events.Paste):
+            self._pasted = True
         if focused is prompt or self.app.screen is not self:
             return
         # A widget with keys of its own (a memory receipt's list: f, e, n) keeps them.
@@ -278,19 +291,26 @@ class ChatScreen(Screen[None]):
 
     @on(PromptInput.Changed)
     def _typed(self) -> None:
-        # Per key only a timer restart: the text is read and checked once typing pauses.
+        # Per key only a timer restart: the text is read and checked once it settles.
         if self._warm_timer is not None:
-            self._warm_timer.stop()
+            self._warm_timer.cancel()
             self._warm_timer = None
+        if self._pasted:
+            # A paste is the whole text at once: nothing to wait for.
+            self._pasted = False
+            self.warm_recall()
+            return
         # Also while starting or busy: warm_recall then leaves it to the return to idle.
-        self._warm_timer = self.set_timer(WARM_DELAY, self.warm_recall, name="warm-recall")
+        self._warm_timer = asyncio.get_running_loop().call_later(WARM_DELAY, self.warm_recall)
 
     def warm_recall(self) -> None:
-        """Typing paused: start memory recall for the prompt's text, so a question sent
-        as it stands gets its memory in the first request (the prefetch never waits)."""
+        """The text settled (or was pasted): start memory recall for it, so a question
+        sent as it stands gets its memory in the first request (the prefetch never waits)."""
         self._warm_timer = None
         text = self.query_one(PromptInput).text
-        if not text.strip() or parse_command(text) is not None or not self.qapp.idle:
+        # Also while a reply ends (a message typed as the last one finishes, sent when
+        # it has): the query adopts it and leaves out what that reply brought into view.
+        if not text.strip() or parse_command(text) is not None or self.qapp.state == "starting":
             return
         self.qapp.session_features.warm_recall(self.qapp.session, text)
 

@@ -9,7 +9,6 @@ alone, and Markdown (markdown-it, Pygments, Rich's Markdown: ~80 ms) loads after
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Self
 
@@ -18,6 +17,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
+from qwenmem_tui.chat.view import format_tool_call as format_call
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 if TYPE_CHECKING:
@@ -28,7 +28,6 @@ USER_MESSAGE_MAX_LINES = 200
 USER_MESSAGE_MAX_CHARS = 20_000
 """A pasted log or file is shown as its beginning: every redraw of a message wraps all
 its text again (a 1 MB paste took 45 ms a frame); the whole of it is sent and stored."""
-TOOL_ARGS_MAX_CHARS = 80
 PIN_LABEL = "📌 pinned"
 
 
@@ -72,21 +71,9 @@ class InterruptedMark(Static):
 
 
 def format_tool_call(name: str, arguments: str) -> str:
-    """`name(key=value, …)` on one line, shortened; raw text when it is not a JSON object."""
-    try:
-        parsed = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict):
-        args = ", ".join(
-            f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items()
-        )
-    else:
-        args = arguments
-    args = " ".join(args.split())
-    if len(args) > TOOL_ARGS_MAX_CHARS:
-        args = args[: TOOL_ARGS_MAX_CHARS - 1] + "…"
-    return terminal_safe(f"{name}({args})")
+    """`name(key=value, …)` on one line, shortened (`chat.view.format_tool_call`), safe
+    for the terminal."""
+    return terminal_safe(format_call(name, arguments))
 
 
 def clip_lines(text: str, max_lines: int, *, max_chars: int | None = None) -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 from mcp_support import PYTHON, write_servers
 from starlette.testclient import TestClient
 
-from qwenmem_tui.config import McpServerSettings, McpSettings, Settings
+from qwenmem_tui.config import Settings
+from qwenmem_tui.features.mcp.settings import McpServerSettings, McpSettings
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 
 from .conftest import MakeApp

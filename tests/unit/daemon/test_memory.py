@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
 from starlette.testclient import TestClient
 
 from qwenmem_tui.config import Settings
@@ -24,6 +25,7 @@ def prompt(client: TestClient, session_id: str, text: str) -> str:
     return response.json()["reply"]
 
 
+@pytest.mark.usefixtures("embedder")
 def test_saved_memory_is_recalled_in_another_session(
     make_daemon, fake: FakeOpenAI, settings: Settings
 ) -> None:

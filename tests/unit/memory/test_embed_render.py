@@ -139,6 +139,11 @@ def test_age_and_staleness_note() -> None:
     assert age_phrase(10) == "just now"
     fresh = render_block([_memory("fresh", 3600)], now=10 * DAY)
     old = render_block([_memory("old", 3 * DAY)], now=10 * DAY)
-    assert "saved 1 hour ago)" in fresh and "stale" not in fresh
-    assert "saved 3 days ago; may be stale" in old
+    assert "(stated 1970-01-10, 1 hour ago)" in fresh and "stale" not in fresh
+    assert "(stated 1970-01-08, 3 days ago; may be stale" in old
+    earlier = _memory("earlier", 3 * DAY)
+    earlier.valid_until = 9 * DAY
+    assert "(stated 1970-01-08, 3 days ago; an earlier version, replaced 1970-01-10)" in (
+        render_block([earlier], now=10 * DAY)
+    )
     assert render_block([], now=0) == ""

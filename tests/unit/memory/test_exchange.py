@@ -36,7 +36,7 @@ def memory(recall: GatedRecall, wait_ms: int = 0) -> ExchangeMemory:
     async def service() -> Any:
         return recall
 
-    return ExchangeMemory(service, initial_wait_ms=wait_ms)
+    return ExchangeMemory(service, api_wait_ms=wait_ms)
 
 
 async def settle(recall: GatedRecall, exchange: ExchangeMemory) -> None:
@@ -98,12 +98,12 @@ async def test_client_reminders_are_not_the_query_and_no_user_message_is_no_reca
     await exchange.close()
 
 
-async def test_a_request_without_tools_waits_for_its_recall() -> None:
-    """No tools: no ToolResult request can follow, so the first request is the only
-    point memory can reach the model; it waits (bounded) even with initial_wait_ms 0."""
+async def test_the_first_request_waits_for_its_recall_up_to_api_wait_ms() -> None:
+    """A proxy has no typing phase in which recall could be warmed, and a reply without
+    tool calls has no later point: the first request waits (bounded, `api_wait_ms`)."""
     recall = GatedRecall()
-    exchange = memory(recall)  # initial_wait_ms = 0
-    shaping = asyncio.create_task(exchange.shape("p", [QUESTION], offers_tools=False))
+    exchange = memory(recall, wait_ms=60_000)
+    shaping = asyncio.create_task(exchange.shape("p", [QUESTION]))
     while not recall.queries:
         await asyncio.sleep(0)
     assert not shaping.done()  # waiting for the recall, not forwarding without it

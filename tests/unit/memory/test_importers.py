@@ -5,6 +5,7 @@ pipeline (never a real home)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -112,7 +113,8 @@ def test_import_from_claude_code_goes_through_the_guard(
     shutil.copytree(FIXTURES / "claude-code" / "memory", source)
     done = cli_run("memory", "import", "--from", "claude-code", str(source), home=home, cwd=project)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().startswith("imported 4 lines:")
+    assert done.stdout.strip().startswith("imported 2 (created 2,")
+    assert "held for review 2" in done.stdout
     listed = json.loads(cli_run("memory", "list", "--all", "--json", home=home, cwd=project).stdout)
     by_key = {m["key"]: m for m in listed}
     # Untrusted by default: facts about the person from a file wait for review;
@@ -145,8 +147,12 @@ def test_dry_run_says_what_would_happen_and_writes_nothing(
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
-    assert lines[-1] == "dry run: 4 entries: import 0, hold for review 4, reject 0; nothing was written"
-    assert lines[1].startswith("hold for review user/my_preferred_programming_language_is")
+    assert lines[4] == (
+        "dry run, nothing written: imported 0 (created 0, superseded 0, refreshed 0, "
+        "deduplicated 0); held for review 4; history restored 0; skipped 0; rejected 0"
+    )
+    assert lines[1].startswith("line 2: held for review [")
+    assert "user/my_preferred_programming_language_is" in lines[1]
     assert json.loads(cli_run("memory", "list", "--all", "--json", home=home, cwd=project).stdout) == []
 
 
@@ -164,3 +170,20 @@ def test_in_a_folder_only_memory_and_context_files_count(tmp_path: Path) -> None
     assert [r["value"] for r in rows("claude-code", tmp_path).values()] == ["Use bun, not npm"]
     # Named on its own, any Markdown file is read as a context file.
     assert len(read_source("claude-code", tmp_path / "commands" / "release.md")) == 2
+
+
+def test_entries_keep_the_date_their_source_gives_them(tmp_path: Path) -> None:
+    """mem0 stamps its memories and a memory file was last written when its fact was
+    said: that date is the row's stated_at (issue 35 item 4); no date, none claimed."""
+    found = rows("mem0", FIXTURES / "mem0" / "export.json")
+    dated = {r["value"]: r.get("stated_at") for r in found.values()}
+    assert dated == {
+        "Is a vegetarian and allergic to nuts": "2024-07-20T01:30:36.275141-07:00",
+        "Prefers concise answers without a closing summary": "2024-07-21T09:00:00Z",
+        "The staging API is at https://staging.example.com": None,
+    }
+    folder = tmp_path / "memory"
+    shutil.copytree(FIXTURES / "claude-code" / "memory", folder)
+    role = folder / "user_role.md"
+    os.utime(role, (1_700_000_000, 1_700_000_000))
+    assert rows("claude-code", folder)["user_role"]["stated_at"] == "2023-11-14T22:13:20+00:00"

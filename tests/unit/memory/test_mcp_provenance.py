@@ -12,7 +12,8 @@ from mcp_support import PYTHON, write_servers
 
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
-from qwenmem_tui.config import McpServerSettings, McpSettings, Settings
+from qwenmem_tui.config import Settings
+from qwenmem_tui.features.mcp.settings import McpServerSettings, McpSettings
 from qwenmem_tui.features.mcp.servers import McpServers
 from qwenmem_tui.features.memory.guard import FLAG_COPIED
 from qwenmem_tui.features.memory.model import Status

@@ -124,12 +124,20 @@ async def test_scope_comes_from_the_importing_project_unless_kept(service: Memor
     await import_lines(service, [planted, line(scope=PROJECT_B)], project=PROJECT_A)
     scopes = {m.key: m.scope for m in await service.list()}
     assert scopes == {"deploy": PROJECT_A, "editor": GLOBAL_SCOPE}
-    await import_lines(service, 
+    # Without --trust a scope is a claim: --keep-scope alone does not make it a fact.
+    await import_lines(service,
         [line(category="project", key="ci", value="CI on GitHub", scope=PROJECT_B)],
         project=PROJECT_A,
         keep_scope=True,
     )
-    assert {m.key: m.scope for m in await service.list()}["ci"] == PROJECT_B
+    assert {m.key: m.scope for m in await service.list()}["ci"] == PROJECT_A
+    await import_lines(service,
+        [line(category="project", key="cd", value="CD on Buildkite", scope=PROJECT_B)],
+        project=PROJECT_A,
+        keep_scope=True,
+        trusted=True,
+    )
+    assert {m.key: m.scope for m in await service.list()}["cd"] == PROJECT_B
 
 
 async def test_reimporting_an_export_changes_nothing_new(service: MemoryService) -> None:
@@ -225,10 +233,10 @@ def test_import_reports_line_numbers_and_keeps_scope_only_when_asked(
         + "\n"
     )
     ran = qwenmem("import", str(lines))
-    assert ran.code == 0
+    assert ran.code == 1  # lines were rejected
     assert ran.out.strip() == (
-        "imported 3 lines: created 1, superseded 0, refreshed 0, deduplicated 0, quarantined 0, skipped 0, rejected 2\n"
-        "by line: 1 facts, 0 held, 0 history, 2 invalid"
+        "imported 1 (created 1, superseded 0, refreshed 0, deduplicated 0); held for review 0; "
+        "history restored 0; skipped 0; rejected 2"
     )
     assert ran.err.splitlines() == [
         f"qwenmem: {lines}: line 2: created_at must be a finite number, got nan",
@@ -237,7 +245,8 @@ def test_import_reports_line_numbers_and_keeps_scope_only_when_asked(
     [row] = json.loads(qwenmem("list", "--json").out)
     assert row["scope"] == project_id(Path.cwd())
     lines.write_text(line(category="project", key="ci", value="CI on GitHub", scope="/elsewhere") + "\n")
-    assert qwenmem("import", "--keep-scope", str(lines)).code == 0
+    assert qwenmem("import", "--keep-scope", str(lines)).code == 2  # a claim without --trust
+    assert qwenmem("import", "--trust", "--keep-scope", str(lines)).code == 0
     exported = [json.loads(x) for x in qwenmem("export").out.splitlines()]
     assert {r["key"]: r["scope"] for r in exported}["ci"] == "/elsewhere"
 

@@ -23,15 +23,17 @@ from memtest_support import Clock, make_settings
 
 from qwenmem_tui.chat.session import BaseQueryHook, ChatSession
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
-from qwenmem_tui.config import LLMSettings, MemorySettings, Settings
+from qwenmem_tui.config import LLMSettings, Settings
+from qwenmem_tui.features.memory.settings import MemorySettings
 from qwenmem_tui.features.memory.prefetch import (
-    DISCARDED,
     IN_VIEW,
     INITIAL,
+    LATE,
     TOOL_RESULT,
     MemoryPrefetchHook,
     ProjectRecall,
 )
+from qwenmem_tui.features.memory.model import Category, Memory, Origin, Status
 from qwenmem_tui.features.memory.recall import RecallResult
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.llm.client import LLMClient
@@ -49,6 +51,14 @@ class RecallCall:
     release: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     cancelled: bool = False
+
+
+def note(memory_id: int) -> Memory:
+    """A stored memory as recall returns it (for a block rendered again)."""
+    return Memory(
+        memory_id, "ana", "global", Category.USER, f"note_{memory_id}", f"note {memory_id}",
+        Origin.USER, Status.ACTIVE, [], 0.0, 0.0, None,
+    )
 
 
 class ControlledRecall:
@@ -78,7 +88,7 @@ class ControlledRecall:
             return RecallResult(
                 block=f"{REMINDER}\nmemory {ids} for {text}\n</system-reminder>",
                 ids=ids,
-                memories=[],
+                memories=[note(i) for i in ids],
                 scores=[],
             )
         except asyncio.CancelledError:
@@ -385,9 +395,10 @@ async def test_a_failing_recall_leaves_the_request_unchanged(
     assert any("index on fire" in r.getMessage() for r in caplog.records)
 
 
-async def test_settled_result_without_a_tool_call_is_discarded_and_logged(
+async def test_a_recall_settling_after_a_tool_less_request_left_is_counted_late(
     make_session, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Issue 39: the message went without its memory; the log and the stats say so."""
     recall = ControlledRecall()
     deliveries: list[str] = []
 
@@ -408,10 +419,91 @@ async def test_settled_result_without_a_tool_call_is_discarded_and_logged(
         await query
         await hook.on_close(session)
 
-    assert hook.stats.discarded == {"no_tool_call": 1}
-    assert hook.stats.delivery_rate() == 0.0
-    assert deliveries == [DISCARDED]
-    assert any("discarded reason=no_tool_call" in r.getMessage() for r in caplog.records)
+    assert hook.stats.late == 1
+    assert deliveries == [LATE]
+    assert any(
+        "late: recall settled" in r.getMessage() and "reason=no_tool_call" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+async def test_a_recall_still_running_when_a_tool_less_reply_ends_is_counted_late(
+    make_session, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    recall = ControlledRecall()  # never released
+    deliveries: list[str] = []
+
+    async def record_delivery(point: str) -> None:
+        deliveries.append(point)
+
+    hook = MemoryPrefetchHook(recall, record_delivery=record_delivery)
+    session = await make_session(hook)
+    fake.script(Reply("no tools needed"))
+    with caplog.at_level(logging.INFO, logger="qwenmem.memory"):
+        await ask(session, "hello")
+        await hook.on_close(session)
+    assert recall.calls[0].cancelled
+    assert (hook.stats.late, deliveries) == (1, [LATE])
+    assert any("late: recall still running" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_session_of_an_api_face_waits_for_recall_up_to_api_wait_ms(
+    make_session, fake: FakeOpenAI
+) -> None:
+    """Issue 39: a face with no typing phase (`interactive` False) waits; the TUI's
+    (`interactive` True) never does, whatever `api_wait_ms` says."""
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall, api_wait_ms=60_000)
+    api = await make_session(hook)
+    fake.script(Reply("hi"), Reply("hi"))
+    query = asyncio.create_task(ask(api, "what is my editor?"))
+    call = await recall.call_number(1)
+    call.release.set()  # released only now: a request that did not wait went without it
+    await query
+    assert reminder_indexes(fake.chat_requests[0]["messages"]) == [1]
+    assert hook.stats.deliveries[INITIAL] == 1
+
+    typed = ControlledRecall()
+    tui_hook = MemoryPrefetchHook(typed, api_wait_ms=60_000)
+    tui = await make_session(tui_hook, interactive=True)
+    await ask(tui, "what is my editor?")  # never released: it must not wait
+    assert reminder_indexes(fake.chat_requests[1]["messages"]) == []
+
+
+async def test_a_failed_request_delivered_nothing_a_receipt_may_claim(
+    make_session, fake: FakeOpenAI
+) -> None:
+    """Issue 39: the memories were in the request, but no model answered it."""
+    recall = ControlledRecall(gated=False)
+    hook = MemoryPrefetchHook(recall, initial_wait_ms=60_000)
+    session = await make_session(hook)
+    fake.script(HTTPError(500, {"error": {"message": "down", "type": "server_error"}}))
+    assert (await ask(session, "what is my editor?")).status == "error"
+    assert REMINDER in json.dumps(fake.chat_requests[0]["messages"])
+    assert hook.sent_memories() == []
+
+
+async def test_a_query_cancelled_mid_reply_claims_only_what_answered_requests_carried(
+    make_session, fake: FakeOpenAI
+) -> None:
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+    tool_reply, hang = threading.Event(), threading.Event()
+    fake.script(read_readme(gate=tool_reply), Reply("never", gate=hang))
+    query = asyncio.create_task(ask(session, "summarise the readme"))
+    await asyncio.to_thread(fake.wait_for_requests, 1)
+    recall.calls[0].release.set()
+    await recall.calls[0].finished.wait()
+    tool_reply.set()
+    await asyncio.to_thread(fake.wait_for_requests, 2)  # carries [1, 2] after the tool result
+    assert reminder_indexes(fake.chat_requests[1]["messages"]) == [4]
+    session.cancel()
+    try:
+        assert (await query).status == "cancelled"
+    finally:
+        hang.set()
+    assert hook.sent_memories() == []
 
 
 async def test_initial_wait_lets_a_recall_about_to_settle_reach_the_user_query(
@@ -643,10 +735,13 @@ async def test_a_recall_warmed_in_another_session_is_not_adopted(
     assert (hook.stats.warm_adopted, hook.stats.warm_missed) == (0, 1)
 
 
-async def test_a_recall_warmed_before_the_surfaced_set_changed_is_not_adopted(
+async def test_a_recall_warmed_before_a_memory_came_into_view_is_adopted_without_it(
     make_session, fake: FakeOpenAI
 ) -> None:
+    """Typed as a reply ends: warmed before that reply's memories were in view. The
+    query adopts it (no second recall) and leaves out what is in view by now."""
     recall = ControlledRecall()
+    recall.ids = [[1, 2], [3, 4], [5]]
     hook = MemoryPrefetchHook(recall)
     session = await make_session(hook)
     fake.script(Reply("vim"), Reply("zsh"))
@@ -655,12 +750,35 @@ async def test_a_recall_warmed_before_the_surfaced_set_changed_is_not_adopted(
     hook.warm(session, "and my shell?")
     (await recall.call_number(2)).release.set()
     await recall.calls[1].finished.wait()
-    hook.surfaced.add(9)  # a delivery (or a compaction) since the warm recall ran
+    hook.surfaced.add(3)  # came into view since the warm recall ran
+    await ask(session, "and my shell?")
+
+    assert len(recall.calls) == 2
+    assert (hook.stats.warm_adopted, hook.stats.warm_missed) == (1, 0)
+    assert [s.id for s in hook.sent_memories()] == [4]
+    sent = json.dumps(fake.chat_requests[1]["messages"])
+    assert "note_4" in sent and "note_3" not in sent  # its block rendered without 3
+
+
+async def test_a_recall_warmed_before_a_memory_left_the_view_is_not_adopted(
+    make_session, fake: FakeOpenAI
+) -> None:
+    """It excluded a memory the query may find again: recall runs afresh."""
+    recall = ControlledRecall()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(hook)
+    fake.script(Reply("vim"), Reply("zsh"))
+    await ask(session, "what is my editor?")
+    hook.surfaced.add(9)
+    hook.warm(session, "and my shell?")
+    (await recall.call_number(2)).release.set()
+    await recall.calls[1].finished.wait()
+    hook.surfaced.discard(9)  # left the view (superseded, compacted away)
     await ask(session, "and my shell?")
 
     assert [(c.text, c.excluded) for c in recall.calls[1:]] == [
-        ("and my shell?", frozenset()),
         ("and my shell?", frozenset({9})),
+        ("and my shell?", frozenset()),
     ]
     assert (hook.stats.warm_adopted, hook.stats.warm_missed) == (0, 1)
 

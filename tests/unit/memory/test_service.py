@@ -268,7 +268,8 @@ async def test_export_import_roundtrip_skips_replaced_values(
         report = await import_lines(other, 
             [*lines, '{"category": "user"}', "not json"], project=PROJECT_A, trusted=True
         )
-        assert report.counts == {"skipped": 1, "created": 2, "rejected": 2}
+        # --trust: the replaced value comes back as history, never as the current one.
+        assert report.counts == {"history": 1, "created": 2, "rejected": 2}
         values = sorted(m.value for m in await other.list(statuses=[Status.ACTIVE]))
         assert values == ["Ana", "Beta"]
     finally:
@@ -378,3 +379,17 @@ async def test_a_lazily_opened_service_forgets_and_expires_through_the_store_and
         assert fts_matches_rows(mem_paths.db_file)
     finally:
         await svc.close()
+
+
+async def test_a_moved_memory_takes_the_new_categorys_lifetime(service: MemoryService, clock: Clock) -> None:
+    """Issue 38: a project note moved to the person's kept its 90 days, and back."""
+    saved = await service.save("project", "deploy_host", "Deploys go to ship.example", origin="user", project=PROJECT_A)
+    assert saved.memory.expires_at == pytest.approx(clock() + 90 * DAY)
+    clock.advance(30 * DAY)
+    moved = await service.move(saved.memory.id, "user", project=PROJECT_A)
+    assert moved is not None and moved.expires_at == pytest.approx(clock() + 365 * DAY)
+    clock.advance(DAY)
+    back = await service.move(saved.memory.id, "project", project=PROJECT_A)
+    assert back is not None and back.expires_at == pytest.approx(clock() + 90 * DAY)
+    trail = await service.audit(saved.memory.id, project=PROJECT_A)
+    assert "expires in 365 days" in trail[-2].reason and "expires in 90 days" in trail[-1].reason

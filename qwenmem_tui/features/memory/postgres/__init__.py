@@ -31,6 +31,7 @@ from qwenmem_tui.features.memory.postgres.connection import (
 )
 from qwenmem_tui.features.memory.postgres.store import Notice, PostgresMemoryStore
 from qwenmem_tui.features.memory.store import MemoryStore
+from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
@@ -55,7 +56,7 @@ async def open_postgres_store(
     ``MemoryStoreUnavailable``; ``"read_only"`` (the default) tells ``on_notice`` one
     line and serves recall from the local cache, if this machine has one.
     """
-    dsn = settings.memory.postgres_dsn
+    dsn = MEMORY_SETTINGS.of(settings).postgres_dsn
     if not dsn:
         raise MemoryStoreUnavailable(
             'memory.store is "postgres" but no memory.postgres_dsn (or QWENMEM_POSTGRES_DSN) is set'
@@ -65,7 +66,7 @@ async def open_postgres_store(
     try:
         store = await PostgresMemoryStore.open(dsn, on_notice=on_notice)
     except MemoryStoreUnavailable as exc:
-        if settings.memory.postgres_unavailable == "refuse":
+        if MEMORY_SETTINGS.of(settings).postgres_unavailable == "refuse":
             raise
         snapshot = cache.load()
         if snapshot is None:

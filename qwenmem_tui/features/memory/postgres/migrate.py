@@ -51,14 +51,14 @@ def sqlite_source(db_file: Path) -> str:
 _SOURCE_COLUMNS = (
     "id, user, scope, category, key, value, origin, status, flags, created_at, updated_at,"
     " expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model, embedding,"
-    " restates"
+    " restates, stated_at, valid_until"
 )
 """The SQLite row as read; `_Migration` addresses its columns by these positions."""
 _INSERT = (
     "INSERT INTO memories (username, scope, category, key, value, origin, status, flags, created_at,"
     " updated_at, expires_at, last_recalled_at, recall_count, content_hash, embedding_model, embedding,"
-    " source, source_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,"
-    " $17, $18) RETURNING id"
+    " source, source_id, stated_at, valid_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
+    " $12, $13, $14, $15, $16, $17, $18, $19, $20) RETURNING id"
 )
 
 
@@ -128,7 +128,7 @@ class _Migration:
         """The INSERT's values for SQLite row `r` (positions of `_SOURCE_COLUMNS`)."""
         return [
             r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), r[9], r[10],
-            r[11], r[12], r[13], r[15], r[16], r[17], self.source, r[0],
+            r[11], r[12], r[13], r[15], r[16], r[17], self.source, r[0], r[19] or r[9], r[20],
         ]  # fmt: skip
 
     async def _copy_row(
@@ -153,6 +153,7 @@ class _Migration:
         else:
             self.report.conflicts.append(f"{r[3]}/{r[4]}")
             fields[6], fields[15] = Status.SUPERSEDED.value, None
+            fields[19] = max(fields[18], existing.stated_at)  # held until the kept one was said
             self.mapping[r[0]] = new_id = await conn.fetchval(_INSERT, *fields)
             await conn.execute(
                 "UPDATE memories SET superseded_by = $1 WHERE id = $2", existing.id, new_id

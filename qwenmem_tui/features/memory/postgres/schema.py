@@ -137,6 +137,17 @@ PG_MIGRATIONS: list[str] = [
     """
     ALTER TABLE memories ADD COLUMN restates BIGINT REFERENCES memories (id);
     """,
+    # 5: facts know their time, as SQLite migration 7: when each was stated and, once
+    # replaced, until when it held.
+    """
+    ALTER TABLE memories ADD COLUMN stated_at DOUBLE PRECISION;
+    ALTER TABLE memories ADD COLUMN valid_until DOUBLE PRECISION;
+    UPDATE memories SET stated_at = created_at;
+    UPDATE memories AS m SET valid_until = coalesce(
+        (SELECT greatest(n.created_at, m.created_at) FROM memories AS n WHERE n.id = m.superseded_by),
+        m.updated_at)
+    WHERE m.status = 'superseded';
+    """,
 ]
 
 

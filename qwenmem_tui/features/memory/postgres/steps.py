@@ -23,7 +23,7 @@ ACTIVE = Status.ACTIVE.value
 COLUMNS = (
     "id, username, scope, category, key, value, origin, status, flags, created_at, updated_at,"
     " expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model,"
-    " restates"
+    " restates, stated_at, valid_until"
 )
 
 
@@ -92,8 +92,8 @@ class PgSteps(write_plan.WriteSteps):
         # transaction changes the new row.
         return row_to_memory(await self._conn.fetchrow(
             "INSERT INTO memories (username, scope, category, key, value, origin, status, flags,"
-            " created_at, updated_at, expires_at, content_hash, embedding_model, embedding, restates)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+            " created_at, updated_at, expires_at, content_hash, embedding_model, embedding, stated_at,"
+            " restates) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
             f" RETURNING {COLUMNS}",
             *row,
         ))
@@ -106,12 +106,14 @@ class PgSteps(write_plan.WriteSteps):
             memory_id,
         )
 
-    async def mark_superseded(self, memory_id: int, by: int, now: float) -> None:
+    async def mark_superseded(self, memory_id: int, by: int, now: float, until: float) -> None:
         await self._conn.execute(
-            "UPDATE memories SET status = $1, superseded_by = $2, updated_at = $3, embedding = NULL WHERE id = $4",
+            "UPDATE memories SET status = $1, superseded_by = $2, updated_at = $3, valid_until = $4,"
+            " embedding = NULL WHERE id = $5",
             Status.SUPERSEDED.value,
             by,
             now,
+            until,
             memory_id,
         )
 
@@ -125,9 +127,20 @@ class PgSteps(write_plan.WriteSteps):
 
     async def reactivate(self, memory_id: int, now: float) -> None:
         await self._conn.execute(
-            "UPDATE memories SET status = $1, superseded_by = NULL, updated_at = $2 WHERE id = $3",
+            "UPDATE memories SET status = $1, superseded_by = NULL, valid_until = NULL,"
+            " updated_at = $2 WHERE id = $3",
             Status.ACTIVE.value,
             now,
+            memory_id,
+        )
+
+    async def set_history(
+        self, memory_id: int, superseded_by: int | None, valid_until: float | None
+    ) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET superseded_by = $1, valid_until = $2 WHERE id = $3",
+            superseded_by,
+            valid_until,
             memory_id,
         )
 

@@ -4,18 +4,23 @@
 OSC 52 (Textual's `copy_to_clipboard`: works over SSH and inside tmux) and the
 system clipboard where one exists. /export [FILE] writes the session as Markdown
 (`qwenmem_tui.features.export.formats`, the same text as `qwenmem sessions export`), JSON when FILE
-ends in .json; it never overwrites a file.
+ends in .json; it never overwrites a file. Without FILE it writes into
+$QWENMEM_HOME/exports/ (private, like everything under the home), not the current
+directory: that is usually a git work tree, and an export there is one `git add .` from
+being committed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qwenmem_tui.chat.view import content_text
 from qwenmem_tui.clipboard import system_copy
 from qwenmem_tui.features.export.formats import default_name, export_session
+from qwenmem_tui.paths import private_dir
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.host import SlashCommand
 
@@ -74,12 +79,18 @@ async def _export(app: Host, args: str) -> None:
             app.show_error(f"{path} exists: qwenmem does not overwrite it; give another name.")
             return
     else:
-        path = _free_name(Path.cwd(), default_name(session.info))
+        path = app.paths.exports_dir / default_name(session.info)
     fmt = "json" if path.suffix.lower() == ".json" else "md"
     text = export_session(session.info, session.items, fmt, now=app.clock())
 
     def write() -> None:
-        with path.open("x", encoding="utf-8") as handle:  # "x": never over a file
+        nonlocal path
+        if not args:
+            private_dir(app.paths.exports_dir)
+            path = _free_name(app.paths.exports_dir, path.name)
+        # O_EXCL: never over a file; 0600: the session is the user's private text.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
 
     try:
@@ -95,7 +106,12 @@ async def _build(context: AppContext) -> Extension:
         name="export",
         commands=(
             SlashCommand("copy", "Copy the last (or N-th last) reply as Markdown", _copy, "[N]"),
-            SlashCommand("export", "Write this session to a Markdown (or .json) file", _export, "[file]"),
+            SlashCommand(
+                "export",
+                "Write this session to a Markdown (or .json) file (default: in $QWENMEM_HOME/exports)",
+                _export,
+                "[file]",
+            ),
         ),
     )
 

@@ -34,6 +34,7 @@ class McpFeature:
         self._app: Host | None = None
         self._shown = False  # a session is on screen: lines shown now stay
         self._pending: list[str] = []  # failures before the first session was shown
+        self._said: set[str] = set()  # tool-name collisions already shown
 
     def on_ready(self, app: Host) -> None:
         self._app = app
@@ -57,9 +58,17 @@ class McpFeature:
                 opening.add_done_callback(lambda _, server=server: self._started(server))
 
     def _started(self, server: McpServer) -> None:
+        if server.state == "ready" and self._servers is not None:
+            # Two tools one model name would share: refused, said once each.
+            for line in self._servers.collisions():
+                if line not in self._said:
+                    self._said.add(line)
+                    self._say(line)
         if server.state != "failed":
             return
-        line = f"MCP server {server.name} {server.error} (see /mcp; it is retried on the next call)"
+        self._say(f"MCP server {server.name} {server.error} (see /mcp; it is retried on the next call)")
+
+    def _say(self, line: str) -> None:
         if self._app is None or not self._shown:
             self._pending.append(line)
         else:

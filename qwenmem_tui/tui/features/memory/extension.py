@@ -17,13 +17,11 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding, BindingType
 
 from qwenmem_tui.features.memory.access import MemoryAccess, MemoryUnavailable
+from qwenmem_tui.features.memory.confirmation import clip_value as _clip
+from qwenmem_tui.features.memory.confirmation import memory_name as _name
+from qwenmem_tui.features.memory.confirmation import remember_confirmation
 from qwenmem_tui.features.memory.feature import MEMORY
-from qwenmem_tui.features.memory.model import (
-    FLAG_POSSIBLE_DUPLICATE,
-    Memory,
-    WriteAction,
-    WriteResult,
-)
+from qwenmem_tui.features.memory.model import Memory
 from qwenmem_tui.features.memory.receipts import (
     EDITED,
     FORGOT,
@@ -34,10 +32,10 @@ from qwenmem_tui.features.memory.receipts import (
 from qwenmem_tui.features.memory.review import review_plan, waiting_label
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.writer import MemoryRejected
-from qwenmem_tui.text import one_line
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.features.memory.receipt import MemoryReceipt
 from qwenmem_tui.tui.host import SlashCommand
+from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:
     from qwenmem_tui.storage.sessions import Item
@@ -47,7 +45,6 @@ log = logging.getLogger("qwenmem.tui")
 
 REBUILD_NOTICE_MIN = 500
 """Rebuilds of fewer vectors end before anyone could read a notice about them."""
-CONFIRM_VALUE_CHARS = 80
 SAMPLE_BADGE = "memory.review_sample"
 """The status line's "N memories to review" of the sampled review (memory/review.py)."""
 RECEIPT_KEYS = (
@@ -169,7 +166,7 @@ class MemoryFeature:
 
     async def _sample_count(self, service: MemoryService) -> int:
         """How many memories the sampled review offers now (0: none is due)."""
-        settings = self._context.settings.memory
+        settings = MEMORY_SETTINGS.of(self._context.settings)
         if settings.review_every_days <= 0:
             return 0
         plan = await review_plan(
@@ -189,7 +186,7 @@ class MemoryFeature:
         service = await self._service_for(app)
         if service is None:
             return
-        settings = self._context.settings.memory
+        settings = MEMORY_SETTINGS.of(self._context.settings)
         await app.push_screen(
             MemoryScreen(
                 service,
@@ -323,36 +320,6 @@ class MemoryFeature:
         if self._app is not None:
             await self._app.store.update_item(widget.item)
         widget.show_receipt(receipt)
-
-
-def _name(memory: Memory) -> str:
-    return f"{memory.category}/{memory.key}"
-
-
-def _clip(value: str) -> str:
-    value = one_line(value)
-    return value if len(value) <= CONFIRM_VALUE_CHARS else value[: CONFIRM_VALUE_CHARS - 1] + "…"
-
-
-def remember_confirmation(result: WriteResult) -> str:
-    """The one line /remember answers with: where the note went, or why it is held."""
-    memory = result.memory
-    if result.action is WriteAction.QUARANTINED:
-        return (
-            f"Quarantined: {', '.join(memory.flags)} — #{memory.id} {_name(memory)} is held "
-            "for review; approve it on /memory to use it."
-        )
-    # The id is what /forget takes: shown so undoing a note needs no trip to /memory.
-    line = f"Remembered #{memory.id} {_name(memory)}: {_clip(memory.value)}"
-    if result.action is WriteAction.SUPERSEDED:
-        return f"{line} (replaces the previous value)"
-    if result.action is WriteAction.DEDUPLICATED:
-        return f"{line} (already saved as #{memory.id})"
-    if memory.restates is not None:
-        return f"{line} (may replace #{memory.restates}: both kept until decided, see /memory)"
-    if FLAG_POSSIBLE_DUPLICATE in memory.flags:
-        return f"{line} (kept beside a similar memory: see /memory)"
-    return line
 
 
 RECEIPT_BINDING = Binding("ctrl+o", "command('receipt')", "Memories used", id="memory.receipt")

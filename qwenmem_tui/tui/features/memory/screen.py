@@ -29,7 +29,9 @@ from qwenmem_tui.features.memory.model import (
     Memory,
     Status,
 )
+from qwenmem_tui.features.memory.render import day
 from qwenmem_tui.features.memory.review import review_plan
+from qwenmem_tui.features.memory.timeline import Version, history
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.tui.terminal_text import terminal_safe
@@ -40,6 +42,10 @@ DEFAULT_STATUSES = (Status.ACTIVE, Status.QUARANTINED)
 KEY_WIDTH = 20
 VALUE_MIN_WIDTH = 16
 NO_MATCH = "No memory matches the filter."
+# Rows put in the table at once: a store of years holds 100k memories, and a DataTable
+# fed them all took seconds to paint (21 s for 8k rows on a loaded machine). The next
+# page is added as the cursor reaches the last row; filtering searches every row.
+PAGE = 200
 NO_MEMORIES = "No memories yet: /remember <text> saves one, and the assistant saves what matters."
 
 
@@ -137,13 +143,43 @@ def metrics_line(stats: MemoryStats) -> Content:
     )
 
 
-def detail_content(memory: Memory, audit: Sequence[AuditEntry], now: float) -> Content:
-    """The selected memory in full, then its audit history, oldest first."""
+def versions_content(memory: Memory, versions: Sequence[Version]) -> list[str | tuple[str, str]]:
+    """The fact's versions, oldest first: when each was stated, until when it held,
+    its value, and what replaced it, who decided and why (nothing for a fact with one
+    version)."""
+    if len(versions) < 2:
+        return []
+    parts: list[str | tuple[str, str]] = ["\n\n", (f"Versions ({len(versions)})", "bold")]
+    for version in versions:
+        m = version.memory
+        until = "now" if m.valid_until is None else day(m.valid_until)
+        this = " ◀" if m.id == memory.id else ""
+        parts += [
+            "\n",
+            (f"{day(m.stated_at)} → {until:<10} ", "dim"),
+            (f"#{m.id} ", "bold"),
+            f"{clip(m.value, 80)} ",
+            (f"({m.status}){this}", "dim"),
+        ]
+        if version.replaced_by is not None:
+            why = f": {clip(version.why, 160)}" if version.why else ""
+            decided = version.decided_by or "unknown"
+            parts += ["\n", (f"{'':>24}replaced by #{version.replaced_by}, decided by {decided}{why}", "dim")]
+        if m.restates is not None:
+            parts += ["\n", (f"{'':>24}may restate #{m.restates}: not decided yet, both kept", "dim")]
+    return parts
+
+
+def detail_content(
+    memory: Memory, audit: Sequence[AuditEntry], now: float, versions: Sequence[Version] = ()
+) -> Content:
+    """The selected memory in full, its versions, then its audit history, oldest first."""
     scope = "global" if memory.scope == GLOBAL_SCOPE else "this project"
     facts = [
         str(memory.status),
         f"origin {memory.origin}",
         scope,
+        f"stated {day(memory.stated_at)}",
         f"saved {ago(now - memory.created_at)}",
         f"expires {expires_label(memory.expires_at, now)}",
         f"recalled {memory.recall_count}×",
@@ -157,6 +193,7 @@ def detail_content(memory: Memory, audit: Sequence[AuditEntry], now: float) -> C
         ("  " + " · ".join(facts), "dim"),
         "\n",
         terminal_safe(memory.value),
+        *versions_content(memory, versions),
         "\n\n",
         ("History", "bold"),
     ]
@@ -187,7 +224,8 @@ class MemoryDetail(VerticalScroll):
 
 
 class ConfirmForget(ModalScreen[bool]):
-    """Forgetting cannot be undone from the app: ask once."""
+    """Forgetting cannot be undone from the app: ask once. The dialog asks "Forget?",
+    so Enter forgets (the Forget button has the focus), and it names its keys."""
 
     CSS_PATH = "memory.tcss"
     BINDINGS = [
@@ -209,6 +247,8 @@ class ConfirmForget(ModalScreen[bool]):
                     clip(memory.value, 200),
                     "\n",
                     ("It will never be recalled again; the audit log keeps the record.", "dim"),
+                    "\n",
+                    ("Enter or y: forget · Esc or n: keep", "dim"),
                 ),
                 id="confirm-text",
             )
@@ -217,7 +257,7 @@ class ConfirmForget(ModalScreen[bool]):
                 yield Button("Keep", id="confirm-keep")
 
     def on_mount(self) -> None:
-        self.query_one("#confirm-keep", Button).focus()
+        self.query_one("#confirm-forget", Button).focus()
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
@@ -268,6 +308,7 @@ class MemoryScreen(Screen[None]):
         self._clock = clock
         self._memories: list[Memory] = []
         self._selected: int | None = None
+        self._shown: list[Memory] = []  # what the filter lets through; the table holds a prefix
         # The sampled review (memory/review.py): the ids offered now, and whether the
         # table shows only them.
         self._review_every_days = review_every_days
@@ -302,7 +343,8 @@ class MemoryScreen(Screen[None]):
         """Read the rows and the metrics; the table keeps the selected row if it can."""
         show_all = self.query_one("#memory-all", Checkbox).value
         statuses = None if show_all else DEFAULT_STATUSES
-        memories = await self._service.list(project=self._project, statuses=statuses)
+        self._memories = await self._service.list(project=self._project, statuses=statuses)
+        self._show_rows()  # painted before the metrics, which read the whole store
         stats = await self._service.stats()
         plan = await review_plan(
             self._service,
@@ -310,19 +352,23 @@ class MemoryScreen(Screen[None]):
             every_days=self._review_every_days,
             size=self._review_size,
         )
-        self._sample = [m.id for m in plan.sample]
-        self._reviewing = self._reviewing and bool(self._sample)
-        self._memories = memories
+        sample = [m.id for m in plan.sample]
         self.query_one("#memory-metrics", Static).update(metrics_line(stats))
-        self._show_rows()
+        if sample != self._sample or self._reviewing:
+            self._sample = sample
+            self._reviewing = self._reviewing and bool(sample)
+            self._show_rows()
 
     @work(exclusive=True, group="memory-detail")
     async def load_detail(self, memory_id: int) -> None:
         """The selected row in full, with its audit history."""
         memory = await self._service.get(memory_id, project=self._project)
         audit = await self._service.audit(memory_id, project=self._project)
+        versions = await history(self._service, str(memory_id), project=self._project)
         if memory is not None and memory_id == self._selected:
-            self.query_one(MemoryDetail).show(detail_content(memory, audit, self._clock()))
+            self.query_one(MemoryDetail).show(
+                detail_content(memory, audit, self._clock(), versions)
+            )
 
     def _visible(self) -> list[Memory]:
         query = self.query_one("#memory-filter", Input).value
@@ -333,21 +379,31 @@ class MemoryScreen(Screen[None]):
 
     def _show_rows(self) -> None:
         table = self.query_one(DataTable)
-        rows = self._visible()
-        now = self._clock()
-        width = value_width(rows, now, table.size.width or self.size.width)
+        rows = self._shown = self._visible()
         keep = self._selected
-        table.clear()
-        for memory in rows:
-            table.add_row(*memory_cells(memory, now, width), key=str(memory.id))
-        self.query_one("#memory-title", Static).update(self._title(len(rows)))
+        row = table.cursor_row  # where the cursor was, if its memory leaves the list
         ids = [m.id for m in rows]
+        upto = max(PAGE, ids.index(keep) + 1 if keep in ids else row + 1)
+        table.clear()
+        self._add_rows(upto)
+        self.query_one("#memory-title", Static).update(self._title(len(rows)))
         if keep in ids:
             table.move_cursor(row=ids.index(keep))
-        elif not rows:
+        elif rows:  # forgotten, filtered out: the row that took its place, not the top
+            table.move_cursor(row=min(max(row, 0), table.row_count - 1))
+        else:
             self._select(None)
             self.query_one(MemoryDetail).show(Content(NO_MATCH if self._memories else NO_MEMORIES))
         self.refresh_bindings()
+
+    def _add_rows(self, upto: int) -> None:
+        """Put the filtered rows up to ``upto`` in the table (after those it holds)."""
+        table = self.query_one(DataTable)
+        page = self._shown[table.row_count : upto]
+        now = self._clock()
+        width = value_width(self._shown, now, table.size.width or self.size.width)
+        for memory in page:
+            table.add_row(*memory_cells(memory, now, width), key=str(memory.id))
 
     def _title(self, shown: int) -> Content:
         which = "all statuses" if self.query_one("#memory-all", Checkbox).value else "active and quarantined"
@@ -374,6 +430,10 @@ class MemoryScreen(Screen[None]):
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None:
             self._select(int(event.row_key.value))
+        table = self.query_one(DataTable)
+        at_end = event.cursor_row >= table.row_count - 1
+        if at_end and table.row_count < len(self._shown):
+            self._add_rows(table.row_count + PAGE)
 
     @on(Input.Changed, "#memory-filter")
     def _filter(self) -> None:
@@ -402,8 +462,8 @@ class MemoryScreen(Screen[None]):
             return selected is not None and selected.status is not Status.DELETED or None
         if action == "edit":
             return selected is not None and selected.status is Status.ACTIVE or None
-        if action == "restore":  # hidden unless a superseded memory is selected
-            return selected is not None and selected.status is Status.SUPERSEDED
+        if action == "restore":  # hidden unless a superseded (or, to say why not, deleted) one
+            return selected is not None and selected.status in (Status.SUPERSEDED, Status.DELETED)
         if action == "move":
             return selected is not None and selected.status in DEFAULT_STATUSES or None
         # The review's keys show only while a review is offered (the footer is full).
@@ -437,10 +497,18 @@ class MemoryScreen(Screen[None]):
             self.restore(memory.id)
 
     def action_restore(self) -> None:
-        """u: a superseded memory is active again (what replaced it under its key gives way)."""
+        """u: a superseded memory is active again (what replaced it under its key gives
+        way); on a forgotten one, why it cannot be."""
         memory = self.selected
         if memory is not None and memory.status is Status.SUPERSEDED:
             self.restore(memory.id)
+        elif memory is not None and memory.status is Status.DELETED:
+            self.notify(
+                f"#{memory.id} ({_label(memory)}) was forgotten, and a forgotten memory is not "
+                "restored: u brings back a superseded one. To keep this fact again, "
+                "/remember it.",
+                severity="warning",
+            )
 
     def action_move(self) -> None:
         """m: a project memory becomes the person's (every project), and back."""

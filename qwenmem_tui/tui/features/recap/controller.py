@@ -32,6 +32,7 @@ from qwenmem_tui.tui.extensions import (
 )
 from qwenmem_tui.tui.features.recap.item import RecapItem
 from qwenmem_tui.tui.host import BusyState, SlashCommand
+from qwenmem_tui.features.recap.settings import RECAP_SETTINGS
 
 if TYPE_CHECKING:
     from qwenmem_tui.tui.host import Host
@@ -73,7 +74,7 @@ class RecapController:
 
     def attach(self, app: Host) -> None:
         """Start following the app's focus and busy state (the chat screen is up)."""
-        general = self._settings.general
+        general = RECAP_SETTINGS.of(self._settings)
         self._app = app
         self._away = AwayController(
             enabled=general.show_session_recap,

