@@ -25,6 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from identity_eval import evaluate, load_pairs  # noqa: E402
 
+import qwenmem_tui.features.registry  # noqa: E402, F401 (registers the features' settings sections)
 from qwenmem_tui.config import Settings  # noqa: E402
 from qwenmem_tui.features.memory.backup import import_lines  # noqa: E402
 from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT  # noqa: E402

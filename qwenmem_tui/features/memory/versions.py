@@ -25,8 +25,10 @@ def newer_first(
     newer_of: dict[int, T] = {}
     for item in found:
         older = memory(item).restates
-        if older is not None and older not in newer_of:
-            newer_of[older] = item
+        if older is not None and (
+            older not in newer_of or memory(item).created_at > memory(newer_of[older]).created_at
+        ):
+            newer_of[older] = item  # several: the latest
     if not newer_of:
         return list(ranked)
     placed: list[T] = []

@@ -597,16 +597,20 @@ class MemoryWriter:
         if ruled.replaces or ruled.same_as is not None or ruled.key != key or ruled.decided_by == "key":
             return ruled.flagged(elsewhere)
         close = by_meaning(key, value, category, found, self._meaning_floor())
-        if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and close:
-            judged = await self._judge(category, key, value, close, judge_timeout, explicit)
-            if judged is not None:
-                return judged.flagged(elsewhere)
-            # Undecided: linked to the likeliest, decided at idle by the same judgement.
-            return replace(ruled, restates=close[0].id).flagged(elsewhere)
         near = {c.memory.id for c in found if c.dense is not None and c.dense >= LINK_COSINE}
         likely = await self.reader().likely_restatement(
             key, reading or Reading(None, None), close, near
         )
+        if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and close:
+            judged = await self._judge(category, key, value, close, judge_timeout, explicit)
+            if judged is not None:
+                return judged.flagged(elsewhere)
+            # Undecided: linked, decided at idle by the same judgement. With an embedder
+            # that reads meaning, only a likely restatement (a distinct fact wrongly
+            # linked would be shown as an earlier version until then); without one,
+            # the closest candidate is all there is to go on.
+            if not self.reader().meaningful:
+                likely = likely or close[0]
         if likely is not None:
             return replace(ruled, restates=likely.id).flagged(elsewhere)
         return ruled.flagged(elsewhere)
@@ -615,7 +619,7 @@ class MemoryWriter:
         """The attribute reader of the embedder in use (its prototypes embedded once)."""
         embedder = self.vectors.embedder
         if self._reader is None or self._reader.embedder is not embedder:
-            self._reader = MeaningReader(embedder)
+            self._reader = MeaningReader(embedder, self.vectors.index.directory)
         return self._reader
 
     def _meaning_floor(self) -> float | None:
