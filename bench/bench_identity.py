@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from identity_eval import evaluate, load_pairs  # noqa: E402
 
 from qwenmem_tui.config import Settings  # noqa: E402
+
+from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
 from qwenmem_tui.features.memory.backup import import_lines  # noqa: E402
 from qwenmem_tui.features.memory.identity import JUDGE_SYSTEM_PROMPT  # noqa: E402
 from qwenmem_tui.features.memory.model import WriteResult, embed_text  # noqa: E402

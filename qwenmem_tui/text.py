@@ -57,3 +57,8 @@ def terminal_safe_json(json_text: str) -> str:
     ``\\uXXXX`` escape: the same JSON value for a script, nothing a terminal acts on
     (``json.dumps(..., ensure_ascii=False)`` leaves C1 controls and bidi marks raw)."""
     return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
+
+
+def markdown_quote(text: str) -> str:
+    """`text` as a Markdown block quote (how an export sets a feature's aside apart)."""
+    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines())

@@ -1,15 +1,19 @@
 """What a feature is: the one registration a feature package makes (`Feature`).
 
 A feature plugs into the chat loop (hooks, tools) and offers each face what it has for
-it (the TUI its extension, the daemon its routes). Its package holds all of it:
+it (the TUI its extension, the daemon its routes, the CLI its commands). Its package
+holds all of it but its TUI face, which lives in the TUI room so that Textual stays
+there (docs/architecture.md defines the four words: feature, face, state, extension):
 
 ```text
 features/<name>/
   feature.py      FEATURE = Feature(...)   <- the registration, and one line in registry.py
+  settings.py     its settings section, if it has one
   ...             its core (no Textual, no HTTP): hooks, stores, services
-  tui/            its TUI face (Textual): the extension, screens, widgets
   routes.py       its daemon face (Starlette), if it has one
   mcp_tools.py    its tools in `qwenmem mcp`, if it has them
+  cli.py          its `qwenmem` subcommands, if it has them
+tui/features/<name>/   its TUI face (Textual): the extension, screens, widgets
 ```
 
 The core never imports a face, so a registration names its faces by reference
@@ -185,10 +189,24 @@ class Feature:
     mcp: FaceRef | None = None
     """Its MCP tools for `qwenmem mcp`: a ``register(server, backend)`` in its
     `mcp_tools.py`."""
+    items: tuple[ItemKind, ...] = ()
+    """The display items it stores (a recap line, a memory receipt, a compaction
+    marker) and their renderers."""
     api: tuple[str, ...] = ()
     """The modules of its package the faces may import besides `feature.py`, `tui/`
     and `routes.py` (memory's `remote` for the MCP server, ...); the rest is its
     core, which only the feature itself and the assembly reach."""
+
+
+@dataclass(frozen=True)
+class ItemKind:
+    """A display item a feature stores in a session (`Item.type`), with how it reads
+    in an export; the TUI's widget for it comes with the feature's extension
+    (`Extension.item_widgets`)."""
+
+    name: str
+    markdown: FaceRef | None = None
+    """``(item, now) -> str``: the item in a Markdown export ("" leaves it out)."""
 
 
 @dataclass(frozen=True)

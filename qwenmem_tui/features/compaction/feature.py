@@ -10,6 +10,7 @@ from qwenmem_tui.features.feature import (
     Feature,
     FeatureContext,
     FeatureKey,
+    ItemKind,
     SessionPart,
     SessionWiring,
 )
@@ -44,4 +45,7 @@ FEATURE = Feature(
     enabled=_enabled,
     session=_session,
     tui="qwenmem_tui.tui.features.compaction.extension:compaction_extension",
+    # Its marker is the chat core's `chat.view.COMPACTION_ITEM` (the model view folds
+    # at it), named as the feature is; here, how an export shows it.
+    items=(ItemKind(COMPACTION, markdown="qwenmem_tui.features.compaction.render:marker_markdown"),),
 )

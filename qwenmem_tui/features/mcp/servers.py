@@ -153,7 +153,9 @@ class McpServers:
             return
         if self.approver is None:
             raise ToolError(HEADLESS_REFUSAL.format(name=name))
-        request = PermissionRequest(server.name, listed.name, name, listed.description, dict(args))
+        request = PermissionRequest(
+            server.name, listed.name, name, listed.description, dict(args), says_read_only=listed.read_only
+        )
         decision = await self.approver(request)
         if decision is Decision.DENY:
             raise ToolError(DENIED.format(name=name))

@@ -51,7 +51,6 @@ from qwenmem_tui.features.memory.write_plan import (
     NewRow,
     PlannedStore,
 )
-from qwenmem_tui.features.memory.writer import note_subject
 from qwenmem_tui.storage.database import DiskFull
 
 if TYPE_CHECKING:
@@ -443,9 +442,8 @@ async def _prepare(
     value = _text(row, "value")
     category, key = row.get("category"), row.get("key")
     if category is None or key is None:  # hand-written: filed as /remember files a note
-        filed_category, filed_key = note_subject(value)
-        category = filed_category if category is None else category
-        key = filed_key if key is None else key
+        filed = await service.writer.file(value, project=project, category=category, key=key)
+        category, key = filed.category, filed.key
     stored_origin = origin if trusted or origin != Origin.USER.value else Origin.TOOL.value
     pending = await service.prepare(
         _string("category", category),

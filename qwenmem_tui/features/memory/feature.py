@@ -19,9 +19,11 @@ from qwenmem_tui.features.feature import (
     Feature,
     FeatureContext,
     FeatureKey,
+    ItemKind,
     SessionPart,
     SessionWiring,
 )
+from qwenmem_tui.features.memory.items import RECEIPT_ITEM
 
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
@@ -137,6 +139,7 @@ FEATURE = Feature(
     routes="qwenmem_tui.features.memory.routes:MEMORY_ROUTES",
     cli="qwenmem_tui.features.memory.cli:register",
     exchange="qwenmem_tui.features.memory.views:exchange_memory",
+    items=(ItemKind(RECEIPT_ITEM, markdown="qwenmem_tui.features.memory.receipts:receipt_markdown"),),
     mcp="qwenmem_tui.features.memory.mcp_tools:register_tools",
     # access: MemoryAccess/MemoryUnavailable (MCP server, `qwenmem serve`); remote: the
     # MCP tools' ProjectMemory; exchange: the proxy's recall; receipts: the daemon's

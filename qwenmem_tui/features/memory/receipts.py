@@ -36,6 +36,7 @@ from qwenmem_tui.features.memory.prefetch import (
     MemoryPrefetchHook,
     SentMemory,
 )
+from qwenmem_tui.features.memory.items import RECEIPT_ITEM
 from qwenmem_tui.features.memory.render import age_phrase, render_block
 from qwenmem_tui.text import estimate_text_tokens
 
@@ -45,8 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("qwenmem.memory")
 
-RECEIPT_ITEM = "memory_receipt"
-"""The display item type a receipt is stored as."""
 MARK = "⌁"
 
 # Corrections a person made from a receipt (or /memory), as recorded in the item.
