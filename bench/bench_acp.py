@@ -10,8 +10,9 @@ times from the spawn:
 - the first `agent_message_chunk` of the first prompt's reply;
 - the prompt answered (`end_turn`).
 
-Prints the median and the spread of `--starts` runs, and the agent's CPU seconds.
-Asserts nothing.
+and the agent's CPU seconds at each point (read from /proc: wall times on a loaded
+machine measure the machine, CPU the agent). Prints the median and the spread of
+`--starts` runs. Asserts nothing.
 
     .venv/bin/python bench/bench_acp.py [--starts 5] [--embedding hash|auto]
 """
@@ -47,15 +48,24 @@ FACTS = (
 )
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class FirstChunk:
     """The bench's ACP client: notes when the first reply text arrives."""
 
     def __init__(self) -> None:
         self.first: float | None = None
+        self.first_cpu = 0.0
+        self.pid = 0
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         if self.first is None and isinstance(update, AgentMessageChunk):
             self.first = time.perf_counter()
+            self.first_cpu = process_cpu(self.pid)
 
     async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("the bench calls no tool that asks")
@@ -89,9 +99,9 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def _run(home: Path, project: Path) -> tuple[float, float, float, float, float]:
+async def _run(home: Path, project: Path) -> list[float]:
     """Seconds from spawn to: initialized, session created, first reply chunk, reply
-    done; and the agent's CPU seconds (it has exited by then)."""
+    done; the agent's CPU seconds at the first three; its CPU in all (at its exit)."""
     env = {**os.environ, "QWENMEM_HOME": str(home), "PYTHONPATH": str(REPO), "QWENMEM_DEBUG_LOG_FILE": "0"}
     client = FirstChunk()
     cpu = _children_cpu()
@@ -100,23 +110,25 @@ async def _run(home: Path, project: Path) -> tuple[float, float, float, float, f
         async with spawn_agent_process(
             client, sys.executable, "-m", "qwenmem_tui", "acp", env=env, cwd=project,
             transport_kwargs={"stderr": errors, "shutdown_timeout": 60},
-        ) as (conn, _process):
+        ) as (conn, process):
+            client.pid = process.pid
             await conn.initialize(
                 protocol_version=PROTOCOL_VERSION,
                 client_capabilities=ClientCapabilities(),
                 client_info=Implementation(name="bench", version="1"),
             )
-            ready = time.perf_counter() - started
+            ready, ready_cpu = time.perf_counter() - started, process_cpu(process.pid)
             session = await conn.new_session(cwd=str(project))
-            created = time.perf_counter() - started
+            created, created_cpu = time.perf_counter() - started, process_cpu(process.pid)
             await conn.prompt(session_id=session.session_id, prompt=[text_block("How do I run the tests?")])
             done = time.perf_counter() - started
     assert client.first is not None
-    return ready, created, client.first - started, done, _children_cpu() - cpu
+    first = client.first - started
+    return [ready, created, first, done, ready_cpu, created_cpu, client.first_cpu, _children_cpu() - cpu]
 
 
 def _line(name: str, values: list[float]) -> str:
-    return f"{name:<28} median {statistics.median(values):6.2f} s   min {min(values):6.2f}   max {max(values):6.2f}"
+    return f"{name:<22} median {statistics.median(values):6.2f} s   min {min(values):6.2f}   max {max(values):6.2f}"
 
 
 async def main() -> None:
@@ -136,7 +148,16 @@ async def main() -> None:
     columns = list(zip(*runs, strict=True))
     print(f"qwenmem acp, {args.starts} starts, embedding {args.embedding}, load {os.getloadavg()[0]:.1f}")
     for name, values in zip(
-        ("initialized", "session/new answered", "first reply chunk", "prompt answered", "agent CPU"),
+        (
+            "initialized",
+            "session/new answered",
+            "first reply chunk",
+            "prompt answered",
+            "CPU at initialized",
+            "CPU at session/new",
+            "CPU at first chunk",
+            "CPU in all (to exit)",
+        ),
         columns,
         strict=True,
     ):

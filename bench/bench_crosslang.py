@@ -30,6 +30,8 @@ from typing import Any
 from bench_recall import load_corpus  # same directory: run as a script
 
 from qwenmem_tui.config import Settings
+
+from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 

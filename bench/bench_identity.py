@@ -27,6 +27,8 @@ from identity_eval import evaluate, load_pairs  # noqa: E402
 
 import qwenmem_tui.features.registry  # noqa: E402, F401 (registers the features' settings sections)
 from qwenmem_tui.config import Settings  # noqa: E402
+
+from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
 from qwenmem_tui.features.memory.backup import import_lines  # noqa: E402
 from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT  # noqa: E402
 from qwenmem_tui.features.memory.model import WriteResult, embed_text  # noqa: E402

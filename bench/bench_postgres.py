@@ -34,6 +34,8 @@ from bench_memory import PROJECT, USER, _pct, _seed, _sentence, _vocabulary  # n
 from pgcluster import DSN_ENV, PostgresServer, why_unavailable  # noqa: E402
 
 from qwenmem_tui.config import Settings  # noqa: E402
+
+from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
 from qwenmem_tui.features.memory.embed import HashEmbedder  # noqa: E402
 from qwenmem_tui.features.memory.model import DAY, content_hash, embed_text  # noqa: E402
 from qwenmem_tui.features.memory.service import MemoryService  # noqa: E402

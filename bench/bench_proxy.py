@@ -35,6 +35,8 @@ import uvicorn
 from bench_memory import _pct  # same directory: run as a script
 
 from qwenmem_tui.config import Settings
+
+from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
 from qwenmem_tui.daemon.cli import bind_socket
 from qwenmem_tui.daemon.connections import uvicorn_config
 from qwenmem_tui.daemon.server import create_app

@@ -41,6 +41,8 @@ import numpy as np
 from bench_memory import _pct, _peak_rss_mb, _rss_mb  # same directory: run as a script
 
 from qwenmem_tui.config import Settings
+
+from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
 from qwenmem_tui.features.memory.lexical import query_terms
 from qwenmem_tui.features.memory.model import DAY, GLOBAL_SCOPE, content_hash
 from qwenmem_tui.features.memory.recall import RRF_K, fuse

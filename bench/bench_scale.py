@@ -37,6 +37,8 @@ sys.path.insert(0, str(HERE))
 from bench_pty import QWENMEM, Pane, qwenmem_env  # noqa: E402
 
 from qwenmem_tui.config import Settings  # noqa: E402
+
+from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
 from qwenmem_tui.features.memory.model import DAY, content_hash, embed_text  # noqa: E402
 from qwenmem_tui.features.memory.service import MemoryService  # noqa: E402
 from qwenmem_tui.paths import Paths  # noqa: E402

@@ -30,8 +30,8 @@ from qwenmem_tui.chat.events import (
 from qwenmem_tui.config import Settings
 from qwenmem_tui.paths import Paths, project_root
 from qwenmem_tui.reply import ReplyCollector
-from qwenmem_tui.runtime import Runtime, StartupError, bundled_model
-from qwenmem_tui.text import one_line
+from qwenmem_tui.runtime import Runtime, StartupError, bundled_model, check_resume
+from qwenmem_tui.text import one_line, terminal_safe, terminal_safe_json
 
 FORMATS = ("text", "json", "stream-json")
 EXIT_FAILED = 1
@@ -64,6 +64,9 @@ async def run_headless(args: argparse.Namespace, settings: Settings, paths: Path
         return EXIT_USAGE
     with ExitStack() as stack:
         try:
+            if isinstance(args.resume, str) and args.resume:
+                # A wrong id is its one line before anything opens (a local model starts).
+                args.resume = await check_resume(paths, Path.cwd(), args.resume)
             defaults, starter = bundled_model(settings, paths, stack)
             runtime = await Runtime.open(
                 settings,  # its chat is not interactive: it waits for recall (api_wait_ms)
@@ -72,7 +75,7 @@ async def run_headless(args: argparse.Namespace, settings: Settings, paths: Path
                 cwd=Path.cwd(),
                 start_model=starter,
                 model_defaults=defaults,
-                open_memory=True,
+                wait_ready=True,
             )
         except StartupError as exc:
             print(f"qwenmem: {exc}", file=sys.stderr)
@@ -92,6 +95,7 @@ async def _answer(runtime: Runtime, args: argparse.Namespace, question: str) -> 
     except StartupError as exc:
         print(f"qwenmem: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    await runtime.tools_settled()  # one request: a slow MCP server cannot join later
     chat = await runtime.open_chat(session)
     secret = runtime.settings.api_key_value()
     debuglog.configure(runtime.paths, chat.info.id, secrets=[secret] if secret else [])
@@ -126,6 +130,13 @@ def _stdout_line(line: str) -> None:
     sys.stdout.flush()
 
 
+def _stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 class _Report(ReplyCollector):
     """The answer in one of FORMATS: `text` the reply alone, `json` one object,
     `stream-json` one event a line as the query runs, the last the `result`."""
@@ -137,9 +148,14 @@ class _Report(ReplyCollector):
         self._session_id = session_id
         self._write = write
 
+    def _json(self, value: dict[str, Any]) -> None:
+        # The model's text is untrusted: an ESC (or a C1 control) reaching a terminal
+        # acts on it; as a \u escape it is the same JSON value for a script.
+        self._write(terminal_safe_json(json.dumps(value, ensure_ascii=False)))
+
     def _event(self, kind: str, **fields: Any) -> None:
         if self._streaming:
-            self._write(json.dumps({"type": kind, **fields}, ensure_ascii=False))
+            self._json({"type": kind, **fields})
 
     async def query_started(self, event: QueryStarted) -> None:
         self._event("start", sessionId=self._session_id)
@@ -183,8 +199,8 @@ class _Report(ReplyCollector):
         if self._streaming:
             self._event("result", **self.result())
         elif self._format == "json":
-            self._write(json.dumps(self.result(), ensure_ascii=False))
-        else:
-            self._write(self.text)
+            self._json(self.result())
+        else:  # to a terminal made harmless; to a pipe as the model wrote it
+            self._write(terminal_safe(self.text) if _stdout_is_terminal() else self.text)
         return 0
 

@@ -4,8 +4,8 @@ A face (the TUI, the HTTP daemon, the MCP server, the OpenAI-compatible proxy)
 presents qwenmem; it does not wire it. `Runtime.open` opens, in this order and once
 per process, the database and its session store, the LLM client (a model that must
 start first — the bundled local one — starts while the database opens) and the
-assembled features (`qwenmem_tui.features`: hooks in order, tools, the memory
-service); `open_chat` turns a stored or new session into a ready `ChatSession`;
+assembled features (`qwenmem_tui.features`: hooks in order, tools, each feature's
+state); `open_chat` turns a stored or new session into a ready `ChatSession`;
 `close` tears everything down in the reverse order. So no face constructs a store, a
 client or a hook, and a rule about opening (what to preload off the event loop, which
 system prompt a model gets) lives here once.
@@ -16,8 +16,7 @@ try:
     chat = await runtime.open_chat()              # a new session; open_chat(id) resumes
     async for event in chat.run_query("hello"):
         ...
-    memory = runtime.project_memory(Caller("MCP", "claude-code"))   # outside faces
-    found = await memory.search("which editor?")
+    servers = runtime.state(MCP_STATE)             # a feature's state, typed by its key
 finally:
     await runtime.close()
 ```
@@ -34,11 +33,12 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatSession
 from qwenmem_tui.chat.view import model_messages
 from qwenmem_tui.config import Settings
+from qwenmem_tui.features.feature import FeatureKey
 from qwenmem_tui.features.instructions.files import (
     Instructions,
     load_instructions,
@@ -49,26 +49,24 @@ from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.reads import StartupError, check_resume, find_session  # noqa: F401 (re-exported)
 from qwenmem_tui.storage.database import Database, RetryCallback, StorageError
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
-from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:
-    # Types only: the features load the memory stack (numpy/FAISS); `open` imports
-    # them in a thread so a face's event loop keeps serving meanwhile.
+    # Types only: the features load their stacks (numpy/FAISS); `open` imports them in
+    # a thread so a face's event loop keeps serving meanwhile.
     from qwenmem_tui.chat.session import QueryHook
     from qwenmem_tui.chat.tools import Tool
     from qwenmem_tui.features.assembly import Assembly, SessionFeatures
-    from qwenmem_tui.features.memory.access import MemoryAccess
-    from qwenmem_tui.features.memory.exchange import ExchangeMemory
-    from qwenmem_tui.features.memory.remote import Caller, ProjectMemory
     from qwenmem_tui.llm.local_server import LocalChatDefaults, LocalModelServer
 
 log = logging.getLogger("qwenmem.runtime")
 
+T = TypeVar("T")
+
 FEATURE_MODULES = ("qwenmem_tui.features.assembly",)
 PRELOAD_MODULES = ("openai", *FEATURE_MODULES)
 """Imported in a thread by `open`, so the face's event loop keeps serving (keys, HTTP):
-the SDK alone takes ~0.4 s to import, the features' core (the memory stack: numpy,
-FAISS) as much again."""
+the SDK alone takes ~0.4 s to import, the features' cores (numpy, FAISS) as much
+again."""
 
 
 @dataclass(frozen=True)
@@ -153,9 +151,8 @@ class Runtime:
     Everything here is open once `open` returns. Attributes: `settings`, `paths`,
     `project_root`, `project` (its `project_id`, the key sessions and memories use),
     `clock`, `db`, `store` (the `SessionStore`), `llm`, `assembly`, `model_defaults`,
-    `system_prompt`; `memory` is the memory feature's `MemoryAccess` (None when memory
-    is not assembled), opening in the background until someone awaits it
-    (`await runtime.memory.service()`, or `open(..., open_memory=True)`).
+    `system_prompt`; a feature's state is `state(KEY)` (None when it does not run),
+    opening in the background until someone awaits it (`open(..., wait_ready=True)`).
     """
 
     def __init__(
@@ -210,8 +207,8 @@ class Runtime:
         hooks: Sequence[QueryHook] = (),
         clock: Callable[[], float] = time.time,
         on_database_retry: RetryCallback | None = None,
-        open_memory: bool = False,
-        memory_notice: Callable[[str], None] | None = None,
+        wait_ready: bool = False,
+        notice: Callable[[str], None] | None = None,
         check_integrity: bool = False,
         cwd: Path | None = None,
         chats: bool = True,
@@ -226,24 +223,23 @@ class Runtime:
         cannot call). `features`: see `FeatureNames`. `extra_tools` and `hooks`: a
         test's own, offered and run like a feature's (hooks first).
 
-        Memory opens in the background (the TUI draws before a vector index loads);
-        `open_memory=True` waits for it, so a broken store fails the opening (the
-        daemon); `check_integrity=True` reads every page of the database first
-        (`Database.check_integrity`), for a face that runs for days. `memory_notice`
-        hears the store's one-line notices (PostgreSQL down, reconnecting); a face may
-        add more listeners to `memory.notice_listeners` before the service starts.
+        The features' states open in the background (the TUI draws before a vector
+        index loads); `wait_ready=True` waits until each serves (`Feature.ready`), so a
+        broken store fails the opening (the daemon); `check_integrity=True` reads every
+        page of the database first (`Database.check_integrity`), for a face that runs
+        for days. `notice` hears the features' one-line notices (`Feature.listen`: a
+        store down, reconnecting).
 
         `cwd` (default: `root`): where the user works; the project instruction files
         from `root` down to it go into the system prompt (`qwenmem_tui.features.instructions.files`).
 
-        `chats=False`: a face that serves memory, not chats (`qwenmem mcp`, spawned per
-        client session, must answer at once): only memory is assembled, and it counts
-        as open with its rows (the vectors load at the first recall or write, or from
-        `memory.warm_vectors()`); no model is started, no SDK or secret scanner is
-        preloaded (the face loads the scanner when it needs it), no instruction file
-        is read; a model client is made only for an embedder on the endpoint (then
-        memory writes may ask it to judge identity too; without one they use the
-        identity rule alone). `open_chat` and `llm` refuse.
+        `chats=False`: a face that serves no chats (`qwenmem mcp`, spawned per client
+        session, must answer at once): only the features that serve without chats are
+        assembled (`Feature.without_chats`), with `serves_chats=False` in their context;
+        no model is started, no SDK or secret scanner is preloaded (the face loads the
+        scanner when it needs it), no instruction file is read; a model client is made
+        only when such a feature needs one (`Feature.needs_model`). `open_chat` and
+        `llm` refuse.
         """
         if not chats and (start_model is not None or hooks or extra_tools):
             raise ValueError("a runtime that serves no chats starts no model and runs no hooks")
@@ -271,23 +267,19 @@ class Runtime:
                 features.close()  # never awaited when the opening failed before it
             await opening.abandon()
             raise
-        await runtime._start(open_memory=open_memory, memory_notice=memory_notice)
+        await runtime._start(wait_ready=wait_ready, notice=notice)
         return runtime
 
-    async def _start(
-        self, *, open_memory: bool, memory_notice: Callable[[str], None] | None
-    ) -> None:
+    async def _start(self, *, wait_ready: bool, notice: Callable[[str], None] | None) -> None:
         """What runs once everything is open: the features' background work (a slow
-        MCP server joins when it is ready), and memory (awaited with `open_memory`)."""
+        server joins when it is ready), their notices heard, their states awaited with
+        `wait_ready`."""
+        if notice is not None:
+            self.assembly.listen(notice)
         self.assembly.start()
-        memory = self.memory
-        if memory is None:
-            return
-        if memory_notice is not None:
-            memory.notice_listeners.append(memory_notice)
-        if open_memory:
+        if wait_ready:
             try:
-                await memory.service()
+                await self.assembly.ready()
             except BaseException:
                 await self.close()
                 raise
@@ -302,44 +294,25 @@ class Runtime:
         return self._llm
 
     @property
-    def memory(self) -> MemoryAccess | None:
-        """The memory feature's service access (None: memory is not assembled)."""
-        from qwenmem_tui.features.memory.feature import (
-            MEMORY,  # loaded with the assembly
-        )
+    def model_client(self) -> LLMClient | None:
+        """The model's client, if the runtime has one (without chats: only when a
+        feature needs the endpoint)."""
+        return self._llm
 
-        return self.assembly.state(MEMORY)
+    @overload
+    def state(self, key: FeatureKey[T]) -> T | None: ...
+    @overload
+    def state(self, key: str) -> object: ...
+    def state(self, key: FeatureKey[T] | str) -> object:
+        """A feature's state for the runtime's life (None when it does not run),
+        typed by its `FeatureKey`."""
+        return self.assembly.state(key)
 
-    def project_memory(self, caller: Caller, root: Path | None = None) -> ProjectMemory:
-        """One project's memory for a face that is not a chat (the MCP server, the
-        daemon's memory routes, the proxy): search, remember as `caller`, forget, list
-        (`memory.remote`). `root` (a project root) defaults to the runtime's project;
-        every project's memories live in the one store, each view reads its own and
-        the global ones. Raises StartupError when memory is not assembled.
-        """
-        from qwenmem_tui.features.memory.remote import ProjectMemory
-
-        if self.memory is None:
-            raise StartupError("Long-term memory is turned off (memory.enabled = false).")
-        project = self.project if root is None else project_id(root)
-        return ProjectMemory(self.memory.service, project, caller, clock=self.clock)
-
-    def exchange_memory(self, *, extract: bool = False) -> ExchangeMemory | None:
-        """Memory for conversations qwenmem does not hold (the daemon's OpenAI-compatible
-        proxy): recall into each proxied request, and, with `extract` (and
-        `memory.extraction` on), extraction after each relayed reply — the chat's rules
-        (`memory/exchange.py`). None when memory is not assembled. The face closes it."""
-        from qwenmem_tui.features.memory.exchange import ExchangeMemory
-
-        if self.memory is None:
-            return None
-        memory = MEMORY_SETTINGS.of(self.settings)
-        return ExchangeMemory(
-            self.memory.service,
-            api_wait_ms=max(memory.initial_wait_ms, memory.api_wait_ms),
-            llm=self._llm,
-            extract=extract and memory.extraction,
-        )
+    async def tools_settled(self) -> None:
+        """Wait for the tools that join late to come up (or fail, within their
+        timeouts: `Feature.settled`). A long-lived face lets a slow server join later;
+        one that answers a single question (`qwenmem -p`) waits here first."""
+        await self.assembly.settled()
 
     def session_features(self) -> SessionFeatures:
         """A fresh set of the features' hooks and tools for one chat (or one TUI)."""
@@ -362,7 +335,7 @@ class Runtime:
         `interactive`: a face where a person types and the face warms the chat while
         they do (the TUI). Every other face (the daemon, headless, ACP) leaves it
         False and gets the API faces' rules: the first request of a message waits for
-        its memory up to `memory.api_wait_ms`.
+        what its features prepare (the recall) as the API faces do.
         """
         if self._llm is None:
             raise RuntimeError("this runtime serves no chats (Runtime.open(chats=False))")
@@ -396,8 +369,8 @@ class Runtime:
     # -- closing -------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Tear down in reverse order: the features (extraction drained, the memory
-        service closed), the LLM client the runtime made, the database. Chats opened
+        """Tear down in reverse order: the features (background work drained, their
+        states closed), the LLM client the runtime made, the database. Chats opened
         from the runtime are the face's to close first. Safe to call twice."""
         if self._closed:
             return
@@ -471,12 +444,17 @@ class _Opening:
             return self.given_llm
         if self.starting is not None:
             self.made_llm = await self.starting
-        elif self.chats or _memory_embeds_on_the_endpoint(self.settings):
+        elif self.chats or self._feature_needs_model():
             # In a thread: the SDK's HTTP stack imports as the client is built (~60 ms).
             self.made_llm = await asyncio.to_thread(LLMClient.from_settings, self.settings)
         if self.made_llm is not None and self.chats:
             await asyncio.to_thread(self.made_llm.warm)
         return self.made_llm
+
+    def _feature_needs_model(self) -> bool:
+        from qwenmem_tui.features.assembly import needs_model_without_chats  # preloaded
+
+        return needs_model_without_chats(self.settings)
 
     def build(
         self,
@@ -524,14 +502,16 @@ class _Opening:
         )
 
     def feature_names(self, names: Collection[str] | None) -> Collection[str] | None:
-        """`names` as asked; serving no chats, memory alone (when it is turned on)."""
+        """`names` as asked; serving no chats, the features that serve without them
+        (as the settings turn them on)."""
         if self.chats:
             return names
-        from qwenmem_tui.features.memory.feature import MEMORY  # loaded by preload
+        from qwenmem_tui.features.assembly import enabled_features  # loaded by preload
 
-        if names is not None and set(names) - {MEMORY}:
-            raise ValueError("a runtime that serves no chats assembles memory only")
-        return {MEMORY} if MEMORY_SETTINGS.of(self.settings).enabled else set()
+        serving = enabled_features(self.settings, chats=False)
+        if names is not None and set(names) - serving:
+            raise ValueError("a runtime that serves no chats assembles only the features serving without them")
+        return serving
 
     async def abandon(self) -> None:
         """The opening failed: close what it opened, the model's start first."""
@@ -543,12 +523,3 @@ class _Opening:
         if self.db is not None:
             await self.db.close()
 
-
-def _memory_embeds_on_the_endpoint(settings: Settings) -> bool:
-    """The memory embedder is the configured endpoint's (`embedding = "openai"`, not
-    the bundled local model, which a memory-only face never starts)."""
-    import os
-
-    from qwenmem_tui.llm.provider import resolve_provider
-
-    return MEMORY_SETTINGS.of(settings).embedding == "openai" and resolve_provider(settings, os.environ) != "local"

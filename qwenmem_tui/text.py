@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 # C0 controls except \t and \n, DEL, the C1 range (U+0080-U+009F, 8-bit CSI etc.), and
@@ -10,6 +11,15 @@ import re
 _CONTROL = re.compile(
     r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 )
+
+
+_WIDE = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uff00-\uffef]")
+
+
+def estimate_text_tokens(text: str) -> int:
+    """About four characters a token, but one per CJK character (BPE splits those)."""
+    wide = len(_WIDE.findall(text))
+    return wide + math.ceil((len(text) - wide) / 4)
 
 
 def one_line(text: str) -> str:
@@ -47,3 +57,8 @@ def terminal_safe_json(json_text: str) -> str:
     ``\\uXXXX`` escape: the same JSON value for a script, nothing a terminal acts on
     (``json.dumps(..., ensure_ascii=False)`` leaves C1 controls and bidi marks raw)."""
     return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
+
+
+def markdown_quote(text: str) -> str:
+    """`text` as a Markdown block quote (how an export sets a feature's aside apart)."""
+    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines())

@@ -67,7 +67,7 @@ async def serve_stdio(
             model_defaults=model_defaults,
             cwd=cwd,
             # The first prompt's recall needs memory open: a session waits for it.
-            open_memory=True,
+            wait_ready=True,
         )
 
     agent = QwenmemAgent(open_runtime, version=version)

@@ -143,7 +143,12 @@ def with_block(items: list[dict[str, Any]], messages: list[dict[str, Any]], shap
         else:
             items[index] = {**item, "content": [{"type": "input_text", "text": shaped.block}, *content]}
         return items
-    at = next(i for i, (a, b) in enumerate(zip(shaped.messages, messages, strict=False)) if a is not b)
+    # The block is the one message `shaped` added: where the two lists first differ
+    # (at the end when the tool results close the request).
+    at = next(
+        (i for i, (a, b) in enumerate(zip(shaped.messages, messages, strict=False)) if a is not b),
+        len(messages),
+    )
     call_id = str(shaped.messages[at - 1].get("tool_call_id"))
     end = next(
         i for i, item in enumerate(items) if item.get("type") == "function_call_output" and str(item.get("call_id")) == call_id

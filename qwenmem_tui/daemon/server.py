@@ -83,7 +83,7 @@ FeatureFactory = Callable[["DaemonBackend", SessionInfo], Awaitable[SessionFeatu
 
 
 async def assembled_features(backend: DaemonBackend, info: SessionInfo) -> SessionFeatures:
-    """A session's features from the daemon's runtime: fresh hooks, the shared memory."""
+    """A session's features from the daemon's runtime: fresh hooks, the shared states."""
     return backend.runtime.session_features()
 
 
@@ -196,9 +196,9 @@ class DaemonBackend:
             model_defaults=self.model_defaults,
             # Open before serving: a broken store fails the start, and so does a page
             # damaged deep in the file (else a failed request, days later).
-            open_memory=True,
+            wait_ready=True,
             check_integrity=True,
-            memory_notice=lambda text: log.warning("[DAEMON] memory: %s", text),
+            notice=lambda text: log.warning("[DAEMON] %s", text),
         )
         llm = self._runtime.llm
         self._upstream = Upstream(
@@ -207,9 +207,18 @@ class DaemonBackend:
             model=llm.model,
             project=self.project,
             timeout=self.settings.llm.timeout,
-            memory=self._runtime.exchange_memory(extract=self._proxy_extract),
+            memory=self._exchange(),
         )
         self._started = True
+
+    def _exchange(self) -> Any:
+        """What the proxy adds to the conversations it relays: the exchange the running
+        features offer (`Feature.exchange`), None when none runs."""
+        runtime = self.runtime
+        for feature in runtime.assembly.registered:
+            if feature.exchange is not None and runtime.state(feature.name) is not None:
+                return load_face(feature.exchange)(runtime, extract=self._proxy_extract)
+        return None
 
     async def close(self) -> None:
         """Release what ``start`` opened, even a part of it; a second call does nothing

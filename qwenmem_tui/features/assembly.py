@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from qwenmem_tui.chat.tools import Tool, ToolRegistry, builtin_tools
 from qwenmem_tui.config import Settings
@@ -40,6 +40,7 @@ from qwenmem_tui.features import registry
 from qwenmem_tui.features.feature import (
     Feature,
     FeatureContext,
+    FeatureKey,
     SessionPart,
     SessionWiring,
 )
@@ -52,10 +53,27 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("qwenmem.features")
 
+T = TypeVar("T")
 
-def enabled_features(settings: Settings) -> frozenset[str]:
-    """The features this configuration turns on."""
-    return frozenset(feature.name for feature in registry.FEATURES if feature.enabled(settings))
+
+def enabled_features(settings: Settings, *, chats: bool = True) -> frozenset[str]:
+    """The features this configuration turns on (`chats=False`: of those, the ones
+    that serve a runtime without chats)."""
+    return frozenset(
+        feature.name
+        for feature in registry.FEATURES
+        if feature.enabled(settings) and (chats or feature.without_chats)
+    )
+
+
+def needs_model_without_chats(settings: Settings) -> bool:
+    """Whether a runtime without chats still needs the endpoint's client (a feature
+    that serves it embeds there)."""
+    return any(
+        feature.needs_model(settings)
+        for feature in registry.FEATURES
+        if feature.without_chats and feature.needs_model is not None and feature.enabled(settings)
+    )
 
 
 @dataclass(frozen=True)
@@ -67,9 +85,14 @@ class SessionFeatures:
     tools: ToolRegistry
     parts: Mapping[str, SessionPart] = field(default_factory=dict)
 
-    def handle(self, name: str) -> Any:
-        """The faces' handle on feature `name` (None when it does not run)."""
-        part = self.parts.get(name)
+    @overload
+    def handle(self, key: FeatureKey[T]) -> T | None: ...
+    @overload
+    def handle(self, key: str) -> object: ...
+    def handle(self, key: FeatureKey[T] | str) -> object:
+        """The faces' handle on a feature's part of this session (None when it does
+        not run); typed when asked by its `FeatureKey`."""
+        part = self.parts.get(key if isinstance(key, str) else key.name)
         return None if part is None else part.handle
 
     def warm_recall(self, session: ChatSession, text: str) -> None:
@@ -149,9 +172,31 @@ class Assembly:
     def _running(self) -> list[Feature]:
         return [f for f in self.registered if f.name in self.states]
 
-    def state(self, name: str) -> Any:
-        """Feature `name`'s state (None when it does not run)."""
-        return self.states.get(name)
+    @overload
+    def state(self, key: FeatureKey[T]) -> T | None: ...
+    @overload
+    def state(self, key: str) -> object: ...
+    def state(self, key: FeatureKey[T] | str) -> object:
+        """A feature's state (None when it does not run); typed by its `FeatureKey`."""
+        return self.states.get(key if isinstance(key, str) else key.name)
+
+    async def settled(self) -> None:
+        """Wait for every running feature's late tools to come up (`Feature.settled`)."""
+        for feature in self._running():
+            if feature.settled is not None:
+                await feature.settled(self.states[feature.name])
+
+    async def ready(self) -> None:
+        """Wait until every running feature's state serves (`Feature.ready`)."""
+        for feature in self._running():
+            if feature.ready is not None:
+                await feature.ready(self.states[feature.name])
+
+    def listen(self, notice: Callable[[str], None]) -> None:
+        """Hand `notice` to every running feature that tells one-line notices."""
+        for feature in self._running():
+            if feature.listen is not None:
+                feature.listen(self.states[feature.name], notice)
 
     def start(self) -> None:
         """Start what runs in the background (a slow MCP server joins when ready)."""

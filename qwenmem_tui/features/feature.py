@@ -1,15 +1,19 @@
 """What a feature is: the one registration a feature package makes (`Feature`).
 
 A feature plugs into the chat loop (hooks, tools) and offers each face what it has for
-it (the TUI its extension, the daemon its routes). Its package holds all of it:
+it (the TUI its extension, the daemon its routes, the CLI its commands). Its package
+holds all of it but its TUI face, which lives in the TUI room so that Textual stays
+there (docs/architecture.md defines the four words: feature, face, state, extension):
 
 ```text
 features/<name>/
   feature.py      FEATURE = Feature(...)   <- the registration, and one line in registry.py
+  settings.py     its settings section, if it has one
   ...             its core (no Textual, no HTTP): hooks, stores, services
-  tui/            its TUI face (Textual): the extension, screens, widgets
   routes.py       its daemon face (Starlette), if it has one
   mcp_tools.py    its tools in `qwenmem mcp`, if it has them
+  cli.py          its `qwenmem` subcommands, if it has them
+tui/features/<name>/   its TUI face (Textual): the extension, screens, widgets
 ```
 
 The core never imports a face, so a registration names its faces by reference
@@ -26,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from qwenmem_tui.paths import Paths
 
@@ -39,6 +43,34 @@ if TYPE_CHECKING:
 
 FaceRef = str
 """A face a feature offers, as ``"package.module:attribute"`` (loaded by the face)."""
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FeatureKey(Generic[T]):
+    """A typed handle on what a feature keeps: its state for the runtime's life
+    (`Assembly.state`, `Runtime.state`) or its part of one session
+    (`SessionFeatures.handle`). Declared once beside the registration
+    (``MEMORY_STATE: FeatureKey[MemoryAccess] = FeatureKey(MEMORY)``), so a face reads
+    it typed, without a cast or an annotation of its own."""
+
+    name: str
+
+
+class RuntimeView(Protocol):
+    """What a feature's helpers for faces read of an open runtime (`runtime.Runtime`),
+    without the feature importing the runtime above it."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def project(self) -> str: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    @property
+    def model_client(self) -> LLMClient | None: ...
+    def state(self, key: FeatureKey[T]) -> T | None: ...
 
 
 def offers_tools(model_defaults: LocalChatDefaults | None) -> bool:
@@ -130,19 +162,51 @@ class Feature:
     start: Callable[[Any], None] | None = None
     """Start the state in the background once the runtime is open (MCP servers)."""
     close: Callable[[Any], Awaitable[None]] | None = None
+    ready: Callable[[Any], Awaitable[None]] | None = None
+    """Wait until its state serves (memory: the store open); a face that must not
+    start broken asks for it (`Runtime.open(wait_ready=True)`): a failure fails it."""
+    settled: Callable[[Any], Awaitable[None]] | None = None
+    """Wait for the tools it offers late to come up or fail (MCP servers): a face
+    answering one question waits for it first (`Runtime.tools_settled`)."""
+    listen: Callable[[Any, Callable[[str], None]], None] | None = None
+    """Hand its state a listener for its one-line notices (a store down, back)."""
+    without_chats: bool = False
+    """It serves a runtime that opens no chats (`qwenmem mcp`): only such features are
+    assembled there."""
+    needs_model: Callable[[Settings], bool] | None = None
+    """Whether, in a runtime without chats, it still needs the endpoint's client (an
+    embedder there)."""
     tui: FaceRef | None = None
     """Its TUI extension: an `ExtensionFactory` in its `tui/` package."""
     routes: FaceRef | None = None
     """Its daemon routes: a sequence of Starlette routes in its `routes.py`."""
     cli: FaceRef | None = None
     """Its `qwenmem` subcommands: a ``register(commands: Commands)`` in its `cli.py`."""
+    exchange: FaceRef | None = None
+    """What the daemon's OpenAI-compatible proxy adds to the conversations it relays:
+    a ``(runtime: RuntimeView, *, extract: bool) -> exchange | None`` (memory's
+    recall, `views.exchange_memory`)."""
     mcp: FaceRef | None = None
     """Its MCP tools for `qwenmem mcp`: a ``register(server, backend)`` in its
     `mcp_tools.py`."""
+    items: tuple[ItemKind, ...] = ()
+    """The display items it stores (a recap line, a memory receipt, a compaction
+    marker) and their renderers."""
     api: tuple[str, ...] = ()
     """The modules of its package the faces may import besides `feature.py`, `tui/`
     and `routes.py` (memory's `remote` for the MCP server, ...); the rest is its
     core, which only the feature itself and the assembly reach."""
+
+
+@dataclass(frozen=True)
+class ItemKind:
+    """A display item a feature stores in a session (`Item.type`), with how it reads
+    in an export; the TUI's widget for it comes with the feature's extension
+    (`Extension.item_widgets`)."""
+
+    name: str
+    markdown: FaceRef | None = None
+    """``(item, now) -> str``: the item in a Markdown export ("" leaves it out)."""
 
 
 @dataclass(frozen=True)

@@ -45,3 +45,9 @@ def settings_sections() -> tuple[object, ...]:
 # The config is composed from the features registered here: their tables are validated
 # and read like the core's (`config.settings_model`).
 sections.register_sections(settings_sections)
+
+
+def item_kind(name: str) -> feature.ItemKind | None:
+    """The registered kind of display item `name` (None: a core item, or no feature
+    that runs here stores it)."""
+    return next((kind for f in FEATURES for kind in f.items if kind.name == name), None)

@@ -32,7 +32,9 @@ from mcp_types import Resource as MCPResource
 from qwenmem_tui import secrets as scanner
 from qwenmem_tui.features import registry
 from qwenmem_tui.features.feature import load_face
+from qwenmem_tui.features.memory.feature import MEMORY_STATE
 from qwenmem_tui.features.memory.remote import Caller, ProjectMemory
+from qwenmem_tui.features.memory.views import project_memory
 from qwenmem_tui.mcp_server import stdio
 from qwenmem_tui.paths import Paths, project_root
 from qwenmem_tui.runtime import Runtime, StartupError
@@ -77,8 +79,8 @@ class MemoryBackend:
 
     async def _open(self) -> Runtime:
         runtime = await self._open_runtime()
-        if runtime.memory is not None:
-            runtime.memory.start()
+        if (memory := runtime.state(MEMORY_STATE)) is not None:
+            memory.start()
         return runtime
 
     async def runtime(self) -> Runtime:
@@ -98,7 +100,7 @@ class MemoryBackend:
         opening = self._opening
         if opening is None or not opening.done() or opening.cancelled() or opening.exception():
             return
-        memory = opening.result().memory
+        memory = opening.result().state(MEMORY_STATE)
         if memory is not None:
             memory.warm_vectors()
 
@@ -128,7 +130,7 @@ class MemoryBackend:
         scanner.preload()
         runtime = await self.runtime()
         try:
-            return runtime.project_memory(_caller(ctx), await self.project_root(ctx))
+            return project_memory(runtime, _caller(ctx), await self.project_root(ctx))
         except StartupError as exc:  # memory is turned off in the config
             raise ToolError(str(exc)) from None
 

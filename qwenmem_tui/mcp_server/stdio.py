@@ -83,6 +83,11 @@ def malformed_answer(raw: bytes) -> types.JSONRPCError | None:
         )
     except (ValueError, RecursionError):
         return _error(types.INVALID_REQUEST, "Invalid request: nested too deep", request_id)
+    if isinstance(parsed, dict) and "method" in parsed and "id" in parsed and request_id is None:
+        # null, a bool, a float, an array: MCP's ids are strings or integers, and the
+        # SDK's lax validation took such a request for a notification (never answered)
+        # or read true as the id 1.
+        return _error(types.INVALID_REQUEST, "Invalid request: the id must be a string or an integer", None)
     try:
         types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except Exception as exc:  # noqa: BLE001 - pydantic's errors, any of them

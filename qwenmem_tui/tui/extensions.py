@@ -2,10 +2,10 @@
 
 What a feature *does* to a session — its hooks, tools, prefetch and extractor — is
 its registration's (`features/<name>/feature.py`), assembled the same for every face.
-A TUI extension only presents a feature: it lives in the feature's own `tui/` package,
-the registration offers it (`Feature.tui`), each `ExtensionFactory` names the core
+A TUI extension only presents a feature: it lives in `tui/features/<name>/`, the
+registration offers it (`Feature.tui`), each `ExtensionFactory` names the core
 features it presents, the app assembles those once, and the factory gets the result
-(`AppContext.features`, `AppContext.state(name)`) to build its commands and widgets
+(`AppContext.features`, `AppContext.state(KEY)`) to build its commands and widgets
 on. `default_extensions` (`tui/default_extensions.py`) is the list the settings turn on.
 
 An extension talks to the app through the host interface (`tui/host.py`), never to
@@ -18,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from textual.binding import Binding, BindingType
 
 from qwenmem_tui.config import Settings
+from qwenmem_tui.features.feature import FeatureKey
 from qwenmem_tui.features.instructions.files import Instructions
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.host import BusyState, Host, SlashCommand
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from qwenmem_tui.storage.database import Database
     from qwenmem_tui.storage.sessions import SessionStore
 
+
+T = TypeVar("T")
 
 @dataclass(frozen=True)
 class AppContext:
@@ -58,9 +61,13 @@ class AppContext:
     instructions: Instructions = Instructions()
     """The project instruction files in the system prompt."""
 
-    def state(self, name: str) -> Any:
-        """Feature `name`'s state (None when it does not run)."""
-        return self.states.get(name)
+    @overload
+    def state(self, key: FeatureKey[T]) -> T | None: ...
+    @overload
+    def state(self, key: str) -> object: ...
+    def state(self, key: FeatureKey[T] | str) -> object:
+        """A feature's state (None when it does not run); typed by its `FeatureKey`."""
+        return self.states.get(key if isinstance(key, str) else key.name)
 
 
 @dataclass

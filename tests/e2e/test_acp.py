@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -34,10 +35,12 @@ from qwenmem_tui.features.memory.model import Origin
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage import Database, SessionStore
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from tests.process_support import checkout_env
 
 FACT = "The integration tests of this project run with make itest"
+RECEIPT = re.compile(r"^⌁ 1 memory\b[^\n]*: project/test_command$", re.MULTILINE)
+"""The receipt's line: its count (and whatever the receipt adds), then the names."""
 
 
 class RecordingClient:
@@ -70,20 +73,21 @@ class RecordingClient:
                 await self._changed.wait()
 
     def text(self, session_id: str, since: int = 0) -> str:
-        """The agent's message text sent to `session_id` since update `since`."""
+        """The agent's message text sent to `session_id` since update `since`; the
+        replies to different user messages (a replay) on lines of their own."""
         return "".join(
-            u.content.text
+            u.content.text if isinstance(u, AgentMessageChunk) else "\n"
             for sid, u in self.updates[since:]
-            if sid == session_id and isinstance(u, AgentMessageChunk)
-        )
+            if sid == session_id and isinstance(u, (AgentMessageChunk, UserMessageChunk))
+        ).lstrip("\n")
 
     def of(self, kind: type, since: int = 0) -> list[Any]:
         return [u for _, u in self.updates[since:] if isinstance(u, kind)]
 
 
 @asynccontextmanager
-async def acp_agent(cwd: Path, client: RecordingClient, stderr: Path) -> AsyncIterator[Any]:
-    """`qwenmem acp` started in `cwd`, initialized."""
+async def acp_agent(cwd: Path, client: RecordingClient, stderr: Path) -> AsyncIterator[tuple[Any, Any]]:
+    """`qwenmem acp` started in `cwd`, initialized: its connection and process."""
     with stderr.open("ab") as errors:
         async with spawn_agent_process(
             client,
@@ -103,8 +107,8 @@ async def acp_agent(cwd: Path, client: RecordingClient, stderr: Path) -> AsyncIt
             assert answer.protocol_version == PROTOCOL_VERSION
             assert answer.agent_capabilities.load_session is True
             assert answer.agent_info.name == "qwenmem"
-            yield conn
-        assert process.returncode == 0
+            yield conn, process
+        assert process.returncode == 0  # a SIGTERM too ends it cleanly
 
 
 def _configure(home: Path, tmp_path: Path) -> Path:
@@ -169,7 +173,7 @@ async def test_conversation_with_memory_tools_and_cancel_then_resume(
     client = RecordingClient()
     stderr = tmp_path / "acp-stderr.txt"
     try:
-        async with acp_agent(project, client, stderr) as conn:
+        async with acp_agent(project, client, stderr) as (conn, process):
             session_id = (await conn.new_session(cwd=str(project))).session_id
             await client.wait_for(lambda: bool(client.of(AvailableCommandsUpdate)))
             assert {c.name for c in client.of(AvailableCommandsUpdate)[0].available_commands} == {"compact", "recap"}
@@ -181,7 +185,7 @@ async def test_conversation_with_memory_tools_and_cancel_then_resume(
             first = fake.chat_requests[0]["messages"][-1]["content"]
             assert "make itest" in first and "<system-reminder>" in first
             assert client.text(session_id).startswith("Run make itest.")
-            assert client.text(session_id).endswith("\n\n⌁ 1 memory: project/test_command")
+            assert RECEIPT.search(client.text(session_id).rsplit("\n\n", 1)[-1])
 
             # 2. An untrusted MCP tool: shown as a tool call, asked with
             # session/request_permission, run once allowed, its result an update.
@@ -246,12 +250,12 @@ async def _load_and_go_on(
 ) -> None:
     client = RecordingClient()
     fake.script(Reply("Welcome back."))
-    async with acp_agent(project, client, stderr) as conn:
+    async with acp_agent(project, client, stderr) as (conn, process):
         await conn.load_session(cwd=str(project), session_id=session_id)
         said = [u.content.text for u in client.of(UserMessageChunk)]
         assert said == ["How do I run the tests?", "note: buy milk", "note: buy eggs", "Tell me a long story"]
         replayed = client.text(session_id)
-        assert "Run make itest." in replayed and "⌁ 1 memory: project/test_command" in replayed
+        assert "Run make itest." in replayed and RECEIPT.search(replayed)
         assert "⏹ interrupted" in replayed
         calls = client.of(ToolCallStart)
         results = client.of(ToolCallProgress)
@@ -275,7 +279,51 @@ async def _load_and_go_on(
         seen = len(client.updates)
         assert (await conn.prompt(session_id=session_id, prompt=_prompt("/compact"))).stop_reason == "end_turn"
         assert client.text(session_id, seen).startswith("⟲ ⋯ ") and "older messages summarized" in client.text(session_id, seen)
+        # session/list: the project's sessions, this one with its title.
+        (listed,) = (await conn.list_sessions(cwd=str(project))).sessions
+        assert listed.session_id == session_id and listed.title == "How do I run the tests?"
+        assert listed.cwd == str(project)
+
+        # The endpoint fails: one line in a JSON-RPC error, no traceback.
+        fake.script(HTTPError(400, {"error": {"message": "the model exploded", "type": "invalid_request_error"}}))
+        with pytest.raises(RequestError) as failed:
+            await conn.prompt(session_id=session_id, prompt=_prompt("Break, please"))
+        assert failed.value.code == -32603 and "the model exploded" in str(failed.value)
+        assert "\n" not in str(failed.value) and "Traceback" not in str(failed.value)
         with pytest.raises(RequestError) as missing:
             await conn.load_session(cwd=str(project), session_id="no-such-session")
         assert "No session with id" in str(missing.value)
+    assert "Traceback" not in stderr.read_text(encoding="utf-8", errors="replace")
+
+
+async def test_the_editor_stopping_the_agent_mid_reply_keeps_it(
+    fake: FakeOpenAI, home: Path, paths: Paths, project: Path, tmp_path: Path
+) -> None:
+    """Editors end their agent with SIGTERM (a closed window, a quit): the reply so far
+    is stored, marked interrupted, as a cancel would leave it."""
+    _configure(home, tmp_path)
+    stall = threading.Event()
+    fake.script(Reply("The first words and then", chunk_size=4, stall_after=2, stall_gate=stall))
+    client = RecordingClient()
+    stderr = tmp_path / "acp-stderr.txt"
+    try:
+        async with acp_agent(project, client, stderr) as (conn, process):
+            session_id = (await conn.new_session(cwd=str(project))).session_id
+            prompting = asyncio.create_task(conn.prompt(session_id=session_id, prompt=_prompt("Go on")))
+            await client.wait_for(lambda: "The fir" in client.text(session_id))
+            process.terminate()
+            await process.wait()
+            try:  # answered "cancelled" if the answer left before the pipe closed
+                assert (await prompting).stop_reason == "cancelled"
+            except ConnectionError:
+                pass
+    finally:
+        stall.set()
+    db = await Database.open(paths.db_file)
+    try:
+        items = await SessionStore(db).load_items(session_id)
+    finally:
+        await db.close()
+    (reply,) = [i for i in items if i.type == "assistant"]
+    assert reply.content.startswith("The fir") and reply.meta.get("interrupted") is True
     assert "Traceback" not in stderr.read_text(encoding="utf-8", errors="replace")

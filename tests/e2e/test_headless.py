@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import CliRunner
+from mcp_support import write_servers
 
 from qwenmem_tui import cli
 from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
@@ -173,3 +174,41 @@ def test_the_quit_lines_resume_command_runs_as_printed(
     assert json.loads(again.stdout) | {"usage": None} == {
         "reply": "Second.", "sessionId": session_id, "memories": [], "usage": None,
     }
+
+
+def test_only_trusted_mcp_servers_tools_are_offered_and_they_run(
+    cli_run: CliRunner, home: Path, project: Path, answering: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Nobody is there to allow an untrusted tool: only trusted servers' are offered, and
+    a server still starting is waited for (the one request cannot wait for it later)."""
+    notes_server, _ = write_servers(tmp_path)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the release is on Friday\n")
+    with (home / "config.toml").open("a") as config:
+        for name, trust in (("trusted", "true"), ("untrusted", "false")):
+            config.write(
+                f"\n[mcp.servers.{name}]\ncommand = {json.dumps(sys.executable)}\n"
+                f"args = [{json.dumps(str(notes_server))}, {json.dumps(str(notes))}]\ntrust = {trust}\n"
+            )
+    answering.script(
+        Reply(tool_calls=[ToolCallSpec("mcp__trusted__read_notes", {}, id="call_n")]),
+        Reply("The release is on Friday."),
+    )
+    done = cli_run("-p", "when is the release?", "--output-format", "stream-json", home=home, cwd=project)
+    assert done.returncode == 0, done.stderr
+    offered = {tool["function"]["name"] for tool in chats(answering)[0]["tools"]}
+    assert {"mcp__trusted__read_notes", "mcp__trusted__add_note"} <= offered
+    assert not any(name.startswith("mcp__untrusted__") for name in offered)
+    result = next(json.loads(line) for line in done.stdout.splitlines() if '"tool_result"' in line)
+    assert "the release is on Friday" in result["result"] and result["isError"] is False
+
+
+def test_json_keeps_the_models_control_characters_off_the_terminal(
+    cli_run: CliRunner, home: Path, project: Path, answering: FakeOpenAI
+) -> None:
+    hostile = "fine\x1b]52;c;cm0gLXJmIH4=\x07 \x9b31m"  # OSC 52 (clipboard) and a C1 CSI
+    answering.script(Reply(hostile))
+    done = cli_run("-p", "hi", "--output-format", "json", home=home, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\x9b" not in done.stdout and "\x07" not in done.stdout
+    assert json.loads(done.stdout)["reply"] == hostile  # the same value for a script

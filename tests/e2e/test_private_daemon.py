@@ -56,9 +56,13 @@ ROUTES = [
     "POST /session/abc/prompt",
     "POST /session/abc/recap",
     "DELETE /session/abc",
-    "GET /memories",
+    "GET /memory",
+    "POST /memory/search",
+    "DELETE /memory/1",
+    "GET /openapi.json",
     "GET /v1/models",
     "POST /v1/chat/completions",
+    "POST /v1/responses",
     "GET /no/such/route",
 ]
 

@@ -153,6 +153,14 @@ async def test_vectors_round_trip_and_leave_with_their_row(svc: MemoryService, c
     assert some_ids.tolist() == [ids[1], ids[3]]
     np.testing.assert_array_equal(some, np.stack([vec(1), vec(3)]))
     assert (await store.vectors("other"))[0].tolist() == []
+    # A client loads its user's vectors only: a team's store holds everyone's.
+    bob = await put(store, draft("k0", "bob's value", user="bob"), now, seed=7)
+    assert (await store.vector_ids("m", user="ana")).tolist() == ids
+    assert (await store.vectors("m", user="ana"))[0].tolist() == ids
+    assert (await store.vectors("m", [bob.memory.id, ids[2]], user="ana"))[0].tolist() == [ids[2]]
+    assert (await store.vector_ids("m", user="bob")).tolist() == [bob.memory.id]
+    assert [m.id for m in await store.missing_vectors("m2", user="bob")] == [bob.memory.id]
+    await store.forget(bob.memory.id, origin=Origin.USER, now=now, reason="not ana's test")
 
     await store.forget(ids[0], origin=Origin.USER, now=now, reason="asked")
     await put(store, draft("k1", "a new value"), now, seed=9)  # supersedes ids[1]
@@ -396,3 +404,41 @@ async def test_a_postgres_memory_of_schema_2_migrates_without_losing_a_row(pg_ds
         assert active == [("feedback", "ana"), ("project", "build_cmd"), ("user", "ana")]
     finally:
         await service.close()
+
+
+async def test_a_backups_history_is_restored_on_each_backend(backend: Backend, clock: Clock) -> None:
+    """Export -> import --trust restores the older versions linked to what replaced
+    them, with their audit trail, on both stores (issue 35 item 4)."""
+    from qwenmem_tui.features.memory.backup import export_lines, import_lines
+    from qwenmem_tui.features.memory.timeline import history
+
+    ana = await backend.open(user="ana", clock=clock)
+    try:
+        for city in ("Porto", "Lisbon", "Berlin"):
+            await ana.save("user", "home_city", f"I live in {city}", origin="user", project=PROJECT_A)
+            clock.advance(DAY)
+        before = await history(ana, "home_city", project=PROJECT_A)
+        backup = await export_lines(ana)
+    finally:
+        await ana.close()
+    clock.advance(DAY)
+    restored_at = clock()  # the restore's own entries come from here on
+    bob = await backend.open(user="bob", clock=clock)
+    try:
+        report = await import_lines(bob, backup, project=PROJECT_A, trusted=True)
+        assert report.counts == {"created": 1, "history": 2}
+        after = await history(bob, "home_city", project=PROJECT_A)
+    finally:
+        await bob.close()
+
+    def story(versions):  # type: ignore[no-untyped-def]
+        place = {v.memory.id: n for n, v in enumerate(versions)}
+        return [
+            (v.memory.value, str(v.memory.status), v.memory.stated_at, v.memory.valid_until,
+             place.get(v.replaced_by), v.decided_by, v.why.count("#"),
+             [(str(e.action), e.origin, e.at) for e in v.events if e.at < restored_at])
+            for v in versions
+        ]  # fmt: skip
+
+    assert story(after) == story(before)
+    assert {v.memory.user for v in after} == {"bob"}

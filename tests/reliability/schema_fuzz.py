@@ -105,8 +105,11 @@ def run_fuzz(
     seed: int,
     max_time: float | None = None,
     phases: str = "examples,coverage,fuzzing,stateful",
+    deterministic: bool = True,
 ) -> FuzzReport:
-    """One schemathesis run against a fresh daemon in `workdir`."""
+    """One schemathesis run against a fresh daemon in `workdir`: `deterministic` gives
+    the same cases every run; otherwise `seed` draws them and `max_time` repeats the
+    fuzzing and stateful phases until it is spent."""
     home, project = workdir / "home", workdir / "project"
     (project / ".git").mkdir(parents=True, exist_ok=True)
     report_path = workdir / "events.ndjson"
@@ -118,13 +121,16 @@ def run_fuzz(
                 sys.executable, "-m", "schemathesis.cli", "run", f"{url}/openapi.json",
                 "--url", url, "-H", f"Authorization: Bearer {TOKEN}",
                 "--mode", "all", "--phases", phases, "--checks", ",".join(CHECKS),
-                "--max-examples", str(max_examples), "--seed", str(seed),
-                "--generation-deterministic",
+                "--max-examples", str(max_examples),
                 "--workers", "1", "--request-timeout", "30", "--no-color",
                 "--suppress-health-check", "all", "--continue-on-failure",
                 "--report", "ndjson", "--report-ndjson-path", str(report_path),
                 "--warnings", "off",
             ]
+            if deterministic:
+                command += ["--generation-deterministic"]
+            else:
+                command += ["--seed", str(seed), "--generation-database", "none"]
             if max_time is not None:
                 command += ["--max-time", str(int(max_time))]
             run = subprocess.run(

@@ -175,3 +175,25 @@ def test_permission_prompt_snapshot(
         await pilot.pause()
 
     assert snap_compare(make_app(extensions=[mcp_extension]), terminal_size=SIZE, run_before=ask)
+
+
+async def test_a_read_only_claim_asks_and_is_shown_as_the_servers_word(
+    fake: FakeOpenAI, make_app: Callable[..., QwenmemApp], with_notes: Settings, notes_file: Path
+) -> None:
+    """Issue 36 item 9 in the app: the untrusted server's read_notes says it only reads;
+    it asks anyway, and the question says that is the server's claim."""
+    notes_file.write_text("milk\n")
+    fake.script(
+        Reply(tool_calls=[ToolCallSpec("mcp__notes__read_notes", {}, id="call_1")]), Reply("You have milk.")
+    )
+    app = make_app(extensions=[mcp_extension])
+    async with app.run_test(size=SIZE) as pilot:
+        await _tools_up(pilot, "mcp__notes__read_notes")
+        await send(pilot, "what are my notes?")
+        await wait_until(pilot, lambda: isinstance(app.screen, PermissionScreen))
+        screen = app.screen
+        assert isinstance(screen, PermissionScreen)
+        assert "only reads (its word, not checked)" in str(screen.detail_content())
+        await pilot.press("1")
+        await settle(pilot)
+        assert fake.chat_requests[1]["messages"][-1]["content"].strip() == "milk"

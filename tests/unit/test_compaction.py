@@ -346,7 +346,9 @@ async def test_each_block_goes_to_memory_extraction_before_it_is_summarised(
 
     assert result.status == "compacted"
     assert [before for before, _ in handed] == list(range(len(handed)))
-    folded = [m for _, block in handed for m in block]
+    # Each block comes with the system prompt (instruction files are content in view).
+    assert all(block[0] == {"role": "system", "content": session.system_prompt} for _, block in handed)
+    folded = [m for _, block in handed for m in block[1:]]
     assert len(folded) == result.count
     assert folded[0] == {"role": "user", "content": filler(0)}
 

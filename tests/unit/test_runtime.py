@@ -16,9 +16,10 @@ from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.compaction.feature import COMPACTION
 from qwenmem_tui.features.memory.access import MemoryUnavailable
-from qwenmem_tui.features.memory.feature import MEMORY
+from qwenmem_tui.features.memory.feature import MEMORY, MEMORY_STATE
 from qwenmem_tui.features.memory.model import Origin
 from qwenmem_tui.features.memory.remote import Caller
+from qwenmem_tui.features.memory.views import exchange_memory, project_memory
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.paths import Paths, project_id
@@ -150,7 +151,7 @@ async def test_open_memory_fails_the_opening_on_a_broken_store(
 
     monkeypatch.setattr(MemoryService, "open", broken)
     with pytest.raises(MemoryUnavailable, match="Long-term memory is unavailable: disk on fire"):
-        await Runtime.open(settings, paths, project, llm=llm, features={MEMORY}, open_memory=True)
+        await Runtime.open(settings, paths, project, llm=llm, features={MEMORY}, wait_ready=True)
     # In the background (the TUI), the same failure leaves the runtime usable.
     runtime = await Runtime.open(settings, paths, project, llm=llm, features={MEMORY})
     try:
@@ -171,11 +172,11 @@ async def test_project_memory_is_the_one_write_path_scoped_to_its_project(
     caller = Caller("MCP", "test-client")
     runtime = await Runtime.open(settings, paths, project, llm=llm, features={MEMORY})
     try:
-        here, there = runtime.project_memory(caller), runtime.project_memory(caller, other_root)
+        here, there = project_memory(runtime, caller), project_memory(runtime, caller, other_root)
         assert here.project == project_id(project) != there.project
         saved = await here.remember("The project builds with hatch.", "project", "build_tool")
         assert saved["action"] == "created"
-        service = await runtime.memory.service()
+        service = await runtime.state(MEMORY_STATE).service()
         stored = await service.get(saved["id"])
         assert stored is not None and stored.origin == Origin.AGENT
         audit = await service.audit(saved["id"])
@@ -200,9 +201,9 @@ async def test_project_memory_needs_memory_assembled(
 ) -> None:
     runtime = await Runtime.open(settings, paths, project, llm=llm, features={COMPACTION})
     try:
-        assert runtime.memory is None
+        assert runtime.state(MEMORY_STATE) is None
         with pytest.raises(StartupError, match="memory is turned off"):
-            runtime.project_memory(Caller("MCP"))
+            project_memory(runtime, Caller("MCP"))
     finally:
         await runtime.close()
 
@@ -216,11 +217,11 @@ async def test_a_runtime_serving_no_chats_opens_memory_rows_first_and_no_model(
     runtime = await Runtime.open(settings, paths, project, chats=False)
     try:
         assert runtime.assembly.features == {MEMORY}
-        assert runtime.memory is not None
-        runtime.memory.start()
-        service = await runtime.memory.service()
+        assert runtime.state(MEMORY_STATE) is not None
+        runtime.state(MEMORY_STATE).start()
+        service = await runtime.state(MEMORY_STATE).service()
         assert not service.vectors.ready  # rows first: the vectors wait for a need
-        here = runtime.project_memory(Caller("MCP", "test-client"))
+        here = project_memory(runtime, Caller("MCP", "test-client"))
         saved = await here.remember("The project builds with hatch.", "project", "build_tool")
         assert saved["action"] == "created"
         assert [m["id"] for m in (await here.list())["memories"]] == [saved["id"]]
@@ -228,11 +229,11 @@ async def test_a_runtime_serving_no_chats_opens_memory_rows_first_and_no_model(
             await runtime.open_chat()
         with pytest.raises(RuntimeError, match="serves no chats"):
             runtime.llm
-        assert runtime.exchange_memory() is not None
+        assert exchange_memory(runtime) is not None
     finally:
         await runtime.close()
     assert fake.requests == []  # no model judge, no embedding call, nothing
-    with pytest.raises(ValueError, match="memory only"):
+    with pytest.raises(ValueError, match="serving without them"):
         await Runtime.open(settings, paths, project, chats=False, features={COMPACTION})
 
 

@@ -9,14 +9,19 @@ from typing import TYPE_CHECKING
 from qwenmem_tui.features.feature import (
     Feature,
     FeatureContext,
+    FeatureKey,
+    ItemKind,
     SessionPart,
     SessionWiring,
 )
 
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
+    from qwenmem_tui.features.compaction.hook import CompactionHook
 
 COMPACTION = "compaction"
+COMPACTION_HOOK: FeatureKey[CompactionHook] = FeatureKey(COMPACTION)
+"""Compaction's part of a session: its hook (/compact, pins, the gauge)."""
 
 
 def _enabled(settings: Settings) -> bool:
@@ -40,4 +45,7 @@ FEATURE = Feature(
     enabled=_enabled,
     session=_session,
     tui="qwenmem_tui.tui.features.compaction.extension:compaction_extension",
+    # Its marker is the chat core's `chat.view.COMPACTION_ITEM` (the model view folds
+    # at it), named as the feature is; here, how an export shows it.
+    items=(ItemKind(COMPACTION, markdown="qwenmem_tui.features.compaction.render:marker_markdown"),),
 )

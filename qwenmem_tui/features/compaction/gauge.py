@@ -6,19 +6,13 @@ Compaction decides by it when to summarise; the pins' budget is counted with it.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from qwenmem_tui.chat.view import content_text
+from qwenmem_tui.text import estimate_text_tokens
 
-_WIDE = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uff00-\uffef]")
-
-
-def estimate_text_tokens(text: str) -> int:
-    """About four characters a token, but one per CJK character (BPE splits those)."""
-    wide = len(_WIDE.findall(text))
-    return wide + math.ceil((len(text) - wide) / 4)
+__all__ = ["TokenGauge", "estimate_text_tokens", "estimate_tokens"]
 
 
 def estimate_tokens(messages: Sequence[dict]) -> int:

@@ -219,7 +219,7 @@ class CompactionHook:
         ]
         try:
             for block in pack_blocks(older):
-                await self._hand_to_extraction(block)
+                await self._hand_to_extraction(block, session.system_prompt)
                 folded = await summarise_block(
                     self._llm, summary, block, instructions=instructions_in(session.system_prompt)
                 )
@@ -267,11 +267,14 @@ class CompactionHook:
         self._seen_usage = usage
         self._last_estimate = None
 
-    async def _hand_to_extraction(self, block: Sequence[Turn]) -> None:
+    async def _hand_to_extraction(self, block: Sequence[Turn], system_prompt: str) -> None:
         if self._extract is None:
             return
         try:
-            await self._extract([m for turn in block for m in turn.messages])
+            # The system prompt first: the memory guard reads the instruction files in it
+            # as content in view (a fact they planted is not the user's word).
+            system = {"role": "system", "content": system_prompt}
+            await self._extract([system, *(m for turn in block for m in turn.messages)])
         except Exception as exc:  # extraction is best effort; the summary still helps
             log.warning("[COMPACTION] memory extraction before compaction failed: %s", exc)
 

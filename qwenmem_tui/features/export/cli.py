@@ -20,7 +20,7 @@ def register(commands: Commands) -> None:
         "export",
         help="write one session as Markdown or JSON",
         description="Write a session of this project as Markdown (tool calls folded, "
-        "recaps and compaction points marked) or JSON; secrets are redacted.",
+        "the features' asides marked) or JSON; secrets are redacted.",
     )
     export.add_argument("id", metavar="ID", help="the session id, or any unique prefix of it")
     export.add_argument("--format", choices=("md", "json"), default="md", help="default: md")

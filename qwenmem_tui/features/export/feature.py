@@ -11,5 +11,5 @@ FEATURE = Feature(
     EXPORT,
     tui="qwenmem_tui.tui.features.export.extension:export_extension",
     cli="qwenmem_tui.features.export.cli:register",
-    api=("formats", "files"),  # the file /export and `memory export` write
+    api=("formats", "files"),  # a session's text; the private file any command writes
 )

@@ -1,8 +1,8 @@
 """Writing an export to a file a person named, without harming what is already there.
 
-`qwenmem sessions export -o FILE` and `qwenmem memory export FILE` share it: a symbolic
-link is refused (a planted link would send the export, and the truncation, to its
-target), and an existing file is kept unless the person said ``--force``. The checks
+`qwenmem sessions export -o FILE` and the other commands that export to a named file
+share it: a symbolic link is refused (a planted link would send the export, and the
+truncation, to its target), and an existing file is kept unless the person said ``--force``. The checks
 are the open's own flags (``O_NOFOLLOW``, ``O_EXCL``), not a look before the open, so a
 link planted between a check and the write is refused too.
 """

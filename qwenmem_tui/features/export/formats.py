@@ -1,9 +1,10 @@
 """A stored session written out: Markdown for people, JSON for programs.
 
 One module for `/export` and `qwenmem sessions export`, so both write the same file.
-Markdown folds tool calls (`<details>`, the result inside), marks recaps, compaction
-points, /clear points and memory receipts as what they are, and notes replies that
-were interrupted; JSON is the session's info and its items as stored. Either way the
+Markdown folds tool calls (`<details>`, the result inside), marks /clear points,
+shows a feature's display items as the feature renders them (`ItemKind.markdown`,
+found in the registry: export knows no other feature), and notes replies that were
+interrupted; JSON is the session's info and its items as stored. Either way the
 text passes the secret scanner first: an export is a file that travels, and a key
 pasted in a chat must not travel with it. JSON is redacted value by value before it is
 serialised: redacting the serialised text would read escapes (`\\n`) as part of a secret
@@ -18,8 +19,9 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from qwenmem_tui import secrets
-from qwenmem_tui.chat.view import COMPACTION_ITEM, content_text
-from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, receipt_markdown
+from qwenmem_tui.chat.view import content_text
+from qwenmem_tui.features import registry
+from qwenmem_tui.features.feature import load_face
 from qwenmem_tui.storage.sessions import Item, SessionInfo
 
 ExportFormat = Literal["md", "json"]
@@ -86,10 +88,6 @@ def _fence(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def _quote(text: str) -> str:
-    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
-
-
 def _tool_block(name: str, arguments: str, result: str, is_error: bool) -> str:
     status = "✗" if is_error else "✓"
     args = " ".join(arguments.split())
@@ -154,14 +152,10 @@ def _item_markdown(item: Item, calls: dict[str, tuple[str, str]], now: float) ->
             content_text(message.get("content", item.content)),
             bool(item.meta.get("is_error")),
         )
-    if item.type == "away_recap":
-        return _quote(f"※ recap: {item.content}")
-    if item.type == COMPACTION_ITEM:
-        summary = str(item.meta.get("summary", "")).strip()
-        head = f"⟲ compacted: {item.content}".strip()
-        return _quote(f"{head}\n\n{summary}" if summary else head)
-    if item.type == RECEIPT_ITEM:
-        return receipt_markdown(item, now)
+    kind = registry.item_kind(item.type)  # a feature's item: its own renderer
+    if kind is not None and kind.markdown is not None:
+        rendered: str = load_face(kind.markdown)(item, now)
+        return rendered
     if item.meta.get("reset"):
         return "---\n\n*(/clear: the model did not see the messages above)*"
     if item.type == "error":

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from qwenmem_tui.features.feature import (
     Feature,
     FeatureContext,
+    FeatureKey,
     SessionPart,
     SessionWiring,
 )
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from qwenmem_tui.features.mcp.settings import McpSettings
 
 MCP = "mcp"
+MCP_STATE: FeatureKey[McpServers] = FeatureKey(MCP)
+"""MCP's state: the configured servers (None when none is configured)."""
 
 
 def _servers(settings: Settings) -> McpSettings:
@@ -46,6 +49,10 @@ def _start(servers: McpServers) -> None:
     servers.start()
 
 
+async def _settled(servers: McpServers) -> None:
+    await servers.settled()
+
+
 async def _close(servers: McpServers) -> None:
     await servers.close()
 
@@ -59,6 +66,7 @@ FEATURE = Feature(
     session=_session,
     start=_start,
     close=_close,
+    settled=_settled,
     tui="qwenmem_tui.tui.features.mcp.extension:mcp_extension",
     api=("permissions",),  # what a face that asks the user answers with (ACP)
 )

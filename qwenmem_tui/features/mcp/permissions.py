@@ -43,6 +43,8 @@ class PermissionRequest:
     name: str  # as the model knows it: mcp__server__tool
     description: str
     arguments: dict[str, Any] = field(default_factory=dict)
+    says_read_only: bool = False
+    """The server marks it read-only: shown to the user as the server's claim."""
 
 
 Approver = Callable[[PermissionRequest], Awaitable[Decision]]

@@ -69,6 +69,18 @@ class McpServers:
             if server.state != "disabled":
                 server.start()
 
+    async def settled(self) -> None:
+        """Wait until every started server whose tools could be offered has listed them
+        or failed (each within its own `timeout`): a face that answers once
+        (`qwenmem -p`) has no later request for a slow server to join."""
+        offerable = [
+            server.opening
+            for server in self.servers.values()
+            if server.opening is not None and (self.approver is not None or server.settings.trust)
+        ]
+        if offerable:
+            await asyncio.wait(offerable)
+
     async def close(self) -> None:
         """Stop every server (their processes end)."""
         await asyncio.gather(*(server.stop() for server in self.servers.values()))
@@ -141,7 +153,9 @@ class McpServers:
             return
         if self.approver is None:
             raise ToolError(HEADLESS_REFUSAL.format(name=name))
-        request = PermissionRequest(server.name, listed.name, name, listed.description, dict(args))
+        request = PermissionRequest(
+            server.name, listed.name, name, listed.description, dict(args), says_read_only=listed.read_only
+        )
         decision = await self.approver(request)
         if decision is Decision.DENY:
             raise ToolError(DENIED.format(name=name))

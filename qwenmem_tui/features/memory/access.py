@@ -184,6 +184,9 @@ class MemoryAccess:
     async def record_recall(self, result: RecallResult) -> None:
         await (await self.service()).record_recall(result)
 
+    async def record_tokens(self, tokens: int) -> None:
+        await (await self.service()).record_tokens(tokens)
+
     def save_memory_tool(self, on_write: OnWrite | None = None) -> Tool:
         """save_memory as registered at startup; it waits for the service on first use.
         ``on_write`` is told of each write (the reply's receipt)."""

@@ -11,15 +11,19 @@ session's extractor through the wiring (`extract_block`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from qwenmem_tui.features.feature import (
     Feature,
     FeatureContext,
+    FeatureKey,
+    ItemKind,
     SessionPart,
     SessionWiring,
 )
+from qwenmem_tui.features.memory.items import RECEIPT_ITEM
 
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
@@ -38,6 +42,12 @@ class MemorySession:
     prefetch: MemoryPrefetchHook
     receipts: MemoryReceiptHook
     extraction: MemoryExtractionHook
+
+
+MEMORY_STATE: FeatureKey[MemoryAccess] = FeatureKey(MEMORY)
+"""Memory's state for the runtime's life: the service, open or opening."""
+MEMORY_SESSION: FeatureKey[MemorySession] = FeatureKey(MEMORY)
+"""Memory's part of one session: its hooks."""
 
 
 def _open(context: FeatureContext) -> MemoryAccess:
@@ -78,7 +88,7 @@ def _session(memory: MemoryAccess, context: FeatureContext, wiring: SessionWirin
         opening=memory.opening,
     )
     # After prefetch: it reads what this query's requests carried.
-    receipts = MemoryReceiptHook(prefetch, memory.fetch)
+    receipts = MemoryReceiptHook(prefetch, memory.fetch, memory.record_tokens)
     wiring.extract_block = extraction.extract_block
     return SessionPart(
         hooks=(prefetch, receipts, extraction),
@@ -93,6 +103,26 @@ async def _close(memory: MemoryAccess) -> None:
     await memory.close()
 
 
+async def _ready(memory: MemoryAccess) -> None:
+    await memory.service()  # a broken store raises: the opening fails with it
+
+
+def _listen(memory: MemoryAccess, notice: Callable[[str], None]) -> None:
+    memory.notice_listeners.append(notice)
+
+
+def _embeds_on_the_endpoint(settings: Settings) -> bool:
+    """The memory embedder is the configured endpoint's (`embedding = "openai"`, not
+    the bundled local model, which a memory-only face never starts)."""
+    import os
+
+    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+    from qwenmem_tui.llm.provider import resolve_provider
+
+    embedding = MEMORY_SETTINGS.of(settings).embedding
+    return embedding == "openai" and resolve_provider(settings, os.environ) != "local"
+
+
 FEATURE = Feature(
     MEMORY,
     settings="qwenmem_tui.features.memory.settings:MEMORY_SETTINGS",
@@ -101,12 +131,19 @@ FEATURE = Feature(
     open=_open,
     session=_session,
     close=_close,
+    ready=_ready,
+    listen=_listen,
+    without_chats=True,  # `qwenmem mcp` serves memory alone
+    needs_model=_embeds_on_the_endpoint,
     tui="qwenmem_tui.tui.features.memory.extension:memory_extension",
     routes="qwenmem_tui.features.memory.routes:MEMORY_ROUTES",
     cli="qwenmem_tui.features.memory.cli:register",
+    exchange="qwenmem_tui.features.memory.views:exchange_memory",
+    items=(ItemKind(RECEIPT_ITEM, markdown="qwenmem_tui.features.memory.receipts:receipt_markdown"),),
     mcp="qwenmem_tui.features.memory.mcp_tools:register_tools",
     # access: MemoryAccess/MemoryUnavailable (MCP server, `qwenmem serve`); remote: the
     # MCP tools' ProjectMemory; exchange: the proxy's recall; receipts: the daemon's
     # "memories" field.
-    api=("access", "remote", "exchange", "receipts"),
+    # views: a project's memory and the proxy's, over an open runtime.
+    api=("access", "remote", "exchange", "receipts", "views"),
 )

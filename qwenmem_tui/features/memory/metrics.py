@@ -37,6 +37,20 @@ class MemoryStats:
     recall_note: str = ""  # set when recall fell back to lexical-only: the reason
     reviewed: int = 0  # active memories a person kept in the sampled review
     reviewed_of: int = 0  # active memories
+    turn_tokens: dict[int, int] = field(default_factory=dict)  # bucket top -> replies
+
+    def tokens_at(self, share: float) -> int | None:
+        """The memory tokens a reply carried at this percentile (the top of its
+        TOKEN_STEP bucket), over replies that carried memory; None before any."""
+        total = sum(self.turn_tokens.values())
+        if not total:
+            return None
+        seen = 0
+        for top in sorted(self.turn_tokens):
+            seen += self.turn_tokens[top]
+            if seen >= share * total:
+                return top
+        return max(self.turn_tokens)
 
     @property
     def reviewed_share(self) -> float:
@@ -96,6 +110,11 @@ class MemoryStats:
             "recall": self.recall,
             "reviewed": self.reviewed,
             "reviewed_share": round(self.reviewed_share, 4),
+            "memory_tokens_per_reply": {
+                "replies": sum(self.turn_tokens.values()),
+                "p50": self.tokens_at(0.5),
+                "p95": self.tokens_at(0.95),
+            },
         }
 
     def to_text(self) -> str:
@@ -125,6 +144,11 @@ class MemoryStats:
                 "deliveries           "
                 + ", ".join(f"{k} {v}" for k, v in sorted(self.deliveries.items()))
             )
+        if self.turn_tokens:
+            lines.append(
+                f"memory tokens/reply  p50 ≤{self.tokens_at(0.5)}, p95 ≤{self.tokens_at(0.95)}"
+                f"  ({sum(self.turn_tokens.values())} replies that carried memory)"
+            )
         late = self.deliveries.get("late", 0)
         if late:
             lines.append(
@@ -135,6 +159,16 @@ class MemoryStats:
 
 
 DELIVERY_PREFIX = "delivery_"
+TOKENS_PREFIX = "reply_memory_tokens_"
+TOKEN_STEP = 25
+"""Replies are counted by the memory tokens they carried in buckets this wide: the
+store keeps counters, and p50/p95 to 25 tokens is what a budget needs."""
+
+
+def token_bucket(tokens: int) -> str:
+    """The counter of replies that carried about ``tokens`` memory tokens."""
+    top = max(1, -(-tokens // TOKEN_STEP)) * TOKEN_STEP
+    return f"{TOKENS_PREFIX}{top}"
 
 
 def compute_stats(
@@ -167,6 +201,11 @@ def compute_stats(
         },
         recall=recall,
         recall_note=recall_note,
+        turn_tokens={
+            int(name[len(TOKENS_PREFIX) :]): int(v)
+            for name, v in counters.items()
+            if name.startswith(TOKENS_PREFIX) and name[len(TOKENS_PREFIX) :].isdigit()
+        },
     )
 
 

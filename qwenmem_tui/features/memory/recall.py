@@ -36,9 +36,9 @@ from qwenmem_tui.features.memory.model import (
     WriteAction,
     WriteResult,
 )
-from qwenmem_tui.features.memory.render import render_block
+from qwenmem_tui.features.memory.render import render_block, render_memory
 from qwenmem_tui.features.memory.store import AllowedIds, MemoryStore
-from qwenmem_tui.features.memory.versions import newer_first
+from qwenmem_tui.text import estimate_text_tokens
 
 log = logging.getLogger("qwenmem.memory")
 
@@ -86,6 +86,7 @@ class RecallResult:
     lexical_scores: list[float | None] = field(default_factory=list)
     rendered_at: float = 0.0  # the clock the block's ages were rendered at
     small_talk: bool = False  # the message asks nothing memory could answer (abstain.py)
+    tokens: int = 0  # the block's estimated size (memory.max_tokens bounds it)
 
     @classmethod
     def empty(cls, latency_ms: float = 0.0) -> RecallResult:
@@ -99,9 +100,11 @@ class RecallResult:
             return self
         keep = [i for i, memory_id in enumerate(self.ids) if memory_id not in drop]
         memories = [self.memories[i] for i in keep] if len(self.memories) == len(self.ids) else []
+        block = render_block(memories, self.rendered_at)
         return replace(
             self,
-            block=render_block(memories, self.rendered_at),
+            block=block,
+            tokens=estimate_text_tokens(block),
             ids=[self.ids[i] for i in keep],
             memories=memories,
             scores=[self.scores[i] for i in keep if i < len(self.scores)],
@@ -124,6 +127,61 @@ def fuse(
 def holds_its_words(candidate: Candidate, share: float = STRONG_LEXICAL) -> bool:
     """The memory holds at least ``share`` of the message's own words (a name, a code)."""
     return candidate.lexical is not None and candidate.coverage >= share
+
+
+def _newer_versions(found: Sequence[Candidate]) -> dict[int, Candidate]:
+    """Older memory id -> its next newer version among ``found``: the one that
+    restates it (the identity link), or the latest stated of one subject's rows (the
+    same scope, category and key)."""
+    newer: dict[int, Candidate] = {}
+    subjects: dict[tuple[str, str, str], list[Candidate]] = {}
+    for c in found:
+        if c.memory.restates is not None:
+            newer[c.memory.restates] = c
+        subjects.setdefault((c.memory.scope, str(c.memory.category), c.memory.key), []).append(c)
+    for versions in subjects.values():
+        latest = max(versions, key=lambda c: (c.memory.stated_at, c.memory.id))
+        for c in versions:
+            if c is not latest:
+                newer.setdefault(c.memory.id, latest)
+    return newer
+
+
+def current_first(ranked: Sequence[Candidate], found: Sequence[Candidate]) -> list[Candidate]:
+    """``ranked`` with a fact's newest version before any older one (issue 39): where
+    an older version ranks, its newer versions (from ``found``, whatever their own
+    score: the older one already says the subject is wanted) go first, newest first.
+    How linked versions are shown (the older marked as earlier) is the block's concern."""
+    newer = _newer_versions(found)
+    out: list[Candidate] = []
+    placed: set[int] = set()
+    for c in ranked:
+        chain: list[Candidate] = []
+        step = newer.get(c.memory.id)
+        while step is not None and step.memory.id not in placed and step not in chain:
+            chain.append(step)
+            step = newer.get(step.memory.id)
+        for version in [*reversed(chain), c]:
+            if version.memory.id not in placed:
+                placed.add(version.memory.id)
+                out.append(version)
+    return out
+
+
+def within_budget(ranked: Sequence[Candidate], now: float, max_tokens: int) -> list[Candidate]:
+    """The ranked memories whose block stays within ``max_tokens`` (0: all), best
+    first: one that would pass it is left out and the next, shorter ones still tried."""
+    if max_tokens <= 0:
+        return list(ranked)
+    kept: list[Candidate] = []
+    used = estimate_text_tokens(render_block([ranked[0].memory], now)) if ranked else 0
+    used -= estimate_text_tokens(render_memory(ranked[0].memory, now)) if ranked else 0
+    for c in ranked:
+        cost = estimate_text_tokens(render_memory(c.memory, now)) + 1  # and its newline
+        if used + cost <= max_tokens:
+            kept.append(c)
+            used += cost
+    return kept
 
 
 def passes(candidate: Candidate, threshold: float | None) -> bool:
@@ -151,8 +209,10 @@ class Recaller:
         min_score: float,
         clock: Callable[[], float],
         lexical_weight: float = 1.0,
+        max_tokens: int = 0,
     ) -> None:
         self.store = store
+        self.max_tokens = max_tokens
         self.index = index
         self.embedder = embedder
         self.user = user
@@ -185,7 +245,7 @@ class Recaller:
     async def rebuild(self, progress: Progress | None = None) -> None:
         """Re-read every vector of this embedder from the store into a new index."""
         generation = await self.store.generation()
-        ids, vectors = await self.store.vectors(self.embedder.id)
+        ids, vectors = await self.store.vectors(self.embedder.id, user=self.user)
         log.info("[MEMORY_INDEX] rebuilding %s from %d vectors", self.index.embedder_id, len(ids))
         await self.index.rebuild(ids, vectors, generation, progress)
         await self.index.save()
@@ -258,13 +318,13 @@ class Recaller:
         if self.index.needs_rebuild():
             await self.rebuild()
             return
-        wanted = await self.store.vector_ids(self.embedder.id)
+        wanted = await self.store.vector_ids(self.embedder.id, user=self.user)
         have = self.index.ids()
         stale = np.setdiff1d(have, wanted, assume_unique=True)
         missing = np.setdiff1d(wanted, have, assume_unique=True)
         await self.index.remove(stale)
         if len(missing):
-            ids, vectors = await self.store.vectors(self.embedder.id, missing.tolist())
+            ids, vectors = await self.store.vectors(self.embedder.id, missing.tolist(), user=self.user)
             await self.index.add(ids, vectors)
         self.index.generation = generation
 
@@ -356,7 +416,8 @@ class Recaller:
                 )
                 for m in found
             ),
-            key=lambda c: (-c.score, c.memory.id),
+            # Between equals, the more recent fact first.
+            key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id),
         )
 
     # recall --------------------------------------------------------------------------
@@ -403,21 +464,25 @@ class Recaller:
             vector=vector,
         )
         # Small talk keeps only a memory that holds its very words.
-        ranked = [
-            c
-            for c in found
-            if passes(c, threshold) and (not small_talk or holds_its_words(c, SMALL_TALK_WORDS))
-        ][:k]
+        ranked = current_first(
+            [
+                c
+                for c in found
+                if passes(c, threshold) and (not small_talk or holds_its_words(c, SMALL_TALK_WORDS))
+            ],
+            found,
+        )[:k]
         if small_talk:
             log.debug("[MEMORY_RECALL] small talk: %d memories kept for its own words", len(ranked))
-        # A fact's newer version first, its older marked as earlier (memory/versions.py).
-        ranked = newer_first(ranked, found, k, lambda c: c.memory)
-        chosen = [c.memory for c in ranked]
         now = self.clock()
+        ranked = within_budget(ranked, now, self.max_tokens)
+        chosen = [c.memory for c in ranked]
         if record:
             await self.record(chosen, now=now)
+        block = render_block(chosen, now)
         return RecallResult(
-            block=render_block(chosen, now),
+            block=block,
+            tokens=estimate_text_tokens(block),
             ids=[m.id for m in chosen],
             memories=chosen,
             scores=[round(c.score, 4) for c in ranked],

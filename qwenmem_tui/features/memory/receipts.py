@@ -36,7 +36,9 @@ from qwenmem_tui.features.memory.prefetch import (
     MemoryPrefetchHook,
     SentMemory,
 )
-from qwenmem_tui.features.memory.render import age_phrase
+from qwenmem_tui.features.memory.items import RECEIPT_ITEM
+from qwenmem_tui.features.memory.render import age_phrase, render_block
+from qwenmem_tui.text import estimate_text_tokens
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
@@ -44,8 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("qwenmem.memory")
 
-RECEIPT_ITEM = "memory_receipt"
-"""The display item type a receipt is stored as."""
 MARK = "⌁"
 
 # Corrections a person made from a receipt (or /memory), as recorded in the item.
@@ -132,10 +132,11 @@ class Receipt:
     writes: list[ReceiptWrite] = field(default_factory=list)
     query: str = ""  # the user message: what "not relevant here" is judged against
     corrections: dict[int, dict[str, Any]] = field(default_factory=dict)
+    tokens: int = 0  # estimated size of the memory block those memories make
 
     def lines(self) -> list[str]:
         """The dim lines under the reply: ``⌁ 2 memories`` then one per write."""
-        lines = [count_line(len(self.memories))] if self.memories else []
+        lines = [count_line(len(self.memories), self.tokens)] if self.memories else []
         return lines + [w.line() for w in self.writes]
 
     def to_meta(self) -> dict[str, Any]:
@@ -144,6 +145,7 @@ class Receipt:
             "writes": [asdict(w) for w in self.writes],
             "query": self.query,
             "corrections": {str(k): v for k, v in self.corrections.items()},
+            "tokens": self.tokens,
         }
 
     @classmethod
@@ -159,6 +161,7 @@ class Receipt:
                 for k, v in (meta.get("corrections") or {}).items()
                 if str(k).isdigit() and isinstance(v, dict)
             },
+            tokens=int(meta.get("tokens") or 0) if str(meta.get("tokens") or 0).isdigit() else 0,
         )
 
     def correct(self, memory_id: int, action: str, at: float, value: str | None = None) -> None:
@@ -179,9 +182,10 @@ def _rows(kind: type, rows: Any) -> list[Any]:
     return found
 
 
-def count_line(count: int) -> str:
-    """``⌁ 1 memory`` / ``⌁ 3 memories``."""
-    return f"{MARK} {count} memor{'y' if count == 1 else 'ies'}"
+def count_line(count: int, tokens: int = 0) -> str:
+    """``⌁ 1 memory`` / ``⌁ 3 memories · 120 tokens`` (the block's estimated size)."""
+    line = f"{MARK} {count} memor{'y' if count == 1 else 'ies'}"
+    return f"{line} · {tokens} tokens" if tokens else line
 
 
 def receipt_of(item: Item) -> Receipt:
@@ -235,9 +239,15 @@ class MemoryReceiptHook(BaseQueryHook):
     calls after each write, with the session it ran in.
     """
 
-    def __init__(self, prefetch: MemoryPrefetchHook, fetch: Fetch) -> None:
+    def __init__(
+        self,
+        prefetch: MemoryPrefetchHook,
+        fetch: Fetch,
+        record_tokens: Callable[[int], Awaitable[None]] | None = None,
+    ) -> None:
         self._prefetch = prefetch
         self._fetch = fetch
+        self._record_tokens = record_tokens  # `memory stats`: tokens per reply
         self._writes: dict[str, list[ReceiptWrite]] = {}
 
     def record_write(self, session_id: str, result: WriteResult) -> None:
@@ -254,11 +264,18 @@ class MemoryReceiptHook(BaseQueryHook):
         if not sent and not writes:
             return
         rows = {m.id: m for m in await self._fetch([s.id for s in sent])} if sent else {}
+        used = [rows[s.id] for s in sent if s.id in rows]
         receipt = Receipt(
             memories=[receipt_memory(rows[s.id], s) for s in sent if s.id in rows],
             writes=writes,
             query=_last_user_text(session),
+            tokens=estimate_text_tokens(render_block(used, session.clock())),
         )
+        if receipt.memories and self._record_tokens is not None:
+            try:
+                await self._record_tokens(receipt.tokens)
+            except Exception as exc:  # metrics must never break a turn
+                log.warning("[MEMORY_RECEIPT] could not record the tokens: %s", exc)
         lines = receipt.lines()
         if not lines:
             return

@@ -23,13 +23,14 @@ from starlette.responses import JSONResponse, Response
 from qwenmem_tui.daemon import openapi as api
 from qwenmem_tui.daemon.guard import CLIENT_ID_HEADER, error_response
 from qwenmem_tui.features.memory.remote import Caller, MemoryRequestError, ProjectMemory
-from qwenmem_tui.runtime import StartupError
+from qwenmem_tui.features.memory.views import project_memory
+from qwenmem_tui.reads import StartupError
 
 
 def _memory(request: Request) -> ProjectMemory | None:
     client = request.headers.get(CLIENT_ID_HEADER) or ""
     try:
-        return request.app.state.backend.runtime.project_memory(Caller("HTTP", client))
+        return project_memory(request.app.state.backend.runtime, Caller("HTTP", client))
     except StartupError:
         return None
 

@@ -44,6 +44,7 @@ from qwenmem_tui.features.memory.identity import Identity
 from qwenmem_tui.features.memory.live import Freshness, LiveBlocks, live_blocks
 from qwenmem_tui.features.memory.metrics import (
     DELIVERY_PREFIX,
+    token_bucket,
     MemoryStats,
     compute_stats,
     count_reviewed,
@@ -102,6 +103,7 @@ class MemoryService:
         top_k: int = 5,
         min_score: float = 0.0,
         lexical_weight: float | None = 1.0,
+        max_tokens: int = 0,
         clock: Callable[[], float] = time.time,
         embedder_note: str = "",
         on_notice: Callable[[str], None] | None = None,
@@ -128,6 +130,7 @@ class MemoryService:
             top_k=top_k,
             min_score=min_score,
             lexical_weight=lexical_weight,
+            max_tokens=max_tokens,
             embedder_note=embedder_note,
             open_vectors=open_vectors,
             planned=planned,
@@ -233,6 +236,7 @@ class MemoryService:
             top_k=mem.top_k,
             min_score=mem.min_score,
             lexical_weight=mem.lexical_weight,
+            max_tokens=mem.max_tokens,
             clock=clock,
             on_notice=on_notice,
             llm=llm,
@@ -635,6 +639,10 @@ class MemoryService:
             await self.list(statuses=[Status.ACTIVE]), await self.store.audit(None)
         )
         return replace(stats, reviewed=reviewed, reviewed_of=active)
+
+    async def record_tokens(self, tokens: int) -> None:
+        """A reply's answered requests carried a memory block of about ``tokens``."""
+        await self.store.add_metrics({token_bucket(tokens): 1.0})
 
     async def record_delivery(self, point: str) -> None:
         """Prefetch delivered (or discarded) a recall at ``point``: for the dashboard."""

@@ -29,6 +29,10 @@ class MemorySettings(Section):
     # -p`, ACP) wait this long for a message's recall before its first request: nothing
     # could have warmed it, and a reply without tool calls has no later point to carry it.
     api_wait_ms: int = Field(default=2000, ge=0)
+    # The most tokens (estimated: ~4 characters, or one CJK character, a token) one
+    # recalled memory block may cost; lower-ranked memories that would pass it are left
+    # out. 0: no budget.
+    max_tokens: int = Field(default=1000, ge=0)
     extraction: bool = True
     store: Literal["sqlite", "postgres"] = "sqlite"
     postgres_dsn: str | None = None

@@ -49,6 +49,11 @@ MEMORY_COLUMNS = BASE_COLUMNS + ", restates, stated_at, valid_until"
 _ACTIVE = Status.ACTIVE.value
 
 
+def _of_user(user: str | None) -> tuple[str, tuple[str, ...]]:
+    """The SQL condition and parameter that keep one user's rows (none: every user's)."""
+    return ("", ()) if user is None else (" AND user = ?", (user,))
+
+
 def row_to_memory(row: Sequence[Any]) -> Memory:
     return memory_from_row(row, json.loads(row[8]))
 
@@ -217,25 +222,27 @@ class SqliteMemoryStore(write_plan.PlannedStore):
     async def generation(self) -> int:
         return await _generation(self._conn)
 
-    async def vector_ids(self, embedding_model: str) -> np.ndarray:
+    async def vector_ids(self, embedding_model: str, *, user: str | None = None) -> np.ndarray:
         import numpy as np
 
+        mine, params = _of_user(user)
         cur = await self._conn.execute(
             "SELECT id FROM memories WHERE status = ? AND embedding_model = ?"
-            " AND embedding IS NOT NULL ORDER BY id",
-            (_ACTIVE, embedding_model),
+            f" AND embedding IS NOT NULL{mine} ORDER BY id",
+            (_ACTIVE, embedding_model, *params),
         )
         rows = await cur.fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     async def vectors(
-        self, embedding_model: str, ids: Sequence[int] | None = None
+        self, embedding_model: str, ids: Sequence[int] | None = None, *, user: str | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
+        mine, of_user = _of_user(user)
         sql = (
             "SELECT id, embedding FROM memories"
-            " WHERE status = ? AND embedding_model = ? AND embedding IS NOT NULL"
+            f" WHERE status = ? AND embedding_model = ? AND embedding IS NOT NULL{mine}"
         )
-        params: list[Any] = [_ACTIVE, embedding_model]
+        params: list[Any] = [_ACTIVE, embedding_model, *of_user]
         rows: list[Any] = []
         if ids is None:
             rows = list(await (await self._conn.execute(sql + " ORDER BY id", params)).fetchall())
@@ -255,11 +262,12 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
         return out_ids, vectors.astype(np.float32, copy=False)
 
-    async def missing_vectors(self, embedding_model: str) -> list[Memory]:
+    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> list[Memory]:
+        mine, params = _of_user(user)
         cur = await self._conn.execute(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE status IN (?, ?)"
-            " AND (embedding IS NULL OR embedding_model != ?) ORDER BY id",
-            (_ACTIVE, Status.QUARANTINED.value, embedding_model),
+            f" AND (embedding IS NULL OR embedding_model != ?){mine} ORDER BY id",
+            (_ACTIVE, Status.QUARANTINED.value, embedding_model, *params),
         )
         return [row_to_memory(r) for r in await cur.fetchall()]
 

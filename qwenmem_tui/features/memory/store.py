@@ -245,19 +245,22 @@ class MemoryStore(ABC):
         """Bumped by every change of the indexable set, in the same transaction."""
 
     @abstractmethod
-    async def vector_ids(self, embedding_model: str) -> np.ndarray:
-        """Sorted int64 ids of active rows holding a vector from ``embedding_model``."""
+    async def vector_ids(self, embedding_model: str, *, user: str | None = None) -> np.ndarray:
+        """Sorted int64 ids of active rows holding a vector from ``embedding_model``
+        (``user``'s only, when given: a client loads what it can see, not a team's
+        million rows)."""
 
     @abstractmethod
     async def vectors(
-        self, embedding_model: str, ids: Sequence[int] | None = None
+        self, embedding_model: str, ids: Sequence[int] | None = None, *, user: str | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(ids int64, vectors float32) of active rows embedded with ``embedding_model``,
-        all of them or only ``ids``."""
+        all of them (``user``'s, when given) or only ``ids``."""
 
     @abstractmethod
-    async def missing_vectors(self, embedding_model: str) -> list[Memory]:
-        """Active or quarantined rows with no vector from ``embedding_model``."""
+    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> list[Memory]:
+        """Active or quarantined rows (``user``'s, when given) with no vector from
+        ``embedding_model``."""
 
     @abstractmethod
     async def set_vectors(

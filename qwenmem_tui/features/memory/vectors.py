@@ -56,6 +56,7 @@ class MemoryVectors:
         top_k: int = 5,
         min_score: float = 0.0,
         lexical_weight: float | None = 1.0,
+        max_tokens: int = 0,
         embedder_note: str = "",
         open_vectors: VectorOpener | None = None,
         planned: tuple[Embedder | None, str, str] | None = None,
@@ -77,6 +78,7 @@ class MemoryVectors:
         self._top_k = top_k
         self._min_score = min_score
         self._lexical_weight = lexical_weight
+        self._max_tokens = max_tokens
         # Set once the index is loaded and in step with the store (``load``).
         self._ready = False
         self._lock = asyncio.Lock()
@@ -125,6 +127,7 @@ class MemoryVectors:
                     if self._lexical_weight is None
                     else self._lexical_weight
                 ),
+                max_tokens=self._max_tokens,
             )
         return self._recaller
 
@@ -145,7 +148,7 @@ class MemoryVectors:
             self._ready = True
 
     async def _load_index(self, progress: Progress | None) -> None:
-        missing = await self.store.missing_vectors(self.embedder.id)
+        missing = await self.store.missing_vectors(self.embedder.id, user=self.user)
         if isinstance(self.embedder, HashEmbedder) or len(missing) <= _REEMBED_BATCH:
             await self._embed(missing)
             missing = []
@@ -195,7 +198,7 @@ class MemoryVectors:
     async def embed_missing(self, progress: Progress | None = None) -> int:
         """Embed rows without a vector from the current embedder (first run, new embedder)."""
         await self.load()
-        missing = await self.store.missing_vectors(self.embedder.id)
+        missing = await self.store.missing_vectors(self.embedder.id, user=self.user)
         await self._embed(missing, progress)
         return len(missing)
 

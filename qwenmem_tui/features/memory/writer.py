@@ -115,6 +115,17 @@ class PendingWrite:
         return embed_text(self.category, self.key, self.value)
 
 
+@dataclass(frozen=True)
+class Filed:
+    """Where a note goes (``MemoryWriter.file``): category, key, whether the writer
+    named the key, and the rule's reading of the note."""
+
+    category: str
+    key: str
+    named: bool
+    note: NoteKey
+
+
 def note_subject(text: str) -> tuple[str, str]:
     """(category, key) for a free-text note, derived with its secrets cut out, so a key
     never carries one (the value loses it in the guard)."""
@@ -447,6 +458,29 @@ class MemoryWriter:
         category and scope, given in the same answer, wins (``memory/filing.py``,
         ``_refiled``; ``judge_timeout`` seconds at most, the audit says so).
         """
+        filed = await self.file(text, project=project, category=category, key=key)
+        pending = await self.prepare(
+            filed.category,
+            filed.key,
+            text.strip(),
+            origin=origin,
+            project=project,
+            provenance=provenance,
+            reason=reason,
+            judge_timeout=judge_timeout,
+            explicit_key=filed.named,
+        )
+        if category is None and not filed.named:
+            pending.refile, pending.project = filed.note, project
+        [result] = await self.commit_many([pending])
+        return result
+
+    async def file(
+        self, text: str, *, project: str, category: str | None = None, key: str | None = None
+    ) -> Filed:
+        """Where /remember files a note (and an import line that names no category or
+        key): the rule's category and key unless given, a key another fact of that name
+        holds numbered instead of replaced."""
         note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))  # note_subject's
         if category is None or key is None:
             note = await self._read_note(note, secrets.redact(text))
@@ -456,21 +490,8 @@ class MemoryWriter:
             key = note.key
             if not note.restates_by_key:
                 key = await self._free_key(key, text.strip(), chosen, scope_for(chosen, project))
-        pending = await self.prepare(
-            category if category is not None else chosen.value,  # a wrong one: the guard says so
-            key,
-            text.strip(),
-            origin=origin,
-            project=project,
-            provenance=provenance,
-            reason=reason,
-            judge_timeout=judge_timeout,
-            explicit_key=named,
-        )
-        if category is None and not named:
-            pending.refile, pending.project = note, project
-        [result] = await self.commit_many([pending])
-        return result
+        # A wrong category named by the writer is kept: the guard says so.
+        return Filed(category if category is not None else chosen.value, key, named, note)
 
     async def _read_note(self, note: NoteKey, text: str) -> NoteKey:
         """The rule's filing of a note, completed by meaning (``memory/meaning.py``):

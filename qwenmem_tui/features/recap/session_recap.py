@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.chat.view import content_text
 from qwenmem_tui.features.instructions.files import instructions_in
+from qwenmem_tui.features.recap.feature import RECAP_ITEM
+from qwenmem_tui.text import markdown_quote
 
 if TYPE_CHECKING:
     from qwenmem_tui.llm.client import LLMClient
+    from qwenmem_tui.storage.sessions import Item
 
 log = logging.getLogger("qwenmem.recap")
 
@@ -152,7 +155,7 @@ def should_fire_recap(items: Sequence[Any]) -> bool:
     if types.count("user") < 3:
         return False
     last_recap = max(
-        (index for index, kind in enumerate(types) if kind == "away_recap"), default=-1
+        (index for index, kind in enumerate(types) if kind == RECAP_ITEM), default=-1
     )
     return types[last_recap + 1 :].count("user") >= 2
 
@@ -221,3 +224,8 @@ async def _unless_aborted(request: Any, abort: asyncio.Event | None) -> Any:
         await asyncio.gather(task, return_exceptions=True)
         return None
     return task.result()
+
+
+def recap_markdown(item: Item, now: float) -> str:
+    """A recap in a Markdown export: its line, quoted."""
+    return markdown_quote(f"※ recap: {item.content}")

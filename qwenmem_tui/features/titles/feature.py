@@ -8,14 +8,17 @@ from typing import TYPE_CHECKING
 from qwenmem_tui.features.feature import (
     Feature,
     FeatureContext,
+    FeatureKey,
     SessionPart,
     SessionWiring,
 )
 
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
+    from qwenmem_tui.features.titles.hook import SessionTitleHook
 
 TITLES = "titles"
+TITLES_HOOK: FeatureKey[SessionTitleHook] = FeatureKey(TITLES)
 
 
 def _enabled(settings: Settings) -> bool:

@@ -12,6 +12,10 @@ import openai
 import pytest
 
 from qwenmem_tui.config import Settings
+from qwenmem_tui.daemon.responses import with_block
+from qwenmem_tui.daemon.translate import chat_messages
+from qwenmem_tui.features.memory.exchange import Shaped
+from qwenmem_tui.features.memory.prefetch import insert_after_tool_results
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from tests.unit.daemon.test_proxy import FACT, proxy_url, sdk, seed, user_text
@@ -119,3 +123,22 @@ def test_an_endpoint_with_the_responses_api_gets_the_request_forwarded(
     content = fake.responses_requests[1]["input"][0]["content"]
     assert FACT in content[0]["text"] and content[1]["text"] == "Where is the deploy script?"
     assert fake.chat_requests == []  # nothing was translated
+
+
+def test_a_forwarded_block_after_tool_outputs_follows_their_whole_run() -> None:
+    """§6 in Responses items: after the run of function-call outputs, never inside it."""
+    items = [
+        {"role": "user", "content": "weather in Oslo and Bergen?"},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
+        {"type": "function_call", "call_id": "c2", "name": "get_weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+        {"type": "function_call_output", "call_id": "c2", "output": "rain"},
+    ]
+    messages = chat_messages(items, strict=True)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool"]
+    block = "<system-reminder>memory</system-reminder>"
+    after = Shaped(insert_after_tool_results(messages, 2, block), (1,), block)
+    placed = with_block(items, messages, after)
+    assert placed == [*items, {"role": "user", "content": block}]
+    leading = Shaped([messages[0] | {"content": f"{block}\n\nq"}, *messages[1:]], (1,), block)
+    assert with_block(items, messages, leading)[0]["content"] == f"{block}\n\nweather in Oslo and Bergen?"

@@ -225,7 +225,7 @@ def test_the_real_cli_imports_exports_and_restores_losslessly(tmp_path: Path) ->
     ran = run_cli(home, project, "import", "--trust", str(source))
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines() == [
-        "imported 31 (created 31, superseded 0, refreshed 0, deduplicated 0); held for review 0; "
+        "imported 31 (created 31, superseded 0, refreshed 0, deduplicated 0); quarantined 0 (held for review); "
         "history restored 0; skipped 0; rejected 0",
     ]
     listed = json.loads(run_cli(home, project, "list", "--json").stdout)
@@ -289,3 +289,26 @@ def test_the_real_cli_restores_a_superseded_memory(tmp_path: Path) -> None:
     again = run_cli(home, project, "restore", "1")
     assert (again.returncode, again.stderr) == (1, "qwenmem: no superseded memory with id 1\n")
     assert run_cli(home, project, "restore", "x1").returncode == 2
+
+
+async def test_lines_without_category_or_key_are_filed_as_remember_files_them(
+    service: MemoryService, tmp_path: Path, clock: Clock
+) -> None:
+    """A hand-written line of only a value gets its category and key from /remember's
+    own filing (issue 38 item 6): two facts sharing a name get two keys, a restatement
+    supersedes, in one file as in two /remember calls."""
+    notes = ["Ana leads the backend team", "Ana likes green tea", "I live in Lisbon", "I moved to Berlin"]
+    report = await import_lines(
+        service, [json.dumps({"value": n}) for n in notes], project=PROJECT_A, trusted=True
+    )
+    assert report.counts == {"created": 3, "superseded": 1}, report.errors
+    imported = sorted((str(m.category), m.key, m.value) for m in await active(service))
+    other = await MemoryService.open(make_settings(), Paths(tmp_path / "other"), clock=clock)
+    try:
+        for note in notes:
+            await other.remember(note, project=PROJECT_A, judge_timeout=None)
+        remembered = sorted((str(m.category), m.key, m.value) for m in await active(other))
+    finally:
+        await other.close()
+    assert imported == remembered
+    assert len({key for _, key, _ in imported}) == 3  # Ana's two facts under two keys

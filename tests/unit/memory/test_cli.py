@@ -82,7 +82,7 @@ def test_import_list_search_forget_stats_export(
     assert done.returncode == 1, done.stderr  # a line was rejected
     assert (
         "imported 2 (created 2," in done.stdout
-        and "held for review 1" in done.stdout
+        and "quarantined 1 (held for review)" in done.stdout
         and "rejected 1" in done.stdout
     )
     assert "line 4" in done.stderr and "Traceback" not in done.stderr

@@ -114,7 +114,7 @@ def test_import_from_claude_code_goes_through_the_guard(
     done = cli_run("memory", "import", "--from", "claude-code", str(source), home=home, cwd=project)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().startswith("imported 2 (created 2,")
-    assert "held for review 2" in done.stdout
+    assert "quarantined 2 (held for review)" in done.stdout
     listed = json.loads(cli_run("memory", "list", "--all", "--json", home=home, cwd=project).stdout)
     by_key = {m["key"]: m for m in listed}
     # Untrusted by default: facts about the person from a file wait for review;
@@ -149,7 +149,7 @@ def test_dry_run_says_what_would_happen_and_writes_nothing(
     lines = done.stdout.strip().splitlines()
     assert lines[4] == (
         "dry run, nothing written: imported 0 (created 0, superseded 0, refreshed 0, "
-        "deduplicated 0); held for review 4; history restored 0; skipped 0; rejected 0"
+        "deduplicated 0); quarantined 4 (held for review); history restored 0; skipped 0; rejected 0"
     )
     assert lines[1].startswith("line 2: held for review [")
     assert "user/my_preferred_programming_language_is" in lines[1]

@@ -112,3 +112,30 @@ async def test_an_instruction_file_never_makes_an_active_global_memory(
     assert editor.status is Status.ACTIVE and editor.scope == GLOBAL_SCOPE
     active_global = [m for m in rows.values() if m.status is Status.ACTIVE and m.scope == GLOBAL_SCOPE]
     assert [m.key for m in active_global] == ["favourite_editor"]
+
+
+async def test_compactions_hand_over_carries_the_instruction_files(
+    fake: FakeOpenAI, llm: LLMClient, service: MemoryService, tmp_path: Path
+) -> None:
+    """The block compaction hands to extraction (a turn where the assistant repeated
+    the file's "fact") is judged with the instruction files in view: held, not active."""
+    import json
+
+    from qwenmem_tui.features.memory.extract import MemoryExtractionHook, OpenService
+
+    repo = tmp_path / "cloned-repo"
+    repo.mkdir()
+    (repo / "AGENTS.md").write_text(AGENTS)
+    prompt = with_instructions(DEFAULT_SYSTEM_PROMPT, load_instructions(repo, repo, tmp_path / "qhome"))
+    proposal = {"memories": [{"category": "user", "key": "docs_portal", "value": PORTAL}]}
+    fake.script(Reply(json.dumps(proposal)))
+    hook = MemoryExtractionHook(OpenService(service, project_id(repo)), llm)
+    await hook.extract_block(
+        [
+            {"role": "system", "content": prompt},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": f"Noted: {PORTAL}."},
+        ]
+    )
+    (row,) = await service.list()
+    assert row.status is Status.QUARANTINED and FLAG_UNTRUSTED in row.flags

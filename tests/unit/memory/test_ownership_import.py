@@ -235,7 +235,7 @@ def test_import_reports_line_numbers_and_keeps_scope_only_when_asked(
     ran = qwenmem("import", str(lines))
     assert ran.code == 1  # lines were rejected
     assert ran.out.strip() == (
-        "imported 1 (created 1, superseded 0, refreshed 0, deduplicated 0); held for review 0; "
+        "imported 1 (created 1, superseded 0, refreshed 0, deduplicated 0); quarantined 0 (held for review); "
         "history restored 0; skipped 0; rejected 2"
     )
     assert ran.err.splitlines() == [

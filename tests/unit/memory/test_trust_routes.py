@@ -306,11 +306,11 @@ def test_the_cli_imports_untrusted_unless_told(home: Path, tmp_path: Path, monke
     mine.write_text(json.dumps({"category": "feedback", "key": "emoji", "value": "Never use emojis"}) + "\n")
     assert cli.run(["memory", "import", str(planted)]) == 0
     out = capsys.readouterr().out
-    assert "held for review 2;" in out
+    assert "quarantined 2 (held for review);" in out
     assert "2 held for review:" in out and "--trust" in out  # kept, and how to make them active
     assert cli.run(["memory", "import", "--trust", str(mine)]) == 0
     out = capsys.readouterr().out
-    assert "created 1" in out and "held for review 0;" in out and "held for review:" not in out
+    assert "created 1" in out and "quarantined 0 (held for review);" in out and "held for review:" not in out
     assert cli.run(["memory", "list", "--json"]) == 0
     [row] = json.loads(capsys.readouterr().out)
     assert (row["key"], row["origin"], row["status"]) == ("emoji", "user", "active")

@@ -248,12 +248,13 @@ class ReadOnlyCacheStore(write_plan.PlannedStore):
     async def generation(self) -> int:
         return self.snapshot.generation
 
-    async def vector_ids(self, embedding_model: str) -> np.ndarray:
+    # The snapshot holds one user's rows (``active_rows(user)``): ``user`` filters nothing.
+    async def vector_ids(self, embedding_model: str, *, user: str | None = None) -> np.ndarray:
         ids, _ = self.snapshot.vectors.get(embedding_model, (np.zeros(0, dtype=np.int64), None))
         return ids
 
     async def vectors(
-        self, embedding_model: str, ids: Sequence[int] | None = None
+        self, embedding_model: str, ids: Sequence[int] | None = None, *, user: str | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         if embedding_model not in self.snapshot.vectors:
             return no_vectors()
@@ -263,7 +264,7 @@ class ReadOnlyCacheStore(write_plan.PlannedStore):
         keep = np.isin(all_ids, np.asarray(ids, dtype=np.int64))
         return all_ids[keep], matrix[keep]
 
-    async def missing_vectors(self, embedding_model: str) -> list[Memory]:
+    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> list[Memory]:
         return []  # nothing can be embedded and stored while read-only
 
     async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:

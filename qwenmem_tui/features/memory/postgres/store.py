@@ -362,29 +362,32 @@ class PostgresMemoryStore(write_plan.PlannedStore):
     async def generation(self) -> int:
         return await self._read(read_generation)
 
-    async def vector_ids(self, embedding_model: str) -> np.ndarray:
+    async def vector_ids(self, embedding_model: str, *, user: str | None = None) -> np.ndarray:
         async def body(conn: asyncpg.Connection) -> list[int]:
             return await conn.fetchval(
                 "SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM memories"
-                " WHERE status = $1 AND embedding_model = $2 AND embedding IS NOT NULL",
+                " WHERE status = $1 AND embedding_model = $2 AND embedding IS NOT NULL"
+                " AND ($3::text IS NULL OR username = $3)",
                 ACTIVE,
                 embedding_model,
+                user,
             )
 
         return np.array(await self._read(body), dtype=np.int64)
 
     async def vectors(
-        self, embedding_model: str, ids: Sequence[int] | None = None
+        self, embedding_model: str, ids: Sequence[int] | None = None, *, user: str | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         # Aggregated into one row: ten thousand Records cost far more than one bytea.
         sql = (
             "SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids, string_agg(embedding, ''::bytea ORDER BY id)"
             " AS blob, max(length(embedding)) AS width FROM memories"
             " WHERE status = $1 AND embedding_model = $2 AND embedding IS NOT NULL"
+            " AND ($3::text IS NULL OR username = $3)"
         )
-        params: list[Any] = [ACTIVE, embedding_model]
+        params: list[Any] = [ACTIVE, embedding_model, user]
         if ids is not None:
-            sql += " AND id = ANY($3::bigint[])"
+            sql += " AND id = ANY($4::bigint[])"
             params.append([int(i) for i in ids])
 
         async def body(conn: asyncpg.Connection) -> asyncpg.Record:
@@ -397,13 +400,15 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         vectors = np.frombuffer(row["blob"], dtype="<f4").reshape(len(out_ids), row["width"] // 4)
         return out_ids, vectors.astype(np.float32)
 
-    async def missing_vectors(self, embedding_model: str) -> list[Memory]:
+    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> list[Memory]:
         async def body(conn: asyncpg.Connection) -> list[Memory]:
             rows = await conn.fetch(
                 f"SELECT {COLUMNS} FROM memories WHERE status = ANY($1::text[])"
-                " AND (embedding IS NULL OR embedding_model != $2) ORDER BY id",
+                " AND (embedding IS NULL OR embedding_model != $2)"
+                " AND ($3::text IS NULL OR username = $3) ORDER BY id",
                 [ACTIVE, Status.QUARANTINED.value],
                 embedding_model,
+                user,
             )
             return [row_to_memory(r) for r in rows]
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from qwenmem_tui.chat.view import COMPACTION_ITEM
-from qwenmem_tui.features.compaction.feature import COMPACTION
+from qwenmem_tui.features.compaction.feature import COMPACTION, COMPACTION_HOOK
 from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.text import one_line
@@ -149,7 +149,7 @@ class CompactionController:
 
 
 async def _build(context: AppContext) -> Extension:
-    hook = context.features.handle(COMPACTION)
+    hook = context.features.handle(COMPACTION_HOOK)
     if hook is None:
         raise RuntimeError("the compaction extension needs the compaction feature assembled")
     controller = CompactionController(hook)

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from qwenmem_tui.features.mcp.feature import MCP
+from qwenmem_tui.features.mcp.feature import MCP, MCP_STATE
 from qwenmem_tui.features.mcp.permissions import Decision, PermissionRequest
 from qwenmem_tui.features.mcp.server import McpServer
 from qwenmem_tui.features.mcp.servers import McpServers, describe_servers
@@ -105,7 +105,7 @@ class McpFeature:
 
 
 async def _build(context: AppContext) -> Extension:
-    servers: McpServers | None = context.state(MCP)
+    servers = context.state(MCP_STATE)
     feature = McpFeature(context, servers)
     feature.watch()
 

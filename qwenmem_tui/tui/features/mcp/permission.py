@@ -52,7 +52,8 @@ class PermissionScreen(ChoiceScreen[Decision]):
         description = request.description.strip()
         detail = terminal_safe(description.splitlines()[0]) if description else ""
         arguments = terminal_safe(describe_arguments(request.arguments))
-        return Content("\n".join(line for line in (detail, f"arguments: {arguments}") if line))
+        claim = "the server says this tool only reads (its word, not checked)" if request.says_read_only else ""
+        return Content("\n".join(line for line in (detail, f"arguments: {arguments}", claim) if line))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

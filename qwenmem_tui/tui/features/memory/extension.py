@@ -20,7 +20,7 @@ from qwenmem_tui.features.memory.access import MemoryAccess, MemoryUnavailable
 from qwenmem_tui.features.memory.confirmation import clip_value as _clip
 from qwenmem_tui.features.memory.confirmation import memory_name as _name
 from qwenmem_tui.features.memory.confirmation import remember_confirmation
-from qwenmem_tui.features.memory.feature import MEMORY
+from qwenmem_tui.features.memory.feature import MEMORY, MEMORY_SESSION, MEMORY_STATE
 from qwenmem_tui.features.memory.model import Memory
 from qwenmem_tui.features.memory.receipts import (
     EDITED,
@@ -287,7 +287,7 @@ class MemoryFeature:
         elif action == "not_relevant":
             receipt = widget.receipt
             await service.dismiss(memory_id, project=self.project, query=receipt.query)
-            hooks = self._context.features.handle(MEMORY)
+            hooks = self._context.features.handle(MEMORY_SESSION)
             if hooks is not None:
                 hooks.prefetch.hide({memory_id})  # out of this session's requests from now on
             await self._corrected(widget, memory_id, NOT_RELEVANT)
@@ -327,7 +327,7 @@ RECEIPT_BINDING = Binding("ctrl+o", "command('receipt')", "Memories used", id="m
 
 
 async def _build(context: AppContext) -> Extension:
-    memory: MemoryAccess | None = context.state(MEMORY)
+    memory = context.state(MEMORY_STATE)
     if memory is None:
         raise RuntimeError("the memory extension needs the memory feature assembled")
     feature = MemoryFeature(context, memory)

@@ -32,6 +32,7 @@ from qwenmem_tui.tui.extensions import (
 )
 from qwenmem_tui.tui.features.recap.item import RecapItem
 from qwenmem_tui.tui.host import BusyState, SlashCommand
+from qwenmem_tui.features.recap.feature import RECAP_ITEM
 from qwenmem_tui.features.recap.settings import RECAP_SETTINGS
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ class RecapController:
                     aborted.set()
             elif isinstance(action, ShowRecap):
                 self.app.run_worker(
-                    self.app.add_display_item("away_recap", action.text),
+                    self.app.add_display_item(RECAP_ITEM, action.text),
                     group="recap",
                     exit_on_error=False,
                 )
@@ -166,7 +167,7 @@ class RecapController:
                 if text is None:
                     app.show_info(RECAP_NONE)
                 else:
-                    await app.add_display_item("away_recap", text)
+                    await app.add_display_item(RECAP_ITEM, text)
         finally:
             self._manual_running = False
 
@@ -178,7 +179,7 @@ async def _build(context: AppContext) -> Extension:
         commands=(
             SlashCommand("recap", "Summarise where you left off", controller.recap_command),
         ),
-        item_widgets={"away_recap": lambda item: RecapItem(item.content)},
+        item_widgets={RECAP_ITEM: lambda item: RecapItem(item.content)},
         busy_states={RECAP: BusyState("generating recap…", stopped="the recap")},
         on_ready=controller.attach,
         on_session_opened=controller.session_opened,
