@@ -1,15 +1,19 @@
 """What a feature is: the one registration a feature package makes (`Feature`).
 
 A feature plugs into the chat loop (hooks, tools) and offers each face what it has for
-it (the TUI its extension, the daemon its routes). Its package holds all of it:
+it (the TUI its extension, the daemon its routes, the CLI its commands). Its package
+holds all of it but its TUI face, which lives in the TUI room so that Textual stays
+there (docs/architecture.md defines the four words: feature, face, state, extension):
 
 ```text
 features/<name>/
   feature.py      FEATURE = Feature(...)   <- the registration, and one line in registry.py
+  settings.py     its settings section, if it has one
   ...             its core (no Textual, no HTTP): hooks, stores, services
-  tui/            its TUI face (Textual): the extension, screens, widgets
   routes.py       its daemon face (Starlette), if it has one
   mcp_tools.py    its tools in `qwenmem mcp`, if it has them
+  cli.py          its `qwenmem` subcommands, if it has them
+tui/features/<name>/   its TUI face (Textual): the extension, screens, widgets
 ```
 
 The core never imports a face, so a registration names its faces by reference

@@ -2,10 +2,10 @@
 
 What a feature *does* to a session — its hooks, tools, prefetch and extractor — is
 its registration's (`features/<name>/feature.py`), assembled the same for every face.
-A TUI extension only presents a feature: it lives in the feature's own `tui/` package,
-the registration offers it (`Feature.tui`), each `ExtensionFactory` names the core
+A TUI extension only presents a feature: it lives in `tui/features/<name>/`, the
+registration offers it (`Feature.tui`), each `ExtensionFactory` names the core
 features it presents, the app assembles those once, and the factory gets the result
-(`AppContext.features`, `AppContext.state(name)`) to build its commands and widgets
+(`AppContext.features`, `AppContext.state(KEY)`) to build its commands and widgets
 on. `default_extensions` (`tui/default_extensions.py`) is the list the settings turn on.
 
 An extension talks to the app through the host interface (`tui/host.py`), never to

@@ -200,7 +200,7 @@ async def recall_as_of(
     recaller = service.recaller
     embedder = recaller.embedder
     q = (await embedder.embed_queries([query]))[0]
-    passages = await embedder.embed_passages([m.embed_text() for m in rows])
+    passages = await _passages(service, rows)
     norms = np.linalg.norm(passages, axis=1) * (np.linalg.norm(q) or 1.0)
     cosines = (passages @ q) / np.where(norms == 0, 1.0, norms)
     terms = query_terms(query)
@@ -220,3 +220,18 @@ async def recall_as_of(
     ]
     kept = [c for c in found if passes(c, recaller.threshold)]
     return [(c.memory, c.score) for c in kept[: k or recaller.top_k]]
+
+
+async def _passages(service: MemoryService, rows: Sequence[Memory]) -> Any:
+    """The rows' vectors: the stored ones of rows still active, the others (replaced
+    versions dropped theirs) embedded now."""
+    import numpy as np
+
+    embedder = service.recaller.embedder
+    ids, stored = await service.store.vectors(embedder.id, [m.id for m in rows])
+    have = {int(i): v for i, v in zip(ids, stored, strict=True)}
+    missing = [m for m in rows if m.id not in have]
+    if missing:
+        fresh = await embedder.embed_passages([m.embed_text() for m in missing])
+        have.update({m.id: v for m, v in zip(missing, fresh, strict=True)})
+    return np.stack([np.asarray(have[m.id], dtype=np.float32) for m in rows])
