@@ -19,13 +19,13 @@ async def test_concurrent_clients_get_only_successful_answers(tmp_path: Path) ->
         fake.responder = lambda body: Reply("The build runs with make all.", chunk_size=6)
         write_home(home, fake.base_url)
         with served_daemon(home, project) as (url, _):
-            report = await load(url, clients=8, rounds=3)
+            report = await load(url, clients=6, rounds=2)
     assert report.errors == [], report.errors[:5]
-    assert report.requests == 8 * 3 * 4, summary(report)
+    assert report.requests == 6 * 2 * 4, summary(report)
 
 
 async def test_kill_9_mid_stream_loses_no_committed_message(tmp_path: Path) -> None:
-    report = await kill_cycles(tmp_path, kills=2, clients=4)
+    report = await kill_cycles(tmp_path, kills=2, clients=3)
     assert report.kills == 2 and report.committed > 0
     assert report.lost == [], report.lost[:5]
     assert report.unclean_starts == [], report.unclean_starts[:2]

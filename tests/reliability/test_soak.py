@@ -12,17 +12,17 @@ from pathlib import Path
 
 from .soak import soak
 
-TURNS = 100
-EVERY = 50
+TURNS = 60
+EVERY = 30
 
 
 async def test_a_long_session_loses_nothing_and_leaks_no_handles(tmp_path: Path) -> None:
-    report = await soak(tmp_path, turns=TURNS, every=EVERY, recap_every=50, resume_every=50)
+    report = await soak(tmp_path, turns=TURNS, every=EVERY, recap_every=30, resume_every=30)
     assert report.turns == TURNS and report.user_items == TURNS  # every message stored
     assert report.writes == TURNS * 2 // 5  # every save_memory call kept, as written
     assert report.forgets == report.memories_deleted == report.writes  # every forget stands
     assert report.memories_active == 0
-    assert report.compactions >= 2 and report.recaps == report.resumes == TURNS // 50
+    assert report.compactions >= 2 and report.recaps == report.resumes == TURNS // 30
     first, *_, last = report.checkpoints
     # Handles: what the first checkpoint held (after warm-up) is what the last holds.
     assert (last.fds, last.threads, last.tasks) <= (first.fds, first.threads, first.tasks), report.checkpoints
