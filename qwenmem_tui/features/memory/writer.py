@@ -549,11 +549,11 @@ class MemoryWriter:
         """``key``, or ``key_2``, ``key_3``… when another fact of this category and
         scope already holds it: a name shared by two facts is no evidence they are one.
         The same words said again keep the key (the write then only refreshes that row)."""
-        taken = {
-            m.key: m
-            for m in await self.store.list(user=self.user, scopes=[scope], statuses=[Status.ACTIVE])
-            if m.category == category
-        }
+        stem = key[: KEY_CHARS - 4]
+        holders = await self.store.list(
+            user=self.user, scopes=[scope], statuses=[Status.ACTIVE], key_prefix=stem
+        )
+        taken = {m.key: m for m in holders if m.category == category}
         candidate, n = key, 1
         while candidate in taken and content_hash(taken[candidate].value) != content_hash(value):
             n += 1
