@@ -296,9 +296,12 @@ class QwenmemAgent:
         session = self._session(session_id)
         if session.prompting:
             raise RequestError.invalid_request({"reason": "a prompt is already running in this session"})
+        text = prompt_text(prompt)
+        if not text.strip():
+            raise RequestError.invalid_params({"prompt": "nothing to send: the prompt has no text"})
         session.prompting, session.cancelled = True, False
         try:
-            return await self._prompt(session, prompt_text(prompt))
+            return await self._prompt(session, text)
         finally:
             session.prompting = False
             session.updates = None

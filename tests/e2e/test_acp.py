@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -38,6 +39,8 @@ from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCa
 from tests.process_support import checkout_env
 
 FACT = "The integration tests of this project run with make itest"
+RECEIPT = re.compile(r"^⌁ 1 memory\b[^\n]*: project/test_command$", re.MULTILINE)
+"""The receipt's line: its count (and whatever the receipt adds), then the names."""
 
 
 class RecordingClient:
@@ -70,12 +73,13 @@ class RecordingClient:
                 await self._changed.wait()
 
     def text(self, session_id: str, since: int = 0) -> str:
-        """The agent's message text sent to `session_id` since update `since`."""
+        """The agent's message text sent to `session_id` since update `since`; the
+        replies to different user messages (a replay) on lines of their own."""
         return "".join(
-            u.content.text
+            u.content.text if isinstance(u, AgentMessageChunk) else "\n"
             for sid, u in self.updates[since:]
-            if sid == session_id and isinstance(u, AgentMessageChunk)
-        )
+            if sid == session_id and isinstance(u, (AgentMessageChunk, UserMessageChunk))
+        ).lstrip("\n")
 
     def of(self, kind: type, since: int = 0) -> list[Any]:
         return [u for _, u in self.updates[since:] if isinstance(u, kind)]
@@ -181,7 +185,7 @@ async def test_conversation_with_memory_tools_and_cancel_then_resume(
             first = fake.chat_requests[0]["messages"][-1]["content"]
             assert "make itest" in first and "<system-reminder>" in first
             assert client.text(session_id).startswith("Run make itest.")
-            assert client.text(session_id).endswith("\n\n⌁ 1 memory: project/test_command")
+            assert RECEIPT.search(client.text(session_id).rsplit("\n\n", 1)[-1])
 
             # 2. An untrusted MCP tool: shown as a tool call, asked with
             # session/request_permission, run once allowed, its result an update.
@@ -251,7 +255,7 @@ async def _load_and_go_on(
         said = [u.content.text for u in client.of(UserMessageChunk)]
         assert said == ["How do I run the tests?", "note: buy milk", "note: buy eggs", "Tell me a long story"]
         replayed = client.text(session_id)
-        assert "Run make itest." in replayed and "⌁ 1 memory: project/test_command" in replayed
+        assert "Run make itest." in replayed and RECEIPT.search(replayed)
         assert "⏹ interrupted" in replayed
         calls = client.of(ToolCallStart)
         results = client.of(ToolCallProgress)

@@ -1,5 +1,6 @@
-"""`qwenmem acp` fuzzed over its stdio: requests generated around the protocol's
-methods and shapes, and damaged lines (truncated JSON, invalid UTF-8, lone
+"""`qwenmem acp` fuzzed over its stdio: requests drawn from the protocol's own schema
+(the SDK's request models, as JSON Schema), requests around its methods and shapes
+with any JSON in them, and damaged lines (truncated JSON, invalid UTF-8, lone
 surrogates, huge ids, JSON that is not an object, unknown methods). Every request
 gets its answer, every broken line its JSON-RPC error, nothing is stored for a
 rejected request, and the agent neither exits nor hangs: after the run it still
@@ -18,6 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from acp.meta import AGENT_METHODS
+from acp.schema import (
+    AuthenticateRequest,
+    CancelNotification,
+    InitializeRequest,
+    ListSessionsRequest,
+    LoadSessionRequest,
+    NewSessionRequest,
+    PromptRequest,
+)
 from cli_support import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -60,6 +70,55 @@ shaped_params = st.fixed_dictionaries(
 params = shaped_params | json_values
 
 
+def from_schema(schema: dict[str, Any], defs: dict[str, Any], depth: int = 0) -> st.SearchStrategy[Any]:
+    """Values a JSON Schema (as pydantic writes the SDK's models) admits: $ref,
+    anyOf/oneOf, const, enum, objects with their required and optional properties,
+    arrays, scalars; an open object (`_meta`) gets any JSON."""
+    if "$ref" in schema:
+        return from_schema(defs[schema["$ref"].rsplit("/", 1)[-1]], defs, depth + 1)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return st.one_of([from_schema(option, defs, depth + 1) for option in schema[key]])
+    if "const" in schema:
+        return st.just(schema["const"])
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    kind = schema.get("type")
+    if kind == "object":
+        properties = {k: from_schema(v, defs, depth + 1) for k, v in schema.get("properties", {}).items()}
+        if not properties:
+            return st.dictionaries(st.text(max_size=8), json_values, max_size=3)
+        required = set(schema.get("required", ()))
+        return st.fixed_dictionaries(
+            {k: v for k, v in properties.items() if k in required},
+            optional={k: v for k, v in properties.items() if k not in required and depth < 6},
+        )
+    if kind == "array":
+        return st.lists(from_schema(schema.get("items", {}), defs, depth + 1), max_size=3)
+    return {
+        "string": st.text(max_size=24),
+        "integer": st.integers(schema.get("minimum"), schema.get("maximum")),
+        "number": st.floats(allow_nan=False, allow_infinity=False),
+        "boolean": st.booleans(),
+        "null": st.none(),
+    }.get(kind, json_values)
+
+
+def schema_params(model: Any) -> st.SearchStrategy[Any]:
+    schema = model.model_json_schema(by_alias=True)
+    return from_schema(schema, schema.get("$defs", {}))
+
+
+SCHEMA_REQUESTS = {
+    "initialize": InitializeRequest,
+    "authenticate": AuthenticateRequest,
+    "session/new": NewSessionRequest,
+    "session/load": LoadSessionRequest,
+    "session/list": ListSessionsRequest,
+    "session/prompt": PromptRequest,
+}
+
+
 def _line(message: Any) -> bytes:
     return json.dumps(message).encode()
 
@@ -69,6 +128,19 @@ requests = st.builds(
     methods,
     params,
     ids,
+)
+from_the_schema = st.sampled_from([*sorted(SCHEMA_REQUESTS), "session/prompt"]).flatmap(
+    lambda method: st.builds(
+        lambda p, request_id: (
+            "request", request_id, _line({"jsonrpc": "2.0", "id": request_id, "method": method, "params": p})
+        ),
+        schema_params(SCHEMA_REQUESTS[method]),
+        st.integers(min_value=0, max_value=2**53),
+    )
+)
+cancels = st.builds(
+    lambda p: ("notification", None, _line({"jsonrpc": "2.0", "method": "session/cancel", "params": p})),
+    schema_params(CancelNotification),
 )
 notifications = st.builds(
     lambda method, p: ("notification", None, _line({"jsonrpc": "2.0", "method": method, "params": p})),
@@ -99,7 +171,8 @@ not_objects = st.builds(
     st.lists(json_values, max_size=3) | scalars,
 )
 deep = st.integers(min_value=5_000, max_value=50_000).map(lambda n: ("broken", None, b"[" * n + b"]" * n))
-messages = requests | notifications | truncated | garbage | surrogates | not_objects | deep
+damaged = requests | notifications | truncated | garbage | surrogates | not_objects | deep
+messages = from_the_schema | cancels | damaged
 
 
 class AgentProcess:
@@ -163,44 +236,70 @@ def test_every_message_is_answered_and_the_agent_lives_on(
 ) -> None:
     with (home / "config.toml").open("a", encoding="utf-8") as config:
         config.write('\n[memory]\nembedding = "hash"\nextraction = false\n')
+    fake.responder = lambda body: Reply("ok")
     stderr_path = tmp_path / "stderr.txt"
     with stderr_path.open("wb") as stderr:
         agent = AgentProcess(project, stderr)
         try:
-            _fuzz(agent)
-            _still_chats(agent, fake, project)
+            session_id = _new_session(agent, project)
+            _chat(agent, fake, session_id)
+            answered = _fuzz(agent, session_id, project)
+            assert answered > 0  # generated prompts reached the model too
+            _chat(agent, fake, session_id)  # still chatting after it all
         finally:
             if agent.process.stdin is not None:
                 agent.process.stdin.close()
             code = agent.process.wait(timeout=ANSWER_TIMEOUT_S)
     assert code == 0
     assert "Traceback" not in stderr_path.read_text(errors="replace")
-    # Nothing was stored for the fuzzed requests (the conversation below is the one).
+    # One session stored, holding exactly the prompts that were answered: nothing was
+    # written for a rejected request.
     listed = json.loads(cli_run("sessions", "--json", home=home, cwd=project).stdout)
-    assert len(listed) == 1 and listed[0]["message_count"] == 2
+    assert [s["id"] for s in listed] == [session_id]
+    assert listed[0]["message_count"] == 2 * (answered + 2)
 
 
-def _fuzz(agent: AgentProcess) -> None:
+def _fuzz(agent: AgentProcess, session_id: str, project: Path) -> int:
+    """Run the generated messages; how many prompts to the real session were answered
+    (some generated requests are pointed at it and at the project, to reach past the
+    "no such session" and "no such directory" answers)."""
+    answered = 0
+
     @settings(max_examples=150, suppress_health_check=list(HealthCheck), database=None)
-    @given(messages)
-    def one(message: tuple[str, Any, bytes]) -> None:
+    @given(messages, st.booleans())
+    def one(message: tuple[str, Any, bytes], aimed: bool) -> None:
+        nonlocal answered
         kind, request_id, line = message
+        prompt = False
+        if aimed and kind == "request" and line.startswith(b'{"jsonrpc"'):
+            request = json.loads(line)
+            params = request.get("params")
+            if isinstance(params, dict):
+                params.update({k: v for k, v in (("sessionId", session_id), ("cwd", str(project))) if k in params})
+                prompt = request.get("method") == "session/prompt" and "sessionId" in params
+                line = _line(request)
         agent.send(line)
         if kind == "request":
-            agent.collect({request_id}, 0)
+            (answer,) = agent.collect({request_id}, 0)
+            answered += prompt and "result" in answer
         elif kind == "broken":
             (answer,) = agent.collect(set(), 1)
             assert answer["error"]["code"] in (-32700, -32600)
         agent.ping()
 
     one()
+    return answered
 
 
-def _still_chats(agent: AgentProcess, fake: FakeOpenAI, project: Path) -> None:
-    fake.script(Reply("Still here."))
+def _new_session(agent: AgentProcess, project: Path) -> str:
     agent.send(_line({"jsonrpc": "2.0", "id": "new", "method": "session/new", "params": {"cwd": str(project), "mcpServers": []}}))
     (created,) = agent.collect({"new"}, 0)
-    session_id = created["result"]["sessionId"]
+    return created["result"]["sessionId"]
+
+
+def _chat(agent: AgentProcess, fake: FakeOpenAI, session_id: str) -> None:
+    """A plain prompt to the session: streamed back, answered end_turn."""
+    fake.script(Reply("Still here."))
     prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "Are you there?"}]}
     agent.send(_line({"jsonrpc": "2.0", "id": "prompt", "method": "session/prompt", "params": prompt}))
     answers: list[dict[str, Any]] = []

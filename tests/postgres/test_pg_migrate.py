@@ -56,11 +56,12 @@ def test_migrate_copies_rows_vectors_and_audit_once(
         target = await Backend("postgres", tmp_path, pg_dsn).open(clock=clock, machine="laptop")
         try:
             before, after = await source.list(), await target.list()
-            shape = lambda rows: [(m.key, m.value, m.status, m.origin, m.flags, m.created_at) for m in rows]  # noqa: E731
+            shape = lambda rows: [(m.key, m.value, m.status, m.origin, m.flags, m.created_at, m.stated_at, m.valid_until) for m in rows]  # noqa: E731
             assert shape(after) == shape(before)
             by_value = {m.value: m for m in after}
             alpha, beta = by_value["Alpha, stack TypeScript"], by_value["Beta, stack Python"]
             assert alpha.status is Status.SUPERSEDED and alpha.superseded_by == beta.id
+            assert alpha.valid_until == beta.stated_at == alpha.stated_at + 60  # its time kept
             trail = lambda entries: [(e.action, e.origin, e.old_value, e.new_value) for e in entries]  # noqa: E731
             assert trail(await target.audit()) == trail(await source.audit())
             assert (await target.stats()).recalls == (await source.stats()).recalls == 1

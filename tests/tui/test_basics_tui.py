@@ -247,3 +247,31 @@ async def test_a_theme_picked_in_the_palette_is_kept_for_the_next_start(
     assert make_app(extensions=BASICS).theme == "nord"
     settings.ui.theme = "gruvbox"  # the config, when it names one, still decides
     assert make_app(extensions=BASICS).theme == "gruvbox"
+
+
+async def test_export_json_is_valid_json_with_no_secret_left(
+    fake: FakeOpenAI,
+    make_app: Callable[..., QwenmemApp],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """/export x.json redacts each value before serialising (issue 36 item 4): secrets
+    behind a newline, a quote or a backslash, in the reply and in a tool call's
+    arguments, leave no tail, and the file is JSON."""
+    monkeypatch.chdir(tmp_path)
+    token = "ghp_R2d4F6h8J0k2L4m6N8p0Q2r4S6t8V0w2X4y6"
+    aws = "AKIAQ3EGUXK7NZ4VB2TD"
+    fake.script(
+        Reply(tool_calls=[ToolCallSpec("read_file", {"path": f"notes\n{aws}.md"}, id="c1")]),
+        Reply(f'Found it:\n{token}\n"quoted\\" {aws}'),
+    )
+    app = make_app(extensions=BASICS)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "find the token")
+        await settle(pilot)
+        await send(pilot, "/export x.json")
+        await settle(pilot)
+    text = (tmp_path / "x.json").read_text()
+    data = json.loads(text)
+    assert token not in text and aws not in text
+    assert any("Found it:\n" in str(item["content"]) for item in data["items"])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -197,6 +198,7 @@ async def import_rows(
     ``report.stopped``/``stopped_at`` say where it stopped.
     """
     report = report or ImportReport()
+    speech = dialogue_turns([row for _, row in rows])
     pending: list[tuple[int, Mapping[str, Any], PendingWrite]] = []
     history: list[tuple[int, Mapping[str, Any]]] = []
     now = service.clock()
@@ -211,7 +213,7 @@ async def import_rows(
                                "a backup's history is restored with --trust")
                 continue
             item = await _prepare(service, row, project=project, keep_scope=keep_scope,
-                                  trusted=trusted, now=now)
+                                  trusted=trusted, now=now, speech=id(row) in speech)
         except ValueError as exc:  # MemoryRejected is a ValueError
             report.reject(number, str(exc))
             continue
@@ -353,7 +355,10 @@ async def _count(
     trusted: bool,
     project: str,
 ) -> None:
-    action = result.action
+    # Held whatever the write did (a line met again refreshes a held row): the
+    # summary's "quarantined" and the lines it says are held are the same lines.
+    held = result.action is WriteAction.QUARANTINED or result.memory.status is Status.QUARANTINED
+    action = WriteAction.QUARANTINED if held else result.action
     if action is WriteAction.QUARANTINED and trusted and row.get("approved") is True:
         if await service.approve(result.memory.id, reason="approved before export") is not None:
             action = WriteAction.CREATED
@@ -374,6 +379,33 @@ async def _count(
         report.renumbered[int(row["id"])] = memory.id
 
 
+_SPEAKER = re.compile(r"^\s*([^\W\d_][^:\n]{0,40}?)\s*:\s+\S")
+DIALOGUE_SHARE = 0.8
+"""Rows of an import that must be "Name: text" turns for it to read as a conversation."""
+
+
+def dialogue_turns(rows: Sequence[Mapping[str, Any]]) -> set[int]:
+    """The rows (by ``id()``) that are turns of a conversation between people: the
+    file is one by its shape — most rows "Name: text", a few speakers, each speaking
+    more than once (a list of "Note: ..." lines has one label, and notes are not a
+    conversation). Structure, not words: it holds in any language."""
+    labels: dict[int, str] = {}
+    for row in rows:
+        value = row.get("value")
+        match = _SPEAKER.match(value) if isinstance(value, str) else None
+        if match is not None:
+            labels[id(row)] = match.group(1).strip().casefold()
+    if len(rows) < 4 or len(labels) < DIALOGUE_SHARE * len(rows):
+        return set()
+    turns: dict[str, int] = {}
+    for label in labels.values():
+        turns[label] = turns.get(label, 0) + 1
+    speakers = [label for label, n in turns.items() if n > 1]
+    if len(speakers) < 2 or len(turns) > max(2, len(rows) // 4):
+        return set()
+    return {row_id for row_id, label in labels.items() if turns[label] > 1}
+
+
 def _where(scope: str, project: str) -> str:
     if scope == GLOBAL_SCOPE:
         return "every project"
@@ -388,6 +420,7 @@ async def _prepare(
     keep_scope: bool,
     trusted: bool,
     now: float,
+    speech: bool = False,
 ) -> PendingWrite | None:
     """One row as a guarded pending write; None when its exact expiry has passed."""
     origin = row.get("origin", Origin.USER.value)
@@ -417,7 +450,7 @@ async def _prepare(
         _string("key", key),
         value,
         origin=stored_origin,
-        provenance=Provenance.imported(trusted=trusted),
+        provenance=Provenance.imported(trusted=trusted, speech=speech),
         project=project,
         ttl_days=_import_ttl(row.get("ttl_days")),
         scope=scope,

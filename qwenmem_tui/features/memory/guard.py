@@ -406,6 +406,19 @@ def names_endpoint(key: str, value: str) -> bool:
     return any(_ENDPOINT.search(reading) for reading in readings)
 
 
+# Who a conversation's turn may address that is the assistant: its kinds and names.
+_TO_ASSISTANT = re.compile(
+    r"\b(assistant|a\.?i\.?|model|agent|llm|chatbot|bot|qwen|qwenmem|system)\b", re.IGNORECASE
+)
+
+
+def orders_the_assistant(key: str, value: str) -> bool:
+    """A turn of a conversation between people that is an order to the assistant: it
+    reads as an instruction and names the assistant. "You should always rest, Mel" is
+    one person's advice to another, content to recall, not a rule for the model."""
+    return bool(_TO_ASSISTANT.search(value)) and reads_as_instruction(key, value)
+
+
 def reads_as_instruction(key: str, value: str) -> bool:
     """A value that tells the assistant what to do (any reading of it), not what is true."""
     text = f"{key}\n{value}"
@@ -450,7 +463,8 @@ def check(
         if FLAG_COPIED in signals and {FLAG_INJECTION, FLAG_MARKUP} & set(signals):
             return Verdict(flags=[*signals, *labels], value=stored)
         return Verdict(flags=labels, value=stored)
-    instruction = reads_as_instruction(key, value) and not {FLAG_INJECTION, FLAG_MARKUP} & set(signals)
+    reads = orders_the_assistant if prov.speech else reads_as_instruction
+    instruction = reads(key, value) and not {FLAG_INJECTION, FLAG_MARKUP} & set(signals)
     if prov.untrusted_in_view:
         # A model write beside content nobody in the chat wrote, or an untrusted import.
         held = [FLAG_UNTRUSTED] if category in GLOBAL_CATEGORIES else []

@@ -76,6 +76,9 @@ class Provenance:
     whole_view: bool = False
     """Built from the model's whole view: words the user did not say there were not
     said (a write through the daemon's or MCP's API has no view to judge by)."""
+    speech: bool = False
+    """The write's text is a turn of a conversation between people ("Caroline: you
+    should try it!"): its "you" is the other person, not the assistant."""
     outside: bool = False
     """Written by another program's agent (MCP ``remember``, the daemon's memory
     routes): a link or address in it is where that agent wants the user's data to go
@@ -86,13 +89,14 @@ class Provenance:
         return cls(Writer.USER)
 
     @classmethod
-    def imported(cls, *, trusted: bool = False) -> Provenance:
+    def imported(cls, *, trusted: bool = False, speech: bool = False) -> Provenance:
         """An import: file content (what it claims about its origin proves nothing),
         unless the person running it said with ``--trust`` that it is their own — then
-        its lines are judged by their wording alone, as a restored backup."""
+        its lines are judged by their wording alone, as a restored backup. ``speech``:
+        the line is a turn of a dialogue between people (``backup.dialogue_turns``)."""
         if trusted:
-            return cls(Writer.IMPORT)
-        return cls(Writer.IMPORT, ("imported file",), file_content=True)
+            return cls(Writer.IMPORT, speech=speech)
+        return cls(Writer.IMPORT, ("imported file",), file_content=True, speech=speech)
 
     @classmethod
     def from_messages(

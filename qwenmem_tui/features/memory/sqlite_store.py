@@ -161,6 +161,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         user: str | None = None,
         scopes: Collection[str] | None = None,
         statuses: Collection[Status] | None = None,
+        key_prefix: str | None = None,
     ) -> builtins.list[Memory]:
         where: builtins.list[str] = []
         params: builtins.list[Any] = []
@@ -173,6 +174,9 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         if statuses is not None:
             where.append(f"status IN ({','.join('?' * len(statuses))})")
             params.extend(s.value for s in statuses)
+        if key_prefix is not None:  # a range, so the (user, scope, category, key) index serves it
+            where.append("key >= ? AND key < ?")
+            params.extend((key_prefix, key_prefix + "\U0010ffff"))
         sql = f"SELECT {MEMORY_COLUMNS} FROM memories"
         if where:
             sql += " WHERE " + " AND ".join(where)

@@ -153,8 +153,11 @@ class MemoryStore(ABC):
         user: str | None = None,
         scopes: Collection[str] | None = None,
         statuses: Collection[Status] | None = None,
+        key_prefix: str | None = None,
     ) -> builtins.list[Memory]:
-        """Rows matching every given filter, oldest first."""
+        """Rows matching every given filter, oldest first (``key_prefix``: keys that
+        start with it — a write's key and its numbered forms, without reading a store
+        of years)."""
 
     @abstractmethod
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:

@@ -167,10 +167,14 @@ def timeline(versions: Sequence[Memory], audit: Sequence[AuditEntry]) -> list[Ve
     return out
 
 
-async def history(service: MemoryService, which: str, *, project: str) -> list[Version]:
+async def history(
+    service: MemoryService, which: str, *, project: str, rows: Sequence[Memory] | None = None
+) -> list[Version]:
     """The timeline of the fact named by ``which`` (a memory id, or a key) as seen from
-    ``project``: [] when there is no such memory."""
-    rows = await service.list(project=project)
+    ``project``: [] when there is no such memory. ``rows``: every memory visible from
+    ``project``, all statuses, when the caller has them (read here otherwise)."""
+    if rows is None:
+        rows = await service.list(project=project)
     if which.isascii() and which.isdigit():
         start = [m for m in rows if m.id == int(which)]
     else:

@@ -308,6 +308,7 @@ class ChatScreen(Screen[None]):
         sent as it stands gets its memory in the first request (the prefetch never waits)."""
         self._warm_timer = None
         text = self.query_one(PromptInput).text
+        log.debug("[TUI] text settled: %d characters, app %s", len(text), self.qapp.state)
         # Also while a reply ends (a message typed as the last one finishes, sent when
         # it has): the query adopts it and leaves out what that reply brought into view.
         if not text.strip() or parse_command(text) is not None or self.qapp.state == "starting":

@@ -3,6 +3,7 @@ its statement date and, once replaced, until when it held; what was true on a da
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -133,5 +134,31 @@ async def test_a_possible_restatement_is_a_version_of_the_fact_until_decided(
                 "I use neovim as my editor", "My editor is now VS Code"
             ]
         assert versions[1].memory.restates == old.memory.id and versions[0].replaced_by is None
+    finally:
+        await service.close()
+
+
+async def test_a_dialogue_imported_with_its_date_is_stated_then(tmp_path: Path) -> None:
+    """Dialogue turns imported with the conversation's date (LoCoMo's session times)
+    are stated then: the block the model reads dates them, and --as-of finds them."""
+    from qwenmem_tui.features.memory.backup import import_lines
+    from qwenmem_tui.features.memory.render import render_block
+
+    clock = Clock()
+    service = await MemoryService.open(make_settings(), Paths(tmp_path / "home"), clock=clock)
+    try:
+        turns = ["Caroline: I went to the LGBTQ support group yesterday.",
+                 "Melanie: We're going camping at the lake in June."]  # fmt: skip
+        report = await import_lines(service, [
+            json.dumps({"category": "reference", "key": f"turn_{n}", "value": turn,
+                        "stated_at": "2023-05-08T13:56:00"})
+            for n, turn in enumerate(turns, start=1)
+        ], project="p")  # fmt: skip
+        assert report.imported == 2, report.errors
+        rows = await service.list(statuses=[Status.ACTIVE])
+        assert {m.stated_at for m in rows} == {parse_moment("2023-05-08T13:56:00")}
+        assert "(stated 2023-05-08," in render_block(rows, clock())
+        assert true_at(rows, parse_moment("2023-05-07")) == []
+        assert len(true_at(rows, parse_moment("2023-05-09"))) == 2
     finally:
         await service.close()

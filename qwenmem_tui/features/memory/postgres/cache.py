@@ -214,6 +214,7 @@ class ReadOnlyCacheStore(write_plan.PlannedStore):
         user: str | None = None,
         scopes: Collection[str] | None = None,
         statuses: Collection[Status] | None = None,
+        key_prefix: str | None = None,
     ) -> builtins.list[Memory]:
         return [
             m
@@ -221,6 +222,7 @@ class ReadOnlyCacheStore(write_plan.PlannedStore):
             if (user is None or m.user == user)
             and (scopes is None or m.scope in scopes)
             and (statuses is None or m.status in statuses)
+            and (key_prefix is None or m.key.startswith(key_prefix))
         ]
 
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:

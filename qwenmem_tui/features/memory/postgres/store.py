@@ -297,6 +297,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         user: str | None = None,
         scopes: Collection[str] | None = None,
         statuses: Collection[Status] | None = None,
+        key_prefix: str | None = None,
     ) -> builtins.list[Memory]:
         where: builtins.list[str] = []
         params: builtins.list[Any] = []
@@ -309,6 +310,9 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         if statuses is not None:
             params.append([Status(s).value for s in statuses])
             where.append(f"status = ANY(${len(params)}::text[])")
+        if key_prefix is not None:
+            params.append(key_prefix)
+            where.append(f"starts_with(key, ${len(params)})")
         sql = f"SELECT {COLUMNS} FROM memories"
         if where:
             sql += " WHERE " + " AND ".join(where)

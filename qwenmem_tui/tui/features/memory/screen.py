@@ -104,8 +104,14 @@ def memory_cells(memory: Memory, now: float, value_width: int) -> tuple[str, ...
         str(memory.status),
         short_span(now - memory.created_at),
         expires_label(memory.expires_at, now),
-        ", ".join(memory.flags),
+        ", ".join(_marks(memory)),
     )
+
+
+def _marks(memory: Memory) -> list[str]:
+    """Its flags, and the older memory it may restate while that is undecided."""
+    linked = [f"may replace #{memory.restates}"] if memory.restates is not None else []
+    return [*memory.flags, *linked]
 
 
 def value_width(rows: Sequence[Memory], now: float, available: int) -> int:
@@ -180,6 +186,8 @@ def detail_content(
     ]
     if memory.flags:
         facts.append("flags " + ", ".join(memory.flags))
+    if memory.restates is not None:
+        facts.append(f"may replace #{memory.restates} (both kept until the model decides)")
     parts: list[str | tuple[str, str] | Content] = [
         (f"#{memory.id} {memory.category}/{terminal_safe(memory.key)}", "bold"),
         ("  " + " · ".join(facts), "dim"),
@@ -299,6 +307,7 @@ class MemoryScreen(Screen[None]):
         self._project = project
         self._clock = clock
         self._memories: list[Memory] = []
+        self._every: list[Memory] | None = None  # every status, for versions (load_detail)
         self._selected: int | None = None
         self._shown: list[Memory] = []  # what the filter lets through; the table holds a prefix
         # The sampled review (memory/review.py): the ids offered now, and whether the
@@ -336,6 +345,8 @@ class MemoryScreen(Screen[None]):
         show_all = self.query_one("#memory-all", Checkbox).value
         statuses = None if show_all else DEFAULT_STATUSES
         self._memories = await self._service.list(project=self._project, statuses=statuses)
+        # Every status, for the selected fact's versions: read again once this changed.
+        self._every = self._memories if show_all else None
         self._show_rows()  # painted before the metrics, which read the whole store
         stats = await self._service.stats()
         plan = await review_plan(
@@ -356,7 +367,11 @@ class MemoryScreen(Screen[None]):
         """The selected row in full, with its audit history."""
         memory = await self._service.get(memory_id, project=self._project)
         audit = await self._service.audit(memory_id, project=self._project)
-        versions = await history(self._service, str(memory_id), project=self._project)
+        if self._every is None:  # one read per load, not one per highlighted row
+            self._every = await self._service.list(project=self._project)
+        versions = await history(
+            self._service, str(memory_id), project=self._project, rows=self._every
+        )
         if memory is not None and memory_id == self._selected:
             self.query_one(MemoryDetail).show(
                 detail_content(memory, audit, self._clock(), versions)

@@ -1,0 +1,28 @@
+"""Issue 41: the soak's short form (bench/bench_soak.py runs 5,000 turns).
+
+One real session on the runtime every face opens, against the fake server: memory
+writes by the model's tool and forgets, compaction firing, recaps, a resume; nothing
+lost at the end, and no fd, thread or asyncio task left behind from one checkpoint to
+the next.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .soak import soak
+
+TURNS = 60
+EVERY = 30
+
+
+async def test_a_long_session_loses_nothing_and_leaks_no_handles(tmp_path: Path) -> None:
+    report = await soak(tmp_path, turns=TURNS, every=EVERY, recap_every=30, resume_every=30)
+    assert report.turns == TURNS and report.user_items == TURNS  # every message stored
+    assert report.writes == TURNS * 2 // 5  # every save_memory call kept, as written
+    assert report.forgets == report.memories_deleted == report.writes  # every forget stands
+    assert report.memories_active == 0
+    assert report.compactions >= 2 and report.recaps == report.resumes == TURNS // 30
+    first, *_, last = report.checkpoints
+    # Handles: what the first checkpoint held (after warm-up) is what the last holds.
+    assert (last.fds, last.threads, last.tasks) <= (first.fds, first.threads, first.tasks), report.checkpoints
