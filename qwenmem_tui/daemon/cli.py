@@ -279,8 +279,8 @@ async def _open_and_serve(
             return 1
         except Exception as exc:  # noqa: BLE001 - one line, the traceback to the log
             log.error("[DAEMON] start failed", exc_info=exc)
-            where = debuglog.current_path()
-            details = f" (details in {where})" if where else ""
+            log_path = debuglog.current_path()
+            details = f" (details in {log_path})" if log_path else ""
             print(
                 f"qwenmem serve: cannot start: {one_line(f'{type(exc).__name__}: {exc}')}"
                 f"{details}",
