@@ -213,29 +213,6 @@ def model_messages(items: Sequence[Item], system_prompt: str) -> list[dict[str, 
 # -- untrusted content in view ------------------------------------------------------
 
 
-TOOL_ARGS_MAX_CHARS = 80
-
-
-def format_tool_call(name: str, arguments: str, limit: int = TOOL_ARGS_MAX_CHARS) -> str:
-    """`name(key=value, …)` on one line, its arguments cut at `limit` characters; raw
-    text when they are not a JSON object. How every face names a call (the TUI's tool
-    line, the ACP agent's tool-call title)."""
-    try:
-        parsed = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict):
-        args = ", ".join(
-            f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items()
-        )
-    else:
-        args = arguments
-    args = " ".join(args.split())
-    if len(args) > limit:
-        args = args[: limit - 1] + "…"
-    return f"{name}({args})"
-
-
 def describe_call(name: str, arguments: Any) -> str:
     """``read_file docs/notes.md``: the tool and the path it was given, if any."""
     args = arguments
