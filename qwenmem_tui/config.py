@@ -122,7 +122,7 @@ class SettingsSection(Generic[S]):
     The feature declares it in its package (`Feature(settings=...)`); the config is
     composed from the registered ones (`settings_model`), so a feature's keys are
     validated at start like the core's, with the same one-line error, and read back
-    typed: ``MEMORY_SETTINGS.of(settings).top_k``.
+    typed: ``SECTION.of(settings).key``.
     """
 
     table: str

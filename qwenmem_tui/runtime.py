@@ -302,7 +302,7 @@ class Runtime:
     @overload
     def state(self, key: FeatureKey[T]) -> T | None: ...
     @overload
-    def state(self, key: str) -> object: ...
+    def state(self, key: str) -> Any: ...  # by name: untyped (prefer the key)
     def state(self, key: FeatureKey[T] | str) -> object:
         """A feature's state for the runtime's life (None when it does not run),
         typed by its `FeatureKey`."""
@@ -404,7 +404,10 @@ class _Opening:
 
     def start_model(self, start: ModelStarter, progress: Callable[[str], None]) -> None:
         """Start the model now: it loads while the database opens."""
-        self.starting = asyncio.create_task(start.start(progress), name="model-start")
+        async def started() -> LLMClient:
+            return await start.start(progress)
+
+        self.starting = asyncio.create_task(started(), name="model-start")
 
     async def open_database(self, on_retry: RetryCallback | None, *, check_integrity: bool) -> None:
         """The home's database, opened and migrated (and read through when asked);

@@ -451,11 +451,12 @@ class QwenmemApp(App[None]):
         start_model = self._start_model
         if self._llm is None and start_model is not None:
             # The runtime runs it while the database opens; its progress is a line here.
-            start_model = ModelStarter(
-                label=start_model.label,
-                start=lambda progress, starter=start_model: self._started_model(starter),
-                notice=start_model.notice,
-            )
+            starter = start_model
+
+            def start(progress: Callable[[str], None]) -> Awaitable[LLMClient]:
+                return self._started_model(starter)
+
+            start_model = ModelStarter(label=starter.label, start=start, notice=starter.notice)
         runtime = self._runtime = await Runtime.open(
             self.settings,
             self.paths,

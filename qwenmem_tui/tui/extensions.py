@@ -64,7 +64,7 @@ class AppContext:
     @overload
     def state(self, key: FeatureKey[T]) -> T | None: ...
     @overload
-    def state(self, key: str) -> object: ...
+    def state(self, key: str) -> Any: ...  # by name: untyped (prefer the key)
     def state(self, key: FeatureKey[T] | str) -> object:
         """A feature's state (None when it does not run); typed by its `FeatureKey`."""
         return self.states.get(key if isinstance(key, str) else key.name)

@@ -504,12 +504,11 @@ async def test_a_recall_warmed_while_typing_reaches_the_first_request(
         await service.close()
 
 
-async def test_recall_is_warmed_while_a_reply_runs_never_for_a_command_nor_while_starting(
+async def test_no_recall_is_warmed_for_a_command_and_one_is_while_a_reply_ends(
     make_memory_app: Callable[..., QwenmemApp],
 ) -> None:
-    """A message typed as the last reply ends is warmed (the query adopts it once sent,
-    leaving out what that reply brought into view); while the app starts there is no
-    session to recall for, and the return to idle warms it instead."""
+    """A message typed as the last reply ends is warmed then (issue 39): the query that
+    sends it adopts it, leaving out what that reply brought into view."""
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
@@ -523,16 +522,12 @@ async def test_recall_is_warmed_while_a_reply_runs_never_for_a_command_nor_while
         assert prefetch.warm_handle is None
         prompt.clear()
         prompt.insert("What is the codename?")
-        app.state = "starting"
-        screen.warm_recall()
-        assert prefetch.warm_handle is None
         app.state = "responding"
         screen.warm_recall()
-        warm = prefetch.warm_handle
-        assert warm is not None and warm.text == "What is the codename?"
+        assert prefetch.warm_handle is not None
+        assert prefetch.warm_handle.text == "What is the codename?"
         app.state = "idle"
         await pilot.pause()
-        assert prefetch.warm_handle is warm  # the return to idle reuses it
 
 
 # --- pure helpers -------------------------------------------------------------------

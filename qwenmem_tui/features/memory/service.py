@@ -19,6 +19,8 @@ names neither, so neither sits in a cycle with it.
 
 from __future__ import annotations
 
+import builtins
+
 import asyncio
 import getpass
 import importlib
@@ -212,7 +214,7 @@ class MemoryService:
         user = default_user(settings)
         store, index_dir = await _open_store(settings, paths, user=user, on_notice=on_notice)
         ttl = TtlPolicy(
-            days={**TtlPolicy().days, **mem.ttl_days},
+            days={**TtlPolicy().days, **{str(k): v for k, v in mem.ttl_days.items()}},
             cap_days=mem.ttl_cap_days,
         )
 
@@ -267,6 +269,7 @@ class MemoryService:
         self.vectors.progress = progress
         await self.sweep()
         await self.vectors.load()
+        await self.writer.warm()
         await self.store.watch(self._store_changed)
         self._linked()  # links a previous run left undecided
 
@@ -274,6 +277,7 @@ class MemoryService:
         """Load the vector side now, ahead of the first recall, for a service opened
         lazily that will recall soon (``qwenmem mcp`` lists memories before it is done)."""
         await self.vectors.load()
+        await self.writer.warm()
 
     async def reembedded(self) -> None:
         """Wait for the background re-embedding, if one is running (tests, tools)."""
@@ -590,7 +594,7 @@ class MemoryService:
 
     async def list(
         self, *, project: str | None = None, statuses: Collection[Status] | None = None
-    ) -> list[Memory]:
+    ) -> builtins.list[Memory]:
         """This user's memories visible from ``project`` (None: every scope)."""
         scopes = None if project is None else (GLOBAL_SCOPE, project)
         return await self.store.list(user=self.user, scopes=scopes, statuses=statuses)
@@ -615,7 +619,7 @@ class MemoryService:
 
     async def audit(
         self, memory_id: int | None = None, *, project: str | None = None
-    ) -> list[AuditEntry]:
+    ) -> builtins.list[AuditEntry]:
         """The audit trail of one of this user's memories, or of all of them."""
         if memory_id is not None:
             if await self.get(memory_id, project=project) is None:

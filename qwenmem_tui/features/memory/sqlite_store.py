@@ -8,6 +8,8 @@ then reject the second one; it is the backstop, not the mechanism).
 
 from __future__ import annotations
 
+import builtins
+
 import json
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -160,9 +162,9 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         scopes: Collection[str] | None = None,
         statuses: Collection[Status] | None = None,
         key_prefix: str | None = None,
-    ) -> list[Memory]:
-        where: list[str] = []
-        params: list[Any] = []
+    ) -> builtins.list[Memory]:
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
         if user is not None:
             where.append("user = ?")
             params.append(user)
@@ -202,7 +204,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
     async def _lexical_search(
         self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
         exclude: Collection[int], limit: int,
-    ) -> list[tuple[int, float]]:
+    ) -> builtins.list[tuple[int, float]]:
         # Terms are letters and digits only (lexical.query_terms): quoting each makes
         # it a plain phrase, never FTS5 syntax. bm25() is lower-is-better.
         match = " OR ".join(f'"{t}"' for t in terms)
@@ -235,7 +237,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             f" AND embedding IS NOT NULL{mine} ORDER BY id",
             (_ACTIVE, embedding_model, *params),
         )
-        rows = await cur.fetchall()
+        rows = list(await cur.fetchall())
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     async def vectors(
@@ -246,8 +248,8 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             "SELECT id, embedding FROM memories"
             f" WHERE status = ? AND embedding_model = ? AND embedding IS NOT NULL{mine}"
         )
-        params: list[Any] = [_ACTIVE, embedding_model, *of_user]
-        rows: list[Any] = []
+        params: builtins.list[Any] = [_ACTIVE, embedding_model, *of_user]
+        rows: builtins.list[Any] = []
         if ids is None:
             rows = list(await (await self._conn.execute(sql + " ORDER BY id", params)).fetchall())
         else:
@@ -266,7 +268,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
         return out_ids, vectors.astype(np.float32, copy=False)
 
-    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> list[Memory]:
+    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> builtins.list[Memory]:
         mine, params = _of_user(user)
         cur = await self._conn.execute(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE status IN (?, ?)"
@@ -290,7 +292,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
 
         await self._tx(body)
 
-    async def dismissals(self, *, user: str, project: str) -> list[tuple[int, str]]:
+    async def dismissals(self, *, user: str, project: str) -> builtins.list[tuple[int, str]]:
         cur = await self._conn.execute(
             "SELECT memory_id, query FROM memory_dismissals WHERE user = ? AND project = ?"
             " ORDER BY id",
@@ -298,7 +300,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         )
         return [(int(i), str(q)) for i, q in await cur.fetchall()]
 
-    async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:
+    async def audit(self, memory_id: int | None = None) -> builtins.list[AuditEntry]:
         sql = AUDIT_SELECT
         params: tuple[Any, ...] = ()
         if memory_id is not None:
@@ -313,7 +315,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
 
     async def counts_by_status(self) -> dict[str, int]:
         cur = await self._conn.execute("SELECT status, COUNT(*) FROM memories GROUP BY status")
-        return status_counts(await cur.fetchall())
+        return status_counts((str(status), int(count)) for status, count in await cur.fetchall())
 
     async def close(self) -> None:
         await self._db.close()
@@ -369,7 +371,7 @@ class _Steps(write_plan.WriteSteps):
             "INSERT INTO memories (user, scope, category, key, value, origin, status, flags,"
             " created_at, updated_at, expires_at, content_hash, embedding_model, embedding,"
             " stated_at, restates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            tuple(row._replace(flags=json.dumps(row.flags))),
+            (*row[: row._fields.index("flags")], json.dumps(row.flags), *row[row._fields.index("flags") + 1 :]),
         )
         assert cur.lastrowid is not None
         return await write_plan.must_get(self, cur.lastrowid)
