@@ -70,9 +70,10 @@ DECIDED_LATER = "decided later by the model"
 LINK_COSINE = 0.9
 """A neighbour this close (the real embedder's cosine) nearest the same attribute as the
 new fact is linked even when neither reading is clear (see ``meaning.py``)."""
-REMEMBER_JUDGE_TIMEOUT = 3.0
+REMEMBER_JUDGE_TIMEOUT = 2.5
 """Seconds /remember waits for the fast model's add/update/no-op choice: the
-confirmation shows the final decision, and the rule decides when the model is late."""
+confirmation shows the final decision; when the model is late the pair is linked and
+decided later. With the note's embeddings, /remember answers within 3 s."""
 
 
 class MemoryRejected(ValueError):
@@ -642,6 +643,17 @@ class MemoryWriter:
         if self._reader is None or self._reader.embedder is not embedder:
             self._reader = MeaningReader(embedder, self.vectors.index.directory)
         return self._reader
+
+    async def warm(self) -> None:
+        """Ready the attribute reader (its prototypes' vectors) once the vectors are
+        loaded, so the first /remember does not embed them."""
+        reader = self.reader()
+        if not reader.meaningful:
+            return
+        try:
+            await reader.prepare()
+        except Exception as exc:  # read at the first write instead
+            log.info("[MEMORY_IDENTITY] attribute prototypes not ready: %s", exc)
 
     def _meaning_floor(self) -> float | None:
         """The cosine below which a neighbour is not close enough in meaning to ask
