@@ -683,9 +683,7 @@ class MemoryWriter:
         if self.llm is None:
             return 0
         decided = 0
-        for row in await self.store.list(user=self.user, statuses=[Status.ACTIVE]):
-            if row.restates is None:
-                continue
+        for row in await self.store.list(user=self.user, statuses=[Status.ACTIVE], linked=True):
             older = await self.store.get(row.restates)
             same: bool | None = False
             if older is not None and older.status is Status.ACTIVE and older.key != row.key:
