@@ -448,20 +448,28 @@ def _display(root: Path, path: Path) -> str:
 
 def _read_text(root: Path, path: str, private_dirs: tuple[Path, ...] = ()) -> str:
     shown = _display(root, resolve_in_root(root, path))
-    text, size = read_confined(root, path, private_dirs, max_bytes=READ_FILE_MAX_BYTES + 1)
+    text, size = read_confined(
+        root, path, private_dirs, max_bytes=READ_FILE_MAX_BYTES + 1, refuse_over=READ_FILE_MAX_BYTES
+    )
     # One byte past the cap was read: the file may have grown since it was checked.
     if size > READ_FILE_MAX_BYTES:
-        raise ToolError(
-            f"{shown} is too large to read ({size} bytes; "
-            f"the limit is {READ_FILE_MAX_BYTES // 1024} KiB)."
-        )
+        raise _too_large(shown, size, READ_FILE_MAX_BYTES)
     if not text:
         return f"({shown} is empty)"
     return text
 
 
+def _too_large(shown: str, size: int, limit: int) -> ToolError:
+    return ToolError(f"{shown} is too large to read ({size} bytes; the limit is {limit // 1024} KiB).")
+
+
 def read_confined(
-    root: Path, path: str, private_dirs: tuple[Path, ...] = (), *, max_bytes: int
+    root: Path,
+    path: str,
+    private_dirs: tuple[Path, ...] = (),
+    *,
+    max_bytes: int,
+    refuse_over: int | None = None,
 ) -> tuple[str, int]:
     """The text of ``path`` (at most its first ``max_bytes`` bytes) with its secrets cut
     out, and its size in bytes — under the file tools' policy, which anything qwenmem
@@ -469,7 +477,8 @@ def read_confined(
     ``root`` after links are resolved, opened without following a link swapped in,
     never ``private_dirs`` or a credential store (by name, or a hard link to one),
     only a regular text file (no /proc, device or FIFO), never one holding a private
-    key. ToolError says why not."""
+    key. ToolError says why not; also, given ``refuse_over``, a file larger than that
+    (refused by its size before a byte of it is read)."""
     target = resolve_in_root(root, path)
     shown = _display(root, target)
     _check_private(target, shown, private_dirs)
@@ -489,6 +498,8 @@ def read_confined(
             raise ToolError(f"{shown} is not a regular file.")
         if info.st_nlink > 1 and (info.st_dev, info.st_ino) in _home_credential_files(Path.home()):
             raise ToolError(f"Access denied: {shown} is a hard link to a credential file; not read.")
+        if refuse_over is not None and info.st_size > refuse_over:
+            raise _too_large(shown, info.st_size, refuse_over)
         data = _read_up_to(fd, max_bytes)
     except OSError as exc:
         raise ToolError(f"Cannot read {shown}: {exc.strerror or exc}") from None
