@@ -192,8 +192,9 @@ MCP_SERVER_TIME = Path(sys.executable).with_name("mcp-server-time")
 def test_mcp_model_copy_export_in_a_real_terminal(
     terminal: Terminal, fake: FakeOpenAI, home: Path, project: Path
 ) -> None:
-    """By config alone: an MCP server from PyPI the model calls; then /model, /copy
-    (OSC 52 into tmux's clipboard), /export, the token count and the quit line."""
+    """By config alone: an MCP server from PyPI the model calls, once the user allows it
+    (its read-only hint is shown, not obeyed: issue 36.9); then /model, /copy (OSC 52
+    into tmux's clipboard), /export, the token count and the quit line."""
     with (home / "config.toml").open("a", encoding="utf-8") as config:
         config.write(f'\n[mcp.servers.time]\ncommand = "{MCP_SERVER_TIME}"\n')
     env = {k: v for k, v in _env(fake, home).items() if k != "QWENMEM_MODEL"}
@@ -204,7 +205,7 @@ def test_mcp_model_copy_export_in_a_real_terminal(
     while True:  # /mcp shows the state now; the server starts in the background
         terminal.type("basics", "/mcp")
         try:
-            terminal.wait_for("basics", "mcp__time__get_current_time  (read-only)", timeout=2)
+            terminal.wait_for("basics", "mcp__time__get_current_time  (asks first", timeout=2)
             break
         except AssertionError:
             if time.monotonic() > deadline:
@@ -215,6 +216,10 @@ def test_mcp_model_copy_export_in_a_real_terminal(
         Reply("In Tokyo it is **evening**."),
     )
     terminal.type("basics", "what time is it in Tokyo?")
+    screen = terminal.wait_for("basics", "Allow once")  # the question, with the server's claim
+    assert "Run get_current_time of MCP server time?" in screen and "only reads (its word" in screen
+    assert len(fake.chat_requests) == 1  # nothing ran before the answer
+    terminal.tmux("send-keys", "-t", "basics", "1")  # allow once
     screen = terminal.wait_for("basics", "it is evening")
     assert "mcp__time__get_current_time(" in screen  # inline, like a built-in tool
     tool_result = fake.chat_requests[1]["messages"][-1]
