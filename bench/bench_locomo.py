@@ -116,10 +116,16 @@ async def run(args: argparse.Namespace) -> None:
     stats: dict[str, list[float]] = {"latency": [], "tokens": [], "held": [], "turns": []}
     for path in files:
         await conversation_run(path, args.embedding, fused, bm25, stats)
-        print(f"  {path.name}: {len(fused.ranks)} questions so far", file=sys.stderr, flush=True)
+        print(f"  {path.name}: {len(fused.ranks)} questions so far, R@5 {fused.at(5):.3f} "
+              f"vs BM25 {bm25.at(5):.3f}", file=sys.stderr, flush=True)
+    report(files, fused, bm25, stats, args.embedding)
+
+
+def report(files: list[Path], fused: Tally, bm25: Tally, stats: dict[str, list[float]], embedding: str) -> None:
+    """The table, after every conversation."""
     lat = sorted(stats["latency"])
     print(f"{len(files)} conversations, {int(sum(stats['turns']))} turns imported "
-          f"({int(sum(stats['held']))} held), {len(fused.ranks)} questions, embedder {args.embedding}\n")
+          f"({int(sum(stats['held']))} held), {len(fused.ranks)} questions, embedder {embedding}\n")
     print("| | R@5 | R@10 | MRR | p50 ms | p95 ms | tokens/question (top 5) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     print(f"| BM25 (FTS5) | {bm25.at(5):.3f} | {bm25.at(10):.3f} | {bm25.mrr():.3f} | | | |")

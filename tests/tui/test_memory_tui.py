@@ -504,9 +504,11 @@ async def test_a_recall_warmed_while_typing_reaches_the_first_request(
         await service.close()
 
 
-async def test_no_recall_is_warmed_for_a_command_or_while_busy(
+async def test_no_recall_is_warmed_for_a_command_and_one_is_while_a_reply_ends(
     make_memory_app: Callable[..., QwenmemApp],
 ) -> None:
+    """A message typed as the last reply ends is warmed then (issue 39): the query that
+    sends it adopts it, leaving out what that reply brought into view."""
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
@@ -522,7 +524,8 @@ async def test_no_recall_is_warmed_for_a_command_or_while_busy(
         prompt.insert("What is the codename?")
         app.state = "responding"
         screen.warm_recall()
-        assert prefetch.warm_handle is None
+        assert prefetch.warm_handle is not None
+        assert prefetch.warm_handle.text == "What is the codename?"
         app.state = "idle"
         await pilot.pause()
 
