@@ -15,7 +15,10 @@ run: .make-stamp-run
 # The suite runs on TEST_WORKERS processes (pytest-xdist); tests sharing one expensive
 # resource (the PostgreSQL cluster) carry an xdist_group and run on one worker. -rs
 # prints every skip's reason; one off the allow-list in tests/conftest.py fails the run.
+# The type checker first (mypy over the package, zero errors; [tool.mypy] in
+# pyproject.toml says at what strictness and why mypy).
 test: .make-stamp-dev
+	$(PY) -m mypy
 	$(PY) -m pytest -q -rs -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) tests
 
 bench: .make-stamp-dev

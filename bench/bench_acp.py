@@ -99,7 +99,7 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def _run(home: Path, project: Path) -> list[float]:
+async def _run(home: Path, project: Path, question: str = "How do I run the tests?") -> list[float]:
     """Seconds from spawn to: initialized, session created, first reply chunk, reply
     done; the agent's CPU seconds at the first three; its CPU in all (at its exit)."""
     env = {**os.environ, "QWENMEM_HOME": str(home), "PYTHONPATH": str(REPO), "QWENMEM_DEBUG_LOG_FILE": "0"}
@@ -120,7 +120,7 @@ async def _run(home: Path, project: Path) -> list[float]:
             ready, ready_cpu = time.perf_counter() - started, process_cpu(process.pid)
             session = await conn.new_session(cwd=str(project))
             created, created_cpu = time.perf_counter() - started, process_cpu(process.pid)
-            await conn.prompt(session_id=session.session_id, prompt=[text_block("How do I run the tests?")])
+            await conn.prompt(session_id=session.session_id, prompt=[text_block(question)])
             done = time.perf_counter() - started
     assert client.first is not None
     first = client.first - started

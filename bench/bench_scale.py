@@ -185,7 +185,7 @@ def in_terminal(work: Path, env: dict[str, str], project: Path) -> dict[str, flo
 
 
 def one_size(n: int, runs: int, samples: int, base_url: str) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-scale-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         env = {**os.environ, **qwenmem_env(work, base_url)}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -197,6 +197,7 @@ def one_size(n: int, runs: int, samples: int, base_url: str) -> dict[str, float]
         t0 = time.perf_counter()
         asyncio.run(seed(home, project, n))
         row: dict[str, float] = {"n": n, "build_s": time.perf_counter() - t0}
+        print(f"  built {n:,} in {row['build_s']:.0f} s", file=sys.stderr, flush=True)
         first, rss, _ = run(["memory", "search", QUERIES[0]], env, project)
         later = [run(["memory", "search", QUERIES[i % 5 + 1]], env, project)[0] for i in range(runs)]
         add = [run(["memory", "add", f"My build box number {i} is fast"], env, project)[0]

@@ -29,29 +29,71 @@ def load_pairs(path: Path = CORPUS) -> list[dict[str, Any]]:
 
 
 @dataclass
-class Scores:
-    merged_restates: int = 0
+class Tally:
+    """One language's (or the whole corpus's) figures."""
+
     restates: int = 0
-    merged_distinct: int = 0
+    merged_restates: int = 0  # resolved: the older value superseded (or refreshed)
+    linked_restates: int = 0  # kept both, the newer linked as the older's version
     distinct: int = 0
+    merged_distinct: int = 0  # a lost fact
+    linked_distinct: int = 0  # kept both, wrongly linked (recall marks one as earlier)
+    asked: int = 0  # restatements with a question
+    newer_first: int = 0  # ... whose recall put the newer version first
+
+    def add(self, other: Tally) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
+class Scores:
+    by_language: dict[str, Tally] = field(default_factory=dict)
     misses: list[str] = field(default_factory=list)  # restatements kept apart
     lost: list[str] = field(default_factory=list)  # distinct facts merged
+    stale_first: list[str] = field(default_factory=list)  # older version recalled first
+
+    @property
+    def total(self) -> Tally:
+        total = Tally()
+        for tally in self.by_language.values():
+            total.add(tally)
+        return total
+
+    @property
+    def merged_distinct(self) -> int:
+        return self.total.merged_distinct
 
     @property
     def precision(self) -> float:
-        merged = self.merged_restates + self.merged_distinct
-        return self.merged_restates / merged if merged else 1.0
+        t = self.total
+        merged = t.merged_restates + t.merged_distinct
+        return t.merged_restates / merged if merged else 1.0
 
     @property
     def recall(self) -> float:
-        return self.merged_restates / self.restates if self.restates else 1.0
+        t = self.total
+        return t.merged_restates / t.restates if t.restates else 1.0
 
     def line(self, name: str) -> str:
+        t = self.total
         return (
             f"{name}: merge precision {self.precision:.3f}, recall {self.recall:.3f} "
-            f"({self.merged_restates}/{self.restates} restatements merged, "
-            f"{self.merged_distinct}/{self.distinct} distinct pairs merged)"
+            f"({t.merged_restates}/{t.restates} restatements merged, "
+            f"{t.merged_distinct}/{t.distinct} distinct pairs merged)"
         )
+
+    def table(self) -> str:
+        """Per language: restatements resolved (merged) or linked, distinct pairs
+        merged or linked, and the newer version recalled first."""
+        lines = ["lang | restatements merged | + linked | distinct merged | distinct linked | newer first"]
+        for lang, t in [*sorted(self.by_language.items()), ("all", self.total)]:
+            lines.append(
+                f"{lang} | {t.merged_restates}/{t.restates} | {t.merged_restates + t.linked_restates}/{t.restates}"
+                f" | {t.merged_distinct}/{t.distinct} | {t.linked_distinct}/{t.distinct}"
+                f" | {t.newer_first}/{t.asked}"
+            )
+        return "\n".join(lines)
 
 
 async def write(service: MemoryService, item: Mapping[str, str], project: str) -> WriteResult:
@@ -76,25 +118,44 @@ async def evaluate(
     before_second: Callable[[dict[str, Any], WriteResult], None] | None = None,
 ) -> Scores:
     """Score every pair; ``before_second(pair, first)`` lets a scripted model know
-    which pair it is judging."""
+    which pair it is judging. A pair with a question (``q``) is also recalled with it
+    as the chat would (top 5): the newer version must come first, the older after it
+    or not at all."""
     scores = Scores()
     for pair in pairs:
+        tally = scores.by_language.setdefault(pair["lang"], Tally())
         first = await write(service, pair["a"], project)
         if before_second is not None:
             before_second(pair, first)
         second = await write(service, pair["b"], project)
+        await service.consolidated()
         old = await service.get(first.memory.id)
+        new = await service.get(second.memory.id)
         merged = second.memory.id == first.memory.id or (old is not None and old.status is not Status.ACTIVE)
+        linked = not merged and new is not None and new.restates == first.memory.id
         if pair["label"] == "restates":
-            scores.restates += 1
-            scores.merged_restates += merged
-            if not merged:
+            tally.restates += 1
+            tally.merged_restates += merged
+            tally.linked_restates += linked
+            if not (merged or linked):
                 scores.misses.append(pair["id"])
+            if "q" in pair:
+                tally.asked += 1
+                if await _newer_first(service, pair["q"], first.memory.id, second.memory.id, project):
+                    tally.newer_first += 1
+                else:
+                    scores.stale_first.append(pair["id"])
         else:
-            scores.distinct += 1
-            scores.merged_distinct += merged
+            tally.distinct += 1
+            tally.merged_distinct += merged
+            tally.linked_distinct += linked
             if merged:
                 scores.lost.append(pair["id"])
         for memory in await service.list(statuses=[Status.ACTIVE, Status.QUARANTINED]):
             await service.forget(memory.id, reason="identity corpus: next pair")
     return scores
+
+
+async def _newer_first(service: MemoryService, question: str, older: int, newer: int, project: str) -> bool:
+    ids = (await service.recall(question, project=project, k=5, record=False)).ids
+    return newer in ids and (older == newer or older not in ids or ids.index(newer) < ids.index(older))

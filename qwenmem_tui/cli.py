@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from qwenmem_tui import collector
 from qwenmem_tui.features.feature import Commands
@@ -170,8 +170,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: list[str]) -> int:
     """`run`'s work, inside the collector's hold."""
-    parser = build_parser(feature_commands=bool(argv))
-    args = parser.parse_args(argv)
+    parser, args = _parse(argv)
     func = getattr(args, "func", None)
     if func is None and args.command is not None:
         parser.error(f"{args.command}: which action? See qwenmem {args.command} --help")
@@ -198,8 +197,10 @@ def _run(argv: list[str]) -> int:
         print(f"qwenmem: warning: {warning}", file=sys.stderr)
     if (notice := tighten_home(paths)) is not None:
         print(f"qwenmem: {notice}", file=sys.stderr)
-    if func is not None:
-        collector.release(freeze=False)  # a subcommand: the chat's first frame never comes
+    if func is not None and args.print is None:
+        # A subcommand: the chat's first frame never comes. (`-p` releases it once its
+        # runtime and chat are open, as the chat's first frame does.)
+        collector.release(freeze=False)
     try:
         return _call(func or run_tui, args, settings, paths)
     except KeyboardInterrupt:
@@ -214,6 +215,45 @@ def _run(argv: list[str]) -> int:
         return 2
     except Exception as exc:
         return _failed(exc, settings, paths)
+
+
+class _NotLight(Exception):
+    """The command line needs the full parser (a subcommand, a usage error)."""
+
+
+def _parse(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The parser and the parsed command line.
+
+    A question for `-p` names no subcommand, so it is parsed without the features' and
+    the other faces' (their modules cost ~0.1 s of CPU, a tenth of `llm prompt`'s whole
+    run); anything else that parser would not take (a subcommand, a usage error,
+    `--help`) gets the full one, with its messages."""
+    if _asks_once(argv):
+        light = build_parser(feature_commands=False)
+
+        def refuse(message: str) -> NoReturn:
+            raise _NotLight(message)
+
+        light.error = refuse  # type: ignore[method-assign]
+        try:
+            args = light.parse_args(argv)
+        except _NotLight:
+            pass
+        else:
+            if args.command is None:
+                return light, args
+    parser = build_parser(feature_commands=bool(argv))
+    return parser, parser.parse_args(argv)
+
+
+def _asks_once(argv: list[str]) -> bool:
+    """Whether `argv` may be a `-p` question alone (no help or version asked)."""
+    if any(arg in ("-h", "--help", "--version") for arg in argv):
+        return False
+    return any(
+        arg == "--print" or arg.startswith("--print=") or (arg.startswith("-p") and not arg.startswith("--"))
+        for arg in argv
+    )
 
 
 def _failed(exc: Exception, settings: Settings, paths: Paths) -> int:

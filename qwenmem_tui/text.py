@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -62,3 +63,26 @@ def terminal_safe_json(json_text: str) -> str:
 def markdown_quote(text: str) -> str:
     """`text` as a Markdown block quote (how an export sets a feature's aside apart)."""
     return "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
+
+
+TOOL_ARGS_MAX_CHARS = 80
+
+
+def format_tool_call(name: str, arguments: str, limit: int = TOOL_ARGS_MAX_CHARS) -> str:
+    """`name(key=value, …)` on one line, its arguments cut at `limit` characters; raw
+    text when they are not a JSON object. How every face names a call (the TUI's tool
+    line, the ACP agent's tool-call title)."""
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        args = ", ".join(
+            f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items()
+        )
+    else:
+        args = arguments
+    args = " ".join(args.split())
+    if len(args) > limit:
+        args = args[: limit - 1] + "…"
+    return f"{name}({args})"

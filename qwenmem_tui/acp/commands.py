@@ -15,7 +15,7 @@ from acp.schema import AvailableCommand
 
 from qwenmem_tui.acp.updates import Lines, Send, item_line
 from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.features.compaction.feature import COMPACTION
+from qwenmem_tui.features.compaction.feature import COMPACTION_HOOK
 from qwenmem_tui.features.recap.session_recap import filter_to_dialog, generate_session_recap
 
 if TYPE_CHECKING:
@@ -49,13 +49,14 @@ async def run_command(
     """Run `/name` in `chat`; its outcome is one line to the client."""
     lines = Lines(send)
     if name == COMPACT:
-        hook = features.handle(COMPACTION)
+        hook = features.handle(COMPACTION_HOOK)
         if hook is None:
             await lines.line(COMPACTION_OFF)
             return
         result = await hook.compact_now(chat)
         marker = result.marker
-        await lines.line(item_line(marker) if marker is not None else result.notice)
+        shown = item_line(marker) if marker is not None else result.notice
+        await lines.line(shown or "")
         return
     history = chat.history()
     if not filter_to_dialog(history):

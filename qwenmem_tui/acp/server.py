@@ -37,7 +37,7 @@ async def protocol_streams() -> AsyncIterator[tuple[asyncio.StreamReader, asynci
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    shown, sys.stdout = sys.stdout, protocol_out  # type: ignore[assignment]
+    shown, sys.stdout = sys.stdout, protocol_out
     try:
         reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     finally:
@@ -74,7 +74,7 @@ async def serve_stdio(
     supervisor = TaskSupervisor(source="qwenmem.acp")
     async with protocol_streams() as (reader, writer):
         transport = GuardedTransport(reader, MessageSender(writer, supervisor))
-        conn = AgentSideConnection(agent, transport, listening=False)
+        conn = AgentSideConnection(agent, transport, listening=False)  # type: ignore[arg-type]  # acp's Agent protocol lists methods the agent leaves to defaults
         serving = asyncio.current_task()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

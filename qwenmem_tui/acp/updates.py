@@ -39,9 +39,10 @@ from qwenmem_tui.chat.events import (
     ToolCallStarted,
     TurnStarted,
 )
-from qwenmem_tui.chat.view import COMPACTION_ITEM, content_text, format_tool_call
+from qwenmem_tui.chat.view import COMPACTION_ITEM, content_text
 from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, receipt_of
 from qwenmem_tui.storage.sessions import Item
+from qwenmem_tui.text import format_tool_call
 
 Send = Callable[[Any], Awaitable[None]]
 """Sends one session update (an `acp.schema` update model) to the client."""

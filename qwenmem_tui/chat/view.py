@@ -29,9 +29,10 @@ import dataclasses
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.storage.sessions import Item
+if TYPE_CHECKING:  # the storage opens sqlite: not for the first frame (instructions read this)
+    from qwenmem_tui.storage.sessions import Item
 
 COMPACTION_ITEM = "compaction"
 """Display-item type of a compaction marker (meta: summary, decisions, count, total,
@@ -211,29 +212,6 @@ def model_messages(items: Sequence[Item], system_prompt: str) -> list[dict[str, 
 
 
 # -- untrusted content in view ------------------------------------------------------
-
-
-TOOL_ARGS_MAX_CHARS = 80
-
-
-def format_tool_call(name: str, arguments: str, limit: int = TOOL_ARGS_MAX_CHARS) -> str:
-    """`name(key=value, …)` on one line, its arguments cut at `limit` characters; raw
-    text when they are not a JSON object. How every face names a call (the TUI's tool
-    line, the ACP agent's tool-call title)."""
-    try:
-        parsed = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict):
-        args = ", ".join(
-            f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items()
-        )
-    else:
-        args = arguments
-    args = " ".join(args.split())
-    if len(args) > limit:
-        args = args[: limit - 1] + "…"
-    return f"{name}({args})"
 
 
 def describe_call(name: str, arguments: Any) -> str:

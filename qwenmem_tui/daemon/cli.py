@@ -263,14 +263,13 @@ async def _open_and_serve(
     backend: DaemonBackend, server: uvicorn.Server, sock: socket.socket, listening: str
 ) -> int:
     from qwenmem_tui import debuglog
-    from qwenmem_tui.features.memory.access import MemoryUnavailable
     from qwenmem_tui.runtime import StartupError
     from qwenmem_tui.storage.database import StorageError
 
     try:
         try:
             await backend.start()
-        except (StartupError, StorageError, MemoryUnavailable) as exc:
+        except (StartupError, StorageError) as exc:  # a feature's state too (Feature.ready)
             print(f"qwenmem serve: cannot start: {one_line(str(exc))}", file=sys.stderr)
             return 1
         except OSError as exc:  # e.g. the home's directories on a full disk
@@ -279,8 +278,8 @@ async def _open_and_serve(
             return 1
         except Exception as exc:  # noqa: BLE001 - one line, the traceback to the log
             log.error("[DAEMON] start failed", exc_info=exc)
-            where = debuglog.current_path()
-            details = f" (details in {where})" if where else ""
+            log_path = debuglog.current_path()
+            details = f" (details in {log_path})" if log_path else ""
             print(
                 f"qwenmem serve: cannot start: {one_line(f'{type(exc).__name__}: {exc}')}"
                 f"{details}",

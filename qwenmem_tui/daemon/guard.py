@@ -177,7 +177,7 @@ class Guard:
         # The address the client actually connected to (the bound one, or on a
         # wildcard bind the interface's), as the server reports it.
         server = scope.get("server")
-        return bool(server) and name == host_name(str(server[0]))
+        return server is not None and name == host_name(str(server[0]))
 
     def _too_large(self, scope: Scope) -> Response:
         return rejection(

@@ -118,10 +118,10 @@ def _diag_uid(client: Address, server: Address) -> int | None:
     (an IPv4 pair is tried as IPv4, then as IPv4-mapped IPv6: a dual-stack client).
     OSError when netlink's sock_diag cannot be used here."""
     candidates: list[tuple[int, bytes, bytes]] = []
-    for family, convert in ((socket.AF_INET, _packed4), (socket.AF_INET6, _packed6)):
+    for af, convert in ((socket.AF_INET, _packed4), (socket.AF_INET6, _packed6)):
         src, dst = convert(client[0]), convert(server[0])
         if src is not None and dst is not None:
-            candidates.append((family, src, dst))
+            candidates.append((int(af), src, dst))
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _SOCK_DIAG) as link:
         link.settimeout(2)
         for family, src, dst in candidates:

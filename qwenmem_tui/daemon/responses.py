@@ -141,7 +141,7 @@ def with_block(items: list[dict[str, Any]], messages: list[dict[str, Any]], shap
         if isinstance(content, str):
             items[index] = {**item, "content": f"{shaped.block}\n\n{content}"}
         else:
-            items[index] = {**item, "content": [{"type": "input_text", "text": shaped.block}, *content]}
+            items[index] = {**item, "content": [{"type": "input_text", "text": shaped.block}, *(content or [])]}
         return items
     # The block is the one message `shaped` added: where the two lists first differ
     # (at the end when the tool results close the request).

@@ -88,7 +88,7 @@ class SessionFeatures:
     @overload
     def handle(self, key: FeatureKey[T]) -> T | None: ...
     @overload
-    def handle(self, key: str) -> object: ...
+    def handle(self, key: str) -> Any: ...  # by name: untyped (prefer the key)
     def handle(self, key: FeatureKey[T] | str) -> object:
         """The faces' handle on a feature's part of this session (None when it does
         not run); typed when asked by its `FeatureKey`."""
@@ -175,7 +175,7 @@ class Assembly:
     @overload
     def state(self, key: FeatureKey[T]) -> T | None: ...
     @overload
-    def state(self, key: str) -> object: ...
+    def state(self, key: str) -> Any: ...  # by name: untyped (prefer the key)
     def state(self, key: FeatureKey[T] | str) -> object:
         """A feature's state (None when it does not run); typed by its `FeatureKey`."""
         return self.states.get(key if isinstance(key, str) else key.name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -247,7 +247,7 @@ class LLMClient:
         model: str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
-    ) -> AsyncIterator[LLMEvent]:
+    ) -> AsyncGenerator[LLMEvent, None]:
         """The user's request: stream one completion, side calls giving way meanwhile."""
         async with self.side_calls.foreground():
             stream = self._stream_chat(
@@ -265,7 +265,7 @@ class LLMClient:
         model: str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
-    ) -> AsyncIterator[LLMEvent]:
+    ) -> AsyncGenerator[LLMEvent, None]:
         """Stream one completion; ends with `StreamFinished` or raises `LLMError`.
 
         Cancelling the task that iterates this closes the HTTP response, so the
@@ -452,7 +452,7 @@ def merge_deltas(events: list[LLMEvent]) -> list[LLMEvent]:
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
-async def _sse_batches(response: Any) -> AsyncIterator[list[dict[str, Any]]]:
+async def _sse_batches(response: Any) -> AsyncGenerator[list[dict[str, Any]], None]:
     """The JSON objects of an SSE body up to `[DONE]`, read as the SDK's own stream reads
     them, one list per read of the body (all the events that read completed).
 

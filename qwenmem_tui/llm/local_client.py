@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -69,7 +69,7 @@ class LocalModelClient(LLMClient):
 
     async def _stream_chat(
         self, messages: list[dict[str, Any]], **options: Any
-    ) -> AsyncIterator[LLMEvent]:
+    ) -> AsyncGenerator[LLMEvent, None]:
         await self._running()
         try:
             async for event in super()._stream_chat(messages, **options):

@@ -572,7 +572,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        events = [{"type": "response.created", "response": {**response, "status": "in_progress", "output": []}}]
+        events: list[dict[str, Any]] = [
+            {"type": "response.created", "response": {**response, "status": "in_progress", "output": []}}
+        ]
         events += [
             {"type": "response.output_text.delta", "item_id": "msg_fake", "output_index": 0,
              "content_index": 0, "delta": piece}

@@ -451,11 +451,12 @@ class QwenmemApp(App[None]):
         start_model = self._start_model
         if self._llm is None and start_model is not None:
             # The runtime runs it while the database opens; its progress is a line here.
-            start_model = ModelStarter(
-                label=start_model.label,
-                start=lambda progress, starter=start_model: self._started_model(starter),
-                notice=start_model.notice,
-            )
+            starter = start_model
+
+            def start(progress: Callable[[str], None]) -> Awaitable[LLMClient]:
+                return self._started_model(starter)
+
+            start_model = ModelStarter(label=starter.label, start=start, notice=starter.notice)
         runtime = self._runtime = await Runtime.open(
             self.settings,
             self.paths,
@@ -486,7 +487,7 @@ class QwenmemApp(App[None]):
             clock=self.clock,
             features=features,
             states=runtime.assembly.states,
-            instructions=runtime.instructions,
+            prompt_parts=runtime.prompt_parts,
         )
         assert self._extension_factories is not None  # resolved by _extension_features
         for factory in self._extension_factories:

@@ -19,15 +19,18 @@ are `tui/commands.py`; how a feature contributes them, `tui/extensions.py`.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 if TYPE_CHECKING:
-    from textual.screen import Screen
-    from textual.widget import Widget
+    from asyncio import Future
+
+    from textual.notifications import SeverityLevel
+    from textual.screen import Screen, ScreenResultCallbackType
+    from textual.widget import AwaitMount, Widget
     from textual.worker import Worker
 
     from qwenmem_tui.chat.session import ChatSession
@@ -105,6 +108,8 @@ class CommandTable:
         return len(self._commands)
 
 
+R = TypeVar("R")
+
 class Host(Protocol):
     """The app as its commands, extensions and screens see it."""
 
@@ -122,6 +127,8 @@ class Host(Protocol):
     help_keys: list[tuple[str, str]]
     """(key, description) /help lists besides the bindings (extensions' focused keys)."""
 
+    @property
+    def has_session(self) -> bool: ...
     @property
     def session(self) -> ChatSession: ...
     @property
@@ -142,7 +149,15 @@ class Host(Protocol):
     def screen_stack(self) -> list[Screen[Any]]: ...
 
     # -- saying something ------------------------------------------------------------
-    def notify(self, message: str, *, severity: Any = "information", **options: Any) -> None: ...
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None: ...
     def show(self, widget: Widget) -> None: ...
     def show_info(self, text: str) -> None: ...
     def show_error(self, text: str) -> None: ...
@@ -157,8 +172,36 @@ class Host(Protocol):
 
     # -- doing something -------------------------------------------------------------
     def busy(self, state: str, progress: str) -> AbstractAsyncContextManager[None]: ...
-    def push_screen(self, screen: Any, callback: Any = None, wait_for_dismiss: bool = False) -> Any: ...
-    def run_worker(self, work: Any, name: str | None = "", group: str = "default", **options: Any) -> Worker[Any]: ...
+    # Textual's own signatures: the app is checked against them, never cast.
+    @overload
+    def push_screen(
+        self,
+        screen: Screen[R] | str,
+        callback: ScreenResultCallbackType[R] | None = None,
+        wait_for_dismiss: Literal[False] = False,
+        *,
+        mode: str | None = None,
+    ) -> AwaitMount: ...
+    @overload
+    def push_screen(
+        self,
+        screen: Screen[R] | str,
+        callback: ScreenResultCallbackType[R] | None = None,
+        wait_for_dismiss: Literal[True] = True,
+        *,
+        mode: str | None = None,
+    ) -> Future[R]: ...
+    def run_worker(
+        self,
+        work: Callable[[], Coroutine[None, None, R]] | Callable[[], R] | Awaitable[R],
+        name: str | None = "",
+        group: str = "default",
+        description: str = "",
+        exit_on_error: bool = True,
+        start: bool = True,
+        exclusive: bool = False,
+        thread: bool = False,
+    ) -> Worker[R]: ...
     def watch(self, obj: Any, attribute_name: str, callback: Callable[..., Any], init: bool = True) -> None: ...
     def open_session(self, session_id: str) -> None: ...
     async def clear_conversation(self) -> None: ...

@@ -139,6 +139,12 @@ async def test_hard_filters_and_ttl_are_in_the_query(svc: MemoryService, clock: 
     assert [m.id for m in await store.list(user="ana", statuses=[Status.QUARANTINED])] == [q.memory.id]
     assert [m.id for m in await store.list(scopes=[PROJECT_B])] == [b.memory.id]
     assert [m.id for m in await store.list()] == sorted(m.memory.id for m in (a, b, g, bob, q))
+    # A key and its numbered forms, without reading every row (a write's free key).
+    a2 = await put(store, draft("a_2", "another in project A"), now)
+    await put(store, draft("ab", "a longer key"), now)
+    prefixed = await store.list(user="ana", scopes=[PROJECT_A], statuses=[Status.ACTIVE], key_prefix="a_")
+    assert [m.id for m in prefixed] == [a2.memory.id]
+    assert {m.key for m in await store.list(user="ana", key_prefix="a")} == {"a", "a_2", "ab"}
     assert [m.id for m in await store.fetch([g.memory.id, 999_999, a.memory.id])] == [g.memory.id, a.memory.id]
 
 

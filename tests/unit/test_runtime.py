@@ -15,7 +15,6 @@ from chat_support import collect, outcome_of
 from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.compaction.feature import COMPACTION
-from qwenmem_tui.features.memory.access import MemoryUnavailable
 from qwenmem_tui.features.memory.feature import MEMORY, MEMORY_STATE
 from qwenmem_tui.features.memory.model import Origin
 from qwenmem_tui.features.memory.remote import Caller
@@ -150,7 +149,7 @@ async def test_open_memory_fails_the_opening_on_a_broken_store(
         raise OSError("disk on fire")
 
     monkeypatch.setattr(MemoryService, "open", broken)
-    with pytest.raises(MemoryUnavailable, match="Long-term memory is unavailable: disk on fire"):
+    with pytest.raises(StartupError, match="Long-term memory is unavailable: disk on fire"):
         await Runtime.open(settings, paths, project, llm=llm, features={MEMORY}, wait_ready=True)
     # In the background (the TUI), the same failure leaves the runtime usable.
     runtime = await Runtime.open(settings, paths, project, llm=llm, features={MEMORY})

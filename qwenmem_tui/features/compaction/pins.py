@@ -59,7 +59,8 @@ def decision_ids(block: Sequence[Turn], numbered: Sequence[int]) -> list[int]:
         user = turn.user_item
         if user is None or user.id is None:
             continue
-        if number in numbered or has_decision_cue(content_text(user.message.get("content"))):
+        message = user.message or {}
+        if number in numbered or has_decision_cue(content_text(message.get("content"))):
             ids.append(user.id)
     return ids
 

@@ -317,7 +317,7 @@ def _watch_spawns() -> None:
             server._process = process
         return process
 
-    sdk_stdio._create_platform_compatible_process = spawn_and_keep  # type: ignore[attr-defined]
+    sdk_stdio._create_platform_compatible_process = spawn_and_keep
 
 
 def describe_failure(exc: BaseException, timed_out: str) -> str:

@@ -46,15 +46,15 @@ def result_text(result: CallToolResult) -> str:
     for block in result.content:
         kind = getattr(block, "type", "")
         if kind == "text":
-            parts.append(block.text)
+            parts.append(str(getattr(block, "text", "")))
         elif kind in ("image", "audio"):
             parts.append(f"[{kind}: {getattr(block, 'mime_type', '')}]")
         elif kind == "resource":
-            resource = block.resource
+            resource = getattr(block, "resource", None)
             text = getattr(resource, "text", None)
-            parts.append(text if isinstance(text, str) else f"[resource: {resource.uri}]")
+            parts.append(text if isinstance(text, str) else f"[resource: {getattr(resource, 'uri', '')}]")
         elif kind == "resource_link":
-            parts.append(f"[resource: {block.uri}]")
+            parts.append(f"[resource: {getattr(block, 'uri', '')}]")
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     return "\n".join(parts)

@@ -16,14 +16,15 @@ from qwenmem_tui.text import terminal_safe, terminal_safe_json
 
 if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy up here
     from qwenmem_tui.config import Settings
+    from qwenmem_tui.features.feature import Commands
     from qwenmem_tui.features.memory.service import MemoryService
     from qwenmem_tui.llm.client import LLMClient
 
 _VALUE_WIDTH = 60
 
 
-def register(commands: Commands) -> None:
-    memory = commands.root.add_parser(
+def register(registered: Commands) -> None:
+    memory = registered.root.add_parser(
         "memory",
         help="inspect and manage long-term memory",
         description="Inspect and manage long-term memory.",

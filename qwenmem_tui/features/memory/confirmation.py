@@ -49,6 +49,8 @@ def remember_confirmation(result: WriteResult) -> str:
         return f"{line} (replaces the previous value)"
     if result.action is WriteAction.DEDUPLICATED:
         return f"{line} (already saved as #{memory.id})"
+    if memory.restates is not None:
+        return f"{line} (may replace #{memory.restates}: both kept until decided, see /memory)"
     if FLAG_POSSIBLE_DUPLICATE in memory.flags:
         return f"{line} (kept beside a similar memory: see /memory)"
     return line

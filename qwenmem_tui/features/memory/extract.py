@@ -107,7 +107,8 @@ def parse_proposals(raw: str) -> list[dict[str, str]]:
 class MemorySource(Protocol):
     """Where extraction writes: a memory service, open or opening (`MemoryAccess`)."""
 
-    project: str
+    @property
+    def project(self) -> str: ...
 
     @property
     def opened(self) -> MemoryService | None:
@@ -135,9 +136,9 @@ class MemoryExtractionHook(BaseQueryHook):
     def __init__(
         self, memory: MemorySource | MemoryService, llm: LLMClient, *, enabled: bool = True
     ) -> None:
-        if isinstance(memory, MemoryService):
-            memory = OpenService(memory)
-        self.memory: MemorySource = memory
+        self.memory: MemorySource = (
+            OpenService(memory) if isinstance(memory, MemoryService) else memory
+        )
         self.llm = llm
         self.enabled = enabled
         self._running: asyncio.Task[None] | None = None

@@ -104,7 +104,14 @@ async def _close(memory: MemoryAccess) -> None:
 
 
 async def _ready(memory: MemoryAccess) -> None:
-    await memory.service()  # a broken store raises: the opening fails with it
+    """The service open: a broken store fails the runtime's opening with its line."""
+    from qwenmem_tui.features.memory.access import MemoryUnavailable
+    from qwenmem_tui.reads import StartupError
+
+    try:
+        await memory.service()
+    except MemoryUnavailable as exc:
+        raise StartupError(str(exc)) from exc
 
 
 def _listen(memory: MemoryAccess, notice: Callable[[str], None]) -> None:

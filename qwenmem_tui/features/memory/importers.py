@@ -256,7 +256,8 @@ def _mem0(path: Path) -> Iterator[ImportedEntry]:
 
 
 def _mem0_category(entry: dict[str, Any]) -> Category:
-    metadata = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
+    raw = entry.get("metadata")
+    metadata: dict[str, Any] = raw if isinstance(raw, dict) else {}
     named = [metadata.get("category"), metadata.get("type")]
     categories = entry.get("categories")
     if isinstance(categories, list):

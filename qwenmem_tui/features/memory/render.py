@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from qwenmem_tui.chat.view import FROM_FILE_NOTE, REVIEWED_NOTE
 from qwenmem_tui.features.memory.model import DAY, FLAG_FROM_FILE, Memory, holds
+from qwenmem_tui.features.memory.versions import later_versions
 
 REMINDER_OPEN = "<system-reminder>"
 REMINDER_CLOSE = "</system-reminder>"
@@ -45,10 +46,11 @@ def day(seconds: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(seconds))
 
 
-def render_memory(memory: Memory, now: float) -> str:
+def render_memory(memory: Memory, now: float, newer: Memory | None = None) -> str:
     """One memory's line: category, key, value, and when it was stated (its date and
     age: a model weighs a fact said last year differently), with until when it held
-    once a newer version replaced it."""
+    once a newer version replaced it. ``newer``: a later memory in the same block that
+    may restate this one, not yet decided: this one is marked as the earlier version."""
     age = now - memory.stated_at
     value = escape(memory.value)
     if FLAG_FROM_FILE in memory.flags:
@@ -65,6 +67,11 @@ def render_memory(memory: Memory, now: float) -> str:
     )
     if memory.valid_until is not None:
         line += f"; an earlier version, replaced {day(memory.valid_until)}"
+    elif newer is not None:
+        line += (
+            f"; an earlier version: {escape(newer.key)}, stated {day(newer.stated_at)},"
+            " may replace it"
+        )
     elif age > DAY:
         line += "; may be stale, check before relying on it"
     return line + ")"
@@ -74,5 +81,6 @@ def render_block(memories: Sequence[Memory], now: float) -> str:
     """One ``<system-reminder>`` block, or "" when there is nothing to say."""
     if not memories:
         return ""
-    body = "\n".join(render_memory(m, now) for m in memories)
+    later = later_versions(memories)
+    body = "\n".join(render_memory(m, now, later.get(m.id)) for m in memories)
     return f"{REMINDER_OPEN}\n{HEADER}\n{body}\n{REMINDER_CLOSE}"

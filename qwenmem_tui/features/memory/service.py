@@ -19,6 +19,8 @@ names neither, so neither sits in a cycle with it.
 
 from __future__ import annotations
 
+import builtins
+
 import asyncio
 import getpass
 import importlib
@@ -144,6 +146,10 @@ class MemoryService:
             llm=llm,
             on_held=self._review_changed,
         )
+        self.writer.on_linked = self._linked
+        # The idle pass deciding open restatement links (``MemoryWriter.consolidate``).
+        self._consolidation: asyncio.Task[int] | None = None
+        self._link_again = False
         # Called with the index's generation after another process's change was
         # applied (stores that push changes, i.e. PostgreSQL); tests and the UI wait on it.
         self.change_listeners: list[Callable[[int], None]] = []
@@ -208,7 +214,7 @@ class MemoryService:
         user = default_user(settings)
         store, index_dir = await _open_store(settings, paths, user=user, on_notice=on_notice)
         ttl = TtlPolicy(
-            days={**TtlPolicy().days, **mem.ttl_days},
+            days={**TtlPolicy().days, **{str(k): v for k, v in mem.ttl_days.items()}},
             cap_days=mem.ttl_cap_days,
         )
 
@@ -263,12 +269,15 @@ class MemoryService:
         self.vectors.progress = progress
         await self.sweep()
         await self.vectors.load()
+        await self.writer.warm()
         await self.store.watch(self._store_changed)
+        self._linked()  # links a previous run left undecided
 
     async def load_vectors(self) -> None:
         """Load the vector side now, ahead of the first recall, for a service opened
         lazily that will recall soon (``qwenmem mcp`` lists memories before it is done)."""
         await self.vectors.load()
+        await self.writer.warm()
 
     async def reembedded(self) -> None:
         """Wait for the background re-embedding, if one is running (tests, tools)."""
@@ -289,7 +298,37 @@ class MemoryService:
         for listener in list(self.change_listeners):
             listener(self.index.generation)
 
+    def _linked(self) -> None:
+        """A write was linked to an older memory it may restate: with a fast model,
+        decide it in the background, after the write has answered (one pass at a
+        time; a link made during a pass brings another pass)."""
+        if self.llm is None:
+            return
+        self._link_again = True
+        if self._consolidation is None or self._consolidation.done():
+            self._consolidation = asyncio.create_task(self._consolidate(), name="memory-consolidate")
+
+    async def _consolidate(self) -> int:
+        decided = 0
+        while self._link_again:
+            self._link_again = False
+            try:
+                decided += await self.writer.consolidate()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # best effort: the links stay for the next pass
+                log.warning("[MEMORY_IDENTITY] consolidation pass failed: %s", exc)
+                break
+        return decided
+
+    async def consolidated(self) -> None:
+        """Wait for the running consolidation pass, if any (tests, shutdown of tools)."""
+        while self._consolidation is not None and not self._consolidation.done():
+            await asyncio.wait({self._consolidation})
+
     async def close(self) -> None:
+        if self._consolidation is not None:
+            self._consolidation.cancel()
         try:
             await self.vectors.close()
         finally:
@@ -555,7 +594,7 @@ class MemoryService:
 
     async def list(
         self, *, project: str | None = None, statuses: Collection[Status] | None = None
-    ) -> list[Memory]:
+    ) -> builtins.list[Memory]:
         """This user's memories visible from ``project`` (None: every scope)."""
         scopes = None if project is None else (GLOBAL_SCOPE, project)
         return await self.store.list(user=self.user, scopes=scopes, statuses=statuses)
@@ -580,7 +619,7 @@ class MemoryService:
 
     async def audit(
         self, memory_id: int | None = None, *, project: str | None = None
-    ) -> list[AuditEntry]:
+    ) -> builtins.list[AuditEntry]:
         """The audit trail of one of this user's memories, or of all of them."""
         if memory_id is not None:
             if await self.get(memory_id, project=project) is None:

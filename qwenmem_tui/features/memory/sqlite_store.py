@@ -8,6 +8,8 @@ then reject the second one; it is the backstop, not the mechanism).
 
 from __future__ import annotations
 
+import builtins
+
 import json
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -159,9 +161,11 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         user: str | None = None,
         scopes: Collection[str] | None = None,
         statuses: Collection[Status] | None = None,
-    ) -> list[Memory]:
-        where: list[str] = []
-        params: list[Any] = []
+        key_prefix: str | None = None,
+        linked: bool = False,
+    ) -> builtins.list[Memory]:
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
         if user is not None:
             where.append("user = ?")
             params.append(user)
@@ -171,6 +175,11 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         if statuses is not None:
             where.append(f"status IN ({','.join('?' * len(statuses))})")
             params.extend(s.value for s in statuses)
+        if key_prefix is not None:  # a range, so the (user, scope, category, key) index serves it
+            where.append("key >= ? AND key < ?")
+            params.extend((key_prefix, key_prefix + "\U0010ffff"))
+        if linked:
+            where.append("restates IS NOT NULL")
         sql = f"SELECT {MEMORY_COLUMNS} FROM memories"
         if where:
             sql += " WHERE " + " AND ".join(where)
@@ -198,7 +207,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
     async def _lexical_search(
         self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
         exclude: Collection[int], limit: int,
-    ) -> list[tuple[int, float]]:
+    ) -> builtins.list[tuple[int, float]]:
         # Terms are letters and digits only (lexical.query_terms): quoting each makes
         # it a plain phrase, never FTS5 syntax. bm25() is lower-is-better.
         match = " OR ".join(f'"{t}"' for t in terms)
@@ -231,7 +240,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             f" AND embedding IS NOT NULL{mine} ORDER BY id",
             (_ACTIVE, embedding_model, *params),
         )
-        rows = await cur.fetchall()
+        rows = list(await cur.fetchall())
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     async def vectors(
@@ -242,8 +251,8 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             "SELECT id, embedding FROM memories"
             f" WHERE status = ? AND embedding_model = ? AND embedding IS NOT NULL{mine}"
         )
-        params: list[Any] = [_ACTIVE, embedding_model, *of_user]
-        rows: list[Any] = []
+        params: builtins.list[Any] = [_ACTIVE, embedding_model, *of_user]
+        rows: builtins.list[Any] = []
         if ids is None:
             rows = list(await (await self._conn.execute(sql + " ORDER BY id", params)).fetchall())
         else:
@@ -262,7 +271,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
         return out_ids, vectors.astype(np.float32, copy=False)
 
-    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> list[Memory]:
+    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> builtins.list[Memory]:
         mine, params = _of_user(user)
         cur = await self._conn.execute(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE status IN (?, ?)"
@@ -286,7 +295,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
 
         await self._tx(body)
 
-    async def dismissals(self, *, user: str, project: str) -> list[tuple[int, str]]:
+    async def dismissals(self, *, user: str, project: str) -> builtins.list[tuple[int, str]]:
         cur = await self._conn.execute(
             "SELECT memory_id, query FROM memory_dismissals WHERE user = ? AND project = ?"
             " ORDER BY id",
@@ -294,7 +303,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         )
         return [(int(i), str(q)) for i, q in await cur.fetchall()]
 
-    async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:
+    async def audit(self, memory_id: int | None = None) -> builtins.list[AuditEntry]:
         sql = AUDIT_SELECT
         params: tuple[Any, ...] = ()
         if memory_id is not None:
@@ -309,7 +318,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
 
     async def counts_by_status(self) -> dict[str, int]:
         cur = await self._conn.execute("SELECT status, COUNT(*) FROM memories GROUP BY status")
-        return status_counts(await cur.fetchall())
+        return status_counts((str(status), int(count)) for status, count in await cur.fetchall())
 
     async def close(self) -> None:
         await self._db.close()
@@ -365,7 +374,7 @@ class _Steps(write_plan.WriteSteps):
             "INSERT INTO memories (user, scope, category, key, value, origin, status, flags,"
             " created_at, updated_at, expires_at, content_hash, embedding_model, embedding,"
             " stated_at, restates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            tuple(row._replace(flags=json.dumps(row.flags))),
+            (*row[: row._fields.index("flags")], json.dumps(row.flags), *row[row._fields.index("flags") + 1 :]),
         )
         assert cur.lastrowid is not None
         return await write_plan.must_get(self, cur.lastrowid)

@@ -15,6 +15,8 @@ the row conversions below are shared too, so the stores differ only in SQL.
 
 from __future__ import annotations
 
+import builtins
+
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -151,8 +153,12 @@ class MemoryStore(ABC):
         user: str | None = None,
         scopes: Collection[str] | None = None,
         statuses: Collection[Status] | None = None,
-    ) -> list[Memory]:
-        """Rows matching every given filter, oldest first."""
+        key_prefix: str | None = None,
+        linked: bool = False,
+    ) -> builtins.list[Memory]:
+        """Rows matching every given filter, oldest first (``key_prefix``: keys that
+        start with it — a write's key and its numbered forms, without reading a store
+        of years; ``linked``: only rows with an open ``restates`` link)."""
 
     @abstractmethod
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
@@ -167,7 +173,7 @@ class MemoryStore(ABC):
         now: float,
         exclude: Collection[int] = (),
         limit: int,
-    ) -> list[tuple[int, float]]:
+    ) -> builtins.list[tuple[int, float]]:
         """The lexical channel: up to ``limit`` (id, score) of rows matching any of
         ``terms`` (``lexical.query_terms``), best first, higher is better.
 
@@ -184,7 +190,7 @@ class MemoryStore(ABC):
     async def _lexical_search(
         self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
         exclude: Collection[int], limit: int,
-    ) -> list[tuple[int, float]]:
+    ) -> builtins.list[tuple[int, float]]:
         """``lexical_search`` in the store's own query; terms, scopes and limit non-empty."""
 
     @abstractmethod
@@ -203,7 +209,7 @@ class MemoryStore(ABC):
     @abstractmethod
     async def restore(
         self, memory_id: int, *, now: float, reason: str = ""
-    ) -> tuple[Memory, list[int]] | None:
+    ) -> tuple[Memory, builtins.list[int]] | None:
         """Superseded -> active again (audited), superseding whatever holds its key
         now; (the row, the ids that left the active set), None if not superseded."""
 
@@ -231,13 +237,13 @@ class MemoryStore(ABC):
     @abstractmethod
     async def settle(
         self, memory_id: int, *, same_fact: bool, origin: Origin | str, now: float, reason: str
-    ) -> list[int] | None:
+    ) -> builtins.list[int] | None:
         """Decide memory ``memory_id``'s ``restates`` link (audited): the same fact
         supersedes the older memory (the ids that left the active set), another fact
         only unlinks ([]); None when there is no open link to decide."""
 
     @abstractmethod
-    async def sweep_expired(self, *, now: float) -> list[int]:
+    async def sweep_expired(self, *, now: float) -> builtins.list[int]:
         """Mark active rows past their expiry as expired; the ids that changed."""
 
     @abstractmethod
@@ -258,7 +264,7 @@ class MemoryStore(ABC):
         all of them (``user``'s, when given) or only ``ids``."""
 
     @abstractmethod
-    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> list[Memory]:
+    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> builtins.list[Memory]:
         """Active or quarantined rows (``user``'s, when given) with no vector from
         ``embedding_model``."""
 
@@ -268,7 +274,7 @@ class MemoryStore(ABC):
     ) -> None: ...
 
     @abstractmethod
-    async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:
+    async def audit(self, memory_id: int | None = None) -> builtins.list[AuditEntry]:
         """The audit trail, of one memory or all, oldest first."""
 
     @abstractmethod
@@ -293,7 +299,7 @@ class MemoryStore(ABC):
         """Record that ``memory_id`` was not relevant to ``query`` in ``project`` (audited)."""
         raise NotImplementedError("'not relevant here' needs the SQLite memory store")
 
-    async def dismissals(self, *, user: str, project: str) -> list[tuple[int, str]]:
+    async def dismissals(self, *, user: str, project: str) -> builtins.list[tuple[int, str]]:
         """(memory_id, query) of every dismissal of this user in ``project``."""
         return []
 

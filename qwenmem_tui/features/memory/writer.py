@@ -19,17 +19,14 @@ from qwenmem_tui import secrets
 from qwenmem_tui.features.memory import guard
 from qwenmem_tui.features.memory.filing import parse_filing
 from qwenmem_tui.features.memory.identity import (
-    KEY_CHARS,
     POSSIBLE_DUPLICATE,
     Identity,
-    NoteKey,
+    by_meaning,
     decide,
-    file_note,
     filed_elsewhere,
-    judge_candidates,
-    judge_messages,
-    parse_judgement,
 )
+from qwenmem_tui.features.memory.judge import judge_messages, parse_judgement
+from qwenmem_tui.features.memory.meaning import MeaningReader, Reading
 from qwenmem_tui.features.memory.model import (
     DAY,
     FLAG_SECRET_REDACTED,
@@ -51,6 +48,7 @@ from qwenmem_tui.features.memory.model import (
 )
 from qwenmem_tui.features.memory.provenance import Provenance, Writer
 from qwenmem_tui.features.memory.store import MemoryStore
+from qwenmem_tui.features.memory.subject import KEY_CHARS, NoteKey, file_note
 from qwenmem_tui.features.memory.vectors import MemoryVectors
 from qwenmem_tui.features.memory.write_plan import join_reasons
 
@@ -66,9 +64,16 @@ log = logging.getLogger("qwenmem.memory")
 # the step of the progress bar.
 WRITE_BATCH = 128
 NEIGHBOURS = 8
-REMEMBER_JUDGE_TIMEOUT = 3.0
+CONSOLIDATE_TIMEOUT = 30.0
+"""Seconds the idle consolidation pass waits for one judgement: nobody waits on it."""
+DECIDED_LATER = "decided later by the model"
+LINK_COSINE = 0.9
+"""A neighbour this close (the real embedder's cosine) nearest the same attribute as the
+new fact is linked even when neither reading is clear (see ``meaning.py``)."""
+REMEMBER_JUDGE_TIMEOUT = 2.5
 """Seconds /remember waits for the fast model's add/update/no-op choice: the
-confirmation shows the final decision, and the rule decides when the model is late."""
+confirmation shows the final decision; when the model is late the pair is linked and
+decided later. With the note's embeddings, /remember answers within 3 s."""
 
 
 class MemoryRejected(ValueError):
@@ -157,6 +162,9 @@ class MemoryWriter:
         self.llm = llm
         # A write was held for review: the "N memories await review" count moved.
         self._on_held = on_held
+        # A write was linked to an older memory it may restate: decide it at idle.
+        self.on_linked: Callable[[], None] | None = None
+        self._reader: MeaningReader | None = None
 
     async def prepare(
         self,
@@ -308,6 +316,7 @@ class MemoryWriter:
         now = self.clock()
         held = holds(flags)
         identity = Identity(key)
+        reading = await self.reader().read(vector)
         if pending.decide_identity:
             identity = await self.identify(
                 cat,
@@ -317,6 +326,7 @@ class MemoryWriter:
                 judge_timeout=None if held else pending.judge_timeout,
                 explicit=pending.explicit_key,
                 vector=vector,
+                reading=reading,
             )
             moved = await self._refiled(pending, identity)
             if moved is not None:  # the model filed the note elsewhere: decided there anew
@@ -365,6 +375,19 @@ class MemoryWriter:
                 flags = [f for f in flags if not holds([f])]
         if vector is not None and (draft.key != key or draft.value != pending.value):
             vector = (await self.vectors.passage_vectors([embed_text(cat, draft.key, draft.value)]))[0]
+        return await self._store(pending, draft, flags, vector, reading, now)
+
+    async def _store(
+        self,
+        pending: PendingWrite,
+        draft: MemoryDraft,
+        flags: list[str],
+        vector: np.ndarray | None,
+        reading: Reading,
+        now: float,
+    ) -> WriteResult:
+        """The decided draft into the store, the recall index and the meaning reader;
+        a restatement link, its trust and a hold announced (the last step of `_commit`)."""
         born = pending.created_at if pending.created_at is not None else now
         result = await self.store.write(
             draft,
@@ -375,14 +398,17 @@ class MemoryWriter:
             now=now,
         )
         await self.vectors.recaller.apply(result, vector)
+        self.reader().remember(result.memory.id, reading)
+        if result.memory.restates is not None and self.on_linked is not None:
+            self.on_linked()
         await self._count_trust(pending.provenance, pending.said, result)
         if result.action is WriteAction.QUARANTINED:
             self._on_held()
             log.info(
                 "[MEMORY_GUARD] quarantined #%d %s/%s flags=%s origin=%s",
                 result.memory.id,
-                cat,
-                key,
+                pending.category,
+                pending.key,
                 ",".join(result.memory.flags),
                 draft.origin,
             )
@@ -470,6 +496,8 @@ class MemoryWriter:
         key): the rule's category and key unless given, a key another fact of that name
         holds numbered instead of replaced."""
         note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))  # note_subject's
+        if category is None or key is None:
+            note = await self._read_note(note, secrets.redact(text))
         chosen = Category(category) if category in {c.value for c in Category} else note.category
         named = key is not None
         if key is None:
@@ -478,6 +506,32 @@ class MemoryWriter:
                 key = await self._free_key(key, text.strip(), chosen, scope_for(chosen, project))
         # A wrong category named by the writer is kept: the guard says so.
         return Filed(category if category is not None else chosen.value, key, named, note)
+
+    async def _read_note(self, note: NoteKey, text: str) -> NoteKey:
+        """The rule's filing of a note, completed by meaning (``memory/meaning.py``):
+        a person's or a project's fact goes where its attribute or owner reads it
+        belongs, in any language (rules and references stay the rule's), and a note the
+        rule could not name takes its attribute's name. Unread: the rule's filing."""
+        await self.vectors.load()
+        reader = self.reader()
+        if not reader.meaningful:
+            return note
+        try:
+            reading = await reader.read_note(text)
+        except Exception as exc:  # the note matters more than its reading
+            log.info("[MEMORY_IDENTITY] note not read by meaning: %s", exc)
+            return note
+        attribute, category = reading.attribute, note.category
+        if category in (Category.USER, Category.PROJECT):
+            category = attribute.category if attribute is not None else reading.owner or category
+        top = reading.top
+        if note.by_name and top is not None and top.category is Category.USER and top.single:
+            # The "name" the rule read is nearest one of the person's own attributes:
+            # a sentence's first word ("Ich wohne in München"), not someone's name.
+            return NoteKey(Category.USER, top.key, False)
+        if not note.named and attribute is not None:
+            return NoteKey(category, attribute.key, False)
+        return replace(note, category=category)
 
     async def _refiled(self, pending: PendingWrite, identity: Identity) -> PendingWrite | None:
         """The note under the category the model chose with its judgement, when that
@@ -509,11 +563,11 @@ class MemoryWriter:
         """``key``, or ``key_2``, ``key_3``… when another fact of this category and
         scope already holds it: a name shared by two facts is no evidence they are one.
         The same words said again keep the key (the write then only refreshes that row)."""
-        taken = {
-            m.key: m
-            for m in await self.store.list(user=self.user, scopes=[scope], statuses=[Status.ACTIVE])
-            if m.category == category
-        }
+        stem = key[: KEY_CHARS - 4]
+        holders = await self.store.list(
+            user=self.user, scopes=[scope], statuses=[Status.ACTIVE], key_prefix=stem
+        )
+        taken = {m.key: m for m in holders if m.category == category}
         candidate, n = key, 1
         while candidate in taken and content_hash(taken[candidate].value) != content_hash(value):
             n += 1
@@ -548,14 +602,20 @@ class MemoryWriter:
         judge_timeout: float | None = None,
         explicit: bool = True,
         vector: np.ndarray | None = None,
+        reading: Reading | None = None,
     ) -> Identity:
         """Which stored memory this write restates (see ``memory/identity.py``).
 
-        The rule first: the same entity's same single-valued attribute is a sure
-        answer. The fast model is asked only when the rule found none but neighbours
-        of the same entity share words with the new fact and nothing says they are a
-        different subject, one is set and ``judge_timeout`` allows it; its answer,
-        validated, wins over the rule's "add". Asking only then keeps side calls rare.
+        Candidates come from the recall pipeline itself (both channels, fused, this
+        user, scope and category), in any language. The rule's sure answers (the same
+        key; the same entity's same single-valued attribute in a language it reads)
+        are a fast path. Otherwise the fast model judges the candidates close in
+        meaning (``judge_timeout`` seconds at most); its answer, validated, wins.
+        Undecided — no model, the model late or unusable — the likeliest restatement
+        is linked (``Identity.restates``): both stay active, the newer delivered
+        first, and the idle consolidation pass (``consolidate``) decides later. With
+        no model at all, only a neighbour that ``reading`` (the new fact read by
+        meaning, ``memory/meaning.py``) finds to be the same single-valued attribute.
         """
         try:
             found = await self.vectors.nearest(
@@ -571,12 +631,81 @@ class MemoryWriter:
         ruled = decide(key, value, category, candidates, explicit=explicit)
         if ruled.replaces or ruled.same_as is not None or ruled.key != key or ruled.decided_by == "key":
             return ruled.flagged(elsewhere)
-        asked = judge_candidates(key, value, category, candidates)
-        if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and asked:
-            judged = await self._judge(category, key, value, asked, judge_timeout, explicit)
+        close = by_meaning(key, value, category, found, self._meaning_floor())
+        near = {c.memory.id for c in found if c.dense is not None and c.dense >= LINK_COSINE}
+        likely = await self.reader().likely_restatement(
+            key, reading or Reading(None, None), close, near
+        )
+        if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and close:
+            judged = await self._judge(category, key, value, close, judge_timeout, explicit)
             if judged is not None:
                 return judged.flagged(elsewhere)
+            # Undecided: linked, decided at idle by the same judgement. With an embedder
+            # that reads meaning, only a likely restatement (a distinct fact wrongly
+            # linked would be shown as an earlier version until then); without one,
+            # the closest candidate is all there is to go on.
+            if not self.reader().meaningful:
+                likely = likely or close[0]
+        if likely is not None:
+            return replace(ruled, restates=likely.id).flagged(elsewhere)
         return ruled.flagged(elsewhere)
+
+    def reader(self) -> MeaningReader:
+        """The attribute reader of the embedder in use (its prototypes embedded once)."""
+        embedder = self.vectors.embedder
+        if self._reader is None or self._reader.embedder is not embedder:
+            self._reader = MeaningReader(embedder, self.vectors.index.directory)
+        return self._reader
+
+    async def warm(self) -> None:
+        """Ready the attribute reader (its prototypes' vectors) once the vectors are
+        loaded, so the first /remember does not embed them."""
+        reader = self.reader()
+        if not reader.meaningful:
+            return
+        try:
+            await reader.prepare()
+        except Exception as exc:  # read at the first write instead
+            log.info("[MEMORY_IDENTITY] attribute prototypes not ready: %s", exc)
+
+    def _meaning_floor(self) -> float | None:
+        """The cosine below which a neighbour is not close enough in meaning to ask
+        about: recall's own threshold for this embedder (None: lexical-only)."""
+        if not self.vectors.ready:
+            return None
+        return self.vectors.recaller.threshold
+
+    async def consolidate(self, *, timeout: float = CONSOLIDATE_TIMEOUT) -> int:
+        """The idle pass: each open ``restates`` link decided by the fast model's
+        validated judgement — the same fact supersedes the older (restorable), another
+        fact unlinks — audited "decided later by the model". A link the model cannot
+        decide now stays for the next pass. The number of links decided."""
+        if self.llm is None:
+            return 0
+        decided = 0
+        for row in await self.store.list(user=self.user, statuses=[Status.ACTIVE], linked=True):
+            older = await self.store.get(row.restates)
+            same: bool | None = False
+            if older is not None and older.status is Status.ACTIVE and older.key != row.key:
+                same = await self._decide_later(row, older, timeout)
+            if same is None:
+                continue
+            gone = await self.store.settle(
+                row.id, same_fact=same, origin=Origin.AGENT, now=self.clock(), reason=DECIDED_LATER
+            )
+            if gone is not None:
+                decided += 1
+            if gone:
+                await self.vectors.remove(gone)
+        return decided
+
+    async def _decide_later(self, row: Memory, older: Memory, timeout: float) -> bool | None:
+        """Whether ``row`` restates ``older`` by the model's judgement; None: undecided."""
+        answer = await self._ask(judge_messages(str(row.category), row.key, row.value, [older]), timeout)
+        judged = None if answer is None else parse_judgement(answer, row.key, row.value, [older])
+        if judged is None:
+            return None
+        return judged.same_as is not None or judged.key == older.key or older.id in judged.replaces
 
     async def _judge(
         self,

@@ -300,7 +300,8 @@ class ChatScreen(Screen[None]):
             self._pasted = False
             self.warm_recall()
             return
-        # Also while starting or busy: warm_recall then leaves it to the return to idle.
+        # Also while busy (warmed then); while starting warm_recall leaves it to the
+        # return to idle.
         self._warm_timer = asyncio.get_running_loop().call_later(WARM_DELAY, self.warm_recall)
 
     def warm_recall(self) -> None:
@@ -308,6 +309,7 @@ class ChatScreen(Screen[None]):
         sent as it stands gets its memory in the first request (the prefetch never waits)."""
         self._warm_timer = None
         text = self.query_one(PromptInput).text
+        log.debug("[TUI] text settled: %d characters, app %s", len(text), self.qapp.state)
         # Also while a reply ends (a message typed as the last one finishes, sent when
         # it has): the query adopts it and leaves out what that reply brought into view.
         if not text.strip() or parse_command(text) is not None or self.qapp.state == "starting":

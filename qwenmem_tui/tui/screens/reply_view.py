@@ -29,6 +29,8 @@ from qwenmem_tui.tui.widgets.items import AssistantItem
 from qwenmem_tui.tui.widgets.plain_items import ToolCallItem
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from qwenmem_tui.chat.session import ChatSession
     from qwenmem_tui.storage.sessions import Item
     from qwenmem_tui.tui.host import Host
@@ -134,5 +136,5 @@ class ReplyView(ChatEventHandler):
         await self._end_reply()
 
 
-def _severity(level: str) -> str:
-    return {"warning": "warning", "error": "error"}.get(level, "information")
+def _severity(level: str) -> SeverityLevel:
+    return "warning" if level == "warning" else "error" if level == "error" else "information"

@@ -175,7 +175,7 @@ class ChatLog(VerticalScroll, can_focus=False):
         end = min(len(self._items), start + PAGE_SIZE)
         page = self._page(start, end)
         self._pages = [page]
-        before = self._later_line if self._later_line.parent is self else None
+        before: Widget | None = self._later_line if self._later_line.parent is self else None
         if before is None:
             # Widgets added live since the items were shown stay below the pages.
             index = 1 if self._earlier_line.parent is self else 0
@@ -280,7 +280,10 @@ class ChatLog(VerticalScroll, can_focus=False):
             if pivot.parent is self:
                 self.scroll_to(y=pivot.virtual_region.y - offset, animate=False, immediate=True)
 
-        return lambda: self.call_after_refresh(restore)
+        def restore_later() -> None:
+            self.call_after_refresh(restore)
+
+        return restore_later
 
     async def show_first(self) -> None:
         """Jump to the first stored item (Home), releasing what is mounted."""

@@ -161,7 +161,7 @@ class FrozenBlocks(Widget):
             self.pieces[len(self._heights) :], self._measured[len(self._heights) :]
         ):
             exact = size is not None and size.width == width
-            self._heights.append(size.height if exact else estimated_height(piece, width))
+            self._heights.append(size.height if size is not None and exact else estimated_height(piece, width))
         return self._heights
 
     def render(self) -> Content:

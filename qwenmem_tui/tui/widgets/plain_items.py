@@ -17,7 +17,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
-from qwenmem_tui.chat.view import format_tool_call as format_call
+from qwenmem_tui.text import format_tool_call as format_call
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class InterruptedMark(Static):
 
 
 def format_tool_call(name: str, arguments: str) -> str:
-    """`name(key=value, …)` on one line, shortened (`chat.view.format_tool_call`), safe
+    """`name(key=value, …)` on one line, shortened (`text.format_tool_call`), safe
     for the terminal."""
     return terminal_safe(format_call(name, arguments))
 

@@ -26,7 +26,7 @@ from qwenmem_tui.features.memory.extract import (
     parse_proposals,
 )
 from qwenmem_tui.features.memory.guard import FLAG_COPIED
-from qwenmem_tui.features.memory.identity import JUDGE_SYSTEM_PROMPT
+from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT
 from qwenmem_tui.features.memory.model import Origin, Status
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.features.memory.provenance import Provenance

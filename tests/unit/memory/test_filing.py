@@ -18,9 +18,10 @@ import pytest
 from memtest_support import PROJECT_A, PROJECT_B
 
 from qwenmem_tui.features.memory.filing import parse_filing
-from qwenmem_tui.features.memory.identity import JUDGE_SYSTEM_PROMPT, file_note
+from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT
 from qwenmem_tui.features.memory.model import GLOBAL_SCOPE, Category, Status
 from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.subject import file_note
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, by_system_prompt
 
 

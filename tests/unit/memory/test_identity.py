@@ -13,15 +13,8 @@ import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
 
 from qwenmem_tui.features.memory.backup import import_lines
-from qwenmem_tui.features.memory.identity import (
-    JUDGE_SYSTEM_PROMPT,
-    about,
-    classify_note,
-    decide,
-    file_note,
-    parse_judgement,
-    restates,
-)
+from qwenmem_tui.features.memory.identity import decide
+from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT, parse_judgement
 from qwenmem_tui.features.memory.model import (
     AuditAction,
     Category,
@@ -32,6 +25,12 @@ from qwenmem_tui.features.memory.model import (
     WriteAction,
 )
 from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.subject import (
+    about,
+    classify_note,
+    file_note,
+    restates,
+)
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, by_system_prompt
 
@@ -367,29 +366,48 @@ async def test_a_model_noop_refreshes_the_memory_already_saying_it(
     assert await active(judged) == [("favourite_editor", "my favourite editor is vim")]
 
 
-async def test_a_late_or_nonsense_model_answer_falls_back_to_the_rule(
+async def test_an_undecided_pair_is_linked_then_decided_later_by_the_model(
     judged: MemoryService, fake: FakeOpenAI
 ) -> None:
-    await judged.remember("my favourite editor is vim", project=PROJECT_A)
-    fake.script(Reply("I think you should update it!"))
+    """A nonsense or late answer merges nothing: the new fact is linked to the older
+    one it may restate, and the idle pass asks again — an update supersedes the older
+    (audited, restorable), an add only drops the link."""
+    first = await judged.remember("my favourite editor is vim", project=PROJECT_A)
+    fake.script(
+        Reply("I think you should update it!"),
+        Reply(json.dumps({"action": "update", "id": first.memory.id})),
+    )
     nonsense = await judged.save(
         "user", "editor_choice", "helix these days", origin="user", project=PROJECT_A,
         judge_timeout=5.0,
     )
-    assert len(judge_requests(fake)) == 1 and nonsense.memory.key == "editor_choice"
+    assert nonsense.action is WriteAction.CREATED and nonsense.memory.restates == first.memory.id
+    await judged.consolidated()
+    assert len(judge_requests(fake)) == 2
+    older = await judged.get(first.memory.id)
+    assert older.status is Status.SUPERSEDED and older.superseded_by == nonsense.memory.id
+    assert any("decided later by the model" in e.reason for e in await judged.audit(first.memory.id))
+    assert (await judged.get(nonsense.memory.id)).restates is None
 
     gate = threading.Event()
-    fake.script(Reply(json.dumps({"action": "update", "id": 1}), gate=gate))
+    fake.script(
+        Reply(json.dumps({"action": "update", "id": nonsense.memory.id}), gate=gate),
+        Reply(json.dumps({"action": "add", "id": None})),
+    )
     try:
         late = await judged.save(
-            "user", "editor_of_the_week", "kakoune", origin="user", project=PROJECT_A,
+            "user", "editor", "kakoune", origin="user", project=PROJECT_A,
             judge_timeout=0.2,
         )
     finally:
         gate.set()
-    assert len(judge_requests(fake)) == 2 and late.action is WriteAction.CREATED
-    # The rule's answer both times: editors by other names are new subjects to it.
-    assert len(await active(judged)) == 3
+    assert late.action is WriteAction.CREATED and late.memory.restates == nonsense.memory.id
+    await judged.consolidated()
+    assert len(judge_requests(fake)) == 4
+    assert (await judged.get(late.memory.id)).restates is None
+    assert len(await active(judged)) == 2
+    [unlinked] = [e for e in await judged.audit(late.memory.id) if e.action is AuditAction.UNLINK]
+    assert "decided later by the model" in unlinked.reason
 
 
 async def test_the_model_is_not_asked_when_the_rule_knows_or_nothing_is_related(
@@ -438,7 +456,8 @@ async def test_another_user_s_fact_of_the_same_subject_is_never_touched(
         ("I drive a blue Fiat", "user", "car"),
         ("use ruff for linting", "project", "tool_for_linting"),
         ("prefer pytest over unittest", "feedback", "preference_pytest_unittest"),
-        ("answer in Portuguese", "feedback", "answer_portuguese"),
+        # Nothing the rule can name: a value-free key (the embedder names it by meaning).
+        ("answer in Portuguese", "feedback", "note"),
         # Other people's facts are the project's (its team), never the user's.
         ("Keiko prefers meetings after 14:00", "project", "keiko_preferences"),
         ("Tobias: loves rock climbing", "project", "tobias_likes"),

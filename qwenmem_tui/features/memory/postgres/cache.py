@@ -10,6 +10,8 @@ with the SQLite index or another server's.
 
 from __future__ import annotations
 
+import builtins
+
 import hashlib
 import json
 import logging
@@ -156,7 +158,7 @@ class LocalCache:
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         self.directory.mkdir(parents=True, exist_ok=True)
         tmp = self.directory / f"snapshot.{os.getpid()}.tmp.npz"
-        np.savez(tmp, **arrays)
+        np.savez(tmp, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
         os.replace(tmp, self.path)
         self._saved_generation = generation
         self._write_state({"instance": store.instance_id, "user": self.user, "generation": generation})
@@ -212,13 +214,17 @@ class ReadOnlyCacheStore(write_plan.PlannedStore):
         user: str | None = None,
         scopes: Collection[str] | None = None,
         statuses: Collection[Status] | None = None,
-    ) -> list[Memory]:
+        key_prefix: str | None = None,
+        linked: bool = False,
+    ) -> builtins.list[Memory]:
         return [
             m
             for m in self._rows.values()
             if (user is None or m.user == user)
             and (scopes is None or m.scope in scopes)
+            and (not linked or m.restates is not None)
             and (statuses is None or m.status in statuses)
+            and (key_prefix is None or m.key.startswith(key_prefix))
         ]
 
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
@@ -234,7 +240,7 @@ class ReadOnlyCacheStore(write_plan.PlannedStore):
     async def _lexical_search(
         self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
         exclude: Collection[int], limit: int,
-    ) -> list[tuple[int, float]]:
+    ) -> builtins.list[tuple[int, float]]:
         # A few thousand cached rows at most: the share of terms each holds will do.
         allowed = await self.allowed_ids(user=user, scopes=scopes, now=now)
         skip = set(exclude)
@@ -264,10 +270,10 @@ class ReadOnlyCacheStore(write_plan.PlannedStore):
         keep = np.isin(all_ids, np.asarray(ids, dtype=np.int64))
         return all_ids[keep], matrix[keep]
 
-    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> list[Memory]:
+    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> builtins.list[Memory]:
         return []  # nothing can be embedded and stored while read-only
 
-    async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:
+    async def audit(self, memory_id: int | None = None) -> builtins.list[AuditEntry]:
         return []  # the audit trail lives on the server only
 
     async def metrics(self) -> dict[str, float]:

@@ -23,6 +23,8 @@ key and value again only refreshes the row.
 """
 from __future__ import annotations
 
+import builtins
+
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
@@ -295,9 +297,11 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         user: str | None = None,
         scopes: Collection[str] | None = None,
         statuses: Collection[Status] | None = None,
-    ) -> list[Memory]:
-        where: list[str] = []
-        params: list[Any] = []
+        key_prefix: str | None = None,
+        linked: bool = False,
+    ) -> builtins.list[Memory]:
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
         if user is not None:
             params.append(user)
             where.append(f"username = ${len(params)}")
@@ -307,11 +311,16 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         if statuses is not None:
             params.append([Status(s).value for s in statuses])
             where.append(f"status = ANY(${len(params)}::text[])")
+        if key_prefix is not None:
+            params.append(key_prefix)
+            where.append(f"starts_with(key, ${len(params)})")
+        if linked:
+            where.append("restates IS NOT NULL")
         sql = f"SELECT {COLUMNS} FROM memories"
         if where:
             sql += " WHERE " + " AND ".join(where)
 
-        async def body(conn: asyncpg.Connection) -> list[Memory]:
+        async def body(conn: asyncpg.Connection) -> builtins.list[Memory]:
             return [row_to_memory(r) for r in await conn.fetch(sql + " ORDER BY id", *params)]
 
         return await self._read(body)
@@ -340,7 +349,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
     async def _lexical_search(
         self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
         exclude: Collection[int], limit: int,
-    ) -> list[tuple[int, float]]:
+    ) -> builtins.list[tuple[int, float]]:
         # Terms are letters and digits only (lexical.query_terms), so joined by "|"
         # they are a valid tsquery; folded the same way as the indexed text.
         sql = (
@@ -354,7 +363,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
             " | ".join(terms), ACTIVE, user, list(scopes), now, [int(i) for i in exclude], limit
         )
 
-        async def body(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+        async def body(conn: asyncpg.Connection) -> builtins.list[asyncpg.Record]:
             return await conn.fetch(sql, *params)
 
         return [(int(r["id"]), float(r["score"])) for r in await self._read(body)]
@@ -363,7 +372,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         return await self._read(read_generation)
 
     async def vector_ids(self, embedding_model: str, *, user: str | None = None) -> np.ndarray:
-        async def body(conn: asyncpg.Connection) -> list[int]:
+        async def body(conn: asyncpg.Connection) -> builtins.list[int]:
             return await conn.fetchval(
                 "SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM memories"
                 " WHERE status = $1 AND embedding_model = $2 AND embedding IS NOT NULL"
@@ -385,7 +394,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
             " WHERE status = $1 AND embedding_model = $2 AND embedding IS NOT NULL"
             " AND ($3::text IS NULL OR username = $3)"
         )
-        params: list[Any] = [ACTIVE, embedding_model, user]
+        params: builtins.list[Any] = [ACTIVE, embedding_model, user]
         if ids is not None:
             sql += " AND id = ANY($4::bigint[])"
             params.append([int(i) for i in ids])
@@ -400,8 +409,8 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         vectors = np.frombuffer(row["blob"], dtype="<f4").reshape(len(out_ids), row["width"] // 4)
         return out_ids, vectors.astype(np.float32)
 
-    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> list[Memory]:
-        async def body(conn: asyncpg.Connection) -> list[Memory]:
+    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> builtins.list[Memory]:
+        async def body(conn: asyncpg.Connection) -> builtins.list[Memory]:
             rows = await conn.fetch(
                 f"SELECT {COLUMNS} FROM memories WHERE status = ANY($1::text[])"
                 " AND (embedding IS NULL OR embedding_model != $2)"
@@ -414,14 +423,14 @@ class PostgresMemoryStore(write_plan.PlannedStore):
 
         return await self._read(body)
 
-    async def audit(self, memory_id: int | None = None) -> list[AuditEntry]:
+    async def audit(self, memory_id: int | None = None) -> builtins.list[AuditEntry]:
         sql = AUDIT_SELECT
         params: tuple[Any, ...] = ()
         if memory_id is not None:
             sql += " WHERE memory_id = $1"
             params = (memory_id,)
 
-        async def body(conn: asyncpg.Connection) -> list[AuditEntry]:
+        async def body(conn: asyncpg.Connection) -> builtins.list[AuditEntry]:
             return [audit_from_row(r) for r in await conn.fetch(sql + " ORDER BY id", *params)]
 
         return await self._read(body)
@@ -436,15 +445,15 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         return await self._read(body)
 
     async def counts_by_status(self) -> dict[str, int]:
-        async def body(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+        async def body(conn: asyncpg.Connection) -> builtins.list[asyncpg.Record]:
             return await conn.fetch("SELECT status, count(*) AS n FROM memories GROUP BY status")
 
         return status_counts((r["status"], r["n"]) for r in await self._read(body))
 
-    async def active_rows(self, user: str) -> tuple[list[Memory], dict[int, tuple[str, bytes]]]:
+    async def active_rows(self, user: str) -> tuple[builtins.list[Memory], dict[int, tuple[str, bytes]]]:
         """This user's active rows and their vectors: what the local read-only cache keeps."""
 
-        async def body(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+        async def body(conn: asyncpg.Connection) -> builtins.list[asyncpg.Record]:
             return await conn.fetch(
                 f"SELECT {COLUMNS}, embedding FROM memories WHERE status = $1 AND username = $2 ORDER BY id",
                 ACTIVE,

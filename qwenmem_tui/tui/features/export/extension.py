@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from qwenmem_tui.chat.view import content_text
 from qwenmem_tui.clipboard import system_copy
-from qwenmem_tui.features.export.formats import default_name, export_session
+from qwenmem_tui.features.export.formats import ExportFormat, default_name, export_session
 from qwenmem_tui.paths import private_dir
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.host import SlashCommand
@@ -80,7 +80,7 @@ async def _export(app: Host, args: str) -> None:
             return
     else:
         path = app.paths.exports_dir / default_name(session.info)
-    fmt = "json" if path.suffix.lower() == ".json" else "md"
+    fmt: ExportFormat = "json" if path.suffix.lower() == ".json" else "md"
     text = export_session(session.info, session.items, fmt, now=app.clock())
 
     def write() -> None:

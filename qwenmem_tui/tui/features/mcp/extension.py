@@ -9,6 +9,7 @@ lists them on /mcp and asks the user before an untrusted tool runs.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import TYPE_CHECKING
 
@@ -55,7 +56,10 @@ class McpFeature:
         for server in servers.servers.values():
             opening = server.opening
             if opening is not None:
-                opening.add_done_callback(lambda _, server=server: self._started(server))
+                opening.add_done_callback(functools.partial(self._opened, server))
+
+    def _opened(self, server: McpServer, opening: object) -> None:
+        self._started(server)
 
     def _started(self, server: McpServer) -> None:
         if server.state == "ready" and self._servers is not None:
@@ -97,6 +101,7 @@ class McpFeature:
         if decision is None:  # Esc: cancel the turn, as Esc does on the chat screen
             app.session.cancel()
             await asyncio.Event().wait()  # the cancellation arrives here
+            raise asyncio.CancelledError  # not reached: the wait ends by cancellation
         return decision
 
     def show(self, app: Host, args: str) -> None:

@@ -38,6 +38,8 @@ from qwenmem_tui.tui.host import SlashCommand
 from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from qwenmem_tui.storage.sessions import Item
     from qwenmem_tui.tui.host import Host
 
@@ -71,7 +73,7 @@ class MemoryFeature:
         self._context = context
         self._memory = memory
         self._app: Host | None = None
-        self._pending_notices: list[tuple[str, str]] = []
+        self._pending_notices: list[tuple[str, SeverityLevel]] = []
         self._rebuilding: int | None = None  # vectors in a rebuild worth a notice
         self._review: int | None = None  # memories awaiting review, as last shown
         memory.progress_listeners.append(self._progress)
@@ -119,11 +121,11 @@ class MemoryFeature:
         task.result().review_listeners.append(self._review_changed)
         self._review_changed()
 
-    def _notify(self, text: str, severity: str = "information") -> None:
+    def _notify(self, text: str, severity: SeverityLevel = "information") -> None:
         if self._app is None:
             self._pending_notices.append((text, severity))
         else:
-            self._app.notify(text, severity=severity)  # type: ignore[arg-type]
+            self._app.notify(text, severity=severity)
 
     def attach(self, app: Host) -> None:
         """The chat screen is up: notices can show now."""

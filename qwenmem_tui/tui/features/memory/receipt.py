@@ -122,7 +122,7 @@ class MemoryReceipt(Vertical, can_focus=True):
     def close(self) -> None:
         self.remove_class("-open")
 
-    def action_toggle(self) -> None:
+    def action_toggle(self) -> None:  # type: ignore[override]  # DOMNode's takes an attribute
         if self.is_open:
             self.close()
         else:

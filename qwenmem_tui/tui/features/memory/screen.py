@@ -104,8 +104,14 @@ def memory_cells(memory: Memory, now: float, value_width: int) -> tuple[str, ...
         str(memory.status),
         short_span(now - memory.created_at),
         expires_label(memory.expires_at, now),
-        ", ".join(memory.flags),
+        ", ".join(_marks(memory)),
     )
+
+
+def _marks(memory: Memory) -> list[str]:
+    """Its flags, and the older memory it may restate while that is undecided."""
+    linked = [f"may replace #{memory.restates}"] if memory.restates is not None else []
+    return [*memory.flags, *linked]
 
 
 def value_width(rows: Sequence[Memory], now: float, available: int) -> int:
@@ -180,6 +186,8 @@ def detail_content(
     ]
     if memory.flags:
         facts.append("flags " + ", ".join(memory.flags))
+    if memory.restates is not None:
+        facts.append(f"may replace #{memory.restates} (both kept until the model decides)")
     parts: list[str | tuple[str, str] | Content] = [
         (f"#{memory.id} {memory.category}/{terminal_safe(memory.key)}", "bold"),
         ("  " + " · ".join(facts), "dim"),

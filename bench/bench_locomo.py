@@ -1,0 +1,148 @@
+"""LoCoMo evidence recall: data nobody here tuned on (issue 39).
+
+    .venv/bin/python bench/bench_locomo.py DIR [--conversations 10] [--embedding auto]
+
+DIR holds LoCoMo's ten conversations (``26.json`` … ``50.json`` of
+``data/locomo10.zip`` in github.com/snap-research/locomo, locomo10_v2; CC BY-NC 4.0,
+so it is not copied into this repository). Each conversation goes into a fresh home
+as a user would bring it: ``memory import`` of one JSON line per turn, category
+``reference``, ``"Name: text"``, ``stated_at`` the session's date — untrusted (no
+``--trust``), so the guard judges every turn. Then every question with evidence
+(categories 1-4; 5 is adversarial and has none) is asked of recall: evidence recall@k
+is the share of questions for which at least one evidence turn is among the first k,
+beside BM25 (the store's FTS5 bm25 alone) on the same rows. Also MRR, recall latency
+p50/p95 and the memory tokens a question would carry (its top 5 as the block).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import qwenmem_tui.features.registry  # noqa: F401 (registers the features' settings sections)
+from qwenmem_tui.config import Settings
+from qwenmem_tui.features.memory import backup
+from qwenmem_tui.features.memory.lexical import query_terms
+from qwenmem_tui.features.memory.model import GLOBAL_SCOPE
+from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.paths import Paths
+
+PROJECT = "/bench/locomo"
+
+
+def when(text: str) -> str:
+    """LoCoMo's "1:56 pm on 8 May, 2023" as ISO 8601."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").isoformat()
+
+
+def turns(conversation: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(import lines, dia_id of each line)."""
+    lines, dia = [], []
+    for name, session in conversation.items():
+        if not name.startswith("session_") or not isinstance(session, list):
+            continue
+        stated = when(conversation[f"{name}_date_time"])
+        for turn in session:
+            value = f"{turn['speaker']}: {turn['text']}"
+            key = f"{name}_{turn['dia_id'].replace(':', '_')}".lower()
+            lines.append(json.dumps({"category": "reference", "key": key, "value": value, "stated_at": stated}))
+            dia.append(turn["dia_id"])
+    return lines, dia
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.ranks: list[int | None] = []
+
+    def add(self, ranked: list[int], wanted: set[int]) -> None:
+        self.ranks.append(next((i + 1 for i, m in enumerate(ranked) if m in wanted), None))
+
+    def at(self, k: int) -> float:
+        return sum(1 for r in self.ranks if r is not None and r <= k) / len(self.ranks)
+
+    def mrr(self) -> float:
+        return sum(1 / r for r in self.ranks if r is not None) / len(self.ranks)
+
+
+async def conversation_run(path: Path, embedding: str, fused: Tally, bm25: Tally, stats: dict[str, list[float]]) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    lines, dia = turns(data)
+    with tempfile.TemporaryDirectory(prefix="qwenmem-bench-locomo-") as tmp:
+        paths = Paths(Path(tmp))
+        paths.ensure()
+        settings = Settings.model_validate({"general": {"user": "bench"}, "memory": {"embedding": embedding}})
+        svc = await MemoryService.open(settings, paths)
+        try:
+            report = await backup.import_lines(svc, lines, project=PROJECT)
+            stats["held"].append(report.counts.get("quarantined", 0))
+            stats["turns"].append(len(lines))
+            by_dia = dict(zip(dia, report.ids, strict=False))
+            for qa in data["qa"]:
+                if qa.get("category") == 5 or not qa.get("evidence"):
+                    continue
+                wanted = {by_dia[e] for e in qa["evidence"] if e in by_dia}
+                started = time.perf_counter()
+                result = await svc.recall(qa["question"], project=PROJECT, k=10, record=False)
+                stats["latency"].append((time.perf_counter() - started) * 1000)
+                stats["tokens"].append(float(svc_tokens(result, 5)))
+                fused.add(result.ids, wanted)
+                hits = await svc.store.lexical_search(
+                    query_terms(qa["question"]), user="bench", scopes=(GLOBAL_SCOPE, PROJECT),
+                    now=svc.clock(), exclude=(), limit=10,
+                )
+                bm25.add([i for i, _ in hits], wanted)
+        finally:
+            await svc.close()
+
+
+def svc_tokens(result: Any, k: int) -> int:
+    from qwenmem_tui.features.memory.render import render_block
+    from qwenmem_tui.text import estimate_text_tokens
+
+    return estimate_text_tokens(render_block(result.memories[:k], result.rendered_at))
+
+
+async def run(args: argparse.Namespace) -> None:
+    files = sorted(Path(args.dir).glob("*.json"))[: args.conversations]
+    fused, bm25 = Tally(), Tally()
+    stats: dict[str, list[float]] = {"latency": [], "tokens": [], "held": [], "turns": []}
+    for path in files:
+        await conversation_run(path, args.embedding, fused, bm25, stats)
+        print(f"  {path.name}: {len(fused.ranks)} questions so far, R@5 {fused.at(5):.3f} "
+              f"vs BM25 {bm25.at(5):.3f}", file=sys.stderr, flush=True)
+    report(files, fused, bm25, stats, args.embedding)
+
+
+def report(files: list[Path], fused: Tally, bm25: Tally, stats: dict[str, list[float]], embedding: str) -> None:
+    """The table, after every conversation."""
+    lat = sorted(stats["latency"])
+    print(f"{len(files)} conversations, {int(sum(stats['turns']))} turns imported "
+          f"({int(sum(stats['held']))} held), {len(fused.ranks)} questions, embedder {embedding}\n")
+    print("| | R@5 | R@10 | MRR | p50 ms | p95 ms | tokens/question (top 5) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(f"| BM25 (FTS5) | {bm25.at(5):.3f} | {bm25.at(10):.3f} | {bm25.mrr():.3f} | | | |")
+    print(f"| qwenmem recall | {fused.at(5):.3f} | {fused.at(10):.3f} | {fused.mrr():.3f} | "
+          f"{statistics.median(lat):.0f} | {lat[int(0.95 * (len(lat) - 1))]:.0f} | "
+          f"{statistics.median(stats['tokens']):.0f} |")
+    print(f"\nR@5 ratio to BM25: {fused.at(5) / bm25.at(5):.2f}x")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dir", help="the directory of LoCoMo's conversation JSON files")
+    parser.add_argument("--conversations", type=int, default=10)
+    parser.add_argument("--embedding", default="auto", choices=("auto", "hash"))
+    asyncio.run(run(parser.parse_args(argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
