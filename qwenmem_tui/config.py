@@ -130,8 +130,8 @@ class SettingsSection(Generic[S]):
     env: tuple[tuple[str, str], ...] = ()
     """(variable, key) pairs: a set variable wins over the file's `table.key`."""
     shared: bool = False
-    """Its keys join a table another owns (`[general]`, where the contract puts the
-    recap's) instead of a table of its own."""
+    """Its keys join a table another owns (`[general]`, where the contract puts some
+    features' keys) instead of a table of its own."""
 
     def of(self, settings: Settings) -> S:
         """This section of `settings` (its defaults when the settings were composed
@@ -171,7 +171,8 @@ class Settings(Section):
         return None
 
     def effective_fast_model(self) -> str:
-        """Side queries (titles, recaps, extraction) use the fast model when there is one."""
+        """Side queries (the features' calls aside from the chat) use the fast model
+        when there is one."""
         return self.llm.fast_model or self.llm.model
 
 

@@ -29,21 +29,18 @@ import importlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatSession
 from qwenmem_tui.chat.view import model_messages
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.feature import FeatureKey
-from qwenmem_tui.features.instructions.files import (
-    Instructions,
-    load_instructions,
-    with_instructions,
-)
+from qwenmem_tui.features import registry
+from qwenmem_tui.features.feature import FeatureKey, PromptPart
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.reads import StartupError, check_resume, find_session  # noqa: F401 (re-exported)
@@ -169,7 +166,7 @@ class Runtime:
         assembly: Assembly,
         model_defaults: LocalChatDefaults | None,
         hooks: Sequence[QueryHook],
-        instructions: Instructions = Instructions(),
+        prompt_parts: Mapping[str, PromptPart] = MappingProxyType({}),
     ) -> None:
         self.settings = settings
         self.paths = paths
@@ -182,9 +179,10 @@ class Runtime:
         self._owns_llm = owns_llm
         self.assembly = assembly
         self.model_defaults = model_defaults
-        self.instructions = instructions
+        self.prompt_parts = prompt_parts
         """The project instruction files in force (AGENTS.md, QWEN.md, CLAUDE.md)."""
-        self.system_prompt = with_instructions(system_prompt_for(model_defaults), instructions)
+        sections = [part.section() for part in prompt_parts.values()]
+        self.system_prompt = "\n\n".join([system_prompt_for(model_defaults), *filter(None, sections)])
         # A test's own hooks, ahead of every chat's feature hooks.
         self._hooks = tuple(hooks)
         self._closed = False
@@ -231,7 +229,7 @@ class Runtime:
         store down, reconnecting).
 
         `cwd` (default: `root`): where the user works; the project instruction files
-        from `root` down to it go into the system prompt (`qwenmem_tui.features.instructions.files`).
+        from `root` down to it go into the system prompt (each feature's `prompt`).
 
         `chats=False`: a face that serves no chats (`qwenmem mcp`, spawned per client
         session, must answer at once): only the features that serve without chats are
@@ -249,14 +247,14 @@ class Runtime:
         try:
             await opening.open_database(on_database_retry, check_integrity=check_integrity)
             await opening.preload()
-            instructions = await opening.instructions(cwd)
+            prompt_parts = await opening.prompt_parts(cwd)
             names = await features if inspect.isawaitable(features) else features
             client = await opening.client()
             runtime = opening.build(
                 cls,
                 client,
                 opening.feature_names(names),
-                instructions,
+                prompt_parts,
                 model_defaults=model_defaults,
                 extra_tools=extra_tools,
                 hooks=hooks,
@@ -307,6 +305,10 @@ class Runtime:
         """A feature's state for the runtime's life (None when it does not run),
         typed by its `FeatureKey`."""
         return self.assembly.state(key)
+
+    def prompt_part(self, key: FeatureKey[T]) -> T | None:
+        """What feature `key` added to the system prompt (None: nothing read)."""
+        return cast("T | None", self.prompt_parts.get(key.name))
 
     async def tools_settled(self) -> None:
         """Wait for the tools that join late to come up (or fail, within their
@@ -362,8 +364,8 @@ class Runtime:
         return await find_session(self.store, self.project, ref)
 
     def model_view(self, items: Sequence[Item]) -> list[dict[str, Any]]:
-        """What the model sees of stored items (after the last /clear, compaction
-        folded), with this runtime's system prompt: a history without opening a chat."""
+        """What the model sees of stored items (after the last /clear, summarised
+        history folded), with this runtime's system prompt: a history without opening a chat."""
         return model_messages(items, self.system_prompt)
 
     # -- closing -------------------------------------------------------------------
@@ -432,13 +434,18 @@ class _Opening:
 
             await asyncio.to_thread(secrets.load)
 
-    async def instructions(self, cwd: Path | None) -> Instructions:
-        """The project instruction files from the root down to `cwd` (none read for a
-        face that serves no chats: there is no system prompt)."""
+    async def prompt_parts(self, cwd: Path | None) -> dict[str, PromptPart]:
+        """What each registered feature adds to the system prompt, read for the project
+        from the root down to `cwd` (the instruction files); nothing for a face that
+        serves no chats (there is no system prompt)."""
         if not self.chats:
-            return Instructions()
+            return {}
         where = cwd if cwd is not None else self.root
-        return await asyncio.to_thread(load_instructions, self.root, where, self.paths.home)
+        return {
+            f.name: await asyncio.to_thread(f.prompt, self.root, where, self.paths.home)
+            for f in registry.FEATURES
+            if f.prompt is not None
+        }
 
     async def client(self) -> LLMClient | None:
         """The chat's client: the one given, the started model's, or one from the
@@ -464,7 +471,7 @@ class _Opening:
         runtime: type[Runtime],
         client: LLMClient | None,
         names: Collection[str] | None,
-        instructions: Instructions,
+        prompt_parts: Mapping[str, PromptPart],
         *,
         model_defaults: LocalChatDefaults | None,
         extra_tools: Sequence[Tool],
@@ -501,7 +508,7 @@ class _Opening:
             assembly=assembly,
             model_defaults=model_defaults,
             hooks=hooks,
-            instructions=instructions,
+            prompt_parts=prompt_parts,
         )
 
     def feature_names(self, names: Collection[str] | None) -> Collection[str] | None:

@@ -58,6 +58,14 @@ class FeatureKey(Generic[T]):
     name: str
 
 
+class PromptPart(Protocol):
+    """What a feature adds to every chat's system prompt (`Feature.prompt`)."""
+
+    def section(self) -> str:
+        """The text after the system prompt ("" adds nothing)."""
+        ...
+
+
 class RuntimeView(Protocol):
     """What a feature's helpers for faces read of an open runtime (`runtime.Runtime`),
     without the feature importing the runtime above it."""
@@ -189,6 +197,11 @@ class Feature:
     mcp: FaceRef | None = None
     """Its MCP tools for `qwenmem mcp`: a ``register(server, backend)`` in its
     `mcp_tools.py`."""
+    prompt: Callable[[Path, Path, Path], PromptPart] | None = None
+    """What it adds to the system prompt, read once per runtime that serves chats:
+    ``(project_root, cwd, home) -> PromptPart`` (blocking: run in a thread). Every
+    registered feature's is read, whichever are assembled (a chat's prompt does not
+    depend on a face's selection)."""
     items: tuple[ItemKind, ...] = ()
     """The display items it stores (a recap line, a memory receipt, a compaction
     marker) and their renderers."""

@@ -487,7 +487,7 @@ class QwenmemApp(App[None]):
             clock=self.clock,
             features=features,
             states=runtime.assembly.states,
-            instructions=runtime.instructions,
+            prompt_parts=runtime.prompt_parts,
         )
         assert self._extension_factories is not None  # resolved by _extension_features
         for factory in self._extension_factories:

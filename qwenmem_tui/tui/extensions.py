@@ -18,13 +18,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from textual.binding import Binding, BindingType
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.feature import FeatureKey
-from qwenmem_tui.features.instructions.files import Instructions
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.host import BusyState, Host, SlashCommand
 from qwenmem_tui.tui.widgets.plain_items import ItemWidgetFactory
@@ -58,8 +57,12 @@ class AppContext:
     states: Mapping[str, Any] = field(default_factory=dict)
     """Each running feature's state for the runtime's life, by name (memory's
     `MemoryAccess`, opening in the background; MCP's servers, starting)."""
-    instructions: Instructions = Instructions()
-    """The project instruction files in the system prompt."""
+    prompt_parts: Mapping[str, object] = field(default_factory=dict)
+    """What each feature added to the system prompt (the instruction files)."""
+
+    def prompt_part(self, key: FeatureKey[T]) -> T | None:
+        """What feature `key` added to the system prompt, typed by its key."""
+        return cast("T | None", self.prompt_parts.get(key.name))
 
     @overload
     def state(self, key: FeatureKey[T]) -> T | None: ...

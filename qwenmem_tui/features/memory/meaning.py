@@ -136,6 +136,10 @@ class MeaningReader:
         """Whether the embedder's vectors carry meaning (the hash one's do not)."""
         return not self.embedder.id.startswith("hash")
 
+    async def prepare(self) -> None:
+        """Embed (or read from the cache) the prototypes now, ahead of the first write."""
+        await self._load()
+
     async def _load(self) -> np.ndarray:
         async with self._lock:
             if self._prototypes is None:

@@ -269,6 +269,7 @@ class MemoryService:
         self.vectors.progress = progress
         await self.sweep()
         await self.vectors.load()
+        await self.writer.warm()
         await self.store.watch(self._store_changed)
         self._linked()  # links a previous run left undecided
 
@@ -276,6 +277,7 @@ class MemoryService:
         """Load the vector side now, ahead of the first recall, for a service opened
         lazily that will recall soon (``qwenmem mcp`` lists memories before it is done)."""
         await self.vectors.load()
+        await self.writer.warm()
 
     async def reembedded(self) -> None:
         """Wait for the background re-embedding, if one is running (tests, tools)."""

@@ -162,6 +162,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         scopes: Collection[str] | None = None,
         statuses: Collection[Status] | None = None,
         key_prefix: str | None = None,
+        linked: bool = False,
     ) -> builtins.list[Memory]:
         where: builtins.list[str] = []
         params: builtins.list[Any] = []
@@ -177,6 +178,8 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         if key_prefix is not None:  # a range, so the (user, scope, category, key) index serves it
             where.append("key >= ? AND key < ?")
             params.extend((key_prefix, key_prefix + "\U0010ffff"))
+        if linked:
+            where.append("restates IS NOT NULL")
         sql = f"SELECT {MEMORY_COLUMNS} FROM memories"
         if where:
             sql += " WHERE " + " AND ".join(where)

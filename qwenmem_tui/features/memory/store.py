@@ -154,10 +154,11 @@ class MemoryStore(ABC):
         scopes: Collection[str] | None = None,
         statuses: Collection[Status] | None = None,
         key_prefix: str | None = None,
+        linked: bool = False,
     ) -> builtins.list[Memory]:
         """Rows matching every given filter, oldest first (``key_prefix``: keys that
         start with it — a write's key and its numbered forms, without reading a store
-        of years)."""
+        of years; ``linked``: only rows with an open ``restates`` link)."""
 
     @abstractmethod
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:

@@ -70,9 +70,10 @@ DECIDED_LATER = "decided later by the model"
 LINK_COSINE = 0.9
 """A neighbour this close (the real embedder's cosine) nearest the same attribute as the
 new fact is linked even when neither reading is clear (see ``meaning.py``)."""
-REMEMBER_JUDGE_TIMEOUT = 3.0
+REMEMBER_JUDGE_TIMEOUT = 2.5
 """Seconds /remember waits for the fast model's add/update/no-op choice: the
-confirmation shows the final decision, and the rule decides when the model is late."""
+confirmation shows the final decision; when the model is late the pair is linked and
+decided later. With the note's embeddings, /remember answers within 3 s."""
 
 
 class MemoryRejected(ValueError):
@@ -374,6 +375,19 @@ class MemoryWriter:
                 flags = [f for f in flags if not holds([f])]
         if vector is not None and (draft.key != key or draft.value != pending.value):
             vector = (await self.vectors.passage_vectors([embed_text(cat, draft.key, draft.value)]))[0]
+        return await self._store(pending, draft, flags, vector, reading, now)
+
+    async def _store(
+        self,
+        pending: PendingWrite,
+        draft: MemoryDraft,
+        flags: list[str],
+        vector: np.ndarray | None,
+        reading: Reading,
+        now: float,
+    ) -> WriteResult:
+        """The decided draft into the store, the recall index and the meaning reader;
+        a restatement link, its trust and a hold announced (the last step of `_commit`)."""
         born = pending.created_at if pending.created_at is not None else now
         result = await self.store.write(
             draft,
@@ -393,8 +407,8 @@ class MemoryWriter:
             log.info(
                 "[MEMORY_GUARD] quarantined #%d %s/%s flags=%s origin=%s",
                 result.memory.id,
-                cat,
-                key,
+                pending.category,
+                pending.key,
                 ",".join(result.memory.flags),
                 draft.origin,
             )
@@ -643,6 +657,17 @@ class MemoryWriter:
             self._reader = MeaningReader(embedder, self.vectors.index.directory)
         return self._reader
 
+    async def warm(self) -> None:
+        """Ready the attribute reader (its prototypes' vectors) once the vectors are
+        loaded, so the first /remember does not embed them."""
+        reader = self.reader()
+        if not reader.meaningful:
+            return
+        try:
+            await reader.prepare()
+        except Exception as exc:  # read at the first write instead
+            log.info("[MEMORY_IDENTITY] attribute prototypes not ready: %s", exc)
+
     def _meaning_floor(self) -> float | None:
         """The cosine below which a neighbour is not close enough in meaning to ask
         about: recall's own threshold for this embedder (None: lexical-only)."""
@@ -658,9 +683,7 @@ class MemoryWriter:
         if self.llm is None:
             return 0
         decided = 0
-        for row in await self.store.list(user=self.user, statuses=[Status.ACTIVE]):
-            if row.restates is None:
-                continue
+        for row in await self.store.list(user=self.user, statuses=[Status.ACTIVE], linked=True):
             older = await self.store.get(row.restates)
             same: bool | None = False
             if older is not None and older.status is Status.ACTIVE and older.key != row.key:

@@ -35,6 +35,8 @@ async def test_a_link_keeps_both_active_and_names_the_older(service: MemoryServi
     assert row is not None and row.restates == older and row.status is Status.ACTIVE
     assert (await service.get(older)).status is Status.ACTIVE
     assert row.to_json()["restates"] == older
+    # The idle pass reads only the open links, not every memory.
+    assert [m.id for m in await service.store.list(user=service.user, linked=True)] == [newer]
 
 
 async def test_the_same_fact_supersedes_the_older_restorably(service: MemoryService) -> None:

@@ -215,12 +215,14 @@ class ReadOnlyCacheStore(write_plan.PlannedStore):
         scopes: Collection[str] | None = None,
         statuses: Collection[Status] | None = None,
         key_prefix: str | None = None,
+        linked: bool = False,
     ) -> builtins.list[Memory]:
         return [
             m
             for m in self._rows.values()
             if (user is None or m.user == user)
             and (scopes is None or m.scope in scopes)
+            and (not linked or m.restates is not None)
             and (statuses is None or m.status in statuses)
             and (key_prefix is None or m.key.startswith(key_prefix))
         ]

@@ -298,6 +298,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         scopes: Collection[str] | None = None,
         statuses: Collection[Status] | None = None,
         key_prefix: str | None = None,
+        linked: bool = False,
     ) -> builtins.list[Memory]:
         where: builtins.list[str] = []
         params: builtins.list[Any] = []
@@ -313,6 +314,8 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         if key_prefix is not None:
             params.append(key_prefix)
             where.append(f"starts_with(key, ${len(params)})")
+        if linked:
+            where.append("restates IS NOT NULL")
         sql = f"SELECT {COLUMNS} FROM memories"
         if where:
             sql += " WHERE " + " AND ".join(where)

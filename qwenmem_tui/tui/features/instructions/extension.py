@@ -7,13 +7,15 @@ from typing import TYPE_CHECKING
 
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.host import SlashCommand
+from qwenmem_tui.features.instructions.feature import INSTRUCTIONS_PROMPT
+from qwenmem_tui.features.instructions.files import Instructions
 
 if TYPE_CHECKING:
     from qwenmem_tui.tui.host import Host
 
 
 async def _build(context: AppContext) -> Extension:
-    instructions = context.instructions
+    instructions = context.prompt_part(INSTRUCTIONS_PROMPT) or Instructions()
     pending = instructions.notices()  # said once, under the first session shown
 
     def opened(app: Host, resumed: bool) -> None:

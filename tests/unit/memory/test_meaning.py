@@ -1,0 +1,49 @@
+"""Reading a fact by meaning (memory/meaning.py) on the real multilingual embedder: a
+note's key names its attribute in any language, never its value; the person's facts
+are theirs (``user``) whatever the sentence's first word; the prototypes' vectors are
+kept in the index directory, private, ready before the first write."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+from memtest_support import PROJECT_A
+
+from qwenmem_tui.features.memory.model import Category, Status
+from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.paths import Paths
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("Ich wohne in München", "home_city"),
+        ("J'habite à Lyon", "home_city"),
+        ("我住在北京", "home_city"),
+        ("私はソニーで働いています", "employer"),
+        ("저는 서울에 살아요", "home_city"),
+        ("Я живу в Москве", "home_city"),
+    ],
+)
+async def test_a_note_is_filed_under_its_attribute_in_any_language(
+    e5_service: MemoryService, text: str, key: str
+) -> None:
+    result = await e5_service.remember(text, project=PROJECT_A)
+    assert (result.memory.category, result.memory.key) == (Category.USER, key)
+
+
+async def test_a_likely_restatement_is_linked_and_a_distinct_fact_is_not(e5_service: MemoryService) -> None:
+    home = await e5_service.remember("Ich wohne in München", project=PROJECT_A)
+    work = await e5_service.remember("Ich arbeite bei Siemens", project=PROJECT_A)
+    moved = await e5_service.remember("Ich bin nach Hamburg gezogen", project=PROJECT_A)
+    assert work.memory.restates is None and moved.memory.restates == home.memory.id
+    assert all(m.status is Status.ACTIVE for m in await e5_service.list(project=PROJECT_A))
+
+
+async def test_the_prototypes_are_kept_private_once_the_vectors_load(
+    e5_service: MemoryService, mem_paths: Paths
+) -> None:
+    await e5_service.start()
+    [kept] = list(mem_paths.index_dir.glob("prototypes-*.npy"))
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
