@@ -197,8 +197,10 @@ def _run(argv: list[str]) -> int:
         print(f"qwenmem: warning: {warning}", file=sys.stderr)
     if (notice := tighten_home(paths)) is not None:
         print(f"qwenmem: {notice}", file=sys.stderr)
-    if func is not None:
-        collector.release(freeze=False)  # a subcommand: the chat's first frame never comes
+    if func is not None and args.print is None:
+        # A subcommand: the chat's first frame never comes. (`-p` releases it once its
+        # runtime and chat are open, as the chat's first frame does.)
+        collector.release(freeze=False)
     try:
         return _call(func or run_tui, args, settings, paths)
     except KeyboardInterrupt:

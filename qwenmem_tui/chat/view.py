@@ -29,9 +29,10 @@ import dataclasses
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.storage.sessions import Item
+if TYPE_CHECKING:  # the storage opens sqlite: not for the first frame (instructions read this)
+    from qwenmem_tui.storage.sessions import Item
 
 COMPACTION_ITEM = "compaction"
 """Display-item type of a compaction marker (meta: summary, decisions, count, total,

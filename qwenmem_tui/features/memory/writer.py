@@ -375,6 +375,19 @@ class MemoryWriter:
                 flags = [f for f in flags if not holds([f])]
         if vector is not None and (draft.key != key or draft.value != pending.value):
             vector = (await self.vectors.passage_vectors([embed_text(cat, draft.key, draft.value)]))[0]
+        return await self._store(pending, draft, flags, vector, reading, now)
+
+    async def _store(
+        self,
+        pending: PendingWrite,
+        draft: MemoryDraft,
+        flags: list[str],
+        vector: np.ndarray | None,
+        reading: Reading,
+        now: float,
+    ) -> WriteResult:
+        """The decided draft into the store, the recall index and the meaning reader;
+        a restatement link, its trust and a hold announced (the last step of `_commit`)."""
         born = pending.created_at if pending.created_at is not None else now
         result = await self.store.write(
             draft,
@@ -394,8 +407,8 @@ class MemoryWriter:
             log.info(
                 "[MEMORY_GUARD] quarantined #%d %s/%s flags=%s origin=%s",
                 result.memory.id,
-                cat,
-                key,
+                pending.category,
+                pending.key,
                 ",".join(result.memory.flags),
                 draft.origin,
             )

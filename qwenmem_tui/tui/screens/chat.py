@@ -300,7 +300,8 @@ class ChatScreen(Screen[None]):
             self._pasted = False
             self.warm_recall()
             return
-        # Also while starting or busy: warm_recall then leaves it to the return to idle.
+        # Also while busy (warmed then); while starting warm_recall leaves it to the
+        # return to idle.
         self._warm_timer = asyncio.get_running_loop().call_later(WARM_DELAY, self.warm_recall)
 
     def warm_recall(self) -> None:
