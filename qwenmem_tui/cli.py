@@ -447,7 +447,10 @@ def _run_tui(
         if app.kept_session_id is not None:
             # Said after the full-screen view is gone, where the shell history keeps it.
             command = resume_command(app.kept_session_id)
-            print(f"Session {app.kept_session_id} saved. Resume it with: {command}")
+            try:
+                print(f"Session {app.kept_session_id} saved. Resume it with: {command}")
+            except OSError:  # the terminal hung up (tmux killed, window closed): no one to tell
+                pass
         return app.return_code or 0
 
 
