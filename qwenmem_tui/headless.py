@@ -20,6 +20,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TextIO
 
+from qwenmem_tui import collector
 from qwenmem_tui.chat.events import (
     AssistantDelta,
     Notice,
@@ -97,6 +98,11 @@ async def _answer(runtime: Runtime, args: argparse.Namespace, question: str) -> 
         return EXIT_FAILED
     await runtime.tools_settled()  # one request: a slow MCP server cannot join later
     chat = await runtime.open_chat(session)
+    # What opening built (the SDK's and pydantic's classes, the features) lives until
+    # exit: the collector was held for it, as for the chat's first frame, and leaves it
+    # out of every later collection (the collections over `import openai` alone cost
+    # a fifth of it).
+    collector.release(freeze=True)
     secret = runtime.settings.api_key_value()
     debuglog.configure(runtime.paths, chat.info.id, secrets=[secret] if secret else [])
     # Nobody to ask, as the daemon: a secret is cut before the model, the session or

@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "serve",
         help="run the HTTP daemon and OpenAI-compatible proxy (see docs/daemon.md)",
         description="Serve qwenmem sessions of this project over HTTP (contract §7), and "
-        "an OpenAI-compatible proxy at /v1 that adds this project's memory (§9).",
+        "an OpenAI-compatible proxy at /v1 that adds what this project's features recall (§9).",
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help="bind address (default %(default)s)")
     parser.add_argument(

@@ -1,10 +1,11 @@
 """The OpenAI-compatible proxy of ``qwenmem serve`` (contract §9).
 
-Any OpenAI client gets qwenmem's memory by pointing its base URL at the daemon:
+Any OpenAI client gets what qwenmem adds by pointing its base URL at the daemon:
 ``POST /v1/chat/completions`` (streamed or not) and ``GET /v1/models`` are forwarded to
 the configured ``[llm]`` endpoint with the upstream key, which never leaves qwenmem
 (the client's bearer is the daemon's token). What the proxy changes is the request's
-messages, and only by the §6 memory block (``memory/exchange.py``); the upstream's
+messages, and only by the §6 block the running feature's exchange adds
+(``exchange.Exchange``, offered by a registration's ``exchange``); the upstream's
 answer comes back as its bytes — ids, usage, tool_calls, finish_reason unchanged.
 Tools the client defines are the client's: the proxy adds none and executes none.
 
@@ -28,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from qwenmem_tui.features.memory.exchange import ExchangeMemory, Shaped
+from qwenmem_tui.exchange import Exchange, Shaped
 from qwenmem_tui.paths import project_id, project_root
 
 log = logging.getLogger("qwenmem.daemon")
@@ -65,7 +66,7 @@ def invalid_request(message: str, code: str = "invalid_request") -> ProxyError:
 
 
 class Upstream:
-    """The configured endpoint with its key, the proxy's memory, the daemon's project."""
+    """The configured endpoint with its key, the proxy's exchange, the daemon's project."""
 
     def __init__(
         self,
@@ -75,13 +76,13 @@ class Upstream:
         model: str,
         project: str,
         timeout: float,
-        memory: ExchangeMemory | None,
+        exchange: Exchange | None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.project = project
-        self.memory = memory
+        self.exchange = exchange
         self.serves_responses: bool | None = None
         """Whether the endpoint has the Responses API (None: not asked yet); without
         it `/v1/responses` is translated onto its chat completions (`responses.py`)."""
@@ -96,8 +97,8 @@ class Upstream:
         )
 
     async def aclose(self) -> None:
-        if self.memory is not None:
-            await self.memory.close()
+        if self.exchange is not None:
+            await self.exchange.close()
         await self._client.aclose()
 
     async def send(self, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
@@ -206,28 +207,28 @@ async def _request_body(request: Request) -> dict[str, Any]:
 
 
 async def chat_completions(request: Request) -> Response:
-    """POST /v1/chat/completions: memory added, the rest forwarded as it came."""
+    """POST /v1/chat/completions: the exchange's block added, the rest forwarded as it came."""
     try:
         upstream = upstream_of(request)
         project = request_project(request, upstream)
         body = await _request_body(request)
         shaped = Shaped(body["messages"])
-        if upstream.memory is not None:
-            shaped = await upstream.memory.shape(project, body["messages"])
+        if upstream.exchange is not None:
+            shaped = await upstream.exchange.shape(project, body["messages"])
         streaming = body.get("stream") is True
         log.info(
             "[PROXY] chat model=%s stream=%s messages=%d memories=%d",
             body.get("model"),
             streaming,
             len(shaped.messages),
-            len(shaped.memory_ids),
+            len(shaped.ids),
         )
         response = await upstream.send("POST", "/chat/completions", {**body, "messages": shaped.messages})
     except ProxyError as exc:
         return exc.response()
     if response.status_code >= 400:
         return await upstream_error(response)
-    headers = {**passed_headers(response), MEMORIES_HEADER: ",".join(map(str, shaped.memory_ids))}
+    headers = {**passed_headers(response), MEMORIES_HEADER: ",".join(map(str, shaped.ids))}
     media_type = response.headers.get("content-type", "application/json")
     if not streaming or "text/event-stream" not in media_type:
         try:
@@ -270,7 +271,7 @@ async def relay(
 ) -> AsyncIterator[bytes]:
     """The upstream's SSE bytes as they arrive; a cut stream ends with an error event
     (the SDKs raise on it) instead of silently stopping short."""
-    collect = upstream.memory is not None and upstream.memory.extract
+    collect = upstream.exchange is not None and upstream.exchange.extract
     seen = bytearray()
     complete = False
     try:
@@ -290,10 +291,10 @@ async def relay(
 
 
 async def after_reply(upstream: Upstream, project: str, shaped: Shaped, reply: str) -> None:
-    if upstream.memory is None or not reply:
+    if upstream.exchange is None or not reply:
         return
     try:
-        await upstream.memory.after_reply(project, shaped.messages, reply)
+        await upstream.exchange.after_reply(project, shaped.messages, reply)
     except Exception as exc:  # extraction is best effort: the client has its answer
         log.warning("[PROXY] extraction not started: %s", exc)
 

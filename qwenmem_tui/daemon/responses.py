@@ -1,7 +1,7 @@
 """`POST /v1/responses`: the OpenAI Responses API through the proxy (contract §16).
 
 Clients that speak only the Responses API (the `openai` SDK's `client.responses`,
-Codex-style agents) get qwenmem's memory as chat-completions clients do (§9): the
+Codex-style agents) get what qwenmem adds as chat-completions clients do (§9): the
 recalled block of the latest user message goes where §6 puts it. An endpoint that
 serves `/responses` gets the request forwarded, its answer relayed as it came. One
 that answers 404 (most OpenAI-compatible servers: vLLM, llama.cpp, DashScope's
@@ -9,7 +9,7 @@ compatible mode) gets it translated onto its chat completions, and the answer
 translated back — text, function calls, usage, streamed as Responses events or not.
 The endpoint keeps no state of a translated response, so the proxy keeps each one's
 conversation for a later `previous_response_id` (the newest MAX_KEPT_RESPONSES, in
-memory: a restarted daemon answers such an id with OpenAI's not-found error).
+the process only: a restarted daemon answers such an id with OpenAI's not-found error).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from qwenmem_tui.daemon.translate import (
     output_of,
     response_object,
 )
-from qwenmem_tui.features.memory.exchange import Shaped
+from qwenmem_tui.exchange import Shaped
 
 log = logging.getLogger("qwenmem.daemon")
 
@@ -75,7 +75,7 @@ async def _request_body(request: Request) -> dict[str, Any]:
 
 
 async def responses(request: Request) -> Response:
-    """POST /v1/responses: forwarded with memory where the endpoint has the route,
+    """POST /v1/responses: forwarded with the exchange's block where the endpoint has the route,
     else translated onto its chat completions."""
     try:
         upstream = upstream_of(request)
@@ -93,9 +93,9 @@ async def responses(request: Request) -> Response:
 
 
 async def _shape(upstream: Upstream, project: str, messages: list[dict[str, Any]]) -> Shaped:
-    if upstream.memory is None:
+    if upstream.exchange is None:
         return Shaped(messages)
-    return await upstream.memory.shape(project, messages)
+    return await upstream.exchange.shape(project, messages)
 
 
 async def _forwarded(upstream: Upstream, project: str, body: dict[str, Any]) -> Response | None:
@@ -116,9 +116,9 @@ async def _forwarded(upstream: Upstream, project: str, body: dict[str, Any]) -> 
     if response.status_code >= 400:
         return await upstream_error(response)
     upstream.serves_responses = True
-    headers = {**passed_headers(response), MEMORIES_HEADER: ",".join(map(str, shaped.memory_ids))}
+    headers = {**passed_headers(response), MEMORIES_HEADER: ",".join(map(str, shaped.ids))}
     media_type = response.headers.get("content-type", "application/json")
-    log.info("[PROXY] responses forwarded stream=%s memories=%d", body.get("stream") is True, len(shaped.memory_ids))
+    log.info("[PROXY] responses forwarded stream=%s memories=%d", body.get("stream") is True, len(shaped.ids))
     if "text/event-stream" in media_type:
         headers.update({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
         return RelayedStream(
@@ -130,7 +130,7 @@ async def _forwarded(upstream: Upstream, project: str, body: dict[str, Any]) -> 
 
 
 def with_block(items: list[dict[str, Any]], messages: list[dict[str, Any]], shaped: Shaped) -> list[dict[str, Any]]:
-    """The input items with the memory block where `shaped` put it in the messages:
+    """The input items with the §6 block where `shaped` put it in the messages:
     leading the latest user message, or as a user message after the run of tool
     results it follows (§6)."""
     items = list(items)
@@ -208,8 +208,8 @@ async def _translated(upstream: Upstream, project: str, body: dict[str, Any]) ->
     if response.status_code >= 400:
         return await upstream_error(response)
     response_id = new_id("resp")
-    headers = {**passed_headers(response), MEMORIES_HEADER: ",".join(map(str, shaped.memory_ids))}
-    log.info("[PROXY] responses translated stream=%s memories=%d", chat.get("stream", False), len(shaped.memory_ids))
+    headers = {**passed_headers(response), MEMORIES_HEADER: ",".join(map(str, shaped.ids))}
+    log.info("[PROXY] responses translated stream=%s memories=%d", chat.get("stream", False), len(shaped.ids))
     turn = _Turn(upstream, project, shaped, conversation, response_id)
     if chat.get("stream") and "text/event-stream" in response.headers.get("content-type", ""):
         translation = StreamTranslation(body, response_id, str(chat["model"]))

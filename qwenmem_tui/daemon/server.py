@@ -52,6 +52,7 @@ from qwenmem_tui.daemon.openapi import ApiRoute
 from qwenmem_tui.daemon.peer import owner_only
 from qwenmem_tui.daemon.proxy import Upstream, chat_completions, list_models
 from qwenmem_tui.daemon.responses import responses
+from qwenmem_tui.exchange import Exchange
 from qwenmem_tui.features import registry
 from qwenmem_tui.features.assembly import Assembly, SessionFeatures
 from qwenmem_tui.features.feature import load_face
@@ -207,17 +208,18 @@ class DaemonBackend:
             model=llm.model,
             project=self.project,
             timeout=self.settings.llm.timeout,
-            memory=self._exchange(),
+            exchange=self._exchange(),
         )
         self._started = True
 
-    def _exchange(self) -> Any:
+    def _exchange(self) -> Exchange | None:
         """What the proxy adds to the conversations it relays: the exchange the running
         features offer (`Feature.exchange`), None when none runs."""
         runtime = self.runtime
         for feature in runtime.assembly.registered:
             if feature.exchange is not None and runtime.state(feature.name) is not None:
-                return load_face(feature.exchange)(runtime, extract=self._proxy_extract)
+                exchange: Exchange | None = load_face(feature.exchange)(runtime, extract=self._proxy_extract)
+                return exchange
         return None
 
     async def close(self) -> None:
@@ -233,7 +235,7 @@ class DaemonBackend:
                 async with asyncio.timeout(SHUTDOWN_DRAIN_SECONDS):
                     await asyncio.gather(*extractions)
             except TimeoutError:
-                log.warning("[DAEMON] memory extraction still running at shutdown; dropped")
+                log.warning("[DAEMON] background work still running at shutdown; dropped")
         for chat in self._chats.values():
             await chat.close()
         self._chats.clear()
@@ -255,7 +257,7 @@ class DaemonBackend:
 
     @property
     def upstream(self) -> Upstream:
-        """The OpenAI-compatible proxy's endpoint and memory."""
+        """The OpenAI-compatible proxy's endpoint and exchange."""
         assert self._upstream is not None, "DaemonBackend.start() was not awaited"
         return self._upstream
 
@@ -333,7 +335,7 @@ class DaemonBackend:
         return copy
 
     async def history(self, info: SessionInfo) -> list[dict[str, Any]]:
-        """The model view (after the last /clear, compaction folded), as the TUI sees it:
+        """The model view (after the last /clear, summaries folded), as the TUI sees it:
         read from the stored items, no chat opened."""
         return self.runtime.model_view(await self.store.load_items(info.id))
 
@@ -487,7 +489,7 @@ async def prompt(request: Request) -> Response:
 
 async def session_messages(request: Request) -> Response:
     """GET /session/{id}/messages: the stored transcript, every chat message in order
-    (OpenAI dicts, /clear and compaction do not hide earlier ones)."""
+    (OpenAI dicts, /clear and summaries do not hide earlier ones)."""
     backend = backend_of(request)
     info = await backend.require_session(request.path_params["session_id"])
     items = await backend.store.load_items(info.id)
@@ -639,7 +641,7 @@ _PROJECT = {
     "in": "header",
     "required": False,
     "schema": {"type": "string"},
-    "description": "Absolute path of the project whose memory is recalled (its git root "
+    "description": "Absolute path of the project whose records are recalled (its git root "
     "counts); default: the daemon's project.",
 }
 _BAD_BODY = api.error("invalid_json | invalid_request | invalid_client_id")
@@ -655,8 +657,8 @@ def _object(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
 
 
 def _proxied(answer: str) -> dict[str, Any]:
-    """The answers of a route of the OpenAI-compatible proxy: `answer` with the memory
-    header, or an error in OpenAI's shape."""
+    """The answers of a route of the OpenAI-compatible proxy: `answer` with the
+    X-Qwenmem-Memories header, or an error in OpenAI's shape."""
     return {
         "200": {
             "description": f"{answer}; the header X-Qwenmem-Memories lists the ids of the "
@@ -781,7 +783,7 @@ ROUTES: list[ApiRoute] = [
         "POST",
         prompt,
         {
-            "summary": "Run one query through the chat loop (tools, memory); SSE with "
+            "summary": "Run one query through the chat loop (tools, the features' hooks); SSE with "
             "Accept: text/event-stream (events delta, tool_call, tool_result, done, error)",
             "parameters": [api.SESSION_ID, api.CLIENT_ID],
             "requestBody": api.json_body(
@@ -811,7 +813,7 @@ ROUTES: list[ApiRoute] = [
         session_messages,
         {
             "summary": "The session's stored chat messages, in order (OpenAI dicts plus "
-            "createdAt); /clear and compaction hide none",
+            "createdAt); /clear and summaries hide none",
             "parameters": [api.SESSION_ID],
             "responses": {
                 "200": api.json_response(
@@ -861,7 +863,7 @@ ROUTES: list[ApiRoute] = [
         chat_completions,
         {
             "summary": "OpenAI-compatible chat completions, forwarded to the configured "
-            "[llm] endpoint with the recalled memory of the last user message added "
+            "[llm] endpoint with the §6 block recalled for the last user message added "
             "(contract §9); stream: true answers with the upstream's SSE",
             "parameters": [_PROJECT],
             "requestBody": api.json_body(
@@ -899,7 +901,7 @@ ROUTES: list[ApiRoute] = [
         "POST",
         responses,
         {
-            "summary": "The OpenAI Responses API with the recalled memory of the latest user "
+            "summary": "The OpenAI Responses API with the §6 block recalled for the latest user "
             "message added (contract §16): forwarded when the [llm] endpoint serves it, else "
             "translated onto its chat completions (text, function calls, usage; "
             "previous_response_id kept by the proxy); stream: true answers with SSE events",

@@ -192,7 +192,7 @@ class Feature:
     """Its `qwenmem` subcommands: a ``register(commands: Commands)`` in its `cli.py`."""
     exchange: FaceRef | None = None
     """What the daemon's OpenAI-compatible proxy adds to the conversations it relays:
-    a ``(runtime: RuntimeView, *, extract: bool) -> exchange | None`` (memory's
+    a ``(runtime: RuntimeView, *, extract: bool) -> exchange.Exchange | None`` (memory's
     recall, `views.exchange_memory`)."""
     mcp: FaceRef | None = None
     """Its MCP tools for `qwenmem mcp`: a ``register(server, backend)`` in its

@@ -22,11 +22,25 @@ from qwenmem_tui.features import registry
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 _PROBE = """
-import json, sys
-from qwenmem_tui import cli
+import gc, json, sys
+from qwenmem_tui import cli, headless
 
+collector = {}
+started = headless._Report.query_started
+
+
+async def query_started(self, event):
+    collector.update(
+        enabled=gc.isenabled(), frozen=gc.get_freeze_count(),
+        collections=[g["collections"] for g in gc.get_stats()],
+    )
+    await started(self, event)
+
+
+headless._Report.query_started = query_started
+collector["before"] = [g["collections"] for g in gc.get_stats()]  # the probe's own imports
 code = cli.run(sys.argv[1:])
-print(json.dumps([code, sorted(sys.modules)]))
+print(json.dumps([code, sorted(sys.modules), collector]))
 """
 
 NOT_FOR_ONE_ANSWER = (
@@ -37,15 +51,15 @@ NOT_FOR_ONE_ANSWER = (
 )
 
 
-def _ask(home: Path, project: Path, *argv: str) -> tuple[int, str, set[str]]:
+def _ask(home: Path, project: Path, *argv: str) -> tuple[int, str, set[str], dict]:
     env = {**checkout_env(os.environ), "QWENMEM_HOME": str(home), "QWENMEM_DEBUG_LOG_FILE": "0"}
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True, timeout=120, env=env, cwd=project
     )
     assert done.returncode == 0, done.stderr[-2000:]
     *answer, last = done.stdout.splitlines()
-    code, loaded = json.loads(last)
-    return code, "\n".join(answer), set(loaded)
+    code, loaded, collector = json.loads(last)
+    return code, "\n".join(answer), set(loaded), collector
 
 
 def _prefixes(loaded: set[str], names: tuple[str, ...]) -> list[str]:
@@ -61,7 +75,7 @@ def test_a_question_loads_no_tui_and_no_subcommand(
     with (home / "config.toml").open("a") as config:
         config.write("\n[memory]\napi_wait_ms = 60000\nextraction = false\n")
     fake.script(Reply("Run make itest."))
-    code, answer, loaded = _ask(home, project, "-p", "how do I run the tests?")
+    code, answer, loaded, _ = _ask(home, project, "-p", "how do I run the tests?")
     assert (code, answer) == (0, "Run make itest.")
     assert "Tests run with make itest" in fake.chat_requests[-1]["messages"][-1]["content"]
     assert "qwenmem_tui.runtime" in loaded  # the probe ran the real answer
@@ -74,3 +88,15 @@ def test_a_subcommand_after_the_question_still_gets_its_message(
     """The light parser gives way to the full one for what it does not know."""
     done = cli_run("-p", "hi", "memory", "list", home=home, cwd=project)
     assert done.returncode == 2 and "-p answers a question; it does not go with memory" in done.stderr
+
+
+def test_no_collection_while_the_answer_is_being_set_up(home: Path, project: Path, fake: FakeOpenAI) -> None:
+    """Opening the runtime builds what lives until exit (the SDK's classes: Python's
+    defaults ran hundreds of collections over `import openai` alone, a fifth of its
+    cost); the collector is held until the chat is open, then collects again with that
+    frozen out."""
+    fake.script(Reply("Hello."))
+    code, answer, _, collector = _ask(home, project, "-p", "hello")
+    assert (code, answer) == (0, "Hello.")
+    assert collector["collections"] == collector["before"]
+    assert collector["enabled"] and collector["frozen"] > 50_000

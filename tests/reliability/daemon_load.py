@@ -96,7 +96,10 @@ async def load(url: str, *, clients: int, rounds: int | None = None, seconds: fl
     `seconds` have passed) of the four operations."""
     report = LoadReport()
     deadline = time.monotonic() + seconds if seconds is not None else None
-    limits = httpx.Limits(max_connections=clients * 2)
+    # One connection a client, under the daemon's 64 (beyond it the daemon closes idle
+    # ones, and a request racing that close reads nothing); idle ones expire before the
+    # daemon's 5 s keep-alive does, for the same race.
+    limits = httpx.Limits(max_connections=clients, keepalive_expiry=2)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
 
         async def one_client(index: int) -> None:

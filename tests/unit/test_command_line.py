@@ -238,3 +238,31 @@ def test_version_is_read_only_when_asked(cli_run: CliRunner, tmp_path: Path) -> 
     done = cli_run("--version", home=tmp_path, cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.startswith("qwenmem ")
     assert done.stdout.split()[1] not in ("", "None")
+
+
+def test_a_terminal_that_hung_up_at_quit_gets_no_traceback(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tmux killed or the window closed: the quit line's resume command has nowhere to
+    go (EIO on stdout); the run still ends with the app's status, no traceback (seen in
+    tmux: OSError [Errno 5] from _run_tui)."""
+    import errno
+    import io
+
+    import qwenmem_tui.tui.app as app_module
+
+    class StubApp:
+        return_code = 0
+        kept_session_id = "0123456789abcdef"
+
+        def run(self) -> None:
+            pass
+
+    class HungUp(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(app_module, "create_app", lambda *a, **kw: StubApp())
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(sys, "stdout", HungUp())
+    assert cli.run([]) == 0

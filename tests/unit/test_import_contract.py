@@ -34,6 +34,11 @@
    implements `QueryHook` (by inheritance or by defining its five methods), and no
    such class defined there. Hooks are built by the features' registrations, the same
    for every face.
+11. The daemon (`daemon/`, its proxy included) imports no feature package, not even a
+   registration or an `api` module, at run time or for types: of `features/` only
+   `feature.py`, `registry.py` and `assembly.py`. What a feature offers it reaches
+   through the registry (`Feature.routes`, `Feature.exchange` behind the neutral
+   `exchange.Exchange`), so the daemon names no feature.
 """
 
 from __future__ import annotations
@@ -530,6 +535,26 @@ def test_faces_construct_no_hook() -> None:
     assert hook_constructions(load_modules()) == []
 
 
+DAEMON = f"{PACKAGE}.daemon"
+
+
+def daemon_feature_imports(modules: dict[str, Module]) -> list[str]:
+    """Each import of a feature package by a daemon module (TYPE_CHECKING ones too)."""
+    return [
+        f"{name} imports {target}"
+        for name in sorted(n for n in modules if _in(n, DAEMON))
+        for target in sorted(modules[name].type_imports)
+        if _in(target, FEATURES_PACKAGE) and target not in SHARED_FEATURE_MODULES
+    ]
+
+
+def test_the_daemon_imports_no_feature_package() -> None:
+    """The proxy holds an `exchange.Exchange` from the registry, not memory's class."""
+    modules = load_modules()
+    assert f"{FEATURES_PACKAGE}.registry" in modules[f"{DAEMON}.server"].imports  # the rule sees it
+    assert daemon_feature_imports(modules) == []
+
+
 BASE = (
     f"{PACKAGE}.config",
     f"{PACKAGE}.paths",
@@ -850,6 +875,16 @@ def test_the_checks_catch_what_they_are_for() -> None:
         f"{stamp_core.name} imports {screen.name} (via {stamp_core.name})",
         f"{PACKAGE}.runtime imports {server.name} (via {PACKAGE}.runtime)",
     ]
+
+    # The daemon importing a feature package, even its api for types; the shared
+    # registry is allowed.
+    proxy = module(
+        f"{DAEMON}.p",
+        "from typing import TYPE_CHECKING\nfrom qwenmem_tui.features import registry\n"
+        "if TYPE_CHECKING:\n    from qwenmem_tui.features.stamp.public import Thing\n",
+    )
+    fake = wired(proxy, module(f"{FEATURES_PACKAGE}.registry", ""), module(f"{FEATURES_PACKAGE}.stamp.public", ""))
+    assert daemon_feature_imports(fake) == [f"{DAEMON}.p imports {FEATURES_PACKAGE}.stamp.public"]
 
     # Faces importing another feature's core: caught unless its registration's api
     # offers the module; a feature's own face may import its own core.

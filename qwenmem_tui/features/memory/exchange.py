@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.chat.view import content_text
+from qwenmem_tui.exchange import Shaped
 from qwenmem_tui.features.memory.extract import (
     ExtractionJob,
     MemoryExtractionHook,
@@ -73,20 +74,10 @@ class _Exchange:
     delivered: bool = False
 
 
-@dataclass(frozen=True)
-class Shaped:
-    """A request's messages as they go upstream, and the memories they carry."""
-
-    messages: list[dict[str, Any]]
-    memory_ids: tuple[int, ...] = ()
-    block: str = ""
-    """The §6 block the messages carry ("" when none): a face that speaks another
-    format (the Responses API forwarded) places it in its own items."""
-
-
 @dataclass
 class ExchangeMemory:
-    """Recall (and optional extraction) for proxied requests of every project."""
+    """Recall (and optional extraction) for proxied requests of every project: the
+    proxy's `exchange.Exchange`."""
 
     service: Callable[[], Awaitable[MemoryService]]
     api_wait_ms: int = 1500

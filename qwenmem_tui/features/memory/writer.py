@@ -684,7 +684,7 @@ class MemoryWriter:
             return 0
         decided = 0
         for row in await self.store.list(user=self.user, statuses=[Status.ACTIVE], linked=True):
-            older = await self.store.get(row.restates)
+            older = None if row.restates is None else await self.store.get(row.restates)
             same: bool | None = False
             if older is not None and older.status is Status.ACTIVE and older.key != row.key:
                 same = await self._decide_later(row, older, timeout)

@@ -14,7 +14,7 @@ import pytest
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.responses import with_block
 from qwenmem_tui.daemon.translate import chat_messages
-from qwenmem_tui.features.memory.exchange import Shaped
+from qwenmem_tui.exchange import Shaped
 from qwenmem_tui.features.memory.prefetch import insert_after_tool_results
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec

@@ -48,11 +48,11 @@ async def test_late_recall_follows_the_tool_results_and_stays_there() -> None:
     recall = GatedRecall()
     exchange = memory(recall)
     first = await exchange.shape("p", [QUESTION])
-    assert first.messages == [QUESTION] and first.memory_ids == ()  # never waited for
+    assert first.messages == [QUESTION] and first.ids == ()  # never waited for
     await settle(recall, exchange)
     second = await exchange.shape("p", [QUESTION, CALL, RESULT])
     assert second.messages == [QUESTION, CALL, RESULT, {"role": "user", "content": BLOCK}]
-    assert second.memory_ids == (7,)
+    assert second.ids == (7,)
     # The next request of the exchange re-sends the history with the answer: the block
     # is at the same place, the tool call and its result still adjacent.
     follow = {"role": "tool", "tool_call_id": "c2", "content": "x"}
@@ -110,4 +110,4 @@ async def test_the_first_request_waits_for_its_recall_up_to_api_wait_ms() -> Non
     recall.gate.set()
     shaped = await shaping
     assert shaped.messages == [{"role": "user", "content": f"{BLOCK}\n\n{QUESTION['content']}"}]
-    assert shaped.memory_ids == (7,)
+    assert shaped.ids == (7,)
