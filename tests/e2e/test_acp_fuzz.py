@@ -138,6 +138,19 @@ from_the_schema = st.sampled_from([*sorted(SCHEMA_REQUESTS), "session/prompt"]).
         st.integers(min_value=0, max_value=2**53),
     )
 )
+# A well-formed prompt of any text (not a slash command, which stores no turn): aimed at
+# the session, it reaches the model — the schema's own prompts rarely do, their blocks
+# being random, so without these a run could pass no prompt at all to the model.
+text_prompts = st.builds(
+    lambda text, request_id: (
+        "request",
+        request_id,
+        _line({"jsonrpc": "2.0", "id": request_id, "method": "session/prompt",
+               "params": {"sessionId": "", "prompt": [{"type": "text", "text": text}]}}),
+    ),
+    st.text(min_size=1, max_size=40).filter(lambda t: t.strip() and not t.lstrip().startswith("/")),
+    st.integers(min_value=0, max_value=2**53),
+)
 cancels = st.builds(
     lambda p: ("notification", None, _line({"jsonrpc": "2.0", "method": "session/cancel", "params": p})),
     schema_params(CancelNotification),
@@ -172,7 +185,7 @@ not_objects = st.builds(
 )
 deep = st.integers(min_value=5_000, max_value=50_000).map(lambda n: ("broken", None, b"[" * n + b"]" * n))
 damaged = requests | notifications | truncated | garbage | surrogates | not_objects | deep
-messages = from_the_schema | cancels | damaged
+messages = from_the_schema | text_prompts | cancels | damaged
 
 
 class AgentProcess:
