@@ -21,6 +21,7 @@ import math
 import os
 import random
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -167,8 +168,13 @@ async def in_process(home: Path, project: Path, samples: int) -> dict[str, float
 
 
 def in_terminal(work: Path, env: dict[str, str], project: Path) -> dict[str, float]:
-    """Launch -> typed key; `/memory` -> a row on screen; RSS with /memory open."""
-    pane = Pane([QWENMEM], env, project)
+    """Launch -> typed key; `/memory` -> a row on screen; RSS with /memory open.
+
+    ``work``: a new directory for this run's tmux socket (a server just killed may
+    still hold the last one); the program starts in ``project``, as the user would."""
+    work.mkdir()
+    command = ["sh", "-c", f"cd {shlex.quote(str(project))} && exec {shlex.quote(QWENMEM)}"]
+    pane = Pane(command, env, work)
     try:
         seen = pane.first_echo()
         launch = (seen - pane.started) if seen is not None else math.nan
@@ -207,7 +213,7 @@ def one_size(n: int, runs: int, samples: int, base_url: str) -> dict[str, float]
         row.update(search_first_s=first, search_s=statistics.median(later), search_rss_mib=rss,
                    add_s=statistics.median(add), export_s=statistics.median(export))  # fmt: skip
         row.update(asyncio.run(in_process(home, project, samples)))
-        terms = [in_terminal(work, env, project) for _ in range(runs)]
+        terms = [in_terminal(work / f"pane{i}", env, project) for i in range(runs)]
         for key in terms[0]:
             row[key] = statistics.median(t[key] for t in terms)
         row["disk_mib"] = sum(f.stat().st_size for f in home.rglob("*") if f.is_file()) / 2**20
