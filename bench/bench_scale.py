@@ -127,17 +127,23 @@ def user_of(settings: Settings) -> str:
 
 
 def run(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MiB) and stdout of one `qwenmem` process."""
+    """Wall seconds, peak RSS (MiB) and stdout of one `qwenmem` process.
+
+    Started through a small Python parent whose only child it is, so that parent's
+    RUSAGE_CHILDREN is this process's own peak (ours would be the largest of all)."""
+    measure = (
+        "import resource, subprocess, sys; code = subprocess.call(sys.argv[1:]);"
+        " print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr);"
+        " sys.exit(code)"
+    )
     started = time.perf_counter()
-    proc = subprocess.Popen([QWENMEM, *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
-    out, err = proc.communicate()
+    done = subprocess.run([sys.executable, "-c", measure, QWENMEM, *args], env=env, cwd=cwd,
+                          capture_output=True, text=True)  # fmt: skip
     wall = time.perf_counter() - started
-    _, status, usage = os.wait4(proc.pid, 0) if proc.returncode is None else (0, 0, None)
-    rss = (usage.ru_maxrss if usage else resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-    if proc.returncode != 0:
-        raise SystemExit(f"qwenmem {' '.join(args)} failed: {err.strip()[-400:]}")
-    return wall, rss / 1024, out
+    if done.returncode != 0:
+        raise SystemExit(f"qwenmem {' '.join(args)} failed: {done.stderr.strip()[-400:]}")
+    rss_kib = int(done.stderr.strip().splitlines()[-1])
+    return wall, rss_kib / 1024, done.stdout
 
 
 def _p(values: list[float], q: float) -> float:
