@@ -250,6 +250,13 @@ def _occurrences(text: str, needle: str) -> Iterator[int]:
         start = text.find(needle, start + 1)
 
 
+# Kinds that say how a secret was written down, not whose it is.
+_HOW_WRITTEN = frozenset(
+    {"Authorization header", "Basic Auth Credentials", "credential assignment",
+     "credentials in a URL", "password", "high-entropy string"}
+)
+
+
 def scan(text: str, *, complete: bool = True) -> list[Finding]:
     """Every secret span in ``text``, sorted, overlaps merged.
 
@@ -275,7 +282,10 @@ def scan(text: str, *, complete: bool = True) -> list[Finding]:
                 found.append(Finding(m.start(group), m.end(group), kind))
     found += _entropic(text)
     merged: list[Finding] = []
-    for f in sorted(found):
+    # Where spans meet, the first one's kind names the merged secret: at one start, a
+    # rule that knows the issuer ("GitHub token") before one that knows only how it
+    # was written ("Authorization header" for "Bearer ghp_…").
+    for f in sorted(found, key=lambda f: (f.start, f.kind in _HOW_WRITTEN, -f.end, f.kind)):
         if merged and f.start < merged[-1].end:
             last = merged[-1]
             merged[-1] = Finding(last.start, max(last.end, f.end), last.kind)

@@ -156,3 +156,17 @@ async def test_settings_keys_keep_their_values_and_approval_keeps_them(
     )
     assert (ttl.memory.value, rotation.memory.value) == ("3600", "every 90 days")
     assert ttl.memory.flags == [] and rotation.memory.status is Status.ACTIVE
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["Authorization: Bearer {}", "my token {}", "https://me:{}@github.com/org/repo", "token = {}"],
+)
+def test_a_secret_is_named_by_its_issuer_not_by_how_it_was_written(written: str) -> None:
+    """The secret-confirm dialog called a GitHub token "(Authorization header)": where an
+    issuer's rule and a rule for how it was written cover one span, the issuer names it
+    (fails without: Authorization header / Basic Auth Credentials / credential assignment)."""
+    token = "ghp_" + "a1B2" * 9
+    found = secrets.scan(written.format(token))
+    assert [f.kind for f in found] == ["GitHub token"]
+    assert found[0].start == written.index("{}")
