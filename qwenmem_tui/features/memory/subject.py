@@ -382,6 +382,16 @@ def _first_person(body: str) -> Subject | None:
     return None
 
 
+def _entity_attribute(found: re.Match[str]) -> Subject | None:
+    """The subject of a match naming an entity (``e``) and its attribute (``a``):
+    "Carol's manager", "the manager of Carol"."""
+    entity, attr = _entity_name(found.group("e")), _phrase(found.group("a"))
+    if entity is None or attr is None:
+        return None
+    attribute = canonical(attr)
+    return Subject(entity, attribute, single_valued(attribute), f"{entity}_{'_'.join(attr)}")
+
+
 def _labelled(label: str, rest: str) -> Subject | None:
     """"Label: rest" — a list item, a speaker's turn, an attribute or an entity."""
     tokens = words(label)
@@ -390,12 +400,9 @@ def _labelled(label: str, rest: str) -> Subject | None:
     if tokens[0] in _LISTS or "_".join(tokens) in ("code_review", "action_item"):
         return Subject("list:" + "_".join(tokens))
     possessive = _POSSESSIVE.match(label.strip())
-    if possessive:  # "Carol's manager: Dave"
-        entity = _entity_name(possessive.group("e"))
-        attr = _phrase(possessive.group("a"))
-        if entity is not None and attr is not None:
-            attribute = canonical(attr)
-            return Subject(entity, attribute, single_valued(attribute), f"{entity}_{'_'.join(attr)}")
+    found = _entity_attribute(possessive) if possessive else None  # "Carol's manager: Dave"
+    if found is not None:
+        return found
     phrase = _phrase(label)
     if phrase is None:
         return None
@@ -493,12 +500,9 @@ def _copula(subject: str, value: str) -> Subject | None:
     """"X is Y": X an attribute of the user ("my editor"), of someone ("the manager of
     Carol"), or of the owner ("the deploy target")."""
     of = _OF.match(subject.strip())
-    if of:
-        entity = _entity_name(of.group("e"))
-        attr = _phrase(of.group("a"))
-        if entity is not None and attr is not None:
-            attribute = canonical(attr)
-            return Subject(entity, attribute, single_valued(attribute), f"{entity}_{'_'.join(attr)}")
+    found = _entity_attribute(of) if of else None
+    if found is not None:
+        return found
     phrase = _phrase(subject)
     if phrase is None:
         return None
