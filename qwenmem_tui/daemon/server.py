@@ -38,6 +38,7 @@ from qwenmem_tui.chat.events import (
     ToolCallStarted,
 )
 from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.chat.window import load_window
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.guard import (
     CLIENT_ID_HEADER,
@@ -301,7 +302,7 @@ class DaemonBackend:
         else:
             self._chats.move_to_end(info.id)
             chat.info = info
-            chat.items = await self.store.load_items(info.id)
+            await chat.reload()
         return chat
 
     async def _close_idle_chats(self) -> None:
@@ -337,7 +338,8 @@ class DaemonBackend:
     async def history(self, info: SessionInfo) -> list[dict[str, Any]]:
         """The model view (after the last /clear, summaries folded), as the TUI sees it:
         read from the stored items, no chat opened."""
-        return self.runtime.model_view(await self.store.load_items(info.id))
+        held = await load_window(self.store, info.id)
+        return self.runtime.model_view(held.view_source())
 
 
 def _write_private(path: Path, text: str) -> None:
