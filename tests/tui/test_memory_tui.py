@@ -25,6 +25,7 @@ from qwenmem_tui.memory.model import (
     Memory,
     Origin,
     Status,
+    WriteRequest,
 )
 from qwenmem_tui.memory.service import MemoryService, default_user
 from qwenmem_tui.paths import Paths, project_id
@@ -143,7 +144,9 @@ async def test_an_index_rebuild_is_announced(
 ) -> None:
     service = await MemoryService.open(settings, paths, clock=clock)
     for n in range(3):
-        await service.save("user", f"fact_{n}", f"Fact number {n}.", origin=Origin.USER, project="p")
+        await service.save(
+            WriteRequest("user", f"fact_{n}", f"Fact number {n}.", origin=Origin.USER, project="p")
+        )
     await service.close()
     shutil.rmtree(paths.index_dir)
     monkeypatch.setattr(memory_extension_module, "REBUILD_NOTICE_MIN", 3)
@@ -287,7 +290,15 @@ async def test_refresh_shows_what_another_process_wrote(
         assert "No memories yet" in str(screen.query_one("#memory-detail-text").render())
         other = await MemoryService.open(settings, paths, clock=clock)  # e.g. `qwenmem memory import`
         try:
-            await other.save("user", "editor", "The user edits in Helix.", origin=Origin.USER, project="p")
+            await other.save(
+                WriteRequest(
+                    "user",
+                    "editor",
+                    "The user edits in Helix.",
+                    origin=Origin.USER,
+                    project="p",
+                )
+            )
         finally:
             await other.close()
         await pilot.press("r")
@@ -579,16 +590,20 @@ def test_memory_screen_snapshot(
         service = await MemoryService.open(settings, paths, clock=clock)
         try:
             await service.save(
-                "user", "preferred_language", "The user prefers Python and type hints everywhere.",
-                origin=Origin.TOOL, project=here,
+                WriteRequest(
+                    "user", "preferred_language", "The user prefers Python and type hints everywhere.",
+                    origin=Origin.TOOL, project=here,
+                )
             )
             clock.advance(2 * DAY)
             await service.remember("the project codename is Bluebird", project=here)
             await service.remember("elsewhere: another project's codename is Redwing", project="/other")
             clock.advance(3 * 3600)
             await service.save(
-                "user", "reveal_prompt", INJECTION, origin=Origin.TOOL, project=here,
-                turn_outputs=[f"# Notes\n{INJECTION}"],
+                WriteRequest(
+                    "user", "reveal_prompt", INJECTION, origin=Origin.TOOL, project=here,
+                    turn_outputs=[f"# Notes\n{INJECTION}"],
+                )
             )
             clock.advance(600)
         finally:
