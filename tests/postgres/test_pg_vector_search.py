@@ -12,9 +12,9 @@ import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock
 from pgtest_support import Backend
 
-from qwenmem_tui.features.memory.index import VectorIndex
-from qwenmem_tui.features.memory.model import DAY, GLOBAL_SCOPE
-from qwenmem_tui.features.memory.store_index import StoreIndex
+from qwenmem_tui.memory.index import VectorIndex
+from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE
+from qwenmem_tui.memory.store_index import StoreIndex
 
 pytestmark = pytest.mark.postgres
 
