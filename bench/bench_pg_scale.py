@@ -210,9 +210,10 @@ async def team_member(dsn: str, user: str, mode: str, seconds: float, home: Path
         end = time.monotonic() + seconds
         n = 0
         while time.monotonic() < end:
-            key, value = note(rng, 2 * 10**7 + n)
-            result = await svc.save("project", f"{user}_{key}", value, origin="user", project=CLIENT_PROJECT)
-            written.append((result.memory.id, f"{user}_{key}", value))
+            _, value = note(rng, 2 * 10**7 + n)
+            key = f"{user}_team_{n}"
+            result = await svc.save("project", key, value, origin="user", project=CLIENT_PROJECT)
+            written.append((result.memory.id, key, value, result.action.value))
             t0 = time.perf_counter()
             await svc.recall(QUERIES[n % len(QUERIES)], project=CLIENT_PROJECT)
             recalls.append(time.perf_counter() - t0)
@@ -232,18 +233,31 @@ async def team_process(dsn: str, users: list[str], mode: str, seconds: float) ->
     }
 
 
-async def verify(dsn: str, written: list[list[object]]) -> int:
-    """Writes not found afterwards as an active row with their value."""
+async def verify(dsn: str, written: list[list[object]]) -> tuple[int, int]:
+    """(writes lost, writes since replaced). Lost: the row a write answered with is
+    not in the database with its value (a deduplicated write answers with the row
+    that already held it), or left the active set with no newer row replacing it.
+    Replaced is by design: a later write of the same fact (same subject and
+    attribute, by meaning) supersedes it."""
     conn = await asyncpg.connect(dsn)
     try:
         rows = await conn.fetch(
-            "SELECT id, key, value FROM memories WHERE id = ANY($1::bigint[]) AND status = 'active'",
+            "SELECT id, value, status, superseded_by FROM memories WHERE id = ANY($1::bigint[])",
             [int(w[0]) for w in written],  # type: ignore[call-overload]
         )
     finally:
         await conn.close()
-    found = {(r["id"], r["key"], r["value"]) for r in rows}
-    return sum(1 for w in written if tuple(w) not in found)
+    by_id = {r["id"]: r for r in rows}
+    lost = replaced = 0
+    for memory_id, _key, value, action in written:
+        row = by_id.get(memory_id)
+        if row is None or (action != "deduplicated" and row["value"] != value):
+            lost += 1
+        elif row["status"] == "superseded" and row["superseded_by"] is not None:
+            replaced += 1
+        elif row["status"] != "active":
+            lost += 1
+    return lost, replaced
 
 
 def concurrency(dsn: str, mode: str, clients: int, seconds: float) -> dict[str, float]:
@@ -267,9 +281,9 @@ def concurrency(dsn: str, mode: str, clients: int, seconds: float) -> dict[str, 
         data = json.loads(out.strip().splitlines()[-1])
         written += data["written"]
         recalls += data["recalls"]
-    lost = asyncio.run(verify(dsn, written))
+    lost, replaced = asyncio.run(verify(dsn, written))
     return {
-        "writes": len(written), "lost": lost, "recalls": len(recalls),
+        "writes": len(written), "lost": lost, "replaced": replaced, "recalls": len(recalls),
         "p50_ms": statistics.median(recalls) * 1000, "p95_ms": _pct(recalls, 0.95) * 1000,
     }  # fmt: skip
 
@@ -350,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
             team = concurrency(dsn, mode, args.clients, seconds)
             print(
                 f"\n{args.clients} clients x {seconds:.0f} s, {mode}, on {built:,} memories:"
-                f" {team['writes']} writes, {team['lost']} lost; {team['recalls']} recalls,"
+                f" {team['writes']} writes, {team['lost']} lost ({team['replaced']} since replaced by a"
+                f" later write of the same fact); {team['recalls']} recalls,"
                 f" p50 {team['p50_ms']:.0f} ms, p95 {team['p95_ms']:.0f} ms",
                 flush=True,
             )
