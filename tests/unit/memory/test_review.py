@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from qwenmem_tui.features.memory import sqlite_store
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory import sqlite_store
+from qwenmem_tui.memory.model import (
     DAY,
     FLAG_FROM_FILE,
     AuditAction,
@@ -18,8 +18,8 @@ from qwenmem_tui.features.memory.model import (
     Origin,
     Status,
 )
-from qwenmem_tui.features.memory.review import keep, plan_review, review_plan, waiting_label
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.review import keep, plan_review, review_plan, waiting_label
+from qwenmem_tui.memory.service import MemoryService
 
 NOW = 1_790_000_000.0
 
