@@ -49,10 +49,10 @@ from qwenmem_tui.memory.metrics import (
     token_bucket,
     MemoryStats,
     compute_stats,
-    count_reviewed,
 )
 from qwenmem_tui.memory.model import (
     GLOBAL_SCOPE,
+    AuditAction,
     AuditEntry,
     Category,
     Memory,
@@ -63,7 +63,7 @@ from qwenmem_tui.memory.model import (
     scope_for,
 )
 from qwenmem_tui.memory.relevance import dismissed_for
-from qwenmem_tui.memory.store import MemoryStore
+from qwenmem_tui.memory.store import MemoryStore, RowQuery
 from qwenmem_tui.memory.vectors import MemoryVectors, VectorOpener
 from qwenmem_tui.memory.write_plan import join_reasons
 from qwenmem_tui.memory.writer import MemoryWriter, PendingWrite
@@ -604,6 +604,33 @@ class MemoryService:
         scopes = None if project is None else (GLOBAL_SCOPE, project)
         return await self.store.list(user=self.user, scopes=scopes, statuses=statuses)
 
+    def mine(self, query: RowQuery, *, project: str | None = None) -> RowQuery:
+        """``query`` narrowed to this user's memories visible from ``project``."""
+        scopes = None if project is None else (GLOBAL_SCOPE, project)
+        return replace(query, user=self.user, scopes=scopes)
+
+    async def rows(self, query: RowQuery, *, project: str | None = None) -> builtins.list[Memory]:
+        """This user's memories visible from ``project`` matching ``query`` (a page of
+        them, in SQL: a store of years is never read whole to show some)."""
+        return await self.store.rows(self.mine(query, project=project))
+
+    async def count(self, query: RowQuery, *, project: str | None = None) -> int:
+        """How many of this user's memories visible from ``project`` match ``query``."""
+        return await self.store.count(self.mine(query, project=project))
+
+    async def reviewed(self, *, project: str | None = None) -> builtins.list[AuditEntry]:
+        """The ``review`` entries of this user's memories visible from ``project``
+        (a sampled few a week: the trail of years is not read to find them)."""
+        entries = await self.store.audit(action=AuditAction.REVIEW)
+        ids = sorted({e.memory_id for e in entries})
+        scopes = None if project is None else (GLOBAL_SCOPE, project)
+        mine = {
+            m.id
+            for m in await self.store.fetch(ids)
+            if m.user == self.user and (scopes is None or m.scope in scopes)
+        }
+        return [e for e in entries if e.memory_id in mine]
+
     async def get(self, memory_id: int, *, project: str | None = None) -> Memory | None:
         """One of this user's memories by id, None otherwise.
 
@@ -635,7 +662,7 @@ class MemoryService:
 
     async def awaiting_review(self, *, project: str | None = None) -> int:
         """How many of this user's memories (visible from ``project``) wait for a person."""
-        return len(await self.list(project=project, statuses=[Status.QUARANTINED]))
+        return await self.count(RowQuery(statuses=(Status.QUARANTINED,)), project=project)
 
     async def stats(self) -> MemoryStats:
         stats = compute_stats(
@@ -644,9 +671,10 @@ class MemoryService:
             recall=self.recall_status(),
             recall_note=self.vectors.embedder_state()[2],
         )
-        reviewed, active = count_reviewed(
-            await self.list(statuses=[Status.ACTIVE]), await self.store.audit(None)
-        )
+        # Counted in SQL: the kept ones are a sampled few, the active ones a count.
+        kept = {e.memory_id for e in await self.reviewed()}
+        reviewed = sum(1 for m in await self.store.fetch(sorted(kept)) if m.status is Status.ACTIVE)
+        active = await self.count(RowQuery(statuses=(Status.ACTIVE,)))
         return replace(stats, reviewed=reviewed, reviewed_of=active)
 
     async def record_tokens(self, tokens: int) -> None:

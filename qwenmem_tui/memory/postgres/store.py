@@ -34,7 +34,13 @@ import asyncpg
 import numpy as np
 
 from qwenmem_tui.memory import write_plan
-from qwenmem_tui.memory.model import AuditAction, AuditEntry, Memory, Status
+from qwenmem_tui.memory.model import (
+    FLAG_FROM_FILE,
+    AuditAction,
+    AuditEntry,
+    Memory,
+    Status,
+)
 from qwenmem_tui.memory.postgres.cache import LocalCache
 from qwenmem_tui.memory.postgres.connection import (
     MemoryStoreUnavailable,
@@ -60,6 +66,7 @@ from qwenmem_tui.memory.postgres.steps import (
 from qwenmem_tui.memory.store import (
     AUDIT_SELECT,
     AllowedIds,
+    RowQuery,
     audit_from_row,
     no_vectors,
     status_counts,
@@ -334,6 +341,31 @@ class PostgresMemoryStore(write_plan.PlannedStore):
 
         return await self._read(body)
 
+    async def rows(self, query: RowQuery) -> builtins.list[Memory]:
+        where, params = _row_filter(query)
+        if query.model_first:
+            params.append(FLAG_FROM_FILE)
+            order = f" ORDER BY (origin = 'user' AND NOT ${len(params)} = ANY(flags)), created_at, id"
+        else:
+            order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
+        if query.limit is not None:
+            params.append(query.limit)
+            order += f" LIMIT ${len(params)}"
+        sql = f"SELECT {COLUMNS} FROM memories{where}{order}"
+
+        async def body(conn: asyncpg.Connection) -> builtins.list[Memory]:
+            return [row_to_memory(r) for r in await conn.fetch(sql, *params)]
+
+        return await self._read(body)
+
+    async def count(self, query: RowQuery) -> int:
+        where, params = _row_filter(query)
+
+        async def body(conn: asyncpg.Connection) -> int:
+            return int(await conn.fetchval(f"SELECT count(*) FROM memories{where}", *params))
+
+        return await self._read(body)
+
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
         # One statement, one snapshot: the generation and the ids it names agree.
         async def body(conn: asyncpg.Connection) -> asyncpg.Record:
@@ -432,12 +464,18 @@ class PostgresMemoryStore(write_plan.PlannedStore):
 
         return await self._read(body)
 
-    async def audit(self, memory_id: int | None = None) -> builtins.list[AuditEntry]:
-        sql = AUDIT_SELECT
-        params: tuple[Any, ...] = ()
+    async def audit(
+        self, memory_id: int | None = None, *, action: AuditAction | None = None
+    ) -> builtins.list[AuditEntry]:
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
         if memory_id is not None:
-            sql += " WHERE memory_id = $1"
-            params = (memory_id,)
+            params.append(memory_id)
+            where.append(f"memory_id = ${len(params)}")
+        if action is not None:
+            params.append(AuditAction(action).value)
+            where.append(f"action = ${len(params)}")
+        sql = AUDIT_SELECT + (" WHERE " + " AND ".join(where) if where else "")
 
         async def body(conn: asyncpg.Connection) -> builtins.list[AuditEntry]:
             return [audit_from_row(r) for r in await conn.fetch(sql + " ORDER BY id", *params)]
@@ -543,3 +581,36 @@ async def _keep_session(_conn: asyncpg.Connection) -> None:
     or session locks on pooled connections; asyncpg still rolls back an open
     transaction first), so the default ``RESET ALL``/``UNLISTEN *`` round trip per
     release would buy nothing."""
+
+
+def _row_filter(q: RowQuery) -> tuple[str, builtins.list[Any]]:
+    """``q``'s filters as a WHERE clause and its numbered parameters."""
+    where: builtins.list[str] = []
+    params: builtins.list[Any] = []
+
+    def cond(sql: str, value: Any) -> None:
+        params.append(value)
+        where.append(sql.replace("$?", f"${len(params)}"))
+
+    if q.user is not None:
+        cond("username = $?", q.user)
+    if q.scopes is not None:
+        cond("scope = ANY($?::text[])", list(q.scopes))
+    if q.statuses is not None:
+        cond("status = ANY($?::text[])", [Status(s).value for s in q.statuses])
+    if q.key is not None:
+        cond("key = $?", q.key)
+    if q.after is not None:
+        cond("id > $?", q.after)
+    if q.exclude:
+        cond("NOT id = ANY($?::bigint[])", [int(i) for i in q.exclude])
+    if q.linked:
+        cond("(id = ANY($?::bigint[]) OR superseded_by = ANY($?::bigint[]) OR restates = ANY($?::bigint[]))",
+             [int(i) for i in q.linked])  # fmt: skip
+    if q.created_after is not None:
+        cond("created_at > $?", q.created_after)
+    if q.created_until is not None:
+        cond("created_at <= $?", q.created_until)
+    for word in q.words:
+        cond("position($? in lower(key || ' ' || value || ' ' || category || ' ' || status)) > 0", word)
+    return (" WHERE " + " AND ".join(where) if where else ""), params
