@@ -49,10 +49,10 @@ from qwenmem_tui.memory.metrics import (
     token_bucket,
     MemoryStats,
     compute_stats,
-    count_reviewed,
 )
 from qwenmem_tui.memory.model import (
     GLOBAL_SCOPE,
+    AuditAction,
     AuditEntry,
     Category,
     Memory,
@@ -64,7 +64,7 @@ from qwenmem_tui.memory.model import (
     scope_for,
 )
 from qwenmem_tui.memory.relevance import dismissed_for
-from qwenmem_tui.memory.store import MemoryStore
+from qwenmem_tui.memory.store import MemoryStore, RowQuery
 from qwenmem_tui.memory.vectors import MemoryVectors, VectorOpener
 from qwenmem_tui.memory.write_plan import join_reasons
 from qwenmem_tui.memory.writer import REMEMBER_JUDGE_TIMEOUT, MemoryWriter, PendingWrite
@@ -75,6 +75,7 @@ if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load_vectors``), n
     from qwenmem_tui.memory.index import Progress, VectorIndex
     from qwenmem_tui.memory.provenance import Provenance
     from qwenmem_tui.memory.recall import Candidate, Recaller, RecallResult
+    from qwenmem_tui.memory.store_index import StoreIndex
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.paths import Paths
 
@@ -101,7 +102,7 @@ class MemoryService:
         *,
         store: MemoryStore,
         embedder: Embedder | None = None,
-        index: VectorIndex | None = None,
+        index: VectorIndex | StoreIndex | None = None,
         user: str,
         ttl: TtlPolicy | None = None,
         top_k: int = 5,
@@ -166,7 +167,7 @@ class MemoryService:
         return self.vectors.embedder
 
     @property
-    def index(self) -> VectorIndex:
+    def index(self) -> VectorIndex | StoreIndex:
         return self.vectors.index
 
     @property
@@ -220,17 +221,21 @@ class MemoryService:
             cap_days=mem.ttl_cap_days,
         )
 
-        async def open_vectors() -> tuple[EmbedderChoice, VectorIndex]:
-            # numpy and FAISS import in a worker (~0.35 s): on the loop they held the
-            # screen and the keys of a reply streaming meanwhile.
-            await asyncio.to_thread(importlib.import_module, "qwenmem_tui.memory.index")
-            from qwenmem_tui.memory.index import VectorIndex
-
+        async def open_vectors() -> tuple[EmbedderChoice, VectorIndex | StoreIndex]:
             chosen = choice
             if chosen is None:
                 chosen = await _choose_embedder(settings, llm)
                 if chosen.note:
                     log.warning("[MEMORY] %s", chosen.note)
+            if store.searches_vectors():  # pgvector: no local copy of a team's vectors
+                from qwenmem_tui.memory.store_index import StoreIndex
+
+                return chosen, StoreIndex(store, index_dir, chosen.embedder.id, user=user)
+            # numpy and FAISS import in a worker (~0.35 s): on the loop they held the
+            # screen and the keys of a reply streaming meanwhile.
+            await asyncio.to_thread(importlib.import_module, "qwenmem_tui.memory.index")
+            from qwenmem_tui.memory.index import VectorIndex
+
             return chosen, VectorIndex(index_dir, chosen.embedder.id)
 
         service = cls(
@@ -638,6 +643,33 @@ class MemoryService:
         scopes = None if project is None else (GLOBAL_SCOPE, project)
         return await self.store.list(user=self.user, scopes=scopes, statuses=statuses)
 
+    def mine(self, query: RowQuery, *, project: str | None = None) -> RowQuery:
+        """``query`` narrowed to this user's memories visible from ``project``."""
+        scopes = None if project is None else (GLOBAL_SCOPE, project)
+        return replace(query, user=self.user, scopes=scopes)
+
+    async def rows(self, query: RowQuery, *, project: str | None = None) -> builtins.list[Memory]:
+        """This user's memories visible from ``project`` matching ``query`` (a page of
+        them, in SQL: a store of years is never read whole to show some)."""
+        return await self.store.rows(self.mine(query, project=project))
+
+    async def count(self, query: RowQuery, *, project: str | None = None) -> int:
+        """How many of this user's memories visible from ``project`` match ``query``."""
+        return await self.store.count(self.mine(query, project=project))
+
+    async def reviewed(self, *, project: str | None = None) -> builtins.list[AuditEntry]:
+        """The ``review`` entries of this user's memories visible from ``project``
+        (a sampled few a week: the trail of years is not read to find them)."""
+        entries = await self.store.audit(action=AuditAction.REVIEW)
+        ids = sorted({e.memory_id for e in entries})
+        scopes = None if project is None else (GLOBAL_SCOPE, project)
+        mine = {
+            m.id
+            for m in await self.store.fetch(ids)
+            if m.user == self.user and (scopes is None or m.scope in scopes)
+        }
+        return [e for e in entries if e.memory_id in mine]
+
     async def get(self, memory_id: int, *, project: str | None = None) -> Memory | None:
         """One of this user's memories by id, None otherwise.
 
@@ -669,7 +701,7 @@ class MemoryService:
 
     async def awaiting_review(self, *, project: str | None = None) -> int:
         """How many of this user's memories (visible from ``project``) wait for a person."""
-        return len(await self.list(project=project, statuses=[Status.QUARANTINED]))
+        return await self.count(RowQuery(statuses=(Status.QUARANTINED,)), project=project)
 
     async def stats(self) -> MemoryStats:
         stats = compute_stats(
@@ -678,9 +710,10 @@ class MemoryService:
             recall=self.recall_status(),
             recall_note=self.vectors.embedder_state()[2],
         )
-        reviewed, active = count_reviewed(
-            await self.list(statuses=[Status.ACTIVE]), await self.store.audit(None)
-        )
+        # Counted in SQL: the kept ones are a sampled few, the active ones a count.
+        kept = {e.memory_id for e in await self.reviewed()}
+        reviewed = sum(1 for m in await self.store.fetch(sorted(kept)) if m.status is Status.ACTIVE)
+        active = await self.count(RowQuery(statuses=(Status.ACTIVE,)))
         return replace(stats, reviewed=reviewed, reviewed_of=active)
 
     async def record_tokens(self, tokens: int) -> None:
