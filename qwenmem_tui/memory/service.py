@@ -73,6 +73,7 @@ if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load_vectors``), n
     from qwenmem_tui.config import Settings
     from qwenmem_tui.memory.index import Progress, VectorIndex
     from qwenmem_tui.memory.recall import Candidate, Recaller, RecallResult
+    from qwenmem_tui.memory.store_index import StoreIndex
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.paths import Paths
 
@@ -99,7 +100,7 @@ class MemoryService:
         *,
         store: MemoryStore,
         embedder: Embedder | None = None,
-        index: VectorIndex | None = None,
+        index: VectorIndex | StoreIndex | None = None,
         user: str,
         ttl: TtlPolicy | None = None,
         top_k: int = 5,
@@ -164,7 +165,7 @@ class MemoryService:
         return self.vectors.embedder
 
     @property
-    def index(self) -> VectorIndex:
+    def index(self) -> VectorIndex | StoreIndex:
         return self.vectors.index
 
     @property
@@ -218,17 +219,21 @@ class MemoryService:
             cap_days=mem.ttl_cap_days,
         )
 
-        async def open_vectors() -> tuple[EmbedderChoice, VectorIndex]:
-            # numpy and FAISS import in a worker (~0.35 s): on the loop they held the
-            # screen and the keys of a reply streaming meanwhile.
-            await asyncio.to_thread(importlib.import_module, "qwenmem_tui.memory.index")
-            from qwenmem_tui.memory.index import VectorIndex
-
+        async def open_vectors() -> tuple[EmbedderChoice, VectorIndex | StoreIndex]:
             chosen = choice
             if chosen is None:
                 chosen = await _choose_embedder(settings, llm)
                 if chosen.note:
                     log.warning("[MEMORY] %s", chosen.note)
+            if store.searches_vectors():  # pgvector: no local copy of a team's vectors
+                from qwenmem_tui.memory.store_index import StoreIndex
+
+                return chosen, StoreIndex(store, index_dir, chosen.embedder.id, user=user)
+            # numpy and FAISS import in a worker (~0.35 s): on the loop they held the
+            # screen and the keys of a reply streaming meanwhile.
+            await asyncio.to_thread(importlib.import_module, "qwenmem_tui.memory.index")
+            from qwenmem_tui.memory.index import VectorIndex
+
             return chosen, VectorIndex(index_dir, chosen.embedder.id)
 
         service = cls(

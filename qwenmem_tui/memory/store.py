@@ -374,6 +374,33 @@ class MemoryStore(ABC):
         """(memory_id, query) of every dismissal of this user in ``project``."""
         return []
 
+    def searches_vectors(self) -> bool:
+        """The store answers the dense channel itself (``nearest_vectors``), hard
+        filters in the same query; otherwise each process searches a local index."""
+        return False
+
+    async def nearest_vectors(
+        self,
+        query: np.ndarray,
+        *,
+        embedding_model: str,
+        user: str,
+        scopes: Collection[str],
+        now: float,
+        exclude: Collection[int],
+        limit: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of up to ``limit`` rows passing ``allowed_ids``' filters
+        (minus ``exclude``) with the largest ``p·query``, best first."""
+        raise NotImplementedError("this store searches no vectors: use a local index")
+
+    async def vector_mean(
+        self, embedding_model: str, *, user: str
+    ) -> tuple[np.ndarray | None, int]:
+        """Mean of ``user``'s active vectors from ``embedding_model`` (None: none), and
+        how many there are."""
+        raise NotImplementedError("this store searches no vectors: use a local index")
+
     async def watch(self, on_change: Callable[[int], Awaitable[None]]) -> None:
         """Call ``on_change(generation)`` when any process changes the store.
 

@@ -25,7 +25,7 @@ PROJECT = "/work/alpha-project"
 
 
 def _settings(dsn: str) -> Settings:
-    return Settings.model_validate({"general": {"user": "ana"}, "memory": {"store": "postgres", "postgres_dsn": dsn, "embedding": "hash"}})
+    return Settings.model_validate({"general": {"user": "ana"}, "memory": {"store": "postgres", "postgres_dsn": dsn, "embedding": "hash", "postgres_vector_search": False}})
 
 
 async def _open(home: str, dsn: str) -> MemoryService:

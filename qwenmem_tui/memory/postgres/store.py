@@ -50,6 +50,7 @@ from qwenmem_tui.memory.postgres.connection import (
     transient,
 )
 from qwenmem_tui.memory.postgres.listener import GenerationListener
+from qwenmem_tui.memory.postgres import vector_search as pgvector
 from qwenmem_tui.memory.postgres.schema import SEARCH_TEXT, migrate_schema
 from qwenmem_tui.memory.postgres.steps import (
     ACTIVE,
@@ -92,6 +93,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         on_notice: Notice | None = None,
         cache: LocalCache | None = None,
         connect_timeout: float = 5.0,
+        vector_search: bool = False,
     ) -> None:
         self.dsn = dsn
         self.where = describe_dsn(dsn)
@@ -105,6 +107,8 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         # Backends our own pool has used: notifications from them are our own writes,
         # which the service already applied to the index (see ``watch``).
         self._own_pids: set[int] = set()
+        self._vector_search = vector_search
+        self._indexed_dims: set[int] = set()  # HNSW indexes known to exist
 
     @classmethod
     async def open(
@@ -115,9 +119,11 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         on_notice: Notice | None = None,
         connect_timeout: float = 5.0,
         pool_size: int = 4,
+        vector_search: bool = True,
     ) -> PostgresMemoryStore:
         """Connect, migrate, and return the store; ``MemoryStoreUnavailable`` (one line)
-        when the server cannot be reached or refuses us."""
+        when the server cannot be reached or refuses us. ``vector_search``: search
+        vectors with pgvector when the server has it (``vector_search.py``)."""
         where = describe_dsn(dsn)
         try:
             pool = await asyncpg.create_pool(
@@ -127,6 +133,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
                 timeout=connect_timeout,
                 command_timeout=60,
                 reset=_keep_session,
+                init=pgvector.session_settings if vector_search else None,
             )
         except Exception as exc:  # asyncpg raises a zoo of types for "cannot connect"
             raise MemoryStoreUnavailable(
@@ -136,6 +143,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
             async with pool.acquire() as conn:
                 await migrate_schema(conn, where)
                 instance_id = await conn.fetchval("SELECT id FROM memory_instance")
+                searches = vector_search and await pgvector.prepare(conn, where)
         except BaseException as exc:
             await pool.close()
             if isinstance(exc, asyncpg.PostgresError | OSError):
@@ -148,6 +156,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
             retry=retry or RetryPolicy(),
             on_notice=on_notice,
             connect_timeout=connect_timeout,
+            vector_search=searches,
         )
 
     # plumbing ------------------------------------------------------------------------
@@ -505,6 +514,39 @@ class PostgresMemoryStore(write_plan.PlannedStore):
             if r["embedding"] is not None
         }
         return [row_to_memory(r) for r in rows], vectors
+
+    # vectors in the database (pgvector) -------------------------------------------
+    def searches_vectors(self) -> bool:
+        return self._vector_search
+
+    async def nearest_vectors(
+        self,
+        query: np.ndarray,
+        *,
+        embedding_model: str,
+        user: str,
+        scopes: Collection[str],
+        now: float,
+        exclude: Collection[int],
+        limit: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        dim = int(np.asarray(query).size)
+        if dim not in self._indexed_dims:
+            await self._read(lambda conn: pgvector.ensure_index(conn, dim, self.where))
+            self._indexed_dims.add(dim)
+
+        async def body(conn: asyncpg.Connection) -> tuple[np.ndarray, np.ndarray]:
+            return await pgvector.nearest(
+                conn, query, embedding_model=embedding_model, user=user, scopes=scopes,
+                now=now, exclude=exclude, limit=limit,
+            )
+
+        return await self._read(body)
+
+    async def vector_mean(
+        self, embedding_model: str, *, user: str
+    ) -> tuple[np.ndarray | None, int]:
+        return await self._read(lambda conn: pgvector.mean(conn, embedding_model, user))
 
     # change feed -------------------------------------------------------------------
     async def watch(self, on_change: ChangeCallback) -> None:
