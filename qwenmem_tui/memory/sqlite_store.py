@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aiosqlite
 
 from qwenmem_tui.memory import write_plan
+from qwenmem_tui.memory.lexical import bm25_rank
 from qwenmem_tui.memory.model import (
     FLAG_FROM_FILE,
     AuditAction,
@@ -51,6 +52,9 @@ BASE_COLUMNS = (
 """The columns every memory database has had (salvage reads old ones too)."""
 MEMORY_COLUMNS = BASE_COLUMNS + ", restates, stated_at, valid_until"
 _ACTIVE = Status.ACTIVE.value
+# The lexical channel's candidates: this many rows over the query's words (each word
+# at least twice the rows asked for), the newest matches of each.
+LEXICAL_CANDIDATES = 400
 
 
 def _of_user(user: str | None) -> tuple[str, tuple[str, ...]]:
@@ -284,25 +288,45 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
         exclude: Collection[int], limit: int,
     ) -> builtins.list[tuple[int, float]]:
+        # FTS5 ranks a match only after scoring every match (8k rows for a common name
+        # in a store of years: 40-80 ms, before the hard filters). So each word brings
+        # its newest matches that pass the filters, at most a cap (a rarer word all of
+        # its matches), and bm25 ranks that bounded set (lexical.bm25_rank).
         # Terms are letters and digits only (lexical.query_terms): quoting each makes
-        # it a plain phrase, never FTS5 syntax. bm25() is lower-is-better.
-        match = " OR ".join(f'"{t}"' for t in terms)
+        # it a plain phrase, never FTS5 syntax.
+        cap = max(2 * limit, LEXICAL_CANDIDATES // len(terms))
         excluded = [int(i) for i in exclude]
-        sql = (
-            "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts"
-            " JOIN memories AS m ON m.id = memories_fts.rowid"
-            " WHERE memories_fts MATCH ? AND m.status = ? AND m.user = ?"
-            f" AND m.scope IN ({','.join('?' * len(scopes))})"
+        one = (
+            "SELECT * FROM (SELECT ? AS term, f.rowid, m.key, m.value,"
+            " (SELECT max(id) FROM memories) FROM memories_fts AS f"
+            " JOIN memories AS m ON m.id = f.rowid WHERE memories_fts MATCH ? AND m.status = ?"
+            f" AND m.user = ? AND m.scope IN ({','.join('?' * len(scopes))})"
             " AND (m.expires_at IS NULL OR m.expires_at > ?)"
+            + (f" AND m.id NOT IN ({','.join('?' * len(excluded))})" if excluded else "")
+            + " ORDER BY f.rowid DESC LIMIT ?)"
         )
-        if excluded:
-            sql += f" AND m.id NOT IN ({','.join('?' * len(excluded))})"
-        # One thread hop, not two (execute, then fetch): this runs on every recall.
-        rows = await self._conn.execute_fetchall(
-            sql + " ORDER BY rank, m.id LIMIT ?",
-            (match, _ACTIVE, user, *scopes, now, *excluded, limit),
-        )
-        return [(int(r[0]), -float(r[1])) for r in rows]
+        params: builtins.list[Any] = []
+        for i, term in enumerate(terms):
+            params += [i, f'"{term}"', _ACTIVE, user, *scopes, now, *excluded, cap]
+        # One thread hop for every word: this runs on every recall.
+        rows = await self._conn.execute_fetchall(" UNION ALL ".join([one] * len(terms)), params)
+        docs: dict[int, str] = {}
+        matched: dict[str, builtins.list[int]] = {t: [] for t in terms}
+        top = 0
+        for index, memory_id, key, value, last in rows:
+            docs[memory_id] = f"{key} {value}"
+            matched[terms[index]].append(memory_id)
+            top = max(top, int(last))
+        if not docs:
+            return []
+        # How many rows hold each word (its rarity): exact below the cap; above it,
+        # estimated from how far back the newest `cap` reach (counting would score
+        # every match again).
+        counts = {
+            t: len(ids) if len(ids) < cap else round(cap * top / max(1, top - min(ids) + 1))
+            for t, ids in matched.items()
+        }
+        return bm25_rank(docs, matched, counts, total=max(top, len(docs)), limit=limit)
 
     async def generation(self) -> int:
         return await _generation(self._conn)

@@ -6,6 +6,9 @@ itself (fts5vocab), never from the content table it points at.
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import numpy as np
 from memtest_support import PROJECT_A, PROJECT_B, Clock, fts_documents, fts_matches_rows
 
@@ -198,3 +201,71 @@ async def test_nearest_finds_the_fact_a_new_value_would_update(service: MemorySe
     assert found[0].memory.id == target.memory.id
     assert all(c.memory.scope == "global" and c.memory.category == "user" for c in found)
     assert found[0].dense is not None
+
+
+def _plant(db: Path, rows: list[tuple[str, str, str]], now: float) -> None:
+    """Active rows (user, scope, value) written straight to the table (its FTS trigger
+    indexes them), for stores bigger than saving each would allow in a test."""
+    conn = sqlite3.connect(db)
+    start = conn.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0]
+    with conn:
+        conn.executemany(
+            "INSERT INTO memories (user, scope, category, key, value, origin, status, created_at,"
+            " updated_at, content_hash) VALUES (?, ?, 'project', ?, ?, 'user', 'active', ?, ?, ?)",
+            [(user, scope, f"note_{start + i}", value, now, now, f"h{start + i}")
+             for i, (user, scope, value) in enumerate(rows)],  # fmt: skip
+        )
+    conn.close()
+
+
+async def _steps(service: MemoryService, terms: list[str], now: float, limit: int) -> tuple[int, list]:
+    """SQLite VM instructions one lexical search ran, and its answer."""
+    ticks = [0]
+
+    def tick() -> int:
+        ticks[0] += 1
+        return 0
+
+    conn = service.store._conn  # type: ignore[attr-defined]
+    await conn.set_progress_handler(tick, 1)
+    try:
+        hits = await service.store.lexical_search(
+            terms, user="ana", scopes=("global", PROJECT_A), now=now, limit=limit
+        )
+    finally:
+        await conn.set_progress_handler(None, 1)
+    return ticks[0], hits
+
+
+async def test_a_common_word_ranks_a_bounded_set_of_candidates(
+    service: MemoryService, mem_paths: Paths, clock: Clock
+) -> None:
+    """A word in 3,000 rows costs what it costs in 300: each word brings its newest
+    matches that pass the filters, at most a cap, and bm25 ranks those. Fails without
+    the cap: FTS5 scored, and the filters joined, every match (ten times the work)."""
+    note = "Ana's note number {} about deploys"
+    _plant(mem_paths.db_file, [("ana", PROJECT_A, note.format(i)) for i in range(300)], clock.now)
+    small, _ = await _steps(service, ["ana", "deploys"], clock.now, 20)
+    _plant(mem_paths.db_file, [("ana", PROJECT_A, note.format(i)) for i in range(2700)], clock.now)
+    large, hits = await _steps(service, ["ana", "deploys"], clock.now, 20)
+    assert len(hits) == 20
+    assert large < 1.5 * small, (small, large)
+
+
+async def test_a_rare_word_is_found_among_thousands_of_a_common_one(
+    service: MemoryService, mem_paths: Paths, clock: Clock
+) -> None:
+    """Every match of a rare word is a candidate however many newer rows hold a
+    common one, and holding both ranks first; rows another user or project holds
+    never take a candidate's place."""
+    theirs = [("bob", PROJECT_A, "the kubernetes cluster Zephyr") for _ in range(500)]
+    others = [("ana", PROJECT_B, "the kubernetes cluster Zephyr") for _ in range(500)]
+    _plant(mem_paths.db_file, [("ana", PROJECT_A, "the kubernetes cluster Zephyr runs builds")], clock.now)
+    rare = 1
+    common = [("ana", PROJECT_A, f"kubernetes cluster number {i}") for i in range(2000)]
+    _plant(mem_paths.db_file, theirs + others + common, clock.now)
+    _, hits = await _steps(service, ["zephyr"], clock.now, 5)
+    assert [i for i, _ in hits] == [rare]
+    _, hits = await _steps(service, ["kubernetes", "zephyr"], clock.now, 20)
+    assert hits[0][0] == rare and len(hits) == 20
+    assert all(i == rare or i > 1001 for i, _ in hits)  # mine, never bob's or project B's
