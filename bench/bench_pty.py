@@ -57,6 +57,8 @@ MAIN_MODEL = "bench-model"
 FAST_MODEL = "bench-fast"
 END_MARK = "ZZ-END-OF-REPLY"
 TYPED_MARK = "~"
+LAUNCH_WORD = "hullo"  # typed at the first frame (in no program's own screen)
+RETYPE_AFTER = 1.0
 TRIGGER = re.compile(r"stream (\d+) (\d+)")
 STREAMS: tuple[tuple[str, float | None, int], ...] = (
     # (label, tokens a second or None for full speed, tokens)
@@ -226,6 +228,13 @@ class Pane:
             if seen is not None:
                 return seen
         return None
+
+    def first_frame(self) -> float | None:
+        """Monotonic time when the program first drew something of its own (the
+        alternate screen on, with text on it), or None within 60 s."""
+        return self.wait_for(
+            lambda screen: bool(screen.strip()) and self.in_app(), self.started + 60 - time.monotonic()
+        )
 
     def clear_input(self) -> None:
         """Erase what `first_echo` typed (the keys typed before the echo arrive late)."""
@@ -412,6 +421,42 @@ def launch_to_input(program: Program, base_url: str) -> tuple[float | None, floa
             seen = pane.first_echo()
             cpu = pane.cpu_s()
             return (seen - pane.started if seen is not None else None), cpu
+        finally:
+            pane.close()
+
+
+@dataclass
+class TypedWord:
+    """Launch as a user meets it: the first frame, then a word typed once at it."""
+
+    frame_s: float | None  # spawn -> the first frame
+    shown_s: float | None  # spawn -> the word typed at the first frame shows
+    cpu_s: float  # the program's CPU seconds by then
+    lost: bool = False  # the word typed at the first frame never showed: typed again
+
+
+def launch_to_typed_word(program: Program, base_url: str) -> TypedWord:
+    """Seconds from spawning the program to its first frame, and to a word typed right
+    after that frame showing on its screen: a user typing as soon as the window
+    appears. (`launch_to_input` types from the moment the program takes the terminal,
+    before its first frame, and again every 0.1 s until a key shows: keys queued in the
+    terminal while the app builds its frame are read at once with it.) A word the
+    program drops (elia 1.10 loses most words typed at its first frame: its input is
+    focused later) is typed again each RETYPE_AFTER seconds, as a user would."""
+    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
+        pane = program.launch(Path(tmp), base_url)
+        try:
+            frame = pane.first_frame()
+            if frame is None:
+                return TypedWord(None, None, pane.cpu_s())
+            seen: float | None = None
+            for attempt in range(int(60 / RETYPE_AFTER)):
+                pane.type(LAUNCH_WORD)
+                seen = pane.wait_for(lambda screen: LAUNCH_WORD in screen, RETYPE_AFTER)
+                if seen is not None:
+                    break
+            shown = seen - pane.started if seen is not None else None
+            return TypedWord(frame - pane.started, shown, pane.cpu_s(), lost=attempt > 0)
         finally:
             pane.close()
 
@@ -605,6 +650,55 @@ def _s(value: float | None, unit: str = "s", digits: int = 2) -> str:
     return f"{value:.{digits}f} {unit}"
 
 
+def _launch_rows(
+    launchers: list[Program],
+    peer: Program | None,
+    base_url: str,
+    runs: int,
+    row: Callable[[str, str, str], None],
+) -> None:
+    """Both launch probes, each program in turn every round (a change of load on a
+    shared machine hits every program alike), and their ratios to the peer."""
+    echoes: dict[str, list[tuple[float | None, float]]] = {p.name: [] for p in launchers}
+    words: dict[str, list[TypedWord]] = {p.name: [] for p in launchers}
+    for round_ in range(runs):
+        shift = round_ % len(launchers)
+        for program in launchers[shift:] + launchers[:shift]:
+            echoes[program.name].append(launch_to_input(program, base_url))
+            words[program.name].append(launch_to_typed_word(program, base_url))
+    figures = {
+        "launch -> typed key shows": {
+            name: (_median([w for w, _ in found]), _median([c for _, c in found]))
+            for name, found in echoes.items()
+        },
+        f"launch -> first frame -> '{LAUNCH_WORD}' typed once shows": {
+            name: (_median([w.shown_s for w in found]), _median([w.cpu_s for w in found]))
+            for name, found in words.items()
+        },
+    }
+    for program in launchers:
+        found = words[program.name]
+        lost = sum(w.lost for w in found)
+        row(
+            "launch -> first frame",
+            program.name,
+            _s(_median([w.frame_s for w in found]))
+            + (f" (the word typed then lost {lost}/{len(found)} times)" if lost else ""),
+        )
+    for what, by_name in figures.items():
+        for program in launchers:
+            wall, cpu = by_name[program.name]
+            row(what, program.name, f"{_s(wall)} (CPU {_s(cpu)})")
+        for program in launchers if peer else ():
+            if program is peer:
+                continue
+            (ours, ours_cpu), (theirs, theirs_cpu) = by_name[program.name], by_name[peer.name]
+            shown = f"{ours / theirs:.2f}x elia" if ours is not None and theirs else "—"
+            if ours_cpu is not None and theirs_cpu:
+                shown += f" (CPU {ours_cpu / theirs_cpu:.2f}x)"
+            row(f"{what}, vs elia", program.name, shown)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--serve", nargs=2, type=Path, help=argparse.SUPPRESS)
@@ -680,27 +774,7 @@ def main(argv: list[str] | None = None) -> int:
         for program in [*programs, *([peer] if peer else [])]:
             launch_to_input(program, base_url)  # unmeasured: bytecode written, files cached
         if "launch" in only:
-            launchers = [*programs, *([peer] if peer else [])]
-            # Interleaved, so a change of load on a shared machine hits every program.
-            launches: dict[str, list[tuple[float | None, float]]] = {p.name: [] for p in launchers}
-            for _ in range(runs):
-                for program in launchers:
-                    launches[program.name].append(launch_to_input(program, base_url))
-            wall = {name: _median([w for w, _ in found]) for name, found in launches.items()}
-            cpu = {name: _median([c for _, c in found]) for name, found in launches.items()}
-            for program in launchers:
-                row(
-                    "launch -> typed key shows",
-                    program.name,
-                    f"{_s(wall[program.name])} (CPU {_s(cpu[program.name])})",
-                )
-            for program in programs if peer else ():
-                ours, theirs = wall[program.name], wall[peer.name]
-                shown = f"{ours / theirs:.2f}x elia" if ours is not None and theirs else "—"
-                ours_cpu, theirs_cpu = cpu[program.name], cpu[peer.name]
-                if ours_cpu is not None and theirs_cpu:
-                    shown += f" (CPU {ours_cpu / theirs_cpu:.2f}x)"
-                row("launch -> typed key shows, vs elia", program.name, shown)
+            _launch_rows([*programs, *([peer] if peer else [])], peer, base_url, runs, row)
         if "cli" in only:
             for program in programs:
                 for command, seconds in cli_times(program, base_url, max(3, runs)).items():
