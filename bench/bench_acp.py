@@ -35,8 +35,8 @@ from acp.schema import AgentMessageChunk, ClientCapabilities, Implementation
 
 from qwenmem_tui.config import load_settings
 from qwenmem_tui.features import registry  # noqa: F401 - registers the features' config sections
-from qwenmem_tui.features.memory.model import Origin
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Origin
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 

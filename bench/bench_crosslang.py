@@ -32,7 +32,7 @@ from bench_recall import load_corpus  # same directory: run as a script
 from qwenmem_tui.config import Settings
 
 from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 CORPUS = Path(__file__).resolve().parent / "crosslang_corpus.jsonl"

@@ -128,8 +128,8 @@ def qwenmem_home(work: Path, base_url: str, embedding: str, project: Path) -> Pa
 async def _seed(home: Path, project: Path) -> None:
     from qwenmem_tui.config import load_settings
     from qwenmem_tui.features import registry  # noqa: F401 - the features' config sections
-    from qwenmem_tui.features.memory.model import Origin
-    from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.memory.model import Origin
+    from qwenmem_tui.memory.service import MemoryService
     from qwenmem_tui.paths import Paths, project_id
 
     paths = Paths(home)

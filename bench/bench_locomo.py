@@ -29,10 +29,10 @@ from typing import Any
 
 import qwenmem_tui.features.registry  # noqa: F401 (registers the features' settings sections)
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory import backup
-from qwenmem_tui.features.memory.lexical import query_terms
-from qwenmem_tui.features.memory.model import GLOBAL_SCOPE
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory import backup
+from qwenmem_tui.memory.lexical import query_terms
+from qwenmem_tui.memory.model import GLOBAL_SCOPE
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 PROJECT = "/bench/locomo"
@@ -104,7 +104,7 @@ async def conversation_run(path: Path, embedding: str, fused: Tally, bm25: Tally
 
 
 def svc_tokens(result: Any, k: int) -> int:
-    from qwenmem_tui.features.memory.render import render_block
+    from qwenmem_tui.memory.render import render_block
     from qwenmem_tui.text import estimate_text_tokens
 
     return estimate_text_tokens(render_block(result.memories[:k], result.rendered_at))

@@ -30,9 +30,9 @@ import numpy as np
 from qwenmem_tui.config import Settings
 
 from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
-from qwenmem_tui.features.memory.embed import HashEmbedder
-from qwenmem_tui.features.memory.model import DAY, content_hash, embed_text
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.embed import HashEmbedder
+from qwenmem_tui.memory.model import DAY, content_hash, embed_text
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 

@@ -36,9 +36,9 @@ from pgcluster import DSN_ENV, PostgresServer, why_unavailable  # noqa: E402
 from qwenmem_tui.config import Settings  # noqa: E402
 
 from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
-from qwenmem_tui.features.memory.embed import HashEmbedder  # noqa: E402
-from qwenmem_tui.features.memory.model import DAY, content_hash, embed_text  # noqa: E402
-from qwenmem_tui.features.memory.service import MemoryService  # noqa: E402
+from qwenmem_tui.memory.embed import HashEmbedder  # noqa: E402
+from qwenmem_tui.memory.model import DAY, content_hash, embed_text  # noqa: E402
+from qwenmem_tui.memory.service import MemoryService  # noqa: E402
 from qwenmem_tui.paths import Paths  # noqa: E402
 
 WORKER = ROOT / "tests" / "postgres" / "pg_worker.py"

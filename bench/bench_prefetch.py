@@ -31,15 +31,15 @@ from qwenmem_tui.chat.session import BaseQueryHook, ChatSession, QueryHook
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.turns import TurnKind
 from qwenmem_tui.config import LLMSettings, Settings
-from qwenmem_tui.features.memory.settings import MemorySettings
+from qwenmem_tui.memory.settings import MemorySettings
 from qwenmem_tui.features.memory.prefetch import (
     INITIAL,
     TOOL_RESULT,
     MemoryPrefetchHook,
     ProjectRecall,
 )
-from qwenmem_tui.features.memory.recall import RecallResult
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.recall import RecallResult
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database

@@ -40,8 +40,8 @@ from qwenmem_tui.features import registry  # noqa: F401 -- registers the feature
 from qwenmem_tui.daemon.cli import bind_socket
 from qwenmem_tui.daemon.connections import uvicorn_config
 from qwenmem_tui.daemon.server import create_app
-from qwenmem_tui.features.memory.model import Origin
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Origin
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 

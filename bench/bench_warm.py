@@ -27,8 +27,8 @@ from typing import Any
 
 import qwenmem_tui.features.registry  # noqa: F401 (registers the features' settings sections)
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory import embed as embed_module
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory import embed as embed_module
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui import app as app_module

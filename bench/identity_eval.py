@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qwenmem_tui.features.memory.model import Origin, Status, WriteResult
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Origin, Status, WriteResult
+from qwenmem_tui.memory.service import MemoryService
 
 CORPUS = Path(__file__).with_name("identity_corpus.jsonl")
 

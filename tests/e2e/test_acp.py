@@ -31,8 +31,8 @@ from acp.schema import (
 )
 from mcp_support import PYTHON, write_servers
 
-from qwenmem_tui.features.memory.model import Origin
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Origin
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage import Database, SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec

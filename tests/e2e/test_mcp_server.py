@@ -19,8 +19,8 @@ from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from qwenmem_tui.features.memory.model import Origin
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Origin
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from tests.process_support import checkout_env
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from qwenmem_tui.config import Settings
 
 from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 PROJECT = "/work/alpha-project"

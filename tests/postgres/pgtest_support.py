@@ -11,7 +11,7 @@ from typing import Any
 from memtest_support import make_settings
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 

@@ -16,8 +16,8 @@ from pgtest_support import Backend, Notices
 
 from qwenmem_tui.cli import run
 from qwenmem_tui.config import ConfigError, load_settings
-from qwenmem_tui.features.memory.postgres import MemoryStoreUnavailable, RetryPolicy
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.postgres import MemoryStoreUnavailable, RetryPolicy
+from qwenmem_tui.memory.service import MemoryService
 
 pytestmark = pytest.mark.postgres
 

@@ -10,7 +10,7 @@ from memtest_support import PROJECT_A, Clock
 from pgtest_support import Backend
 
 from qwenmem_tui.cli import run
-from qwenmem_tui.features.memory.model import Status
+from qwenmem_tui.memory.model import Status
 
 pytestmark = pytest.mark.postgres
 

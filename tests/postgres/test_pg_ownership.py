@@ -9,8 +9,8 @@ import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock
 from pgtest_support import Backend
 
-from qwenmem_tui.features.memory.backup import import_lines
-from qwenmem_tui.features.memory.model import Status
+from qwenmem_tui.memory.backup import import_lines
+from qwenmem_tui.memory.model import Status
 
 pytestmark = pytest.mark.postgres
 

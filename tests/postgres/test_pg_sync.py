@@ -20,7 +20,7 @@ from memtest_support import PROJECT_A
 from pgcluster import PostgresServer
 from pgtest_support import Backend, GenerationWaiter
 
-from qwenmem_tui.features.memory.model import Status
+from qwenmem_tui.memory.model import Status
 
 pytestmark = pytest.mark.postgres
 

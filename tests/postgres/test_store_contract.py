@@ -18,7 +18,7 @@ import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock
 from pgtest_support import Backend
 
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory.model import (
     DAY,
     AuditAction,
     Category,
@@ -27,9 +27,9 @@ from qwenmem_tui.features.memory.model import (
     Status,
     WriteAction,
 )
-from qwenmem_tui.features.memory.postgres.schema import PG_MIGRATIONS
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.store import MemoryStore
+from qwenmem_tui.memory.postgres.schema import PG_MIGRATIONS
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.store import MemoryStore
 
 pytestmark = pytest.mark.postgres
 
@@ -415,8 +415,8 @@ async def test_a_postgres_memory_of_schema_2_migrates_without_losing_a_row(pg_ds
 async def test_a_backups_history_is_restored_on_each_backend(backend: Backend, clock: Clock) -> None:
     """Export -> import --trust restores the older versions linked to what replaced
     them, with their audit trail, on both stores (issue 35 item 4)."""
-    from qwenmem_tui.features.memory.backup import export_lines, import_lines
-    from qwenmem_tui.features.memory.timeline import history
+    from qwenmem_tui.memory.backup import export_lines, import_lines
+    from qwenmem_tui.memory.timeline import history
 
     ana = await backend.open(user="ana", clock=clock)
     try:

@@ -32,7 +32,7 @@ from qwenmem_tui.config import load_settings
 from qwenmem_tui.features import registry  # noqa: F401  (the features' settings sections)
 from qwenmem_tui.features.compaction.summariser import SUMMARY_SYSTEM_PROMPT
 from qwenmem_tui.features.memory.feature import MEMORY_STATE
-from qwenmem_tui.features.memory.model import Status
+from qwenmem_tui.memory.model import Status
 from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT, generate_session_recap
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
@@ -200,7 +200,7 @@ async def _drive(runtime: Runtime, fake: FakeOpenAI, paths: Paths, report: SoakR
 
 async def _account(settings: Any, paths: Paths, report: SoakReport) -> None:
     """What the database holds at the end: every user message, every memory."""
-    from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.memory.service import MemoryService
     from qwenmem_tui.storage import Database, SessionStore
 
     db = await Database.open(paths.db_file)

@@ -18,7 +18,7 @@ import pytest
 
 from qwenmem_tui import cli
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import Item, SessionStore

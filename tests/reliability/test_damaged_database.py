@@ -20,8 +20,8 @@ import pytest
 
 from qwenmem_tui import cli
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.backup import export_lines
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.backup import export_lines
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 from .test_corrupt_files import _corrupt_header, _corrupt_pages, assert_clear

@@ -156,7 +156,7 @@ def test_cli_listings_print_hostile_titles_and_memories_inert(
     the TUI's terminal-safe rendering; JSON keeps the same value with escapes."""
     from qwenmem_tui import cli
     from qwenmem_tui.config import load_settings
-    from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.memory.service import MemoryService
     from qwenmem_tui.paths import project_id
     from qwenmem_tui.storage.database import Database
     from qwenmem_tui.storage.sessions import SessionStore

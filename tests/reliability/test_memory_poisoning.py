@@ -16,12 +16,12 @@ import pytest
 from app_support import started
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory import guard
-from qwenmem_tui.features.memory.backup import export_lines
-from qwenmem_tui.features.memory.model import Status, WriteAction
-from qwenmem_tui.features.memory.render import REMINDER_CLOSE, REMINDER_OPEN
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.writer import MemoryRejected
+from qwenmem_tui.memory import guard
+from qwenmem_tui.memory.backup import export_lines
+from qwenmem_tui.memory.model import Status, WriteAction
+from qwenmem_tui.memory.render import REMINDER_CLOSE, REMINDER_OPEN
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import create_app

@@ -17,7 +17,7 @@ from app_support import started
 
 from qwenmem_tui import cli
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.backup import import_lines
+from qwenmem_tui.memory.backup import import_lines
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 from qwenmem_tui.tui.app import create_app
@@ -198,8 +198,8 @@ async def test_memory_writes_of_every_form_keep_no_secret_and_stats_count_them(
 ) -> None:
     from trust_corpus import SECRET_LOOKALIKES, SECRETS
 
-    from qwenmem_tui.features.memory.service import MemoryService
-    from qwenmem_tui.features.memory.writer import MemoryRejected
+    from qwenmem_tui.memory.service import MemoryService
+    from qwenmem_tui.memory.writer import MemoryRejected
 
     settings.memory.embedding = "hash"
     service = await MemoryService.open(settings, paths)

@@ -18,9 +18,9 @@ import pytest
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory import prefetch as prefetch_module
-from qwenmem_tui.features.memory import service as service_module
+from qwenmem_tui.memory import service as service_module
 from qwenmem_tui.features.memory.feature import MEMORY
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.runtime import ModelStarter

@@ -10,8 +10,8 @@ from pathlib import Path
 from trust_corpus import SECRETS
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.model import Status
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Status
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.tui.app import QwenmemApp

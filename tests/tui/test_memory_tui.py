@@ -17,8 +17,8 @@ from textual.widgets import DataTable, Input, Static
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory.feature import MEMORY
-from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT
+from qwenmem_tui.memory.model import (
     DAY,
     AuditAction,
     Category,
@@ -26,7 +26,7 @@ from qwenmem_tui.features.memory.model import (
     Origin,
     Status,
 )
-from qwenmem_tui.features.memory.service import MemoryService, default_user
+from qwenmem_tui.memory.service import MemoryService, default_user
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import (
     FakeOpenAI,
@@ -717,7 +717,7 @@ async def test_a_review_count_that_fails_is_a_log_line_not_a_crash(
     # traceback and exited with status 1 (seen in the kill -9 test's last --resume).
     import sqlite3
 
-    from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.memory.service import MemoryService
 
     async def closed(self: MemoryService, *, project: str | None = None) -> int:
         raise sqlite3.ProgrammingError("Cannot operate on a closed database.")

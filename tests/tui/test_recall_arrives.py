@@ -17,7 +17,7 @@ from textual import events
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory.feature import MEMORY
 from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError
 from qwenmem_tui.tui.app import QwenmemApp

@@ -10,14 +10,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qwenmem_tui.features.memory.model import Category, Memory, Status
+from qwenmem_tui.memory.model import Category, Memory, Status
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.text import terminal_safe, terminal_safe_json
 
 if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy up here
     from qwenmem_tui.config import Settings
     from qwenmem_tui.features.feature import Commands
-    from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.memory.service import MemoryService
     from qwenmem_tui.llm.client import LLMClient
 
 _VALUE_WIDTH = 60
@@ -200,7 +200,7 @@ async def _service(
     index (numpy, FAISS, the model: ~1 s) load only if something needs them.
     ``llm``: the model a write may ask (which memory a note restates, where it goes).
     """
-    from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.memory.service import MemoryService
 
     svc = await MemoryService.open(
         settings, paths, progress=_progress, on_notice=_notice, lazy=lazy, llm=llm
@@ -266,7 +266,7 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
         return 2
     as_of = None
     if args.as_of is not None:
-        from qwenmem_tui.features.memory.timeline import parse_moment
+        from qwenmem_tui.memory.timeline import parse_moment
 
         try:
             as_of = parse_moment(args.as_of, end_of_day=True)
@@ -304,7 +304,7 @@ async def _search_as_of(
     svc: MemoryService, args: argparse.Namespace, project: str, at: float
 ) -> int:
     """``search --as-of``: recall over the versions that were true at ``at``."""
-    from qwenmem_tui.features.memory.timeline import recall_as_of
+    from qwenmem_tui.memory.timeline import recall_as_of
 
     queries = [args.text] if args.text is not None else [line.rstrip("\n") for line in sys.stdin]
     for query in queries:
@@ -322,8 +322,8 @@ async def _search_as_of(
 
 async def history(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     """``memory history ID|KEY``: every version of the fact, oldest first."""
-    from qwenmem_tui.features.memory.render import day
-    from qwenmem_tui.features.memory.timeline import history as timeline_of
+    from qwenmem_tui.memory.render import day
+    from qwenmem_tui.memory.timeline import history as timeline_of
 
     async with _service(settings, paths, lazy=True) as svc:
         versions = await timeline_of(svc, args.which, project=_project())
@@ -350,7 +350,7 @@ async def history(args: argparse.Namespace, settings: Settings, paths: Paths) ->
 async def export(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
     if args.salvage:
         return await salvage_export(args, settings, paths)
-    from qwenmem_tui.features.memory import backup
+    from qwenmem_tui.memory import backup
 
     async with _service(settings, paths, lazy=True) as svc:
         lines = await backup.export_lines(svc)
@@ -381,8 +381,8 @@ async def salvage_export(args: argparse.Namespace, settings: Settings, paths: Pa
     qwenmem does (no migrations, no writes, no index)."""
     import asyncio
 
-    from qwenmem_tui.features.memory.salvage import salvage
-    from qwenmem_tui.features.memory.service import default_user
+    from qwenmem_tui.memory.salvage import salvage
+    from qwenmem_tui.memory.service import default_user
 
     if not paths.db_file.exists():
         print(f"qwenmem: no database at {paths.db_file}", file=sys.stderr)
@@ -433,7 +433,7 @@ async def _import(
     lines: list[str],
     progress: Callable[[int, int], None] | None = None,
 ) -> Any:
-    from qwenmem_tui.features.memory import backup
+    from qwenmem_tui.memory import backup
 
     return await backup.import_lines(
         svc,
@@ -480,7 +480,7 @@ async def _dry_run(
     import shutil
     import tempfile
 
-    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+    from qwenmem_tui.memory.settings import MEMORY_SETTINGS
     from qwenmem_tui.paths import private_dir
 
     private_dir(paths.home)
@@ -565,7 +565,7 @@ def _import_source(args: argparse.Namespace) -> list[str] | None:
             reason = getattr(exc, "strerror", None) or exc
             print(f"qwenmem: cannot read {args.file}: {reason}", file=sys.stderr)
             return None
-    from qwenmem_tui.features.memory.importers import (
+    from qwenmem_tui.memory.importers import (
         ImportSourceError,
         import_lines,
         read_source,
@@ -586,7 +586,7 @@ async def add(args: argparse.Namespace, settings: Settings, paths: Paths) -> int
     import os
 
     from qwenmem_tui.features.memory.confirmation import ACTION_NAMES, remember_confirmation
-    from qwenmem_tui.features.memory.writer import MemoryRejected
+    from qwenmem_tui.memory.writer import MemoryRejected
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.llm.provider import resolve_provider
 
@@ -647,12 +647,12 @@ async def stats(args: argparse.Namespace, settings: Settings, paths: Paths) -> i
 
 
 async def migrate(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
-    from qwenmem_tui.features.memory.postgres import PostgresMemoryStore
-    from qwenmem_tui.features.memory.postgres.migrate import (
+    from qwenmem_tui.memory.postgres import PostgresMemoryStore
+    from qwenmem_tui.memory.postgres.migrate import (
         migrate_from_sqlite,
         sqlite_source,
     )
-    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+    from qwenmem_tui.memory.settings import MEMORY_SETTINGS
     from qwenmem_tui.storage.database import Database
 
     dsn = args.dsn or MEMORY_SETTINGS.of(settings).postgres_dsn

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from qwenmem_tui.chat.session import BaseQueryHook
 from qwenmem_tui.chat.turns import QueryOutcome
-from qwenmem_tui.features.memory.model import Origin, WriteResult
-from qwenmem_tui.features.memory.provenance import Provenance
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Origin, WriteResult
+from qwenmem_tui.memory.provenance import Provenance
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY
-from qwenmem_tui.features.memory.writer import MemoryRejected
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.llm.json_answer import json_object
 
 if TYPE_CHECKING:

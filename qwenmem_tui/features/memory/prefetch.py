@@ -52,9 +52,9 @@ from qwenmem_tui.chat.view import content_text
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
-    from qwenmem_tui.features.memory.live import Freshness, LiveBlocks
-    from qwenmem_tui.features.memory.recall import RecallResult
-    from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.memory.live import Freshness, LiveBlocks
+    from qwenmem_tui.memory.recall import RecallResult
+    from qwenmem_tui.memory.service import MemoryService
 
 log = logging.getLogger("qwenmem.memory")
 

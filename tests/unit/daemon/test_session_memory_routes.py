@@ -13,8 +13,8 @@ import pytest
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon import DaemonClient, DaemonError
 from qwenmem_tui.daemon.server import create_app
-from qwenmem_tui.features.memory.model import Origin
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Origin
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 

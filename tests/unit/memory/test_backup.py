@@ -16,16 +16,16 @@ from typing import Any
 
 from memtest_support import PROJECT_A, PROJECT_B, T0, Clock, make_settings
 
-from qwenmem_tui.features.memory.backup import export_lines, import_lines
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory.backup import export_lines, import_lines
+from qwenmem_tui.memory.model import (
     DAY,
     FLAG_FROM_FILE,
     Memory,
     Status,
     WriteAction,
 )
-from qwenmem_tui.features.memory.provenance import Provenance
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.provenance import Provenance
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 # The first run: 31 distinct facts with explicit, distinct keys.

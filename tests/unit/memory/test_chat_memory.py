@@ -25,12 +25,12 @@ from qwenmem_tui.features.memory.extract import (
     MemoryExtractionHook,
     parse_proposals,
 )
-from qwenmem_tui.features.memory.guard import FLAG_COPIED
-from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT
-from qwenmem_tui.features.memory.model import Origin, Status
+from qwenmem_tui.memory.guard import FLAG_COPIED
+from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT
+from qwenmem_tui.memory.model import Origin, Status
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
-from qwenmem_tui.features.memory.provenance import Provenance
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.provenance import Provenance
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY, save_memory_tool
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id

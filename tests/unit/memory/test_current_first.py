@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from memtest_support import PROJECT_A
 
-from qwenmem_tui.features.memory.model import GLOBAL_SCOPE, Category, MemoryDraft, Origin
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import GLOBAL_SCOPE, Category, MemoryDraft, Origin
+from qwenmem_tui.memory.service import MemoryService
 
 
 async def linked(service: MemoryService, older: str, newer: str) -> tuple[int, int]:

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from memtest_support import PROJECT_A, Clock, make_settings
 
-from qwenmem_tui.features.memory.backup import import_lines
-from qwenmem_tui.features.memory.identity import POSSIBLE_DUPLICATE
-from qwenmem_tui.features.memory.model import Category, Status, WriteAction
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.backup import import_lines
+from qwenmem_tui.memory.identity import POSSIBLE_DUPLICATE
+from qwenmem_tui.memory.model import Category, Status, WriteAction
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage import MIGRATIONS, Database
 

@@ -12,10 +12,10 @@ import threading
 import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
 
-from qwenmem_tui.features.memory.backup import import_lines
-from qwenmem_tui.features.memory.identity import decide
-from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT, parse_judgement
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory.backup import import_lines
+from qwenmem_tui.memory.identity import decide
+from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT, parse_judgement
+from qwenmem_tui.memory.model import (
     AuditAction,
     Category,
     Memory,
@@ -24,8 +24,8 @@ from qwenmem_tui.features.memory.model import (
     Status,
     WriteAction,
 )
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.subject import (
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.subject import (
     about,
     classify_note,
     file_note,

@@ -7,9 +7,9 @@ import json
 import numpy as np
 from memtest_support import PROJECT_A, Clock, make_settings
 
-from qwenmem_tui.features.memory.embed import HashEmbedder
-from qwenmem_tui.features.memory.index import HNSW, VectorIndex
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.embed import HashEmbedder
+from qwenmem_tui.memory.index import HNSW, VectorIndex
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 FACTS = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qwenmem_tui.features.memory.index import HNSW, VectorIndex
+from qwenmem_tui.memory.index import HNSW, VectorIndex
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 from memtest_support import PROJECT_A, PROJECT_B, Clock, fts_documents, fts_matches_rows
 
-from qwenmem_tui.features.memory.lexical import coverage, query_terms
-from qwenmem_tui.features.memory.model import DAY, Memory, Status
-from qwenmem_tui.features.memory.recall import Candidate, fuse, passes
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.lexical import coverage, query_terms
+from qwenmem_tui.memory.model import DAY, Memory, Status
+from qwenmem_tui.memory.recall import Candidate, fuse, passes
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 

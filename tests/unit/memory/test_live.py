@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from memtest_support import PROJECT_A, PROJECT_B, Clock
 
-from qwenmem_tui.features.memory.model import DAY
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import DAY
+from qwenmem_tui.memory.service import MemoryService
 
 
 async def deploy(service: MemoryService, where: str, project: str = PROJECT_A) -> int:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from memtest_support import PROJECT_A, make_settings
 
-from qwenmem_tui.features.memory.metrics import compute_stats, token_bucket
+from qwenmem_tui.memory.metrics import compute_stats, token_bucket
 from qwenmem_tui.features.memory.receipts import Receipt, count_line
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.text import estimate_text_tokens
 

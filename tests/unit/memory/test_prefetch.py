@@ -24,7 +24,7 @@ from memtest_support import Clock, make_settings
 from qwenmem_tui.chat.session import BaseQueryHook, ChatSession
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
 from qwenmem_tui.config import LLMSettings, Settings
-from qwenmem_tui.features.memory.settings import MemorySettings
+from qwenmem_tui.memory.settings import MemorySettings
 from qwenmem_tui.features.memory.prefetch import (
     IN_VIEW,
     INITIAL,
@@ -33,9 +33,9 @@ from qwenmem_tui.features.memory.prefetch import (
     MemoryPrefetchHook,
     ProjectRecall,
 )
-from qwenmem_tui.features.memory.model import Category, Memory, Origin, Status
-from qwenmem_tui.features.memory.recall import RecallResult
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Category, Memory, Origin, Status
+from qwenmem_tui.memory.recall import RecallResult
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
@@ -790,7 +790,7 @@ WRITER = """
 import asyncio, sys
 from pathlib import Path
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 async def main(home, action, arg):

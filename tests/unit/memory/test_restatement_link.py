@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from memtest_support import PROJECT_A
 
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory.model import (
     GLOBAL_SCOPE,
     AuditAction,
     Category,
@@ -14,7 +14,7 @@ from qwenmem_tui.features.memory.model import (
     Origin,
     Status,
 )
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryService
 
 
 async def _linked(service: MemoryService, older: str, newer: str) -> tuple[int, int]:

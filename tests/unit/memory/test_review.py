@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from qwenmem_tui.features.memory.metrics import count_reviewed
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory.metrics import count_reviewed
+from qwenmem_tui.memory.model import (
     DAY,
     FLAG_FROM_FILE,
     AuditAction,
@@ -13,7 +13,7 @@ from qwenmem_tui.features.memory.model import (
     Origin,
     Status,
 )
-from qwenmem_tui.features.memory.review import plan_review, waiting_label
+from qwenmem_tui.memory.review import plan_review, waiting_label
 
 NOW = 1_790_000_000.0
 

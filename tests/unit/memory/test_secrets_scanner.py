@@ -10,11 +10,11 @@ import pytest
 from trust_corpus import SECRETS, SecretFormat
 
 from qwenmem_tui import debuglog, secrets
-from qwenmem_tui.features.memory.backup import export_lines
-from qwenmem_tui.features.memory.model import FLAG_SECRET_REDACTED, Origin, Status
-from qwenmem_tui.features.memory.provenance import Provenance
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.writer import MemoryRejected
+from qwenmem_tui.memory.backup import export_lines
+from qwenmem_tui.memory.model import FLAG_SECRET_REDACTED, Origin, Status
+from qwenmem_tui.memory.provenance import Provenance
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.paths import Paths
 
 PROJECT = "/work/secret-project"

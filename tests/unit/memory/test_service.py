@@ -7,17 +7,17 @@ import sqlite3
 import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, fts_matches_rows, make_settings
 
-from qwenmem_tui.features.memory.backup import export_lines, import_lines
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory.backup import export_lines, import_lines
+from qwenmem_tui.memory.model import (
     DAY,
     AuditAction,
     Origin,
     Status,
     WriteAction,
 )
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.subject import classify_note
-from qwenmem_tui.features.memory.writer import MemoryRejected
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.subject import classify_note
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.paths import Paths
 
 

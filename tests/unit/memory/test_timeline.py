@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from memtest_support import Clock, make_settings
 
-from qwenmem_tui.features.memory.model import Category, Memory, MemoryDraft, Origin, Status
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.timeline import history, parse_moment, true_at
+from qwenmem_tui.memory.model import Category, Memory, MemoryDraft, Origin, Status
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.timeline import history, parse_moment, true_at
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage import MIGRATIONS, Database
 
@@ -141,8 +141,8 @@ async def test_a_possible_restatement_is_a_version_of_the_fact_until_decided(
 async def test_a_dialogue_imported_with_its_date_is_stated_then(tmp_path: Path) -> None:
     """Dialogue turns imported with the conversation's date (LoCoMo's session times)
     are stated then: the block the model reads dates them, and --as-of finds them."""
-    from qwenmem_tui.features.memory.backup import import_lines
-    from qwenmem_tui.features.memory.render import render_block
+    from qwenmem_tui.memory.backup import import_lines
+    from qwenmem_tui.memory.render import render_block
 
     clock = Clock()
     service = await MemoryService.open(make_settings(), Paths(tmp_path / "home"), clock=clock)

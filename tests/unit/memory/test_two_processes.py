@@ -9,8 +9,8 @@ from pathlib import Path
 
 from memtest_support import PROJECT_A, fts_documents, fts_matches_rows, make_settings
 
-from qwenmem_tui.features.memory.model import Status
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Status
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 N = 200  # the race is per write; 200 interleaved writes each hit it as 1,000 did
@@ -20,7 +20,7 @@ import asyncio, sys
 from pathlib import Path
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 async def main(home, name, n, project):

@@ -19,9 +19,9 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Checkbox, DataTable, Footer, Input, Static
 
-from qwenmem_tui.features.memory import review
-from qwenmem_tui.features.memory.metrics import MemoryStats
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory import review
+from qwenmem_tui.memory.metrics import MemoryStats
+from qwenmem_tui.memory.model import (
     DAY,
     GLOBAL_SCOPE,
     AuditEntry,
@@ -29,11 +29,11 @@ from qwenmem_tui.features.memory.model import (
     Memory,
     Status,
 )
-from qwenmem_tui.features.memory.render import day
-from qwenmem_tui.features.memory.review import review_plan
-from qwenmem_tui.features.memory.timeline import Version, history
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.writer import MemoryRejected
+from qwenmem_tui.memory.render import day
+from qwenmem_tui.memory.review import review_plan
+from qwenmem_tui.memory.timeline import Version, history
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 COLUMNS = ("id", "category", "key", "value", "origin", "status", "age", "expires", "flags")
