@@ -239,6 +239,19 @@ class Pane:
             lambda screen: bool(screen.strip()) and self.in_app(), self.started + 60 - time.monotonic()
         )
 
+    def until_idle(self, quiet: float = 0.5, timeout: float = 30) -> None:
+        """Wait until the program's background startup is done: no more than 5% of a
+        core used over `quiet` seconds (a loaded machine stretched a default embedder's
+        model load into the first stream, whose CPU and wire then measured both)."""
+        deadline = time.monotonic() + timeout
+        before = self.cpu_s()
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            now = self.cpu_s()
+            if now - before <= 0.05 * quiet:
+                return
+            before = now
+
     def clear_input(self) -> None:
         """Erase what `first_echo` typed (the keys typed before the echo arrive late)."""
         time.sleep(0.3)
@@ -485,7 +498,8 @@ def stream_reply(
 ) -> StreamResult:
     """Send `stream RATE TOKENS`; type a key every 0.25 s while it streams.
 
-    By default the app is settled first (a key echoed, the input cleared); `at_launch`:
+    By default the app is settled first (a key echoed, the input cleared, its startup
+    work done: `until_idle`); `at_launch`:
     the message is typed at the first frame and sent once it shows, as a user who asks
     at once (the app's startup work, finishing in the background, shares the stream)."""
     with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp, fake_server(Path(tmp)) as (
@@ -499,6 +513,7 @@ def stream_reply(
             else:
                 pane.first_echo()
                 pane.clear_input()
+                pane.until_idle()
             pane.type(f"stream {rate or 0:g} {tokens}")
             pane.wait_for(lambda screen: f"stream {rate or 0:g} {tokens}" in screen, 10)
             cpu_before = pane.cpu_s()
