@@ -558,7 +558,7 @@ async def test_a_message_typed_during_a_reply_is_warmed_when_queued_not_at_each_
     try:
         async with app.run_test(size=SIZE) as pilot:
             await started(pilot)
-            prefetch = app.session_features.handle(MEMORY).prefetch
+            prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
             assert prefetch is not None
             screen = app.screen
             assert isinstance(screen, ChatScreen)
