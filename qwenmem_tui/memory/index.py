@@ -25,12 +25,12 @@ import logging
 import os
 import re
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
 import numpy as np
 
+from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased
 from qwenmem_tui.paths import private_dir, private_file
 
 log = logging.getLogger("qwenmem.memory")
@@ -42,15 +42,6 @@ HNSW = "hnsw"
 _BATCH = 4096
 _MAGIC = b"QWENMEM-FAISS-1\n"
 _TOMBSTONE_REBUILD_RATIO = 0.25
-# A debiased search reranks this many times k candidates exactly (see _debiased).
-_DEBIAS_WIDTH = 4
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    id: int
-    score: float
-
 
 # One query is too small to split across threads: OpenMP's fork/join made p99 four
 # times worse than single-threaded search on 2 cores. The setting is per OS thread,
@@ -302,20 +293,12 @@ class VectorIndex:
     def _debiased(
         self, query: np.ndarray, mean: np.ndarray, ids: Sequence[int], k: int
     ) -> list[SearchHit]:
-        """Rank ``ids`` by the cosine of the mean-centred passage with the mean-centred
-        query; return the top ``k`` with their plain cosines. FAISS ranked them by
-        ``p·(q − mean)``, which leaves out the division by ``|p − mean|``; this
-        reorders a few times ``k`` candidates by the exact centred cosine."""
+        """``dense.debiased`` over the vectors this index holds for ``ids``."""
         assert self._index is not None
         if not ids:
             return []
         vectors = np.stack([self._index.reconstruct(int(i)) for i in ids])
-        centred = vectors - mean
-        norms = np.maximum(np.linalg.norm(centred, axis=1), 1e-6)
-        ranking = (centred @ (query - mean)) / norms
-        cosines = vectors @ query
-        order = sorted(range(len(ids)), key=lambda j: (-ranking[j], ids[j]))[:k]
-        return [SearchHit(int(ids[j]), float(cosines[j])) for j in order]
+        return debiased(query, mean, ids, vectors, k)
 
     async def scores(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         """Cosine of ``query`` with each of ``ids`` that the index holds (tombstones
@@ -350,7 +333,7 @@ class VectorIndex:
             async with self._lock:  # the sum and the count of one state, not mid-add
                 mean = self.mean()
         if mean is not None:
-            wide = await self.search(query - mean, k * _DEBIAS_WIDTH, allowed)
+            wide = await self.search(query - mean, k * DEBIAS_WIDTH, allowed)
             async with self._lock:
                 return self._debiased(query, mean, [h.id for h in wide], k)
         selector, bitmap = _bitmap_selector(allowed)

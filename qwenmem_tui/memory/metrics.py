@@ -4,17 +4,11 @@ the user stated that were stored active), from stored counters."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from qwenmem_tui.memory.model import (
-    DAY,
-    AuditAction,
-    AuditEntry,
-    Memory,
-    Status,
-)
+from qwenmem_tui.memory.model import DAY
 
 
 @dataclass(frozen=True)
@@ -207,11 +201,3 @@ def compute_stats(
             if name.startswith(TOKENS_PREFIX) and name[len(TOKENS_PREFIX) :].isdigit()
         },
     )
-
-
-def count_reviewed(memories: Sequence[Memory], audit: Sequence[AuditEntry]) -> tuple[int, int]:
-    """(reviewed, active): how many of the active memories a person has reviewed (the
-    sampled review of ``review.py`` audits each one it shows and is kept)."""
-    reviewed = {e.memory_id for e in audit if e.action is AuditAction.REVIEW}
-    active = [m for m in memories if m.status is Status.ACTIVE]
-    return sum(1 for m in active if m.id in reviewed), len(active)

@@ -22,12 +22,13 @@ import math
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from qwenmem_tui.memory.abstain import abstention_for
+from qwenmem_tui.memory.dense import SearchHit
 from qwenmem_tui.memory.embed import Embedder
-from qwenmem_tui.memory.index import Progress, SearchHit, VectorIndex
 from qwenmem_tui.memory.lexical import coverage, query_terms
 from qwenmem_tui.memory.model import (
     GLOBAL_SCOPE,
@@ -38,7 +39,11 @@ from qwenmem_tui.memory.model import (
 )
 from qwenmem_tui.memory.render import render_block, render_memory
 from qwenmem_tui.memory.store import AllowedIds, MemoryStore
+from qwenmem_tui.memory.store_index import StoreIndex
 from qwenmem_tui.text import estimate_text_tokens
+
+if TYPE_CHECKING:  # FAISS loads only for a local index: a store searching its own never needs it
+    from qwenmem_tui.memory.index import Progress, VectorIndex
 
 log = logging.getLogger("qwenmem.memory")
 
@@ -211,7 +216,7 @@ class Recaller:
     def __init__(
         self,
         store: MemoryStore,
-        index: VectorIndex,
+        index: VectorIndex | StoreIndex,
         embedder: Embedder,
         *,
         user: str,
@@ -255,6 +260,9 @@ class Recaller:
     async def rebuild(self, progress: Progress | None = None) -> None:
         """Re-read every vector of this embedder from the store into a new index."""
         generation = await self.store.generation()
+        if isinstance(self.index, StoreIndex):  # the store's vectors are the index
+            self.index.generation = generation
+            return
         ids, vectors = await self.store.vectors(self.embedder.id, user=self.user)
         log.info("[MEMORY_INDEX] rebuilding %s from %d vectors", self.index.embedder_id, len(ids))
         await self.index.rebuild(ids, vectors, generation, progress)
@@ -325,6 +333,9 @@ class Recaller:
         generation = await self.store.generation()
         if generation == self.index.generation:
             return
+        if isinstance(self.index, StoreIndex):  # nothing held here to bring in step
+            self.index.generation = generation
+            return
         if self.index.needs_rebuild():
             await self.rebuild()
             return
@@ -358,13 +369,29 @@ class Recaller:
 
     # the channels --------------------------------------------------------------------
     async def _dense(
-        self, text: str, ids: np.ndarray, limit: int, vector: np.ndarray | None = None
+        self,
+        text: str,
+        allowed: np.ndarray | None,
+        limit: int,
+        vector: np.ndarray | None,
+        *,
+        scopes: tuple[str, ...],
+        now: float,
+        exclude: Collection[int],
     ) -> tuple[np.ndarray | None, list[SearchHit]]:
-        if not self.dense_enabled or not len(ids):
+        """The dense channel over ``allowed`` (a local index), or over what the hard
+        filters pass in the store's own query (``allowed`` None: a ``StoreIndex``)."""
+        if not self.dense_enabled or (allowed is not None and not len(allowed)):
             return None, []
         if vector is None:
             vector = (await self.embedder.embed_queries([text]))[0]
-        return vector, await self.index.search(vector, limit, ids, debias=self.debias)
+        if isinstance(self.index, StoreIndex):
+            hits = await self.index.search_where(
+                vector, limit, scopes=scopes, now=now, exclude=exclude, debias=self.debias
+            )
+            return vector, hits
+        assert allowed is not None
+        return vector, await self.index.search(vector, limit, allowed, debias=self.debias)
 
     async def candidates(
         self,
@@ -381,34 +408,46 @@ class Recaller:
 
         ``vector``: the text's own vector when the caller has it (a write's passage
         vector, already embedded): the dense channel then costs no embedding."""
-        async with self.lock:
-            await self.sync()
-        ids = (await self.allowed_in(scopes)).ids
-        if exclude:
-            ids = np.setdiff1d(ids, np.fromiter(exclude, dtype=np.int64), assume_unique=True)
-        if not len(ids) or not text.strip():
+        if not text.strip():
             return []
+        # A store searching its own vectors applies the hard filters in that query:
+        # reading the allowed ids first would cost as much as the search, and there
+        # is no local copy to bring in step (its change feed moves the generation).
+        ids = None
+        if not isinstance(self.index, StoreIndex):
+            async with self.lock:
+                await self.sync()
+            ids = (await self.allowed_in(scopes)).ids
+            if exclude:
+                ids = np.setdiff1d(ids, np.fromiter(exclude, dtype=np.int64), assume_unique=True)
+            if not len(ids):
+                return []
         now = self.clock()
         terms = query_terms(text)
         (vector, dense_hits), lexical_hits = await asyncio.gather(
-            self._dense(text, ids, limit, vector),
+            self._dense(text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude),
             self.store.lexical_search(
                 terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
             ),
         )
         cosines = {h.id: h.score for h in dense_hits}
         lexical = dict(lexical_hits)
-        if vector is not None:
-            # The cosine of lexical-only finds, for the threshold.
-            cosines.update(await self.index.scores(vector, sorted(set(lexical) - set(cosines))))
         fused = fuse(
             [i for i, _ in lexical_hits],
             [h.id for h in dense_hits],
             lexical_weight=self.lexical_weight,
         )
+        # The cosine of lexical-only finds (for the threshold) beside the rows: two
+        # queries at once when the store answers both.
+        lexical_only = sorted(set(lexical) - set(cosines)) if vector is not None else []
+        scored, rows = await asyncio.gather(
+            self.index.scores(vector, lexical_only) if lexical_only else _nothing(),
+            self.store.fetch(list(fused)),
+        )
+        cosines.update(scored)
         found = [
             m
-            for m in await self.store.fetch(list(fused))
+            for m in rows
             if m.status is Status.ACTIVE
             and m.user == self.user
             and m.scope in scopes
@@ -505,6 +544,10 @@ class Recaller:
             rendered_at=now,
             small_talk=small_talk,
         )
+
+
+async def _nothing() -> dict[int, float]:
+    return {}
 
 
 def _rounded(value: float | None) -> float | None:

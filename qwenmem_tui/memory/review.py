@@ -15,7 +15,7 @@ there goes through the usual paths (audited too). The last review is the latest
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from qwenmem_tui.memory.model import (
@@ -27,6 +27,7 @@ from qwenmem_tui.memory.model import (
     Origin,
     Status,
 )
+from qwenmem_tui.memory.store import RowQuery
 
 if TYPE_CHECKING:
     from qwenmem_tui.memory.service import MemoryService
@@ -48,6 +49,19 @@ class ReviewPlan:
 def _model_written(memory: Memory) -> bool:
     """Written by a model or read from a file: nobody in the chat said it."""
     return memory.origin is not Origin.USER or FLAG_FROM_FILE in memory.flags
+
+
+def review_round(
+    reviews: Sequence[float], *, now: float, every_days: float
+) -> tuple[float | None, float | None, int]:
+    """Pure: (when the open round began, None if none is open; the review before it
+    — the last one when none is open; how many the open round reviewed), from the
+    times of the ``review`` entries, oldest first."""
+    in_round = [at for at in reviews if now - at < every_days * DAY]
+    if not in_round:
+        return None, (reviews[-1] if reviews else None), 0
+    before = [at for at in reviews if at < in_round[0]]
+    return in_round[0], (before[-1] if before else None), len(in_round)
 
 
 def plan_review(
@@ -72,16 +86,11 @@ def plan_review(
     period = every_days * DAY
     if period <= 0 or not active:
         return ReviewPlan((), last, reviewed)
-    in_round = [at for at in reviews if now - at < period]
-    if in_round:  # a round is open: what is left of its sample
-        start = in_round[0]
-        before = [at for at in reviews if at < start]
-        previous = before[-1] if before else None
-        left = size - len(in_round)
+    start, previous, done = review_round(reviews, now=now, every_days=every_days)
+    left = size - done
+    if start is not None:  # a round is open: what is left of its sample
         active = [m for m in active if m.created_at <= start]
     else:
-        previous = last
-        left = size
         since = last if last is not None else min(m.created_at for m in active)
         if now - since < period:
             return ReviewPlan((), last, reviewed)
@@ -105,10 +114,26 @@ def waiting_label(count: int) -> str:
 async def review_plan(
     service: MemoryService, *, project: str, every_days: float, size: int
 ) -> ReviewPlan:
-    """The review due now for this user's memories visible from ``project``."""
-    memories = await service.list(project=project, statuses=[Status.ACTIVE])
-    audit = await service.audit(project=project)
-    return plan_review(memories, audit, now=service.clock(), every_days=every_days, size=size)
+    """The review due now for this user's memories visible from ``project``.
+
+    Reads the reviews and at most ``2 * size`` rows, never the whole store: the
+    ``size`` oldest not yet reviewed and the ``size`` first in the review's order
+    since the last round hold every sample ``plan_review`` can draw from them all."""
+    audit = await service.reviewed(project=project)
+    now = service.clock()
+    if every_days <= 0 or size <= 0:
+        return plan_review([], audit, now=now, every_days=every_days, size=size)
+    start, previous, _ = review_round(sorted(e.at for e in audit), now=now, every_days=every_days)
+    unreviewed = RowQuery(
+        statuses=(Status.ACTIVE,), exclude=frozenset(e.memory_id for e in audit),
+        created_until=start, limit=size,
+    )  # fmt: skip
+    oldest = await service.rows(replace(unreviewed, oldest_first=True), project=project)
+    fresh = await service.rows(
+        replace(unreviewed, created_after=previous, model_first=True), project=project
+    )
+    rows = {m.id: m for m in [*oldest, *fresh]}
+    return plan_review(list(rows.values()), audit, now=now, every_days=every_days, size=size)
 
 
 async def keep(service: MemoryService, memory_id: int, *, project: str) -> Memory | None:

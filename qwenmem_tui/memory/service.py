@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from qwenmem_tui import secrets
 from qwenmem_tui.memory.embed import (
@@ -49,30 +49,33 @@ from qwenmem_tui.memory.metrics import (
     token_bucket,
     MemoryStats,
     compute_stats,
-    count_reviewed,
 )
 from qwenmem_tui.memory.model import (
     GLOBAL_SCOPE,
+    AuditAction,
     AuditEntry,
     Category,
     Memory,
     Origin,
     Status,
     TtlPolicy,
+    WriteRequest,
     WriteResult,
     scope_for,
 )
 from qwenmem_tui.memory.relevance import dismissed_for
-from qwenmem_tui.memory.store import MemoryStore
+from qwenmem_tui.memory.store import MemoryStore, RowQuery
 from qwenmem_tui.memory.vectors import MemoryVectors, VectorOpener
 from qwenmem_tui.memory.write_plan import join_reasons
-from qwenmem_tui.memory.writer import MemoryWriter, PendingWrite
+from qwenmem_tui.memory.writer import REMEMBER_JUDGE_TIMEOUT, MemoryWriter, PendingWrite
 from qwenmem_tui.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load_vectors``), not here
     from qwenmem_tui.config import Settings
     from qwenmem_tui.memory.index import Progress, VectorIndex
+    from qwenmem_tui.memory.provenance import Provenance
     from qwenmem_tui.memory.recall import Candidate, Recaller, RecallResult
+    from qwenmem_tui.memory.store_index import StoreIndex
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.paths import Paths
 
@@ -99,7 +102,7 @@ class MemoryService:
         *,
         store: MemoryStore,
         embedder: Embedder | None = None,
-        index: VectorIndex | None = None,
+        index: VectorIndex | StoreIndex | None = None,
         user: str,
         ttl: TtlPolicy | None = None,
         top_k: int = 5,
@@ -164,7 +167,7 @@ class MemoryService:
         return self.vectors.embedder
 
     @property
-    def index(self) -> VectorIndex:
+    def index(self) -> VectorIndex | StoreIndex:
         return self.vectors.index
 
     @property
@@ -218,17 +221,21 @@ class MemoryService:
             cap_days=mem.ttl_cap_days,
         )
 
-        async def open_vectors() -> tuple[EmbedderChoice, VectorIndex]:
-            # numpy and FAISS import in a worker (~0.35 s): on the loop they held the
-            # screen and the keys of a reply streaming meanwhile.
-            await asyncio.to_thread(importlib.import_module, "qwenmem_tui.memory.index")
-            from qwenmem_tui.memory.index import VectorIndex
-
+        async def open_vectors() -> tuple[EmbedderChoice, VectorIndex | StoreIndex]:
             chosen = choice
             if chosen is None:
                 chosen = await _choose_embedder(settings, llm)
                 if chosen.note:
                     log.warning("[MEMORY] %s", chosen.note)
+            if store.searches_vectors():  # pgvector: no local copy of a team's vectors
+                from qwenmem_tui.memory.store_index import StoreIndex
+
+                return chosen, StoreIndex(store, index_dir, chosen.embedder.id, user=user)
+            # numpy and FAISS import in a worker (~0.35 s): on the loop they held the
+            # screen and the keys of a reply streaming meanwhile.
+            await asyncio.to_thread(importlib.import_module, "qwenmem_tui.memory.index")
+            from qwenmem_tui.memory.index import VectorIndex
+
             return chosen, VectorIndex(index_dir, chosen.embedder.id)
 
         service = cls(
@@ -335,14 +342,14 @@ class MemoryService:
             await self.store.close()
 
     # writing (memory/writer.py) ----------------------------------------------------
-    async def prepare(self, category: str, key: str, value: str, **options: Any) -> PendingWrite:
+    async def prepare(self, request: WriteRequest) -> PendingWrite:
         """The guard's verdict, TTL and scope for one write (``MemoryWriter.prepare``)."""
-        return await self.writer.prepare(category, key, value, **options)
+        return await self.writer.prepare(request)
 
-    async def save(self, category: str, key: str, value: str, **options: Any) -> WriteResult:
+    async def save(self, request: WriteRequest) -> WriteResult:
         """Guard, identity, TTL, embed, store, index — the only way a memory is written
-        (``MemoryWriter.save``: its keywords). Raises MemoryRejected for a malformed write."""
-        return await self.writer.save(category, key, value, **options)
+        (``MemoryWriter.save``). Raises MemoryRejected for a malformed write."""
+        return await self.writer.save(request)
 
     async def commit_many(
         self,
@@ -353,22 +360,45 @@ class MemoryService:
         """Store prepared writes in order, embedded in batches (``MemoryWriter``)."""
         return await self.writer.commit_many(pending, progress, on_result)
 
-    async def remember(self, text: str, **options: Any) -> WriteResult:
+    async def remember(
+        self,
+        text: str,
+        *,
+        project: str,
+        judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT,
+        category: str | None = None,
+        key: str | None = None,
+        origin: Origin | str = Origin.USER,
+        provenance: Provenance | None = None,
+        reason: str = "/remember",
+    ) -> WriteResult:
         """/remember: the person's own words, filed under the subject they name
-        (``MemoryWriter.remember``: its keywords)."""
-        return await self.writer.remember(text, **options)
+        (``MemoryWriter.remember``)."""
+        return await self.writer.remember(
+            text,
+            project=project,
+            judge_timeout=judge_timeout,
+            category=category,
+            key=key,
+            origin=origin,
+            provenance=provenance,
+            reason=reason,
+        )
 
     async def identify(
-        self, category: Category, key: str, value: str, **options: Any
+        self,
+        category: Category,
+        key: str,
+        value: str,
+        *,
+        scope: str,
+        judge_timeout: float | None = None,
+        explicit: bool = True,
     ) -> Identity:
         """Which stored memory a write restates (``MemoryWriter.identify``)."""
-        return await self.writer.identify(category, key, value, **options)
-
-    async def neighbours(
-        self, scope: str, category: Category | str, key: str, value: str, **options: Any
-    ) -> list[Memory]:
-        """The candidates a write may restate, nearest first (``MemoryWriter``)."""
-        return await self.writer.neighbours(scope, category, key, value, **options)
+        return await self.writer.identify(
+            category, key, value, scope=scope, judge_timeout=judge_timeout, explicit=explicit
+        )
 
     def announce_review_change(self) -> None:
         """A review outside this class (memory/review.py) may have moved the counts."""
@@ -495,10 +525,22 @@ class MemoryService:
         """Full rebuild from the store (the index is only a cache of it)."""
         await self.vectors.reindex(progress)
 
-    async def nearest(self, key: str, value: str, **options: Any) -> list[Candidate]:
+    async def nearest(
+        self,
+        key: str,
+        value: str,
+        *,
+        scope: str,
+        category: Category | str | None = None,
+        k: int = 5,
+        exclude: Collection[int] = (),
+        same_key: bool = False,
+    ) -> list[Candidate]:
         """This user's active memories in a scope nearest to a fact, both channels
-        fused, no threshold (``MemoryVectors.nearest``: its keywords)."""
-        return await self.vectors.nearest(key, value, **options)
+        fused, no threshold (``MemoryVectors.nearest``)."""
+        return await self.vectors.nearest(
+            key, value, scope=scope, category=category, k=k, exclude=exclude, same_key=same_key
+        )
 
     def recall_status(self) -> str:
         """One line: which channels recall uses now, and why when not both."""
@@ -551,13 +593,15 @@ class MemoryService:
         if memory is None or memory.status is not Status.ACTIVE:
             return None
         return await self.save(
-            str(memory.category),
-            memory.key,
-            value,
-            origin=Origin.USER,
-            project=project,
-            scope=memory.scope,
-            reason=join_reasons(reason, f"edited by the user (was #{memory.id})"),
+            WriteRequest(
+                str(memory.category),
+                memory.key,
+                value,
+                origin=Origin.USER,
+                project=project,
+                scope=memory.scope,
+                reason=join_reasons(reason, f"edited by the user (was #{memory.id})"),
+            )
         )
 
     async def dismiss(self, memory_id: int, *, project: str, query: str) -> Memory | None:
@@ -599,6 +643,33 @@ class MemoryService:
         scopes = None if project is None else (GLOBAL_SCOPE, project)
         return await self.store.list(user=self.user, scopes=scopes, statuses=statuses)
 
+    def mine(self, query: RowQuery, *, project: str | None = None) -> RowQuery:
+        """``query`` narrowed to this user's memories visible from ``project``."""
+        scopes = None if project is None else (GLOBAL_SCOPE, project)
+        return replace(query, user=self.user, scopes=scopes)
+
+    async def rows(self, query: RowQuery, *, project: str | None = None) -> builtins.list[Memory]:
+        """This user's memories visible from ``project`` matching ``query`` (a page of
+        them, in SQL: a store of years is never read whole to show some)."""
+        return await self.store.rows(self.mine(query, project=project))
+
+    async def count(self, query: RowQuery, *, project: str | None = None) -> int:
+        """How many of this user's memories visible from ``project`` match ``query``."""
+        return await self.store.count(self.mine(query, project=project))
+
+    async def reviewed(self, *, project: str | None = None) -> builtins.list[AuditEntry]:
+        """The ``review`` entries of this user's memories visible from ``project``
+        (a sampled few a week: the trail of years is not read to find them)."""
+        entries = await self.store.audit(action=AuditAction.REVIEW)
+        ids = sorted({e.memory_id for e in entries})
+        scopes = None if project is None else (GLOBAL_SCOPE, project)
+        mine = {
+            m.id
+            for m in await self.store.fetch(ids)
+            if m.user == self.user and (scopes is None or m.scope in scopes)
+        }
+        return [e for e in entries if e.memory_id in mine]
+
     async def get(self, memory_id: int, *, project: str | None = None) -> Memory | None:
         """One of this user's memories by id, None otherwise.
 
@@ -630,7 +701,7 @@ class MemoryService:
 
     async def awaiting_review(self, *, project: str | None = None) -> int:
         """How many of this user's memories (visible from ``project``) wait for a person."""
-        return len(await self.list(project=project, statuses=[Status.QUARANTINED]))
+        return await self.count(RowQuery(statuses=(Status.QUARANTINED,)), project=project)
 
     async def stats(self) -> MemoryStats:
         stats = compute_stats(
@@ -639,9 +710,10 @@ class MemoryService:
             recall=self.recall_status(),
             recall_note=self.vectors.embedder_state()[2],
         )
-        reviewed, active = count_reviewed(
-            await self.list(statuses=[Status.ACTIVE]), await self.store.audit(None)
-        )
+        # Counted in SQL: the kept ones are a sampled few, the active ones a count.
+        kept = {e.memory_id for e in await self.reviewed()}
+        reviewed = sum(1 for m in await self.store.fetch(sorted(kept)) if m.status is Status.ACTIVE)
+        active = await self.count(RowQuery(statuses=(Status.ACTIVE,)))
         return replace(stats, reviewed=reviewed, reviewed_of=active)
 
     async def record_tokens(self, tokens: int) -> None:

@@ -38,6 +38,10 @@ class MemorySettings(Section):
     postgres_dsn: str | None = None
     # PostgreSQL down at start: recall from this machine's cache without writes, or stop.
     postgres_unavailable: Literal["read_only", "refuse"] = "read_only"
+    # Search vectors in the database (pgvector) when the server has the extension, so a
+    # client of a team's store never downloads its memories' vectors; false: always
+    # the local FAISS cache, as on a server without it.
+    postgres_vector_search: bool = True
     # category -> days; a typo'd category is an unknown key, not a silently ignored one
     ttl_days: dict[MemoryCategory, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
     ttl_cap_days: int = Field(default=730, ge=1)

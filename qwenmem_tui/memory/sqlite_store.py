@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aiosqlite
 
 from qwenmem_tui.memory import write_plan
+from qwenmem_tui.memory.lexical import bm25_rank
 from qwenmem_tui.memory.model import (
+    FLAG_FROM_FILE,
     AuditAction,
     AuditEntry,
     Memory,
@@ -28,6 +30,7 @@ from qwenmem_tui.memory.model import (
 from qwenmem_tui.memory.store import (
     AUDIT_SELECT,
     AllowedIds,
+    RowQuery,
     audit_from_row,
     memory_from_row,
     no_vectors,
@@ -49,11 +52,18 @@ BASE_COLUMNS = (
 """The columns every memory database has had (salvage reads old ones too)."""
 MEMORY_COLUMNS = BASE_COLUMNS + ", restates, stated_at, valid_until"
 _ACTIVE = Status.ACTIVE.value
+# The lexical channel's candidates: this many rows over the query's words (each word
+# at least twice the rows asked for), the newest matches of each.
+LEXICAL_CANDIDATES = 400
 
 
 def _of_user(user: str | None) -> tuple[str, tuple[str, ...]]:
     """The SQL condition and parameter that keep one user's rows (none: every user's)."""
     return ("", ()) if user is None else (" AND user = ?", (user,))
+
+
+def _fold(text: str | None) -> str:
+    return "" if text is None else text.casefold()
 
 
 def row_to_memory(row: Sequence[Any]) -> Memory:
@@ -63,6 +73,7 @@ def row_to_memory(row: Sequence[Any]) -> Memory:
 class SqliteMemoryStore(write_plan.PlannedStore):
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._folding = False  # qm_fold registered on the connection
 
     @property
     def _conn(self) -> aiosqlite.Connection:
@@ -186,6 +197,75 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         cur = await self._conn.execute(sql + " ORDER BY id", params)
         return [row_to_memory(r) for r in await cur.fetchall()]
 
+    async def rows(self, query: RowQuery) -> builtins.list[Memory]:
+        where, params = await self._row_filter(query)
+        if query.model_first:
+            # The review's order: what nobody in the chat said first (review.py).
+            order = (
+                " ORDER BY (origin = 'user' AND NOT EXISTS (SELECT 1 FROM json_each(flags)"
+                " WHERE json_each.value = ?)), created_at, id"
+            )
+            params.append(FLAG_FROM_FILE)
+        else:
+            order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
+        if query.limit is not None:
+            order += " LIMIT ?"
+            params.append(query.limit)
+        rows = await self._conn.execute_fetchall(
+            f"SELECT {MEMORY_COLUMNS} FROM memories{where}{order}", params
+        )
+        return [row_to_memory(r) for r in rows]
+
+    async def count(self, query: RowQuery) -> int:
+        where, params = await self._row_filter(query)
+        rows = await self._conn.execute_fetchall(f"SELECT count(*) FROM memories{where}", params)
+        return int(next(iter(rows))[0])
+
+    async def _row_filter(self, q: RowQuery) -> tuple[str, builtins.list[Any]]:
+        """``q``'s filters as a WHERE clause and its parameters."""
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
+
+        def cond(sql: str, *values: Any) -> None:
+            where.append(sql)
+            params.extend(values)
+
+        def marks(values: Collection[Any]) -> str:
+            return ",".join("?" * len(values))
+
+        if q.user is not None:
+            cond("user = ?", q.user)
+        if q.scopes is not None:
+            cond(f"scope IN ({marks(q.scopes)})", *q.scopes)
+        if q.statuses is not None:
+            cond(f"status IN ({marks(q.statuses)})", *(Status(s).value for s in q.statuses))
+        if q.key is not None:
+            cond("key = ?", q.key)
+        if q.after is not None:
+            cond("id > ?", q.after)
+        if q.exclude:
+            cond(f"id NOT IN ({marks(q.exclude)})", *q.exclude)
+        if q.linked:
+            ids = [int(i) for i in q.linked]
+            m = marks(ids)
+            cond(f"(id IN ({m}) OR superseded_by IN ({m}) OR restates IN ({m}))", *ids, *ids, *ids)
+        if q.created_after is not None:
+            cond("created_at > ?", q.created_after)
+        if q.created_until is not None:
+            cond("created_at <= ?", q.created_until)
+        if q.words:
+            await self._fold_function()
+            for word in q.words:
+                cond("instr(qm_fold(key || ' ' || value || ' ' || category || ' ' || status), ?) > 0", word)
+        return (" WHERE " + " AND ".join(where) if where else ""), params
+
+    async def _fold_function(self) -> None:
+        """Python's casefold in SQL (SQLite's lower() folds ASCII only): the filter
+        matches as ``memory_matches`` does, in every script."""
+        if not self._folding:
+            await self._conn.create_function("qm_fold", 1, _fold, deterministic=True)
+            self._folding = True
+
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
         import numpy as np  # only recall asks, and recall has numpy loaded anyway
 
@@ -208,25 +288,45 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
         exclude: Collection[int], limit: int,
     ) -> builtins.list[tuple[int, float]]:
+        # FTS5 ranks a match only after scoring every match (8k rows for a common name
+        # in a store of years: 40-80 ms, before the hard filters). So each word brings
+        # its newest matches that pass the filters, at most a cap (a rarer word all of
+        # its matches), and bm25 ranks that bounded set (lexical.bm25_rank).
         # Terms are letters and digits only (lexical.query_terms): quoting each makes
-        # it a plain phrase, never FTS5 syntax. bm25() is lower-is-better.
-        match = " OR ".join(f'"{t}"' for t in terms)
+        # it a plain phrase, never FTS5 syntax.
+        cap = max(2 * limit, LEXICAL_CANDIDATES // len(terms))
         excluded = [int(i) for i in exclude]
-        sql = (
-            "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts"
-            " JOIN memories AS m ON m.id = memories_fts.rowid"
-            " WHERE memories_fts MATCH ? AND m.status = ? AND m.user = ?"
-            f" AND m.scope IN ({','.join('?' * len(scopes))})"
+        one = (
+            "SELECT * FROM (SELECT ? AS term, f.rowid, m.key, m.value,"
+            " (SELECT max(id) FROM memories) FROM memories_fts AS f"
+            " JOIN memories AS m ON m.id = f.rowid WHERE memories_fts MATCH ? AND m.status = ?"
+            f" AND m.user = ? AND m.scope IN ({','.join('?' * len(scopes))})"
             " AND (m.expires_at IS NULL OR m.expires_at > ?)"
+            + (f" AND m.id NOT IN ({','.join('?' * len(excluded))})" if excluded else "")
+            + " ORDER BY f.rowid DESC LIMIT ?)"
         )
-        if excluded:
-            sql += f" AND m.id NOT IN ({','.join('?' * len(excluded))})"
-        # One thread hop, not two (execute, then fetch): this runs on every recall.
-        rows = await self._conn.execute_fetchall(
-            sql + " ORDER BY rank, m.id LIMIT ?",
-            (match, _ACTIVE, user, *scopes, now, *excluded, limit),
-        )
-        return [(int(r[0]), -float(r[1])) for r in rows]
+        params: builtins.list[Any] = []
+        for i, term in enumerate(terms):
+            params += [i, f'"{term}"', _ACTIVE, user, *scopes, now, *excluded, cap]
+        # One thread hop for every word: this runs on every recall.
+        rows = await self._conn.execute_fetchall(" UNION ALL ".join([one] * len(terms)), params)
+        docs: dict[int, str] = {}
+        matched: dict[str, builtins.list[int]] = {t: [] for t in terms}
+        top = 0
+        for index, memory_id, key, value, last in rows:
+            docs[memory_id] = f"{key} {value}"
+            matched[terms[index]].append(memory_id)
+            top = max(top, int(last))
+        if not docs:
+            return []
+        # How many rows hold each word (its rarity): exact below the cap; above it,
+        # estimated from how far back the newest `cap` reach (counting would score
+        # every match again).
+        counts = {
+            t: len(ids) if len(ids) < cap else round(cap * top / max(1, top - min(ids) + 1))
+            for t, ids in matched.items()
+        }
+        return bm25_rank(docs, matched, counts, total=max(top, len(docs)), limit=limit)
 
     async def generation(self) -> int:
         return await _generation(self._conn)
@@ -303,12 +403,18 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         )
         return [(int(i), str(q)) for i, q in await cur.fetchall()]
 
-    async def audit(self, memory_id: int | None = None) -> builtins.list[AuditEntry]:
-        sql = AUDIT_SELECT
-        params: tuple[Any, ...] = ()
+    async def audit(
+        self, memory_id: int | None = None, *, action: AuditAction | None = None
+    ) -> builtins.list[AuditEntry]:
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
         if memory_id is not None:
-            sql += " WHERE memory_id = ?"
-            params = (memory_id,)
+            where.append("memory_id = ?")
+            params.append(memory_id)
+        if action is not None:
+            where.append("action = ?")
+            params.append(AuditAction(action).value)
+        sql = AUDIT_SELECT + (" WHERE " + " AND ".join(where) if where else "")
         cur = await self._conn.execute(sql + " ORDER BY id", params)
         return [audit_from_row(r) for r in await cur.fetchall()]
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.memory.model import (
+    FLAG_FROM_FILE,
     AuditAction,
     AuditEntry,
     Category,
@@ -48,6 +49,65 @@ class AllowedIds:
     ids: np.ndarray  # int64, sorted
     generation: int
     valid_until: float | None
+
+
+@dataclass(frozen=True)
+class RowQuery:
+    """Which rows a screen or a plan reads, and how many: filters, order and a limit,
+    all in SQL, so a store of years is never read whole to show a page of it.
+
+    ``words``: casefolded; each must occur in the key, value, category or status
+    (the /memory filter). ``after``: keyset paging, ids above it. ``linked``: rows
+    that are, supersede or restate one of these ids (a fact's versions, one hop).
+    ``model_first``: rows a model wrote or read from a file first (the review's
+    order), then by creation; else by id.
+    """
+
+    user: str | None = None
+    scopes: Collection[str] | None = None
+    statuses: Collection[Status] | None = None
+    words: tuple[str, ...] = ()
+    key: str | None = None
+    after: int | None = None
+    exclude: Collection[int] = ()
+    linked: Collection[int] = ()
+    created_after: float | None = None
+    created_until: float | None = None
+    model_first: bool = False
+    oldest_first: bool = False
+    limit: int | None = None
+
+
+def query_rows(rows: Iterable[Memory], q: RowQuery) -> builtins.list[Memory]:
+    """``RowQuery`` over rows held in memory (a store's read-only copy): what each
+    store's SQL answers, in the same order."""
+    linked = set(q.linked)
+    exclude = set(q.exclude)
+
+    def keep(m: Memory) -> bool:
+        haystack = f"{m.key} {m.value} {m.category} {m.status}".casefold()
+        return (
+            (q.user is None or m.user == q.user)
+            and (q.scopes is None or m.scope in q.scopes)
+            and (q.statuses is None or m.status in q.statuses)
+            and (q.key is None or m.key == q.key)
+            and (q.after is None or m.id > q.after)
+            and m.id not in exclude
+            and (not linked or bool({m.id, m.superseded_by, m.restates} & linked))
+            and (q.created_after is None or m.created_at > q.created_after)
+            and (q.created_until is None or m.created_at <= q.created_until)
+            and all(word in haystack for word in q.words)
+        )
+
+    found = [m for m in rows if keep(m)]
+    if q.model_first:
+        found.sort(key=lambda m: (m.origin is Origin.USER and FLAG_FROM_FILE not in m.flags,
+                                  m.created_at, m.id))  # fmt: skip
+    elif q.oldest_first:
+        found.sort(key=lambda m: (m.created_at, m.id))
+    else:
+        found.sort(key=lambda m: m.id)
+    return found if q.limit is None else found[: q.limit]
 
 
 def memory_from_row(row: Sequence[Any], flags: Sequence[str]) -> Memory:
@@ -159,6 +219,14 @@ class MemoryStore(ABC):
         """Rows matching every given filter, oldest first (``key_prefix``: keys that
         start with it — a write's key and its numbered forms, without reading a store
         of years; ``linked``: only rows with an open ``restates`` link)."""
+
+    @abstractmethod
+    async def rows(self, query: RowQuery) -> builtins.list[Memory]:
+        """Rows matching ``query``, in its order, at most its limit."""
+
+    @abstractmethod
+    async def count(self, query: RowQuery) -> int:
+        """How many rows match ``query``'s filters (its order and limit ignored)."""
 
     @abstractmethod
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
@@ -274,8 +342,11 @@ class MemoryStore(ABC):
     ) -> None: ...
 
     @abstractmethod
-    async def audit(self, memory_id: int | None = None) -> builtins.list[AuditEntry]:
-        """The audit trail, of one memory or all, oldest first."""
+    async def audit(
+        self, memory_id: int | None = None, *, action: AuditAction | None = None
+    ) -> builtins.list[AuditEntry]:
+        """The audit trail, of one memory or all (``action``'s entries only, when
+        given: the reviews, without reading a trail of years), oldest first."""
 
     @abstractmethod
     async def add_metrics(self, deltas: Mapping[str, float]) -> None:
@@ -302,6 +373,33 @@ class MemoryStore(ABC):
     async def dismissals(self, *, user: str, project: str) -> builtins.list[tuple[int, str]]:
         """(memory_id, query) of every dismissal of this user in ``project``."""
         return []
+
+    def searches_vectors(self) -> bool:
+        """The store answers the dense channel itself (``nearest_vectors``), hard
+        filters in the same query; otherwise each process searches a local index."""
+        return False
+
+    async def nearest_vectors(
+        self,
+        query: np.ndarray,
+        *,
+        embedding_model: str,
+        user: str,
+        scopes: Collection[str],
+        now: float,
+        exclude: Collection[int],
+        limit: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of up to ``limit`` rows passing ``allowed_ids``' filters
+        (minus ``exclude``) with the largest ``p·query``, best first."""
+        raise NotImplementedError("this store searches no vectors: use a local index")
+
+    async def vector_mean(
+        self, embedding_model: str, *, user: str
+    ) -> tuple[np.ndarray | None, int]:
+        """Mean of ``user``'s active vectors from ``embedding_model`` (None: none), and
+        how many there are."""
+        raise NotImplementedError("this store searches no vectors: use a local index")
 
     async def watch(self, on_change: Callable[[int], Awaitable[None]]) -> None:
         """Call ``on_change(generation)`` when any process changes the store.

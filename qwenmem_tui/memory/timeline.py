@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.memory.model import AuditAction, AuditEntry, Memory, Status
+from qwenmem_tui.memory.store import RowQuery
 
 if TYPE_CHECKING:
     from qwenmem_tui.memory.service import MemoryService
@@ -167,21 +168,27 @@ def timeline(versions: Sequence[Memory], audit: Sequence[AuditEntry]) -> list[Ve
     return out
 
 
-async def history(
-    service: MemoryService, which: str, *, project: str, rows: Sequence[Memory] | None = None
-) -> list[Version]:
+async def history(service: MemoryService, which: str, *, project: str) -> list[Version]:
     """The timeline of the fact named by ``which`` (a memory id, or a key) as seen from
-    ``project``: [] when there is no such memory. ``rows``: every memory visible from
-    ``project``, all statuses, when the caller has them (read here otherwise)."""
-    if rows is None:
-        rows = await service.list(project=project)
+    ``project``: [] when there is no such memory. Its versions are read link by link
+    (a few rows a hop), never the whole store."""
     if which.isascii() and which.isdigit():
-        start = [m for m in rows if m.id == int(which)]
+        one = await service.get(int(which), project=project)
+        start = [] if one is None else [one]
     else:
-        start = [m for m in rows if m.key == which]
+        start = await service.rows(RowQuery(key=which), project=project)
     if not start:
         return []
-    versions = versions_of(start, rows)
+    rows = {m.id: m for m in start}
+    todo = set(rows)
+    while todo:
+        # One hop: the rows of these ids, those they supersede or restate, and those
+        # superseding or restating them.
+        ahead = {i for m in (rows[i] for i in todo) for i in (m.superseded_by, m.restates) if i is not None}
+        found = await service.rows(RowQuery(linked=sorted(todo | ahead)), project=project)
+        todo = {m.id for m in found} - set(rows)
+        rows.update((m.id, m) for m in found)
+    versions = versions_of(start, list(rows.values()))
     audit = [e for m in versions for e in await service.audit(m.id, project=project)]
     return timeline(versions, audit)
 

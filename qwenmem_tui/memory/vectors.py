@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load``), not here
 
     from qwenmem_tui.memory.index import Progress, VectorIndex
     from qwenmem_tui.memory.recall import Candidate, Recaller
+    from qwenmem_tui.memory.store_index import StoreIndex
 
 log = logging.getLogger("qwenmem.memory")
 
@@ -36,7 +37,7 @@ _EMBED_BATCH = 256
 # recall and writes interleave with it and peak memory stays bounded.
 _REEMBED_BATCH = 16
 
-VectorOpener = Callable[[], Awaitable[tuple[EmbedderChoice, "VectorIndex"]]]
+VectorOpener = Callable[[], Awaitable[tuple[EmbedderChoice, "VectorIndex | StoreIndex"]]]
 """Chooses (and loads) the embedder and names its index: what a lazily opened service
 defers until recall or a write needs vectors."""
 
@@ -52,7 +53,7 @@ class MemoryVectors:
         clock: Callable[[], float],
         notice: Callable[[str], None],
         embedder: Embedder | None = None,
-        index: VectorIndex | None = None,
+        index: VectorIndex | StoreIndex | None = None,
         top_k: int = 5,
         min_score: float = 0.0,
         lexical_weight: float | None = 1.0,
@@ -103,7 +104,7 @@ class MemoryVectors:
         return self._embedder
 
     @property
-    def index(self) -> VectorIndex:
+    def index(self) -> VectorIndex | StoreIndex:
         if self._index is None:
             raise RuntimeError("the index is not open yet: await the service's load_vectors()")
         return self._index

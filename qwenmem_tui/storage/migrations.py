@@ -171,4 +171,12 @@ MIGRATIONS: list[str] = [
         updated_at)
     WHERE status = 'superseded';
     """,
+    # 8: a store of years is read a page at a time (issue 40): the reviews among a
+    # trail of years by their action, and a fact's versions by their links, each
+    # through an index instead of a scan of every row.
+    """
+    CREATE INDEX memory_audit_by_action ON memory_audit (action, memory_id);
+    CREATE INDEX memories_by_successor ON memories (superseded_by);
+    CREATE INDEX memories_by_restated ON memories (restates);
+    """,
 ]

@@ -26,7 +26,9 @@ class Backend:
 
     def settings(self, user: str = "ana", **memory: Any) -> Settings:
         if self.name == "postgres":
-            memory = {"store": "postgres", "postgres_dsn": self.dsn, **memory}
+            # The local FAISS cache unless a test asks for pgvector: these tests look
+            # into that cache, and a server may or may not have the extension.
+            memory = {"store": "postgres", "postgres_dsn": self.dsn, "postgres_vector_search": False, **memory}
         return make_settings(user, **memory)
 
     def paths(self, machine: str = "a") -> Paths:

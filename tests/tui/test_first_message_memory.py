@@ -28,6 +28,7 @@ from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.features.memory.extension import memory_extension
 from qwenmem_tui.tui.widgets.prompt import PromptInput
+from qwenmem_tui.memory.model import WriteRequest
 
 from .conftest import FakeClock, settle, started, wait_until
 
@@ -41,7 +42,15 @@ async def remembered(settings: Settings, paths: Paths, project: Path, clock: Fak
     """A memory of this project, saved in an earlier session."""
     service = await MemoryService.open(settings, paths, clock=clock)
     try:
-        await service.save("project", "staging_db_port", FACT, origin="user", project=project_id(project))
+        await service.save(
+            WriteRequest(
+                "project",
+                "staging_db_port",
+                FACT,
+                origin="user",
+                project=project_id(project),
+            )
+        )
     finally:
         await service.close()
 

@@ -25,6 +25,7 @@ from qwenmem_tui.tui.features.memory.extension import memory_extension
 from qwenmem_tui.tui.features.memory.receipt import MemoryReceipt
 from qwenmem_tui.tui.screens import chat as chat_screen
 from qwenmem_tui.tui.widgets.plain_items import ErrorItem
+from qwenmem_tui.memory.model import WriteRequest
 
 from .conftest import FakeClock, settle, started, wait_until
 
@@ -39,7 +40,15 @@ USERS_PAUSE_S = 0.2
 async def remembered(settings: Settings, paths: Paths, project: Path, clock: FakeClock) -> None:
     service = await MemoryService.open(settings, paths, clock=clock)
     try:
-        await service.save("project", "staging_db_port", FACT, origin="user", project=project_id(project))
+        await service.save(
+            WriteRequest(
+                "project",
+                "staging_db_port",
+                FACT,
+                origin="user",
+                project=project_id(project),
+            )
+        )
     finally:
         await service.close()
 

@@ -173,19 +173,20 @@ class ProjectMemory:
         chosen = _category(category)
         if key is not None and key != "" and not (isinstance(key, str) and KEY_PATTERN.fullmatch(key)):
             raise MemoryRequestError("key must be snake_case: a-z, 0-9 and _, starting with a letter")
+        named = key if isinstance(key, str) and key else None
         service = await self._service()
         try:
             result = await service.remember(
                 value,
                 project=self.project,
                 category=chosen,
-                key=key or None,
+                key=named,
                 origin=Origin.AGENT,
                 provenance=outside_provenance(self.caller),
                 reason=f"remember by {self.caller.describe()}",
             )
         except MemoryRejected as exc:
-            return {"id": None, "category": chosen, "key": key or None, "action": "refused", "error": str(exc)}
+            return {"id": None, "category": chosen, "key": named, "action": "refused", "error": str(exc)}
         memory = result.memory
         answer: dict[str, Any] = {
             "id": memory.id,

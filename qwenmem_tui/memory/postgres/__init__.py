@@ -7,6 +7,7 @@ Split by reason to change, with imports in one direction only:
 - ``steps`` — row helpers and ``write_plan``'s statements in SQL;
 - ``listener`` — LISTEN/NOTIFY: other processes' changes reach this one at once;
 - ``cache`` — the offline copy and the read-only store serving it;
+- ``vector_search`` — pgvector, when the server has it: the dense channel in SQL;
 - ``store`` — ``PostgresMemoryStore``, the ``MemoryStore`` itself;
 - ``migrate`` — copying a SQLite memory into the server.
 
@@ -64,7 +65,11 @@ async def open_postgres_store(
     cache_dir = paths.index_dir / f"postgres-{dsn_fingerprint(dsn)}"
     cache = LocalCache(cache_dir, user)
     try:
-        store = await PostgresMemoryStore.open(dsn, on_notice=on_notice)
+        store = await PostgresMemoryStore.open(
+            dsn,
+            on_notice=on_notice,
+            vector_search=MEMORY_SETTINGS.of(settings).postgres_vector_search,
+        )
     except MemoryStoreUnavailable as exc:
         if MEMORY_SETTINGS.of(settings).postgres_unavailable == "refuse":
             raise

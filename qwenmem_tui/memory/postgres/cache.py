@@ -19,7 +19,7 @@ import os
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -28,6 +28,7 @@ import numpy as np
 from qwenmem_tui.memory import write_plan
 from qwenmem_tui.memory.lexical import coverage
 from qwenmem_tui.memory.model import (
+    AuditAction,
     AuditEntry,
     Category,
     Memory,
@@ -38,7 +39,13 @@ from qwenmem_tui.memory.postgres.connection import (
     MemoryStoreUnavailable,
     describe_dsn,
 )
-from qwenmem_tui.memory.store import AllowedIds, no_vectors, status_counts
+from qwenmem_tui.memory.store import (
+    AllowedIds,
+    RowQuery,
+    no_vectors,
+    query_rows,
+    status_counts,
+)
 
 log = logging.getLogger("qwenmem.memory")
 
@@ -227,6 +234,12 @@ class ReadOnlyCacheStore(write_plan.PlannedStore):
             and (key_prefix is None or m.key.startswith(key_prefix))
         ]
 
+    async def rows(self, query: RowQuery) -> builtins.list[Memory]:
+        return query_rows(self._rows.values(), query)
+
+    async def count(self, query: RowQuery) -> int:
+        return len(query_rows(self._rows.values(), replace(query, limit=None)))
+
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
         allowed = [
             m
@@ -273,7 +286,9 @@ class ReadOnlyCacheStore(write_plan.PlannedStore):
     async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> builtins.list[Memory]:
         return []  # nothing can be embedded and stored while read-only
 
-    async def audit(self, memory_id: int | None = None) -> builtins.list[AuditEntry]:
+    async def audit(
+        self, memory_id: int | None = None, *, action: AuditAction | None = None
+    ) -> builtins.list[AuditEntry]:
         return []  # the audit trail lives on the server only
 
     async def metrics(self) -> dict[str, float]:

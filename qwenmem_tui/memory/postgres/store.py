@@ -34,7 +34,13 @@ import asyncpg
 import numpy as np
 
 from qwenmem_tui.memory import write_plan
-from qwenmem_tui.memory.model import AuditAction, AuditEntry, Memory, Status
+from qwenmem_tui.memory.model import (
+    FLAG_FROM_FILE,
+    AuditAction,
+    AuditEntry,
+    Memory,
+    Status,
+)
 from qwenmem_tui.memory.postgres.cache import LocalCache
 from qwenmem_tui.memory.postgres.connection import (
     MemoryStoreUnavailable,
@@ -44,6 +50,7 @@ from qwenmem_tui.memory.postgres.connection import (
     transient,
 )
 from qwenmem_tui.memory.postgres.listener import GenerationListener
+from qwenmem_tui.memory.postgres import vector_search as pgvector
 from qwenmem_tui.memory.postgres.schema import SEARCH_TEXT, migrate_schema
 from qwenmem_tui.memory.postgres.steps import (
     ACTIVE,
@@ -59,6 +66,7 @@ from qwenmem_tui.memory.postgres.steps import (
 from qwenmem_tui.memory.store import (
     AUDIT_SELECT,
     AllowedIds,
+    RowQuery,
     audit_from_row,
     no_vectors,
     status_counts,
@@ -85,6 +93,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         on_notice: Notice | None = None,
         cache: LocalCache | None = None,
         connect_timeout: float = 5.0,
+        vector_search: bool = False,
     ) -> None:
         self.dsn = dsn
         self.where = describe_dsn(dsn)
@@ -98,6 +107,8 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         # Backends our own pool has used: notifications from them are our own writes,
         # which the service already applied to the index (see ``watch``).
         self._own_pids: set[int] = set()
+        self._vector_search = vector_search
+        self._indexed_dims: set[int] = set()  # HNSW indexes known to exist
 
     @classmethod
     async def open(
@@ -108,9 +119,11 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         on_notice: Notice | None = None,
         connect_timeout: float = 5.0,
         pool_size: int = 4,
+        vector_search: bool = True,
     ) -> PostgresMemoryStore:
         """Connect, migrate, and return the store; ``MemoryStoreUnavailable`` (one line)
-        when the server cannot be reached or refuses us."""
+        when the server cannot be reached or refuses us. ``vector_search``: search
+        vectors with pgvector when the server has it (``vector_search.py``)."""
         where = describe_dsn(dsn)
         try:
             pool = await asyncpg.create_pool(
@@ -120,6 +133,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
                 timeout=connect_timeout,
                 command_timeout=60,
                 reset=_keep_session,
+                init=pgvector.session_settings if vector_search else None,
             )
         except Exception as exc:  # asyncpg raises a zoo of types for "cannot connect"
             raise MemoryStoreUnavailable(
@@ -129,6 +143,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
             async with pool.acquire() as conn:
                 await migrate_schema(conn, where)
                 instance_id = await conn.fetchval("SELECT id FROM memory_instance")
+                searches = vector_search and await pgvector.prepare(conn, where)
         except BaseException as exc:
             await pool.close()
             if isinstance(exc, asyncpg.PostgresError | OSError):
@@ -141,6 +156,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
             retry=retry or RetryPolicy(),
             on_notice=on_notice,
             connect_timeout=connect_timeout,
+            vector_search=searches,
         )
 
     # plumbing ------------------------------------------------------------------------
@@ -325,6 +341,31 @@ class PostgresMemoryStore(write_plan.PlannedStore):
 
         return await self._read(body)
 
+    async def rows(self, query: RowQuery) -> builtins.list[Memory]:
+        where, params = _row_filter(query)
+        if query.model_first:
+            params.append(FLAG_FROM_FILE)
+            order = f" ORDER BY (origin = 'user' AND NOT ${len(params)} = ANY(flags)), created_at, id"
+        else:
+            order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
+        if query.limit is not None:
+            params.append(query.limit)
+            order += f" LIMIT ${len(params)}"
+        sql = f"SELECT {COLUMNS} FROM memories{where}{order}"
+
+        async def body(conn: asyncpg.Connection) -> builtins.list[Memory]:
+            return [row_to_memory(r) for r in await conn.fetch(sql, *params)]
+
+        return await self._read(body)
+
+    async def count(self, query: RowQuery) -> int:
+        where, params = _row_filter(query)
+
+        async def body(conn: asyncpg.Connection) -> int:
+            return int(await conn.fetchval(f"SELECT count(*) FROM memories{where}", *params))
+
+        return await self._read(body)
+
     async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
         # One statement, one snapshot: the generation and the ids it names agree.
         async def body(conn: asyncpg.Connection) -> asyncpg.Record:
@@ -423,12 +464,18 @@ class PostgresMemoryStore(write_plan.PlannedStore):
 
         return await self._read(body)
 
-    async def audit(self, memory_id: int | None = None) -> builtins.list[AuditEntry]:
-        sql = AUDIT_SELECT
-        params: tuple[Any, ...] = ()
+    async def audit(
+        self, memory_id: int | None = None, *, action: AuditAction | None = None
+    ) -> builtins.list[AuditEntry]:
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
         if memory_id is not None:
-            sql += " WHERE memory_id = $1"
-            params = (memory_id,)
+            params.append(memory_id)
+            where.append(f"memory_id = ${len(params)}")
+        if action is not None:
+            params.append(AuditAction(action).value)
+            where.append(f"action = ${len(params)}")
+        sql = AUDIT_SELECT + (" WHERE " + " AND ".join(where) if where else "")
 
         async def body(conn: asyncpg.Connection) -> builtins.list[AuditEntry]:
             return [audit_from_row(r) for r in await conn.fetch(sql + " ORDER BY id", *params)]
@@ -468,6 +515,39 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         }
         return [row_to_memory(r) for r in rows], vectors
 
+    # vectors in the database (pgvector) -------------------------------------------
+    def searches_vectors(self) -> bool:
+        return self._vector_search
+
+    async def nearest_vectors(
+        self,
+        query: np.ndarray,
+        *,
+        embedding_model: str,
+        user: str,
+        scopes: Collection[str],
+        now: float,
+        exclude: Collection[int],
+        limit: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        dim = int(np.asarray(query).size)
+        if dim not in self._indexed_dims:
+            await self._read(lambda conn: pgvector.ensure_index(conn, dim, self.where))
+            self._indexed_dims.add(dim)
+
+        async def body(conn: asyncpg.Connection) -> tuple[np.ndarray, np.ndarray]:
+            return await pgvector.nearest(
+                conn, query, embedding_model=embedding_model, user=user, scopes=scopes,
+                now=now, exclude=exclude, limit=limit,
+            )
+
+        return await self._read(body)
+
+    async def vector_mean(
+        self, embedding_model: str, *, user: str
+    ) -> tuple[np.ndarray | None, int]:
+        return await self._read(lambda conn: pgvector.mean(conn, embedding_model, user))
+
     # change feed -------------------------------------------------------------------
     async def watch(self, on_change: ChangeCallback) -> None:
         """LISTEN on a dedicated connection; ``on_change(generation)`` after every
@@ -501,3 +581,36 @@ async def _keep_session(_conn: asyncpg.Connection) -> None:
     or session locks on pooled connections; asyncpg still rolls back an open
     transaction first), so the default ``RESET ALL``/``UNLISTEN *`` round trip per
     release would buy nothing."""
+
+
+def _row_filter(q: RowQuery) -> tuple[str, builtins.list[Any]]:
+    """``q``'s filters as a WHERE clause and its numbered parameters."""
+    where: builtins.list[str] = []
+    params: builtins.list[Any] = []
+
+    def cond(sql: str, value: Any) -> None:
+        params.append(value)
+        where.append(sql.replace("$?", f"${len(params)}"))
+
+    if q.user is not None:
+        cond("username = $?", q.user)
+    if q.scopes is not None:
+        cond("scope = ANY($?::text[])", list(q.scopes))
+    if q.statuses is not None:
+        cond("status = ANY($?::text[])", [Status(s).value for s in q.statuses])
+    if q.key is not None:
+        cond("key = $?", q.key)
+    if q.after is not None:
+        cond("id > $?", q.after)
+    if q.exclude:
+        cond("NOT id = ANY($?::bigint[])", [int(i) for i in q.exclude])
+    if q.linked:
+        cond("(id = ANY($?::bigint[]) OR superseded_by = ANY($?::bigint[]) OR restates = ANY($?::bigint[]))",
+             [int(i) for i in q.linked])  # fmt: skip
+    if q.created_after is not None:
+        cond("created_at > $?", q.created_after)
+    if q.created_until is not None:
+        cond("created_at <= $?", q.created_until)
+    for word in q.words:
+        cond("position($? in lower(key || ' ' || value || ' ' || category || ' ' || status)) > 0", word)
+    return (" WHERE " + " AND ".join(where) if where else ""), params
