@@ -53,7 +53,7 @@ from qwenmem_tui.acp.prompt import prompt_text
 from qwenmem_tui.acp.updates import ReplyUpdates, Send, replay, tool_call_id
 from qwenmem_tui.chat.events import QueryFinished
 from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.features.mcp.feature import MCP
+from qwenmem_tui.features.mcp.feature import MCP_STATE
 from qwenmem_tui.features.mcp.permissions import Decision, PermissionRequest
 from qwenmem_tui.paths import project_root
 from qwenmem_tui.runtime import Runtime, StartupError
@@ -197,7 +197,7 @@ class QwenmemAgent:
 
     async def _open_project(self, root: Path, cwd: Path) -> Runtime:
         runtime = await self._open_runtime(root, cwd)
-        servers = runtime.assembly.state(MCP)
+        servers = runtime.assembly.state(MCP_STATE)
         if servers:
             servers.approver = self._approve
             # The first prompt's tools include the configured servers' (each bounded

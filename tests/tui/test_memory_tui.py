@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input, Static
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.memory import sqlite_store
-from qwenmem_tui.features.memory.feature import MEMORY, MEMORY_STATE
+from qwenmem_tui.features.memory.feature import MEMORY_SESSION, MEMORY_STATE
 from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT
 from qwenmem_tui.memory.model import (
     DAY,
@@ -457,7 +457,7 @@ async def test_a_recall_that_settles_during_a_tool_call_follows_the_tool_result(
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        prefetch = app.session_features.handle(MEMORY).prefetch
+        prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
         assert prefetch is not None
         # Memory open: a message sent while it still opens would wait for its recall.
         await wait_until(pilot, lambda: not prefetch.memory_opening)
@@ -488,7 +488,7 @@ async def test_a_recall_warmed_while_typing_reaches_the_first_request(
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        prefetch = app.session_features.handle(MEMORY).prefetch
+        prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
         assert prefetch is not None
         screen = app.screen
         assert isinstance(screen, ChatScreen)
@@ -524,7 +524,7 @@ async def test_no_recall_is_warmed_for_a_command_and_one_is_while_a_reply_ends(
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        prefetch = app.session_features.handle(MEMORY).prefetch
+        prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
         assert prefetch is not None
         screen = app.screen
         assert isinstance(screen, ChatScreen)
