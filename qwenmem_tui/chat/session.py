@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict, TypeVar, Unpack
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
@@ -197,6 +197,21 @@ def _usage_of(items: Sequence[Item]) -> Usage:
     return Usage(prompt, completion)
 
 
+class ChatOptions(TypedDict):
+    """The keywords of ``ChatSession(...)`` besides its session and store: what
+    ``ChatSession.load`` passes through, so the two entry points cannot drift apart."""
+
+    llm: LLMClient
+    tools: ToolRegistry
+    settings: Settings
+    project_root: Path
+    hooks: NotRequired[Sequence[QueryHook]]
+    clock: NotRequired[Callable[[], float]]
+    system_prompt: NotRequired[str | None]
+    interactive: NotRequired[bool]
+    window_items: NotRequired[int]
+
+
 class ChatSession:
     def __init__(
         self,
@@ -247,13 +262,12 @@ class ChatSession:
 
     @classmethod
     async def load(
-        cls, *, session_id: str, store: SessionStore, **options: Any
+        cls, *, session_id: str, store: SessionStore, **options: Unpack[ChatOptions]
     ) -> ChatSession:
         """Resume a stored session: its items, and the model view rebuilt from them.
 
-        ``options`` are the other keywords of ``ChatSession(...)`` (llm, tools,
-        settings, project_root, hooks, clock, system_prompt, interactive, window_items), passed through so the
-        two entry points cannot drift apart.
+        ``options`` are the other keywords of ``ChatSession(...)`` (ChatOptions),
+        passed through so the two entry points cannot drift apart.
         """
         info = await store.get_session(session_id)
         if info is None:

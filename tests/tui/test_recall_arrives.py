@@ -15,7 +15,7 @@ import pytest
 from textual import events
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.feature import MEMORY
+from qwenmem_tui.features.memory.feature import MEMORY_SESSION
 from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
@@ -64,7 +64,7 @@ def carries_the_fact(request: dict) -> bool:
 
 async def open_app(pilot_app: QwenmemApp, pilot) -> object:  # type: ignore[no-untyped-def]
     await started(pilot)
-    prefetch = pilot_app.session_features.handle(MEMORY).prefetch
+    prefetch = pilot_app.session_features.handle(MEMORY_SESSION).prefetch
     await wait_until(pilot, lambda: not prefetch.memory_opening)
     return prefetch
 
