@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from qwenmem_tui.memory.model import WriteRequest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -136,7 +137,9 @@ async def _seed(home: Path, project: Path) -> None:
     service = await MemoryService.open(load_settings(paths.config_file), paths)
     try:
         for category, key, value in FACTS:
-            await service.save(category, key, value, origin=Origin.USER, project=project_id(project))
+            await service.save(
+                WriteRequest(category, key, value, origin=Origin.USER, project=project_id(project))
+            )
     finally:
         await service.close()
 

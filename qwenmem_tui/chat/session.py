@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict, TypeVar, Unpack
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
@@ -186,6 +186,20 @@ class _Progress:
         return QueryOutcome(status, error, bool(self.tool_names), list(self.tool_names))
 
 
+class ChatOptions(TypedDict):
+    """The keywords of ``ChatSession(...)`` besides its session and store: what
+    ``ChatSession.load`` passes through, so the two entry points cannot drift apart."""
+
+    llm: LLMClient
+    tools: ToolRegistry
+    settings: Settings
+    project_root: Path
+    hooks: NotRequired[Sequence[QueryHook]]
+    clock: NotRequired[Callable[[], float]]
+    system_prompt: NotRequired[str | None]
+    interactive: NotRequired[bool]
+
+
 class ChatSession:
     def __init__(
         self,
@@ -226,7 +240,7 @@ class ChatSession:
 
     @classmethod
     async def load(
-        cls, *, session_id: str, store: SessionStore, **options: Any
+        cls, *, session_id: str, store: SessionStore, **options: Unpack[ChatOptions]
     ) -> ChatSession:
         """Resume a stored session: its items, and the model view rebuilt from them.
 

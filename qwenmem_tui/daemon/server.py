@@ -217,7 +217,7 @@ class DaemonBackend:
         features offer (`Feature.exchange`), None when none runs."""
         runtime = self.runtime
         for feature in runtime.assembly.registered:
-            if feature.exchange is not None and runtime.state(feature.name) is not None:
+            if feature.exchange is not None and runtime.assembly.runs(feature.name):
                 exchange: Exchange | None = load_face(feature.exchange)(runtime, extract=self._proxy_extract)
                 return exchange
         return None

@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.memory.model import (
     DAY,
-    AuditEntry,
     GLOBAL_SCOPE,
     LABEL_FLAGS,
     AuditAction,
+    AuditEntry,
     Origin,
     Status,
     WriteAction,
+    WriteRequest,
     WriteResult,
     content_hash,
     export_line,
@@ -294,14 +295,16 @@ async def _history_row(
 ) -> HistoryRow:
     """A backup's older version as it was: validated and redacted like any line."""
     pending = await service.prepare(
-        _text(line, "category"),
-        _text(line, "key"),
-        _text(line, "value"),
-        origin=_string("origin", line.get("origin", Origin.USER.value)),
-        provenance=Provenance.imported(trusted=True),
-        project=project,
-        scope=_import_scope(line, project, keep=True),
-        reason="import --trust",
+        WriteRequest(
+            _text(line, "category"),
+            _text(line, "key"),
+            _text(line, "value"),
+            origin=_string("origin", line.get("origin", Origin.USER.value)),
+            provenance=Provenance.imported(trusted=True),
+            project=project,
+            scope=_import_scope(line, project, keep=True),
+            reason="import --trust",
+        )
     )
     created_at = _import_time(line.get("created_at"), now) or now
     updated_at = _import_time(line.get("updated_at"), now) or created_at
@@ -446,20 +449,22 @@ async def _prepare(
         category, key = filed.category, filed.key
     stored_origin = origin if trusted or origin != Origin.USER.value else Origin.TOOL.value
     pending = await service.prepare(
-        _string("category", category),
-        _string("key", key),
-        value,
-        origin=stored_origin,
-        provenance=Provenance.imported(trusted=trusted, speech=speech),
-        project=project,
-        ttl_days=_import_ttl(row.get("ttl_days")),
-        scope=scope,
-        created_at=created_at,
-        expires_at=expires_at,
-        stated_at=_import_stated(row.get("stated_at"), now),
-        reason="import --trust" if trusted else f"import; claimed origin {origin}",
-        hold=hold,
-        labels=[f for f in listed if f in LABEL_FLAGS],
+        WriteRequest(
+            _string("category", category),
+            _string("key", key),
+            value,
+            origin=stored_origin,
+            provenance=Provenance.imported(trusted=trusted, speech=speech),
+            project=project,
+            ttl_days=_import_ttl(row.get("ttl_days")),
+            scope=scope,
+            created_at=created_at,
+            expires_at=expires_at,
+            stated_at=_import_stated(row.get("stated_at"), now),
+            reason="import --trust" if trusted else f"import; claimed origin {origin}",
+            hold=hold,
+            labels=[f for f in listed if f in LABEL_FLAGS],
+        )
     )
     # A backup's active set was already decided: restored as it was, not merged.
     pending.decide_identity = not backup

@@ -94,6 +94,9 @@ class RecallResult:
     rendered_at: float = 0.0  # the clock the block's ages were rendered at
     small_talk: bool = False  # the message asks nothing memory could answer (abstain.py)
     tokens: int = 0  # the block's estimated size (memory.max_tokens bounds it)
+    # An older version shown -> its newer version (the one that may restate it): every
+    # face marks the older as earlier, with both dates (render.py, the CLI, the routes).
+    later: dict[int, Memory] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, latency_ms: float = 0.0) -> RecallResult:
@@ -107,7 +110,7 @@ class RecallResult:
             return self
         keep = [i for i, memory_id in enumerate(self.ids) if memory_id not in drop]
         memories = [self.memories[i] for i in keep] if len(self.memories) == len(self.ids) else []
-        block = render_block(memories, self.rendered_at)
+        block = render_block(memories, self.rendered_at, self.later)
         return replace(
             self,
             block=block,
@@ -152,6 +155,13 @@ def _newer_versions(found: Sequence[Candidate]) -> dict[int, Candidate]:
             if c is not latest:
                 newer.setdefault(c.memory.id, latest)
     return newer
+
+
+def earlier_marks(chosen: Sequence[Candidate], found: Sequence[Candidate]) -> dict[int, Memory]:
+    """Each chosen memory that is an older version -> its next newer version (from
+    ``found``): what marks it as earlier wherever it is shown."""
+    newer = _newer_versions(found)
+    return {c.memory.id: newer[c.memory.id].memory for c in chosen if c.memory.id in newer}
 
 
 def current_first(ranked: Sequence[Candidate], found: Sequence[Candidate]) -> list[Candidate]:
@@ -544,9 +554,11 @@ class Recaller:
         chosen = [c.memory for c in ranked]
         if record:
             await self.record(chosen, now=now)
-        block = render_block(chosen, now)
+        later = earlier_marks(ranked, found)
+        block = render_block(chosen, now, later)
         return RecallResult(
             block=block,
+            later=later,
             tokens=estimate_text_tokens(block),
             ids=[m.id for m in chosen],
             memories=chosen,

@@ -14,6 +14,7 @@ from qwenmem_tui.memory import recall as recall_module
 from qwenmem_tui.memory.index import FLAT, IVF, VectorIndex
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.memory.model import WriteRequest
 
 FACTS = [
     ("project", "test_command", "Run tests with make test"),
@@ -25,7 +26,9 @@ FACTS = [
 async def _seed(paths: Paths, clock: Clock) -> list[int]:
     svc = await MemoryService.open(make_settings(), paths, clock=clock)
     ids = [
-        (await svc.save(c, k, v, origin="tool", project=PROJECT_A)).memory.id for c, k, v in FACTS
+        (await svc.save(
+            WriteRequest(c, k, v, origin="tool", project=PROJECT_A)
+        )).memory.id for c, k, v in FACTS
     ]
     await svc.close()
     return ids
@@ -96,15 +99,19 @@ async def test_an_index_out_of_step_catches_up_through_the_generation(
     b = await MemoryService.open(make_settings(), mem_paths, clock=clock)
     try:
         alpha = await a.save(
-            "project",
-            "current_project",
-            "Alpha, stack TypeScript",
-            origin="tool",
-            project=PROJECT_A,
+            WriteRequest(
+                "project",
+                "current_project",
+                "Alpha, stack TypeScript",
+                origin="tool",
+                project=PROJECT_A,
+            )
         )
         assert (await b.recall("current project", project=PROJECT_A)).ids == [alpha.memory.id]
         beta = await b.save(
-            "project", "current_project", "Beta, stack Python", origin="tool", project=PROJECT_A
+            WriteRequest(
+                "project", "current_project", "Beta, stack Python", origin="tool", project=PROJECT_A
+            )
         )
         result = await a.recall("current project", project=PROJECT_A, min_score=-1)
         assert result.ids == [beta.memory.id] and "Alpha" not in result.block

@@ -33,7 +33,7 @@ from qwenmem_tui.features.memory.prefetch import (
     MemoryPrefetchHook,
     ProjectRecall,
 )
-from qwenmem_tui.memory.model import Category, Memory, Origin, Status
+from qwenmem_tui.memory.model import Category, Memory, Origin, Status, WriteRequest
 from qwenmem_tui.memory.recall import RecallResult
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.llm.client import LLMClient
@@ -535,7 +535,9 @@ async def test_slow_embeddings_endpoint_memory_arrives_with_the_tool_result(
     service = await MemoryService.open(memory_settings, paths, llm=llm)
     try:
         await service.save(
-            "project", "api_port", "The API listens on port 8443.", origin="user", project="p"
+            WriteRequest(
+                "project", "api_port", "The API listens on port 8443.", origin="user", project="p"
+            )
         )
         hook = MemoryPrefetchHook(
             ProjectRecall.of(service, "p").recall, record_delivery=service.record_delivery
@@ -790,6 +792,7 @@ WRITER = """
 import asyncio, sys
 from pathlib import Path
 from qwenmem_tui.config import Settings
+from qwenmem_tui.memory.model import WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
@@ -797,7 +800,7 @@ async def main(home, action, arg):
     settings = Settings.model_validate({"general": {"user": "ana"}})
     svc = await MemoryService.open(settings, Paths(Path(home)))
     if action == "save":
-        await svc.save("project", "deploy_target", arg, origin="user", project=sys.argv[4])
+        await svc.save(WriteRequest("project", "deploy_target", arg, origin="user", project=sys.argv[4]))
     else:
         assert await svc.forget(int(arg)) is not None
     await svc.close()
@@ -855,7 +858,9 @@ def sent(fake: FakeOpenAI, n: int = -1) -> str:
 
 async def deploy(service: MemoryService, where: str) -> int:
     result = await service.save(
-        "project", "deploy_target", f"Deploys go to {where}", origin="user", project=PROJECT
+        WriteRequest(
+            "project", "deploy_target", f"Deploys go to {where}", origin="user", project=PROJECT
+        )
     )
     return result.memory.id
 
@@ -901,8 +906,10 @@ async def test_a_delivered_memory_that_expires_leaves_without_any_write(
     make_session, fake: FakeOpenAI, live_service: MemoryService, live_clock: Clock
 ) -> None:
     await live_service.save(
-        "reference", "dashboard", "Grafana board at grafana.example/d/1", origin="user",
-        project=PROJECT, ttl_days=1,
+        WriteRequest(
+            "reference", "dashboard", "Grafana board at grafana.example/d/1", origin="user",
+            project=PROJECT, ttl_days=1,
+        )
     )
     hook, _, session = await live_session(make_session, fake, live_service, 2)
 

@@ -17,6 +17,7 @@ from qwenmem_tui.memory.model import (
     Memory,
     Origin,
     Status,
+    WriteRequest,
 )
 from qwenmem_tui.memory.review import keep, plan_review, review_plan, waiting_label
 from qwenmem_tui.memory.service import MemoryService
@@ -64,7 +65,9 @@ def test_model_and_file_writes_since_the_last_review_come_first_then_the_oldest(
 
 async def test_the_reviewed_share_counts_active_memories_only(service: MemoryService) -> None:
     for i in range(3):
-        await service.save("user", f"k{i}", f"fact number {i}", origin="user", project="p")
+        await service.save(
+            WriteRequest("user", f"k{i}", f"fact number {i}", origin="user", project="p")
+        )
     await keep(service, 1, project="p")
     await keep(service, 3, project="p")
     await service.forget(3)
