@@ -51,9 +51,10 @@ _THREADS = faiss.omp_get_max_threads()
 
 def _search_one(
     index: faiss.Index, query: np.ndarray, k: int, params: faiss.SearchParameters
-) -> tuple:
+) -> tuple[np.ndarray, np.ndarray]:
     faiss.omp_set_num_threads(1)
-    return index.search(query, k, params=params)
+    distances, ids = index.search(query, k, params=params)
+    return distances, ids
 
 
 def _add_batch(index: faiss.Index, vectors: np.ndarray, ids: np.ndarray) -> None:
@@ -285,9 +286,10 @@ class VectorIndex:
         """Grown past flat, or HNSW carrying too many tombstones."""
         if self._index is None:
             return True
+        total: int = self._index.ntotal  # faiss is read untyped
         if self.kind == FLAT:
-            return self._index.ntotal >= self.hnsw_threshold
-        return len(self._tombstones) > _TOMBSTONE_REBUILD_RATIO * max(1, self._index.ntotal)
+            return total >= self.hnsw_threshold
+        return len(self._tombstones) > _TOMBSTONE_REBUILD_RATIO * max(1, total)
 
     # search ------------------------------------------------------------------------
     def _debiased(
