@@ -197,9 +197,10 @@ def _run(argv: list[str]) -> int:
         print(f"qwenmem: warning: {warning}", file=sys.stderr)
     if (notice := tighten_home(paths)) is not None:
         print(f"qwenmem: {notice}", file=sys.stderr)
-    if func is not None and args.print is None:
+    if func is not None and args.print is None and not getattr(args, "holds_collector", False):
         # A subcommand: the chat's first frame never comes. (`-p` releases it once its
-        # runtime and chat are open, as the chat's first frame does.)
+        # runtime and chat are open, as the chat's first frame does; so do the faces
+        # that set `holds_collector`, `mcp` and `acp`, once theirs is.)
         collector.release(freeze=False)
     try:
         return _call(func or run_tui, args, settings, paths)

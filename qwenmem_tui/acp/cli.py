@@ -20,7 +20,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "directory they open (contract §16). Zed: add it to agent_servers in "
         "settings.json (see README).",
     )
-    parser.set_defaults(func=run_acp)
+    # Its start builds what lives until exit (the SDK's schema, the runtime's modules):
+    # it releases the collector itself once its first runtime is open (collector.py).
+    parser.set_defaults(func=run_acp, holds_collector=True)
 
 
 def run_acp(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:

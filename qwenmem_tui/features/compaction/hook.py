@@ -326,5 +326,6 @@ class CompactionHook:
 
 
 def _latest_user_id(session: ChatSession) -> int | None:
-    return next((i.id for i in reversed(session.items) if i.type == "user"), None)
+    item = session.latest("user")
+    return item.id if item is not None else None
 

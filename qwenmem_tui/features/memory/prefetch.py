@@ -693,9 +693,13 @@ class MemoryPrefetchHook:
         for delivery in list(self._delivered):
             shaped = self._reapply_one(messages, delivery)
             if shaped is messages:
-                # Its message left the model view (compaction): let recall find it again.
+                # Its message left the model view (compaction): let recall find it again,
+                # and forget why it was sent (kept, this grew with every memory ever
+                # recalled in a long session: issue 41's soak).
                 self._delivered.remove(delivery)
                 self.surfaced.difference_update(delivery.ids)
+                for memory_id in set(delivery.ids) - self.surfaced:
+                    self._why.pop(memory_id, None)
             messages = shaped
         return messages
 

@@ -290,7 +290,5 @@ class MemoryReceiptHook(BaseQueryHook):
 
 
 def _last_user_text(session: ChatSession) -> str:
-    for item in reversed(session.items):
-        if item.type == "user":
-            return item.content
-    return ""
+    item = session.latest("user")
+    return item.content if item is not None else ""

@@ -34,6 +34,7 @@ from qwenmem_tui.memory.model import (
     WriteAction,
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer
+from qwenmem_tui.memory.render import version_fields
 
 if TYPE_CHECKING:
     from qwenmem_tui.memory.service import MemoryService
@@ -137,7 +138,7 @@ class ProjectMemory:
         now = self._clock()
         return {
             "memories": [
-                {**memory_json(m, now), "score": score}
+                {**memory_json(m, now), "score": score, **version_fields(m, result.later.get(m.id))}
                 for m, score in zip(result.memories, result.scores, strict=True)
             ]
         }

@@ -343,11 +343,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
 
     async def rows(self, query: RowQuery) -> builtins.list[Memory]:
         where, params = _row_filter(query)
-        if query.model_first:
-            params.append(FLAG_FROM_FILE)
-            order = f" ORDER BY (origin = 'user' AND NOT ${len(params)} = ANY(flags)), created_at, id"
-        else:
-            order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
+        order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
         if query.limit is not None:
             params.append(query.limit)
             order += f" LIMIT ${len(params)}"
@@ -617,6 +613,8 @@ def _row_filter(q: RowQuery) -> tuple[str, builtins.list[Any]]:
         cond("created_at > $?", q.created_after)
     if q.created_until is not None:
         cond("created_at <= $?", q.created_until)
+    if q.model_written is not None:
+        cond(("" if q.model_written else "NOT ") + "(origin <> 'user' OR $? = ANY(flags))", FLAG_FROM_FILE)
     for word in q.words:
         cond("position($? in lower(key || ' ' || value || ' ' || category || ' ' || status)) > 0", word)
     return (" WHERE " + " AND ".join(where) if where else ""), params
