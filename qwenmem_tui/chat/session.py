@@ -47,6 +47,7 @@ from qwenmem_tui.chat.window import WINDOW_ITEMS, Window, load_window, trim
 from qwenmem_tui.llm import client as llm_events
 from qwenmem_tui.llm.client import Completion, LLMClient, ToolCall, Usage
 from qwenmem_tui.llm.errors import LLMError
+from qwenmem_tui.llm.wire import Message
 from qwenmem_tui.storage.database import StorageError
 from qwenmem_tui.storage.sessions import (
     Item,
@@ -99,8 +100,8 @@ class QueryHook(Protocol):
     async def on_query_start(self, session: ChatSession, text: str) -> None: ...
 
     async def before_request(
-        self, session: ChatSession, kind: TurnKind, messages: list[dict]
-    ) -> list[dict]: ...
+        self, session: ChatSession, kind: TurnKind, messages: list[Message]
+    ) -> list[Message]: ...
 
     async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None: ...
 
@@ -116,8 +117,8 @@ class BaseQueryHook:
         return None
 
     async def before_request(
-        self, session: ChatSession, kind: TurnKind, messages: list[dict]
-    ) -> list[dict]:
+        self, session: ChatSession, kind: TurnKind, messages: list[Message]
+    ) -> list[Message]:
         return messages
 
     async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None:
@@ -519,7 +520,7 @@ class ChatSession:
         await self._persist(self._item("info", notice), emit)
         return progress.outcome("turn_cap", notice)
 
-    async def _before_request(self, kind: TurnKind, messages: list[dict]) -> list[dict]:
+    async def _before_request(self, kind: TurnKind, messages: list[Message]) -> list[Message]:
         for hook in self.hooks:
             try:
                 messages = await hook.before_request(self, kind, messages)
@@ -528,7 +529,7 @@ class ChatSession:
         return messages
 
     async def _stream(
-        self, messages: list[dict], schemas: list[dict] | None, emit: Emit, progress: _Progress
+        self, messages: list[Message], schemas: list[Message] | None, emit: Emit, progress: _Progress
     ) -> Completion:
         progress.begin_reply()
         async with aclosing(self.llm.stream_chat(messages, tools=schemas)) as stream:

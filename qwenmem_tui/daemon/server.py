@@ -351,7 +351,8 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def backend_of(request: Request) -> DaemonBackend:
-    return request.app.state.backend
+    backend: DaemonBackend = request.app.state.backend  # Starlette's state is untyped
+    return backend
 
 
 JSON_WHITESPACE = b" \t\r\n"

@@ -36,7 +36,7 @@ from qwenmem_tui.features.memory.prefetch import (
     MemoryPrefetchHook,
     SentMemory,
 )
-from qwenmem_tui.features.memory.items import RECEIPT_ITEM
+from qwenmem_tui.features.memory.items import RECEIPT_ITEM as RECEIPT_ITEM  # the faces' name for it
 from qwenmem_tui.memory.render import age_phrase, render_block
 from qwenmem_tui.text import estimate_text_tokens
 
