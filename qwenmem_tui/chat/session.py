@@ -330,6 +330,13 @@ class ChatSession:
             self.carried = sorted([*self.carried, updated], key=lambda i: i.id or 0)
         return held[0] if held else updated
 
+    async def position(self, item_id: int) -> int:
+        """Where the stored item `item_id` stands among the session's items (0-based)."""
+        for index, item in enumerate(self.items):
+            if item.id == item_id:
+                return self.earlier + index
+        return await self.store.count_items(self.info.id, through=item_id - 1)
+
     async def stored_items(self) -> list[Item]:
         """Every item of the session, read from the database (export, replay)."""
         return await self.store.load_items(self.info.id)
