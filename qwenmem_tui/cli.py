@@ -110,7 +110,7 @@ def build_parser(*, feature_commands: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
-def _accept_config_after_command(subparsers: argparse._SubParsersAction) -> None:
+def _accept_config_after_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`qwenmem memory list --config FILE` works like `qwenmem --config FILE memory list`.
 
     People add an option at the end of a command line; argparse only knows it before

@@ -245,8 +245,8 @@ class QwenmemAgent:
             )
         session = await self._open(runtime, info)
         # Every update of the history goes out before the answer (the protocol's order).
-        await replay(session.chat.items, self._sender(session), runtime.project_root)
-        log.info("[ACP] loaded session %s (%d items)", session.id, len(session.chat.items))
+        await replay(await session.chat.stored_items(), self._sender(session), runtime.project_root)
+        log.info("[ACP] loaded session %s (%d items)", session.id, session.chat.item_count)
         self._later(session, self._offer_commands(session))
         return LoadSessionResponse()
 

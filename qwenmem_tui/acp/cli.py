@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy 
     from qwenmem_tui.paths import Paths
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "acp",
         help="an Agent Client Protocol agent on stdio (Zed, JetBrains, Neovim, toad)",

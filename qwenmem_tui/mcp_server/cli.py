@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy 
     from qwenmem_tui.paths import Paths
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "mcp",
         help="serve this project's memory to MCP clients over stdio (Claude Code, qwen-code)",

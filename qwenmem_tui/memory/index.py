@@ -36,6 +36,7 @@ from typing import BinaryIO
 import faiss
 import numpy as np
 
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased
 from qwenmem_tui.paths import private_dir, private_file
 
@@ -80,9 +81,10 @@ def training_size(count: int) -> int:
 
 def _search_one(
     index: faiss.Index, query: np.ndarray, k: int, params: faiss.SearchParameters
-) -> tuple:
+) -> tuple[np.ndarray, np.ndarray]:
     faiss.omp_set_num_threads(1)
-    return index.search(query, k, params=params)
+    distances, ids = index.search(query, k, params=params)
+    return distances, ids
 
 
 def _add_batch(index: faiss.Index, vectors: np.ndarray, ids: np.ndarray) -> None:
@@ -185,7 +187,7 @@ class VectorIndex:
         self._sum = np.asarray(meta["sum"], dtype=np.float64) if meta.get("sum") else None
         return True
 
-    def _read(self) -> tuple[dict, np.ndarray, faiss.Index] | None:
+    def _read(self) -> tuple[JSONObject, np.ndarray, faiss.Index] | None:
         with self.path.open("rb") as f:
             if f.read(len(_MAGIC)) != _MAGIC:
                 raise ValueError("not a qwenmem index file of this version")
@@ -343,7 +345,8 @@ class VectorIndex:
         assert self._index is not None
         if not len(ids):
             return np.zeros((0, self.dim), dtype=np.float32)
-        return self._index.reconstruct_batch(np.ascontiguousarray(ids, dtype=np.int64))
+        vectors: np.ndarray = self._index.reconstruct_batch(np.ascontiguousarray(ids, dtype=np.int64))
+        return vectors
 
     async def scores(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         """Cosine of ``query`` with each of ``ids`` that the index holds.

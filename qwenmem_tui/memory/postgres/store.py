@@ -401,7 +401,8 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         )
 
         async def body(conn: asyncpg.Connection) -> builtins.list[asyncpg.Record]:
-            return await conn.fetch(sql, *params)
+            rows: builtins.list[asyncpg.Record] = await conn.fetch(sql, *params)
+            return rows
 
         return [(int(r["id"]), float(r["score"])) for r in await self._read(body)]
 
@@ -410,7 +411,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
 
     async def vector_ids(self, embedding_model: str, *, user: str | None = None) -> np.ndarray:
         async def body(conn: asyncpg.Connection) -> builtins.list[int]:
-            return await conn.fetchval(
+            ids: builtins.list[int] = await conn.fetchval(
                 "SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM memories"
                 " WHERE status = $1 AND embedding_model = $2 AND embedding IS NOT NULL"
                 " AND ($3::text IS NULL OR username = $3)",
@@ -418,6 +419,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
                 embedding_model,
                 user,
             )
+            return ids
 
         return np.array(await self._read(body), dtype=np.int64)
 
@@ -489,7 +491,10 @@ class PostgresMemoryStore(write_plan.PlannedStore):
 
     async def counts_by_status(self) -> dict[str, int]:
         async def body(conn: asyncpg.Connection) -> builtins.list[asyncpg.Record]:
-            return await conn.fetch("SELECT status, count(*) AS n FROM memories GROUP BY status")
+            rows: builtins.list[asyncpg.Record] = await conn.fetch(
+                "SELECT status, count(*) AS n FROM memories GROUP BY status"
+            )
+            return rows
 
         return status_counts((r["status"], r["n"]) for r in await self._read(body))
 
@@ -497,11 +502,12 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         """This user's active rows and their vectors: what the local read-only cache keeps."""
 
         async def body(conn: asyncpg.Connection) -> builtins.list[asyncpg.Record]:
-            return await conn.fetch(
+            rows: builtins.list[asyncpg.Record] = await conn.fetch(
                 f"SELECT {COLUMNS}, embedding FROM memories WHERE status = $1 AND username = $2 ORDER BY id",
                 ACTIVE,
                 user,
             )
+            return rows
 
         rows = await self._read(body)
         vectors = {

@@ -177,8 +177,8 @@ class ChatScreen(Screen[None]):
         if self.qapp.state != "starting":  # what was typed while starting is for this one
             self._queue.clear()  # typed for the session we are leaving
             self._queue_changed()
-        await self.log_view.show_items(session.items, self.qapp.widget_for_item)
-        if not session.items:
+        await self.log_view.show_items(session, self.qapp.widget_for_item)
+        if not session.item_count:
             project = self.qapp.project_root.name
             self.show(DimItem(f"New session in {project}. Enter sends, / lists commands."))
 
@@ -557,6 +557,7 @@ class ChatScreen(Screen[None]):
         try:
             async for event in app.session.run_query(text):
                 await view.handle(event)
+            await self.log_view.release_oldest()
         except asyncio.CancelledError:
             await view.cancelled()
             raise
