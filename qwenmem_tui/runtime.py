@@ -43,7 +43,9 @@ from qwenmem_tui.features import registry
 from qwenmem_tui.features.feature import FeatureKey, PromptPart
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id, project_root
-from qwenmem_tui.reads import StartupError, check_resume, find_session  # noqa: F401 (re-exported)
+from qwenmem_tui.reads import StartupError as StartupError  # re-exported for the faces
+from qwenmem_tui.reads import check_resume as check_resume
+from qwenmem_tui.reads import find_session as find_session
 from qwenmem_tui.storage.database import Database, RetryCallback, StorageError
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
 

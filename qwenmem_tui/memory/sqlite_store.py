@@ -52,6 +52,8 @@ BASE_COLUMNS = (
 """The columns every memory database has had (salvage reads old ones too)."""
 MEMORY_COLUMNS = BASE_COLUMNS + ", restates, stated_at, valid_until"
 _ACTIVE = Status.ACTIVE.value
+MODEL_WRITTEN = f"(origin != 'user' OR instr(flags, '\"{FLAG_FROM_FILE}\"') > 0)"
+"""Rows a model wrote or read from a file (store.model_written), in SQL."""
 # The lexical channel's candidates: this many rows over the query's words (each word
 # at least twice the rows asked for), the newest matches of each.
 LEXICAL_CANDIDATES = 400
@@ -199,15 +201,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
 
     async def rows(self, query: RowQuery) -> builtins.list[Memory]:
         where, params = await self._row_filter(query)
-        if query.model_first:
-            # The review's order: what nobody in the chat said first (review.py).
-            order = (
-                " ORDER BY (origin = 'user' AND NOT EXISTS (SELECT 1 FROM json_each(flags)"
-                " WHERE json_each.value = ?)), created_at, id"
-            )
-            params.append(FLAG_FROM_FILE)
-        else:
-            order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
+        order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
         if query.limit is not None:
             order += " LIMIT ?"
             params.append(query.limit)
@@ -233,12 +227,15 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         def marks(values: Collection[Any]) -> str:
             return ",".join("?" * len(values))
 
+        # A fact's links name a few rows: they must be looked up by them, not by the
+        # user's index (unary + keeps SQLite from reading every row of the user).
+        plus = "+" if q.linked else ""
         if q.user is not None:
-            cond("user = ?", q.user)
+            cond(f"{plus}user = ?", q.user)
         if q.scopes is not None:
-            cond(f"scope IN ({marks(q.scopes)})", *q.scopes)
+            cond(f"{plus}scope IN ({marks(q.scopes)})", *q.scopes)
         if q.statuses is not None:
-            cond(f"status IN ({marks(q.statuses)})", *(Status(s).value for s in q.statuses))
+            cond(f"{plus}status IN ({marks(q.statuses)})", *(Status(s).value for s in q.statuses))
         if q.key is not None:
             cond("key = ?", q.key)
         if q.after is not None:
@@ -253,6 +250,9 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             cond("created_at > ?", q.created_after)
         if q.created_until is not None:
             cond("created_at <= ?", q.created_until)
+        if q.model_written is not None:
+            # As written in migration 8's partial index, which serves it only then.
+            cond(("" if q.model_written else "NOT ") + MODEL_WRITTEN)
         if q.words:
             await self._fold_function()
             for word in q.words:
@@ -335,9 +335,11 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         import numpy as np
 
         mine, params = _of_user(user)
+        # `(embedding IS NULL) = 0` as migration 9's index says it: read from the
+        # index, not from every row's vector.
         cur = await self._conn.execute(
             "SELECT id FROM memories WHERE status = ? AND embedding_model = ?"
-            f" AND embedding IS NOT NULL{mine} ORDER BY id",
+            f" AND (embedding IS NULL) = 0{mine} ORDER BY id",
             (_ACTIVE, embedding_model, *params),
         )
         rows = list(await cur.fetchall())
@@ -347,9 +349,13 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         self, embedding_model: str, ids: Sequence[int] | None = None, *, user: str | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         mine, of_user = _of_user(user)
+        # Given ids, SQLite must look each up by rowid: a term on status or user let it
+        # pick their index and read every active row (80 ms at 100k, per recall).
+        plus = "" if ids is None else "+"
         sql = (
             "SELECT id, embedding FROM memories"
-            f" WHERE status = ? AND embedding_model = ? AND embedding IS NOT NULL{mine}"
+            f" WHERE {plus}status = ? AND embedding_model = ? AND embedding IS NOT NULL"
+            + mine.replace(" user", f" {plus}user")
         )
         params: builtins.list[Any] = [_ACTIVE, embedding_model, *of_user]
         rows: builtins.list[Any] = []
@@ -373,9 +379,11 @@ class SqliteMemoryStore(write_plan.PlannedStore):
 
     async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> builtins.list[Memory]:
         mine, params = _of_user(user)
+        # Found in migration 9's index (this runs at every start), then read by id.
         cur = await self._conn.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE status IN (?, ?)"
-            f" AND (embedding IS NULL OR embedding_model != ?){mine} ORDER BY id",
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN (SELECT id FROM memories"
+            " WHERE status IN (?, ?) AND NOT (embedding_model IS ? AND (embedding IS NULL) = 0)"
+            f"{mine}) ORDER BY id",
             (_ACTIVE, Status.QUARANTINED.value, embedding_model, *params),
         )
         return [row_to_memory(r) for r in await cur.fetchall()]

@@ -542,6 +542,46 @@ async def test_no_recall_is_warmed_for_a_command_and_one_is_while_a_reply_ends(
         await pilot.pause()
 
 
+async def test_a_message_typed_during_a_reply_is_warmed_when_queued_not_at_each_pause(
+    fake: FakeOpenAI, make_memory_app: Callable[..., QwenmemApp]
+) -> None:
+    """While a reply streams, a pause in typing warms nothing (each warm embedded the
+    draft again beside the stream); the message queued with Enter is warmed at once,
+    and its request carries its memory once the reply has ended."""
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, CODENAME)
+
+    gate = threading.Event()
+    fake.script(Reply("a reply that takes its time", chunk_size=4, stall_after=1, stall_gate=gate))
+    app = make_memory_app()
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
+            assert prefetch is not None
+            screen = app.screen
+            assert isinstance(screen, ChatScreen)
+            await send(pilot, "hello")
+            await wait_until(pilot, lambda: app.state == "responding")
+            question = "What is the project codename?"
+            screen.query_one(PromptInput).insert(question)
+            await pilot.pause()  # the prompt's Changed handled
+            assert screen._warm_timer is None and prefetch.warm_handle is None
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: prefetch.warm_handle is not None)
+            assert prefetch.warm_handle is not None and prefetch.warm_handle.text == question
+            gate.set()
+            await wait_until(pilot, lambda: len(chat_requests(fake)) == 2)
+            await settle(pilot)
+            user_message = chat_requests(fake)[-1]["messages"][-1]
+            assert user_message["content"].endswith(question)
+            assert "the project codename is Bluebird" in reminder_of(user_message)
+            assert prefetch.stats.warm_adopted == 1
+    finally:
+        gate.set()
+
+
 # --- pure helpers -------------------------------------------------------------------
 
 

@@ -37,7 +37,7 @@ def register(registered: Commands) -> None:
     _register_upkeep(commands)
 
 
-def _register_reading(commands: argparse._SubParsersAction) -> None:
+def _register_reading(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`memory list`, `search`: what is stored and how recall sees it."""
     p = commands.add_parser("list", help="active memories of this project and global ones")
     p.add_argument("--all", action="store_true", help="every status, not only active")
@@ -72,7 +72,7 @@ def _register_reading(commands: argparse._SubParsersAction) -> None:
 
 
 
-def _register_backup(commands: argparse._SubParsersAction) -> None:
+def _register_backup(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`memory export`, `import`: memories in and out of the store."""
     p = commands.add_parser("export", help="write every memory as JSON lines")
     p.add_argument("file", nargs="?", type=Path, help="output file (default: stdout)")
@@ -131,7 +131,7 @@ def _register_backup(commands: argparse._SubParsersAction) -> None:
 
 
 
-def _register_changes(commands: argparse._SubParsersAction) -> None:
+def _register_changes(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`memory add`, `restore`, `forget`: a person's own acts on memory (audited)."""
     p = commands.add_parser(
         "add",
@@ -156,7 +156,7 @@ def _register_changes(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(func=forget)
 
 
-def _register_upkeep(commands: argparse._SubParsersAction) -> None:
+def _register_upkeep(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`memory stats`, `migrate`: how the store does, and moving it to PostgreSQL."""
     p = commands.add_parser("stats", help="hit rate, staleness, poisoning flag rate, counts")
     p.add_argument("--json", action="store_true", help="print a JSON object")
@@ -573,7 +573,8 @@ def _import_source(args: argparse.Namespace) -> list[str] | None:
     """The JSON lines to import: the file's, or another tool's memory read as lines."""
     if args.source is None:
         try:
-            return args.file.read_text(encoding="utf-8").splitlines()
+            source: Path = args.file  # argparse's Namespace is untyped
+            return source.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             reason = getattr(exc, "strerror", None) or exc
             print(f"qwenmem: cannot read {args.file}: {reason}", file=sys.stderr)

@@ -22,6 +22,7 @@ from chat_support import chat_llm, collect, outcome_of
 from memtest_support import Clock, make_settings
 
 from qwenmem_tui.chat.session import BaseQueryHook, ChatSession
+from qwenmem_tui.chat.view import COMPACTION_ITEM
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
 from qwenmem_tui.config import LLMSettings, Settings
 from qwenmem_tui.memory.settings import MemorySettings
@@ -175,6 +176,25 @@ async def test_surfaced_ids_are_excluded_on_the_next_query(make_session, fake: F
     assert "memory [1, 2]" in second[1]["content"]
     assert "memory [3] for and my shell?" in second[-1]["content"]
     assert hook.surfaced == {1, 2, 3}
+
+
+async def test_a_block_compacted_out_of_view_leaves_nothing_behind(make_session, fake: FakeOpenAI) -> None:
+    """Issue 41's soak: once compaction takes a block's message out of the model view,
+    recall may find its memories again and the hook keeps no reason for them (it kept
+    one for every memory ever recalled in the session)."""
+    recall = ControlledRecall(gated=False)
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(RecallFirst(recall), hook)
+    fake.script(Reply("vim"), Reply("ok"))
+    await ask(session, "what is my editor?")
+    assert hook.surfaced == {1, 2} and set(hook._why) == {1, 2}
+    last = session.items[-1].id
+    await session.add_display_item(COMPACTION_ITEM, "summarized", {"cut_item_id": last, "summary": "s"})
+
+    await ask(session, "and my shell?")
+
+    assert "memory [1, 2]" not in json.dumps(fake.chat_requests[1]["messages"])
+    assert hook.surfaced == {3} and set(hook._why) == {3}  # 1 and 2: free to come back
 
 
 async def test_unsettled_recall_never_blocks_and_sends_no_memory(
