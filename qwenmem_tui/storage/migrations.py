@@ -171,4 +171,23 @@ MIGRATIONS: list[str] = [
         updated_at)
     WHERE status = 'superseded';
     """,
+    # 8: a store of years is read a page at a time (issue 40): the reviews among a
+    # trail of years by their action, and a fact's versions by their links, each
+    # through an index instead of a scan of every row.
+    """
+    CREATE INDEX memory_audit_by_action ON memory_audit (action, memory_id);
+    CREATE INDEX memories_by_successor ON memories (superseded_by);
+    CREATE INDEX memories_by_restated ON memories (restates);
+    """,
+    # 9: the sampled review's oldest rows (memory/review.py), those a model wrote or a
+    # file held apart (the partial index; sqlite_store.MODEL_WRITTEN says it the same
+    # way, so SQLite can use it) and the others, by age: read through an index, not
+    # sorted out of every row (1 s at 100k). And which rows hold a vector of which
+    # embedder, without reading each row's vector (the index's start and sync).
+    """
+    CREATE INDEX memories_by_vector ON memories (user, status, embedding_model, (embedding IS NULL));
+    CREATE INDEX memories_by_age ON memories (user, status, created_at);
+    CREATE INDEX memories_model_written ON memories (user, status, created_at)
+        WHERE (origin != 'user' OR instr(flags, '"from_file"') > 0);
+    """,
 ]

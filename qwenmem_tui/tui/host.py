@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
     from qwenmem_tui.config import Settings
     from qwenmem_tui.features.assembly import SessionFeatures
+    from qwenmem_tui.llm.wire import JSONObject
     from qwenmem_tui.llm.client import LLMClient
     from qwenmem_tui.paths import Paths
     from qwenmem_tui.storage.sessions import Item, SessionStore
@@ -162,7 +163,7 @@ class Host(Protocol):
     def show_info(self, text: str) -> None: ...
     def show_error(self, text: str) -> None: ...
     async def add_display_item(
-        self, type: str, content: str, meta: dict[str, Any] | None = None
+        self, type: str, content: str, meta: JSONObject | None = None
     ) -> Item: ...
     def widget_for_item(self, item: Item) -> Widget | None: ...
     def item_changed(self, item: Item) -> None: ...

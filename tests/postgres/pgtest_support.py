@@ -11,7 +11,7 @@ from typing import Any
 from memtest_support import make_settings
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 
@@ -26,7 +26,9 @@ class Backend:
 
     def settings(self, user: str = "ana", **memory: Any) -> Settings:
         if self.name == "postgres":
-            memory = {"store": "postgres", "postgres_dsn": self.dsn, **memory}
+            # The local FAISS cache unless a test asks for pgvector: these tests look
+            # into that cache, and a server may or may not have the extension.
+            memory = {"store": "postgres", "postgres_dsn": self.dsn, "postgres_vector_search": False, **memory}
         return make_settings(user, **memory)
 
     def paths(self, machine: str = "a") -> Paths:

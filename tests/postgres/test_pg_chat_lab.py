@@ -17,9 +17,9 @@ from pgtest_support import Backend
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.model import Origin, Status
+from qwenmem_tui.memory.model import Origin, Status
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY, save_memory_tool
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import project_id

@@ -18,7 +18,7 @@ from pgtest_support import Backend
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.model import Status
+from qwenmem_tui.memory.model import Status
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import project_id

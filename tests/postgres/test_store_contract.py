@@ -18,7 +18,7 @@ import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock
 from pgtest_support import Backend
 
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory.model import (
     DAY,
     AuditAction,
     Category,
@@ -26,10 +26,11 @@ from qwenmem_tui.features.memory.model import (
     Origin,
     Status,
     WriteAction,
+    WriteRequest,
 )
-from qwenmem_tui.features.memory.postgres.schema import PG_MIGRATIONS
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.store import MemoryStore
+from qwenmem_tui.memory.postgres.schema import PG_MIGRATIONS
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.store import MemoryStore
 
 pytestmark = pytest.mark.postgres
 
@@ -283,7 +284,15 @@ async def test_concurrent_writers_of_one_key_leave_exactly_one_active_row(backen
     try:
         await asyncio.gather(
             *(
-                svc.save("project", "shared_key", f"{name} value {i}", origin="tool", project=PROJECT_A)
+                svc.save(
+                    WriteRequest(
+                        "project",
+                        "shared_key",
+                        f"{name} value {i}",
+                        origin="tool",
+                        project=PROJECT_A,
+                    )
+                )
                 for i in range(15)
                 for name, svc in (("left", left), ("right", right))
             )
@@ -302,9 +311,25 @@ async def test_concurrent_writers_of_one_key_leave_exactly_one_active_row(backen
 async def test_overwrite_lab_on_each_backend(backend: Backend, clock: Clock) -> None:
     """The seed's lab at the service level; the next session runs on another machine."""
     svc = await backend.open(clock=clock, machine="a")
-    first = await svc.save("project", "current_project", "Alpha, stack TypeScript", origin="tool", project=PROJECT_A)
+    first = await svc.save(
+        WriteRequest(
+            "project",
+            "current_project",
+            "Alpha, stack TypeScript",
+            origin="tool",
+            project=PROJECT_A,
+        )
+    )
     clock.advance(60)
-    second = await svc.save("project", "current_project", "Beta, stack Python", origin="tool", project=PROJECT_A)
+    second = await svc.save(
+        WriteRequest(
+            "project",
+            "current_project",
+            "Beta, stack Python",
+            origin="tool",
+            project=PROJECT_A,
+        )
+    )
     assert second.action is WriteAction.SUPERSEDED and second.superseded == [first.memory.id]
     active = await svc.list(project=PROJECT_A, statuses=[Status.ACTIVE])
     assert [(m.key, m.value) for m in active] == [("current_project", "Beta, stack Python")]
@@ -415,13 +440,21 @@ async def test_a_postgres_memory_of_schema_2_migrates_without_losing_a_row(pg_ds
 async def test_a_backups_history_is_restored_on_each_backend(backend: Backend, clock: Clock) -> None:
     """Export -> import --trust restores the older versions linked to what replaced
     them, with their audit trail, on both stores (issue 35 item 4)."""
-    from qwenmem_tui.features.memory.backup import export_lines, import_lines
-    from qwenmem_tui.features.memory.timeline import history
+    from qwenmem_tui.memory.backup import export_lines, import_lines
+    from qwenmem_tui.memory.timeline import history
 
     ana = await backend.open(user="ana", clock=clock)
     try:
         for city in ("Porto", "Lisbon", "Berlin"):
-            await ana.save("user", "home_city", f"I live in {city}", origin="user", project=PROJECT_A)
+            await ana.save(
+                WriteRequest(
+                    "user",
+                    "home_city",
+                    f"I live in {city}",
+                    origin="user",
+                    project=PROJECT_A,
+                )
+            )
             clock.advance(DAY)
         before = await history(ana, "home_city", project=PROJECT_A)
         backup = await export_lines(ana)

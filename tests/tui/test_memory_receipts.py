@@ -13,11 +13,11 @@ from textual.widgets import Input
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.export.formats import export_session
-from qwenmem_tui.features.memory.model import DAY, AuditAction, Status
+from qwenmem_tui.memory.model import DAY, AuditAction, Status
 from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM
-from qwenmem_tui.features.memory.review import waiting_label
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.sqlite_store import SqliteMemoryStore
+from qwenmem_tui.memory.review import waiting_label
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.sqlite_store import SqliteMemoryStore
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp

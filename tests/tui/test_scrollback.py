@@ -9,6 +9,8 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
+from qwenmem_tui.chat.session import RESET_NOTICE
+from qwenmem_tui.chat.window import WINDOW_ITEMS
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.widgets.chat_log import (
@@ -114,3 +116,27 @@ async def test_home_with_text_in_the_prompt_moves_the_cursor(
         await pilot.pause()
         assert prompt.cursor_location == (0, 0)
         assert "question 0" not in shown_texts(pilot) and app.screen.query(EarlierItems)
+
+
+async def test_a_session_longer_than_its_window_in_memory_scrolls_back_to_its_start(
+    make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
+) -> None:
+    """Issue 41: a resumed session past its /clear holds only its newest items in memory;
+    the earlier ones are read from the database when the user scrolls back to them."""
+    exchanges = WINDOW_ITEMS // 2 + 30
+    items = [entry for n in range(exchanges) for entry in conversation(f"question {n}", f"answer {n}")]
+    items.append(("info", RESET_NOTICE, None, {"reset": True}))
+    items += conversation("after the clear", "fresh start")
+    await seed_session(paths, project, "Longer than the window", items, clock=clock)
+    app = make_app(resume=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session = app.session
+        assert session.item_count == len(items) and len(session.items) == WINDOW_ITEMS
+        earlier = app.screen.query_one(EarlierItems)
+        assert f"{len(items) - PAGE_SIZE} earlier items" in str(earlier.render())
+        await pilot.press("home")
+        await wait_until(pilot, lambda: "question 0" in shown_texts(pilot), timeout=60)
+        bound = MAX_PAGES * PAGE_SIZE
+        await press_until(pilot, "pagedown", lambda: f"question {PAGE_SIZE}" in shown_texts(pilot), bound)
+        assert len(session.items) == WINDOW_ITEMS  # reading back held nothing more

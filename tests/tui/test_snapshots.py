@@ -16,8 +16,8 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.model import DAY
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import DAY
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp

@@ -39,6 +39,11 @@
    `feature.py`, `registry.py` and `assembly.py`. What a feature offers it reaches
    through the registry (`Feature.routes`, `Feature.exchange` behind the neutral
    `exchange.Exchange`), so the daemon names no feature.
+12. Memory's library (`qwenmem_tui/memory/`: store, index, recall, identity, guard,
+   writer) knows no face: it imports no feature package (its adapter
+   `features/memory/` included), no runtime, no face, no CLI and of the chat core only
+   the pure `chat/view.py` — directly or not, at run time or for types. A feature's
+   settings may be declared in its library (`qwenmem_tui/<name>/`).
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ import qwenmem_tui
 PACKAGE = "qwenmem_tui"
 PACKAGE_DIR = Path(qwenmem_tui.__file__).parent
 CHAT_CORE = f"{PACKAGE}.chat"
+LIBRARIES = (f"{PACKAGE}.memory",)
+"""Libraries a feature presents (`qwenmem_tui/<name>/`, its adapter `features/<name>/`)."""
+PURE_CHAT = f"{CHAT_CORE}.view"
 FEATURES_PACKAGE = f"{PACKAGE}.features"
 FACES = (f"{PACKAGE}.tui", f"{PACKAGE}.daemon", f"{PACKAGE}.mcp_server", f"{PACKAGE}.acp")
 """The faces' own rooms; each feature's `tui/` and `routes.py` are faces too (`is_face`)."""
@@ -420,6 +428,7 @@ def registration_problems(modules: dict[str, Module]) -> list[str]:
         if registration.settings is not None:
             target, _, attribute = registration.settings.partition(":")
             own = feature_of(target) == feature and not is_feature_face(target)
+            own = own or _in(target, f"{PACKAGE}.{feature}") and _in(target, LIBRARIES)
             if not own or target not in modules or not _defines(modules[target], attribute):
                 problems.append(f"{registration.module} offers settings={registration.settings}: not its own")
         for entry in registration.api:
@@ -473,6 +482,23 @@ def chat_core_reaching_features(modules: dict[str, Module]) -> list[str]:
     return reaching(modules, lambda name: _in(name, CHAT_CORE), lambda target: _in(target, FEATURES))
 
 
+def libraries_reaching_up(modules: dict[str, Module]) -> list[str]:
+    """A library module importing a feature package, the runtime, a face, the CLI or
+    the chat loop: directly (TYPE_CHECKING too) or through other modules at run time."""
+
+    def above(target: str) -> bool:
+        return _in(target, FEATURES) or (_in(target, CHAT_CORE) and target != PURE_CHAT)
+
+    found = set(reaching(modules, lambda name: _in(name, LIBRARIES), above))
+    for name in sorted(n for n in modules if _in(n, LIBRARIES)):
+        found.update(
+            f"{name} imports {target} (for types)"
+            for target in modules[name].type_imports - modules[name].imports
+            if above(target)
+        )
+    return sorted(found)
+
+
 def textual_outside_the_tui(modules: dict[str, Module]) -> list[str]:
     return sorted(
         name
@@ -507,8 +533,15 @@ def test_the_chat_core_imports_no_feature() -> None:
 
 def test_the_features_the_assembly_and_the_runtime_import_no_face() -> None:
     modules = load_modules()
-    assert f"{FEATURES_PACKAGE}.memory.service" in modules  # the rule sees the features
+    assert f"{FEATURES_PACKAGE}.memory.access" in modules  # the rule sees the features
     assert cores_reaching_faces(modules) == []
+
+
+def test_the_memory_library_imports_no_feature_and_no_face() -> None:
+    """`qwenmem_tui/memory/` is a library: its faces are `features/memory/`'s."""
+    modules = load_modules()
+    assert f"{PACKAGE}.memory.service" in modules  # the rule sees the library
+    assert libraries_reaching_up(modules) == []
 
 
 def test_only_the_tui_imports_textual() -> None:
@@ -712,6 +745,7 @@ MAX_FUNCTION_LINES = 80
 SHORT_FUNCTION_ROOMS = (
     f"{PACKAGE}.daemon",
     f"{PACKAGE}.features.memory",
+    f"{PACKAGE}.memory",
     f"{PACKAGE}.mcp_server",
     f"{PACKAGE}.runtime",
 )
@@ -854,6 +888,26 @@ def test_the_checks_catch_what_they_are_for() -> None:
     assert chat_core_reaching_features(fake) == [
         f"{PACKAGE}.chat.helper imports {PACKAGE}.features.memory.model (via {PACKAGE}.chat.helper)",
         f"{PACKAGE}.chat.loop imports {PACKAGE}.features.memory.model (via {PACKAGE}.chat.helper)",
+    ]
+
+    # Memory's library reaching its adapter through a helper, the chat loop for types,
+    # a face; the pure chat view is allowed.
+    lib = module(
+        f"{PACKAGE}.memory.lib",
+        "from typing import TYPE_CHECKING\nfrom qwenmem_tui.memory import util\n"
+        "from qwenmem_tui.chat import view\nif TYPE_CHECKING:\n    from qwenmem_tui.chat import session\n",
+    )
+    util = module(f"{PACKAGE}.memory.util", "def f():\n    from qwenmem_tui.features.memory import cli\n")
+    guard = module(f"{PACKAGE}.memory.guard", "import qwenmem_tui.mcp_server.server\n")
+    fake = wired(
+        lib, util, guard,
+        *(module(f"{PACKAGE}.{n}", "") for n in ("features.memory.cli", "chat.view", "chat.session", "mcp_server.server")),
+    )
+    assert libraries_reaching_up(fake) == [
+        f"{PACKAGE}.memory.guard imports {PACKAGE}.mcp_server.server (via {PACKAGE}.memory.guard)",
+        f"{PACKAGE}.memory.lib imports {PACKAGE}.chat.session (for types)",
+        f"{PACKAGE}.memory.lib imports {PACKAGE}.features.memory.cli (via {PACKAGE}.memory.util)",
+        f"{PACKAGE}.memory.util imports {PACKAGE}.features.memory.cli (via {PACKAGE}.memory.util)",
     ]
 
     # Textual in a feature's own package (its core, or a tui/ of its own), not in the

@@ -71,7 +71,7 @@ DEFERRED = (
     "qwenmem_tui.tui.screens.reply_view",
     "qwenmem_tui.storage.database",  # sqlite and the session store: opened by the runtime
     "aiosqlite",
-    "qwenmem_tui.features.memory.service",
+    "qwenmem_tui.memory.service",
     "qwenmem_tui.tui.widgets.items",
     "qwenmem_tui.tui.default_extensions",
     *cli.FACE_MODULES,  # the other faces' subcommands: a bare `qwenmem` names none

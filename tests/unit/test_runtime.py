@@ -16,7 +16,7 @@ from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.compaction.feature import COMPACTION
 from qwenmem_tui.features.memory.feature import MEMORY, MEMORY_STATE
-from qwenmem_tui.features.memory.model import Origin
+from qwenmem_tui.memory.model import Origin
 from qwenmem_tui.features.memory.remote import Caller
 from qwenmem_tui.features.memory.views import exchange_memory, project_memory
 from qwenmem_tui.llm.client import LLMClient
@@ -143,7 +143,7 @@ async def test_a_failing_start_is_one_line_and_leaves_nothing_open(
 async def test_open_memory_fails_the_opening_on_a_broken_store(
     settings: Settings, paths: Paths, project: Path, llm: LLMClient, monkeypatch
 ) -> None:
-    from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.memory.service import MemoryService
 
     async def broken(*args, **kwargs):
         raise OSError("disk on fire")

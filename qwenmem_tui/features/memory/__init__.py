@@ -1,15 +1,2 @@
-"""Long-term memory: persistent facts that outlive a session.
-
-Three layers are kept apart on purpose, because writing to one while expecting an
-effect in another is the classic memory bug:
-
-* **history** — the raw chat messages of a session (``storage/sessions.py``);
-* **cache** — per-session derived state such as compaction summaries and the set of
-  memories already surfaced in this session (``chat/``, ``features/compaction/``);
-* **memory** — this package: facts persisted across sessions, with a store (SQL rows
-  and vectors), a local FAISS index fed from the store, recall, a poisoning guard and
-  an audit trail.
-
-Import from the submodules (``memory.service.MemoryService`` is the entry point);
-this package init stays empty so that importing the model does not load FAISS.
-"""
+"""Memory's adapter: the registration (`feature.py`), its CLI, routes, MCP tools, hooks
+and exchange over the library in `qwenmem_tui.memory` (which knows no face)."""

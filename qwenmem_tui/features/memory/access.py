@@ -21,7 +21,7 @@ from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory.extract import MemoryExtractionHook
 from qwenmem_tui.features.memory.prefetch import ProjectRecall
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import (
     OnWrite,
     save_memory_tool,
@@ -30,8 +30,8 @@ from qwenmem_tui.features.memory.tool import (
 from qwenmem_tui.paths import Paths
 
 if TYPE_CHECKING:
-    from qwenmem_tui.features.memory.model import Memory
-    from qwenmem_tui.features.memory.recall import RecallResult
+    from qwenmem_tui.memory.model import Memory
+    from qwenmem_tui.memory.recall import RecallResult
     from qwenmem_tui.llm.client import LLMClient
 
 log = logging.getLogger("qwenmem.memory")
@@ -115,7 +115,7 @@ class MemoryAccess:
         try:
             # numpy and FAISS import in a worker (~0.35 s): on the loop they would hold
             # every answer queued behind them.
-            await asyncio.to_thread(importlib.import_module, "qwenmem_tui.features.memory.index")
+            await asyncio.to_thread(importlib.import_module, "qwenmem_tui.memory.index")
             await service.load_vectors()
         except Exception as exc:  # the first recall or write tries again and reports it
             log.warning("[MEMORY] loading the vector index failed: %s", exc)

@@ -3,7 +3,7 @@ held. /remember in the chat and `qwenmem memory add` in the shell say the same."
 
 from __future__ import annotations
 
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory.model import (
     FLAG_POSSIBLE_DUPLICATE,
     Memory,
     WriteAction,

@@ -46,11 +46,11 @@ from qwenmem_tui.features.memory.prefetch import (
     insert_after_tool_results,
     prepend_reminder,
 )
-from qwenmem_tui.features.memory.provenance import Provenance
+from qwenmem_tui.memory.provenance import Provenance
 
 if TYPE_CHECKING:
-    from qwenmem_tui.features.memory.recall import RecallResult
-    from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.memory.recall import RecallResult
+    from qwenmem_tui.memory.service import MemoryService
     from qwenmem_tui.llm.client import LLMClient
 
 log = logging.getLogger("qwenmem.memory")

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from qwenmem_tui.chat.session import BaseQueryHook
 from qwenmem_tui.chat.turns import QueryOutcome
-from qwenmem_tui.features.memory.model import Origin, WriteResult
-from qwenmem_tui.features.memory.provenance import Provenance
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Origin, WriteRequest, WriteResult
+from qwenmem_tui.memory.provenance import Provenance
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY
-from qwenmem_tui.features.memory.writer import MemoryRejected
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.llm.json_answer import json_object
 
 if TYPE_CHECKING:
@@ -238,18 +238,20 @@ class MemoryExtractionHook(BaseQueryHook):
         for proposal in proposals:
             try:
                 result = await service.save(
-                    proposal["category"],
-                    proposal["key"],
-                    proposal["value"],
-                    origin=Origin.AGENT,
-                    project=job.project,
-                    provenance=job.provenance,
-                    reason="background extraction",
-                    stated_at=job.stated_at,
-                    judge_timeout=JUDGE_TIMEOUT,
-                    # Keys the extractor guessed in the background, not ones a writer
-                    # chose: identity may file a restatement under the stored key.
-                    explicit_key=False,
+                    WriteRequest(
+                        proposal["category"],
+                        proposal["key"],
+                        proposal["value"],
+                        origin=Origin.AGENT,
+                        project=job.project,
+                        provenance=job.provenance,
+                        reason="background extraction",
+                        stated_at=job.stated_at,
+                        judge_timeout=JUDGE_TIMEOUT,
+                        # Keys the extractor guessed in the background, not ones a writer
+                        # chose: identity may file a restatement under the stored key.
+                        explicit_key=False,
+                    )
                 )
             except MemoryRejected as exc:
                 log.info("[MEMORY_EXTRACT] proposal rejected: %s", exc)

@@ -66,7 +66,7 @@ def _open(context: FeatureContext) -> MemoryAccess:
 
 
 def _enabled(settings: Settings) -> bool:
-    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+    from qwenmem_tui.memory.settings import MEMORY_SETTINGS
 
     return MEMORY_SETTINGS.of(settings).enabled
 
@@ -74,7 +74,7 @@ def _enabled(settings: Settings) -> bool:
 def _session(memory: MemoryAccess, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
     from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
     from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
-    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+    from qwenmem_tui.memory.settings import MEMORY_SETTINGS
 
     settings = MEMORY_SETTINGS.of(context.settings)
     extraction = memory.extraction(enabled=settings.extraction)
@@ -123,7 +123,7 @@ def _embeds_on_the_endpoint(settings: Settings) -> bool:
     the bundled local model, which a memory-only face never starts)."""
     import os
 
-    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+    from qwenmem_tui.memory.settings import MEMORY_SETTINGS
     from qwenmem_tui.llm.provider import resolve_provider
 
     embedding = MEMORY_SETTINGS.of(settings).embedding
@@ -132,7 +132,7 @@ def _embeds_on_the_endpoint(settings: Settings) -> bool:
 
 FEATURE = Feature(
     MEMORY,
-    settings="qwenmem_tui.features.memory.settings:MEMORY_SETTINGS",
+    settings="qwenmem_tui.memory.settings:MEMORY_SETTINGS",
     hook_rank=10,
     enabled=_enabled,
     open=_open,

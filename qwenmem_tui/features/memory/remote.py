@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.features.memory.confirmation import ACTION_NAMES
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory.model import (
     DAY,
     Category,
     Memory,
@@ -33,10 +33,11 @@ from qwenmem_tui.features.memory.model import (
     Status,
     WriteAction,
 )
-from qwenmem_tui.features.memory.provenance import Provenance, Writer
+from qwenmem_tui.memory.provenance import Provenance, Writer
+from qwenmem_tui.memory.render import version_fields
 
 if TYPE_CHECKING:
-    from qwenmem_tui.features.memory.service import MemoryService
+    from qwenmem_tui.memory.service import MemoryService
 
 MAX_K = 50
 MAX_QUERY_CHARS = 4000
@@ -137,7 +138,7 @@ class ProjectMemory:
         now = self._clock()
         return {
             "memories": [
-                {**memory_json(m, now), "score": score}
+                {**memory_json(m, now), "score": score, **version_fields(m, result.later.get(m.id))}
                 for m, score in zip(result.memories, result.scores, strict=True)
             ]
         }
@@ -165,26 +166,27 @@ class ProjectMemory:
         key: object = None,
     ) -> dict[str, Any]:
         """Save a note through the one write path; the guard may hold or refuse it."""
-        from qwenmem_tui.features.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
-        from qwenmem_tui.features.memory.writer import MemoryRejected
+        from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
+        from qwenmem_tui.memory.writer import MemoryRejected
 
         value = _text("text", text, MAX_VALUE_CHARS)
         chosen = _category(category)
         if key is not None and key != "" and not (isinstance(key, str) and KEY_PATTERN.fullmatch(key)):
             raise MemoryRequestError("key must be snake_case: a-z, 0-9 and _, starting with a letter")
+        named = key if isinstance(key, str) and key else None
         service = await self._service()
         try:
             result = await service.remember(
                 value,
                 project=self.project,
                 category=chosen,
-                key=key or None,
+                key=named,
                 origin=Origin.AGENT,
                 provenance=outside_provenance(self.caller),
                 reason=f"remember by {self.caller.describe()}",
             )
         except MemoryRejected as exc:
-            return {"id": None, "category": chosen, "key": key or None, "action": "refused", "error": str(exc)}
+            return {"id": None, "category": chosen, "key": named, "action": "refused", "error": str(exc)}
         memory = result.memory
         answer: dict[str, Any] = {
             "id": memory.id,

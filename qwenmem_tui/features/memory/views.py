@@ -10,7 +10,7 @@ from qwenmem_tui.features.feature import RuntimeView
 from qwenmem_tui.features.memory.exchange import ExchangeMemory
 from qwenmem_tui.features.memory.feature import MEMORY_STATE
 from qwenmem_tui.features.memory.remote import Caller, ProjectMemory
-from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+from qwenmem_tui.memory.settings import MEMORY_SETTINGS
 from qwenmem_tui.paths import project_id
 from qwenmem_tui.reads import StartupError
 

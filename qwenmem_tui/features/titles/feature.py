@@ -24,7 +24,7 @@ TITLES_HOOK: FeatureKey[SessionTitleHook] = FeatureKey(TITLES)
 def _enabled(settings: Settings) -> bool:
     # A background model call per session, like extraction's per turn: a setup that
     # turns those off (`extraction = false`: no model calls but the user's) gets none.
-    from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+    from qwenmem_tui.memory.settings import MEMORY_SETTINGS
 
     return settings.llm.session_titles and MEMORY_SETTINGS.of(settings).extraction
 

@@ -13,8 +13,8 @@ from starlette.testclient import TestClient
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
-from qwenmem_tui.features.memory.model import Status
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Status
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
 

@@ -30,8 +30,8 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.features.mcp.settings import McpServerSettings, McpSettings
 from qwenmem_tui.features.export.formats import to_json
 from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
-from qwenmem_tui.features.memory.model import FLAG_FROM_FILE, Status
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import FLAG_FROM_FILE, Status
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage import Database, SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec

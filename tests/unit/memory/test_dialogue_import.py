@@ -8,9 +8,9 @@ import json
 
 from memtest_support import PROJECT_A
 
-from qwenmem_tui.features.memory import backup
-from qwenmem_tui.features.memory.model import Status
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory import backup
+from qwenmem_tui.memory.model import Status
+from qwenmem_tui.memory.service import MemoryService
 
 TURNS = [
     "Caroline: Hey Mel! You should always follow your dreams, you know that?",

@@ -12,8 +12,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwenmem_tui.features.memory.embed import HashEmbedder
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory.embed import HashEmbedder
+from qwenmem_tui.memory.model import (
     DAY,
     Category,
     Memory,
@@ -21,7 +21,7 @@ from qwenmem_tui.features.memory.model import (
     Status,
     embed_text,
 )
-from qwenmem_tui.features.memory.render import (
+from qwenmem_tui.memory.render import (
     REMINDER_CLOSE,
     REMINDER_OPEN,
     age_phrase,
@@ -56,7 +56,7 @@ def test_case_and_spacing_do_not_change_the_vector(text: str) -> None:
 def test_vectors_are_identical_across_processes() -> None:
     """Python's str hash is salted per process; the index must not depend on it."""
     code = (
-        "import json; from qwenmem_tui.features.memory.embed import HashEmbedder;"
+        "import json; from qwenmem_tui.memory.embed import HashEmbedder;"
         "print(json.dumps(HashEmbedder().embed_one('current project Beta, stack Python').tolist()))"
     )
     out = subprocess.run(

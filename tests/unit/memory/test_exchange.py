@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from qwenmem_tui.features.memory.exchange import ExchangeMemory
-from qwenmem_tui.features.memory.recall import RecallResult
+from qwenmem_tui.memory.recall import RecallResult
 
 BLOCK = "<system-reminder>\nmemo\n</system-reminder>"
 QUESTION = {"role": "user", "content": "Weather in Oslo?"}

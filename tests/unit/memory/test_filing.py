@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from memtest_support import PROJECT_A, PROJECT_B
 
-from qwenmem_tui.features.memory.filing import parse_filing
-from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT
-from qwenmem_tui.features.memory.model import GLOBAL_SCOPE, Category, Status
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.subject import file_note
+from qwenmem_tui.memory.filing import parse_filing
+from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT
+from qwenmem_tui.memory.model import GLOBAL_SCOPE, Category, Status
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.subject import file_note
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, by_system_prompt
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from memtest_support import PROJECT_A
 
-from qwenmem_tui.features.memory.judge import JUDGE_SYSTEM_PROMPT
-from qwenmem_tui.features.memory.model import WriteResult
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT
+from qwenmem_tui.memory.model import WriteResult
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))

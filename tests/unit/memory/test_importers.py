@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cli_support import CliRunner
 
-from qwenmem_tui.features.memory.importers import (
+from qwenmem_tui.memory.importers import (
     ImportSourceError,
     make_key,
     read_source,

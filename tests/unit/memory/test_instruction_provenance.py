@@ -20,9 +20,9 @@ from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.chat.view import COMPACTION_ITEM
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.instructions.files import load_instructions, with_instructions
-from qwenmem_tui.features.memory.guard import FLAG_UNTRUSTED
-from qwenmem_tui.features.memory.model import FLAG_FROM_FILE, GLOBAL_SCOPE, Status
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.guard import FLAG_UNTRUSTED
+from qwenmem_tui.memory.model import FLAG_FROM_FILE, GLOBAL_SCOPE, Status
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY, save_memory_tool
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id

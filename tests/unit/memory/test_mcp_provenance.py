@@ -15,9 +15,9 @@ from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.mcp.settings import McpServerSettings, McpSettings
 from qwenmem_tui.features.mcp.servers import McpServers
-from qwenmem_tui.features.memory.guard import FLAG_COPIED
-from qwenmem_tui.features.memory.model import Status
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.guard import FLAG_COPIED
+from qwenmem_tui.memory.model import Status
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY, save_memory_tool
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id

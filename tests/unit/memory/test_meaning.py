@@ -10,8 +10,8 @@ import stat
 import pytest
 from memtest_support import PROJECT_A
 
-from qwenmem_tui.features.memory.model import Category, Status
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Category, Status
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 

@@ -20,10 +20,10 @@ from trust_corpus import BENIGN, HOSTILE, Benign, Hostile
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.model import FLAG_FROM_FILE, GLOBAL_SCOPE, Status
+from qwenmem_tui.memory.model import FLAG_FROM_FILE, GLOBAL_SCOPE, Status
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
-from qwenmem_tui.features.memory.render import FROM_FILE_NOTE, REMINDER_OPEN
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.render import FROM_FILE_NOTE, REMINDER_OPEN
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY, save_memory_tool
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id

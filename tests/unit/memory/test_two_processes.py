@@ -9,8 +9,8 @@ from pathlib import Path
 
 from memtest_support import PROJECT_A, fts_documents, fts_matches_rows, make_settings
 
-from qwenmem_tui.features.memory.model import Status
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import Status
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 N = 200  # the race is per write; 200 interleaved writes each hit it as 1,000 did
@@ -20,7 +20,8 @@ import asyncio, sys
 from pathlib import Path
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
-from qwenmem_tui.features.memory.service import MemoryService
+from qwenmem_tui.memory.model import WriteRequest
+from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
 async def main(home, name, n, project):
@@ -30,10 +31,10 @@ async def main(home, name, n, project):
     sys.stdin.readline()  # the parent releases both writers at once
     for i in range(n):
         value = f"{name} wrote fact number {i}"
-        await svc.save("project", f"{name}_fact_{i}", value, origin="tool", project=project)
+        await svc.save(WriteRequest("project", f"{name}_fact_{i}", value, origin="tool", project=project))
     # A shared key both processes keep overwriting: exactly one row may stay active.
     for i in range(20):
-        await svc.save("project", "shared_key", f"{name} value {i}", origin="tool", project=project)
+        await svc.save(WriteRequest("project", "shared_key", f"{name} value {i}", origin="tool", project=project))
     await svc.recall("fact number 7", project=project)
     await svc.close()
     print("done", flush=True)

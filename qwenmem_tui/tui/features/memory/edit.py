@@ -13,8 +13,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from qwenmem_tui.features.memory.guard import MAX_VALUE_CHARS
-from qwenmem_tui.features.memory.model import Memory
+from qwenmem_tui.memory.guard import MAX_VALUE_CHARS
+from qwenmem_tui.memory.model import Memory
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 

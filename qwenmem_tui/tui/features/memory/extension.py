@@ -21,7 +21,7 @@ from qwenmem_tui.features.memory.confirmation import clip_value as _clip
 from qwenmem_tui.features.memory.confirmation import memory_name as _name
 from qwenmem_tui.features.memory.confirmation import remember_confirmation
 from qwenmem_tui.features.memory.feature import MEMORY, MEMORY_SESSION, MEMORY_STATE
-from qwenmem_tui.features.memory.model import Memory
+from qwenmem_tui.memory.model import Memory
 from qwenmem_tui.features.memory.receipts import (
     EDITED,
     FORGOT,
@@ -29,13 +29,13 @@ from qwenmem_tui.features.memory.receipts import (
     RECEIPT_ITEM,
     receipt_of,
 )
-from qwenmem_tui.features.memory.review import review_plan, waiting_label
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.writer import MemoryRejected
+from qwenmem_tui.memory.review import review_plan, waiting_label
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.features.memory.receipt import MemoryReceipt
 from qwenmem_tui.tui.host import SlashCommand
-from qwenmem_tui.features.memory.settings import MEMORY_SETTINGS
+from qwenmem_tui.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel

@@ -8,7 +8,7 @@ a row shows is decided by the pure functions at the top, tested without an app.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -19,9 +19,9 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Checkbox, DataTable, Footer, Input, Static
 
-from qwenmem_tui.features.memory import review
-from qwenmem_tui.features.memory.metrics import MemoryStats
-from qwenmem_tui.features.memory.model import (
+from qwenmem_tui.memory import review
+from qwenmem_tui.memory.metrics import MemoryStats
+from qwenmem_tui.memory.model import (
     DAY,
     GLOBAL_SCOPE,
     AuditEntry,
@@ -29,11 +29,12 @@ from qwenmem_tui.features.memory.model import (
     Memory,
     Status,
 )
-from qwenmem_tui.features.memory.render import day
-from qwenmem_tui.features.memory.review import review_plan
-from qwenmem_tui.features.memory.timeline import Version, history
-from qwenmem_tui.features.memory.service import MemoryService
-from qwenmem_tui.features.memory.writer import MemoryRejected
+from qwenmem_tui.memory.render import day
+from qwenmem_tui.memory.review import review_plan
+from qwenmem_tui.memory.timeline import Version, history
+from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.store import RowQuery
+from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.tui.terminal_text import terminal_safe
 
 COLUMNS = ("id", "category", "key", "value", "origin", "status", "age", "expires", "flags")
@@ -42,9 +43,10 @@ DEFAULT_STATUSES = (Status.ACTIVE, Status.QUARANTINED)
 KEY_WIDTH = 20
 VALUE_MIN_WIDTH = 16
 NO_MATCH = "No memory matches the filter."
-# Rows put in the table at once: a store of years holds 100k memories, and a DataTable
-# fed them all took seconds to paint (21 s for 8k rows on a loaded machine). The next
-# page is added as the cursor reaches the last row; filtering searches every row.
+# Rows read and put in the table at once: a store of years holds 100k memories, and a
+# DataTable fed them all took seconds to paint (21 s for 8k rows on a loaded machine).
+# The next page is read (SQL, keyset) as the cursor reaches the last row; the filter
+# runs in SQL over every row.
 PAGE = 200
 NO_MEMORIES = "No memories yet: /remember <text> saves one, and the assistant saves what matters."
 
@@ -306,15 +308,19 @@ class MemoryScreen(Screen[None]):
         self._service = service
         self._project = project
         self._clock = clock
+        # The rows read so far for this filter, oldest first (a page at a time), and
+        # how many rows exist (``_total``) and match the filter (``_matching``).
         self._memories: list[Memory] = []
-        self._every: list[Memory] | None = None  # every status, for versions (load_detail)
+        self._total = 0
+        self._matching = 0
         self._selected: int | None = None
-        self._shown: list[Memory] = []  # what the filter lets through; the table holds a prefix
+        self._shown: list[Memory] = []  # what the table shows: the rows read, or the sample
         # The sampled review (memory/review.py): the ids offered now, and whether the
         # table shows only them.
         self._review_every_days = review_every_days
         self._review_size = review_sample
         self._sample: list[int] = []
+        self._sample_rows: list[Memory] = []
         self._reviewing = False
 
     def compose(self) -> ComposeResult:
@@ -335,54 +341,73 @@ class MemoryScreen(Screen[None]):
     @property
     def selected(self) -> Memory | None:
         """The memory under the table cursor, if any."""
-        return next((m for m in self._memories if m.id == self._selected), None)
+        return next((m for m in self._shown if m.id == self._selected), None)
 
     # -- reading -------------------------------------------------------------------------
 
+    def _query(self, *, limit: int, after: int | None = None) -> RowQuery:
+        """The rows the table lists: the statuses asked, the filter's words."""
+        show_all = self.query_one("#memory-all", Checkbox).value
+        words = tuple(self.query_one("#memory-filter", Input).value.casefold().split())
+        return RowQuery(
+            statuses=None if show_all else DEFAULT_STATUSES, words=words, after=after, limit=limit
+        )
+
     @work(exclusive=True, group="memory-load")
     async def load_memories(self) -> None:
-        """Read the rows and the metrics; the table keeps the selected row if it can."""
-        show_all = self.query_one("#memory-all", Checkbox).value
-        statuses = None if show_all else DEFAULT_STATUSES
-        self._memories = await self._service.list(project=self._project, statuses=statuses)
-        # Every status, for the selected fact's versions: read again once this changed.
-        self._every = self._memories if show_all else None
-        self._show_rows()  # painted before the metrics, which read the whole store
-        stats = await self._service.stats()
-        plan = await review_plan(
-            self._service,
-            project=self._project,
-            every_days=self._review_every_days,
-            size=self._review_size,
+        """Read the first rows (as many as were read before, so the selected row stays)
+        and their counts, then the metrics and the review; all in SQL, a page at most."""
+        query = self._query(limit=max(PAGE, len(self._memories)))
+        service, project = self._service, self._project
+        self._memories = await service.rows(query, project=project)
+        self._matching = (
+            len(self._memories)
+            if query.limit is not None and len(self._memories) < query.limit
+            else await service.count(query, project=project)
         )
-        sample = [m.id for m in plan.sample]
+        self._total = (
+            self._matching if not query.words else await service.count(replace(query, words=()), project=project)
+        )
+        self._show_rows()  # painted before the metrics
+        stats = await service.stats()
+        plan = await review_plan(
+            service, project=project, every_days=self._review_every_days, size=self._review_size
+        )
         self.query_one("#memory-metrics", Static).update(metrics_line(stats))
+        sample = [m.id for m in plan.sample]
+        self._sample_rows = list(plan.sample)
         if sample != self._sample or self._reviewing:
             self._sample = sample
             self._reviewing = self._reviewing and bool(sample)
             self._show_rows()
 
+    @work(exclusive=True, group="memory-page")
+    async def load_page(self) -> None:
+        """The next page of rows, after the last one read (the cursor reached it)."""
+        after = self._memories[-1].id if self._memories else None
+        page = await self._service.rows(self._query(after=after, limit=PAGE), project=self._project)
+        if self._memories and self._memories[-1].id == after:  # not reloaded meanwhile
+            self._memories += page
+            if not self._reviewing:
+                self._shown = self._memories
+                self._add_rows(len(self._shown))
+
     @work(exclusive=True, group="memory-detail")
     async def load_detail(self, memory_id: int) -> None:
-        """The selected row in full, with its audit history."""
+        """The selected row in full, with its audit history and its fact's versions."""
         memory = await self._service.get(memory_id, project=self._project)
         audit = await self._service.audit(memory_id, project=self._project)
-        if self._every is None:  # one read per load, not one per highlighted row
-            self._every = await self._service.list(project=self._project)
-        versions = await history(
-            self._service, str(memory_id), project=self._project, rows=self._every
-        )
+        versions = await history(self._service, str(memory_id), project=self._project)
         if memory is not None and memory_id == self._selected:
             self.query_one(MemoryDetail).show(
                 detail_content(memory, audit, self._clock(), versions)
             )
 
     def _visible(self) -> list[Memory]:
-        query = self.query_one("#memory-filter", Input).value
-        shown = [m for m in self._memories if memory_matches(m, query)]
         if self._reviewing:
-            shown = [m for m in shown if m.id in self._sample]
-        return shown
+            query = self.query_one("#memory-filter", Input).value
+            return [m for m in self._sample_rows if memory_matches(m, query)]
+        return self._memories
 
     def _show_rows(self) -> None:
         table = self.query_one(DataTable)
@@ -390,17 +415,17 @@ class MemoryScreen(Screen[None]):
         keep = self._selected
         row = table.cursor_row  # where the cursor was, if its memory leaves the list
         ids = [m.id for m in rows]
-        upto = max(PAGE, ids.index(keep) + 1 if keep in ids else row + 1)
         table.clear()
-        self._add_rows(upto)
-        self.query_one("#memory-title", Static).update(self._title(len(rows)))
+        self._add_rows(len(rows))
+        shown = len(rows) if self._reviewing else self._matching
+        self.query_one("#memory-title", Static).update(self._title(shown))
         if keep in ids:
             table.move_cursor(row=ids.index(keep))
         elif rows:  # forgotten, filtered out: the row that took its place, not the top
             table.move_cursor(row=min(max(row, 0), table.row_count - 1))
         else:
             self._select(None)
-            self.query_one(MemoryDetail).show(Content(NO_MATCH if self._memories else NO_MEMORIES))
+            self.query_one(MemoryDetail).show(Content(NO_MATCH if self._total else NO_MEMORIES))
         self.refresh_bindings()
 
     def _add_rows(self, upto: int) -> None:
@@ -416,7 +441,7 @@ class MemoryScreen(Screen[None]):
         which = "all statuses" if self.query_one("#memory-all", Checkbox).value else "active and quarantined"
         title = Content.assemble(
             ("Long-term memory", "bold"),
-            (f"  {shown} of {len(self._memories)} shown · {which} · this project and global", "dim"),
+            (f"  {shown} of {self._total} shown · {which} · this project and global", "dim"),
         )
         if not self._sample:
             return title
@@ -439,12 +464,13 @@ class MemoryScreen(Screen[None]):
             self._select(int(event.row_key.value))
         table = self.query_one(DataTable)
         at_end = event.cursor_row >= table.row_count - 1
-        if at_end and table.row_count < len(self._shown):
-            self._add_rows(table.row_count + PAGE)
+        if at_end and not self._reviewing and len(self._memories) < self._matching:
+            self.load_page()
 
     @on(Input.Changed, "#memory-filter")
     def _filter(self) -> None:
-        self._show_rows()
+        self._memories = []  # a new filter starts at its first page
+        self.load_memories()
 
     @on(Input.Submitted, "#memory-filter")
     def _filter_done(self) -> None:
@@ -455,7 +481,7 @@ class MemoryScreen(Screen[None]):
         self.load_memories()
 
     def on_resize(self) -> None:
-        if self._memories:
+        if self._shown:
             self._show_rows()
 
     # -- intents ---------------------------------------------------------------------------

@@ -1,0 +1,41 @@
+"""The dense channel's ranking, wherever the vectors are searched.
+
+The local FAISS index (``index.py``) and a server searching its own vectors
+(pgvector, ``store_index.py``) rank the same way: candidates by ``p·(q − mean)``,
+then a few times ``k`` of them reordered by the exact mean-centred cosine
+(``debiased``). Kept free of FAISS so a client searching in the database never
+loads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# A debiased search reranks this many times k candidates exactly (see ``debiased``).
+DEBIAS_WIDTH = 4
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    id: int
+    score: float
+
+
+def debiased(
+    query: np.ndarray, mean: np.ndarray, ids: Sequence[int], vectors: np.ndarray, k: int
+) -> list[SearchHit]:
+    """Rank ``ids`` (with their ``vectors``) by the cosine of the mean-centred passage
+    with the mean-centred query; return the top ``k`` with their plain cosines. A
+    search ranked them by ``p·(q − mean)``, which leaves out the division by
+    ``|p − mean|``; this reorders a few times ``k`` candidates by the exact centred cosine."""
+    if not len(ids):
+        return []
+    centred = vectors - mean
+    norms = np.maximum(np.linalg.norm(centred, axis=1), 1e-6)
+    ranking = (centred @ (query - mean)) / norms
+    cosines = vectors @ query
+    order = sorted(range(len(ids)), key=lambda j: (-ranking[j], ids[j]))[:k]
+    return [SearchHit(int(ids[j]), float(cosines[j])) for j in order]

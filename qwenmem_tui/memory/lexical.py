@@ -1,0 +1,122 @@
+"""The lexical recall channel's language: which words of a query are worth matching.
+
+Both stores index key words and value with their own full-text engine (SQLite FTS5
+with ``porter unicode61 remove_diacritics 2``, PostgreSQL ``tsvector`` with the
+language-neutral ``simple`` config and accents folded), so the query side only has
+to pick the words: casefolded, split on anything that is not a letter or digit (a
+key's underscores too), function words of English, Portuguese and Spanish dropped
+(they match nearly every memory and cost an index scan each), duplicates removed.
+The words stay plain letters and digits, so no store needs to escape them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+
+# Letters and digits only: "_" and every operator of FTS5 or tsquery split words.
+_WORD = re.compile(r"[^\W_]+")
+# A query longer than this is a pasted paragraph: its first words carry the question.
+MAX_TERMS = 24
+# Okapi BM25's usual constants (FTS5's bm25() uses the same).
+BM25_K1 = 1.2
+BM25_B = 0.75
+# Casefolded, accents removed (compared after ``fold``).
+STOP_WORDS = frozenset(
+    # English
+    "a an and are as at be been being but by can could did do does doing for from had "
+    "has have having he her here hers him his how i if in into is it its me mine my "
+    "no not of on or our ours she should so some than that the their theirs them then "
+    "there these they this those to too us was we were what when where which who whom "
+    "why will with would you your yours about any all also am just only please tell "
+    "remember know"
+    # Portuguese
+    " o os um uma uns umas de do da dos das em no na nos nas ao aos pelo pela pelos "
+    "pelas por para com sem que e eu tu ele ela nos vos eles elas meu minha meus minhas "
+    "teu tua seu sua seus suas qual quais quem como onde quando porque se mas ou ja "
+    "nao sim foi era ser esta estao isso isto esse essa aquele aquela lhe me te voce "
+    "sao tem ter ha mais muito"
+    # Spanish
+    " el la los las un una unos unas del al y en con sin por para que de mi mis tu tus "
+    "su sus yo es son fue era este esta estos estas ese esa eso lo le les nos cual cuales "
+    "quien como donde cuando porque pero o si ya muy mas hay tiene tengo usted"
+    .split()
+)
+
+
+def fold(word: str) -> str:
+    """Casefolded with accents removed: how stop words and overlaps are compared."""
+    if word.isascii():  # most words; recall folds a few hundred per query
+        return word.lower()
+    decomposed = unicodedata.normalize("NFKD", word.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def words(text: str) -> list[str]:
+    """Every word of ``text``, casefolded (accents kept: the stores fold them)."""
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def query_terms(text: str) -> list[str]:
+    """The words of a query worth matching, in order, at most ``MAX_TERMS``."""
+    seen: set[str] = set()
+    terms: list[str] = []
+    for word in words(text):
+        folded = fold(word)
+        if folded in STOP_WORDS or folded in seen or (len(folded) < 2 and not word.isdigit()):
+            continue
+        seen.add(folded)
+        terms.append(word)
+        if len(terms) == MAX_TERMS:
+            break
+    return terms
+
+
+def _stem(word: str) -> str:
+    # A 5-character prefix is a poor man's stemmer that works the same in every
+    # language: "projects" meets "project", "favorita" meets "favorito". Folding only
+    # the first five characters gives the same five letters, for a fraction of the work.
+    return fold(word[:5])[:5]
+
+
+def coverage(terms: Sequence[str], key: str, value: str) -> float:
+    """Share of the query ``terms`` that a memory's key or value contains.
+
+    Recall's threshold uses it to keep strong lexical matches that the embedder
+    scores low (names, codes, rare words): the threshold exists to drop unrelated
+    memories, never true hits.
+    """
+    if not terms:
+        return 0.0
+    have = {_stem(w) for w in words(f"{key} {value}")}
+    wanted = {_stem(t) for t in terms}
+    return len(wanted & have) / len(wanted)
+
+
+def bm25_rank(
+    docs: Mapping[int, str],
+    matched: Mapping[str, Sequence[int]],
+    counts: Mapping[str, int],
+    *,
+    total: int,
+    limit: int,
+) -> list[tuple[int, float]]:
+    """Okapi BM25 over a bounded set of candidates, best first (higher is better):
+    ``docs`` their text, ``matched`` which of them the store found for each query word,
+    ``counts`` how many of the ``total`` rows hold each word (its rarity). A word's
+    occurrences in a text are counted by the same 5-letter stems as ``coverage``: the
+    store found the text for the word, so it counts once at least."""
+    tokens = {i: [_stem(w) for w in words(text)] for i, text in docs.items()}
+    mean = sum(len(t) for t in tokens.values()) / len(tokens) if tokens else 1.0
+    scores: dict[int, float] = {}
+    for term, ids in matched.items():
+        held = counts.get(term, len(ids))
+        idf = math.log((total - held + 0.5) / (held + 0.5) + 1.0)
+        stem = _stem(term)
+        for i in ids:
+            tf = max(1, tokens[i].count(stem))
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens[i]) / (mean or 1.0))
+            scores[i] = scores.get(i, 0.0) + idf * tf * (BM25_K1 + 1) / (tf + norm)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]

@@ -1,0 +1,580 @@
+"""Recall: hard filters in SQL, then two channels restricted to what passed them, fused.
+
+Most "wrong memory" bugs are filter bugs — another user's or project's row, or an
+expired one, found by a search. So the filters are never applied after a search: the
+store answers which ids are allowed (user, scope, active, unexpired), surfaced ids are
+removed, FAISS only ever scores that set through an IDSelector, and the lexical
+channel's SQL carries the same conditions before its LIMIT.
+
+Two channels see different things. The lexical one (the store's full-text index:
+FTS5 bm25, or PostgreSQL ts_rank_cd) finds names, codes and rare words exactly; the
+dense one (the embedder's vectors) finds paraphrases and translations. Their ranks
+are fused by reciprocal rank fusion — the two channels' scores are not comparable,
+their ranks are — then the embedder's calibrated threshold drops what is unrelated,
+then the top ``k``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from qwenmem_tui.memory.abstain import abstention_for
+from qwenmem_tui.memory.dense import SearchHit
+from qwenmem_tui.memory.embed import Embedder
+from qwenmem_tui.memory.lexical import coverage, query_terms
+from qwenmem_tui.memory.model import (
+    GLOBAL_SCOPE,
+    Memory,
+    Status,
+    WriteAction,
+    WriteResult,
+)
+from qwenmem_tui.memory.render import render_block, render_memory
+from qwenmem_tui.memory.store import AllowedIds, MemoryStore
+from qwenmem_tui.memory.store_index import StoreIndex
+from qwenmem_tui.text import estimate_text_tokens
+
+if TYPE_CHECKING:  # FAISS loads only for a local index: a store searching its own never needs it
+    from qwenmem_tui.memory.index import Progress, VectorIndex
+
+log = logging.getLogger("qwenmem.memory")
+
+STRATEGY = "lexical+dense"
+# Vectors read from the store at a time while the index is rebuilt.
+REBUILD_BATCH = 4096
+LEXICAL_ONLY = "lexical"
+# Candidates each channel contributes per requested memory (at least MIN_CANDIDATES):
+# fusion needs both lists deep enough to see a memory ranked well by only one of them.
+CANDIDATE_FACTOR = 4
+MIN_CANDIDATES = 20
+# Reciprocal rank fusion: score = sum(weight / (RRF_K + rank)). A small k lets the
+# first ranks of either channel dominate; ~10 fused best on the recall corpus.
+RRF_K = 10
+# A memory the lexical channel found that holds at least this share of the query's
+# words passes the threshold whatever its cosine: a name, a code, a rare word the
+# embedder scores low is still a hit. 0.3 lets one word of a three-word question
+# through; on the recall corpus 0.5 lost 9 more of 156 answers with the hash embedder.
+STRONG_LEXICAL = 0.3
+# Small talk (abstain.py) keeps a memory only when it holds most of the message's words:
+# one word of three ("sure, go ahead" and a note about Go) is not the message's subject.
+SMALL_TALK_WORDS = 0.5
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One memory found by either channel, with what each said about it."""
+
+    memory: Memory
+    score: float  # fused (reciprocal rank fusion)
+    dense: float | None  # cosine with the query; None without a vector
+    lexical: float | None  # the store's text rank (bm25 / ts_rank_cd); None if unmatched
+    coverage: float  # share of the query's words it holds (0 unless lexically matched)
+
+
+@dataclass
+class RecallResult:
+    """What recall found: the §6 block to put in front of the model, and why."""
+
+    block: str  # "" when nothing passed
+    ids: list[int]
+    memories: list[Memory]
+    scores: list[float]  # fused scores, aligned with ids
+    strategy: str = STRATEGY
+    latency_ms: float = 0.0
+    vector_scores: list[float | None] = field(default_factory=list)  # cosines
+    lexical_scores: list[float | None] = field(default_factory=list)
+    rendered_at: float = 0.0  # the clock the block's ages were rendered at
+    small_talk: bool = False  # the message asks nothing memory could answer (abstain.py)
+    tokens: int = 0  # the block's estimated size (memory.max_tokens bounds it)
+    # An older version shown -> its newer version (the one that may restate it): every
+    # face marks the older as earlier, with both dates (render.py, the CLI, the routes).
+    later: dict[int, Memory] = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, latency_ms: float = 0.0) -> RecallResult:
+        return cls(block="", ids=[], memories=[], scores=[], latency_ms=latency_ms)
+
+    def without(self, ids: Collection[int]) -> RecallResult:
+        """This result less the memories ``ids`` (in the model's view since it was
+        recalled), its block rendered again; itself when none of them is in it."""
+        drop = set(ids) & set(self.ids)
+        if not drop:
+            return self
+        keep = [i for i, memory_id in enumerate(self.ids) if memory_id not in drop]
+        memories = [self.memories[i] for i in keep] if len(self.memories) == len(self.ids) else []
+        block = render_block(memories, self.rendered_at, self.later)
+        return replace(
+            self,
+            block=block,
+            tokens=estimate_text_tokens(block),
+            ids=[self.ids[i] for i in keep],
+            memories=memories,
+            scores=[self.scores[i] for i in keep if i < len(self.scores)],
+            vector_scores=[self.vector_scores[i] for i in keep if i < len(self.vector_scores)],
+            lexical_scores=[self.lexical_scores[i] for i in keep if i < len(self.lexical_scores)],
+        )
+
+
+def fuse(
+    lexical: Sequence[int], dense: Sequence[int], *, lexical_weight: float, k: int = RRF_K
+) -> dict[int, float]:
+    """Reciprocal rank fusion of two ranked id lists (best first)."""
+    fused: dict[int, float] = {}
+    for weight, ranked in ((lexical_weight, lexical), (1.0, dense)):
+        for rank, memory_id in enumerate(ranked, start=1):
+            fused[memory_id] = fused.get(memory_id, 0.0) + weight / (k + rank)
+    return fused
+
+
+def holds_its_words(candidate: Candidate, share: float = STRONG_LEXICAL) -> bool:
+    """The memory holds at least ``share`` of the message's own words (a name, a code)."""
+    return candidate.lexical is not None and candidate.coverage >= share
+
+
+def _newer_versions(found: Sequence[Candidate]) -> dict[int, Candidate]:
+    """Older memory id -> its next newer version among ``found``: the one that
+    restates it (the identity link), or the latest stated of one subject's rows (the
+    same scope, category and key)."""
+    newer: dict[int, Candidate] = {}
+    subjects: dict[tuple[str, str, str], list[Candidate]] = {}
+    for c in found:
+        if c.memory.restates is not None:
+            newer[c.memory.restates] = c
+        subjects.setdefault((c.memory.scope, str(c.memory.category), c.memory.key), []).append(c)
+    for versions in subjects.values():
+        latest = max(versions, key=lambda c: (c.memory.stated_at, c.memory.id))
+        for c in versions:
+            if c is not latest:
+                newer.setdefault(c.memory.id, latest)
+    return newer
+
+
+def earlier_marks(chosen: Sequence[Candidate], found: Sequence[Candidate]) -> dict[int, Memory]:
+    """Each chosen memory that is an older version -> its next newer version (from
+    ``found``): what marks it as earlier wherever it is shown."""
+    newer = _newer_versions(found)
+    return {c.memory.id: newer[c.memory.id].memory for c in chosen if c.memory.id in newer}
+
+
+def current_first(ranked: Sequence[Candidate], found: Sequence[Candidate]) -> list[Candidate]:
+    """``ranked`` with a fact's newest version before any older one (issue 39): where
+    an older version ranks, its newer versions (from ``found``, whatever their own
+    score: the older one already says the subject is wanted) go first, newest first.
+    How linked versions are shown (the older marked as earlier) is the block's concern."""
+    newer = _newer_versions(found)
+    out: list[Candidate] = []
+    placed: set[int] = set()
+    for c in ranked:
+        chain: list[Candidate] = []
+        step = newer.get(c.memory.id)
+        while step is not None and step.memory.id not in placed and step not in chain:
+            chain.append(step)
+            step = newer.get(step.memory.id)
+        for version in [*reversed(chain), c]:
+            if version.memory.id not in placed:
+                placed.add(version.memory.id)
+                out.append(version)
+    return out
+
+
+def within_budget(ranked: Sequence[Candidate], now: float, max_tokens: int) -> list[Candidate]:
+    """The ranked memories whose block stays within ``max_tokens`` (0: all), best
+    first: one that would pass it is left out and the next, shorter ones still tried."""
+    if max_tokens <= 0:
+        return list(ranked)
+    kept: list[Candidate] = []
+    used = estimate_text_tokens(render_block([ranked[0].memory], now)) if ranked else 0
+    used -= estimate_text_tokens(render_memory(ranked[0].memory, now)) if ranked else 0
+    for c in ranked:
+        cost = estimate_text_tokens(render_memory(c.memory, now)) + 1  # and its newline
+        if used + cost <= max_tokens:
+            kept.append(c)
+            used += cost
+    return kept
+
+
+def passes(candidate: Candidate, threshold: float | None) -> bool:
+    """The threshold on a fused result: the cosine clears it, or the memory holds
+    most of the query's words (the threshold is there to drop the unrelated, and a
+    strong lexical match is not unrelated)."""
+    if threshold is None:
+        return True
+    if candidate.dense is not None and candidate.dense >= threshold:
+        return True
+    return holds_its_words(candidate)
+
+
+class Recaller:
+    """Owns the index's freshness and the cached allowed-id sets; one per process."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        index: VectorIndex | StoreIndex,
+        embedder: Embedder,
+        *,
+        user: str,
+        top_k: int,
+        min_score: float,
+        clock: Callable[[], float],
+        lexical_weight: float = 1.0,
+        max_tokens: int = 0,
+    ) -> None:
+        self.store = store
+        self.max_tokens = max_tokens
+        self.index = index
+        self.embedder = embedder
+        self.user = user
+        self.top_k = top_k
+        self.min_score = min_score
+        self.clock = clock
+        self.lexical_weight = lexical_weight
+        # False while the index is being re-embedded for a new embedder: recall is
+        # lexical-only until every active memory has a vector in the new space.
+        self.dense_enabled = True
+        # Rank the dense channel with the store's mean vector removed (VectorIndex.search):
+        # on bench/crosslang_corpus.jsonl cross-language top-3 went from 11/16 to 15/16,
+        # same-language stayed 16/16. A switch only so the bench can measure both.
+        self.debias = True
+        # Small talk gets no memories (abstain.py); a switch only so the bench can measure both.
+        self.abstain = True
+        self._allowed: dict[tuple[str, ...], AllowedIds] = {}
+        # Held while the index changes as a whole (sync, rebuild, a write applied):
+        # a sync diffing ids while a write adds one would otherwise add it twice.
+        self.lock = asyncio.Lock()
+
+    @property
+    def threshold(self) -> float | None:
+        """``min_score`` 0 means the embedder's calibrated default; negative, none."""
+        if self.min_score < 0:
+            return None
+        return self.min_score or self.embedder.default_threshold
+
+    # index freshness -----------------------------------------------------------------
+    async def rebuild(self, progress: Progress | None = None) -> None:
+        """Re-read every vector of this embedder from the store into a new index."""
+        generation = await self.store.generation()
+        if isinstance(self.index, StoreIndex):  # the store's vectors are the index
+            self.index.generation = generation
+            return
+        # A batch at a time (and a training sample first, for an approximate index):
+        # 100k vectors read whole cost their size three times over (rows, bytes, array).
+        ids = await self.store.vector_ids(self.embedder.id, user=self.user)
+        log.info("[MEMORY_INDEX] rebuilding %s from %d vectors", self.index.embedder_id, len(ids))
+        sample = None
+        if len(ids) >= self.index.approximate_threshold:
+            from qwenmem_tui.memory.index import training_size  # a local index: FAISS is loaded
+
+            pick = np.random.default_rng(len(ids)).choice(ids, training_size(len(ids)), replace=False)
+            sample = (await self._exact(np.sort(pick).tolist()))[1]
+        _, first = await self._exact(ids[:1].tolist())
+        await self.index.rebuild_from(
+            self._batches(ids), total=len(ids), sample=sample, generation=generation,
+            dim=first.shape[1] if len(first) else self.index.dim, progress=progress,
+        )  # fmt: skip
+        await self.index.save()
+
+    async def _batches(self, ids: np.ndarray) -> AsyncIterator[tuple[np.ndarray, np.ndarray]]:
+        for start in range(0, len(ids), REBUILD_BATCH):
+            yield await self._exact(ids[start : start + REBUILD_BATCH].tolist())
+
+    async def _exact(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The store's own (float32) vectors of ``ids``: an approximate search's
+        candidates are re-scored with them."""
+        return await self.store.vectors(self.embedder.id, ids, user=self.user)
+
+    async def apply(self, result: WriteResult, vector: np.ndarray | None) -> None:
+        """Put a committed write into the index in the same step.
+
+        When the index was exactly one generation behind, this write is the only
+        change in between and the index is now current; otherwise another process
+        wrote too and the next sync reconciles.
+        """
+        async with self.lock:
+            if result.superseded:
+                await self.index.remove(np.asarray(result.superseded, dtype=np.int64))
+            # A write stored as an earlier version (memory/write_plan.py) is not active.
+            active = result.memory.status is Status.ACTIVE
+            created = active and result.action in (WriteAction.CREATED, WriteAction.SUPERSEDED)
+            if created and vector is not None:
+                await self.index.add(
+                    np.asarray([result.memory.id], dtype=np.int64), vector.reshape(1, -1)
+                )
+            if (
+                result.action is not WriteAction.QUARANTINED
+                and self.index.generation == result.generation - 1
+            ):
+                self.index.generation = result.generation
+                self._advance_allowed(result)
+
+    def _advance_allowed(self, result: WriteResult) -> None:
+        """Carry cached allowed sets over our own write instead of re-querying.
+
+        Only valid because the caller checked that this write is the one change
+        since the cached generation.
+        """
+        memory = result.memory
+        for scopes, cached in list(self._allowed.items()):
+            if cached.generation != result.generation - 1:
+                continue
+            ids, valid_until = cached.ids, cached.valid_until
+            if memory.scope in scopes and memory.user == self.user and memory.status is Status.ACTIVE:
+                # ids stay sorted; set operations through np.unique would cost ~40 ms at 100k.
+                if result.superseded:
+                    ids = ids[~np.isin(ids, result.superseded)]
+                at = int(np.searchsorted(ids, memory.id))
+                if at == len(ids) or ids[at] != memory.id:
+                    ids = np.insert(ids, at, memory.id)
+                if memory.expires_at is not None:
+                    valid_until = (
+                        memory.expires_at
+                        if valid_until is None
+                        else min(valid_until, memory.expires_at)
+                    )
+            self._allowed[scopes] = AllowedIds(ids.astype(np.int64), result.generation, valid_until)
+
+    async def remove(self, ids: Collection[int]) -> None:
+        """Drop rows that left the active set (forgotten, expired); sync settles the generation."""
+        async with self.lock:
+            await self.index.remove(np.fromiter(ids, dtype=np.int64))
+
+    async def sync(self) -> None:
+        """Bring the index in step with the store when the generation moved; call
+        with ``lock`` held.
+
+        Reads the generation before the ids: a change racing this sync bumps the
+        generation again, so the next call reconciles once more (it is idempotent).
+        """
+        generation = await self.store.generation()
+        if generation == self.index.generation:
+            return
+        if isinstance(self.index, StoreIndex):  # nothing held here to bring in step
+            self.index.generation = generation
+            return
+        if self.index.needs_rebuild():
+            await self.rebuild()
+            return
+        wanted = await self.store.vector_ids(self.embedder.id, user=self.user)
+        have = self.index.ids()
+        stale = np.setdiff1d(have, wanted, assume_unique=True)
+        missing = np.setdiff1d(wanted, have, assume_unique=True)
+        await self.index.remove(stale)
+        if len(missing):
+            ids, vectors = await self.store.vectors(self.embedder.id, missing.tolist(), user=self.user)
+            await self.index.add(ids, vectors)
+        self.index.generation = generation
+
+    async def allowed(self, project: str) -> AllowedIds:
+        """What recall for ``project`` may return: its memories and the global ones."""
+        return await self.allowed_in((GLOBAL_SCOPE, project))
+
+    async def allowed_in(self, scopes: tuple[str, ...]) -> AllowedIds:
+        """The hard filters' answer, cached until the generation moves or a row expires."""
+        cached = self._allowed.get(scopes)
+        now = self.clock()
+        if (
+            cached is not None
+            and cached.generation == self.index.generation
+            and (cached.valid_until is None or now < cached.valid_until)
+        ):
+            return cached
+        fresh = await self.store.allowed_ids(user=self.user, scopes=scopes, now=now)
+        self._allowed[scopes] = fresh
+        return fresh
+
+    # the channels --------------------------------------------------------------------
+    async def _dense(
+        self,
+        text: str,
+        allowed: np.ndarray | None,
+        limit: int,
+        vector: np.ndarray | None,
+        *,
+        scopes: tuple[str, ...],
+        now: float,
+        exclude: Collection[int],
+    ) -> tuple[np.ndarray | None, list[SearchHit]]:
+        """The dense channel over ``allowed`` (a local index), or over what the hard
+        filters pass in the store's own query (``allowed`` None: a ``StoreIndex``)."""
+        if not self.dense_enabled or (allowed is not None and not len(allowed)):
+            return None, []
+        if vector is None:
+            vector = (await self.embedder.embed_queries([text]))[0]
+        if isinstance(self.index, StoreIndex):
+            hits = await self.index.search_where(
+                vector, limit, scopes=scopes, now=now, exclude=exclude, debias=self.debias
+            )
+            return vector, hits
+        assert allowed is not None
+        hits = await self.index.search(
+            vector, limit, allowed, debias=self.debias, exact=self._exact
+        )
+        return vector, hits
+
+    async def candidates(
+        self,
+        text: str,
+        *,
+        scopes: tuple[str, ...],
+        exclude: Collection[int] = (),
+        limit: int,
+        vector: np.ndarray | None = None,
+    ) -> list[Candidate]:
+        """Both channels over the memories allowed in ``scopes`` (minus ``exclude``),
+        fused, best first; no threshold. Rows are re-checked as fetched: another
+        process may have superseded or deleted one since the filter query.
+
+        ``vector``: the text's own vector when the caller has it (a write's passage
+        vector, already embedded): the dense channel then costs no embedding."""
+        if not text.strip():
+            return []
+        # A store searching its own vectors applies the hard filters in that query:
+        # reading the allowed ids first would cost as much as the search, and there
+        # is no local copy to bring in step (its change feed moves the generation).
+        ids = None
+        if not isinstance(self.index, StoreIndex):
+            async with self.lock:
+                await self.sync()
+            ids = (await self.allowed_in(scopes)).ids
+            if exclude:
+                ids = np.setdiff1d(ids, np.fromiter(exclude, dtype=np.int64), assume_unique=True)
+            if not len(ids):
+                return []
+        now = self.clock()
+        terms = query_terms(text)
+        (vector, dense_hits), lexical_hits = await asyncio.gather(
+            self._dense(text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude),
+            self.store.lexical_search(
+                terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
+            ),
+        )
+        cosines = {h.id: h.score for h in dense_hits}
+        lexical = dict(lexical_hits)
+        fused = fuse(
+            [i for i, _ in lexical_hits],
+            [h.id for h in dense_hits],
+            lexical_weight=self.lexical_weight,
+        )
+        # The cosine of lexical-only finds (for the threshold) beside the rows: two
+        # queries at once when the store answers both.
+        lexical_only = sorted(set(lexical) - set(cosines)) if vector is not None else []
+        scored, rows = await asyncio.gather(
+            self.index.scores(vector, lexical_only) if lexical_only else _nothing(),
+            self.store.fetch(list(fused)),
+        )
+        cosines.update(scored)
+        found = [
+            m
+            for m in rows
+            if m.status is Status.ACTIVE
+            and m.user == self.user
+            and m.scope in scopes
+            and (m.expires_at is None or m.expires_at > now)
+        ]
+        return sorted(
+            (
+                Candidate(
+                    memory=m,
+                    score=fused[m.id],
+                    dense=cosines.get(m.id),
+                    lexical=lexical.get(m.id),
+                    # Only a lexical match can be rescued by it (``passes``).
+                    coverage=coverage(terms, m.key, m.value) if m.id in lexical else 0.0,
+                )
+                for m in found
+            ),
+            # Between equals, the more recent fact first.
+            key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id),
+        )
+
+    # recall --------------------------------------------------------------------------
+    async def record(self, chosen: Sequence[Memory], *, now: float | None = None) -> None:
+        """Count one chat-turn recall that returned `chosen` (hit rate, staleness)."""
+        now = self.clock() if now is None else now
+        ages = [now - m.created_at for m in chosen]
+        await self.store.record_recall(
+            [m.id for m in chosen],
+            now=now,
+            metrics={
+                "recalls": 1.0,
+                "recall_hits": 1.0 if chosen else 0.0,
+                "recalled_memories": float(len(chosen)),
+                "recalled_age_sum": float(sum(ages)),
+            },
+        )
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        project: str,
+        exclude: Collection[int] = (),
+        k: int | None = None,
+        min_score: float | None = None,
+        record: bool = True,
+    ) -> RecallResult:
+        started = time.perf_counter()
+        k = k or self.top_k
+        threshold = self.threshold if min_score is None else (None if min_score < 0 else min_score)
+        abstention = (
+            abstention_for(self.embedder.id) if self.dense_enabled and self.abstain else None
+        )
+        vector = None
+        if abstention is not None and query.strip():
+            vector = (await self.embedder.embed_queries([query]))[0]
+        small_talk = vector is not None and abstention is not None and abstention.is_small_talk(vector)
+        found = await self.candidates(
+            query,
+            scopes=(GLOBAL_SCOPE, project),
+            exclude=exclude,
+            limit=max(MIN_CANDIDATES, CANDIDATE_FACTOR * k),
+            vector=vector,
+        )
+        # Small talk keeps only a memory that holds its very words.
+        ranked = current_first(
+            [
+                c
+                for c in found
+                if passes(c, threshold) and (not small_talk or holds_its_words(c, SMALL_TALK_WORDS))
+            ],
+            found,
+        )[:k]
+        if small_talk:
+            log.debug("[MEMORY_RECALL] small talk: %d memories kept for its own words", len(ranked))
+        now = self.clock()
+        ranked = within_budget(ranked, now, self.max_tokens)
+        chosen = [c.memory for c in ranked]
+        if record:
+            await self.record(chosen, now=now)
+        later = earlier_marks(ranked, found)
+        block = render_block(chosen, now, later)
+        return RecallResult(
+            block=block,
+            later=later,
+            tokens=estimate_text_tokens(block),
+            ids=[m.id for m in chosen],
+            memories=chosen,
+            scores=[round(c.score, 4) for c in ranked],
+            strategy=STRATEGY if self.dense_enabled else LEXICAL_ONLY,
+            vector_scores=[_rounded(c.dense) for c in ranked],
+            lexical_scores=[_rounded(c.lexical) for c in ranked],
+            latency_ms=(time.perf_counter() - started) * 1000,
+            rendered_at=now,
+            small_talk=small_talk,
+        )
+
+
+async def _nothing() -> dict[int, float]:
+    return {}
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else round(value, 4)

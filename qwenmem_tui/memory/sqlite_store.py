@@ -1,0 +1,581 @@
+"""The default MemoryStore: the ``memories`` tables of qwenmem.db (WAL, aiosqlite).
+
+Writes run as ``BEGIN IMMEDIATE`` transactions (``Database.write``): the write lock is taken before the
+supersede check reads the key's active row, so two processes saving the same key
+serialise instead of both seeing "no active row" (the partial unique index would
+then reject the second one; it is the backstop, not the mechanism).
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import json
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import aiosqlite
+
+from qwenmem_tui.memory import write_plan
+from qwenmem_tui.memory.lexical import bm25_rank
+from qwenmem_tui.memory.model import (
+    FLAG_FROM_FILE,
+    AuditAction,
+    AuditEntry,
+    Memory,
+    MemoryDraft,
+    Origin,
+    Status,
+)
+from qwenmem_tui.memory.store import (
+    AUDIT_SELECT,
+    AllowedIds,
+    RowQuery,
+    audit_from_row,
+    memory_from_row,
+    no_vectors,
+    status_counts,
+    vector_blob,
+)
+
+if TYPE_CHECKING:  # numpy loads where vectors are handled: `memory list` never needs it
+    import numpy as np
+
+    from qwenmem_tui.storage.database import Database
+
+T = TypeVar("T")
+
+BASE_COLUMNS = (
+    "id, user, scope, category, key, value, origin, status, flags, created_at, updated_at, "
+    "expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model"
+)
+"""The columns every memory database has had (salvage reads old ones too)."""
+MEMORY_COLUMNS = BASE_COLUMNS + ", restates, stated_at, valid_until"
+_ACTIVE = Status.ACTIVE.value
+MODEL_WRITTEN = f"(origin != 'user' OR instr(flags, '\"{FLAG_FROM_FILE}\"') > 0)"
+"""Rows a model wrote or read from a file (store.model_written), in SQL."""
+# The lexical channel's candidates: this many rows over the query's words (each word
+# at least twice the rows asked for), the newest matches of each.
+LEXICAL_CANDIDATES = 400
+
+
+def _of_user(user: str | None) -> tuple[str, tuple[str, ...]]:
+    """The SQL condition and parameter that keep one user's rows (none: every user's)."""
+    return ("", ()) if user is None else (" AND user = ?", (user,))
+
+
+def _fold(text: str | None) -> str:
+    return "" if text is None else text.casefold()
+
+
+def row_to_memory(row: Sequence[Any]) -> Memory:
+    return memory_from_row(row, json.loads(row[8]))
+
+
+class SqliteMemoryStore(write_plan.PlannedStore):
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._folding = False  # qm_fold registered on the connection
+
+    @property
+    def _conn(self) -> aiosqlite.Connection:
+        return self._db.conn
+
+    async def _tx(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+        # Database.write runs fn inside BEGIN IMMEDIATE ... COMMIT, serialised with
+        # every other writer on this connection and retried while another process
+        # holds the lock; fn only touches the database, so a retry is safe.
+        return await self._db.write(fn)
+
+    # writes ------------------------------------------------------------------------
+    async def _in_transaction(
+        self, plan: Callable[[write_plan.WriteSteps], Awaitable[T]], what: str
+    ) -> T:
+        return await self._tx(lambda conn: plan(_Steps(conn)))
+
+    async def record_recall(
+        self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]
+    ) -> None:
+        async def body(conn: aiosqlite.Connection) -> None:
+            if ids:
+                await conn.executemany(
+                    "UPDATE memories SET last_recalled_at = ?, recall_count = recall_count + 1 WHERE id = ?",
+                    [(now, i) for i in ids],
+                )
+            await _add_metrics(conn, metrics)
+
+        await self._tx(body)
+
+    async def sweep_expired(self, *, now: float) -> list[int]:
+        async def body(conn: aiosqlite.Connection) -> list[int]:
+            cur = await conn.execute(
+                "SELECT id, value FROM memories"
+                " WHERE status = ? AND expires_at IS NOT NULL AND expires_at <= ?",
+                (_ACTIVE, now),
+            )
+            rows = list(await cur.fetchall())
+            if not rows:
+                return []
+            await conn.executemany(
+                "UPDATE memories SET status = ?, updated_at = ? WHERE id = ?",
+                [(Status.EXPIRED.value, now, r[0]) for r in rows],
+            )
+            steps = _Steps(conn)
+            for memory_id, value in rows:
+                await steps.audit(
+                    memory_id, AuditAction.EXPIRE, "system", now, "ttl elapsed", value, None
+                )
+            await _bump(conn)
+            return [r[0] for r in rows]
+
+        return await self._tx(body)
+
+    async def set_vectors(
+        self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str
+    ) -> None:
+        async def body(conn: aiosqlite.Connection) -> None:
+            await conn.executemany(
+                # Only rows that can still be recalled: a row superseded while a batch
+                # was being embedded keeps no vector (it left every index).
+                "UPDATE memories SET embedding = ?, embedding_model = ? WHERE id = ?"
+                " AND status IN (?, ?)",
+                [
+                    (vector_blob(v), embedding_model, i, _ACTIVE, Status.QUARANTINED.value)
+                    for i, v in zip(ids, vectors, strict=True)
+                ],
+            )
+            await _bump(conn)
+
+        await self._tx(body)
+
+    async def add_metrics(self, deltas: Mapping[str, float]) -> None:
+        async def body(conn: aiosqlite.Connection) -> None:
+            await _add_metrics(conn, deltas)
+
+        await self._tx(body)
+
+    # reads -------------------------------------------------------------------------
+    async def get(self, memory_id: int) -> Memory | None:
+        return await _get(self._conn, memory_id)
+
+    async def fetch(self, ids: Sequence[int]) -> list[Memory]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        cur = await self._conn.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", list(ids)
+        )
+        by_id = {m.id: m for m in map(row_to_memory, await cur.fetchall())}
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def list(
+        self,
+        *,
+        user: str | None = None,
+        scopes: Collection[str] | None = None,
+        statuses: Collection[Status] | None = None,
+        key_prefix: str | None = None,
+        linked: bool = False,
+    ) -> builtins.list[Memory]:
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
+        if user is not None:
+            where.append("user = ?")
+            params.append(user)
+        if scopes is not None:
+            where.append(f"scope IN ({','.join('?' * len(scopes))})")
+            params.extend(scopes)
+        if statuses is not None:
+            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            params.extend(s.value for s in statuses)
+        if key_prefix is not None:  # a range, so the (user, scope, category, key) index serves it
+            where.append("key >= ? AND key < ?")
+            params.extend((key_prefix, key_prefix + "\U0010ffff"))
+        if linked:
+            where.append("restates IS NOT NULL")
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        cur = await self._conn.execute(sql + " ORDER BY id", params)
+        return [row_to_memory(r) for r in await cur.fetchall()]
+
+    async def rows(self, query: RowQuery) -> builtins.list[Memory]:
+        where, params = await self._row_filter(query)
+        order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
+        if query.limit is not None:
+            order += " LIMIT ?"
+            params.append(query.limit)
+        rows = await self._conn.execute_fetchall(
+            f"SELECT {MEMORY_COLUMNS} FROM memories{where}{order}", params
+        )
+        return [row_to_memory(r) for r in rows]
+
+    async def count(self, query: RowQuery) -> int:
+        where, params = await self._row_filter(query)
+        rows = await self._conn.execute_fetchall(f"SELECT count(*) FROM memories{where}", params)
+        return int(next(iter(rows))[0])
+
+    async def _row_filter(self, q: RowQuery) -> tuple[str, builtins.list[Any]]:
+        """``q``'s filters as a WHERE clause and its parameters."""
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
+
+        def cond(sql: str, *values: Any) -> None:
+            where.append(sql)
+            params.extend(values)
+
+        def marks(values: Collection[Any]) -> str:
+            return ",".join("?" * len(values))
+
+        # A fact's links name a few rows: they must be looked up by them, not by the
+        # user's index (unary + keeps SQLite from reading every row of the user).
+        plus = "+" if q.linked else ""
+        if q.user is not None:
+            cond(f"{plus}user = ?", q.user)
+        if q.scopes is not None:
+            cond(f"{plus}scope IN ({marks(q.scopes)})", *q.scopes)
+        if q.statuses is not None:
+            cond(f"{plus}status IN ({marks(q.statuses)})", *(Status(s).value for s in q.statuses))
+        if q.key is not None:
+            cond("key = ?", q.key)
+        if q.after is not None:
+            cond("id > ?", q.after)
+        if q.exclude:
+            cond(f"id NOT IN ({marks(q.exclude)})", *q.exclude)
+        if q.linked:
+            ids = [int(i) for i in q.linked]
+            m = marks(ids)
+            cond(f"(id IN ({m}) OR superseded_by IN ({m}) OR restates IN ({m}))", *ids, *ids, *ids)
+        if q.created_after is not None:
+            cond("created_at > ?", q.created_after)
+        if q.created_until is not None:
+            cond("created_at <= ?", q.created_until)
+        if q.model_written is not None:
+            # As written in migration 8's partial index, which serves it only then.
+            cond(("" if q.model_written else "NOT ") + MODEL_WRITTEN)
+        if q.words:
+            await self._fold_function()
+            for word in q.words:
+                cond("instr(qm_fold(key || ' ' || value || ' ' || category || ' ' || status), ?) > 0", word)
+        return (" WHERE " + " AND ".join(where) if where else ""), params
+
+    async def _fold_function(self) -> None:
+        """Python's casefold in SQL (SQLite's lower() folds ASCII only): the filter
+        matches as ``memory_matches`` does, in every script."""
+        if not self._folding:
+            await self._conn.create_function("qm_fold", 1, _fold, deterministic=True)
+            self._folding = True
+
+    async def allowed_ids(self, *, user: str, scopes: Collection[str], now: float) -> AllowedIds:
+        import numpy as np  # only recall asks, and recall has numpy loaded anyway
+
+        generation = await self.generation()
+        # One row with the ids joined: a hundred thousand Row objects through the
+        # aiosqlite thread cost ~25x more than parsing one string.
+        cur = await self._conn.execute(
+            "SELECT group_concat(id), min(expires_at) FROM ("
+            f" SELECT id, expires_at FROM memories WHERE status = ? AND user = ?"
+            f" AND scope IN ({','.join('?' * len(scopes))}) AND (expires_at IS NULL OR expires_at > ?)"
+            " ORDER BY id)",
+            (_ACTIVE, user, *scopes, now),
+        )
+        row = await cur.fetchone()
+        joined, valid_until = (row[0], row[1]) if row else (None, None)
+        ids = np.array(joined.split(","), dtype=np.int64) if joined else np.zeros(0, dtype=np.int64)
+        return AllowedIds(ids=ids, generation=generation, valid_until=valid_until)
+
+    async def _lexical_search(
+        self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
+        exclude: Collection[int], limit: int,
+    ) -> builtins.list[tuple[int, float]]:
+        # FTS5 ranks a match only after scoring every match (8k rows for a common name
+        # in a store of years: 40-80 ms, before the hard filters). So each word brings
+        # its newest matches that pass the filters, at most a cap (a rarer word all of
+        # its matches), and bm25 ranks that bounded set (lexical.bm25_rank).
+        # Terms are letters and digits only (lexical.query_terms): quoting each makes
+        # it a plain phrase, never FTS5 syntax.
+        cap = max(2 * limit, LEXICAL_CANDIDATES // len(terms))
+        excluded = [int(i) for i in exclude]
+        one = (
+            "SELECT * FROM (SELECT ? AS term, f.rowid, m.key, m.value,"
+            " (SELECT max(id) FROM memories) FROM memories_fts AS f"
+            " JOIN memories AS m ON m.id = f.rowid WHERE memories_fts MATCH ? AND m.status = ?"
+            f" AND m.user = ? AND m.scope IN ({','.join('?' * len(scopes))})"
+            " AND (m.expires_at IS NULL OR m.expires_at > ?)"
+            + (f" AND m.id NOT IN ({','.join('?' * len(excluded))})" if excluded else "")
+            + " ORDER BY f.rowid DESC LIMIT ?)"
+        )
+        params: builtins.list[Any] = []
+        for i, term in enumerate(terms):
+            params += [i, f'"{term}"', _ACTIVE, user, *scopes, now, *excluded, cap]
+        # One thread hop for every word: this runs on every recall.
+        rows = await self._conn.execute_fetchall(" UNION ALL ".join([one] * len(terms)), params)
+        docs: dict[int, str] = {}
+        matched: dict[str, builtins.list[int]] = {t: [] for t in terms}
+        top = 0
+        for index, memory_id, key, value, last in rows:
+            docs[memory_id] = f"{key} {value}"
+            matched[terms[index]].append(memory_id)
+            top = max(top, int(last))
+        if not docs:
+            return []
+        # How many rows hold each word (its rarity): exact below the cap; above it,
+        # estimated from how far back the newest `cap` reach (counting would score
+        # every match again).
+        counts = {
+            t: len(ids) if len(ids) < cap else round(cap * top / max(1, top - min(ids) + 1))
+            for t, ids in matched.items()
+        }
+        return bm25_rank(docs, matched, counts, total=max(top, len(docs)), limit=limit)
+
+    async def generation(self) -> int:
+        return await _generation(self._conn)
+
+    async def vector_ids(self, embedding_model: str, *, user: str | None = None) -> np.ndarray:
+        import numpy as np
+
+        mine, params = _of_user(user)
+        # `(embedding IS NULL) = 0` as migration 9's index says it: read from the
+        # index, not from every row's vector.
+        cur = await self._conn.execute(
+            "SELECT id FROM memories WHERE status = ? AND embedding_model = ?"
+            f" AND (embedding IS NULL) = 0{mine} ORDER BY id",
+            (_ACTIVE, embedding_model, *params),
+        )
+        rows = list(await cur.fetchall())
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    async def vectors(
+        self, embedding_model: str, ids: Sequence[int] | None = None, *, user: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        mine, of_user = _of_user(user)
+        # Given ids, SQLite must look each up by rowid: a term on status or user let it
+        # pick their index and read every active row (80 ms at 100k, per recall).
+        plus = "" if ids is None else "+"
+        sql = (
+            "SELECT id, embedding FROM memories"
+            f" WHERE {plus}status = ? AND embedding_model = ? AND embedding IS NOT NULL"
+            + mine.replace(" user", f" {plus}user")
+        )
+        params: builtins.list[Any] = [_ACTIVE, embedding_model, *of_user]
+        rows: builtins.list[Any] = []
+        if ids is None:
+            rows = list(await (await self._conn.execute(sql + " ORDER BY id", params)).fetchall())
+        else:
+            # SQLite caps bound parameters; large id lists go in chunks.
+            for start in range(0, len(ids), 500):
+                chunk = [int(i) for i in ids[start : start + 500]]
+                cur = await self._conn.execute(
+                    sql + f" AND id IN ({','.join('?' * len(chunk))}) ORDER BY id", params + chunk
+                )
+                rows.extend(await cur.fetchall())
+        if not rows:
+            return no_vectors()
+        import numpy as np
+
+        out_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        return out_ids, vectors.astype(np.float32, copy=False)
+
+    async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> builtins.list[Memory]:
+        mine, params = _of_user(user)
+        # Found in migration 9's index (this runs at every start), then read by id.
+        cur = await self._conn.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN (SELECT id FROM memories"
+            " WHERE status IN (?, ?) AND NOT (embedding_model IS ? AND (embedding IS NULL) = 0)"
+            f"{mine}) ORDER BY id",
+            (_ACTIVE, Status.QUARANTINED.value, embedding_model, *params),
+        )
+        return [row_to_memory(r) for r in await cur.fetchall()]
+
+    async def dismiss(
+        self, memory_id: int, *, user: str, project: str, query: str, now: float, reason: str
+    ) -> None:
+        async def body(conn: aiosqlite.Connection) -> None:
+            await conn.execute(
+                "INSERT INTO memory_dismissals (memory_id, user, project, query, at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (memory_id, user, project, query, now),
+            )
+            await _Steps(conn).insert_audit(
+                (memory_id, AuditAction.DISMISS.value, Origin.USER.value, now, reason, None, query)
+            )
+
+        await self._tx(body)
+
+    async def dismissals(self, *, user: str, project: str) -> builtins.list[tuple[int, str]]:
+        cur = await self._conn.execute(
+            "SELECT memory_id, query FROM memory_dismissals WHERE user = ? AND project = ?"
+            " ORDER BY id",
+            (user, project),
+        )
+        return [(int(i), str(q)) for i, q in await cur.fetchall()]
+
+    async def audit(
+        self, memory_id: int | None = None, *, action: AuditAction | None = None
+    ) -> builtins.list[AuditEntry]:
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
+        if memory_id is not None:
+            where.append("memory_id = ?")
+            params.append(memory_id)
+        if action is not None:
+            where.append("action = ?")
+            params.append(AuditAction(action).value)
+        sql = AUDIT_SELECT + (" WHERE " + " AND ".join(where) if where else "")
+        cur = await self._conn.execute(sql + " ORDER BY id", params)
+        return [audit_from_row(r) for r in await cur.fetchall()]
+
+    async def metrics(self) -> dict[str, float]:
+        cur = await self._conn.execute("SELECT name, value FROM memory_metrics")
+        return {name: value for name, value in await cur.fetchall()}
+
+    async def counts_by_status(self) -> dict[str, int]:
+        cur = await self._conn.execute("SELECT status, COUNT(*) FROM memories GROUP BY status")
+        return status_counts((str(status), int(count)) for status, count in await cur.fetchall())
+
+    async def close(self) -> None:
+        await self._db.close()
+
+
+async def _one(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> Memory | None:
+    cur = await conn.execute(sql, params)
+    row = await cur.fetchone()
+    return row_to_memory(row) if row else None
+
+
+async def _get(conn: aiosqlite.Connection, memory_id: int) -> Memory | None:
+    return await _one(conn, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+
+
+class _Steps(write_plan.WriteSteps):
+    """``write_plan``'s statements in SQLite, inside ``Database.write``'s transaction."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    async def lock(self) -> int:
+        # BEGIN IMMEDIATE already holds the write lock.
+        return await _generation(self._conn)
+
+    async def get(self, memory_id: int) -> Memory | None:
+        return await _get(self._conn, memory_id)
+
+    async def active(self, user: str, scope: str, category: str, key: str) -> Memory | None:
+        return await _one(
+            self._conn,
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND category = ?"
+            " AND key = ? AND status = ?",
+            (user, scope, category, key, _ACTIVE),
+        )
+
+    async def active_and_twin(
+        self, draft: MemoryDraft, chash: str
+    ) -> tuple[Memory | None, Memory | None]:
+        current = await self.active(draft.user, draft.scope, draft.category.value, draft.key)
+        if current is not None and current.content_hash == chash:
+            return current, None
+        twin = await _one(
+            self._conn,
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE user = ? AND scope = ? AND content_hash = ?"
+            " AND status = ? AND NOT (key = ? AND category = ?)",
+            (draft.user, draft.scope, chash, _ACTIVE, draft.key, draft.category.value),
+        )
+        return current, twin
+
+    async def insert(self, row: write_plan.NewRow) -> Memory:
+        cur = await self._conn.execute(
+            "INSERT INTO memories (user, scope, category, key, value, origin, status, flags,"
+            " created_at, updated_at, expires_at, content_hash, embedding_model, embedding,"
+            " stated_at, restates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*row[: row._fields.index("flags")], json.dumps(row.flags), *row[row._fields.index("flags") + 1 :]),
+        )
+        assert cur.lastrowid is not None
+        return await write_plan.must_get(self, cur.lastrowid)
+
+    async def set_status(self, memory_id: int, status: Status, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET status = ?, updated_at = ? WHERE id = ?",
+            (status.value, now, memory_id),
+        )
+
+    async def mark_superseded(self, memory_id: int, by: int, now: float, until: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET status = ?, superseded_by = ?, updated_at = ?, valid_until = ?,"
+            " embedding = NULL WHERE id = ?",
+            (Status.SUPERSEDED.value, by, now, until, memory_id),
+        )
+
+    async def mark_deleted(self, memory_id: int, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET status = ?, updated_at = ?, embedding = NULL WHERE id = ?",
+            (Status.DELETED.value, now, memory_id),
+        )
+
+    async def reactivate(self, memory_id: int, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET status = ?, superseded_by = NULL, valid_until = NULL,"
+            " updated_at = ? WHERE id = ?",
+            (_ACTIVE, now, memory_id),
+        )
+
+    async def set_history(
+        self, memory_id: int, superseded_by: int | None, valid_until: float | None
+    ) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET superseded_by = ?, valid_until = ? WHERE id = ?",
+            (superseded_by, valid_until, memory_id),
+        )
+
+    async def set_place(self, memory_id: int, category: str, scope: str, now: float) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET category = ?, scope = ?, updated_at = ? WHERE id = ?",
+            (category, scope, now, memory_id),
+        )
+
+    async def touch(self, memory_id: int, now: float, expires_at: float | None) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET updated_at = ?, expires_at = ? WHERE id = ?",
+            (now, expires_at, memory_id),
+        )
+
+    async def set_restates(self, memory_id: int, restates: int | None) -> None:
+        await self._conn.execute(
+            "UPDATE memories SET restates = ? WHERE id = ?", (restates, memory_id)
+        )
+
+    async def insert_audit(self, values: tuple[object, ...]) -> None:
+        await self._conn.execute(
+            "INSERT INTO memory_audit (memory_id, action, origin, at, reason, old_value, new_value)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            values,
+        )
+
+    async def add_metrics(self, deltas: Mapping[str, float]) -> None:
+        await _add_metrics(self._conn, deltas)
+
+    async def bump(self) -> int:
+        return await _bump(self._conn)
+
+
+async def _generation(conn: aiosqlite.Connection) -> int:
+    cur = await conn.execute("SELECT value FROM memory_meta WHERE name = 'generation'")
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def _bump(conn: aiosqlite.Connection) -> int:
+    cur = await conn.execute(
+        "UPDATE memory_meta SET value = value + 1 WHERE name = 'generation' RETURNING value"
+    )
+    row = await cur.fetchone()
+    assert row is not None, "memory_meta lost its generation row"
+    return int(row[0])
+
+
+async def _add_metrics(conn: aiosqlite.Connection, deltas: Mapping[str, float]) -> None:
+    await conn.executemany(
+        "INSERT INTO memory_metrics (name, value) VALUES (?, ?)"
+        " ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+        list(deltas.items()),
+    )

@@ -1,0 +1,136 @@
+"""The dense channel answered by the store, for a store that searches its own vectors.
+
+A team's PostgreSQL with pgvector holds every vector already; a local FAISS copy of
+what one client may see would cost that client a download at its first start, a
+diff at every change anyone makes, and memory for as long as it runs. ``StoreIndex``
+stands where ``VectorIndex`` would: it keeps nothing but the store generation it has
+seen and the mean vector recall debiases with, and asks the store for each search
+with the hard filters in the same query (``MemoryStore.nearest_vectors``). The
+ranking is the local index's own (``dense.debiased``), so both give the same top k.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased
+from qwenmem_tui.memory.store import MemoryStore
+
+# How long a mean vector serves after the store changed, and for how many changes (a
+# share of the vectors it was taken over). Over thousands of memories one write moves
+# it by a thousandth; re-reading it on every change of a busy team store would cost an
+# aggregate over all of this user's rows per recall. A small store reads it each time.
+MEAN_REFRESH_S = 60.0
+MEAN_REFRESH_SHARE = 0.01
+
+
+class StoreIndex:
+    """``VectorIndex``'s place in recall, answered by the store (see the module doc)."""
+
+    kind = "store"
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        directory: Path,
+        embedder_id: str,
+        *,
+        user: str,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.directory = directory  # what sits beside an index (the meaning reader's files)
+        self.embedder_id = embedder_id
+        self.user = user
+        self.generation = -1
+        self._monotonic = monotonic
+        self._mean: np.ndarray | None = None
+        # (generation, monotonic time, vectors averaged) when the mean was read
+        self._mean_seen: tuple[int, float, int] | None = None
+
+    # What recall's freshness steps call on an index; the store is always current.
+    loaded = True
+
+    async def load(self) -> bool:
+        return True
+
+    async def save(self) -> None:
+        return None
+
+    def needs_rebuild(self) -> bool:
+        return False
+
+    async def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        return None  # the store wrote the vector with the row
+
+    async def remove(self, ids: np.ndarray) -> None:
+        return None
+
+    def ids(self) -> np.ndarray:
+        return np.zeros(0, dtype=np.int64)  # nothing held here
+
+    def __len__(self) -> int:
+        return 0
+
+    # search --------------------------------------------------------------------------
+    async def mean(self) -> np.ndarray | None:
+        """The mean of this user's vectors, read again once the store changed and
+        either ``MEAN_REFRESH_S`` passed or more generations went by than a
+        ``MEAN_REFRESH_SHARE`` of the vectors it averaged (generations count every
+        user's changes, so this errs towards reading it)."""
+        now = self._monotonic()
+        seen = self._mean_seen
+        if seen is not None:
+            generation, at, count = seen
+            changes = self.generation - generation
+            if changes == 0 or (
+                now - at < MEAN_REFRESH_S and changes < count * MEAN_REFRESH_SHARE
+            ):
+                return self._mean
+        self._mean, count = await self.store.vector_mean(self.embedder_id, user=self.user)
+        self._mean_seen = (self.generation, now, count)
+        return self._mean
+
+    async def search_where(
+        self,
+        query: np.ndarray,
+        k: int,
+        *,
+        scopes: Collection[str],
+        now: float,
+        exclude: Collection[int],
+        debias: bool,
+    ) -> list[SearchHit]:
+        """Top ``k`` of this user's rows in ``scopes`` passing the hard filters,
+        ranked as ``VectorIndex.search`` ranks (scores: plain cosines)."""
+        if k <= 0:
+            return []
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        centre = await self.mean() if debias else None
+        ids, vectors = await self.store.nearest_vectors(
+            q if centre is None else q - centre,
+            embedding_model=self.embedder_id,
+            user=self.user,
+            scopes=scopes,
+            now=now,
+            exclude=exclude,
+            limit=k if centre is None else k * DEBIAS_WIDTH,
+        )
+        if centre is not None:
+            return debiased(q, centre, ids.tolist(), vectors, k)
+        cosines = vectors @ q if len(ids) else np.zeros(0, dtype=np.float32)
+        return [SearchHit(int(i), float(c)) for i, c in zip(ids, cosines, strict=True)]
+
+    async def scores(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+        """Cosine of ``query`` with each of ``ids`` that is active with a vector."""
+        if not ids:
+            return {}
+        found, vectors = await self.store.vectors(self.embedder_id, list(ids), user=self.user)
+        if not len(found):
+            return {}
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        return {int(i): float(c) for i, c in zip(found, vectors @ q, strict=True)}

@@ -1,0 +1,685 @@
+"""The write path of the memory: the guard, identity, TTL, vector, store and index.
+
+Every write of every face passes here (``MemoryService.save`` and friends delegate):
+the guard judges it, identity decides which stored memory it restates (the rule,
+then the fast model where the rule cannot tell), its vector is embedded in batches,
+and the store commits it in one transaction with what it supersedes, after which the
+index follows. A tool writing to the store directly would skip all of that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from qwenmem_tui import secrets
+from qwenmem_tui.memory import guard
+from qwenmem_tui.memory.filing import parse_filing
+from qwenmem_tui.memory.identity import (
+    POSSIBLE_DUPLICATE,
+    Identity,
+    by_meaning,
+    decide,
+    filed_elsewhere,
+)
+from qwenmem_tui.memory.judge import judge_messages, parse_judgement
+from qwenmem_tui.memory.meaning import MeaningReader, Reading
+from qwenmem_tui.memory.model import (
+    DAY,
+    FLAG_SECRET_REDACTED,
+    GLOBAL_CATEGORIES,
+    GLOBAL_SCOPE,
+    LABEL_FLAGS,
+    Category,
+    Memory,
+    MemoryDraft,
+    Origin,
+    Status,
+    TtlPolicy,
+    WriteAction,
+    WriteRequest,
+    WriteResult,
+    content_hash,
+    embed_text,
+    holds,
+    scope_for,
+)
+from qwenmem_tui.memory.provenance import Provenance, Writer
+from qwenmem_tui.memory.store import MemoryStore
+from qwenmem_tui.memory.subject import KEY_CHARS, NoteKey, file_note
+from qwenmem_tui.memory.vectors import MemoryVectors
+from qwenmem_tui.memory.write_plan import join_reasons
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from qwenmem_tui.memory.index import Progress
+    from qwenmem_tui.llm.client import LLMClient
+
+log = logging.getLogger("qwenmem.memory")
+
+# Writes embedded per batch (a bulk import): the embedder's efficient batch size, and
+# the step of the progress bar.
+WRITE_BATCH = 128
+NEIGHBOURS = 8
+CONSOLIDATE_TIMEOUT = 30.0
+"""Seconds the idle consolidation pass waits for one judgement: nobody waits on it."""
+DECIDED_LATER = "decided later by the model"
+LINK_COSINE = 0.9
+"""A neighbour this close (the real embedder's cosine) nearest the same attribute as the
+new fact is linked even when neither reading is clear (see ``meaning.py``)."""
+REMEMBER_JUDGE_TIMEOUT = 2.5
+"""Seconds /remember waits for the fast model's add/update/no-op choice: the
+confirmation shows the final decision; when the model is late the pair is linked and
+decided later. With the note's embeddings, /remember answers within 3 s."""
+
+
+class MemoryRejected(ValueError):
+    """The write is malformed (schema); ``str(e)`` tells the writer what to fix."""
+
+    def __init__(self, errors: Sequence[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = list(errors)
+
+
+@dataclass
+class PendingWrite:
+    """A write the guard accepted (``prepare``), not yet stored: what
+    ``commit_many`` embeds in batches and commits one by one."""
+
+    category: Category
+    key: str
+    value: str  # as stored: secrets cut out
+    said: str  # as written
+    origin: Origin
+    provenance: Provenance
+    flags: list[str]
+    reason: str
+    scope: str
+    ttl_days: int
+    created_at: float | None = None
+    expires_at: float | None = None
+    stated_at: float | None = None  # when the fact was said (an import's date)
+    judge_timeout: float | None = None
+    explicit_key: bool = True
+    # False for a backup's row: restored as it was, never merged into a neighbour.
+    decide_identity: bool = True
+    # A /remember note the rule filed (no writer named its category): the fast model's
+    # validated category, asked with its judgement, may file it elsewhere (``_refiled``).
+    refile: NoteKey | None = None
+    project: str = ""
+
+    def text(self) -> str:
+        """What its vector embeds."""
+        return embed_text(self.category, self.key, self.value)
+
+
+@dataclass(frozen=True)
+class Filed:
+    """Where a note goes (``MemoryWriter.file``): category, key, whether the writer
+    named the key, and the rule's reading of the note."""
+
+    category: str
+    key: str
+    named: bool
+    note: NoteKey
+
+
+def note_subject(text: str) -> tuple[str, str]:
+    """(category, key) for a free-text note, derived with its secrets cut out, so a key
+    never carries one (the value loses it in the guard)."""
+    note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))
+    return note.category.value, note.key
+
+
+def _same_fact(memory: Memory, draft: MemoryDraft) -> bool:
+    """One fact: the same category and key (the caller matched user and scope)."""
+    return (memory.category, memory.key) == (draft.category, draft.key)
+
+
+class MemoryWriter:
+    """Prepares and commits the writes of one memory service."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        vectors: MemoryVectors,
+        *,
+        user: str,
+        ttl: TtlPolicy,
+        clock: Callable[[], float],
+        llm: LLMClient | None,
+        on_held: Callable[[], None],
+    ) -> None:
+        self.store = store
+        self.vectors = vectors
+        self.user = user
+        self.ttl = ttl
+        self.clock = clock
+        # The fast model judging which memory a write restates; None: the rule alone.
+        self.llm = llm
+        # A write was held for review: the "N memories await review" count moved.
+        self._on_held = on_held
+        # A write was linked to an older memory it may restate: decide it at idle.
+        self.on_linked: Callable[[], None] | None = None
+        self._reader: MeaningReader | None = None
+
+    async def prepare(self, request: WriteRequest) -> PendingWrite:
+        """The guard's verdict, TTL and scope for one write, before anything is stored.
+
+        Raises MemoryRejected for a malformed write (``WriteRequest`` says what each
+        field is taken as).
+        """
+        origin = Origin(request.origin)
+        provenance = request.provenance
+        if provenance is None:
+            provenance = (
+                Provenance.user()
+                if origin is Origin.USER
+                else Provenance(untrusted=tuple(request.turn_outputs))
+            )
+        verdict = guard.check(request.category, request.key, request.value, provenance=provenance)
+        if not verdict.accepted:
+            if verdict.refused_secret:
+                await self.store.add_metrics({"secrets_refused": 1.0})
+            raise MemoryRejected(verdict.errors)
+        if FLAG_SECRET_REDACTED in verdict.flags:
+            await self.store.add_metrics({"secrets_redacted": 1.0})
+        kept = [f for f in request.labels if f in LABEL_FLAGS]
+        flags = list(dict.fromkeys([*request.hold, *verdict.flags, *kept]))
+        reason = request.reason
+        if provenance.untrusted_in_view:
+            reason = join_reasons(reason, provenance.describe())
+        cat = Category(request.category)
+        days, ttl_note = self.ttl.resolve(cat, request.ttl_days)
+        scope = GLOBAL_SCOPE if cat in GLOBAL_CATEGORIES else request.scope
+        return PendingWrite(
+            category=cat,
+            key=request.key,
+            value=verdict.value,
+            said=request.value,  # as written: grounding is judged on it, not on the redacted value
+            origin=origin,
+            provenance=provenance,
+            flags=flags,
+            reason=join_reasons(reason, ttl_note or ""),
+            scope=scope or scope_for(cat, request.project),
+            ttl_days=days,
+            created_at=request.created_at,
+            expires_at=request.expires_at,
+            stated_at=request.stated_at,
+            judge_timeout=request.judge_timeout,
+            explicit_key=request.explicit_key,
+        )
+
+    async def save(self, request: WriteRequest) -> WriteResult:
+        """Guard, identity, TTL, embed, store, index — the only way a memory is written.
+
+        A write supersedes a stored memory only when it is the same fact restated
+        (``identify``): the same key, the same entity's same single-valued attribute,
+        or the fast model's validated choice (``request.judge_timeout`` seconds at
+        most; None: the rule alone). Anything else is its own memory.
+        """
+        [result] = await self.commit_many([await self.prepare(request)])
+        return result
+
+    async def commit_many(
+        self,
+        pending: Sequence[PendingWrite],
+        progress: Progress | None = None,
+        on_result: Callable[[WriteResult], None] | None = None,
+    ) -> list[WriteResult]:
+        """Store prepared writes in order: their vectors embedded in batches (the
+        embedder's own batch cost), each write's identity looked up with its own
+        vector (no second embedding), each committed in its own transaction so a
+        later line sees the earlier ones. ``progress(done, total)`` after each batch;
+        ``on_result`` after each write (what is committed when a later one raises)."""
+        await self.vectors.load()  # identity and the writes' vectors need them
+        results: list[WriteResult] = []
+        for start in range(0, len(pending), WRITE_BATCH):
+            part = pending[start : start + WRITE_BATCH]
+            vectors = await self.vectors.passage_vectors([p.text() for p in part])
+            for item, vector in zip(part, vectors, strict=True):
+                results.append(await self._commit(item, vector))
+                if on_result is not None:
+                    on_result(results[-1])
+            if progress is not None:
+                progress(start + len(part), len(pending))
+        return results
+
+    async def _commit(self, pending: PendingWrite, vector: np.ndarray | None) -> WriteResult:
+        cat, key, value, flags = pending.category, pending.key, pending.value, list(pending.flags)
+        reason = pending.reason
+        now = self.clock()
+        held = holds(flags)
+        identity = Identity(key)
+        reading = await self.reader().read(vector)
+        if pending.decide_identity:
+            identity = await self.identify(
+                cat,
+                key,
+                value,
+                scope=pending.scope,
+                judge_timeout=None if held else pending.judge_timeout,
+                explicit=pending.explicit_key,
+                vector=vector,
+                reading=reading,
+            )
+            moved = await self._refiled(pending, identity)
+            if moved is not None:  # the model filed the note elsewhere: decided there anew
+                [vector] = await self.vectors.passage_vectors([moved.text()])
+                return await self._commit(moved, vector)
+        if held:
+            # Held for review, it supersedes nothing now; approving it later replaces
+            # its key's value (approval goes by key).
+            identity = Identity(identity.key)
+        if identity.same_as is not None:
+            # Already said: refresh that row (same key, same value) instead of adding.
+            value = identity.same_as.value
+        if identity.replaces or identity.key != key:
+            reason = join_reasons(reason, f"same fact as key {identity.key} ({identity.decided_by})")
+        if identity.possible_duplicates and not held:
+            flags.append(POSSIBLE_DUPLICATE)
+            ids = ", ".join(f"#{i}" for i in identity.possible_duplicates)
+            reason = join_reasons(reason, f"possible duplicate of {ids}: both kept")
+        restates = None if held or identity.replaces else identity.restates
+        if restates is not None:
+            reason = join_reasons(reason, f"possible restatement of #{restates}: linked, both kept")
+        draft = MemoryDraft(
+            category=cat,
+            key=identity.key,
+            value=value,
+            origin=pending.origin,
+            scope=pending.scope,
+            user=self.user,
+            ttl_days=pending.ttl_days,
+            reason=reason,
+            created_at=pending.created_at,
+            stated_at=pending.stated_at,
+            replaces=identity.replaces,
+            restates=restates,
+            # Equal values under different keys are different subjects' values
+            # ("true" for two services): never merged by value alone.
+            dedupe=False,
+        )
+        if held:
+            twin = await self._held_twin(draft)
+            if twin is not None:  # the same value already awaits review: one row is enough
+                return WriteResult(twin, WriteAction.QUARANTINED)
+            if await self._active_twin(draft):
+                # Its key already holds this very value, trusted: nothing new to review
+                # (a backup imported twice); the write only refreshes that row.
+                flags = [f for f in flags if not holds([f])]
+        if vector is not None and (draft.key != key or draft.value != pending.value):
+            vector = (await self.vectors.passage_vectors([embed_text(cat, draft.key, draft.value)]))[0]
+        return await self._store(pending, draft, flags, vector, reading, now)
+
+    async def _store(
+        self,
+        pending: PendingWrite,
+        draft: MemoryDraft,
+        flags: list[str],
+        vector: np.ndarray | None,
+        reading: Reading,
+        now: float,
+    ) -> WriteResult:
+        """The decided draft into the store, the recall index and the meaning reader;
+        a restatement link, its trust and a hold announced (the last step of `_commit`)."""
+        born = pending.created_at if pending.created_at is not None else now
+        result = await self.store.write(
+            draft,
+            flags=flags,
+            expires_at=pending.expires_at or born + pending.ttl_days * DAY,
+            vector=vector,
+            embedding_model=self.vectors.embedder.id,
+            now=now,
+        )
+        await self.vectors.recaller.apply(result, vector)
+        self.reader().remember(result.memory.id, reading)
+        if result.memory.restates is not None and self.on_linked is not None:
+            self.on_linked()
+        await self._count_trust(pending.provenance, pending.said, result)
+        if result.action is WriteAction.QUARANTINED:
+            self._on_held()
+            log.info(
+                "[MEMORY_GUARD] quarantined #%d %s/%s flags=%s origin=%s",
+                result.memory.id,
+                pending.category,
+                pending.key,
+                ",".join(result.memory.flags),
+                draft.origin,
+            )
+        return result
+
+    async def _held_twin(self, draft: MemoryDraft) -> Memory | None:
+        """A quarantined row of the same fact (user, scope, category, key) and value, if
+        any: holding a write again (a re-import, the model retrying) must not pile up
+        rows to review."""
+        chash = content_hash(draft.value)
+        held = await self.store.list(
+            user=draft.user, scopes=[draft.scope], statuses=[Status.QUARANTINED]
+        )
+        return next((m for m in held if _same_fact(m, draft) and m.content_hash == chash), None)
+
+    async def _active_twin(self, draft: MemoryDraft) -> bool:
+        """Whether the fact's active row (this scope, category and key) holds the
+        draft's value."""
+        rows = await self.store.list(user=draft.user, scopes=[draft.scope], statuses=[Status.ACTIVE])
+        chash = content_hash(draft.value)
+        return any(_same_fact(m, draft) and m.content_hash == chash for m in rows)
+
+    async def _count_trust(self, provenance: Provenance, value: str, result: WriteResult) -> None:
+        """The two rates `memory stats` reports: how many model writes made while
+        reading files (not the user's words) were held, and how many facts the user
+        stated were stored active."""
+        held = result.action is WriteAction.QUARANTINED
+        if provenance.grounded(value):
+            await self.store.add_metrics(
+                {"user_stated_writes": 1.0, "user_stated_active": 0.0 if held else 1.0}
+            )
+        elif provenance.writer is Writer.MODEL and provenance.untrusted_in_view:
+            await self.store.add_metrics(
+                {"untrusted_writes": 1.0, "untrusted_held": 1.0 if held else 0.0}
+            )
+
+    async def remember(
+        self,
+        text: str,
+        *,
+        project: str,
+        judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT,
+        category: str | None = None,
+        key: str | None = None,
+        origin: Origin | str = Origin.USER,
+        provenance: Provenance | None = None,
+        reason: str = "/remember",
+    ) -> WriteResult:
+        """/remember: the person's own words, filed under the subject they name.
+
+        The key is derived from the text with its secrets cut out, so a key never
+        carries one (the value loses it in the guard, which refuses a note that is
+        nothing but a secret). A key already held by another fact of that name ("ana" for "Ana leads the
+        backend team" beside "Ana: likes tea") gets a number instead of replacing it.
+        A free-text note from a model (the MCP ``remember`` tool) comes the same way
+        with its own ``origin`` and ``provenance``, and may name the ``category`` or
+        ``key`` itself (a key it names is kept as given).
+
+        Unless the caller names the category, the rule files the note; where the fast
+        model is asked which memory the note restates, its validated choice of
+        category and scope, given in the same answer, wins (``memory/filing.py``,
+        ``_refiled``; ``judge_timeout`` seconds at most, the audit says so).
+        """
+        filed = await self.file(text, project=project, category=category, key=key)
+        pending = await self.prepare(
+            WriteRequest(
+                filed.category,
+                filed.key,
+                text.strip(),
+                origin=origin,
+                project=project,
+                provenance=provenance,
+                reason=reason,
+                judge_timeout=judge_timeout,
+                explicit_key=filed.named,
+            )
+        )
+        if category is None and not filed.named:
+            pending.refile, pending.project = filed.note, project
+        [result] = await self.commit_many([pending])
+        return result
+
+    async def file(
+        self, text: str, *, project: str, category: str | None = None, key: str | None = None
+    ) -> Filed:
+        """Where /remember files a note (and an import line that names no category or
+        key): the rule's category and key unless given, a key another fact of that name
+        holds numbered instead of replaced."""
+        note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))  # note_subject's
+        if category is None or key is None:
+            note = await self._read_note(note, secrets.redact(text))
+        chosen = Category(category) if category in {c.value for c in Category} else note.category
+        named = key is not None
+        if key is None:
+            key = note.key
+            if not note.restates_by_key:
+                key = await self._free_key(key, text.strip(), chosen, scope_for(chosen, project))
+        # A wrong category named by the writer is kept: the guard says so.
+        return Filed(category if category is not None else chosen.value, key, named, note)
+
+    async def _read_note(self, note: NoteKey, text: str) -> NoteKey:
+        """The rule's filing of a note, completed by meaning (``memory/meaning.py``):
+        a person's or a project's fact goes where its attribute or owner reads it
+        belongs, in any language (rules and references stay the rule's), and a note the
+        rule could not name takes its attribute's name. Unread: the rule's filing."""
+        await self.vectors.load()
+        reader = self.reader()
+        if not reader.meaningful:
+            return note
+        try:
+            reading = await reader.read_note(text)
+        except Exception as exc:  # the note matters more than its reading
+            log.info("[MEMORY_IDENTITY] note not read by meaning: %s", exc)
+            return note
+        attribute, category = reading.attribute, note.category
+        if category in (Category.USER, Category.PROJECT):
+            category = attribute.category if attribute is not None else reading.owner or category
+        top = reading.top
+        if note.by_name and top is not None and top.category is Category.USER and top.single:
+            # The "name" the rule read is nearest one of the person's own attributes:
+            # a sentence's first word ("Ich wohne in München"), not someone's name.
+            return NoteKey(Category.USER, top.key, False)
+        if not note.named and attribute is not None:
+            return NoteKey(category, attribute.key, False)
+        return replace(note, category=category)
+
+    async def _refiled(self, pending: PendingWrite, identity: Identity) -> PendingWrite | None:
+        """The note under the category the model chose with its judgement, when that
+        differs from the rule's and the note restates nothing where the rule put it;
+        None otherwise. Its key is the note's own, numbered when that category holds
+        it already (a name is no evidence of one fact); the model is not asked again."""
+        filed = identity.filed
+        if (
+            pending.refile is None
+            or filed is None
+            or filed is pending.category
+            or identity.replaces  # it restates a memory where the rule put it: stays there
+            or identity.same_as is not None
+            or identity.key != pending.key
+        ):
+            return None
+        note, scope = pending.refile, scope_for(filed, pending.project)
+        key = note.key
+        if not note.restates_by_key:
+            key = await self._free_key(key, pending.value, filed, scope)
+        days, ttl_note = self.ttl.resolve(filed, None)
+        why = f"filed under {filed} by the model (rule: {pending.category})"
+        return replace(
+            pending, category=filed, key=key, scope=scope, ttl_days=days, refile=None,
+            judge_timeout=None, reason=join_reasons(pending.reason, why, ttl_note or ""),
+        )
+
+    async def _free_key(self, key: str, value: str, category: Category, scope: str) -> str:
+        """``key``, or ``key_2``, ``key_3``… when another fact of this category and
+        scope already holds it: a name shared by two facts is no evidence they are one.
+        The same words said again keep the key (the write then only refreshes that row)."""
+        stem = key[: KEY_CHARS - 4]
+        holders = await self.store.list(
+            user=self.user, scopes=[scope], statuses=[Status.ACTIVE], key_prefix=stem
+        )
+        taken = {m.key: m for m in holders if m.category == category}
+        candidate, n = key, 1
+        while candidate in taken and content_hash(taken[candidate].value) != content_hash(value):
+            n += 1
+            candidate = f"{key[: KEY_CHARS - 4]}_{n}"
+        return candidate
+
+    async def neighbours(
+        self,
+        scope: str,
+        category: Category | str,
+        key: str,
+        value: str,
+        *,
+        k: int = NEIGHBOURS,
+        vector: np.ndarray | None = None,
+    ) -> list[Memory]:
+        """This user's active memories of ``category`` in ``scope`` nearest to a fact,
+        nearest first: the candidates a write may restate.
+
+        Both recall channels, fused, over exactly this scope (``nearest``).
+        """
+        found = await self.vectors.nearest(key, value, scope=scope, category=category, k=k, vector=vector)
+        return [c.memory for c in found]
+
+    async def identify(
+        self,
+        category: Category,
+        key: str,
+        value: str,
+        *,
+        scope: str,
+        judge_timeout: float | None = None,
+        explicit: bool = True,
+        vector: np.ndarray | None = None,
+        reading: Reading | None = None,
+    ) -> Identity:
+        """Which stored memory this write restates (see ``memory/identity.py``).
+
+        Candidates come from the recall pipeline itself (both channels, fused, this
+        user, scope and category), in any language. The rule's sure answers (the same
+        key; the same entity's same single-valued attribute in a language it reads)
+        are a fast path. Otherwise the fast model judges the candidates close in
+        meaning (``judge_timeout`` seconds at most); its answer, validated, wins.
+        Undecided — no model, the model late or unusable — the likeliest restatement
+        is linked (``Identity.restates``): both stay active, the newer delivered
+        first, and the idle consolidation pass (``consolidate``) decides later. With
+        no model at all, only a neighbour that ``reading`` (the new fact read by
+        meaning, ``memory/meaning.py``) finds to be the same single-valued attribute.
+        """
+        try:
+            found = await self.vectors.nearest(
+                key, value, scope=scope, category=category, k=NEIGHBOURS, vector=vector, same_key=True
+            )
+        except Exception as exc:  # a failed lookup must not lose the fact: plain write
+            log.warning("[MEMORY_IDENTITY] neighbour lookup failed: %s", exc)
+            return Identity(key)
+        candidates = [c.memory for c in found if c.memory.category == category]
+        # The same key under another category is another fact (the store's identity is
+        # scope, category, key): never superseded, flagged when it reads as the same one.
+        elsewhere = filed_elsewhere(key, value, category, [c.memory for c in found])
+        ruled = decide(key, value, category, candidates, explicit=explicit)
+        if ruled.replaces or ruled.same_as is not None or ruled.key != key or ruled.decided_by == "key":
+            return ruled.flagged(elsewhere)
+        close = by_meaning(key, value, category, found, self._meaning_floor())
+        near = {c.memory.id for c in found if c.dense is not None and c.dense >= LINK_COSINE}
+        likely = await self.reader().likely_restatement(
+            key, reading or Reading(None, None), close, near
+        )
+        if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and close:
+            judged = await self._judge(category, key, value, close, judge_timeout, explicit)
+            if judged is not None:
+                return judged.flagged(elsewhere)
+            # Undecided: linked, decided at idle by the same judgement. With an embedder
+            # that reads meaning, only a likely restatement (a distinct fact wrongly
+            # linked would be shown as an earlier version until then); without one,
+            # the closest candidate is all there is to go on.
+            if not self.reader().meaningful:
+                likely = likely or close[0]
+        if likely is not None:
+            return replace(ruled, restates=likely.id).flagged(elsewhere)
+        return ruled.flagged(elsewhere)
+
+    def reader(self) -> MeaningReader:
+        """The attribute reader of the embedder in use (its prototypes embedded once)."""
+        embedder = self.vectors.embedder
+        if self._reader is None or self._reader.embedder is not embedder:
+            self._reader = MeaningReader(embedder, self.vectors.index.directory)
+        return self._reader
+
+    async def warm(self) -> None:
+        """Ready the attribute reader (its prototypes' vectors) once the vectors are
+        loaded, so the first /remember does not embed them."""
+        reader = self.reader()
+        if not reader.meaningful:
+            return
+        try:
+            await reader.prepare()
+        except Exception as exc:  # read at the first write instead
+            log.info("[MEMORY_IDENTITY] attribute prototypes not ready: %s", exc)
+
+    def _meaning_floor(self) -> float | None:
+        """The cosine below which a neighbour is not close enough in meaning to ask
+        about: recall's own threshold for this embedder (None: lexical-only)."""
+        if not self.vectors.ready:
+            return None
+        return self.vectors.recaller.threshold
+
+    async def consolidate(self, *, timeout: float = CONSOLIDATE_TIMEOUT) -> int:
+        """The idle pass: each open ``restates`` link decided by the fast model's
+        validated judgement — the same fact supersedes the older (restorable), another
+        fact unlinks — audited "decided later by the model". A link the model cannot
+        decide now stays for the next pass. The number of links decided."""
+        if self.llm is None:
+            return 0
+        decided = 0
+        for row in await self.store.list(user=self.user, statuses=[Status.ACTIVE], linked=True):
+            older = None if row.restates is None else await self.store.get(row.restates)
+            same: bool | None = False
+            if older is not None and older.status is Status.ACTIVE and older.key != row.key:
+                same = await self._decide_later(row, older, timeout)
+            if same is None:
+                continue
+            gone = await self.store.settle(
+                row.id, same_fact=same, origin=Origin.AGENT, now=self.clock(), reason=DECIDED_LATER
+            )
+            if gone is not None:
+                decided += 1
+            if gone:
+                await self.vectors.remove(gone)
+        return decided
+
+    async def _decide_later(self, row: Memory, older: Memory, timeout: float) -> bool | None:
+        """Whether ``row`` restates ``older`` by the model's judgement; None: undecided."""
+        answer = await self._ask(judge_messages(str(row.category), row.key, row.value, [older]), timeout)
+        judged = None if answer is None else parse_judgement(answer, row.key, row.value, [older])
+        if judged is None:
+            return None
+        return judged.same_as is not None or judged.key == older.key or older.id in judged.replaces
+
+    async def _judge(
+        self,
+        category: Category,
+        key: str,
+        value: str,
+        candidates: Sequence[Memory],
+        timeout: float,
+        explicit: bool,
+    ) -> Identity | None:
+        """The fast model's add / update / no-op, validated; None when unusable."""
+        answer = await self._ask(judge_messages(str(category), key, value, candidates), timeout)
+        if answer is None:
+            return None
+        judged = parse_judgement(answer, key, value, candidates, explicit=explicit)
+        if judged is None:
+            log.info("[MEMORY_IDENTITY] model answer not a valid choice; using the rule")
+            return None
+        # Where the new fact belongs, asked in the same call: kept only when valid.
+        return replace(judged, filed=parse_filing(answer))
+
+    async def _ask(self, messages: list[dict[str, str]], timeout: float) -> str | None:
+        """One side call to the fast model, bounded by ``timeout``; None on any failure
+        (the caller's rule decides: a write never waits on, or fails by, the model)."""
+        llm = self.llm
+        assert llm is not None
+        try:
+            completion = await asyncio.wait_for(
+                llm.complete(messages, model=llm.fast_model, temperature=0.0), timeout
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # TimeoutError, LLMError, anything: the rule decides
+            log.info("[MEMORY_IDENTITY] model side call unavailable (%s); using the rule", exc)
+            return None
+        return completion.content

@@ -1,0 +1,193 @@
+"""Vectors searched in the database (issue 40 item 2): pgvector when the server has it,
+the local FAISS cache when it does not, the same filters and the same ranking either way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import numpy as np
+import pytest
+from memtest_support import PROJECT_A, PROJECT_B, Clock
+from pgtest_support import Backend
+
+from qwenmem_tui.memory.index import VectorIndex
+from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, WriteRequest
+from qwenmem_tui.memory.store_index import StoreIndex
+
+pytestmark = pytest.mark.postgres
+
+SUBJECTS = ("the billing service", "Carol", "the staging host", "my sister", "the nightly job", "Diego")
+ATTRIBUTES = ("home city", "editor", "deploy target", "manager", "database", "timezone", "test runner")
+VALUES = ("Lisbon", "neovim", "eu-west-2", "Erin", "PostgreSQL 16", "UTC+9", "pytest -n 2", "Hamburg")
+QUERIES = (
+    "where does my sister live?",
+    "which editor does Carol use?",
+    "what database does the billing service use?",
+    "deploy target of the staging host",
+    "who manages Diego",
+    "nightly job timezone",
+)
+
+
+async def _fill(svc, clock: Clock, user_tag: str = "") -> None:  # type: ignore[no-untyped-def]
+    """Forty-odd distinct facts over two projects and the global scope."""
+    n = 0
+    for s, subject in enumerate(SUBJECTS):
+        for a, attribute in enumerate(ATTRIBUTES):
+            if (s + a) % 3 == 0:
+                continue
+            value = VALUES[(s * 3 + a) % len(VALUES)]
+            category = ("user", "project", "reference")[n % 3]
+            project = PROJECT_A if n % 2 else PROJECT_B
+            key = f"{subject}_{attribute}".replace(" ", "_").lower()
+            await svc.save(
+                WriteRequest(
+                    category,
+                    key,
+                    f"{subject}'s {attribute} is {value}{user_tag}",
+                    origin="user",
+                    project=project,
+                )
+            )
+            clock.advance(1)
+            n += 1
+
+
+def as_role(dsn: str, role: str) -> str:
+    parts = urlsplit(dsn)
+    netloc = parts.netloc.split("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{role}@{netloc}"))
+
+
+async def test_pgvector_searches_in_the_database_with_the_local_indexs_top_k(
+    pgvector_dsn: str, tmp_path: Path
+) -> None:
+    """With the extension, recall's dense channel is a query (no local copy, no FAISS
+    file) and ranks as the local index does: the same top k, dense and fused."""
+    backend = Backend("postgres", tmp_path, pgvector_dsn)
+    clock = Clock()
+    server = await backend.open(machine="a", clock=clock, postgres_vector_search=True)
+    local = await backend.open(machine="b", clock=clock, postgres_vector_search=False)
+    try:
+        assert isinstance(server.index, StoreIndex) and isinstance(local.index, VectorIndex)
+        await _fill(server, clock)
+        conn = await asyncpg.connect(pgvector_dsn)
+        try:  # the trigger kept the pgvector column in step with every written vector
+            active, with_vec = await conn.fetchrow(
+                "SELECT count(*), count(embedding_vec) FROM memories WHERE status = 'active'"
+            )
+            assert active >= 20 and with_vec == active
+        finally:
+            await conn.close()
+        scopes = (GLOBAL_SCOPE, PROJECT_A)
+        for query in QUERIES:
+            vector = (await server.embedder.embed_queries([query]))[0]
+            await local.recall(query, project=PROJECT_A, record=False)  # brings the cache in step
+            allowed = (await local.recaller.allowed(PROJECT_A)).ids
+            want = await local.index.search(vector, 8, allowed, debias=True)
+            got = await server.index.search_where(
+                vector, 8, scopes=scopes, now=clock(), exclude=(), debias=True
+            )
+            assert [h.id for h in got] == [h.id for h in want], query
+            assert np.allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
+            fused_server = await server.recall(query, project=PROJECT_A, k=5, min_score=-1, record=False)
+            fused_local = await local.recall(query, project=PROJECT_A, k=5, min_score=-1, record=False)
+            assert fused_server.ids == fused_local.ids and fused_server.ids, query
+        assert not list((tmp_path / "a").rglob("*.faiss"))  # never a local copy
+    finally:
+        await local.close()
+        await server.close()
+
+
+async def test_filters_hold_in_the_database_search(pgvector_dsn: str, tmp_path: Path) -> None:
+    """Another user's rows, another project's, expired and superseded ones never come
+    back from the database's search, however close their vectors."""
+    backend = Backend("postgres", tmp_path, pgvector_dsn)
+    clock = Clock()
+    ana = await backend.open(user="ana", machine="a", clock=clock, postgres_vector_search=True)
+    bob = await backend.open(user="bob", machine="b", clock=clock, postgres_vector_search=True)
+    try:
+        await _fill(bob, clock, user_tag=" (bob)")
+        await _fill(ana, clock)
+        short = await ana.save(
+            WriteRequest(
+                "user",
+                "temp_code",
+                "the door code is 4321",
+                origin="user",
+                project=PROJECT_A,
+                ttl_days=1,
+            )
+        )
+        old = await ana.save(
+            WriteRequest(
+                "project",
+                "deploy_day",
+                "we deploy on Fridays",
+                origin="user",
+                project=PROJECT_A,
+            )
+        )
+        await ana.save(
+            WriteRequest(
+                "project",
+                "deploy_day",
+                "we deploy on Tuesdays",
+                origin="user",
+                project=PROJECT_A,
+            )
+        )
+        clock.advance(2 * DAY)  # the door code has expired (not yet swept)
+        bob_ids = {m.id for m in await bob.list()}
+        elsewhere = {m.id for m in await ana.list() if m.scope == PROJECT_B}
+        for query in (*QUERIES, "door code", "when do we deploy"):
+            vector = (await ana.embedder.embed_queries([query]))[0]
+            assert isinstance(ana.index, StoreIndex)
+            hits = await ana.index.search_where(
+                vector, 40, scopes=(GLOBAL_SCOPE, PROJECT_A), now=clock(), exclude=(), debias=True
+            )
+            found = {h.id for h in hits}
+            assert found and not found & bob_ids and not found & elsewhere, query
+            assert short.memory.id not in found and old.memory.id not in found
+            result = await ana.recall(query, project=PROJECT_A, k=10, min_score=-1, record=False)
+            assert all(m.user == "ana" and m.scope in (GLOBAL_SCOPE, PROJECT_A) for m in result.memories)
+    finally:
+        await bob.close()
+        await ana.close()
+
+
+async def test_without_the_extension_recall_uses_the_local_cache(pgvector_dsn: str, tmp_path: Path) -> None:
+    """A role that may not install pgvector (a managed server, say) keeps the local
+    FAISS cache: same recall, nothing added to the schema."""
+    admin = await asyncpg.connect(pgvector_dsn)
+    database = urlsplit(pgvector_dsn).path.lstrip("/")
+    role = f"plain_{database[-12:]}"
+    try:
+        await admin.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER")
+        await admin.execute(f'ALTER DATABASE "{database}" OWNER TO {role}')
+        await admin.execute(f"ALTER SCHEMA public OWNER TO {role}")
+    finally:
+        await admin.close()
+    backend = Backend("postgres", tmp_path, as_role(pgvector_dsn, role))
+    clock = Clock()
+    svc = await backend.open(clock=clock, postgres_vector_search=True)
+    try:
+        assert not svc.store.searches_vectors()
+        assert isinstance(svc.index, VectorIndex)
+        await _fill(svc, clock)
+        result = await svc.recall("which editor does Carol use?", project=PROJECT_A, k=3, record=False)
+        assert "Carol's editor" in result.block
+        conn = await asyncpg.connect(pgvector_dsn)
+        try:
+            assert await conn.fetchval("SELECT count(*) FROM pg_extension WHERE extname = 'vector'") == 0
+        finally:
+            await conn.close()
+    finally:
+        await svc.close()
+        admin = await asyncpg.connect(pgvector_dsn)
+        try:
+            await admin.execute(f'ALTER DATABASE "{database}" OWNER TO postgres')
+        finally:
+            await admin.close()
