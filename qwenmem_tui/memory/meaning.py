@@ -252,7 +252,8 @@ def centroids(vectors: np.ndarray, rows: Sequence[int]) -> np.ndarray:
 
     which = np.asarray(rows)
     means = np.stack([vectors[which == i].mean(axis=0) for i in range(len(ATTRIBUTES))])
-    return means / np.linalg.norm(means, axis=1, keepdims=True)
+    unit: np.ndarray = means / np.linalg.norm(means, axis=1, keepdims=True)
+    return unit
 
 
 def read_scores(scores: np.ndarray, rows: Sequence[int]) -> Reading:
