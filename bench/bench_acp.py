@@ -101,10 +101,13 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def _run(home: Path, project: Path, question: str = "How do I run the tests?") -> list[float]:
+async def _run(
+    home: Path, project: Path, question: str = "How do I run the tests?", repo: Path = REPO
+) -> list[float]:
     """Seconds from spawn to: initialized, session created, first reply chunk, reply
-    done; the agent's CPU seconds at the first three; its CPU in all (at its exit)."""
-    env = {**os.environ, "QWENMEM_HOME": str(home), "PYTHONPATH": str(REPO), "QWENMEM_DEBUG_LOG_FILE": "0"}
+    done; the agent's CPU seconds at the first three; its CPU in all (at its exit).
+    `repo`: the checkout the agent runs."""
+    env = {**os.environ, "QWENMEM_HOME": str(home), "PYTHONPATH": str(repo), "QWENMEM_DEBUG_LOG_FILE": "0"}
     client = FirstChunk()
     cpu = _children_cpu()
     started = time.perf_counter()

@@ -385,7 +385,7 @@ def first_message(program: Program, seeded: Path, delay: float | None) -> bool |
     """Launch on a copy of `seeded`, type FIRST_QUESTION, send it `delay` s after launch
     (None: after WARMED_AFTER s, pausing as a user would); whether the first request
     carried the memory (None: no request within 30 s)."""
-    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp, fake_server(Path(tmp)) as (
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp, fake_server(Path(tmp)) as (
         base_url,
         wire_file,
     ):
@@ -437,7 +437,7 @@ def elia_env(work: Path, base_url: str) -> dict[str, str]:
 def launch_to_input(program: Program, base_url: str) -> tuple[float | None, float]:
     """Seconds from spawning the program until a typed key shows on its screen, and
     the CPU seconds it had used by then (less moved by other load than the wall time)."""
-    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp:
         pane = program.launch(Path(tmp), base_url)
         try:
             seen = pane.first_echo()
@@ -465,7 +465,7 @@ def launch_to_typed_word(program: Program, base_url: str) -> TypedWord:
     terminal while the app builds its frame are read at once with it.) A word the
     program drops (elia 1.10 loses most words typed at its first frame: its input is
     focused later) is typed again each RETYPE_AFTER seconds, as a user would."""
-    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp:
         pane = program.launch(Path(tmp), base_url)
         try:
             frame = pane.first_frame()
@@ -502,7 +502,7 @@ def stream_reply(
     work done: `until_idle`); `at_launch`:
     the message is typed at the first frame and sent once it shows, as a user who asks
     at once (the app's startup work, finishing in the background, shares the stream)."""
-    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp, fake_server(Path(tmp)) as (
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp, fake_server(Path(tmp)) as (
         base_url,
         wire_file,
     ):
@@ -609,7 +609,7 @@ class ResumeResult:
 def resume_and_home(program: Program, seeded: Path, project: Path, base_url: str) -> ResumeResult:
     """`qwenmem --resume` on a 5,000-message session: until a typed key shows with the
     newest message on screen; then Home until the first message is on screen."""
-    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         shutil.copytree(seeded, work / "qwenmem-home")
         env = qwenmem_env(work, base_url)
@@ -637,7 +637,7 @@ def resume_and_home(program: Program, seeded: Path, project: Path, base_url: str
 def cli_times(program: Program, base_url: str, runs: int) -> dict[str, float]:
     """Median wall seconds of one-off commands (a fresh process each)."""
     results: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp:
         env = {**os.environ, **qwenmem_env(Path(tmp), base_url)}
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as in any install
         if program.extra_path:
@@ -807,7 +807,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((what, who, value))
         print(f"{what:<44} {who:<20} {value}", flush=True)
 
-    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp, fake_server(Path(tmp)) as (
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp, fake_server(Path(tmp)) as (
         base_url,
         _,
     ):
@@ -844,7 +844,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{growth or 0:+.0f} MiB",
                 )
     if "first" in only:
-        with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp:
             seeded = seed_first_home(Path(tmp), "http://127.0.0.1:9/v1")
             # Interleaved: a change of load hits every delay (and program) alike.
             carried: dict[tuple[str, float | None], list[bool | None]] = {}

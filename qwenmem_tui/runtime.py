@@ -34,7 +34,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatOptions, ChatSession
 from qwenmem_tui.chat.view import model_messages
@@ -42,6 +42,7 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.features import registry
 from qwenmem_tui.features.feature import FeatureKey, PromptPart
 from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.llm.wire import Message
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.reads import StartupError as StartupError  # re-exported for the faces
 from qwenmem_tui.reads import check_resume as check_resume
@@ -360,7 +361,7 @@ class Runtime:
         """This project's session `ref` (an id or a unique prefix); StartupError else."""
         return await find_session(self.store, self.project, ref)
 
-    def model_view(self, items: Sequence[Item]) -> list[dict[str, Any]]:
+    def model_view(self, items: Sequence[Item]) -> list[Message]:
         """What the model sees of stored items (after the last /clear, summarised
         history folded), with this runtime's system prompt: a history without opening a chat."""
         return model_messages(items, self.system_prompt)

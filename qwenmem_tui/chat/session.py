@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict, TypeVar, Unpack
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
@@ -47,7 +47,7 @@ from qwenmem_tui.chat.window import WINDOW_ITEMS, Window, load_window, trim
 from qwenmem_tui.llm import client as llm_events
 from qwenmem_tui.llm.client import Completion, LLMClient, ToolCall, Usage
 from qwenmem_tui.llm.errors import LLMError
-from qwenmem_tui.llm.wire import Message
+from qwenmem_tui.llm.wire import JSONObject, Message
 from qwenmem_tui.storage.database import StorageError
 from qwenmem_tui.storage.sessions import (
     Item,
@@ -317,7 +317,7 @@ class ChatSession:
             return None
         return await self.store.get_item(self.info.id, item_id)
 
-    async def set_meta(self, item: Item, meta: dict[str, Any]) -> Item:
+    async def set_meta(self, item: Item, meta: JSONObject) -> Item:
         """Store an item's new meta (a pin); the copy held in memory follows, and a message
         pinned from before the window is carried into the model view."""
         updated = replace(item, meta=meta)
@@ -329,6 +329,13 @@ class ChatSession:
         if not held and meta.get("pinned") and first is not None and item.id is not None and item.id < first:
             self.carried = sorted([*self.carried, updated], key=lambda i: i.id or 0)
         return held[0] if held else updated
+
+    async def position(self, item_id: int) -> int:
+        """Where the stored item `item_id` stands among the session's items (0-based)."""
+        for index, item in enumerate(self.items):
+            if item.id == item_id:
+                return self.earlier + index
+        return await self.store.count_items(self.info.id, through=item_id - 1)
 
     async def stored_items(self) -> list[Item]:
         """Every item of the session, read from the database (export, replay)."""
@@ -351,7 +358,7 @@ class ChatSession:
         recaps, extraction, summaries — are not in it)."""
         return self._usage
 
-    def history(self) -> list[dict[str, Any]]:
+    def history(self) -> list[Message]:
         """The messages the model sees next, system prompt first; fresh copies."""
         return model_messages([*self.carried, *self.items], self.system_prompt)
 
@@ -600,7 +607,7 @@ class ChatSession:
             if progress.completion is not None:
                 await self._commit_reply(progress.completion, emit, progress)
             elif progress.text or progress.reasoning:
-                message: dict[str, Any] = {"role": "assistant", "content": "".join(progress.text)}
+                message: Message = {"role": "assistant", "content": "".join(progress.text)}
                 if progress.reasoning:
                     message["reasoning_content"] = "".join(progress.reasoning)
                 item = self._item("assistant", message["content"], message, {"interrupted": True})
@@ -613,8 +620,8 @@ class ChatSession:
         self,
         type: str,  # noqa: A002 - the Item field
         content: str,
-        message: dict[str, Any] | None = None,
-        meta: dict[str, Any] | None = None,
+        message: Message | None = None,
+        meta: JSONObject | None = None,
     ) -> Item:
         return Item(
             id=None,
@@ -665,12 +672,12 @@ class ChatSession:
             return
         progress.draft_chars = progress.text_chars
         progress.draft_at = time.monotonic()
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(progress.text)}
+        message: Message = {"role": "assistant", "content": "".join(progress.text)}
         if progress.reasoning:
             message["reasoning_content"] = "".join(progress.reasoning)
         progress.draft_write = asyncio.ensure_future(self._save_draft(progress, message))
 
-    async def _save_draft(self, progress: _Progress, message: dict[str, Any]) -> None:
+    async def _save_draft(self, progress: _Progress, message: Message) -> None:
         try:
             if progress.draft is None:
                 draft = self._item("assistant", message["content"], message, {"interrupted": True})
@@ -715,7 +722,7 @@ class ChatSession:
         self,
         type: str,  # noqa: A002 - the Item field
         content: str,
-        meta: dict[str, Any] | None = None,
+        meta: JSONObject | None = None,
     ) -> Item:
         """Commit a display-only item (info, error, away_recap, compaction, ...)."""
         return await self._persist(self._item(type, content, None, meta))

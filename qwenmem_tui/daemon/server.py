@@ -59,6 +59,7 @@ from qwenmem_tui.features.assembly import Assembly, SessionFeatures
 from qwenmem_tui.features.feature import load_face
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
+from qwenmem_tui.llm.wire import JSONObject, Message
 from qwenmem_tui.paths import Paths, private_dir, private_file, project_id
 from qwenmem_tui.reply import ReplyCollector
 from qwenmem_tui.runtime import ModelStarter, Runtime
@@ -335,7 +336,7 @@ class DaemonBackend:
         await self.store.delete_session(info.id)
         return copy
 
-    async def history(self, info: SessionInfo) -> list[dict[str, Any]]:
+    async def history(self, info: SessionInfo) -> list[Message]:
         """The model view (after the last /clear, summaries folded), as the TUI sees it:
         read from the stored items, no chat opened."""
         held = await load_window(self.store, info.id)
@@ -359,7 +360,7 @@ JSON_WHITESPACE = b" \t\r\n"
 """The only whitespace JSON allows (RFC 8259 §2)."""
 
 
-async def read_json_object(request: Request, *, required: bool) -> dict[str, Any]:
+async def read_json_object(request: Request, *, required: bool) -> JSONObject:
     """The body as a JSON object; an empty body is ``{}`` unless ``required``."""
     raw = await request.body()
     if not raw.strip(JSON_WHITESPACE):  # bytes.strip() would also take \f and \v: not JSON
@@ -379,7 +380,7 @@ async def read_json_object(request: Request, *, required: bool) -> dict[str, Any
 
 
 def text_field(
-    body: dict[str, Any], name: str, *, required: bool, max_chars: int | None = None
+    body: JSONObject, name: str, *, required: bool, max_chars: int | None = None
 ) -> str:
     """``body[name]`` as text the database and the model can take, else a 400.
 
@@ -404,7 +405,7 @@ def text_field(
     return value
 
 
-def session_json(info: SessionInfo) -> dict[str, Any]:
+def session_json(info: SessionInfo) -> JSONObject:
     return {
         "sessionId": info.id,
         "title": info.title,
@@ -548,7 +549,7 @@ class _StreamedReply(ReplyCollector):
         self._frames.append(_sse("tool_result", {**_tool_call_json(event.call), **result}))
 
 
-def _sse(event: str, data: dict[str, Any]) -> bytes:
+def _sse(event: str, data: JSONObject) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
@@ -578,7 +579,7 @@ async def _sse_events(
     yield _sse("done", {**done, "memories": reply.memories})
 
 
-def _tool_call_json(call: Any) -> dict[str, Any]:
+def _tool_call_json(call: Any) -> JSONObject:
     return {"id": call.id, "name": call.name, "arguments": call.arguments}
 
 
@@ -616,7 +617,7 @@ def _api_error(request: Request, exc: Exception) -> Response:
     return exc.response()
 
 
-_SESSION_SCHEMA: dict[str, Any] = {
+_SESSION_SCHEMA: JSONObject = {
     "type": "object",
     "required": ["sessionId", "title", "createdAt", "updatedAt", "messageCount"],
     "properties": {
@@ -627,7 +628,7 @@ _SESSION_SCHEMA: dict[str, Any] = {
         "messageCount": {"type": "integer"},
     },
 }
-_OPENAI_ERROR_SCHEMA: dict[str, Any] = {
+_OPENAI_ERROR_SCHEMA: JSONObject = {
     "type": "object",
     "required": ["error"],
     "properties": {
@@ -655,15 +656,15 @@ _BAD_BODY = api.error("invalid_json | invalid_request | invalid_client_id")
 _NOT_FOUND = api.error("session_not_found")
 
 
-def _openai_error(description: str) -> dict[str, Any]:
+def _openai_error(description: str) -> JSONObject:
     return api.json_response(api.ref("OpenAIError"), description)
 
 
-def _object(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+def _object(required: list[str], properties: JSONObject) -> JSONObject:
     return {"type": "object", "required": required, "properties": properties}
 
 
-def _proxied(answer: str) -> dict[str, Any]:
+def _proxied(answer: str) -> JSONObject:
     """The answers of a route of the OpenAI-compatible proxy: `answer` with the
     X-Qwenmem-Memories header, or an error in OpenAI's shape."""
     return {
@@ -705,7 +706,7 @@ _PROMPT_ANSWER = _object(
 )
 
 
-def _session_links(*operations: str, source: str = "$request.path.session_id") -> dict[str, Any]:
+def _session_links(*operations: str, source: str = "$request.path.session_id") -> JSONObject:
     """OpenAPI links to the session routes that take the session id from `source`: a
     client (and schemathesis' stateful phase) can follow create -> prompt -> messages ->
     delete on one real session."""

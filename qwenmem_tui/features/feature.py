@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from qwenmem_tui.llm.wire import Message
 from qwenmem_tui.paths import Paths
 
 if TYPE_CHECKING:
-    from qwenmem_tui.config import Settings, SettingsSection
+    from qwenmem_tui.config import Section, Settings, SettingsSection
     from qwenmem_tui.chat.session import ChatSession, QueryHook
     from qwenmem_tui.chat.tools import Tool
     from qwenmem_tui.llm.client import LLMClient
@@ -108,7 +109,7 @@ class FeatureContext:
         return offers_tools(self.model_defaults)
 
 
-BlockExtractor = Callable[[list[dict[str, Any]]], Awaitable[None]]
+BlockExtractor = Callable[[list[Message]], Awaitable[None]]
 
 
 @dataclass
@@ -156,7 +157,7 @@ class Feature(Generic[S]):
     """
 
     name: str
-    settings: FaceRef | SettingsSection[Any] | None = None
+    settings: FaceRef | SettingsSection[Section] | None = None
     """Its settings section, a `config.SettingsSection` in its `settings.py` (its
     package's model; `[name]` or keys of a shared table), validated at start with the
     core's and read typed: `SECTION.of(settings)`. A reference like the faces: the

@@ -178,7 +178,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         linked: bool = False,
     ) -> builtins.list[Memory]:
         where: builtins.list[str] = []
-        params: builtins.list[Any] = []
+        params: builtins.list[object] = []
         if user is not None:
             where.append("user = ?")
             params.append(user)
@@ -215,16 +215,16 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         rows = await self._conn.execute_fetchall(f"SELECT count(*) FROM memories{where}", params)
         return int(next(iter(rows))[0])
 
-    async def _row_filter(self, q: RowQuery) -> tuple[str, builtins.list[Any]]:
+    async def _row_filter(self, q: RowQuery) -> tuple[str, builtins.list[object]]:
         """``q``'s filters as a WHERE clause and its parameters."""
         where: builtins.list[str] = []
-        params: builtins.list[Any] = []
+        params: builtins.list[object] = []
 
-        def cond(sql: str, *values: Any) -> None:
+        def cond(sql: str, *values: object) -> None:
             where.append(sql)
             params.extend(values)
 
-        def marks(values: Collection[Any]) -> str:
+        def marks(values: Collection[object]) -> str:
             return ",".join("?" * len(values))
 
         # A fact's links name a few rows: they must be looked up by them, not by the
@@ -305,7 +305,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             + (f" AND m.id NOT IN ({','.join('?' * len(excluded))})" if excluded else "")
             + " ORDER BY f.rowid DESC LIMIT ?)"
         )
-        params: builtins.list[Any] = []
+        params: builtins.list[object] = []
         for i, term in enumerate(terms):
             params += [i, f'"{term}"', _ACTIVE, user, *scopes, now, *excluded, cap]
         # One thread hop for every word: this runs on every recall.
@@ -357,7 +357,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             f" WHERE {plus}status = ? AND embedding_model = ? AND embedding IS NOT NULL"
             + mine.replace(" user", f" {plus}user")
         )
-        params: builtins.list[Any] = [_ACTIVE, embedding_model, *of_user]
+        params: builtins.list[object] = [_ACTIVE, embedding_model, *of_user]
         rows: builtins.list[Any] = []
         if ids is None:
             rows = list(await (await self._conn.execute(sql + " ORDER BY id", params)).fetchall())
@@ -415,7 +415,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         self, memory_id: int | None = None, *, action: AuditAction | None = None
     ) -> builtins.list[AuditEntry]:
         where: builtins.list[str] = []
-        params: builtins.list[Any] = []
+        params: builtins.list[object] = []
         if memory_id is not None:
             where.append("memory_id = ?")
             params.append(memory_id)
@@ -438,7 +438,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         await self._db.close()
 
 
-async def _one(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> Memory | None:
+async def _one(conn: aiosqlite.Connection, sql: str, params: Sequence[object]) -> Memory | None:
     cur = await conn.execute(sql, params)
     row = await cur.fetchone()
     return row_to_memory(row) if row else None

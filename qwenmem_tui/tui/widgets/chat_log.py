@@ -84,6 +84,8 @@ class ItemPages(Protocol):
 
     async def page(self, start: int, end: int) -> list[Item]: ...
 
+    async def position(self, item_id: int) -> int: ...
+
 
 class ItemViews:
     """Turns stored items into widgets, pairing each tool result with its call."""
@@ -305,6 +307,29 @@ class ChatLog(VerticalScroll, can_focus=False):
             self.call_after_refresh(restore)
 
         return restore_later
+
+    async def release_oldest(self) -> None:
+        """After a reply: past MAX_PAGES + 1 pages of widgets, release the oldest down to
+        MAX_PAGES, so a long session in one sitting keeps a bounded log; what was
+        released is read back from the database when scrolled to."""
+        async with self._paging:
+            source = self._source
+            shown = [child for child in self.children if not isinstance(child, HiddenItems)]
+            if source is None or self._later or len(shown) <= (MAX_PAGES + 1) * PAGE_SIZE:
+                return  # paged far up (the newest are not mounted): the user is reading
+            kept = shown[-MAX_PAGES * PAGE_SIZE :]
+            # Where the kept part starts among the stored items: at its first message.
+            first = next((w for w in kept if isinstance(w, MessageView) and w.item_id is not None), None)
+            if first is None or first.item_id is None:
+                return
+            kept = kept[kept.index(first) :]
+            start = await source.position(first.item_id)
+            if self._selected is not None and self._selected not in kept:
+                self.select(None)
+            await self.remove_children(shown[: len(shown) - len(kept)])
+            self._total = source.item_count  # the reply is stored: every widget is a page's now
+            self._pages = [_Page(start, self._total, kept)]
+            await self._update_lines()
 
     async def show_first(self) -> None:
         """Jump to the first stored item (Home), releasing what is mounted."""

@@ -329,3 +329,21 @@ async def test_lines_without_category_or_key_are_filed_as_remember_files_them(
         await other.close()
     assert imported == remembered
     assert len({key for _, key, _ in imported}) == 3  # Ana's two facts under two keys
+
+
+async def test_a_backup_line_whose_flags_are_no_list_is_restored_without_them(
+    service: MemoryService,
+) -> None:
+    """A hand-edited backup's older version with `"flags": 5`: its history is restored
+    like any line with no flags (a line of the active set already was); the import used
+    to stop with "unexpected error: TypeError: 'int' object is not iterable"."""
+    lines = [
+        json.dumps({"id": 1, "status": "active", "category": "user", "key": "drink",
+                    "value": "Ana likes tea", "origin": "user"}),
+        json.dumps({"id": 2, "status": "superseded", "category": "user", "key": "drink",
+                    "value": "Ana likes coffee", "origin": "user", "superseded_by": 1, "flags": 5}),
+    ]
+    report = await import_lines(service, lines, project=PROJECT_A, trusted=True)
+    assert report.counts == {"created": 1, "history": 1}, report.errors
+    older = [m for m in await service.store.list(user=service.user) if m.status is Status.SUPERSEDED]
+    assert [(m.value, m.flags) for m in older] == [("Ana likes coffee", [])]
