@@ -155,6 +155,14 @@ PG_MIGRATIONS: list[str] = [
     CREATE INDEX memories_active_expiry ON memories (expires_at)
         WHERE status = 'active' AND expires_at IS NOT NULL;
     """,
+    # 7: the lexical channel of one user reads that user's rows packed together: the
+    # rows of a team's users interleave in the table, so filtering GIN matches or the
+    # status index by user read a heap page per row (5,000 pages for a user's 5,000
+    # of a million rows); this index answers it index-only (17 pages at 100k).
+    """
+    CREATE INDEX memories_own_search ON memories (username, scope)
+        INCLUDE (id, expires_at, search) WHERE status = 'active';
+    """,
 ]
 
 

@@ -144,6 +144,8 @@ class PostgresMemoryStore(write_plan.PlannedStore):
                 await migrate_schema(conn, where)
                 instance_id = await conn.fetchval("SELECT id FROM memory_instance")
                 searches = vector_search and await pgvector.prepare(conn, where)
+            if searches:  # connections opened before the type existed lack its codec
+                await pool.expire_connections()
         except BaseException as exc:
             await pool.close()
             if isinstance(exc, asyncpg.PostgresError | OSError):
