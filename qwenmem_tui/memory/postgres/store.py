@@ -546,9 +546,9 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         return await self._read(body)
 
     async def vector_mean(
-        self, embedding_model: str, *, user: str
+        self, embedding_model: str, *, user: str, dim: int
     ) -> tuple[np.ndarray | None, int]:
-        return await self._read(lambda conn: pgvector.mean(conn, embedding_model, user))
+        return await self._read(lambda conn: pgvector.mean(conn, embedding_model, user, dim))
 
     # change feed -------------------------------------------------------------------
     async def watch(self, on_change: ChangeCallback) -> None:

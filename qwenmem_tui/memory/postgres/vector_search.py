@@ -30,7 +30,6 @@ from collections.abc import Collection
 import asyncpg
 import numpy as np
 
-from qwenmem_tui.memory.postgres.steps import ACTIVE
 
 log = logging.getLogger("qwenmem.memory")
 
@@ -209,14 +208,16 @@ async def nearest(
 
 
 async def mean(
-    conn: asyncpg.Connection, embedding_model: str, user: str
+    conn: asyncpg.Connection, embedding_model: str, user: str, dim: int
 ) -> tuple[np.ndarray | None, int]:
-    """The mean of ``user``'s active vectors of one embedder, summed in the server,
-    and their count."""
+    """The mean of ``user``'s active vectors of one embedder and dimension, summed in
+    the server (index-only, from the packed btree: the predicate as literals), and
+    their count."""
+    dim = int(dim)
     row = await conn.fetchrow(
-        "SELECT avg(embedding_vec)::real[] AS mean, count(*) AS n FROM memories WHERE status = $1"
-        " AND username = $2 AND embedding_model = $3 AND embedding_vec IS NOT NULL",
-        ACTIVE,
+        "SELECT avg(embedding_vec)::real[] AS mean, count(*) AS n FROM memories"
+        f" WHERE status = 'active' AND vector_dims(embedding_vec) = {dim}"
+        " AND username = $1 AND embedding_model = $2",
         user,
         embedding_model,
     )
