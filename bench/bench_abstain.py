@@ -38,6 +38,7 @@ import numpy as np
 from qwenmem_tui.memory.abstain import PROBES, fit
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.memory.model import WriteRequest
 
 CORPUS = Path(__file__).resolve().parent / "multilingual_corpus.jsonl"
 PROJECT = "/bench/multilingual"
@@ -88,7 +89,15 @@ async def write_probe(svc: MemoryService, messages: list[dict[str, Any]]) -> Non
 async def evaluate(svc: MemoryService, facts: list[dict[str, Any]], messages: list[dict[str, Any]], split: str) -> None:
     ids: dict[str, int] = {}
     for fact in facts:
-        result = await svc.save(fact["category"], fact["key"], fact["value"], origin="user", project=PROJECT)
+        result = await svc.save(
+            WriteRequest(
+                fact["category"],
+                fact["key"],
+                fact["value"],
+                origin="user",
+                project=PROJECT,
+            )
+        )
         ids[fact["id"]] = result.memory.id
     chosen = [m for m in messages if split == "all" or m["split"] == split]
     print(f"{len(facts)} facts stored, {len(chosen)} messages ({split}), embedder {svc.recaller.embedder.id}\n")

@@ -35,7 +35,7 @@ from acp.schema import AgentMessageChunk, ClientCapabilities, Implementation
 
 from qwenmem_tui.config import load_settings
 from qwenmem_tui.features import registry  # noqa: F401 - registers the features' config sections
-from qwenmem_tui.memory.model import Origin
+from qwenmem_tui.memory.model import Origin, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
@@ -89,7 +89,9 @@ async def _seed(home: Path, project: Path) -> None:
     service = await MemoryService.open(load_settings(paths.config_file), paths)
     try:
         for category, key, value in FACTS:
-            await service.save(category, key, value, origin=Origin.USER, project=project_id(project))
+            await service.save(
+                WriteRequest(category, key, value, origin=Origin.USER, project=project_id(project))
+            )
     finally:
         await service.close()
 
@@ -99,10 +101,13 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def _run(home: Path, project: Path, question: str = "How do I run the tests?") -> list[float]:
+async def _run(
+    home: Path, project: Path, question: str = "How do I run the tests?", repo: Path = REPO
+) -> list[float]:
     """Seconds from spawn to: initialized, session created, first reply chunk, reply
-    done; the agent's CPU seconds at the first three; its CPU in all (at its exit)."""
-    env = {**os.environ, "QWENMEM_HOME": str(home), "PYTHONPATH": str(REPO), "QWENMEM_DEBUG_LOG_FILE": "0"}
+    done; the agent's CPU seconds at the first three; its CPU in all (at its exit).
+    `repo`: the checkout the agent runs."""
+    env = {**os.environ, "QWENMEM_HOME": str(home), "PYTHONPATH": str(repo), "QWENMEM_DEBUG_LOG_FILE": "0"}
     client = FirstChunk()
     cpu = _children_cpu()
     started = time.perf_counter()

@@ -34,6 +34,7 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.memory.model import WriteRequest
 
 CORPUS = Path(__file__).resolve().parent / "crosslang_corpus.jsonl"
 PROJECT = "/bench/crosslang"
@@ -70,7 +71,9 @@ async def _score(svc: MemoryService, memories: list, questions: list) -> dict[st
     ids: dict[str, int] = {}
     for m in memories:
         for value in [*m.get("old_values", []), m["value"]]:
-            result = await svc.save(m["category"], m["key"], value, origin="user", project=PROJECT)
+            result = await svc.save(
+                WriteRequest(m["category"], m["key"], value, origin="user", project=PROJECT)
+            )
         ids[m["id"]] = result.memory.id
     ranks: dict[str, list[int | None]] = defaultdict(list)
     misses: list[str] = []

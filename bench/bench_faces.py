@@ -23,6 +23,7 @@ goal (issue 40): `qwenmem -p` <= 1.2x `llm prompt`.
 
     .venv/bin/python bench/bench_faces.py [--runs 7] [--embedding hash --embedding auto]
         [--face headless --face mcp --face acp] [--llm /tmp/llm-venv/bin/llm]
+        [--baseline CHECKOUT]   (the same faces of another checkout, in the same rounds)
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from qwenmem_tui.memory.model import WriteRequest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -136,7 +138,9 @@ async def _seed(home: Path, project: Path) -> None:
     service = await MemoryService.open(load_settings(paths.config_file), paths)
     try:
         for category, key, value in FACTS:
-            await service.save(category, key, value, origin=Origin.USER, project=project_id(project))
+            await service.save(
+                WriteRequest(category, key, value, origin=Origin.USER, project=project_id(project))
+            )
     finally:
         await service.close()
 
@@ -154,8 +158,9 @@ def llm_home(work: Path, base_url: str) -> Path:
     return home
 
 
-def qwenmem_env(home: Path) -> dict[str, str]:
-    return {**os.environ, "QWENMEM_HOME": str(home), "PYTHONPATH": str(REPO), "QWENMEM_DEBUG_LOG_FILE": "0"}
+def qwenmem_env(home: Path, repo: Path = REPO) -> dict[str, str]:
+    """The environment of a qwenmem face on `home`, running the checkout `repo`."""
+    return {**os.environ, "QWENMEM_HOME": str(home), "PYTHONPATH": str(repo), "QWENMEM_DEBUG_LOG_FILE": "0"}
 
 
 # -- one run of each face: (wall seconds, CPU seconds, memory in the request or None) --------
@@ -189,19 +194,21 @@ def _request_count(requests_file: Path) -> int:
     return len(requests_file.read_text().splitlines()) if requests_file.exists() else 0
 
 
-def run_headless(home: Path, project: Path, requests_file: Path) -> tuple[float, float, bool | None]:
+def run_headless(
+    home: Path, project: Path, requests_file: Path, repo: Path = REPO
+) -> tuple[float, float, bool | None]:
     before = _request_count(requests_file)
     command = [sys.executable, "-m", "qwenmem_tui", "-p", QUESTION]
-    wall, cpu = _timed_process(command, qwenmem_env(home), project)
+    wall, cpu = _timed_process(command, qwenmem_env(home, repo), project)
     return wall, cpu, _memory_seen(requests_file, before)
 
 
-async def _mcp_first_answer(home: Path, project: Path) -> tuple[float, float, bool]:
+async def _mcp_first_answer(home: Path, project: Path, repo: Path) -> tuple[float, float, bool]:
     from mcp.client import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "qwenmem_tui", "mcp"], env=qwenmem_env(home), cwd=project
+        command=sys.executable, args=["-m", "qwenmem_tui", "mcp"], env=qwenmem_env(home, repo), cwd=project
     )
     cpu, started = _children_cpu(), time.perf_counter()
     with open(os.devnull, "w") as errlog:
@@ -214,16 +221,18 @@ async def _mcp_first_answer(home: Path, project: Path) -> tuple[float, float, bo
     return wall, _children_cpu() - cpu, found
 
 
-def run_mcp(home: Path, project: Path) -> tuple[float, float, bool | None]:
-    return asyncio.run(_mcp_first_answer(home, project))
+def run_mcp(home: Path, project: Path, repo: Path = REPO) -> tuple[float, float, bool | None]:
+    return asyncio.run(_mcp_first_answer(home, project, repo))
 
 
-def run_acp(home: Path, project: Path, requests_file: Path) -> tuple[float, float, bool | None]:
+def run_acp(
+    home: Path, project: Path, requests_file: Path, repo: Path = REPO
+) -> tuple[float, float, bool | None]:
     from bench_acp import _run  # same directory: run as a script
 
     before = _request_count(requests_file)
     cpu = _children_cpu()
-    times = asyncio.run(_run(home, project, QUESTION))
+    times = asyncio.run(_run(home, project, QUESTION, repo))
     return times[3], _children_cpu() - cpu, _memory_seen(requests_file, before)
 
 
@@ -236,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedding", action="append", choices=EMBEDDINGS)
     parser.add_argument("--face", action="append", choices=FACES)
     parser.add_argument("--llm", default=os.environ.get("BENCH_LLM", "/tmp/llm-venv/bin/llm"))
+    parser.add_argument(
+        "--baseline", type=Path, help="another qwenmem checkout: its faces too, in the same rounds"
+    )
     parser.add_argument("--serve", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
@@ -270,15 +282,18 @@ def _runners(
     if llm is not None:
         user_path = llm_home(work, base_url)
         runs["llm prompt"] = lambda: run_llm(llm, user_path, project)
+    builds = [("", REPO), *([(", before", args.baseline)] if args.baseline else [])]
     for embedding in args.embedding or EMBEDDINGS:
         home = qwenmem_home(work, base_url, embedding, project)
         faces = args.face or FACES
-        if "headless" in faces:
-            runs[f"qwenmem -p ({embedding})"] = lambda h=home: run_headless(h, project, requests_file)
-        if "mcp" in faces:
-            runs[f"qwenmem mcp ({embedding})"] = lambda h=home: run_mcp(h, project)
-        if "acp" in faces:
-            runs[f"qwenmem acp ({embedding})"] = lambda h=home: run_acp(h, project, requests_file)
+        for tag, repo in builds:
+            name = f"{embedding}{tag}"
+            if "headless" in faces:
+                runs[f"qwenmem -p ({name})"] = lambda h=home, r=repo: run_headless(h, project, requests_file, r)
+            if "mcp" in faces:
+                runs[f"qwenmem mcp ({name})"] = lambda h=home, r=repo: run_mcp(h, project, r)
+            if "acp" in faces:
+                runs[f"qwenmem acp ({name})"] = lambda h=home, r=repo: run_acp(h, project, requests_file, r)
     return runs
 
 

@@ -72,19 +72,38 @@ class Tally:
         return sum(1 / r for r in self.ranks if r is not None) / len(self.ranks)
 
 
-async def conversation_run(path: Path, embedding: str, fused: Tally, bm25: Tally, stats: dict[str, list[float]]) -> None:
+async def imported(svc: MemoryService, home: Path, lines: list[str], dia: list[str]) -> tuple[dict[str, int], int]:
+    """(dia_id -> memory id, turns held): imported now, or read from ``home``'s record
+    of an earlier run's import (``--homes``: the import is the slow part, and the same
+    rows let two builds' rankings be compared on one import)."""
+    record = home / "bench-import.json"
+    if record.exists():
+        done = json.loads(record.read_text(encoding="utf-8"))
+        return done["ids"], done["held"]
+    report = await backup.import_lines(svc, lines, project=PROJECT)
+    by_dia = dict(zip(dia, report.ids, strict=False))
+    held = report.counts.get("quarantined", 0)
+    record.write_text(json.dumps({"ids": by_dia, "held": held}), encoding="utf-8")
+    return by_dia, held
+
+
+async def conversation_run(
+    path: Path, args: argparse.Namespace, fused: Tally, bm25: Tally, stats: dict[str, list[float]]
+) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     lines, dia = turns(data)
     with tempfile.TemporaryDirectory(prefix="qwenmem-bench-locomo-") as tmp:
-        paths = Paths(Path(tmp))
+        home = Path(args.homes) / path.stem if args.homes else Path(tmp)
+        paths = Paths(home)
         paths.ensure()
-        settings = Settings.model_validate({"general": {"user": "bench"}, "memory": {"embedding": embedding}})
+        settings = Settings.model_validate(
+            {"general": {"user": "bench"}, "memory": {"embedding": args.embedding, "max_tokens": 0}}
+        )
         svc = await MemoryService.open(settings, paths)
         try:
-            report = await backup.import_lines(svc, lines, project=PROJECT)
-            stats["held"].append(report.counts.get("quarantined", 0))
+            by_dia, held = await imported(svc, home, lines, dia)
+            stats["held"].append(held)
             stats["turns"].append(len(lines))
-            by_dia = dict(zip(dia, report.ids, strict=False))
             for qa in data["qa"]:
                 if qa.get("category") == 5 or not qa.get("evidence"):
                     continue
@@ -112,10 +131,12 @@ def svc_tokens(result: Any, k: int) -> int:
 
 async def run(args: argparse.Namespace) -> None:
     files = sorted(Path(args.dir).glob("*.json"))[: args.conversations]
+    if args.only:
+        files = [f for f in files if f.stem in args.only.split(",")]
     fused, bm25 = Tally(), Tally()
     stats: dict[str, list[float]] = {"latency": [], "tokens": [], "held": [], "turns": []}
     for path in files:
-        await conversation_run(path, args.embedding, fused, bm25, stats)
+        await conversation_run(path, args, fused, bm25, stats)
         print(f"  {path.name}: {len(fused.ranks)} questions so far, R@5 {fused.at(5):.3f} "
               f"vs BM25 {bm25.at(5):.3f}", file=sys.stderr, flush=True)
     report(files, fused, bm25, stats, args.embedding)
@@ -140,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dir", help="the directory of LoCoMo's conversation JSON files")
     parser.add_argument("--conversations", type=int, default=10)
     parser.add_argument("--embedding", default="auto", choices=("auto", "hash"))
+    parser.add_argument("--only", default="", help="these conversations (file stems, comma-separated)")
+    parser.add_argument("--homes", default="", help="keep each conversation's home here and "
+                        "reuse its import on the next run (the same rows for two builds)")
     asyncio.run(run(parser.parse_args(argv)))
     return 0
 

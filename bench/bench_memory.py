@@ -31,7 +31,7 @@ from qwenmem_tui.config import Settings
 
 from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
 from qwenmem_tui.memory.embed import HashEmbedder
-from qwenmem_tui.memory.model import DAY, content_hash, embed_text
+from qwenmem_tui.memory.model import DAY, WriteRequest, content_hash, embed_text
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
@@ -148,11 +148,13 @@ async def bench_size(n: int, queries: int, writes: int) -> dict[str, float]:
             started = time.perf_counter()
             for i in range(writes):
                 await svc.save(
-                    "project",
-                    f"bench_write_{i}",
-                    _sentence(rng, words),
-                    origin="tool",
-                    project=PROJECT,
+                    WriteRequest(
+                        "project",
+                        f"bench_write_{i}",
+                        _sentence(rng, words),
+                        origin="tool",
+                        project=PROJECT,
+                    )
                 )
             write_s = time.perf_counter() - started
             rss = _rss_mb()

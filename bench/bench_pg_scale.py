@@ -48,7 +48,7 @@ from qwenmem_tui.config import Settings  # noqa: E402
 
 from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
 from qwenmem_tui.memory.embed import HashEmbedder  # noqa: E402
-from qwenmem_tui.memory.model import DAY, content_hash, embed_text  # noqa: E402
+from qwenmem_tui.memory.model import DAY, WriteRequest, content_hash, embed_text  # noqa: E402
 from qwenmem_tui.memory.postgres import vector_search as pgvector  # noqa: E402
 from qwenmem_tui.memory.service import MemoryService  # noqa: E402
 from qwenmem_tui.paths import Paths  # noqa: E402
@@ -222,7 +222,9 @@ async def team_member(dsn: str, user: str, mode: str, seconds: float, home: Path
         while time.monotonic() < end:
             _, value = note(rng, 2 * 10**7 + n)
             key = f"{user}_team_{n}"
-            result = await svc.save("project", key, value, origin="user", project=CLIENT_PROJECT)
+            result = await svc.save(
+                WriteRequest("project", key, value, origin="user", project=CLIENT_PROJECT)
+            )
             written.append((result.memory.id, key, value, result.action.value))
             t0 = time.perf_counter()
             await svc.recall(QUERIES[n % len(QUERIES)], project=CLIENT_PROJECT)

@@ -37,7 +37,7 @@ from qwenmem_tui.config import Settings  # noqa: E402
 
 from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
 from qwenmem_tui.memory.embed import HashEmbedder  # noqa: E402
-from qwenmem_tui.memory.model import DAY, content_hash, embed_text  # noqa: E402
+from qwenmem_tui.memory.model import DAY, WriteRequest, content_hash, embed_text  # noqa: E402
 from qwenmem_tui.memory.service import MemoryService  # noqa: E402
 from qwenmem_tui.paths import Paths  # noqa: E402
 
@@ -89,7 +89,9 @@ async def _latencies(svc: MemoryService, rng: random.Random, words: list[str], q
     for i in range(writes):
         value = _sentence(rng, words)
         t0 = time.perf_counter()
-        await svc.save("project", f"bench_write_{i % 50}", value, origin="tool", project=PROJECT)  # mostly supersedes
+        await svc.save(
+            WriteRequest("project", f"bench_write_{i % 50}", value, origin="tool", project=PROJECT)
+        )  # mostly supersedes
         saves.append((time.perf_counter() - t0) * 1000)
     return {
         "write p50": _pct(saves, 0.5), "write p99": _pct(saves, 0.99),
@@ -114,7 +116,15 @@ async def _propagation(dsn: str, home: Path, hops: int) -> list[float]:
         await asyncio.wait_for(watcher.stdout.readline(), 60)  # ready
         for i in range(hops):
             value = f"Project number {i}, stack Python"
-            result = await writer.save("project", "current_project", value, origin="tool", project=WATCH_PROJECT)
+            result = await writer.save(
+                WriteRequest(
+                    "project",
+                    "current_project",
+                    value,
+                    origin="tool",
+                    project=WATCH_PROJECT,
+                )
+            )
             committed = time.time()
             while True:
                 report = json.loads(await asyncio.wait_for(watcher.stdout.readline(), 10))

@@ -45,6 +45,7 @@ from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
+from qwenmem_tui.memory.model import WriteRequest
 
 LATENCIES = (0.0, 0.2, 2.0, 5.0)
 # Slow points cost their full latency per blocking run: a couple of runs each.
@@ -172,8 +173,10 @@ async def open_memory(home: Path, fake: FakeOpenAI, llm: LLMClient, embedding: s
     service = await MemoryService.open(settings, paths, llm=llm)
     for i, name in enumerate(SERVICES):
         await service.save(
-            "project", f"{name}_port", f"The {name} service listens on port {8000 + i}.",
-            origin="user", project=PROJECT,
+            WriteRequest(
+                "project", f"{name}_port", f"The {name} service listens on port {8000 + i}.",
+                origin="user", project=PROJECT,
+            )
         )
     return service
 

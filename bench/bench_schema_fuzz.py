@@ -4,8 +4,9 @@ the coverage phase and stateful sequences, seeded, repeated for `--seconds`, and
 again with the next seed until it has sent over
 2,000 requests (at most five runs).
 
-Prints requests sent, statuses, failed checks and tracebacks found in the daemon's
-output and debug log; exits 1 on any finding or on fewer than `--min-requests`. The
+Prints requests sent, statuses, failed checks, tracebacks found in the daemon's
+output and debug log, and how many sessions the stateful phase created and then used
+through the document's links (create -> prompt -> messages -> delete); exits 1 on any finding or on fewer than `--min-requests`. The
 short form runs in `make test` (tests/reliability/test_schema_fuzz.py).
 
     .venv/bin/python bench/bench_schema_fuzz.py [--examples 100] [--seed 1] [--seconds 150]
@@ -29,6 +30,9 @@ def merged(runs: list[FuzzReport]) -> FuzzReport:
     for run in runs:
         total.requests += run.requests
         total.statuses.update(run.statuses)
+        total.operations.update(run.operations)
+        total.created |= run.created
+        total.used |= run.used
         total.failures += run.failures
         total.tracebacks += run.tracebacks
         total.exit_code = total.exit_code or run.exit_code
@@ -60,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| {len(runs)} | {report.requests} | {report.server_errors} | {len(report.failures)} "
           f"| {len(report.tracebacks)} | {seconds:.0f} s |")
     print(f"statuses: {statuses}")
+    steps = [("POST", "/session", 201), ("POST", "/session/{session_id}/prompt", 200),
+             ("GET", "/session/{session_id}/messages", 200), ("DELETE", "/session/{session_id}", 200)]
+    print(f"stateful: {report.chains} sessions created and then used through the document's links; "
+          + ", ".join(f"{m} {p} {s}: {report.operations[(m, p, s)]}" for m, p, s in steps))
     for failure in report.failures[:20]:
         print(f"  failed: {failure}")
     clean = not (report.failures or report.tracebacks or report.server_errors or report.exit_code)

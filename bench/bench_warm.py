@@ -35,6 +35,7 @@ from qwenmem_tui.tui import app as app_module
 from qwenmem_tui.tui.features.memory.extension import memory_extension
 from qwenmem_tui.tui.screens import chat as chat_screen
 from qwenmem_tui.tui.widgets.prompt import PromptInput
+from qwenmem_tui.memory.model import WriteRequest
 
 CORPUS = Path(__file__).resolve().parent / "multilingual_corpus.jsonl"
 
@@ -48,7 +49,15 @@ async def seed(settings: Settings, paths: Paths, project: str, rows: list[dict[s
     service = await MemoryService.open(settings, paths)
     try:
         for row in rows:
-            await service.save(row["category"], row["key"], row["value"], origin="user", project=project)
+            await service.save(
+                WriteRequest(
+                    row["category"],
+                    row["key"],
+                    row["value"],
+                    origin="user",
+                    project=project,
+                )
+            )
     finally:
         await service.close()
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qwenmem_tui.memory.model import Origin, Status, WriteResult
+from qwenmem_tui.memory.model import Origin, Status, WriteRequest, WriteResult
 from qwenmem_tui.memory.service import MemoryService
 
 CORPUS = Path(__file__).with_name("identity_corpus.jsonl")
@@ -100,8 +100,10 @@ async def write(service: MemoryService, item: Mapping[str, str], project: str) -
     if "text" in item:
         return await service.remember(item["text"], project=project)
     return await service.save(
-        item["category"], item["key"], item["value"], origin=Origin.TOOL, project=project,
-        judge_timeout=service_judge_timeout(service),
+        WriteRequest(
+            item["category"], item["key"], item["value"], origin=Origin.TOOL, project=project,
+            judge_timeout=service_judge_timeout(service),
+        )
     )
 
 

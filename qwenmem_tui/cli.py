@@ -110,7 +110,7 @@ def build_parser(*, feature_commands: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
-def _accept_config_after_command(subparsers: argparse._SubParsersAction) -> None:
+def _accept_config_after_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`qwenmem memory list --config FILE` works like `qwenmem --config FILE memory list`.
 
     People add an option at the end of a command line; argparse only knows it before
@@ -197,9 +197,10 @@ def _run(argv: list[str]) -> int:
         print(f"qwenmem: warning: {warning}", file=sys.stderr)
     if (notice := tighten_home(paths)) is not None:
         print(f"qwenmem: {notice}", file=sys.stderr)
-    if func is not None and args.print is None:
+    if func is not None and args.print is None and not getattr(args, "holds_collector", False):
         # A subcommand: the chat's first frame never comes. (`-p` releases it once its
-        # runtime and chat are open, as the chat's first frame does.)
+        # runtime and chat are open, as the chat's first frame does; so do the faces
+        # that set `holds_collector`, `mcp` and `acp`, once theirs is.)
         collector.release(freeze=False)
     try:
         return _call(func or run_tui, args, settings, paths)

@@ -112,7 +112,7 @@ class UISettings(Section):
     _blank = field_validator("theme", mode="before")(_blank_to_none)
 
 
-S = TypeVar("S", bound=Section)
+S = TypeVar("S", bound=Section, covariant=True)  # read only: `SettingsSection[Section]` holds any
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ class Settings(Section):
         return self.llm.fast_model or self.llm.model
 
 
-def registered_sections() -> tuple[SettingsSection[Any], ...]:
+def registered_sections() -> tuple[SettingsSection[Section], ...]:
     """The sections the feature registry handed in (`sections.register_sections`)."""
     found = sections.registered_sections()
     return tuple(section for section in found if isinstance(section, SettingsSection))
@@ -188,7 +188,7 @@ def settings_model() -> type[Settings]:
 
 
 @functools.cache
-def _compose(sections: tuple[SettingsSection[Any], ...]) -> type[Settings]:
+def _compose(sections: tuple[SettingsSection[Section], ...]) -> type[Settings]:
     if not sections:
         return Settings
     own: dict[str, Any] = {}

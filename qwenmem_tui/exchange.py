@@ -9,14 +9,16 @@ without one importing the other.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
+
+from qwenmem_tui.llm.wire import Message
 
 
 @dataclass(frozen=True)
 class Shaped:
     """A request's messages as they go upstream, and what the exchange added to them."""
 
-    messages: list[dict[str, Any]]
+    messages: list[Message]
     ids: tuple[int, ...] = ()
     """The ids of the records the messages carry (the `X-Qwenmem-Memories` header)."""
     block: str = ""
@@ -33,11 +35,11 @@ class Exchange(Protocol):
         reply's bytes only then."""
         ...
 
-    async def shape(self, project: str, messages: list[dict[str, Any]]) -> Shaped:
+    async def shape(self, project: str, messages: list[Message]) -> Shaped:
         """The request's messages as they go upstream (never raises for the request)."""
         ...
 
-    async def after_reply(self, project: str, messages: list[dict[str, Any]], reply: str) -> None:
+    async def after_reply(self, project: str, messages: list[Message], reply: str) -> None:
         """A reply to `messages` completed with this text."""
         ...
 

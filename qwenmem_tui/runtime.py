@@ -34,16 +34,19 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, TypeVar, cast
 
-from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatSession
+from qwenmem_tui.chat.session import DEFAULT_SYSTEM_PROMPT, ChatOptions, ChatSession
 from qwenmem_tui.chat.view import model_messages
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features import registry
 from qwenmem_tui.features.feature import FeatureKey, PromptPart
 from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.llm.wire import Message
 from qwenmem_tui.paths import Paths, project_id, project_root
-from qwenmem_tui.reads import StartupError, check_resume, find_session  # noqa: F401 (re-exported)
+from qwenmem_tui.reads import StartupError as StartupError  # re-exported for the faces
+from qwenmem_tui.reads import check_resume as check_resume
+from qwenmem_tui.reads import find_session as find_session
 from qwenmem_tui.storage.database import Database, RetryCallback, StorageError
 from qwenmem_tui.storage.sessions import Item, SessionInfo, SessionStore
 
@@ -297,11 +300,7 @@ class Runtime:
         feature needs the endpoint)."""
         return self._llm
 
-    @overload
-    def state(self, key: FeatureKey[T]) -> T | None: ...
-    @overload
-    def state(self, key: str) -> Any: ...  # by name: untyped (prefer the key)
-    def state(self, key: FeatureKey[T] | str) -> object:
+    def state(self, key: FeatureKey[T]) -> T | None:
         """A feature's state for the runtime's life (None when it does not run),
         typed by its `FeatureKey`."""
         return self.assembly.state(key)
@@ -342,8 +341,7 @@ class Runtime:
         if self._llm is None:
             raise RuntimeError("this runtime serves no chats (Runtime.open(chats=False))")
         features = features if features is not None else self.session_features()
-        deps: dict[str, Any] = dict(
-            store=self.store,
+        deps = ChatOptions(
             llm=self.llm,
             tools=features.tools,
             settings=self.settings,
@@ -355,15 +353,15 @@ class Runtime:
         )
         if session is None:
             info = await self.store.create_session(self.project, lazy=True)
-            return ChatSession(info=info, **deps)
+            return ChatSession(info=info, store=self.store, **deps)
         session_id = session.id if isinstance(session, SessionInfo) else session
-        return await ChatSession.load(session_id=session_id, **deps)
+        return await ChatSession.load(session_id=session_id, store=self.store, **deps)
 
     async def find_session(self, ref: str) -> SessionInfo:
         """This project's session `ref` (an id or a unique prefix); StartupError else."""
         return await find_session(self.store, self.project, ref)
 
-    def model_view(self, items: Sequence[Item]) -> list[dict[str, Any]]:
+    def model_view(self, items: Sequence[Item]) -> list[Message]:
         """What the model sees of stored items (after the last /clear, summarised
         history folded), with this runtime's system prompt: a history without opening a chat."""
         return model_messages(items, self.system_prompt)

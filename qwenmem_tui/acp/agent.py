@@ -47,13 +47,13 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from qwenmem_tui import secrets
+from qwenmem_tui import collector, secrets
 from qwenmem_tui.acp.commands import COMMANDS, run_command, slash_command
 from qwenmem_tui.acp.prompt import prompt_text
 from qwenmem_tui.acp.updates import ReplyUpdates, Send, replay, tool_call_id
 from qwenmem_tui.chat.events import QueryFinished
 from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.features.mcp.feature import MCP
+from qwenmem_tui.features.mcp.feature import MCP_STATE
 from qwenmem_tui.features.mcp.permissions import Decision, PermissionRequest
 from qwenmem_tui.paths import project_root
 from qwenmem_tui.runtime import Runtime, StartupError
@@ -196,8 +196,13 @@ class QwenmemAgent:
         return await asyncio.shield(task)
 
     async def _open_project(self, root: Path, cwd: Path) -> Runtime:
-        runtime = await self._open_runtime(root, cwd)
-        servers = runtime.assembly.state(MCP)
+        try:
+            runtime = await self._open_runtime(root, cwd)
+        finally:
+            # Held by the CLI since launch: what the SDK's schema and the runtime built
+            # lives until exit, and is left out of every later collection.
+            collector.release(freeze=True)
+        servers = runtime.assembly.state(MCP_STATE)
         if servers:
             servers.approver = self._approve
             # The first prompt's tools include the configured servers' (each bounded
@@ -240,8 +245,8 @@ class QwenmemAgent:
             )
         session = await self._open(runtime, info)
         # Every update of the history goes out before the answer (the protocol's order).
-        await replay(session.chat.items, self._sender(session), runtime.project_root)
-        log.info("[ACP] loaded session %s (%d items)", session.id, len(session.chat.items))
+        await replay(await session.chat.stored_items(), self._sender(session), runtime.project_root)
+        log.info("[ACP] loaded session %s (%d items)", session.id, session.chat.item_count)
         self._later(session, self._offer_commands(session))
         return LoadSessionResponse()
 

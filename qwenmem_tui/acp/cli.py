@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy 
     from qwenmem_tui.paths import Paths
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "acp",
         help="an Agent Client Protocol agent on stdio (Zed, JetBrains, Neovim, toad)",
@@ -20,7 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "directory they open (contract §16). Zed: add it to agent_servers in "
         "settings.json (see README).",
     )
-    parser.set_defaults(func=run_acp)
+    # Its start builds what lives until exit (the SDK's schema, the runtime's modules):
+    # it releases the collector itself once its first runtime is open (collector.py).
+    parser.set_defaults(func=run_acp, holds_collector=True)
 
 
 def run_acp(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:

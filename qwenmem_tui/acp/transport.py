@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, cast
 
 from acp._transport import NdjsonTransport  # the SDK's stdio framing, extended here
 from acp.exceptions import RequestError
@@ -81,8 +81,8 @@ class GuardedTransport(NdjsonTransport):
                 await self._answer(RequestError.parse_error(), None)
                 continue
             reason = rejection(message)
-            if reason is None:
-                return message
+            if reason is None:  # rejection() checked it is a JSON object
+                return cast("dict[str, Any]", message)
             if isinstance(message, dict) and "method" in message and "id" not in message:
                 continue  # a notification gets no answer, not even an error
             request_id = message.get("id") if isinstance(message, dict) else None

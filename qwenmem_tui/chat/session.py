@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict, TypeVar, Unpack
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
@@ -43,9 +43,11 @@ from qwenmem_tui.chat.events import (
 from qwenmem_tui.chat.tools import ToolContext, ToolRegistry
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
 from qwenmem_tui.chat.view import model_messages, view_items
+from qwenmem_tui.chat.window import WINDOW_ITEMS, Window, load_window, trim
 from qwenmem_tui.llm import client as llm_events
 from qwenmem_tui.llm.client import Completion, LLMClient, ToolCall, Usage
 from qwenmem_tui.llm.errors import LLMError
+from qwenmem_tui.llm.wire import JSONObject, Message
 from qwenmem_tui.storage.database import StorageError
 from qwenmem_tui.storage.sessions import (
     Item,
@@ -98,8 +100,8 @@ class QueryHook(Protocol):
     async def on_query_start(self, session: ChatSession, text: str) -> None: ...
 
     async def before_request(
-        self, session: ChatSession, kind: TurnKind, messages: list[dict]
-    ) -> list[dict]: ...
+        self, session: ChatSession, kind: TurnKind, messages: list[Message]
+    ) -> list[Message]: ...
 
     async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None: ...
 
@@ -115,8 +117,8 @@ class BaseQueryHook:
         return None
 
     async def before_request(
-        self, session: ChatSession, kind: TurnKind, messages: list[dict]
-    ) -> list[dict]:
+        self, session: ChatSession, kind: TurnKind, messages: list[Message]
+    ) -> list[Message]:
         return messages
 
     async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None:
@@ -186,6 +188,31 @@ class _Progress:
         return QueryOutcome(status, error, bool(self.tool_names), list(self.tool_names))
 
 
+def _usage_of(items: Sequence[Item]) -> Usage:
+    prompt = completion = 0
+    for item in items:
+        usage = item.meta.get("usage") if item.type == "assistant" else None
+        if isinstance(usage, dict):
+            prompt += int(usage.get("prompt_tokens") or 0)
+            completion += int(usage.get("completion_tokens") or 0)
+    return Usage(prompt, completion)
+
+
+class ChatOptions(TypedDict):
+    """The keywords of ``ChatSession(...)`` besides its session and store: what
+    ``ChatSession.load`` passes through, so the two entry points cannot drift apart."""
+
+    llm: LLMClient
+    tools: ToolRegistry
+    settings: Settings
+    project_root: Path
+    hooks: NotRequired[Sequence[QueryHook]]
+    clock: NotRequired[Callable[[], float]]
+    system_prompt: NotRequired[str | None]
+    interactive: NotRequired[bool]
+    window_items: NotRequired[int]
+
+
 class ChatSession:
     def __init__(
         self,
@@ -201,6 +228,7 @@ class ChatSession:
         system_prompt: str | None = None,
         items: Sequence[Item] = (),
         interactive: bool = False,
+        window_items: int = WINDOW_ITEMS,
     ) -> None:
         self.info = info
         self.store = store
@@ -211,13 +239,22 @@ class ChatSession:
         self.hooks = list(hooks)
         self.clock = clock
         self.system_prompt = system_prompt if system_prompt is not None else DEFAULT_SYSTEM_PROMPT
-        self.items: list[Item] = list(items)
+        self.window_items = window_items
+        """The newest items held in memory beyond what the model view reads."""
+        held = Window(list(items))
+        self.items: list[Item] = held.items
+        """The session's newest items in order, display items included: the window held in
+        memory (`chat/window.py`). The `earlier` ones before them are in the database."""
+        self.carried: list[Item] = held.carried
+        """Pinned messages from before `items` that the model view still carries."""
+        self.earlier = held.earlier
+        self._latest: dict[str, Item] = {item.type: item for item in held.items}
+        self._usage = _usage_of(held.items)
         self.interactive = interactive
         """A person types in this face and it prepares while they type (the TUI warms
         memory recall). False for faces handed a whole message at once (the daemon,
         headless, ACP): a feature that would have prepared during typing waits for its
         work instead (`memory.api_wait_ms`)."""
-        """Every item of the session in order, display items included."""
         self.last_usage: Usage | None = None
         """Token usage the provider reported for the latest request, if it did."""
         self._task: asyncio.Task[None] | None = None
@@ -226,18 +263,83 @@ class ChatSession:
 
     @classmethod
     async def load(
-        cls, *, session_id: str, store: SessionStore, **options: Any
+        cls, *, session_id: str, store: SessionStore, **options: Unpack[ChatOptions]
     ) -> ChatSession:
         """Resume a stored session: its items, and the model view rebuilt from them.
 
-        ``options`` are the other keywords of ``ChatSession(...)`` (llm, tools,
-        settings, project_root, hooks, clock, system_prompt, interactive), passed through so the
-        two entry points cannot drift apart.
+        ``options`` are the other keywords of ``ChatSession(...)`` (ChatOptions),
+        passed through so the two entry points cannot drift apart.
         """
         info = await store.get_session(session_id)
         if info is None:
             raise SessionNotFoundError(session_id)
-        return cls(info=info, store=store, items=await store.load_items(session_id), **options)
+        chat = cls(info=info, store=store, **options)
+        await chat.reload()
+        return chat
+
+    async def reload(self) -> None:
+        """Read the window again from the database (another process may have written)."""
+        session_id = self.info.id
+        held = await load_window(self.store, session_id, self.window_items)
+        self.items, self.carried, self.earlier = held.items, held.carried, held.earlier
+        self._latest = await self.store.latest_by_type(session_id)
+        self._usage = Usage(*await self.store.usage_total(session_id))
+
+    # -- what is not held in memory --------------------------------------------------------
+
+    def latest(self, type: str) -> Item | None:  # noqa: A002 - the Item field
+        """The session's newest item of `type`, held or not (the last model switch)."""
+        return self._latest.get(type)
+
+    @property
+    def item_count(self) -> int:
+        """Stored items of the session: the window and the earlier ones."""
+        return self.earlier + len(self.items)
+
+    async def page(self, start: int, end: int) -> list[Item]:
+        """The session's items `start:end` by position, from memory when held."""
+        if start >= self.earlier:
+            return self.items[start - self.earlier : end - self.earlier]
+        stored = await self.store.load_items(self.info.id, offset=start, limit=max(0, end - start))
+        return stored
+
+    async def view_item(self, item_id: int) -> Item | None:
+        """The item `item_id` if the model view reads it (after the last /clear), held in
+        memory or not: a message scrolled back to can still be pinned."""
+        held = next((item for item in self.view_items() if item.id == item_id), None)
+        first = self.items[0].id if self.items else None
+        if held is not None or first is None or item_id >= first:
+            return held
+        if any(item.meta.get("reset") for item in self.items):
+            return None  # before a /clear held in memory
+        reset = await self.store.last_item(self.info.id, meta_key="reset")
+        if reset is not None and reset.id is not None and reset.id >= item_id:
+            return None
+        return await self.store.get_item(self.info.id, item_id)
+
+    async def set_meta(self, item: Item, meta: JSONObject) -> Item:
+        """Store an item's new meta (a pin); the copy held in memory follows, and a message
+        pinned from before the window is carried into the model view."""
+        updated = replace(item, meta=meta)
+        await self.store.update_item(updated)  # first: memory changes once the database agrees
+        held = [i for i in (*self.items, *self.carried) if i.id == item.id]
+        for copy in held:
+            copy.meta = meta
+        first = self.items[0].id if self.items else None
+        if not held and meta.get("pinned") and first is not None and item.id is not None and item.id < first:
+            self.carried = sorted([*self.carried, updated], key=lambda i: i.id or 0)
+        return held[0] if held else updated
+
+    async def position(self, item_id: int) -> int:
+        """Where the stored item `item_id` stands among the session's items (0-based)."""
+        for index, item in enumerate(self.items):
+            if item.id == item_id:
+                return self.earlier + index
+        return await self.store.count_items(self.info.id, through=item_id - 1)
+
+    async def stored_items(self) -> list[Item]:
+        """Every item of the session, read from the database (export, replay)."""
+        return await self.store.load_items(self.info.id)
 
     # -- the model view ------------------------------------------------------------------
 
@@ -247,22 +349,18 @@ class ChatSession:
         return self._busy
 
     def view_items(self) -> list[Item]:
-        return view_items(self.items)
+        """The items the model view is built from: after the last /clear, with the
+        pinned messages carried from before the window."""
+        return view_items([*self.carried, *self.items])
 
     def usage_total(self) -> Usage:
         """Tokens the endpoint counted for this session's chat requests (side calls —
         recaps, extraction, summaries — are not in it)."""
-        prompt = completion = 0
-        for item in self.items:
-            usage = item.meta.get("usage") if item.type == "assistant" else None
-            if isinstance(usage, dict):
-                prompt += int(usage.get("prompt_tokens") or 0)
-                completion += int(usage.get("completion_tokens") or 0)
-        return Usage(prompt, completion)
+        return self._usage
 
-    def history(self) -> list[dict[str, Any]]:
+    def history(self) -> list[Message]:
         """The messages the model sees next, system prompt first; fresh copies."""
-        return model_messages(self.items, self.system_prompt)
+        return model_messages([*self.carried, *self.items], self.system_prompt)
 
     # -- queries -------------------------------------------------------------------------
 
@@ -422,7 +520,7 @@ class ChatSession:
         await self._persist(self._item("info", notice), emit)
         return progress.outcome("turn_cap", notice)
 
-    async def _before_request(self, kind: TurnKind, messages: list[dict]) -> list[dict]:
+    async def _before_request(self, kind: TurnKind, messages: list[Message]) -> list[Message]:
         for hook in self.hooks:
             try:
                 messages = await hook.before_request(self, kind, messages)
@@ -431,7 +529,7 @@ class ChatSession:
         return messages
 
     async def _stream(
-        self, messages: list[dict], schemas: list[dict] | None, emit: Emit, progress: _Progress
+        self, messages: list[Message], schemas: list[Message] | None, emit: Emit, progress: _Progress
     ) -> Completion:
         progress.begin_reply()
         async with aclosing(self.llm.stream_chat(messages, tools=schemas)) as stream:
@@ -509,7 +607,7 @@ class ChatSession:
             if progress.completion is not None:
                 await self._commit_reply(progress.completion, emit, progress)
             elif progress.text or progress.reasoning:
-                message: dict[str, Any] = {"role": "assistant", "content": "".join(progress.text)}
+                message: Message = {"role": "assistant", "content": "".join(progress.text)}
                 if progress.reasoning:
                     message["reasoning_content"] = "".join(progress.reasoning)
                 item = self._item("assistant", message["content"], message, {"interrupted": True})
@@ -522,8 +620,8 @@ class ChatSession:
         self,
         type: str,  # noqa: A002 - the Item field
         content: str,
-        message: dict[str, Any] | None = None,
-        meta: dict[str, Any] | None = None,
+        message: Message | None = None,
+        meta: JSONObject | None = None,
     ) -> Item:
         return Item(
             id=None,
@@ -574,12 +672,12 @@ class ChatSession:
             return
         progress.draft_chars = progress.text_chars
         progress.draft_at = time.monotonic()
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(progress.text)}
+        message: Message = {"role": "assistant", "content": "".join(progress.text)}
         if progress.reasoning:
             message["reasoning_content"] = "".join(progress.reasoning)
         progress.draft_write = asyncio.ensure_future(self._save_draft(progress, message))
 
-    async def _save_draft(self, progress: _Progress, message: dict[str, Any]) -> None:
+    async def _save_draft(self, progress: _Progress, message: Message) -> None:
         try:
             if progress.draft is None:
                 draft = self._item("assistant", message["content"], message, {"interrupted": True})
@@ -604,6 +702,14 @@ class ChatSession:
 
     def _remember(self, item: Item, emit: Emit | None) -> None:
         self.items.append(item)
+        self._latest[item.type] = item
+        added = _usage_of([item])
+        self._usage = Usage(
+            self._usage.prompt_tokens + added.prompt_tokens,
+            self._usage.completion_tokens + added.completion_tokens,
+        )
+        held = trim(Window(self.items, self.carried, self.earlier), self.window_items)
+        self.items, self.carried, self.earlier = held.items, held.carried, held.earlier
         if emit is not None:
             emit(ItemAdded(item))
         self.info.updated_at = max(self.info.updated_at, item.created_at)
@@ -616,7 +722,7 @@ class ChatSession:
         self,
         type: str,  # noqa: A002 - the Item field
         content: str,
-        meta: dict[str, Any] | None = None,
+        meta: JSONObject | None = None,
     ) -> Item:
         """Commit a display-only item (info, error, away_recap, compaction, ...)."""
         return await self._persist(self._item(type, content, None, meta))

@@ -28,6 +28,7 @@ from typing import Any
 
 from qwenmem_tui import secrets
 from qwenmem_tui.chat.view import user_words
+from qwenmem_tui.llm.wire import JSONObject, Message
 from qwenmem_tui.paths import Paths
 
 log = logging.getLogger("qwenmem.tools")
@@ -50,12 +51,12 @@ class ToolContext:
     session_id: str
     turn_outputs: list[str] = field(default_factory=list)
     """Untrusted tool outputs so far in this query, oldest first (for the memory guard)."""
-    view: Callable[[], list[dict[str, Any]]] = list
+    view: Callable[[], list[Message]] = list
     """The session's model view (since the last /clear), for a tool that must know
     what the model has read (save_memory's provenance)."""
     trusted_tools: frozenset[str] = frozenset()
     """Tools whose output is qwenmem's own answer (``Tool.untrusted_output`` False)."""
-    request: list[dict[str, Any]] = field(default_factory=list)
+    request: list[Message] = field(default_factory=list)
     """The latest request's messages as the hooks shaped them: what the model saw,
     recalled memory included (the stored view holds no reminders the hooks add)."""
 
@@ -66,14 +67,14 @@ class ToolResult:
     is_error: bool = False
 
 
-ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
+ToolHandler = Callable[[JSONObject, ToolContext], Awaitable[str]]
 
 
 @dataclass
 class Tool:
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: JSONObject
     """JSON schema of the arguments object."""
     handler: ToolHandler
     untrusted_output: bool = True
@@ -81,7 +82,7 @@ class Tool:
     answer): a memory the model writes with it in view is judged as resting on it. Off
     only for a tool whose output is qwenmem's own receipt (save_memory)."""
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> JSONObject:
         return {
             "type": "function",
             "function": {
@@ -151,7 +152,7 @@ class ToolRegistry:
         tool = self._all().get(name)
         return tool is not None and tool.untrusted_output
 
-    def schemas(self) -> list[dict[str, Any]]:
+    def schemas(self) -> list[JSONObject]:
         """The OpenAI `tools` request parameter."""
         return [tool.schema() for tool in self._all().values()]
 
@@ -597,11 +598,11 @@ def builtin_tools(
                 f"and folders the user names in a message; {path!r} was not named."
             )
 
-    async def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
+    async def read_file(args: JSONObject, ctx: ToolContext) -> str:
         check_named(str(args["path"]), ctx)
         return await asyncio.to_thread(_read_text, root, str(args["path"]), private)
 
-    async def list_directory(args: dict[str, Any], ctx: ToolContext) -> str:
+    async def list_directory(args: JSONObject, ctx: ToolContext) -> str:
         path = str(args.get("path") or ".")
         check_named(path, ctx)
         return await asyncio.to_thread(_list_directory, root, path, private)

@@ -31,6 +31,8 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from qwenmem_tui.llm.wire import JSONObject, Message
+
 if TYPE_CHECKING:  # the storage opens sqlite: not for the first frame (instructions read this)
     from qwenmem_tui.storage.sessions import Item
 
@@ -89,14 +91,14 @@ def view_items(items: Sequence[Item]) -> list[Item]:
     return list(items)
 
 
-def complete_tool_exchanges(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def complete_tool_exchanges(messages: Sequence[Message]) -> list[Message]:
     """Copies of `messages` where every tool call is directly followed by its results.
 
     An assistant tool call whose results are not all there (a crash mid-tool, or the
     view asked for while a tool runs) loses its `tool_calls` — keeping its text if it
     had any — and stray tool messages are dropped: providers reject both.
     """
-    out: list[dict[str, Any]] = []
+    out: list[Message] = []
     index = 0
     while index < len(messages):
         message = messages[index]
@@ -108,7 +110,7 @@ def complete_tool_exchanges(messages: Sequence[dict[str, Any]]) -> list[dict[str
         if not calls:
             out.append(dict(message))
             continue
-        results: dict[str, dict[str, Any]] = {}
+        results: dict[str, JSONObject] = {}
         while index < len(messages) and messages[index].get("role") == "tool":
             results.setdefault(str(messages[index].get("tool_call_id")), messages[index])
             index += 1
@@ -126,7 +128,7 @@ def complete_tool_exchanges(messages: Sequence[dict[str, Any]]) -> list[dict[str
 
 def summary_message(
     summary: str, decisions: Sequence[str], count: int, sources: Sequence[str] = ()
-) -> dict[str, Any]:
+) -> JSONObject:
     """The rolling summary as it reaches the model: one reminder, escaped like memory.
 
     A user-role reminder rather than a second system message: several chat templates
@@ -151,7 +153,7 @@ def last_marker(items: Sequence[Item]) -> Item | None:
     return next((item for item in reversed(items) if item.type == COMPACTION_ITEM), None)
 
 
-def compacted_view(items: Sequence[Item]) -> tuple[dict[str, Any] | None, list[Item]]:
+def compacted_view(items: Sequence[Item]) -> tuple[JSONObject | None, list[Item]]:
     """Split the model-view items at the last compaction marker.
 
     Returns the summary message (None without a marker) and the items that stay in the
@@ -182,7 +184,7 @@ def compacted_view(items: Sequence[Item]) -> tuple[dict[str, Any] | None, list[I
     return summary, kept
 
 
-def _carried_message(message: dict[str, Any]) -> dict[str, Any] | None:
+def _carried_message(message: Message) -> Message | None:
     if message.get("role") not in ("user", "assistant"):
         return None
     text = content_text(message.get("content"))
@@ -192,7 +194,7 @@ def _carried_message(message: dict[str, Any]) -> dict[str, Any] | None:
 # -- the messages -------------------------------------------------------------------
 
 
-def model_messages(items: Sequence[Item], system_prompt: str) -> list[dict[str, Any]]:
+def model_messages(items: Sequence[Item], system_prompt: str) -> list[Message]:
     """The messages the model sees next for these stored items, system prompt first.
 
     Fresh copies. Reasoning is kept in the database but never sent back: providers
@@ -205,7 +207,7 @@ def model_messages(items: Sequence[Item], system_prompt: str) -> list[dict[str, 
         for item in kept
         if item.message is not None
     ]
-    head: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+    head: list[Message] = [{"role": "system", "content": system_prompt}]
     if summary is not None:
         head.append(summary)
     return head + complete_tool_exchanges(messages)

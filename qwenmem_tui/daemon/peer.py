@@ -31,7 +31,7 @@ from pathlib import Path
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from qwenmem_tui.daemon.client import TOKEN_FILE
+from qwenmem_tui.daemon.client import TOKEN_FILE as TOKEN_FILE  # re-exported: daemon/cli names it here
 from qwenmem_tui.daemon.guard import rejection
 from qwenmem_tui.paths import private_file
 

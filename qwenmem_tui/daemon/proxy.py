@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from qwenmem_tui.exchange import Exchange, Shaped
+from qwenmem_tui.llm.wire import JSONObject, Message
 from qwenmem_tui.paths import project_id, project_root
 
 log = logging.getLogger("qwenmem.daemon")
@@ -86,7 +87,7 @@ class Upstream:
         self.serves_responses: bool | None = None
         """Whether the endpoint has the Responses API (None: not asked yet); without
         it `/v1/responses` is translated onto its chat completions (`responses.py`)."""
-        self.kept_responses: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self.kept_responses: OrderedDict[str, list[Message]] = OrderedDict()
         """The conversation of each response the proxy translated, by its id, for a
         later request's `previous_response_id` (the endpoint kept none of it)."""
         self._client = httpx.AsyncClient(
@@ -101,7 +102,7 @@ class Upstream:
             await self.exchange.close()
         await self._client.aclose()
 
-    async def send(self, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
+    async def send(self, method: str, path: str, body: JSONObject | None) -> httpx.Response:
         """The upstream's response, its body not read yet; ProxyError when unreachable."""
         request = self._client.build_request(
             method,
@@ -152,7 +153,8 @@ async def upstream_error(response: httpx.Response) -> Response:
 
 
 def upstream_of(request: Request) -> Upstream:
-    return request.app.state.upstream
+    upstream: Upstream = request.app.state.upstream  # Starlette's state is untyped
+    return upstream
 
 
 def request_project(request: Request, upstream: Upstream) -> str:
@@ -182,7 +184,7 @@ def request_project(request: Request, upstream: Upstream) -> str:
         raise refusal from None
 
 
-async def json_body(request: Request) -> dict[str, Any]:
+async def json_body(request: Request) -> JSONObject:
     """The body as a JSON object whose `stream`, if given, is a boolean; else a 400."""
     raw = await request.body()
     try:
@@ -196,7 +198,7 @@ async def json_body(request: Request) -> dict[str, Any]:
     return body
 
 
-async def _request_body(request: Request) -> dict[str, Any]:
+async def _request_body(request: Request) -> JSONObject:
     body = await json_body(request)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:

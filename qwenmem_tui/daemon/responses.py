@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
 from starlette.requests import Request
@@ -50,13 +49,14 @@ from qwenmem_tui.daemon.translate import (
     response_object,
 )
 from qwenmem_tui.exchange import Shaped
+from qwenmem_tui.llm.wire import JSONObject, Message
 
 log = logging.getLogger("qwenmem.daemon")
 
 MAX_KEPT_RESPONSES = 1000
 
 
-async def _request_body(request: Request) -> dict[str, Any]:
+async def _request_body(request: Request) -> JSONObject:
     body = await json_body(request)
     given = body.get("input")
     if not (isinstance(given, str) and given) and not (isinstance(given, list) and given):
@@ -92,13 +92,13 @@ async def responses(request: Request) -> Response:
         return exc.response()
 
 
-async def _shape(upstream: Upstream, project: str, messages: list[dict[str, Any]]) -> Shaped:
+async def _shape(upstream: Upstream, project: str, messages: list[Message]) -> Shaped:
     if upstream.exchange is None:
         return Shaped(messages)
     return await upstream.exchange.shape(project, messages)
 
 
-async def _forwarded(upstream: Upstream, project: str, body: dict[str, Any]) -> Response | None:
+async def _forwarded(upstream: Upstream, project: str, body: JSONObject) -> Response | None:
     """The endpoint's own answer, or None when it has no Responses API (a 404 that is
     not about the model)."""
     items = input_items(body)
@@ -129,7 +129,7 @@ async def _forwarded(upstream: Upstream, project: str, body: dict[str, Any]) -> 
     return Response(raw, status_code=response.status_code, headers=headers, media_type=media_type)
 
 
-def with_block(items: list[dict[str, Any]], messages: list[dict[str, Any]], shaped: Shaped) -> list[dict[str, Any]]:
+def with_block(items: list[Message], messages: list[Message], shaped: Shaped) -> list[Message]:
     """The input items with the §6 block where `shaped` put it in the messages:
     leading the latest user message, or as a user message after the run of tool
     results it follows (§6)."""
@@ -182,10 +182,10 @@ def _replayed(response: httpx.Response, raw: bytes) -> httpx.Response:
     return httpx.Response(response.status_code, headers=response.headers, content=raw)
 
 
-async def _translated(upstream: Upstream, project: str, body: dict[str, Any]) -> Response:
+async def _translated(upstream: Upstream, project: str, body: JSONObject) -> Response:
     """The request onto the endpoint's chat completions, the answer back as Responses."""
     previous = body.get("previous_response_id")
-    earlier: list[dict[str, Any]] = []
+    earlier: list[Message] = []
     if previous is not None:
         if previous not in upstream.kept_responses:
             raise ProxyError(
@@ -238,7 +238,7 @@ class _Turn:
     `previous_response_id`, and extraction (when on)."""
 
     def __init__(
-        self, upstream: Upstream, project: str, shaped: Shaped, conversation: list[dict[str, Any]], response_id: str
+        self, upstream: Upstream, project: str, shaped: Shaped, conversation: list[Message], response_id: str
     ) -> None:
         self._upstream = upstream
         self._project = project
@@ -246,7 +246,7 @@ class _Turn:
         self._conversation = conversation
         self._id = response_id
 
-    async def done(self, output: list[dict[str, Any]]) -> None:
+    async def done(self, output: list[JSONObject]) -> None:
         message = assistant_message(output)
         kept = self._upstream.kept_responses
         kept[self._id] = [*self._conversation, message]

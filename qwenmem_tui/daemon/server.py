@@ -38,6 +38,7 @@ from qwenmem_tui.chat.events import (
     ToolCallStarted,
 )
 from qwenmem_tui.chat.session import ChatSession
+from qwenmem_tui.chat.window import load_window
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.guard import (
     CLIENT_ID_HEADER,
@@ -58,6 +59,7 @@ from qwenmem_tui.features.assembly import Assembly, SessionFeatures
 from qwenmem_tui.features.feature import load_face
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.llm.local_server import LocalChatDefaults
+from qwenmem_tui.llm.wire import JSONObject, Message
 from qwenmem_tui.paths import Paths, private_dir, private_file, project_id
 from qwenmem_tui.reply import ReplyCollector
 from qwenmem_tui.runtime import ModelStarter, Runtime
@@ -217,7 +219,7 @@ class DaemonBackend:
         features offer (`Feature.exchange`), None when none runs."""
         runtime = self.runtime
         for feature in runtime.assembly.registered:
-            if feature.exchange is not None and runtime.state(feature.name) is not None:
+            if feature.exchange is not None and runtime.assembly.runs(feature.name):
                 exchange: Exchange | None = load_face(feature.exchange)(runtime, extract=self._proxy_extract)
                 return exchange
         return None
@@ -301,7 +303,7 @@ class DaemonBackend:
         else:
             self._chats.move_to_end(info.id)
             chat.info = info
-            chat.items = await self.store.load_items(info.id)
+            await chat.reload()
         return chat
 
     async def _close_idle_chats(self) -> None:
@@ -334,10 +336,11 @@ class DaemonBackend:
         await self.store.delete_session(info.id)
         return copy
 
-    async def history(self, info: SessionInfo) -> list[dict[str, Any]]:
+    async def history(self, info: SessionInfo) -> list[Message]:
         """The model view (after the last /clear, summaries folded), as the TUI sees it:
         read from the stored items, no chat opened."""
-        return self.runtime.model_view(await self.store.load_items(info.id))
+        held = await load_window(self.store, info.id)
+        return self.runtime.model_view(held.view_source())
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -349,13 +352,18 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def backend_of(request: Request) -> DaemonBackend:
-    return request.app.state.backend
+    backend: DaemonBackend = request.app.state.backend  # Starlette's state is untyped
+    return backend
 
 
-async def read_json_object(request: Request, *, required: bool) -> dict[str, Any]:
+JSON_WHITESPACE = b" \t\r\n"
+"""The only whitespace JSON allows (RFC 8259 §2)."""
+
+
+async def read_json_object(request: Request, *, required: bool) -> JSONObject:
     """The body as a JSON object; an empty body is ``{}`` unless ``required``."""
     raw = await request.body()
-    if not raw.strip():
+    if not raw.strip(JSON_WHITESPACE):  # bytes.strip() would also take \f and \v: not JSON
         if required:
             raise ApiError(400, "invalid_json", "Invalid JSON in request body")
         return {}
@@ -372,7 +380,7 @@ async def read_json_object(request: Request, *, required: bool) -> dict[str, Any
 
 
 def text_field(
-    body: dict[str, Any], name: str, *, required: bool, max_chars: int | None = None
+    body: JSONObject, name: str, *, required: bool, max_chars: int | None = None
 ) -> str:
     """``body[name]`` as text the database and the model can take, else a 400.
 
@@ -397,7 +405,7 @@ def text_field(
     return value
 
 
-def session_json(info: SessionInfo) -> dict[str, Any]:
+def session_json(info: SessionInfo) -> JSONObject:
     return {
         "sessionId": info.id,
         "title": info.title,
@@ -541,7 +549,7 @@ class _StreamedReply(ReplyCollector):
         self._frames.append(_sse("tool_result", {**_tool_call_json(event.call), **result}))
 
 
-def _sse(event: str, data: dict[str, Any]) -> bytes:
+def _sse(event: str, data: JSONObject) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
@@ -571,7 +579,7 @@ async def _sse_events(
     yield _sse("done", {**done, "memories": reply.memories})
 
 
-def _tool_call_json(call: Any) -> dict[str, Any]:
+def _tool_call_json(call: Any) -> JSONObject:
     return {"id": call.id, "name": call.name, "arguments": call.arguments}
 
 
@@ -609,7 +617,7 @@ def _api_error(request: Request, exc: Exception) -> Response:
     return exc.response()
 
 
-_SESSION_SCHEMA: dict[str, Any] = {
+_SESSION_SCHEMA: JSONObject = {
     "type": "object",
     "required": ["sessionId", "title", "createdAt", "updatedAt", "messageCount"],
     "properties": {
@@ -620,7 +628,7 @@ _SESSION_SCHEMA: dict[str, Any] = {
         "messageCount": {"type": "integer"},
     },
 }
-_OPENAI_ERROR_SCHEMA: dict[str, Any] = {
+_OPENAI_ERROR_SCHEMA: JSONObject = {
     "type": "object",
     "required": ["error"],
     "properties": {
@@ -648,15 +656,15 @@ _BAD_BODY = api.error("invalid_json | invalid_request | invalid_client_id")
 _NOT_FOUND = api.error("session_not_found")
 
 
-def _openai_error(description: str) -> dict[str, Any]:
+def _openai_error(description: str) -> JSONObject:
     return api.json_response(api.ref("OpenAIError"), description)
 
 
-def _object(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+def _object(required: list[str], properties: JSONObject) -> JSONObject:
     return {"type": "object", "required": required, "properties": properties}
 
 
-def _proxied(answer: str) -> dict[str, Any]:
+def _proxied(answer: str) -> JSONObject:
     """The answers of a route of the OpenAI-compatible proxy: `answer` with the
     X-Qwenmem-Memories header, or an error in OpenAI's shape."""
     return {
@@ -696,6 +704,14 @@ _PROMPT_ANSWER = _object(
         },
     },
 )
+
+
+def _session_links(*operations: str, source: str = "$request.path.session_id") -> JSONObject:
+    """OpenAPI links to the session routes that take the session id from `source`: a
+    client (and schemathesis' stateful phase) can follow create -> prompt -> messages ->
+    delete on one real session."""
+    return {op: {"operationId": op, "parameters": {"session_id": source}} for op in operations}
+
 
 ROUTES: list[ApiRoute] = [
     ApiRoute(
@@ -745,13 +761,19 @@ ROUTES: list[ApiRoute] = [
         create_session,
         {
             "summary": "Create a session in the daemon's project",
+            "operationId": "createSession",
             "parameters": [api.CLIENT_ID],
             "requestBody": api.json_body(
                 {"type": "object", "properties": {"title": {"type": ["string", "null"], "maxLength": 200, "description": "null or absent: untitled"}}},
                 required=False,
             ),
             "responses": {
-                "201": api.json_response(api.ref("Session"), "Created"),
+                "201": {
+                    **api.json_response(api.ref("Session"), "Created"),
+                    "links": _session_links(
+                        "promptSession", "sessionMessages", "deleteSession", source="$response.body#/sessionId"
+                    ),
+                },
                 "413": api.error("body_too_large"),
                 **api.COMMON_ERRORS,
                 "400": _BAD_BODY,
@@ -767,10 +789,14 @@ ROUTES: list[ApiRoute] = [
         {
             "summary": "Sessions of the daemon's project, newest first",
             "responses": {
-                "200": api.json_response(
-                    _object(["sessions"], {"sessions": {"type": "array", "items": api.ref("Session")}}),
-                    "Sessions",
-                ),
+                "200": {
+                    **api.json_response(
+                        _object(["sessions"], {"sessions": {"type": "array", "items": api.ref("Session")}}),
+                        "Sessions",
+                    ),
+                    # No parameter to carry: a session list leads to a new session.
+                    "links": {"createSession": {"operationId": "createSession"}},
+                },
                 **api.COMMON_ERRORS,
             },
         },
@@ -785,6 +811,7 @@ ROUTES: list[ApiRoute] = [
         {
             "summary": "Run one query through the chat loop (tools, the features' hooks); SSE with "
             "Accept: text/event-stream (events delta, tool_call, tool_result, done, error)",
+            "operationId": "promptSession",
             "parameters": [api.SESSION_ID, api.CLIENT_ID],
             "requestBody": api.json_body(
                 _object(["text"], {"text": {"type": "string", "minLength": 1}})
@@ -792,6 +819,7 @@ ROUTES: list[ApiRoute] = [
             "responses": {
                 "200": {
                     "description": "The final reply (JSON) or an event stream",
+                    "links": _session_links("promptSession", "sessionMessages", "deleteSession"),
                     "content": {
                         "application/json": {"schema": _PROMPT_ANSWER},
                         "text/event-stream": {"schema": {"type": "string"}},
@@ -814,18 +842,22 @@ ROUTES: list[ApiRoute] = [
         {
             "summary": "The session's stored chat messages, in order (OpenAI dicts plus "
             "createdAt); /clear and summaries hide none",
+            "operationId": "sessionMessages",
             "parameters": [api.SESSION_ID],
             "responses": {
-                "200": api.json_response(
-                    _object(
-                        ["sessionId", "messages"],
-                        {
-                            "sessionId": {"type": "string"},
-                            "messages": {"type": "array", "items": {"type": "object"}},
-                        },
+                "200": {
+                    **api.json_response(
+                        _object(
+                            ["sessionId", "messages"],
+                            {
+                                "sessionId": {"type": "string"},
+                                "messages": {"type": "array", "items": {"type": "object"}},
+                            },
+                        ),
+                        "Messages",
                     ),
-                    "Messages",
-                ),
+                    "links": _session_links("promptSession", "deleteSession"),
+                },
                 **api.COMMON_ERRORS,
                 "404": _NOT_FOUND,
             },
@@ -838,19 +870,23 @@ ROUTES: list[ApiRoute] = [
         {
             "summary": "Delete a session of the daemon's project; a JSON copy is kept in "
             "$QWENMEM_HOME/trash for recovery",
+            "operationId": "deleteSession",
             "parameters": [api.SESSION_ID, api.CLIENT_ID],
             "responses": {
-                "200": api.json_response(
-                    _object(
-                        ["sessionId", "deleted"],
-                        {
-                            "sessionId": {"type": "string"},
-                            "deleted": {"const": True},
-                            "copy": {"type": "string", "description": "the kept copy"},
-                        },
+                "200": {
+                    **api.json_response(
+                        _object(
+                            ["sessionId", "deleted"],
+                            {
+                                "sessionId": {"type": "string"},
+                                "deleted": {"const": True},
+                                "copy": {"type": "string", "description": "the kept copy"},
+                            },
+                        ),
+                        "Deleted",
                     ),
-                    "Deleted",
-                ),
+                    "links": _session_links("sessionMessages", "promptSession", "deleteSession"),
+                },
                 **api.COMMON_ERRORS,
                 "404": _NOT_FOUND,
                 "409": api.error("session_busy: a prompt is running in this session"),

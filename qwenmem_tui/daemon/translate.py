@@ -16,6 +16,8 @@ import time
 import uuid
 from typing import Any
 
+from qwenmem_tui.llm.wire import JSONObject, Message
+
 _TEXT_PARTS = ("input_text", "output_text", "text")
 
 
@@ -23,17 +25,17 @@ class Unsupported(Exception):
     """What a translation onto chat completions cannot carry (a built-in tool, a file)."""
 
 
-def input_items(body: dict[str, Any]) -> list[dict[str, Any]]:
+def input_items(body: JSONObject) -> list[JSONObject]:
     """The request's input as items (a string is one user message)."""
     given = body["input"]
     return [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
 
 
-def chat_messages(items: list[dict[str, Any]], *, strict: bool) -> list[dict[str, Any]]:
+def chat_messages(items: list[Message], *, strict: bool) -> list[Message]:
     """Input items as chat-completions messages. `strict`: an item chat completions
     cannot carry raises Unsupported; else it is left out (the forwarded request keeps
     it: this view only finds the latest user message for recall)."""
-    messages: list[dict[str, Any]] = []
+    messages: list[Message] = []
     for item in items:
         kind = item.get("type", "message")
         try:
@@ -53,7 +55,7 @@ def chat_messages(items: list[dict[str, Any]], *, strict: bool) -> list[dict[str
     return messages
 
 
-def _message(item: dict[str, Any]) -> dict[str, Any]:
+def _message(item: Message) -> Message:
     role = item.get("role")
     if role not in ("user", "assistant", "system", "developer"):
         raise Unsupported(f"messages with role {role!r}")
@@ -80,13 +82,13 @@ def _parts_text(parts: Any) -> str:
     return "\n".join(texts)
 
 
-def _image_or_text(part: Any) -> dict[str, Any]:
+def _image_or_text(part: Any) -> JSONObject:
     if isinstance(part, dict) and part.get("type") == "input_image" and part.get("image_url"):
         return {"type": "image_url", "image_url": {"url": part["image_url"]}}
     return {"type": "text", "text": _parts_text([part])}
 
 
-def _add_call(messages: list[dict[str, Any]], item: dict[str, Any]) -> None:
+def _add_call(messages: list[Message], item: Message) -> None:
     """A function call joins the assistant message before it (parallel calls are one
     chat message), or starts one."""
     call = {
@@ -103,9 +105,9 @@ def _add_call(messages: list[dict[str, Any]], item: dict[str, Any]) -> None:
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
-def chat_request(body: dict[str, Any], messages: list[dict[str, Any]], model: str) -> dict[str, Any]:
+def chat_request(body: Message, messages: list[Message], model: str) -> Message:
     """The chat-completions request for a Responses request (messages shaped already)."""
-    chat: dict[str, Any] = {"model": body.get("model") or model, "messages": messages}
+    chat: Message = {"model": body.get("model") or model, "messages": messages}
     tools = body.get("tools") or []
     if tools:
         chat["tools"] = [_tool(tool) for tool in tools]
@@ -131,7 +133,7 @@ def chat_request(body: dict[str, Any], messages: list[dict[str, Any]], model: st
     return chat
 
 
-def _tool(tool: Any) -> dict[str, Any]:
+def _tool(tool: Any) -> JSONObject:
     if not isinstance(tool, dict) or tool.get("type") != "function":
         kind = tool.get("type") if isinstance(tool, dict) else tool
         raise Unsupported(f"tools of type {kind!r} (only function tools)")
@@ -143,7 +145,7 @@ def _tool(tool: Any) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-def _response_format(text: Any) -> dict[str, Any] | None:
+def _response_format(text: Any) -> JSONObject | None:
     fmt = text.get("format") if isinstance(text, dict) else None
     if not isinstance(fmt, dict) or fmt.get("type") in (None, "text"):
         return None
@@ -161,15 +163,15 @@ def new_id(prefix: str) -> str:
 
 
 def response_object(
-    body: dict[str, Any],
+    body: JSONObject,
     response_id: str,
     *,
     model: str,
-    output: list[dict[str, Any]],
-    usage: dict[str, Any] | None,
+    output: list[JSONObject],
+    usage: JSONObject | None,
     status: str = "completed",
     incomplete: str | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """A Responses API `response` object, with the request's settings echoed."""
     return {
         "id": response_id,
@@ -196,7 +198,7 @@ def response_object(
     }
 
 
-def _usage(usage: dict[str, Any] | None) -> dict[str, Any] | None:
+def _usage(usage: JSONObject | None) -> JSONObject | None:
     if not isinstance(usage, dict):
         return None
     prompt = int(usage.get("prompt_tokens") or 0)
@@ -212,7 +214,7 @@ def _usage(usage: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def message_item(text: str, item_id: str, status: str = "completed") -> dict[str, Any]:
+def message_item(text: str, item_id: str, status: str = "completed") -> Message:
     part = {"type": "output_text", "text": text, "annotations": []}
     return {
         "type": "message",
@@ -223,7 +225,7 @@ def message_item(text: str, item_id: str, status: str = "completed") -> dict[str
     }
 
 
-def call_item(call_id: str, name: str, arguments: str, item_id: str, status: str = "completed") -> dict[str, Any]:
+def call_item(call_id: str, name: str, arguments: str, item_id: str, status: str = "completed") -> JSONObject:
     return {
         "type": "function_call",
         "id": item_id,
@@ -234,7 +236,7 @@ def call_item(call_id: str, name: str, arguments: str, item_id: str, status: str
     }
 
 
-def output_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+def output_of(message: Message) -> list[Message]:
     """A chat completion's assistant message as Responses output items."""
     output = []
     content = message.get("content")
@@ -250,12 +252,12 @@ def output_of(message: dict[str, Any]) -> list[dict[str, Any]]:
     return output
 
 
-def assistant_message(output: list[dict[str, Any]]) -> dict[str, Any]:
+def assistant_message(output: list[Message]) -> Message:
     """Output items as the chat message a later request's history holds."""
     text = "".join(
         part["text"] for item in output if item["type"] == "message" for part in item["content"]
     )
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    message: Message = {"role": "assistant", "content": text or None}
     calls = [
         {"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": item["arguments"]}}
         for item in output
@@ -275,16 +277,16 @@ class StreamTranslation:
     the text as one message item, each tool call as a function-call item, in the
     order they began; `finish` closes them and completes the response."""
 
-    def __init__(self, body: dict[str, Any], response_id: str, model: str) -> None:
+    def __init__(self, body: JSONObject, response_id: str, model: str) -> None:
         self._body = body
         self._id = response_id
         self._model = model
         self._sequence = 0
-        self._output: list[dict[str, Any]] = []  # items in output order
-        self._text: dict[str, Any] | None = None  # the message item, once text came
+        self._output: list[JSONObject] = []  # items in output order
+        self._text: Message | None = None  # the message item, once text came
         self._texts: list[str] = []
-        self._calls: dict[int, dict[str, Any]] = {}  # by the chunk's tool-call index
-        self.usage: dict[str, Any] | None = None
+        self._calls: dict[int, JSONObject] = {}  # by the chunk's tool-call index
+        self.usage: JSONObject | None = None
         self.finish_reason: str | None = None
 
     def event(self, kind: str, **fields: Any) -> bytes:
@@ -292,7 +294,9 @@ class StreamTranslation:
         self._sequence += 1
         return f"event: {kind}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
 
-    def _response(self, status: str, output: list[dict[str, Any]], usage: dict | None = None) -> dict:
+    def _response(
+        self, status: str, output: list[JSONObject], usage: JSONObject | None = None
+    ) -> JSONObject:
         incomplete = incomplete_reason(self.finish_reason) if status != "in_progress" else None
         if incomplete:
             status = "incomplete"
@@ -305,7 +309,7 @@ class StreamTranslation:
         response = self._response("in_progress", [])
         return [self.event("response.created", response=response), self.event("response.in_progress", response=response)]
 
-    def chunk(self, data: dict[str, Any]) -> list[bytes]:
+    def chunk(self, data: JSONObject) -> list[bytes]:
         """The events one chat chunk makes."""
         if isinstance(data.get("usage"), dict):
             self.usage = data["usage"]
@@ -347,7 +351,7 @@ class StreamTranslation:
         )
         return events
 
-    def _call_delta(self, call: dict[str, Any]) -> list[bytes]:
+    def _call_delta(self, call: JSONObject) -> list[bytes]:
         events = []
         function = call.get("function") or {}
         key = int(call.get("index") or 0)
@@ -370,7 +374,7 @@ class StreamTranslation:
             )
         return events
 
-    def finish(self) -> tuple[list[bytes], list[dict[str, Any]]]:
+    def finish(self) -> tuple[list[bytes], list[JSONObject]]:
         """The closing events, and the finished output items."""
         events = []
         output = []

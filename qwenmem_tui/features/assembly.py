@@ -32,13 +32,13 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from qwenmem_tui.chat.tools import Tool, ToolRegistry, builtin_tools
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features import registry
 from qwenmem_tui.features.feature import (
-    Feature,
+    AnyFeature,
     FeatureContext,
     FeatureKey,
     SessionPart,
@@ -85,15 +85,11 @@ class SessionFeatures:
     tools: ToolRegistry
     parts: Mapping[str, SessionPart] = field(default_factory=dict)
 
-    @overload
-    def handle(self, key: FeatureKey[T]) -> T | None: ...
-    @overload
-    def handle(self, key: str) -> Any: ...  # by name: untyped (prefer the key)
-    def handle(self, key: FeatureKey[T] | str) -> object:
+    def handle(self, key: FeatureKey[T]) -> T | None:
         """The faces' handle on a feature's part of this session (None when it does
-        not run); typed when asked by its `FeatureKey`."""
-        part = self.parts.get(key if isinstance(key, str) else key.name)
-        return None if part is None else part.handle
+        not run), typed by its `FeatureKey`."""
+        part = self.parts.get(key.name)
+        return None if part is None else cast("T", part.handle)
 
     def warm_recall(self, session: ChatSession, text: str) -> None:
         """Typing paused: start what a query sending this text will want (memory
@@ -113,10 +109,10 @@ class Assembly:
 
     context: FeatureContext
     features: frozenset[str]
-    states: Mapping[str, Any]
+    states: Mapping[str, object]
     """The state of each feature that runs, by name (what its `open` returned)."""
     extra_tools: Sequence[Tool] = ()  # tests' own tools, offered like a feature's
-    registered: tuple[Feature, ...] = ()
+    registered: tuple[AnyFeature, ...] = ()
     """The registry it was built from (`registry.FEATURES` when it was created)."""
 
     @classmethod
@@ -155,7 +151,7 @@ class Assembly:
             clock=clock,
             serves_chats=serves_chats,
         )
-        states: dict[str, Any] = {}
+        states: dict[str, object] = {}
         for feature in registered:
             if feature.name in names:
                 state = feature.open(context) if feature.open is not None else True
@@ -169,16 +165,16 @@ class Assembly:
             registered=registered,
         )
 
-    def _running(self) -> list[Feature]:
+    def _running(self) -> list[AnyFeature]:
         return [f for f in self.registered if f.name in self.states]
 
-    @overload
-    def state(self, key: FeatureKey[T]) -> T | None: ...
-    @overload
-    def state(self, key: str) -> Any: ...  # by name: untyped (prefer the key)
-    def state(self, key: FeatureKey[T] | str) -> object:
-        """A feature's state (None when it does not run); typed by its `FeatureKey`."""
-        return self.states.get(key if isinstance(key, str) else key.name)
+    def runs(self, name: str) -> bool:
+        """Whether feature `name` runs here (its state opened)."""
+        return name in self.states
+
+    def state(self, key: FeatureKey[T]) -> T | None:
+        """A feature's state (None when it does not run), typed by its `FeatureKey`."""
+        return cast("T | None", self.states.get(key.name))
 
     async def settled(self) -> None:
         """Wait for every running feature's late tools to come up (`Feature.settled`)."""

@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from qwenmem_tui.llm.wire import Message
 from qwenmem_tui.paths import Paths
 
 if TYPE_CHECKING:
-    from qwenmem_tui.config import Settings, SettingsSection
+    from qwenmem_tui.config import Section, Settings, SettingsSection
     from qwenmem_tui.chat.session import ChatSession, QueryHook
     from qwenmem_tui.chat.tools import Tool
     from qwenmem_tui.llm.client import LLMClient
@@ -45,6 +46,7 @@ FaceRef = str
 """A face a feature offers, as ``"package.module:attribute"`` (loaded by the face)."""
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ class FeatureContext:
         return offers_tools(self.model_defaults)
 
 
-BlockExtractor = Callable[[list[dict[str, Any]]], Awaitable[None]]
+BlockExtractor = Callable[[list[Message]], Awaitable[None]]
 
 
 @dataclass
@@ -129,8 +131,9 @@ class SessionPart:
     tools: tuple[Tool, ...] = ()
     tool_providers: tuple[Callable[[], list[Tool]], ...] = ()
     """Tools that join later (MCP servers coming up), asked at each request."""
-    handle: Any = None
-    """The faces' handle on it (the compaction hook, memory's hooks)."""
+    handle: object = None
+    """The faces' handle on it (the compaction hook, memory's hooks), read typed by
+    the feature's `FeatureKey` (`SessionFeatures.handle`)."""
     warm: Callable[[ChatSession, str], None] | None = None
     """Typing paused on this text (the TUI): start work the query will want."""
     drain: Callable[[], Awaitable[None]] | None = None
@@ -142,16 +145,19 @@ def _always(settings: Settings) -> bool:
 
 
 @dataclass(frozen=True)
-class Feature:
+class Feature(Generic[S]):
     """One feature's registration: how it opens, what it adds to each session, and
     what it offers each face. Every part but the name is optional: /export adds
     nothing to a session and only offers a TUI extension.
+
+    `S` is its state's type (what `open` returns, what `session`, `close`, ... are
+    given): the type checker holds a registration's parts to one state.
 
     Adding a feature is a package with one of these and one line in `registry.py`.
     """
 
     name: str
-    settings: FaceRef | SettingsSection[Any] | None = None
+    settings: FaceRef | SettingsSection[Section] | None = None
     """Its settings section, a `config.SettingsSection` in its `settings.py` (its
     package's model; `[name]` or keys of a shared table), validated at start with the
     core's and read typed: `SECTION.of(settings)`. A reference like the faces: the
@@ -161,22 +167,22 @@ class Feature:
     titles 30)."""
     enabled: Callable[[Settings], bool] = _always
     """Whether this configuration turns it on (its settings section)."""
-    session: Callable[[Any, FeatureContext, SessionWiring], SessionPart] | None = None
+    session: Callable[[S, FeatureContext, SessionWiring], SessionPart] | None = None
     """A fresh part for one session, given the feature's state (what `open` returned)."""
-    open: Callable[[FeatureContext], Any] | None = None
+    open: Callable[[FeatureContext], S | None] | None = None
     """Its state for the runtime's life (e.g. `MemoryAccess`), not started yet; None
     from it: nothing to run here (no MCP server configured). Without `open` the
     feature runs with no state of its own (`session` gets True)."""
-    start: Callable[[Any], None] | None = None
+    start: Callable[[S], None] | None = None
     """Start the state in the background once the runtime is open (MCP servers)."""
-    close: Callable[[Any], Awaitable[None]] | None = None
-    ready: Callable[[Any], Awaitable[None]] | None = None
+    close: Callable[[S], Awaitable[None]] | None = None
+    ready: Callable[[S], Awaitable[None]] | None = None
     """Wait until its state serves (memory: the store open); a face that must not
     start broken asks for it (`Runtime.open(wait_ready=True)`): a failure fails it."""
-    settled: Callable[[Any], Awaitable[None]] | None = None
+    settled: Callable[[S], Awaitable[None]] | None = None
     """Wait for the tools it offers late to come up or fail (MCP servers): a face
     answering one question waits for it first (`Runtime.tools_settled`)."""
-    listen: Callable[[Any, Callable[[str], None]], None] | None = None
+    listen: Callable[[S, Callable[[str], None]], None] | None = None
     """Hand its state a listener for its one-line notices (a store down, back)."""
     without_chats: bool = False
     """It serves a runtime that opens no chats (`qwenmem mcp`): only such features are
@@ -209,6 +215,12 @@ class Feature:
     """The modules of its package the faces may import besides `feature.py`, `tui/`
     and `routes.py` (memory's `remote` for the MCP server, ...); the rest is its
     core, which only the feature itself and the assembly reach."""
+
+
+AnyFeature = Feature[Any]
+"""A registration whatever its state: what the registry and the assembly hold. Each
+feature's state is its own type and Python has no existential type to say "some
+state, the one its own parts take", so here — and only here — the state is `Any`."""
 
 
 @dataclass(frozen=True)

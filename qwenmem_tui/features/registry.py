@@ -20,7 +20,7 @@ from qwenmem_tui.features.model import feature as model
 from qwenmem_tui.features.recap import feature as recap
 from qwenmem_tui.features.titles import feature as titles
 
-FEATURES: tuple[feature.Feature, ...] = (
+FEATURES: tuple[feature.AnyFeature, ...] = (
     memory.FEATURE,
     compaction.FEATURE,
     recap.FEATURE,

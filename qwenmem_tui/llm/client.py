@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from qwenmem_tui.llm.errors import LLMError, StreamProblem, display_endpoint, map_error
 from qwenmem_tui.llm.read_ahead import read_ahead
 from qwenmem_tui.llm.side_calls import SideCallGate
+from qwenmem_tui.llm.wire import JSONObject, Message
 
 if TYPE_CHECKING:
     import openai
@@ -35,7 +36,7 @@ class ToolCall:
     name: str
     arguments: str  # raw JSON text, exactly as the model produced it
 
-    def to_message_dict(self) -> dict[str, Any]:
+    def to_message_dict(self) -> Message:
         return {
             "id": self.id,
             "type": "function",
@@ -57,9 +58,9 @@ class Completion:
     finish_reason: str | None = None
     usage: Usage | None = None
 
-    def to_message(self) -> dict[str, Any]:
+    def to_message(self) -> Message:
         """The assistant message for history; reasoning is kept for providers that want it."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        message: Message = {"role": "assistant", "content": self.content}
         if self.tool_calls:
             message["tool_calls"] = [call.to_message_dict() for call in self.tool_calls]
         if self.reasoning:
@@ -110,7 +111,7 @@ class _ReplyAccumulator:
         self._calls: dict[int, _PartialCall] = {}
         self._chunks = 0
 
-    def feed(self, payload: dict[str, Any]) -> list[LLMEvent]:
+    def feed(self, payload: JSONObject) -> list[LLMEvent]:
         """The events of one decoded chunk (usage and finish reason are kept)."""
         self._chunks += 1
         events: list[LLMEvent] = []
@@ -241,9 +242,9 @@ class LLMClient:
 
     async def stream_chat(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[JSONObject] | None = None,
         model: str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
@@ -259,9 +260,9 @@ class LLMClient:
 
     async def _stream_chat(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[JSONObject] | None = None,
         model: str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
@@ -299,14 +300,14 @@ class LLMClient:
 
     def _params(
         self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
+        messages: list[Message],
+        tools: list[JSONObject] | None,
         model: str,
         max_tokens: int | None,
         temperature: float | None,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         """The request's parameters: the call's own, else the client's defaults."""
-        params: dict[str, Any] = {
+        params: JSONObject = {
             "model": model,
             "messages": messages,
             "stream": True,
@@ -322,12 +323,12 @@ class LLMClient:
 
     async def complete(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         model: str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[JSONObject] | None = None,
     ) -> Completion:
         """The whole completion at once (side queries: titles, recaps, extraction).
 
@@ -395,7 +396,7 @@ class LLMClient:
 
 
 def _delta_events(
-    delta: dict[str, Any],
+    delta: JSONObject,
     text: list[str],
     reasoning: list[str],
     calls: dict[int, _PartialCall],
@@ -452,7 +453,7 @@ def merge_deltas(events: list[LLMEvent]) -> list[LLMEvent]:
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
-async def _sse_batches(response: Any) -> AsyncGenerator[list[dict[str, Any]], None]:
+async def _sse_batches(response: Any) -> AsyncGenerator[list[JSONObject], None]:
     """The JSON objects of an SSE body up to `[DONE]`, read as the SDK's own stream reads
     them, one list per read of the body (all the events that read completed).
 
@@ -477,7 +478,7 @@ async def _sse_batches(response: Any) -> AsyncGenerator[list[dict[str, Any]], No
             lines.append(rest)
         if final:
             lines.append("")  # the end of the body ends a last event without its blank line
-        batch: list[dict[str, Any]] = []
+        batch: list[JSONObject] = []
         for line in lines:
             if line:
                 if line.startswith("data:"):
@@ -506,7 +507,7 @@ async def _sse_batches(response: Any) -> AsyncGenerator[list[dict[str, Any]], No
             return
 
 
-def _raise_error_event(payload: dict[str, Any], response: Any) -> None:
+def _raise_error_event(payload: JSONObject, response: Any) -> None:
     """An error event inside a 200 stream: the provider failed after it started."""
     error = payload.get("error")
     if not error:

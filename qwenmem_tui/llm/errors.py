@@ -222,13 +222,15 @@ def _provider_detail(body: object) -> str:
         error = body.get("error", body)
         if isinstance(error, dict):
             for key in ("message", "msg", "detail"):
-                if isinstance(error.get(key), str):
-                    return error[key]
+                message = error.get(key)
+                if isinstance(message, str):
+                    return message
         if isinstance(error, str):
             return error
         for key in ("message", "detail"):
-            if isinstance(body.get(key), str):
-                return body[key]
+            message = body.get(key)
+            if isinstance(message, str):
+                return message
     if isinstance(body, str) and not body.lstrip().startswith("<"):
         return body
     return ""
@@ -276,7 +278,8 @@ def _retry_after(response: Any) -> float | None:
         parsed = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    return max(0.0, parsed.timestamp() - time.time())
+    seconds: float = parsed.timestamp() - time.time()
+    return max(0.0, seconds)
 
 
 def _context_text(detail: str) -> str:

@@ -25,6 +25,7 @@ from qwenmem_tui.llm.local_server import (
     LOCAL_TEMPERATURE,
     LocalModelServer,
 )
+from qwenmem_tui.llm.wire import Message
 
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
@@ -68,7 +69,7 @@ class LocalModelClient(LLMClient):
         )
 
     async def _stream_chat(
-        self, messages: list[dict[str, Any]], **options: Any
+        self, messages: list[Message], **options: Any
     ) -> AsyncGenerator[LLMEvent, None]:
         await self._running()
         try:
@@ -84,7 +85,7 @@ class LocalModelClient(LLMClient):
                 raise
             raise named from exc
 
-    async def _counted(self, messages: list[dict[str, Any]], reply: str) -> Usage | None:
+    async def _counted(self, messages: list[Message], reply: str) -> Usage | None:
         """The request's tokens, counted by the model's own tokenizer: llama_cpp.server
         reports no usage on a streamed reply, and the status line showed no tokens for
         the local model. The prompt is the messages in the model's ChatML form; None

@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy 
     from qwenmem_tui.paths import Paths
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "mcp",
         help="serve this project's memory to MCP clients over stdio (Claude Code, qwen-code)",
@@ -27,7 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="whose memory (default: the client's first root, else the current directory)",
     )
-    parser.set_defaults(func=run_mcp)
+    # Its start builds what lives until exit (the SDK's and the runtime's modules): it
+    # releases the collector itself once its runtime is open (collector.py).
+    parser.set_defaults(func=run_mcp, holds_collector=True)
 
 
 def run_mcp(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:

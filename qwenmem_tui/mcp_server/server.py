@@ -29,6 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ListResourcesResult, PaginatedRequestParams
 from mcp_types import Resource as MCPResource
 
+from qwenmem_tui import collector
 from qwenmem_tui import secrets as scanner
 from qwenmem_tui.features import registry
 from qwenmem_tui.features.feature import load_face
@@ -78,7 +79,12 @@ class MemoryBackend:
             self._opening = asyncio.create_task(self._open(), name="mcp-runtime")
 
     async def _open(self) -> Runtime:
-        runtime = await self._open_runtime()
+        try:
+            runtime = await self._open_runtime()
+        finally:
+            # Held by the CLI since launch: what the SDK and the runtime built lives
+            # until exit, and is left out of every later collection.
+            collector.release(freeze=True)
         if (memory := runtime.state(MEMORY_STATE)) is not None:
             memory.start()
         return runtime

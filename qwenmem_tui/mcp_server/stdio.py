@@ -25,7 +25,39 @@ from mcp.shared.message import SessionMessage
 
 log = logging.getLogger("qwenmem.mcp")
 
-_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
+_ID_KEY = re.compile(rb'"id"\s*:\s*')
+_ID_VALUE = re.compile(rb'-?\d{1,18}(?![\d.eE])|"(?:[^"\\]|\\.){0,200}"')
+_STRUCTURE = re.compile(rb'["\\{}\[\]]')
+
+
+def _top_level_id(raw: bytes) -> bytes | None:
+    """The text of the request's own id in a line that does not parse: the first "id"
+    key of the outer object, never one nested in its params (a tool's arguments may
+    carry an "id"), and nothing when its value is not one we can answer with."""
+    depth = 0
+    in_string = False
+    escaped_at = -1  # the byte after a backslash in a string: not structure
+    for mark in _STRUCTURE.finditer(raw):
+        if mark.start() == escaped_at:
+            continue
+        char = mark.group()
+        if in_string:
+            if char == b"\\":
+                escaped_at = mark.end()
+            elif char == b'"':
+                in_string = False
+            continue
+        if char == b'"':
+            key = _ID_KEY.match(raw, mark.start()) if depth == 1 else None
+            if key is not None:
+                value = _ID_VALUE.match(raw, key.end())
+                return value.group() if value is not None else None
+            in_string = True
+        elif char in (b"{", b"["):
+            depth += 1
+        elif char in (b"}", b"]"):
+            depth -= 1
+    return None
 
 
 _UNPARSED = object()
@@ -40,11 +72,11 @@ def _request_id(raw: bytes, parsed: Any = _UNPARSED) -> int | str | None:
     elif parsed is not _UNPARSED:
         return None
     else:
-        found = _ID.search(raw)
+        found = _top_level_id(raw)
         if found is None:
             return None
         try:
-            value = json.loads(found.group(1))
+            value = json.loads(found)
         except ValueError:
             return None
     if isinstance(value, bool) or not isinstance(value, int | str):

@@ -70,7 +70,8 @@ def fit(vectors: np.ndarray, small_talk: np.ndarray, weight: np.ndarray, steps: 
 @cache
 def _table(path: Path) -> dict[str, dict[str, object]]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        table: dict[str, dict[str, object]] = json.loads(path.read_text(encoding="utf-8"))
+        return table
     except (OSError, ValueError) as exc:
         log.warning("[MEMORY] small-talk probe unreadable (%s): recall never abstains", exc)
         return {}

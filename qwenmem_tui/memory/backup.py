@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.memory.model import (
     DAY,
-    AuditEntry,
     GLOBAL_SCOPE,
     LABEL_FLAGS,
     AuditAction,
+    AuditEntry,
     Origin,
     Status,
     WriteAction,
+    WriteRequest,
     WriteResult,
     content_hash,
     export_line,
@@ -153,7 +154,7 @@ async def import_lines(
     """JSON lines through ``import_rows``; a line that is not a JSON object with a
     string value (and, when given, string category and key) is rejected with its line
     number."""
-    rows: list[tuple[int, Mapping[str, Any]]] = []
+    rows: list[tuple[int, Mapping[str, object]]] = []
     report = ImportReport()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -175,7 +176,7 @@ async def import_lines(
 
 async def import_rows(
     service: MemoryService,
-    rows: Sequence[tuple[int, Mapping[str, Any]]],
+    rows: Sequence[tuple[int, Mapping[str, object]]],
     *,
     project: str,
     keep_scope: bool = False,
@@ -199,8 +200,8 @@ async def import_rows(
     """
     report = report or ImportReport()
     speech = dialogue_turns([row for _, row in rows])
-    pending: list[tuple[int, Mapping[str, Any], PendingWrite]] = []
-    history: list[tuple[int, Mapping[str, Any]]] = []
+    pending: list[tuple[int, Mapping[str, object], PendingWrite]] = []
+    history: list[tuple[int, Mapping[str, object]]] = []
     now = service.clock()
     for number, row in rows:
         try:
@@ -247,7 +248,7 @@ _NEW_ROW = (WriteAction.CREATED, WriteAction.SUPERSEDED)
 
 async def _restore_history(
     service: MemoryService,
-    lines: Sequence[tuple[int, Mapping[str, Any]]],
+    lines: Sequence[tuple[int, Mapping[str, object]]],
     trails: Mapping[int, Sequence[AuditValues]],
     report: ImportReport,
     *,
@@ -285,23 +286,25 @@ async def _restore_history(
     report.renumbered.update(added)
 
 
-def _version(*fields: Any) -> tuple[Any, ...]:
+def _version(*fields: object) -> tuple[object, ...]:
     return tuple(str(f) if not isinstance(f, float) else round(f, 3) for f in fields)
 
 
 async def _history_row(
-    service: MemoryService, line: Mapping[str, Any], *, project: str, now: float
+    service: MemoryService, line: Mapping[str, object], *, project: str, now: float
 ) -> HistoryRow:
     """A backup's older version as it was: validated and redacted like any line."""
     pending = await service.prepare(
-        _text(line, "category"),
-        _text(line, "key"),
-        _text(line, "value"),
-        origin=_string("origin", line.get("origin", Origin.USER.value)),
-        provenance=Provenance.imported(trusted=True),
-        project=project,
-        scope=_import_scope(line, project, keep=True),
-        reason="import --trust",
+        WriteRequest(
+            _text(line, "category"),
+            _text(line, "key"),
+            _text(line, "value"),
+            origin=_string("origin", line.get("origin", Origin.USER.value)),
+            provenance=Provenance.imported(trusted=True),
+            project=project,
+            scope=_import_scope(line, project, keep=True),
+            reason="import --trust",
+        )
     )
     created_at = _import_time(line.get("created_at"), now) or now
     updated_at = _import_time(line.get("updated_at"), now) or created_at
@@ -309,15 +312,15 @@ async def _history_row(
     if later is not None and (isinstance(later, bool) or not isinstance(later, int)):
         raise ValueError(f"superseded_by must be a memory id, got {_shown(later)}")
     until = line.get("valid_until")
-    flags = [f for f in line.get("flags") or () if isinstance(f, str) and f in LABEL_FLAGS]
+    flags = [f for f in _listed(line.get("flags")) if f in LABEL_FLAGS]
     row = NewRow(
         service.user, pending.scope, pending.category.value, pending.key, pending.value,
-        pending.origin.value, Status(line["status"]).value, flags, created_at, updated_at,
+        pending.origin.value, Status(_text(line, "status")).value, flags, created_at, updated_at,
         _import_expiry(line.get("expires_at"), created_at), content_hash(pending.value), "", None,
         _import_stated(line.get("stated_at"), now) or created_at,
     )  # fmt: skip
     return HistoryRow(
-        int(line["id"]),
+        _backup_id(line),
         row,
         later,
         None if until is None else _finite_number("valid_until", until),
@@ -325,7 +328,7 @@ async def _history_row(
     )
 
 
-def _audit_values(line: Mapping[str, Any]) -> list[AuditValues]:
+def _audit_values(line: Mapping[str, object]) -> list[AuditValues]:
     """The audit trail a backup line carries, entries that are not well formed left out."""
     entries = line.get("audit")
     out: list[AuditValues] = []
@@ -349,7 +352,7 @@ async def _count(
     service: MemoryService,
     report: ImportReport,
     number: int,
-    row: Mapping[str, Any],
+    row: Mapping[str, object],
     result: WriteResult,
     *,
     trusted: bool,
@@ -376,7 +379,7 @@ async def _count(
                f"({_where(memory.scope, project)}, origin {memory.origin})")
     report.ids.append(memory.id)
     if is_backup_row(row):
-        report.renumbered[int(row["id"])] = memory.id
+        report.renumbered[_backup_id(row)] = memory.id
 
 
 _SPEAKER = re.compile(r"^\s*([^\W\d_][^:\n]{0,40}?)\s*:\s+\S")
@@ -384,7 +387,7 @@ DIALOGUE_SHARE = 0.8
 """Rows of an import that must be "Name: text" turns for it to read as a conversation."""
 
 
-def dialogue_turns(rows: Sequence[Mapping[str, Any]]) -> set[int]:
+def dialogue_turns(rows: Sequence[Mapping[str, object]]) -> set[int]:
     """The rows (by ``id()``) that are turns of a conversation between people: the
     file is one by its shape — most rows "Name: text", a few speakers, each speaking
     more than once (a list of "Note: ..." lines has one label, and notes are not a
@@ -414,7 +417,7 @@ def _where(scope: str, project: str) -> str:
 
 async def _prepare(
     service: MemoryService,
-    row: Mapping[str, Any],
+    row: Mapping[str, object],
     *,
     project: str,
     keep_scope: bool,
@@ -428,8 +431,7 @@ async def _prepare(
         raise ValueError(f"origin must be user, tool or agent, got {_shown(origin)}")
     backup = is_backup_row(row)
     scope = _import_scope(row, project, keep=trusted and (keep_scope or backup))
-    flags = row.get("flags")
-    listed = [f for f in flags if isinstance(f, str)] if isinstance(flags, list) else []
+    listed = _listed(row.get("flags"))
     hold: list[str] = []
     if row.get("status") == Status.QUARANTINED.value:
         hold = [f for f in listed if holds([f])] or ["held_before_export"]
@@ -442,24 +444,31 @@ async def _prepare(
     value = _text(row, "value")
     category, key = row.get("category"), row.get("key")
     if category is None or key is None:  # hand-written: filed as /remember files a note
-        filed = await service.writer.file(value, project=project, category=category, key=key)
+        filed = await service.writer.file(
+            value,
+            project=project,
+            category=None if category is None else _string("category", category),
+            key=None if key is None else _string("key", key),
+        )
         category, key = filed.category, filed.key
     stored_origin = origin if trusted or origin != Origin.USER.value else Origin.TOOL.value
     pending = await service.prepare(
-        _string("category", category),
-        _string("key", key),
-        value,
-        origin=stored_origin,
-        provenance=Provenance.imported(trusted=trusted, speech=speech),
-        project=project,
-        ttl_days=_import_ttl(row.get("ttl_days")),
-        scope=scope,
-        created_at=created_at,
-        expires_at=expires_at,
-        stated_at=_import_stated(row.get("stated_at"), now),
-        reason="import --trust" if trusted else f"import; claimed origin {origin}",
-        hold=hold,
-        labels=[f for f in listed if f in LABEL_FLAGS],
+        WriteRequest(
+            _string("category", category),
+            _string("key", key),
+            value,
+            origin=stored_origin,
+            provenance=Provenance.imported(trusted=trusted, speech=speech),
+            project=project,
+            ttl_days=_import_ttl(row.get("ttl_days")),
+            scope=scope,
+            created_at=created_at,
+            expires_at=expires_at,
+            stated_at=_import_stated(row.get("stated_at"), now),
+            reason="import --trust" if trusted else f"import; claimed origin {origin}",
+            hold=hold,
+            labels=[f for f in listed if f in LABEL_FLAGS],
+        )
     )
     # A backup's active set was already decided: restored as it was, not merged.
     pending.decide_identity = not backup
@@ -473,7 +482,7 @@ async def _prepare(
     return pending
 
 
-def _import_scope(row: Mapping[str, Any], project: str, *, keep: bool) -> str | None:
+def _import_scope(row: Mapping[str, object], project: str, *, keep: bool) -> str | None:
     """Where a row lands: ``"project"`` is this project, ``"global"`` every one; any
     other scope (another project's path) is kept only when ``keep`` (a trusted backup,
     or --trust --keep-scope), else the category's default here (None)."""
@@ -487,23 +496,36 @@ def _import_scope(row: Mapping[str, Any], project: str, *, keep: bool) -> str | 
     return None
 
 
-def is_backup_row(row: Mapping[str, Any]) -> bool:
+def is_backup_row(row: Mapping[str, object]) -> bool:
     """A line `memory export` wrote (it names its id and status), not a hand-written one."""
     return isinstance(row.get("id"), int) and isinstance(row.get("status"), str)
 
 
-def _shown(value: Any) -> str:
+def _backup_id(row: Mapping[str, object]) -> int:
+    """The id `memory export` wrote on a backup's line (`is_backup_row`)."""
+    found = row.get("id")
+    if not isinstance(found, int):
+        raise ValueError(f"id must be a memory id, got {_shown(found)}")
+    return int(found)
+
+
+def _listed(flags: object) -> list[str]:
+    """A line's flags: the strings of its list (anything else lists none)."""
+    return [f for f in flags if isinstance(f, str)] if isinstance(flags, list) else []
+
+
+def _shown(value: object) -> str:
     """A bad value in an error message: short, and never recursing into deep nesting."""
     shown = reprlib.Repr()
     shown.maxlevel, shown.maxstring, shown.maxother = 2, 60, 60
     return shown.repr(value)
 
 
-def _text(row: Mapping[str, Any], name: str) -> str:
+def _text(row: Mapping[str, object], name: str) -> str:
     return _string(name, row.get(name))
 
 
-def _string(name: str, value: Any) -> str:
+def _string(name: str, value: object) -> str:
     if not isinstance(value, str):
         raise ValueError(f"{name} must be a string, got {_shown(value)}")
     return value
@@ -536,7 +558,7 @@ def parse_line(line: str) -> dict[str, Any]:
     return row
 
 
-def _finite_number(name: str, value: Any) -> float:
+def _finite_number(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a number, got {_shown(value)}")
     if not math.isfinite(value):
@@ -544,7 +566,7 @@ def _finite_number(name: str, value: Any) -> float:
     return float(value)
 
 
-def _import_ttl(value: Any) -> int | None:
+def _import_ttl(value: object) -> int | None:
     """A whole number of days from 1 to 100 years (the TTL policy then caps it)."""
     if value is None:
         return None
@@ -554,7 +576,7 @@ def _import_ttl(value: Any) -> int | None:
     return int(days)
 
 
-def _import_time(value: Any, now: float) -> float | None:
+def _import_time(value: object, now: float) -> float | None:
     """A real past moment: a far-future created_at would never expire."""
     if value is None:
         return None
@@ -566,7 +588,7 @@ def _import_time(value: Any, now: float) -> float | None:
     return at
 
 
-def _import_stated(value: Any, now: float) -> float | None:
+def _import_stated(value: object, now: float) -> float | None:
     """When the fact was said: ISO 8601 (a date, or a date-time; UTC unless it names a
     zone) or unix seconds (a backup's), a real past moment; None: when it is saved."""
     if value is None:
@@ -583,7 +605,7 @@ def _import_stated(value: Any, now: float) -> float | None:
     return at
 
 
-def _import_expiry(value: Any, created_at: float | None) -> float | None:
+def _import_expiry(value: object, created_at: float | None) -> float | None:
     """A backup's exact expiry: after its creation, within 100 years of it."""
     if value is None:
         return None

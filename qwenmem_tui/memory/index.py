@@ -1,19 +1,23 @@
 """The local FAISS index: a cache of the store's vectors, never the source of truth.
 
-``IndexIDMap2`` over inner product (vectors are L2-normalised, so it is cosine) keyed
-by memory id; flat while small — exact, and fast enough at 100k — and HNSW beyond
-``hnsw_threshold``. HNSW cannot delete, so removals there are tombstones until the
-next rebuild; they are harmless meanwhile because every search runs behind an
-IDSelector built from the store's hard filters, which never allow a removed row.
+Inner product (vectors are L2-normalised, so it is cosine), keyed by memory id. Flat
+(``IndexIDMap2`` over ``IndexFlatIP``: exact, float32) while small; from
+``approximate_threshold`` on, inverted lists of float16 codes (``IVF…,SQfp16``: half
+the memory, and a search scans the few lists nearest the query instead of every
+vector). An approximate search only proposes: recall re-scores its candidates with
+the store's exact vectors (``search(exact=...)``), and an allowed set small enough is
+scored exactly outright. Both kinds delete for real (the IVF through a hash direct
+map), and every search runs behind an IDSelector built from the store's hard filters.
 
-On disk: ``<index_dir>/<embedder>.faiss``, a JSON header (embedder, dimension, kind,
-tombstones, the store generation it reflects) followed by the serialised index.
+On disk: ``<index_dir>/<embedder>.faiss``: a JSON header (embedder, dimension, kind,
+count, the store generation it reflects, the sum of its vectors), the ids, then the
+FAISS index, read and written in pieces (never a second copy of the whole file).
 
-The index also keeps the sum of its live vectors (updated on every add and removal,
-recomputed at load), so recall can rank by ``p·(q − mean)``: a small multilingual
-embedder puts every sentence of one language in a shared direction, and the store's
-mean is dominated by those directions; removing it from the query stops a question
-from preferring any memory written in its own language (``search(debias=True)``).
+The sum of the live vectors (kept on every add and removal, saved in the header) gives
+the store's mean, so recall can rank by ``p·(q − mean)``: a small multilingual embedder
+puts every sentence of one language in a shared direction, and the store's mean is
+dominated by those directions; removing it from the query stops a question from
+preferring any memory written in its own language (``search(debias=True)``).
 FAISS calls run in a thread: they release the GIL and can take a while.
 """
 
@@ -22,26 +26,42 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import faiss
 import numpy as np
 
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased
 from qwenmem_tui.paths import private_dir, private_file
 
 log = logging.getLogger("qwenmem.memory")
 
 Progress = Callable[[int, int], None]  # (done, total)
+ExactVectors = Callable[[Sequence[int]], Awaitable[tuple[np.ndarray, np.ndarray]]]
+"""(ids, float32 vectors) of some ids, from the store: an approximate search's re-scoring."""
+Batches = AsyncIterator[tuple[np.ndarray, np.ndarray]]
 
 FLAT = "flat"
-HNSW = "hnsw"
+IVF = "ivf"
+APPROXIMATE_THRESHOLD = 50_000
+"""From this many vectors the index is approximate (IVF, float16): 77 MB at 50k."""
 _BATCH = 4096
-_MAGIC = b"QWENMEM-FAISS-1\n"
-_TOMBSTONE_REBUILD_RATIO = 0.25
+_MAGIC = b"QWENMEM-FAISS-2\n"
+# Lists an approximate search scans (more when the filters allow a small share).
+_NPROBE = 16
+# An allowed set this small is scored exactly even in the approximate index.
+_EXACT_BELOW = 8_000
+# Training points per list (FAISS asks for 39 at least), k-means iterations, and how
+# far the index may grow past what it was trained for before a rebuild.
+_TRAIN_PER_LIST = 40
+_TRAIN_ITERATIONS = 10
+_REGROW = 4
 
 # One query is too small to split across threads: OpenMP's fork/join made p99 four
 # times worse than single-threaded search on 2 cores. The setting is per OS thread,
@@ -49,16 +69,36 @@ _TOMBSTONE_REBUILD_RATIO = 0.25
 _THREADS = faiss.omp_get_max_threads()
 
 
+def lists_for(count: int) -> int:
+    """Inverted lists of an approximate index over ``count`` vectors."""
+    return max(1, int(math.sqrt(count)))
+
+
+def training_size(count: int) -> int:
+    """How many vectors train an approximate index over ``count`` (a sample)."""
+    return min(count, _TRAIN_PER_LIST * lists_for(count))
+
+
 def _search_one(
     index: faiss.Index, query: np.ndarray, k: int, params: faiss.SearchParameters
-) -> tuple:
+) -> tuple[np.ndarray, np.ndarray]:
     faiss.omp_set_num_threads(1)
-    return index.search(query, k, params=params)
+    distances, ids = index.search(query, k, params=params)
+    return distances, ids
 
 
 def _add_batch(index: faiss.Index, vectors: np.ndarray, ids: np.ndarray) -> None:
     faiss.omp_set_num_threads(_THREADS)
-    index.add_with_ids(vectors, ids)
+    index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
+
+
+def _held(values: np.ndarray, within: np.ndarray) -> np.ndarray:
+    """Which of ``values`` the sorted ``within`` holds (a mask). By binary search:
+    numpy's set operations sort (and unique) both sides, ~200 ms at 100k ids."""
+    at = np.searchsorted(within, values)
+    inside = at < len(within)
+    inside[inside] = within[at[inside]] == values[inside]
+    return inside
 
 
 def _bitmap_selector(allowed: np.ndarray) -> tuple[faiss.IDSelector, np.ndarray]:
@@ -69,20 +109,38 @@ def _bitmap_selector(allowed: np.ndarray) -> tuple[faiss.IDSelector, np.ndarray]
     return faiss.IDSelectorBitmap(len(packed) * 8, faiss.swig_ptr(packed)), packed
 
 
+def _trained(dim: int, count: int, sample: np.ndarray) -> faiss.Index:
+    """An empty approximate index, its lists trained on ``sample``."""
+    faiss.omp_set_num_threads(_THREADS)
+    index = faiss.index_factory(dim, f"IVF{lists_for(count)},SQfp16", faiss.METRIC_INNER_PRODUCT)
+    faiss.extract_index_ivf(index).cp.niter = _TRAIN_ITERATIONS
+    index.train(np.ascontiguousarray(sample, dtype=np.float32))
+    index.set_direct_map_type(faiss.DirectMap.Hashtable)  # reconstruct and remove by id
+    return index
+
+
+async def _in_batches(ids: np.ndarray, vectors: np.ndarray) -> Batches:
+    for start in range(0, len(ids), _BATCH):
+        yield ids[start : start + _BATCH], vectors[start : start + _BATCH]
+
+
 class VectorIndex:
     """One embedder's index, with the generation of the store it reflects."""
 
-    def __init__(self, directory: Path, embedder_id: str, *, hnsw_threshold: int = 200_000) -> None:
+    def __init__(
+        self, directory: Path, embedder_id: str, *, approximate_threshold: int = APPROXIMATE_THRESHOLD
+    ) -> None:
         self.directory = directory
         self.embedder_id = embedder_id
-        self.hnsw_threshold = hnsw_threshold
+        self.approximate_threshold = approximate_threshold
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", embedder_id)
         self.path = directory / f"{safe}.faiss"
         self.generation = -1  # reflects no store state until built or loaded
         self.kind = FLAT
         self.dim = 0
-        self._index: faiss.IndexIDMap2 | None = None
-        self._tombstones: set[int] = set()
+        self._index: faiss.Index | None = None
+        self._ids = np.zeros(0, dtype=np.int64)  # sorted: what the index holds
+        self._trained_for = 0  # vectors the approximate index's lists were trained on
         self._sum: np.ndarray | None = None  # float64 sum of live vectors, for the mean
         self._lock = asyncio.Lock()
 
@@ -91,110 +149,73 @@ class VectorIndex:
     def loaded(self) -> bool:
         return self._index is not None
 
+    @property
+    def approximate(self) -> bool:
+        """Searches propose candidates to re-score (``search(exact=...)``)."""
+        return self.kind == IVF
+
     def ids(self) -> np.ndarray:
-        """Live ids (tombstones excluded), sorted."""
-        if self._index is None:
-            return np.zeros(0, dtype=np.int64)
-        ids = faiss.vector_to_array(self._index.id_map).astype(np.int64)
-        if self._tombstones:
-            ids = np.setdiff1d(ids, np.fromiter(self._tombstones, dtype=np.int64))
-        return np.sort(ids)
+        """The ids the index holds, sorted."""
+        return self._ids.copy()
 
     def __len__(self) -> int:
-        return 0 if self._index is None else self._index.ntotal - len(self._tombstones)
+        return len(self._ids)
+
+    def mean(self) -> np.ndarray | None:
+        """Mean of the live vectors; None while the index is empty."""
+        if self._sum is None or not len(self._ids):
+            return None
+        return (self._sum / len(self._ids)).astype(np.float32)
 
     # load / save -------------------------------------------------------------------
     async def load(self) -> bool:
         """Load the file if present, intact and built with this embedder."""
         try:
-            raw = await asyncio.to_thread(self.path.read_bytes)
+            loaded = await asyncio.to_thread(self._read)
         except FileNotFoundError:
             return False
-        try:
-            if not raw.startswith(_MAGIC):
-                raise ValueError("not a qwenmem index file")
-            size = int.from_bytes(raw[len(_MAGIC) : len(_MAGIC) + 4], "little")
-            body = len(_MAGIC) + 4 + size
-            meta = json.loads(raw[len(_MAGIC) + 4 : body])
-            if meta.get("embedder") != self.embedder_id:
-                log.info(
-                    "[MEMORY_INDEX] index built with %s, need %s",
-                    meta.get("embedder"),
-                    self.embedder_id,
-                )
-                return False
-            blob = np.frombuffer(raw, dtype=np.uint8, offset=body)
-            index = await asyncio.to_thread(faiss.deserialize_index, blob)
-            if index.ntotal != meta["count"] or index.d != meta["dim"]:
-                raise ValueError(
-                    f"index holds {index.ntotal}x{index.d}, header says {meta['count']}x{meta['dim']}"
-                )
-        except Exception as exc:  # a corrupt cache is rebuilt, never fatal
+        except Exception as exc:  # a corrupt (or older) cache is rebuilt, never fatal
             log.warning("[MEMORY_INDEX] unreadable index %s, rebuilding: %s", self.path, exc)
-            self._index = None
             return False
-        self._index = index
-        self.dim = int(meta["dim"])
-        self.kind = meta["kind"]
+        if loaded is None:
+            return False
+        meta, ids, index = loaded
+        self._index, self._ids = index, ids
+        self.dim, self.kind = int(meta["dim"]), meta["kind"]
         self.generation = int(meta["generation"])
-        self._tombstones = set(meta.get("tombstones", []))
-        self._sum = await asyncio.to_thread(self._live_sum)
+        self._trained_for = int(meta.get("trained_for", 0))
+        self._sum = np.asarray(meta["sum"], dtype=np.float64) if meta.get("sum") else None
         return True
 
-    def _live_sum(self) -> np.ndarray | None:
-        """Sum of the live vectors, read back in batches (the file does not hold it)."""
-        if self._index is None or self._index.ntotal == 0:
-            return None
-        total = np.zeros(self._index.d, dtype=np.float64)
-        for start in range(0, self._index.ntotal, _BATCH):
-            n = min(_BATCH, self._index.ntotal - start)
-            total += self._index.index.reconstruct_n(start, n).sum(axis=0, dtype=np.float64)
-        if self._tombstones:
-            total -= self._vectors(self._tombstones).sum(axis=0, dtype=np.float64)
-        return total
-
-    def _vectors(self, ids: Collection[int]) -> np.ndarray:
-        """The stored vectors of those ``ids`` the index holds (order not kept)."""
-        assert self._index is not None
-        rows = []
-        for memory_id in ids:
-            try:
-                rows.append(self._index.reconstruct(int(memory_id)))
-            except RuntimeError:  # "key not found"
-                continue
-        return np.asarray(rows, dtype=np.float32).reshape(-1, self._index.d)
-
-    def mean(self) -> np.ndarray | None:
-        """Mean of the live vectors; None while the index is empty."""
-        count = len(self)
-        if self._sum is None or count <= 0:
-            return None
-        return (self._sum / count).astype(np.float32)
+    def _read(self) -> tuple[JSONObject, np.ndarray, faiss.Index] | None:
+        with self.path.open("rb") as f:
+            if f.read(len(_MAGIC)) != _MAGIC:
+                raise ValueError("not a qwenmem index file of this version")
+            meta = json.loads(f.read(int.from_bytes(f.read(4), "little")))
+            if meta.get("embedder") != self.embedder_id:
+                log.info("[MEMORY_INDEX] index built with %s, need %s", meta.get("embedder"), self.embedder_id)
+                return None
+            if meta.get("kind") not in (FLAT, IVF):
+                raise ValueError(f"an index of kind {meta.get('kind')!r}")
+            count = int(meta["count"])
+            ids = np.frombuffer(f.read(8 * count), dtype="<i8").astype(np.int64)
+            index = faiss.read_index(faiss.PyCallbackIOReader(f.read))
+        if index.ntotal != count or len(ids) != count or index.d != meta["dim"]:
+            raise ValueError(f"index holds {index.ntotal}x{index.d}, header says {count}x{meta['dim']}")
+        return meta, ids, index
 
     async def save(self) -> None:
-        """One file, header and vectors together, replaced atomically: two processes
+        """One file, header, ids and index together, replaced atomically: two processes
         saving at once leave one complete file, never a header from one and vectors
         from the other."""
         if self._index is None:
             return
         private_dir(self.directory)
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        async with self._lock:
-            blob = await asyncio.to_thread(faiss.serialize_index, self._index)
-            header = json.dumps(
-                {
-                    "embedder": self.embedder_id,
-                    "dim": self.dim,
-                    "kind": self.kind,
-                    "count": int(self._index.ntotal),
-                    "generation": self.generation,
-                    "tombstones": sorted(self._tombstones),
-                }
-            ).encode()
-        data = b"".join((_MAGIC, len(header).to_bytes(4, "little"), header, blob.tobytes()))
         try:
-            private_file(tmp)  # memories: 0600 whatever the umask (write_bytes keeps the mode)
-            await asyncio.to_thread(tmp.write_bytes, data)
+            private_file(tmp)  # memories: 0600 whatever the umask
+            async with self._lock:  # one state: the index, its ids and its sum
+                await asyncio.to_thread(self._write, tmp)
             os.replace(tmp, self.path)
         except BaseException as exc:
             tmp.unlink(missing_ok=True)  # never a half-written (or 0-byte) file left behind
@@ -204,17 +225,20 @@ class VectorIndex:
             # database, the previous file stays whole, and a stale one is rebuilt at open.
             log.info("[MEMORY_INDEX] could not save %s (caught up from the database at the next open): %s", self.path, exc)
 
-    # build / change ----------------------------------------------------------------
-    def _new_index(self, dim: int, count: int) -> faiss.IndexIDMap2:
-        if count >= self.hnsw_threshold:
-            inner = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
-            inner.hnsw.efConstruction = 40
-            self.kind = HNSW
-        else:
-            inner = faiss.IndexFlatIP(dim)
-            self.kind = FLAT
-        return faiss.IndexIDMap2(inner)  # the wrapper keeps a reference to inner
+    def _write(self, path: Path) -> None:
+        assert self._index is not None
+        header = json.dumps({
+            "embedder": self.embedder_id, "dim": self.dim, "kind": self.kind,
+            "count": len(self._ids), "generation": self.generation,
+            "trained_for": self._trained_for,
+            "sum": None if self._sum is None else self._sum.tolist(),
+        }).encode()  # fmt: skip
+        with path.open("wb") as f:
+            f.write(_MAGIC + len(header).to_bytes(4, "little") + header)
+            f.write(self._ids.astype("<i8").tobytes())
+            faiss.write_index(self._index, faiss.PyCallbackIOWriter(_writer(f)))
 
+    # build / change ----------------------------------------------------------------
     async def rebuild(
         self,
         ids: np.ndarray,
@@ -223,21 +247,54 @@ class VectorIndex:
         progress: Progress | None = None,
     ) -> None:
         """Replace the whole index with ``vectors``; reports progress per batch."""
-        dim = vectors.shape[1] if len(ids) else self.dim
+        sample = None
+        if len(ids) >= self.approximate_threshold:
+            pick = np.random.default_rng(0).choice(len(ids), training_size(len(ids)), replace=False)
+            sample = vectors[np.sort(pick)]
+        await self.rebuild_from(
+            _in_batches(ids, vectors), total=len(ids), sample=sample, generation=generation,
+            progress=progress, dim=vectors.shape[1] if len(ids) else self.dim,
+        )  # fmt: skip
+
+    async def rebuild_from(
+        self,
+        batches: Batches,
+        *,
+        total: int,
+        sample: np.ndarray | None,
+        generation: int,
+        dim: int,
+        progress: Progress | None = None,
+    ) -> None:
+        """Replace the whole index with the vectors of ``batches`` (``total`` of them,
+        read a batch at a time: a store of years never sits in memory twice);
+        approximate when ``sample`` (a training sample) is given."""
         async with self._lock:
-            index = self._new_index(dim, len(ids)) if dim else None
-            total = len(ids)
-            for start in range(0, total, _BATCH):
-                end = min(start + _BATCH, total)
-                await asyncio.to_thread(_add_batch, index, vectors[start:end], ids[start:end])
+            index: faiss.Index | None = None
+            kind = FLAT
+            if sample is not None and len(sample):
+                index = await asyncio.to_thread(_trained, dim, total, sample)
+                kind = IVF
+            elif dim:
+                index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+            held: list[np.ndarray] = []
+            added = np.zeros(dim, dtype=np.float64) if dim else None
+            done = 0
+            async for ids, vectors in batches:
+                if index is None or not len(ids):
+                    continue
+                await asyncio.to_thread(_add_batch, index, vectors, ids)
+                held.append(np.asarray(ids, dtype=np.int64))
+                added = added + vectors.sum(axis=0, dtype=np.float64)
+                done += len(ids)
                 if progress is not None:
-                    progress(end, total)
+                    progress(done, total)
             if progress is not None and total == 0:
                 progress(0, 0)
-            self._index = index
-            self.dim = dim
-            self._tombstones = set()
-            self._sum = vectors.sum(axis=0, dtype=np.float64) if len(ids) else None
+            self._index, self.kind, self.dim = index, kind, dim
+            self._ids = np.sort(np.concatenate(held)) if held else np.zeros(0, dtype=np.int64)
+            self._sum = added if done else None
+            self._trained_for = total if kind == IVF else 0
             self.generation = generation
 
     async def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -246,25 +303,17 @@ class VectorIndex:
         async with self._lock:
             if self._index is None or self.dim != vectors.shape[1]:
                 self.dim = vectors.shape[1]
-                self._index = self._new_index(self.dim, len(ids))
-                self._sum = None
+                self._index, self.kind = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim)), FLAT
+                self._ids, self._sum = np.zeros(0, dtype=np.int64), None
             # Idempotent: a sync woken by another process's change (LISTEN/NOTIFY) may
             # already have added a row between its commit and this write's own add.
-            fresh = ~np.isin(ids, faiss.vector_to_array(self._index.id_map))
-            fresh |= np.isin(ids, np.fromiter(self._tombstones, dtype=np.int64))
+            ids = np.asarray(ids, dtype=np.int64)
+            fresh = ~_held(ids, self._ids)
             ids, vectors = ids[fresh], vectors[fresh]
             if len(ids) == 0:
                 return
-            revived = self._tombstones.intersection(ids.tolist())
-            if revived:
-                # HNSW keeps a tombstoned vector; adding the id again would duplicate it.
-                keep = ~np.isin(ids, np.fromiter(revived, dtype=np.int64))
-                ids, vectors = ids[keep], vectors[keep]
-                self._tombstones -= revived
-                if len(ids) == 0:
-                    return
-            vectors = np.ascontiguousarray(vectors, dtype=np.float32)
             await asyncio.to_thread(_add_batch, self._index, vectors, ids)
+            self._ids = np.sort(np.concatenate([self._ids, np.unique(ids)]))
             added = vectors.sum(axis=0, dtype=np.float64)
             self._sum = added if self._sum is None else self._sum + added
 
@@ -272,80 +321,111 @@ class VectorIndex:
         if self._index is None or len(ids) == 0:
             return
         async with self._lock:
-            gone = self._vectors(set(ids.tolist()) - self._tombstones)
-            if self._sum is not None and len(gone):
+            wanted = np.unique(np.asarray(ids, dtype=np.int64))
+            present = wanted[_held(wanted, self._ids)]
+            if not len(present):
+                return
+            gone = self._reconstruct(present)
+            if self._sum is not None:
                 self._sum = self._sum - gone.sum(axis=0, dtype=np.float64)
-            if self.kind == HNSW:
-                present = set(faiss.vector_to_array(self._index.id_map).tolist())
-                self._tombstones.update(i for i in ids.tolist() if i in present)
-            else:
-                await asyncio.to_thread(self._index.remove_ids, np.asarray(ids, dtype=np.int64))
+            await asyncio.to_thread(self._index.remove_ids, present)
+            self._ids = self._ids[~_held(self._ids, present)]
 
     def needs_rebuild(self) -> bool:
-        """Grown past flat, or HNSW carrying too many tombstones."""
+        """Grown past flat, or far past what the approximate index was trained for."""
         if self._index is None:
             return True
         if self.kind == FLAT:
-            return self._index.ntotal >= self.hnsw_threshold
-        return len(self._tombstones) > _TOMBSTONE_REBUILD_RATIO * max(1, self._index.ntotal)
+            return len(self._ids) >= self.approximate_threshold
+        return len(self._ids) > _REGROW * max(1, self._trained_for)
 
     # search ------------------------------------------------------------------------
-    def _debiased(
-        self, query: np.ndarray, mean: np.ndarray, ids: Sequence[int], k: int
-    ) -> list[SearchHit]:
-        """``dense.debiased`` over the vectors this index holds for ``ids``."""
+    def _reconstruct(self, ids: np.ndarray) -> np.ndarray:
+        """The stored vectors of ``ids`` (all held by the index), in their order."""
         assert self._index is not None
-        if not ids:
-            return []
-        vectors = np.stack([self._index.reconstruct(int(i)) for i in ids])
-        return debiased(query, mean, ids, vectors, k)
+        if not len(ids):
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors: np.ndarray = self._index.reconstruct_batch(np.ascontiguousarray(ids, dtype=np.int64))
+        return vectors
 
     async def scores(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
-        """Cosine of ``query`` with each of ``ids`` that the index holds (tombstones
-        excluded). Reconstructing a handful of vectors costs microseconds: no thread."""
+        """Cosine of ``query`` with each of ``ids`` that the index holds.
+        Reconstructing a handful of vectors costs microseconds: no thread."""
         if self._index is None or not ids:
             return {}
         q = np.asarray(query, dtype=np.float32).reshape(-1)
-        out: dict[int, float] = {}
         async with self._lock:  # FAISS is not safe against a concurrent add
-            for memory_id in ids:
-                if memory_id in self._tombstones:
-                    continue
-                try:
-                    out[int(memory_id)] = float(self._index.reconstruct(int(memory_id)) @ q)
-                except RuntimeError:  # "key not found": no vector for this row
-                    continue
-        return out
+            wanted = np.unique(np.asarray(ids, dtype=np.int64))
+            held = wanted[_held(wanted, self._ids)]
+            cosines = self._reconstruct(held) @ q
+        return {int(i): float(c) for i, c in zip(held, cosines, strict=True)}
 
     async def search(
-        self, query: np.ndarray, k: int, allowed: np.ndarray, *, debias: bool = False
+        self,
+        query: np.ndarray,
+        k: int,
+        allowed: np.ndarray,
+        *,
+        debias: bool = False,
+        exact: ExactVectors | None = None,
     ) -> list[SearchHit]:
         """Top ``k`` among ``allowed`` ids only: the selector makes FAISS skip the rest.
 
         ``debias`` ranks by ``p·(q − mean)`` instead of ``p·q`` (see the module
         docstring); the scores returned are still the plain cosines ``p·q``, which
-        recall's calibrated threshold is measured on.
+        recall's calibrated threshold is measured on. ``exact``: the store's vectors,
+        with which an approximate index's candidates are re-scored.
         """
-        if self._index is None or len(allowed) == 0 or k <= 0 or self._index.ntotal == 0:
+        if self._index is None or len(allowed) == 0 or k <= 0 or not len(self._ids):
             return []
-        mean = None
-        if debias:
-            async with self._lock:  # the sum and the count of one state, not mid-add
-                mean = self.mean()
+        async with self._lock:  # the sum and the count of one state, not mid-add
+            mean = self.mean() if debias else None
+        q = query if mean is None else query - mean
+        wide = k * DEBIAS_WIDTH if mean is not None or self.approximate else k
+        async with self._lock:  # FAISS is not safe against a concurrent add
+            found = await self._candidates(q, wide, allowed)
+            ids = [h.id for h in found]
+            vectors = self._reconstruct(np.asarray(ids, dtype=np.int64))
+        if self.approximate and exact is not None and ids:
+            got, vectors = await exact(ids)
+            ids = [int(i) for i in got]
         if mean is not None:
-            wide = await self.search(query - mean, k * DEBIAS_WIDTH, allowed)
-            async with self._lock:
-                return self._debiased(query, mean, [h.id for h in wide], k)
+            return debiased(query, mean, ids, vectors, k)
+        if wide == k and not self.approximate:
+            return found
+        cosines = vectors @ np.asarray(query, dtype=np.float32) if len(ids) else np.zeros(0)
+        order = sorted(range(len(ids)), key=lambda j: (-cosines[j], ids[j]))[:k]
+        return [SearchHit(ids[j], float(cosines[j])) for j in order]
+
+    async def _candidates(self, q: np.ndarray, k: int, allowed: np.ndarray) -> list[SearchHit]:
+        """FAISS's top ``k`` among ``allowed`` for ``q`` (lock held)."""
+        assert self._index is not None
+        q = np.ascontiguousarray(q.reshape(1, -1), dtype=np.float32)
+        if self.approximate and len(allowed) <= _EXACT_BELOW:
+            # A few thousand allowed: scoring each exactly costs less than the lists
+            # would miss (a scope's rows are a small share of every list).
+            held = allowed[_held(allowed, self._ids)]
+            cosines = self._reconstruct(held) @ q[0]
+            top = np.argsort(-cosines, kind="stable")[:k]
+            return [SearchHit(int(held[j]), float(cosines[j])) for j in top]
         selector, bitmap = _bitmap_selector(allowed)
-        if self.kind == HNSW:
-            params = faiss.SearchParametersHNSW(sel=selector, efSearch=max(64, 2 * k))
+        params: faiss.SearchParameters
+        if self.approximate:
+            lists = faiss.extract_index_ivf(self._index).nlist
+            # The filters let a share of each list through: scan more lists for less.
+            probe = math.ceil(_NPROBE * len(self._ids) / max(1, len(allowed)))
+            params = faiss.SearchParametersIVF(sel=selector, nprobe=min(lists, probe))
         else:
             params = faiss.SearchParameters(sel=selector)
-        q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
-        k = min(k, len(allowed))
-        async with self._lock:  # FAISS is not safe against a concurrent add
-            scores, ids = await asyncio.to_thread(_search_one, self._index, q, k, params)
+        scores, ids = await asyncio.to_thread(_search_one, self._index, q, min(k, len(allowed)), params)
         del bitmap  # only now may the selector's memory go
-        return [
-            SearchHit(int(i), float(s)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0
-        ]
+        return [SearchHit(int(i), float(s)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0]
+
+
+def _writer(f: BinaryIO) -> Callable[[bytes], int]:
+    """FAISS's writer callback: it may hand over a memoryview; ``write`` takes both."""
+
+    def write(data: bytes) -> int:
+        return f.write(data)
+
+    return write

@@ -11,14 +11,18 @@ The words stay plain letters and digits, so no store needs to escape them.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 # Letters and digits only: "_" and every operator of FTS5 or tsquery split words.
 _WORD = re.compile(r"[^\W_]+")
 # A query longer than this is a pasted paragraph: its first words carry the question.
 MAX_TERMS = 24
+# Okapi BM25's usual constants (FTS5's bm25() uses the same).
+BM25_K1 = 1.2
+BM25_B = 0.75
 # Casefolded, accents removed (compared after ``fold``).
 STOP_WORDS = frozenset(
     # English
@@ -89,3 +93,30 @@ def coverage(terms: Sequence[str], key: str, value: str) -> float:
     have = {_stem(w) for w in words(f"{key} {value}")}
     wanted = {_stem(t) for t in terms}
     return len(wanted & have) / len(wanted)
+
+
+def bm25_rank(
+    docs: Mapping[int, str],
+    matched: Mapping[str, Sequence[int]],
+    counts: Mapping[str, int],
+    *,
+    total: int,
+    limit: int,
+) -> list[tuple[int, float]]:
+    """Okapi BM25 over a bounded set of candidates, best first (higher is better):
+    ``docs`` their text, ``matched`` which of them the store found for each query word,
+    ``counts`` how many of the ``total`` rows hold each word (its rarity). A word's
+    occurrences in a text are counted by the same 5-letter stems as ``coverage``: the
+    store found the text for the word, so it counts once at least."""
+    tokens = {i: [_stem(w) for w in words(text)] for i, text in docs.items()}
+    mean = sum(len(t) for t in tokens.values()) / len(tokens) if tokens else 1.0
+    scores: dict[int, float] = {}
+    for term, ids in matched.items():
+        held = counts.get(term, len(ids))
+        idf = math.log((total - held + 0.5) / (held + 0.5) + 1.0)
+        stem = _stem(term)
+        for i in ids:
+            tf = max(1, tokens[i].count(stem))
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens[i]) / (mean or 1.0))
+            scores[i] = scores.get(i, 0.0) + idf * tf * (BM25_K1 + 1) / (tf + norm)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]

@@ -159,7 +159,7 @@ class MeaningReader:
         path = self.cache_dir / f"prototypes-{digest}.npy" if self.cache_dir else None
         if path is not None:
             try:
-                cached = await asyncio.to_thread(np.load, path)
+                cached: np.ndarray = await asyncio.to_thread(np.load, path)
                 if cached.shape[0] == len(texts):
                     return cached
             except (OSError, ValueError):

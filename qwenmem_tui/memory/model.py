@@ -5,10 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from collections.abc import Collection, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from qwenmem_tui.memory.provenance import Provenance
 
 GLOBAL_SCOPE = "global"
 DAY = 86400.0
@@ -225,6 +228,42 @@ def export_line(
 def embed_text(category: str, key: str, value: str) -> str:
     """What gets embedded: the key words help a query find the fact, not only the value."""
     return f"{category} {key.replace('_', ' ')}: {value}"
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """One write as its writer asks for it (``MemoryService.save`` / ``prepare``): the
+    fact, who wrote it, and what the guard, identity and TTL are to take as given.
+
+    ``provenance`` says who wrote and what was in view; without it, a write of origin
+    ``user`` is the person's own words and any other a model write with
+    ``turn_outputs`` in view. ``hold``: flags that quarantine the write whatever the
+    guard says (an imported row held when exported); ``labels``: label flags it keeps
+    (``from_file`` of a restored backup). ``explicit_key``: the writer named the key
+    (import, ``save_memory``, the daemon): it is kept as given; /remember and
+    extraction let identity choose. ``expires_at``: an exact expiry (a backup's),
+    instead of the TTL's. ``judge_timeout``: seconds the fast model may take to say
+    which memory the write restates (None: the rule alone).
+    """
+
+    category: str
+    key: str
+    value: str
+    _: KW_ONLY
+    origin: Origin | str
+    project: str
+    ttl_days: int | None = None
+    turn_outputs: Sequence[str] = ()
+    provenance: Provenance | None = None
+    reason: str = ""
+    scope: str | None = None
+    created_at: float | None = None
+    expires_at: float | None = None
+    stated_at: float | None = None
+    hold: Sequence[str] = ()
+    labels: Sequence[str] = ()
+    judge_timeout: float | None = None
+    explicit_key: bool = True
 
 
 class WriteAction(StrEnum):

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -48,6 +48,8 @@ if TYPE_CHECKING:  # FAISS loads only for a local index: a store searching its o
 log = logging.getLogger("qwenmem.memory")
 
 STRATEGY = "lexical+dense"
+# Vectors read from the store at a time while the index is rebuilt.
+REBUILD_BATCH = 4096
 LEXICAL_ONLY = "lexical"
 # Candidates each channel contributes per requested memory (at least MIN_CANDIDATES):
 # fusion needs both lists deep enough to see a memory ranked well by only one of them.
@@ -92,6 +94,9 @@ class RecallResult:
     rendered_at: float = 0.0  # the clock the block's ages were rendered at
     small_talk: bool = False  # the message asks nothing memory could answer (abstain.py)
     tokens: int = 0  # the block's estimated size (memory.max_tokens bounds it)
+    # An older version shown -> its newer version (the one that may restate it): every
+    # face marks the older as earlier, with both dates (render.py, the CLI, the routes).
+    later: dict[int, Memory] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, latency_ms: float = 0.0) -> RecallResult:
@@ -105,7 +110,7 @@ class RecallResult:
             return self
         keep = [i for i, memory_id in enumerate(self.ids) if memory_id not in drop]
         memories = [self.memories[i] for i in keep] if len(self.memories) == len(self.ids) else []
-        block = render_block(memories, self.rendered_at)
+        block = render_block(memories, self.rendered_at, self.later)
         return replace(
             self,
             block=block,
@@ -150,6 +155,13 @@ def _newer_versions(found: Sequence[Candidate]) -> dict[int, Candidate]:
             if c is not latest:
                 newer.setdefault(c.memory.id, latest)
     return newer
+
+
+def earlier_marks(chosen: Sequence[Candidate], found: Sequence[Candidate]) -> dict[int, Memory]:
+    """Each chosen memory that is an older version -> its next newer version (from
+    ``found``): what marks it as earlier wherever it is shown."""
+    newer = _newer_versions(found)
+    return {c.memory.id: newer[c.memory.id].memory for c in chosen if c.memory.id in newer}
 
 
 def current_first(ranked: Sequence[Candidate], found: Sequence[Candidate]) -> list[Candidate]:
@@ -253,10 +265,31 @@ class Recaller:
         if isinstance(self.index, StoreIndex):  # the store's vectors are the index
             self.index.generation = generation
             return
-        ids, vectors = await self.store.vectors(self.embedder.id, user=self.user)
+        # A batch at a time (and a training sample first, for an approximate index):
+        # 100k vectors read whole cost their size three times over (rows, bytes, array).
+        ids = await self.store.vector_ids(self.embedder.id, user=self.user)
         log.info("[MEMORY_INDEX] rebuilding %s from %d vectors", self.index.embedder_id, len(ids))
-        await self.index.rebuild(ids, vectors, generation, progress)
+        sample = None
+        if len(ids) >= self.index.approximate_threshold:
+            from qwenmem_tui.memory.index import training_size  # a local index: FAISS is loaded
+
+            pick = np.random.default_rng(len(ids)).choice(ids, training_size(len(ids)), replace=False)
+            sample = (await self._exact(np.sort(pick).tolist()))[1]
+        _, first = await self._exact(ids[:1].tolist())
+        await self.index.rebuild_from(
+            self._batches(ids), total=len(ids), sample=sample, generation=generation,
+            dim=first.shape[1] if len(first) else self.index.dim, progress=progress,
+        )  # fmt: skip
         await self.index.save()
+
+    async def _batches(self, ids: np.ndarray) -> AsyncIterator[tuple[np.ndarray, np.ndarray]]:
+        for start in range(0, len(ids), REBUILD_BATCH):
+            yield await self._exact(ids[start : start + REBUILD_BATCH].tolist())
+
+    async def _exact(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The store's own (float32) vectors of ``ids``: an approximate search's
+        candidates are re-scored with them."""
+        return await self.store.vectors(self.embedder.id, ids, user=self.user)
 
     async def apply(self, result: WriteResult, vector: np.ndarray | None) -> None:
         """Put a committed write into the index in the same step.
@@ -397,7 +430,10 @@ class Recaller:
             )
             return vector, hits
         assert allowed is not None
-        return vector, await self.index.search(vector, limit, allowed, debias=self.debias)
+        hits = await self.index.search(
+            vector, limit, allowed, debias=self.debias, exact=self._exact
+        )
+        return vector, hits
 
     async def candidates(
         self,
@@ -534,9 +570,11 @@ class Recaller:
         chosen = [c.memory for c in ranked]
         if record:
             await self.record(chosen, now=now)
-        block = render_block(chosen, now)
+        later = earlier_marks(ranked, found)
+        block = render_block(chosen, now, later)
         return RecallResult(
             block=block,
+            later=later,
             tokens=estimate_text_tokens(block),
             ids=[m.id for m in chosen],
             memories=chosen,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from qwenmem_tui.chat.view import FROM_FILE_NOTE, REVIEWED_NOTE
 from qwenmem_tui.memory.model import DAY, FLAG_FROM_FILE, Memory, holds
@@ -77,10 +77,39 @@ def render_memory(memory: Memory, now: float, newer: Memory | None = None) -> st
     return line + ")"
 
 
-def render_block(memories: Sequence[Memory], now: float) -> str:
-    """One ``<system-reminder>`` block, or "" when there is nothing to say."""
+def render_block(
+    memories: Sequence[Memory], now: float, later: Mapping[int, Memory] | None = None
+) -> str:
+    """One ``<system-reminder>`` block, or "" when there is nothing to say. ``later``:
+    an older memory's newer version (recall knows it even when the newer one is not in
+    the block); by default the newer versions among ``memories``."""
     if not memories:
         return ""
-    later = later_versions(memories)
+    later = {**later_versions(memories), **(later or {})}
     body = "\n".join(render_memory(m, now, later.get(m.id)) for m in memories)
     return f"{REMINDER_OPEN}\n{HEADER}\n{body}\n{REMINDER_CLOSE}"
+
+
+def version_fields(memory: Memory, newer: Memory | None) -> dict[str, object]:
+    """How a search hit is marked for scripts and clients: the current version, or an
+    earlier one with its date and its newer version's (``RecallResult.later``)."""
+    if newer is None:
+        return {"version": "current"}
+    return {
+        "version": "earlier",
+        "stated": day(memory.stated_at),
+        "newer_version": {
+            "id": newer.id,
+            "key": newer.key,
+            "stated_at": newer.stated_at,
+            "stated": day(newer.stated_at),
+        },
+    }
+
+
+def earlier_note(memory: Memory, newer: Memory) -> str:
+    """One line under an earlier version in a listing: which memory may replace it, when."""
+    return (
+        f"earlier version (stated {day(memory.stated_at)}): #{newer.id} {newer.key}, "
+        f"stated {day(newer.stated_at)}, may replace it"
+    )

@@ -20,14 +20,13 @@ from typing import TYPE_CHECKING
 
 from qwenmem_tui.memory.model import (
     DAY,
-    FLAG_FROM_FILE,
     AuditAction,
     AuditEntry,
     Memory,
     Origin,
     Status,
 )
-from qwenmem_tui.memory.store import RowQuery
+from qwenmem_tui.memory.store import RowQuery, model_written
 
 if TYPE_CHECKING:
     from qwenmem_tui.memory.service import MemoryService
@@ -44,11 +43,6 @@ class ReviewPlan:
     @property
     def due(self) -> bool:
         return bool(self.sample)
-
-
-def _model_written(memory: Memory) -> bool:
-    """Written by a model or read from a file: nobody in the chat said it."""
-    return memory.origin is not Origin.USER or FLAG_FROM_FILE in memory.flags
 
 
 def review_round(
@@ -98,7 +92,7 @@ def plan_review(
         return ReviewPlan((), last, reviewed)
     fresh = [m for m in active if previous is None or m.created_at > previous]
     # Model and file-derived writes since the last round first, oldest first in each.
-    fresh.sort(key=lambda m: (not _model_written(m), m.created_at, m.id))
+    fresh.sort(key=lambda m: (not model_written(m), m.created_at, m.id))
     sample = fresh[:left]
     if len(sample) < left:
         older = sorted((m for m in active if m not in sample), key=lambda m: (m.created_at, m.id))
@@ -116,9 +110,10 @@ async def review_plan(
 ) -> ReviewPlan:
     """The review due now for this user's memories visible from ``project``.
 
-    Reads the reviews and at most ``2 * size`` rows, never the whole store: the
-    ``size`` oldest not yet reviewed and the ``size`` first in the review's order
-    since the last round hold every sample ``plan_review`` can draw from them all."""
+    Reads the reviews and at most ``3 * size`` rows, never the whole store: the
+    ``size`` oldest not yet reviewed, and since the last round the ``size`` oldest a
+    model wrote and the ``size`` oldest the person did, hold every sample
+    ``plan_review`` can draw from them all (each read through an index by age)."""
     audit = await service.reviewed(project=project)
     now = service.clock()
     if every_days <= 0 or size <= 0:
@@ -129,10 +124,10 @@ async def review_plan(
         created_until=start, limit=size,
     )  # fmt: skip
     oldest = await service.rows(replace(unreviewed, oldest_first=True), project=project)
-    fresh = await service.rows(
-        replace(unreviewed, created_after=previous, model_first=True), project=project
-    )
-    rows = {m.id: m for m in [*oldest, *fresh]}
+    since = replace(unreviewed, created_after=previous, oldest_first=True)
+    theirs = await service.rows(replace(since, model_written=True), project=project)
+    yours = await service.rows(replace(since, model_written=False), project=project)
+    rows = {m.id: m for m in [*oldest, *theirs, *yours]}
     return plan_review(list(rows.values()), audit, now=now, every_days=every_days, size=size)
 
 

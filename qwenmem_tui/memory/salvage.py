@@ -14,7 +14,7 @@ repaired or rewritten here.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -75,7 +75,7 @@ def salvage(db_file: Path, *, user: str) -> SalvageReport:
             report.unreadable_file = f"{db_file} has no readable memories table ({exc})"
             return report
 
-        def keep(row: tuple) -> None:
+        def keep(row: Sequence[object]) -> None:
             try:
                 memory = row_to_memory(row)
             except (ValueError, TypeError, KeyError):  # JSON, enum or shape of a bad row
@@ -116,7 +116,7 @@ def _columns(conn: sqlite3.Connection) -> str:
 def _read_rows(
     conn: sqlite3.Connection,
     bound: int | None,
-    keep: Callable[[tuple], None],
+    keep: Callable[[Sequence[object]], None],
     report: SalvageReport,
     columns: str,
 ) -> None:

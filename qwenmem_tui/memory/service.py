@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from qwenmem_tui import secrets
 from qwenmem_tui.memory.embed import (
@@ -59,6 +59,7 @@ from qwenmem_tui.memory.model import (
     Origin,
     Status,
     TtlPolicy,
+    WriteRequest,
     WriteResult,
     scope_for,
 )
@@ -66,12 +67,13 @@ from qwenmem_tui.memory.relevance import dismissed_for
 from qwenmem_tui.memory.store import MemoryStore, RowQuery
 from qwenmem_tui.memory.vectors import MemoryVectors, VectorOpener
 from qwenmem_tui.memory.write_plan import join_reasons
-from qwenmem_tui.memory.writer import MemoryWriter, PendingWrite
+from qwenmem_tui.memory.writer import REMEMBER_JUDGE_TIMEOUT, MemoryWriter, PendingWrite
 from qwenmem_tui.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load_vectors``), not here
     from qwenmem_tui.config import Settings
     from qwenmem_tui.memory.index import Progress, VectorIndex
+    from qwenmem_tui.memory.provenance import Provenance
     from qwenmem_tui.memory.recall import Candidate, Recaller, RecallResult
     from qwenmem_tui.memory.store_index import StoreIndex
     from qwenmem_tui.llm.client import LLMClient
@@ -339,14 +341,14 @@ class MemoryService:
             await self.store.close()
 
     # writing (memory/writer.py) ----------------------------------------------------
-    async def prepare(self, category: str, key: str, value: str, **options: Any) -> PendingWrite:
+    async def prepare(self, request: WriteRequest) -> PendingWrite:
         """The guard's verdict, TTL and scope for one write (``MemoryWriter.prepare``)."""
-        return await self.writer.prepare(category, key, value, **options)
+        return await self.writer.prepare(request)
 
-    async def save(self, category: str, key: str, value: str, **options: Any) -> WriteResult:
+    async def save(self, request: WriteRequest) -> WriteResult:
         """Guard, identity, TTL, embed, store, index — the only way a memory is written
-        (``MemoryWriter.save``: its keywords). Raises MemoryRejected for a malformed write."""
-        return await self.writer.save(category, key, value, **options)
+        (``MemoryWriter.save``). Raises MemoryRejected for a malformed write."""
+        return await self.writer.save(request)
 
     async def commit_many(
         self,
@@ -357,22 +359,45 @@ class MemoryService:
         """Store prepared writes in order, embedded in batches (``MemoryWriter``)."""
         return await self.writer.commit_many(pending, progress, on_result)
 
-    async def remember(self, text: str, **options: Any) -> WriteResult:
+    async def remember(
+        self,
+        text: str,
+        *,
+        project: str,
+        judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT,
+        category: str | None = None,
+        key: str | None = None,
+        origin: Origin | str = Origin.USER,
+        provenance: Provenance | None = None,
+        reason: str = "/remember",
+    ) -> WriteResult:
         """/remember: the person's own words, filed under the subject they name
-        (``MemoryWriter.remember``: its keywords)."""
-        return await self.writer.remember(text, **options)
+        (``MemoryWriter.remember``)."""
+        return await self.writer.remember(
+            text,
+            project=project,
+            judge_timeout=judge_timeout,
+            category=category,
+            key=key,
+            origin=origin,
+            provenance=provenance,
+            reason=reason,
+        )
 
     async def identify(
-        self, category: Category, key: str, value: str, **options: Any
+        self,
+        category: Category,
+        key: str,
+        value: str,
+        *,
+        scope: str,
+        judge_timeout: float | None = None,
+        explicit: bool = True,
     ) -> Identity:
         """Which stored memory a write restates (``MemoryWriter.identify``)."""
-        return await self.writer.identify(category, key, value, **options)
-
-    async def neighbours(
-        self, scope: str, category: Category | str, key: str, value: str, **options: Any
-    ) -> list[Memory]:
-        """The candidates a write may restate, nearest first (``MemoryWriter``)."""
-        return await self.writer.neighbours(scope, category, key, value, **options)
+        return await self.writer.identify(
+            category, key, value, scope=scope, judge_timeout=judge_timeout, explicit=explicit
+        )
 
     def announce_review_change(self) -> None:
         """A review outside this class (memory/review.py) may have moved the counts."""
@@ -499,10 +524,22 @@ class MemoryService:
         """Full rebuild from the store (the index is only a cache of it)."""
         await self.vectors.reindex(progress)
 
-    async def nearest(self, key: str, value: str, **options: Any) -> list[Candidate]:
+    async def nearest(
+        self,
+        key: str,
+        value: str,
+        *,
+        scope: str,
+        category: Category | str | None = None,
+        k: int = 5,
+        exclude: Collection[int] = (),
+        same_key: bool = False,
+    ) -> list[Candidate]:
         """This user's active memories in a scope nearest to a fact, both channels
-        fused, no threshold (``MemoryVectors.nearest``: its keywords)."""
-        return await self.vectors.nearest(key, value, **options)
+        fused, no threshold (``MemoryVectors.nearest``)."""
+        return await self.vectors.nearest(
+            key, value, scope=scope, category=category, k=k, exclude=exclude, same_key=same_key
+        )
 
     def recall_status(self) -> str:
         """One line: which channels recall uses now, and why when not both."""
@@ -555,13 +592,15 @@ class MemoryService:
         if memory is None or memory.status is not Status.ACTIVE:
             return None
         return await self.save(
-            str(memory.category),
-            memory.key,
-            value,
-            origin=Origin.USER,
-            project=project,
-            scope=memory.scope,
-            reason=join_reasons(reason, f"edited by the user (was #{memory.id})"),
+            WriteRequest(
+                str(memory.category),
+                memory.key,
+                value,
+                origin=Origin.USER,
+                project=project,
+                scope=memory.scope,
+                reason=join_reasons(reason, f"edited by the user (was #{memory.id})"),
+            )
         )
 
     async def dismiss(self, memory_id: int, *, project: str, query: str) -> Memory | None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aiosqlite
 
 from qwenmem_tui.memory import write_plan
+from qwenmem_tui.memory.lexical import bm25_rank
 from qwenmem_tui.memory.model import (
     FLAG_FROM_FILE,
     AuditAction,
@@ -51,6 +52,11 @@ BASE_COLUMNS = (
 """The columns every memory database has had (salvage reads old ones too)."""
 MEMORY_COLUMNS = BASE_COLUMNS + ", restates, stated_at, valid_until"
 _ACTIVE = Status.ACTIVE.value
+MODEL_WRITTEN = f"(origin != 'user' OR instr(flags, '\"{FLAG_FROM_FILE}\"') > 0)"
+"""Rows a model wrote or read from a file (store.model_written), in SQL."""
+# The lexical channel's candidates: this many rows over the query's words (each word
+# at least twice the rows asked for), the newest matches of each.
+LEXICAL_CANDIDATES = 400
 
 
 def _of_user(user: str | None) -> tuple[str, tuple[str, ...]]:
@@ -172,7 +178,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         linked: bool = False,
     ) -> builtins.list[Memory]:
         where: builtins.list[str] = []
-        params: builtins.list[Any] = []
+        params: builtins.list[object] = []
         if user is not None:
             where.append("user = ?")
             params.append(user)
@@ -195,15 +201,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
 
     async def rows(self, query: RowQuery) -> builtins.list[Memory]:
         where, params = await self._row_filter(query)
-        if query.model_first:
-            # The review's order: what nobody in the chat said first (review.py).
-            order = (
-                " ORDER BY (origin = 'user' AND NOT EXISTS (SELECT 1 FROM json_each(flags)"
-                " WHERE json_each.value = ?)), created_at, id"
-            )
-            params.append(FLAG_FROM_FILE)
-        else:
-            order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
+        order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
         if query.limit is not None:
             order += " LIMIT ?"
             params.append(query.limit)
@@ -217,24 +215,27 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         rows = await self._conn.execute_fetchall(f"SELECT count(*) FROM memories{where}", params)
         return int(next(iter(rows))[0])
 
-    async def _row_filter(self, q: RowQuery) -> tuple[str, builtins.list[Any]]:
+    async def _row_filter(self, q: RowQuery) -> tuple[str, builtins.list[object]]:
         """``q``'s filters as a WHERE clause and its parameters."""
         where: builtins.list[str] = []
-        params: builtins.list[Any] = []
+        params: builtins.list[object] = []
 
-        def cond(sql: str, *values: Any) -> None:
+        def cond(sql: str, *values: object) -> None:
             where.append(sql)
             params.extend(values)
 
-        def marks(values: Collection[Any]) -> str:
+        def marks(values: Collection[object]) -> str:
             return ",".join("?" * len(values))
 
+        # A fact's links name a few rows: they must be looked up by them, not by the
+        # user's index (unary + keeps SQLite from reading every row of the user).
+        plus = "+" if q.linked else ""
         if q.user is not None:
-            cond("user = ?", q.user)
+            cond(f"{plus}user = ?", q.user)
         if q.scopes is not None:
-            cond(f"scope IN ({marks(q.scopes)})", *q.scopes)
+            cond(f"{plus}scope IN ({marks(q.scopes)})", *q.scopes)
         if q.statuses is not None:
-            cond(f"status IN ({marks(q.statuses)})", *(Status(s).value for s in q.statuses))
+            cond(f"{plus}status IN ({marks(q.statuses)})", *(Status(s).value for s in q.statuses))
         if q.key is not None:
             cond("key = ?", q.key)
         if q.after is not None:
@@ -249,6 +250,9 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             cond("created_at > ?", q.created_after)
         if q.created_until is not None:
             cond("created_at <= ?", q.created_until)
+        if q.model_written is not None:
+            # As written in migration 8's partial index, which serves it only then.
+            cond(("" if q.model_written else "NOT ") + MODEL_WRITTEN)
         if q.words:
             await self._fold_function()
             for word in q.words:
@@ -284,25 +288,45 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
         exclude: Collection[int], limit: int,
     ) -> builtins.list[tuple[int, float]]:
+        # FTS5 ranks a match only after scoring every match (8k rows for a common name
+        # in a store of years: 40-80 ms, before the hard filters). So each word brings
+        # its newest matches that pass the filters, at most a cap (a rarer word all of
+        # its matches), and bm25 ranks that bounded set (lexical.bm25_rank).
         # Terms are letters and digits only (lexical.query_terms): quoting each makes
-        # it a plain phrase, never FTS5 syntax. bm25() is lower-is-better.
-        match = " OR ".join(f'"{t}"' for t in terms)
+        # it a plain phrase, never FTS5 syntax.
+        cap = max(2 * limit, LEXICAL_CANDIDATES // len(terms))
         excluded = [int(i) for i in exclude]
-        sql = (
-            "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts"
-            " JOIN memories AS m ON m.id = memories_fts.rowid"
-            " WHERE memories_fts MATCH ? AND m.status = ? AND m.user = ?"
-            f" AND m.scope IN ({','.join('?' * len(scopes))})"
+        one = (
+            "SELECT * FROM (SELECT ? AS term, f.rowid, m.key, m.value,"
+            " (SELECT max(id) FROM memories) FROM memories_fts AS f"
+            " JOIN memories AS m ON m.id = f.rowid WHERE memories_fts MATCH ? AND m.status = ?"
+            f" AND m.user = ? AND m.scope IN ({','.join('?' * len(scopes))})"
             " AND (m.expires_at IS NULL OR m.expires_at > ?)"
+            + (f" AND m.id NOT IN ({','.join('?' * len(excluded))})" if excluded else "")
+            + " ORDER BY f.rowid DESC LIMIT ?)"
         )
-        if excluded:
-            sql += f" AND m.id NOT IN ({','.join('?' * len(excluded))})"
-        # One thread hop, not two (execute, then fetch): this runs on every recall.
-        rows = await self._conn.execute_fetchall(
-            sql + " ORDER BY rank, m.id LIMIT ?",
-            (match, _ACTIVE, user, *scopes, now, *excluded, limit),
-        )
-        return [(int(r[0]), -float(r[1])) for r in rows]
+        params: builtins.list[object] = []
+        for i, term in enumerate(terms):
+            params += [i, f'"{term}"', _ACTIVE, user, *scopes, now, *excluded, cap]
+        # One thread hop for every word: this runs on every recall.
+        rows = await self._conn.execute_fetchall(" UNION ALL ".join([one] * len(terms)), params)
+        docs: dict[int, str] = {}
+        matched: dict[str, builtins.list[int]] = {t: [] for t in terms}
+        top = 0
+        for index, memory_id, key, value, last in rows:
+            docs[memory_id] = f"{key} {value}"
+            matched[terms[index]].append(memory_id)
+            top = max(top, int(last))
+        if not docs:
+            return []
+        # How many rows hold each word (its rarity): exact below the cap; above it,
+        # estimated from how far back the newest `cap` reach (counting would score
+        # every match again).
+        counts = {
+            t: len(ids) if len(ids) < cap else round(cap * top / max(1, top - min(ids) + 1))
+            for t, ids in matched.items()
+        }
+        return bm25_rank(docs, matched, counts, total=max(top, len(docs)), limit=limit)
 
     async def generation(self) -> int:
         return await _generation(self._conn)
@@ -311,9 +335,11 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         import numpy as np
 
         mine, params = _of_user(user)
+        # `(embedding IS NULL) = 0` as migration 9's index says it: read from the
+        # index, not from every row's vector.
         cur = await self._conn.execute(
             "SELECT id FROM memories WHERE status = ? AND embedding_model = ?"
-            f" AND embedding IS NOT NULL{mine} ORDER BY id",
+            f" AND (embedding IS NULL) = 0{mine} ORDER BY id",
             (_ACTIVE, embedding_model, *params),
         )
         rows = list(await cur.fetchall())
@@ -323,11 +349,15 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         self, embedding_model: str, ids: Sequence[int] | None = None, *, user: str | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         mine, of_user = _of_user(user)
+        # Given ids, SQLite must look each up by rowid: a term on status or user let it
+        # pick their index and read every active row (80 ms at 100k, per recall).
+        plus = "" if ids is None else "+"
         sql = (
             "SELECT id, embedding FROM memories"
-            f" WHERE status = ? AND embedding_model = ? AND embedding IS NOT NULL{mine}"
+            f" WHERE {plus}status = ? AND embedding_model = ? AND embedding IS NOT NULL"
+            + mine.replace(" user", f" {plus}user")
         )
-        params: builtins.list[Any] = [_ACTIVE, embedding_model, *of_user]
+        params: builtins.list[object] = [_ACTIVE, embedding_model, *of_user]
         rows: builtins.list[Any] = []
         if ids is None:
             rows = list(await (await self._conn.execute(sql + " ORDER BY id", params)).fetchall())
@@ -349,9 +379,11 @@ class SqliteMemoryStore(write_plan.PlannedStore):
 
     async def missing_vectors(self, embedding_model: str, *, user: str | None = None) -> builtins.list[Memory]:
         mine, params = _of_user(user)
+        # Found in migration 9's index (this runs at every start), then read by id.
         cur = await self._conn.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE status IN (?, ?)"
-            f" AND (embedding IS NULL OR embedding_model != ?){mine} ORDER BY id",
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN (SELECT id FROM memories"
+            " WHERE status IN (?, ?) AND NOT (embedding_model IS ? AND (embedding IS NULL) = 0)"
+            f"{mine}) ORDER BY id",
             (_ACTIVE, Status.QUARANTINED.value, embedding_model, *params),
         )
         return [row_to_memory(r) for r in await cur.fetchall()]
@@ -383,7 +415,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         self, memory_id: int | None = None, *, action: AuditAction | None = None
     ) -> builtins.list[AuditEntry]:
         where: builtins.list[str] = []
-        params: builtins.list[Any] = []
+        params: builtins.list[object] = []
         if memory_id is not None:
             where.append("memory_id = ?")
             params.append(memory_id)
@@ -406,7 +438,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         await self._db.close()
 
 
-async def _one(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> Memory | None:
+async def _one(conn: aiosqlite.Connection, sql: str, params: Sequence[object]) -> Memory | None:
     cur = await conn.execute(sql, params)
     row = await cur.fetchone()
     return row_to_memory(row) if row else None

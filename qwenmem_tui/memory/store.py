@@ -59,8 +59,8 @@ class RowQuery:
     ``words``: casefolded; each must occur in the key, value, category or status
     (the /memory filter). ``after``: keyset paging, ids above it. ``linked``: rows
     that are, supersede or restate one of these ids (a fact's versions, one hop).
-    ``model_first``: rows a model wrote or read from a file first (the review's
-    order), then by creation; else by id.
+    ``model_written``: only rows a model wrote or that were read from a file (True),
+    or only the others (False). Ordered by creation (``oldest_first``), else by id.
     """
 
     user: str | None = None
@@ -73,9 +73,14 @@ class RowQuery:
     linked: Collection[int] = ()
     created_after: float | None = None
     created_until: float | None = None
-    model_first: bool = False
+    model_written: bool | None = None
     oldest_first: bool = False
     limit: int | None = None
+
+
+def model_written(memory: Memory) -> bool:
+    """Written by a model or read from a file: nobody in the chat said it."""
+    return memory.origin is not Origin.USER or FLAG_FROM_FILE in memory.flags
 
 
 def query_rows(rows: Iterable[Memory], q: RowQuery) -> builtins.list[Memory]:
@@ -97,13 +102,11 @@ def query_rows(rows: Iterable[Memory], q: RowQuery) -> builtins.list[Memory]:
             and (q.created_after is None or m.created_at > q.created_after)
             and (q.created_until is None or m.created_at <= q.created_until)
             and all(word in haystack for word in q.words)
+            and (q.model_written is None or model_written(m) == q.model_written)
         )
 
     found = [m for m in rows if keep(m)]
-    if q.model_first:
-        found.sort(key=lambda m: (m.origin is Origin.USER and FLAG_FROM_FILE not in m.flags,
-                                  m.created_at, m.id))  # fmt: skip
-    elif q.oldest_first:
+    if q.oldest_first:
         found.sort(key=lambda m: (m.created_at, m.id))
     else:
         found.sort(key=lambda m: m.id)

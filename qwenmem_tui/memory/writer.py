@@ -40,6 +40,7 @@ from qwenmem_tui.memory.model import (
     Status,
     TtlPolicy,
     WriteAction,
+    WriteRequest,
     WriteResult,
     content_hash,
     embed_text,
@@ -166,124 +167,62 @@ class MemoryWriter:
         self.on_linked: Callable[[], None] | None = None
         self._reader: MeaningReader | None = None
 
-    async def prepare(
-        self,
-        category: str,
-        key: str,
-        value: str,
-        *,
-        origin: Origin | str,
-        project: str,
-        ttl_days: int | None = None,
-        turn_outputs: Sequence[str] = (),
-        provenance: Provenance | None = None,
-        reason: str = "",
-        scope: str | None = None,
-        created_at: float | None = None,
-        expires_at: float | None = None,
-        stated_at: float | None = None,
-        hold: Sequence[str] = (),
-        labels: Sequence[str] = (),
-        judge_timeout: float | None = None,
-        explicit_key: bool = True,
-    ) -> PendingWrite:
+    async def prepare(self, request: WriteRequest) -> PendingWrite:
         """The guard's verdict, TTL and scope for one write, before anything is stored.
 
-        Raises MemoryRejected for a malformed write. ``hold``: flags that quarantine
-        the write whatever the guard says (an imported row held when exported);
-        ``labels``: label flags it keeps (``from_file`` of a restored backup).
-        ``explicit_key``: the writer named the key (import, ``save_memory``, the
-        daemon): it is kept as given; /remember and extraction let identity choose.
-        ``expires_at``: an exact expiry (a backup's), instead of the TTL's.
+        Raises MemoryRejected for a malformed write (``WriteRequest`` says what each
+        field is taken as).
         """
-        origin = Origin(origin)
+        origin = Origin(request.origin)
+        provenance = request.provenance
         if provenance is None:
             provenance = (
                 Provenance.user()
                 if origin is Origin.USER
-                else Provenance(untrusted=tuple(turn_outputs))
+                else Provenance(untrusted=tuple(request.turn_outputs))
             )
-        verdict = guard.check(category, key, value, provenance=provenance)
+        verdict = guard.check(request.category, request.key, request.value, provenance=provenance)
         if not verdict.accepted:
             if verdict.refused_secret:
                 await self.store.add_metrics({"secrets_refused": 1.0})
             raise MemoryRejected(verdict.errors)
         if FLAG_SECRET_REDACTED in verdict.flags:
             await self.store.add_metrics({"secrets_redacted": 1.0})
-        kept = [f for f in labels if f in LABEL_FLAGS]
-        flags = list(dict.fromkeys([*hold, *verdict.flags, *kept]))
+        kept = [f for f in request.labels if f in LABEL_FLAGS]
+        flags = list(dict.fromkeys([*request.hold, *verdict.flags, *kept]))
+        reason = request.reason
         if provenance.untrusted_in_view:
             reason = join_reasons(reason, provenance.describe())
-        cat = Category(category)
-        days, ttl_note = self.ttl.resolve(cat, ttl_days)
-        if cat in GLOBAL_CATEGORIES:
-            scope = GLOBAL_SCOPE
+        cat = Category(request.category)
+        days, ttl_note = self.ttl.resolve(cat, request.ttl_days)
+        scope = GLOBAL_SCOPE if cat in GLOBAL_CATEGORIES else request.scope
         return PendingWrite(
             category=cat,
-            key=key,
+            key=request.key,
             value=verdict.value,
-            said=value,  # as written: grounding is judged on it, not on the redacted value
+            said=request.value,  # as written: grounding is judged on it, not on the redacted value
             origin=origin,
             provenance=provenance,
             flags=flags,
             reason=join_reasons(reason, ttl_note or ""),
-            scope=scope or scope_for(cat, project),
+            scope=scope or scope_for(cat, request.project),
             ttl_days=days,
-            created_at=created_at,
-            expires_at=expires_at,
-            stated_at=stated_at,
-            judge_timeout=judge_timeout,
-            explicit_key=explicit_key,
+            created_at=request.created_at,
+            expires_at=request.expires_at,
+            stated_at=request.stated_at,
+            judge_timeout=request.judge_timeout,
+            explicit_key=request.explicit_key,
         )
 
-    async def save(
-        self,
-        category: str,
-        key: str,
-        value: str,
-        *,
-        origin: Origin | str,
-        project: str,
-        ttl_days: int | None = None,
-        turn_outputs: Sequence[str] = (),
-        provenance: Provenance | None = None,
-        reason: str = "",
-        scope: str | None = None,
-        created_at: float | None = None,
-        stated_at: float | None = None,
-        hold: Sequence[str] = (),
-        judge_timeout: float | None = None,
-        explicit_key: bool = True,
-    ) -> WriteResult:
+    async def save(self, request: WriteRequest) -> WriteResult:
         """Guard, identity, TTL, embed, store, index — the only way a memory is written.
-
-        ``provenance`` says who wrote and what was in view; without it, a write of
-        origin ``user`` is the person's own words and any other a model write with
-        ``turn_outputs`` in view (see ``prepare`` for the rest).
 
         A write supersedes a stored memory only when it is the same fact restated
         (``identify``): the same key, the same entity's same single-valued attribute,
-        or the fast model's validated choice (``judge_timeout`` seconds at most;
-        None: the rule alone). Anything else is its own memory.
+        or the fast model's validated choice (``request.judge_timeout`` seconds at
+        most; None: the rule alone). Anything else is its own memory.
         """
-        pending = await self.prepare(
-            category,
-            key,
-            value,
-            origin=origin,
-            project=project,
-            ttl_days=ttl_days,
-            turn_outputs=turn_outputs,
-            provenance=provenance,
-            reason=reason,
-            scope=scope,
-            created_at=created_at,
-            stated_at=stated_at,
-            hold=hold,
-            judge_timeout=judge_timeout,
-            explicit_key=explicit_key,
-        )
-        [result] = await self.commit_many([pending])
+        [result] = await self.commit_many([await self.prepare(request)])
         return result
 
     async def commit_many(
@@ -474,15 +413,17 @@ class MemoryWriter:
         """
         filed = await self.file(text, project=project, category=category, key=key)
         pending = await self.prepare(
-            filed.category,
-            filed.key,
-            text.strip(),
-            origin=origin,
-            project=project,
-            provenance=provenance,
-            reason=reason,
-            judge_timeout=judge_timeout,
-            explicit_key=filed.named,
+            WriteRequest(
+                filed.category,
+                filed.key,
+                text.strip(),
+                origin=origin,
+                project=project,
+                provenance=provenance,
+                reason=reason,
+                judge_timeout=judge_timeout,
+                explicit_key=filed.named,
+            )
         )
         if category is None and not filed.named:
             pending.refile, pending.project = filed.note, project

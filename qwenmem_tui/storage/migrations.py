@@ -179,4 +179,15 @@ MIGRATIONS: list[str] = [
     CREATE INDEX memories_by_successor ON memories (superseded_by);
     CREATE INDEX memories_by_restated ON memories (restates);
     """,
+    # 9: the sampled review's oldest rows (memory/review.py), those a model wrote or a
+    # file held apart (the partial index; sqlite_store.MODEL_WRITTEN says it the same
+    # way, so SQLite can use it) and the others, by age: read through an index, not
+    # sorted out of every row (1 s at 100k). And which rows hold a vector of which
+    # embedder, without reading each row's vector (the index's start and sync).
+    """
+    CREATE INDEX memories_by_vector ON memories (user, status, embedding_model, (embedding IS NULL));
+    CREATE INDEX memories_by_age ON memories (user, status, created_at);
+    CREATE INDEX memories_model_written ON memories (user, status, created_at)
+        WHERE (origin != 'user' OR instr(flags, '"from_file"') > 0);
+    """,
 ]

@@ -95,6 +95,8 @@ def _dump(value: Any) -> str:
 
 
 _SESSION_COLUMNS = "id, project, title, created_at, updated_at, message_count"
+_ITEM_COLUMNS = "id, session_id, type, content, message, meta, created_at"
+_MAX_ID = 2**63 - 1
 
 
 async def _insert_session(
@@ -293,13 +295,89 @@ class SessionStore:
 
         return await self.db.write(delete) == 1
 
-    async def load_items(self, session_id: str) -> list[Item]:
+    async def load_items(
+        self, session_id: str, *, after: int = 0, offset: int = 0, limit: int | None = None
+    ) -> list[Item]:
+        """The session's items in order: those with an id past `after`, skipping
+        `offset` of them, at most `limit` (all when None)."""
         rows = await self.db.fetchall(
-            "SELECT id, session_id, type, content, message, meta, created_at FROM items "
-            "WHERE session_id = ? ORDER BY id",
-            (session_id,),
+            f"SELECT {_ITEM_COLUMNS} FROM items WHERE session_id = ? AND id > ? "
+            "ORDER BY id LIMIT ? OFFSET ?",
+            (session_id, after, -1 if limit is None else limit, offset),
         )
         return [_item_from_row(row) for row in rows]
+
+    async def get_item(self, session_id: str, item_id: int) -> Item | None:
+        row = await self.db.fetchone(
+            f"SELECT {_ITEM_COLUMNS} FROM items WHERE session_id = ? AND id = ?", (session_id, item_id)
+        )
+        return _item_from_row(row) if row else None
+
+    async def count_items(self, session_id: str, *, through: int | None = None) -> int:
+        """How many items the session has (with an id up to `through`, if given)."""
+        row = await self.db.fetchone(
+            "SELECT count(*) FROM items WHERE session_id = ? AND id <= ?",
+            (session_id, _MAX_ID if through is None else through),
+        )
+        return int(row[0]) if row else 0
+
+    async def tail_start(self, session_id: str, tail: int) -> int:
+        """The id just before the session's newest `tail` items (0 when it has no more)."""
+        row = await self.db.fetchone(
+            "SELECT id FROM items WHERE session_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
+            (session_id, tail),
+        )
+        return int(row[0]) if row else 0
+
+    async def last_item(
+        self, session_id: str, *, type: str | None = None, meta_key: str | None = None, after: int = 0  # noqa: A002
+    ) -> Item | None:
+        """The newest item past `after` of `type`, or whose meta has `meta_key` set true."""
+        where, params = ["session_id = ?", "id > ?"], [session_id, after]
+        if type is not None:
+            where.append("type = ?")
+            params.append(type)
+        if meta_key is not None:
+            where.append("json_extract(meta, ?) = 1")
+            params.append(f'$."{meta_key}"')
+        row = await self.db.fetchone(
+            f"SELECT {_ITEM_COLUMNS} FROM items WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT 1",
+            params,
+        )
+        return _item_from_row(row) if row else None
+
+    async def latest_by_type(self, session_id: str) -> dict[str, Item]:
+        """The newest item of each type the session has."""
+        rows = await self.db.fetchall(
+            f"SELECT {_ITEM_COLUMNS} FROM items WHERE id IN "
+            "(SELECT max(id) FROM items WHERE session_id = ? GROUP BY type)",
+            (session_id,),
+        )
+        return {row["type"]: _item_from_row(row) for row in rows}
+
+    async def pinned_items(
+        self, session_id: str, *, after: int, through: int, ids: set[int]
+    ) -> list[Item]:
+        """Messages with an id in (`after`, `through`] pinned by the user or in `ids`."""
+        marks = ",".join("?" * len(ids))
+        rows = await self.db.fetchall(
+            f"SELECT {_ITEM_COLUMNS} FROM items WHERE session_id = ? AND id > ? AND id <= ? "
+            "AND message IS NOT NULL AND (json_extract(meta, '$.pinned') = 1"
+            + (f" OR id IN ({marks})" if ids else "")
+            + ") ORDER BY id",
+            (session_id, after, through, *sorted(ids)),
+        )
+        return [_item_from_row(row) for row in rows]
+
+    async def usage_total(self, session_id: str) -> tuple[int, int]:
+        """(prompt, completion) tokens the endpoint reported on the session's replies."""
+        row = await self.db.fetchone(
+            "SELECT coalesce(sum(json_extract(meta, '$.usage.prompt_tokens')), 0), "
+            "coalesce(sum(json_extract(meta, '$.usage.completion_tokens')), 0) "
+            "FROM items WHERE session_id = ? AND type = 'assistant'",
+            (session_id,),
+        )
+        return (int(row[0]), int(row[1])) if row else (0, 0)
 
     async def set_title(self, session_id: str, title: str) -> None:
         async def update(conn: aiosqlite.Connection) -> None:

@@ -63,6 +63,8 @@ from qwenmem_tui.tui.widgets.plain_items import DimItem, InfoItem, ItemWidgetFac
 if TYPE_CHECKING:
     from textual.theme import Theme
 
+    from qwenmem_tui.llm.wire import JSONObject
+
     # The chat core and the runtime load after the first frame, in the startup
     # worker's thread (`_startup_imports`).
     from qwenmem_tui.chat.session import ChatSession, QueryHook
@@ -288,7 +290,9 @@ class QwenmemApp(App[None]):
         if (screen := self._chat_screen_if_up()) is not None:
             screen.item_changed(item)
 
-    async def add_display_item(self, type: str, content: str, meta: dict | None = None) -> Item:
+    async def add_display_item(
+        self, type: str, content: str, meta: JSONObject | None = None
+    ) -> Item:
         """Store a display item with the session (never sent to the model) and show it."""
         item = await self.session.add_display_item(type, content, meta)
         widget = self.widget_for_item(item)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from textual.binding import Binding, BindingType
 
@@ -54,7 +54,7 @@ class AppContext:
     clock: Callable[[], float]
     features: SessionFeatures
     """The app's one set of hooks and tools (they follow the session on screen)."""
-    states: Mapping[str, Any] = field(default_factory=dict)
+    states: Mapping[str, object] = field(default_factory=dict)
     """Each running feature's state for the runtime's life, by name (memory's
     `MemoryAccess`, opening in the background; MCP's servers, starting)."""
     prompt_parts: Mapping[str, object] = field(default_factory=dict)
@@ -64,13 +64,9 @@ class AppContext:
         """What feature `key` added to the system prompt, typed by its key."""
         return cast("T | None", self.prompt_parts.get(key.name))
 
-    @overload
-    def state(self, key: FeatureKey[T]) -> T | None: ...
-    @overload
-    def state(self, key: str) -> Any: ...  # by name: untyped (prefer the key)
-    def state(self, key: FeatureKey[T] | str) -> object:
-        """A feature's state (None when it does not run); typed by its `FeatureKey`."""
-        return self.states.get(key if isinstance(key, str) else key.name)
+    def state(self, key: FeatureKey[T]) -> T | None:
+        """A feature's state (None when it does not run), typed by its `FeatureKey`."""
+        return cast("T | None", self.states.get(key.name))
 
 
 @dataclass

@@ -31,7 +31,7 @@ from acp.schema import (
 )
 from mcp_support import PYTHON, write_servers
 
-from qwenmem_tui.memory.model import Origin
+from qwenmem_tui.memory.model import Origin, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage import Database, SessionStore
@@ -129,7 +129,9 @@ async def _seed_memory(settings: Any, paths: Paths, project: Path) -> int:
     service = await MemoryService.open(settings, paths)
     try:
         saved = await service.save(
-            "project", "test_command", FACT, origin=Origin.USER, project=project_id(project)
+            WriteRequest(
+                "project", "test_command", FACT, origin=Origin.USER, project=project_id(project)
+            )
         )
     finally:
         await service.close()

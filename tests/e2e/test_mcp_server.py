@@ -19,7 +19,7 @@ from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from qwenmem_tui.memory.model import Origin
+from qwenmem_tui.memory.model import Origin, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from tests.process_support import checkout_env
@@ -177,11 +177,13 @@ async def test_other_projects_memory_never_appears(
     service = await MemoryService.open(settings, paths)
     try:
         secret_plan = await service.save(
-            "project",
-            "launch_plan",
-            "The other project launches the rocket on Friday",
-            origin=Origin.USER,
-            project=project_id(other),
+            WriteRequest(
+                "project",
+                "launch_plan",
+                "The other project launches the rocket on Friday",
+                origin=Origin.USER,
+                project=project_id(other),
+            )
         )
     finally:
         await service.close()

@@ -20,6 +20,7 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.memory.model import WriteRequest
 
 PROJECT = "/work/alpha-project"
 
@@ -43,9 +44,25 @@ async def write(home: str, dsn: str, name: str, n: int) -> None:
     print("ready", flush=True)
     await _line()  # the parent releases both writers at once
     for i in range(n):
-        await svc.save("project", f"{name}_fact_{i}", f"{name} wrote fact number {i}", origin="tool", project=PROJECT)
+        await svc.save(
+            WriteRequest(
+                "project",
+                f"{name}_fact_{i}",
+                f"{name} wrote fact number {i}",
+                origin="tool",
+                project=PROJECT,
+            )
+        )
     for i in range(10):  # a key both writers keep overwriting: one row may stay active
-        await svc.save("project", "shared_key", f"{name} value {i}", origin="tool", project=PROJECT)
+        await svc.save(
+            WriteRequest(
+                "project",
+                "shared_key",
+                f"{name} value {i}",
+                origin="tool",
+                project=PROJECT,
+            )
+        )
     print("written", flush=True)
     other = (await _line()).strip()
     hit = await svc.recall(f"{other} wrote fact number 7", project=PROJECT, k=1, record=False)

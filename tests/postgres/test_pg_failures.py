@@ -18,6 +18,7 @@ from qwenmem_tui.cli import run
 from qwenmem_tui.config import ConfigError, load_settings
 from qwenmem_tui.memory.postgres import MemoryStoreUnavailable, RetryPolicy
 from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.model import WriteRequest
 
 pytestmark = pytest.mark.postgres
 
@@ -33,7 +34,15 @@ async def test_server_down_at_start_reads_from_the_local_cache_or_refuses(
 ) -> None:
     backend = Backend("postgres", tmp_path, with_password(private_pg.dsn))
     svc = await backend.open()
-    await svc.save("project", "current_project", "Beta, stack Python", origin="tool", project=PROJECT_A)
+    await svc.save(
+        WriteRequest(
+            "project",
+            "current_project",
+            "Beta, stack Python",
+            origin="tool",
+            project=PROJECT_A,
+        )
+    )
     await svc.close()  # leaves this machine's cache behind
     await asyncio.to_thread(private_pg.server.stop)
 
@@ -44,7 +53,9 @@ async def test_server_down_at_start_reads_from_the_local_cache_or_refuses(
         assert "unreachable" in line and "read-only from the local cache" in line and "\n" not in line
         assert "Beta" in (await offline.recall("what is my current project?", project=PROJECT_A)).block
         with pytest.raises(MemoryStoreUnavailable, match="memory is read-only"):
-            await offline.save("user", "name", "Ana", origin="user", project=PROJECT_A)
+            await offline.save(
+                WriteRequest("user", "name", "Ana", origin="user", project=PROJECT_A)
+            )
     finally:
         await offline.close()
 
@@ -78,7 +89,15 @@ async def test_writes_are_retried_while_the_server_is_away_and_failures_are_told
         store.retry = RetryPolicy(attempts=200, backoff=0.05, max_backoff=0.2)  # rides out a restart
         await asyncio.to_thread(private_pg.server.stop)
         pending = asyncio.create_task(
-            svc.save("project", "deploy_target", "We deploy to fly.io", origin="tool", project=PROJECT_A)
+            svc.save(
+                WriteRequest(
+                    "project",
+                    "deploy_target",
+                    "We deploy to fly.io",
+                    origin="tool",
+                    project=PROJECT_A,
+                )
+            )
         )
         await notices.wait_for("retrying memory write")
         assert not pending.done()
@@ -92,7 +111,15 @@ async def test_writes_are_retried_while_the_server_is_away_and_failures_are_told
         store.retry = RetryPolicy(attempts=3, backoff=0.01)
         await asyncio.to_thread(private_pg.server.stop)
         with pytest.raises(MemoryStoreUnavailable, match="unreachable after 3 attempts"):
-            await svc.save("project", "lost_fact", "Never silently dropped", origin="tool", project=PROJECT_A)
+            await svc.save(
+                WriteRequest(
+                    "project",
+                    "lost_fact",
+                    "Never silently dropped",
+                    origin="tool",
+                    project=PROJECT_A,
+                )
+            )
         failure = await notices.wait_for("memory write failed")
         await asyncio.to_thread(private_pg.server.start)
     finally:

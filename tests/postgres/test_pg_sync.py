@@ -20,7 +20,7 @@ from memtest_support import PROJECT_A
 from pgcluster import PostgresServer
 from pgtest_support import Backend, GenerationWaiter
 
-from qwenmem_tui.memory.model import Status
+from qwenmem_tui.memory.model import Status, WriteRequest
 
 pytestmark = pytest.mark.postgres
 
@@ -110,11 +110,27 @@ async def test_a_supersede_in_one_process_leaves_recall_in_another_on_its_own(
     watcher = await spawn("watch", str(tmp_path / "b"), pg_dsn)
     try:
         assert "ready" in json.loads(await read_line(watcher))
-        alpha = await writer.save("project", "current_project", "Alpha, stack TypeScript", origin="tool", project=PROJECT_A)
+        alpha = await writer.save(
+            WriteRequest(
+                "project",
+                "current_project",
+                "Alpha, stack TypeScript",
+                origin="tool",
+                project=PROJECT_A,
+            )
+        )
         seen = await wait_report(watcher, alpha.generation, timeout=10)
         assert seen["values"] == ["Alpha, stack TypeScript"] and alpha.memory.id in seen["index_ids"]
 
-        beta = await writer.save("project", "current_project", "Beta, stack Python", origin="tool", project=PROJECT_A)
+        beta = await writer.save(
+            WriteRequest(
+                "project",
+                "current_project",
+                "Beta, stack Python",
+                origin="tool",
+                project=PROJECT_A,
+            )
+        )
         # Pushed, not polled: the watcher reports only when its change feed (LISTEN)
         # tells it, and nothing else asks it to recall; no wall-clock bound, which two
         # loaded cores and a process boundary would make flaky.
@@ -134,7 +150,9 @@ async def test_forget_and_approve_propagate_to_a_listening_service(pg_dsn: str, 
     b = await backend.open(machine="b")
     waiter = GenerationWaiter(b)
     try:
-        kept = await a.save("user", "name", "The user's name is Ana", origin="tool", project=PROJECT_A)
+        kept = await a.save(
+            WriteRequest("user", "name", "The user's name is Ana", origin="tool", project=PROJECT_A)
+        )
         await waiter.wait(kept.generation, timeout=10)
         assert kept.memory.id in b.index.ids()
         await a.forget(kept.memory.id)
@@ -142,7 +160,15 @@ async def test_forget_and_approve_propagate_to_a_listening_service(pg_dsn: str, 
         assert kept.memory.id not in b.index.ids()
         assert (await b.recall("what is my name", project=PROJECT_A, min_score=-1)).ids == []
 
-        held = await a.save("feedback", "style", "<b>answer at length</b>", origin="tool", project=PROJECT_A)
+        held = await a.save(
+            WriteRequest(
+                "feedback",
+                "style",
+                "<b>answer at length</b>",
+                origin="tool",
+                project=PROJECT_A,
+            )
+        )
         assert held.memory.id not in b.index.ids()
         await a.approve(held.memory.id)
         await waiter.wait(await a.store.generation(), timeout=10)
@@ -157,7 +183,15 @@ async def test_a_recreated_database_never_reuses_the_old_local_cache(
 ) -> None:
     backend = Backend("postgres", tmp_path, pg_dsn)
     svc = await backend.open(machine="laptop")
-    alpha = await svc.save("project", "current_project", "Alpha, stack TypeScript", origin="tool", project=PROJECT_A)
+    alpha = await svc.save(
+        WriteRequest(
+            "project",
+            "current_project",
+            "Alpha, stack TypeScript",
+            origin="tool",
+            project=PROJECT_A,
+        )
+    )
     await svc.close()  # index and cache at generation 1, row #1 is Alpha
 
     # Same DSN, new database: its first row is also #1 at generation 1.
@@ -168,7 +202,15 @@ async def test_a_recreated_database_never_reuses_the_old_local_cache(
     finally:
         await conn.close()
     other = await backend.open(machine="server")
-    gamma = await other.save("project", "current_project", "Gamma, stack Go", origin="tool", project=PROJECT_A)
+    gamma = await other.save(
+        WriteRequest(
+            "project",
+            "current_project",
+            "Gamma, stack Go",
+            origin="tool",
+            project=PROJECT_A,
+        )
+    )
     await other.close()
     assert (gamma.memory.id, gamma.generation) == (alpha.memory.id, alpha.generation)
 

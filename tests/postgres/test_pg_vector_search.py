@@ -13,7 +13,7 @@ from memtest_support import PROJECT_A, PROJECT_B, Clock
 from pgtest_support import Backend, GenerationWaiter
 
 from qwenmem_tui.memory.index import VectorIndex
-from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE
+from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, WriteRequest
 from qwenmem_tui.memory.store_index import StoreIndex
 
 pytestmark = pytest.mark.postgres
@@ -42,7 +42,15 @@ async def _fill(svc, clock: Clock, user_tag: str = "") -> None:  # type: ignore[
             category = ("user", "project", "reference")[n % 3]
             project = PROJECT_A if n % 2 else PROJECT_B
             key = f"{subject}_{attribute}".replace(" ", "_").lower()
-            await svc.save(category, key, f"{subject}'s {attribute} is {value}{user_tag}", origin="user", project=project)
+            await svc.save(
+                WriteRequest(
+                    category,
+                    key,
+                    f"{subject}'s {attribute} is {value}{user_tag}",
+                    origin="user",
+                    project=project,
+                )
+            )
             clock.advance(1)
             n += 1
 
@@ -103,9 +111,34 @@ async def test_filters_hold_in_the_database_search(pgvector_dsn: str, tmp_path: 
     try:
         await _fill(bob, clock, user_tag=" (bob)")
         await _fill(ana, clock)
-        short = await ana.save("user", "temp_code", "the door code is 4321", origin="user", project=PROJECT_A, ttl_days=1)
-        old = await ana.save("project", "deploy_day", "we deploy on Fridays", origin="user", project=PROJECT_A)
-        await ana.save("project", "deploy_day", "we deploy on Tuesdays", origin="user", project=PROJECT_A)
+        short = await ana.save(
+            WriteRequest(
+                "user",
+                "temp_code",
+                "the door code is 4321",
+                origin="user",
+                project=PROJECT_A,
+                ttl_days=1,
+            )
+        )
+        old = await ana.save(
+            WriteRequest(
+                "project",
+                "deploy_day",
+                "we deploy on Fridays",
+                origin="user",
+                project=PROJECT_A,
+            )
+        )
+        await ana.save(
+            WriteRequest(
+                "project",
+                "deploy_day",
+                "we deploy on Tuesdays",
+                origin="user",
+                project=PROJECT_A,
+            )
+        )
         clock.advance(2 * DAY)  # the door code has expired (not yet swept)
         bob_ids = {m.id for m in await bob.list()}
         elsewhere = {m.id for m in await ana.list() if m.scope == PROJECT_B}

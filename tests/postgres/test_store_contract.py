@@ -26,6 +26,7 @@ from qwenmem_tui.memory.model import (
     Origin,
     Status,
     WriteAction,
+    WriteRequest,
 )
 from qwenmem_tui.memory.postgres.schema import PG_MIGRATIONS
 from qwenmem_tui.memory.service import MemoryService
@@ -283,7 +284,15 @@ async def test_concurrent_writers_of_one_key_leave_exactly_one_active_row(backen
     try:
         await asyncio.gather(
             *(
-                svc.save("project", "shared_key", f"{name} value {i}", origin="tool", project=PROJECT_A)
+                svc.save(
+                    WriteRequest(
+                        "project",
+                        "shared_key",
+                        f"{name} value {i}",
+                        origin="tool",
+                        project=PROJECT_A,
+                    )
+                )
                 for i in range(15)
                 for name, svc in (("left", left), ("right", right))
             )
@@ -302,9 +311,25 @@ async def test_concurrent_writers_of_one_key_leave_exactly_one_active_row(backen
 async def test_overwrite_lab_on_each_backend(backend: Backend, clock: Clock) -> None:
     """The seed's lab at the service level; the next session runs on another machine."""
     svc = await backend.open(clock=clock, machine="a")
-    first = await svc.save("project", "current_project", "Alpha, stack TypeScript", origin="tool", project=PROJECT_A)
+    first = await svc.save(
+        WriteRequest(
+            "project",
+            "current_project",
+            "Alpha, stack TypeScript",
+            origin="tool",
+            project=PROJECT_A,
+        )
+    )
     clock.advance(60)
-    second = await svc.save("project", "current_project", "Beta, stack Python", origin="tool", project=PROJECT_A)
+    second = await svc.save(
+        WriteRequest(
+            "project",
+            "current_project",
+            "Beta, stack Python",
+            origin="tool",
+            project=PROJECT_A,
+        )
+    )
     assert second.action is WriteAction.SUPERSEDED and second.superseded == [first.memory.id]
     active = await svc.list(project=PROJECT_A, statuses=[Status.ACTIVE])
     assert [(m.key, m.value) for m in active] == [("current_project", "Beta, stack Python")]
@@ -421,7 +446,15 @@ async def test_a_backups_history_is_restored_on_each_backend(backend: Backend, c
     ana = await backend.open(user="ana", clock=clock)
     try:
         for city in ("Porto", "Lisbon", "Berlin"):
-            await ana.save("user", "home_city", f"I live in {city}", origin="user", project=PROJECT_A)
+            await ana.save(
+                WriteRequest(
+                    "user",
+                    "home_city",
+                    f"I live in {city}",
+                    origin="user",
+                    project=PROJECT_A,
+                )
+            )
             clock.advance(DAY)
         before = await history(ana, "home_city", project=PROJECT_A)
         backup = await export_lines(ana)

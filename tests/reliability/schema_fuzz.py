@@ -12,6 +12,7 @@ Used by tests/reliability/test_schema_fuzz.py and bench/bench_schema_fuzz.py.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -46,10 +47,21 @@ class FuzzReport:
 
     requests: int = 0
     statuses: Counter[int] = field(default_factory=Counter)
+    operations: Counter[tuple[str, str, int]] = field(default_factory=Counter)
+    """(method, path template, status) of every answer."""
+    created: set[str] = field(default_factory=set)
+    """Session ids POST /session answered with."""
+    used: set[str] = field(default_factory=set)
+    """Session ids a route under /session/{session_id} answered with success."""
     failures: list[str] = field(default_factory=list)  # "check: METHOD PATH -> status"
     tracebacks: list[str] = field(default_factory=list)  # daemon lines
     exit_code: int = 0
     output: str = ""
+
+    @property
+    def chains(self) -> int:
+        """Sessions created and then used (a link followed with the id the daemon gave)."""
+        return len(self.created & self.used)
 
     @property
     def server_errors(self) -> int:
@@ -106,10 +118,12 @@ def run_fuzz(
     max_time: float | None = None,
     phases: str = "examples,coverage,fuzzing,stateful",
     deterministic: bool = True,
+    mode: str = "all",
 ) -> FuzzReport:
     """One schemathesis run against a fresh daemon in `workdir`: `deterministic` gives
     the same cases every run; otherwise `seed` draws them and `max_time` repeats the
-    fuzzing and stateful phases until it is spent."""
+    fuzzing and stateful phases until it is spent. `mode`: schemathesis' generation
+    mode (positive, negative or all)."""
     home, project = workdir / "home", workdir / "project"
     (project / ".git").mkdir(parents=True, exist_ok=True)
     report_path = workdir / "events.ndjson"
@@ -120,7 +134,7 @@ def run_fuzz(
             command = [
                 sys.executable, "-m", "schemathesis.cli", "run", f"{url}/openapi.json",
                 "--url", url, "-H", f"Authorization: Bearer {TOKEN}",
-                "--mode", "all", "--phases", phases, "--checks", ",".join(CHECKS),
+                "--mode", mode, "--phases", phases, "--checks", ",".join(CHECKS),
                 "--max-examples", str(max_examples),
                 "--workers", "1", "--request-timeout", "30", "--no-color",
                 "--suppress-health-check", "all", "--continue-on-failure",
@@ -167,15 +181,32 @@ def read_events(path: Path) -> FuzzReport:
 
 def _read_scenario(recorder: dict[str, Any], report: FuzzReport) -> None:
     cases = recorder.get("cases", {})
-    for interaction in recorder.get("interactions", {}).values():
+    for case_id, interaction in recorder.get("interactions", {}).items():
         response = interaction.get("response")
+        status = response["status_code"] if response else 0  # 0: no answer
         report.requests += 1
-        report.statuses[response["status_code"] if response else 0] += 1  # 0: no answer
+        report.statuses[status] += 1
+        case = cases.get(case_id, {}).get("value", {})
+        method, path = str(case.get("method")), str(case.get("path"))
+        report.operations[(method, path, status)] += 1
+        if (method, path, status) == ("POST", "/session", 201) and response:
+            report.created.add(_created_id(response))
+        session_id = (case.get("path_parameters") or {}).get("session_id")
+        if session_id is not None and 200 <= status < 300:
+            report.used.add(str(session_id))
     for case_id, checks in recorder.get("checks", {}).items():
         case = cases.get(case_id, {}).get("value", {})
         for check in checks:
             if check.get("status") == "failure":
                 report.failures.append(f"{check['name']}: {case.get('method')} {case.get('path')} {case.get('body', '')!r:.120}")
+
+
+def _created_id(response: dict[str, Any]) -> str:
+    """The sessionId in a recorded 201 (schemathesis keeps the body base64-encoded)."""
+    try:
+        return str(json.loads(base64.b64decode(response["content"]["$base64"]))["sessionId"])
+    except (ValueError, KeyError, TypeError):
+        return ""
 
 
 if __name__ == "__main__":  # a quick look by hand: python tests/reliability/schema_fuzz.py DIR

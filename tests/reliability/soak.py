@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from qwenmem_tui.chat.events import QueryFinished
+from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.view import COMPACTION_ITEM
+from qwenmem_tui.chat.window import view_start
 from qwenmem_tui.config import load_settings
 from qwenmem_tui.features import registry  # noqa: F401  (the features' settings sections)
 from qwenmem_tui.features.compaction.summariser import SUMMARY_SYSTEM_PROMPT
@@ -57,6 +59,9 @@ class Checkpoint:
     index_kb: float
     turn_ms_p50: float
     turn_ms_p95: float
+    held: int = 0  # the chat's items in memory (window and carried pins)
+    view: int = 0  # of them, those the model view reads (after the cut, and the pins)
+    stored: int = 0  # the session's items in the database
 
 
 @dataclass
@@ -117,7 +122,7 @@ def _size_kb(*paths: Path) -> float:
     return total / 1024
 
 
-def checkpoint(turn: int, paths: Paths, times: list[float]) -> Checkpoint:
+def checkpoint(turn: int, paths: Paths, times: list[float], chat: Any = None) -> Checkpoint:
     gc.collect()
     with open("/proc/self/statm") as statm:
         rss_pages = int(statm.read().split()[1])
@@ -132,14 +137,18 @@ def checkpoint(turn: int, paths: Paths, times: list[float]) -> Checkpoint:
         index_kb=_size_kb(paths.index_dir) if paths.index_dir.exists() else 0.0,
         turn_ms_p50=statistics.median(times) * 1000 if times else 0.0,
         turn_ms_p95=(statistics.quantiles(times, n=20)[-1] if len(times) >= 20 else max(times or [0])) * 1000,
+        held=len(chat.items) + len(chat.carried) if chat is not None else 0,
+        view=len(chat.items) - view_start(chat.items) + len(chat.carried) if chat is not None else 0,
+        stored=chat.item_count if chat is not None else 0,
     )
 
 
 async def soak(
     workdir: Path, *, turns: int, every: int, recap_every: int = 100, resume_every: int = 500,
-    on_checkpoint: Any = None,
+    on_checkpoint: Any = None, window_items: int | None = None,
 ) -> SoakReport:
-    """Run the soak in `workdir`; `on_checkpoint(Checkpoint)` hears each as it is taken."""
+    """Run the soak in `workdir`; `on_checkpoint(Checkpoint)` hears each as it is taken.
+    `window_items`: the chat's window in memory, when not the product's default."""
     home, project = workdir / "home", workdir / "project"
     (project / ".git").mkdir(parents=True, exist_ok=True)
     report = SoakReport()
@@ -155,7 +164,7 @@ async def soak(
         runtime = await Runtime.open(settings, paths, project, wait_ready=True)
         try:
             await _drive(runtime, fake, paths, report, turns=turns, every=every, recap_every=recap_every,
-                         resume_every=resume_every, on_checkpoint=on_checkpoint)
+                         resume_every=resume_every, on_checkpoint=on_checkpoint, window_items=window_items)
         finally:
             await runtime.close()
     await _account(settings, paths, report)
@@ -163,11 +172,21 @@ async def soak(
 
 
 async def _drive(runtime: Runtime, fake: FakeOpenAI, paths: Paths, report: SoakReport, *,
-                 turns: int, every: int, recap_every: int, resume_every: int, on_checkpoint: Any) -> None:
+                 turns: int, every: int, recap_every: int, resume_every: int, on_checkpoint: Any,
+                 window_items: int | None) -> None:
     access = runtime.state(MEMORY_STATE)
     assert access is not None
     service = await access.service()
-    chat = await runtime.open_chat()
+
+    async def open_chat(session_id: str | None = None) -> ChatSession:
+        chat = await runtime.open_chat(session_id)
+        if window_items is not None:
+            chat.window_items = window_items
+            if session_id is not None:
+                await chat.reload()  # read again with this window
+        return chat
+
+    chat = await open_chat()
     times: list[float] = []
     for turn in range(1, turns + 1):
         started = time.perf_counter()
@@ -186,11 +205,11 @@ async def _drive(runtime: Runtime, fake: FakeOpenAI, paths: Paths, report: SoakR
         if turn % resume_every == 0:  # resumed from the database, as after a restart
             session_id = chat.info.id
             await chat.close()
-            chat = await runtime.open_chat(session_id)
+            chat = await open_chat(session_id)
             report.resumes += 1
         if turn % every == 0 or turn == turns:
             fake.clear()  # the fake's own record of requests is not the app's memory
-            point = checkpoint(turn, paths, times)
+            point = checkpoint(turn, paths, times, chat)
             times = []
             report.checkpoints.append(point)
             if on_checkpoint is not None:

@@ -23,6 +23,7 @@ from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.storage.database import Database
 from qwenmem_tui.storage.sessions import Item, SessionStore
 from qwenmem_tui.tui.app import create_app
+from qwenmem_tui.memory.model import WriteRequest
 
 from .conftest import SIZE
 
@@ -33,8 +34,8 @@ async def test_truncated_faiss_index_is_rebuilt(settings: Settings, paths: Paths
     service = await MemoryService.open(settings, paths)
     try:
         for n in range(20):
-            await service.save("project", f"fact_{n}", f"The service number {n} runs on port {8000 + n}",
-                               origin="user", project=scope)
+            await service.save(WriteRequest("project", f"fact_{n}", f"The service number {n} runs on port {8000 + n}",
+                               origin="user", project=scope))
     finally:
         await service.close()
     [index_file] = paths.index_dir.glob("*.faiss")

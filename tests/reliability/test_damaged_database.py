@@ -23,6 +23,7 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.memory.backup import export_lines
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.memory.model import WriteRequest
 
 from .test_corrupt_files import _corrupt_header, _corrupt_pages, assert_clear
 
@@ -38,11 +39,13 @@ async def _memories_database(settings: Settings, paths: Paths, project: Path) ->
     try:
         for n in range(MEMORIES):
             await service.save(
-                "project",
-                f"service_{n:02d}",
-                f"Service {n:02d} listens on port {9000 + n}; team {n % 5} owns it",
-                origin="user",
-                project=str(project) if n % 3 else OTHER_PROJECT,
+                WriteRequest(
+                    "project",
+                    f"service_{n:02d}",
+                    f"Service {n:02d} listens on port {9000 + n}; team {n % 5} owns it",
+                    origin="user",
+                    project=str(project) if n % 3 else OTHER_PROJECT,
+                )
             )
         lines = await export_lines(service)
     finally:

@@ -25,6 +25,7 @@ from qwenmem_tui.tui.app import QwenmemApp, create_app
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.plain_items import ToolCallItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
+from qwenmem_tui.memory.model import WriteRequest
 
 from .conftest import child_env, run_in_pty
 
@@ -174,7 +175,15 @@ def test_cli_listings_print_hostile_titles_and_memories_inert(
             await db.close()
         service = await MemoryService.open(load_settings(config), paths)
         try:
-            await service.save("project", "deploy_notes", "deploy notes here", origin="user", project=scope)
+            await service.save(
+                WriteRequest(
+                    "project",
+                    "deploy_notes",
+                    "deploy notes here",
+                    origin="user",
+                    project=scope,
+                )
+            )
         finally:
             await service.close()
         # The guard refuses control characters today; a memory written by an older

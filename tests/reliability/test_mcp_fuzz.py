@@ -237,3 +237,23 @@ def test_a_request_whose_id_is_no_string_or_integer_is_answered(request_id: str)
     assert malformed_answer(b'{"jsonrpc": "2.0", "id": 7, "method": "ping"}') is None
     assert malformed_answer(b'{"jsonrpc": "2.0", "id": "a", "method": "ping"}') is None
     assert malformed_answer(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}') is None
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # Found by the long fuzz (500 examples): the request's own id was a 300-character
+        # string, too long to echo, and the search went on to the "id" in the tool's
+        # arguments: the answer went to request -34832, which could be another call's.
+        (b'{"jsonrpc": "2.0", "id": "' + b"x" * 300 + b'", "method": "tools/call", '
+         b'"params": {"name": "t", "arguments": {"id": -34832}}}\x80\x80', None),
+        (b'{"params": {"arguments": {"id": 5}}, "id": 7, "method": "tools/call"\x80', 7),
+        (b'{"jsonrpc": "2.0", "method": "say \\"id\\": 3", "id": 12345678901234567890}\x80', None),
+        (b'{"jsonrpc": "2.0", "id": "a\\"b", "method": "ping"}\x80', 'a"b'),
+        (b'{"jsonrpc": "2.0", "id": 42, "meth', 42),
+    ],
+)
+def test_a_damaged_line_is_answered_with_its_own_id_never_a_nested_one(line: bytes, expected: object) -> None:
+    answer = malformed_answer(line)
+    assert answer is not None and answer.error.code == types.PARSE_ERROR
+    assert answer.id == expected

@@ -32,6 +32,7 @@ import asyncio, sys
 from pathlib import Path
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
+from qwenmem_tui.memory.model import WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
@@ -40,7 +41,7 @@ async def main(home, start, project):
     svc = await MemoryService.open(settings, Paths(Path(home)))
     i = int(start)
     while True:
-        result = await svc.save("project", f"key_{i % 7}", f"value {i} of the crash loop", origin="tool", project=project)
+        result = await svc.save(WriteRequest("project", f"key_{i % 7}", f"value {i} of the crash loop", origin="tool", project=project))
         print("SAVED", result.memory.id, flush=True)
         i += 1
 

@@ -18,7 +18,7 @@ from app_support import started
 from qwenmem_tui.config import Settings
 from qwenmem_tui.memory import guard
 from qwenmem_tui.memory.backup import export_lines
-from qwenmem_tui.memory.model import Status, WriteAction
+from qwenmem_tui.memory.model import Status, WriteAction, WriteRequest
 from qwenmem_tui.memory.render import REMINDER_CLOSE, REMINDER_OPEN
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.writer import MemoryRejected
@@ -121,7 +121,9 @@ async def test_poisoning_variant_is_quarantined_or_refused(
     memory: MemoryService, project: Path, name: str, category: str, key: str, value: str
 ) -> None:
     try:
-        result = await memory.save(category, key, value, origin="tool", project=project_id(project))
+        result = await memory.save(
+            WriteRequest(category, key, value, origin="tool", project=project_id(project))
+        )
     except MemoryRejected:
         return
     assert result.action is WriteAction.QUARANTINED, (name, result.memory.flags)
@@ -134,7 +136,9 @@ async def test_poisoning_variant_is_quarantined_or_refused(
 async def test_benign_look_alikes_stay_active(
     memory: MemoryService, project: Path, category: str, key: str, value: str
 ) -> None:
-    result = await memory.save(category, key, value, origin="user", project=project_id(project))
+    result = await memory.save(
+        WriteRequest(category, key, value, origin="user", project=project_id(project))
+    )
     assert result.memory.status is Status.ACTIVE, result.memory.flags
 
 
@@ -149,9 +153,27 @@ async def test_memories_never_cross_projects_or_users(
     bob_settings.general.user = "bob"
     bob = await MemoryService.open(bob_settings, paths)
     try:
-        await alice.save("project", "deploy_target", "Deploys to the blue cluster", origin="user", project=here)
-        await alice.save("user", "editor", "Alice edits with helix", origin="user", project=here)
-        await bob.save("project", "deploy_target", "Deploys to the red cluster", origin="user", project=there)
+        await alice.save(
+            WriteRequest(
+                "project",
+                "deploy_target",
+                "Deploys to the blue cluster",
+                origin="user",
+                project=here,
+            )
+        )
+        await alice.save(
+            WriteRequest("user", "editor", "Alice edits with helix", origin="user", project=here)
+        )
+        await bob.save(
+            WriteRequest(
+                "project",
+                "deploy_target",
+                "Deploys to the red cluster",
+                origin="user",
+                project=there,
+            )
+        )
 
         def values(result) -> list[str]:  # type: ignore[no-untyped-def]
             return [m.value for m in result.memories]
@@ -185,7 +207,9 @@ async def test_closing_tag_in_a_value_stays_inside_the_reminder_block(
     service = await MemoryService.open(settings, paths)
     try:
         # A model write (the user's own words would be stored active; see issue 14).
-        saved = await service.save("user", "drink", hostile, origin="tool", project=project_id(project))
+        saved = await service.save(
+            WriteRequest("user", "drink", hostile, origin="tool", project=project_id(project))
+        )
         assert saved.action is WriteAction.QUARANTINED
         await service.approve(saved.memory.id, reason="test: a person vouched")
     finally:

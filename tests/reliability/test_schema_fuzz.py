@@ -34,6 +34,19 @@ def test_the_daemon_fuzzed_from_its_document_stays_inside_it(tmp_path: Path) -> 
     assert report.exit_code == 0, report.output
 
 
+def test_stateful_sequences_follow_the_documents_links_on_real_sessions(tmp_path: Path) -> None:
+    """The document links create -> prompt -> messages -> delete (operationId links);
+    schemathesis' stateful phase follows them on sessions the daemon really created, and
+    after a delete the same id is gone (its use_after_free check)."""
+    report = run_fuzz(tmp_path, max_examples=8, seed=41, phases="stateful", mode="positive")
+    assert report.chains >= 3, report.output
+    for operation in [("POST", "/session", 201), ("POST", "/session/{session_id}/prompt", 200),
+                      ("GET", "/session/{session_id}/messages", 200), ("DELETE", "/session/{session_id}", 200)]:
+        assert report.operations[operation] > 0, (operation, report.operations)
+    assert report.server_errors == 0 and report.failures == [], report.failures
+    assert report.tracebacks == [], report.tracebacks[:3]
+
+
 @pytest.fixture
 def daemon(fake: FakeOpenAI, settings: Settings, paths: Paths, project: Path) -> Iterator[TestClient]:
     fake.responder = lambda body: Reply("ok")
@@ -66,3 +79,13 @@ def test_an_empty_category_lists_every_memory_and_is_documented(daemon: TestClie
     assert _admits(category["schema"], "") and not _admits(category["schema"], "users")
     assert daemon.get("/memory", params={"category": ""}).status_code == 200
     assert daemon.get("/memory", params={"category": "users"}).status_code == 400
+
+
+def test_a_body_of_form_feeds_is_not_an_empty_body(daemon: TestClient) -> None:
+    # Found by the stateful run (negative_data_rejection): POST /session with the body
+    # "\x0c" made a session: bytes.strip() took the form feed for whitespace, JSON does not.
+    for raw in (b"\x0c", b" \x0b ", b"\x1c"):
+        response = daemon.post("/session", content=raw, headers={"Content-Type": "application/json"})
+        assert response.status_code == 400 and response.json()["code"] == "invalid_json", raw
+    assert daemon.post("/session", content=b" \r\n\t").status_code == 201  # JSON's own whitespace
+    assert daemon.get("/sessions").json()["sessions"].__len__() == 1

@@ -22,6 +22,7 @@ from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 from qwenmem_tui.tui.app import create_app
 from qwenmem_tui.tui.widgets.prompt import PromptInput
+from qwenmem_tui.memory.model import WriteRequest
 
 from .conftest import SIZE, child_env, serve_url
 
@@ -216,9 +217,11 @@ async def test_memory_writes_of_every_form_keep_no_secret_and_stats_count_them(
             report = await import_lines(service, [json.dumps({"category": "project", "key": key, "value": "the db"})], project="/p", trusted=True)
             assert report.counts == {"rejected": 1} and "not hold a secret" in report.errors[0]
             with pytest.raises(MemoryRejected):
-                await service.save("project", key, "db settings", origin="agent", project="/p")
+                await service.save(
+                    WriteRequest("project", key, "db settings", origin="agent", project="/p")
+                )
         for text in SECRET_LOOKALIKES:
-            await service.save("project", "note", text, origin="user", project="/p")
+            await service.save(WriteRequest("project", "note", text, origin="user", project="/p"))
         rows = await service.list(statuses=None)
         stats = await service.stats()
     finally:

@@ -14,15 +14,20 @@ from .soak import soak
 
 TURNS = 60
 EVERY = 30
+WINDOW = 10  # the chat's window in memory, small enough to be passed many times over
+RESUME = 25  # not on a checkpoint: what a checkpoint sees was held since, not just loaded
 
 
 async def test_a_long_session_loses_nothing_and_leaks_no_handles(tmp_path: Path) -> None:
-    report = await soak(tmp_path, turns=TURNS, every=EVERY, recap_every=30, resume_every=30)
+    report = await soak(tmp_path, turns=TURNS, every=EVERY, recap_every=30, resume_every=RESUME, window_items=WINDOW)
     assert report.turns == TURNS and report.user_items == TURNS  # every message stored
     assert report.writes == TURNS * 2 // 5  # every save_memory call kept, as written
     assert report.forgets == report.memories_deleted == report.writes  # every forget stands
     assert report.memories_active == 0
-    assert report.compactions >= 2 and report.recaps == report.resumes == TURNS // 30
+    assert report.compactions >= 2 and report.recaps == TURNS // 30 and report.resumes == TURNS // RESUME
     first, *_, last = report.checkpoints
     # Handles: what the first checkpoint held (after warm-up) is what the last holds.
     assert (last.fds, last.threads, last.tasks) <= (first.fds, first.threads, first.tasks), report.checkpoints
+    # Memory: the chat holds its window, not its transcript; the database holds it all.
+    assert all(point.held <= max(WINDOW, point.view) for point in report.checkpoints), report.checkpoints
+    assert last.held < last.stored // 2 and last.stored >= 2 * TURNS, report.checkpoints

@@ -19,7 +19,7 @@ import pytest
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory import prefetch as prefetch_module
 from qwenmem_tui.memory import service as service_module
-from qwenmem_tui.features.memory.feature import MEMORY
+from qwenmem_tui.features.memory.feature import MEMORY_SESSION
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id
@@ -28,6 +28,7 @@ from qwenmem_tui.testing.fake_openai import FakeOpenAI
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.features.memory.extension import memory_extension
 from qwenmem_tui.tui.widgets.prompt import PromptInput
+from qwenmem_tui.memory.model import WriteRequest
 
 from .conftest import FakeClock, settle, started, wait_until
 
@@ -41,7 +42,15 @@ async def remembered(settings: Settings, paths: Paths, project: Path, clock: Fak
     """A memory of this project, saved in an earlier session."""
     service = await MemoryService.open(settings, paths, clock=clock)
     try:
-        await service.save("project", "staging_db_port", FACT, origin="user", project=project_id(project))
+        await service.save(
+            WriteRequest(
+                "project",
+                "staging_db_port",
+                FACT,
+                origin="user",
+                project=project_id(project),
+            )
+        )
     finally:
         await service.close()
 
@@ -90,7 +99,7 @@ async def test_text_typed_while_starting_is_warmed_when_the_app_is_idle(
         assert app.state == "starting"
         model_gate.set()
         await started(pilot)
-        prefetch = app.session_features.handle(MEMORY).prefetch
+        prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
         assert prefetch is not None
         # Idle: the typed text is warmed without another pause; memory still opens.
         try:
@@ -112,7 +121,7 @@ async def test_a_message_sent_while_memory_opens_waits_for_its_recall(
     app = make_app(extensions=[memory_extension])
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        prefetch = app.session_features.handle(MEMORY).prefetch
+        prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
         assert prefetch is not None and prefetch.memory_opening
         prompt = app.screen.query_one(PromptInput)
         prompt.insert(QUESTION)
@@ -134,7 +143,7 @@ async def test_once_memory_is_open_a_request_never_waits_for_recall(
     app = make_app(extensions=[memory_extension])
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        prefetch = app.session_features.handle(MEMORY).prefetch
+        prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
         assert prefetch is not None
         await wait_until(pilot, lambda: not prefetch.memory_opening)
         recall_gate = asyncio.Event()

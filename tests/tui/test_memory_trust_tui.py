@@ -10,7 +10,7 @@ from pathlib import Path
 from trust_corpus import SECRETS
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.memory.model import Status
+from qwenmem_tui.memory.model import Status, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
@@ -99,7 +99,9 @@ async def test_forget_cannot_touch_another_users_memory(
     alice_settings.general.user = "alice"
     alice = await MemoryService.open(alice_settings, paths, clock=clock)
     try:
-        mine = await alice.save("user", "editor", "Alice edits with helix", origin="user", project="p")
+        mine = await alice.save(
+            WriteRequest("user", "editor", "Alice edits with helix", origin="user", project="p")
+        )
     finally:
         await alice.close()
     settings.general.user = "bob"

@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input, Static
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.memory import sqlite_store
-from qwenmem_tui.features.memory.feature import MEMORY, MEMORY_STATE
+from qwenmem_tui.features.memory.feature import MEMORY_SESSION, MEMORY_STATE
 from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT
 from qwenmem_tui.memory.model import (
     DAY,
@@ -26,6 +26,7 @@ from qwenmem_tui.memory.model import (
     Memory,
     Origin,
     Status,
+    WriteRequest,
 )
 from qwenmem_tui.memory.service import MemoryService, default_user
 from qwenmem_tui.paths import Paths, project_id
@@ -144,7 +145,9 @@ async def test_an_index_rebuild_is_announced(
 ) -> None:
     service = await MemoryService.open(settings, paths, clock=clock)
     for n in range(3):
-        await service.save("user", f"fact_{n}", f"Fact number {n}.", origin=Origin.USER, project="p")
+        await service.save(
+            WriteRequest("user", f"fact_{n}", f"Fact number {n}.", origin=Origin.USER, project="p")
+        )
     await service.close()
     shutil.rmtree(paths.index_dir)
     monkeypatch.setattr(memory_extension_module, "REBUILD_NOTICE_MIN", 3)
@@ -288,7 +291,15 @@ async def test_refresh_shows_what_another_process_wrote(
         assert "No memories yet" in str(screen.query_one("#memory-detail-text").render())
         other = await MemoryService.open(settings, paths, clock=clock)  # e.g. `qwenmem memory import`
         try:
-            await other.save("user", "editor", "The user edits in Helix.", origin=Origin.USER, project="p")
+            await other.save(
+                WriteRequest(
+                    "user",
+                    "editor",
+                    "The user edits in Helix.",
+                    origin=Origin.USER,
+                    project="p",
+                )
+            )
         finally:
             await other.close()
         await pilot.press("r")
@@ -446,7 +457,7 @@ async def test_a_recall_that_settles_during_a_tool_call_follows_the_tool_result(
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        prefetch = app.session_features.handle(MEMORY).prefetch
+        prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
         assert prefetch is not None
         # Memory open: a message sent while it still opens would wait for its recall.
         await wait_until(pilot, lambda: not prefetch.memory_opening)
@@ -477,7 +488,7 @@ async def test_a_recall_warmed_while_typing_reaches_the_first_request(
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        prefetch = app.session_features.handle(MEMORY).prefetch
+        prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
         assert prefetch is not None
         screen = app.screen
         assert isinstance(screen, ChatScreen)
@@ -513,7 +524,7 @@ async def test_no_recall_is_warmed_for_a_command_and_one_is_while_a_reply_ends(
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        prefetch = app.session_features.handle(MEMORY).prefetch
+        prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
         assert prefetch is not None
         screen = app.screen
         assert isinstance(screen, ChatScreen)
@@ -529,6 +540,46 @@ async def test_no_recall_is_warmed_for_a_command_and_one_is_while_a_reply_ends(
         assert prefetch.warm_handle.text == "What is the codename?"
         app.state = "idle"
         await pilot.pause()
+
+
+async def test_a_message_typed_during_a_reply_is_warmed_when_queued_not_at_each_pause(
+    fake: FakeOpenAI, make_memory_app: Callable[..., QwenmemApp]
+) -> None:
+    """While a reply streams, a pause in typing warms nothing (each warm embedded the
+    draft again beside the stream); the message queued with Enter is warmed at once,
+    and its request carries its memory once the reply has ended."""
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, CODENAME)
+
+    gate = threading.Event()
+    fake.script(Reply("a reply that takes its time", chunk_size=4, stall_after=1, stall_gate=gate))
+    app = make_memory_app()
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
+            assert prefetch is not None
+            screen = app.screen
+            assert isinstance(screen, ChatScreen)
+            await send(pilot, "hello")
+            await wait_until(pilot, lambda: app.state == "responding")
+            question = "What is the project codename?"
+            screen.query_one(PromptInput).insert(question)
+            await pilot.pause()  # the prompt's Changed handled
+            assert screen._warm_timer is None and prefetch.warm_handle is None
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: prefetch.warm_handle is not None)
+            assert prefetch.warm_handle is not None and prefetch.warm_handle.text == question
+            gate.set()
+            await wait_until(pilot, lambda: len(chat_requests(fake)) == 2)
+            await settle(pilot)
+            user_message = chat_requests(fake)[-1]["messages"][-1]
+            assert user_message["content"].endswith(question)
+            assert "the project codename is Bluebird" in reminder_of(user_message)
+            assert prefetch.stats.warm_adopted == 1
+    finally:
+        gate.set()
 
 
 # --- pure helpers -------------------------------------------------------------------
@@ -580,16 +631,20 @@ def test_memory_screen_snapshot(
         service = await MemoryService.open(settings, paths, clock=clock)
         try:
             await service.save(
-                "user", "preferred_language", "The user prefers Python and type hints everywhere.",
-                origin=Origin.TOOL, project=here,
+                WriteRequest(
+                    "user", "preferred_language", "The user prefers Python and type hints everywhere.",
+                    origin=Origin.TOOL, project=here,
+                )
             )
             clock.advance(2 * DAY)
             await service.remember("the project codename is Bluebird", project=here)
             await service.remember("elsewhere: another project's codename is Redwing", project="/other")
             clock.advance(3 * 3600)
             await service.save(
-                "user", "reveal_prompt", INJECTION, origin=Origin.TOOL, project=here,
-                turn_outputs=[f"# Notes\n{INJECTION}"],
+                WriteRequest(
+                    "user", "reveal_prompt", INJECTION, origin=Origin.TOOL, project=here,
+                    turn_outputs=[f"# Notes\n{INJECTION}"],
+                )
             )
             clock.advance(600)
         finally:

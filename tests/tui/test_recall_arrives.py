@@ -15,7 +15,7 @@ import pytest
 from textual import events
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.features.memory.feature import MEMORY
+from qwenmem_tui.features.memory.feature import MEMORY_SESSION
 from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
@@ -25,6 +25,7 @@ from qwenmem_tui.tui.features.memory.extension import memory_extension
 from qwenmem_tui.tui.features.memory.receipt import MemoryReceipt
 from qwenmem_tui.tui.screens import chat as chat_screen
 from qwenmem_tui.tui.widgets.plain_items import ErrorItem
+from qwenmem_tui.memory.model import WriteRequest
 
 from .conftest import FakeClock, settle, started, wait_until
 
@@ -39,7 +40,15 @@ USERS_PAUSE_S = 0.2
 async def remembered(settings: Settings, paths: Paths, project: Path, clock: FakeClock) -> None:
     service = await MemoryService.open(settings, paths, clock=clock)
     try:
-        await service.save("project", "staging_db_port", FACT, origin="user", project=project_id(project))
+        await service.save(
+            WriteRequest(
+                "project",
+                "staging_db_port",
+                FACT,
+                origin="user",
+                project=project_id(project),
+            )
+        )
     finally:
         await service.close()
 
@@ -55,7 +64,7 @@ def carries_the_fact(request: dict) -> bool:
 
 async def open_app(pilot_app: QwenmemApp, pilot) -> object:  # type: ignore[no-untyped-def]
     await started(pilot)
-    prefetch = pilot_app.session_features.handle(MEMORY).prefetch
+    prefetch = pilot_app.session_features.handle(MEMORY_SESSION).prefetch
     await wait_until(pilot, lambda: not prefetch.memory_opening)
     return prefetch
 

@@ -7,10 +7,15 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
 from textual.pilot import Pilot
 
+from qwenmem_tui.chat.session import RESET_NOTICE
+from qwenmem_tui.chat.window import WINDOW_ITEMS
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.tui.app import QwenmemApp
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
+from qwenmem_tui.tui.widgets import chat_log
 from qwenmem_tui.tui.widgets.chat_log import (
     MAX_PAGES,
     PAGE_SIZE,
@@ -20,6 +25,8 @@ from qwenmem_tui.tui.widgets.chat_log import (
 )
 from qwenmem_tui.tui.widgets.plain_items import MessageView, UserItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
+
+from app_support import send
 
 from .conftest import SIZE, FakeClock, conversation, seed_session, settle, wait_until
 
@@ -114,3 +121,50 @@ async def test_home_with_text_in_the_prompt_moves_the_cursor(
         await pilot.pause()
         assert prompt.cursor_location == (0, 0)
         assert "question 0" not in shown_texts(pilot) and app.screen.query(EarlierItems)
+
+
+async def test_a_session_longer_than_its_window_in_memory_scrolls_back_to_its_start(
+    make_app: Callable[..., QwenmemApp], paths: Paths, project: Path, clock: FakeClock
+) -> None:
+    """Issue 41: a resumed session past its /clear holds only its newest items in memory;
+    the earlier ones are read from the database when the user scrolls back to them."""
+    exchanges = WINDOW_ITEMS // 2 + 30
+    items = [entry for n in range(exchanges) for entry in conversation(f"question {n}", f"answer {n}")]
+    items.append(("info", RESET_NOTICE, None, {"reset": True}))
+    items += conversation("after the clear", "fresh start")
+    await seed_session(paths, project, "Longer than the window", items, clock=clock)
+    app = make_app(resume=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session = app.session
+        assert session.item_count == len(items) and len(session.items) == WINDOW_ITEMS
+        earlier = app.screen.query_one(EarlierItems)
+        assert f"{len(items) - PAGE_SIZE} earlier items" in str(earlier.render())
+        await pilot.press("home")
+        await wait_until(pilot, lambda: "question 0" in shown_texts(pilot), timeout=60)
+        bound = MAX_PAGES * PAGE_SIZE
+        await press_until(pilot, "pagedown", lambda: f"question {PAGE_SIZE}" in shown_texts(pilot), bound)
+        assert len(session.items) == WINDOW_ITEMS  # reading back held nothing more
+
+
+async def test_a_long_sitting_releases_the_oldest_widgets_and_reads_them_back(
+    make_app: Callable[..., QwenmemApp], fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: messages sent in one sitting do not pile up in the log; past a page
+    more than MAX_PAGES the oldest are released after a reply, and scrolling back (Home)
+    reads them from the database."""
+    monkeypatch.setattr(chat_log, "PAGE_SIZE", 4)  # small pages: a few messages pass the bound
+    monkeypatch.setattr(chat_log, "MAX_PAGES", 2)
+    fake.responder = lambda body: Reply(f"answer to {body['messages'][-1]['content']}")
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        for n in range(10):
+            await send(pilot, f"question {n}")
+            await settle(pilot)
+            assert mounted(pilot) <= 3 * 4, n
+        assert app.screen.query(EarlierItems) and "question 0" not in shown_texts(pilot)
+        await pilot.press("home")
+        await wait_until(pilot, lambda: "question 0" in shown_texts(pilot), timeout=60)
+        await pilot.press("end")
+        await wait_until(pilot, lambda: "question 9" in shown_texts(pilot), timeout=60)
+        assert mounted(pilot) <= 3 * 4

@@ -399,6 +399,17 @@ def test_a_preview_is_repainted_at_under_half_the_pace_of_markdown() -> None:
     assert item.flush_interval(preview, blocked=5.0) == AssistantItem.FLUSH_MAX
 
 
+def test_a_burst_of_a_screenful_a_frame_is_repainted_four_times_a_second() -> None:
+    # At full speed a flush brings screens of text: a blur at any pace, whose frames
+    # delayed the last words. Under a screen a flush, the pace is the stream's own.
+    item, preview = AssistantItem(), StreamPreview()
+    assert item.flush_interval(preview, blocked=0.0, screens=0.9) == AssistantItem.PREVIEW_FLUSH_MIN
+    assert item.flush_interval(preview, blocked=0.0, screens=1.0) == AssistantItem.BURST_FLUSH_MIN
+    assert AssistantItem.BURST_FLUSH_MIN == 1 / 4
+    assert item.flush_interval(Markdown(""), blocked=0.0, screens=3.0) == AssistantItem.BURST_FLUSH_MIN
+    assert item.flush_interval(preview, blocked=0.2, screens=3.0) == pytest.approx(0.6)  # backed off
+
+
 async def test_a_live_piece_that_begins_inside_a_paragraph_keeps_all_of_it(
     fake: FakeOpenAI,
     make_app: Callable[..., QwenmemApp],

@@ -17,7 +17,7 @@ from chat_support import SessionFactory, chat_llm, collect, session_parts
 
 from qwenmem_tui.chat.events import ChatEvent, ItemAdded, Notice, QueryFinished
 from qwenmem_tui.chat.session import ChatSession
-from qwenmem_tui.chat.view import COMPACTION_ITEM
+from qwenmem_tui.chat.view import COMPACTION_ITEM, model_messages
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.compaction.settings import CompactionSettings
 from qwenmem_tui.features.compaction.gauge import estimate_tokens
@@ -405,3 +405,36 @@ async def test_a_failing_summariser_backs_off_and_the_drop_is_marked(
     assert dropped[0] in announced  # shown as it happened
     for messages in chat_requests(fake):
         assert estimate_tokens(messages) < 3000
+
+
+async def test_a_long_session_holds_a_window_and_reads_the_rest_from_the_database(
+    make_session, models: FakeModels, llm: LLMClient, settings: Settings,
+    session_store: SessionStore, project: Path,
+) -> None:
+    """Issue 41: a long session keeps the model view and the newest items in memory, not
+    its whole transcript; what it let go of is still in the database, page by page, and
+    the model sees exactly what it would have seen with everything held."""
+    session = await make_session()
+    session.window_items = 8
+    special = {1: DECISIONS[0], 3: PINNED, 4: "please read the readme", 9: DECISIONS[1]}
+    for n in range(40):
+        await ask(session, special.get(n, filler(n)))
+        if n == 3:  # /pin on the message before it is summarised and let go of
+            pinned = next(i for i in session.items if i.content == PINNED)
+            await session.set_meta(pinned, {**pinned.meta, "pinned": True})
+        stored = await session_store.load_items(session.info.id)
+        assert session.history() == model_messages(stored, session.system_prompt)
+        assert session.earlier + len(session.items) == len(stored)
+        assert session.items == stored[session.earlier :]
+    assert sum(i.type == COMPACTION_ITEM for i in stored) >= 2 and len(markers(session)) == 1
+    assert len(session.items) + len(session.carried) < len(stored) // 4  # not the whole transcript
+    assert PINNED in texts(session.history())  # carried from before the window
+    assert await session.page(0, 3) == stored[:3]  # scrolled back to: read from the database
+
+    resumed = await ChatSession.load(
+        session_id=session.info.id, window_items=8, **session_parts(session_store, llm, settings, project)
+    )
+    assert resumed.history() == session.history()
+    assert resumed.items == session.items and resumed.earlier == session.earlier
+    assert resumed.usage_total() == session.usage_total() and resumed.usage_total().prompt_tokens > 0
+    assert resumed.latest("user") == stored[max(i for i, item in enumerate(stored) if item.type == "user")]

@@ -13,7 +13,7 @@ from chat_support import collect
 from qwenmem_tui.chat.tools import Tool, ToolContext
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.assembly import Assembly, enabled_features
-from qwenmem_tui.features.compaction.feature import COMPACTION
+from qwenmem_tui.features.compaction.feature import COMPACTION, COMPACTION_HOOK
 from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.features.feature import offers_tools
 from qwenmem_tui.features.memory.access import MemoryUnavailable
@@ -21,7 +21,7 @@ from qwenmem_tui.features.memory.extract import (
     EXTRACTION_SYSTEM_PROMPT,
     MemoryExtractionHook,
 )
-from qwenmem_tui.features.memory.feature import MEMORY
+from qwenmem_tui.features.memory.feature import MEMORY, MEMORY_SESSION, MEMORY_STATE
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook
 from qwenmem_tui.features.memory.receipts import MemoryReceiptHook
 from qwenmem_tui.llm.client import LLMClient
@@ -73,7 +73,7 @@ async def test_hooks_come_in_the_one_order_fresh_per_session(
     built = assembly(settings, paths, llm, project, features={MEMORY, COMPACTION}, extra_tools=[ECHO])
     try:
         one, two = built.session(), built.session()
-        memory, compaction = one.handle(MEMORY), one.handle(COMPACTION)
+        memory, compaction = one.handle(MEMORY_SESSION), one.handle(COMPACTION_HOOK)
         assert [type(h) for h in one.hooks] == [
             CompactionHook,
             MemoryPrefetchHook,
@@ -99,7 +99,7 @@ async def test_a_model_that_cannot_call_tools_is_offered_none(
     try:
         features = built.session()
         assert features.tools.schemas() == []
-        assert features.handle(MEMORY).prefetch is not None  # memory still reaches it, by prefetch
+        assert features.handle(MEMORY_SESSION).prefetch is not None  # memory still reaches it, by prefetch
     finally:
         await built.close()
 
@@ -112,7 +112,7 @@ def test_only_known_features_are_assembled(
         assembly(settings, paths, llm, project, features={"memroy"})
     nothing = assembly(settings, paths, llm, project, features=())
     features = nothing.session()
-    assert features.hooks == () and nothing.state(MEMORY) is None
+    assert features.hooks == () and nothing.state(MEMORY_STATE) is None
     assert tool_names(features) == {"read_file", "list_directory"}
 
 
@@ -123,14 +123,14 @@ async def test_extraction_skips_turns_until_memory_is_open_then_writes(
     built = assembly(settings, paths, llm, project, features={MEMORY})
     features = built.session()
     # Extraction alone: prefetch's recall would start the opening (and race this test).
-    session = await make_session(features.handle(MEMORY).extraction, tools=features.tools)
+    session = await make_session(features.handle(MEMORY_SESSION).extraction, tools=features.tools)
     fake.script(Reply("Noted."))
     await collect(session, "I am Ada and I always deploy on Fridays.")
     # The service was never asked for: extraction skipped the turn instead of waiting.
-    assert built.state(MEMORY) is not None and built.state(MEMORY).opened is None
+    assert built.state(MEMORY_STATE) is not None and built.state(MEMORY_STATE).opened is None
     assert all(b["messages"][0]["content"] != EXTRACTION_SYSTEM_PROMPT for b in fake.chat_requests)
 
-    service = await built.state(MEMORY).service()
+    service = await built.state(MEMORY_STATE).service()
     proposal = {"memories": [{"category": "user", "key": "name", "value": "The user is Ada."}]}
     fake.script(Reply("Hello Ada."), Reply(json.dumps(proposal)))
     await collect(session, "Remember that my name is Ada.")
@@ -149,7 +149,7 @@ async def test_an_unopenable_memory_is_one_clear_line(
     built = assembly(settings, paths, llm, project, features={MEMORY})
     features = built.session()
     with pytest.raises(MemoryUnavailable, match="^Long-term memory is unavailable: "):
-        await built.state(MEMORY).service()  # type: ignore[union-attr]
+        await built.state(MEMORY_STATE).service()  # type: ignore[union-attr]
     arguments = json.dumps({"category": "user", "key": "k", "value": "v"})
     result = await features.tools.call("save_memory", arguments, ToolContext(project, "s"))
     assert result.is_error and result.content.startswith("Long-term memory is unavailable: ")

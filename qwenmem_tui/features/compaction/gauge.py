@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from qwenmem_tui.chat.view import content_text
+from qwenmem_tui.llm.wire import Message
 from qwenmem_tui.text import estimate_text_tokens
 
 __all__ = ["TokenGauge", "estimate_text_tokens", "estimate_tokens"]
 
 
-def estimate_tokens(messages: Sequence[dict]) -> int:
+def estimate_tokens(messages: Sequence[Message]) -> int:
     """Local prompt-size estimate: content, tool calls and a few tokens per message."""
     total = 0
     for message in messages:
@@ -43,5 +44,5 @@ class TokenGauge:
         if estimate > 0 and prompt_tokens > 0:
             self.ratio = min(3.0, max(0.5, prompt_tokens / estimate))
 
-    def count(self, messages: Sequence[dict]) -> int:
+    def count(self, messages: Sequence[Message]) -> int:
         return math.ceil(estimate_tokens(messages) * self.ratio)

@@ -38,6 +38,7 @@ from qwenmem_tui.features.compaction.summariser import (
 )
 from qwenmem_tui.features.instructions.files import instructions_in
 from qwenmem_tui.features.compaction.settings import COMPACTION_SETTINGS
+from qwenmem_tui.llm.wire import Message
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
@@ -58,7 +59,7 @@ and each try costs a request the reply waits behind."""
 MAX_DECISIONS = 40
 
 #: A message sent by an extraction callback before its block is summarised away.
-Extract = Callable[[list[dict]], Awaitable[None]]
+Extract = Callable[[list[Message]], Awaitable[None]]
 
 
 # compaction --------------------------------------------------------------------------
@@ -139,8 +140,8 @@ class CompactionHook:
         self._queries += 1
 
     async def before_request(
-        self, session: ChatSession, kind: TurnKind, messages: list[dict]
-    ) -> list[dict]:
+        self, session: ChatSession, kind: TurnKind, messages: list[Message]
+    ) -> list[Message]:
         self._observe_usage(session)
         tokens = self.gauge.count(messages)
         if self._should_compact(session, tokens):
@@ -278,7 +279,7 @@ class CompactionHook:
         except Exception as exc:  # extraction is best effort; the summary still helps
             log.warning("[COMPACTION] memory extraction before compaction failed: %s", exc)
 
-    async def _drop_oldest(self, session: ChatSession, messages: list[dict]) -> list[dict]:
+    async def _drop_oldest(self, session: ChatSession, messages: list[Message]) -> list[Message]:
         """Last resort for this request only: drop the oldest non-pinned turns until it fits."""
         summary, _ = compacted_view(session.view_items())
         pinned = [
@@ -287,7 +288,7 @@ class CompactionHook:
             if item.message is not None and item.meta.get("pinned")
         ] + [summary]
         head = [m for m in messages[:1] if m.get("role") == "system"]
-        groups: list[list[dict]] = []
+        groups: list[list[Message]] = []
         for message in messages[len(head) :]:
             if message.get("role") == "user" or not groups:
                 groups.append([])
@@ -325,5 +326,6 @@ class CompactionHook:
 
 
 def _latest_user_id(session: ChatSession) -> int | None:
-    return next((i.id for i in reversed(session.items) if i.type == "user"), None)
+    item = session.latest("user")
+    return item.id if item is not None else None
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from qwenmem_tui.chat.view import content_text
 from qwenmem_tui.features.compaction.gauge import estimate_tokens
 from qwenmem_tui.llm.errors import LLMError
+from qwenmem_tui.llm.wire import Message
 
 if TYPE_CHECKING:
     from qwenmem_tui.llm.client import LLMClient
@@ -58,7 +59,7 @@ class Turn:
     items: list[Item] = field(default_factory=list)
 
     @property
-    def messages(self) -> list[dict]:
+    def messages(self) -> list[Message]:
         return [item.message for item in self.items if item.message is not None]
 
     @property
@@ -94,7 +95,7 @@ def pack_blocks(turns: Sequence[Turn], budget: int = BLOCK_TOKENS) -> list[list[
     return blocks
 
 
-def _clip(message: dict) -> dict:
+def _clip(message: Message) -> Message:
     text = content_text(message.get("content"))
     if len(text) <= TRANSCRIPT_MESSAGE_CHARS:
         return message

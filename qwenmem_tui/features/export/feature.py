@@ -7,7 +7,7 @@ from qwenmem_tui.features.feature import Feature
 
 EXPORT = "export"
 
-FEATURE = Feature(
+FEATURE: Feature[object] = Feature(
     EXPORT,
     tui="qwenmem_tui.tui.features.export.extension:export_extension",
     cli="qwenmem_tui.features.export.cli:register",

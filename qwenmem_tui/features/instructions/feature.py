@@ -22,7 +22,7 @@ def _prompt(root: Path, cwd: Path, home: Path) -> Instructions:
     return load_instructions(root, cwd, home)
 
 
-FEATURE = Feature(
+FEATURE: Feature[object] = Feature(
     INSTRUCTIONS,
     prompt=_prompt,
     tui="qwenmem_tui.tui.features.instructions.extension:instructions_extension",

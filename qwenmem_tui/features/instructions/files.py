@@ -29,6 +29,7 @@ from pathlib import Path
 
 from qwenmem_tui.chat.tools import ToolError, read_confined
 from qwenmem_tui.chat.view import INSTRUCTIONS_BLOCK, INSTRUCTIONS_CLOSE, INSTRUCTIONS_OPEN
+from qwenmem_tui.llm.wire import Message
 
 log = logging.getLogger("qwenmem.instructions")
 
@@ -196,7 +197,7 @@ def with_instructions(system_prompt: str, instructions: Instructions) -> str:
     return f"{system_prompt}\n\n{section}" if section else system_prompt
 
 
-def instructions_in(messages: list[dict] | str | None) -> str:
+def instructions_in(messages: list[Message] | str | None) -> str:
     """The instruction block of a chat's system prompt (a history, or the prompt
     itself), "" when it has none: what the recap and the summariser add to theirs."""
     if isinstance(messages, str):

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy 
     from qwenmem_tui.config import Settings
     from qwenmem_tui.features.feature import Commands
     from qwenmem_tui.memory.service import MemoryService
+    from qwenmem_tui.memory.recall import RecallResult
     from qwenmem_tui.llm.client import LLMClient
 
 _VALUE_WIDTH = 60
@@ -36,7 +37,7 @@ def register(registered: Commands) -> None:
     _register_upkeep(commands)
 
 
-def _register_reading(commands: argparse._SubParsersAction) -> None:
+def _register_reading(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`memory list`, `search`: what is stored and how recall sees it."""
     p = commands.add_parser("list", help="active memories of this project and global ones")
     p.add_argument("--all", action="store_true", help="every status, not only active")
@@ -71,7 +72,7 @@ def _register_reading(commands: argparse._SubParsersAction) -> None:
 
 
 
-def _register_backup(commands: argparse._SubParsersAction) -> None:
+def _register_backup(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`memory export`, `import`: memories in and out of the store."""
     p = commands.add_parser("export", help="write every memory as JSON lines")
     p.add_argument("file", nargs="?", type=Path, help="output file (default: stdout)")
@@ -130,7 +131,7 @@ def _register_backup(commands: argparse._SubParsersAction) -> None:
 
 
 
-def _register_changes(commands: argparse._SubParsersAction) -> None:
+def _register_changes(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`memory add`, `restore`, `forget`: a person's own acts on memory (audited)."""
     p = commands.add_parser(
         "add",
@@ -155,7 +156,7 @@ def _register_changes(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(func=forget)
 
 
-def _register_upkeep(commands: argparse._SubParsersAction) -> None:
+def _register_upkeep(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`memory stats`, `migrate`: how the store does, and moving it to PostgreSQL."""
     p = commands.add_parser("stats", help="hit rate, staleness, poisoning flag rate, counts")
     p.add_argument("--json", action="store_true", help="print a JSON object")
@@ -221,7 +222,7 @@ def _key_width(rows: list[Memory]) -> int:
     return max([24, *(len(m.key) for m in rows)])
 
 
-def _row(m: Memory, key_width: int) -> str:
+def _row(m: Memory, key_width: int, *, status: str | None = None) -> str:
     # Keys and values come from the model, imports and tools: nothing of them may act
     # on the terminal (the same rendering as the TUI's).
     value = " ".join(terminal_safe(m.value).split())
@@ -229,7 +230,7 @@ def _row(m: Memory, key_width: int) -> str:
         value = value[: _VALUE_WIDTH - 1] + "…"
     flags = f" [{terminal_safe(', '.join(m.flags))}]" if m.flags else ""
     key = terminal_safe(m.key).ljust(key_width)
-    return f"{m.id:>5}  {m.status:<11} {m.category:<9} {key} {value}  ({m.origin}){flags}"
+    return f"{m.id:>5}  {status or m.status:<11} {m.category:<9} {key} {value}  ({m.origin}){flags}"
 
 
 async def list_memories(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
@@ -245,9 +246,11 @@ async def list_memories(args: argparse.Namespace, settings: Settings, paths: Pat
     return 0
 
 
-def _hits(result: Any) -> list[dict[str, Any]]:
+def _hits(result: RecallResult) -> list[dict[str, Any]]:
+    from qwenmem_tui.memory.render import version_fields
+
     return [
-        {**m.to_json(), "score": score}
+        {**m.to_json(), "score": score, **version_fields(m, result.later.get(m.id))}
         for m, score in zip(result.memories, result.scores, strict=True)
     ]
 
@@ -290,14 +293,24 @@ async def search(args: argparse.Namespace, settings: Settings, paths: Paths) -> 
     elif not result.memories:
         print("No memory passed the filters and the threshold.")
     else:
-        width = _key_width(result.memories)
-        print(
-            "\n".join(
-                f"{score:6.3f} {_row(m, width)}"
-                for m, score in zip(result.memories, result.scores, strict=True)
-            )
-        )
+        print(_search_rows(result))
     return 0
+
+
+def _search_rows(result: RecallResult) -> str:
+    """Search hits as text, best first; an earlier version says so in its status
+    column and, on the line below, what may replace it and when."""
+    from qwenmem_tui.memory.render import earlier_note
+
+    width = _key_width(result.memories)
+    lines = []
+    for m, score in zip(result.memories, result.scores, strict=True):
+        newer = result.later.get(m.id)
+        row = _row(m, width, status="earlier" if newer is not None else None)
+        lines.append(f"{score:6.3f} {row}")
+        if newer is not None:
+            lines.append(f"{'':14}{terminal_safe(earlier_note(m, newer))}")
+    return "\n".join(lines)
 
 
 async def _search_as_of(
@@ -560,7 +573,8 @@ def _import_source(args: argparse.Namespace) -> list[str] | None:
     """The JSON lines to import: the file's, or another tool's memory read as lines."""
     if args.source is None:
         try:
-            return args.file.read_text(encoding="utf-8").splitlines()
+            source: Path = args.file  # argparse's Namespace is untyped
+            return source.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             reason = getattr(exc, "strerror", None) or exc
             print(f"qwenmem: cannot read {args.file}: {reason}", file=sys.stderr)

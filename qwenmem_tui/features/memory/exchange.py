@@ -33,7 +33,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from qwenmem_tui.chat.view import content_text
 from qwenmem_tui.exchange import Shaped
@@ -46,6 +46,7 @@ from qwenmem_tui.features.memory.prefetch import (
     insert_after_tool_results,
     prepend_reminder,
 )
+from qwenmem_tui.llm.wire import Message
 from qwenmem_tui.memory.provenance import Provenance
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class ExchangeMemory:
     _exchanges: OrderedDict[str, _Exchange] = field(default_factory=OrderedDict)
     _extractor: MemoryExtractionHook | None = None
 
-    async def shape(self, project: str, messages: list[dict[str, Any]]) -> Shaped:
+    async def shape(self, project: str, messages: list[Message]) -> Shaped:
         """The request's messages with this exchange's memory block in its one place."""
         last_user = _last_user(messages)
         if last_user is None:
@@ -112,7 +113,7 @@ class ExchangeMemory:
                 return Shaped(shaped, exchange.ids, exchange.block)
         return Shaped(messages)  # the client dropped that result: nothing to anchor to
 
-    def _exchange(self, project: str, messages: list[dict[str, Any]], last_user: int) -> _Exchange:
+    def _exchange(self, project: str, messages: list[Message], last_user: int) -> _Exchange:
         now = self.clock()
         for key in [k for k, e in self._exchanges.items() if now - e.used_at > EXCHANGE_TTL_S]:
             self._forget(key)
@@ -146,7 +147,7 @@ class ExchangeMemory:
             return None
 
     async def _deliver(
-        self, exchange: _Exchange, messages: list[dict[str, Any]], last_user: int, wait_ms: int
+        self, exchange: _Exchange, messages: list[Message], last_user: int, wait_ms: int
     ) -> None:
         """Take the recall at the first safe point it is ready for (see the module doc)."""
         task = exchange.recall
@@ -170,7 +171,7 @@ class ExchangeMemory:
             len(exchange.ids),
         )
 
-    async def after_reply(self, project: str, messages: list[dict[str, Any]], reply: str) -> None:
+    async def after_reply(self, project: str, messages: list[Message], reply: str) -> None:
         """A reply completed: extract its facts in the background, when turned on."""
         if not self.extract or self.llm is None or not reply.strip():
             return
@@ -189,14 +190,14 @@ class ExchangeMemory:
             await self._extractor.drain()
 
 
-def _last_user(messages: list[dict[str, Any]]) -> int | None:
+def _last_user(messages: list[Message]) -> int | None:
     return next(
         (i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"),
         None,
     )
 
 
-def _exchange_key(project: str, history: list[dict[str, Any]]) -> str:
+def _exchange_key(project: str, history: list[Message]) -> str:
     """The exchange's identity: the project and the history up to its user message."""
     digest = hashlib.sha256(project.encode())
     for message in history:

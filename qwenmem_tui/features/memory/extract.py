@@ -18,11 +18,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from qwenmem_tui.chat.session import BaseQueryHook
 from qwenmem_tui.chat.turns import QueryOutcome
-from qwenmem_tui.memory.model import Origin, WriteResult
+from qwenmem_tui.llm.wire import Message
+from qwenmem_tui.memory.model import Origin, WriteRequest, WriteResult
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import SAVE_MEMORY
@@ -69,7 +70,7 @@ class ExtractionJob:
     imported dialogue carries its date); None: now."""
 
 
-def last_exchange(messages: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]]:
+def last_exchange(messages: list[Message]) -> tuple[str, tuple[str, ...]]:
     """The latest query as text (user, tool outputs, assistant) and its tool outputs."""
     start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
     if start is None:
@@ -177,7 +178,7 @@ class MemoryExtractionHook(BaseQueryHook):
                 log.debug("[MEMORY_EXTRACT] queued job replaced by a newer turn")
             self._queued = job
 
-    async def extract_block(self, messages: list[dict[str, Any]]) -> None:
+    async def extract_block(self, messages: list[Message]) -> None:
         """Compaction's hand-over: facts of a block about to be summarised away (issue 6),
         for the memory's project.
 
@@ -238,18 +239,20 @@ class MemoryExtractionHook(BaseQueryHook):
         for proposal in proposals:
             try:
                 result = await service.save(
-                    proposal["category"],
-                    proposal["key"],
-                    proposal["value"],
-                    origin=Origin.AGENT,
-                    project=job.project,
-                    provenance=job.provenance,
-                    reason="background extraction",
-                    stated_at=job.stated_at,
-                    judge_timeout=JUDGE_TIMEOUT,
-                    # Keys the extractor guessed in the background, not ones a writer
-                    # chose: identity may file a restatement under the stored key.
-                    explicit_key=False,
+                    WriteRequest(
+                        proposal["category"],
+                        proposal["key"],
+                        proposal["value"],
+                        origin=Origin.AGENT,
+                        project=job.project,
+                        provenance=job.provenance,
+                        reason="background extraction",
+                        stated_at=job.stated_at,
+                        judge_timeout=JUDGE_TIMEOUT,
+                        # Keys the extractor guessed in the background, not ones a writer
+                        # chose: identity may file a restatement under the stored key.
+                        explicit_key=False,
+                    )
                 )
             except MemoryRejected as exc:
                 log.info("[MEMORY_EXTRACT] proposal rejected: %s", exc)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from qwenmem_tui.mcp_server.server import MemoryBackend, QwenmemServer
 
 log = logging.getLogger("qwenmem.mcp")
+T = TypeVar("T")
 
 
 class MemoryRow(TypedDict):
@@ -77,7 +78,7 @@ Category = Annotated[
 ]
 
 
-async def _answer(call: Awaitable[Any], backend: MemoryBackend) -> Any:
+async def _answer(call: Awaitable[T], backend: MemoryBackend) -> T:
     """A tool's answer; a caller's mistake becomes a one-line tool error, and so does
     anything unexpected (its traceback goes to the debug log, never to the client)."""
     try:
@@ -115,7 +116,7 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
         k: Annotated[int, Field(ge=1, le=MAX_K, description="how many memories at most")] = 5,
     ) -> SearchAnswer:
         memory = await backend.memory(ctx)
-        return await _answer(memory.search(query, k), backend)
+        return cast(SearchAnswer, await _answer(memory.search(query, k), backend))
 
     @server.tool(
         title="Remember",
@@ -138,7 +139,7 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
         # No elicitation: a client's "accept" is the client's answer (it can give it
         # itself), not the user's words. A held note waits for the user in qwenmem.
         memory = await backend.memory(ctx)
-        return await _answer(memory.remember(text, category, key), backend)
+        return cast(RememberAnswer, await _answer(memory.remember(text, category, key), backend))
 
     @server.tool(
         title="Forget memory",
@@ -151,7 +152,7 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
         ctx: Context,
     ) -> ForgetAnswer:
         memory = await backend.memory(ctx)
-        return await _answer(memory.forget(id), backend)
+        return cast(ForgetAnswer, await _answer(memory.forget(id), backend))
 
     @server.tool(
         title="List memories",
@@ -161,7 +162,7 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
     )
     async def list_memories(ctx: Context, category: Category = None) -> ListAnswer:
         memory = await backend.memory(ctx)
-        return await _answer(memory.list(category), backend)
+        return cast(ListAnswer, await _answer(memory.list(category), backend))
 
 
 RESOURCE_SCHEME = "memory"

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
 from qwenmem_tui.chat.view import content_text
+from qwenmem_tui.llm.wire import Message
 
 if TYPE_CHECKING:
     from qwenmem_tui.chat.session import ChatSession
@@ -365,8 +366,8 @@ class MemoryPrefetchHook:
         return _same_recall(warm, session, text, self._excluded())
 
     async def before_request(
-        self, session: ChatSession, kind: TurnKind, messages: list[dict]
-    ) -> list[dict]:
+        self, session: ChatSession, kind: TurnKind, messages: list[Message]
+    ) -> list[Message]:
         handle = self.handle
         # The loop builds a request only once the one before it was answered.
         self._answered()
@@ -416,7 +417,7 @@ class MemoryPrefetchHook:
             self.sent.pop(memory_id, None)
             self._in_flight.pop(memory_id, None)
 
-    def _deliver(self, kind: TurnKind, messages: list[dict]) -> bool:
+    def _deliver(self, kind: TurnKind, messages: list[Message]) -> bool:
         """Take a settled recall as a new delivery; whether one was added."""
         handle = self.handle
         if handle is None or not handle.settled or handle.consumed:
@@ -664,7 +665,7 @@ class MemoryPrefetchHook:
 
     # request shaping ------------------------------------------------------------------
     def _anchor_to_user(
-        self, messages: list[dict], text: str, result: RecallResult
+        self, messages: list[Message], text: str, result: RecallResult
     ) -> _Delivery | None:
         positions = _user_positions(messages, text)
         if not positions:
@@ -676,7 +677,7 @@ class MemoryPrefetchHook:
             occurrence=len(positions) - 1,
         )
 
-    def _anchor_to_tools(self, messages: list[dict], result: RecallResult) -> _Delivery | None:
+    def _anchor_to_tools(self, messages: list[Message], result: RecallResult) -> _Delivery | None:
         if not messages or messages[-1].get("role") != "tool":
             return None
         call_id = str(messages[-1].get("tool_call_id"))
@@ -687,18 +688,22 @@ class MemoryPrefetchHook:
             occurrence=len(_tool_positions(messages, call_id)) - 1,
         )
 
-    def _reapply(self, messages: list[dict]) -> list[dict]:
+    def _reapply(self, messages: list[Message]) -> list[Message]:
         """Earlier deliveries back into this request; a lost anchor frees its ids."""
         for delivery in list(self._delivered):
             shaped = self._reapply_one(messages, delivery)
             if shaped is messages:
-                # Its message left the model view (compaction): let recall find it again.
+                # Its message left the model view (compaction): let recall find it again,
+                # and forget why it was sent (kept, this grew with every memory ever
+                # recalled in a long session: issue 41's soak).
                 self._delivered.remove(delivery)
                 self.surfaced.difference_update(delivery.ids)
+                for memory_id in set(delivery.ids) - self.surfaced:
+                    self._why.pop(memory_id, None)
             messages = shaped
         return messages
 
-    def _reapply_one(self, messages: list[dict], delivery: _Delivery) -> list[dict]:
+    def _reapply_one(self, messages: list[Message], delivery: _Delivery) -> list[Message]:
         if delivery.user_text is not None:
             positions = _user_positions(messages, delivery.user_text)
         else:
@@ -733,7 +738,7 @@ def _same_recall(
     )
 
 
-def _user_positions(messages: list[dict], text: str) -> list[int]:
+def _user_positions(messages: list[Message], text: str) -> list[int]:
     """User messages that are `text`, possibly behind reminders other hooks put first."""
     return [
         i
@@ -746,7 +751,7 @@ def _is_text(body: str, text: str) -> bool:
     return body == text or body.endswith(f"\n\n{text}")
 
 
-def prepend_reminder(message: dict, block: str) -> dict:
+def prepend_reminder(message: Message, block: str) -> Message:
     """A copy of the user message with the block in front of its reminders (§6)."""
     content = message.get("content")
     if isinstance(content, list):
@@ -754,7 +759,7 @@ def prepend_reminder(message: dict, block: str) -> dict:
     return {**message, "content": f"{block}\n\n{content or ''}"}
 
 
-def insert_after_tool_results(messages: list[dict], index: int, block: str) -> list[dict]:
+def insert_after_tool_results(messages: list[Message], index: int, block: str) -> list[Message]:
     """A copy of ``messages`` with the block as a user message after the run of tool
     results that ``index`` is in: never between a tool call and its results (§6)."""
     end = index + 1
@@ -763,7 +768,7 @@ def insert_after_tool_results(messages: list[dict], index: int, block: str) -> l
     return [*messages[:end], {"role": "user", "content": block}, *messages[end:]]
 
 
-def _tool_positions(messages: list[dict], tool_call_id: str) -> list[int]:
+def _tool_positions(messages: list[Message], tool_call_id: str) -> list[int]:
     return [
         i
         for i, m in enumerate(messages)

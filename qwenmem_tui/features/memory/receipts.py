@@ -36,7 +36,7 @@ from qwenmem_tui.features.memory.prefetch import (
     MemoryPrefetchHook,
     SentMemory,
 )
-from qwenmem_tui.features.memory.items import RECEIPT_ITEM
+from qwenmem_tui.features.memory.items import RECEIPT_ITEM as RECEIPT_ITEM  # the faces' name for it
 from qwenmem_tui.memory.render import age_phrase, render_block
 from qwenmem_tui.text import estimate_text_tokens
 
@@ -290,7 +290,5 @@ class MemoryReceiptHook(BaseQueryHook):
 
 
 def _last_user_text(session: ChatSession) -> str:
-    for item in reversed(session.items):
-        if item.type == "user":
-            return item.content
-    return ""
+    item = session.latest("user")
+    return item.content if item is not None else ""

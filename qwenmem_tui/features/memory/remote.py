@@ -34,6 +34,7 @@ from qwenmem_tui.memory.model import (
     WriteAction,
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer
+from qwenmem_tui.memory.render import version_fields
 
 if TYPE_CHECKING:
     from qwenmem_tui.memory.service import MemoryService
@@ -137,7 +138,7 @@ class ProjectMemory:
         now = self._clock()
         return {
             "memories": [
-                {**memory_json(m, now), "score": score}
+                {**memory_json(m, now), "score": score, **version_fields(m, result.later.get(m.id))}
                 for m, score in zip(result.memories, result.scores, strict=True)
             ]
         }
@@ -172,19 +173,20 @@ class ProjectMemory:
         chosen = _category(category)
         if key is not None and key != "" and not (isinstance(key, str) and KEY_PATTERN.fullmatch(key)):
             raise MemoryRequestError("key must be snake_case: a-z, 0-9 and _, starting with a letter")
+        named = key if isinstance(key, str) and key else None
         service = await self._service()
         try:
             result = await service.remember(
                 value,
                 project=self.project,
                 category=chosen,
-                key=key or None,
+                key=named,
                 origin=Origin.AGENT,
                 provenance=outside_provenance(self.caller),
                 reason=f"remember by {self.caller.describe()}",
             )
         except MemoryRejected as exc:
-            return {"id": None, "category": chosen, "key": key or None, "action": "refused", "error": str(exc)}
+            return {"id": None, "category": chosen, "key": named, "action": "refused", "error": str(exc)}
         memory = result.memory
         answer: dict[str, Any] = {
             "id": memory.id,

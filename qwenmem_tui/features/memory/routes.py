@@ -100,6 +100,15 @@ _MEMORY_SCHEMA = {
         "age_days": {"type": "number"},
         "scope": {"type": "string"},
         "score": {"type": "number", "description": "search only"},
+        "version": {
+            "enum": ["current", "earlier"],
+            "description": "search only: earlier when a newer memory may restate this one",
+        },
+        "stated": {"type": "string", "description": "an earlier version's date"},
+        "newer_version": {
+            "type": "object",
+            "description": "an earlier version's newer one: id, key, stated_at, stated",
+        },
     },
 }
 _SCHEMAS = {

@@ -13,7 +13,7 @@ from typing import Any
 
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError, ToolHandler
 from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
-from qwenmem_tui.memory.model import Category, Origin, WriteAction, WriteResult
+from qwenmem_tui.memory.model import Category, Origin, WriteAction, WriteRequest, WriteResult
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.writer import MemoryRejected
@@ -78,17 +78,19 @@ def save_memory_tool(service: MemoryService, *, on_write: OnWrite | None = None)
             raise ToolError("ttl_days must be an integer number of days.")
         try:
             result = await service.save(
-                str(args["category"]),
-                str(args["key"]),
-                str(args["value"]),
-                origin=Origin.TOOL,
-                project=project_id(ctx.project_root),
-                ttl_days=ttl,
-                # What the model saw (recalled notes included) and what it has done since.
-                provenance=Provenance.from_messages(
-                    [*ctx.request, *ctx.view()], ctx.turn_outputs, trusted_tools=ctx.trusted_tools
-                ),
-                reason=f"save_memory in session {ctx.session_id}",
+                WriteRequest(
+                    str(args["category"]),
+                    str(args["key"]),
+                    str(args["value"]),
+                    origin=Origin.TOOL,
+                    project=project_id(ctx.project_root),
+                    ttl_days=ttl,
+                    # What the model saw (recalled notes included) and what it has done since.
+                    provenance=Provenance.from_messages(
+                        [*ctx.request, *ctx.view()], ctx.turn_outputs, trusted_tools=ctx.trusted_tools
+                    ),
+                    reason=f"save_memory in session {ctx.session_id}",
+                )
             )
         except MemoryRejected as exc:
             raise ToolError(f"Memory not saved: {exc}.") from exc

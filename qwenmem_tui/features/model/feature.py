@@ -6,4 +6,4 @@ from qwenmem_tui.features.feature import Feature
 
 MODEL = "model"
 
-FEATURE = Feature(MODEL, tui="qwenmem_tui.tui.features.model.extension:model_extension")
+FEATURE: Feature[object] = Feature(MODEL, tui="qwenmem_tui.tui.features.model.extension:model_extension")

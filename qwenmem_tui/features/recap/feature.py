@@ -9,7 +9,7 @@ RECAP = "recap"
 RECAP_ITEM = "away_recap"
 """The display item a recap is stored as (`※ recap: ...`)."""
 
-FEATURE = Feature(
+FEATURE: Feature[object] = Feature(
     RECAP,
     settings="qwenmem_tui.features.recap.settings:RECAP_SETTINGS",
     tui="qwenmem_tui.tui.features.recap.controller:recap_extension",

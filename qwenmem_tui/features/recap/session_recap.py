@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from qwenmem_tui.chat.view import content_text
 from qwenmem_tui.features.instructions.files import instructions_in
 from qwenmem_tui.features.recap.feature import RECAP_ITEM
+from qwenmem_tui.llm.wire import Message
 from qwenmem_tui.text import markdown_quote
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def should_fire_recap(items: Sequence[Any]) -> bool:
 
 
 async def generate_session_recap(
-    history: list[dict],
+    history: list[Message],
     llm: LLMClient,
     *,
     model: str | None = None,

@@ -65,7 +65,8 @@ class SessionTitleHook(BaseQueryHook):
             return
         users = [item for item in session.items if item.type == "user"]
         replies = [item for item in session.items if item.type == "assistant" and item.content]
-        if len(users) != 1 or not replies:  # not the first exchange (or a resumed session)
+        # Not the first exchange (or a resumed session, or a window past its start).
+        if len(users) != 1 or not replies or session.earlier:
             return
         self._asked.add(session.info.id)
         task = asyncio.create_task(

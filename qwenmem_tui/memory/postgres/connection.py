@@ -30,7 +30,7 @@ class RetryPolicy:
     read_attempts: int = 3  # recall should not hang the chat for long
 
     def delay(self, attempt: int) -> float:
-        return min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
+        return min(self.max_backoff, self.backoff * 2.0 ** (attempt - 1))
 
 
 def describe_dsn(dsn: str) -> str:

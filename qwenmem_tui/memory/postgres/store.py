@@ -345,11 +345,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
 
     async def rows(self, query: RowQuery) -> builtins.list[Memory]:
         where, params = _row_filter(query)
-        if query.model_first:
-            params.append(FLAG_FROM_FILE)
-            order = f" ORDER BY (origin = 'user' AND NOT ${len(params)} = ANY(flags)), created_at, id"
-        else:
-            order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
+        order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
         if query.limit is not None:
             params.append(query.limit)
             order += f" LIMIT ${len(params)}"
@@ -407,7 +403,8 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         )
 
         async def body(conn: asyncpg.Connection) -> builtins.list[asyncpg.Record]:
-            return await conn.fetch(sql, *params)
+            rows: builtins.list[asyncpg.Record] = await conn.fetch(sql, *params)
+            return rows
 
         return [(int(r["id"]), float(r["score"])) for r in await self._read(body)]
 
@@ -416,7 +413,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
 
     async def vector_ids(self, embedding_model: str, *, user: str | None = None) -> np.ndarray:
         async def body(conn: asyncpg.Connection) -> builtins.list[int]:
-            return await conn.fetchval(
+            ids: builtins.list[int] = await conn.fetchval(
                 "SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM memories"
                 " WHERE status = $1 AND embedding_model = $2 AND embedding IS NOT NULL"
                 " AND ($3::text IS NULL OR username = $3)",
@@ -424,6 +421,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
                 embedding_model,
                 user,
             )
+            return ids
 
         return np.array(await self._read(body), dtype=np.int64)
 
@@ -495,7 +493,10 @@ class PostgresMemoryStore(write_plan.PlannedStore):
 
     async def counts_by_status(self) -> dict[str, int]:
         async def body(conn: asyncpg.Connection) -> builtins.list[asyncpg.Record]:
-            return await conn.fetch("SELECT status, count(*) AS n FROM memories GROUP BY status")
+            rows: builtins.list[asyncpg.Record] = await conn.fetch(
+                "SELECT status, count(*) AS n FROM memories GROUP BY status"
+            )
+            return rows
 
         return status_counts((r["status"], r["n"]) for r in await self._read(body))
 
@@ -503,11 +504,12 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         """This user's active rows and their vectors: what the local read-only cache keeps."""
 
         async def body(conn: asyncpg.Connection) -> builtins.list[asyncpg.Record]:
-            return await conn.fetch(
+            rows: builtins.list[asyncpg.Record] = await conn.fetch(
                 f"SELECT {COLUMNS}, embedding FROM memories WHERE status = $1 AND username = $2 ORDER BY id",
                 ACTIVE,
                 user,
             )
+            return rows
 
         rows = await self._read(body)
         vectors = {
@@ -613,6 +615,8 @@ def _row_filter(q: RowQuery) -> tuple[str, builtins.list[Any]]:
         cond("created_at > $?", q.created_after)
     if q.created_until is not None:
         cond("created_at <= $?", q.created_until)
+    if q.model_written is not None:
+        cond(("" if q.model_written else "NOT ") + "(origin <> 'user' OR $? = ANY(flags))", FLAG_FROM_FILE)
     for word in q.words:
         cond("position($? in lower(key || ' ' || value || ' ' || category || ' ' || status)) > 0", word)
     return (" WHERE " + " AND ".join(where) if where else ""), params

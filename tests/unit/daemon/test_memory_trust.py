@@ -20,7 +20,7 @@ from trust_corpus import SECRETS
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon.server import ServerOptions, create_app
 from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
-from qwenmem_tui.memory.model import GLOBAL_SCOPE, Status
+from qwenmem_tui.memory.model import GLOBAL_SCOPE, Status, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
@@ -139,7 +139,15 @@ async def test_secrets_ids_and_keys_through_the_daemon(
     alice_settings.general.user = "alice"
     alice = await MemoryService.open(alice_settings, paths)
     try:
-        theirs = await alice.save("project", "deploy_target", "blue cluster", origin="user", project=project_id(project))
+        theirs = await alice.save(
+            WriteRequest(
+                "project",
+                "deploy_target",
+                "blue cluster",
+                origin="user",
+                project=project_id(project),
+            )
+        )
     finally:
         await alice.close()
     settings.general.user = "bob"

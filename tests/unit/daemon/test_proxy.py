@@ -18,7 +18,7 @@ import pytest
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
-from qwenmem_tui.memory.model import Origin
+from qwenmem_tui.memory.model import Origin, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
@@ -45,7 +45,9 @@ def seed(settings: Settings, paths: Paths, project: Path, value: str = FACT) -> 
         service = await MemoryService.open(settings, paths)
         try:
             result = await service.save(
-                "project", "deploy_script", value, origin=Origin.USER, project=project_id(project)
+                WriteRequest(
+                    "project", "deploy_script", value, origin=Origin.USER, project=project_id(project)
+                )
             )
         finally:
             await service.close()

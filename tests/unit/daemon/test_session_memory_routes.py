@@ -13,7 +13,7 @@ import pytest
 from qwenmem_tui.config import Settings
 from qwenmem_tui.daemon import DaemonClient, DaemonError
 from qwenmem_tui.daemon.server import create_app
-from qwenmem_tui.memory.model import Origin
+from qwenmem_tui.memory.model import Origin, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
@@ -23,7 +23,9 @@ def seed(settings: Settings, paths: Paths, project: Path, key: str, value: str) 
     async def save() -> int:
         service = await MemoryService.open(settings, paths)
         try:
-            result = await service.save("project", key, value, origin=Origin.USER, project=project_id(project))
+            result = await service.save(
+                WriteRequest("project", key, value, origin=Origin.USER, project=project_id(project))
+            )
         finally:
             await service.close()
         return result.memory.id

@@ -27,7 +27,7 @@ from qwenmem_tui.features.memory.extract import (
 )
 from qwenmem_tui.memory.guard import FLAG_COPIED
 from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT
-from qwenmem_tui.memory.model import Origin, Status
+from qwenmem_tui.memory.model import Origin, Status, WriteRequest
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MemoryService
@@ -240,7 +240,7 @@ def test_parse_proposals_tolerates_junk() -> None:
 async def test_settings_ttl_override_applies(mem_paths: Paths, clock: Clock) -> None:
     svc = await MemoryService.open(make_settings(ttl_days={"project": 7}), mem_paths, clock=clock)
     try:
-        r = await svc.save("project", "k", "value", origin="tool", project="/p")
+        r = await svc.save(WriteRequest("project", "k", "value", origin="tool", project="/p"))
         assert r.memory.expires_at == pytest.approx(clock.now + 7 * 86400)
     finally:
         await svc.close()

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from memtest_support import PROJECT_A
 
-from qwenmem_tui.memory.model import GLOBAL_SCOPE, Category, MemoryDraft, Origin
+from qwenmem_tui.memory.model import GLOBAL_SCOPE, Category, MemoryDraft, Origin, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 
 
 async def linked(service: MemoryService, older: str, newer: str) -> tuple[int, int]:
     """Two active rows, the newer naming the older as the fact it may restate (the
     identity link, left undecided)."""
-    first = await service.save("user", "home_city", older, origin="user", project=PROJECT_A)
+    first = await service.save(
+        WriteRequest("user", "home_city", older, origin="user", project=PROJECT_A)
+    )
     draft = MemoryDraft(
         Category.USER, "moved_to", newer, Origin.USER, GLOBAL_SCOPE, service.user,
         restates=first.memory.id, dedupe=False,

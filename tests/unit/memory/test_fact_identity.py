@@ -18,7 +18,7 @@ from memtest_support import PROJECT_A, Clock, make_settings
 
 from qwenmem_tui.memory.backup import import_lines
 from qwenmem_tui.memory.identity import POSSIBLE_DUPLICATE
-from qwenmem_tui.memory.model import Category, Status, WriteAction
+from qwenmem_tui.memory.model import Category, Status, WriteAction, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage import MIGRATIONS, Database
@@ -29,15 +29,27 @@ def _active(rows: list) -> list[tuple[str, str, str]]:
 
 
 async def test_one_key_under_two_categories_is_two_active_facts(service: MemoryService) -> None:
-    meetings = await service.save("feedback", "ana", "prefers short meetings before noon", origin="tool", project=PROJECT_A)
-    tea = await service.save("user", "ana", "drinks green tea, no sugar", origin="tool", project=PROJECT_A)
+    meetings = await service.save(
+        WriteRequest(
+            "feedback",
+            "ana",
+            "prefers short meetings before noon",
+            origin="tool",
+            project=PROJECT_A,
+        )
+    )
+    tea = await service.save(
+        WriteRequest("user", "ana", "drinks green tea, no sugar", origin="tool", project=PROJECT_A)
+    )
     assert tea.action is WriteAction.CREATED and tea.superseded == []
     assert _active(await service.list(project=PROJECT_A)) == [
         ("feedback", "ana", "prefers short meetings before noon"),
         ("user", "ana", "drinks green tea, no sugar"),
     ]
     # A restatement of one of them still supersedes that one only.
-    again = await service.save("user", "ana", "drinks black coffee now", origin="tool", project=PROJECT_A)
+    again = await service.save(
+        WriteRequest("user", "ana", "drinks black coffee now", origin="tool", project=PROJECT_A)
+    )
     assert again.action is WriteAction.SUPERSEDED and again.superseded == [tea.memory.id]
     assert (await service.get(meetings.memory.id)).status is Status.ACTIVE
     assert POSSIBLE_DUPLICATE not in again.memory.flags and POSSIBLE_DUPLICATE not in tea.memory.flags
@@ -46,8 +58,18 @@ async def test_one_key_under_two_categories_is_two_active_facts(service: MemoryS
 async def test_the_database_allows_both_and_still_refuses_a_second_active_row_of_one_fact(
     service: MemoryService, mem_paths: Paths
 ) -> None:
-    await service.save("project", "build_cmd", "make build", origin="tool", project=PROJECT_A)
-    await service.save("reference", "build_cmd", "https://ci.example.org/build", origin="tool", project=PROJECT_A)
+    await service.save(
+        WriteRequest("project", "build_cmd", "make build", origin="tool", project=PROJECT_A)
+    )
+    await service.save(
+        WriteRequest(
+            "reference",
+            "build_cmd",
+            "https://ci.example.org/build",
+            origin="tool",
+            project=PROJECT_A,
+        )
+    )
     assert len(_active(await service.list(project=PROJECT_A))) == 2
     conn = sqlite3.connect(mem_paths.db_file)
     try:
@@ -76,9 +98,27 @@ async def test_import_keeps_the_same_key_under_two_categories(service: MemorySer
 
 
 async def test_approve_restore_and_move_go_by_the_whole_identity(service: MemoryService) -> None:
-    user_row = await service.save("user", "lia", "Lia is my neighbour", origin="tool", project=PROJECT_A)
-    first = await service.save("feedback", "lia", "call Lia only after 10am", origin="tool", project=PROJECT_A)
-    second = await service.save("feedback", "lia", "call Lia only after 11am", origin="tool", project=PROJECT_A)
+    user_row = await service.save(
+        WriteRequest("user", "lia", "Lia is my neighbour", origin="tool", project=PROJECT_A)
+    )
+    first = await service.save(
+        WriteRequest(
+            "feedback",
+            "lia",
+            "call Lia only after 10am",
+            origin="tool",
+            project=PROJECT_A,
+        )
+    )
+    second = await service.save(
+        WriteRequest(
+            "feedback",
+            "lia",
+            "call Lia only after 11am",
+            origin="tool",
+            project=PROJECT_A,
+        )
+    )
     assert second.superseded == [first.memory.id]
     # Restoring the feedback row displaces the feedback row only.
     restored = await service.restore(first.memory.id, project=PROJECT_A)
@@ -86,7 +126,9 @@ async def test_approve_restore_and_move_go_by_the_whole_identity(service: Memory
     assert (await service.get(user_row.memory.id)).status is Status.ACTIVE
     # Approving a held feedback/lia replaces the feedback value, not the user one.
     held = await service.save(
-        "feedback", "lia", "call Lia only after noon", origin="tool", project=PROJECT_A, hold=["held_for_test"]
+        WriteRequest(
+            "feedback", "lia", "call Lia only after noon", origin="tool", project=PROJECT_A, hold=["held_for_test"]
+        )
     )
     assert held.action is WriteAction.QUARANTINED
     approved = await service.approve(held.memory.id, project=PROJECT_A)
@@ -104,14 +146,22 @@ async def test_approve_restore_and_move_go_by_the_whole_identity(service: Memory
 
 async def test_the_same_attribute_under_another_category_is_kept_and_flagged(service: MemoryService) -> None:
     """Evidence it may be one fact filed twice: both kept, the new one flagged."""
-    await service.save("user", "editor", "my editor is vim", origin="tool", project=PROJECT_A)
-    later = await service.save("feedback", "editor", "my editor is helix", origin="tool", project=PROJECT_A)
+    await service.save(
+        WriteRequest("user", "editor", "my editor is vim", origin="tool", project=PROJECT_A)
+    )
+    later = await service.save(
+        WriteRequest("feedback", "editor", "my editor is helix", origin="tool", project=PROJECT_A)
+    )
     assert later.action is WriteAction.CREATED and later.superseded == []
     assert POSSIBLE_DUPLICATE in later.memory.flags
     assert len(_active(await service.list(project=PROJECT_A))) == 2
     # A shared name with short values is no such evidence: both kept, nothing flagged.
-    await service.save("feedback", "rui", "short answers", origin="tool", project=PROJECT_A)
-    other = await service.save("user", "rui", "green tea", origin="tool", project=PROJECT_A)
+    await service.save(
+        WriteRequest("feedback", "rui", "short answers", origin="tool", project=PROJECT_A)
+    )
+    other = await service.save(
+        WriteRequest("user", "rui", "green tea", origin="tool", project=PROJECT_A)
+    )
     assert other.action is WriteAction.CREATED and POSSIBLE_DUPLICATE not in other.memory.flags
 
 
@@ -175,8 +225,18 @@ async def test_a_database_of_the_previous_schema_migrates_without_losing_a_row(
 
 async def test_editing_one_fact_leaves_the_same_key_of_another_category(service: MemoryService) -> None:
     """A receipt's or /memory's edit supersedes the edited fact, not its namesake."""
-    meetings = await service.save("feedback", "noor", "Noor wants meeting notes in Slack", origin="tool", project=PROJECT_A)
-    fact = await service.save("user", "noor", "Noor is my cousin", origin="tool", project=PROJECT_A)
+    meetings = await service.save(
+        WriteRequest(
+            "feedback",
+            "noor",
+            "Noor wants meeting notes in Slack",
+            origin="tool",
+            project=PROJECT_A,
+        )
+    )
+    fact = await service.save(
+        WriteRequest("user", "noor", "Noor is my cousin", origin="tool", project=PROJECT_A)
+    )
     edited = await service.edit(fact.memory.id, "Noor is my cousin from Porto", project=PROJECT_A, reason="receipt")
     assert edited is not None and edited.superseded == [fact.memory.id]
     assert (await service.get(meetings.memory.id)).status is Status.ACTIVE

@@ -23,6 +23,7 @@ from qwenmem_tui.memory.model import (
     Origin,
     Status,
     WriteAction,
+    WriteRequest,
 )
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.subject import (
@@ -222,7 +223,9 @@ async def test_save_memory_under_another_key_of_the_same_subject_supersedes_it(
     service: MemoryService,
 ) -> None:
     await service.remember("I live in São Paulo", project=PROJECT_A)
-    result = await service.save("user", "current_city", "Lives in Lisbon", origin="tool", project=PROJECT_A)
+    result = await service.save(
+        WriteRequest("user", "current_city", "Lives in Lisbon", origin="tool", project=PROJECT_A)
+    )
     # The model's key is kept as given (issue 24); the old value is gone all the same.
     assert result.memory.key == "current_city" and result.action is WriteAction.SUPERSEDED
     assert await active(service) == [("current_city", "Lives in Lisbon")]
@@ -233,8 +236,10 @@ async def test_save_memory_keys_carrying_the_value_still_make_one_truth(
 ) -> None:
     for editor in ("vim", "helix"):
         await service.save(
-            "user", f"favourite_editor_{editor}", f"The user's favourite editor is {editor}",
-            origin="tool", project=PROJECT_A,
+            WriteRequest(
+                "user", f"favourite_editor_{editor}", f"The user's favourite editor is {editor}",
+                origin="tool", project=PROJECT_A,
+            )
         )
     assert await active(service) == [("favourite_editor_helix", "The user's favourite editor is helix")]
 
@@ -297,8 +302,10 @@ async def test_an_approved_restatement_replaces_its_subject(service: MemoryServi
     """Held for review, it supersedes nothing; approved, it replaces the subject's value."""
     await service.remember("I live in São Paulo", project=PROJECT_A)
     held = await service.save(
-        "user", "location", "I moved to Lisbon <img src=x onerror=alert(1)>",
-        origin="tool", project=PROJECT_A,
+        WriteRequest(
+            "user", "location", "I moved to Lisbon <img src=x onerror=alert(1)>",
+            origin="tool", project=PROJECT_A,
+        )
     )
     assert held.action is WriteAction.QUARANTINED and held.memory.key == "location"
     assert await active(service) == [("home_city", "I live in São Paulo")]
@@ -318,8 +325,10 @@ async def test_import_restating_a_subject_supersedes_it(service: MemoryService) 
 async def test_a_quarantined_restatement_supersedes_nothing(service: MemoryService) -> None:
     await service.remember("my favourite editor is vim", project=PROJECT_A)
     held = await service.save(
-        "user", "editor", "my favourite editor is emacs <img src=x onerror=alert(1)>",
-        origin="tool", project=PROJECT_A,
+        WriteRequest(
+            "user", "editor", "my favourite editor is emacs <img src=x onerror=alert(1)>",
+            origin="tool", project=PROJECT_A,
+        )
     )
     assert held.action is WriteAction.QUARANTINED
     assert await active(service) == [("favourite_editor", "my favourite editor is vim")]
@@ -378,8 +387,10 @@ async def test_an_undecided_pair_is_linked_then_decided_later_by_the_model(
         Reply(json.dumps({"action": "update", "id": first.memory.id})),
     )
     nonsense = await judged.save(
-        "user", "editor_choice", "helix these days", origin="user", project=PROJECT_A,
-        judge_timeout=5.0,
+        WriteRequest(
+            "user", "editor_choice", "helix these days", origin="user", project=PROJECT_A,
+            judge_timeout=5.0,
+        )
     )
     assert nonsense.action is WriteAction.CREATED and nonsense.memory.restates == first.memory.id
     await judged.consolidated()
@@ -396,8 +407,10 @@ async def test_an_undecided_pair_is_linked_then_decided_later_by_the_model(
     )
     try:
         late = await judged.save(
-            "user", "editor", "kakoune", origin="user", project=PROJECT_A,
-            judge_timeout=0.2,
+            WriteRequest(
+                "user", "editor", "kakoune", origin="user", project=PROJECT_A,
+                judge_timeout=0.2,
+            )
         )
     finally:
         gate.set()
@@ -417,8 +430,8 @@ async def test_the_model_is_not_asked_when_the_rule_knows_or_nothing_is_related(
     await judged.remember("my shell is fish", project=PROJECT_A)  # nothing in common
     await judged.remember("my favourite colour is blue", project=PROJECT_A)
     await judged.remember("my favourite editor is vim", project=PROJECT_A)  # only "favourite"
-    await judged.save("user", "current_city", "Lives in Porto", origin="tool", project=PROJECT_A,
-                      judge_timeout=5.0)  # the rule: same subject as home_city
+    await judged.save(WriteRequest("user", "current_city", "Lives in Porto", origin="tool", project=PROJECT_A,
+                      judge_timeout=5.0))  # the rule: same subject as home_city
     await judged.remember("I moved to Lisbon", project=PROJECT_A)  # the same key
     assert judge_requests(fake) == []
     assert [key for key, _ in await active(judged)] == [
@@ -433,7 +446,15 @@ async def test_another_user_s_fact_of_the_same_subject_is_never_touched(
     try:
         await bob.remember("I live in Porto", project=PROJECT_A)
         await service.remember("I live in São Paulo", project=PROJECT_A)
-        moved = await service.save("user", "current_city", "Lives in Lisbon", origin="tool", project=PROJECT_A)
+        moved = await service.save(
+            WriteRequest(
+                "user",
+                "current_city",
+                "Lives in Lisbon",
+                origin="tool",
+                project=PROJECT_A,
+            )
+        )
         assert moved.superseded != [] and moved.memory.key == "current_city"
         assert await active(bob) == [("home_city", "I live in Porto")]
         assert await active(service) == [("current_city", "Lives in Lisbon")]

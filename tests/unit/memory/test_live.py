@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from memtest_support import PROJECT_A, PROJECT_B, Clock
 
-from qwenmem_tui.memory.model import DAY
+from qwenmem_tui.memory.model import DAY, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 
 
 async def deploy(service: MemoryService, where: str, project: str = PROJECT_A) -> int:
     result = await service.save(
-        "project", "deploy_target", f"Deploys go to {where}", origin="user", project=project
+        WriteRequest(
+            "project", "deploy_target", f"Deploys go to {where}", origin="user", project=project
+        )
     )
     return result.memory.id
 
@@ -41,8 +43,10 @@ async def test_nothing_changed_costs_no_row_read_until_an_expiry(
     service: MemoryService, clock: Clock
 ) -> None:
     staging = await service.save(
-        "reference", "runbook", "Runbook at wiki/runbook", origin="user", project=PROJECT_A,
-        ttl_days=2,
+        WriteRequest(
+            "reference", "runbook", "Runbook at wiki/runbook", origin="user", project=PROJECT_A,
+            ttl_days=2,
+        )
     )
     first = await service.live([(staging.memory.id,)], None, project=PROJECT_A)
     assert first is not None and first.freshness.valid_until == staging.memory.expires_at

@@ -10,6 +10,7 @@ from qwenmem_tui.features.memory.receipts import Receipt, count_line
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.text import estimate_text_tokens
+from qwenmem_tui.memory.model import WriteRequest
 
 LONG = "The deploy checklist: " + "verify the staging smoke tests and the canary dashboards, " * 12
 
@@ -17,8 +18,18 @@ LONG = "The deploy checklist: " + "verify the staging smoke tests and the canary
 async def test_the_block_stays_within_max_tokens(mem_paths: Paths) -> None:
     service = await MemoryService.open(make_settings(max_tokens=150), mem_paths)
     try:
-        await service.save("project", "deploy_checklist", LONG, origin="user", project=PROJECT_A)
-        await service.save("project", "deploy_day", "We deploy on Fridays", origin="user", project=PROJECT_A)
+        await service.save(
+            WriteRequest("project", "deploy_checklist", LONG, origin="user", project=PROJECT_A)
+        )
+        await service.save(
+            WriteRequest(
+                "project",
+                "deploy_day",
+                "We deploy on Fridays",
+                origin="user",
+                project=PROJECT_A,
+            )
+        )
         found = await service.recall("deploy checklist Fridays", project=PROJECT_A)
     finally:
         await service.close()
@@ -30,8 +41,18 @@ async def test_the_block_stays_within_max_tokens(mem_paths: Paths) -> None:
 async def test_without_a_budget_both_come(mem_paths: Paths) -> None:
     service = await MemoryService.open(make_settings(max_tokens=0), mem_paths)
     try:
-        await service.save("project", "deploy_checklist", LONG, origin="user", project=PROJECT_A)
-        await service.save("project", "deploy_day", "We deploy on Fridays", origin="user", project=PROJECT_A)
+        await service.save(
+            WriteRequest("project", "deploy_checklist", LONG, origin="user", project=PROJECT_A)
+        )
+        await service.save(
+            WriteRequest(
+                "project",
+                "deploy_day",
+                "We deploy on Fridays",
+                origin="user",
+                project=PROJECT_A,
+            )
+        )
         found = await service.recall("deploy checklist Fridays", project=PROJECT_A)
     finally:
         await service.close()

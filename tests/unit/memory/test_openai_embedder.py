@@ -13,6 +13,7 @@ from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError
+from qwenmem_tui.memory.model import WriteRequest
 
 
 def _settings(fake: FakeOpenAI) -> Settings:
@@ -50,7 +51,9 @@ async def test_save_and_recall_through_the_endpoint(
 ) -> None:
     svc = await MemoryService.open(_settings(fake), mem_paths, llm=llm, clock=clock)
     try:
-        saved = await svc.save("project", "db_engine", "PostgreSQL 15", origin="tool", project=PROJECT_A)
+        saved = await svc.save(
+            WriteRequest("project", "db_engine", "PostgreSQL 15", origin="tool", project=PROJECT_A)
+        )
         result = await svc.recall("project db engine: PostgreSQL 15", project=PROJECT_A, min_score=-1)
         assert result.ids == [saved.memory.id]
         assert svc.index.embedder_id == "openai:emb-1"
@@ -65,7 +68,9 @@ async def test_an_embedding_outage_keeps_the_memory_and_embeds_it_later(
     try:
         # The client retries twice; three failures make the outage stick.
         fake.script_embeddings(*[HTTPError(500, {"error": {"message": "down"}})] * 3)
-        saved = await svc.save("user", "name", "The user's name is Ana", origin="tool", project=PROJECT_A)
+        saved = await svc.save(
+            WriteRequest("user", "name", "The user's name is Ana", origin="tool", project=PROJECT_A)
+        )
         assert saved.memory.embedding_model == ""
         assert saved.memory.id not in svc.index.ids()
     finally:

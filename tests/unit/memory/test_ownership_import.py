@@ -16,7 +16,7 @@ from memtest_support import PROJECT_A, PROJECT_B, T0, Clock, make_settings
 from qwenmem_tui import cli
 from qwenmem_tui.config import load_settings
 from qwenmem_tui.memory.backup import export_lines, import_lines
-from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, Status, WriteAction
+from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, Status, WriteAction, WriteRequest
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MAX_ID, MemoryService
 from qwenmem_tui.paths import Paths, project_id
@@ -32,9 +32,27 @@ async def test_another_users_ids_read_as_no_memory(mem_paths: Paths, clock: Cloc
     bob = await MemoryService.open(make_settings("bob"), mem_paths, clock=clock)
     try:
         mine = [
-            (await alice.save("user", "editor", "Alice edits with helix", origin="user", project=PROJECT_A)).memory,
-            (await alice.save("project", "deploy", "Deploys to blue", origin="user", project=PROJECT_A)).memory,
-            (await alice.save("user", "held", INJECTION, origin="tool", project=PROJECT_A)).memory,
+            (await alice.save(
+                WriteRequest(
+                    "user",
+                    "editor",
+                    "Alice edits with helix",
+                    origin="user",
+                    project=PROJECT_A,
+                )
+            )).memory,
+            (await alice.save(
+                WriteRequest(
+                    "project",
+                    "deploy",
+                    "Deploys to blue",
+                    origin="user",
+                    project=PROJECT_A,
+                )
+            )).memory,
+            (await alice.save(
+                WriteRequest("user", "held", INJECTION, origin="tool", project=PROJECT_A)
+            )).memory,
         ]
         assert mine[2].status is Status.QUARANTINED
         for memory in mine:
@@ -56,8 +74,12 @@ async def test_another_users_ids_read_as_no_memory(mem_paths: Paths, clock: Cloc
 
 
 async def test_another_projects_ids_read_as_no_memory(service: MemoryService) -> None:
-    here = (await service.save("project", "deploy", "Deploys to blue", origin="user", project=PROJECT_A)).memory
-    everywhere = (await service.save("user", "held", INJECTION, origin="tool", project=PROJECT_A)).memory
+    here = (await service.save(
+        WriteRequest("project", "deploy", "Deploys to blue", origin="user", project=PROJECT_A)
+    )).memory
+    everywhere = (await service.save(
+        WriteRequest("user", "held", INJECTION, origin="tool", project=PROJECT_A)
+    )).memory
     assert await service.get(here.id, project=PROJECT_B) is None
     assert await service.forget(here.id, project=PROJECT_B) is None
     assert await service.audit(here.id, project=PROJECT_B) == []
@@ -69,7 +91,7 @@ async def test_another_projects_ids_read_as_no_memory(service: MemoryService) ->
 
 @pytest.mark.parametrize("memory_id", [0, -1, MAX_ID + 1, 10**20, True])
 async def test_out_of_range_ids_read_as_no_memory(service: MemoryService, memory_id: int) -> None:
-    await service.save("user", "editor", "helix", origin="user", project=PROJECT_A)
+    await service.save(WriteRequest("user", "editor", "helix", origin="user", project=PROJECT_A))
     assert await service.get(memory_id) is None
     assert await service.forget(memory_id) is None
     assert await service.approve(memory_id) is None
@@ -141,8 +163,10 @@ async def test_scope_comes_from_the_importing_project_unless_kept(service: Memor
 
 
 async def test_reimporting_an_export_changes_nothing_new(service: MemoryService) -> None:
-    await service.save("user", "editor", "helix", origin="user", project=PROJECT_A)
-    held = await service.save("user", "held", INJECTION, origin="tool", project=PROJECT_A)
+    await service.save(WriteRequest("user", "editor", "helix", origin="user", project=PROJECT_A))
+    held = await service.save(
+        WriteRequest("user", "held", INJECTION, origin="tool", project=PROJECT_A)
+    )
     assert held.action is WriteAction.QUARANTINED
     # A held row stays held even when its words would pass on their own.
     exported_held_benign = line(key="tea", value="Likes green tea", status="quarantined", flags=["untrusted_source"])
@@ -258,9 +282,20 @@ def test_memory_stats_reports_both_trust_rates(qwenmem: Callable[..., Ran], home
         service = await MemoryService.open(load_settings(home / "alice.toml"), Paths(home))
         try:
             in_view = Provenance.from_messages([], [f"# Notes\n{INJECTION}"])
-            await service.save("user", "held", INJECTION, origin="tool", project=PROJECT_A, provenance=in_view)
             await service.save(
-                "project", "db", "Runs on PostgreSQL 16", origin="tool", project=PROJECT_A, provenance=in_view
+                WriteRequest(
+                    "user",
+                    "held",
+                    INJECTION,
+                    origin="tool",
+                    project=PROJECT_A,
+                    provenance=in_view,
+                )
+            )
+            await service.save(
+                WriteRequest(
+                    "project", "db", "Runs on PostgreSQL 16", origin="tool", project=PROJECT_A, provenance=in_view
+                )
             )
             await service.remember("I prefer tabs over spaces", project=PROJECT_A)
         finally:

@@ -22,6 +22,7 @@ from chat_support import chat_llm, collect, outcome_of
 from memtest_support import Clock, make_settings
 
 from qwenmem_tui.chat.session import BaseQueryHook, ChatSession
+from qwenmem_tui.chat.view import COMPACTION_ITEM
 from qwenmem_tui.chat.turns import QueryOutcome, TurnKind
 from qwenmem_tui.config import LLMSettings, Settings
 from qwenmem_tui.memory.settings import MemorySettings
@@ -33,7 +34,7 @@ from qwenmem_tui.features.memory.prefetch import (
     MemoryPrefetchHook,
     ProjectRecall,
 )
-from qwenmem_tui.memory.model import Category, Memory, Origin, Status
+from qwenmem_tui.memory.model import Category, Memory, Origin, Status, WriteRequest
 from qwenmem_tui.memory.recall import RecallResult
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.llm.client import LLMClient
@@ -175,6 +176,25 @@ async def test_surfaced_ids_are_excluded_on_the_next_query(make_session, fake: F
     assert "memory [1, 2]" in second[1]["content"]
     assert "memory [3] for and my shell?" in second[-1]["content"]
     assert hook.surfaced == {1, 2, 3}
+
+
+async def test_a_block_compacted_out_of_view_leaves_nothing_behind(make_session, fake: FakeOpenAI) -> None:
+    """Issue 41's soak: once compaction takes a block's message out of the model view,
+    recall may find its memories again and the hook keeps no reason for them (it kept
+    one for every memory ever recalled in the session)."""
+    recall = ControlledRecall(gated=False)
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(RecallFirst(recall), hook)
+    fake.script(Reply("vim"), Reply("ok"))
+    await ask(session, "what is my editor?")
+    assert hook.surfaced == {1, 2} and set(hook._why) == {1, 2}
+    last = session.items[-1].id
+    await session.add_display_item(COMPACTION_ITEM, "summarized", {"cut_item_id": last, "summary": "s"})
+
+    await ask(session, "and my shell?")
+
+    assert "memory [1, 2]" not in json.dumps(fake.chat_requests[1]["messages"])
+    assert hook.surfaced == {3} and set(hook._why) == {3}  # 1 and 2: free to come back
 
 
 async def test_unsettled_recall_never_blocks_and_sends_no_memory(
@@ -535,7 +555,9 @@ async def test_slow_embeddings_endpoint_memory_arrives_with_the_tool_result(
     service = await MemoryService.open(memory_settings, paths, llm=llm)
     try:
         await service.save(
-            "project", "api_port", "The API listens on port 8443.", origin="user", project="p"
+            WriteRequest(
+                "project", "api_port", "The API listens on port 8443.", origin="user", project="p"
+            )
         )
         hook = MemoryPrefetchHook(
             ProjectRecall.of(service, "p").recall, record_delivery=service.record_delivery
@@ -790,6 +812,7 @@ WRITER = """
 import asyncio, sys
 from pathlib import Path
 from qwenmem_tui.config import Settings
+from qwenmem_tui.memory.model import WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
@@ -797,7 +820,7 @@ async def main(home, action, arg):
     settings = Settings.model_validate({"general": {"user": "ana"}})
     svc = await MemoryService.open(settings, Paths(Path(home)))
     if action == "save":
-        await svc.save("project", "deploy_target", arg, origin="user", project=sys.argv[4])
+        await svc.save(WriteRequest("project", "deploy_target", arg, origin="user", project=sys.argv[4]))
     else:
         assert await svc.forget(int(arg)) is not None
     await svc.close()
@@ -855,7 +878,9 @@ def sent(fake: FakeOpenAI, n: int = -1) -> str:
 
 async def deploy(service: MemoryService, where: str) -> int:
     result = await service.save(
-        "project", "deploy_target", f"Deploys go to {where}", origin="user", project=PROJECT
+        WriteRequest(
+            "project", "deploy_target", f"Deploys go to {where}", origin="user", project=PROJECT
+        )
     )
     return result.memory.id
 
@@ -901,8 +926,10 @@ async def test_a_delivered_memory_that_expires_leaves_without_any_write(
     make_session, fake: FakeOpenAI, live_service: MemoryService, live_clock: Clock
 ) -> None:
     await live_service.save(
-        "reference", "dashboard", "Grafana board at grafana.example/d/1", origin="user",
-        project=PROJECT, ttl_days=1,
+        WriteRequest(
+            "reference", "dashboard", "Grafana board at grafana.example/d/1", origin="user",
+            project=PROJECT, ttl_days=1,
+        )
     )
     hook, _, session = await live_session(make_session, fake, live_service, 2)
 

@@ -13,12 +13,15 @@ from qwenmem_tui.memory.model import (
     MemoryDraft,
     Origin,
     Status,
+    WriteRequest,
 )
 from qwenmem_tui.memory.service import MemoryService
 
 
 async def _linked(service: MemoryService, older: str, newer: str) -> tuple[int, int]:
-    first = await service.save("user", "home_city", older, origin="user", project=PROJECT_A)
+    first = await service.save(
+        WriteRequest("user", "home_city", older, origin="user", project=PROJECT_A)
+    )
     draft = MemoryDraft(
         Category.USER, "moved_to", newer, Origin.USER, GLOBAL_SCOPE, service.user,
         restates=first.memory.id, dedupe=False,

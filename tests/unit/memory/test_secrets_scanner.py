@@ -11,7 +11,7 @@ from trust_corpus import SECRETS, SecretFormat
 
 from qwenmem_tui import debuglog, secrets
 from qwenmem_tui.memory.backup import export_lines
-from qwenmem_tui.memory.model import FLAG_SECRET_REDACTED, Origin, Status
+from qwenmem_tui.memory.model import FLAG_SECRET_REDACTED, Origin, Status, WriteRequest
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.writer import MemoryRejected
@@ -104,12 +104,14 @@ async def test_no_secret_reaches_the_table_an_export_or_the_debug_log(
             # ... and the model's save_memory, with the secret in a file it read.
             results.append(
                 await service.save(
-                    "project",
-                    "deploy_note_" + re.sub(r"[^a-z0-9]+", "_", fmt.name.lower()).strip("_"),
-                    f"Deploy note: {fmt.text}",
-                    origin=Origin.TOOL,
-                    project=PROJECT,
-                    provenance=Provenance.from_messages([], [f"config:\n{fmt.text}"]),
+                    WriteRequest(
+                        "project",
+                        "deploy_note_" + re.sub(r"[^a-z0-9]+", "_", fmt.name.lower()).strip("_"),
+                        f"Deploy note: {fmt.text}",
+                        origin=Origin.TOOL,
+                        project=PROJECT,
+                        provenance=Provenance.from_messages([], [f"config:\n{fmt.text}"]),
+                    )
                 )
             )
             # A log line quoting it (tracebacks and provider errors do).
@@ -150,9 +152,13 @@ async def test_settings_keys_keep_their_values_and_approval_keeps_them(
     service: MemoryService,
 ) -> None:
     """token_ttl and password_rotation are settings, not secrets (issue 14)."""
-    ttl = await service.save("project", "token_ttl", "3600", origin="user", project=PROJECT)
+    ttl = await service.save(
+        WriteRequest("project", "token_ttl", "3600", origin="user", project=PROJECT)
+    )
     rotation = await service.save(
-        "project", "password_rotation", "every 90 days", origin="user", project=PROJECT
+        WriteRequest(
+            "project", "password_rotation", "every 90 days", origin="user", project=PROJECT
+        )
     )
     assert (ttl.memory.value, rotation.memory.value) == ("3600", "every 90 days")
     assert ttl.memory.flags == [] and rotation.memory.status is Status.ACTIVE

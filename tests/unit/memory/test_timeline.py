@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from memtest_support import Clock, make_settings
 
-from qwenmem_tui.memory.model import Category, Memory, MemoryDraft, Origin, Status
+from qwenmem_tui.memory.model import Category, Memory, MemoryDraft, Origin, Status, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.timeline import history, parse_moment, true_at
 from qwenmem_tui.paths import Paths
@@ -95,10 +95,10 @@ async def test_a_statement_older_than_the_current_value_becomes_its_earlier_vers
     service = await MemoryService.open(make_settings(), Paths(tmp_path / "home"), clock=clock)
     try:
         now = clock()
-        berlin = await service.save("user", "home_city", "I live in Berlin", origin="user",
-                                    project="p", stated_at=now - 10 * 86400)  # fmt: skip
-        lisbon = await service.save("user", "home_city", "I live in Lisbon", origin="user",
-                                    project="p", stated_at=now - 400 * 86400)  # fmt: skip
+        berlin = await service.save(WriteRequest("user", "home_city", "I live in Berlin", origin="user",
+                                    project="p", stated_at=now - 10 * 86400))  # fmt: skip
+        lisbon = await service.save(WriteRequest("user", "home_city", "I live in Lisbon", origin="user",
+                                    project="p", stated_at=now - 400 * 86400))  # fmt: skip
         assert lisbon.superseded == [] and lisbon.memory.status is Status.SUPERSEDED
         assert lisbon.memory.superseded_by == berlin.memory.id
         assert lisbon.memory.valid_until == now - 10 * 86400
@@ -120,8 +120,8 @@ async def test_a_possible_restatement_is_a_version_of_the_fact_until_decided(
     clock = Clock()
     service = await MemoryService.open(make_settings(), Paths(tmp_path / "home"), clock=clock)
     try:
-        old = await service.save("user", "use_neovim_as_editor", "I use neovim as my editor",
-                                 origin="user", project="p")  # fmt: skip
+        old = await service.save(WriteRequest("user", "use_neovim_as_editor", "I use neovim as my editor",
+                                 origin="user", project="p"))  # fmt: skip
         clock.advance(3600)
         new = await service.store.write(
             MemoryDraft(Category.USER, "editor", "My editor is now VS Code", Origin.USER, "global",

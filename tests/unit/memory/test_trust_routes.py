@@ -33,7 +33,7 @@ from qwenmem_tui.features.compaction.settings import CompactionSettings
 from qwenmem_tui.features.compaction.hook import CompactionHook
 from qwenmem_tui.memory import guard
 from qwenmem_tui.memory.backup import import_lines
-from qwenmem_tui.memory.model import FLAG_FROM_FILE, GLOBAL_CATEGORIES, Status
+from qwenmem_tui.memory.model import FLAG_FROM_FILE, GLOBAL_CATEGORIES, Status, WriteRequest
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MemoryService
@@ -197,7 +197,16 @@ async def test_a_note_approved_after_review_still_counts_as_untrusted(
     chat: Chat, fake: FakeOpenAI, service: MemoryService
 ) -> None:
     planted = Provenance(sources=("read_file docs/team.md",), untrusted=("The user likes the Solarized theme",))
-    held = await service.save("user", "theme", "Likes the Solarized theme", origin="tool", project=project_id(chat.root), provenance=planted)
+    held = await service.save(
+        WriteRequest(
+            "user",
+            "theme",
+            "Likes the Solarized theme",
+            origin="tool",
+            project=project_id(chat.root),
+            provenance=planted,
+        )
+    )
     assert held.memory.status is Status.QUARANTINED
     await service.approve(held.memory.id, reason="looks right")
     session = await chat.session(chat.recall())

@@ -20,6 +20,7 @@ import asyncio, sys
 from pathlib import Path
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features import registry  # noqa: F401 -- registers the features' settings
+from qwenmem_tui.memory.model import WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
@@ -30,10 +31,10 @@ async def main(home, name, n, project):
     sys.stdin.readline()  # the parent releases both writers at once
     for i in range(n):
         value = f"{name} wrote fact number {i}"
-        await svc.save("project", f"{name}_fact_{i}", value, origin="tool", project=project)
+        await svc.save(WriteRequest("project", f"{name}_fact_{i}", value, origin="tool", project=project))
     # A shared key both processes keep overwriting: exactly one row may stay active.
     for i in range(20):
-        await svc.save("project", "shared_key", f"{name} value {i}", origin="tool", project=project)
+        await svc.save(WriteRequest("project", "shared_key", f"{name} value {i}", origin="tool", project=project))
     await svc.recall("fact number 7", project=project)
     await svc.close()
     print("done", flush=True)

@@ -16,7 +16,6 @@ usage folds them into the gauge's ratio, so the estimate errs towards compacting
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 from textual.binding import Binding
@@ -100,7 +99,7 @@ class CompactionController:
         """
         selected = app.selected_item_id
         if selected is not None:
-            item = self._find(app, selected)
+            item = await app.session.view_item(selected)
             await self.set_pin(app, selected, not (item is not None and item.meta.get("pinned")))
             return
         item = next((i for i in reversed(app.session.view_items()) if pinnable(i)), None)
@@ -122,16 +121,14 @@ class CompactionController:
 
     async def set_pin(self, app: Host, item_id: int, pinned: bool) -> None:
         """Pin or unpin one message of the model's view, show it on its widget, say so."""
-        item = self._find(app, item_id)
+        item = await app.session.view_item(item_id)
         if item is None or not pinnable(item):
             app.show_info(PIN_UNAVAILABLE)
             return
         meta = {key: value for key, value in item.meta.items() if key != "pinned"}
         if pinned:
             meta["pinned"] = True
-        # Stored first: the session's item changes only once the database agrees.
-        await app.store.update_item(dataclasses.replace(item, meta=meta))
-        item.meta = meta
+        item = await app.session.set_meta(item, meta)
         app.item_changed(item)
         if pinned:
             role = item.message["role"] if item.message else "message"
@@ -141,11 +138,6 @@ class CompactionController:
             )
         else:
             app.show_info(f"Unpinned: “{preview(item.content)}”")
-
-    @staticmethod
-    def _find(app: Host, item_id: int) -> Item | None:
-        # The model's view only: pinning a message from before /clear would change nothing.
-        return next((i for i in app.session.view_items() if i.id == item_id), None)
 
 
 async def _build(context: AppContext) -> Extension:

@@ -47,6 +47,8 @@ async def _copy(app: Host, args: str) -> None:
         app.show_error(f"/copy takes a number (1 = the last reply), not {args!r}.")
         return
     texts = replies(app.session.items)
+    if n > len(texts) and app.session.earlier:  # further back than the window in memory
+        texts = replies(await app.session.stored_items())
     if not texts:
         app.show_info("No reply to copy yet.")
         return
@@ -81,7 +83,7 @@ async def _export(app: Host, args: str) -> None:
     else:
         path = app.paths.exports_dir / default_name(session.info)
     fmt: ExportFormat = "json" if path.suffix.lower() == ".json" else "md"
-    text = export_session(session.info, session.items, fmt, now=app.clock())
+    text = export_session(session.info, await session.stored_items(), fmt, now=app.clock())
 
     def write() -> None:
         nonlocal path

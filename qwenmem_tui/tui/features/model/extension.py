@@ -9,21 +9,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.tui.extensions import AppContext, Extension, ExtensionFactory
 from qwenmem_tui.tui.host import SlashCommand
 
 if TYPE_CHECKING:
+    from qwenmem_tui.chat.session import ChatSession
     from qwenmem_tui.tui.host import Host
 
 MODEL_ITEM = "model_switch"
 
 
-def session_model(items: list[Item]) -> str | None:
-    """The model the session was last switched to, if it ever was."""
-    for item in reversed(items):
-        if item.type == MODEL_ITEM and isinstance(item.meta.get("model"), str):
-            return str(item.meta["model"])
+def session_model(session: ChatSession) -> str | None:
+    """The model the session was last switched to, if it ever was (held in memory or not)."""
+    item = session.latest(MODEL_ITEM)
+    if item is not None and isinstance(item.meta.get("model"), str):
+        return str(item.meta["model"])
     return None
 
 
@@ -51,7 +51,7 @@ async def _build(context: AppContext) -> Extension:
         app.push_screen(ModelPicker(app.llm.list_models, app.llm.model, app.show_error), chosen)
 
     def opened(app: Host, resumed: bool) -> None:
-        model = session_model(app.session.items) or configured
+        model = session_model(app.session) or configured
         if model != app.llm.model:
             app.llm.use_model(model)
             app.model_changed()
