@@ -212,7 +212,9 @@ async def test_a_teams_writes_cost_a_pgvector_client_no_query(pgvector_dsn: str,
         bob.store.generation = counted  # type: ignore[method-assign]
         waiter = GenerationWaiter(bob)
         for n in range(5):
-            result = await ana.save("project", f"step_{n}", f"the build step {n} runs lint", origin="user", project=PROJECT_A)
+            result = await ana.save(
+                WriteRequest("project", f"step_{n}", f"the build step {n} runs lint", origin="user", project=PROJECT_A)
+            )
         await waiter.wait(result.generation, timeout=30)
         assert bob.index.generation == result.generation and reads == []
     finally:
