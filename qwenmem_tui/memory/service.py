@@ -305,8 +305,7 @@ class MemoryService:
         superseded memory leaves it before the next recall even starts."""
         if not self.vectors.ready:  # no index yet: its first load syncs
             return
-        async with self.recaller.lock:
-            await self.recaller.sync()
+        await self.recaller.changed(generation)
         for listener in list(self.change_listeners):
             listener(self.index.generation)
 
