@@ -470,8 +470,12 @@ async def _prepare(
             labels=[f for f in listed if f in LABEL_FLAGS],
         )
     )
-    # A backup's active set was already decided: restored as it was, not merged.
-    pending.decide_identity = not backup
+    # A backup's active set was already decided: restored as it was, not merged. A turn
+    # of a conversation is a thing someone said then, not a version of a fact: another
+    # turn never restates nor replaces it (LoCoMo: 313 of 419 turns were linked as
+    # restating the turn before, and recall put those "newer versions" first). The same
+    # key imported again is still the same row (the store's own rule).
+    pending.decide_identity = not backup and not speech
     pending.explicit_key = row.get("key") is not None
     approved = trusted and row.get("approved") is True and holds([*pending.flags, *listed])
     if backup and (hold or approved):
