@@ -249,6 +249,15 @@ class SessionStore:
             raise ValueError("update_item needs a persisted item (id is None)")
 
         async def update(conn: aiosqlite.Connection) -> None:
+            # The count follows the one row (a message becoming display-only or back),
+            # first, while the row is as it was: recounting the session's items made
+            # each streamed reply's commit O(items) (issue 41's soak).
+            await conn.execute(
+                "UPDATE sessions SET message_count = message_count + ? - "
+                "(SELECT count(*) FROM items WHERE id = ? AND message IS NOT NULL) "
+                "WHERE id = ? AND EXISTS (SELECT 1 FROM items WHERE id = ?)",
+                (1 if item.message is not None else 0, item.id, item.session_id, item.id),
+            )
             await conn.execute(
                 "UPDATE items SET type = ?, content = ?, message = ?, meta = ? WHERE id = ?",
                 (
@@ -258,11 +267,6 @@ class SessionStore:
                     _dump(item.meta),
                     item.id,
                 ),
-            )
-            await conn.execute(
-                "UPDATE sessions SET message_count = (SELECT count(*) FROM items "
-                "WHERE session_id = ? AND message IS NOT NULL) WHERE id = ?",
-                (item.session_id, item.session_id),
             )
 
         await self.db.write(update)

@@ -10,7 +10,7 @@ import asyncpg
 import numpy as np
 import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock
-from pgtest_support import Backend
+from pgtest_support import Backend, GenerationWaiter
 
 from qwenmem_tui.memory.index import VectorIndex
 from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, WriteRequest
@@ -191,3 +191,32 @@ async def test_without_the_extension_recall_uses_the_local_cache(pgvector_dsn: s
             await admin.execute(f'ALTER DATABASE "{database}" OWNER TO postgres')
         finally:
             await admin.close()
+
+
+async def test_a_teams_writes_cost_a_pgvector_client_no_query(pgvector_dsn: str, tmp_path: Path) -> None:
+    """Another user's commits reach a pgvector client through the change feed, whose
+    payload is the new generation: nothing local to bring in step, so no query per
+    write of a busy team (a local cache reads its user's ids at each one)."""
+    backend = Backend("postgres", tmp_path, pgvector_dsn)
+    clock = Clock()
+    ana = await backend.open(user="ana", machine="a", clock=clock, postgres_vector_search=True)
+    bob = await backend.open(user="bob", machine="b", clock=clock, postgres_vector_search=True)
+    try:
+        reads: list[int] = []
+        generation = bob.store.generation
+
+        async def counted() -> int:
+            reads.append(1)
+            return await generation()
+
+        bob.store.generation = counted  # type: ignore[method-assign]
+        waiter = GenerationWaiter(bob)
+        for n in range(5):
+            result = await ana.save(
+                WriteRequest("project", f"step_{n}", f"the build step {n} runs lint", origin="user", project=PROJECT_A)
+            )
+        await waiter.wait(result.generation, timeout=30)
+        assert bob.index.generation == result.generation and reads == []
+    finally:
+        await bob.close()
+        await ana.close()

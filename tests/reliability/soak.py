@@ -59,6 +59,7 @@ class Checkpoint:
     index_kb: float
     turn_ms_p50: float
     turn_ms_p95: float
+    turn_cpu_ms_p50: float = 0.0  # the process's CPU per turn: what load on the machine does not change
     held: int = 0  # the chat's items in memory (window and carried pins)
     view: int = 0  # of them, those the model view reads (after the cut, and the pins)
     stored: int = 0  # the session's items in the database
@@ -122,7 +123,9 @@ def _size_kb(*paths: Path) -> float:
     return total / 1024
 
 
-def checkpoint(turn: int, paths: Paths, times: list[float], chat: Any = None) -> Checkpoint:
+def checkpoint(
+    turn: int, paths: Paths, times: list[float], chat: Any = None, cpu: list[float] | None = None
+) -> Checkpoint:
     gc.collect()
     with open("/proc/self/statm") as statm:
         rss_pages = int(statm.read().split()[1])
@@ -137,6 +140,7 @@ def checkpoint(turn: int, paths: Paths, times: list[float], chat: Any = None) ->
         index_kb=_size_kb(paths.index_dir) if paths.index_dir.exists() else 0.0,
         turn_ms_p50=statistics.median(times) * 1000 if times else 0.0,
         turn_ms_p95=(statistics.quantiles(times, n=20)[-1] if len(times) >= 20 else max(times or [0])) * 1000,
+        turn_cpu_ms_p50=statistics.median(cpu) * 1000 if cpu else 0.0,
         held=len(chat.items) + len(chat.carried) if chat is not None else 0,
         view=len(chat.items) - view_start(chat.items) + len(chat.carried) if chat is not None else 0,
         stored=chat.item_count if chat is not None else 0,
@@ -188,10 +192,12 @@ async def _drive(runtime: Runtime, fake: FakeOpenAI, paths: Paths, report: SoakR
 
     chat = await open_chat()
     times: list[float] = []
+    cpu: list[float] = []
     for turn in range(1, turns + 1):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         events = [event async for event in chat.run_query(f"Turn {turn}: which port does service {turn} use?")]
         times.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
         assert isinstance(events[-1], QueryFinished), events[-1]
         report.turns += 1
         if turn % 10 == 0:  # forget what the last ten turns saved
@@ -209,8 +215,8 @@ async def _drive(runtime: Runtime, fake: FakeOpenAI, paths: Paths, report: SoakR
             report.resumes += 1
         if turn % every == 0 or turn == turns:
             fake.clear()  # the fake's own record of requests is not the app's memory
-            point = checkpoint(turn, paths, times, chat)
-            times = []
+            point = checkpoint(turn, paths, times, chat, cpu)
+            times, cpu = [], []
             report.checkpoints.append(point)
             if on_checkpoint is not None:
                 on_checkpoint(point)

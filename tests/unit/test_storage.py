@@ -325,6 +325,14 @@ async def test_update_item_rewrites_meta_and_recounts(store: SessionStore) -> No
     item.message = None
     await store.update_item(item)
     assert (await store.get_session(info.id)).message_count == 0
+    await store.update_item(item)  # display-only still: nothing to count twice
+    assert (await store.get_session(info.id)).message_count == 0
+    item.message = {"role": "user", "content": "pin me"}
+    await store.update_item(item)
+    await store.update_item(item)  # a reply's checkpoint rewritten again and again
+    assert (await store.get_session(info.id)).message_count == 1
+    await store.delete_session(info.id)
+    await store.update_item(item)  # gone: nothing to count
 
 
 async def test_item_for_an_unknown_session_is_refused(store: SessionStore) -> None:

@@ -144,6 +144,8 @@ class PostgresMemoryStore(write_plan.PlannedStore):
                 await migrate_schema(conn, where)
                 instance_id = await conn.fetchval("SELECT id FROM memory_instance")
                 searches = vector_search and await pgvector.prepare(conn, where)
+            if searches:  # connections opened before the type existed lack its codec
+                await pool.expire_connections()
         except BaseException as exc:
             await pool.close()
             if isinstance(exc, asyncpg.PostgresError | OSError):
@@ -546,9 +548,9 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         return await self._read(body)
 
     async def vector_mean(
-        self, embedding_model: str, *, user: str
+        self, embedding_model: str, *, user: str, dim: int
     ) -> tuple[np.ndarray | None, int]:
-        return await self._read(lambda conn: pgvector.mean(conn, embedding_model, user))
+        return await self._read(lambda conn: pgvector.mean(conn, embedding_model, user, dim))
 
     # change feed -------------------------------------------------------------------
     async def watch(self, on_change: ChangeCallback) -> None:
