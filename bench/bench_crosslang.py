@@ -37,6 +37,10 @@ from qwenmem_tui.paths import Paths
 from qwenmem_tui.memory.model import WriteRequest
 
 CORPUS = Path(__file__).resolve().parent / "crosslang_corpus.jsonl"
+# Written for issue 39 and never used to choose anything: 24 facts in 12 languages
+# (two each of en, pt, es, de, fr, it, nl, pl, ru, zh, ja, ko) among 24 same-domain
+# distractors in the same 12, each fact asked in two other languages and once in its own.
+HELDOUT = Path(__file__).resolve().parent / "crosslang_heldout.jsonl"
 PROJECT = "/bench/crosslang"
 USER = "bench"
 TOP = 3
@@ -99,11 +103,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--embedding", default="auto")
     parser.add_argument("--misses", action="store_true", help="list the questions missed")
+    parser.add_argument("--corpora", default="heldout,crosslang_corpus,recall_corpus",
+                        help="which sets, comma-separated")
+    parser.add_argument("--debias", default="off,on", help="the dense channel's mean: off,on")
     args = parser.parse_args(argv)
-    big = load_corpus()
-    corpora = {"crosslang_corpus": load(), "recall_corpus": (big.memories, big.queries)}
+    wanted = args.corpora.split(",")
+    corpora = {}
+    if "heldout" in wanted:
+        corpora["heldout"] = load(HELDOUT)
+    if "crosslang_corpus" in wanted:
+        corpora["crosslang_corpus"] = load()
+    if "recall_corpus" in wanted:
+        big = load_corpus()
+        corpora["recall_corpus"] = (big.memories, big.queries)
     for name, (memories, questions) in corpora.items():
-        for debias in (False, True):
+        for debias in [{"off": False, "on": True}[d] for d in args.debias.split(",")]:
             r = asyncio.run(run(args.embedding, memories, questions, debias))
             label = "mean removed" if debias else "plain cosine"
             print(f"{name} [{r['embedder']}, dense {label}]")

@@ -2,6 +2,12 @@
 
     .venv/bin/python bench/bench_locomo.py DIR [--conversations 10] [--embedding auto]
 
+``--homes DIR`` keeps each conversation's imported home and reuses it on the next run
+(the import is most of the run's time; two builds compared on one import), ``--only``
+picks conversations by file stem; the last line (``counts:``) holds every question's
+rank, so runs over parts of the ten add up. Issue 39 tuned on 26, 30, 41, 42, 43 and
+reports 44, 47, 48, 49, 50 apart.
+
 DIR holds LoCoMo's ten conversations (``26.json`` … ``50.json`` of
 ``data/locomo10.zip`` in github.com/snap-research/locomo, locomo10_v2; CC BY-NC 4.0,
 so it is not copied into this repository). Each conversation goes into a fresh home
@@ -154,6 +160,14 @@ def report(files: list[Path], fused: Tally, bm25: Tally, stats: dict[str, list[f
           f"{statistics.median(lat):.0f} | {lat[int(0.95 * (len(lat) - 1))]:.0f} | "
           f"{statistics.median(stats['tokens']):.0f} |")
     print(f"\nR@5 ratio to BM25: {fused.at(5) / bm25.at(5):.2f}x")
+    # Counts, so runs over parts of the ten (the tuned half, the other) add up exactly.
+    print("counts: " + json.dumps({
+        "questions": len(fused.ranks),
+        "ranks": [r or 0 for r in fused.ranks],
+        "bm25_ranks": [r or 0 for r in bm25.ranks],
+        "latency_ms": [round(x, 1) for x in stats["latency"]],
+        "tokens": stats["tokens"],
+    }))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -250,6 +250,10 @@ class Recaller:
         # Held while the index changes as a whole (sync, rebuild, a write applied):
         # a sync diffing ids while a write adds one would otherwise add it twice.
         self.lock = asyncio.Lock()
+        # Open restatement links (older id -> newer ids) at one store generation: few,
+        # read through the index on ``restates``, so an older version found without
+        # its newer one still has it put first (``_unfound_newer``).
+        self._links: tuple[int, dict[int, list[int]]] | None = None
 
     @property
     def threshold(self) -> float | None:
@@ -371,6 +375,22 @@ class Recaller:
             ids, vectors = await self.store.vectors(self.embedder.id, missing.tolist(), user=self.user)
             await self.index.add(ids, vectors)
         self.index.generation = generation
+
+    async def changed(self, generation: int) -> None:
+        """Another process committed ``generation`` (the change feed's payload).
+
+        A local index is brought in step (``sync``). A store searching its own vectors
+        has nothing here to bring in step: the payload is the new generation, so a
+        team's every write costs this client no query; only a catch-up after a
+        reconnect (a payload not newer than ours) reads it."""
+        if isinstance(self.index, StoreIndex):
+            if generation > self.index.generation:
+                self.index.generation = generation
+            else:
+                self.index.generation = await self.store.generation()
+            return
+        async with self.lock:
+            await self.sync()
 
     async def allowed(self, project: str) -> AllowedIds:
         """What recall for ``project`` may return: its memories and the global ones."""
@@ -495,6 +515,42 @@ class Recaller:
             key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id),
         )
 
+    async def _open_links(self) -> dict[int, list[int]]:
+        generation = self.index.generation
+        if self._links is None or self._links[0] != generation:
+            links: dict[int, list[int]] = {}
+            for m in await self.store.list(user=self.user, statuses=[Status.ACTIVE], linked=True):
+                if m.restates is not None:
+                    links.setdefault(m.restates, []).append(m.id)
+            self._links = (generation, links)
+        return self._links[1]
+
+    async def _unfound_newer(
+        self, found: Sequence[Candidate], scopes: tuple[str, ...]
+    ) -> list[Candidate]:
+        """The newer versions of ``found`` memories that neither channel found (a
+        restatement in other words, or one without a vector yet): without them an
+        older version would be shown as if current. Their own score is none: they
+        rank only through the older one (``current_first``)."""
+        links = await self._open_links()
+        have = {c.memory.id for c in found}
+        added: list[Candidate] = []
+        wanted = [n for c in found for n in links.get(c.memory.id, ()) if n not in have]
+        while wanted:
+            now = self.clock()
+            rows = [
+                m
+                for m in await self.store.fetch(wanted)
+                if m.status is Status.ACTIVE
+                and m.user == self.user
+                and m.scope in scopes
+                and (m.expires_at is None or m.expires_at > now)
+            ]
+            have.update(wanted)
+            added += [Candidate(m, 0.0, None, None, 0.0) for m in rows]
+            wanted = [n for m in rows for n in links.get(m.id, ()) if n not in have]
+        return added
+
     # recall --------------------------------------------------------------------------
     async def record(self, chosen: Sequence[Memory], *, now: float | None = None) -> None:
         """Count one chat-turn recall that returned `chosen` (hit rate, staleness)."""
@@ -531,13 +587,15 @@ class Recaller:
         if abstention is not None and query.strip():
             vector = (await self.embedder.embed_queries([query]))[0]
         small_talk = vector is not None and abstention is not None and abstention.is_small_talk(vector)
+        scopes = (GLOBAL_SCOPE, project)
         found = await self.candidates(
             query,
-            scopes=(GLOBAL_SCOPE, project),
+            scopes=scopes,
             exclude=exclude,
             limit=max(MIN_CANDIDATES, CANDIDATE_FACTOR * k),
             vector=vector,
         )
+        found = [*found, *await self._unfound_newer(found, scopes)]
         # Small talk keeps only a memory that holds its very words.
         ranked = current_first(
             [

@@ -32,3 +32,13 @@ async def test_the_newer_version_ranks_before_the_older_that_matches_better(
     # The older one holds more of the question's words: on its own it ranks first.
     found = await service.recall("do I live in Sao Paulo or in Berlin?", project=PROJECT_A)
     assert found.ids[:2] == [newer, older]
+
+
+async def test_a_newer_version_neither_channel_found_still_goes_first(service: MemoryService) -> None:
+    """The newer version says nothing the question says (other words, no vector yet):
+    recall still shows it before the older one, which is marked as earlier."""
+    older, newer = await linked(service, "I live in Sao Paulo, Brazil", "Berlin since March")
+    found = await service.recall("do I live in Sao Paulo?", project=PROJECT_A)
+    assert found.ids[:2] == [newer, older]
+    assert found.later[older].id == newer
+    assert "an earlier version: moved_to" in found.block

@@ -52,3 +52,28 @@ async def test_importing_again_counts_held_lines_as_held(service: MemoryService)
     first = await backup.import_lines(service, lines(TURNS), project=PROJECT_A)
     again = await backup.import_lines(service, lines(TURNS), project=PROJECT_A)
     assert first.counts.get("quarantined") == again.counts.get("quarantined") == 1
+
+
+CHAT = [
+    "Caroline: Hey Mel! Good to see you! How have you been?",
+    "Melanie: Hey Caroline! I'm swamped with the kids and work. What's up with you?",
+    "Caroline: I went to a support group yesterday and it was so powerful.",
+    "Melanie: Wow, that's cool! What happened that was so awesome?",
+    "Caroline: The stories were so inspiring, I felt accepted and thankful.",
+    "Melanie: That's really cool. What are you planning to do next?",
+    "Caroline: I'm thinking about studying counseling to help people like me.",
+    "Melanie: You'd be great at it! I painted a sunrise by the lake last year.",
+]
+
+
+async def test_a_turn_is_never_linked_as_a_version_of_another(e5_service: MemoryService) -> None:
+    """A turn is a thing someone said then, not a version of a fact: no turn restates or
+    replaces another (on the default embedder, which links restatements by meaning), so
+    recall never puts a later turn before the one a question is about."""
+    await backup.import_lines(e5_service, lines(CHAT), project=PROJECT_A)
+    rows = await e5_service.list(project=PROJECT_A, statuses=None)
+    assert len(rows) == len(CHAT)
+    assert [(m.key, m.restates) for m in rows if m.restates is not None] == []
+    assert {m.status for m in rows} == {Status.ACTIVE}
+    found = await e5_service.recall("What did Melanie paint?", project=PROJECT_A, record=False)
+    assert found.memories[0].key == "turn_8" and found.later == {}

@@ -33,6 +33,32 @@ async def test_a_note_is_filed_under_its_attribute_in_any_language(
     assert (result.memory.category, result.memory.key) == (Category.USER, key)
 
 
+# Hand checks that failed before attributes were read by their centroid (issue 35):
+# none of these wordings is in the corpus or among the attribute examples.
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("저는 부산으로 이사했어요", "home_city"),  # was user/note
+        ("Abito a Milano", "home_city"),  # was user/occupation
+        ("Я пользуюсь редактором Vim", "editor"),  # was user/note
+        ("Редактор у меня — Neovim", "editor"),
+        ("J'utilise Emacs comme éditeur", "editor"),  # was user/note
+        ("저는 vim 편집기를 써요", "editor"),  # was user/note
+        ("Uso neovim come editor", "editor"),
+        ("我用 Vim 写代码", "editor"),
+        ("Ik gebruik Emacs als editor", "editor"),
+        ("名古屋に引っ越しました", "home_city"),
+        ("Moro em Porto Alegre", "home_city"),
+        ("Abito a Roma da due anni", "home_city"),
+    ],
+)
+async def test_a_key_names_the_attribute_not_the_value_on_unseen_wordings(
+    e5_service: MemoryService, text: str, key: str
+) -> None:
+    result = await e5_service.remember(text, project=PROJECT_A)
+    assert (result.memory.category, result.memory.key) == (Category.USER, key)
+
+
 async def test_a_likely_restatement_is_linked_and_a_distinct_fact_is_not(e5_service: MemoryService) -> None:
     home = await e5_service.remember("Ich wohne in München", project=PROJECT_A)
     work = await e5_service.remember("Ich arbeite bei Siemens", project=PROJECT_A)
