@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"built {size:,} rows in {took:.0f} s", flush=True)
             rows += measure(dsn, size, args.samples)
         print("\n" + table(rows))
-        for mode in MODES:
+        for mode in MODES if seconds > 0 and args.clients > 0 else ():
             team = concurrency(dsn, mode, args.clients, seconds)
             print(
                 f"\n{args.clients} clients x {seconds:.0f} s, {mode}, on {built:,} memories:"

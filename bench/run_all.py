@@ -17,7 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = (
     "pty", "memory", "recall", "prefetch", "compaction", "postgres", "daemon", "proxy", "mcp",
-    "schema_fuzz", "soak", "daemon_load", "acp", "faces", "scale", "pg_scale", "abstain", "warm",
+    "schema_fuzz", "protocol_fuzz", "soak", "daemon_load", "acp", "faces", "scale", "pg_scale", "abstain", "warm",
     "locomo",
 )
 # Benchmarks with a smaller size for CI-sized machines (`--quick`): the full
