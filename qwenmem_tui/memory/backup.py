@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.model import (
     DAY,
     GLOBAL_SCOPE,
@@ -555,7 +556,7 @@ def load_json(line: str) -> Any:
         raise ValueError("JSON nested too deeply to be a memory") from None
 
 
-def parse_line(line: str) -> dict[str, Any]:
+def parse_line(line: str) -> JSONObject:
     """One import line as a dict with a string value, and string category and key when
     it names them (a line without them is filed as /remember files a note). ValueError
     names what is wrong, never with a JSON library's wording alone."""

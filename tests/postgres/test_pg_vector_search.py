@@ -220,3 +220,36 @@ async def test_a_teams_writes_cost_a_pgvector_client_no_query(pgvector_dsn: str,
     finally:
         await bob.close()
         await ana.close()
+
+
+async def test_a_large_existing_store_keeps_the_local_cache_at_start(
+    pgvector_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Converting every stored vector would hold this start (and every other starting
+    client) for minutes: past a size the set-up is left to an administrator, recall
+    stays on the local cache, and nothing is added to the schema."""
+    from qwenmem_tui.memory.postgres import vector_search
+
+    backend = Backend("postgres", tmp_path, pgvector_dsn)
+    clock = Clock()
+    before = await backend.open(machine="a", clock=clock, postgres_vector_search=False)
+    try:
+        await _fill(before, clock)
+    finally:
+        await before.close()
+    monkeypatch.setattr(vector_search, "AUTO_SETUP_VECTORS", 10)
+    svc = await backend.open(machine="b", clock=clock, postgres_vector_search=True)
+    try:
+        assert not svc.store.searches_vectors() and isinstance(svc.index, VectorIndex)
+        result = await svc.recall("which editor does Carol use?", project=PROJECT_A, k=3, record=False)
+        assert "Carol's editor" in result.block
+        conn = await asyncpg.connect(pgvector_dsn)
+        try:
+            assert not await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'memories'::regclass"
+                " AND attname = 'embedding_vec')"
+            )
+        finally:
+            await conn.close()
+    finally:
+        await svc.close()

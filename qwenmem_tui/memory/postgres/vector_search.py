@@ -35,6 +35,11 @@ log = logging.getLogger("qwenmem.memory")
 
 # pg_advisory_xact_lock key serialising the set-up across processes ("qwnv").
 _SETUP_LOCK = 0x71776E76
+# An existing store is given the pgvector column at a client's start only while it
+# holds this few vectors: each is converted by SQL (~1-2.5 ms here), under a lock every
+# other starting client waits on. A larger one stays on the local cache until an
+# administrator runs the set-up (``prepare`` logs it).
+AUTO_SETUP_VECTORS = 5_000
 # A first search builds the HNSW index of its dimension itself only on a table this
 # small (the planner's estimate): seconds. On a larger one it would hold that client
 # for minutes; an administrator builds it (``ensure_index`` logs the statement).
@@ -85,6 +90,18 @@ async def prepare(conn: asyncpg.Connection, where: str) -> bool:
         )
         if not available:
             log.info("[MEMORY_PG] %s has no pgvector: vectors are searched locally", where)
+            return False
+        vectors = await conn.fetchval(
+            "SELECT count(*) FROM (SELECT 1 FROM memories WHERE embedding IS NOT NULL LIMIT $1) AS v",
+            AUTO_SETUP_VECTORS + 1,
+        )
+        if vectors > AUTO_SETUP_VECTORS:
+            log.info(
+                "[MEMORY_PG] %s: %d+ stored vectors would each be converted at this start;"
+                " vectors are searched locally. To search them in the database, run once"
+                " (minutes per 100,000 rows): CREATE EXTENSION IF NOT EXISTS vector; %s",
+                where, AUTO_SETUP_VECTORS, " ".join(_SETUP.split()),
+            )
             return False
         try:
             async with conn.transaction():  # a savepoint: the refusal must not end ours
