@@ -26,6 +26,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import signal
 import statistics
 import struct
@@ -367,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
     external = os.environ.get(DSN_ENV)
     server = PostgresServer.external(external) if external else PostgresServer.start_new(pgvector_bin_dir())
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the cluster is removed below
+    # Every client's home, here and in the worker processes, under one directory removed below.
+    scratch = tempfile.mkdtemp(prefix="pgscale-")
+    tempfile.tempdir = os.environ["TMPDIR"] = scratch
     try:
         dsn = asyncio.run(_database(server))
         asyncio.run(prepare_schema(dsn))
@@ -390,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(f"load at the end: {os.getloadavg()[0]:.1f}")
     finally:
+        shutil.rmtree(scratch, ignore_errors=True)
         if not external:
             server.destroy()
     return 0
