@@ -10,7 +10,7 @@ import stat
 import pytest
 from memtest_support import PROJECT_A
 
-from qwenmem_tui.memory.model import Category, Status
+from qwenmem_tui.memory.model import Category, Origin, Status, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
@@ -73,3 +73,19 @@ async def test_the_prototypes_are_kept_private_once_the_vectors_load(
     await e5_service.start()
     [kept] = list(mem_paths.index_dir.glob("prototypes-*.npy"))
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+
+
+async def test_a_writer_s_own_keys_are_never_linked_by_meaning_alone(e5_service: MemoryService) -> None:
+    """save_memory, import and the daemon name their keys: two keys, two facts. A
+    reading is for what /remember files; a rule or a project's fact is not one of the
+    person's attributes (these were linked as versions of each other before)."""
+    rows = [("user", "allergy", "I am allergic to peanuts and shellfish."),
+            ("user", "car", "I drive a 2016 grey Toyota Auris hybrid."),
+            ("feedback", "answer_language", "Always answer me in Portuguese, even when I write in English."),
+            ("feedback", "answer_length", "Prefer short answers: a few sentences, no bullet-point lists."),
+            ("project", "python_version", "The project targets Python 3.11; do not use 3.12 syntax."),
+            ("project", "docker_base_image", "A imagem base do Docker é python:3.11-slim-bookworm.")]  # fmt: skip
+    for category, key, value in rows:
+        await e5_service.save(WriteRequest(category, key, value, origin=Origin.USER, project=PROJECT_A))
+    linked = {m.key: m.restates for m in await e5_service.list(project=PROJECT_A) if m.restates}
+    assert linked == {}
