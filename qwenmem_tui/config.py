@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from qwenmem_tui import sections
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.text import one_line
 
 ENV_OVERRIDES: dict[str, tuple[str, str]] = {
@@ -191,7 +192,7 @@ def settings_model() -> type[Settings]:
 def _compose(sections: tuple[SettingsSection[Section], ...]) -> type[Settings]:
     if not sections:
         return Settings
-    own: dict[str, Any] = {}
+    own: dict[str, Any] = {}  # pydantic field definitions
     shared: dict[str, list[type[Section]]] = {}
     for section in sections:
         if section.shared:
@@ -223,7 +224,7 @@ def load_settings(
         from qwenmem_tui.paths import Paths
 
         path = Paths.from_env(env).config_file
-    data: dict[str, Any] = {}
+    data: JSONObject = {}
     source: Path | None = None
     if path.exists() or required:
         data = _read_toml(path)
@@ -268,7 +269,7 @@ def permission_warning(path: Path | None) -> str | None:
     )
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path) -> JSONObject:
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)

@@ -29,6 +29,7 @@ from qwenmem_tui.chat.events import (
     ToolCallStarted,
 )
 from qwenmem_tui.config import Settings
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.paths import Paths, project_root
 from qwenmem_tui.reply import ReplyCollector
 from qwenmem_tui.runtime import Runtime, StartupError, bundled_model, check_resume
@@ -154,7 +155,7 @@ class _Report(ReplyCollector):
         self._session_id = session_id
         self._write = write
 
-    def _json(self, value: dict[str, Any]) -> None:
+    def _json(self, value: JSONObject) -> None:
         # The model's text is untrusted: an ESC (or a C1 control) reaching a terminal
         # acts on it; as a \u escape it is the same JSON value for a script.
         self._write(terminal_safe_json(json.dumps(value, ensure_ascii=False)))
@@ -186,7 +187,7 @@ class _Report(ReplyCollector):
         if not self._streaming and event.level in ("warning", "error"):
             print(f"qwenmem: {one_line(event.text)}", file=sys.stderr)
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> JSONObject:
         """The `json` answer (and the `stream-json` result's fields)."""
         return {
             "reply": self.text,

@@ -18,6 +18,7 @@ from qwenmem_tui.chat.events import (
     TurnStarted,
 )
 from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, memories_json
+from qwenmem_tui.llm.wire import JSONObject
 
 
 class ReplyCollector(ChatEventHandler):
@@ -30,7 +31,7 @@ class ReplyCollector(ChatEventHandler):
         self._current: list[str] = []  # deltas of the turn streaming now
         self.status = "ok"
         self.error: str | None = None
-        self.memories: list[dict[str, Any]] = []  # the reply's receipt: what it used
+        self.memories: list[JSONObject] = []  # the reply's receipt: what it used
         self._usage: dict[str, int] | None = None
 
     async def turn_started(self, event: TurnStarted) -> None:

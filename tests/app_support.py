@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import suppress
 
+from textual.app import App
 from textual.pilot import Pilot
 from textual.widget import Widget
+from textual.worker import WorkerCancelled
 
 
 async def wait_until(pilot: Pilot, predicate: Callable[[], bool], *, timeout: float = 10.0) -> None:
@@ -30,8 +33,20 @@ async def started(pilot: Pilot) -> None:
 async def settle(pilot: Pilot) -> None:
     """Wait for startup, every worker (turns, commands, session switches) and the repaint."""
     await started(pilot)
-    await pilot.app.workers.wait_for_complete()
+    await workers_done(pilot.app)
     await pilot.pause()
+
+
+async def workers_done(app: App) -> None:
+    """Wait until every worker running now has ended; a failed one still raises.
+
+    A cancelled worker (Esc, an exclusive worker replaced by a newer one) has ended as
+    meant. Textual's `wait_for_complete` raises WorkerCancelled for it while it is still
+    in the manager, i.e. until its task's done callback has run: on a loaded machine the
+    test got there first and failed with WorkerCancelled."""
+    for worker in list(app.workers):
+        with suppress(WorkerCancelled):
+            await worker.wait()
 
 
 async def send(pilot: Pilot, text: str) -> None:

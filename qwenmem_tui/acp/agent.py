@@ -55,6 +55,7 @@ from qwenmem_tui.chat.events import QueryFinished
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.features.mcp.feature import MCP_STATE
 from qwenmem_tui.features.mcp.permissions import Decision, PermissionRequest
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.paths import project_root
 from qwenmem_tui.runtime import Runtime, StartupError
 from qwenmem_tui.storage.database import StorageError
@@ -176,10 +177,10 @@ class QwenmemAgent:
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
         raise RequestError.invalid_params({"methodId": "qwenmem needs no authentication"})
 
-    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def ext_method(self, method: str, params: JSONObject) -> JSONObject:
         raise RequestError.method_not_found(f"_{method}")
 
-    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+    async def ext_notification(self, method: str, params: JSONObject) -> None:
         return None
 
     # -- sessions ------------------------------------------------------------------------

@@ -20,6 +20,8 @@ from typing import Any, cast
 from acp._transport import NdjsonTransport  # the SDK's stdio framing, extended here
 from acp.exceptions import RequestError
 
+from qwenmem_tui.llm.wire import JSONObject, Message
+
 log = logging.getLogger("qwenmem.acp")
 
 _ID_TYPES = (str, int)
@@ -46,11 +48,11 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, _ID_TYPES) and not isinstance(value, bool)
 
 
-def error_payload(error: RequestError, request_id: Any = None) -> dict[str, Any]:
+def error_payload(error: RequestError, request_id: Any = None) -> JSONObject:
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error_obj()}
 
 
-def writable(message: dict[str, Any]) -> dict[str, Any]:
+def writable(message: Message) -> Message:
     """`message` as it can be written: an error's data dropped when it is no JSON."""
     try:
         json.dumps(message)
@@ -67,7 +69,7 @@ def writable(message: dict[str, Any]) -> dict[str, Any]:
 class GuardedTransport(NdjsonTransport):
     """`NdjsonTransport` answering what it cannot dispatch (see the module doc)."""
 
-    async def receive(self) -> dict[str, Any] | None:
+    async def receive(self) -> JSONObject | None:
         while True:
             line = await self._read_line()
             if not line:
@@ -82,13 +84,13 @@ class GuardedTransport(NdjsonTransport):
                 continue
             reason = rejection(message)
             if reason is None:  # rejection() checked it is a JSON object
-                return cast("dict[str, Any]", message)
+                return cast("Message", message)
             if isinstance(message, dict) and "method" in message and "id" not in message:
                 continue  # a notification gets no answer, not even an error
             request_id = message.get("id") if isinstance(message, dict) else None
             await self._answer(reason, request_id if _valid_id(request_id) else None)
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: Message) -> None:
         await super().send(writable(message))
 
     async def _answer(self, error: RequestError, request_id: Any) -> None:

@@ -178,7 +178,7 @@ def compacted_view(items: Sequence[Item]) -> tuple[JSONObject | None, list[Item]
     summary = summary_message(
         str(marker.meta.get("summary", "")),
         list(marker.meta.get("decisions", ())),
-        int(marker.meta.get("total", marker.meta.get("count", 0))),
+        int(marker.meta.get("total", marker.meta.get("count")) or 0),
         [str(s) for s in marker.meta.get("untrusted_sources", ())],
     )
     return summary, kept

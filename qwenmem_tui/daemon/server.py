@@ -289,7 +289,10 @@ class DaemonBackend:
         return info
 
     async def chat_for_query(self, info: SessionInfo) -> ChatSession:
-        """The session's chat, with tools and feature hooks, items freshly loaded.
+        """The session's chat, with tools and feature hooks, its items as stored now:
+        read again when another process wrote to the session since (its stored count
+        or time moved past the chat's own), kept as held otherwise — re-reading a long
+        session before every prompt cost O(items).
 
         Call with the session's lock held.
         """
@@ -302,8 +305,10 @@ class DaemonBackend:
             await self._close_idle_chats()
         else:
             self._chats.move_to_end(info.id)
+            written = (info.message_count, info.updated_at) != (chat.info.message_count, chat.info.updated_at)
             chat.info = info
-            await chat.reload()
+            if written:
+                await chat.reload()
         return chat
 
     async def _close_idle_chats(self) -> None:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.guard import MAX_VALUE_CHARS
 from qwenmem_tui.memory.model import Category, Origin
 from qwenmem_tui.memory.timeline import parse_moment
@@ -77,7 +78,7 @@ class ImportSourceError(ValueError):
 class ImportedEntry:
     """One memory read from another tool, as a JSON-lines import row, and where from."""
 
-    row: dict[str, Any]
+    row: JSONObject
     source: str  # file (and entry) it came from, for the dry run and errors
 
     @property
@@ -243,7 +244,7 @@ def _mem0(path: Path) -> Iterator[ImportedEntry]:
         if not value:
             continue
         category = _mem0_category(entry)
-        row: dict[str, Any] = {
+        row: JSONObject = {
             "category": str(category),
             "key": make_key(value),
             "value": value,
@@ -255,9 +256,9 @@ def _mem0(path: Path) -> Iterator[ImportedEntry]:
         yield ImportedEntry(row, f"{path}[{index}] {entry.get('id', '')}".rstrip())
 
 
-def _mem0_category(entry: dict[str, Any]) -> Category:
+def _mem0_category(entry: JSONObject) -> Category:
     raw = entry.get("metadata")
-    metadata: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    metadata: JSONObject = raw if isinstance(raw, dict) else {}
     named = [metadata.get("category"), metadata.get("type")]
     categories = entry.get("categories")
     if isinstance(categories, list):

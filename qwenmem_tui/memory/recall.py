@@ -376,6 +376,22 @@ class Recaller:
             await self.index.add(ids, vectors)
         self.index.generation = generation
 
+    async def changed(self, generation: int) -> None:
+        """Another process committed ``generation`` (the change feed's payload).
+
+        A local index is brought in step (``sync``). A store searching its own vectors
+        has nothing here to bring in step: the payload is the new generation, so a
+        team's every write costs this client no query; only a catch-up after a
+        reconnect (a payload not newer than ours) reads it."""
+        if isinstance(self.index, StoreIndex):
+            if generation > self.index.generation:
+                self.index.generation = generation
+            else:
+                self.index.generation = await self.store.generation()
+            return
+        async with self.lock:
+            await self.sync()
+
     async def allowed(self, project: str) -> AllowedIds:
         """What recall for ``project`` may return: its memories and the global ones."""
         return await self.allowed_in((GLOBAL_SCOPE, project))

@@ -153,6 +153,7 @@ class MemoryService:
         # The idle pass deciding open restatement links (``MemoryWriter.consolidate``).
         self._consolidation: asyncio.Task[int] | None = None
         self._link_again = False
+        self._started = False  # the links a previous run left were handed to the model
         # Called with the index's generation after another process's change was
         # applied (stores that push changes, i.e. PostgreSQL); tests and the UI wait on it.
         self.change_listeners: list[Callable[[int], None]] = []
@@ -278,6 +279,7 @@ class MemoryService:
         await self.vectors.load()
         await self.writer.warm()
         await self.store.watch(self._store_changed)
+        self._started = True
         self._linked()  # links a previous run left undecided
 
     async def load_vectors(self) -> None:
@@ -285,6 +287,9 @@ class MemoryService:
         lazily that will recall soon (``qwenmem mcp`` lists memories before it is done)."""
         await self.vectors.load()
         await self.writer.warm()
+        if not self._started:
+            self._started = True
+            self._linked()  # links a previous run left undecided
 
     async def reembedded(self) -> None:
         """Wait for the background re-embedding, if one is running (tests, tools)."""
@@ -300,8 +305,7 @@ class MemoryService:
         superseded memory leaves it before the next recall even starts."""
         if not self.vectors.ready:  # no index yet: its first load syncs
             return
-        async with self.recaller.lock:
-            await self.recaller.sync()
+        await self.recaller.changed(generation)
         for listener in list(self.change_listeners):
             listener(self.index.generation)
 

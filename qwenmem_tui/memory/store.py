@@ -398,10 +398,10 @@ class MemoryStore(ABC):
         raise NotImplementedError("this store searches no vectors: use a local index")
 
     async def vector_mean(
-        self, embedding_model: str, *, user: str
+        self, embedding_model: str, *, user: str, dim: int
     ) -> tuple[np.ndarray | None, int]:
-        """Mean of ``user``'s active vectors from ``embedding_model`` (None: none), and
-        how many there are."""
+        """Mean of ``user``'s active ``dim``-wide vectors from ``embedding_model``
+        (None: none), and how many there are."""
         raise NotImplementedError("this store searches no vectors: use a local index")
 
     async def watch(self, on_change: Callable[[int], Awaitable[None]]) -> None:

@@ -77,7 +77,7 @@ class StoreIndex:
         return 0
 
     # search --------------------------------------------------------------------------
-    async def mean(self) -> np.ndarray | None:
+    async def mean(self, dim: int) -> np.ndarray | None:
         """The mean of this user's vectors, read again once the store changed and
         either ``MEAN_REFRESH_S`` passed or more generations went by than a
         ``MEAN_REFRESH_SHARE`` of the vectors it averaged (generations count every
@@ -91,7 +91,7 @@ class StoreIndex:
                 now - at < MEAN_REFRESH_S and changes < count * MEAN_REFRESH_SHARE
             ):
                 return self._mean
-        self._mean, count = await self.store.vector_mean(self.embedder_id, user=self.user)
+        self._mean, count = await self.store.vector_mean(self.embedder_id, user=self.user, dim=dim)
         self._mean_seen = (self.generation, now, count)
         return self._mean
 
@@ -110,7 +110,7 @@ class StoreIndex:
         if k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32).reshape(-1)
-        centre = await self.mean() if debias else None
+        centre = await self.mean(len(q)) if debias else None
         ids, vectors = await self.store.nearest_vectors(
             q if centre is None else q - centre,
             embedding_model=self.embedder_id,

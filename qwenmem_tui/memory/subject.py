@@ -540,6 +540,11 @@ def about(key: str, value: str) -> Subject:
         if key_words[: len(entity_words)] == entity_words and len(key_words) > len(entity_words):
             attribute = canonical(key_words[len(entity_words) :])
             return Subject(stated.entity, attribute, single_valued(attribute), key)
+        if stated.entity != SELF and stated.entity.split("_")[0] not in key_words:
+            # A bare name the key does not carry: in a language the rule does not read,
+            # a first word taken for a name ("Projekt Alpha, Stack TypeScript" under
+            # "current_project"). The writer's key says what the fact is about.
+            stated = None
     if stated is not None and (stated.attribute is not None or stated.is_list or stated.entity != SELF):
         return stated
     attribute = canonical(key_words)

@@ -574,9 +574,16 @@ class MemoryWriter:
             return ruled.flagged(elsewhere)
         close = by_meaning(key, value, category, found, self._meaning_floor())
         near = {c.memory.id for c in found if c.dense is not None and c.dense >= LINK_COSINE}
-        likely = await self.reader().likely_restatement(
-            key, reading or Reading(None, None), close, near
-        )
+        # Model-free links are for the person's own facts filed by their reading: a
+        # writer's own key (save_memory, import, the daemon) says which fact it is, and a
+        # project's or a rule's facts are too varied for a few attributes (on
+        # recall_corpus, 10 of 120 rows linked to another key's fact: "car" to
+        # "allergy", "docker_base_image" to "python_version").
+        likely = None
+        if category == Category.USER and not explicit:
+            likely = await self.reader().likely_restatement(
+                key, reading or Reading(None, None), close, near
+            )
         if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and close:
             judged = await self._judge(category, key, value, close, judge_timeout, explicit)
             if judged is not None:

@@ -19,6 +19,7 @@ from typing import Any
 import aiosqlite
 
 from qwenmem_tui import secrets
+from qwenmem_tui.llm.wire import JSONObject, Message
 from qwenmem_tui.storage.database import Database, StorageError
 
 TITLE_MAX_CHARS = 60
@@ -41,8 +42,8 @@ class Item:
     session_id: str
     type: str
     content: str
-    message: dict[str, Any] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    message: Message | None = None
+    meta: JSONObject = field(default_factory=dict)
     created_at: float = 0.0
 
 

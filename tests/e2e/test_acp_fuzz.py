@@ -33,9 +33,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
+from tests.fuzz_support import fuzz_examples
 from tests.process_support import checkout_env
 
 ANSWER_TIMEOUT_S = 30.0
+EXAMPLES, _ = fuzz_examples(150)
 """Bounds a wait for an answer so a hang fails the test instead of stalling it."""
 
 scalars = (
@@ -278,7 +280,7 @@ def _fuzz(agent: AgentProcess, session_id: str, project: Path) -> int:
     "no such session" and "no such directory" answers)."""
     answered = 0
 
-    @settings(max_examples=150, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=EXAMPLES, suppress_health_check=list(HealthCheck), database=None)
     @given(messages, st.booleans())
     def one(message: tuple[str, Any, bytes], aimed: bool) -> None:
         nonlocal answered

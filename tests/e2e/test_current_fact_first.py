@@ -34,13 +34,14 @@ def qwenmem(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def seoul_then_busan(home: Path, project: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Seoul, an unrelated fact, then Busan under another key: the fake model's answer
+    """Seoul, an unrelated fact, then Busan under a key no rule ties to a city (under
+    "residence" the rule now supersedes: the key says what the fact is): the fake model's answer
     to the identity question is no judgement, so Busan is linked as restating Seoul."""
     with (home / "config.toml").open("a", encoding="utf-8") as config:
         config.write('\n[memory]\nembedding = "hash"\n')
     qwenmem(project, "memory", "add", "I live in Seoul")
     qwenmem(project, "memory", "add", "My editor is Helix")
-    qwenmem(project, "memory", "add", "Busan is my city now", "--key", "residence", "--category", "user")
+    qwenmem(project, "memory", "add", "Busan is my city now", "--key", "whereabouts", "--category", "user")
     rows = {m["value"]: m for m in json.loads(qwenmem(project, "memory", "list", "--json").stdout)}
     seoul, busan = rows["I live in Seoul"], rows["Busan is my city now"]
     assert busan["restates"] == seoul["id"] and seoul["status"] == busan["status"] == "active"
@@ -72,7 +73,7 @@ def test_cli_search_ranks_the_newer_first_and_marks_the_older(
     assert busan_at < seoul_at and " active " in text[busan_at]
     assert " earlier " in text[seoul_at] and " active " not in text[seoul_at]
     note = text[seoul_at + 1]
-    assert f"#{busan['id']} residence" in note and day(busan["stated_at"]) in note
+    assert f"#{busan['id']} whereabouts" in note and day(busan["stated_at"]) in note
     assert f"stated {day(seoul['stated_at'])}" in note
 
 
@@ -96,4 +97,4 @@ async def test_mcp_recall_prompt_marks_the_older(home: Path, project: Path, fake
     lines = message.content.text.splitlines()
     [busan] = [i for i, line in enumerate(lines) if "Busan is my city now" in line]
     [seoul] = [i for i, line in enumerate(lines) if "I live in Seoul" in line]
-    assert busan < seoul and "an earlier version: residence, stated" in lines[seoul]
+    assert busan < seoul and "an earlier version: whereabouts, stated" in lines[seoul]

@@ -10,7 +10,7 @@ import asyncpg
 import numpy as np
 import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock
-from pgtest_support import Backend
+from pgtest_support import Backend, GenerationWaiter
 
 from qwenmem_tui.memory.index import VectorIndex
 from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, WriteRequest
@@ -191,3 +191,65 @@ async def test_without_the_extension_recall_uses_the_local_cache(pgvector_dsn: s
             await admin.execute(f'ALTER DATABASE "{database}" OWNER TO postgres')
         finally:
             await admin.close()
+
+
+async def test_a_teams_writes_cost_a_pgvector_client_no_query(pgvector_dsn: str, tmp_path: Path) -> None:
+    """Another user's commits reach a pgvector client through the change feed, whose
+    payload is the new generation: nothing local to bring in step, so no query per
+    write of a busy team (a local cache reads its user's ids at each one)."""
+    backend = Backend("postgres", tmp_path, pgvector_dsn)
+    clock = Clock()
+    ana = await backend.open(user="ana", machine="a", clock=clock, postgres_vector_search=True)
+    bob = await backend.open(user="bob", machine="b", clock=clock, postgres_vector_search=True)
+    try:
+        reads: list[int] = []
+        generation = bob.store.generation
+
+        async def counted() -> int:
+            reads.append(1)
+            return await generation()
+
+        bob.store.generation = counted  # type: ignore[method-assign]
+        waiter = GenerationWaiter(bob)
+        for n in range(5):
+            result = await ana.save(
+                WriteRequest("project", f"step_{n}", f"the build step {n} runs lint", origin="user", project=PROJECT_A)
+            )
+        await waiter.wait(result.generation, timeout=30)
+        assert bob.index.generation == result.generation and reads == []
+    finally:
+        await bob.close()
+        await ana.close()
+
+
+async def test_a_large_existing_store_keeps_the_local_cache_at_start(
+    pgvector_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Converting every stored vector would hold this start (and every other starting
+    client) for minutes: past a size the set-up is left to an administrator, recall
+    stays on the local cache, and nothing is added to the schema."""
+    from qwenmem_tui.memory.postgres import vector_search
+
+    backend = Backend("postgres", tmp_path, pgvector_dsn)
+    clock = Clock()
+    before = await backend.open(machine="a", clock=clock, postgres_vector_search=False)
+    try:
+        await _fill(before, clock)
+    finally:
+        await before.close()
+    monkeypatch.setattr(vector_search, "AUTO_SETUP_VECTORS", 10)
+    svc = await backend.open(machine="b", clock=clock, postgres_vector_search=True)
+    try:
+        assert not svc.store.searches_vectors() and isinstance(svc.index, VectorIndex)
+        result = await svc.recall("which editor does Carol use?", project=PROJECT_A, k=3, record=False)
+        assert "Carol's editor" in result.block
+        conn = await asyncpg.connect(pgvector_dsn)
+        try:
+            assert not await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'memories'::regclass"
+                " AND attname = 'embedding_vec')"
+            )
+        finally:
+            await conn.close()
+    finally:
+        await svc.close()

@@ -28,6 +28,7 @@ from qwenmem_tui.memory.model import (
     Status,
     WriteRequest,
 )
+from qwenmem_tui.memory.index import VectorIndex
 from qwenmem_tui.memory.service import MemoryService, default_user
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import (
@@ -161,6 +162,46 @@ async def test_an_index_rebuild_is_announced(
             "Memory index rebuilt (3 memories).",
         ]
         assert isinstance(app.screen, MemoryScreen)
+
+
+async def test_the_vectors_load_behind_the_first_frame(
+    make_memory_app: Callable[..., QwenmemApp],
+    settings: Settings,
+    paths: Paths,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Launch opens memory's rows only; its vectors (the embedder, an index of a store
+    of years) load once the chat screen is up, in the background, and the first recall
+    finds them. Fails without it: the index loaded inside the opening, as the first
+    frame was drawn, and nothing of memory answered before it was done."""
+    service = await MemoryService.open(settings, paths, clock=clock)
+    await service.save(WriteRequest("user", "city", "I live in Lisbon.", origin=Origin.USER, project="p"))
+    await service.close()
+    order: list[str] = []
+    attach = memory_extension_module.MemoryFeature.attach
+
+    def attached(self, app):  # noqa: ANN001, ANN202
+        order.append("screen up")
+        return attach(self, app)
+
+    load = VectorIndex.load
+
+    async def loading(self):  # noqa: ANN001, ANN202
+        # Open means readable: the rows served before any vector work began.
+        opened = app._runtime is not None and app._runtime.state(MEMORY_STATE).opened is not None
+        order.append("vectors" if opened else "vectors while opening")
+        return await load(self)
+
+    monkeypatch.setattr(memory_extension_module.MemoryFeature, "attach", attached)
+    monkeypatch.setattr(VectorIndex, "load", loading)
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_until(pilot, lambda: "vectors" in order)
+        assert order.index("screen up") < order.index("vectors")
+        await run(pilot, "where do I live?")
+        assert order.count("vectors") == 1
 
 
 # --- /remember and /forget ----------------------------------------------------------

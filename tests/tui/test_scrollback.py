@@ -168,3 +168,10 @@ async def test_a_long_sitting_releases_the_oldest_widgets_and_reads_them_back(
         await pilot.press("end")
         await wait_until(pilot, lambda: "question 9" in shown_texts(pilot), timeout=60)
         assert mounted(pilot) <= 3 * 4
+        # After /clear the log starts empty, and stays bounded as it fills again.
+        await send(pilot, "/clear")
+        await settle(pilot)
+        for n in range(10, 18):
+            await send(pilot, f"question {n}")
+            await settle(pilot)
+            assert mounted(pilot) <= 3 * 4, n

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from qwenmem_tui.features.mcp.settings import McpServerSettings
 from qwenmem_tui.exits import exit_status
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.text import one_line
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ class ServerTool:
 
     name: str
     description: str
-    input_schema: dict[str, Any]
+    input_schema: JSONObject
     read_only: bool  # annotations.readOnlyHint: the server says it changes nothing
 
 
@@ -261,7 +262,7 @@ class McpServer:
             await self._restart_after(reason)
             raise McpCallError(f"MCP server {self.name} {reason}") from None
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
+    async def call(self, tool: str, arguments: JSONObject) -> CallToolResult:
         """Call one tool, bounded by the timeout; McpCallError with one line on failure.
 
         A protocol error the server answers with (unknown tool, bad arguments) leaves it

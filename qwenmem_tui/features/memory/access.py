@@ -59,18 +59,23 @@ class MemoryAccess:
         project: str,
         clock: Callable[[], float] = time.time,
         rows_first: bool = False,
+        vectors_when_ready: bool = False,
     ) -> None:
         """``rows_first``: the service counts as open once its store is (rows only);
         the vectors (embedder, index) load at the first recall or write, or in the
         background from :meth:`warm_vectors` on. For a face that must answer at once
         (``qwenmem mcp``: list before the index is up; loading it meanwhile would hold
-        the GIL for the first answer). ``llm`` None: no model (rule-only identity)."""
+        the GIL for the first answer) and for the TUI (the first frame and keys come
+        first; it warms them once its screen is up). ``vectors_when_ready``: a face that
+        awaits :meth:`ready` (the daemon) has them loaded by then. ``llm`` None: no
+        model (rule-only identity)."""
         self.settings = settings
         self.project = project
         self._paths = paths
         self._llm = llm
         self._clock = clock
         self._rows_first = rows_first
+        self._vectors_when_ready = vectors_when_ready
         self._vectors: asyncio.Task[None] | None = None
         self.progress_listeners: list[Callable[[int, int], None]] = []
         """Called with (done, total) while the vector index is rebuilt at opening."""
@@ -139,6 +144,14 @@ class MemoryAccess:
         if task is None or not task.done() or task.cancelled() or task.exception() is not None:
             return None
         return task.result()
+
+    async def ready(self) -> MemoryService:
+        """The service open, and its vectors too when this face asked for them then
+        (``vectors_when_ready``); raises MemoryUnavailable."""
+        service = await self.service()
+        if self._vectors_when_ready:
+            await service.load_vectors()
+        return service
 
     async def service(self) -> MemoryService:
         """The open service, once its index is loaded (raises MemoryUnavailable)."""

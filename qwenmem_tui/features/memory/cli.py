@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.model import Category, Memory, Status
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.text import terminal_safe, terminal_safe_json
@@ -246,7 +247,7 @@ async def list_memories(args: argparse.Namespace, settings: Settings, paths: Pat
     return 0
 
 
-def _hits(result: RecallResult) -> list[dict[str, Any]]:
+def _hits(result: RecallResult) -> list[JSONObject]:
     from qwenmem_tui.memory.render import version_fields
 
     return [

@@ -61,7 +61,11 @@ def _open(context: FeatureContext) -> MemoryAccess:
         llm=context.llm,
         project=context.project,
         clock=context.clock,
-        rows_first=not context.serves_chats,
+        # Every face opens the rows first: the vectors (a model, an index of a store of
+        # years) load behind the first frame or answer (`warm_vectors`, `_ready`) or at
+        # the first recall or write, never before them.
+        rows_first=True,
+        vectors_when_ready=context.serves_chats,
     )
 
 
@@ -104,12 +108,13 @@ async def _close(memory: MemoryAccess) -> None:
 
 
 async def _ready(memory: MemoryAccess) -> None:
-    """The service open: a broken store fails the runtime's opening with its line."""
+    """The service open (and, serving chats, its vectors loaded): a broken store fails
+    the runtime's opening with its line."""
     from qwenmem_tui.features.memory.access import MemoryUnavailable
     from qwenmem_tui.reads import StartupError
 
     try:
-        await memory.service()
+        await memory.ready()
     except MemoryUnavailable as exc:
         raise StartupError(str(exc)) from exc
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, TypeVar, cast
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import Resource, ToolAnnotations
 from pydantic import Field
 from typing_extensions import (
+    NotRequired,
     TypedDict,  # pydantic needs this one for schemas before 3.12
 )
 
@@ -46,8 +47,20 @@ class MemoryRow(TypedDict):
     scope: str
 
 
+class NewerVersion(TypedDict):
+    id: int
+    key: str
+    stated_at: float
+    stated: str
+
+
 class MemoryHit(MemoryRow):
     score: float
+    version: str
+    """"current", or "earlier" when a newer version of the fact may replace it."""
+    stated: NotRequired[str]
+    """An earlier version's date, YYYY-MM-DD."""
+    newer_version: NotRequired[NewerVersion]
 
 
 class SearchAnswer(TypedDict):

@@ -401,6 +401,13 @@ class MemoryPrefetchHook:
                     why = replace(why, point=IN_VIEW)
                 self._in_flight[memory_id] = why
 
+    def _forget_reasons(self) -> None:
+        """Drop the reasons of memories no longer in view (compacted away, forgotten,
+        superseded): kept, they grew with every memory ever recalled in a long session
+        (issue 41's soak)."""
+        for memory_id in [i for i in self._why if i not in self.surfaced]:
+            del self._why[memory_id]
+
     def _remember_why(self, point: str, result: RecallResult) -> None:
         """Keep the scores each delivered memory was recalled with; this query's own."""
         for i, memory_id in enumerate(result.ids):
@@ -498,6 +505,7 @@ class MemoryPrefetchHook:
         self.surfaced.clear()
         for delivery in current:
             self.surfaced.update(delivery.ids)
+        self._forget_reasons()
 
     async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None:
         if outcome.status in ("ok", "turn_cap"):
@@ -693,13 +701,10 @@ class MemoryPrefetchHook:
         for delivery in list(self._delivered):
             shaped = self._reapply_one(messages, delivery)
             if shaped is messages:
-                # Its message left the model view (compaction): let recall find it again,
-                # and forget why it was sent (kept, this grew with every memory ever
-                # recalled in a long session: issue 41's soak).
+                # Its message left the model view (compaction): let recall find it again.
                 self._delivered.remove(delivery)
                 self.surfaced.difference_update(delivery.ids)
-                for memory_id in set(delivery.ids) - self.surfaced:
-                    self._why.pop(memory_id, None)
+                self._forget_reasons()
             messages = shaped
         return messages
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.chat.session import BaseQueryHook
 from qwenmem_tui.chat.turns import QueryOutcome
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.model import (
     FLAG_FROM_FILE,
     Memory,
@@ -131,7 +132,7 @@ class Receipt:
     memories: list[ReceiptMemory] = field(default_factory=list)
     writes: list[ReceiptWrite] = field(default_factory=list)
     query: str = ""  # the user message: what "not relevant here" is judged against
-    corrections: dict[int, dict[str, Any]] = field(default_factory=dict)
+    corrections: dict[int, JSONObject] = field(default_factory=dict)
     tokens: int = 0  # estimated size of the memory block those memories make
 
     def lines(self) -> list[str]:
@@ -139,7 +140,7 @@ class Receipt:
         lines = [count_line(len(self.memories), self.tokens)] if self.memories else []
         return lines + [w.line() for w in self.writes]
 
-    def to_meta(self) -> dict[str, Any]:
+    def to_meta(self) -> JSONObject:
         return {
             "memories": [asdict(m) for m in self.memories],
             "writes": [asdict(w) for w in self.writes],
@@ -149,7 +150,7 @@ class Receipt:
         }
 
     @classmethod
-    def from_meta(cls, meta: dict[str, Any]) -> Receipt:
+    def from_meta(cls, meta: JSONObject) -> Receipt:
         """The receipt an item holds; rows that do not read are skipped, never fatal
         (a receipt is a view, and an old or hand-edited database must still open)."""
         return cls(
@@ -166,7 +167,7 @@ class Receipt:
 
     def correct(self, memory_id: int, action: str, at: float, value: str | None = None) -> None:
         """Record a correction of one of its memories (the item is then updated)."""
-        entry: dict[str, Any] = {"action": action, "at": at}
+        entry: JSONObject = {"action": action, "at": at}
         if value is not None:
             entry["value"] = value
         self.corrections[memory_id] = entry
@@ -192,7 +193,7 @@ def receipt_of(item: Item) -> Receipt:
     return Receipt.from_meta(item.meta)
 
 
-def memories_json(item: Item) -> list[dict[str, Any]]:
+def memories_json(item: Item) -> list[JSONObject]:
     """The daemon's ``memories`` field: ``[{"id", "key", "value"}]`` of a receipt item."""
     return [{"id": m.id, "key": m.key, "value": m.value} for m in receipt_of(item).memories]
 

@@ -22,9 +22,10 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from qwenmem_tui.features.memory.confirmation import ACTION_NAMES
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.model import (
     DAY,
     Category,
@@ -68,7 +69,7 @@ def outside_provenance(caller: Caller) -> Provenance:
     )
 
 
-def memory_json(memory: Memory, now: float) -> dict[str, Any]:
+def memory_json(memory: Memory, now: float) -> JSONObject:
     """A memory as outside clients see it (contract §8)."""
     return {
         "id": memory.id,
@@ -129,7 +130,7 @@ class ProjectMemory:
         self.caller = caller
         self._clock = clock
 
-    async def search(self, query: object, k: object = 5) -> dict[str, Any]:
+    async def search(self, query: object, k: object = 5) -> JSONObject:
         """The chat's recall pipeline (filters, both channels, threshold), best first."""
         text = _text("query", query, MAX_QUERY_CHARS)
         count = _whole_number("k", k, 1, MAX_K)
@@ -150,7 +151,7 @@ class ProjectMemory:
         service = await self._service()
         return (await service.recall(text, project=self.project)).block
 
-    async def read(self, memory_id: object) -> dict[str, Any] | None:
+    async def read(self, memory_id: object) -> JSONObject | None:
         """One active memory of this project or a global one (None: no such memory
         here — another user's or project's id reads as none)."""
         service = await self._service()
@@ -164,7 +165,7 @@ class ProjectMemory:
         text: object,
         category: object = None,
         key: object = None,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         """Save a note through the one write path; the guard may hold or refuse it."""
         from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
         from qwenmem_tui.memory.writer import MemoryRejected
@@ -188,7 +189,7 @@ class ProjectMemory:
         except MemoryRejected as exc:
             return {"id": None, "category": chosen, "key": named, "action": "refused", "error": str(exc)}
         memory = result.memory
-        answer: dict[str, Any] = {
+        answer: JSONObject = {
             "id": memory.id,
             "category": str(memory.category),
             "key": memory.key,
@@ -198,7 +199,7 @@ class ProjectMemory:
             answer["flags"] = list(memory.flags)
         return answer
 
-    async def forget(self, memory_id: object) -> dict[str, Any]:
+    async def forget(self, memory_id: object) -> JSONObject:
         """Delete one memory (audited); another user's or project's id is not found."""
         if isinstance(memory_id, str) and memory_id.isascii() and memory_id.isdigit():
             memory_id = int(memory_id) if len(memory_id) <= 20 else 0
@@ -215,7 +216,7 @@ class ProjectMemory:
         )
         return {"forgotten": forgotten is not None}
 
-    async def list(self, category: object = None) -> dict[str, Any]:
+    async def list(self, category: object = None) -> JSONObject:
         """Active memories of this project and the global ones, newest first."""
         chosen = _category(category)
         service = await self._service()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from qwenmem_tui.chat.view import content_text
 from qwenmem_tui.features.instructions.files import instructions_in
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from qwenmem_tui.storage.sessions import Item
 
 log = logging.getLogger("qwenmem.recap")
+T = TypeVar("T")
+M = TypeVar("M", bound=Mapping[str, object])
 
 RECAP_SYSTEM_PROMPT = """\
 You write session recaps for a terminal chat assistant. The user stepped away and is \
@@ -93,7 +95,7 @@ def _strip_reminders(text: str) -> str:
     return _REMINDER.sub("", text).strip()
 
 
-def filter_to_dialog(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+def filter_to_dialog(messages: Sequence[Mapping[str, object]]) -> list[dict[str, str]]:
     """Reduce a chat history to what the user and the assistant said to each other.
 
     Tool messages and tool calls go (one tool result can be 10k+ tokens and would
@@ -107,7 +109,7 @@ def filter_to_dialog(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, st
     seen_user = False
     for message in messages:
         role = message.get("role")
-        if role not in ("user", "assistant"):
+        if not isinstance(role, str) or role not in ("user", "assistant"):
             continue
         if role == "user" and not seen_user:
             seen_user = True
@@ -120,8 +122,8 @@ def filter_to_dialog(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, st
 
 
 def take_recent_dialog(
-    messages: Sequence[Mapping[str, Any]], limit: int = RECENT_MESSAGE_WINDOW
-) -> list[Any]:
+    messages: Sequence[M], limit: int = RECENT_MESSAGE_WINDOW
+) -> list[M]:
     """The last ``limit`` messages, moved forward so they start at a user message.
 
     A window opening on an assistant reply would show the model an answer without
@@ -135,7 +137,7 @@ def take_recent_dialog(
     return list(messages[start:])
 
 
-def item_type(item: Any) -> Any:
+def item_type(item: object) -> object:
     """The ``type`` of a display item.
 
     Display items are storage ``Item`` objects in the app; plain dicts are accepted
@@ -146,7 +148,7 @@ def item_type(item: Any) -> Any:
     return getattr(item, "type", None)
 
 
-def should_fire_recap(items: Sequence[Any]) -> bool:
+def should_fire_recap(items: Sequence[object]) -> bool:
     """The dedupe gate for automatic recaps.
 
     A recap needs something to summarise (at least 3 user items) and must not repeat
@@ -208,7 +210,7 @@ async def generate_session_recap(
         return None
 
 
-async def _unless_aborted(request: Any, abort: asyncio.Event | None) -> Any:
+async def _unless_aborted(request: Awaitable[T], abort: asyncio.Event | None) -> T | None:
     """Await ``request``, or cancel it and return ``None`` once ``abort`` is set."""
     if abort is None:
         return await request

@@ -30,16 +30,22 @@ from collections.abc import Collection
 import asyncpg
 import numpy as np
 
-from qwenmem_tui.memory.postgres.steps import ACTIVE
 
 log = logging.getLogger("qwenmem.memory")
 
 # pg_advisory_xact_lock key serialising the set-up across processes ("qwnv").
 _SETUP_LOCK = 0x71776E76
+# An existing store is given the pgvector column at a client's start only while it
+# holds this few vectors: each is converted by SQL (~1-2.5 ms here), under a lock every
+# other starting client waits on. A larger one stays on the local cache until an
+# administrator runs the set-up (``prepare`` logs it).
+AUTO_SETUP_VECTORS = 5_000
 # A first search builds the HNSW index of its dimension itself only on a table this
 # small (the planner's estimate): seconds. On a larger one it would hold that client
 # for minutes; an administrator builds it (``ensure_index`` logs the statement).
 AUTO_INDEX_ROWS = 20_000
+# The widest vector a btree entry holds with its row's user, scope and expiry.
+MAX_PACKED_DIM = 512
 # Candidates an HNSW scan keeps per step; iterative scans (pgvector >= 0.8) go on
 # past it until the LIMIT is met after the filters, in exact distance order.
 EF_SEARCH = 100
@@ -85,6 +91,18 @@ async def prepare(conn: asyncpg.Connection, where: str) -> bool:
         if not available:
             log.info("[MEMORY_PG] %s has no pgvector: vectors are searched locally", where)
             return False
+        vectors = await conn.fetchval(
+            "SELECT count(*) FROM (SELECT 1 FROM memories WHERE embedding IS NOT NULL LIMIT $1) AS v",
+            AUTO_SETUP_VECTORS + 1,
+        )
+        if vectors > AUTO_SETUP_VECTORS:
+            log.info(
+                "[MEMORY_PG] %s: %d+ stored vectors would each be converted at this start;"
+                " vectors are searched locally. To search them in the database, run once"
+                " (minutes per 100,000 rows): CREATE EXTENSION IF NOT EXISTS vector; %s",
+                where, AUTO_SETUP_VECTORS, " ".join(_SETUP.split()),
+            )
+            return False
         try:
             async with conn.transaction():  # a savepoint: the refusal must not end ours
                 await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -112,33 +130,55 @@ def index_name(dim: int) -> str:
     return f"memories_hnsw_{int(dim)}"
 
 
-def index_sql(dim: int, *, concurrently: bool = False) -> str:
+def own_index_name(dim: int) -> str:
+    return f"memories_own_vectors_{int(dim)}"
+
+
+def indexes_sql(dim: int, *, concurrently: bool = False) -> list[str]:
+    """The indexes of one dimension: HNSW, and a btree holding each user's vectors
+    packed by (user, scope), so that the exact search of one user's rows is an
+    index-only scan of a few hundred pages instead of a heap page per row (the rows
+    of a hundred users interleave in the table). Only while a vector fits in a btree
+    entry (2,700 bytes: 512 dimensions with room to spare)."""
     dim = int(dim)
-    return (
-        f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS {index_name(dim)}"
-        f" ON memories USING hnsw ((embedding_vec::vector({dim})) vector_ip_ops)"
-        f" WHERE status = 'active' AND vector_dims(embedding_vec) = {dim}"
-    )
+    how = "CONCURRENTLY " if concurrently else ""
+    where = f"WHERE status = 'active' AND vector_dims(embedding_vec) = {dim}"
+    statements = [
+        f"CREATE INDEX {how}IF NOT EXISTS {index_name(dim)} ON memories USING hnsw"
+        f" ((embedding_vec::vector({dim})) vector_ip_ops) {where}"
+    ]
+    if dim <= MAX_PACKED_DIM:
+        statements.append(
+            f"CREATE INDEX {how}IF NOT EXISTS {own_index_name(dim)} ON memories (username, scope)"
+            f" INCLUDE (id, expires_at, embedding_model, embedding_vec) {where}"
+        )
+    return statements
 
 
 async def ensure_index(conn: asyncpg.Connection, dim: int, where: str) -> None:
-    """The HNSW index of one dimension, built by the first client searching it while
-    the table is small (``AUTO_INDEX_ROWS``). Without it the search is still exact
-    and filtered first: a client's query reads its own rows by the btree, which is
-    also the planner's choice with the index when one user owns a small share."""
+    """The indexes of one dimension (``indexes_sql``), built by the first client
+    searching it while the table is small (``AUTO_INDEX_ROWS``). Without them the
+    search is still exact and filtered first, reading the user's rows by the status
+    btree; the log names the statements that add them."""
     dim = int(dim)
-    if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", index_name(dim)):
+    names = [index_name(dim)] + ([own_index_name(dim)] if dim <= MAX_PACKED_DIM else [])
+    present = await conn.fetchval(
+        "SELECT count(*) FROM unnest($1::text[]) AS n WHERE to_regclass(n) IS NOT NULL", names
+    )
+    if present == len(names):
         return
     rows = await conn.fetchval("SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass")
     if rows > AUTO_INDEX_ROWS:
         log.info(
-            "[MEMORY_PG] %s has no HNSW index for %d dimensions; searches are exact and"
-            " filtered first. To add it: %s", where, dim, index_sql(dim, concurrently=True),
+            "[MEMORY_PG] %s lacks the vector indexes for %d dimensions; searches are exact"
+            " and filtered first. To add them: %s", where, dim,
+            "; ".join(indexes_sql(dim, concurrently=True)),
         )
         return
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", _SETUP_LOCK)
-        await conn.execute(index_sql(dim))
+        for statement in indexes_sql(dim):
+            await conn.execute(statement)
 
 
 def nearest_sql(dim: int) -> str:
@@ -146,7 +186,7 @@ def nearest_sql(dim: int) -> str:
     literals (a parameter would hide it from the planner)."""
     dim = int(dim)
     return (
-        "SELECT id, embedding FROM memories"
+        "SELECT id, embedding_vec FROM memories"
         f" WHERE status = 'active' AND vector_dims(embedding_vec) = {dim}"
         " AND embedding_model = $2 AND username = $3 AND scope = ANY($4::text[])"
         " AND (expires_at IS NULL OR expires_at > $5) AND NOT (id = ANY($6::bigint[]))"
@@ -165,8 +205,8 @@ async def nearest(
     exclude: Collection[int],
     limit: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, float32 vectors) best first; the vectors from the bytea, bit for bit
-    what a local index would hold."""
+    """(ids, float32 vectors) best first; the vectors as the index holds them
+    (``decode_vector``), bit for bit the stored float32s."""
     q = np.asarray(query, dtype=np.float32).reshape(-1)
     rows = await conn.fetch(
         nearest_sql(len(q)),
@@ -181,19 +221,20 @@ async def nearest(
     if not rows:
         return np.zeros(0, dtype=np.int64), np.zeros((0, len(q)), dtype=np.float32)
     ids = np.array([r["id"] for r in rows], dtype=np.int64)
-    vectors = np.frombuffer(b"".join(r["embedding"] for r in rows), dtype="<f4")
-    return ids, vectors.reshape(len(rows), -1).astype(np.float32)
+    return ids, np.stack([r["embedding_vec"] for r in rows]).astype(np.float32)
 
 
 async def mean(
-    conn: asyncpg.Connection, embedding_model: str, user: str
+    conn: asyncpg.Connection, embedding_model: str, user: str, dim: int
 ) -> tuple[np.ndarray | None, int]:
-    """The mean of ``user``'s active vectors of one embedder, summed in the server,
-    and their count."""
+    """The mean of ``user``'s active vectors of one embedder and dimension, summed in
+    the server (index-only, from the packed btree: the predicate as literals), and
+    their count."""
+    dim = int(dim)
     row = await conn.fetchrow(
-        "SELECT avg(embedding_vec)::real[] AS mean, count(*) AS n FROM memories WHERE status = $1"
-        " AND username = $2 AND embedding_model = $3 AND embedding_vec IS NOT NULL",
-        ACTIVE,
+        "SELECT avg(embedding_vec)::real[] AS mean, count(*) AS n FROM memories"
+        f" WHERE status = 'active' AND vector_dims(embedding_vec) = {dim}"
+        " AND username = $1 AND embedding_model = $2",
         user,
         embedding_model,
     )
@@ -201,9 +242,28 @@ async def mean(
     return (None if value is None else np.asarray(value, dtype=np.float32)), int(row["n"])
 
 
+def decode_vector(data: bytes) -> np.ndarray:
+    """pgvector's binary form: dimension and an unused int16, big-endian float32s."""
+    return np.frombuffer(data, dtype=">f4", offset=4)
+
+
+def encode_vector(vector: np.ndarray) -> bytes:
+    values = np.asarray(vector, dtype=">f4").reshape(-1)
+    return len(values).to_bytes(2, "big") + bytes(2) + values.tobytes()
+
+
 async def session_settings(conn: asyncpg.Connection) -> None:
-    """Per connection: HNSW scans continue until the filtered LIMIT is met (an
-    unknown setting on a server without pgvector is a harmless placeholder)."""
+    """Per connection: vectors travel in pgvector's binary form (where the type
+    exists), and HNSW scans continue until the filtered LIMIT is met (an unknown
+    setting on a server without pgvector is a harmless placeholder)."""
+    schema = await conn.fetchval(
+        "SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace"
+        " WHERE t.typname = 'vector' LIMIT 1"
+    )
+    if schema is not None:
+        await conn.set_type_codec(
+            "vector", schema=schema, encoder=encode_vector, decoder=decode_vector, format="binary"
+        )
     try:
         await conn.execute(
             f"SET hnsw.ef_search = {EF_SEARCH}; SET hnsw.iterative_scan = strict_order"

@@ -557,7 +557,7 @@ class ChatScreen(Screen[None]):
         try:
             async for event in app.session.run_query(text):
                 await view.handle(event)
-            await self.log_view.release_oldest()
+            await self.log_view.release_oldest(app.session)
         except asyncio.CancelledError:
             await view.cancelled()
             raise

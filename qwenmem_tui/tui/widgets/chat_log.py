@@ -308,14 +308,14 @@ class ChatLog(VerticalScroll, can_focus=False):
 
         return restore_later
 
-    async def release_oldest(self) -> None:
+    async def release_oldest(self, source: ItemPages) -> None:
         """After a reply: past MAX_PAGES + 1 pages of widgets, release the oldest down to
         MAX_PAGES, so a long session in one sitting keeps a bounded log; what was
-        released is read back from the database when scrolled to."""
+        released is read back from `source` (the session) when scrolled to, after a
+        /clear emptied the log too."""
         async with self._paging:
-            source = self._source
             shown = [child for child in self.children if not isinstance(child, HiddenItems)]
-            if source is None or self._later or len(shown) <= (MAX_PAGES + 1) * PAGE_SIZE:
+            if self._views is None or self._later or len(shown) <= (MAX_PAGES + 1) * PAGE_SIZE:
                 return  # paged far up (the newest are not mounted): the user is reading
             kept = shown[-MAX_PAGES * PAGE_SIZE :]
             # Where the kept part starts among the stored items: at its first message.
@@ -326,6 +326,7 @@ class ChatLog(VerticalScroll, can_focus=False):
             start = await source.position(first.item_id)
             if self._selected is not None and self._selected not in kept:
                 self.select(None)
+            self._source = source
             await self.remove_children(shown[: len(shown) - len(kept)])
             self._total = source.item_count  # the reply is stored: every widget is a page's now
             self._pages = [_Page(start, self._total, kept)]

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from memtest_support import PROJECT_A, PROJECT_B, T0, Clock, make_settings
 
 from qwenmem_tui.memory.backup import export_lines, import_lines
@@ -347,3 +348,29 @@ async def test_a_backup_line_whose_flags_are_no_list_is_restored_without_them(
     assert report.counts == {"created": 1, "history": 1}, report.errors
     older = [m for m in await service.store.list(user=service.user) if m.status is Status.SUPERSEDED]
     assert [(m.value, m.flags) for m in older] == [("Ana likes coffee", [])]
+
+
+async def test_export_reads_a_page_of_rows_at_a_time(
+    service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memory export` of a store of years holds a page of rows at a time, not every
+    row as an object at once; the lines are every memory's, in order.
+    Fails without it: one read returned every row."""
+    from qwenmem_tui.memory import backup
+
+    for i in range(25):
+        await service.save(WriteRequest("user", f"fact_{i}", f"Fact number {i} of many", origin="user", project=PROJECT_A))
+    whole = [json.loads(line)["key"] for line in await export_lines(service)]
+    monkeypatch.setattr(backup, "EXPORT_PAGE", 10)
+    largest: list[int] = []
+    read = service.store.rows
+
+    async def counting(query):  # noqa: ANN001, ANN202
+        got = await read(query)
+        largest.append(len(got))
+        return got
+
+    monkeypatch.setattr(service.store, "rows", counting)
+    keys = [json.loads(line)["key"] for line in await export_lines(service)]
+    assert keys == whole == [f"fact_{i}" for i in range(25)]
+    assert max(largest) == 10

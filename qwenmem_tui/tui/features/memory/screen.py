@@ -368,11 +368,15 @@ class MemoryScreen(Screen[None]):
         self._total = (
             self._matching if not query.words else await service.count(replace(query, words=()), project=project)
         )
+        if not self.is_attached:  # closed while reading (Esc right after /memory)
+            return
         self._show_rows()  # painted before the metrics
         stats = await service.stats()
         plan = await review_plan(
             service, project=project, every_days=self._review_every_days, size=self._review_size
         )
+        if not self.is_attached:
+            return
         self.query_one("#memory-metrics", Static).update(metrics_line(stats))
         sample = [m.id for m in plan.sample]
         self._sample_rows = list(plan.sample)
@@ -386,7 +390,7 @@ class MemoryScreen(Screen[None]):
         """The next page of rows, after the last one read (the cursor reached it)."""
         after = self._memories[-1].id if self._memories else None
         page = await self._service.rows(self._query(after=after, limit=PAGE), project=self._project)
-        if self._memories and self._memories[-1].id == after:  # not reloaded meanwhile
+        if self.is_attached and self._memories and self._memories[-1].id == after:  # not reloaded meanwhile
             self._memories += page
             if not self._reviewing:
                 self._shown = self._memories
@@ -398,7 +402,7 @@ class MemoryScreen(Screen[None]):
         memory = await self._service.get(memory_id, project=self._project)
         audit = await self._service.audit(memory_id, project=self._project)
         versions = await history(self._service, str(memory_id), project=self._project)
-        if memory is not None and memory_id == self._selected:
+        if memory is not None and memory_id == self._selected and self.is_attached:
             self.query_one(MemoryDetail).show(
                 detail_content(memory, audit, self._clock(), versions)
             )
