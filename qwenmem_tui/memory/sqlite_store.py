@@ -194,6 +194,11 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         if linked:
             where.append("restates IS NOT NULL")
         sql = f"SELECT {MEMORY_COLUMNS} FROM memories"
+        if linked:
+            # The open links are few: read through their index. Without this SQLite
+            # picks the (user, status) index and reads every active row (recall asks
+            # at every store generation, ``Recaller._open_links``).
+            sql += " INDEXED BY memories_by_restated"
         if where:
             sql += " WHERE " + " AND ".join(where)
         cur = await self._conn.execute(sql + " ORDER BY id", params)

@@ -495,3 +495,33 @@ async def test_a_backups_history_is_restored_on_each_backend(backend: Backend, c
 
     assert story(after) == story(before)
     assert {v.memory.user for v in after} == {"bob"}
+
+
+async def test_a_page_its_counts_and_the_review_are_read_in_sql_on_each_backend(
+    backend: Backend, clock: Clock
+) -> None:
+    """RowQuery (issue 40) means the same on both stores: the filter's words folded,
+    keyset pages, counts, the review's split by who wrote a row, the oldest first."""
+    from qwenmem_tui.memory.review import review_plan
+    from qwenmem_tui.memory.store import RowQuery, model_written
+
+    ana = await backend.open(user="ana", clock=clock)
+    try:
+        for i in range(7):
+            origin = "tool" if i % 3 == 0 else "user"
+            await ana.save(WriteRequest("project", f"note_{i}", f"Note {i} about LISBON's port",
+                                        origin=origin, project=PROJECT_A))  # fmt: skip
+            clock.advance(DAY)
+        await ana.save(WriteRequest("project", "other", "Nothing here", origin="user", project=PROJECT_A))
+        first = await ana.rows(RowQuery(words=("lisbon's",), limit=3), project=PROJECT_A)
+        rest = await ana.rows(RowQuery(words=("lisbon's",), after=first[-1].id), project=PROJECT_A)
+        assert [m.key for m in first + rest] == [f"note_{i}" for i in range(7)]
+        assert await ana.count(RowQuery(words=("lisbon's", "port")), project=PROJECT_A) == 7
+        assert await ana.count(RowQuery(), project=PROJECT_B) == 0
+        theirs = await ana.rows(RowQuery(model_written=True, oldest_first=True), project=PROJECT_A)
+        assert [m.key for m in theirs] == ["note_0", "note_3", "note_6"] and all(map(model_written, theirs))
+        clock.advance(10 * DAY)
+        plan = await review_plan(ana, project=PROJECT_A, every_days=7, size=4)
+        assert [m.key for m in plan.sample] == ["note_0", "note_3", "note_6", "note_1"]
+    finally:
+        await ana.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_support import started
+from app_support import send, settle, started
 from chat_support import TEST_API_KEY
 
 from qwenmem_tui.config import Settings
@@ -24,7 +24,6 @@ from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 from qwenmem_tui.tui.app import create_app
 from qwenmem_tui.tui.widgets.plain_items import ErrorItem
-from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import SIZE, outcome, stored_items
 
@@ -165,21 +164,16 @@ async def test_tui_survives_fault(
     try:
         async with app.run_test(size=SIZE) as pilot:
             await started(pilot)  # the session opens behind the drawn prompt
-            prompt = app.screen.query_one(PromptInput)
-            prompt.insert("first question")
-            await pilot.press("enter")
-            await pilot.app.workers.wait_for_complete()
-            await pilot.pause()
+            await send(pilot, "first question")
+            await settle(pilot)
             errors = [str(w.render()) for w in app.screen.query(ErrorItem)]
             assert len(errors) == 1, errors
             _assert_one_line(errors[0], fault.kind_words)
             assert app.state == "idle" and app.is_running
 
             fake.script(Reply("recovered fine"))
-            prompt.insert("second question")
-            await pilot.press("enter")
-            await pilot.app.workers.wait_for_complete()
-            await pilot.pause()
+            await send(pilot, "second question")
+            await settle(pilot)
             assert app.session.items[-1].content == "recovered fine"
             assert TEST_API_KEY not in app.export_screenshot()
             session_id = app.session.info.id

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_support import started
+from app_support import send, settle, started
 from textual.widgets import Collapsible
 
 from qwenmem_tui.config import Settings
@@ -24,7 +24,6 @@ from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, Response, ToolCal
 from qwenmem_tui.tui.app import QwenmemApp, create_app
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.plain_items import ToolCallItem
-from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.memory.model import WriteRequest
 
 from .conftest import child_env, run_in_pty
@@ -121,11 +120,8 @@ async def test_tool_results_user_text_and_errors_render_inert(
     app = make_pilot_app()
     async with app.run_test(size=(160, 50)) as pilot:
         await started(pilot)  # the session opens behind the drawn prompt
-        prompt = app.screen.query_one(PromptInput)
-        prompt.insert(f"my paste: {EVIL}")
-        await pilot.press("enter")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await send(pilot, f"my paste: {EVIL}")
+        await settle(pilot)
         for item in app.screen.query(ToolCallItem):
             item.collapsed = False
         app.show_error(f"boom {EVIL}")

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from app_support import started
+from app_support import send, settle, started
 
 from qwenmem_tui.config import Settings
 from qwenmem_tui.memory import guard
@@ -25,7 +25,6 @@ from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import create_app
-from qwenmem_tui.tui.widgets.prompt import PromptInput
 
 from .conftest import SIZE
 
@@ -219,10 +218,8 @@ async def test_closing_tag_in_a_value_stays_inside_the_reminder_block(
     app = create_app(settings, paths, cwd=project)
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)  # the session opens behind the drawn prompt
-        app.screen.query_one(PromptInput).insert("what do I like to drink? tea?")
-        await pilot.press("enter")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await send(pilot, "what do I like to drink? tea?")
+        await settle(pilot)
     request = fake.chat_requests[0]["messages"]
     text = "\n".join(str(m.get("content")) for m in request)
     assert text.count(REMINDER_CLOSE) == text.count(REMINDER_OPEN) >= 1

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from app_support import started
+from app_support import send, settle, started
 
 from qwenmem_tui import cli
 from qwenmem_tui.config import Settings
@@ -21,7 +21,6 @@ from qwenmem_tui.memory.backup import import_lines
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 from qwenmem_tui.tui.app import create_app
-from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.memory.model import WriteRequest
 
 from .conftest import SIZE, child_env, serve_url
@@ -49,13 +48,10 @@ async def test_api_key_stays_out_of_db_log_screen_and_errors(
     app = create_app(settings, paths, cwd=project)
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)  # the session opens behind the drawn prompt
-        prompt = app.screen.query_one(PromptInput)
 
         async def say(text: str) -> None:
-            prompt.insert(text)
-            await pilot.press("enter")
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+            await send(pilot, text)
+            await settle(pilot)
 
         fake.script(Reply("fine"))
         await say("a normal question")

@@ -354,6 +354,13 @@ class MemoryScreen(Screen[None]):
             statuses=None if show_all else DEFAULT_STATUSES, words=words, after=after, limit=limit
         )
 
+    @property
+    def _open(self) -> bool:
+        """Whether a read that just finished may still show its result. A closing screen
+        (Esc, quit) loses its widgets first and cancels its workers only after, at its
+        Unmount: in between it is still attached, but pruning (as Textual checks it)."""
+        return self.is_attached and not self._pruning
+
     @work(exclusive=True, group="memory-load")
     async def load_memories(self) -> None:
         """Read the first rows (as many as were read before, so the selected row stays)
@@ -369,14 +376,14 @@ class MemoryScreen(Screen[None]):
         self._total = (
             self._matching if not query.words else await service.count(replace(query, words=()), project=project)
         )
-        if not self.is_attached:  # closed while reading (Esc right after /memory)
+        if not self._open:  # closed while reading (Esc right after /memory)
             return
         self._show_rows()  # painted before the metrics
         stats = await service.stats()
         plan = await review_plan(
             service, project=project, every_days=self._review_every_days, size=self._review_size
         )
-        if not self.is_attached:
+        if not self._open:
             return
         self.query_one("#memory-metrics", Static).update(metrics_line(stats))
         sample = [m.id for m in plan.sample]
@@ -391,7 +398,7 @@ class MemoryScreen(Screen[None]):
         """The next page of rows, after the last one read (the cursor reached it)."""
         after = self._memories[-1].id if self._memories else None
         page = await self._service.rows(self._query(after=after, limit=PAGE), project=self._project)
-        if self.is_attached and self._memories and self._memories[-1].id == after:  # not reloaded meanwhile
+        if self._open and self._memories and self._memories[-1].id == after:  # not reloaded meanwhile
             self._memories += page
             if not self._reviewing:
                 self._shown = self._memories
@@ -403,7 +410,7 @@ class MemoryScreen(Screen[None]):
         memory = await self._service.get(memory_id, project=self._project)
         audit = await self._service.audit(memory_id, project=self._project)
         versions = await history(self._service, str(memory_id), project=self._project)
-        if memory is not None and memory_id == self._selected and self.is_attached:
+        if memory is not None and memory_id == self._selected and self._open:
             self.query_one(MemoryDetail).show(
                 detail_content(memory, audit, self._clock(), versions)
             )
