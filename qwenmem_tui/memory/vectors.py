@@ -132,6 +132,11 @@ class MemoryVectors:
             )
         return self._recaller
 
+    @property
+    def loaded(self) -> bool:
+        """The embedder chosen and the index in step with the store (``load`` done)."""
+        return self._ready
+
     async def load(self) -> None:
         """Choose the embedder and bring the index in step with the store, once: run
         by the service's ``start`` or by the first recall or write of a service opened

@@ -93,16 +93,16 @@ async def test_text_typed_while_starting_is_warmed_when_the_app_is_idle(
     app = make_app(extensions=[memory_extension], llm=None,
                    start_model=ModelStarter(label="gated", start=start_model))
     async with app.run_test(size=SIZE) as pilot:
-        prompt = app.screen.query_one(PromptInput)
-        prompt.insert(QUESTION)  # typed at launch; the pause passes while still starting
-        await wait_until(pilot, lambda: app.screen._warm_timer is None)
-        assert app.state == "starting"
-        model_gate.set()
-        await started(pilot)
-        prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
-        assert prefetch is not None
-        # Idle: the typed text is warmed without another pause; memory still opens.
         try:
+            prompt = app.screen.query_one(PromptInput)
+            prompt.insert(QUESTION)  # typed at launch; the pause passes while still starting
+            await wait_until(pilot, lambda: app.screen._warm_timer is None)
+            assert app.state == "starting"
+            model_gate.set()
+            await started(pilot)
+            prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
+            assert prefetch is not None
+            # Idle: the typed text is warmed without another pause; memory still opens.
             await wait_until(pilot, lambda: prefetch.warm_handle is not None)
             assert prefetch.warm_handle.text == QUESTION and prefetch.memory_opening
         finally:
@@ -120,13 +120,14 @@ async def test_a_message_sent_while_memory_opens_waits_for_its_recall(
 ) -> None:
     app = make_app(extensions=[memory_extension])
     async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
-        prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
-        assert prefetch is not None and prefetch.memory_opening
-        prompt = app.screen.query_one(PromptInput)
-        prompt.insert(QUESTION)
-        await pilot.press("enter")  # before any pause could warm it
         try:
+            await started(pilot)
+            prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
+            # The rows are open; the vectors (the embedder) are not: still opening.
+            assert prefetch is not None and prefetch.memory_opening
+            prompt = app.screen.query_one(PromptInput)
+            prompt.insert(QUESTION)
+            await pilot.press("enter")  # before any pause could warm it
             await wait_until(pilot, lambda: prefetch.handle is not None)
             assert not fake.chat_requests  # held: memory is still opening
         finally:

@@ -134,8 +134,16 @@ class MemoryAccess:
             listener(text)
 
     def opening(self) -> bool:
-        """The service is being opened now (started, not finished)."""
-        return self._opening is not None and not self._opening.done()
+        """Memory is still opening: the service, or (opened rows first) its vectors. A
+        message sent meanwhile waits for its recall rather than going without: the rows
+        alone recall nothing by meaning."""
+        task = self._opening
+        if task is None:
+            return False
+        if not task.done():
+            return True
+        service = self.opened
+        return service is not None and not service.vectors.loaded
 
     @property
     def opened(self) -> MemoryService | None:
