@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .soak import soak
 
-TURNS = 60
+TURNS = 90
 EVERY = 30
 WINDOW = 10  # the chat's window in memory, small enough to be passed many times over
 RESUME = 25  # not on a checkpoint: what a checkpoint sees was held since, not just loaded
@@ -25,9 +25,12 @@ async def test_a_long_session_loses_nothing_and_leaks_no_handles(tmp_path: Path)
     assert report.forgets == report.memories_deleted == report.writes  # every forget stands
     assert report.memories_active == 0
     assert report.compactions >= 2 and report.recaps == TURNS // 30 and report.resumes == TURNS // RESUME
-    first, *_, last = report.checkpoints
-    # Handles: what the first checkpoint held (after warm-up) is what the last holds.
-    assert (last.fds, last.threads, last.tasks) <= (first.fds, first.threads, first.tasks), report.checkpoints
+    # Handles: what a checkpoint after warm-up held is what the last holds, each count
+    # on its own (a tuple's order would let fewer fds hide more threads). Warm-up is the
+    # first two checkpoints: what opens lazily (the default executor's threads, a
+    # reader connection) may open late on a loaded machine, but only once.
+    warm, last = report.checkpoints[1], report.checkpoints[-1]
+    assert last.fds <= warm.fds and last.threads <= warm.threads and last.tasks <= warm.tasks, report.checkpoints
     # Memory: the chat holds its window, not its transcript; the database holds it all.
     assert all(point.held <= max(WINDOW, point.view) for point in report.checkpoints), report.checkpoints
     assert last.held < last.stored // 2 and last.stored >= 2 * TURNS, report.checkpoints
