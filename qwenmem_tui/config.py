@@ -51,7 +51,7 @@ class LocalModelTraits(Protocol):
     @property
     def supports_tools(self) -> bool: ...
     @property
-    def memory_wait_ms(self) -> int: ...
+    def prefetch_wait_ms(self) -> int: ...
 
 
 class Section(BaseModel):
@@ -91,9 +91,6 @@ class LLMSettings(Section):
     timeout: float = Field(default=60.0, gt=0)
     max_turns: int = Field(default=20, ge=1)
     local_model_path: str | None = None
-    # After a session's first exchange, a short title from the fast model (a side call;
-    # only where memory.extraction makes background calls too).
-    session_titles: bool = True
 
     _blank = field_validator(
         "base_url", "api_key", "api_key_env", "fast_model", "local_model_path", mode="before"
@@ -339,7 +336,7 @@ def _describe(path: Path, exc: ValidationError, model: type[Settings]) -> str:
     loc = [str(part) for part in error["loc"]]
     key = ".".join(loc) or "(top level)"
     kind = error["type"]
-    if loc and loc[-1] == "[key]":  # a key of a free-form table (e.g. memory.ttl_days)
+    if loc and loc[-1] == "[key]":  # a key of a free-form table (a dict of a section)
         expected = (error.get("ctx") or {}).get("expected", "")
         return f'{path}: unknown key "{".".join(loc[:-1])}" (expected one of: {expected})'
     if kind == "extra_forbidden":
