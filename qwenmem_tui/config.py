@@ -15,10 +15,11 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, Self, TypeVar, cast
+from typing import Annotated, Any, Generic, Literal, Protocol, Self, TypeVar, cast
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -202,9 +203,18 @@ def _compose(sections: tuple[SettingsSection[Section], ...]) -> type[Settings]:
         base = Settings.model_fields[table].annotation
         assert isinstance(base, type) and issubclass(base, Section), table
         joined = create_model(base.__name__, __base__=(base, *models))
-        own[table] = (joined, Field(default_factory=joined))
+        widen = BeforeValidator(functools.partial(_joined, base, joined))
+        own[table] = (Annotated[joined, widen], Field(default_factory=joined))
     model: type[Settings] = create_model("Settings", __base__=Settings, **own)
     return model
+
+
+def _joined(base: type[BaseModel], joined: type[BaseModel], value: object) -> object:
+    """The core's table as the core builds it (`Settings(llm=LLMSettings(...))`), taken
+    as the table the features joined (their keys at their defaults), what it set kept."""
+    if isinstance(value, base) and not isinstance(value, joined):
+        return joined.model_validate({name: getattr(value, name) for name in value.model_fields_set})
+    return value
 
 
 def load_settings(
