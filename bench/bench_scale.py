@@ -41,7 +41,7 @@ from bench_pty import QWENMEM, Pane, qwenmem_env  # noqa: E402
 from qwenmem_tui.config import Settings  # noqa: E402
 
 from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
-from qwenmem_tui.memory.model import DAY, Category, content_hash, embed_text  # noqa: E402
+from qwenmem_tui.memory.model import DAY, Category, RememberRequest, content_hash, embed_text  # noqa: E402
 from qwenmem_tui.memory.service import MemoryService  # noqa: E402
 from qwenmem_tui.paths import Paths  # noqa: E402
 
@@ -176,8 +176,8 @@ async def in_process(home: Path, project: Path, samples: int) -> dict[str, float
             warmed.append((time.perf_counter() - t0) * 1000)
         for i in range(max(5, samples // 5)):
             t0 = time.perf_counter()
-            await service.remember(f"The bench host number {i} runs build {i * 7}",
-                                   project=str(project))  # fmt: skip
+            await service.remember(RememberRequest(f"The bench host number {i} runs build {i * 7}",
+                                   project=str(project)))  # fmt: skip
             writes.append((time.perf_counter() - t0) * 1000)
         # A write's identity lookup alone (its candidates by meaning, the rule's fast
         # path; no model: no judge to wait for), as a save of a known subject runs it.

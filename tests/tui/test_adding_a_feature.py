@@ -289,10 +289,19 @@ def test_the_command_line_offers_its_subcommand_with_its_setting(
 
 async def test_without_its_line_no_face_knows_the_feature(
     package: Path, settings: Settings, paths: Paths, project: Path, fake: FakeOpenAI,
-    cli_run: CliRunner, home: Path,
+    cli_run: CliRunner, home: Path, make_app,
 ) -> None:
     """The control: the same package without the registry line is nothing anywhere."""
     from qwenmem_tui.mcp_server.server import MemoryBackend, build_server
+    from qwenmem_tui.tui.widgets.plain_items import InfoItem
+
+    app = make_app(extensions=None)
+    async with app.run_test() as pilot:
+        await send(pilot, "/stamp")
+        await settle(pilot)
+        shown = [str(widget.render()) for widget in app.screen.query(InfoItem)]
+        assert shown[-1:] == ["Unknown command /stamp. Type /help for the list."]
+        assert notes(app) == []
 
     app = create_app(settings, paths, project_root=project)
     with TestClient(app, raise_server_exceptions=False) as client:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qwenmem_tui.llm.wire import JSONObject
-from qwenmem_tui.memory.model import Category, Memory, Status
+from qwenmem_tui.memory.model import Category, Memory, RememberRequest, Status
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.text import terminal_safe, terminal_safe_json
 
@@ -612,13 +612,11 @@ async def add(args: argparse.Namespace, settings: Settings, paths: Paths) -> int
     llm = None if local else LLMClient.from_settings(settings)
     try:
         async with _service(settings, paths, llm=llm) as svc:
-            result = await svc.remember(
-                text,
-                project=_project(),
-                category=args.category,
-                key=args.key,
+            note = RememberRequest(
+                text, project=_project(), category=args.category, key=args.key,
                 reason="qwenmem memory add",
             )
+            result = await svc.remember(note)
     except MemoryRejected as exc:
         if args.json:
             refused = {"id": None, "category": args.category, "key": args.key, "action": "refused"}
