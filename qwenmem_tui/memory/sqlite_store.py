@@ -12,6 +12,7 @@ import builtins
 
 import json
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiosqlite
@@ -57,6 +58,19 @@ MODEL_WRITTEN = f"(origin != 'user' OR instr(flags, '\"{FLAG_FROM_FILE}\"') > 0)
 # The lexical channel's candidates: this many rows over the query's words (each word
 # at least twice the rows asked for), the newest matches of each.
 LEXICAL_CANDIDATES = 400
+
+
+def _by_place(query: RowQuery) -> bool:
+    """Whether ``rows`` reads ``query`` place by place: one user's rows of given scopes,
+    in id order, a page of them (statuses not given: each status in turn)."""
+    return (
+        query.user is not None
+        and query.scopes is not None
+        and 0 < len(query.scopes) * len(query.statuses or Status) <= 16
+        and query.limit is not None
+        and not query.oldest_first
+        and not query.linked
+    )
 
 
 def _of_user(user: str | None) -> tuple[str, tuple[str, ...]]:
@@ -205,15 +219,33 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         return [row_to_memory(r) for r in await cur.fetchall()]
 
     async def rows(self, query: RowQuery) -> builtins.list[Memory]:
-        where, params = await self._row_filter(query)
-        order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
-        if query.limit is not None:
-            order += " LIMIT ?"
-            params.append(query.limit)
-        rows = await self._conn.execute_fetchall(
-            f"SELECT {MEMORY_COLUMNS} FROM memories{where}{order}", params
-        )
-        return [row_to_memory(r) for r in rows]
+        sql, params = await self._rows_sql(query)
+        return [row_to_memory(r) for r in await self._conn.execute_fetchall(sql, params)]
+
+    async def _rows_sql(self, query: RowQuery) -> tuple[str, builtins.list[object]]:
+        """``rows``' query. A page of one user's places (statuses x scopes, as /memory
+        asks) in id order is the first rows of each place's range of the place index,
+        merged: never every matching row read and sorted to keep the first few."""
+        if not _by_place(query):
+            where, params = await self._row_filter(query)
+            order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
+            if query.limit is not None:
+                order += " LIMIT ?"
+                params.append(query.limit)
+            return f"SELECT {MEMORY_COLUMNS} FROM memories{where}{order}", params
+        assert query.scopes is not None and query.limit is not None
+        statuses = list(Status) if query.statuses is None else [Status(s) for s in query.statuses]
+        parts: builtins.list[str] = []
+        params = []
+        for status in statuses:
+            for scope in query.scopes:
+                where, more = await self._row_filter(replace(query, statuses=[status], scopes=[scope]))
+                parts.append(
+                    f"SELECT * FROM (SELECT {MEMORY_COLUMNS} FROM memories"
+                    f" INDEXED BY memories_by_place{where} ORDER BY id LIMIT ?)"
+                )
+                params += [*more, query.limit]
+        return " UNION ALL ".join(parts) + " ORDER BY 1 LIMIT ?", [*params, query.limit]
 
     async def count(self, query: RowQuery) -> int:
         where, params = await self._row_filter(query)

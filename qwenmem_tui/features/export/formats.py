@@ -21,7 +21,7 @@ from typing import Any, Literal
 from qwenmem_tui import secrets
 from qwenmem_tui.chat.view import content_text
 from qwenmem_tui.features import registry
-from qwenmem_tui.features.feature import load_face
+from qwenmem_tui.features.feature import load_function
 from qwenmem_tui.storage.sessions import Item, SessionInfo
 
 ExportFormat = Literal["md", "json"]
@@ -154,7 +154,9 @@ def _item_markdown(item: Item, calls: dict[str, tuple[str, str]], now: float) ->
         )
     kind = registry.item_kind(item.type)  # a feature's item: its own renderer
     if kind is not None and kind.markdown is not None:
-        rendered: str = load_face(kind.markdown)(item, now)
+        rendered = load_function(kind.markdown)(item, now)
+        if not isinstance(rendered, str):
+            raise TypeError(f"{kind.markdown} rendered a {type(rendered).__name__}, not text")
         return rendered
     if item.meta.get("reset"):
         return "---\n\n*(/clear: the model did not see the messages above)*"
