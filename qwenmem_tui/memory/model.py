@@ -295,6 +295,35 @@ class WriteRequest:
     explicit_key: bool = True
 
 
+REMEMBER_JUDGE_TIMEOUT = 2.5
+"""Seconds /remember waits for the fast model's add/update/no-op choice: the
+confirmation shows the final decision; when the model is late the pair is linked and
+decided later. With the note's embeddings, /remember answers within 3 s."""
+
+
+@dataclass(frozen=True)
+class RememberRequest:
+    """A note to file as /remember files it (``MemoryService.remember``): the text,
+    the project it is said in, and what its writer settles itself.
+
+    ``category`` / ``key``: the writer's choice (a key it names is kept as given);
+    unless named, the rule and the fast model file the note. ``origin`` and
+    ``provenance``: the person's own words unless given (the MCP ``remember`` tool
+    gives a model's). ``reason``: what the audit says did it. ``judge_timeout``:
+    seconds the fast model may take to say which memory the note restates.
+    """
+
+    text: str
+    _: KW_ONLY
+    project: str
+    category: str | None = None
+    key: str | None = None
+    origin: Origin | str = Origin.USER
+    provenance: Provenance | None = None
+    reason: str = "/remember"
+    judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT
+
+
 class WriteAction(StrEnum):
     CREATED = "created"
     SUPERSEDED = "superseded"  # created, and an older value of the key was superseded

@@ -26,6 +26,7 @@ from qwenmem_tui.memory.model import (
     Category,
     Memory,
     Origin,
+    RememberRequest,
     Status,
     WriteRequest,
 )
@@ -680,8 +681,8 @@ def test_memory_screen_snapshot(
                 )
             )
             clock.advance(2 * DAY)
-            await service.remember("the project codename is Bluebird", project=here)
-            await service.remember("elsewhere: another project's codename is Redwing", project="/other")
+            await service.remember(RememberRequest("the project codename is Bluebird", project=here))
+            await service.remember(RememberRequest("elsewhere: another project's codename is Redwing", project="/other"))
             clock.advance(3 * 3600)
             await service.save(
                 WriteRequest(
@@ -935,7 +936,7 @@ async def test_closing_memory_while_it_still_reads_is_clean(
     woke up in between crashed the app (NoMatches for #memory-metrics in a worker)."""
     service = await MemoryService.open(settings, paths, clock=clock)
     try:
-        await service.remember("I live in Lisbon", project=project_id(project))
+        await service.remember(RememberRequest("I live in Lisbon", project=project_id(project)))
     finally:
         await service.close()
     settings.memory.review_every_days = 7  # the load reads a review after the rows

@@ -21,7 +21,7 @@ from qwenmem_tui.features.memory.confirmation import clip_value as _clip
 from qwenmem_tui.features.memory.confirmation import memory_name as _name
 from qwenmem_tui.features.memory.confirmation import remember_confirmation
 from qwenmem_tui.features.memory.feature import MEMORY, MEMORY_SESSION, MEMORY_STATE
-from qwenmem_tui.memory.model import Memory
+from qwenmem_tui.memory.model import Memory, RememberRequest
 from qwenmem_tui.features.memory.receipts import (
     EDITED,
     FORGOT,
@@ -216,7 +216,7 @@ class MemoryFeature:
             return
         try:
             service = await self.service()
-            result = await service.remember(args, project=self.project)
+            result = await service.remember(RememberRequest(args, project=self.project))
         except MemoryUnavailable as exc:
             app.show_error(str(exc))
             return
