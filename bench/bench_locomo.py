@@ -200,6 +200,8 @@ def summed(outputs: list[str]) -> None:
                 stats["tokens"] += counts["tokens"]
                 stats["held"].append(counts.get("held", 0))
                 stats["turns"].append(counts.get("turns", 0))
+    if not fused.ranks:
+        sys.exit("no counts: line in " + ", ".join(outputs))
     report([Path(o) for o in outputs], fused, bm25, stats, "as run")
 
 
