@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, cast
 
 from qwenmem_tui import collector
 from qwenmem_tui.features.feature import Commands
@@ -348,7 +348,13 @@ def run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
         restore()
 
 
-def keep_early_keys(stream: Any) -> Callable[[], None]:
+class Terminal(Protocol):
+    """What the early-keys helpers need of a stream (stdin): its file descriptor."""
+
+    def fileno(self) -> int: ...
+
+
+def keep_early_keys(stream: Terminal) -> Callable[[], None]:
     """Put the terminal in a key-at-a-time mode now, before Textual has loaded.
 
     Keys typed while the app is still importing sit in the terminal's line discipline:
@@ -383,7 +389,7 @@ def keep_early_keys(stream: Any) -> Callable[[], None]:
     return restore
 
 
-def typed_before(stream: Any) -> bytes:
+def typed_before(stream: Terminal) -> bytes:
     """What was typed before `keep_early_keys` switched the terminal, taken off it.
 
     The cooked mode turned each Enter typed then into a line feed, which the prompt

@@ -68,7 +68,7 @@ class Section(BaseModel):
 _Section = Section
 
 
-def blank_to_none(value: Any) -> Any:
+def blank_to_none(value: object) -> object:
     """`key = ""` in TOML means "use the default", since TOML has no null."""
     if isinstance(value, str) and not value.strip():
         return None
@@ -397,6 +397,6 @@ def _secret_key(loc: list[str]) -> bool:
     return any("key" in part or "dsn" in part or part == "env" for part in loc)
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = repr(value)
     return one_line(text if len(text) <= 40 else text[:37] + "...")

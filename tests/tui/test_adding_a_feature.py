@@ -332,18 +332,26 @@ def test_every_registered_feature_is_named_once_and_its_faces_load() -> None:
     Starlette routes, its MCP tools a registering function, and no two features share
     a name."""
     from qwenmem_tui.daemon.openapi import ApiRoute
-    from qwenmem_tui.features.feature import load_face
+    from qwenmem_tui.features.feature import load_face, load_faces, load_function
     from qwenmem_tui.tui.extensions import ExtensionFactory
 
     names = [feature.name for feature in registry.FEATURES]
     assert len(names) == len(set(names))
     for feature in registry.FEATURES:
         if feature.tui is not None:
-            factory = load_face(feature.tui)
-            assert isinstance(factory, ExtensionFactory), feature.name
+            factory = load_face(feature.tui, ExtensionFactory)
             assert set(factory.features) <= {feature.name}, feature.name
         if feature.routes is not None:
-            routes = load_face(feature.routes)
-            assert routes and all(isinstance(route, ApiRoute) for route in routes), feature.name
+            assert load_faces(feature.routes, ApiRoute), feature.name
         if feature.mcp is not None:
-            assert callable(load_face(feature.mcp)), feature.name
+            load_function(feature.mcp)
+    # A reference to the wrong thing is one line where it is loaded, not a failure
+    # at its first use.
+    memory = next(f for f in registry.FEATURES if f.name == "memory")
+    assert memory.routes is not None and memory.tui is not None
+    with pytest.raises(TypeError, match=r"routes:MEMORY_ROUTES is a list, expected ExtensionFactory"):
+        load_face(memory.routes, ExtensionFactory)
+    with pytest.raises(TypeError, match="is not a sequence of ApiRoute"):
+        load_faces(memory.tui, ApiRoute)
+    with pytest.raises(TypeError, match="is a str, expected a function"):
+        load_function("qwenmem_tui.features.memory.feature:MEMORY")
