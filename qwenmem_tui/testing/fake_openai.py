@@ -32,11 +32,13 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-
-from qwenmem_tui.llm.wire import JSONObject
+from typing import Any, TypeAlias
 
 log = logging.getLogger("qwenmem.fake_openai")
+
+JSONObject: TypeAlias = dict[str, Any]
+"""A JSON object as `json.loads` returns it (as `llm.wire` names it: this module
+imports no product module)."""
 
 EMBEDDING_DIM = 64
 DEFAULT_MODELS = ("test-model", "test-fast", "fake-echo")
