@@ -20,13 +20,11 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import Resource, ToolAnnotations
 from pydantic import Field
-from typing_extensions import (
-    NotRequired,
-    TypedDict,  # pydantic needs this one for schemas before 3.12
-)
+from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
 from qwenmem_tui.features.memory.access import MemoryUnavailable
 from qwenmem_tui.features.memory.remote import MAX_K, MemoryRequestError
+from qwenmem_tui.memory.render import VersionMarks
 
 if TYPE_CHECKING:
     from qwenmem_tui.mcp_server.server import MemoryBackend, QwenmemServer
@@ -47,20 +45,8 @@ class MemoryRow(TypedDict):
     scope: str
 
 
-class NewerVersion(TypedDict):
-    id: int
-    key: str
-    stated_at: float
-    stated: str
-
-
-class MemoryHit(MemoryRow):
+class MemoryHit(MemoryRow, VersionMarks):
     score: float
-    version: str
-    """"current", or "earlier" when a newer version of the fact may replace it."""
-    stated: NotRequired[str]
-    """An earlier version's date, YYYY-MM-DD."""
-    newer_version: NotRequired[NewerVersion]
 
 
 class SearchAnswer(TypedDict):

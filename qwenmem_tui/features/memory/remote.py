@@ -31,6 +31,7 @@ from qwenmem_tui.memory.model import (
     Category,
     Memory,
     Origin,
+    RememberRequest,
     Status,
     WriteAction,
 )
@@ -178,13 +179,15 @@ class ProjectMemory:
         service = await self._service()
         try:
             result = await service.remember(
-                value,
-                project=self.project,
-                category=chosen,
-                key=named,
-                origin=Origin.AGENT,
-                provenance=outside_provenance(self.caller),
-                reason=f"remember by {self.caller.describe()}",
+                RememberRequest(
+                    value,
+                    project=self.project,
+                    category=chosen,
+                    key=named,
+                    origin=Origin.AGENT,
+                    provenance=outside_provenance(self.caller),
+                    reason=f"remember by {self.caller.describe()}",
+                )
             )
         except MemoryRejected as exc:
             return {"id": None, "category": chosen, "key": named, "action": "refused", "error": str(exc)}

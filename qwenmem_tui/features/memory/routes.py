@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
 
+from pydantic import TypeAdapter
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -24,6 +24,8 @@ from qwenmem_tui.daemon import openapi as api
 from qwenmem_tui.daemon.guard import CLIENT_ID_HEADER, error_response
 from qwenmem_tui.features.memory.remote import Caller, MemoryRequestError, ProjectMemory
 from qwenmem_tui.features.memory.views import project_memory
+from qwenmem_tui.llm.wire import JSONObject
+from qwenmem_tui.memory.render import VersionMarks
 from qwenmem_tui.reads import StartupError
 
 
@@ -39,7 +41,7 @@ def _disabled() -> Response:
     return error_response(404, "memory_disabled", "Long-term memory is turned off (memory.enabled = false)")
 
 
-async def _json_object(request: Request) -> dict[str, Any] | Response:
+async def _json_object(request: Request) -> JSONObject | Response:
     raw = await request.body()
     try:
         body = json.loads(raw) if raw.strip() else None
@@ -51,7 +53,7 @@ async def _json_object(request: Request) -> dict[str, Any] | Response:
 
 
 async def _answer(
-    request: Request, ask: Callable[[ProjectMemory], Awaitable[dict[str, Any]]]
+    request: Request, ask: Callable[[ProjectMemory], Awaitable[JSONObject]]
 ) -> Response:
     """The operation's JSON; memory off is a 404, the caller's mistake a 400."""
     memory = _memory(request)
@@ -88,6 +90,9 @@ async def forget_memory(request: Request) -> Response:
     return JSONResponse({"id": int(raw), "forgotten": True})
 
 
+_MARKS = TypeAdapter(VersionMarks).json_schema(ref_template="#/components/schemas/{model}")
+"""A search hit's version marks (`render.VersionMarks`, as the MCP tools' output schema
+has them); what they refer to (`NewerVersion`) joins the document's schemas."""
 _MEMORY_SCHEMA = {
     "type": "object",
     "required": ["id", "category", "key", "value", "origin", "age_days"],
@@ -100,15 +105,7 @@ _MEMORY_SCHEMA = {
         "age_days": {"type": "number"},
         "scope": {"type": "string"},
         "score": {"type": "number", "description": "search only"},
-        "version": {
-            "enum": ["current", "earlier"],
-            "description": "search only: earlier when a newer memory may restate this one",
-        },
-        "stated": {"type": "string", "description": "an earlier version's date"},
-        "newer_version": {
-            "type": "object",
-            "description": "an earlier version's newer one: id, key, stated_at, stated",
-        },
+        **_MARKS["properties"],
     },
 }
 _SCHEMAS = {
@@ -116,7 +113,8 @@ _SCHEMAS = {
         "type": "object",
         "required": ["memories"],
         "properties": {"memories": {"type": "array", "items": _MEMORY_SCHEMA}},
-    }
+    },
+    **_MARKS["$defs"],
 }
 _DISABLED = api.error("memory_disabled")
 

@@ -22,6 +22,7 @@ from qwenmem_tui.memory.model import (
     DAY,
     FLAG_FROM_FILE,
     Memory,
+    RememberRequest,
     Status,
     WriteAction,
     WriteRequest,
@@ -108,7 +109,7 @@ async def test_ninety_facts_of_ten_kinds_are_ninety_memories(service: MemoryServ
     assert report.counts == {"created": 90}, report.errors
     assert len(await active(service)) == 90
     # Writing one phone again touches only that person's.
-    await service.remember("Phone: Alice 555-0199", project=PROJECT_A)
+    await service.remember(RememberRequest("Phone: Alice 555-0199", project=PROJECT_A))
     phones = sorted(m.value for m in await active(service) if "phone" in m.key)
     assert "Phone: Alice 555-0101" not in phones and "Phone: Bob 555-0101" in phones
     assert len(phones) == 10
@@ -324,7 +325,7 @@ async def test_lines_without_category_or_key_are_filed_as_remember_files_them(
     other = await MemoryService.open(make_settings(), Paths(tmp_path / "other"), clock=clock)
     try:
         for note in notes:
-            await other.remember(note, project=PROJECT_A, judge_timeout=None)
+            await other.remember(RememberRequest(note, project=PROJECT_A, judge_timeout=None))
         remembered = sorted((str(m.category), m.key, m.value) for m in await active(other))
     finally:
         await other.close()
