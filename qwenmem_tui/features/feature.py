@@ -2,8 +2,9 @@
 
 A feature plugs into the chat loop (hooks, tools) and offers each face what it has for
 it (the TUI its extension, the daemon its routes, the CLI its commands). Its package
-holds all of it but its TUI face, which lives in the TUI room so that Textual stays
-there (docs/architecture.md defines the four words: feature, face, state, extension):
+holds all of it but its TUI face, which lives in the TUI (`tui/features/<name>/`) so
+that Textual stays there (docs/architecture.md defines the four words: feature, face,
+state, extension):
 
 ```text
 features/<name>/

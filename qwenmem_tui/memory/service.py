@@ -461,7 +461,7 @@ class MemoryService:
             return None
         memory, _ = restored
         await self.vectors.load()
-        [vector] = await self.vectors.passage_vectors([memory.embed_text()])
+        [vector] = await self.vectors.passage_vectors(await self.vectors.passage_texts([memory]))
         if vector is not None:  # superseding dropped its vector
             await self.store.set_vectors([memory.id], vector.reshape(1, -1), self.embedder.id)
         await self.vectors.sync()

@@ -106,10 +106,12 @@ class PendingWrite:
     # validated category, asked with its judgement, may file it elsewhere (``_refiled``).
     refile: NoteKey | None = None
     project: str = ""
+    # A dialogue turn's context: the turn before it in the import (``turn_context``).
+    context: str | None = None
 
     def text(self) -> str:
         """What its vector embeds."""
-        return embed_text(self.category, self.key, self.value)
+        return embed_text(self.category, self.key, self.value, self.context)
 
 
 @dataclass(frozen=True)

@@ -182,7 +182,7 @@ async def test_the_vectors_load_behind_the_first_frame(
     await service.save(WriteRequest("user", "city", "I live in Lisbon.", origin=Origin.USER, project="p"))
     await service.close()
     order: list[str] = []
-    attach = memory_extension_module.MemoryFeature.attach
+    attach = memory_extension_module.MemoryController.attach
 
     def attached(self, app):  # noqa: ANN001, ANN202
         order.append("screen up")
@@ -196,7 +196,7 @@ async def test_the_vectors_load_behind_the_first_frame(
         order.append("vectors" if opened else "vectors while opening")
         return await load(self)
 
-    monkeypatch.setattr(memory_extension_module.MemoryFeature, "attach", attached)
+    monkeypatch.setattr(memory_extension_module.MemoryController, "attach", attached)
     monkeypatch.setattr(VectorIndex, "load", loading)
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:

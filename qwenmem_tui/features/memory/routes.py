@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from pydantic import TypeAdapter
 from starlette.requests import Request
@@ -25,6 +24,7 @@ from qwenmem_tui.daemon import openapi as api
 from qwenmem_tui.daemon.guard import CLIENT_ID_HEADER, error_response
 from qwenmem_tui.features.memory.remote import Caller, MemoryRequestError, ProjectMemory
 from qwenmem_tui.features.memory.views import project_memory
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.render import VersionMarks
 from qwenmem_tui.reads import StartupError
 
@@ -41,7 +41,7 @@ def _disabled() -> Response:
     return error_response(404, "memory_disabled", "Long-term memory is turned off (memory.enabled = false)")
 
 
-async def _json_object(request: Request) -> dict[str, Any] | Response:
+async def _json_object(request: Request) -> JSONObject | Response:
     raw = await request.body()
     try:
         body = json.loads(raw) if raw.strip() else None
@@ -53,7 +53,7 @@ async def _json_object(request: Request) -> dict[str, Any] | Response:
 
 
 async def _answer(
-    request: Request, ask: Callable[[ProjectMemory], Awaitable[dict[str, Any]]]
+    request: Request, ask: Callable[[ProjectMemory], Awaitable[JSONObject]]
 ) -> Response:
     """The operation's JSON; memory off is a 404, the caller's mistake a 400."""
     memory = _memory(request)
