@@ -296,7 +296,9 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         async def body(conn: asyncpg.Connection) -> None:
             await add_metric_deltas(conn, deltas)
 
-        await self._tx(body, "metrics update")
+        # One statement, so no BEGIN/COMMIT round trips: a write's trust counters
+        # come after its transaction, on the way back to whoever saved it.
+        await self._run(body, what="metrics update", write=True, transaction=False)
 
     # reads -------------------------------------------------------------------------
     async def get(self, memory_id: int) -> Memory | None:
