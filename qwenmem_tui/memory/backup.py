@@ -500,12 +500,10 @@ async def _prepare(
     return pending
 
 
-def _context(item: PendingWrite, before: PendingWrite | None) -> str:
+def _context(item: PendingWrite, before: PendingWrite | None) -> str | None:
     """A dialogue turn's context: the turn before it, by ``turn_context``'s rule (the
     same one re-embedding applies to the stored rows)."""
-    if before is None or FLAG_DIALOGUE not in item.flags:
-        return ""
-    return turn_context(_turn(item), _turn(before))
+    return turn_context(_turn(item), None if before is None else _turn(before))
 
 
 def _turn(item: PendingWrite) -> Memory:

@@ -231,11 +231,14 @@ def export_line(
     return json.dumps(row, ensure_ascii=False)
 
 
-def embed_text(category: str, key: str, value: str, context: str = "") -> str:
-    """What gets embedded: the key words help a query find the fact, not only the value;
-    a dialogue turn's ``context`` (the turn before it) goes first, as it was said."""
-    said = f"{context}\n{value}" if context else value
-    return f"{category} {key.replace('_', ' ')}: {said}"
+def embed_text(category: str, key: str, value: str, context: str | None = None) -> str:
+    """What gets embedded: the key words help a query find the fact, not only the value.
+    A dialogue turn (``context`` not None) is embedded as it was said, after the turn
+    before it ("" for none): its key names a place in a file, not a subject (on LoCoMo
+    "reference session 1 d1 3:" before the two turns cost dense R@5 0.653 -> 0.573)."""
+    if context is not None:
+        return f"{context}\n{value}" if context else value
+    return f"{category} {key.replace('_', ' ')}: {value}"
 
 
 TURN_GAP_S = 6 * 3600
@@ -243,13 +246,15 @@ TURN_GAP_S = 6 * 3600
 is not its context."""
 
 
-def turn_context(memory: Memory, before: Memory | None) -> str:
-    """The text ``memory``'s vector embeds before its own when it is a dialogue turn:
-    the turn written just before it (``before``) of the same conversation — another
-    dialogue turn of this user and scope, said at most ``TURN_GAP_S`` earlier, not held."""
+def turn_context(memory: Memory, before: Memory | None) -> str | None:
+    """What ``memory``'s vector embeds before its own text (``embed_text``): None when it
+    is not a dialogue turn; else the turn written just before it (``before``) of the
+    same conversation — another dialogue turn of this user and scope, said at most
+    ``TURN_GAP_S`` earlier, not held — or "" when there is none."""
+    if FLAG_DIALOGUE not in memory.flags:
+        return None
     if (
         before is None
-        or FLAG_DIALOGUE not in memory.flags
         or FLAG_DIALOGUE not in before.flags
         or holds(before.flags)
         or (before.user, before.scope) != (memory.user, memory.scope)

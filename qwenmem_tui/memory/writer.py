@@ -107,7 +107,7 @@ class PendingWrite:
     refile: NoteKey | None = None
     project: str = ""
     # A dialogue turn's context: the turn before it in the import (``turn_context``).
-    context: str = ""
+    context: str | None = None
 
     def text(self) -> str:
         """What its vector embeds."""

@@ -10,7 +10,7 @@ import numpy as np
 from memtest_support import PROJECT_A
 
 from qwenmem_tui.memory import backup
-from qwenmem_tui.memory.model import FLAG_DIALOGUE, Status, embed_text
+from qwenmem_tui.memory.model import FLAG_DIALOGUE, Status
 from qwenmem_tui.memory.service import MemoryService
 
 TURNS = [
@@ -95,11 +95,12 @@ async def test_a_turn_is_embedded_with_the_turn_it_answers(service: MemoryServic
     await backup.import_lines(service, dated([*TURNS, *CHAT[:2]], said), project=PROJECT_A)
     rows = sorted(await service.list(project=PROJECT_A, statuses=None), key=lambda m: m.id)
     texts = await service.vectors.passage_texts(rows)
-    assert texts[1] == embed_text("reference", "turn_2", TURNS[1], TURNS[0])
-    assert texts[0] == rows[0].embed_text()  # the first turn has none
-    assert texts[5] == rows[5].embed_text()  # turn 5 is held: never another's context
-    assert texts[6] == rows[6].embed_text()  # the next day: a new conversation
-    assert texts[7] == embed_text("reference", "turn_8", CHAT[1], CHAT[0])
+    # As said: a turn's key names its place in a file, not its subject.
+    assert texts[1] == f"{TURNS[0]}\n{TURNS[1]}"
+    assert texts[0] == TURNS[0]  # the first turn has none
+    assert texts[5] == TURNS[5]  # turn 5 is held: never another's context
+    assert texts[6] == CHAT[0]  # the next day: a new conversation
+    assert texts[7] == f"{CHAT[0]}\n{CHAT[1]}"
     ids, stored = await service.store.vectors(service.embedder.id, [m.id for m in rows])
     active = [i for i, m in enumerate(rows) if m.status is Status.ACTIVE]
     assert [int(i) for i in ids] == [rows[i].id for i in active]
