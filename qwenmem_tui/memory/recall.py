@@ -530,13 +530,12 @@ class Recaller:
         return self._links[1]
 
     async def _unfound_newer(
-        self, found: Sequence[Candidate], scopes: tuple[str, ...]
+        self, found: Sequence[Candidate], scopes: tuple[str, ...], links: dict[int, list[int]]
     ) -> list[Candidate]:
         """The newer versions of ``found`` memories that neither channel found (a
         restatement in other words, or one without a vector yet): without them an
         older version would be shown as if current. Their own score is none: they
-        rank only through the older one (``current_first``)."""
-        links = await self._open_links()
+        rank only through the older one (``current_first``). ``links``: ``_open_links``."""
         have = {c.memory.id for c in found}
         added: list[Candidate] = []
         wanted = [n for c in found for n in links.get(c.memory.id, ()) if n not in have]
@@ -597,6 +596,9 @@ class Recaller:
         if self.dense_enabled and query.strip():
             embedding = asyncio.ensure_future(self._query_vector(query))
         scopes = (GLOBAL_SCOPE, project)
+        # The open links beside the channels: a shared store re-reads them whenever its
+        # generation moves (every write of a team's), a round trip of its own after them.
+        links = asyncio.ensure_future(self._open_links())
         try:
             found = await self.candidates(
                 query,
@@ -608,12 +610,16 @@ class Recaller:
             small_talk = False
             if abstention is not None and embedding is not None and found:
                 small_talk = abstention.is_small_talk(await embedding)
+        except BaseException:
+            if not links.cancel():
+                links.exception()  # done: the recall's own error is the one to raise
+            raise
         finally:
             if embedding is not None and not embedding.done():
                 embedding.cancel()  # nothing was allowed: the dense channel never asked
             elif embedding is not None and not embedding.cancelled():
                 embedding.exception()  # a failure the dense channel never asked for is moot
-        found = [*found, *await self._unfound_newer(found, scopes)]
+        found = [*found, *await self._unfound_newer(found, scopes, await links)]
         # Small talk keeps only a memory that holds its very words.
         ranked = current_first(
             [

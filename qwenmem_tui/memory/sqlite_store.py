@@ -494,8 +494,8 @@ class _Steps(write_plan.WriteSteps):
     def __init__(self, conn: Conn) -> None:
         self._conn = conn
 
-    async def lock(self) -> int:
-        # BEGIN IMMEDIATE already holds the write lock.
+    async def lock(self, user: str | None = None) -> int:
+        # BEGIN IMMEDIATE already holds the write lock (of every user: one file).
         return await _generation(self._conn)
 
     async def get(self, memory_id: int) -> Memory | None:

@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Checkbox, DataTable, Footer, Input, Static
+from textual.widgets import Button, Checkbox, DataTable, Input, Static
 
 from qwenmem_tui.memory import review
 from qwenmem_tui.memory.metrics import MemoryStats
@@ -36,6 +36,7 @@ from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.store import RowQuery
 from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.tui.terminal_text import terminal_safe
+from qwenmem_tui.tui.widgets.footer import SteadyFooter
 
 COLUMNS = ("id", "category", "key", "value", "origin", "status", "age", "expires", "flags")
 DEFAULT_STATUSES = (Status.ACTIVE, Status.QUARANTINED)
@@ -332,7 +333,7 @@ class MemoryScreen(Screen[None]):
         yield DataTable(cursor_type="row", zebra_stripes=True, id="memory-table")
         yield MemoryDetail(id="memory-detail")
         yield Static(id="memory-metrics")
-        yield Footer()
+        yield SteadyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
