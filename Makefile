@@ -20,9 +20,10 @@ run: .make-stamp-run
 # prints every skip's reason; one off the allow-list in tests/conftest.py fails the run.
 # The type checker (mypy over the package, zero errors; [tool.mypy] in pyproject.toml
 # says at what strictness and why mypy) runs beside the tests, niced: on a clean clone
-# its cold cache costs ~25 s of CPU, which the tests' waits on processes and servers
-# leave free; run first it added its whole time to the suite's. Its report is printed
-# after the tests', and either one failing fails `make test`.
+# its cold cache costs ~15 s of CPU (openai's unused APIs skipped, see [tool.mypy]),
+# which the tests' waits on processes and servers leave free; run first it added its
+# whole time to the suite's. Its report is printed after the tests', and either one
+# failing fails `make test`.
 test: .make-stamp-dev
 	@mypy_log=$$(mktemp); \
 	nice -n 5 $(PY) -m mypy >"$$mypy_log" 2>&1 & mypy_pid=$$!; \

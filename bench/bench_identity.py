@@ -42,7 +42,7 @@ from qwenmem_tui.config import Settings  # noqa: E402
 from qwenmem_tui.features import registry  # noqa: E402, F401 -- registers the features' settings
 from qwenmem_tui.memory.backup import import_lines  # noqa: E402
 from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT  # noqa: E402
-from qwenmem_tui.memory.model import Status, WriteResult, embed_text  # noqa: E402
+from qwenmem_tui.memory.model import RememberRequest, Status, WriteResult, embed_text  # noqa: E402
 from qwenmem_tui.memory.service import MemoryService  # noqa: E402
 from qwenmem_tui.memory.writer import WRITE_BATCH  # noqa: E402
 from qwenmem_tui.llm.client import LLMClient  # noqa: E402
@@ -124,9 +124,9 @@ async def remember_latency(home: Path, embedding: str, n: int) -> None:
             try:
                 await svc.start()
                 for pair in pairs:
-                    await svc.remember(pair["a"]["text"], project=PROJECT)
+                    await svc.remember(RememberRequest(pair["a"]["text"], project=PROJECT))
                     cpu, wall = time.process_time(), time.perf_counter()
-                    await svc.remember(pair["b"]["text"], project=PROJECT)
+                    await svc.remember(RememberRequest(pair["b"]["text"], project=PROJECT))
                     walls.append(time.perf_counter() - wall)
                     cpus.append(time.process_time() - cpu)
                     for memory in await svc.list(statuses=[Status.ACTIVE, Status.QUARANTINED]):

@@ -1,6 +1,7 @@
 """A team's memory in one PostgreSQL (issue 40 item 2): does a client grow with rows it cannot see?
 
     .venv/bin/python bench/bench_pg_scale.py [--sizes 10000,100000,1000000] [--quick] [--clients 20 --seconds 60]
+        [--baseline CHECKOUT --rounds 2] [--team-only] [--team-modes pgvector]
 
 One database holds N memories over 100 users and 50 projects, built directly with
 COPY (real-shaped text, vectors of such text by the hash embedder moved a little: no
@@ -11,11 +12,17 @@ write's identity lookup (``nearest``), peak RSS — cold (a new machine, no loca
 cache) and warm (its second start). ``local``: every client keeps a FAISS copy of the
 vectors it may see (servers without pgvector); ``pgvector``: the dense channel is a
 query in the database. Then 20 clients (4 processes) write and recall at once for
-60 s: every write must be found afterwards, recall p95 is reported.
+60 s: every write must be found afterwards, recall p50/p95 is reported, and the CPU
+the client processes and the server spent (every client uses the free hash
+embedder, so the clients' CPU is qwenmem's own path, not a model's).
+``--baseline CHECKOUT`` builds a second store alike for the build before (migrated
+by its own code) and alternates its clients with ours, ``--rounds`` times per mode;
+``--team-only`` skips the one-client measures.
 
 Each figure is the median of 3 warm runs, the two modes alternated run by run; the
-machine's load average is printed at the start and the end. The server is a throwaway cluster from the dev extra's bundled PostgreSQL (it ships
-pgvector), or QWENMEM_TEST_POSTGRES_DSN. Not part of `make test`.
+machine's load average is printed at the start and the end. The server is a
+throwaway cluster from the dev extra's bundled PostgreSQL (it ships pgvector), or
+QWENMEM_TEST_POSTGRES_DSN. Not part of `make test`.
 """
 
 from __future__ import annotations
@@ -200,12 +207,18 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_client(dsn: str, home: Path, mode: str, samples: int) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, __file__, "--worker", "client", "--dsn", dsn, "--home", str(home),
-         "--mode", mode, "--samples", str(samples)],
-        capture_output=True, text=True, check=True, cwd=ROOT,
-    )  # fmt: skip
+def worker_command(code: Path, *args: str) -> tuple[list[str], dict[str, str]]:
+    """This script's worker from checkout ``code`` (ours, or ``--baseline``'s), and the
+    environment that makes it import that checkout's qwenmem."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    return [sys.executable, str(code / "bench" / Path(__file__).name), "--worker", *args], env
+
+
+def run_client(dsn: str, home: Path, mode: str, samples: int, code: Path = ROOT) -> dict[str, float]:
+    command, env = worker_command(
+        code, "client", "--dsn", dsn, "--home", str(home), "--mode", mode, "--samples", str(samples)
+    )
+    out = subprocess.run(command, capture_output=True, text=True, check=True, cwd=code, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -273,18 +286,52 @@ async def verify(dsn: str, written: list[list[object]]) -> tuple[int, int]:
     return lost, replaced
 
 
-def concurrency(dsn: str, mode: str, clients: int, seconds: float) -> dict[str, float]:
+def server_cpu(server: PostgresServer) -> float | None:
+    """CPU seconds the cluster has used: the postmaster, the backends it has reaped
+    and those still running (None for an external server: not ours to read)."""
+    if server.root is None:
+        return None
+    try:
+        postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    ticks = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(entry.name), int(fields[1])
+        if pid == postmaster:
+            ticks += sum(int(f) for f in fields[11:15])  # its own and its reaped children's
+        elif ppid == postmaster:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def concurrency(
+    dsn: str, mode: str, clients: int, seconds: float, *, code: Path = ROOT,
+    server: PostgresServer | None = None,
+) -> dict[str, float]:
+    """``clients`` users in 4 processes of checkout ``code``, writing and recalling
+    for ``seconds``; the CPU the client processes and the server spent meanwhile."""
     per = max(1, clients // 4)
     users = [f"u{i * 3 % USERS:03d}" for i in range(clients)]
     groups = [users[i : i + per] for i in range(0, clients, per)]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, __file__, "--worker", "team", "--dsn", dsn, "--mode", mode,
-             "--users", ",".join(g), "--seconds", str(seconds)],
-            stdout=subprocess.PIPE, text=True, cwd=ROOT,
-        )  # fmt: skip
-        for g in groups
-    ]
+    cpu0, server0, wall0 = children_cpu(), server and server_cpu(server), time.monotonic()
+    procs = []
+    for g in groups:
+        command, env = worker_command(
+            code, "team", "--dsn", dsn, "--mode", mode, "--users", ",".join(g), "--seconds", str(seconds)
+        )
+        procs.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=code, env=env))
     written: list[list[object]] = []
     recalls: list[float] = []
     for p in procs:
@@ -294,10 +341,14 @@ def concurrency(dsn: str, mode: str, clients: int, seconds: float) -> dict[str, 
         data = json.loads(out.strip().splitlines()[-1])
         written += data["written"]
         recalls += data["recalls"]
+    wall = time.monotonic() - wall0
+    server1 = server and server_cpu(server)
     lost, replaced = asyncio.run(verify(dsn, written))
     return {
         "writes": len(written), "lost": lost, "replaced": replaced, "recalls": len(recalls),
         "p50_ms": statistics.median(recalls) * 1000, "p95_ms": _pct(recalls, 0.95) * 1000,
+        "client_cpu": children_cpu() - cpu0, "wall": wall,
+        "server_cpu": float("nan") if server0 is None or server1 is None else server1 - server0,
     }  # fmt: skip
 
 
@@ -344,6 +395,36 @@ async def _database(server: PostgresServer) -> str:
     return await server.create_database("qwenmem_pgscale")
 
 
+def team_line(team: dict[str, float], label: str) -> str:
+    return (
+        f"| {label} | {team['writes']:.0f} | {team['lost']:.0f} ({team['replaced']:.0f} replaced)"
+        f" | {team['recalls']:.0f} | {team['p50_ms']:.0f} ms | {team['p95_ms']:.0f} ms"
+        f" | {team['client_cpu']:.0f} s | {team['server_cpu']:.0f} s | {team['wall']:.0f} s |"
+    )
+
+
+TEAM_HEAD = (
+    "| build, search | writes | lost | recalls | recall p50 | recall p95 | clients' CPU"
+    " | server CPU | wall |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def teams(
+    stores: dict[str, tuple[str, Path]], modes: list[str], args: argparse.Namespace,
+    seconds: float, server: PostgresServer,
+) -> None:
+    """The concurrency runs: per mode, each build in turn, ``--rounds`` times, so that
+    the builds meet the same load; one line each as it ends, then the table."""
+    lines = []
+    for mode in modes:
+        for n in range(args.rounds):
+            for label, (dsn, code) in stores.items():
+                team = concurrency(dsn, mode, args.clients, seconds, code=code, server=server)
+                lines.append(team_line(team, f"{label}, {mode} (round {n + 1})"))
+                print(lines[-1], f"load {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"\n{args.clients} clients x {seconds:.0f} s:\n{TEAM_HEAD}\n" + "\n".join(lines))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
@@ -351,6 +432,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=60)
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--team-modes", default=",".join(MODES), help="searches the concurrency runs use")
+    parser.add_argument("--team-only", action="store_true", help="skip the one-client measures")
+    parser.add_argument("--baseline", type=Path, help="a checkout of the build before: its clients "
+                        "run the concurrency too, alternated with ours, on a store built alike")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=1, help="concurrency runs per build and mode")
     parser.add_argument("--worker", choices=("client", "team"))
     parser.add_argument("--dsn")
     parser.add_argument("--home")
@@ -374,24 +460,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         dsn = asyncio.run(_database(server))
         asyncio.run(prepare_schema(dsn))
+        stores = {"this build": (dsn, ROOT)}
+        if args.baseline:  # its own schema, migrated and indexed by its own first client
+            base = asyncio.run(_database(server))
+            run_client(base, Path(tempfile.mkdtemp()), "pgvector", 2, code=args.baseline.resolve())
+            stores["before"] = (base, args.baseline.resolve())
         print(f"load: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
-        rows = measure(dsn, 0, args.samples)
+        if args.team_only:  # one client's first search still builds the vector indexes
+            run_client(dsn, Path(tempfile.mkdtemp()), "pgvector", 2)
+            rows = []
+        else:
+            rows = measure(dsn, 0, args.samples)
         built = 0
         for size in sizes:
-            took = asyncio.run(grow(dsn, built, size))
+            took = sum(asyncio.run(grow(store, built, size)) for store, _ in stores.values())
             built = size
-            print(f"built {size:,} rows in {took:.0f} s", flush=True)
-            rows += measure(dsn, size, args.samples)
-        print("\n" + table(rows))
-        for mode in MODES if seconds > 0 and args.clients > 0 else ():
-            team = concurrency(dsn, mode, args.clients, seconds)
-            print(
-                f"\n{args.clients} clients x {seconds:.0f} s, {mode}, on {built:,} memories:"
-                f" {team['writes']} writes, {team['lost']} lost ({team['replaced']} since replaced by a"
-                f" later write of the same fact); {team['recalls']} recalls,"
-                f" p50 {team['p50_ms']:.0f} ms, p95 {team['p95_ms']:.0f} ms",
-                flush=True,
-            )
+            print(f"built {size:,} rows in {took:.0f} s ({len(stores)} stores)", flush=True)
+            if not args.team_only:
+                rows += measure(dsn, size, args.samples)
+        if not args.team_only:
+            print("\n" + table(rows))
+        modes = [m for m in args.team_modes.split(",") if m] if seconds > 0 and args.clients > 0 else []
+        print(f"\non {built:,} memories, load {os.getloadavg()[0]:.1f}", flush=True)
+        teams(stores, modes, args, seconds, server)
         print(f"load at the end: {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

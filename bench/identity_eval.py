@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qwenmem_tui.memory.model import Origin, Status, WriteRequest, WriteResult
+from qwenmem_tui.memory.model import Origin, RememberRequest, Status, WriteRequest, WriteResult
 from qwenmem_tui.memory.service import MemoryService
 
 CORPUS = Path(__file__).with_name("identity_corpus.jsonl")
@@ -98,7 +98,7 @@ class Scores:
 
 async def write(service: MemoryService, item: Mapping[str, str], project: str) -> WriteResult:
     if "text" in item:
-        return await service.remember(item["text"], project=project)
+        return await service.remember(RememberRequest(item["text"], project=project))
     return await service.save(
         WriteRequest(
             item["category"], item["key"], item["value"], origin=Origin.TOOL, project=project,

@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, cast
 
 from qwenmem_tui import collector
 from qwenmem_tui.features.feature import Commands
@@ -83,7 +83,7 @@ def build_parser(*, feature_commands: bool = True) -> argparse.ArgumentParser:
         const="-",
         default=None,
         metavar="TEXT",
-        help="answer TEXT once with memory and tools, print it and exit "
+        help="answer TEXT once as a chat would (what it recalls, its tools), print it and exit "
         "(TEXT - or none: read it from stdin)",
     )
     parser.add_argument(
@@ -113,7 +113,7 @@ def build_parser(*, feature_commands: bool = True) -> argparse.ArgumentParser:
 
 
 def _accept_config_after_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """`qwenmem memory list --config FILE` works like `qwenmem --config FILE memory list`.
+    """`qwenmem COMMAND ... --config FILE` works like `qwenmem --config FILE COMMAND ...`.
 
     People add an option at the end of a command line; argparse only knows it before
     the command. SUPPRESS keeps a value given before the command when none comes after.
@@ -269,7 +269,7 @@ def _failed(exc: Exception, settings: Settings, paths: Paths) -> int:
     if isinstance(exc, LLMError):
         print(f"qwenmem: {exc.message}", file=sys.stderr)
         return 1
-    if isinstance(exc, StorageError):  # e.g. the memory database is unreachable: one line
+    if isinstance(exc, StorageError):  # e.g. a store's database is unreachable: one line
         print(f"qwenmem: {exc}", file=sys.stderr)
         return 1
     if (known := storage_failure(exc, paths)) is not None:
@@ -348,7 +348,13 @@ def run_tui(args: argparse.Namespace, settings: Settings, paths: Paths) -> int:
         restore()
 
 
-def keep_early_keys(stream: Any) -> Callable[[], None]:
+class Terminal(Protocol):
+    """What the early-keys helpers need of a stream (stdin): its file descriptor."""
+
+    def fileno(self) -> int: ...
+
+
+def keep_early_keys(stream: Terminal) -> Callable[[], None]:
     """Put the terminal in a key-at-a-time mode now, before Textual has loaded.
 
     Keys typed while the app is still importing sit in the terminal's line discipline:
@@ -383,7 +389,7 @@ def keep_early_keys(stream: Any) -> Callable[[], None]:
     return restore
 
 
-def typed_before(stream: Any) -> bytes:
+def typed_before(stream: Terminal) -> bytes:
     """What was typed before `keep_early_keys` switched the terminal, taken off it.
 
     The cooked mode turned each Enter typed then into a line feed, which the prompt
@@ -528,7 +534,7 @@ async def list_sessions(args: argparse.Namespace, settings: Settings, paths: Pat
     print(f"{'ID':<{id_width}}  {'UPDATED':<16}  {'MSGS':>5}  TITLE")
     for s in sessions:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
-        # Titles come from any local client's POST /session or a pasted first line.
+        # A title comes from any local client's POST /session or a pasted first line.
         title = one_line(terminal_safe(s.title)) or "(untitled)"
         print(f"{s.id:<{id_width}}  {updated:<16}  {s.message_count:>5}  {title}")
     return 0

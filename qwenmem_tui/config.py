@@ -15,10 +15,11 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, Self, TypeVar, cast
+from typing import Annotated, Any, Generic, Literal, Protocol, Self, TypeVar, cast
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -51,7 +52,7 @@ class LocalModelTraits(Protocol):
     @property
     def supports_tools(self) -> bool: ...
     @property
-    def memory_wait_ms(self) -> int: ...
+    def prefetch_wait_ms(self) -> int: ...
 
 
 class Section(BaseModel):
@@ -67,7 +68,7 @@ class Section(BaseModel):
 _Section = Section
 
 
-def blank_to_none(value: Any) -> Any:
+def blank_to_none(value: object) -> object:
     """`key = ""` in TOML means "use the default", since TOML has no null."""
     if isinstance(value, str) and not value.strip():
         return None
@@ -91,9 +92,6 @@ class LLMSettings(Section):
     timeout: float = Field(default=60.0, gt=0)
     max_turns: int = Field(default=20, ge=1)
     local_model_path: str | None = None
-    # After a session's first exchange, a short title from the fast model (a side call;
-    # only where memory.extraction makes background calls too).
-    session_titles: bool = True
 
     _blank = field_validator(
         "base_url", "api_key", "api_key_env", "fast_model", "local_model_path", mode="before"
@@ -205,9 +203,18 @@ def _compose(sections: tuple[SettingsSection[Section], ...]) -> type[Settings]:
         base = Settings.model_fields[table].annotation
         assert isinstance(base, type) and issubclass(base, Section), table
         joined = create_model(base.__name__, __base__=(base, *models))
-        own[table] = (joined, Field(default_factory=joined))
+        widen = BeforeValidator(functools.partial(_joined, base, joined))
+        own[table] = (Annotated[joined, widen], Field(default_factory=joined))
     model: type[Settings] = create_model("Settings", __base__=Settings, **own)
     return model
+
+
+def _joined(base: type[BaseModel], joined: type[BaseModel], value: object) -> object:
+    """The core's table as the core builds it (`Settings(llm=LLMSettings(...))`), taken
+    as the table the features joined (their keys at their defaults), what it set kept."""
+    if isinstance(value, base) and not isinstance(value, joined):
+        return joined.model_validate({name: getattr(value, name) for name in value.model_fields_set})
+    return value
 
 
 def load_settings(
@@ -339,7 +346,7 @@ def _describe(path: Path, exc: ValidationError, model: type[Settings]) -> str:
     loc = [str(part) for part in error["loc"]]
     key = ".".join(loc) or "(top level)"
     kind = error["type"]
-    if loc and loc[-1] == "[key]":  # a key of a free-form table (e.g. memory.ttl_days)
+    if loc and loc[-1] == "[key]":  # a key of a free-form table (a dict of a section)
         expected = (error.get("ctx") or {}).get("expected", "")
         return f'{path}: unknown key "{".".join(loc[:-1])}" (expected one of: {expected})'
     if kind == "extra_forbidden":
@@ -390,6 +397,6 @@ def _secret_key(loc: list[str]) -> bool:
     return any("key" in part or "dsn" in part or part == "env" for part in loc)
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = repr(value)
     return one_line(text if len(text) <= 40 else text[:37] + "...")

@@ -9,7 +9,7 @@ without one importing the other.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from qwenmem_tui.llm.wire import Message
 
@@ -26,6 +26,7 @@ class Shaped:
     (the Responses API forwarded) places it in its own items."""
 
 
+@runtime_checkable  # the daemon checks what a feature's `exchange` made
 class Exchange(Protocol):
     """Shapes each relayed request, hears each completed reply, closes with the proxy."""
 

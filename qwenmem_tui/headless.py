@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from qwenmem_tui import collector
 from qwenmem_tui.chat.events import (
@@ -160,7 +160,7 @@ class _Report(ReplyCollector):
         # acts on it; as a \u escape it is the same JSON value for a script.
         self._write(terminal_safe_json(json.dumps(value, ensure_ascii=False)))
 
-    def _event(self, kind: str, **fields: Any) -> None:
+    def _event(self, kind: str, **fields: object) -> None:
         if self._streaming:
             self._json({"type": kind, **fields})
 

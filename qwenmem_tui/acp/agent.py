@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from acp import PROTOCOL_VERSION, Client, RequestError
+from acp.helpers import ContentBlock, SessionUpdate
 from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
@@ -63,6 +64,7 @@ from qwenmem_tui.text import one_line
 
 if TYPE_CHECKING:
     from qwenmem_tui.features.assembly import SessionFeatures
+    from qwenmem_tui.storage.sessions import SessionInfo as StoredSession
 
 log = logging.getLogger("qwenmem.acp")
 
@@ -115,7 +117,7 @@ class AcpSession:
     prompting: bool = False
     cancelled: bool = False  # session/cancel came before the query started
     updates: ReplyUpdates | None = None
-    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    tasks: set[asyncio.Future[None]] = field(default_factory=set)
 
     @property
     def id(self) -> str:
@@ -213,7 +215,7 @@ class QwenmemAgent:
                 await asyncio.wait(opening, timeout=max(s.timeout for s in servers.servers.values()))
         return runtime
 
-    async def _open(self, runtime: Runtime, session: Any) -> AcpSession:
+    async def _open(self, runtime: Runtime, session: StoredSession | None) -> AcpSession:
         features = runtime.session_features()
         chat = await runtime.open_chat(session, features=features)
         acp_session = AcpSession(runtime, chat, features)
@@ -278,7 +280,7 @@ class QwenmemAgent:
         return session
 
     def _sender(self, session: AcpSession) -> Send:
-        async def send(update: Any) -> None:
+        async def send(update: SessionUpdate) -> None:
             await self.client.session_update(session_id=session.id, update=update)
 
         return send
@@ -298,7 +300,7 @@ class QwenmemAgent:
     # -- prompts -------------------------------------------------------------------------
 
     @answers
-    async def prompt(self, session_id: str, prompt: Sequence[Any], **kwargs: Any) -> PromptResponse:
+    async def prompt(self, session_id: str, prompt: Sequence[ContentBlock], **kwargs: Any) -> PromptResponse:
         session = self._session(session_id)
         if session.prompting:
             raise RequestError.invalid_request({"reason": "a prompt is already running in this session"})
@@ -388,8 +390,8 @@ class QwenmemAgent:
         sessions = list(self._sessions.values())
         self._sessions.clear()
         for session in sessions:
-            for task in session.tasks:
-                task.cancel()
+            for later in session.tasks:
+                later.cancel()
             await session.chat.close()
         drains = [session.features.drain() for session in sessions]
         if drains:

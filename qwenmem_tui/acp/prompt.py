@@ -10,8 +10,7 @@ with read_file, whose output counts as untrusted like any file it reads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
+from acp.helpers import ContentBlock
 from acp.schema import (
     AudioContentBlock,
     EmbeddedResourceContentBlock,
@@ -24,7 +23,7 @@ ATTACHED = "[attached: {uri}]"
 NOT_SENT = "[{kind} not sent: qwenmem sends the model text only]"
 
 
-def block_text(block: Any) -> str:
+def block_text(block: ContentBlock) -> str:
     """One content block as text (see the module doc)."""
     if isinstance(block, TextContentBlock):
         return block.text
@@ -39,7 +38,7 @@ def block_text(block: Any) -> str:
     return ""
 
 
-def prompt_text(blocks: Sequence[Any]) -> str:
+def prompt_text(blocks: Sequence[ContentBlock]) -> str:
     """The blocks' text, attachments on lines of their own."""
     parts: list[str] = []
     for block in blocks:

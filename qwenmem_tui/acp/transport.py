@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, cast
+from typing import cast
 
 from acp._transport import NdjsonTransport  # the SDK's stdio framing, extended here
 from acp.exceptions import RequestError
@@ -25,9 +25,11 @@ from qwenmem_tui.llm.wire import JSONObject, Message
 log = logging.getLogger("qwenmem.acp")
 
 _ID_TYPES = (str, int)
+RequestId = str | int | None
+"""A JSON-RPC id as an answer carries it (null when the request's was unreadable)."""
 
 
-def rejection(message: Any) -> RequestError | None:
+def rejection(message: object) -> RequestError | None:
     """Why a decoded line is no JSON-RPC message the SDK can dispatch (None: it is)."""
     if not isinstance(message, dict):
         return RequestError.invalid_request({"reason": "a message is a JSON object"})
@@ -44,11 +46,11 @@ def rejection(message: Any) -> RequestError | None:
     return RequestError.invalid_request({"reason": "neither a request nor a response"})
 
 
-def _valid_id(value: Any) -> bool:
+def _valid_id(value: object) -> bool:
     return isinstance(value, _ID_TYPES) and not isinstance(value, bool)
 
 
-def error_payload(error: RequestError, request_id: Any = None) -> JSONObject:
+def error_payload(error: RequestError, request_id: RequestId = None) -> JSONObject:
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error_obj()}
 
 
@@ -93,6 +95,6 @@ class GuardedTransport(NdjsonTransport):
     async def send(self, message: Message) -> None:
         await super().send(writable(message))
 
-    async def _answer(self, error: RequestError, request_id: Any) -> None:
+    async def _answer(self, error: RequestError, request_id: RequestId) -> None:
         log.info("[ACP] rejected a message: %s %s", error, error.data)
         await super().send(error_payload(error, request_id))

@@ -17,7 +17,6 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from acp import (
     start_tool_call,
@@ -27,7 +26,8 @@ from acp import (
     update_tool_call,
     update_user_message_text,
 )
-from acp.schema import ToolCallLocation, ToolKind
+from acp.helpers import SessionUpdate
+from acp.schema import ToolCallLocation, ToolCallStatus, ToolKind
 
 from qwenmem_tui.chat.events import (
     AssistantDelta,
@@ -44,7 +44,7 @@ from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM, receipt_of
 from qwenmem_tui.storage.sessions import Item
 from qwenmem_tui.text import format_tool_call
 
-Send = Callable[[Any], Awaitable[None]]
+Send = Callable[[SessionUpdate], Awaitable[None]]
 """Sends one session update (an `acp.schema` update model) to the client."""
 
 INTERRUPTED = "⏹ interrupted"
@@ -82,14 +82,14 @@ def item_line(item: Item) -> str | None:
     return item.content if item.content.strip() else None
 
 
-def _arguments(arguments: str) -> Any:
+def _arguments(arguments: str) -> object:
     try:
         return json.loads(arguments) if arguments.strip() else {}
     except ValueError:
         return arguments
 
 
-def _locations(name: str, arguments: Any, root: Path) -> list[ToolCallLocation] | None:
+def _locations(name: str, arguments: object, root: Path) -> list[ToolCallLocation] | None:
     """Where a file tool looks, as an absolute path the client can open."""
     path = arguments.get("path") if isinstance(arguments, dict) else None
     if name not in _KINDS or not isinstance(path, str) or not path:
@@ -131,7 +131,7 @@ class ToolCalls:
         self._send = send
         self._root = root
 
-    async def started(self, acp_id: str, name: str, arguments: str, status: Any) -> None:
+    async def started(self, acp_id: str, name: str, arguments: str, status: ToolCallStatus) -> None:
         args = _arguments(arguments)
         await self._send(
             start_tool_call(

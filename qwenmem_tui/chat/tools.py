@@ -24,7 +24,6 @@ import stat
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from qwenmem_tui import secrets
 from qwenmem_tui.chat.view import user_words
@@ -93,7 +92,7 @@ class Tool:
         }
 
 
-def _encodable(value: Any) -> bool:
+def _encodable(value: object) -> bool:
     """Whether every string in a parsed JSON value is valid UTF-8 text."""
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")

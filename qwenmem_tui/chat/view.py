@@ -216,7 +216,7 @@ def model_messages(items: Sequence[Item], system_prompt: str) -> list[Message]:
 # -- untrusted content in view ------------------------------------------------------
 
 
-def describe_call(name: str, arguments: Any) -> str:
+def describe_call(name: str, arguments: object) -> str:
     """``read_file docs/notes.md``: the tool and the path it was given, if any."""
     args = arguments
     if isinstance(arguments, str):
@@ -284,7 +284,7 @@ def instruction_files(system_prompt: str) -> list[tuple[str, str]]:
     ]
 
 
-def user_words(messages: Iterable[Mapping[str, Any]]) -> list[str]:
+def user_words(messages: Iterable[Mapping[str, object]]) -> list[str]:
     """The user's own messages, reminders (recalled memory, summaries) stripped."""
     words: list[str] = []
     for message in messages:

@@ -22,10 +22,13 @@ import asyncio
 import logging
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
 
 log = logging.getLogger("qwenmem.daemon")
 
@@ -126,7 +129,7 @@ class GuardedH11Protocol(H11Protocol):
             oldest.transport.close()
 
 
-def uvicorn_config(app: Any, limits: ConnectionLimits = ConnectionLimits()) -> uvicorn.Config:
+def uvicorn_config(app: ASGIApp, limits: ConnectionLimits = ConnectionLimits()) -> uvicorn.Config:
     """The daemon's uvicorn settings, shared by ``qwenmem serve`` and the tests.
 
     ``limit_concurrency`` sits one above the connection bound: the eviction above keeps

@@ -56,8 +56,8 @@ from qwenmem_tui.daemon.responses import responses
 from qwenmem_tui.exchange import Exchange
 from qwenmem_tui.features import registry
 from qwenmem_tui.features.assembly import Assembly, SessionFeatures
-from qwenmem_tui.features.feature import load_face
-from qwenmem_tui.llm.client import LLMClient
+from qwenmem_tui.features.feature import load_faces, load_function
+from qwenmem_tui.llm.client import LLMClient, ToolCall
 from qwenmem_tui.llm.local_server import LocalChatDefaults
 from qwenmem_tui.llm.wire import JSONObject, Message
 from qwenmem_tui.paths import Paths, private_dir, private_file, project_id
@@ -93,7 +93,7 @@ async def assembled_features(backend: DaemonBackend, info: SessionInfo) -> Sessi
 class ApiError(Exception):
     """An expected failure, answered with the §7 envelope ``{"error", "code", ...}``."""
 
-    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+    def __init__(self, status: int, code: str, message: str, **extra: object) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -220,7 +220,9 @@ class DaemonBackend:
         runtime = self.runtime
         for feature in runtime.assembly.registered:
             if feature.exchange is not None and runtime.assembly.runs(feature.name):
-                exchange: Exchange | None = load_face(feature.exchange)(runtime, extract=self._proxy_extract)
+                exchange = load_function(feature.exchange)(runtime, extract=self._proxy_extract)
+                if exchange is not None and not isinstance(exchange, Exchange):
+                    raise TypeError(f"{feature.exchange} made a {type(exchange).__name__}, not an Exchange")
                 return exchange
         return None
 
@@ -584,7 +586,7 @@ async def _sse_events(
     yield _sse("done", {**done, "memories": reply.memories})
 
 
-def _tool_call_json(call: Any) -> JSONObject:
+def _tool_call_json(call: ToolCall) -> JSONObject:
     return {"id": call.id, "name": call.name, "arguments": call.arguments}
 
 
@@ -979,7 +981,7 @@ def api_routes() -> list[ApiRoute]:
     """Every route served, with its operation: the daemon's, then each feature's
     (`Feature.routes`, read from the registry at call time: a feature with routes is
     one line there)."""
-    offered = (load_face(f.routes) for f in registry.FEATURES if f.routes is not None)
+    offered = (load_faces(f.routes, ApiRoute) for f in registry.FEATURES if f.routes is not None)
     return [*ROUTES, *(route for feature_routes in offered for route in feature_routes)]
 
 

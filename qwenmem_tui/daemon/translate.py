@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any
 
 from qwenmem_tui.llm.wire import JSONObject, Message
 
@@ -70,7 +69,7 @@ def _message(item: Message) -> Message:
     return {"role": "system" if role == "developer" else role, "content": content}
 
 
-def _parts_text(parts: Any) -> str:
+def _parts_text(parts: object) -> str:
     if not isinstance(parts, list):
         raise Unsupported("content that is neither text nor a list of parts")
     texts = []
@@ -82,7 +81,7 @@ def _parts_text(parts: Any) -> str:
     return "\n".join(texts)
 
 
-def _image_or_text(part: Any) -> JSONObject:
+def _image_or_text(part: object) -> JSONObject:
     if isinstance(part, dict) and part.get("type") == "input_image" and part.get("image_url"):
         return {"type": "image_url", "image_url": {"url": part["image_url"]}}
     return {"type": "text", "text": _parts_text([part])}
@@ -133,7 +132,7 @@ def chat_request(body: Message, messages: list[Message], model: str) -> Message:
     return chat
 
 
-def _tool(tool: Any) -> JSONObject:
+def _tool(tool: object) -> JSONObject:
     if not isinstance(tool, dict) or tool.get("type") != "function":
         kind = tool.get("type") if isinstance(tool, dict) else tool
         raise Unsupported(f"tools of type {kind!r} (only function tools)")
@@ -145,7 +144,7 @@ def _tool(tool: Any) -> JSONObject:
     return {"type": "function", "function": function}
 
 
-def _response_format(text: Any) -> JSONObject | None:
+def _response_format(text: object) -> JSONObject | None:
     fmt = text.get("format") if isinstance(text, dict) else None
     if not isinstance(fmt, dict) or fmt.get("type") in (None, "text"):
         return None
@@ -268,7 +267,7 @@ def assistant_message(output: list[Message]) -> Message:
     return message
 
 
-def incomplete_reason(finish_reason: Any) -> str | None:
+def incomplete_reason(finish_reason: object) -> str | None:
     return "max_output_tokens" if finish_reason == "length" else None
 
 
@@ -289,7 +288,7 @@ class StreamTranslation:
         self.usage: JSONObject | None = None
         self.finish_reason: str | None = None
 
-    def event(self, kind: str, **fields: Any) -> bytes:
+    def event(self, kind: str, **fields: object) -> bytes:
         payload = {"type": kind, "sequence_number": self._sequence, **fields}
         self._sequence += 1
         return f"event: {kind}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()

@@ -2,8 +2,9 @@
 
 A feature plugs into the chat loop (hooks, tools) and offers each face what it has for
 it (the TUI its extension, the daemon its routes, the CLI its commands). Its package
-holds all of it but its TUI face, which lives in the TUI room so that Textual stays
-there (docs/architecture.md defines the four words: feature, face, state, extension):
+holds all of it but its TUI face, which lives in the TUI (`tui/features/<name>/`) so
+that Textual stays there (docs/architecture.md defines the four words: feature, face,
+state, extension):
 
 ```text
 features/<name>/
@@ -246,7 +247,34 @@ class Commands:
     """`qwenmem sessions NAME ...` (export)"""
 
 
-def load_face(ref: FaceRef) -> Any:
-    """The object a `FaceRef` names (imports its module)."""
+def _loaded(ref: FaceRef) -> object:
     module, _, attribute = ref.partition(":")
-    return getattr(importlib.import_module(module), attribute)
+    found: object = getattr(importlib.import_module(module), attribute)
+    return found
+
+
+def load_face(ref: FaceRef, kind: type[T]) -> T:
+    """The `kind` a `FaceRef` names (imports its module): a registration that names
+    something else fails here, in one line, not at its first use."""
+    face = _loaded(ref)
+    if not isinstance(face, kind):
+        raise TypeError(f"{ref} is a {type(face).__name__}, expected {kind.__name__}")
+    return face
+
+
+def load_faces(ref: FaceRef, kind: type[T]) -> tuple[T, ...]:
+    """The sequence of `kind` a `FaceRef` names (a feature's daemon routes)."""
+    faces = _loaded(ref)
+    if not isinstance(faces, (list, tuple)) or not all(isinstance(face, kind) for face in faces):
+        raise TypeError(f"{ref} is not a sequence of {kind.__name__}, as expected")
+    return tuple(face for face in faces if isinstance(face, kind))
+
+
+def load_function(ref: FaceRef) -> Callable[..., object]:
+    """The function a `FaceRef` names (a CLI's, MCP tools' or renderer's `register`...).
+    A reference is a string, so no checker sees its parameters: the caller checks what
+    it returns."""
+    function = _loaded(ref)
+    if not callable(function):
+        raise TypeError(f"{ref} is a {type(function).__name__}, expected a function")
+    return function

@@ -35,8 +35,10 @@ FEATURES: tuple[feature.AnyFeature, ...] = (
 
 def settings_sections() -> tuple[object, ...]:
     """The registered features' settings sections (read from `FEATURES` at each call)."""
+    from qwenmem_tui.config import SettingsSection  # pydantic: asked when the config is
+
     return tuple(
-        feature.load_face(f.settings) if isinstance(f.settings, str) else f.settings
+        feature.load_face(f.settings, SettingsSection) if isinstance(f.settings, str) else f.settings
         for f in FEATURES
         if f.settings is not None
     )

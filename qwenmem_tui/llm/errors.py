@@ -14,13 +14,24 @@ import re
 import socket
 import ssl
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     import openai
 
 from qwenmem_tui.text import one_line
+
+class HttpAnswer(Protocol):
+    """What is read of the SDK's HTTP response, named by what it offers: the SDK's
+    HTTP layer has been httpx and httpx2, and may move again."""
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def text(self) -> str: ...
+
 
 KINDS = (
     "connection",
@@ -245,7 +256,7 @@ def _provider_code(body: object) -> str:
     return ""
 
 
-def _text_detail(response: Any) -> str:
+def _text_detail(response: HttpAnswer) -> str:
     """For non-JSON error bodies: say so instead of pasting a proxy's HTML page."""
     content_type = response.headers.get("content-type", "")
     if "html" in content_type:
@@ -260,7 +271,7 @@ def _text_detail(response: Any) -> str:
         return text if text and not text.lstrip().startswith("<") else ""
 
 
-def _retry_after(response: Any) -> float | None:
+def _retry_after(response: HttpAnswer) -> float | None:
     headers = response.headers
     if (ms := headers.get("retry-after-ms")) is not None:
         try:
@@ -287,6 +298,6 @@ def _context_text(detail: str) -> str:
     return f"The conversation is longer than the model's context window{extra}"
 
 
-def _clip(text: Any) -> str:
+def _clip(text: object) -> str:
     line = one_line(str(text))
     return line if len(line) <= _MAX_DETAIL else line[: _MAX_DETAIL - 3] + "..."

@@ -149,7 +149,7 @@ class LocalModelClient(LLMClient):
                 await old.close()
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     """A message's text (a list of parts: their text joined)."""
     if isinstance(content, list):
         return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))

@@ -68,8 +68,9 @@ LOCAL_TEMPERATURE = 0.2
 # A tiny model follows a short instruction better than our full prompt, and every
 # system token is re-read on each turn.
 LOCAL_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and plainly."
-# The most the first request of a question waits for memory recall (see apply_to).
-LOCAL_MEMORY_WAIT_MS = 200
+# The most the first request of a question waits for what the features prefetch (a
+# recall; see apply_to).
+LOCAL_PREFETCH_WAIT_MS = 200
 
 _SHIM_MODULE = "qwenmem_tui.llm.local_server"
 _STOP_GRACE_SECONDS = 5.0
@@ -96,7 +97,7 @@ class LocalChatDefaults:
     max_tokens: int
     context_window: int
     supports_tools: bool
-    memory_wait_ms: int = LOCAL_MEMORY_WAIT_MS
+    prefetch_wait_ms: int = LOCAL_PREFETCH_WAIT_MS
 
     def apply_to(self, settings: Settings) -> None:
         """Fit the settings to this model: its context window, and each section its

@@ -32,7 +32,7 @@ from mcp_types import Resource as MCPResource
 from qwenmem_tui import collector
 from qwenmem_tui import secrets as scanner
 from qwenmem_tui.features import registry
-from qwenmem_tui.features.feature import load_face
+from qwenmem_tui.features.feature import load_function
 from qwenmem_tui.features.memory.feature import MEMORY_STATE
 from qwenmem_tui.features.memory.remote import Caller, ProjectMemory
 from qwenmem_tui.features.memory.views import project_memory
@@ -213,7 +213,7 @@ def build_server(backend: MemoryBackend) -> QwenmemServer:
     server = QwenmemServer(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan)
     for feature in registry.FEATURES:
         if feature.mcp is not None:
-            load_face(feature.mcp)(server, backend)
+            load_function(feature.mcp)(server, backend)
     return server
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
@@ -63,7 +64,7 @@ def _top_level_id(raw: bytes) -> bytes | None:
 _UNPARSED = object()
 
 
-def _request_id(raw: bytes, parsed: Any = _UNPARSED) -> int | str | None:
+def _request_id(raw: bytes, parsed: object = _UNPARSED) -> int | str | None:
     """The id a client gave its request, read from the parsed object or, for a line
     that does not parse, from its text; None when there is none to read (a batch
     array has no one id)."""
@@ -158,7 +159,7 @@ class CheckedStdin:
             await self._write.send(SessionMessage(answer))
 
 
-async def serve(server: Any) -> None:
+async def serve(server: Server[None]) -> None:
     """Run the SDK's low-level ``server`` on stdio with checked stdin (stdout stays
     the SDK's: only protocol on it)."""
     stdin = CheckedStdin()

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.model import (
     DAY,
+    FLAG_DIALOGUE,
     GLOBAL_SCOPE,
     LABEL_FLAGS,
     AuditAction,
@@ -41,9 +42,11 @@ from qwenmem_tui.memory.model import (
     WriteAction,
     WriteRequest,
     WriteResult,
+    Memory,
     content_hash,
     export_line,
     holds,
+    turn_context,
 )
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.store import RowQuery
@@ -231,6 +234,7 @@ async def import_rows(
         if item is None:  # past its exact expiry: history, not a fact to restore
             report.add(SKIPPED, number, "skipped: past its expiry")
             continue
+        item.context = _context(item, pending[-1][2] if pending else None)
         pending.append((number, row, item))
     done: list[WriteResult] = []
     try:
@@ -477,7 +481,7 @@ async def _prepare(
             stated_at=_import_stated(row.get("stated_at"), now),
             reason="import --trust" if trusted else f"import; claimed origin {origin}",
             hold=hold,
-            labels=[f for f in listed if f in LABEL_FLAGS],
+            labels=[f for f in listed if f in LABEL_FLAGS] + ([FLAG_DIALOGUE] if speech else []),
         )
     )
     # A backup's active set was already decided: restored as it was, not merged. A turn
@@ -494,6 +498,22 @@ async def _prepare(
         # why it was needed both survive, even when the restore alone would not hold it.
         pending.flags = list(dict.fromkeys([*hold, *listed])) or pending.flags
     return pending
+
+
+def _context(item: PendingWrite, before: PendingWrite | None) -> str | None:
+    """A dialogue turn's context: the turn before it, by ``turn_context``'s rule (the
+    same one re-embedding applies to the stored rows)."""
+    return turn_context(_turn(item), None if before is None else _turn(before))
+
+
+def _turn(item: PendingWrite) -> Memory:
+    """A pending write as the row ``turn_context`` reads (only what it compares)."""
+    return Memory(
+        id=0, user="", scope=item.scope, category=item.category, key=item.key,
+        value=item.value, origin=item.origin, status=Status.ACTIVE, flags=item.flags,
+        created_at=item.created_at or 0.0, updated_at=0.0, expires_at=None,
+        stated_at=item.stated_at or 0.0,
+    )  # fmt: skip
 
 
 def _import_scope(row: Mapping[str, object], project: str, *, keep: bool) -> str | None:

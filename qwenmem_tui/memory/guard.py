@@ -27,6 +27,7 @@ import unicodedata
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from qwenmem_tui import secrets
 from qwenmem_tui.memory.model import (
@@ -228,6 +229,8 @@ def _decoded_base64(text: str) -> list[str]:
 
 def _folded(text: str) -> str:
     """NFKC, casefolded, invisible (format) characters dropped."""
+    if text.isascii():  # NFKC leaves ASCII as it is, and none of it is a format character
+        return text.casefold()
     text = unicodedata.normalize("NFKC", text)
     return "".join(ch for ch in text if unicodedata.category(ch) != "Cf").casefold()
 
@@ -259,7 +262,8 @@ def _despaced(text: str) -> str:
     return _SPACED.sub(lambda m: re.sub(r"[ .\-_*]", "", m.group()), text)
 
 
-def _variants(text: str, *, scrambled: bool = True) -> list[str]:
+@lru_cache(maxsize=64)
+def _variants(text: str, *, scrambled: bool = True) -> tuple[str, ...]:
     """Every reading of ``text`` a poisoner could rely on the model to make: folded,
     look-alikes mapped, punctuation and underscores read as spaces (instructions split
     across sentences or across key and value), letter-spaced, reversed, rot13,
@@ -279,7 +283,9 @@ def _variants(text: str, *, scrambled: bool = True) -> list[str]:
         variants += [source, folded, mapped, spaced, joined]
         if scrambled:
             variants += [spaced.translate(_LEET), mapped[::-1], codecs.encode(mapped, "rot13")]
-    return list(dict.fromkeys(variants))
+    # Cached: the guard reads a write's text several ways (``check``, its second
+    # opinion, the instruction test) and each asked for the same readings anew.
+    return tuple(dict.fromkeys(variants))
 
 
 def _normalise(text: str) -> str:

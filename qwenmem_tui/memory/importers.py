@@ -40,7 +40,6 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.guard import MAX_VALUE_CHARS
@@ -288,7 +287,7 @@ def make_key(text: str) -> str:
     return key[:64]
 
 
-def _stated(moment: Any) -> dict[str, str]:
+def _stated(moment: object) -> dict[str, str]:
     """``stated_at`` for a row when the source dates the memory (ISO 8601), else
     nothing: a date that does not parse costs the row its date, not the row."""
     if not isinstance(moment, str):

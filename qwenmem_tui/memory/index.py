@@ -313,7 +313,10 @@ class VectorIndex:
             if len(ids) == 0:
                 return
             await asyncio.to_thread(_add_batch, self._index, vectors, ids)
-            self._ids = np.sort(np.concatenate([self._ids, np.unique(ids)]))
+            # Inserted where they sort (new rows go last): one copy, not a sort of every
+            # id at each write (~5 ms at 100k, paid by every line of an import).
+            ids = np.unique(ids)
+            self._ids = np.insert(self._ids, np.searchsorted(self._ids, ids), ids)
             added = vectors.sum(axis=0, dtype=np.float64)
             self._sum = added if self._sum is None else self._sum + added
 

@@ -15,6 +15,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 # Letters and digits only: "_" and every operator of FTS5 or tsquery split words.
 _WORD = re.compile(r"[^\W_]+")
@@ -81,6 +82,14 @@ def _stem(word: str) -> str:
     return fold(word[:5])[:5]
 
 
+@lru_cache(maxsize=8192)
+def stems(text: str) -> tuple[str, ...]:
+    """The 5-letter stems of ``text``'s words, in order. Cached: a common word brings
+    the same few hundred newest rows to every query that holds it (each line of an
+    import looks its neighbours up), and tokenising them again was most of a lookup."""
+    return tuple(_stem(w) for w in words(text))
+
+
 def coverage(terms: Sequence[str], key: str, value: str) -> float:
     """Share of the query ``terms`` that a memory's key or value contains.
 
@@ -90,7 +99,7 @@ def coverage(terms: Sequence[str], key: str, value: str) -> float:
     """
     if not terms:
         return 0.0
-    have = {_stem(w) for w in words(f"{key} {value}")}
+    have = set(stems(f"{key} {value}"))
     wanted = {_stem(t) for t in terms}
     return len(wanted & have) / len(wanted)
 
@@ -108,7 +117,7 @@ def bm25_rank(
     ``counts`` how many of the ``total`` rows hold each word (its rarity). A word's
     occurrences in a text are counted by the same 5-letter stems as ``coverage``: the
     store found the text for the word, so it counts once at least."""
-    tokens = {i: [_stem(w) for w in words(text)] for i, text in docs.items()}
+    tokens = {i: stems(text) for i, text in docs.items()}
     mean = sum(len(t) for t in tokens.values()) / len(tokens) if tokens else 1.0
     scores: dict[int, float] = {}
     for term, ids in matched.items():

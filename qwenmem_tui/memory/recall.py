@@ -416,7 +416,7 @@ class Recaller:
         text: str,
         allowed: np.ndarray | None,
         limit: int,
-        vector: np.ndarray | None,
+        vector: np.ndarray | asyncio.Future[np.ndarray] | None,
         *,
         scopes: tuple[str, ...],
         now: float,
@@ -427,17 +427,19 @@ class Recaller:
         if not self.dense_enabled or (allowed is not None and not len(allowed)):
             return None, []
         if vector is None:
-            vector = (await self.embedder.embed_queries([text]))[0]
+            query = (await self.embedder.embed_queries([text]))[0]
+        elif isinstance(vector, np.ndarray):
+            query = vector
+        else:  # embedding since the recall began
+            query = await vector
         if isinstance(self.index, StoreIndex):
             hits = await self.index.search_where(
-                vector, limit, scopes=scopes, now=now, exclude=exclude, debias=self.debias
+                query, limit, scopes=scopes, now=now, exclude=exclude, debias=self.debias
             )
-            return vector, hits
+            return query, hits
         assert allowed is not None
-        hits = await self.index.search(
-            vector, limit, allowed, debias=self.debias, exact=self._exact
-        )
-        return vector, hits
+        hits = await self.index.search(query, limit, allowed, debias=self.debias, exact=self._exact)
+        return query, hits
 
     async def candidates(
         self,
@@ -446,14 +448,16 @@ class Recaller:
         scopes: tuple[str, ...],
         exclude: Collection[int] = (),
         limit: int,
-        vector: np.ndarray | None = None,
+        vector: np.ndarray | asyncio.Future[np.ndarray] | None = None,
     ) -> list[Candidate]:
         """Both channels over the memories allowed in ``scopes`` (minus ``exclude``),
         fused, best first; no threshold. Rows are re-checked as fetched: another
         process may have superseded or deleted one since the filter query.
 
         ``vector``: the text's own vector when the caller has it (a write's passage
-        vector, already embedded): the dense channel then costs no embedding."""
+        vector, already embedded): the dense channel then costs no embedding; or the
+        future of one being embedded, awaited only by the dense channel, so the
+        filters and the lexical channel run while the embedder works."""
         if not text.strip():
             return []
         # A store searching its own vectors applies the hard filters in that query:
@@ -470,7 +474,7 @@ class Recaller:
                 return []
         now = self.clock()
         terms = query_terms(text)
-        (vector, dense_hits), lexical_hits = await asyncio.gather(
+        (query, dense_hits), lexical_hits = await asyncio.gather(
             self._dense(text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude),
             self.store.lexical_search(
                 terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
@@ -485,9 +489,9 @@ class Recaller:
         )
         # The cosine of lexical-only finds (for the threshold) beside the rows: two
         # queries at once when the store answers both.
-        lexical_only = sorted(set(lexical) - set(cosines)) if vector is not None else []
+        lexical_only = sorted(set(lexical) - set(cosines)) if query is not None else []
         scored, rows = await asyncio.gather(
-            self.index.scores(vector, lexical_only) if lexical_only else _nothing(),
+            self.index.scores(query, lexical_only) if query is not None and lexical_only else _nothing(),
             self.store.fetch(list(fused)),
         )
         cosines.update(scored)
@@ -526,13 +530,12 @@ class Recaller:
         return self._links[1]
 
     async def _unfound_newer(
-        self, found: Sequence[Candidate], scopes: tuple[str, ...]
+        self, found: Sequence[Candidate], scopes: tuple[str, ...], links: dict[int, list[int]]
     ) -> list[Candidate]:
         """The newer versions of ``found`` memories that neither channel found (a
         restatement in other words, or one without a vector yet): without them an
         older version would be shown as if current. Their own score is none: they
-        rank only through the older one (``current_first``)."""
-        links = await self._open_links()
+        rank only through the older one (``current_first``). ``links``: ``_open_links``."""
         have = {c.memory.id for c in found}
         added: list[Candidate] = []
         wanted = [n for c in found for n in links.get(c.memory.id, ()) if n not in have]
@@ -552,6 +555,10 @@ class Recaller:
         return added
 
     # recall --------------------------------------------------------------------------
+    async def _query_vector(self, query: str) -> np.ndarray:
+        vector: np.ndarray = (await self.embedder.embed_queries([query]))[0]
+        return vector
+
     async def record(self, chosen: Sequence[Memory], *, now: float | None = None) -> None:
         """Count one chat-turn recall that returned `chosen` (hit rate, staleness)."""
         now = self.clock() if now is None else now
@@ -583,19 +590,36 @@ class Recaller:
         abstention = (
             abstention_for(self.embedder.id) if self.dense_enabled and self.abstain else None
         )
-        vector = None
-        if abstention is not None and query.strip():
-            vector = (await self.embedder.embed_queries([query]))[0]
-        small_talk = vector is not None and abstention is not None and abstention.is_small_talk(vector)
+        # The query's embedding is most of a recall's time (a model call): it starts
+        # first and runs while the filters and the lexical channel read the store.
+        embedding = None
+        if self.dense_enabled and query.strip():
+            embedding = asyncio.ensure_future(self._query_vector(query))
         scopes = (GLOBAL_SCOPE, project)
-        found = await self.candidates(
-            query,
-            scopes=scopes,
-            exclude=exclude,
-            limit=max(MIN_CANDIDATES, CANDIDATE_FACTOR * k),
-            vector=vector,
-        )
-        found = [*found, *await self._unfound_newer(found, scopes)]
+        # The open links beside the channels: a shared store re-reads them whenever its
+        # generation moves (every write of a team's), a round trip of its own after them.
+        links = asyncio.ensure_future(self._open_links())
+        try:
+            found = await self.candidates(
+                query,
+                scopes=scopes,
+                exclude=exclude,
+                limit=max(MIN_CANDIDATES, CANDIDATE_FACTOR * k),
+                vector=embedding,
+            )
+            small_talk = False
+            if abstention is not None and embedding is not None and found:
+                small_talk = abstention.is_small_talk(await embedding)
+        except BaseException:
+            if not links.cancel():
+                links.exception()  # done: the recall's own error is the one to raise
+            raise
+        finally:
+            if embedding is not None and not embedding.done():
+                embedding.cancel()  # nothing was allowed: the dense channel never asked
+            elif embedding is not None and not embedding.cancelled():
+                embedding.exception()  # a failure the dense channel never asked for is moot
+        found = [*found, *await self._unfound_newer(found, scopes, await links)]
         # Small talk keeps only a memory that holds its very words.
         ranked = current_first(
             [

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from typing import Annotated, Literal
+
+from pydantic import Field
+from typing_extensions import (
+    NotRequired,
+    TypedDict,  # pydantic needs this one for schemas before 3.12
+)
 
 from qwenmem_tui.chat.view import FROM_FILE_NOTE, REVIEWED_NOTE
 from qwenmem_tui.memory.model import DAY, FLAG_FROM_FILE, Memory, holds
@@ -90,21 +97,39 @@ def render_block(
     return f"{REMINDER_OPEN}\n{HEADER}\n{body}\n{REMINDER_CLOSE}"
 
 
-def version_fields(memory: Memory, newer: Memory | None) -> dict[str, object]:
-    """How a search hit is marked for scripts and clients: the current version, or an
-    earlier one with its date and its newer version's (``RecallResult.later``)."""
+class NewerVersion(TypedDict):
+    """The newer version that may replace an earlier one."""
+
+    id: int
+    key: str
+    stated_at: Annotated[float, Field(description="when it was stated, Unix seconds")]
+    stated: Annotated[str, Field(description="the same date, YYYY-MM-DD (UTC)")]
+
+
+class VersionMarks(TypedDict):
+    """How a search hit is marked for scripts and clients, the one declaration of it:
+    the CLI's `--json`, the daemon's schema and the MCP tools' output schema read it."""
+
+    version: Annotated[
+        Literal["current", "earlier"],
+        Field(description="search only: earlier when a newer memory may restate this one"),
+    ]
+    stated: NotRequired[Annotated[str, Field(description="an earlier version's date, YYYY-MM-DD")]]
+    newer_version: NotRequired[NewerVersion]
+
+
+def version_fields(memory: Memory, newer: Memory | None) -> VersionMarks:
+    """The marks of a hit: the current version, or an earlier one with its date and its
+    newer version's (``RecallResult.later``)."""
     if newer is None:
         return {"version": "current"}
-    return {
-        "version": "earlier",
-        "stated": day(memory.stated_at),
-        "newer_version": {
-            "id": newer.id,
-            "key": newer.key,
-            "stated_at": newer.stated_at,
-            "stated": day(newer.stated_at),
-        },
+    later: NewerVersion = {
+        "id": newer.id,
+        "key": newer.key,
+        "stated_at": newer.stated_at,
+        "stated": day(newer.stated_at),
     }
+    return {"version": "earlier", "stated": day(memory.stated_at), "newer_version": later}
 
 
 def earlier_note(memory: Memory, newer: Memory) -> str:

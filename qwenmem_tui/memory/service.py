@@ -57,6 +57,7 @@ from qwenmem_tui.memory.model import (
     Category,
     Memory,
     Origin,
+    RememberRequest,
     Status,
     TtlPolicy,
     WriteRequest,
@@ -67,13 +68,12 @@ from qwenmem_tui.memory.relevance import dismissed_for
 from qwenmem_tui.memory.store import MemoryStore, RowQuery
 from qwenmem_tui.memory.vectors import MemoryVectors, VectorOpener
 from qwenmem_tui.memory.write_plan import join_reasons
-from qwenmem_tui.memory.writer import REMEMBER_JUDGE_TIMEOUT, MemoryWriter, PendingWrite
+from qwenmem_tui.memory.writer import MemoryWriter, PendingWrite
 from qwenmem_tui.memory.settings import MEMORY_SETTINGS
 
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load_vectors``), not here
     from qwenmem_tui.config import Settings
     from qwenmem_tui.memory.index import Progress, VectorIndex
-    from qwenmem_tui.memory.provenance import Provenance
     from qwenmem_tui.memory.recall import Candidate, Recaller, RecallResult
     from qwenmem_tui.memory.store_index import StoreIndex
     from qwenmem_tui.llm.client import LLMClient
@@ -364,30 +364,10 @@ class MemoryService:
         """Store prepared writes in order, embedded in batches (``MemoryWriter``)."""
         return await self.writer.commit_many(pending, progress, on_result)
 
-    async def remember(
-        self,
-        text: str,
-        *,
-        project: str,
-        judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT,
-        category: str | None = None,
-        key: str | None = None,
-        origin: Origin | str = Origin.USER,
-        provenance: Provenance | None = None,
-        reason: str = "/remember",
-    ) -> WriteResult:
+    async def remember(self, request: RememberRequest) -> WriteResult:
         """/remember: the person's own words, filed under the subject they name
         (``MemoryWriter.remember``)."""
-        return await self.writer.remember(
-            text,
-            project=project,
-            judge_timeout=judge_timeout,
-            category=category,
-            key=key,
-            origin=origin,
-            provenance=provenance,
-            reason=reason,
-        )
+        return await self.writer.remember(request)
 
     async def identify(
         self,
@@ -481,7 +461,7 @@ class MemoryService:
             return None
         memory, _ = restored
         await self.vectors.load()
-        [vector] = await self.vectors.passage_vectors([memory.embed_text()])
+        [vector] = await self.vectors.passage_vectors(await self.vectors.passage_texts([memory]))
         if vector is not None:  # superseding dropped its vector
             await self.store.set_vectors([memory.id], vector.reshape(1, -1), self.embedder.id)
         await self.vectors.sync()

@@ -59,7 +59,7 @@ class MemorySettings(Section):
         question is the only point where recalled memory can reach the model; a
         prefetch that never waits would never deliver. Recall with the hash embedder
         settles in milliseconds and a reply from this model takes far longer, so
-        waiting up to `memory_wait_ms` for it costs nothing a user can see.
+        waiting up to `prefetch_wait_ms` for it costs nothing a user can see.
         """
         if "extraction" not in self.model_fields_set:
             # The server answers one request at a time: extraction after every reply
@@ -67,7 +67,7 @@ class MemorySettings(Section):
             # answers its JSON anyway. `memory.extraction = true` turns it back on.
             self.extraction = False
         if not model.supports_tools:
-            self.initial_wait_ms = max(self.initial_wait_ms, model.memory_wait_ms)
+            self.initial_wait_ms = max(self.initial_wait_ms, model.prefetch_wait_ms)
 
 
 MEMORY_SETTINGS = SettingsSection(

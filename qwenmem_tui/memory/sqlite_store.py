@@ -11,7 +11,9 @@ from __future__ import annotations
 import builtins
 
 import json
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+import sqlite3
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiosqlite
@@ -59,6 +61,19 @@ MODEL_WRITTEN = f"(origin != 'user' OR instr(flags, '\"{FLAG_FROM_FILE}\"') > 0)
 LEXICAL_CANDIDATES = 400
 
 
+def _by_place(query: RowQuery) -> bool:
+    """Whether ``rows`` reads ``query`` place by place: one user's rows of given scopes,
+    in id order, a page of them (statuses not given: each status in turn)."""
+    return (
+        query.user is not None
+        and query.scopes is not None
+        and 0 < len(query.scopes) * len(query.statuses or Status) <= 16
+        and query.limit is not None
+        and not query.oldest_first
+        and not query.linked
+    )
+
+
 def _of_user(user: str | None) -> tuple[str, tuple[str, ...]]:
     """The SQL condition and parameter that keep one user's rows (none: every user's)."""
     return ("", ()) if user is None else (" AND user = ?", (user,))
@@ -81,11 +96,13 @@ class SqliteMemoryStore(write_plan.PlannedStore):
     def _conn(self) -> aiosqlite.Connection:
         return self._db.conn
 
-    async def _tx(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
-        # Database.write runs fn inside BEGIN IMMEDIATE ... COMMIT, serialised with
+    async def _tx(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        # Database.write_now runs fn inside BEGIN IMMEDIATE ... COMMIT, serialised with
         # every other writer on this connection and retried while another process
-        # holds the lock; fn only touches the database, so a retry is safe.
-        return await self._db.write(fn)
+        # holds the lock; fn only touches the database, so a retry is safe. Its
+        # statements are answered at once on the connection's thread (``_Immediate``):
+        # the whole transaction is one hop there and back, not one per statement.
+        return await self._db.write_now(lambda raw: _drive(fn(_Immediate(raw))))
 
     # writes ------------------------------------------------------------------------
     async def _in_transaction(
@@ -96,7 +113,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
     async def record_recall(
         self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]
     ) -> None:
-        async def body(conn: aiosqlite.Connection) -> None:
+        async def body(conn: Conn) -> None:
             if ids:
                 await conn.executemany(
                     "UPDATE memories SET last_recalled_at = ?, recall_count = recall_count + 1 WHERE id = ?",
@@ -107,7 +124,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         await self._tx(body)
 
     async def sweep_expired(self, *, now: float) -> list[int]:
-        async def body(conn: aiosqlite.Connection) -> list[int]:
+        async def body(conn: Conn) -> list[int]:
             cur = await conn.execute(
                 "SELECT id, value FROM memories"
                 " WHERE status = ? AND expires_at IS NOT NULL AND expires_at <= ?",
@@ -133,7 +150,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
     async def set_vectors(
         self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str
     ) -> None:
-        async def body(conn: aiosqlite.Connection) -> None:
+        async def body(conn: Conn) -> None:
             await conn.executemany(
                 # Only rows that can still be recalled: a row superseded while a batch
                 # was being embedded keeps no vector (it left every index).
@@ -149,7 +166,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         await self._tx(body)
 
     async def add_metrics(self, deltas: Mapping[str, float]) -> None:
-        async def body(conn: aiosqlite.Connection) -> None:
+        async def body(conn: Conn) -> None:
             await _add_metrics(conn, deltas)
 
         await self._tx(body)
@@ -205,15 +222,33 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         return [row_to_memory(r) for r in await cur.fetchall()]
 
     async def rows(self, query: RowQuery) -> builtins.list[Memory]:
-        where, params = await self._row_filter(query)
-        order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
-        if query.limit is not None:
-            order += " LIMIT ?"
-            params.append(query.limit)
-        rows = await self._conn.execute_fetchall(
-            f"SELECT {MEMORY_COLUMNS} FROM memories{where}{order}", params
-        )
-        return [row_to_memory(r) for r in rows]
+        sql, params = await self._rows_sql(query)
+        return [row_to_memory(r) for r in await self._conn.execute_fetchall(sql, params)]
+
+    async def _rows_sql(self, query: RowQuery) -> tuple[str, builtins.list[object]]:
+        """``rows``' query. A page of one user's places (statuses x scopes, as /memory
+        asks) in id order is the first rows of each place's range of the place index,
+        merged: never every matching row read and sorted to keep the first few."""
+        if not _by_place(query):
+            where, params = await self._row_filter(query)
+            order = " ORDER BY created_at, id" if query.oldest_first else " ORDER BY id"
+            if query.limit is not None:
+                order += " LIMIT ?"
+                params.append(query.limit)
+            return f"SELECT {MEMORY_COLUMNS} FROM memories{where}{order}", params
+        assert query.scopes is not None and query.limit is not None
+        statuses = list(Status) if query.statuses is None else [Status(s) for s in query.statuses]
+        parts: builtins.list[str] = []
+        params = []
+        for status in statuses:
+            for scope in query.scopes:
+                where, more = await self._row_filter(replace(query, statuses=[status], scopes=[scope]))
+                parts.append(
+                    f"SELECT * FROM (SELECT {MEMORY_COLUMNS} FROM memories"
+                    f" INDEXED BY memories_by_place{where} ORDER BY id LIMIT ?)"
+                )
+                params += [*more, query.limit]
+        return " UNION ALL ".join(parts) + " ORDER BY 1 LIMIT ?", [*params, query.limit]
 
     async def count(self, query: RowQuery) -> int:
         where, params = await self._row_filter(query)
@@ -396,7 +431,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
     async def dismiss(
         self, memory_id: int, *, user: str, project: str, query: str, now: float, reason: str
     ) -> None:
-        async def body(conn: aiosqlite.Connection) -> None:
+        async def body(conn: Conn) -> None:
             await conn.execute(
                 "INSERT INTO memory_dismissals (memory_id, user, project, query, at)"
                 " VALUES (?, ?, ?, ?, ?)",
@@ -443,24 +478,24 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         await self._db.close()
 
 
-async def _one(conn: aiosqlite.Connection, sql: str, params: Sequence[object]) -> Memory | None:
+async def _one(conn: Conn, sql: str, params: Sequence[object]) -> Memory | None:
     cur = await conn.execute(sql, params)
     row = await cur.fetchone()
     return row_to_memory(row) if row else None
 
 
-async def _get(conn: aiosqlite.Connection, memory_id: int) -> Memory | None:
+async def _get(conn: Conn, memory_id: int) -> Memory | None:
     return await _one(conn, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
 
 
 class _Steps(write_plan.WriteSteps):
     """``write_plan``'s statements in SQLite, inside ``Database.write``'s transaction."""
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    def __init__(self, conn: Conn) -> None:
         self._conn = conn
 
-    async def lock(self) -> int:
-        # BEGIN IMMEDIATE already holds the write lock.
+    async def lock(self, user: str | None = None) -> int:
+        # BEGIN IMMEDIATE already holds the write lock (of every user: one file).
         return await _generation(self._conn)
 
     async def get(self, memory_id: int) -> Memory | None:
@@ -563,13 +598,13 @@ class _Steps(write_plan.WriteSteps):
         return await _bump(self._conn)
 
 
-async def _generation(conn: aiosqlite.Connection) -> int:
+async def _generation(conn: Conn) -> int:
     cur = await conn.execute("SELECT value FROM memory_meta WHERE name = 'generation'")
     row = await cur.fetchone()
     return int(row[0]) if row else 0
 
 
-async def _bump(conn: aiosqlite.Connection) -> int:
+async def _bump(conn: Conn) -> int:
     cur = await conn.execute(
         "UPDATE memory_meta SET value = value + 1 WHERE name = 'generation' RETURNING value"
     )
@@ -578,9 +613,55 @@ async def _bump(conn: aiosqlite.Connection) -> int:
     return int(row[0])
 
 
-async def _add_metrics(conn: aiosqlite.Connection, deltas: Mapping[str, float]) -> None:
+async def _add_metrics(conn: Conn, deltas: Mapping[str, float]) -> None:
     await conn.executemany(
         "INSERT INTO memory_metrics (name, value) VALUES (?, ?)"
         " ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
         list(deltas.items()),
     )
+
+
+class _Cursor:
+    """A sqlite3 cursor behind aiosqlite's awaitable reads (``_Immediate``)."""
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self._cursor = cursor
+        self.lastrowid = cursor.lastrowid
+
+    async def fetchone(self) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._cursor.fetchone()
+        return row
+
+    async def fetchall(self) -> builtins.list[sqlite3.Row]:
+        return self._cursor.fetchall()
+
+
+class _Immediate:
+    """The calls a transaction's body makes of aiosqlite, answered at once by the
+    sqlite3 connection on its own thread (``SqliteMemoryStore._tx``): the same body,
+    none of its awaits suspends."""
+
+    def __init__(self, raw: sqlite3.Connection) -> None:
+        self._raw = raw
+
+    async def execute(self, sql: str, parameters: Iterable[Any] = ()) -> _Cursor:
+        return _Cursor(self._raw.execute(sql, tuple(parameters)))
+
+    async def executemany(self, sql: str, parameters: Iterable[Sequence[Any]]) -> _Cursor:
+        return _Cursor(self._raw.executemany(sql, parameters))
+
+
+Conn = aiosqlite.Connection | _Immediate
+"""What a transaction's body runs its statements on."""
+
+
+def _drive(body: Awaitable[T]) -> T:
+    """Run a transaction's body whose every await is answered at once to its end."""
+    steps = body.__await__()
+    try:
+        steps.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    steps.close()
+    raise RuntimeError("a memory write awaited something other than its own statements")

@@ -20,10 +20,15 @@ import numpy as np
 from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased
 from qwenmem_tui.memory.store import MemoryStore
 
-# How long a mean vector serves after the store changed, and for how many changes (a
-# share of the vectors it was taken over). Over thousands of memories one write moves
-# it by a thousandth; re-reading it on every change of a busy team store would cost an
-# aggregate over all of this user's rows per recall. A small store reads it each time.
+# How long a mean vector serves after the store changed, and for how many of this
+# process's own changes (a share of the vectors it was taken over). Over thousands of
+# memories one write moves it by a thousandth. The generation counts every user's
+# changes: in a team's store it moves with each of twenty people's writes, and
+# re-reading the mean on that (an aggregate over all of this user's vectors, ~300 ms
+# with twenty clients busy) was part of one recall in twenty. Own changes are those
+# this process applied (``add``/``remove``); this user's other processes and every
+# other user reach the mean within ``MEAN_REFRESH_S``. A small store reads it each
+# time the generation moves.
 MEAN_REFRESH_S = 60.0
 MEAN_REFRESH_SHARE = 0.01
 
@@ -51,6 +56,7 @@ class StoreIndex:
         self._mean: np.ndarray | None = None
         # (generation, monotonic time, vectors averaged) when the mean was read
         self._mean_seen: tuple[int, float, int] | None = None
+        self._own_changes = 0  # rows this process added or removed since then
 
     # What recall's freshness steps call on an index; the store is always current.
     loaded = True
@@ -65,10 +71,10 @@ class StoreIndex:
         return False
 
     async def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        return None  # the store wrote the vector with the row
+        self._own_changes += len(ids)  # the store wrote the vector with the row
 
     async def remove(self, ids: np.ndarray) -> None:
-        return None
+        self._own_changes += len(ids)
 
     def ids(self) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)  # nothing held here
@@ -79,20 +85,20 @@ class StoreIndex:
     # search --------------------------------------------------------------------------
     async def mean(self, dim: int) -> np.ndarray | None:
         """The mean of this user's vectors, read again once the store changed and
-        either ``MEAN_REFRESH_S`` passed or more generations went by than a
-        ``MEAN_REFRESH_SHARE`` of the vectors it averaged (generations count every
-        user's changes, so this errs towards reading it)."""
+        either ``MEAN_REFRESH_S`` passed or this process changed more than a
+        ``MEAN_REFRESH_SHARE`` of the vectors it averaged (see the constants)."""
         now = self._monotonic()
         seen = self._mean_seen
         if seen is not None:
             generation, at, count = seen
-            changes = self.generation - generation
-            if changes == 0 or (
-                now - at < MEAN_REFRESH_S and changes < count * MEAN_REFRESH_SHARE
+            share = count * MEAN_REFRESH_SHARE
+            if self.generation == generation or (
+                share >= 1 and now - at < MEAN_REFRESH_S and self._own_changes < share
             ):
                 return self._mean
         self._mean, count = await self.store.vector_mean(self.embedder_id, user=self.user, dim=dim)
         self._mean_seen = (self.generation, now, count)
+        self._own_changes = 0
         return self._mean
 
     async def search_where(

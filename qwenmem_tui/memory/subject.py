@@ -27,6 +27,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from qwenmem_tui.memory.model import Category
 
@@ -530,8 +531,12 @@ _KEY_STOP = frozenset(
 )
 
 
+@lru_cache(maxsize=4096)
 def about(key: str, value: str) -> Subject:
-    """What a stored fact is about: its value's stated subject, else its key's."""
+    """What a stored fact is about: its value's stated subject, else its key's.
+
+    Cached (a Subject is frozen): a write reads each of its neighbours this way, and
+    a bulk import meets the same neighbours line after line."""
     stated = statement(value)
     key_words = [w for w in key.split("_") if w]
     if stated is not None and stated.attribute is None and not stated.is_list and key_words:

@@ -21,6 +21,8 @@ from qwenmem_tui.memory.model import AuditAction, AuditEntry, Memory, Status
 from qwenmem_tui.memory.store import RowQuery
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from qwenmem_tui.memory.service import MemoryService
 
 # A version that was once the fact's value: quarantined rows never were.
@@ -233,7 +235,7 @@ async def recall_as_of(
     return [(c.memory, c.score) for c in kept[: k or recaller.top_k]]
 
 
-async def _passages(service: MemoryService, rows: Sequence[Memory]) -> Any:
+async def _passages(service: MemoryService, rows: Sequence[Memory]) -> np.ndarray:
     """The rows' vectors: the stored ones of rows still active, the others (replaced
     versions dropped theirs) embedded now."""
     import numpy as np

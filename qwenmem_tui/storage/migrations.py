@@ -190,4 +190,10 @@ MIGRATIONS: list[str] = [
     CREATE INDEX memories_model_written ON memories (user, status, created_at)
         WHERE (origin != 'user' OR instr(flags, '"from_file"') > 0);
     """,
+    # 10: /memory's first screen (issue 40): a place's rows (user, status, scope) in id
+    # order — the rowid ends every index —, so a page is the first rows of a few index
+    # ranges instead of every matching row sorted (40-230 ms at 100k).
+    """
+    CREATE INDEX memories_by_place ON memories (user, status, scope);
+    """,
 ]

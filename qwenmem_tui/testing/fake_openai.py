@@ -32,9 +32,13 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeAlias
 
 log = logging.getLogger("qwenmem.fake_openai")
+
+JSONObject: TypeAlias = dict[str, Any]
+"""A JSON object as `json.loads` returns it (as `llm.wire` names it: this module
+imports no product module)."""
 
 EMBEDDING_DIM = 64
 DEFAULT_MODELS = ("test-model", "test-fast", "fake-echo")
@@ -49,7 +53,7 @@ class ToolCallSpec:
     """One tool call the fake model makes; `arguments` may be a dict or raw JSON text."""
 
     name: str
-    arguments: dict[str, Any] | str = field(default_factory=dict)
+    arguments: JSONObject | str = field(default_factory=dict)
     id: str | None = None
 
     def arguments_text(self) -> str:
@@ -86,7 +90,7 @@ class HTTPError:
     """A non-2xx answer, e.g. 401, 404 model, 429 with Retry-After, 500."""
 
     status: int
-    body: dict[str, Any] | str
+    body: JSONObject | str
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -105,7 +109,7 @@ class RawResponse:
 
 
 Response = Reply | HTTPError | RawResponse
-Responder = Callable[[dict[str, Any]], Response | None]
+Responder = Callable[[JSONObject], Response | None]
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,7 @@ def estimate_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4))
 
 
-def echo_responder(body: dict[str, Any]) -> Response:
+def echo_responder(body: JSONObject) -> Response:
     """The echo model: echoes the last user message, summarises tool results."""
     messages = body.get("messages") or []
     last = messages[-1] if messages else {}
@@ -159,7 +163,7 @@ def by_system_prompt(
     The caller injects the prompts, so the fake server never imports the product's.
     """
 
-    def respond(body: dict[str, Any]) -> Response | None:
+    def respond(body: JSONObject) -> Response | None:
         messages = body.get("messages") or []
         first = messages[0].get("content") if messages else None
         route = routes.get(first) if isinstance(first, str) else None
@@ -169,7 +173,7 @@ def by_system_prompt(
     return respond
 
 
-def recap_answer(body: dict[str, Any]) -> Response | None:
+def recap_answer(body: JSONObject) -> Response | None:
     """A recap naming the first and the latest things the user said (None: nothing said)."""
     messages = body.get("messages") or []
     said = [_text(m) for m in messages[1:-1] if m.get("role") == "user"]
@@ -178,7 +182,7 @@ def recap_answer(body: dict[str, Any]) -> Response | None:
     return Reply(f"<recap>You started with: {said[0]} Latest: {said[-1]}</recap>")
 
 
-def summary_answer(body: dict[str, Any]) -> Response:
+def summary_answer(body: JSONObject) -> Response:
     """A compaction summary (JSON) listing the `user: ` lines of the block to summarise."""
     messages = body.get("messages") or []
     lines = _text(messages[-1]).splitlines() if messages else []
@@ -187,7 +191,7 @@ def summary_answer(body: dict[str, Any]) -> Response:
     return Reply(json.dumps({"summary": summary, "decisions": [], "pinned_turns": []}))
 
 
-def _text(message: dict[str, Any]) -> str:
+def _text(message: JSONObject) -> str:
     content = message.get("content") or ""
     if isinstance(content, list):
         return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
@@ -209,8 +213,8 @@ class FakeOpenAI:
         self._thread: threading.Thread | None = None
         self.responder: Responder | None = None
         self.requests: list[RecordedRequest] = []
-        self.chat_requests: list[dict[str, Any]] = []
-        self.embedding_requests: list[dict[str, Any]] = []
+        self.chat_requests: list[JSONObject] = []
+        self.embedding_requests: list[JSONObject] = []
         self.embedding_gate: threading.Event | None = None
         self.models: list[str] = list(DEFAULT_MODELS)
         # When set, a chat request for a model not in `models` gets a 404 like a real API.
@@ -220,7 +224,7 @@ class FakeOpenAI:
         # When set, POST /v1/responses answers (the Responses API) from the same script
         # as chat completions; unset it is a 404, as on most OpenAI-compatible servers.
         self.serves_responses = False
-        self.responses_requests: list[dict[str, Any]] = []
+        self.responses_requests: list[JSONObject] = []
 
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeOpenAI:
@@ -295,7 +299,7 @@ class FakeOpenAI:
             self.embedding_requests.clear()
             self.responses_requests.clear()
 
-    def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+    def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[JSONObject]:
         """Block until at least `n` chat requests arrived; returns their bodies."""
         deadline = time.monotonic() + timeout
         with self._changed:
@@ -318,7 +322,7 @@ class FakeOpenAI:
                 self.responses_requests.append(request.body)
             self._changed.notify_all()
 
-    def _next_chat(self, body: dict[str, Any]) -> Response:
+    def _next_chat(self, body: JSONObject) -> Response:
         with self._lock:
             if self._queue:
                 return self._queue.popleft()
@@ -408,7 +412,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     # chat ------------------------------------------------------------------------------
-    def _chat(self, body: dict[str, Any]) -> None:
+    def _chat(self, body: JSONObject) -> None:
         fake = self.server_fake
         model = str(body.get("model") or "")
         if fake.strict_models and model not in fake.models:
@@ -429,7 +433,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json_reply(answer, body)
 
-    def _usage(self, reply: Reply, body: dict[str, Any]) -> dict[str, int]:
+    def _usage(self, reply: Reply, body: JSONObject) -> dict[str, int]:
         prompt = reply.prompt_tokens
         if prompt is None:
             prompt = estimate_tokens(json.dumps(body.get("messages") or []))
@@ -444,7 +448,7 @@ class _Handler(BaseHTTPRequestHandler):
             "total_tokens": prompt + completion,
         }
 
-    def _stream_reply(self, reply: Reply, body: dict[str, Any]) -> None:
+    def _stream_reply(self, reply: Reply, body: JSONObject) -> None:
         fake = self.server_fake
         if reply.gate is not None:
             fake._wait(reply.gate)
@@ -458,7 +462,7 @@ class _Handler(BaseHTTPRequestHandler):
         completion_id = f"chatcmpl-fake-{len(fake.chat_requests)}"
         model = str(body.get("model") or "fake")
 
-        def event(choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        def event(choices: list[JSONObject], **extra: object) -> JSONObject:
             return {
                 "id": completion_id,
                 "object": "chat.completion.chunk",
@@ -490,7 +494,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._write_chunk(b"data: [DONE]\n\n")
         self._write_chunk(b"")
 
-    def _json_reply(self, reply: Reply, body: dict[str, Any]) -> None:
+    def _json_reply(self, reply: Reply, body: JSONObject) -> None:
         fake = self.server_fake
         if reply.gate is not None:
             fake._wait(reply.gate)
@@ -499,7 +503,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if reply.stall_after is not None:
             fake._wait(reply.stall_gate or threading.Event())
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        message: JSONObject = {"role": "assistant", "content": reply.text}
         if reply.reasoning:
             message["reasoning_content"] = reply.reasoning
         if reply.tool_calls:
@@ -511,7 +515,7 @@ class _Handler(BaseHTTPRequestHandler):
                 }
                 for i, spec in enumerate(reply.tool_calls)
             ]
-        payload: dict[str, Any] = {
+        payload: JSONObject = {
             "id": f"chatcmpl-fake-{len(fake.chat_requests)}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -530,7 +534,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(200, payload)
 
     # responses -------------------------------------------------------------------------
-    def _responses(self, body: dict[str, Any]) -> None:
+    def _responses(self, body: JSONObject) -> None:
         """The Responses API: the scripted reply as a `response` object, or (stream)
         as created / output_text.delta events / completed."""
         fake = self.server_fake
@@ -542,7 +546,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_raw(answer)
             return
         response_id = f"resp_fake_{len(fake.responses_requests)}"
-        output: list[dict[str, Any]] = []
+        output: list[JSONObject] = []
         if answer.text:
             part = {"type": "output_text", "text": answer.text, "annotations": []}
             output.append(
@@ -572,7 +576,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        events: list[dict[str, Any]] = [
+        events: list[JSONObject] = [
             {"type": "response.created", "response": {**response, "status": "in_progress", "output": []}}
         ]
         events += [
@@ -586,7 +590,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._write_chunk(b"")
 
     # embeddings ------------------------------------------------------------------------
-    def _embeddings(self, body: dict[str, Any]) -> None:
+    def _embeddings(self, body: JSONObject) -> None:
         fake = self.server_fake
         if fake.embedding_gate is not None:
             fake._wait(fake.embedding_gate)
@@ -603,7 +607,7 @@ class _Handler(BaseHTTPRequestHandler):
         data = []
         for i, text in enumerate(texts):
             vec = hash_embedding(text)
-            embedding: Any = vec
+            embedding: list[float] | str = vec
             if as_base64:
                 embedding = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
             data.append({"object": "embedding", "index": i, "embedding": embedding})
@@ -619,7 +623,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     # wire helpers ----------------------------------------------------------------------
-    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+    def _send_json(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -667,7 +671,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
-    def _write_sse(self, payload: dict[str, Any]) -> None:
+    def _write_sse(self, payload: JSONObject) -> None:
         self._write_chunk(f"data: {json.dumps(payload)}\n\n".encode())
 
     def _cut(self) -> None:
@@ -680,7 +684,7 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
-def _error_body(message: str, code: str) -> dict[str, Any]:
+def _error_body(message: str, code: str) -> JSONObject:
     return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
 
 
@@ -695,9 +699,9 @@ def _pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def _deltas(reply: Reply) -> Iterator[tuple[dict[str, Any], str | None]]:
+def _deltas(reply: Reply) -> Iterator[tuple[JSONObject, str | None]]:
     """The choice deltas of a streamed reply; the first carries the role."""
-    deltas: list[dict[str, Any]] = []
+    deltas: list[JSONObject] = []
     deltas += [{"reasoning_content": p} for p in _pieces(reply.reasoning, reply.chunk_size)]
     deltas += [{"content": p} for p in _pieces(reply.text, reply.chunk_size)]
     for i, spec in enumerate(reply.tool_calls):

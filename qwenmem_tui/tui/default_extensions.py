@@ -17,7 +17,11 @@ from qwenmem_tui.tui.extensions import ExtensionFactory
 
 def extensions() -> list[ExtensionFactory]:
     """Every feature's TUI extension, in registry order (hook order is the assembly's)."""
-    return [load_face(feature.tui) for feature in registry.FEATURES if feature.tui is not None]
+    return [
+        load_face(feature.tui, ExtensionFactory)
+        for feature in registry.FEATURES
+        if feature.tui is not None
+    ]
 
 
 def default_extensions(settings: Settings) -> list[ExtensionFactory]:

@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 if TYPE_CHECKING:
     from asyncio import Future
 
+    from rich.console import RenderableType
     from textual.notifications import SeverityLevel
     from textual.screen import Screen, ScreenResultCallbackType
     from textual.widget import AwaitMount, Widget
+    from textual.types import WatchCallbackType
     from textual.worker import Worker
 
     from qwenmem_tui.chat.session import ChatSession
@@ -203,10 +205,16 @@ class Host(Protocol):
         exclusive: bool = False,
         thread: bool = False,
     ) -> Worker[R]: ...
-    def watch(self, obj: Any, attribute_name: str, callback: Callable[..., Any], init: bool = True) -> None: ...
+    # `obj` is a DOMNode to Textual; an extension watches the app itself, which this
+    # protocol sees as a Host, so the one parameter no type here can name.
+    def watch(
+        self, obj: Any, attribute_name: str, callback: WatchCallbackType, init: bool = True
+    ) -> None: ...
     def open_session(self, session_id: str) -> None: ...
     async def clear_conversation(self) -> None: ...
     def action_resume(self) -> None: ...
     def describe_keys(self) -> Iterator[tuple[str, str]]: ...
-    def exit(self, result: Any = None, return_code: int = 0, message: Any = None) -> None: ...
+    def exit(
+        self, result: None = None, return_code: int = 0, message: RenderableType | None = None
+    ) -> None: ...
 

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_support import CliRunner
 from process_support import checkout_env
 from trust_corpus import SECRETS
 
@@ -107,15 +108,22 @@ def test_json_session_export_is_valid_json_with_no_secret_left(home: Path, proje
     assert len(data["items"]) == 3 * len(SECRETS)
 
 
-def test_exports_refuse_links_and_keep_existing_files(home: Path, project: Path, tmp_path: Path) -> None:
+def test_exports_refuse_links_and_keep_existing_files(
+    cli_run: CliRunner, home: Path, project: Path, tmp_path: Path
+) -> None:
+    """Fourteen exports, run in this process (`cli_run`, the console script's own entry):
+    the JSON export above is the real process's smoke test for the same command."""
     info = asyncio.run(seed_session(home, project))
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
+    quiet = {"QWENMEM_DEBUG_LOG_FILE": "0"}
     exports = {
-        "sessions": lambda out, *more: qwenmem(
-            "sessions", "export", info.id, "-o", str(out), *more, home=home, cwd=project
+        "sessions": lambda out, *more: cli_run(
+            "sessions", "export", info.id, "-o", str(out), *more, home=home, cwd=project, env=quiet
         ),
-        "memory": lambda out, *more: qwenmem("memory", "export", str(out), *more, home=home, cwd=project),
+        "memory": lambda out, *more: cli_run(
+            "memory", "export", str(out), *more, home=home, cwd=project, env=quiet
+        ),
     }
     for name, export in exports.items():
         link = tmp_path / f"{name}-link.json"

@@ -18,7 +18,7 @@ from pgtest_support import Backend
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
-from qwenmem_tui.memory.model import Status
+from qwenmem_tui.memory.model import RememberRequest, Status
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import project_id
@@ -45,7 +45,7 @@ async def test_another_machine_restating_and_forgetting_reaches_the_running_sess
     server = await backend.open(machine="server", min_score=-1.0)
     db = await Database.open(backend.paths("laptop").db_file)
     try:
-        await laptop.remember("the deploy target is staging", project=project)
+        await laptop.remember(RememberRequest("the deploy target is staging", project=project))
         sessions = SessionStore(db)
         hook = MemoryPrefetchHook(
             (adapter := ProjectRecall.of(laptop, project)).recall,
@@ -61,7 +61,7 @@ async def test_another_machine_restating_and_forgetting_reaches_the_running_sess
         await collect(session, "where do we deploy?")
         assert "staging" in blocks(fake.chat_requests[-1])
 
-        restated = await server.remember("deploy target: prod", project=project)
+        restated = await server.remember(RememberRequest("deploy target: prod", project=project))
         assert [m.value for m in await server.list(statuses=[Status.ACTIVE])] == ["deploy target: prod"]
         await collect(session, "and now?")
         sent = blocks(fake.chat_requests[-1])

@@ -21,7 +21,7 @@ from qwenmem_tui.memory.backup import import_lines
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, RawResponse, Reply
 from qwenmem_tui.tui.app import create_app
-from qwenmem_tui.memory.model import WriteRequest
+from qwenmem_tui.memory.model import RememberRequest, WriteRequest
 
 from .conftest import SIZE, child_env, serve_url
 
@@ -204,7 +204,7 @@ async def test_memory_writes_of_every_form_keep_no_secret_and_stats_count_them(
     try:
         for fmt in SECRETS:
             try:
-                await service.remember(fmt.text, project="/p")
+                await service.remember(RememberRequest(fmt.text, project="/p"))
             except MemoryRejected as exc:
                 assert "holds a secret" in str(exc)
                 refused += 1

@@ -289,10 +289,19 @@ def test_the_command_line_offers_its_subcommand_with_its_setting(
 
 async def test_without_its_line_no_face_knows_the_feature(
     package: Path, settings: Settings, paths: Paths, project: Path, fake: FakeOpenAI,
-    cli_run: CliRunner, home: Path,
+    cli_run: CliRunner, home: Path, make_app,
 ) -> None:
     """The control: the same package without the registry line is nothing anywhere."""
     from qwenmem_tui.mcp_server.server import MemoryBackend, build_server
+    from qwenmem_tui.tui.widgets.plain_items import InfoItem
+
+    app = make_app(extensions=None)
+    async with app.run_test() as pilot:
+        await send(pilot, "/stamp")
+        await settle(pilot)
+        shown = [str(widget.render()) for widget in app.screen.query(InfoItem)]
+        assert shown[-1:] == ["Unknown command /stamp. Type /help for the list."]
+        assert notes(app) == []
 
     app = create_app(settings, paths, project_root=project)
     with TestClient(app, raise_server_exceptions=False) as client:
@@ -323,18 +332,26 @@ def test_every_registered_feature_is_named_once_and_its_faces_load() -> None:
     Starlette routes, its MCP tools a registering function, and no two features share
     a name."""
     from qwenmem_tui.daemon.openapi import ApiRoute
-    from qwenmem_tui.features.feature import load_face
+    from qwenmem_tui.features.feature import load_face, load_faces, load_function
     from qwenmem_tui.tui.extensions import ExtensionFactory
 
     names = [feature.name for feature in registry.FEATURES]
     assert len(names) == len(set(names))
     for feature in registry.FEATURES:
         if feature.tui is not None:
-            factory = load_face(feature.tui)
-            assert isinstance(factory, ExtensionFactory), feature.name
+            factory = load_face(feature.tui, ExtensionFactory)
             assert set(factory.features) <= {feature.name}, feature.name
         if feature.routes is not None:
-            routes = load_face(feature.routes)
-            assert routes and all(isinstance(route, ApiRoute) for route in routes), feature.name
+            assert load_faces(feature.routes, ApiRoute), feature.name
         if feature.mcp is not None:
-            assert callable(load_face(feature.mcp)), feature.name
+            load_function(feature.mcp)
+    # A reference to the wrong thing is one line where it is loaded, not a failure
+    # at its first use.
+    memory = next(f for f in registry.FEATURES if f.name == "memory")
+    assert memory.routes is not None and memory.tui is not None
+    with pytest.raises(TypeError, match=r"routes:MEMORY_ROUTES is a list, expected ExtensionFactory"):
+        load_face(memory.routes, ExtensionFactory)
+    with pytest.raises(TypeError, match="is not a sequence of ApiRoute"):
+        load_faces(memory.tui, ApiRoute)
+    with pytest.raises(TypeError, match="is a str, expected a function"):
+        load_function("qwenmem_tui.features.memory.feature:MEMORY")

@@ -51,7 +51,7 @@ def test_apply_to_fits_the_window_and_waits_for_memory_only_without_tools() -> N
     settings = Settings()
     LOCAL.apply_to(settings)
     assert settings.llm.context_window == 4096
-    assert settings.memory.initial_wait_ms == LOCAL.memory_wait_ms > 0
+    assert settings.memory.initial_wait_ms == LOCAL.prefetch_wait_ms > 0
 
     with_tools = Settings()
     LocalChatDefaults(LOCAL_SYSTEM_PROMPT, 256, 4096, supports_tools=True).apply_to(with_tools)

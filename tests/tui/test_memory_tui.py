@@ -26,6 +26,7 @@ from qwenmem_tui.memory.model import (
     Category,
     Memory,
     Origin,
+    RememberRequest,
     Status,
     WriteRequest,
 )
@@ -181,7 +182,7 @@ async def test_the_vectors_load_behind_the_first_frame(
     await service.save(WriteRequest("user", "city", "I live in Lisbon.", origin=Origin.USER, project="p"))
     await service.close()
     order: list[str] = []
-    attach = memory_extension_module.MemoryFeature.attach
+    attach = memory_extension_module.MemoryController.attach
 
     def attached(self, app):  # noqa: ANN001, ANN202
         order.append("screen up")
@@ -195,7 +196,7 @@ async def test_the_vectors_load_behind_the_first_frame(
         order.append("vectors" if opened else "vectors while opening")
         return await load(self)
 
-    monkeypatch.setattr(memory_extension_module.MemoryFeature, "attach", attached)
+    monkeypatch.setattr(memory_extension_module.MemoryController, "attach", attached)
     monkeypatch.setattr(VectorIndex, "load", loading)
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -680,8 +681,8 @@ def test_memory_screen_snapshot(
                 )
             )
             clock.advance(2 * DAY)
-            await service.remember("the project codename is Bluebird", project=here)
-            await service.remember("elsewhere: another project's codename is Redwing", project="/other")
+            await service.remember(RememberRequest("the project codename is Bluebird", project=here))
+            await service.remember(RememberRequest("elsewhere: another project's codename is Redwing", project="/other"))
             clock.advance(3 * 3600)
             await service.save(
                 WriteRequest(
@@ -935,7 +936,7 @@ async def test_closing_memory_while_it_still_reads_is_clean(
     woke up in between crashed the app (NoMatches for #memory-metrics in a worker)."""
     service = await MemoryService.open(settings, paths, clock=clock)
     try:
-        await service.remember("I live in Lisbon", project=project_id(project))
+        await service.remember(RememberRequest("I live in Lisbon", project=project_id(project)))
     finally:
         await service.close()
     settings.memory.review_every_days = 7  # the load reads a review after the rows

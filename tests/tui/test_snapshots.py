@@ -16,7 +16,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
 from qwenmem_tui.config import Settings
-from qwenmem_tui.memory.model import DAY
+from qwenmem_tui.memory.model import DAY, RememberRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, ToolCallSpec
@@ -195,9 +195,9 @@ def _seeded_memories(settings: Settings, paths: Paths, project: Path, clock: Fak
         here = project_id(project)
         service = await MemoryService.open(settings, paths, clock=clock)
         try:
-            await service.remember("I live in Lisbon", project=here)
+            await service.remember(RememberRequest("I live in Lisbon", project=here))
             clock.advance(8 * DAY)
-            await service.remember("I prefer tabs over spaces", project=here)
+            await service.remember(RememberRequest("I prefer tabs over spaces", project=here))
             clock.advance(3600)
         finally:
             await service.close()

@@ -231,3 +231,25 @@ def test_the_recap_keeps_its_keys_in_general(tmp_path: Path) -> None:
     assert RECAP_SETTINGS.of(settings).show_session_recap is True
     assert settings.general.user == "ana"
     assert "session_recap_away_threshold_minutes" in _error(tmp_path, "[general]\nshow = 1\n")
+
+
+def test_session_titles_is_the_titles_key_in_llm_and_a_core_table_built_alone_fits(
+    tmp_path: Path,
+) -> None:
+    """`session_titles` belongs to the titles feature yet stays in `[llm]`; an
+    `LLMSettings(...)` built without the features (a library caller, the tests'
+    `chat_llm`) is taken as the composed table: what it set kept, the titles' key at
+    its default."""
+    from qwenmem_tui.config import GeneralSettings, LLMSettings
+    from qwenmem_tui.features.titles.settings import TITLES_SETTINGS
+
+    path = _write(tmp_path, '[llm]\nmodel = "m"\nsession_titles = false\n')
+    assert TITLES_SETTINGS.of(load_settings(path, {})).session_titles is False
+    assert "session_titles" in _error(tmp_path, "[llm]\nsession_title = false\n")
+
+    settings = Settings(llm=LLMSettings(model="m", max_turns=3), general=GeneralSettings(user="ana"))
+    assert (settings.llm.model, settings.llm.max_turns, settings.general.user) == ("m", 3, "ana")
+    assert TITLES_SETTINGS.of(settings).session_titles is True
+    assert settings.llm.model_fields_set == {"model", "max_turns"}  # fit_to_local_model reads it
+    settings.llm = LLMSettings(model="n")
+    assert settings.llm.model == "n" and TITLES_SETTINGS.of(settings).session_titles is True

@@ -44,11 +44,18 @@
    `features/memory/` included), no runtime, no face, no CLI and of the chat core only
    the pure `chat/view.py` — directly or not, at run time or for types. A feature's
    settings may be declared in its library (`qwenmem_tui/<name>/`).
+13. The core's files (`config.py`, `cli.py`, `runtime.py`, `reads.py`, `daemon/` but the
+   SDK's contract in `client.py`) and the export feature name no feature in their code
+   (identifiers and strings; prose aside) — export none but itself: what a feature adds
+   comes in through its registration. Three features' names are also words of the
+   core, left out of the check: `model` (the LLM's), `mcp` (`qwenmem mcp`, a face) and
+   `instructions` (a field of OpenAI's Responses API).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -992,4 +999,85 @@ def test_the_checks_catch_what_they_are_for() -> None:
         f"{bad.name} is not in the registry",
         f"{bad.name} offers routes={PACKAGE}.features.other.routes:ROUTES: not its own routes",
         f"{bad.name} lists api 'nothing': not a module of its core",
+    ]
+
+
+NAMELESS = (
+    f"{PACKAGE}.config", f"{PACKAGE}.cli", f"{PACKAGE}.runtime", f"{PACKAGE}.reads", DAEMON,
+)
+"""Rule 13's rooms; the SDK (`daemon/client.py`, re-exported by `daemon/__init__.py`)
+keeps the contract's methods (`recap_session`, `search_memory`...)."""
+SDK = (f"{DAEMON}.client", DAEMON)
+CORE_WORDS = frozenset({"model", "mcp", "instructions"})
+EXPORT = f"{FEATURES_PACKAGE}.export"
+
+
+def feature_names() -> frozenset[str]:
+    """The features' names, from their packages (`features/<name>/feature.py`)."""
+    return frozenset(p.parent.name for p in (PACKAGE_DIR / "features").glob("*/feature.py"))
+
+
+def _code_words(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """(line, word) for each word of the code's identifiers and strings, docstrings
+    and other bare string statements (prose) left out."""
+    prose = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            text = node.value
+        elif isinstance(node, ast.Name):
+            text = node.id
+        elif isinstance(node, ast.Attribute):
+            text = node.attr
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            text = node.name
+        elif isinstance(node, ast.arg):
+            text = node.arg
+        elif isinstance(node, ast.keyword) and node.arg:
+            text = node.arg
+        elif isinstance(node, ast.alias):
+            text = f"{node.name} {node.asname or ''}"
+        elif isinstance(node, ast.ImportFrom):
+            text = node.module or ""
+        else:
+            continue
+        for word in re.split(r"[^a-z]+", text.lower()):
+            yield getattr(node, "lineno", 0), word
+
+
+def features_named(modules: dict[str, Module], names: frozenset[str]) -> list[str]:
+    """Each place a rule-13 module names a feature (the export feature: another one)."""
+    found = []
+    for name in sorted(modules):
+        if _in(name, NAMELESS) and name not in SDK:
+            banned = names - CORE_WORDS
+        elif _in(name, EXPORT):
+            banned = names - CORE_WORDS - {"export"}
+        else:
+            continue
+        found += [f"{name}:{line} names {word}" for line, word in _code_words(modules[name].tree) if word in banned]
+    return found
+
+
+def test_the_core_and_export_name_no_feature() -> None:
+    modules = load_modules()
+    names = feature_names()
+    assert {"memory", "recap", "compaction", "titles", "export"} <= names  # the rule sees them
+    assert features_named(modules, names) == []
+    planted = {
+        name: Module(name, PACKAGE_DIR, ast.parse(source), False)
+        for name, source in {
+            f"{PACKAGE}.config": '"""memory: prose is fine."""\nmemory_wait_ms = 1  # so is a comment\n',
+            f"{DAEMON}.server": "def f(model):\n    return route('/session/recap')\n",
+            f"{DAEMON}.client": "def recap_session(): ...\n",
+            f"{EXPORT}.formats": "from qwenmem_tui.features.compaction.render import x\nEXPORT = 1\n",
+        }.items()
+    }
+    assert features_named(planted, names) == [
+        f"{PACKAGE}.config:2 names memory",
+        f"{DAEMON}.server:2 names recap",
+        f"{EXPORT}.formats:1 names compaction",
     ]

@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from qwenmem_tui import secrets
 from qwenmem_tui.chat.view import content_text
 from qwenmem_tui.features import registry
-from qwenmem_tui.features.feature import load_face
+from qwenmem_tui.features.feature import load_function
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.storage.sessions import Item, SessionInfo
 
 ExportFormat = Literal["md", "json"]
@@ -41,7 +42,7 @@ def export_session(
 
 def to_json(info: SessionInfo, items: Sequence[Item]) -> str:
     """The session's info and every item, as stored, every string redacted."""
-    data: dict[str, Any] = {
+    data: JSONObject = {
         "id": info.id,
         "title": info.title,
         "project": info.project,
@@ -63,7 +64,7 @@ def to_json(info: SessionInfo, items: Sequence[Item]) -> str:
     return json.dumps(_redacted(data), ensure_ascii=False, indent=2) + "\n"
 
 
-def _redacted(value: Any) -> Any:
+def _redacted(value: object) -> object:
     """``value`` with every string in it (keys too) passed through the secret scanner;
     a string holding JSON (a tool call's arguments) is redacted value by value too."""
     if isinstance(value, str):
@@ -154,7 +155,9 @@ def _item_markdown(item: Item, calls: dict[str, tuple[str, str]], now: float) ->
         )
     kind = registry.item_kind(item.type)  # a feature's item: its own renderer
     if kind is not None and kind.markdown is not None:
-        rendered: str = load_face(kind.markdown)(item, now)
+        rendered = load_function(kind.markdown)(item, now)
+        if not isinstance(rendered, str):
+            raise TypeError(f"{kind.markdown} rendered a {type(rendered).__name__}, not text")
         return rendered
     if item.meta.get("reset"):
         return "---\n\n*(/clear: the model did not see the messages above)*"

@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.paths import private_file
 
 log = logging.getLogger("qwenmem.mcp")
@@ -42,7 +42,7 @@ class PermissionRequest:
     tool: str  # the server's own name for it
     name: str  # as the model knows it: mcp__server__tool
     description: str
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: JSONObject = field(default_factory=dict)
     says_read_only: bool = False
     """The server marks it read-only: shown to the user as the server's claim."""
 

@@ -29,6 +29,7 @@ from qwenmem_tui.text import one_line
 
 if TYPE_CHECKING:
     from mcp import ClientSession
+    from mcp.client.session import IncomingMessage
     from mcp.types import CallToolResult
 
 log = logging.getLogger("qwenmem.mcp")
@@ -76,7 +77,7 @@ class McpServer:
         self._ready: asyncio.Future[ClientSession] | None = None
         self._stop: asyncio.Event | None = None
         self._garbled = False  # the server wrote something that is not JSON-RPC
-        self._process: Any = None  # the stdio server's process, to say how it ended
+        self._process: object = None  # the stdio server's process, to say how it ended
 
     @property
     def timeout(self) -> float:
@@ -138,7 +139,7 @@ class McpServer:
         log.info("[MCP] server %s ready: %d tools", self.name, len(self.tools))
         return session
 
-    async def _incoming(self, message: Any) -> None:
+    async def _incoming(self, message: IncomingMessage) -> None:
         # The SDK hands over what it could not parse as an exception: the request it
         # answered never completes, so the timeout says "garbage" instead of "slow".
         if isinstance(message, Exception):

@@ -13,7 +13,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError
 from qwenmem_tui.features.mcp.settings import McpSettings
@@ -26,6 +25,7 @@ from qwenmem_tui.features.mcp.permissions import (
 )
 from qwenmem_tui.features.mcp.server import McpCallError, McpServer, ServerTool
 from qwenmem_tui.features.mcp.tools import function_parameters, result_text, tool_name
+from qwenmem_tui.llm.wire import JSONObject
 
 log = logging.getLogger("qwenmem.mcp")
 
@@ -122,7 +122,7 @@ class McpServers:
         return offered
 
     def _tool(self, server: McpServer, listed: ServerTool, name: str) -> Tool:
-        async def handler(args: dict[str, Any], ctx: ToolContext) -> str:
+        async def handler(args: JSONObject, ctx: ToolContext) -> str:
             await self._check_permission(server, listed, name, args)
             try:
                 result = await server.call(listed.name, args)
@@ -143,7 +143,7 @@ class McpServers:
         )
 
     async def _check_permission(
-        self, server: McpServer, listed: ServerTool, name: str, args: dict[str, Any]
+        self, server: McpServer, listed: ServerTool, name: str, args: JSONObject
     ) -> None:
         if not needs_asking(
             trusted=server.settings.trust,

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.text import one_line
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def tool_name(server: str, tool: str) -> str:
     return (PREFIX + server + "__" + _INVALID.sub("_", tool))[:NAME_LIMIT]
 
 
-def function_parameters(schema: dict[str, Any]) -> dict[str, Any]:
+def function_parameters(schema: JSONObject) -> JSONObject:
     """The tool's input schema as a function's parameters: always an object schema."""
     parameters = dict(schema)
     if parameters.get("type") != "object":
@@ -60,7 +61,7 @@ def result_text(result: CallToolResult) -> str:
     return "\n".join(parts)
 
 
-def describe_arguments(arguments: dict[str, Any], limit: int = 200) -> str:
+def describe_arguments(arguments: JSONObject, limit: int = 200) -> str:
     """The call's arguments on one line, for the permission prompt."""
     text = one_line(json.dumps(arguments, ensure_ascii=False)) if arguments else "(no arguments)"
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -15,12 +15,13 @@ import logging
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory.extract import MemoryExtractionHook
 from qwenmem_tui.features.memory.prefetch import ProjectRecall
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.features.memory.tool import (
     OnWrite,
@@ -213,7 +214,7 @@ class MemoryAccess:
         ``on_write`` is told of each write (the reply's receipt)."""
         tool: Tool | None = None
 
-        async def handler(args: dict[str, Any], ctx: ToolContext) -> str:
+        async def handler(args: JSONObject, ctx: ToolContext) -> str:
             nonlocal tool
             if tool is None:
                 try:

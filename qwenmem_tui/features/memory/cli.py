@@ -8,16 +8,17 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from qwenmem_tui.llm.wire import JSONObject
-from qwenmem_tui.memory.model import Category, Memory, Status
+from qwenmem_tui.memory.model import Category, Memory, RememberRequest, Status
 from qwenmem_tui.paths import Paths, project_id, project_root
 from qwenmem_tui.text import terminal_safe, terminal_safe_json
 
 if TYPE_CHECKING:  # `register` runs for every `qwenmem` command: nothing heavy up here
     from qwenmem_tui.config import Settings
     from qwenmem_tui.features.feature import Commands
+    from qwenmem_tui.memory.backup import ImportReport
     from qwenmem_tui.memory.service import MemoryService
     from qwenmem_tui.memory.recall import RecallResult
     from qwenmem_tui.llm.client import LLMClient
@@ -213,7 +214,7 @@ async def _service(
         await svc.close()
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     """JSON for stdout: readable non-ASCII text, control characters as escapes."""
     return terminal_safe_json(json.dumps(value, ensure_ascii=False))
 
@@ -446,7 +447,7 @@ async def _import(
     args: argparse.Namespace,
     lines: list[str],
     progress: Callable[[int, int], None] | None = None,
-) -> Any:
+) -> ImportReport:
     from qwenmem_tui.memory import backup
 
     return await backup.import_lines(
@@ -459,7 +460,7 @@ async def _import(
     )
 
 
-def _report_import(args: argparse.Namespace, report: Any, *, dry: bool = False) -> int:
+def _report_import(args: argparse.Namespace, report: ImportReport, *, dry: bool = False) -> int:
     """What an import did (or, ``dry``, would do): errors on stderr, the summary; exit
     1 when a line was rejected or the import stopped."""
     for error in () if dry else report.errors:  # a dry run said them line by line
@@ -612,13 +613,11 @@ async def add(args: argparse.Namespace, settings: Settings, paths: Paths) -> int
     llm = None if local else LLMClient.from_settings(settings)
     try:
         async with _service(settings, paths, llm=llm) as svc:
-            result = await svc.remember(
-                text,
-                project=_project(),
-                category=args.category,
-                key=args.key,
+            note = RememberRequest(
+                text, project=_project(), category=args.category, key=args.key,
                 reason="qwenmem memory add",
             )
+            result = await svc.remember(note)
     except MemoryRejected as exc:
         if args.json:
             refused = {"id": None, "category": args.category, "key": args.key, "action": "refused"}

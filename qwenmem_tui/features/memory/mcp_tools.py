@@ -20,55 +20,21 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import Resource, ToolAnnotations
 from pydantic import Field
-from typing_extensions import (
-    NotRequired,
-    TypedDict,  # pydantic needs this one for schemas before 3.12
-)
+from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
 from qwenmem_tui.features.memory.access import MemoryUnavailable
-from qwenmem_tui.features.memory.remote import MAX_K, MemoryRequestError
+from qwenmem_tui.features.memory.remote import (
+    MAX_K,
+    ListAnswer,
+    MemoryRequestError,
+    SearchAnswer,
+)
 
 if TYPE_CHECKING:
     from qwenmem_tui.mcp_server.server import MemoryBackend, QwenmemServer
 
 log = logging.getLogger("qwenmem.mcp")
 T = TypeVar("T")
-
-
-class MemoryRow(TypedDict):
-    id: int
-    category: str
-    key: str
-    value: str
-    origin: str
-    age_days: float
-    date: str
-    """When it was saved, YYYY-MM-DD (UTC)."""
-    scope: str
-
-
-class NewerVersion(TypedDict):
-    id: int
-    key: str
-    stated_at: float
-    stated: str
-
-
-class MemoryHit(MemoryRow):
-    score: float
-    version: str
-    """"current", or "earlier" when a newer version of the fact may replace it."""
-    stated: NotRequired[str]
-    """An earlier version's date, YYYY-MM-DD."""
-    newer_version: NotRequired[NewerVersion]
-
-
-class SearchAnswer(TypedDict):
-    memories: list[MemoryHit]
-
-
-class ListAnswer(TypedDict):
-    memories: list[MemoryRow]
 
 
 class RememberAnswer(TypedDict, total=False):
@@ -129,7 +95,7 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
         k: Annotated[int, Field(ge=1, le=MAX_K, description="how many memories at most")] = 5,
     ) -> SearchAnswer:
         memory = await backend.memory(ctx)
-        return cast(SearchAnswer, await _answer(memory.search(query, k), backend))
+        return await _answer(memory.search(query, k), backend)
 
     @server.tool(
         title="Remember",
@@ -175,7 +141,7 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
     )
     async def list_memories(ctx: Context, category: Category = None) -> ListAnswer:
         memory = await backend.memory(ctx)
-        return cast(ListAnswer, await _answer(memory.list(category), backend))
+        return await _answer(memory.list(category), backend)
 
 
 RESOURCE_SCHEME = "memory"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from qwenmem_tui.chat.session import BaseQueryHook
 from qwenmem_tui.chat.turns import QueryOutcome
@@ -173,8 +173,11 @@ class Receipt:
         self.corrections[memory_id] = entry
 
 
-def _rows(kind: type, rows: Any) -> list[Any]:
-    found = []
+R = TypeVar("R")
+
+
+def _rows(kind: Callable[..., R], rows: object) -> list[R]:
+    found: list[R] = []
     for row in rows if isinstance(rows, list) else ():
         try:
             found.append(kind(**row))

@@ -9,9 +9,9 @@ an order the model took from a file it read is held instead of trusted.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from qwenmem_tui.chat.tools import Tool, ToolContext, ToolError, ToolHandler
+from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
 from qwenmem_tui.memory.model import Category, Origin, WriteAction, WriteRequest, WriteResult
 from qwenmem_tui.memory.provenance import Provenance
@@ -30,7 +30,7 @@ DESCRIPTION = (
     "project (facts about this codebase), reference (where to find things)."
 )
 
-PARAMETERS: dict[str, Any] = {
+PARAMETERS: JSONObject = {
     "type": "object",
     "properties": {
         "category": {"type": "string", "enum": [c.value for c in Category]},
@@ -72,7 +72,7 @@ OnWrite = Callable[[str, WriteResult], None]
 def save_memory_tool(service: MemoryService, *, on_write: OnWrite | None = None) -> Tool:
     """The Tool to register: ``registry.register(save_memory_tool(service))``."""
 
-    async def handler(args: dict[str, Any], ctx: ToolContext) -> str:
+    async def handler(args: JSONObject, ctx: ToolContext) -> str:
         ttl = args.get("ttl_days")
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int)):
             raise ToolError("ttl_days must be an integer number of days.")

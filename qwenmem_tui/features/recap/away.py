@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from qwenmem_tui.features.recap.session_recap import should_fire_recap
 
@@ -87,7 +86,7 @@ class AwayController:
         enabled: bool,
         threshold_minutes: float | None,
         clock: Callable[[], float],
-        items: Callable[[], Sequence[Any]],
+        items: Callable[[], Sequence[object]],
         focused: bool = True,
         idle: bool = True,
     ) -> None:

@@ -24,9 +24,10 @@ TITLES_HOOK: FeatureKey[SessionTitleHook] = FeatureKey(TITLES)
 def _enabled(settings: Settings) -> bool:
     # A background model call per session, like extraction's per turn: a setup that
     # turns those off (`extraction = false`: no model calls but the user's) gets none.
+    from qwenmem_tui.features.titles.settings import TITLES_SETTINGS
     from qwenmem_tui.memory.settings import MEMORY_SETTINGS
 
-    return settings.llm.session_titles and MEMORY_SETTINGS.of(settings).extraction
+    return TITLES_SETTINGS.of(settings).session_titles and MEMORY_SETTINGS.of(settings).extraction
 
 
 def _session(state: object, context: FeatureContext, wiring: SessionWiring) -> SessionPart:
@@ -38,6 +39,7 @@ def _session(state: object, context: FeatureContext, wiring: SessionWiring) -> S
 
 FEATURE = Feature(
     TITLES,
+    settings="qwenmem_tui.features.titles.settings:TITLES_SETTINGS",
     hook_rank=30,
     enabled=_enabled,
     session=_session,

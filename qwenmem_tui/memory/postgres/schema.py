@@ -171,6 +171,13 @@ PG_MIGRATIONS: list[str] = [
     CREATE INDEX memories_own_unembedded ON memories (username) INCLUDE (id)
         WHERE status IN ('active', 'quarantined') AND embedding IS NULL;
     """,
+    # 9: a user's memories linked to an older one they may restate, which recall reads
+    # again whenever the generation moves (every write of the team's): filtered from
+    # the status index they cost a heap page per row of the user (10,000 at 1M, the
+    # largest part of a recall with 20 clients writing); few rows are linked at once.
+    """
+    CREATE INDEX memories_linked ON memories (username, status) WHERE restates IS NOT NULL;
+    """,
 ]
 
 

@@ -1,10 +1,16 @@
 """``write_plan``'s statements in PostgreSQL, and the row helpers every query shares.
 
-Serialisation: every mutating transaction first locks the generation row
-(``lock_generation``, ``SELECT ... FOR UPDATE``). That plays the role of SQLite's
-``BEGIN IMMEDIATE``: two processes saving the same key queue up instead of both
-seeing "no active row", and generations are handed out in commit order. Reads never
-take it. ``bump_generation`` notifies the change channel in the same transaction.
+Serialisation, as SQLite's ``BEGIN IMMEDIATE`` but no wider than a write needs: a
+write takes its user's advisory lock (``lock_user``), so two processes saving the
+same key queue up instead of both seeing "no active row", while other users' writes
+go on beside it; anything else that changes rows (approve, forget, the expiry sweep,
+a migration) takes the writers' lock exclusively (``lock_all``). The rows every
+write changes — the generation and the write counters — are touched by the
+transaction's last statement (``PgSteps.bump``), so they stay locked only for its
+commit: generations are still handed out in commit order, one per change. A team's
+store locked the generation row for a write's every round trip before, and twenty
+clients queued on it. Reads take no lock. ``bump_generation`` notifies the change
+channel in the same transaction.
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ from qwenmem_tui.memory.postgres.schema import CHANNEL
 from qwenmem_tui.memory.store import memory_from_row
 
 ACTIVE = Status.ACTIVE.value
+# Advisory lock keys: the writers' lock (bigint, "qwnw") and the class of the per-user
+# locks (int pair: this class, hashtext(user)).
+WRITERS_LOCK = 0x71776E77
+USER_LOCKS = 0x71776E75
 COLUMNS = (
     "id, username, scope, category, key, value, origin, status, flags, created_at, updated_at,"
     " expires_at, last_recalled_at, recall_count, superseded_by, content_hash, embedding_model,"
@@ -45,9 +55,10 @@ class PgSteps(write_plan.WriteSteps):
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self._conn = conn
+        self._metrics: dict[str, float] = {}  # applied by the last statement
 
-    async def lock(self) -> int:
-        return await lock_generation(self._conn)
+    async def lock(self, user: str | None = None) -> int:
+        return await (lock_all(self._conn) if user is None else lock_user(self._conn, user))
 
     async def get(self, memory_id: int) -> Memory | None:
         return await fetch_memory(self._conn, memory_id)
@@ -174,30 +185,58 @@ class PgSteps(write_plan.WriteSteps):
         )
 
     async def add_metrics(self, deltas: Mapping[str, float]) -> None:
-        await add_metric_deltas(self._conn, deltas)
+        # Every write counts into the same rows: held from here to the commit they
+        # would queue the team's writers; ``bump`` or ``flush`` applies them last.
+        for name, value in deltas.items():
+            self._metrics[name] = self._metrics.get(name, 0.0) + value
 
     async def bump(self) -> int:
-        return await bump_generation(self._conn)
+        metrics, self._metrics = self._metrics, {}
+        return await bump_generation(self._conn, metrics)
+
+    async def flush(self) -> None:
+        """Counters added after the last bump (a held write changes no generation)."""
+        metrics, self._metrics = self._metrics, {}
+        await add_metric_deltas(self._conn, metrics)
 
 
 async def read_generation(conn: asyncpg.Connection) -> int:
     return int(await conn.fetchval("SELECT value FROM memory_meta WHERE name = 'generation'"))
 
 
-async def lock_generation(conn: asyncpg.Connection) -> int:
-    """Serialise with every other mutating transaction (see the module docstring)."""
+async def lock_user(conn: asyncpg.Connection, user: str) -> int:
+    """Serialise with the writers of ``user``'s memories and with ``lock_all``; the
+    generation as this statement began."""
     return int(
-        await conn.fetchval("SELECT value FROM memory_meta WHERE name = 'generation' FOR UPDATE")
+        await conn.fetchval(
+            "SELECT (SELECT value FROM memory_meta WHERE name = 'generation')"
+            " FROM pg_advisory_xact_lock_shared($1::bigint), pg_advisory_xact_lock($2::int, hashtext($3))",
+            WRITERS_LOCK,
+            USER_LOCKS,
+            user,
+        )
     )
 
 
-async def bump_generation(conn: asyncpg.Connection) -> int:
+async def lock_all(conn: asyncpg.Connection) -> int:
+    """Serialise with every other mutating transaction; the generation then."""
+    await conn.execute("SELECT pg_advisory_xact_lock($1::bigint)", WRITERS_LOCK)
+    return await read_generation(conn)
+
+
+async def bump_generation(conn: asyncpg.Connection, metrics: Mapping[str, float] | None = None) -> int:
+    """The next generation, and ``metrics`` added to the counters, in one statement."""
+    names = sorted(metrics or {})
     # pg_notify is transactional: listeners hear the new generation only on commit.
     return int(
         await conn.fetchval(
-            "WITH g AS (UPDATE memory_meta SET value = value + 1 WHERE name = 'generation' RETURNING value)"
+            "WITH g AS (UPDATE memory_meta SET value = value + 1 WHERE name = 'generation' RETURNING value),"
+            " m AS (INSERT INTO memory_metrics (name, value) SELECT * FROM unnest($2::text[], $3::float8[])"
+            " ON CONFLICT (name) DO UPDATE SET value = memory_metrics.value + excluded.value)"
             " SELECT value FROM g, pg_notify($1, (SELECT value FROM g)::text)",
             CHANNEL,
+            names,
+            [float((metrics or {})[n]) for n in names],
         )
     )
 

@@ -11,8 +11,9 @@ asyncpg, not psycopg 3: it is asyncio-native (no thread hop per query), speaks t
 binary protocol (bytea vectors and bigint arrays arrive without text parsing), and
 has LISTEN/NOTIFY built in (``Connection.add_listener``).
 
-Serialisation: every mutating transaction first locks the generation row
-(``steps.lock_generation``), as SQLite's ``BEGIN IMMEDIATE`` does. Reads never take it.
+Serialisation: a write takes its user's lock, anything else that changes rows takes
+every writer's (``steps.lock_user``, ``steps.lock_all``), as SQLite's ``BEGIN
+IMMEDIATE`` does for a whole file. Reads never take them.
 
 Connection loss: a transaction that fails because the server went away is retried
 with exponential backoff on a fresh pooled connection (``connection.py``); the first retry and the final
@@ -59,7 +60,7 @@ from qwenmem_tui.memory.postgres.steps import (
     add_metric_deltas,
     bump_generation,
     fetch_memory,
-    lock_generation,
+    lock_all,
     read_generation,
     row_to_memory,
 )
@@ -221,7 +222,13 @@ class PostgresMemoryStore(write_plan.PlannedStore):
     async def _in_transaction(
         self, plan: Callable[[write_plan.WriteSteps], Awaitable[T]], what: str
     ) -> T:
-        return await self._tx(lambda conn: plan(PgSteps(conn)), what)
+        async def body(conn: asyncpg.Connection) -> T:
+            steps = PgSteps(conn)
+            result = await plan(steps)
+            await steps.flush()
+            return result
+
+        return await self._tx(body, what)
 
     async def record_recall(
         self, ids: Sequence[int], *, now: float, metrics: Mapping[str, float]
@@ -245,7 +252,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
 
     async def sweep_expired(self, *, now: float) -> list[int]:
         async def body(conn: asyncpg.Connection) -> list[int]:
-            await lock_generation(conn)
+            await lock_all(conn)
             rows = await conn.fetch(
                 "UPDATE memories SET status = $1, updated_at = $2"
                 " WHERE status = $3 AND expires_at IS NOT NULL AND expires_at <= $2 RETURNING id, value",
@@ -272,7 +279,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str
     ) -> None:
         async def body(conn: asyncpg.Connection) -> None:
-            await lock_generation(conn)
+            await lock_all(conn)
             await conn.execute(
                 "UPDATE memories AS m SET embedding = v.embedding, embedding_model = $3"
                 " FROM unnest($1::bigint[], $2::bytea[]) AS v(id, embedding) WHERE m.id = v.id"
@@ -289,7 +296,9 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         async def body(conn: asyncpg.Connection) -> None:
             await add_metric_deltas(conn, deltas)
 
-        await self._tx(body, "metrics update")
+        # One statement, so no BEGIN/COMMIT round trips: a write's trust counters
+        # come after its transaction, on the way back to whoever saved it.
+        await self._run(body, what="metrics update", write=True, transaction=False)
 
     # reads -------------------------------------------------------------------------
     async def get(self, memory_id: int) -> Memory | None:
@@ -318,28 +327,12 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         key_prefix: str | None = None,
         linked: bool = False,
     ) -> builtins.list[Memory]:
-        where: builtins.list[str] = []
-        params: builtins.list[Any] = []
-        if user is not None:
-            params.append(user)
-            where.append(f"username = ${len(params)}")
-        if scopes is not None:
-            params.append(list(scopes))
-            where.append(f"scope = ANY(${len(params)}::text[])")
-        if statuses is not None:
-            params.append([Status(s).value for s in statuses])
-            where.append(f"status = ANY(${len(params)}::text[])")
-        if key_prefix is not None:
-            params.append(key_prefix)
-            where.append(f"starts_with(key, ${len(params)})")
-        if linked:
-            where.append("restates IS NOT NULL")
-        sql = f"SELECT {COLUMNS} FROM memories"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+        sql, params = list_query(
+            user=user, scopes=scopes, statuses=statuses, key_prefix=key_prefix, linked=linked
+        )
 
         async def body(conn: asyncpg.Connection) -> builtins.list[Memory]:
-            return [row_to_memory(r) for r in await conn.fetch(sql + " ORDER BY id", *params)]
+            return [row_to_memory(r) for r in await conn.fetch(sql, *params)]
 
         return await self._read(body)
 
@@ -592,6 +585,37 @@ async def _keep_session(_conn: asyncpg.Connection) -> None:
     or session locks on pooled connections; asyncpg still rolls back an open
     transaction first), so the default ``RESET ALL``/``UNLISTEN *`` round trip per
     release would buy nothing."""
+
+
+def list_query(
+    *,
+    user: str | None = None,
+    scopes: Collection[str] | None = None,
+    statuses: Collection[Status] | None = None,
+    key_prefix: str | None = None,
+    linked: bool = False,
+) -> tuple[str, builtins.list[Any]]:
+    """``PostgresMemoryStore.list``'s statement and its parameters."""
+    where: builtins.list[str] = []
+    params: builtins.list[Any] = []
+    if user is not None:
+        params.append(user)
+        where.append(f"username = ${len(params)}")
+    if scopes is not None:
+        params.append(list(scopes))
+        where.append(f"scope = ANY(${len(params)}::text[])")
+    if statuses is not None:
+        params.append([Status(s).value for s in statuses])
+        where.append(f"status = ANY(${len(params)}::text[])")
+    if key_prefix is not None:
+        params.append(key_prefix)
+        where.append(f"starts_with(key, ${len(params)})")
+    if linked:  # migration 9's index holds these
+        where.append("restates IS NOT NULL")
+    sql = f"SELECT {COLUMNS} FROM memories"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    return sql + " ORDER BY id", params
 
 
 def _row_filter(q: RowQuery) -> tuple[str, builtins.list[Any]]:

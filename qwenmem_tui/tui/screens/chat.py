@@ -21,7 +21,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 from textual.worker import (
     NoActiveWorker,
     Worker,
@@ -36,6 +36,7 @@ from qwenmem_tui.tui.commands import parse_command
 from qwenmem_tui.tui.screens.secret_confirm import SecretChoice, SecretConfirm
 from qwenmem_tui.tui.terminal_text import terminal_safe
 from qwenmem_tui.tui.widgets.chat_log import ChatLog
+from qwenmem_tui.tui.widgets.footer import SteadyFooter
 from qwenmem_tui.tui.widgets.plain_items import DimItem, ErrorItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
@@ -145,7 +146,7 @@ class ChatScreen(Screen[None]):
             history = PromptHistory(self.qapp.paths.home / HISTORY_FILE_NAME, self.qapp.project)
             yield PromptInput(self.qapp.commands, history=history, id="prompt")
         yield StatusLine(id="status")
-        yield Footer()
+        yield SteadyFooter()
 
     def on_mount(self) -> None:
         self.query_one(QueuedMessages).show_queue([])

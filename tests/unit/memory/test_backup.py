@@ -11,10 +11,12 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import CliResult, CliRunner
 from memtest_support import PROJECT_A, PROJECT_B, T0, Clock, make_settings
 
 from qwenmem_tui.memory.backup import export_lines, import_lines
@@ -22,6 +24,7 @@ from qwenmem_tui.memory.model import (
     DAY,
     FLAG_FROM_FILE,
     Memory,
+    RememberRequest,
     Status,
     WriteAction,
     WriteRequest,
@@ -108,7 +111,7 @@ async def test_ninety_facts_of_ten_kinds_are_ninety_memories(service: MemoryServ
     assert report.counts == {"created": 90}, report.errors
     assert len(await active(service)) == 90
     # Writing one phone again touches only that person's.
-    await service.remember("Phone: Alice 555-0199", project=PROJECT_A)
+    await service.remember(RememberRequest("Phone: Alice 555-0199", project=PROJECT_A))
     phones = sorted(m.value for m in await active(service) if "phone" in m.key)
     assert "Phone: Alice 555-0101" not in phones and "Phone: Bob 555-0101" in phones
     assert len(phones) == 10
@@ -222,7 +225,8 @@ async def test_a_memory_approved_after_review_comes_back_approved_with_its_flags
         await fresh.close()
 
 
-def run_cli(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def real_cli(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`qwenmem memory ARGS` as a real process, as a user runs it."""
     env = {**os.environ, "QWENMEM_HOME": str(home), "QWENMEM_DEBUG_LOG_FILE": "0"}
     return subprocess.run(
         [sys.executable, "-m", "qwenmem_tui", "memory", *args],
@@ -230,8 +234,21 @@ def run_cli(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[st
     )
 
 
-def test_the_real_cli_imports_exports_and_restores_losslessly(tmp_path: Path) -> None:
-    """`qwenmem memory import/export/list/restore` against temp homes, as a user runs them."""
+@pytest.fixture
+def run_cli(cli_run: CliRunner) -> Callable[..., CliResult]:
+    """`qwenmem memory ARGS` through the console script's entry, in this process."""
+
+    def run(home: Path, cwd: Path, *args: str) -> CliResult:
+        return cli_run("memory", *args, home=home, cwd=cwd, env={"QWENMEM_DEBUG_LOG_FILE": "0"})
+
+    return run
+
+
+def test_the_cli_imports_exports_and_restores_losslessly(
+    tmp_path: Path, run_cli: Callable[..., CliResult]
+) -> None:
+    """`qwenmem memory import/export/list/restore` against temp homes, as a user runs
+    them; the export and the import of the backup as real processes."""
     project = tmp_path / "alpha"
     (project / ".git").mkdir(parents=True)
     home, fresh = tmp_path / "home", tmp_path / "fresh"
@@ -250,8 +267,8 @@ def test_the_real_cli_imports_exports_and_restores_losslessly(tmp_path: Path) ->
     assert sorted((r["category"], r["key"], r["value"]) for r in listed) == sorted(DISTINCT_31)
 
     backup = tmp_path / "backup.jsonl"
-    assert run_cli(home, project, "export", str(backup)).returncode == 0
-    assert run_cli(fresh, project, "import", "--trust", str(backup)).returncode == 0
+    assert real_cli(home, project, "export", str(backup)).returncode == 0
+    assert real_cli(fresh, project, "import", "--trust", str(backup)).returncode == 0
     restored = json.loads(run_cli(fresh, project, "list", "--json").stdout)
 
     def same(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -288,7 +305,8 @@ async def test_bulk_import_embeds_in_batches_and_looks_up_identity_without_embed
     assert clock.now == T0  # nothing waited on a clock
 
 
-def test_the_real_cli_restores_a_superseded_memory(tmp_path: Path) -> None:
+def test_the_cli_restores_a_superseded_memory(tmp_path: Path, run_cli: Callable[..., CliResult]) -> None:
+    """The restore as a real process; the rest through the console script's entry."""
     project = tmp_path / "alpha"
     (project / ".git").mkdir(parents=True)
     home = tmp_path / "home"
@@ -300,7 +318,7 @@ def test_the_real_cli_restores_a_superseded_memory(tmp_path: Path) -> None:
     assert run_cli(home, project, "import", "--trust", str(source)).returncode == 0
     rows = json.loads(run_cli(home, project, "list", "--all", "--json").stdout)
     assert [(r["id"], r["status"]) for r in rows] == [(1, "superseded"), (2, "active")]
-    ran = run_cli(home, project, "restore", "1")
+    ran = real_cli(home, project, "restore", "1")
     assert (ran.returncode, ran.stdout) == (0, "Restored memory #1 (user/home_city); it replaces #2.\n")
     rows = json.loads(run_cli(home, project, "list", "--json").stdout)
     assert [(r["id"], r["value"]) for r in rows] == [(1, "I live in São Paulo")]
@@ -324,7 +342,7 @@ async def test_lines_without_category_or_key_are_filed_as_remember_files_them(
     other = await MemoryService.open(make_settings(), Paths(tmp_path / "other"), clock=clock)
     try:
         for note in notes:
-            await other.remember(note, project=PROJECT_A, judge_timeout=None)
+            await other.remember(RememberRequest(note, project=PROJECT_A, judge_timeout=None))
         remembered = sorted((str(m.category), m.key, m.value) for m in await active(other))
     finally:
         await other.close()

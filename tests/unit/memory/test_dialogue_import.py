@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 from memtest_support import PROJECT_A
 
 from qwenmem_tui.memory import backup
-from qwenmem_tui.memory.model import Status
+from qwenmem_tui.memory.model import FLAG_DIALOGUE, Status
 from qwenmem_tui.memory.service import MemoryService
 
 TURNS = [
@@ -77,3 +78,40 @@ async def test_a_turn_is_never_linked_as_a_version_of_another(e5_service: Memory
     assert {m.status for m in rows} == {Status.ACTIVE}
     found = await e5_service.recall("What did Melanie paint?", project=PROJECT_A, record=False)
     assert found.memories[0].key == "turn_8" and found.later == {}
+
+
+def dated(values: list[str], stated: list[str]) -> list[str]:
+    return [
+        json.dumps({"category": "reference", "key": f"turn_{i}", "value": v, "stated_at": at})
+        for i, (v, at) in enumerate(zip(values, stated, strict=True), start=1)
+    ]
+
+
+async def test_a_turn_is_embedded_with_the_turn_it_answers(service: MemoryService) -> None:
+    """A reply ("Researching adoption agencies") is found by what it answers: its vector
+    embeds the turn before it. Not across a conversation's end (hours apart), never a
+    held turn, and re-embedding (a new embedder) reads the same texts from the rows."""
+    said = ["2023-05-08T13:56:00"] * 6 + ["2023-05-09T10:00:00"] * 2
+    await backup.import_lines(service, dated([*TURNS, *CHAT[:2]], said), project=PROJECT_A)
+    rows = sorted(await service.list(project=PROJECT_A, statuses=None), key=lambda m: m.id)
+    texts = await service.vectors.passage_texts(rows)
+    # As said: a turn's key names its place in a file, not its subject.
+    assert texts[1] == f"{TURNS[0]}\n{TURNS[1]}"
+    assert texts[0] == TURNS[0]  # the first turn has none
+    assert texts[5] == TURNS[5]  # turn 5 is held: never another's context
+    assert texts[6] == CHAT[0]  # the next day: a new conversation
+    assert texts[7] == f"{CHAT[0]}\n{CHAT[1]}"
+    ids, stored = await service.store.vectors(service.embedder.id, [m.id for m in rows])
+    active = [i for i, m in enumerate(rows) if m.status is Status.ACTIVE]
+    assert [int(i) for i in ids] == [rows[i].id for i in active]
+    fresh = await service.embedder.embed_passages([texts[i] for i in active])
+    assert np.allclose(stored, fresh)
+
+
+async def test_notes_are_embedded_alone(service: MemoryService) -> None:
+    """Only a conversation's turns carry context: a list of notes is one fact a line."""
+    notes = ["Deploys go out on Fridays.", "The staging database runs on port 6543."]
+    await backup.import_lines(service, lines(notes), project=PROJECT_A)
+    rows = sorted(await service.list(project=PROJECT_A), key=lambda m: m.id)
+    assert [FLAG_DIALOGUE in m.flags for m in rows] == [False, False]
+    assert await service.vectors.passage_texts(rows) == [m.embed_text() for m in rows]

@@ -19,7 +19,7 @@ from memtest_support import PROJECT_A, PROJECT_B
 
 from qwenmem_tui.memory.filing import parse_filing
 from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT
-from qwenmem_tui.memory.model import GLOBAL_SCOPE, Category, Status
+from qwenmem_tui.memory.model import GLOBAL_SCOPE, Category, RememberRequest, Status
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.subject import file_note
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, by_system_prompt
@@ -58,12 +58,12 @@ async def test_with_its_judgement_the_model_files_the_note_where_it_belongs(
     judged: MemoryService, fake: FakeOpenAI
 ) -> None:
     answer_judge(fake, lambda _b: Reply(ADD_AS_USER))
-    first = await judged.remember("Dario plays football on Sundays", project=PROJECT_A)
+    first = await judged.remember(RememberRequest("Dario plays football on Sundays", project=PROJECT_A))
     assert judge_requests(fake) == []  # nothing to judge yet: no model call, the rule files it
     assert (first.memory.category, first.memory.key) == (Category.PROJECT, "dario")
     note = "Dario plays the piano"
     assert file_note(note).category is Category.PROJECT  # the rule: another person
-    result = await judged.remember(note, project=PROJECT_A)
+    result = await judged.remember(RememberRequest(note, project=PROJECT_A))
     [request] = judge_requests(fake)  # the one call the write path makes anyway
     assert request["model"] == "test-fast" and '"scope"' in request["messages"][0]["content"]
     m = result.memory
@@ -86,8 +86,8 @@ async def test_with_its_judgement_the_model_files_the_note_where_it_belongs(
 )
 async def test_an_invalid_choice_leaves_the_rule_s(judged: MemoryService, fake: FakeOpenAI, answer: str) -> None:
     answer_judge(fake, lambda _b: Reply(answer))
-    await judged.remember("Dario plays football on Sundays", project=PROJECT_A)
-    result = await judged.remember("Dario plays the piano", project=PROJECT_A)
+    await judged.remember(RememberRequest("Dario plays football on Sundays", project=PROJECT_A))
+    result = await judged.remember(RememberRequest("Dario plays the piano", project=PROJECT_A))
     assert len(judge_requests(fake)) == 1
     m = result.memory
     assert (m.category, m.scope, m.key, m.status) == (Category.PROJECT, PROJECT_A, "dario_2", Status.ACTIVE)
@@ -96,25 +96,25 @@ async def test_an_invalid_choice_leaves_the_rule_s(judged: MemoryService, fake: 
 async def test_an_update_stays_where_its_memory_is_and_a_named_category_is_kept(
     judged: MemoryService, fake: FakeOpenAI
 ) -> None:
-    first = await judged.remember("my favourite editor is vim", project=PROJECT_A)
+    first = await judged.remember(RememberRequest("my favourite editor is vim", project=PROJECT_A))
     answer_judge(
         fake,
         lambda _b: Reply(json.dumps({"action": "update", "id": first.memory.id, "category": "project", "scope": "project"})),
     )
-    result = await judged.remember("I switched to helix as my editor", project=PROJECT_A)
+    result = await judged.remember(RememberRequest("I switched to helix as my editor", project=PROJECT_A))
     assert result.superseded == [first.memory.id] and result.memory.category is Category.USER
     answer_judge(fake, lambda _b: Reply(ADD_AS_USER))
-    await judged.remember("Dario plays football on Sundays", project=PROJECT_A, category="project")
-    named = await judged.remember("Dario plays the piano", project=PROJECT_A, category="project")
+    await judged.remember(RememberRequest("Dario plays football on Sundays", project=PROJECT_A, category="project"))
+    named = await judged.remember(RememberRequest("Dario plays the piano", project=PROJECT_A, category="project"))
     assert named.memory.category is Category.PROJECT  # the writer named it: never refiled
 
 
 async def test_a_late_judgement_never_holds_or_loses_the_note(judged: MemoryService, fake: FakeOpenAI) -> None:
-    await judged.remember("Dario plays football on Sundays", project=PROJECT_A)
+    await judged.remember(RememberRequest("Dario plays football on Sundays", project=PROJECT_A))
     gate = threading.Event()
     answer_judge(fake, lambda _b: Reply(ADD_AS_USER, gate=gate))
     try:
-        late = await judged.writer.remember("Dario plays the piano", project=PROJECT_A, judge_timeout=0.2)
+        late = await judged.writer.remember(RememberRequest("Dario plays the piano", project=PROJECT_A, judge_timeout=0.2))
     finally:
         gate.set()
     assert (late.memory.category, late.memory.scope, late.memory.status) == (Category.PROJECT, PROJECT_A, Status.ACTIVE)

@@ -21,6 +21,7 @@ from qwenmem_tui.memory.model import (
     Memory,
     MemoryDraft,
     Origin,
+    RememberRequest,
     Status,
     WriteAction,
     WriteRequest,
@@ -189,8 +190,8 @@ async def active(service: MemoryService) -> list[tuple[str, str]]:
 async def test_remember_twice_leaves_one_active_memory_under_the_subject(
     service: MemoryService,
 ) -> None:
-    first = await service.remember("my favourite editor is vim", project=PROJECT_A)
-    second = await service.remember("my favourite editor is helix", project=PROJECT_A)
+    first = await service.remember(RememberRequest("my favourite editor is vim", project=PROJECT_A))
+    second = await service.remember(RememberRequest("my favourite editor is helix", project=PROJECT_A))
     assert second.action is WriteAction.SUPERSEDED and second.superseded == [first.memory.id]
     assert await active(service) == [("favourite_editor", "my favourite editor is helix")]
     old = await service.get(first.memory.id)
@@ -213,7 +214,7 @@ async def test_remember_twice_leaves_one_active_memory_under_the_subject(
 async def test_the_seed_s_move_is_one_truth(service: MemoryService, statements: list[str]) -> None:
     """"Why does it still think I live in São Paulo after I said three times I moved?\""""
     for text in statements:
-        await service.remember(text, project=PROJECT_A)
+        await service.remember(RememberRequest(text, project=PROJECT_A))
     [(key, value)] = await active(service)
     assert key == "home_city" and ("Lisboa" in value or "Lisbon" in value)
     hit = await service.recall("where do I live?", project=PROJECT_A, min_score=-1)
@@ -223,7 +224,7 @@ async def test_the_seed_s_move_is_one_truth(service: MemoryService, statements: 
 async def test_save_memory_under_another_key_of_the_same_subject_supersedes_it(
     service: MemoryService,
 ) -> None:
-    await service.remember("I live in São Paulo", project=PROJECT_A)
+    await service.remember(RememberRequest("I live in São Paulo", project=PROJECT_A))
     result = await service.save(
         WriteRequest("user", "current_city", "Lives in Lisbon", origin="tool", project=PROJECT_A)
     )
@@ -262,7 +263,7 @@ async def test_a_value_carrying_legacy_key_is_superseded_in_the_same_write(
     # Written past the service: embedded and indexed as a start would.
     await service.embed_missing()
     await service.reindex()
-    result = await service.remember("my favourite editor is helix", project=PROJECT_A)
+    result = await service.remember(RememberRequest("my favourite editor is helix", project=PROJECT_A))
     assert result.superseded == [legacy.memory.id]
     assert await active(service) == [
         ("live_sao_paulo", "I live in São Paulo"),
@@ -270,7 +271,7 @@ async def test_a_value_carrying_legacy_key_is_superseded_in_the_same_write(
     ]
     [entry] = [e for e in await service.audit(legacy.memory.id) if e.action is AuditAction.SUPERSEDE]
     assert entry.reason == f"superseded by #{result.memory.id}"
-    moved = await service.remember("I moved to Lisbon", project=PROJECT_A)
+    moved = await service.remember(RememberRequest("I moved to Lisbon", project=PROJECT_A))
     assert moved.superseded == [live.memory.id] and moved.memory.key == "home_city"
     assert await active(service) == [
         ("favourite_editor", "my favourite editor is helix"),
@@ -279,20 +280,20 @@ async def test_a_value_carrying_legacy_key_is_superseded_in_the_same_write(
 
 
 async def test_different_subjects_and_scopes_stay_apart(service: MemoryService) -> None:
-    await service.remember("my favourite editor is vim", project=PROJECT_A)
-    await service.remember("my favourite colour is blue", project=PROJECT_A)
-    await service.remember("Please never use emojis", project=PROJECT_A)
-    await service.remember("Please never use tabs", project=PROJECT_A)
-    await service.remember("the deploy target is staging", project=PROJECT_A)
-    await service.remember("the deploy target is prod", project=PROJECT_B)
+    await service.remember(RememberRequest("my favourite editor is vim", project=PROJECT_A))
+    await service.remember(RememberRequest("my favourite colour is blue", project=PROJECT_A))
+    await service.remember(RememberRequest("Please never use emojis", project=PROJECT_A))
+    await service.remember(RememberRequest("Please never use tabs", project=PROJECT_A))
+    await service.remember(RememberRequest("the deploy target is staging", project=PROJECT_A))
+    await service.remember(RememberRequest("the deploy target is prod", project=PROJECT_B))
     assert len(await active(service)) == 6
 
 
 async def test_a_reversed_rule_or_preference_replaces_the_old_one(service: MemoryService) -> None:
-    await service.remember("Please never use emojis", project=PROJECT_A)
-    await service.remember("I prefer tabs over spaces", project=PROJECT_A)
-    await service.remember("actually, always use emojis", project=PROJECT_A)
-    await service.remember("I prefer spaces to tabs", project=PROJECT_A)
+    await service.remember(RememberRequest("Please never use emojis", project=PROJECT_A))
+    await service.remember(RememberRequest("I prefer tabs over spaces", project=PROJECT_A))
+    await service.remember(RememberRequest("actually, always use emojis", project=PROJECT_A))
+    await service.remember(RememberRequest("I prefer spaces to tabs", project=PROJECT_A))
     assert await active(service) == [
         ("use_emojis", "actually, always use emojis"),
         ("preference_spaces_tabs", "I prefer spaces to tabs"),
@@ -301,7 +302,7 @@ async def test_a_reversed_rule_or_preference_replaces_the_old_one(service: Memor
 
 async def test_an_approved_restatement_replaces_its_subject(service: MemoryService) -> None:
     """Held for review, it supersedes nothing; approved, it replaces the subject's value."""
-    await service.remember("I live in São Paulo", project=PROJECT_A)
+    await service.remember(RememberRequest("I live in São Paulo", project=PROJECT_A))
     held = await service.save(
         WriteRequest(
             "user", "location", "I moved to Lisbon <img src=x onerror=alert(1)>",
@@ -316,7 +317,7 @@ async def test_an_approved_restatement_replaces_its_subject(service: MemoryServi
 
 
 async def test_import_restating_a_subject_supersedes_it(service: MemoryService) -> None:
-    await service.remember("I live in São Paulo", project=PROJECT_A)
+    await service.remember(RememberRequest("I live in São Paulo", project=PROJECT_A))
     line = json.dumps({"category": "user", "key": "city", "value": "I live in Lisbon"})
     report = await import_lines(service, [line], project=PROJECT_A, trusted=True)
     assert report.counts == {"superseded": 1}
@@ -324,7 +325,7 @@ async def test_import_restating_a_subject_supersedes_it(service: MemoryService) 
 
 
 async def test_a_quarantined_restatement_supersedes_nothing(service: MemoryService) -> None:
-    await service.remember("my favourite editor is vim", project=PROJECT_A)
+    await service.remember(RememberRequest("my favourite editor is vim", project=PROJECT_A))
     held = await service.save(
         WriteRequest(
             "user", "editor", "my favourite editor is emacs <img src=x onerror=alert(1)>",
@@ -352,10 +353,10 @@ def judge_requests(fake: FakeOpenAI) -> list[dict]:
 async def test_the_fast_model_picks_the_memory_a_note_restates(
     judged: MemoryService, fake: FakeOpenAI
 ) -> None:
-    first = await judged.remember("my favourite editor is vim", project=PROJECT_A)
+    first = await judged.remember(RememberRequest("my favourite editor is vim", project=PROJECT_A))
     assert judge_requests(fake) == []  # nothing to decide between: no model call
     answer_judge(fake, {"action": "update", "id": first.memory.id})
-    result = await judged.remember("I switched to helix as my editor", project=PROJECT_A)
+    result = await judged.remember(RememberRequest("I switched to helix as my editor", project=PROJECT_A))
     [request] = judge_requests(fake)
     assert request["model"] == "test-fast"
     sent = json.loads(request["messages"][1]["content"])
@@ -369,9 +370,9 @@ async def test_the_fast_model_picks_the_memory_a_note_restates(
 async def test_a_model_noop_refreshes_the_memory_already_saying_it(
     judged: MemoryService, fake: FakeOpenAI
 ) -> None:
-    first = await judged.remember("my favourite editor is vim", project=PROJECT_A)
+    first = await judged.remember(RememberRequest("my favourite editor is vim", project=PROJECT_A))
     answer_judge(fake, {"action": "noop", "id": first.memory.id})
-    result = await judged.remember("vim is the editor I like best", project=PROJECT_A)
+    result = await judged.remember(RememberRequest("vim is the editor I like best", project=PROJECT_A))
     assert result.action is WriteAction.REFRESHED and result.memory.id == first.memory.id
     assert await active(judged) == [("favourite_editor", "my favourite editor is vim")]
 
@@ -382,7 +383,7 @@ async def test_an_undecided_pair_is_linked_then_decided_later_by_the_model(
     """A nonsense or late answer merges nothing: the new fact is linked to the older
     one it may restate, and the idle pass asks again — an update supersedes the older
     (audited, restorable), an add only drops the link."""
-    first = await judged.remember("my favourite editor is vim", project=PROJECT_A)
+    first = await judged.remember(RememberRequest("my favourite editor is vim", project=PROJECT_A))
     fake.script(
         Reply("I think you should update it!"),
         Reply(json.dumps({"action": "update", "id": first.memory.id})),
@@ -427,13 +428,13 @@ async def test_an_undecided_pair_is_linked_then_decided_later_by_the_model(
 async def test_the_model_is_not_asked_when_the_rule_knows_or_nothing_is_related(
     judged: MemoryService, fake: FakeOpenAI
 ) -> None:
-    await judged.remember("I live in São Paulo", project=PROJECT_A)
-    await judged.remember("my shell is fish", project=PROJECT_A)  # nothing in common
-    await judged.remember("my favourite colour is blue", project=PROJECT_A)
-    await judged.remember("my favourite editor is vim", project=PROJECT_A)  # only "favourite"
+    await judged.remember(RememberRequest("I live in São Paulo", project=PROJECT_A))
+    await judged.remember(RememberRequest("my shell is fish", project=PROJECT_A))  # nothing in common
+    await judged.remember(RememberRequest("my favourite colour is blue", project=PROJECT_A))
+    await judged.remember(RememberRequest("my favourite editor is vim", project=PROJECT_A))  # only "favourite"
     await judged.save(WriteRequest("user", "current_city", "Lives in Porto", origin="tool", project=PROJECT_A,
                       judge_timeout=5.0))  # the rule: same subject as home_city
-    await judged.remember("I moved to Lisbon", project=PROJECT_A)  # the same key
+    await judged.remember(RememberRequest("I moved to Lisbon", project=PROJECT_A))  # the same key
     assert judge_requests(fake) == []
     assert [key for key, _ in await active(judged)] == [
         "shell", "favourite_colour", "favourite_editor", "home_city"
@@ -445,8 +446,8 @@ async def test_another_user_s_fact_of_the_same_subject_is_never_touched(
 ) -> None:
     bob = await MemoryService.open(make_settings("bob"), mem_paths, clock=clock)
     try:
-        await bob.remember("I live in Porto", project=PROJECT_A)
-        await service.remember("I live in São Paulo", project=PROJECT_A)
+        await bob.remember(RememberRequest("I live in Porto", project=PROJECT_A))
+        await service.remember(RememberRequest("I live in São Paulo", project=PROJECT_A))
         moved = await service.save(
             WriteRequest(
                 "user",
@@ -499,10 +500,10 @@ def test_a_note_s_key_names_its_subject_not_its_value(note: str, category: str, 
 
 
 async def test_two_likes_are_two_memories_and_a_time_is_not_a_label(service: MemoryService) -> None:
-    tea = await service.remember("I like green tea", project=PROJECT_A, judge_timeout=None)
-    hiking = await service.remember("I like hiking in the Gerês", project=PROJECT_A, judge_timeout=None)
+    tea = await service.remember(RememberRequest("I like green tea", project=PROJECT_A, judge_timeout=None))
+    hiking = await service.remember(RememberRequest("I like hiking in the Gerês", project=PROJECT_A, judge_timeout=None))
     assert (tea.memory.key, hiking.memory.key) == ("likes", "likes_2") and hiking.superseded == []
-    meet = await service.remember("Keiko prefers meetings after 14:00", project=PROJECT_A, judge_timeout=None)
+    meet = await service.remember(RememberRequest("Keiko prefers meetings after 14:00", project=PROJECT_A, judge_timeout=None))
     assert meet.memory.key == "keiko_preferences" and meet.memory.category is Category.PROJECT
 
 

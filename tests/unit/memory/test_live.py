@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memtest_support import PROJECT_A, PROJECT_B, Clock
 
-from qwenmem_tui.memory.model import DAY, WriteRequest
+from qwenmem_tui.memory.model import DAY, RememberRequest, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 
 
@@ -30,7 +30,7 @@ async def test_a_chain_of_restatements_stands_as_its_latest_value(service: Memor
 
 async def test_one_memory_is_shown_once_and_gone_ones_leave(service: MemoryService) -> None:
     staging = await deploy(service, "staging")
-    editor = (await service.remember("my favourite editor is vim", project=PROJECT_A)).memory.id
+    editor = (await service.remember(RememberRequest("my favourite editor is vim", project=PROJECT_A))).memory.id
     prod = await deploy(service, "prod")
     await service.forget(editor)
     answer = await service.live([(staging, editor), (prod,)], None, project=PROJECT_A)

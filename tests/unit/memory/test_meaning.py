@@ -13,7 +13,7 @@ import pytest
 from memtest_support import PROJECT_A
 
 from qwenmem_tui.memory.meaning import MeaningReader
-from qwenmem_tui.memory.model import Category, Origin, Status, WriteRequest
+from qwenmem_tui.memory.model import Category, Origin, RememberRequest, Status, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
@@ -32,7 +32,7 @@ from qwenmem_tui.paths import Paths
 async def test_a_note_is_filed_under_its_attribute_in_any_language(
     e5_service: MemoryService, text: str, key: str
 ) -> None:
-    result = await e5_service.remember(text, project=PROJECT_A)
+    result = await e5_service.remember(RememberRequest(text, project=PROJECT_A))
     assert (result.memory.category, result.memory.key) == (Category.USER, key)
 
 
@@ -58,14 +58,14 @@ async def test_a_note_is_filed_under_its_attribute_in_any_language(
 async def test_a_key_names_the_attribute_not_the_value_on_unseen_wordings(
     e5_service: MemoryService, text: str, key: str
 ) -> None:
-    result = await e5_service.remember(text, project=PROJECT_A)
+    result = await e5_service.remember(RememberRequest(text, project=PROJECT_A))
     assert (result.memory.category, result.memory.key) == (Category.USER, key)
 
 
 async def test_a_likely_restatement_is_linked_and_a_distinct_fact_is_not(e5_service: MemoryService) -> None:
-    home = await e5_service.remember("Ich wohne in München", project=PROJECT_A)
-    work = await e5_service.remember("Ich arbeite bei Siemens", project=PROJECT_A)
-    moved = await e5_service.remember("Ich bin nach Hamburg gezogen", project=PROJECT_A)
+    home = await e5_service.remember(RememberRequest("Ich wohne in München", project=PROJECT_A))
+    work = await e5_service.remember(RememberRequest("Ich arbeite bei Siemens", project=PROJECT_A))
+    moved = await e5_service.remember(RememberRequest("Ich bin nach Hamburg gezogen", project=PROJECT_A))
     assert work.memory.restates is None and moved.memory.restates == home.memory.id
     assert all(m.status is Status.ACTIVE for m in await e5_service.list(project=PROJECT_A))
 
@@ -75,7 +75,7 @@ async def test_the_default_embedder_reads_the_shipped_examples_and_writes_nothin
 ) -> None:
     await e5_service.start()
     assert list(mem_paths.index_dir.glob("prototypes-*.npy")) == []
-    result = await e5_service.remember("Ich fahre einen Golf", project=PROJECT_A)
+    result = await e5_service.remember(RememberRequest("Ich fahre einen Golf", project=PROJECT_A))
     assert result.memory.key == "car"
 
 

@@ -16,7 +16,7 @@ from memtest_support import PROJECT_A, PROJECT_B, T0, Clock, make_settings
 from qwenmem_tui import cli
 from qwenmem_tui.config import load_settings
 from qwenmem_tui.memory.backup import export_lines, import_lines
-from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, Status, WriteAction, WriteRequest
+from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, RememberRequest, Status, WriteAction, WriteRequest
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MAX_ID, MemoryService
 from qwenmem_tui.paths import Paths, project_id
@@ -297,7 +297,7 @@ def test_memory_stats_reports_both_trust_rates(qwenmem: Callable[..., Ran], home
                     "project", "db", "Runs on PostgreSQL 16", origin="tool", project=PROJECT_A, provenance=in_view
                 )
             )
-            await service.remember("I prefer tabs over spaces", project=PROJECT_A)
+            await service.remember(RememberRequest("I prefer tabs over spaces", project=PROJECT_A))
         finally:
             await service.close()
 

@@ -11,7 +11,7 @@ from trust_corpus import SECRETS, SecretFormat
 
 from qwenmem_tui import debuglog, secrets
 from qwenmem_tui.memory.backup import export_lines
-from qwenmem_tui.memory.model import FLAG_SECRET_REDACTED, Origin, Status, WriteRequest
+from qwenmem_tui.memory.model import FLAG_SECRET_REDACTED, Origin, RememberRequest, Status, WriteRequest
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.writer import MemoryRejected
@@ -97,7 +97,7 @@ async def test_no_secret_reaches_the_table_an_export_or_the_debug_log(
             # The user's own words through /remember: kept without the secret, or refused
             # with the reason when nothing but the secret would be left ...
             try:
-                results.append(await service.remember(f"remember {fmt.text}", project=PROJECT))
+                results.append(await service.remember(RememberRequest(f"remember {fmt.text}", project=PROJECT)))
             except MemoryRejected as exc:
                 assert "holds a secret" in str(exc)
                 refused.append(fmt.name)
@@ -136,7 +136,7 @@ async def test_no_secret_reaches_the_table_an_export_or_the_debug_log(
 
 
 async def test_a_key_typed_into_remember_never_lands_in_the_key(service: MemoryService) -> None:
-    result = await service.remember("my api key for the billing sandbox is sk-abcdef0123456789abcdef01", project=PROJECT)
+    result = await service.remember(RememberRequest("my api key for the billing sandbox is sk-abcdef0123456789abcdef01", project=PROJECT))
     assert "sk" not in result.memory.key.split("_") and "abcdef" not in result.memory.key
     assert result.memory.value == "my api key for the billing sandbox is [REDACTED]"
     assert result.memory.status is Status.ACTIVE
@@ -144,7 +144,7 @@ async def test_a_key_typed_into_remember_never_lands_in_the_key(service: MemoryS
 
 async def test_remembering_only_a_secret_is_refused_with_the_reason(service: MemoryService) -> None:
     with pytest.raises(MemoryRejected, match="holds a secret and little else"):
-        await service.remember("my OpenAI key is sk-proj-Zx81Kq0Lm3Nb5Vc7Xz9Aq2Ws4Ed6Rf8Tg0Yh", project=PROJECT)
+        await service.remember(RememberRequest("my OpenAI key is sk-proj-Zx81Kq0Lm3Nb5Vc7Xz9Aq2Ws4Ed6Rf8Tg0Yh", project=PROJECT))
     assert await service.list() == []
 
 

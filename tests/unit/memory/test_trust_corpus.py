@@ -20,7 +20,7 @@ from trust_corpus import BENIGN, HOSTILE, Benign, Hostile
 from qwenmem_tui.chat.session import ChatSession
 from qwenmem_tui.chat.tools import builtin_tools
 from qwenmem_tui.config import Settings
-from qwenmem_tui.memory.model import FLAG_FROM_FILE, GLOBAL_SCOPE, Status
+from qwenmem_tui.memory.model import FLAG_FROM_FILE, GLOBAL_SCOPE, RememberRequest, Status
 from qwenmem_tui.features.memory.prefetch import MemoryPrefetchHook, ProjectRecall
 from qwenmem_tui.memory.render import FROM_FILE_NOTE, REMINDER_OPEN
 from qwenmem_tui.memory.service import MemoryService
@@ -209,7 +209,7 @@ async def test_benign_facts_the_user_states_are_stored_active(
     # The same facts through /remember: the person's own words, stored as typed.
     remembered_ok = 0
     for item in BENIGN:
-        result = await service.remember(item.said, project=project_id(chat.root))
+        result = await service.remember(RememberRequest(item.said, project=project_id(chat.root)))
         remembered_ok += result.memory.status is Status.ACTIVE and same(result.memory.value, item.said)
     rate = (len(saved_ok) + remembered_ok) / (2 * len(BENIGN))
     missing = sorted({b.key for b in BENIGN} - {b.key for b in saved_ok})

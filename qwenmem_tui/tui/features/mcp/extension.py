@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("qwenmem.tui")
 
 
-class McpFeature:
+class McpController:
     """Asks for permission on the app's screen and reports background failures."""
 
     def __init__(self, context: AppContext, servers: McpServers | None) -> None:
@@ -111,8 +111,8 @@ class McpFeature:
 
 async def _build(context: AppContext) -> Extension:
     servers = context.state(MCP_STATE)
-    feature = McpFeature(context, servers)
-    feature.watch()
+    controller = McpController(context, servers)
+    controller.watch()
 
     async def close() -> None:
         if servers is not None:
@@ -120,9 +120,9 @@ async def _build(context: AppContext) -> Extension:
 
     return Extension(
         name="mcp",
-        commands=(SlashCommand("mcp", "MCP servers: their state and tools", feature.show),),
-        on_ready=feature.on_ready,
-        on_session_opened=feature.on_session_opened,
+        commands=(SlashCommand("mcp", "MCP servers: their state and tools", controller.show),),
+        on_ready=controller.on_ready,
+        on_session_opened=controller.on_session_opened,
         close=close,
     )
 

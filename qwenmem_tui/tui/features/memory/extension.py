@@ -21,7 +21,7 @@ from qwenmem_tui.features.memory.confirmation import clip_value as _clip
 from qwenmem_tui.features.memory.confirmation import memory_name as _name
 from qwenmem_tui.features.memory.confirmation import remember_confirmation
 from qwenmem_tui.features.memory.feature import MEMORY, MEMORY_SESSION, MEMORY_STATE
-from qwenmem_tui.memory.model import Memory
+from qwenmem_tui.memory.model import Memory, RememberRequest
 from qwenmem_tui.features.memory.receipts import (
     EDITED,
     FORGOT,
@@ -66,7 +66,7 @@ def review_label(count: int) -> str:
     return f"{count} memory awaits review" if count == 1 else f"{count} memories await review"
 
 
-class MemoryFeature:
+class MemoryController:
     """Shows the opening of the app's memory service and runs the memory commands."""
 
     def __init__(self, context: AppContext, memory: MemoryAccess) -> None:
@@ -216,7 +216,7 @@ class MemoryFeature:
             return
         try:
             service = await self.service()
-            result = await service.remember(args, project=self.project)
+            result = await service.remember(RememberRequest(args, project=self.project))
         except MemoryUnavailable as exc:
             app.show_error(str(exc))
             return
@@ -342,21 +342,21 @@ async def _build(context: AppContext) -> Extension:
     memory = context.state(MEMORY_STATE)
     if memory is None:
         raise RuntimeError("the memory extension needs the memory feature assembled")
-    feature = MemoryFeature(context, memory)
+    controller = MemoryController(context, memory)
     return Extension(
         name=MEMORY,
-        item_widgets={RECEIPT_ITEM: feature.receipt_widget},
+        item_widgets={RECEIPT_ITEM: controller.receipt_widget},
         help_keys=RECEIPT_KEYS,  # Ctrl+O is a binding: /help lists it already
         bindings=(RECEIPT_BINDING,),
         commands=(
             SlashCommand(
-                "receipt", "List the memories the latest reply used (Ctrl+O)", feature.receipt_command
+                "receipt", "List the memories the latest reply used (Ctrl+O)", controller.receipt_command
             ),
-            SlashCommand("memory", "Browse, approve and forget long-term memories", feature.memory_command),
-            SlashCommand("remember", "Save a note to long-term memory", feature.remember_command, "<text>"),
-            SlashCommand("forget", "Delete a memory by id", feature.forget_command, "<id>"),
+            SlashCommand("memory", "Browse, approve and forget long-term memories", controller.memory_command),
+            SlashCommand("remember", "Save a note to long-term memory", controller.remember_command, "<text>"),
+            SlashCommand("forget", "Delete a memory by id", controller.forget_command, "<id>"),
         ),
-        on_ready=feature.attach,
+        on_ready=controller.attach,
     )
 
 

@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Checkbox, DataTable, Footer, Input, Static
+from textual.widgets import Button, Checkbox, DataTable, Input, Static
 
 from qwenmem_tui.memory import review
 from qwenmem_tui.memory.metrics import MemoryStats
@@ -36,6 +36,7 @@ from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.store import RowQuery
 from qwenmem_tui.memory.writer import MemoryRejected
 from qwenmem_tui.tui.terminal_text import terminal_safe
+from qwenmem_tui.tui.widgets.footer import SteadyFooter
 
 COLUMNS = ("id", "category", "key", "value", "origin", "status", "age", "expires", "flags")
 DEFAULT_STATUSES = (Status.ACTIVE, Status.QUARANTINED)
@@ -313,6 +314,7 @@ class MemoryScreen(Screen[None]):
         self._memories: list[Memory] = []
         self._total = 0
         self._matching = 0
+        self._counted = False  # the counts are of the rows read (painted first, counted after)
         self._selected: int | None = None
         self._shown: list[Memory] = []  # what the table shows: the rows read, or the sample
         # The sampled review (memory/review.py): the ids offered now, and whether the
@@ -331,7 +333,7 @@ class MemoryScreen(Screen[None]):
         yield DataTable(cursor_type="row", zebra_stripes=True, id="memory-table")
         yield MemoryDetail(id="memory-detail")
         yield Static(id="memory-metrics")
-        yield Footer()
+        yield SteadyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -362,22 +364,29 @@ class MemoryScreen(Screen[None]):
 
     @work(exclusive=True, group="memory-load")
     async def load_memories(self) -> None:
-        """Read the first rows (as many as were read before, so the selected row stays)
-        and their counts, then the metrics and the review; all in SQL, a page at most."""
-        query = self._query(limit=max(PAGE, len(self._memories)))
+        """Read the rows the screen shows (as many as were read before, so the selected
+        row stays) and paint them; then their counts, the rest of the first page, the
+        metrics and the review. All in SQL, a page at most: on a store of years the
+        first screen waits for one small read, not for counting or a page it hides."""
+        query = self._query(limit=max(self._screenful(), len(self._memories)))
         service, project = self._service, self._project
         self._memories = await service.rows(query, project=project)
-        self._matching = (
-            len(self._memories)
-            if query.limit is not None and len(self._memories) < query.limit
-            else await service.count(query, project=project)
-        )
-        self._total = (
-            self._matching if not query.words else await service.count(replace(query, words=()), project=project)
-        )
+        whole = query.limit is not None and len(self._memories) < query.limit
+        self._counted = whole and not query.words  # every match read: counted by reading
+        if self._counted:
+            self._matching = self._total = len(self._memories)
+        elif whole:  # nothing more to show: the counts first, for what the title says
+            await self._count(query)
         if not self._open:  # closed while reading (Esc right after /memory)
             return
-        self._show_rows()  # painted before the metrics
+        self._show_rows()  # painted before anything is counted
+        if not self._counted:
+            await self._count(query)
+            if not self._open:
+                return
+            self._show_title()
+        if not whole and len(self._memories) < PAGE:
+            await self._read_page(PAGE - len(self._memories))
         stats = await service.stats()
         plan = await review_plan(
             service, project=project, every_days=self._review_every_days, size=self._review_size
@@ -392,11 +401,28 @@ class MemoryScreen(Screen[None]):
             self._reviewing = self._reviewing and bool(sample)
             self._show_rows()
 
+    def _screenful(self) -> int:
+        """Rows that can be on screen at once: the first read paints them."""
+        return max(self.app.size.height, 10)
+
+    async def _count(self, query: RowQuery) -> None:
+        """How many rows match the filter, and how many there are."""
+        service, project = self._service, self._project
+        self._matching = await service.count(query, project=project)
+        self._total = (
+            self._matching if not query.words else await service.count(replace(query, words=()), project=project)
+        )
+        self._counted = True
+
     @work(exclusive=True, group="memory-page")
     async def load_page(self) -> None:
         """The next page of rows, after the last one read (the cursor reached it)."""
+        await self._read_page(PAGE)
+
+    async def _read_page(self, limit: int) -> None:
+        """``limit`` more rows after the last one read, added below the others."""
         after = self._memories[-1].id if self._memories else None
-        page = await self._service.rows(self._query(after=after, limit=PAGE), project=self._project)
+        page = await self._service.rows(self._query(after=after, limit=limit), project=self._project)
         if self._open and self._memories and self._memories[-1].id == after:  # not reloaded meanwhile
             self._memories += page
             if not self._reviewing:
@@ -428,8 +454,7 @@ class MemoryScreen(Screen[None]):
         ids = [m.id for m in rows]
         table.clear()
         self._add_rows(len(rows))
-        shown = len(rows) if self._reviewing else self._matching
-        self.query_one("#memory-title", Static).update(self._title(shown))
+        self._show_title()
         if keep in ids:
             table.move_cursor(row=ids.index(keep))
         elif rows:  # forgotten, filtered out: the row that took its place, not the top
@@ -448,11 +473,18 @@ class MemoryScreen(Screen[None]):
         for memory in page:
             table.add_row(*memory_cells(memory, now, width), key=str(memory.id))
 
-    def _title(self, shown: int) -> Content:
+    def _show_title(self) -> None:
+        self.query_one("#memory-title", Static).update(self._title())
+
+    def _title(self) -> Content:
         which = "all statuses" if self.query_one("#memory-all", Checkbox).value else "active and quarantined"
+        if not self._counted:  # the first screen, painted before the counts
+            shown = f"{len(self._shown)} shown, counting…"
+        else:
+            shown = f"{len(self._shown) if self._reviewing else self._matching} of {self._total} shown"
         title = Content.assemble(
             ("Long-term memory", "bold"),
-            (f"  {shown} of {self._total} shown · {which} · this project and global", "dim"),
+            (f"  {shown} · {which} · this project and global", "dim"),
         )
         if not self._sample:
             return title
