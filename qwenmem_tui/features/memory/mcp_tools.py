@@ -14,19 +14,20 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Annotated, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import Resource, ToolAnnotations
 from pydantic import Field
-from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
 from qwenmem_tui.features.memory.access import MemoryUnavailable
 from qwenmem_tui.features.memory.remote import (
     MAX_K,
+    ForgetAnswer,
     ListAnswer,
     MemoryRequestError,
+    RememberAnswer,
     SearchAnswer,
 )
 
@@ -35,20 +36,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("qwenmem.mcp")
 T = TypeVar("T")
-
-
-class RememberAnswer(TypedDict, total=False):
-    id: int | None
-    category: str | None
-    key: str | None
-    action: str
-    """created, superseded, deduplicated, quarantined or refused"""
-    flags: list[str]
-    error: str
-
-
-class ForgetAnswer(TypedDict):
-    forgotten: bool
 
 
 Category = Annotated[
@@ -118,7 +105,7 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
         # No elicitation: a client's "accept" is the client's answer (it can give it
         # itself), not the user's words. A held note waits for the user in qwenmem.
         memory = await backend.memory(ctx)
-        return cast(RememberAnswer, await _answer(memory.remember(text, category, key), backend))
+        return await _answer(memory.remember(text, category, key), backend)
 
     @server.tool(
         title="Forget memory",
@@ -131,7 +118,7 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
         ctx: Context,
     ) -> ForgetAnswer:
         memory = await backend.memory(ctx)
-        return cast(ForgetAnswer, await _answer(memory.forget(id), backend))
+        return await _answer(memory.forget(id), backend)
 
     @server.tool(
         title="List memories",

@@ -28,7 +28,6 @@ from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
 from qwenmem_tui.features.memory.confirmation import ACTION_NAMES
-from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.model import (
     DAY,
     Category,
@@ -100,6 +99,20 @@ class SearchAnswer(TypedDict):
 
 class ListAnswer(TypedDict):
     memories: list[MemoryRow]
+
+
+class RememberAnswer(TypedDict, total=False):
+    id: int | None
+    category: str | None
+    key: str | None
+    action: str
+    """created, superseded, deduplicated, quarantined or refused"""
+    flags: list[str]
+    error: str
+
+
+class ForgetAnswer(TypedDict):
+    forgotten: bool
 
 
 def memory_json(memory: Memory, now: float) -> MemoryRow:
@@ -198,7 +211,7 @@ class ProjectMemory:
         text: object,
         category: object = None,
         key: object = None,
-    ) -> JSONObject:
+    ) -> RememberAnswer:
         """Save a note through the one write path; the guard may hold or refuse it."""
         from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
         from qwenmem_tui.memory.writer import MemoryRejected
@@ -224,7 +237,7 @@ class ProjectMemory:
         except MemoryRejected as exc:
             return {"id": None, "category": chosen, "key": named, "action": "refused", "error": str(exc)}
         memory = result.memory
-        answer: JSONObject = {
+        answer: RememberAnswer = {
             "id": memory.id,
             "category": str(memory.category),
             "key": memory.key,
@@ -234,7 +247,7 @@ class ProjectMemory:
             answer["flags"] = list(memory.flags)
         return answer
 
-    async def forget(self, memory_id: object) -> JSONObject:
+    async def forget(self, memory_id: object) -> ForgetAnswer:
         """Delete one memory (audited); another user's or project's id is not found."""
         if isinstance(memory_id, str) and memory_id.isascii() and memory_id.isdigit():
             memory_id = int(memory_id) if len(memory_id) <= 20 else 0
