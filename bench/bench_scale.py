@@ -193,6 +193,12 @@ async def in_process(home: Path, project: Path, samples: int) -> dict[str, float
         vectors = await service.embedder.embed_passages(
             [embed_text(Category.USER, key, value) for key, value in facts]
         )
+        # Warmed like recall: the first lookup in a scope reads its allowed ids once
+        # (a store-wide query, cached until the store moves; ``first_identity`` says it).
+        t0 = time.perf_counter()
+        await service.writer.identify(Category.USER, "ana_home_city", "Ana's home city is Porto",
+                                      scope="global", vector=vectors[0])  # fmt: skip
+        first = (time.perf_counter() - t0) * 1000
         for (key, value), vector in zip(facts, vectors, strict=True):
             t0 = time.perf_counter()
             await service.writer.identify(Category.USER, key, value, scope="global", vector=vector)
@@ -202,7 +208,8 @@ async def in_process(home: Path, project: Path, samples: int) -> dict[str, float
     return {"recall_p50": statistics.median(recalls), "recall_p95": _p(recalls, 0.95),
             "warm_p50": statistics.median(warmed), "warm_p95": _p(warmed, 0.95),
             "write_p50": statistics.median(writes), "write_p95": _p(writes, 0.95),
-            "identity_p50": statistics.median(lookups), "identity_p95": _p(lookups, 0.95)}  # fmt: skip
+            "identity_p50": statistics.median(lookups), "identity_p95": _p(lookups, 0.95),
+            "identity_first": first}  # fmt: skip
 
 
 async def remember(service: MemoryService, text: str, project: str) -> None:
@@ -332,6 +339,7 @@ COLUMNS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("write_p95", "write p95", lambda v: f"{v:.0f} ms"),
     ("identity_p50", "identity p50", lambda v: f"{v:.1f} ms"),
     ("identity_p95", "identity p95", lambda v: f"{v:.1f} ms"),
+    ("identity_first", "1st identity", lambda v: f"{v:.0f} ms"),
     ("add_s", "memory add", lambda v: f"{v:.2f} s"),
     ("export_s", "export", lambda v: f"{v:.2f} s"),
     ("tui_rss_mib", "TUI RSS", lambda v: f"{v:.0f} MiB"),

@@ -1,6 +1,7 @@
-"""A search hit's version marks are declared once (`memory/render.VersionMarks`): the
-daemon's OpenAPI document and `qwenmem mcp`'s search_memory output schema describe the
-same shape, and what `version_fields` writes (the CLI's `--json`, both faces) fits it."""
+"""A memory as clients see it is declared once (`features/memory/remote.MemoryRow`, a
+search hit's version marks `memory/render.VersionMarks`): the daemon's OpenAPI document
+and `qwenmem mcp`'s search_memory output schema describe the same shape, and what
+`version_fields` writes (the CLI's `--json`, both faces) fits it."""
 
 from __future__ import annotations
 
@@ -62,6 +63,11 @@ def _marks_only(hit: dict[str, Any]) -> dict[str, Any]:
 async def test_the_daemon_and_mcp_describe_the_marks_alike(project: Path) -> None:
     daemon, mcp = _daemon_hit(), await _mcp_hit(project)
     assert {n: daemon["properties"][n] for n in MARKS} == {n: mcp["properties"][n] for n in MARKS}
+    # The row itself too (the daemon's score says "search only": its list has none).
+    row = set(mcp["properties"]) - {"score", *MARKS}
+    assert row == {"id", "category", "key", "value", "origin", "age_days", "date", "scope"}
+    assert {n: daemon["properties"][n] for n in row} == {n: mcp["properties"][n] for n in row}
+    assert set(daemon["required"]) == row and set(mcp["required"]) == row | {"score", "version"}
     assert daemon["properties"]["newer_version"]["required"] == ["id", "key", "stated_at", "stated"]
 
     older, newer = _memory(1, "home", 10 * DAY), _memory(2, "whereabouts", 20 * DAY)

@@ -14,61 +14,28 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Annotated, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import Resource, ToolAnnotations
 from pydantic import Field
-from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
 from qwenmem_tui.features.memory.access import MemoryUnavailable
-from qwenmem_tui.features.memory.remote import MAX_K, MemoryRequestError
-from qwenmem_tui.memory.render import VersionMarks
+from qwenmem_tui.features.memory.remote import (
+    MAX_K,
+    ForgetAnswer,
+    ListAnswer,
+    MemoryRequestError,
+    RememberAnswer,
+    SearchAnswer,
+)
 
 if TYPE_CHECKING:
     from qwenmem_tui.mcp_server.server import MemoryBackend, QwenmemServer
 
 log = logging.getLogger("qwenmem.mcp")
 T = TypeVar("T")
-
-
-class MemoryRow(TypedDict):
-    id: int
-    category: str
-    key: str
-    value: str
-    origin: str
-    age_days: float
-    date: str
-    """When it was saved, YYYY-MM-DD (UTC)."""
-    scope: str
-
-
-class MemoryHit(MemoryRow, VersionMarks):
-    score: float
-
-
-class SearchAnswer(TypedDict):
-    memories: list[MemoryHit]
-
-
-class ListAnswer(TypedDict):
-    memories: list[MemoryRow]
-
-
-class RememberAnswer(TypedDict, total=False):
-    id: int | None
-    category: str | None
-    key: str | None
-    action: str
-    """created, superseded, deduplicated, quarantined or refused"""
-    flags: list[str]
-    error: str
-
-
-class ForgetAnswer(TypedDict):
-    forgotten: bool
 
 
 Category = Annotated[
@@ -115,7 +82,7 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
         k: Annotated[int, Field(ge=1, le=MAX_K, description="how many memories at most")] = 5,
     ) -> SearchAnswer:
         memory = await backend.memory(ctx)
-        return cast(SearchAnswer, await _answer(memory.search(query, k), backend))
+        return await _answer(memory.search(query, k), backend)
 
     @server.tool(
         title="Remember",
@@ -138,7 +105,7 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
         # No elicitation: a client's "accept" is the client's answer (it can give it
         # itself), not the user's words. A held note waits for the user in qwenmem.
         memory = await backend.memory(ctx)
-        return cast(RememberAnswer, await _answer(memory.remember(text, category, key), backend))
+        return await _answer(memory.remember(text, category, key), backend)
 
     @server.tool(
         title="Forget memory",
@@ -151,7 +118,7 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
         ctx: Context,
     ) -> ForgetAnswer:
         memory = await backend.memory(ctx)
-        return cast(ForgetAnswer, await _answer(memory.forget(id), backend))
+        return await _answer(memory.forget(id), backend)
 
     @server.tool(
         title="List memories",
@@ -161,7 +128,7 @@ def register_tools(server: QwenmemServer, backend: MemoryBackend) -> None:
     )
     async def list_memories(ctx: Context, category: Category = None) -> ListAnswer:
         memory = await backend.memory(ctx)
-        return cast(ListAnswer, await _answer(memory.list(category), backend))
+        return await _answer(memory.list(category), backend)
 
 
 RESOURCE_SCHEME = "memory"

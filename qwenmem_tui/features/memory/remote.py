@@ -22,10 +22,12 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import Field
+from typing_extensions import TypedDict  # pydantic needs this one for schemas before 3.12
 
 from qwenmem_tui.features.memory.confirmation import ACTION_NAMES
-from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.model import (
     DAY,
     Category,
@@ -36,7 +38,7 @@ from qwenmem_tui.memory.model import (
     WriteAction,
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer
-from qwenmem_tui.memory.render import version_fields
+from qwenmem_tui.memory.render import VersionMarks, version_fields
 
 if TYPE_CHECKING:
     from qwenmem_tui.memory.service import MemoryService
@@ -70,14 +72,57 @@ def outside_provenance(caller: Caller) -> Provenance:
     )
 
 
-def memory_json(memory: Memory, now: float) -> JSONObject:
+# Declared once: the MCP tools' output schema and the daemon's document are read from
+# these (a docstring here is the schema's description a client reads).
+class MemoryRow(TypedDict):
+    """One memory: what it says, who wrote it, when, and whose it is (its scope)."""
+
+    id: int
+    category: str
+    key: str
+    value: str
+    origin: Origin
+    age_days: float
+    date: Annotated[str, Field(description="when it was saved, YYYY-MM-DD (UTC)")]
+    scope: str
+
+
+class MemoryHit(MemoryRow, VersionMarks):
+    """A memory a search found: its score, and whether a newer version may replace it."""
+
+    score: float
+
+
+class SearchAnswer(TypedDict):
+    memories: list[MemoryHit]
+
+
+class ListAnswer(TypedDict):
+    memories: list[MemoryRow]
+
+
+class RememberAnswer(TypedDict, total=False):
+    id: int | None
+    category: str | None
+    key: str | None
+    action: str
+    """created, superseded, deduplicated, quarantined or refused"""
+    flags: list[str]
+    error: str
+
+
+class ForgetAnswer(TypedDict):
+    forgotten: bool
+
+
+def memory_json(memory: Memory, now: float) -> MemoryRow:
     """A memory as outside clients see it (contract §8)."""
     return {
         "id": memory.id,
         "category": str(memory.category),
         "key": memory.key,
         "value": memory.value,
-        "origin": str(memory.origin),
+        "origin": memory.origin,
         "age_days": round(max(0.0, now - memory.created_at) / DAY, 2),
         # The calendar date beside the age: a client's model weighs "said on 2025-03-02"
         # against what it knows of the time, which "412.3 days" makes it compute.
@@ -131,7 +176,7 @@ class ProjectMemory:
         self.caller = caller
         self._clock = clock
 
-    async def search(self, query: object, k: object = 5) -> JSONObject:
+    async def search(self, query: object, k: object = 5) -> SearchAnswer:
         """The chat's recall pipeline (filters, both channels, threshold), best first."""
         text = _text("query", query, MAX_QUERY_CHARS)
         count = _whole_number("k", k, 1, MAX_K)
@@ -152,7 +197,7 @@ class ProjectMemory:
         service = await self._service()
         return (await service.recall(text, project=self.project)).block
 
-    async def read(self, memory_id: object) -> JSONObject | None:
+    async def read(self, memory_id: object) -> MemoryRow | None:
         """One active memory of this project or a global one (None: no such memory
         here — another user's or project's id reads as none)."""
         service = await self._service()
@@ -166,7 +211,7 @@ class ProjectMemory:
         text: object,
         category: object = None,
         key: object = None,
-    ) -> JSONObject:
+    ) -> RememberAnswer:
         """Save a note through the one write path; the guard may hold or refuse it."""
         from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
         from qwenmem_tui.memory.writer import MemoryRejected
@@ -192,7 +237,7 @@ class ProjectMemory:
         except MemoryRejected as exc:
             return {"id": None, "category": chosen, "key": named, "action": "refused", "error": str(exc)}
         memory = result.memory
-        answer: JSONObject = {
+        answer: RememberAnswer = {
             "id": memory.id,
             "category": str(memory.category),
             "key": memory.key,
@@ -202,7 +247,7 @@ class ProjectMemory:
             answer["flags"] = list(memory.flags)
         return answer
 
-    async def forget(self, memory_id: object) -> JSONObject:
+    async def forget(self, memory_id: object) -> ForgetAnswer:
         """Delete one memory (audited); another user's or project's id is not found."""
         if isinstance(memory_id, str) and memory_id.isascii() and memory_id.isdigit():
             memory_id = int(memory_id) if len(memory_id) <= 20 else 0
@@ -219,7 +264,7 @@ class ProjectMemory:
         )
         return {"forgotten": forgotten is not None}
 
-    async def list(self, category: object = None) -> JSONObject:
+    async def list(self, category: object = None) -> ListAnswer:
         """Active memories of this project and the global ones, newest first."""
         chosen = _category(category)
         service = await self._service()

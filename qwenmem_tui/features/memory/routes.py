@@ -14,7 +14,7 @@ another user's or project's memory reads as not found, as it does everywhere.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from pydantic import TypeAdapter
 from starlette.requests import Request
@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 
 from qwenmem_tui.daemon import openapi as api
 from qwenmem_tui.daemon.guard import CLIENT_ID_HEADER, error_response
-from qwenmem_tui.features.memory.remote import Caller, MemoryRequestError, ProjectMemory
+from qwenmem_tui.features.memory.remote import Caller, MemoryRequestError, MemoryRow, ProjectMemory
 from qwenmem_tui.features.memory.views import project_memory
 from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.render import VersionMarks
@@ -53,7 +53,7 @@ async def _json_object(request: Request) -> JSONObject | Response:
 
 
 async def _answer(
-    request: Request, ask: Callable[[ProjectMemory], Awaitable[JSONObject]]
+    request: Request, ask: Callable[[ProjectMemory], Awaitable[Mapping[str, object]]]
 ) -> Response:
     """The operation's JSON; memory off is a 404, the caller's mistake a 400."""
     memory = _memory(request)
@@ -90,20 +90,17 @@ async def forget_memory(request: Request) -> Response:
     return JSONResponse({"id": int(raw), "forgotten": True})
 
 
-_MARKS = TypeAdapter(VersionMarks).json_schema(ref_template="#/components/schemas/{model}")
-"""A search hit's version marks (`render.VersionMarks`, as the MCP tools' output schema
-has them); what they refer to (`NewerVersion`) joins the document's schemas."""
+_REFS = "#/components/schemas/{model}"
+_ROW = TypeAdapter(MemoryRow).json_schema(ref_template=_REFS)
+_MARKS = TypeAdapter(VersionMarks).json_schema(ref_template=_REFS)
+"""A memory as the MCP tools' output schema has it too (`remote.MemoryRow`), and a
+search hit's version marks (`render.VersionMarks`); what they refer to (`Origin`,
+`NewerVersion`) joins the document's schemas."""
 _MEMORY_SCHEMA = {
     "type": "object",
-    "required": ["id", "category", "key", "value", "origin", "age_days"],
+    "required": _ROW["required"],
     "properties": {
-        "id": {"type": "integer"},
-        "category": {"type": "string"},
-        "key": {"type": "string"},
-        "value": {"type": "string"},
-        "origin": {"enum": ["user", "tool", "agent"]},
-        "age_days": {"type": "number"},
-        "scope": {"type": "string"},
+        **_ROW["properties"],
         "score": {"type": "number", "description": "search only"},
         **_MARKS["properties"],
     },
@@ -114,6 +111,7 @@ _SCHEMAS = {
         "required": ["memories"],
         "properties": {"memories": {"type": "array", "items": _MEMORY_SCHEMA}},
     },
+    **_ROW.get("$defs", {}),
     **_MARKS["$defs"],
 }
 _DISABLED = api.error("memory_disabled")
