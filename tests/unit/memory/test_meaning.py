@@ -6,10 +6,13 @@ kept in the index directory, private, ready before the first write."""
 from __future__ import annotations
 
 import stat
+from pathlib import Path
 
+import numpy as np
 import pytest
 from memtest_support import PROJECT_A
 
+from qwenmem_tui.memory.meaning import MeaningReader
 from qwenmem_tui.memory.model import Category, Origin, RememberRequest, Status, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
@@ -67,12 +70,36 @@ async def test_a_likely_restatement_is_linked_and_a_distinct_fact_is_not(e5_serv
     assert all(m.status is Status.ACTIVE for m in await e5_service.list(project=PROJECT_A))
 
 
-async def test_the_prototypes_are_kept_private_once_the_vectors_load(
+async def test_the_default_embedder_reads_the_shipped_examples_and_writes_nothing(
     e5_service: MemoryService, mem_paths: Paths
 ) -> None:
     await e5_service.start()
-    [kept] = list(mem_paths.index_dir.glob("prototypes-*.npy"))
+    assert list(mem_paths.index_dir.glob("prototypes-*.npy")) == []
+    result = await e5_service.remember(RememberRequest("Ich fahre einen Golf", project=PROJECT_A))
+    assert result.memory.key == "car"
+
+
+class CountingEmbedder:
+    """A meaningful embedder no vectors ship for: counts what it is asked to embed."""
+
+    id = "counting-embedder"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def embed_passages(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        rng = np.random.default_rng(len(texts))
+        return rng.normal(size=(len(texts), 16)).astype(np.float32)
+
+
+async def test_another_embedder_s_examples_are_embedded_once_and_kept_private(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    await MeaningReader(embedder, tmp_path / "index").prepare()  # type: ignore[arg-type]
+    [kept] = list((tmp_path / "index").glob("prototypes-*.npy"))
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    await MeaningReader(embedder, tmp_path / "index").prepare()  # type: ignore[arg-type]
+    assert embedder.calls == 1
 
 
 async def test_a_writer_s_own_keys_are_never_linked_by_meaning_alone(e5_service: MemoryService) -> None:
