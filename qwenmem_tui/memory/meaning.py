@@ -1,23 +1,27 @@
-"""What a fact is about, read by meaning: attribute prototypes in the embedder's space.
+"""What a fact is about, read by meaning: attributes in the embedder's space.
 
 The multilingual embedder places "J'habite à Lyon", "我住在北京" and "I moved to Berlin"
-near one description, "the city where I live". A small set of such descriptions — the
-attributes a person or a project commonly has, each with whether it holds one value at
-a time and whose it is — lets the write path, with no model and in any language the
-embedder reads:
+near one another. The attributes a person or a project commonly has (``attributes.py``:
+each with example statements in eleven languages, whether it holds one value at a time
+and whose it is) let the write path, with no model and in any language the embedder
+reads:
 
 - name a fact's key by its attribute (``home_city``), never by its value;
 - file it: the person's facts are ``user`` memories, the project's are ``project`` ones;
 - link a likely restatement: a new fact and a close neighbour read as the same
-  single-valued attribute (both confidently) are linked as versions, never merged.
+  single-valued attribute (one of them clearly) are linked as versions, never merged.
 
-An attribute is the centroid of its examples (their mean direction), not its nearest
-example: the nearest example is often the one written most like the fact (same
-language, same opening words), while the centroid keeps what the examples share, the
-attribute. A reading is kept only when its best attribute is clearly ahead of the next
-(the margins are calibrated on bench/identity_corpus.jsonl's tuning half); anything
-less is "unknown", and unknown never links. The hash embedder has no meaning: nothing
-is read.
+A fact is read in the attribute space: the directions of the embedder's space that
+separate the attributes' examples while holding each attribute's own spread — its
+languages, values and wordings — small (a regularised linear discriminant fitted on
+the examples, per embedder, in a few milliseconds). In the raw space a sentence sits
+nearest sentences of its own language and form ("Je roule en Clio" read as a home
+city, "Ich fahre einen Golf" as a job); in the attribute space language and value
+are the noise the fit removes. A reading is clear when its best attribute leads the
+next by ``MARGIN`` there and the plain centroids' nearest attribute agrees (a fact
+of no listed attribute — a blood type, a gym schedule — lands somewhere in the
+discriminant's space, rarely on the same attribute in both); anything less is
+"unknown" for keys and filing. The hash embedder has no meaning: nothing is read.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from qwenmem_tui.memory.attributes import ATTRIBUTES, Attribute
 from qwenmem_tui.memory.model import Category, Memory, embed_text
 from qwenmem_tui.paths import private_dir, private_file
 
@@ -40,69 +45,22 @@ if TYPE_CHECKING:
     from qwenmem_tui.memory.embed import Embedder
 
 
-@dataclass(frozen=True)
-class Attribute:
-    """One attribute a fact may give a value for, and how it is described."""
-
-    key: str
-    category: Category
-    single: bool  # one value at a time: a new value replaces the old one
-    descriptions: tuple[str, ...]
-
-
-def _a(key: str, category: Category, single: bool, *descriptions: str) -> Attribute:
-    return Attribute(key, category, single, descriptions)
-
-
-_U, _P = Category.USER, Category.PROJECT
-# Example statements, not definitions: a fact sits nearest to facts of its attribute
-# with other values (on the tuning half, definitions read 2 in 3 facts as the
-# shortest definition's; examples read the attribute). Mostly English: the embedder
-# is multilingual; a few other-language forms where its reading was weakest.
-ATTRIBUTES: tuple[Attribute, ...] = (
-    _a("home_city", _U, True, "I live in Paris", "I moved to Tokyo", "My home is in Madrid",
-       "I relocated to Boston", "I reside in Rome"),
-    _a("employer", _U, True, "I work at Google", "I now work for Microsoft", "My employer is IBM",
-       "I got a job at Amazon"),
-    _a("occupation", _U, True, "I work as a doctor", "I am an architect", "My job is lawyer", "I am now a chef"),
-    _a("editor", _U, True, "I use Sublime Text as my code editor", "My editor is now Atom",
-       "I write code in Notepad++"),
-    _a("car", _U, True, "I drive a Honda", "My car is a BMW", "I bought a Tesla and drive it now",
-       "I ride in a Ford"),
-    _a("phone", _U, True, "My phone is a Nokia", "I switched to a Motorola phone", "My mobile is a Xiaomi",
-       "I have a new phone, a OnePlus"),
-    _a("browser", _U, True, "My web browser is Opera", "I browse the internet with Edge",
-       "I use Brave to surf the web"),
-    _a("name", _U, True, "My name is John Smith", "Please call me Maria", "My first name is Pedro"),
-    _a("birthday", _U, True, "My birthday is on May 3", "I was born on 12 June 1990"),
-    _a("email", _U, True, "My email address is john@example.com", "Write to me at ana@mail.org"),
-    _a("coffee", _U, True, "I take my coffee black", "I drink my coffee with milk"),
-    _a("timezone", _U, True, "My time zone is UTC+2"),
-    _a("family", _U, False, "My sister lives in Rome", "My brother is a teacher", "My mother lives in Oslo"),
-    _a("pets", _U, False, "I have a dog named Rex", "My cat is called Luna"),
-    _a("hobbies", _U, False, "I play tennis on weekends", "My hobby is painting"),
-    _a("likes", _U, False, "I love green tea", "I like pizza"),
-    _a("languages", _U, False, "I speak French and German"),
-    _a("deploy_target", _P, True, "The project is deployed on Fly.io", "We deploy the app to Heroku now"),
-    _a("database", _P, True, "The project uses PostgreSQL as its database", "We moved the data to MySQL"),
-    _a("ci", _P, True, "The tests run on GitHub Actions", "CI moved to Jenkins"),
-    _a("project_language", _P, True, "The backend is written in Go", "The service is now written in Rust"),
-    _a("staging_server", _P, True, "The staging server is staging.example.com"),
-    _a("release_date", _P, True, "The release is planned for March 3", "The deadline moved to Friday"),
-    _a("team_lead", _P, True, "Ana leads the backend team", "Bruno is now the tech lead of the project"),
-)
-
 # Only the person's own attributes link model-free: a project's facts are too varied for
 # a few prototypes (two tickets, two database hosts read as one attribute), so theirs
 # wait for the model's judgement.
 LINKABLE = {a.key: a for a in ATTRIBUTES if a.single and a.category is Category.USER}
 
-MARGIN = 0.006
-"""How far the best attribute's cosine must lead the next one's for a reading to count.
-On the corpus generator's 501 labelled statements (eleven languages, the tuning
-templates): the nearest centroid is right for 487 (nearest example: 479), 453 read
-clearly and right, 1 clearly and wrongly ("Guido una Toyota" as ``ci``); at 0.005, 4
-wrongly; at 0.008, 403 clearly."""
+MARGIN = 0.2
+"""How far the best attribute's cosine must lead the next one's, in the attribute
+space, for a reading to be clear (the plain centroids' nearest must agree too). On the
+tuning statements (bench/identity_wordings.jsonl, 272 hand-written in eleven
+languages): 231 clear, 3 wrongly; the plain centroids alone at their best margin,
+204 and 7. Of the 86 recall_corpus facts of no listed attribute, 14 read clearly as
+one (a blood type as an email, a meeting's day as a release date)."""
+RIDGE = 0.1
+"""The discriminant's regularisation (the share of the examples' mean spread added to
+each direction): 0.03-1.0 read the tuning statements alike (0.93 right), lower
+over-fits the examples' wordings."""
 _CACHE = 4096  # readings of stored memories, by id (a bulk import reads each once)
 
 
@@ -113,26 +71,35 @@ class Reading:
     attribute: Attribute | None
     owner: Category | None
     top: Attribute | None = None  # the nearest attribute, however narrowly
+    # The nearest attribute when the plain centroids' nearest agrees, however narrowly:
+    # what a note's key may name when nothing clearer can be had (never a link).
+    named: Attribute | None = None
 
 
-OWNER_MARGIN = 0.01
-"""How far the person's best attribute must lead the project's (or the reverse) for
-the reading to say whose the fact is."""
+OWNER_MARGIN = 0.1
+"""How far the person's best attribute must lead the project's (or the reverse), in
+the attribute space, for the reading to say whose the fact is (recall_corpus: 38 of 46
+user facts read as the person's, 5 as the project's; 25 of 40 project facts as the
+project's, 5 as the person's; the rest unsaid)."""
+SHIPPED = Path(__file__).parent
+"""Where the examples' vectors for the default embedder ship (``prototypes-*.npy``,
+written by ``bench/bench_identity.py --write-prototypes``): a first run, and every
+fresh home, reads them instead of embedding ~400 sentences."""
 NEUTRAL = (Category.USER, "note")
 """The category and key prototypes and unfiled notes are embedded under: one frame for
 all, so the frame says nothing about which attribute a fact reads as."""
 
 
 class MeaningReader:
-    """Reads facts against the prototypes, embedded once per embedder."""
+    """Reads facts in the attribute space, fitted once per embedder."""
 
     def __init__(self, embedder: Embedder, cache_dir: Path | None = None) -> None:
         self.embedder = embedder
-        # Where the prototypes' vectors are kept between runs: embedding ~70 texts costs
-        # a few seconds of the real model, a first /remember must not pay them.
+        # Where the examples' vectors are kept between runs when none ship for this
+        # embedder: embedding ~400 sentences costs seconds of the real model, a first
+        # /remember must not pay them.
         self.cache_dir = cache_dir
-        self._prototypes: np.ndarray | None = None
-        self._rows: list[int] = []  # prototype row -> ATTRIBUTES index
+        self._space: AttributeSpace | None = None
         self._lock = asyncio.Lock()
         self._readings: OrderedDict[int, Reading] = OrderedDict()
 
@@ -142,44 +109,44 @@ class MeaningReader:
         return not self.embedder.id.startswith("hash")
 
     async def prepare(self) -> None:
-        """Embed (or read from the cache) the prototypes now, ahead of the first write."""
+        """Fit the attribute space now (its examples' vectors shipped, cached or
+        embedded), ahead of the first write."""
         await self._load()
 
-    async def _load(self) -> np.ndarray:
+    async def _load(self) -> AttributeSpace:
         async with self._lock:
-            if self._prototypes is None:
-                texts, rows = [], []
-                for i, attribute in enumerate(ATTRIBUTES):
-                    texts += [embed_text(*NEUTRAL, text) for text in attribute.descriptions]
-                    rows += [i] * len(attribute.descriptions)
-                self._prototypes = centroids(await self._vectors(texts), rows)
-                self._rows = list(range(len(ATTRIBUTES)))
-            return self._prototypes
+            if self._space is None:
+                texts, rows = example_texts()
+                vectors = await self._vectors(texts)
+                self._space = await asyncio.to_thread(fit_space, vectors, rows)
+            return self._space
 
     async def _vectors(self, texts: list[str]) -> np.ndarray:
-        """The prototypes' vectors: from the cache file of this embedder and these
-        texts, else embedded and kept there (0600, replaced atomically)."""
+        """The examples' vectors: shipped with qwenmem for this embedder and these
+        texts, else from the home's cache file, else embedded and kept there (0600,
+        replaced atomically)."""
         import numpy as np
 
-        digest = hashlib.sha256("\n".join([self.embedder.id, *texts]).encode()).hexdigest()[:16]
-        path = self.cache_dir / f"prototypes-{digest}.npy" if self.cache_dir else None
-        if path is not None:
+        name = prototypes_name(self.embedder.id, texts)
+        for folder in (SHIPPED, self.cache_dir):
+            if folder is None:
+                continue
             try:
-                cached: np.ndarray = await asyncio.to_thread(np.load, path)
+                cached: np.ndarray = await asyncio.to_thread(np.load, folder / name)
                 if cached.shape[0] == len(texts):
-                    return cached
+                    return cached.astype(np.float32)
             except (OSError, ValueError):
                 pass  # absent or damaged: embedded again
         vectors = await self.embedder.embed_passages(texts)
-        if path is not None:
-            await asyncio.to_thread(_save, path, vectors)
+        if self.cache_dir is not None:
+            await asyncio.to_thread(_save, self.cache_dir / name, vectors)
         return vectors
 
     async def read(self, vector: np.ndarray | None) -> Reading:
         """What the fact whose passage vector is ``vector`` is about."""
         if vector is None or not self.meaningful:
             return Reading(None, None)
-        return read_scores(await self._load() @ vector, self._rows)
+        return (await self._load()).read(vector)
 
     async def read_note(self, text: str) -> Reading:
         """``read`` for a note not filed yet (one passage embedding, in the neutral frame)."""
@@ -246,28 +213,80 @@ def _save(path: Path, vectors: np.ndarray) -> None:
         tmp.unlink(missing_ok=True)  # a cache: the next run embeds them again
 
 
-def centroids(vectors: np.ndarray, rows: Sequence[int]) -> np.ndarray:
-    """Each attribute's examples' mean direction (unit length), one row per attribute."""
+def example_texts() -> tuple[list[str], list[int]]:
+    """Every attribute's examples in the neutral frame, and each one's attribute index."""
+    texts, rows = [], []
+    for i, attribute in enumerate(ATTRIBUTES):
+        texts += [embed_text(*NEUTRAL, text) for text in attribute.descriptions]
+        rows += [i] * len(attribute.descriptions)
+    return texts, rows
+
+
+def prototypes_name(embedder_id: str, texts: Sequence[str]) -> str:
+    """The examples' vectors' file name: this embedder's, these very texts'."""
+    digest = hashlib.sha256("\n".join([embedder_id, *texts]).encode()).hexdigest()[:16]
+    return f"prototypes-{digest}.npy"
+
+
+@dataclass(frozen=True)
+class AttributeSpace:
+    """The attributes in one embedder's space: their plain centroids, and the
+    discriminant (``mean``, ``projection``) with their centroids there."""
+
+    centroids: np.ndarray  # (attributes, dim), unit rows
+    mean: np.ndarray  # (dim,)
+    projection: np.ndarray  # (dim, attributes - 1)
+    separated: np.ndarray  # (attributes, attributes - 1), unit rows
+
+    def project(self, vectors: np.ndarray) -> np.ndarray:
+        """Vectors (rows) in the attribute space, unit length."""
+        import numpy as np
+
+        z = (vectors - self.mean) @ self.projection
+        unit: np.ndarray = z / np.maximum(np.linalg.norm(z, axis=-1, keepdims=True), 1e-9)
+        return unit
+
+    def read(self, vector: np.ndarray) -> Reading:
+        """A fact's reading from its passage vector (see the module doc)."""
+        plain = self.centroids @ vector
+        return read_scores(self.separated @ self.project(vector), int(plain.argmax()))
+
+
+def fit_space(vectors: np.ndarray, rows: Sequence[int]) -> AttributeSpace:
+    """The regularised linear discriminant of the examples (``rows``: their attribute):
+    the directions that spread the attributes' centroids apart the most against the
+    spread of each attribute's own examples (``RIDGE`` of the mean spread added)."""
     import numpy as np
 
     which = np.asarray(rows)
-    means = np.stack([vectors[which == i].mean(axis=0) for i in range(len(ATTRIBUTES))])
-    unit: np.ndarray = means / np.linalg.norm(means, axis=1, keepdims=True)
-    return unit
+    x = vectors.astype(np.float64)
+    mean = x.mean(axis=0)
+    classes = range(len(ATTRIBUTES))
+    means = np.stack([x[which == i].mean(axis=0) for i in classes])
+    within = sum(((x[which == i] - means[i]).T @ (x[which == i] - means[i]) for i in classes), np.zeros((x.shape[1],) * 2))
+    within = within / len(x)
+    within += RIDGE * np.trace(within) / len(within) * np.eye(len(within))
+    between = (means - mean).T @ ((means - mean) * np.bincount(which)[:, None]) / len(x)
+    values, vecs = np.linalg.eigh(within)
+    whiten = vecs / np.sqrt(values)
+    _, turn = np.linalg.eigh(whiten.T @ between @ whiten)
+    projection = (whiten @ turn)[:, ::-1][:, : len(ATTRIBUTES) - 1]
+    plain = means / np.linalg.norm(means, axis=1, keepdims=True)
+    space = AttributeSpace(plain.astype(np.float32), mean.astype(np.float32), projection.astype(np.float32), plain)
+    separated = np.stack([space.project(x[which == i]).mean(axis=0) for i in classes])
+    separated /= np.linalg.norm(separated, axis=1, keepdims=True)
+    return AttributeSpace(space.centroids, space.mean, space.projection, separated.astype(np.float32))
 
 
-def read_scores(scores: np.ndarray, rows: Sequence[int]) -> Reading:
-    """A reading from the cosines with every prototype (``rows``: their attribute)."""
-    best: dict[int, float] = {}
-    for row, score in zip(rows, scores.tolist(), strict=True):
-        best[row] = max(best.get(row, -1.0), score)
-    ranked = sorted(best.items(), key=lambda item: -item[1])
-    attribute = None
-    if len(ranked) > 1 and ranked[0][1] - ranked[1][1] >= MARGIN:
-        attribute = ATTRIBUTES[ranked[0][0]]
-    mine = max(s for i, s in best.items() if ATTRIBUTES[i].category is Category.USER)
-    theirs = max(s for i, s in best.items() if ATTRIBUTES[i].category is Category.PROJECT)
+def read_scores(scores: np.ndarray, plain_top: int) -> Reading:
+    """A reading from the cosines with every attribute in the attribute space; clear
+    when the best leads by ``MARGIN`` and is also the plain centroids' nearest."""
+    ranked = sorted(enumerate(scores.tolist()), key=lambda item: -item[1])
+    named = ATTRIBUTES[plain_top] if ranked[0][0] == plain_top else None
+    attribute = named if ranked[0][1] - ranked[1][1] >= MARGIN else None
+    mine = max(s for i, s in ranked if ATTRIBUTES[i].category is Category.USER)
+    theirs = max(s for i, s in ranked if ATTRIBUTES[i].category is Category.PROJECT)
     owner = None
     if abs(mine - theirs) >= OWNER_MARGIN:
         owner = Category.USER if mine > theirs else Category.PROJECT
-    return Reading(attribute, owner, ATTRIBUTES[ranked[0][0]])
+    return Reading(attribute, owner, ATTRIBUTES[ranked[0][0]], named)

@@ -254,6 +254,7 @@ class Recaller:
         # read through the index on ``restates``, so an older version found without
         # its newer one still has it put first (``_unfound_newer``).
         self._links: tuple[int, dict[int, list[int]]] | None = None
+        self._counting: set[asyncio.Task[None]] = set()  # recalls being counted (``counted``)
 
     @property
     def threshold(self) -> float | None:
@@ -574,6 +575,26 @@ class Recaller:
             },
         )
 
+    def _count_later(self, chosen: Sequence[Memory], now: float) -> None:
+        """Count a recall after answering it: the counting is a write (a round trip to a
+        shared server, retried while it is away), and the chat waits for the memories,
+        not for their counters. ``counted`` waits for it."""
+        task = asyncio.create_task(self._count(chosen, now), name="memory-recall-count")
+        self._counting.add(task)
+        task.add_done_callback(self._counting.discard)
+
+    async def _count(self, chosen: Sequence[Memory], now: float) -> None:
+        try:
+            await self.record(chosen, now=now)
+        except Exception as exc:  # statistics: the recall itself stands
+            log.warning("[MEMORY_RECALL] a recall was not counted: %s", exc)
+
+    async def counted(self) -> None:
+        """Wait until the recalls answered so far are counted (before reading the
+        counters, and before the store closes)."""
+        while self._counting:
+            await asyncio.wait(set(self._counting))
+
     async def recall(
         self,
         query: str,
@@ -635,7 +656,7 @@ class Recaller:
         ranked = within_budget(ranked, now, self.max_tokens)
         chosen = [c.memory for c in ranked]
         if record:
-            await self.record(chosen, now=now)
+            self._count_later(chosen, now)
         later = earlier_marks(ranked, found)
         block = render_block(chosen, now, later)
         return RecallResult(

@@ -625,6 +625,7 @@ class MemoryService:
     ) -> builtins.list[Memory]:
         """This user's memories visible from ``project`` (None: every scope)."""
         scopes = None if project is None else (GLOBAL_SCOPE, project)
+        await self.vectors.counted()  # this process's recalls show in what it reads
         return await self.store.list(user=self.user, scopes=scopes, statuses=statuses)
 
     def mine(self, query: RowQuery, *, project: str | None = None) -> RowQuery:
@@ -635,6 +636,7 @@ class MemoryService:
     async def rows(self, query: RowQuery, *, project: str | None = None) -> builtins.list[Memory]:
         """This user's memories visible from ``project`` matching ``query`` (a page of
         them, in SQL: a store of years is never read whole to show some)."""
+        await self.vectors.counted()
         return await self.store.rows(self.mine(query, project=project))
 
     async def count(self, query: RowQuery, *, project: str | None = None) -> int:
@@ -665,6 +667,7 @@ class MemoryService:
             return None
         if not 0 < memory_id <= MAX_ID:
             return None
+        await self.vectors.counted()
         memory = await self.store.get(memory_id)
         if memory is None or memory.user != self.user:
             return None
@@ -688,6 +691,7 @@ class MemoryService:
         return await self.count(RowQuery(statuses=(Status.QUARANTINED,)), project=project)
 
     async def stats(self) -> MemoryStats:
+        await self.vectors.counted()
         stats = compute_stats(
             await self.store.metrics(),
             await self.store.counts_by_status(),

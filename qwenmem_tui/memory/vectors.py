@@ -303,8 +303,15 @@ class MemoryVectors:
             )
         return f"memory recall is lexical + dense ({embedder_id})"
 
+    async def counted(self) -> None:
+        """The recalls answered so far are counted (``Recaller.counted``)."""
+        if self._recaller is not None:
+            await self._recaller.counted()
+
     async def close(self) -> None:
-        """Stop re-embedding, save the index, release the embedder's model."""
+        """Count the recalls answered, stop re-embedding, save the index, release the
+        embedder's model."""
+        await self.counted()
         task, self._reembed_task = self._reembed_task, None
         if task is not None and not task.done():
             task.cancel()

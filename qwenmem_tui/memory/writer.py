@@ -459,6 +459,10 @@ class MemoryWriter:
             return NoteKey(Category.USER, top.key, False)
         if not note.named and attribute is not None:
             return NoteKey(category, attribute.key, False)
+        if not note.named and reading.named is not None and reading.named.category is category:
+            # Nothing clearer to be had: the attribute both readings lean to names
+            # the key ("私はエンジニアです": occupation, not "note"), value-free either way.
+            return NoteKey(category, reading.named.key, False)
         return replace(note, category=category)
 
     async def _refiled(self, pending: PendingWrite, identity: Identity) -> PendingWrite | None:
@@ -559,7 +563,7 @@ class MemoryWriter:
         ruled = decide(key, value, category, candidates, explicit=explicit)
         if ruled.replaces or ruled.same_as is not None or ruled.key != key or ruled.decided_by == "key":
             return ruled.flagged(elsewhere)
-        close = by_meaning(key, value, category, found, self._meaning_floor())
+        close = by_meaning(key, value, category, found, self._meaning_floor(), explicit=explicit)
         near = {c.memory.id for c in found if c.dense is not None and c.dense >= LINK_COSINE}
         # Model-free links are for the person's own facts filed by their reading: a
         # writer's own key (save_memory, import, the daemon) says which fact it is, and a

@@ -10,7 +10,8 @@ the first restated in other words — then the question in that language. The di
 fact stays active, `qwenmem memory search` for the question — run from another
 project — puts the newer version first, the request the chat model received never
 carries the older version unmarked, and no key holds a value word (every key is ASCII
-snake_case).
+snake_case). The search runs as a real process; the listing, which reads rows only, in
+this one (`cli_run`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_support import CliRunner
 from identity_support import (
     ANSWER,
     CASES,
@@ -78,7 +80,7 @@ def remember_in_a_terminal(terminal: Terminal, home: Path, project: Path, case: 
 
 @pytest.mark.parametrize("lang", IN_A_TERMINAL)
 def test_with_no_model_the_newer_version_comes_first_in_a_real_terminal(
-    lang: str, fake: FakeOpenAI, tmp_path: Path,
+    lang: str, fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner,
     terminal: Terminal,  # noqa: F811
 ) -> None:
     case = CASES[lang]
@@ -87,7 +89,10 @@ def test_with_no_model_the_newer_version_comes_first_in_a_real_terminal(
     project = project_dir(tmp_path / "project")
     remember_in_a_terminal(terminal, home, project, case)
 
-    first, newer = offline_rows_hold(by_id(qwenmem(home, project, "memory", "list", "--all", "--json")), case[4])
+    # The rows as `memory list` gives them, in this process (it reads rows only).
+    listed = cli_run("memory", "list", "--all", "--json", home=home, cwd=project)
+    assert listed.returncode == 0, listed.stderr
+    first, newer = offline_rows_hold(by_id(listed.stdout), case[4])
     # The person's facts are theirs in every project: searched from another one.
     elsewhere = project_dir(tmp_path / "another-project")
     newer_first([m["id"] for m in json.loads(qwenmem(home, elsewhere, "memory", "search", case[3], "--json"))],

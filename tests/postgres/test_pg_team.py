@@ -13,9 +13,10 @@ import asyncpg
 import numpy as np
 import pytest
 from memtest_support import PROJECT_A
+from pgtest_support import Backend
 
 from qwenmem_tui.memory import write_plan
-from qwenmem_tui.memory.model import Category, MemoryDraft, Origin, Status, WriteAction
+from qwenmem_tui.memory.model import Category, MemoryDraft, Origin, Status, WriteAction, WriteRequest
 from qwenmem_tui.memory.postgres.store import PostgresMemoryStore, list_query
 from qwenmem_tui.memory.store_index import MEAN_REFRESH_S, StoreIndex
 
@@ -51,7 +52,7 @@ async def lock_waits(conn: asyncpg.Connection) -> int:
     )
 
 
-async def finishes_or_waits(task: asyncio.Task[WriteAction], conn: asyncpg.Connection) -> bool:
+async def finishes_or_waits(task: asyncio.Task[object], conn: asyncpg.Connection) -> bool:
     """True when ``task`` finished, False as soon as a backend waits on a lock."""
     while not task.done():
         if await lock_waits(conn):
@@ -167,3 +168,33 @@ async def test_other_users_writes_do_not_make_a_client_read_its_mean_again(
     finally:
         await conn.close()
         await store.close()
+
+
+async def test_a_recall_answers_before_it_is_counted(pg_dsn: str, tmp_path: Path) -> None:
+    """The recall counters are a write to rows every client updates: a recall returns
+    its memories without waiting for them (here: held by another transaction), and
+    this process's own reads of the counters wait until its recalls are counted."""
+    svc = await Backend("postgres", tmp_path, pg_dsn).open()
+    observer = await asyncpg.connect(pg_dsn)
+    try:
+        saved = await svc.save(
+            WriteRequest("project", "test_command", "Run tests with make test", origin="user", project=PROJECT_A)
+        )
+        await observer.execute("INSERT INTO memory_metrics (name, value) VALUES ('recalls', 0)")
+        locker = observer.transaction()
+        await locker.start()
+        await observer.execute("SELECT value FROM memory_metrics WHERE name = 'recalls' FOR UPDATE")
+        counters = await asyncpg.connect(pg_dsn)
+        try:
+            recall = asyncio.create_task(svc.recall("how do I run the tests", project=PROJECT_A))
+            assert await finishes_or_waits(recall, counters), "the recall waited for its counters"
+        finally:
+            await locker.rollback()
+            await counters.close()
+        assert recall.result().ids == [saved.memory.id]
+        assert (await svc.stats()).recalls == 1
+        row = await svc.get(saved.memory.id)
+        assert row is not None and row.recall_count == 1
+    finally:
+        await observer.close()
+        await svc.close()

@@ -10,6 +10,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.pilot import Pilot
@@ -485,14 +486,25 @@ async def test_remembering_a_move_leaves_one_truth_in_the_running_session(
 
 
 async def test_a_recall_that_settles_during_a_tool_call_follows_the_tool_result(
-    fake: FakeOpenAI, make_memory_app: Callable[..., QwenmemApp]
+    fake: FakeOpenAI, make_memory_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = make_memory_app()
     async with app.run_test(size=SIZE) as pilot:
         await run(pilot, CODENAME)
 
-    # The first request is held at the server until recall has settled: the block
-    # misses the UserQuery request and must land after the tool result.
+    # Recall answers only once the first request reached the server (a quick recall
+    # otherwise made that request itself, and the test failed whenever it did), and
+    # that request is held there until recall has settled: the block misses the
+    # UserQuery request and must land after the tool result.
+    sent = len(chat_requests(fake))
+    recall = MemoryService.recall
+
+    async def after_the_first_request(self: MemoryService, *args: Any, **kwargs: Any) -> Any:
+        while len(chat_requests(fake)) == sent:
+            await asyncio.sleep(0.01)
+        return await recall(self, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryService, "recall", after_the_first_request)
     held = threading.Event()
     fake.script(
         Reply(tool_calls=[ToolCallSpec("read_file", {"path": "README.md"}, id="call_1")], gate=held),

@@ -223,6 +223,31 @@ async def test_events_split_anywhere_across_reads_parse_the_same() -> None:
         assert [payload for batch in split for payload in batch] == whole[0]
 
 
+async def test_each_event_parses_as_json_loads_parses_it() -> None:
+    """The JSON scanner taken straight (`_json_object`) must parse what `json.loads`
+    parses and reject what it rejects: spaces around the value, an event of several
+    `data:` lines, a value that is not an object (skipped), two values in one event."""
+    events = [
+        ' {"a": 1} ',
+        '{"b":\ndata: [1, {"c": "\\u00e9"}]}',
+        "[1, 2]",
+        '{"d": "x"}\t',
+    ]
+    body = "".join(f"data: {event}\n\n" for event in events) + "data: [DONE]\n\n"
+    batches = await _batches([body.encode()])
+    assert [payload for batch in batches for payload in batch] == [
+        {"a": 1},
+        {"b": [1, {"c": "é"}]},
+        {"d": "x"},
+    ]
+    for bad in ('{"a": 1} {"b": 2}', '{"a": 1}, 2', '{"a": ', "nope", "", '{"a": 1}}'):
+        with pytest.raises(ValueError) as caught:
+            await _batches([f"data: {{}}\n\ndata: {bad}\n\n".encode()])
+        with pytest.raises(ValueError) as expected:
+            json.loads(bad)
+        assert str(caught.value) == str(expected.value)
+
+
 async def test_chunks_that_arrive_together_are_a_few_events_not_one_each(
     fake: FakeOpenAI, llm: LLMClient
 ) -> None:

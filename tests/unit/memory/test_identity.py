@@ -13,7 +13,7 @@ import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock, make_settings
 
 from qwenmem_tui.memory.backup import import_lines
-from qwenmem_tui.memory.identity import decide
+from qwenmem_tui.memory.identity import by_meaning, decide
 from qwenmem_tui.memory.judge import JUDGE_SYSTEM_PROMPT, parse_judgement
 from qwenmem_tui.memory.model import (
     AuditAction,
@@ -26,6 +26,7 @@ from qwenmem_tui.memory.model import (
     WriteAction,
     WriteRequest,
 )
+from qwenmem_tui.memory.recall import Candidate
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.subject import (
     about,
@@ -504,3 +505,15 @@ async def test_two_likes_are_two_memories_and_a_time_is_not_a_label(service: Mem
     assert (tea.memory.key, hiking.memory.key) == ("likes", "likes_2") and hiking.superseded == []
     meet = await service.remember(RememberRequest("Keiko prefers meetings after 14:00", project=PROJECT_A, judge_timeout=None))
     assert meet.memory.key == "keiko_preferences" and meet.memory.category is Category.PROJECT
+
+
+def test_a_note_s_key_read_by_meaning_never_keeps_a_neighbour_from_the_model() -> None:
+    """A /remember note's key was only read from its words (by meaning, a guess the
+    model is there to check): "Ich habe zu SAP gewechselt" read as a home city is still
+    asked about "Ich bin bei Bosch angestellt" filed as the employer. Keys a writer
+    named are its evidence: two attributes the vocabulary knows apart stay apart."""
+    older = memory(1, "employer", "Ich bin bei Bosch angestellt")
+    found = [Candidate(older, 1.0, 0.91, None, 0.0)]
+    note = by_meaning("home_city", "Ich habe zu SAP gewechselt", Category.USER, found, 0.81, explicit=False)
+    named = by_meaning("home_city", "Ich habe zu SAP gewechselt", Category.USER, found, 0.81)
+    assert [m.id for m in note] == [1] and named == []

@@ -6,10 +6,13 @@ kept in the index directory, private, ready before the first write."""
 from __future__ import annotations
 
 import stat
+from pathlib import Path
 
+import numpy as np
 import pytest
 from memtest_support import PROJECT_A
 
+from qwenmem_tui.memory.meaning import MeaningReader
 from qwenmem_tui.memory.model import Category, Origin, RememberRequest, Status, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
@@ -50,6 +53,7 @@ async def test_a_note_is_filed_under_its_attribute_in_any_language(
         ("名古屋に引っ越しました", "home_city"),
         ("Moro em Porto Alegre", "home_city"),
         ("Abito a Roma da due anni", "home_city"),
+        ("私のエディタはEmacsです", "editor"),  # was user/note (the attribute space)
     ],
 )
 async def test_a_key_names_the_attribute_not_the_value_on_unseen_wordings(
@@ -67,12 +71,52 @@ async def test_a_likely_restatement_is_linked_and_a_distinct_fact_is_not(e5_serv
     assert all(m.status is Status.ACTIVE for m in await e5_service.list(project=PROJECT_A))
 
 
-async def test_the_prototypes_are_kept_private_once_the_vectors_load(
+async def test_what_the_plain_centroids_misread_is_linked_and_a_parent_s_city_is_not(
+    e5_service: MemoryService,
+) -> None:
+    """Read by the plain centroids of English examples, "Je roule en Clio" was a home
+    city (its restatement went unlinked) and a mother's city was the person's own (a
+    distinct fact shown as an earlier version); the attribute space reads both."""
+    clio = await e5_service.remember(RememberRequest("Je roule en Clio", project=PROJECT_A))
+    tesla = await e5_service.remember(
+        RememberRequest("J'ai vendu ma Clio, maintenant je roule en Tesla", project=PROJECT_A)
+    )
+    home = await e5_service.remember(RememberRequest("我住在西安", project=PROJECT_A))
+    mother = await e5_service.remember(RememberRequest("我妈妈住在广州", project=PROJECT_A))
+    assert tesla.memory.restates == clio.memory.id
+    assert mother.memory.restates is None and home.memory.status is Status.ACTIVE
+
+
+async def test_the_default_embedder_reads_the_shipped_examples_and_writes_nothing(
     e5_service: MemoryService, mem_paths: Paths
 ) -> None:
     await e5_service.start()
-    [kept] = list(mem_paths.index_dir.glob("prototypes-*.npy"))
+    assert list(mem_paths.index_dir.glob("prototypes-*.npy")) == []
+    result = await e5_service.remember(RememberRequest("Ich fahre einen Golf", project=PROJECT_A))
+    assert result.memory.key == "car"
+
+
+class CountingEmbedder:
+    """A meaningful embedder no vectors ship for: counts what it is asked to embed."""
+
+    id = "counting-embedder"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def embed_passages(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        rng = np.random.default_rng(len(texts))
+        return rng.normal(size=(len(texts), 16)).astype(np.float32)
+
+
+async def test_another_embedder_s_examples_are_embedded_once_and_kept_private(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    await MeaningReader(embedder, tmp_path / "index").prepare()  # type: ignore[arg-type]
+    [kept] = list((tmp_path / "index").glob("prototypes-*.npy"))
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    await MeaningReader(embedder, tmp_path / "index").prepare()  # type: ignore[arg-type]
+    assert embedder.calls == 1
 
 
 async def test_a_writer_s_own_keys_are_never_linked_by_meaning_alone(e5_service: MemoryService) -> None:
