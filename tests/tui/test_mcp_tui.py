@@ -43,7 +43,7 @@ async def _tools_up(pilot: Pilot, name: str) -> None:
     await started(pilot)
     app = pilot.app
     assert isinstance(app, QwenmemApp)
-    await wait_until(pilot, lambda: name in app.session.tools.names(), timeout=30)
+    await wait_until(pilot, lambda: name in app.session.tools.names())
 
 
 def _add_note(text: str) -> Reply:

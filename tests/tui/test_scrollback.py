@@ -100,13 +100,13 @@ async def test_home_and_end_jump_to_the_first_and_the_newest_message(
     async with resumed_long_session(make_app, paths, project, clock) as pilot:
         app = pilot.app
         await pilot.press("home")
-        await wait_until(pilot, lambda: "question 0" in shown_texts(pilot), timeout=60)
+        await wait_until(pilot, lambda: "question 0" in shown_texts(pilot))
         assert mounted(pilot) <= PAGE_SIZE
         later = app.screen.query_one(LaterItems)
         assert f"{2 * EXCHANGES - PAGE_SIZE} later items" in str(later.render())
         await pilot.press("end")
         last = f"question {EXCHANGES - 1}"
-        await wait_until(pilot, lambda: last in shown_texts(pilot), timeout=60)
+        await wait_until(pilot, lambda: last in shown_texts(pilot))
         assert not app.screen.query(LaterItems) and mounted(pilot) <= PAGE_SIZE
 
 
@@ -141,7 +141,7 @@ async def test_a_session_longer_than_its_window_in_memory_scrolls_back_to_its_st
         earlier = app.screen.query_one(EarlierItems)
         assert f"{len(items) - PAGE_SIZE} earlier items" in str(earlier.render())
         await pilot.press("home")
-        await wait_until(pilot, lambda: "question 0" in shown_texts(pilot), timeout=60)
+        await wait_until(pilot, lambda: "question 0" in shown_texts(pilot))
         bound = MAX_PAGES * PAGE_SIZE
         await press_until(pilot, "pagedown", lambda: f"question {PAGE_SIZE}" in shown_texts(pilot), bound)
         assert len(session.items) == WINDOW_ITEMS  # reading back held nothing more
@@ -164,9 +164,9 @@ async def test_a_long_sitting_releases_the_oldest_widgets_and_reads_them_back(
             assert mounted(pilot) <= 3 * 4, n
         assert app.screen.query(EarlierItems) and "question 0" not in shown_texts(pilot)
         await pilot.press("home")
-        await wait_until(pilot, lambda: "question 0" in shown_texts(pilot), timeout=60)
+        await wait_until(pilot, lambda: "question 0" in shown_texts(pilot))
         await pilot.press("end")
-        await wait_until(pilot, lambda: "question 9" in shown_texts(pilot), timeout=60)
+        await wait_until(pilot, lambda: "question 9" in shown_texts(pilot))
         assert mounted(pilot) <= 3 * 4
         # After /clear the log starts empty, and stays bounded as it fills again.
         await send(pilot, "/clear")

@@ -156,7 +156,7 @@ def test_long_streamed_reply_with_code_table_and_list(
         # them, so the scrollbar does not depend on which were estimated (how the
         # stream's flushes fell).
         await pilot.resize_terminal(SIZE[0], 400)
-        await wait_until(pilot, lambda: not pilot.app.screen.query(FrozenBlocks), timeout=60)
+        await wait_until(pilot, lambda: not pilot.app.screen.query(FrozenBlocks))
         await pilot.resize_terminal(*SIZE)
         await _steady(pilot)
 

@@ -121,7 +121,7 @@ async def test_a_streamed_reply_renders_as_the_reply_shown_at_once(
         # Streamed into a short view, what scrolled out of it (or never came into it)
         # waits unmounted; a tall view shows it all again.
         await pilot.resize_terminal(*TALL)
-        await wait_until(pilot, lambda: not item.query_children(FrozenBlocks), timeout=60)
+        await wait_until(pilot, lambda: not item.query_children(FrozenBlocks))
         await pilot.pause()
         # The reply was really cut into several Markdown widgets...
         assert len(item.query_children(Markdown)) > 2
@@ -149,7 +149,7 @@ async def test_a_long_stored_reply_waits_off_screen_and_renders_as_one(
     async with app.run_test(size=TALL) as pilot:
         await settle(pilot)
         item = app.screen.query_one(AssistantItem)
-        await wait_until(pilot, lambda: not item.query_children(FrozenBlocks), timeout=60)
+        await wait_until(pilot, lambda: not item.query_children(FrozenBlocks))
         await pilot.pause()
         cut = reply_lines(app)
     assert cut == await shown_at_once(make_app, text, monkeypatch)
@@ -176,7 +176,7 @@ async def test_finished_blocks_are_not_laid_out_again_while_the_reply_grows(
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, "explain")
-        await wait_until(pilot, lambda: _settled(app, received=half * 5), timeout=60)
+        await wait_until(pilot, lambda: _settled(app, received=half * 5))
         # The stream is stalled: wait until the new blocks' own first layouts are done.
         layouts: dict[int, int] = {}
         while layouts != (layouts := {id(md): md._layout_updates for md in _frozen(app)}):
@@ -232,7 +232,7 @@ async def test_a_burst_mounts_only_what_is_shown(
         log = app.screen.query_one(ChatLog)
         middle = item.virtual_region.y + stack.virtual_region.y + stack.outer_size.height // 2
         log.scroll_to(y=middle, animate=False)
-        await wait_until(pilot, lambda: stack not in item.children, timeout=60)
+        await wait_until(pilot, lambda: stack not in item.children)
         before, after = item.query_children(FrozenBlocks)[:2]
         # A 30-line view shows one or two pieces: the rest wait, before and after them.
         assert len(before.pieces) + len(after.pieces) >= len(stack.pieces) - 2
@@ -297,7 +297,7 @@ async def test_blocks_far_above_the_view_go_back_to_placeholders_of_their_height
         )
         # Scrolled back into view, they are the reply again.
         await pilot.resize_terminal(TALL[0], 200)
-        await wait_until(pilot, lambda: not item.query_children(FrozenBlocks), timeout=60)
+        await wait_until(pilot, lambda: not item.query_children(FrozenBlocks))
         assert "".join(md.source for md in item.query_children(Markdown)) == text
 
 
@@ -430,7 +430,7 @@ async def test_a_live_piece_that_begins_inside_a_paragraph_keeps_all_of_it(
         await send(pilot, "explain")
         item = app.screen.query_one(AssistantItem)
         # The first chunk is on screen, cut: the live piece starts inside the paragraph.
-        await wait_until(pilot, lambda: len(item.query_children(Markdown)) == 2, timeout=30)
+        await wait_until(pilot, lambda: len(item.query_children(Markdown)) == 2)
         rest.set()
         await settle(pilot)
         shown = " ".join(line.strip() for line in reply_lines(app) if line.strip())
