@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "reliability"))
 
-from soak import Checkpoint, SoakReport, soak  # noqa: E402
+from soak import POOL_MAX, Checkpoint, SoakReport, soak  # noqa: E402
 
 
 def row(point: Checkpoint) -> None:
-    print(f"| {point.turn} | {point.rss_mb:.1f} | {point.fds} | {point.threads} | {point.tasks} "
+    print(f"| {point.turn} | {point.rss_mb:.1f} | {point.fds} | {point.threads}+{point.pool_threads} | {point.tasks} "
           f"| {point.db_kb / 1024:.1f} | {point.index_kb:.0f} | {point.turn_ms_p50:.1f} | {point.turn_ms_p95:.1f} "
           f"| {point.turn_cpu_ms_p50:.1f} | {point.held} / {point.stored} |",
           flush=True)
@@ -44,6 +44,7 @@ def goals(report: SoakReport, turns: int) -> list[tuple[str, bool]]:
         (f"items held in memory {last.held} of {last.stored} stored", last.held < last.stored // 10),
         (f"fds/threads/tasks {warm.fds}/{warm.threads}/{warm.tasks} -> {last.fds}/{last.threads}/{last.tasks}",
          (last.fds, last.threads, last.tasks) <= (warm.fds, warm.threads, warm.tasks)),
+        (f"default executor threads {last.pool_threads} (<= {POOL_MAX})", last.pool_threads <= POOL_MAX),
         (f"user messages stored {report.user_items}/{turns}", report.user_items == turns),
         (f"memories written {report.writes}/{turns * 2 // 5}, forgotten {report.memories_deleted}/{report.forgets}",
          report.writes == turns * 2 // 5 and report.memories_deleted == report.forgets == report.writes),
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=5000)
     parser.add_argument("--every", type=int, default=500)
     args = parser.parse_args(argv)
-    print("| turn | RSS MB | fds | threads | tasks | DB MB | index KB | turn p50 ms | turn p95 ms "
+    print("| turn | RSS MB | fds | threads (+pool) | tasks | DB MB | index KB | turn p50 ms | turn p95 ms "
           "| turn CPU p50 ms | items held / stored |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
     started = time.perf_counter()

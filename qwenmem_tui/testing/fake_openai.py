@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hashlib
 import json
 import logging
 import math
+import os
 import socket
 import struct
 import sys
@@ -209,7 +211,7 @@ class FakeOpenAI:
         self._queue: deque[Response] = deque()
         self._embedding_queue: deque[HTTPError | RawResponse | None] = deque()
         self._closing = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.responder: Responder | None = None
         self.requests: list[RecordedRequest] = []
@@ -262,6 +264,23 @@ class FakeOpenAI:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def served_sockets(self) -> set[int]:
+        """Inodes of the sockets its handlers hold open (its side of each connection).
+
+        It runs in the test's process, and a handler closes its socket when it notices the
+        client's close, later on a loaded machine: a test counting the process's fds
+        leaves these out, the client's side (the app's) is counted."""
+        server = self._server
+        if server is None:
+            return set()
+        with server.live_lock:
+            sockets = list(server.live)
+        inodes = set()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                inodes.add(os.fstat(sock.fileno()).st_ino)
+        return inodes
 
     @property
     def port(self) -> int:
@@ -349,6 +368,24 @@ class FakeOpenAI:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.live: set[socket.socket] = set()  # accepted and not closed yet
+        self.live_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        request, address = super().get_request()
+        with self.live_lock:
+            self.live.add(request)
+        return request, address
+
+    def shutdown_request(self, request: Any) -> None:
+        try:
+            super().shutdown_request(request)
+        finally:
+            with self.live_lock:
+                self.live.discard(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients hanging up (timeouts, cancelled streams, idle keep-alive) are normal here."""

@@ -22,6 +22,7 @@ import re
 import statistics
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,12 @@ API_KEY = "sk-soak-0000"
 TURN = re.compile(r"Turn (\d+):")
 SUMMARY = json.dumps({"summary": "The user is configuring services and their ports.", "decisions": [],
                       "pinned_turns": []})
+# The loop's default executor (asyncio.to_thread), installed by the soak with the bound
+# the stdlib's default has and a name of its own: its threads start lazily, one more
+# whenever work arrives while none is idle, so how many there are at a checkpoint
+# follows the machine's load; what cannot vary is that they stay within the bound.
+POOL = "soak-pool"
+POOL_MAX = min(32, (os.cpu_count() or 1) + 4)
 ANSWER = "Noted. " + " ".join(f"Point {k}: the handler keeps its state between calls." for k in range(12))
 
 
@@ -53,7 +60,7 @@ class Checkpoint:
     turn: int
     rss_mb: float
     fds: int
-    threads: int
+    threads: int  # outside the default executor's pool: each one a connection, a server, a loop
     tasks: int
     db_kb: float
     index_kb: float
@@ -63,6 +70,9 @@ class Checkpoint:
     held: int = 0  # the chat's items in memory (window and carried pins)
     view: int = 0  # of them, those the model view reads (after the cut, and the pins)
     stored: int = 0  # the session's items in the database
+    pool_threads: int = 0  # the default executor's, at most POOL_MAX
+    thread_names: tuple[str, ...] = ()  # of `threads`, to name the one that grew
+    fd_names: tuple[str, ...] = ()  # what each of `fds` is open on, likewise
 
 
 @dataclass
@@ -123,18 +133,51 @@ def _size_kb(*paths: Path) -> float:
     return total / 1024
 
 
+def _links() -> dict[str, str]:
+    links = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed since it was listed (the listing's own fd, or a thread's)
+            pass
+    return links
+
+
+def _app_fds(fake: FakeOpenAI | None) -> tuple[str, ...]:
+    """Open fds, less the fake server's side of its connections (FakeOpenAI.served_sockets
+    says why). The reads repeat until none changed between them."""
+
+    def served() -> set[str]:
+        return {f"socket:[{inode}]" for inode in fake.served_sockets()} if fake is not None else set()
+
+    while True:
+        before, links = served(), _links()
+        if _links() == links and served() == before:
+            return tuple(sorted(link for link in links.values() if link not in before))
+
+
 def checkpoint(
-    turn: int, paths: Paths, times: list[float], chat: Any = None, cpu: list[float] | None = None
+    turn: int, paths: Paths, times: list[float], chat: Any = None, cpu: list[float] | None = None,
+    fake: FakeOpenAI | None = None,
 ) -> Checkpoint:
     gc.collect()
     with open("/proc/self/statm") as statm:
         rss_pages = int(statm.read().split()[1])
     db = paths.db_file
+    fds = _app_fds(fake)
+    names = [t.name for t in threading.enumerate()]
+    # The fake server's handler threads (one a connection, named by their target) end when
+    # they notice the client's close: theirs, like their sockets, are not the app's.
+    others = tuple(sorted(n for n in names if not n.startswith(POOL + "_") and "(process_request_thread)" not in n))
+    pool = sum(1 for n in names if n.startswith(POOL + "_"))
     return Checkpoint(
         turn=turn,
         rss_mb=rss_pages * os.sysconf("SC_PAGE_SIZE") / 2**20,
-        fds=len(os.listdir("/proc/self/fd")),
-        threads=threading.active_count(),
+        fds=len(fds),
+        fd_names=fds,
+        threads=len(others),
+        pool_threads=pool,
+        thread_names=others,
         tasks=len(asyncio.all_tasks()),
         db_kb=_size_kb(*(p for p in (db, db.with_name(db.name + "-wal")) if p.exists())),
         index_kb=_size_kb(paths.index_dir) if paths.index_dir.exists() else 0.0,
@@ -156,6 +199,8 @@ async def soak(
     home, project = workdir / "home", workdir / "project"
     (project / ".git").mkdir(parents=True, exist_ok=True)
     report = SoakReport()
+    pool = ThreadPoolExecutor(POOL_MAX, thread_name_prefix=POOL)
+    asyncio.get_running_loop().set_default_executor(pool)
     with FakeOpenAI() as fake:
         fake.responder = by_system_prompt(
             {SUMMARY_SYSTEM_PROMPT: lambda body: Reply(SUMMARY),
@@ -215,7 +260,7 @@ async def _drive(runtime: Runtime, fake: FakeOpenAI, paths: Paths, report: SoakR
             report.resumes += 1
         if turn % every == 0 or turn == turns:
             fake.clear()  # the fake's own record of requests is not the app's memory
-            point = checkpoint(turn, paths, times, chat, cpu)
+            point = checkpoint(turn, paths, times, chat, cpu, fake=fake)
             times, cpu = [], []
             report.checkpoints.append(point)
             if on_checkpoint is not None:
