@@ -12,6 +12,11 @@ into a fresh home, against embedding the same texts in the import's batches with
 same embedder; CPU seconds of the whole process (the embedder's threads included).
 ``--corpus bench/identity_heldout.jsonl``: the hand-written held-out pairs (written
 after the tuned half, in other words than its templates; never tuned on).
+``--corpus bench/identity_wordings.jsonl``: 136 hand-written tuning pairs (12 a
+language in eleven, and four across languages), other wordings than the templates,
+each statement labelled with its attribute: what ``memory/attributes.py``'s examples
+and ``meaning.py``'s margins were tuned on (``/tmp`` scripts replayed its statements
+against the attribute space); written without looking at the held-out set.
 ``--write-prototypes``: embed the attributes' examples (``memory/attributes.py``) with
 the default embedder and ship their vectors beside ``memory/meaning.py`` (float16),
 so no home embeds them again; run it after changing an example.

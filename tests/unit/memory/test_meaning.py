@@ -53,6 +53,7 @@ async def test_a_note_is_filed_under_its_attribute_in_any_language(
         ("名古屋に引っ越しました", "home_city"),
         ("Moro em Porto Alegre", "home_city"),
         ("Abito a Roma da due anni", "home_city"),
+        ("私のエディタはEmacsです", "editor"),  # was user/note (the attribute space)
     ],
 )
 async def test_a_key_names_the_attribute_not_the_value_on_unseen_wordings(
@@ -68,6 +69,22 @@ async def test_a_likely_restatement_is_linked_and_a_distinct_fact_is_not(e5_serv
     moved = await e5_service.remember(RememberRequest("Ich bin nach Hamburg gezogen", project=PROJECT_A))
     assert work.memory.restates is None and moved.memory.restates == home.memory.id
     assert all(m.status is Status.ACTIVE for m in await e5_service.list(project=PROJECT_A))
+
+
+async def test_what_the_plain_centroids_misread_is_linked_and_a_parent_s_city_is_not(
+    e5_service: MemoryService,
+) -> None:
+    """Read by the plain centroids of English examples, "Je roule en Clio" was a home
+    city (its restatement went unlinked) and a mother's city was the person's own (a
+    distinct fact shown as an earlier version); the attribute space reads both."""
+    clio = await e5_service.remember(RememberRequest("Je roule en Clio", project=PROJECT_A))
+    tesla = await e5_service.remember(
+        RememberRequest("J'ai vendu ma Clio, maintenant je roule en Tesla", project=PROJECT_A)
+    )
+    home = await e5_service.remember(RememberRequest("我住在西安", project=PROJECT_A))
+    mother = await e5_service.remember(RememberRequest("我妈妈住在广州", project=PROJECT_A))
+    assert tesla.memory.restates == clio.memory.id
+    assert mother.memory.restates is None and home.memory.status is Status.ACTIVE
 
 
 async def test_the_default_embedder_reads_the_shipped_examples_and_writes_nothing(
