@@ -4,9 +4,12 @@
 
 ``--homes DIR`` keeps each conversation's imported home and reuses it on the next run
 (the import is most of the run's time; two builds compared on one import), ``--only``
-picks conversations by file stem; the last line (``counts:``) holds every question's
-rank, so runs over parts of the ten add up. Issue 39 tuned on 26, 30, 41, 42, 43 and
-reports 44, 47, 48, 49, 50 apart.
+picks conversations by file stem; ``--import-only`` only imports (several processes
+can share one ``--homes``: a conversation whose home exists is left to the process
+that made it; ``--reverse`` takes them from the end). The last line (``counts:``)
+holds every question's rank, so runs over parts of the ten add up: ``--sum FILE...``
+prints the table of several runs' outputs together. Issue 39 tuned on 26, 30, 41, 42,
+43 and reports 44, 47, 48, 49, 50 apart.
 
 DIR holds LoCoMo's ten conversations (``26.json`` … ``50.json`` of
 ``data/locomo10.zip`` in github.com/snap-research/locomo, locomo10_v2; CC BY-NC 4.0,
@@ -100,6 +103,11 @@ async def conversation_run(
     lines, dia = turns(data)
     with tempfile.TemporaryDirectory(prefix="qwenmem-bench-locomo-") as tmp:
         home = Path(args.homes) / path.stem if args.homes else Path(tmp)
+        if args.import_only:
+            try:
+                home.mkdir(parents=True)
+            except FileExistsError:
+                return  # imported, or being imported by another process
         paths = Paths(home)
         paths.ensure()
         settings = Settings.model_validate(
@@ -108,6 +116,8 @@ async def conversation_run(
         svc = await MemoryService.open(settings, paths)
         try:
             by_dia, held = await imported(svc, home, lines, dia)
+            if args.import_only:
+                return
             stats["held"].append(held)
             stats["turns"].append(len(lines))
             for qa in data["qa"]:
@@ -139,6 +149,10 @@ async def run(args: argparse.Namespace) -> None:
     files = sorted(Path(args.dir).glob("*.json"))[: args.conversations]
     if args.only:
         files = [f for f in files if f.stem in args.only.split(",")]
+    if args.import_only:
+        for path in files[:: -1 if args.reverse else 1]:
+            await conversation_run(path, args, Tally(), Tally(), {})
+        return
     fused, bm25 = Tally(), Tally()
     stats: dict[str, list[float]] = {"latency": [], "tokens": [], "held": [], "turns": []}
     for path in files:
@@ -167,18 +181,52 @@ def report(files: list[Path], fused: Tally, bm25: Tally, stats: dict[str, list[f
         "bm25_ranks": [r or 0 for r in bm25.ranks],
         "latency_ms": [round(x, 1) for x in stats["latency"]],
         "tokens": stats["tokens"],
+        "held": sum(stats["held"]),
+        "turns": sum(stats["turns"]),
     }))
+
+
+def summed(outputs: list[str]) -> None:
+    """The table of several runs (their ``counts:`` lines), as if one run."""
+    fused, bm25 = Tally(), Tally()
+    stats: dict[str, list[float]] = {"latency": [], "tokens": [], "held": [], "turns": []}
+    for output in outputs:
+        for line in Path(output).read_text(encoding="utf-8").splitlines():
+            if line.startswith("counts: "):
+                counts = json.loads(line.removeprefix("counts: "))
+                fused.ranks += [r or None for r in counts["ranks"]]
+                bm25.ranks += [r or None for r in counts["bm25_ranks"]]
+                stats["latency"] += counts["latency_ms"]
+                stats["tokens"] += counts["tokens"]
+                stats["held"].append(counts.get("held", 0))
+                stats["turns"].append(counts.get("turns", 0))
+    if not fused.ranks:
+        sys.exit("no counts: line in " + ", ".join(outputs))
+    report([Path(o) for o in outputs], fused, bm25, stats, "as run")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dir", help="the directory of LoCoMo's conversation JSON files")
+    parser.add_argument("dir", nargs="?", default="",
+                        help="the directory of LoCoMo's conversation JSON files")
+    parser.add_argument("--sum", nargs="+", default=[], metavar="FILE",
+                        help="print the table of these runs' outputs together")
     parser.add_argument("--conversations", type=int, default=10)
     parser.add_argument("--embedding", default="auto", choices=("auto", "hash"))
     parser.add_argument("--only", default="", help="these conversations (file stems, comma-separated)")
+    parser.add_argument("--import-only", action="store_true")
+    parser.add_argument("--reverse", action="store_true")
     parser.add_argument("--homes", default="", help="keep each conversation's home here and "
                         "reuse its import on the next run (the same rows for two builds)")
-    asyncio.run(run(parser.parse_args(argv)))
+    args = parser.parse_args(argv)
+    if args.import_only and not args.homes:
+        parser.error("--import-only keeps the imports in --homes DIR")
+    if args.sum:
+        summed(args.sum)
+    elif args.dir:
+        asyncio.run(run(args))
+    else:
+        parser.error("DIR (or --sum FILE...) is required")
     return 0
 
 

@@ -203,9 +203,10 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             where.append(f"scope IN ({','.join('?' * len(scopes))})")
             params.extend(scopes)
         if statuses is not None:
-            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            # One status as an equality, so a partial index on it (migration 11) serves.
+            where.append("status = ?" if len(statuses) == 1 else f"status IN ({','.join('?' * len(statuses))})")
             params.extend(s.value for s in statuses)
-        if key_prefix is not None:  # a range, so the (user, scope, category, key) index serves it
+        if key_prefix is not None:  # a range: the active keys index (migration 11) serves it
             where.append("key >= ? AND key < ?")
             params.extend((key_prefix, key_prefix + "\U0010ffff"))
         if linked:
@@ -314,7 +315,9 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         # aiosqlite thread cost ~25x more than parsing one string.
         cur = await self._conn.execute(
             "SELECT group_concat(id), min(expires_at) FROM ("
-            f" SELECT id, expires_at FROM memories WHERE status = ? AND user = ?"
+            # Its covering index: the place index (migration 10) has the ids in order
+            # but not the expiry, and read each row for it (300-700 ms at 100k).
+            f" SELECT id, expires_at FROM memories INDEXED BY memories_by_status WHERE status = ? AND user = ?"
             f" AND scope IN ({','.join('?' * len(scopes))}) AND (expires_at IS NULL OR expires_at > ?)"
             " ORDER BY id)",
             (_ACTIVE, user, *scopes, now),

@@ -284,7 +284,11 @@ class Database:
         """``write`` for a transaction of plain SQL: BEGIN, ``fn`` (on the connection
         itself) and COMMIT run on the connection's thread in one hop. Each statement
         awaited is a hop between threads, and a write of a dozen statements spent most
-        of its time hopping (a bulk import, a line at a time)."""
+        of its time hopping (a bulk import, a line at a time).
+
+        Once queued it runs whole: cancelling the caller stops its wait, not the
+        transaction (which commits or rolls back as one, never half of it). What
+        follows a write in memory (its index) follows the store's generation."""
         # aiosqlite's own queue (untyped): the one way onto the connection's thread.
         run: Callable[..., Awaitable[T]] = self.conn._execute
         return await self._locked_write(lambda: run(_immediate, self.conn, fn))

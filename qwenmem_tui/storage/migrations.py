@@ -196,4 +196,10 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX memories_by_place ON memories (user, status, scope);
     """,
+    # 11: a write's free key (writer._free_key: the active keys of a scope that start
+    # with the write's) through the keys themselves, not every active row of the scope
+    # (250-670 ms a /remember at 100k; 1 ms this way).
+    """
+    CREATE INDEX memories_active_key ON memories (user, scope, key) WHERE status = 'active';
+    """,
 ]
