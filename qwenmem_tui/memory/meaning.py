@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -118,7 +119,7 @@ class MeaningReader:
             if self._space is None:
                 texts, rows = example_texts()
                 vectors = await self._vectors(texts)
-                self._space = await asyncio.to_thread(fit_space, vectors, rows)
+                self._space = await asyncio.to_thread(fitted_space, vectors, rows)
             return self._space
 
     async def _vectors(self, texts: list[str]) -> np.ndarray:
@@ -250,6 +251,33 @@ class AttributeSpace:
         """A fact's reading from its passage vector (see the module doc)."""
         plain = self.centroids @ vector
         return read_scores(self.separated @ self.project(vector), int(plain.argmax()))
+
+
+_FITTED: OrderedDict[bytes, AttributeSpace] = OrderedDict()
+_FITTED_KEPT = 4
+_fitted_lock = threading.Lock()
+
+
+def fitted_space(vectors: np.ndarray, rows: Sequence[int]) -> AttributeSpace:
+    """``fit_space``, once per process for the same examples' vectors: every memory
+    service opened (each command run in process, each test's fresh home, a service
+    reopened) read the same shipped vectors and fitted them again, ~0.05-0.6 CPU-s
+    apiece (BLAS threads on a busy machine). Keyed by the vectors' and rows' bytes,
+    so another embedder's (or changed) examples are fitted anew."""
+    import numpy as np
+
+    key = hashlib.sha256(vectors.tobytes() + np.asarray(rows, dtype=np.int64).tobytes()).digest()
+    with _fitted_lock:
+        space = _FITTED.get(key)
+    if space is None:
+        space = fit_space(vectors, rows)
+        for shared in (space.centroids, space.mean, space.projection, space.separated):
+            shared.flags.writeable = False  # one space, read by every service
+        with _fitted_lock:
+            _FITTED[key] = space
+            while len(_FITTED) > _FITTED_KEPT:
+                _FITTED.popitem(last=False)
+    return space
 
 
 def fit_space(vectors: np.ndarray, rows: Sequence[int]) -> AttributeSpace:

