@@ -39,13 +39,21 @@ def holding():  # the CLI's hold, at launch: what the probe itself did is not co
     seen["before"] = [g["collections"] for g in gc.get_stats()]
 
 
-def reading(opened):
+def at_open(open_runtime):  # the runtime just opened, the face not yet past its release
     async def probe(*args, **kwargs):
-        runtime = await opened(*args, **kwargs)
-        seen.setdefault("opened", dict(
-            enabled=gc.isenabled(), frozen=gc.get_freeze_count(),
-            collections=[g["collections"] for g in gc.get_stats()],
+        runtime = await open_runtime(*args, **kwargs)
+        seen.setdefault("open", dict(
+            held=not gc.isenabled(), collections=[g["collections"] for g in gc.get_stats()],
         ))
+        return runtime
+    return probe
+
+
+def reading(opened):
+    async def probe(face, *args, **kwargs):
+        face._open_runtime = at_open(face._open_runtime)  # the face's own opener, given at init
+        runtime = await opened(face, *args, **kwargs)
+        seen.setdefault("opened", dict(enabled=gc.isenabled(), frozen=gc.get_freeze_count()))
         return runtime
     return probe
 
@@ -65,7 +73,11 @@ def _env(out: Path) -> dict[str, str]:
 def _held_until_open(out: Path) -> None:
     seen = json.loads(out.read_text())
     opened = seen["opened"]
-    assert opened["collections"] == seen["before"]  # not one collection during the start
+    # Not one collection from launch until the runtime is open, the collector still held
+    # there. Read as it opened, before the face releases it: from the release on young
+    # collections run again, and one after it (another thread allocating) made the
+    # counts read after the release differ under load (243 against 242).
+    assert seen["open"] == {"held": True, "collections": seen["before"]}
     assert opened["enabled"] and opened["frozen"] > 50_000  # then collecting, start frozen
 
 
