@@ -18,8 +18,9 @@ each statement labelled with its attribute: what ``memory/attributes.py``'s exam
 and ``meaning.py``'s margins were tuned on (``/tmp`` scripts replayed its statements
 against the attribute space); written without looking at the held-out set.
 ``--write-prototypes``: embed the attributes' examples (``memory/attributes.py``) with
-the default embedder and ship their vectors beside ``memory/meaning.py`` (float16),
-so no home embeds them again; run it after changing an example.
+the default embedder and ship their vectors beside ``memory/meaning.py`` (float16) with
+the space fitted on them, so no home embeds them and no process fits them again; run it
+after changing an example or the fit.
 ``--remember N``: how long ``/remember`` takes to answer, for N notes that each have
 a close older note (so the fast model is asked), with a model that answers at once,
 one that never answers (the write's 2.5 s deadline), and no model.
@@ -185,16 +186,26 @@ async def write_prototypes() -> None:
     import numpy as np
 
     from qwenmem_tui.memory.embed import auto_embedder
-    from qwenmem_tui.memory.meaning import SHIPPED, example_texts, prototypes_name
+    from qwenmem_tui.memory.meaning import (
+        SHIPPED,
+        example_texts,
+        fit_space,
+        prototypes_name,
+        save_space,
+        space_name,
+    )
 
     embedder = auto_embedder().embedder
-    texts, _ = example_texts()
+    texts, rows = example_texts()
     vectors = await embedder.embed_passages(texts)
-    for old in SHIPPED.glob("prototypes-*.npy"):
+    for old in [*SHIPPED.glob("prototypes-*.npy"), *SHIPPED.glob("space-*.npz")]:
         old.unlink()
     path = SHIPPED / prototypes_name(embedder.id, texts)
     np.save(path, vectors.astype(np.float16))
-    print(f"{len(texts)} examples of {embedder.id} -> {path}")
+    # The space is fitted on the vectors as a home reads them back (float16 -> float32).
+    space_path = SHIPPED / space_name(embedder.id, texts, rows)
+    save_space(space_path, fit_space(np.load(path).astype(np.float32), rows))
+    print(f"{len(texts)} examples of {embedder.id} -> {path}, fitted -> {space_path}")
 
 
 async def main() -> None:

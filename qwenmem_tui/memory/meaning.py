@@ -83,9 +83,12 @@ the attribute space, for the reading to say whose the fact is (recall_corpus: 38
 user facts read as the person's, 5 as the project's; 25 of 40 project facts as the
 project's, 5 as the person's; the rest unsaid)."""
 SHIPPED = Path(__file__).parent
-"""Where the examples' vectors for the default embedder ship (``prototypes-*.npy``,
-written by ``bench/bench_identity.py --write-prototypes``): a first run, and every
-fresh home, reads them instead of embedding ~400 sentences."""
+"""Where the examples' vectors for the default embedder ship (``prototypes-*.npy``)
+and the space fitted on them (``space-*.npz``), both written by
+``bench/bench_identity.py --write-prototypes``: a first run, and every fresh home,
+reads them instead of embedding ~400 sentences, and every process that opens memory
+reads the space instead of fitting it (0.03 CPU-s on one BLAS thread, 0.2-0.6 with
+its default threads on a busy machine, in every ``memory add`` and every launch)."""
 NEUTRAL = (Category.USER, "note")
 """The category and key prototypes and unfiled notes are embedded under: one frame for
 all, so the frame says nothing about which attribute a fact reads as."""
@@ -118,8 +121,11 @@ class MeaningReader:
         async with self._lock:
             if self._space is None:
                 texts, rows = example_texts()
-                vectors = await self._vectors(texts)
-                self._space = await asyncio.to_thread(fitted_space, vectors, rows)
+                shipped = SHIPPED / space_name(self.embedder.id, texts, rows)
+                self._space = await asyncio.to_thread(load_space, shipped)
+                if self._space is None:
+                    vectors = await self._vectors(texts)
+                    self._space = await asyncio.to_thread(fitted_space, vectors, rows)
             return self._space
 
     async def _vectors(self, texts: list[str]) -> np.ndarray:
@@ -227,6 +233,37 @@ def prototypes_name(embedder_id: str, texts: Sequence[str]) -> str:
     """The examples' vectors' file name: this embedder's, these very texts'."""
     digest = hashlib.sha256("\n".join([embedder_id, *texts]).encode()).hexdigest()[:16]
     return f"prototypes-{digest}.npy"
+
+
+def space_name(embedder_id: str, texts: Sequence[str], rows: Sequence[int]) -> str:
+    """The fitted space's file name: these examples' vectors, their attributes, this
+    ridge (a change to the fit itself is caught by the test that refits it)."""
+    parts = [prototypes_name(embedder_id, texts), ",".join(map(str, rows)), repr(RIDGE)]
+    return f"space-{hashlib.sha256(chr(10).join(parts).encode()).hexdigest()[:16]}.npz"
+
+
+_SPACE_FIELDS = ("centroids", "mean", "projection", "separated")
+
+
+def load_space(path: Path) -> AttributeSpace | None:
+    """A shipped fitted space, read-only; None when absent or damaged (then fitted)."""
+    import numpy as np
+
+    try:
+        with np.load(path) as stored:
+            arrays = [np.asarray(stored[field], dtype=np.float32) for field in _SPACE_FIELDS]
+    except (OSError, ValueError, KeyError):
+        return None
+    for array in arrays:
+        array.flags.writeable = False
+    return AttributeSpace(*arrays)
+
+
+def save_space(path: Path, space: AttributeSpace) -> None:
+    """Ship a fitted space (``bench/bench_identity.py --write-prototypes``)."""
+    import numpy as np
+
+    np.savez(path, **{field: getattr(space, field) for field in _SPACE_FIELDS})
 
 
 @dataclass(frozen=True)

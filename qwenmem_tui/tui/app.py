@@ -504,7 +504,23 @@ class QwenmemApp(App[None]):
             self.item_widgets.update(extension.item_widgets)
             self.busy_states.update(extension.busy_states)
             self.help_keys.extend(extension.help_keys)
+        self._read_extension_css()
         self._chat_screen().add_busy_states(self.busy_states)
+
+    def _read_extension_css(self) -> None:
+        """The extensions' screen stylesheets, read now, while the app holds few
+        widgets: read on a screen's first push instead, Textual reparses every source
+        and restyles every widget (the whole conversation) before that screen paints.
+        Kept under the resolved path Textual gives a screen's `CSS_PATH`, so the push
+        finds it read already."""
+        paths = [str(path.resolve()) for extension in self._extensions for path in extension.css_paths]
+        unread = [path for path in dict.fromkeys(paths) if not self.stylesheet.has_source(path)]
+        if not unread:
+            return
+        for path in unread:
+            self.stylesheet.read(path)
+        self.stylesheet.reparse()
+        self.stylesheet.update(self)
 
     def _bind_extension_key(self, binding: Binding) -> None:
         """An extension's app-level key, through Textual's public `App.bind`.

@@ -92,6 +92,10 @@ class Extension:
     bool says whether it was resumed rather than created."""
     close: Callable[[], Awaitable[None]] | None = None
     """Called when the app shuts down, after the chat session is closed."""
+    css_paths: Sequence[Path] = ()
+    """The stylesheets its screens name in `CSS_PATH`: the app reads them at startup,
+    since Textual reads a screen's on its first push, then reparses every source and
+    restyles every widget in the app while the user waits for that screen."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from qwenmem_tui.acp.agent import QwenmemAgent
 from qwenmem_tui.mcp_server.server import MemoryBackend
 
 seen = {}
-hold = collector.hold
+hold, release = collector.hold, collector.release
 
 
 def holding():  # the CLI's hold, at launch: what the probe itself did is not counted
@@ -39,26 +39,25 @@ def holding():  # the CLI's hold, at launch: what the probe itself did is not co
     seen["before"] = [g["collections"] for g in gc.get_stats()]
 
 
-def at_open(open_runtime):  # the runtime just opened, the face not yet past its release
-    async def probe(*args, **kwargs):
-        runtime = await open_runtime(*args, **kwargs)
-        seen.setdefault("open", dict(
-            held=not gc.isenabled(), collections=[g["collections"] for g in gc.get_stats()],
-        ))
-        return runtime
-    return probe
+def releasing(*, freeze):  # read at the release itself: after it, the face collects
+    if freeze and "released" not in seen:
+        seen["released"] = dict(
+            by=sys._getframe(1).f_code.co_name,
+            collections=[g["collections"] for g in gc.get_stats()],
+        )
+    release(freeze=freeze)
 
 
 def reading(opened):
-    async def probe(face, *args, **kwargs):
-        face._open_runtime = at_open(face._open_runtime)  # the face's own opener, given at init
-        runtime = await opened(face, *args, **kwargs)
+    async def probe(*args, **kwargs):
+        runtime = await opened(*args, **kwargs)
         seen.setdefault("opened", dict(enabled=gc.isenabled(), frozen=gc.get_freeze_count()))
         return runtime
     return probe
 
 
 collector.hold = holding
+collector.release = releasing
 MemoryBackend._open = reading(MemoryBackend._open)
 QwenmemAgent._open_project = reading(QwenmemAgent._open_project)
 atexit.register(lambda: open(os.environ["PROBE_OUT"], "w").write(json.dumps(seen)))
@@ -72,12 +71,12 @@ def _env(out: Path) -> dict[str, str]:
 
 def _held_until_open(out: Path) -> None:
     seen = json.loads(out.read_text())
-    opened = seen["opened"]
-    # Not one collection from launch until the runtime is open, the collector still held
-    # there. Read as it opened, before the face releases it: from the release on young
-    # collections run again, and one after it (another thread allocating) made the
-    # counts read after the release differ under load (243 against 242).
-    assert seen["open"] == {"held": True, "collections": seen["before"]}
+    # Not one collection during the start, up to the release by the face's opening (read
+    # there: once released, what runs before the probe's next look may collect, and did
+    # once under load: 243 young collections against 242).
+    released, opened = seen["released"], seen["opened"]
+    assert released["collections"] == seen["before"], seen
+    assert released["by"] in ("_open", "_open_project"), released  # the runtime's opening
     assert opened["enabled"] and opened["frozen"] > 50_000  # then collecting, start frozen
 
 

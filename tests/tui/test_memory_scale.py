@@ -9,6 +9,7 @@ import sqlite3
 from collections.abc import Callable
 
 import pytest
+from textual.css.stylesheet import Stylesheet
 from textual.widgets import DataTable, Static
 
 from qwenmem_tui.config import Settings
@@ -114,3 +115,28 @@ async def test_a_page_is_read_through_the_place_index_in_id_order(
             assert "USING INDEX memories_by_place" in plan and "SCAN memories" not in plan, plan
     finally:
         await service.close()
+
+
+async def test_opening_memory_does_not_restyle_the_app(
+    make_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memory screens' stylesheet is read at startup, so the first /memory neither
+    reparses every source nor restyles every widget before it paints. Fails without:
+    Textual read memory.tcss on the first push, then reparsed and restyled the app."""
+    reparsed: list[Stylesheet] = []
+    reparse = Stylesheet.reparse
+
+    def counted(self: Stylesheet) -> None:
+        reparsed.append(self)
+        reparse(self)
+
+    app = make_app(extensions=[memory_extension])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await app._runtime.state(MEMORY_STATE).service()
+        monkeypatch.setattr(Stylesheet, "reparse", counted)
+        await send(pilot, "/memory")
+        await wait_until(pilot, lambda: isinstance(app.screen, MemoryScreen))
+        await settle(pilot)
+        assert str(app.screen.query_one("#memory-table", DataTable).styles.min_height) == "5"  # memory.tcss
+        assert reparsed == []

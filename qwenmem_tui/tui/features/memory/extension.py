@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual.binding import Binding, BindingType
@@ -334,6 +335,9 @@ class MemoryController:
         widget.show_receipt(receipt)
 
 
+MEMORY_CSS = Path(__file__).with_name("memory.tcss")
+"""The memory screens' stylesheet (their `CSS_PATH`), read by the app at startup."""
+
 RECEIPT_BINDING = Binding("ctrl+o", "command('receipt')", "Memories used", id="memory.receipt")
 """Module level so `[keys]` validation knows its id before the extension is built."""
 
@@ -345,6 +349,7 @@ async def _build(context: AppContext) -> Extension:
     controller = MemoryController(context, memory)
     return Extension(
         name=MEMORY,
+        css_paths=(MEMORY_CSS,),
         item_widgets={RECEIPT_ITEM: controller.receipt_widget},
         help_keys=RECEIPT_KEYS,  # Ctrl+O is a binding: /help lists it already
         bindings=(RECEIPT_BINDING,),
