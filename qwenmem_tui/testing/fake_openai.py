@@ -318,8 +318,9 @@ class FakeOpenAI:
             self.embedding_requests.clear()
             self.responses_requests.clear()
 
-    def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[JSONObject]:
-        """Block until at least `n` chat requests arrived; returns their bodies."""
+    def wait_for_requests(self, n: int, timeout: float = 60.0) -> list[JSONObject]:
+        """Block until at least `n` chat requests arrived; returns their bodies. `timeout`
+        is a bound for a failing test, wide for a loaded machine, never a wait."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while len(self.chat_requests) < n:

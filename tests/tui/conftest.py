@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from app_support import send, settle, started, wait_until  # noqa: F401 (tests import them from here)
+from app_support import BOUND, send, settle, started, wait_until  # noqa: F401 (tests import them from here)
 
 from textual.app import App
 from textual.command import CommandList, CommandPalette

@@ -29,7 +29,7 @@ from qwenmem_tui.tui.widgets.plain_items import (
 from qwenmem_tui.tui.widgets.prompt import CommandSuggestions, PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
 
-from .conftest import SIZE, send, settle, started, wait_until
+from .conftest import BOUND, SIZE, send, settle, started, wait_until
 
 
 def texts(app: QwenmemApp, widget_type: type) -> list[str]:
@@ -159,7 +159,7 @@ async def test_escape_cancels_a_running_tool(
     app = make_app(extra_tools=[tool])
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "run the slow tool")
-        await asyncio.wait_for(started.wait(), 10)
+        await asyncio.wait_for(started.wait(), BOUND)
         await pilot.pause()
         assert app.state == "running_tool"
         assert app.screen.query_one(StatusLine).state == "running_tool"
