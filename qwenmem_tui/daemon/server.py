@@ -661,6 +661,17 @@ _PROJECT = {
 }
 _BAD_BODY = api.error("invalid_json | invalid_request | invalid_client_id")
 _NOT_FOUND = api.error("session_not_found")
+SSE_EVENT: JSONObject = {
+    "type": "object",
+    "description": "One server-sent event (before OpenAPI 3.2, an event stream's schema "
+    "describes each event, as its readers validate it): its data, and its name if any",
+    "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string"},
+        "id": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+}
 
 
 def _openai_error(description: str) -> JSONObject:
@@ -681,7 +692,7 @@ def _proxied(answer: str) -> JSONObject:
             "headers": {"X-Qwenmem-Memories": {"schema": {"type": "string"}}},
             "content": {
                 "application/json": {"schema": {"type": "object"}},
-                "text/event-stream": {"schema": {"type": "string"}},
+                "text/event-stream": {"schema": SSE_EVENT},
             },
         },
         "400": _openai_error("invalid_request_error: the client's mistake"),
@@ -829,7 +840,7 @@ ROUTES: list[ApiRoute] = [
                     "links": _session_links("promptSession", "sessionMessages", "deleteSession"),
                     "content": {
                         "application/json": {"schema": _PROMPT_ANSWER},
-                        "text/event-stream": {"schema": {"type": "string"}},
+                        "text/event-stream": {"schema": SSE_EVENT},
                     },
                 },
                 **api.COMMON_ERRORS,
