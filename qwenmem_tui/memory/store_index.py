@@ -143,15 +143,17 @@ class StoreIndex:
         exclude: Collection[int],
         debias: bool,
         lexical_limit: int,
+        links: bool = False,
     ) -> tuple[list[SearchHit], StoreChannels]:
         """``search_where``'s top ``k`` and the lexical channel's hits from one query
-        of the store, with the rows of both (``MemoryStore.search_channels``)."""
+        of the store, with the rows of both (``MemoryStore.search_channels``), and
+        the user's links when ``links``."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         centre = await self.mean(len(q)) if debias else None
         found = await self.store.search_channels(ChannelQuery(
             q if centre is None else q - centre, terms, self.embedder_id, self.user, scopes, now,
             exclude, dense_limit=k if centre is None else k * DEBIAS_WIDTH,
-            lexical_limit=lexical_limit, centre=centre, rows_for=k * ROWS_WITH_SEARCH,
+            lexical_limit=lexical_limit, centre=centre, rows_for=k * ROWS_WITH_SEARCH, links=links,
         ))  # fmt: skip
         return _ranked(q, centre, found.dense_ids, found.dense_vectors, k), found
 
