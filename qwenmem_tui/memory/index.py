@@ -102,11 +102,14 @@ def _held(values: np.ndarray, within: np.ndarray) -> np.ndarray:
 
 
 def _bitmap_selector(allowed: np.ndarray) -> tuple[faiss.IDSelector, np.ndarray]:
-    """An IDSelectorBitmap over memory ids; the bitmap must outlive the search."""
+    """An IDSelectorBitmap over memory ids; the bitmap must outlive the search. Its
+    size is in bytes (FAISS: an id is selected iff id / 8 < n and its bit is set): a
+    size in bits let FAISS read past the bitmap, and ids above the largest allowed
+    one passed or not by whatever memory followed it."""
     bits = np.zeros(int(allowed.max()) + 1, dtype=bool)
     bits[allowed] = True
     packed = np.packbits(bits, bitorder="little")
-    return faiss.IDSelectorBitmap(len(packed) * 8, faiss.swig_ptr(packed)), packed
+    return faiss.IDSelectorBitmap(len(packed), faiss.swig_ptr(packed)), packed
 
 
 def _trained(dim: int, count: int, sample: np.ndarray) -> faiss.Index:
