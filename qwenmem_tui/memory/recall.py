@@ -20,7 +20,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -481,6 +481,24 @@ class Recaller:
                 terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
             ),
         )
+        return await self.assemble(
+            terms, query, dense_hits, lexical_hits, scopes=scopes, now=now, fetch=self.store.fetch
+        )
+
+    async def assemble(
+        self,
+        terms: Sequence[str],
+        query: np.ndarray | None,
+        dense_hits: Sequence[SearchHit],
+        lexical_hits: Sequence[tuple[int, float]],
+        *,
+        scopes: tuple[str, ...],
+        now: float,
+        fetch: Callable[[list[int]], Awaitable[list[Memory]]],
+    ) -> list[Candidate]:
+        """The two channels' finds fused into candidates, best first (``candidates``'
+        last step, shared with a batch's lookups, ``memory/bulk.py``): ``fetch`` reads
+        the rows, re-checked here against the hard filters."""
         cosines = {h.id: h.score for h in dense_hits}
         lexical = dict(lexical_hits)
         fused = fuse(
@@ -493,7 +511,7 @@ class Recaller:
         lexical_only = sorted(set(lexical) - set(cosines)) if query is not None else []
         scored, rows = await asyncio.gather(
             self.index.scores(query, lexical_only) if query is not None and lexical_only else _nothing(),
-            self.store.fetch(list(fused)),
+            fetch(list(fused)),
         )
         cosines.update(scored)
         found = [
