@@ -71,6 +71,46 @@ class AllowedIds:
 
 
 @dataclass(frozen=True)
+class ChannelQuery:
+    """What ``MemoryStore.search_channels`` searches: ``query`` (already centred when
+    ``centre`` is given: ``p·(q − mean)``) for ``dense_limit`` candidates, ``terms``
+    (``lexical.query_terms``) for ``lexical_limit`` hits, both under recall's hard
+    filters (user, scopes, active, unexpired at ``now``, minus ``exclude``); and the
+    rows of ``rows_for`` dense candidates, best by the centred cosine
+    (``dense.debiased``; by ``p·query`` without a centre)."""
+
+    query: np.ndarray
+    terms: Sequence[str]
+    embedding_model: str
+    user: str
+    scopes: Collection[str]
+    now: float
+    exclude: Collection[int]
+    dense_limit: int
+    lexical_limit: int
+    centre: np.ndarray | None
+    rows_for: int
+
+
+@dataclass(frozen=True)
+class StoreChannels:
+    """Both recall channels and the rows they found, from one query of a store that
+    searches its own vectors (``MemoryStore.search_channels``).
+
+    ``dense_ids``/``dense_vectors``: the dense search's candidates in its order, with
+    their vectors (for the debiased rerank). ``lexical``: (id, score), best first.
+    ``rows``: the rows of every lexical hit and of the dense candidates the store
+    ranked best (a debiased rerank may pick another: the caller fetches what lacks).
+    ``vectors``: this embedder's vector of each lexical hit (their cosines)."""
+
+    dense_ids: np.ndarray
+    dense_vectors: np.ndarray
+    lexical: list[tuple[int, float]]
+    rows: dict[int, Memory]
+    vectors: dict[int, np.ndarray]
+
+
+@dataclass(frozen=True)
 class RowQuery:
     """Which rows a screen or a plan reads, and how many: filters, order and a limit,
     all in SQL, so a store of years is never read whole to show a page of it.
@@ -429,6 +469,11 @@ class MemoryStore(ABC):
     ) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) of up to ``limit`` rows passing ``allowed_ids``' filters
         (minus ``exclude``) with the largest ``p·query``, best first."""
+        raise NotImplementedError("this store searches no vectors: use a local index")
+
+    async def search_channels(self, request: ChannelQuery) -> StoreChannels:
+        """``nearest_vectors`` and ``lexical_search`` in one round trip, with the rows
+        of the lexical hits and of the best dense candidates (``ChannelQuery``)."""
         raise NotImplementedError("this store searches no vectors: use a local index")
 
     async def vector_mean(
