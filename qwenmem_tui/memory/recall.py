@@ -20,7 +20,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -474,6 +474,25 @@ class Recaller:
         query, dense_hits, lexical_hits, held = await self._channels(
             text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude, terms=terms
         )
+        return await self.assemble(
+            terms, query, dense_hits, lexical_hits, scopes=scopes, now=now, held=held
+        )
+
+    async def assemble(
+        self,
+        terms: Sequence[str],
+        query: np.ndarray | None,
+        dense_hits: Sequence[SearchHit],
+        lexical_hits: Sequence[tuple[int, float]],
+        *,
+        scopes: tuple[str, ...],
+        now: float,
+        held: StoreChannels | None = None,
+        fetch: Callable[[list[int]], Awaitable[list[Memory]]] | None = None,
+    ) -> list[Candidate]:
+        """The two channels' finds fused into candidates, best first (``candidates``'
+        last step, shared with a batch's lookups, ``memory/bulk.py``): ``fetch`` reads
+        the rows (the store's by default), re-checked here against the hard filters."""
         cosines = {h.id: h.score for h in dense_hits}
         lexical = dict(lexical_hits)
         fused = fuse(
@@ -483,7 +502,9 @@ class Recaller:
         )
         # The cosine of lexical-only finds (for the threshold) beside the rows.
         lexical_only = sorted(set(lexical) - set(cosines)) if query is not None else []
-        scored, rows = await self._scores_and_rows(query, lexical_only, list(fused), held)
+        scored, rows = await self._scores_and_rows(
+            query, lexical_only, list(fused), held, fetch or self.store.fetch
+        )
         cosines.update(scored)
         found = [
             m
@@ -553,6 +574,7 @@ class Recaller:
         lexical_only: list[int],
         ids: list[int],
         held: StoreChannels | None,
+        fetch: Callable[[list[int]], Awaitable[list[Memory]]],
     ) -> tuple[dict[int, float], list[Memory]]:
         """The cosines of ``lexical_only`` (sorted) and the rows of ``ids``: from what
         the store's one query held, reading only rows it did not (its own dense
@@ -560,7 +582,7 @@ class Recaller:
         if held is None:
             return await asyncio.gather(
                 self.index.scores(query, lexical_only) if query is not None and lexical_only else _nothing(),
-                self.store.fetch(ids),
+                fetch(ids),
             )
         scored: dict[int, float] = {}
         have = [i for i in lexical_only if i in held.vectors]

@@ -38,6 +38,25 @@ if TYPE_CHECKING:  # numpy loads where vectors are handled: `memory list` never 
     import numpy as np
 
 
+LEXICAL_CANDIDATES = 400
+"""The lexical channel's candidates: this many rows over the query's words (each word
+at least twice the rows asked for), the newest matches of each."""
+
+
+def lexical_cap(terms: int, limit: int) -> int:
+    """How many newest matches each of ``terms`` words brings to the lexical channel."""
+    return max(2 * limit, LEXICAL_CANDIDATES // terms)
+
+
+@dataclass(frozen=True)
+class NewestMatches:
+    """Each word's newest matches passing the hard filters, newest first, (id, key,
+    value) each, and the store's largest id then (``MemoryStore.newest_matches``)."""
+
+    rows: dict[str, list[tuple[int, str, str]]]
+    top: int
+
+
 @dataclass(frozen=True)
 class AllowedIds:
     """The ids passing recall's hard filters, and until when that answer holds.
@@ -300,6 +319,21 @@ class MemoryStore(ABC):
         if not terms or not scopes or limit <= 0:
             return []
         return await self._lexical_search(terms, user, scopes, now, exclude, limit)
+
+    async def newest_matches(
+        self, caps: Mapping[str, int], *, user: str, scope: str, now: float
+    ) -> NewestMatches | None:
+        """For a batch of lookups at once (an import): each word's newest ``caps[word]``
+        matches in ``scope`` passing the hard filters, as the lexical channel reads
+        them. None: this store answers one lookup at a time only."""
+        return None
+
+    async def text_matches(
+        self, texts: Sequence[tuple[str, str]], terms: Collection[str]
+    ) -> dict[str, set[int]] | None:
+        """Which of ``texts`` ((key, value) each, by index) each word matches, by the
+        lexical channel's own matching. None: not answered here."""
+        return None
 
     @abstractmethod
     async def _lexical_search(
