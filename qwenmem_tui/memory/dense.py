@@ -24,6 +24,14 @@ class SearchHit:
     score: float
 
 
+def row_dots(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """Each row's dot product with ``vector``, each computed alone: a matrix product
+    rounds a row differently by where it sits in the matrix (BLAS blocks rows), and a
+    batch's lookups (``memory/bulk.py``) must rank a row as one lookup alone does."""
+    dots: np.ndarray = np.multiply(matrix, vector).sum(axis=1)
+    return dots
+
+
 def debiased(
     query: np.ndarray, mean: np.ndarray, ids: Sequence[int], vectors: np.ndarray, k: int
 ) -> list[SearchHit]:
@@ -35,7 +43,7 @@ def debiased(
         return []
     centred = vectors - mean
     norms = np.maximum(np.linalg.norm(centred, axis=1), 1e-6)
-    ranking = (centred @ (query - mean)) / norms
-    cosines = vectors @ query
+    ranking = row_dots(centred, query - mean) / norms
+    cosines = row_dots(vectors, query)
     order = sorted(range(len(ids)), key=lambda j: (-ranking[j], ids[j]))[:k]
     return [SearchHit(int(ids[j]), float(cosines[j])) for j in order]

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased
-from qwenmem_tui.memory.store import MemoryStore
+from qwenmem_tui.memory.store import ChannelQuery, MemoryStore, StoreChannels
 
 # How long a mean vector serves after the store changed, and for how many of this
 # process's own changes (a share of the vectors it was taken over). Over thousands of
@@ -31,6 +31,10 @@ from qwenmem_tui.memory.store import MemoryStore
 # time the generation moves.
 MEAN_REFRESH_S = 60.0
 MEAN_REFRESH_SHARE = 0.01
+# The rows of this many times k dense candidates, the store's best by the centred
+# cosine, come with the search (``channels``); the exact rerank here may pick one it
+# did not send (a near tie at the edge), which recall then reads.
+ROWS_WITH_SEARCH = 1
 
 
 class StoreIndex:
@@ -126,10 +130,30 @@ class StoreIndex:
             exclude=exclude,
             limit=k if centre is None else k * DEBIAS_WIDTH,
         )
-        if centre is not None:
-            return debiased(q, centre, ids.tolist(), vectors, k)
-        cosines = vectors @ q if len(ids) else np.zeros(0, dtype=np.float32)
-        return [SearchHit(int(i), float(c)) for i, c in zip(ids, cosines, strict=True)]
+        return _ranked(q, centre, ids, vectors, k)
+
+    async def channels(
+        self,
+        query: np.ndarray,
+        terms: Sequence[str],
+        k: int,
+        *,
+        scopes: Collection[str],
+        now: float,
+        exclude: Collection[int],
+        debias: bool,
+        lexical_limit: int,
+    ) -> tuple[list[SearchHit], StoreChannels]:
+        """``search_where``'s top ``k`` and the lexical channel's hits from one query
+        of the store, with the rows of both (``MemoryStore.search_channels``)."""
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        centre = await self.mean(len(q)) if debias else None
+        found = await self.store.search_channels(ChannelQuery(
+            q if centre is None else q - centre, terms, self.embedder_id, self.user, scopes, now,
+            exclude, dense_limit=k if centre is None else k * DEBIAS_WIDTH,
+            lexical_limit=lexical_limit, centre=centre, rows_for=k * ROWS_WITH_SEARCH,
+        ))  # fmt: skip
+        return _ranked(q, centre, found.dense_ids, found.dense_vectors, k), found
 
     async def scores(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         """Cosine of ``query`` with each of ``ids`` that is active with a vector."""
@@ -140,3 +164,13 @@ class StoreIndex:
             return {}
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         return {int(i): float(c) for i, c in zip(found, vectors @ q, strict=True)}
+
+
+def _ranked(
+    query: np.ndarray, centre: np.ndarray | None, ids: np.ndarray, vectors: np.ndarray, k: int
+) -> list[SearchHit]:
+    """The store's candidates ranked as ``VectorIndex.search`` ranks (plain cosines)."""
+    if centre is not None:
+        return debiased(query, centre, ids.tolist(), vectors, k)
+    cosines = vectors @ query if len(ids) else np.zeros(0, dtype=np.float32)
+    return [SearchHit(int(i), float(c)) for i, c in zip(ids, cosines, strict=True)][:k]
