@@ -29,6 +29,7 @@ import numpy as np
 from qwenmem_tui.memory.abstain import abstention_for
 from qwenmem_tui.memory.dense import SearchHit
 from qwenmem_tui.memory.embed import Embedder
+from qwenmem_tui.memory.language_space import language_basis
 from qwenmem_tui.memory.lexical import coverage, query_terms
 from qwenmem_tui.memory.model import (
     GLOBAL_SCOPE,
@@ -244,6 +245,11 @@ class Recaller:
         # on bench/crosslang_corpus.jsonl cross-language top-3 went from 11/16 to 15/16,
         # same-language stayed 16/16. A switch only so the bench can measure both.
         self.debias = True
+        # Rank it without the language subspace too (language_space.py): on the tuning
+        # sets' dense channel alone, cross-language top-3 140 -> 147 of 150 and 148 ->
+        # 165 of 172, same-language unchanged. A switch only so the bench can measure both.
+        self.remove_language = True
+        self._language: tuple[np.ndarray | None] | None = None  # (basis,) once looked for
         # Small talk gets no memories (abstain.py); a switch only so the bench can measure both.
         self.abstain = True
         self._allowed: dict[tuple[str, ...], AllowedIds] = {}
@@ -422,9 +428,11 @@ class Recaller:
         scopes: tuple[str, ...],
         now: float,
         exclude: Collection[int],
+        language: bool,
     ) -> tuple[np.ndarray | None, list[SearchHit]]:
         """The dense channel over ``allowed`` (a local index), or over what the hard
-        filters pass in the store's own query (``allowed`` None: a ``StoreIndex``)."""
+        filters pass in the store's own query (``allowed`` None: a ``StoreIndex``);
+        ``language``: ranked without the language subspace."""
         if not self.dense_enabled or (allowed is not None and not len(allowed)):
             return None, []
         if vector is None:
@@ -433,14 +441,27 @@ class Recaller:
             query = vector
         else:  # embedding since the recall began
             query = await vector
+        remove = await self.language_subspace() if language else None
         if isinstance(self.index, StoreIndex):
             hits = await self.index.search_where(
-                query, limit, scopes=scopes, now=now, exclude=exclude, debias=self.debias
-            )
+                query, limit, scopes=scopes, now=now, exclude=exclude, debias=self.debias,
+                remove=remove,
+            )  # fmt: skip
             return query, hits
         assert allowed is not None
-        hits = await self.index.search(query, limit, allowed, debias=self.debias, exact=self._exact)
+        hits = await self.index.search(
+            query, limit, allowed, debias=self.debias, exact=self._exact, remove=remove
+        )
         return query, hits
+
+    async def language_subspace(self) -> np.ndarray | None:
+        """The embedder's language subspace (``language_space.py``), looked for once."""
+        if self._language is None:
+            basis = await asyncio.to_thread(
+                language_basis, self.embedder.id, self.index.directory
+            )
+            self._language = (basis,)
+        return self._language[0]
 
     async def candidates(
         self,
@@ -450,10 +471,17 @@ class Recaller:
         exclude: Collection[int] = (),
         limit: int,
         vector: np.ndarray | asyncio.Future[np.ndarray] | None = None,
+        language: bool = False,
     ) -> list[Candidate]:
         """Both channels over the memories allowed in ``scopes`` (minus ``exclude``),
         fused, best first; no threshold. Rows are re-checked as fetched: another
         process may have superseded or deleted one since the filter query.
+
+        ``language``: the dense channel ranks without the language subspace, as chat's
+        recall does (``remove_language``). Fact identity's neighbours keep the plain
+        ranking its rules were tuned on: with the subspace removed on the write path,
+        crosslang_corpus's Portuguese "Trabalho no fuso horário de Brasília" (a time
+        zone) came nearest the English "I work as a data engineer…" and replaced it.
 
         ``vector``: the text's own vector when the caller has it (a write's passage
         vector, already embedded): the dense channel then costs no embedding; or the
@@ -476,7 +504,9 @@ class Recaller:
         now = self.clock()
         terms = query_terms(text)
         (query, dense_hits), lexical_hits = await asyncio.gather(
-            self._dense(text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude),
+            self._dense(
+                text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude, language=language
+            ),
             self.store.lexical_search(
                 terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
             ),
@@ -627,6 +657,7 @@ class Recaller:
                 exclude=exclude,
                 limit=max(MIN_CANDIDATES, CANDIDATE_FACTOR * k),
                 vector=embedding,
+                language=self.remove_language,
             )
             small_talk = False
             if abstention is not None and embedding is not None and found:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased
+from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased, ranking_query
 from qwenmem_tui.memory.store import MemoryStore
 
 # How long a mean vector serves after the store changed, and for how many of this
@@ -110,15 +110,21 @@ class StoreIndex:
         now: float,
         exclude: Collection[int],
         debias: bool,
+        remove: np.ndarray | None = None,
     ) -> list[SearchHit]:
         """Top ``k`` of this user's rows in ``scopes`` passing the hard filters,
-        ranked as ``VectorIndex.search`` ranks (scores: plain cosines)."""
+        ranked as ``VectorIndex.search`` ranks (scores: plain cosines). The stored
+        vectors stay plain: the store is asked with the centred query without the
+        ``remove`` directions, which orders them as the projected cosine does up to
+        its norm, and the exact cosine reorders the few times ``k`` it returns."""
         if k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         centre = await self.mean(len(q)) if debias else None
+        if centre is None and remove is not None:
+            centre = np.zeros_like(q)
         ids, vectors = await self.store.nearest_vectors(
-            q if centre is None else q - centre,
+            q if centre is None else ranking_query(q, centre, remove),
             embedding_model=self.embedder_id,
             user=self.user,
             scopes=scopes,
@@ -127,7 +133,7 @@ class StoreIndex:
             limit=k if centre is None else k * DEBIAS_WIDTH,
         )
         if centre is not None:
-            return debiased(q, centre, ids.tolist(), vectors, k)
+            return debiased(q, centre, ids.tolist(), vectors, k, remove)
         cosines = vectors @ q if len(ids) else np.zeros(0, dtype=np.float32)
         return [SearchHit(int(i), float(c)) for i, c in zip(ids, cosines, strict=True)]
 
