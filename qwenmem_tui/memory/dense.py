@@ -27,6 +27,14 @@ class SearchHit:
     score: float
 
 
+def row_dots(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """Each row's dot product with ``vector``, each computed alone: a matrix product
+    rounds a row differently by where it sits in the matrix (BLAS blocks rows), and a
+    batch's lookups (``memory/bulk.py``) must rank a row as one lookup alone does."""
+    dots: np.ndarray = np.multiply(matrix, vector).sum(axis=1)
+    return dots
+
+
 def without(vectors: np.ndarray, basis: np.ndarray | None) -> np.ndarray:
     """``vectors`` (rows, or one) with their components along ``basis`` (orthonormal
     columns) removed."""
@@ -60,7 +68,8 @@ def debiased(
         return []
     centred = without(vectors - mean, basis)
     norms = np.maximum(np.linalg.norm(centred, axis=1), 1e-6)
-    ranking = (centred @ ranking_query(query, mean, basis)) / norms
-    cosines = vectors @ query
+    centred_query = query - mean if basis is None else ranking_query(query, mean, basis)
+    ranking = row_dots(centred, centred_query) / norms
+    cosines = row_dots(vectors, query)
     order = sorted(range(len(ids)), key=lambda j: (-ranking[j], ids[j]))[:k]
     return [SearchHit(int(ids[j]), float(cosines[j])) for j in order]

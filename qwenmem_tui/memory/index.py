@@ -102,11 +102,14 @@ def _held(values: np.ndarray, within: np.ndarray) -> np.ndarray:
 
 
 def _bitmap_selector(allowed: np.ndarray) -> tuple[faiss.IDSelector, np.ndarray]:
-    """An IDSelectorBitmap over memory ids; the bitmap must outlive the search."""
+    """An IDSelectorBitmap over memory ids; the bitmap must outlive the search. Its
+    size is in bytes (FAISS: an id is selected iff id / 8 < n and its bit is set): a
+    size in bits let FAISS read past the bitmap, and ids above the largest allowed
+    one passed or not by whatever memory followed it."""
     bits = np.zeros(int(allowed.max()) + 1, dtype=bool)
     bits[allowed] = True
     packed = np.packbits(bits, bitorder="little")
-    return faiss.IDSelectorBitmap(len(packed) * 8, faiss.swig_ptr(packed)), packed
+    return faiss.IDSelectorBitmap(len(packed), faiss.swig_ptr(packed)), packed
 
 
 def _trained(dim: int, count: int, sample: np.ndarray) -> faiss.Index:
@@ -404,6 +407,35 @@ class VectorIndex:
         cosines = vectors @ np.asarray(query, dtype=np.float32) if len(ids) else np.zeros(0)
         order = sorted(range(len(ids)), key=lambda j: (-cosines[j], ids[j]))[:k]
         return [SearchHit(ids[j], float(cosines[j])) for j in order]
+
+    async def search_many(
+        self, queries: np.ndarray, k: int, allowed: np.ndarray
+    ) -> list[list[SearchHit]] | None:
+        """FAISS's top ``k`` among ``allowed`` for each row of ``queries`` in one
+        search (a batch of lookups); the scores FAISS's own. None for an approximate
+        index: its lists make a wider search no superset of a narrower one."""
+        if self._index is None or self.approximate:
+            return None
+        if not len(allowed) or not len(self._ids) or k <= 0:
+            return [[] for _ in range(len(queries))]
+        selector, bitmap = _bitmap_selector(allowed)
+        params = faiss.SearchParameters(sel=selector)
+        q = np.ascontiguousarray(queries, dtype=np.float32)
+        async with self._lock:
+            scores, ids = await asyncio.to_thread(_search_one, self._index, q, min(k, len(allowed)), params)
+        del bitmap  # only now may the selector's memory go
+        return [
+            [SearchHit(int(i), float(s)) for s, i in zip(row_scores, row_ids, strict=True) if i >= 0]
+            for row_scores, row_ids in zip(scores, ids, strict=True)
+        ]
+
+    def holds(self, ids: np.ndarray) -> np.ndarray:
+        """Which of ``ids`` the index holds (a mask)."""
+        return _held(np.asarray(ids, dtype=np.int64), self._ids)
+
+    def vectors_of(self, ids: np.ndarray) -> np.ndarray:
+        """The stored vectors of ``ids`` (all held by the index), in their order."""
+        return self._reconstruct(ids)
 
     async def _candidates(self, q: np.ndarray, k: int, allowed: np.ndarray) -> list[SearchHit]:
         """FAISS's top ``k`` among ``allowed`` for ``q`` (lock held)."""

@@ -129,3 +129,25 @@ def bm25_rank(
             norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens[i]) / (mean or 1.0))
             scores[i] = scores.get(i, 0.0) + idf * tf * (BM25_K1 + 1) / (tf + norm)
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+
+
+def rank_newest(
+    matches: Mapping[str, Sequence[tuple[int, str, str]]], *, cap: int, top: int, limit: int
+) -> list[tuple[int, float]]:
+    """The lexical channel's ranking of each query word's newest matches ((id, key,
+    value), newest first, at most ``cap`` a word; ``top`` the store's largest id)."""
+    docs: dict[int, str] = {}
+    matched: dict[str, list[int]] = {}
+    for term, rows in matches.items():
+        matched[term] = [memory_id for memory_id, _, _ in rows]
+        docs.update((memory_id, f"{key} {value}") for memory_id, key, value in rows)
+    if not docs:
+        return []
+    # How many rows hold each word (its rarity): exact below the cap; above it,
+    # estimated from how far back the newest `cap` reach (counting would score
+    # every match again).
+    counts = {
+        t: len(ids) if len(ids) < cap else round(cap * top / max(1, top - min(ids) + 1))
+        for t, ids in matched.items()
+    }
+    return bm25_rank(docs, matched, counts, total=max(top, len(docs)), limit=limit)

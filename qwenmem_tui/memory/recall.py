@@ -20,7 +20,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -39,7 +39,7 @@ from qwenmem_tui.memory.model import (
     WriteResult,
 )
 from qwenmem_tui.memory.render import render_block, render_memory
-from qwenmem_tui.memory.store import AllowedIds, MemoryStore
+from qwenmem_tui.memory.store import AllowedIds, MemoryStore, StoreChannels
 from qwenmem_tui.memory.store_index import StoreIndex
 from qwenmem_tui.text import estimate_text_tokens
 
@@ -418,37 +418,31 @@ class Recaller:
         return fresh
 
     # the channels --------------------------------------------------------------------
+    async def _vector_of(
+        self, text: str, vector: np.ndarray | asyncio.Future[np.ndarray] | None
+    ) -> np.ndarray:
+        if vector is None:
+            query: np.ndarray = (await self.embedder.embed_queries([text]))[0]
+            return query
+        if isinstance(vector, np.ndarray):
+            return vector
+        return await vector  # embedding since the recall began
+
     async def _dense(
         self,
         text: str,
         allowed: np.ndarray | None,
         limit: int,
         vector: np.ndarray | asyncio.Future[np.ndarray] | None,
-        *,
-        scopes: tuple[str, ...],
-        now: float,
-        exclude: Collection[int],
-        language: bool,
+        remove: np.ndarray | None,
     ) -> tuple[np.ndarray | None, list[SearchHit]]:
-        """The dense channel over ``allowed`` (a local index), or over what the hard
-        filters pass in the store's own query (``allowed`` None: a ``StoreIndex``);
-        ``language``: ranked without the language subspace."""
-        if not self.dense_enabled or (allowed is not None and not len(allowed)):
+        """The dense channel over ``allowed`` in the local index (a store searching
+        its own vectors answers it in ``_channels``; ``allowed`` is None there),
+        ranked without the ``remove`` directions (the language subspace)."""
+        if not self.dense_enabled or allowed is None or not len(allowed):
             return None, []
-        if vector is None:
-            query = (await self.embedder.embed_queries([text]))[0]
-        elif isinstance(vector, np.ndarray):
-            query = vector
-        else:  # embedding since the recall began
-            query = await vector
-        remove = await self.language_subspace() if language else None
-        if isinstance(self.index, StoreIndex):
-            hits = await self.index.search_where(
-                query, limit, scopes=scopes, now=now, exclude=exclude, debias=self.debias,
-                remove=remove,
-            )  # fmt: skip
-            return query, hits
-        assert allowed is not None
+        query = await self._vector_of(text, vector)
+        assert not isinstance(self.index, StoreIndex)
         hits = await self.index.search(
             query, limit, allowed, debias=self.debias, exact=self._exact, remove=remove
         )
@@ -457,9 +451,7 @@ class Recaller:
     async def language_subspace(self) -> np.ndarray | None:
         """The embedder's language subspace (``language_space.py``), looked for once."""
         if self._language is None:
-            basis = await asyncio.to_thread(
-                language_basis, self.embedder.id, self.index.directory
-            )
+            basis = await asyncio.to_thread(language_basis, self.embedder.id, self.index.directory)
             self._language = (basis,)
         return self._language[0]
 
@@ -503,14 +495,29 @@ class Recaller:
                 return []
         now = self.clock()
         terms = query_terms(text)
-        (query, dense_hits), lexical_hits = await asyncio.gather(
-            self._dense(
-                text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude, language=language
-            ),
-            self.store.lexical_search(
-                terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
-            ),
+        query, dense_hits, lexical_hits, held = await self._channels(
+            text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude, terms=terms,
+            remove=await self.language_subspace() if language and self.dense_enabled else None,
+        )  # fmt: skip
+        return await self.assemble(
+            terms, query, dense_hits, lexical_hits, scopes=scopes, now=now, held=held
         )
+
+    async def assemble(
+        self,
+        terms: Sequence[str],
+        query: np.ndarray | None,
+        dense_hits: Sequence[SearchHit],
+        lexical_hits: Sequence[tuple[int, float]],
+        *,
+        scopes: tuple[str, ...],
+        now: float,
+        held: StoreChannels | None = None,
+        fetch: Callable[[list[int]], Awaitable[list[Memory]]] | None = None,
+    ) -> list[Candidate]:
+        """The two channels' finds fused into candidates, best first (``candidates``'
+        last step, shared with a batch's lookups, ``memory/bulk.py``): ``fetch`` reads
+        the rows (the store's by default), re-checked here against the hard filters."""
         cosines = {h.id: h.score for h in dense_hits}
         lexical = dict(lexical_hits)
         fused = fuse(
@@ -518,12 +525,10 @@ class Recaller:
             [h.id for h in dense_hits],
             lexical_weight=self.lexical_weight,
         )
-        # The cosine of lexical-only finds (for the threshold) beside the rows: two
-        # queries at once when the store answers both.
+        # The cosine of lexical-only finds (for the threshold) beside the rows.
         lexical_only = sorted(set(lexical) - set(cosines)) if query is not None else []
-        scored, rows = await asyncio.gather(
-            self.index.scores(query, lexical_only) if query is not None and lexical_only else _nothing(),
-            self.store.fetch(list(fused)),
+        scored, rows = await self._scores_and_rows(
+            query, lexical_only, list(fused), held, fetch or self.store.fetch
         )
         cosines.update(scored)
         found = [
@@ -549,6 +554,66 @@ class Recaller:
             # Between equals, the more recent fact first.
             key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id),
         )
+
+    async def _channels(
+        self,
+        text: str,
+        allowed: np.ndarray | None,
+        limit: int,
+        vector: np.ndarray | asyncio.Future[np.ndarray] | None,
+        *,
+        scopes: tuple[str, ...],
+        now: float,
+        exclude: Collection[int],
+        terms: Sequence[str],
+        remove: np.ndarray | None = None,
+    ) -> tuple[np.ndarray | None, list[SearchHit], list[tuple[int, float]], StoreChannels | None]:
+        """(query vector, dense hits, lexical hits, what the store held of them).
+
+        A store searching its own vectors answers both channels and their rows in one
+        round trip (``StoreIndex.channels``): with twenty clients busy, each round trip
+        waits its turn at the server, and the two channels then the rows were two.
+        Otherwise the channels run side by side and the rows are read after them."""
+        if isinstance(self.index, StoreIndex) and self.dense_enabled:
+            query = await self._vector_of(text, vector)
+            dense_hits, held = await self.index.channels(
+                query, terms, limit, scopes=scopes, now=now, exclude=exclude,
+                debias=self.debias, lexical_limit=limit, remove=remove,
+            )
+            return query, dense_hits, held.lexical, held
+        (query, dense_hits), lexical_hits = await asyncio.gather(
+            self._dense(text, allowed, limit, vector, remove),
+            self.store.lexical_search(
+                terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
+            ),
+        )
+        return query, dense_hits, lexical_hits, None
+
+    async def _scores_and_rows(
+        self,
+        query: np.ndarray | None,
+        lexical_only: list[int],
+        ids: list[int],
+        held: StoreChannels | None,
+        fetch: Callable[[list[int]], Awaitable[list[Memory]]],
+    ) -> tuple[dict[int, float], list[Memory]]:
+        """The cosines of ``lexical_only`` (sorted) and the rows of ``ids``: from what
+        the store's one query held, reading only rows it did not (its own dense
+        order may differ from the debiased rerank at the edge); else two queries at once."""
+        if held is None:
+            return await asyncio.gather(
+                self.index.scores(query, lexical_only) if query is not None and lexical_only else _nothing(),
+                fetch(ids),
+            )
+        scored: dict[int, float] = {}
+        have = [i for i in lexical_only if i in held.vectors]
+        if query is not None and have:  # one product, as ``StoreIndex.scores`` computes them
+            products = np.stack([held.vectors[i] for i in have]) @ np.asarray(query, dtype=np.float32)
+            scored = {i: float(c) for i, c in zip(have, products, strict=True)}
+        missing = [i for i in ids if i not in held.rows]
+        fetched = {m.id: m for m in await self.store.fetch(missing)} if missing else {}
+        rows = [held.rows.get(i) or fetched.get(i) for i in ids]
+        return scored, [m for m in rows if m is not None]
 
     async def _open_links(self) -> dict[int, list[int]]:
         generation = self.index.generation

@@ -13,7 +13,8 @@ from memtest_support import PROJECT_A, PROJECT_B, Clock
 from pgtest_support import Backend, GenerationWaiter
 
 from qwenmem_tui.memory.index import VectorIndex
-from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, WriteRequest
+from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, WriteRequest, content_hash, embed_text
+from qwenmem_tui.memory.recall import RecallResult
 from qwenmem_tui.memory.store_index import StoreIndex
 
 pytestmark = pytest.mark.postgres
@@ -100,6 +101,102 @@ async def test_pgvector_searches_in_the_database_with_the_local_indexs_top_k(
             fused_local = await local.recall(query, project=PROJECT_A, k=5, min_score=-1, record=False)
             assert fused_server.ids == fused_local.ids and fused_server.ids, query
         assert not list((tmp_path / "a").rglob("*.faiss"))  # never a local copy
+    finally:
+        await local.close()
+        await server.close()
+
+
+async def _insert_many(dsn: str, svc, now: float, count: int) -> None:  # type: ignore[no-untyped-def]
+    """``count`` distinct facts of ana's written straight into the table (saved one
+    by one, the writer would take many of them for restatements of one fact): more
+    rows in reach than the dense channel's depth, so the lexical channel finds some
+    the dense one does not."""
+    facts = [
+        (("user", "project", "reference")[n % 3], (GLOBAL_SCOPE, PROJECT_A, PROJECT_A, PROJECT_B)[n % 4],
+         f"{SUBJECTS[n % 6]}_{ATTRIBUTES[n % 7]}_{n}".replace(" ", "_"),
+         f"{SUBJECTS[n % 6]}'s {ATTRIBUTES[n % 7]} number {n} is {VALUES[n % 8]} {VALUES[n * 7 % 8]}")
+        for n in range(count)
+    ]  # fmt: skip
+    vectors = await svc.embedder.embed_passages([embed_text(c, k, v) for c, _, k, v in facts])
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.executemany(
+            "INSERT INTO memories (username, scope, category, key, value, origin, status, flags,"
+            " created_at, updated_at, content_hash, embedding_model, embedding, stated_at)"
+            " VALUES ('ana', $1, $2, $3, $4, 'user', 'active', '{}', $5, $5, $6, $7, $8, $5)",
+            [
+                (scope, category, key, value, now - n, content_hash(value), svc.embedder.id,
+                 np.asarray(vector, dtype="<f4").tobytes())
+                for n, ((category, scope, key, value), vector) in enumerate(zip(facts, vectors, strict=True))
+            ],  # fmt: skip
+        )
+        await conn.execute("UPDATE memory_meta SET value = value + 1 WHERE name = 'generation'")
+    finally:
+        await conn.close()
+
+
+def _seen(result: RecallResult) -> tuple[object, ...]:
+    """All a recall says: its ranking, each channel's score and the rows themselves."""
+    return (
+        result.ids, result.scores, result.vector_scores, result.lexical_scores,
+        result.memories, result.block, result.small_talk,
+    )
+
+
+async def test_one_query_recall_ranks_and_reads_as_the_local_cache(
+    pgvector_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pgvector recall is one round trip (both channels and their rows in one
+    statement) and answers exactly what a client with the local cache answers over
+    the same store: the same memories, ranks, fused, dense and lexical scores, also
+    with rows excluded, a threshold, a query with no words, and when the exact
+    rerank picks dense rows the statement did not send (read after it)."""
+    from qwenmem_tui.memory import store_index
+
+    backend = Backend("postgres", tmp_path, pgvector_dsn)
+    clock = Clock()
+    server = await backend.open(machine="a", clock=clock, postgres_vector_search=True)
+    local = await backend.open(machine="b", clock=clock, postgres_vector_search=False)
+    try:
+        await _fill(server, clock)
+        await _insert_many(pgvector_dsn, server, clock(), 240)
+        queries = (*QUERIES, "Hamburg", "what runs nightly in eu-west-2?", "¿?")
+        await server.recall(QUERIES[0], project=PROJECT_A, record=False)  # mean, links, indexes
+        calls: list[str] = []
+        run = server.store._run
+
+        async def counted(fn, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append(kwargs["what"])
+            return await run(fn, **kwargs)
+
+        server.store._run = counted  # type: ignore[method-assign]
+        compared = read_after = 0
+        for rows_with_search in (1, 0):
+            monkeypatch.setattr(store_index, "ROWS_WITH_SEARCH", rows_with_search)
+            for query in queries:
+                for k, min_score in ((3, -1.0), (8, -1.0), (5, None)):
+                    first = await local.recall(query, project=PROJECT_A, k=k, min_score=min_score, record=False)
+                    exclude = first.ids[:2]
+                    for skip in ((), exclude):
+                        want = await local.recall(
+                            query, project=PROJECT_A, k=k, min_score=min_score, exclude=skip, record=False
+                        )
+                        calls.clear()
+                        got = await server.recall(
+                            query, project=PROJECT_A, k=k, min_score=min_score, exclude=skip, record=False
+                        )
+                        assert _seen(got) == _seen(want), (query, k, skip)
+                        calls.clear()
+                        # every candidate, lexical-only finds with their cosines too
+                        scopes, limit = (GLOBAL_SCOPE, PROJECT_A), 4 * k
+                        assert await server.recaller.candidates(
+                            query, scopes=scopes, exclude=skip, limit=limit
+                        ) == await local.recaller.candidates(query, scopes=scopes, exclude=skip, limit=limit)
+                        # one statement; the rows the rerank picked beyond it in one more
+                        assert len(calls) == 1 or (not rows_with_search and len(calls) == 2), calls
+                        compared += bool(got.ids)
+                        read_after += len(calls) - 1
+        assert compared >= 2 * len(queries) * 3 and read_after > len(queries)
     finally:
         await local.close()
         await server.close()

@@ -183,11 +183,12 @@ async def test_cancel_mid_stream_closes_the_request(fake: FakeOpenAI, llm: LLMCl
     assert (await llm.complete(HELLO)).content == "next"
 
 
-def _sse_body(texts: list[str]) -> bytes:
+def _sse_body(texts: list[str], newline: str = "\r\n") -> bytes:
     events = [
         json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}) for text in texts
     ]
-    return "".join(f"data: {event}\r\n\r\n" for event in events).encode() + b"data: [DONE]\n\n"
+    body = "".join(f"data: {event}{newline}{newline}" for event in events)
+    return body.encode() + b"data: [DONE]\n\n"
 
 
 async def _batches(pieces: list[bytes]) -> list[list[dict]]:
@@ -213,10 +214,17 @@ async def test_a_burst_read_at_once_is_one_event_not_one_per_chunk() -> None:
     assert events == [TextDelta("".join(texts))]
 
 
-async def test_events_split_anywhere_across_reads_parse_the_same() -> None:
-    # Cuts inside a UTF-8 character, between \r and \n, inside `data:`.
-    body = _sse_body(["héllo", " wörld", "!"])
+@pytest.mark.parametrize("newline", ["\r\n", "\n", "\r"])
+async def test_events_split_anywhere_across_reads_parse_the_same(newline: str) -> None:
+    # Cuts inside a UTF-8 character, between \r and \n, inside `data:`; each line end
+    # SSE allows (a read without `\r` is split by the C split, others by the regex).
+    body = _sse_body(["héllo", " wörld", "!"], newline)
     whole = await _batches([body])
+    assert [payload["choices"][0]["delta"]["content"] for payload in whole[0]] == [
+        "héllo",
+        " wörld",
+        "!",
+    ]
     for size in (1, 2, 3, 7, 50):
         pieces = [body[index : index + size] for index in range(0, len(body), size)]
         split = await _batches(pieces)

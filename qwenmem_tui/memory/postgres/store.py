@@ -52,7 +52,7 @@ from qwenmem_tui.memory.postgres.connection import (
 )
 from qwenmem_tui.memory.postgres.listener import GenerationListener
 from qwenmem_tui.memory.postgres import vector_search as pgvector
-from qwenmem_tui.memory.postgres.schema import SEARCH_TEXT, migrate_schema
+from qwenmem_tui.memory.postgres.schema import lexical_sql, migrate_schema
 from qwenmem_tui.memory.postgres.steps import (
     ACTIVE,
     COLUMNS,
@@ -67,7 +67,9 @@ from qwenmem_tui.memory.postgres.steps import (
 from qwenmem_tui.memory.store import (
     AUDIT_SELECT,
     AllowedIds,
+    ChannelQuery,
     RowQuery,
+    StoreChannels,
     audit_from_row,
     no_vectors,
     status_counts,
@@ -382,18 +384,8 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
         exclude: Collection[int], limit: int,
     ) -> builtins.list[tuple[int, float]]:
-        # Terms are letters and digits only (lexical.query_terms), so joined by "|"
-        # they are a valid tsquery; folded the same way as the indexed text.
-        sql = (
-            "SELECT id, ts_rank_cd(search, q) AS score"
-            f" FROM memories, to_tsquery('simple', {SEARCH_TEXT.format(text='$1')}) AS q"
-            " WHERE search @@ q AND status = $2 AND username = $3 AND scope = ANY($4::text[])"
-            " AND (expires_at IS NULL OR expires_at > $5) AND NOT (id = ANY($6::bigint[]))"
-            " ORDER BY score DESC, id LIMIT $7"
-        )
-        params = (
-            " | ".join(terms), ACTIVE, user, list(scopes), now, [int(i) for i in exclude], limit
-        )
+        sql = lexical_sql("$1", "$2", "$3", "$4", "$5", "$6")
+        params = (" | ".join(terms), user, list(scopes), now, [int(i) for i in exclude], limit)
 
         async def body(conn: asyncpg.Connection) -> builtins.list[asyncpg.Record]:
             rows: builtins.list[asyncpg.Record] = await conn.fetch(sql, *params)
@@ -523,6 +515,11 @@ class PostgresMemoryStore(write_plan.PlannedStore):
     def searches_vectors(self) -> bool:
         return self._vector_search
 
+    async def _ensure_index(self, dim: int) -> None:
+        if dim not in self._indexed_dims:
+            await self._read(lambda conn: pgvector.ensure_index(conn, dim, self.where))
+            self._indexed_dims.add(dim)
+
     async def nearest_vectors(
         self,
         query: np.ndarray,
@@ -534,10 +531,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         exclude: Collection[int],
         limit: int,
     ) -> tuple[np.ndarray, np.ndarray]:
-        dim = int(np.asarray(query).size)
-        if dim not in self._indexed_dims:
-            await self._read(lambda conn: pgvector.ensure_index(conn, dim, self.where))
-            self._indexed_dims.add(dim)
+        await self._ensure_index(int(np.asarray(query).size))
 
         async def body(conn: asyncpg.Connection) -> tuple[np.ndarray, np.ndarray]:
             return await pgvector.nearest(
@@ -546,6 +540,12 @@ class PostgresMemoryStore(write_plan.PlannedStore):
             )
 
         return await self._read(body)
+
+    async def search_channels(self, request: ChannelQuery) -> StoreChannels:
+        dim = int(np.asarray(request.query).size)
+        await self._ensure_index(dim)
+        records = await self._read(lambda conn: pgvector.channels(conn, request))
+        return _channels_from(records, request.embedding_model, dim)
 
     async def vector_mean(
         self, embedding_model: str, *, user: str, dim: int
@@ -578,6 +578,38 @@ class PostgresMemoryStore(write_plan.PlannedStore):
             log.warning("[MEMORY_PG] could not refresh the local cache: %s", one_line_reason(exc))
         finally:
             await self._pool.close()
+
+
+def _channels_from(
+    records: Sequence[asyncpg.Record], embedding_model: str, dim: int
+) -> StoreChannels:
+    """``search_channels``' answer from its statement's rows (one per candidate)."""
+    dense = sorted(
+        (r["dense_distance"], r["found_id"], r["dense_vector"])
+        for r in records
+        if r["dense_vector"] is not None
+    )
+    lexical = sorted(
+        ((int(r["found_id"]), float(r["lexical_score"])) for r in records if r["lexical_score"] is not None),
+        key=lambda hit: (-hit[1], hit[0]),
+    )
+    rows = {r["id"]: row_to_memory(r) for r in records if r["id"] is not None}
+    vectors = {
+        r["id"]: np.frombuffer(r["stored_vector"], dtype="<f4").astype(np.float32)
+        for r in records
+        if r["id"] is not None and r["lexical_score"] is not None and r["stored_vector"] is not None
+        and r["embedding_model"] == embedding_model and len(r["stored_vector"]) == 4 * dim
+    }
+    return StoreChannels(
+        dense_ids=np.array([d[1] for d in dense], dtype=np.int64),
+        dense_vectors=(
+            np.stack([d[2] for d in dense]).astype(np.float32) if dense
+            else np.zeros((0, dim), dtype=np.float32)
+        ),
+        lexical=lexical,
+        rows=rows,
+        vectors=vectors,
+    )
 
 
 async def _keep_session(_conn: asyncpg.Connection) -> None:
