@@ -574,12 +574,17 @@ class Recaller:
         round trip (``StoreIndex.channels``): with twenty clients busy, each round trip
         waits its turn at the server, and the two channels then the rows were two.
         Otherwise the channels run side by side and the rows are read after them."""
-        if isinstance(self.index, StoreIndex) and self.dense_enabled:
+        if self._one_query():
+            assert isinstance(self.index, StoreIndex)
             query = await self._vector_of(text, vector)
+            generation = self.index.generation
             dense_hits, held = await self.index.channels(
                 query, terms, limit, scopes=scopes, now=now, exclude=exclude,
                 debias=self.debias, lexical_limit=limit, remove=remove,
+                links=self._links is None or self._links[0] != generation,
             )
+            if held.links is not None:  # as ``_open_links`` would have read them
+                self._links = (generation, held.links)
             return query, dense_hits, held.lexical, held
         (query, dense_hits), lexical_hits = await asyncio.gather(
             self._dense(text, allowed, limit, vector, remove),
@@ -614,6 +619,10 @@ class Recaller:
         fetched = {m.id: m for m in await self.store.fetch(missing)} if missing else {}
         rows = [held.rows.get(i) or fetched.get(i) for i in ids]
         return scored, [m for m in rows if m is not None]
+
+    def _one_query(self) -> bool:
+        """Both channels, their rows and the links come from one statement (``_channels``)."""
+        return isinstance(self.index, StoreIndex) and self.dense_enabled
 
     async def _open_links(self) -> dict[int, list[int]]:
         generation = self.index.generation
@@ -713,8 +722,9 @@ class Recaller:
             embedding = asyncio.ensure_future(self._query_vector(query))
         scopes = (GLOBAL_SCOPE, project)
         # The open links beside the channels: a shared store re-reads them whenever its
-        # generation moves (every write of a team's), a round trip of its own after them.
-        links = asyncio.ensure_future(self._open_links())
+        # generation moves (every write of a team's), a round trip of its own after
+        # them — or inside the channels' one statement (``_channels``).
+        links = None if self._one_query() else asyncio.ensure_future(self._open_links())
         try:
             found = await self.candidates(
                 query,
@@ -728,7 +738,7 @@ class Recaller:
             if abstention is not None and embedding is not None and found:
                 small_talk = abstention.is_small_talk(await embedding)
         except BaseException:
-            if not links.cancel():
+            if links is not None and not links.cancel():
                 links.exception()  # done: the recall's own error is the one to raise
             raise
         finally:
@@ -736,7 +746,8 @@ class Recaller:
                 embedding.cancel()  # nothing was allowed: the dense channel never asked
             elif embedding is not None and not embedding.cancelled():
                 embedding.exception()  # a failure the dense channel never asked for is moot
-        found = [*found, *await self._unfound_newer(found, scopes, await links)]
+        opened = await links if links is not None else await self._open_links()
+        found = [*found, *await self._unfound_newer(found, scopes, opened)]
         # Small talk keeps only a memory that holds its very words.
         ranked = current_first(
             [

@@ -14,6 +14,7 @@ from pgtest_support import Backend, GenerationWaiter
 
 from qwenmem_tui.memory.index import VectorIndex
 from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, WriteRequest, content_hash, embed_text
+from qwenmem_tui.memory.postgres.steps import bump_generation
 from qwenmem_tui.memory.recall import RecallResult
 from qwenmem_tui.memory.store_index import StoreIndex
 
@@ -166,7 +167,7 @@ async def test_one_query_recall_ranks_and_reads_as_the_local_cache(
         run = server.store._run
 
         async def counted(fn, **kwargs):  # type: ignore[no-untyped-def]
-            calls.append(kwargs["what"])
+            calls.append(fn.__qualname__)  # PostgresMemoryStore.<the method>.<locals>...
             return await run(fn, **kwargs)
 
         server.store._run = counted  # type: ignore[method-assign]
@@ -197,9 +198,50 @@ async def test_one_query_recall_ranks_and_reads_as_the_local_cache(
                         compared += bool(got.ids)
                         read_after += len(calls) - 1
         assert compared >= 2 * len(queries) * 3 and read_after > len(queries)
+        monkeypatch.setattr(store_index, "ROWS_WITH_SEARCH", 1)
+        await _links_in_the_statement(pgvector_dsn, backend, clock, server, local, calls)
     finally:
         await local.close()
         await server.close()
+
+
+async def _links_in_the_statement(dsn, backend, clock, server, local, calls) -> None:  # type: ignore[no-untyped-def]
+    """Another user's write moves the generation: the links recall re-reads then
+    (memories that may restate an older one) come inside the one statement, and a
+    found memory's newer versions the channels missed join it as they do locally."""
+    conn = await asyncpg.connect(dsn)
+    try:  # carol's editor restated twice, in words no channel finds for the question
+        older = await conn.fetchval("SELECT id FROM memories WHERE key = 'carol_editor' AND status = 'active'")
+        newer = await conn.fetch(
+            "SELECT id FROM memories WHERE username = 'ana' AND status = 'active' AND key LIKE 'diego_%'"
+            " AND scope = $1 ORDER BY id DESC LIMIT 2", PROJECT_A,
+        )  # fmt: skip
+        async with conn.transaction():
+            await conn.execute("UPDATE memories SET restates = $1 WHERE id = $2", older, newer[0]["id"])
+            await conn.execute("UPDATE memories SET restates = $1 WHERE id = $2", newer[0]["id"], newer[1]["id"])
+            generation = await bump_generation(conn)
+    finally:
+        await conn.close()
+    for svc in (server, local):
+        await GenerationWaiter(svc).wait(generation, timeout=30)
+    query = "which editor does Carol use?"
+    calls.clear()
+    got = await server.recall(query, project=PROJECT_A, k=8, min_score=-1, record=False)
+    want = await local.recall(query, project=PROJECT_A, k=8, min_score=-1, record=False)
+    assert _seen(got) == _seen(want) and older in got.ids
+    assert {newer[0]["id"], newer[1]["id"]} <= set(got.ids)
+    # no read of the links: one read per step down the chain of newer versions
+    assert [c.split(".")[1] for c in calls] == ["search_channels", "fetch", "fetch"], calls
+    bob = await backend.open(user="bob", machine="c", clock=clock, postgres_vector_search=True)
+    try:
+        saved = await bob.save(WriteRequest("user", "desk", "my desk is by the window", origin="user", project=PROJECT_A))
+    finally:
+        await bob.close()
+    await GenerationWaiter(server).wait(saved.generation, timeout=30)
+    calls.clear()
+    got = await server.recall(QUERIES[2], project=PROJECT_A, k=5, record=False)
+    assert [c.split(".")[1] for c in calls] == ["search_channels"] and got.ids
+    assert server.recaller._links[0] == saved.generation
 
 
 async def test_filters_hold_in_the_database_search(pgvector_dsn: str, tmp_path: Path) -> None:
