@@ -29,6 +29,7 @@ import numpy as np
 from qwenmem_tui.memory.abstain import abstention_for
 from qwenmem_tui.memory.dense import SearchHit
 from qwenmem_tui.memory.embed import Embedder
+from qwenmem_tui.memory.language_space import language_basis
 from qwenmem_tui.memory.lexical import coverage, query_terms
 from qwenmem_tui.memory.model import (
     GLOBAL_SCOPE,
@@ -244,6 +245,11 @@ class Recaller:
         # on bench/crosslang_corpus.jsonl cross-language top-3 went from 11/16 to 15/16,
         # same-language stayed 16/16. A switch only so the bench can measure both.
         self.debias = True
+        # Rank it without the language subspace too (language_space.py): on the tuning
+        # sets' dense channel alone, cross-language top-3 140 -> 147 of 150 and 148 ->
+        # 165 of 172, same-language unchanged. A switch only so the bench can measure both.
+        self.remove_language = True
+        self._language: tuple[np.ndarray | None] | None = None  # (basis,) once looked for
         # Small talk gets no memories (abstain.py); a switch only so the bench can measure both.
         self.abstain = True
         self._allowed: dict[tuple[str, ...], AllowedIds] = {}
@@ -428,15 +434,26 @@ class Recaller:
         allowed: np.ndarray | None,
         limit: int,
         vector: np.ndarray | asyncio.Future[np.ndarray] | None,
+        remove: np.ndarray | None,
     ) -> tuple[np.ndarray | None, list[SearchHit]]:
         """The dense channel over ``allowed`` in the local index (a store searching
-        its own vectors answers it in ``_channels``; ``allowed`` is None there)."""
+        its own vectors answers it in ``_channels``; ``allowed`` is None there),
+        ranked without the ``remove`` directions (the language subspace)."""
         if not self.dense_enabled or allowed is None or not len(allowed):
             return None, []
         query = await self._vector_of(text, vector)
         assert not isinstance(self.index, StoreIndex)
-        hits = await self.index.search(query, limit, allowed, debias=self.debias, exact=self._exact)
+        hits = await self.index.search(
+            query, limit, allowed, debias=self.debias, exact=self._exact, remove=remove
+        )
         return query, hits
+
+    async def language_subspace(self) -> np.ndarray | None:
+        """The embedder's language subspace (``language_space.py``), looked for once."""
+        if self._language is None:
+            basis = await asyncio.to_thread(language_basis, self.embedder.id, self.index.directory)
+            self._language = (basis,)
+        return self._language[0]
 
     async def candidates(
         self,
@@ -446,10 +463,17 @@ class Recaller:
         exclude: Collection[int] = (),
         limit: int,
         vector: np.ndarray | asyncio.Future[np.ndarray] | None = None,
+        language: bool = False,
     ) -> list[Candidate]:
         """Both channels over the memories allowed in ``scopes`` (minus ``exclude``),
         fused, best first; no threshold. Rows are re-checked as fetched: another
         process may have superseded or deleted one since the filter query.
+
+        ``language``: the dense channel ranks without the language subspace, as chat's
+        recall does (``remove_language``). Fact identity's neighbours keep the plain
+        ranking its rules were tuned on: with the subspace removed on the write path,
+        crosslang_corpus's Portuguese "Trabalho no fuso horário de Brasília" (a time
+        zone) came nearest the English "I work as a data engineer…" and replaced it.
 
         ``vector``: the text's own vector when the caller has it (a write's passage
         vector, already embedded): the dense channel then costs no embedding; or the
@@ -472,8 +496,9 @@ class Recaller:
         now = self.clock()
         terms = query_terms(text)
         query, dense_hits, lexical_hits, held = await self._channels(
-            text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude, terms=terms
-        )
+            text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude, terms=terms,
+            remove=await self.language_subspace() if language and self.dense_enabled else None,
+        )  # fmt: skip
         return await self.assemble(
             terms, query, dense_hits, lexical_hits, scopes=scopes, now=now, held=held
         )
@@ -541,6 +566,7 @@ class Recaller:
         now: float,
         exclude: Collection[int],
         terms: Sequence[str],
+        remove: np.ndarray | None = None,
     ) -> tuple[np.ndarray | None, list[SearchHit], list[tuple[int, float]], StoreChannels | None]:
         """(query vector, dense hits, lexical hits, what the store held of them).
 
@@ -554,14 +580,14 @@ class Recaller:
             generation = self.index.generation
             dense_hits, held = await self.index.channels(
                 query, terms, limit, scopes=scopes, now=now, exclude=exclude,
-                debias=self.debias, lexical_limit=limit,
+                debias=self.debias, lexical_limit=limit, remove=remove,
                 links=self._links is None or self._links[0] != generation,
             )
             if held.links is not None:  # as ``_open_links`` would have read them
                 self._links = (generation, held.links)
             return query, dense_hits, held.lexical, held
         (query, dense_hits), lexical_hits = await asyncio.gather(
-            self._dense(text, allowed, limit, vector),
+            self._dense(text, allowed, limit, vector, remove),
             self.store.lexical_search(
                 terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
             ),
@@ -706,6 +732,7 @@ class Recaller:
                 exclude=exclude,
                 limit=max(MIN_CANDIDATES, CANDIDATE_FACTOR * k),
                 vector=embedding,
+                language=self.remove_language,
             )
             small_talk = False
             if abstention is not None and embedding is not None and found:

@@ -84,13 +84,17 @@ async def test_pgvector_searches_in_the_database_with_the_local_indexs_top_k(
         finally:
             await conn.close()
         scopes = (GLOBAL_SCOPE, PROJECT_A)
-        for query in QUERIES:
+        # Directions removed from the ranking (as recall removes the language subspace,
+        # memory/language_space.py): the stored vectors stay plain, the query moves.
+        dim = len((await server.embedder.embed_queries([QUERIES[0]]))[0])
+        remove = np.linalg.qr(np.random.default_rng(5).standard_normal((dim, 3)))[0].astype(np.float32)
+        for query, removed in [(q, r) for q in QUERIES for r in (None, remove)]:
             vector = (await server.embedder.embed_queries([query]))[0]
             await local.recall(query, project=PROJECT_A, record=False)  # brings the cache in step
             allowed = (await local.recaller.allowed(PROJECT_A)).ids
-            want = await local.index.search(vector, 8, allowed, debias=True)
+            want = await local.index.search(vector, 8, allowed, debias=True, remove=removed)
             got = await server.index.search_where(
-                vector, 8, scopes=scopes, now=clock(), exclude=(), debias=True
+                vector, 8, scopes=scopes, now=clock(), exclude=(), debias=True, remove=removed
             )
             assert [h.id for h in got] == [h.id for h in want], query
             assert np.allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
