@@ -754,7 +754,12 @@ class Recaller:
                 embedding.cancel()  # nothing was allowed: the dense channel never asked
             elif embedding is not None and not embedding.cancelled():
                 embedding.exception()  # a failure the dense channel never asked for is moot
-        opened = await links if links is not None else await self._open_links()
+        if links is not None:
+            opened = await links
+        elif self._links is not None:  # read with the channels, as of their snapshot
+            opened = self._links[1]  # (a change since is read at the next recall)
+        else:
+            opened = await self._open_links()
         found = [*found, *await self._unfound_newer(found, scopes, opened)]
         # Small talk keeps only a memory that holds its very words.
         ranked = current_first(

@@ -235,13 +235,28 @@ async def _links_in_the_statement(dsn, backend, clock, server, local, calls) -> 
     bob = await backend.open(user="bob", machine="c", clock=clock, postgres_vector_search=True)
     try:
         saved = await bob.save(WriteRequest("user", "desk", "my desk is by the window", origin="user", project=PROJECT_A))
+        await GenerationWaiter(server).wait(saved.generation, timeout=30)
+        calls.clear()
+        got = await server.recall(QUERIES[2], project=PROJECT_A, k=5, record=False)
+        assert [c.split(".")[1] for c in calls] == ["search_channels"] and got.ids
+        assert server.recaller._links[0] == saved.generation
+        # bob writes again while the statement runs: its links stand for this recall
+        # (as of its snapshot), and the next recall reads them again
+        search = server.store.search_channels
+
+        async def meanwhile(request):  # type: ignore[no-untyped-def]
+            found = await search(request)
+            again = await bob.save(WriteRequest("user", "lamp", "my lamp is green", origin="user", project=PROJECT_A))
+            await GenerationWaiter(server).wait(again.generation, timeout=30)
+            return found
+
+        server.store.search_channels = meanwhile  # type: ignore[method-assign]
+        calls.clear()
+        got = await server.recall(QUERIES[3], project=PROJECT_A, k=5, record=False)
+        assert [c.split(".")[1] for c in calls] == ["search_channels"] and got.ids
+        assert server.recaller._links[0] == saved.generation < server.index.generation
     finally:
         await bob.close()
-    await GenerationWaiter(server).wait(saved.generation, timeout=30)
-    calls.clear()
-    got = await server.recall(QUERIES[2], project=PROJECT_A, k=5, record=False)
-    assert [c.split(".")[1] for c in calls] == ["search_channels"] and got.ids
-    assert server.recaller._links[0] == saved.generation
 
 
 async def test_filters_hold_in_the_database_search(pgvector_dsn: str, tmp_path: Path) -> None:
