@@ -51,6 +51,19 @@ def ranking_query(query: np.ndarray, mean: np.ndarray, basis: np.ndarray | None)
     return ranked
 
 
+def scoring_query(query: np.ndarray, basis: np.ndarray | None) -> np.ndarray:
+    """What a passage's score (the cosine the threshold reads) is its dot product
+    with: the query itself, or, with the language subspace removed, the query without
+    it (unit length): a question's fact in another language is not marked down for
+    its language. The passage stays whole, so one product gives it from any stored
+    vector (``scores`` of either index, a store's rows)."""
+    if basis is None:
+        return query
+    kept = without(np.asarray(query, dtype=np.float32), basis)
+    unit: np.ndarray = (kept / max(float(np.linalg.norm(kept)), 1e-6)).astype(np.float32)
+    return unit
+
+
 def debiased(
     query: np.ndarray,
     mean: np.ndarray,
@@ -61,7 +74,8 @@ def debiased(
 ) -> list[SearchHit]:
     """Rank ``ids`` (with their ``vectors``) by the cosine of the mean-centred passage
     with the mean-centred query, both without their components along ``basis``
-    (the language subspace) when given; return the top ``k`` with their plain cosines.
+    (the language subspace) when given; return the top ``k`` with their scores
+    (``scoring_query``: the plain cosines without a ``basis``).
     A search ranked them by ``p·ranking_query``, which leaves out the division by
     ``|P(p − mean)|``; this reorders a few times ``k`` candidates by the exact cosine."""
     if not len(ids):
@@ -70,6 +84,6 @@ def debiased(
     norms = np.maximum(np.linalg.norm(centred, axis=1), 1e-6)
     centred_query = query - mean if basis is None else ranking_query(query, mean, basis)
     ranking = row_dots(centred, centred_query) / norms
-    cosines = row_dots(vectors, query)
+    cosines = row_dots(vectors, scoring_query(query, basis))
     order = sorted(range(len(ids)), key=lambda j: (-ranking[j], ids[j]))[:k]
     return [SearchHit(int(ids[j]), float(cosines[j])) for j in order]

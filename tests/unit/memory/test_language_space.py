@@ -80,7 +80,8 @@ def _unit(rows: np.ndarray) -> np.ndarray:
 async def test_a_question_finds_its_fact_over_its_own_language_s_other_facts(tmp_path: Path) -> None:
     """Two languages, each with half the store: the mean removes neither. The question
     (language A, about the city) finds the city fact of language B first only without
-    the language direction; the scores stay the plain cosines the threshold reads."""
+    the language direction; the score the threshold reads is each fact's cosine with
+    the question without its language (the fact whole: one product from a stored vector)."""
     dim = 8
     a, b, city, job, pet = (np.eye(dim)[i] for i in range(5))
     vectors = _unit(
@@ -95,5 +96,9 @@ async def test_a_question_finds_its_fact_over_its_own_language_s_other_facts(tmp
     assert debiased[0].id != 4  # its own language's facts come first
     removed = await index.search(query, 3, ids, debias=True, remove=language)
     assert removed[0].id == 4
-    for hit in removed:
+    for hit in debiased:  # plain cosines when nothing is removed
         assert abs(hit.score - float(vectors[hit.id - 1] @ query)) < 1e-5
+    for hit in removed:
+        kept = query - (query @ language) @ language.T
+        assert abs(hit.score - float(vectors[hit.id - 1] @ (kept / np.linalg.norm(kept)))) < 1e-5
+    assert removed[0].score > float(vectors[3] @ query)  # the answer is not marked down

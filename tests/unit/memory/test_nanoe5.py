@@ -367,3 +367,31 @@ async def test_a_question_in_another_language_finds_its_fact_in_a_mixed_store(
     removed = await top3(True, True)
     assert removed["same"] == 16 and removed["cross"] >= 15
     assert removed["cross first"] >= 12 > debiased["cross first"]
+
+
+async def test_a_fact_in_another_language_clears_the_threshold_its_language_cost_it(
+    e5_service: MemoryService,
+) -> None:
+    """bench/multilingual_corpus.jsonl's tuning half: a Russian question about coffee,
+    the Spanish note about it, a Russian note about breakfast. The note's plain cosine
+    with the question (0.807) is under the threshold (0.81) for its language alone;
+    scored with the question's language subspace removed (0.830) it clears it and
+    comes first, and the breakfast note no longer does."""
+    rows = [
+        ("coffee", "Tomo el café sin azúcar y con leche de avena."),
+        ("breakfast", "На завтрак я обычно ем овсянку."),
+        ("license_renewal", "La licence du logiciel est renouvelée chaque année en janvier."),
+        ("support_email", "고객 지원 이메일 주소는 help@example.com 입니다."),
+    ]
+    ids = {}
+    for key, value in rows:
+        saved = await e5_service.save(WriteRequest("user", key, value, origin="user", project=PROJECT_A))
+        ids[key] = saved.memory.id
+    question = "Какой кофе я пью?"
+
+    async def found(language: bool) -> list[int]:
+        e5_service.recaller.remove_language = language
+        return (await e5_service.recall(question, project=PROJECT_A, record=False)).ids
+
+    assert ids["coffee"] not in await found(False)
+    assert (await found(True))[:1] == [ids["coffee"]]
