@@ -27,6 +27,7 @@ generation and falls back).
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -79,6 +80,23 @@ class _Scope:
     texts: list[tuple[str, str]]  # the batch's (key, value) of this scope
     matches: dict[str, set[int]]  # word -> indexes into ``texts`` it matches
     added: dict[int, tuple[str, str]] = field(default_factory=dict)  # rows written since
+    # Each word's rows among ``added`` (oldest first), and whether a row was stored
+    # under words the batch's own lines do not hold (identity rewrote its key).
+    by_term: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
+    unmatched: bool = False
+
+    def add(self, memory: Memory) -> None:
+        """A row this batch wrote in the scope, active: on both channels' sides."""
+        kv = (memory.key, memory.value)
+        self.added[memory.id] = kv
+        try:
+            at = self.texts.index(kv)
+        except ValueError:
+            self.unmatched = True
+            return
+        for term, held in self.matches.items():
+            if at in held:
+                bisect.insort(self.by_term.setdefault(term, []), (memory.id, *kv))  # by id
 
 
 class BatchLookup:
@@ -115,7 +133,7 @@ class BatchLookup:
         scope = self._scopes.get(memory.scope)
         new = result.action in (WriteAction.CREATED, WriteAction.SUPERSEDED)
         if scope is not None and new and memory.status is Status.ACTIVE:
-            scope.added[memory.id] = (memory.key, memory.value)
+            scope.add(memory)
             if memory.expires_at is not None:  # the lexical side holds it until then
                 until = scope.valid_until
                 scope.valid_until = memory.expires_at if until is None else min(until, memory.expires_at)
@@ -268,21 +286,15 @@ class BatchLookup:
         newest matches and the rows added since, or None when they cannot prove it."""
         if not terms:
             return []
+        if snap.unmatched:
+            return None  # a row stored under words the batch did not match
         cap = lexical_cap(len(terms), limit)
         matches: dict[str, list[tuple[int, str, str]]] = {}
-        index_of = {kv: i for i, kv in enumerate(snap.texts)}
         gone = self._gone
         for term in terms:
             if term not in snap.caps:
                 return None
-            rows: list[tuple[int, str, str]] = []
-            for memory_id in sorted(snap.added, reverse=True):
-                kv = snap.added[memory_id]
-                at = index_of.get(kv)
-                if at is None:
-                    return None  # stored under words the batch did not match
-                if at in snap.matches.get(term, ()) and memory_id not in gone:
-                    rows.append((memory_id, *kv))
+            rows = [r for r in reversed(snap.by_term.get(term, ())) if r[0] not in gone]
             read = snap.newest.rows.get(term, [])
             kept = [r for r in read if r[0] not in gone]
             if len(rows) + len(kept) < cap and len(read) >= snap.caps[term]:
