@@ -37,7 +37,7 @@ import faiss
 import numpy as np
 
 from qwenmem_tui.llm.wire import JSONObject
-from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased
+from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased, ranking_query
 from qwenmem_tui.paths import private_dir, private_file
 
 log = logging.getLogger("qwenmem.memory")
@@ -380,19 +380,24 @@ class VectorIndex:
         *,
         debias: bool = False,
         exact: ExactVectors | None = None,
+        remove: np.ndarray | None = None,
     ) -> list[SearchHit]:
         """Top ``k`` among ``allowed`` ids only: the selector makes FAISS skip the rest.
 
         ``debias`` ranks by ``p·(q − mean)`` instead of ``p·q`` (see the module
-        docstring); the scores returned are still the plain cosines ``p·q``, which
-        recall's calibrated threshold is measured on. ``exact``: the store's vectors,
-        with which an approximate index's candidates are re-scored.
+        docstring), ``remove`` (orthonormal columns: the language subspace) by the
+        cosine without those directions (``dense.debiased``); the scores returned are
+        still the plain cosines ``p·q``, which recall's calibrated threshold is
+        measured on. ``exact``: the store's vectors, with which an approximate
+        index's candidates are re-scored.
         """
         if self._index is None or len(allowed) == 0 or k <= 0 or not len(self._ids):
             return []
         async with self._lock:  # the sum and the count of one state, not mid-add
             mean = self.mean() if debias else None
-        q = query if mean is None else query - mean
+        if mean is None and remove is not None:
+            mean = np.zeros_like(query, dtype=np.float32)
+        q = query if mean is None else ranking_query(query, mean, remove)
         wide = k * DEBIAS_WIDTH if mean is not None or self.approximate else k
         async with self._lock:  # FAISS is not safe against a concurrent add
             found = await self._candidates(q, wide, allowed)
@@ -402,7 +407,7 @@ class VectorIndex:
             got, vectors = await exact(ids)
             ids = [int(i) for i in got]
         if mean is not None:
-            return debiased(query, mean, ids, vectors, k)
+            return debiased(query, mean, ids, vectors, k, remove)
         if wide == k and not self.approximate:
             return found
         cosines = vectors @ np.asarray(query, dtype=np.float32) if len(ids) else np.zeros(0)

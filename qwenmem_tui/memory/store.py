@@ -90,6 +90,7 @@ class ChannelQuery:
     lexical_limit: int
     centre: np.ndarray | None
     rows_for: int
+    links: bool = False  # also the user's links (``StoreChannels.links``)
 
 
 @dataclass(frozen=True)
@@ -101,13 +102,16 @@ class StoreChannels:
     their vectors (for the debiased rerank). ``lexical``: (id, score), best first.
     ``rows``: the rows of every lexical hit and of the dense candidates the store
     ranked best (a debiased rerank may pick another: the caller fetches what lacks).
-    ``vectors``: this embedder's vector of each lexical hit (their cosines)."""
+    ``vectors``: this embedder's vector of each lexical hit (their cosines).
+    ``links``: when asked, the user's active memories that may restate an older one,
+    as {older id: [newer ids]} (``list(linked=True)``'s answer), else None."""
 
     dense_ids: np.ndarray
     dense_vectors: np.ndarray
     lexical: list[tuple[int, float]]
     rows: dict[int, Memory]
     vectors: dict[int, np.ndarray]
+    links: dict[int, list[int]] | None = None
 
 
 @dataclass(frozen=True)

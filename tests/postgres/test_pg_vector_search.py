@@ -14,6 +14,7 @@ from pgtest_support import Backend, GenerationWaiter
 
 from qwenmem_tui.memory.index import VectorIndex
 from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, WriteRequest, content_hash, embed_text
+from qwenmem_tui.memory.postgres.steps import bump_generation
 from qwenmem_tui.memory.recall import RecallResult
 from qwenmem_tui.memory.store_index import StoreIndex
 
@@ -83,13 +84,17 @@ async def test_pgvector_searches_in_the_database_with_the_local_indexs_top_k(
         finally:
             await conn.close()
         scopes = (GLOBAL_SCOPE, PROJECT_A)
-        for query in QUERIES:
+        # Directions removed from the ranking (as recall removes the language subspace,
+        # memory/language_space.py): the stored vectors stay plain, the query moves.
+        dim = len((await server.embedder.embed_queries([QUERIES[0]]))[0])
+        remove = np.linalg.qr(np.random.default_rng(5).standard_normal((dim, 3)))[0].astype(np.float32)
+        for query, removed in [(q, r) for q in QUERIES for r in (None, remove)]:
             vector = (await server.embedder.embed_queries([query]))[0]
             await local.recall(query, project=PROJECT_A, record=False)  # brings the cache in step
             allowed = (await local.recaller.allowed(PROJECT_A)).ids
-            want = await local.index.search(vector, 8, allowed, debias=True)
+            want = await local.index.search(vector, 8, allowed, debias=True, remove=removed)
             got = await server.index.search_where(
-                vector, 8, scopes=scopes, now=clock(), exclude=(), debias=True
+                vector, 8, scopes=scopes, now=clock(), exclude=(), debias=True, remove=removed
             )
             assert [h.id for h in got] == [h.id for h in want], query
             assert np.allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
@@ -162,7 +167,7 @@ async def test_one_query_recall_ranks_and_reads_as_the_local_cache(
         run = server.store._run
 
         async def counted(fn, **kwargs):  # type: ignore[no-untyped-def]
-            calls.append(kwargs["what"])
+            calls.append(fn.__qualname__)  # PostgresMemoryStore.<the method>.<locals>...
             return await run(fn, **kwargs)
 
         server.store._run = counted  # type: ignore[method-assign]
@@ -193,9 +198,65 @@ async def test_one_query_recall_ranks_and_reads_as_the_local_cache(
                         compared += bool(got.ids)
                         read_after += len(calls) - 1
         assert compared >= 2 * len(queries) * 3 and read_after > len(queries)
+        monkeypatch.setattr(store_index, "ROWS_WITH_SEARCH", 1)
+        await _links_in_the_statement(pgvector_dsn, backend, clock, server, local, calls)
     finally:
         await local.close()
         await server.close()
+
+
+async def _links_in_the_statement(dsn, backend, clock, server, local, calls) -> None:  # type: ignore[no-untyped-def]
+    """Another user's write moves the generation: the links recall re-reads then
+    (memories that may restate an older one) come inside the one statement, and a
+    found memory's newer versions the channels missed join it as they do locally."""
+    conn = await asyncpg.connect(dsn)
+    try:  # carol's editor restated twice, in words no channel finds for the question
+        older = await conn.fetchval("SELECT id FROM memories WHERE key = 'carol_editor' AND status = 'active'")
+        newer = await conn.fetch(
+            "SELECT id FROM memories WHERE username = 'ana' AND status = 'active' AND key LIKE 'diego_%'"
+            " AND scope = $1 ORDER BY id DESC LIMIT 2", PROJECT_A,
+        )  # fmt: skip
+        async with conn.transaction():
+            await conn.execute("UPDATE memories SET restates = $1 WHERE id = $2", older, newer[0]["id"])
+            await conn.execute("UPDATE memories SET restates = $1 WHERE id = $2", newer[0]["id"], newer[1]["id"])
+            generation = await bump_generation(conn)
+    finally:
+        await conn.close()
+    for svc in (server, local):
+        await GenerationWaiter(svc).wait(generation, timeout=30)
+    query = "which editor does Carol use?"
+    calls.clear()
+    got = await server.recall(query, project=PROJECT_A, k=8, min_score=-1, record=False)
+    want = await local.recall(query, project=PROJECT_A, k=8, min_score=-1, record=False)
+    assert _seen(got) == _seen(want) and older in got.ids
+    assert {newer[0]["id"], newer[1]["id"]} <= set(got.ids)
+    # no read of the links: one read per step down the chain of newer versions
+    assert [c.split(".")[1] for c in calls] == ["search_channels", "fetch", "fetch"], calls
+    bob = await backend.open(user="bob", machine="c", clock=clock, postgres_vector_search=True)
+    try:
+        saved = await bob.save(WriteRequest("user", "desk", "my desk is by the window", origin="user", project=PROJECT_A))
+        await GenerationWaiter(server).wait(saved.generation, timeout=30)
+        calls.clear()
+        got = await server.recall(QUERIES[2], project=PROJECT_A, k=5, record=False)
+        assert [c.split(".")[1] for c in calls] == ["search_channels"] and got.ids
+        assert server.recaller._links[0] == saved.generation
+        # bob writes again while the statement runs: its links stand for this recall
+        # (as of its snapshot), and the next recall reads them again
+        search = server.store.search_channels
+
+        async def meanwhile(request):  # type: ignore[no-untyped-def]
+            found = await search(request)
+            again = await bob.save(WriteRequest("user", "lamp", "my lamp is green", origin="user", project=PROJECT_A))
+            await GenerationWaiter(server).wait(again.generation, timeout=30)
+            return found
+
+        server.store.search_channels = meanwhile  # type: ignore[method-assign]
+        calls.clear()
+        got = await server.recall(QUERIES[3], project=PROJECT_A, k=5, record=False)
+        assert [c.split(".")[1] for c in calls] == ["search_channels"] and got.ids
+        assert server.recaller._links[0] == saved.generation < server.index.generation
+    finally:
+        await bob.close()
 
 
 async def test_filters_hold_in_the_database_search(pgvector_dsn: str, tmp_path: Path) -> None:

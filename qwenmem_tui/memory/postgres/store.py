@@ -545,7 +545,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         dim = int(np.asarray(request.query).size)
         await self._ensure_index(dim)
         records = await self._read(lambda conn: pgvector.channels(conn, request))
-        return _channels_from(records, request.embedding_model, dim)
+        return _channels_from(records, request.embedding_model, dim, request.links)
 
     async def vector_mean(
         self, embedding_model: str, *, user: str, dim: int
@@ -581,9 +581,15 @@ class PostgresMemoryStore(write_plan.PlannedStore):
 
 
 def _channels_from(
-    records: Sequence[asyncpg.Record], embedding_model: str, dim: int
+    records: Sequence[asyncpg.Record], embedding_model: str, dim: int, asked_links: bool
 ) -> StoreChannels:
-    """``search_channels``' answer from its statement's rows (one per candidate)."""
+    """``search_channels``' answer from its statement's rows (one per candidate, and
+    one per link when asked)."""
+    links: dict[int, builtins.list[int]] | None = None
+    if asked_links:
+        links = {}
+        for link in sorted((r["found_id"], r["link_of"]) for r in records if r["link_of"] is not None):
+            links.setdefault(link[1], []).append(link[0])
     dense = sorted(
         (r["dense_distance"], r["found_id"], r["dense_vector"])
         for r in records
@@ -609,6 +615,7 @@ def _channels_from(
         lexical=lexical,
         rows=rows,
         vectors=vectors,
+        links=links,
     )
 
 

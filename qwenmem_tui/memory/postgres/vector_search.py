@@ -228,14 +228,17 @@ async def nearest(
     return ids, np.stack([r["embedding_vec"] for r in rows]).astype(np.float32)
 
 
-def channels_sql(dim: int, *, centred: bool, lexical: bool) -> str:
+def channels_sql(dim: int, *, centred: bool, lexical: bool, links: bool = False) -> str:
     """Recall's one statement: the dense search (``nearest_sql``, $1-$7), the
     lexical one (``lexical_sql``, its terms and limit $9 and $10), and the rows of
     every lexical hit and of the $8 dense candidates best by the centred cosine
     (``dense.debiased``, the mean the last parameter) or by ``p·query`` — all in one snapshot.
 
     One row per candidate: its distance and vector when the dense search found it,
-    its score when the lexical one did, its row (and stored vector) when wanted."""
+    its score when the lexical one did, its row (and stored vector) when wanted.
+    ``links``: then one row more per active memory of the user's that may restate an
+    older one (``link_of``: that one; migration 9's index), which recall reads again
+    whenever the generation moves: in a team, at nearly every recall."""
     dim = int(dim)
     query = f"$1::real[]::vector({dim})"
     if centred:
@@ -248,7 +251,14 @@ def channels_sql(dim: int, *, centred: bool, lexical: bool) -> str:
         if lexical
         else "SELECT NULL::bigint AS id, NULL::real AS score WHERE false"
     )
-    row = ", ".join(f"m.{c.strip()}" for c in COLUMNS.split(","))
+    names = [c.strip() for c in COLUMNS.split(",")]
+    row = ", ".join(f"m.{c}" for c in names)
+    linked = (
+        f" UNION ALL SELECT {', '.join('NULL' for _ in names)}, id, NULL, NULL, NULL, NULL, restates"
+        " FROM memories WHERE username = $3 AND status = 'active' AND restates IS NOT NULL"
+        if links
+        else ""
+    )
     return (
         f"WITH dense AS ({nearest_sql(dim)}),"
         f" best AS (SELECT d.id FROM dense AS d ORDER BY {rank}, d.id LIMIT $8),"
@@ -256,9 +266,10 @@ def channels_sql(dim: int, *, centred: bool, lexical: bool) -> str:
         " found AS (SELECT id FROM dense UNION SELECT id FROM lexical)"
         f" SELECT {row}, f.id AS found_id, d.embedding_vec AS dense_vector,"  # the row first:
         f" d.embedding_vec <#> {query} AS dense_distance, l.score AS lexical_score,"  # read by position
-        " m.embedding AS stored_vector"
+        " m.embedding AS stored_vector, NULL::bigint AS link_of"
         " FROM found AS f LEFT JOIN dense AS d ON d.id = f.id LEFT JOIN lexical AS l ON l.id = f.id"
         " LEFT JOIN memories AS m ON m.id = f.id AND (l.id IS NOT NULL OR f.id IN (SELECT id FROM best))"
+        + linked
     )
 
 
@@ -274,7 +285,7 @@ async def channels(conn: asyncpg.Connection, request: ChannelQuery) -> list[asyn
     params += [" | ".join(r.terms), r.lexical_limit] if lexical else []
     if r.centre is not None:
         params.append(np.asarray(r.centre, dtype=np.float32).reshape(-1).tolist())
-    sql = channels_sql(len(q), centred=r.centre is not None, lexical=lexical)
+    sql = channels_sql(len(q), centred=r.centre is not None, lexical=lexical, links=r.links)
     rows: list[asyncpg.Record] = await conn.fetch(sql, *params)
     return rows
 
