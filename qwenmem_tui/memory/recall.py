@@ -453,7 +453,7 @@ class Recaller:
     async def language_subspace(self) -> np.ndarray | None:
         """The embedder's language subspace (``language_space.py``), looked for once."""
         if self._language is None:
-            basis = await asyncio.to_thread(language_basis, self.embedder.id, self.index.directory)
+            basis = await asyncio.to_thread(language_basis, self.embedder.id)
             self._language = (basis,)
         return self._language[0]
 
