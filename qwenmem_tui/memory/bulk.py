@@ -162,7 +162,12 @@ class BatchLookup:
             self.served += 1
             return []
         terms = query_terms(text)
-        dense = self._dense(snap, text, vector, allowed, limit)
+        if self.index.approximate:
+            # An approximate index's lists make a wider search no superset of the
+            # line's own: the line searches alone, its words and rows still in bulk.
+            dense: list[SearchHit] | None = (await recaller.dense(text, allowed, limit, vector, None))[1]
+        else:
+            dense = self._dense(snap, text, vector, allowed, limit)
         if dense is None:
             return self._alone("dense")
         lexical = self._lexical(snap, terms, limit)
@@ -186,11 +191,7 @@ class BatchLookup:
         recaller, index = self.recaller, self.index
         store = recaller.store
         mine = [line for line in self.lines if line.scope == scope]
-        if (
-            not recaller.dense_enabled
-            or not recaller.debias
-            or index.approximate
-        ):
+        if not recaller.dense_enabled or not recaller.debias:
             return None
         async with recaller.lock:
             await recaller.sync()
@@ -214,7 +215,9 @@ class BatchLookup:
         mean = index.mean()
         nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         found: list[tuple[np.ndarray, np.ndarray]] | None = [nothing] * len(queries)  # an empty index
-        if mean is not None:
+        if index.approximate:  # each line searches its lists itself (``candidates``)
+            queries = {}
+        elif mean is not None:
             found = await index.search_many(
                 np.stack([v - mean for v in queries.values()]) if queries else np.zeros((0, 1)),
                 limit * DEBIAS_WIDTH + SLACK,
