@@ -27,6 +27,7 @@ generation and falls back).
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -79,6 +80,23 @@ class _Scope:
     texts: list[tuple[str, str]]  # the batch's (key, value) of this scope
     matches: dict[str, set[int]]  # word -> indexes into ``texts`` it matches
     added: dict[int, tuple[str, str]] = field(default_factory=dict)  # rows written since
+    # Each word's rows among ``added`` (oldest first), and whether a row was stored
+    # under words the batch's own lines do not hold (identity rewrote its key).
+    by_term: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
+    unmatched: bool = False
+
+    def add(self, memory: Memory) -> None:
+        """A row this batch wrote in the scope, active: on both channels' sides."""
+        kv = (memory.key, memory.value)
+        self.added[memory.id] = kv
+        try:
+            at = self.texts.index(kv)
+        except ValueError:
+            self.unmatched = True
+            return
+        for term, held in self.matches.items():
+            if at in held:
+                bisect.insort(self.by_term.setdefault(term, []), (memory.id, *kv))  # by id
 
 
 class BatchLookup:
@@ -95,7 +113,7 @@ class BatchLookup:
         self._gone: set[int] = set()  # rows the batch superseded
         self._generation: int | None = None
         self._top = 0
-        self._broken = False
+        self.broken = False
         # Lookups answered from the snapshot, and those made alone, by why.
         self.served = 0
         self.alone: dict[str, int] = {}
@@ -105,8 +123,9 @@ class BatchLookup:
         """A write of this batch committed: its rows are read again when asked, a new
         active row joins its scope's lexical side (by its text as stored)."""
         memory = result.memory
-        for memory_id in (memory.id, *result.superseded):
+        for memory_id in result.superseded:
             self._rows.pop(memory_id, None)
+        self._rows[memory.id] = memory  # the row as the store read it back in the write
         self._gone.update(result.superseded)
         self._top = max(self._top, memory.id)
         if result.action is not WriteAction.QUARANTINED:
@@ -114,7 +133,7 @@ class BatchLookup:
         scope = self._scopes.get(memory.scope)
         new = result.action in (WriteAction.CREATED, WriteAction.SUPERSEDED)
         if scope is not None and new and memory.status is Status.ACTIVE:
-            scope.added[memory.id] = (memory.key, memory.value)
+            scope.add(memory)
             if memory.expires_at is not None:  # the lexical side holds it until then
                 until = scope.valid_until
                 scope.valid_until = memory.expires_at if until is None else min(until, memory.expires_at)
@@ -127,10 +146,10 @@ class BatchLookup:
         from the snapshot; None when the snapshot cannot prove the answer (the caller
         then looks up alone)."""
         recaller = self.recaller
-        if self._broken or vector is None or not text.strip():
-            return self._alone("no vector" if not self._broken else "store moved")
+        if self.broken or vector is None or not text.strip():
+            return self._alone("given up" if self.broken else "no vector")
         if self._generation is not None and self.index.generation != self._generation:
-            self._broken = True  # another process wrote: the snapshot no longer holds
+            self.broken = True  # another process wrote: the snapshot no longer holds
             return self._alone("store moved")
         snap = await self._snapshot(scope, limit)
         if snap is None:
@@ -143,7 +162,12 @@ class BatchLookup:
             self.served += 1
             return []
         terms = query_terms(text)
-        dense = self._dense(snap, text, vector, allowed, limit)
+        if self.index.approximate:
+            # An approximate index's lists make a wider search no superset of the
+            # line's own: the line searches alone, its words and rows still in bulk.
+            dense: list[SearchHit] | None = (await recaller.dense(text, allowed, limit, vector, None))[1]
+        else:
+            dense = self._dense(snap, text, vector, allowed, limit)
         if dense is None:
             return self._alone("dense")
         lexical = self._lexical(snap, terms, limit)
@@ -167,11 +191,7 @@ class BatchLookup:
         recaller, index = self.recaller, self.index
         store = recaller.store
         mine = [line for line in self.lines if line.scope == scope]
-        if (
-            not recaller.dense_enabled
-            or not recaller.debias
-            or index.approximate
-        ):
+        if not recaller.dense_enabled or not recaller.debias:
             return None
         async with recaller.lock:
             await recaller.sync()
@@ -191,10 +211,14 @@ class BatchLookup:
         if newest is None or matches is None:
             return None
         self._top = max(self._top, newest.top)
-        queries = {line.text: line.vector for line in mine if line.vector is not None}
+        # An approximate index: each line searches its lists itself (``candidates``).
+        queries = {
+            line.text: line.vector for line in mine if line.vector is not None and not index.approximate
+        }
         mean = index.mean()
-        found: list[list[SearchHit]] | None = [[] for _ in queries]  # an empty index
-        if mean is not None:
+        nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+        found: list[tuple[np.ndarray, np.ndarray]] | None = [nothing] * len(queries)  # an empty index
+        if mean is not None and queries:
             found = await index.search_many(
                 np.stack([v - mean for v in queries.values()]) if queries else np.zeros((0, 1)),
                 limit * DEBIAS_WIDTH + SLACK,
@@ -204,10 +228,9 @@ class BatchLookup:
             return None
         held = int(index.holds(allowed).sum())  # every one of them reached: complete
         dense = {
-            text: (vector, np.array([h.id for h in hits], dtype=np.int64),
-                   hits[-1].score if hits else 0.0, len(hits) >= held)
-            for (text, vector), hits in zip(queries.items(), found, strict=True)
-        }  # fmt: skip
+            text: (vector, np.sort(ids), float(scores[-1]) if len(ids) else 0.0, len(ids) >= held)
+            for (text, vector), (ids, scores) in zip(queries.items(), found, strict=True)
+        }
         snap = _Scope(allowed, filtered.valid_until, mean, dense, newest, caps, texts, matches)
         self._scopes[scope] = snap
         return snap
@@ -237,22 +260,28 @@ class BatchLookup:
         elif len(known) < wide:
             return None  # the batch removed more than the snapshot read beyond
         vectors = index.vectors_of(known)
-        q = vector - mean
-        scores = vectors @ q if len(known) else np.zeros(0, dtype=np.float32)
+        scores = vectors @ (vector - mean) if len(known) else np.zeros(0, dtype=np.float32)
         order = np.argsort(-scores, kind="stable")
-        if len(order) > wide:
-            edge, beyond = float(scores[order[wide - 1]]), float(scores[order[wide]])
-            if edge - beyond < MARGIN:
-                return None  # a tie at the boundary
+        ranked = scores[order]
+        edge = float(ranked[wide - 1]) if wide else 0.0
         if not complete:
             # A row the snapshot's search did not reach scores at most its last hit
-            # there, moved by how far the mean moved since (unit vectors).
+            # there, moved by how far the mean moved since (unit vectors): below the
+            # edge, or the line looks up alone.
             assert snap.mean is not None  # an empty index's search is complete
-            bound = last + float(np.linalg.norm(mean - snap.mean)) * 1.001 + MARGIN
-            if float(scores[order[wide - 1]]) <= bound:
+            if last + float(np.linalg.norm(mean - snap.mean)) * 1.001 >= edge - MARGIN:
                 return None
-        chosen = order[:wide]
-        return debiased(vector, mean, [int(i) for i in known[chosen]], vectors[chosen], limit)
+        # FAISS takes the ``wide`` best by its own rounding: rows this close to the
+        # edge may be in or out. The answer holds when the rerank over all of them
+        # picks none of those.
+        maybe = int(np.count_nonzero(ranked > edge - MARGIN))
+        if maybe <= wide:
+            chosen = order[:wide]
+            return debiased(vector, mean, [int(i) for i in known[chosen]], vectors[chosen], limit)
+        pool = order[:maybe]
+        sure = {int(i) for i in known[order[: int(np.count_nonzero(ranked >= edge + MARGIN))]]}
+        top = debiased(vector, mean, [int(i) for i in known[pool]], vectors[pool], limit)
+        return top if all(hit.id in sure for hit in top) else None
 
     def _lexical(
         self, snap: _Scope, terms: Sequence[str], limit: int
@@ -261,21 +290,15 @@ class BatchLookup:
         newest matches and the rows added since, or None when they cannot prove it."""
         if not terms:
             return []
+        if snap.unmatched:
+            return None  # a row stored under words the batch did not match
         cap = lexical_cap(len(terms), limit)
         matches: dict[str, list[tuple[int, str, str]]] = {}
-        index_of = {kv: i for i, kv in enumerate(snap.texts)}
         gone = self._gone
         for term in terms:
             if term not in snap.caps:
                 return None
-            rows: list[tuple[int, str, str]] = []
-            for memory_id in sorted(snap.added, reverse=True):
-                kv = snap.added[memory_id]
-                at = index_of.get(kv)
-                if at is None:
-                    return None  # stored under words the batch did not match
-                if at in snap.matches.get(term, ()) and memory_id not in gone:
-                    rows.append((memory_id, *kv))
+            rows = [r for r in reversed(snap.by_term.get(term, ())) if r[0] not in gone]
             read = snap.newest.rows.get(term, [])
             kept = [r for r in read if r[0] not in gone]
             if len(rows) + len(kept) < cap and len(read) >= snap.caps[term]:

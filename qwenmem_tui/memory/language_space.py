@@ -17,16 +17,15 @@ hold (fitted without Russian, Russian questions across languages kept 23 of the 
 that the full fit gets, against 22 with no removal).
 
 The fit needs only the examples' vectors, which ship for the default embedder
-(``meaning.SHIPPED``) or which the meaning reader keeps in the home for another: eleven
-class means and a 11 x 384 SVD, ~1 ms, once per process. Shipping the fitted matrix as
-well would add a file to keep in step with the examples for no time saved.
+(``meaning.SHIPPED``): eleven class means and a 11 x 384 SVD, ~1 ms, once per process.
+Shipping the fitted matrix as well would add a file to keep in step with the examples
+(which change with the attributes) for no time saved.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -63,32 +62,29 @@ def fit_language_basis(vectors: np.ndarray, rows: Sequence[int]) -> np.ndarray:
     return basis
 
 
-_BASES: dict[tuple[str, Path | None], np.ndarray | None] = {}
+_BASES: dict[str, np.ndarray | None] = {}
 _lock = threading.Lock()
 
 
-def language_basis(embedder_id: str, cache_dir: Path | None = None) -> np.ndarray | None:
+def language_basis(embedder_id: str) -> np.ndarray | None:
     """The language subspace of ``embedder_id``'s space, fitted once per process from
-    the examples' vectors (shipped, or in ``cache_dir`` where the meaning reader keeps
-    them); None when neither holds them (a hash embedder, an endpoint's model before
-    its first write): recall then ranks as before. Blocking: call it in a thread."""
-    if embedder_id.startswith("hash"):
-        return None
+    the examples' vectors that ship for it; None for any other embedder (recall then
+    ranks and scores as before). Only the shipped embedder's is measured: an
+    endpoint's model, whose examples' vectors the meaning reader may keep in the home,
+    has its own threshold and spread, and nothing here to tell what removing its
+    language directions does to them. Blocking: call it in a thread."""
     with _lock:
-        if (embedder_id, cache_dir) in _BASES:
-            return _BASES[(embedder_id, cache_dir)]
+        if embedder_id in _BASES:
+            return _BASES[embedder_id]
     texts, _ = example_texts()
-    name = prototypes_name(embedder_id, texts)
     basis = None
-    for folder in (SHIPPED, cache_dir):
-        try:
-            vectors = np.load(folder / name) if folder is not None else None
-        except (OSError, ValueError):
-            continue  # absent or damaged: the next place, else no removal
-        if vectors is not None and vectors.shape[0] == len(texts):
-            basis = fit_language_basis(vectors, example_languages())
-            basis.flags.writeable = False  # one basis, read by every recaller
-            break
-    with _lock:  # an absence too: a home's cached examples are found by the next process
-        _BASES[(embedder_id, cache_dir)] = basis
+    try:
+        vectors = np.load(SHIPPED / prototypes_name(embedder_id, texts))
+    except (OSError, ValueError):
+        vectors = None  # not shipped (another embedder) or damaged: no removal
+    if vectors is not None and vectors.shape[0] == len(texts):
+        basis = fit_language_basis(vectors, example_languages())
+        basis.flags.writeable = False  # one basis, read by every recaller
+    with _lock:
+        _BASES[embedder_id] = basis
     return basis

@@ -430,7 +430,7 @@ class Recaller:
             return vector
         return await vector  # embedding since the recall began
 
-    async def _dense(
+    async def dense(
         self,
         text: str,
         allowed: np.ndarray | None,
@@ -453,7 +453,7 @@ class Recaller:
     async def language_subspace(self) -> np.ndarray | None:
         """The embedder's language subspace (``language_space.py``), looked for once."""
         if self._language is None:
-            basis = await asyncio.to_thread(language_basis, self.embedder.id, self.index.directory)
+            basis = await asyncio.to_thread(language_basis, self.embedder.id)
             self._language = (basis,)
         return self._language[0]
 
@@ -595,7 +595,7 @@ class Recaller:
                 self._links = (generation, held.links)
             return query, dense_hits, held.lexical, held
         (query, dense_hits), lexical_hits = await asyncio.gather(
-            self._dense(text, allowed, limit, vector, remove),
+            self.dense(text, allowed, limit, vector, remove),
             self.store.lexical_search(
                 terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
             ),
@@ -754,13 +754,7 @@ class Recaller:
                 embedding.cancel()  # nothing was allowed: the dense channel never asked
             elif embedding is not None and not embedding.cancelled():
                 embedding.exception()  # a failure the dense channel never asked for is moot
-        if links is not None:
-            opened = await links
-        elif self._links is not None:  # read with the channels, as of their snapshot
-            opened = self._links[1]  # (a change since is read at the next recall)
-        else:
-            opened = await self._open_links()
-        found = [*found, *await self._unfound_newer(found, scopes, opened)]
+        found = [*found, *await self._unfound_newer(found, scopes, await self._links_after(links))]
         # Small talk keeps only a memory that holds its very words.
         ranked = current_first(
             [
@@ -772,6 +766,25 @@ class Recaller:
         )[:k]
         if small_talk:
             log.debug("[MEMORY_RECALL] small talk: %d memories kept for its own words", len(ranked))
+        return self._result(ranked, found, started=started, record=record, small_talk=small_talk)
+
+    async def _links_after(
+        self, reading: asyncio.Future[dict[int, list[int]]] | None
+    ) -> dict[int, list[int]]:
+        """The links ``_unfound_newer`` follows: read beside the channels, or with them
+        in their one statement (as of its snapshot: a change since is read at the
+        next recall), or now (none read yet)."""
+        if reading is not None:
+            return await reading
+        if self._links is not None:
+            return self._links[1]
+        return await self._open_links()
+
+    def _result(
+        self, ranked: list[Candidate], found: list[Candidate], *, started: float, record: bool,
+        small_talk: bool,
+    ) -> RecallResult:
+        """The chosen memories within the token budget, counted (later) and rendered."""
         now = self.clock()
         ranked = within_budget(ranked, now, self.max_tokens)
         chosen = [c.memory for c in ranked]

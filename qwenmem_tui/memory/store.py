@@ -77,7 +77,8 @@ class ChannelQuery:
     (``lexical.query_terms``) for ``lexical_limit`` hits, both under recall's hard
     filters (user, scopes, active, unexpired at ``now``, minus ``exclude``); and the
     rows of ``rows_for`` dense candidates, best by the centred cosine
-    (``dense.debiased``; by ``p·query`` without a centre)."""
+    (``dense.debiased``, without the ``remove`` directions when given: orthonormal
+    columns; by ``p·query`` without a centre)."""
 
     query: np.ndarray
     terms: Sequence[str]
@@ -91,6 +92,7 @@ class ChannelQuery:
     centre: np.ndarray | None
     rows_for: int
     links: bool = False  # also the user's links (``StoreChannels.links``)
+    remove: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -163,15 +163,15 @@ class StoreIndex:
     ) -> tuple[list[SearchHit], StoreChannels]:
         """``search_where``'s top ``k`` and the lexical channel's hits from one query
         of the store, with the rows of both (``MemoryStore.search_channels``), and
-        the user's links when ``links``. With ``remove``, the rows the store picks by
-        the centred cosine are a guess near the projected one's (its norm is left
-        out): the caller reads what lacks."""
+        the user's links when ``links``; ``remove``: the directions the ranking
+        leaves out (``dense.debiased``), the store's pick of rows too."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         centre = await self._centre(q, debias, remove)
         found = await self.store.search_channels(ChannelQuery(
             q if centre is None else ranking_query(q, centre, remove), terms, self.embedder_id, self.user, scopes, now,
             exclude, dense_limit=k if centre is None else k * DEBIAS_WIDTH,
             lexical_limit=lexical_limit, centre=centre, rows_for=k * ROWS_WITH_SEARCH, links=links,
+            remove=remove,
         ))  # fmt: skip
         return _ranked(q, centre, found.dense_ids, found.dense_vectors, k, remove), found
 

@@ -171,9 +171,14 @@ async def test_one_query_recall_ranks_and_reads_as_the_local_cache(
             return await run(fn, **kwargs)
 
         server.store._run = counted  # type: ignore[method-assign]
+        # Directions the ranking leaves out (recall's language subspace, none for the
+        # hash embedder): the store's pick of rows leaves them out too.
+        dim = len((await server.embedder.embed_queries([QUERIES[0]]))[0])
+        remove = np.linalg.qr(np.random.default_rng(5).standard_normal((dim, 3)))[0].astype(np.float32)
         compared = read_after = 0
-        for rows_with_search in (1, 0):
+        for rows_with_search, basis in ((1, None), (0, None), (1, remove)):
             monkeypatch.setattr(store_index, "ROWS_WITH_SEARCH", rows_with_search)
+            server.recaller._language = local.recaller._language = (basis,)
             for query in queries:
                 for k, min_score in ((3, -1.0), (8, -1.0), (5, None)):
                     first = await local.recall(query, project=PROJECT_A, k=k, min_score=min_score, record=False)
@@ -186,18 +191,20 @@ async def test_one_query_recall_ranks_and_reads_as_the_local_cache(
                         got = await server.recall(
                             query, project=PROJECT_A, k=k, min_score=min_score, exclude=skip, record=False
                         )
-                        assert _seen(got) == _seen(want), (query, k, skip)
-                        calls.clear()
-                        # every candidate, lexical-only finds with their cosines too
-                        scopes, limit = (GLOBAL_SCOPE, PROJECT_A), 4 * k
-                        assert await server.recaller.candidates(
-                            query, scopes=scopes, exclude=skip, limit=limit
-                        ) == await local.recaller.candidates(query, scopes=scopes, exclude=skip, limit=limit)
+                        assert _seen(got) == _seen(want), (query, k, skip, basis is None)
                         # one statement; the rows the rerank picked beyond it in one more
                         assert len(calls) == 1 or (not rows_with_search and len(calls) == 2), calls
                         compared += bool(got.ids)
                         read_after += len(calls) - 1
-        assert compared >= 2 * len(queries) * 3 and read_after > len(queries)
+                        # every candidate, lexical-only finds with their cosines too
+                        scopes, limit, language = (GLOBAL_SCOPE, PROJECT_A), 4 * k, basis is not None
+                        assert await server.recaller.candidates(
+                            query, scopes=scopes, exclude=skip, limit=limit, language=language
+                        ) == await local.recaller.candidates(
+                            query, scopes=scopes, exclude=skip, limit=limit, language=language
+                        )
+        assert compared >= 3 * len(queries) * 3 and read_after > len(queries)
+        server.recaller._language = local.recaller._language = (None,)
         monkeypatch.setattr(store_index, "ROWS_WITH_SEARCH", 1)
         await _links_in_the_statement(pgvector_dsn, backend, clock, server, local, calls)
     finally:

@@ -228,11 +228,13 @@ async def nearest(
     return ids, np.stack([r["embedding_vec"] for r in rows]).astype(np.float32)
 
 
-def channels_sql(dim: int, *, centred: bool, lexical: bool, links: bool = False) -> str:
+def channels_sql(
+    dim: int, *, centred: bool, lexical: bool, links: bool = False, removed: bool = False
+) -> str:
     """Recall's one statement: the dense search (``nearest_sql``, $1-$7), the
     lexical one (``lexical_sql``, its terms and limit $9 and $10), and the rows of
     every lexical hit and of the $8 dense candidates best by the centred cosine
-    (``dense.debiased``, the mean the last parameter) or by ``p·query`` — all in one snapshot.
+    (``dense.debiased``, the mean and the basis removed the last parameters) or by ``p·query`` — all in one snapshot.
 
     One row per candidate: its distance and vector when the dense search found it,
     its score when the lexical one did, its row (and stored vector) when wanted.
@@ -243,7 +245,16 @@ def channels_sql(dim: int, *, centred: bool, lexical: bool, links: bool = False)
     query = f"$1::real[]::vector({dim})"
     if centred:
         mean = f"${11 if lexical else 9}::real[]::vector({dim})"
-        rank = f"((d.embedding_vec - {mean}) <#> {query}) / greatest(vector_norm(d.embedding_vec - {mean}), 1e-6)"
+        norm = f"vector_norm(d.embedding_vec - {mean})"
+        if removed:  # |P x|: x's norm without its components along the basis (its
+            # columns one after another in one real[])
+            basis = f"${12 if lexical else 10}::real[]"
+            column = f"({basis})[i * {dim} + 1:(i + 1) * {dim}]::vector({dim})"
+            norm = (
+                f"sqrt(greatest({norm} ^ 2 - (SELECT sum(((d.embedding_vec - {mean}) <#> {column}) ^ 2)"
+                f" FROM generate_series(0, cardinality({basis}) / {dim} - 1) AS i), 0))"
+            )
+        rank = f"((d.embedding_vec - {mean}) <#> {query}) / greatest({norm}, 1e-6)"
     else:
         rank = f"d.embedding_vec <#> {query}"
     words = (
@@ -283,9 +294,14 @@ async def channels(conn: asyncpg.Connection, request: ChannelQuery) -> list[asyn
         [int(i) for i in r.exclude], r.dense_limit, r.rows_for,
     ]
     params += [" | ".join(r.terms), r.lexical_limit] if lexical else []
+    removed = r.centre is not None and r.remove is not None
     if r.centre is not None:
         params.append(np.asarray(r.centre, dtype=np.float32).reshape(-1).tolist())
-    sql = channels_sql(len(q), centred=r.centre is not None, lexical=lexical, links=r.links)
+    if removed:
+        params.append(np.asarray(r.remove, dtype=np.float32).T.reshape(-1).tolist())  # columns
+    sql = channels_sql(
+        len(q), centred=r.centre is not None, lexical=lexical, links=r.links, removed=removed
+    )
     rows: list[asyncpg.Record] = await conn.fetch(sql, *params)
     return rows
 

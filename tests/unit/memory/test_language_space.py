@@ -57,6 +57,7 @@ def test_the_default_embedder_s_language_subspace_is_fitted_from_its_shipped_exa
     assert np.allclose(basis.T @ basis, np.eye(len(LANGUAGES) - 1), atol=1e-5)
     assert language_basis(embedder_id) is basis  # fitted once per process
     assert language_basis("hash-256") is None  # no meaning, nothing to remove
+    assert language_basis("openai:text-embedding-3-small") is None  # not measured: as before
 
 
 def test_removing_the_subspace_leaves_the_languages_centroids_together() -> None:
