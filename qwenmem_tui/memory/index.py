@@ -58,6 +58,9 @@ _NPROBE = 16
 # An allowed set this small is scored exactly even in the approximate index.
 _EXACT_BELOW = 8_000
 _INLINE_ADD = 16
+_FLUSH_AT = 256
+"""Removed vectors left in FAISS before they are taken out at once (or 5 % of the
+index, whichever is more)."""
 """Vectors added on the event loop itself: a write's one vector costs FAISS
 microseconds, and a hop to a worker thread and back cost an import's line ~0.1 ms."""
 # Training points per list (FAISS asks for 39 at least), k-means iterations, and how
@@ -148,6 +151,10 @@ class VectorIndex:
         self._ids = np.zeros(0, dtype=np.int64)  # sorted: what the index holds
         self._trained_for = 0  # vectors the approximate index's lists were trained on
         self._sum: np.ndarray | None = None  # float64 sum of live vectors, for the mean
+        # Removed from ``_ids`` and the sum, still in FAISS until the next flush: a flat
+        # index's removal moves every vector after it (~2 ms at 20k), and a search
+        # never reaches them (its selector holds active ids only).
+        self._unflushed: list[int] = []
         self._lock = asyncio.Lock()
 
     # state -------------------------------------------------------------------------
@@ -233,6 +240,7 @@ class VectorIndex:
 
     def _write(self, path: Path) -> None:
         assert self._index is not None
+        self._flush()  # the file holds exactly ``_ids``
         header = json.dumps({
             "embedder": self.embedder_id, "dim": self.dim, "kind": self.kind,
             "count": len(self._ids), "generation": self.generation,
@@ -298,6 +306,7 @@ class VectorIndex:
             if progress is not None and total == 0:
                 progress(0, 0)
             self._index, self.kind, self.dim = index, kind, dim
+            self._unflushed = []
             self._ids = np.sort(np.concatenate(held)) if held else np.zeros(0, dtype=np.int64)
             self._sum = added if done else None
             self._trained_for = total if kind == IVF else 0
@@ -310,7 +319,7 @@ class VectorIndex:
             if self._index is None or self.dim != vectors.shape[1]:
                 self.dim = vectors.shape[1]
                 self._index, self.kind = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim)), FLAT
-                self._ids, self._sum = np.zeros(0, dtype=np.int64), None
+                self._ids, self._sum, self._unflushed = np.zeros(0, dtype=np.int64), None, []
             # Idempotent: a sync woken by another process's change (LISTEN/NOTIFY) may
             # already have added a row between its commit and this write's own add.
             ids = np.asarray(ids, dtype=np.int64)
@@ -318,6 +327,8 @@ class VectorIndex:
             ids, vectors = ids[fresh], vectors[fresh]
             if len(ids) == 0:
                 return
+            if self._unflushed and np.isin(ids, self._unflushed).any():
+                await asyncio.to_thread(self._flush)  # back again (restored): its old vector goes first
             if len(ids) <= _INLINE_ADD:  # a write's own vector: microseconds, less than a hop
                 self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
             else:
@@ -340,8 +351,16 @@ class VectorIndex:
             gone = self._reconstruct(present)
             if self._sum is not None:
                 self._sum = self._sum - gone.sum(axis=0, dtype=np.float64)
-            await asyncio.to_thread(self._index.remove_ids, present)
             self._ids = self._ids[~_held(self._ids, present)]
+            self._unflushed += present.tolist()
+            if len(self._unflushed) >= max(_FLUSH_AT, len(self._ids) // 20):
+                await asyncio.to_thread(self._flush)
+
+    def _flush(self) -> None:
+        """Remove the vectors of removed ids from FAISS itself (lock held)."""
+        if self._index is not None and self._unflushed:
+            self._index.remove_ids(np.asarray(self._unflushed, dtype=np.int64))
+        self._unflushed = []
 
     def needs_rebuild(self) -> bool:
         """Grown past flat, or far past what the approximate index was trained for."""
