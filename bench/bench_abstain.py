@@ -86,7 +86,13 @@ async def write_probe(svc: MemoryService, messages: list[dict[str, Any]]) -> Non
     print(f"wrote {PROBES} for {svc.recaller.embedder.id}")
 
 
-async def evaluate(svc: MemoryService, facts: list[dict[str, Any]], messages: list[dict[str, Any]], split: str) -> None:
+async def evaluate(
+    svc: MemoryService,
+    facts: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+    split: str,
+    languages: tuple[bool, ...] = (True,),
+) -> None:
     ids: dict[str, int] = {}
     for fact in facts:
         result = await svc.save(
@@ -101,11 +107,12 @@ async def evaluate(svc: MemoryService, facts: list[dict[str, Any]], messages: li
         ids[fact["id"]] = result.memory.id
     chosen = [m for m in messages if split == "all" or m["split"] == split]
     print(f"{len(facts)} facts stored, {len(chosen)} messages ({split}), embedder {svc.recaller.embedder.id}\n")
-    print("| abstention | false recall (no-answer msgs) | recall@5 | recall@3 | cross-lang @3 | same-lang @3 | work requests left empty | p50 ms |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| language removed | abstention | false recall (no-answer msgs) | recall@5 | recall@3 | cross-lang @3 | same-lang @3 | work requests left empty | p50 ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     per_lang: dict[str, list[bool]] = defaultdict(list)
-    for abstain in (False, True):
+    for language, abstain in [(lang, a) for lang in languages for a in (False, True)]:
         svc.recaller.abstain = abstain
+        svc.recaller.remove_language = language  # the dense channel's language subspace
         got: dict[str, list[bool]] = defaultdict(list)
         latencies = []
         for m in chosen:
@@ -114,7 +121,7 @@ async def evaluate(svc: MemoryService, facts: list[dict[str, Any]], messages: li
             latencies.append((time.perf_counter() - started) * 1000)
             if m["kind"] == "small_talk":
                 got["false"].append(bool(result.ids))
-                if abstain:
+                if abstain and language == languages[-1]:
                     per_lang[m["lang"]].append(bool(result.ids))
             elif m["kind"] == "task":
                 got["empty_task"].append(not result.ids)
@@ -129,10 +136,10 @@ async def evaluate(svc: MemoryService, facts: list[dict[str, Any]], messages: li
             return f"{sum(values) / len(values):.3f} ({sum(values)}/{len(values)})" if values else "-"
 
         print(
-            f"| {'on' if abstain else 'off'} | {share('false')} | {share('r5')} | {share('r3')} | "
+            f"| {'on' if language else 'off'} | {'on' if abstain else 'off'} | {share('false')} | {share('r5')} | {share('r3')} | "
             f"{share('cross3')} | {share('same3')} | {share('empty_task')} | {statistics.median(latencies):.0f} |"
         )
-    print("\nfalse recall by language (abstention on): " + ", ".join(
+    print("\nfalse recall by language (abstention on, the last setting): " + ", ".join(
         f"{lang} {sum(v)}/{len(v)}" for lang, v in sorted(per_lang.items())
     ))
 
@@ -141,6 +148,7 @@ async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="fit the small-talk probe on the tune split")
     parser.add_argument("--split", default="held_out", choices=("held_out", "tune", "all"))
+    parser.add_argument("--language", default="on", help="the dense channel's language subspace removed: off,on")
     args = parser.parse_args(argv)
     facts, messages = load()
     with tempfile.TemporaryDirectory(prefix="qwenmem-bench-abstain-") as tmp:
@@ -151,7 +159,9 @@ async def main(argv: list[str] | None = None) -> int:
             if args.write:
                 await write_probe(svc, messages)
                 return 0
-            await evaluate(svc, facts, messages, args.split)
+            switches = {"off": False, "on": True}
+            languages = tuple(switches[lang] for lang in args.language.split(","))
+            await evaluate(svc, facts, messages, args.split, languages)
         finally:
             await svc.close()
     return 0

@@ -58,13 +58,16 @@ def load(path: Path = CORPUS) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     return memories, questions
 
 
-async def run(embedding: str, memories: list, questions: list, debias: bool) -> dict[str, Any]:
+async def run(
+    embedding: str, memories: list, questions: list, debias: bool, language: bool = True
+) -> dict[str, Any]:
     settings = Settings.model_validate({"general": {"user": USER}, "memory": {"embedding": embedding}})
     with tempfile.TemporaryDirectory(prefix="qwenmem-bench-crosslang-") as tmp:
         paths = Paths(Path(tmp))
         paths.ensure()
         svc = await MemoryService.open(settings, paths)
         svc.recaller.debias = debias
+        svc.recaller.remove_language = language
         try:
             return await _score(svc, memories, questions)
         finally:
@@ -106,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpora", default="heldout,crosslang_corpus,recall_corpus",
                         help="which sets, comma-separated")
     parser.add_argument("--debias", default="off,on", help="the dense channel's mean: off,on")
+    parser.add_argument("--language", default="on", help="the dense channel's language subspace removed: off,on")
     args = parser.parse_args(argv)
     wanted = args.corpora.split(",")
     corpora = {}
@@ -117,9 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         big = load_corpus()
         corpora["recall_corpus"] = (big.memories, big.queries)
     for name, (memories, questions) in corpora.items():
-        for debias in [{"off": False, "on": True}[d] for d in args.debias.split(",")]:
-            r = asyncio.run(run(args.embedding, memories, questions, debias))
-            label = "mean removed" if debias else "plain cosine"
+        switches = {"off": False, "on": True}
+        for debias, language in [
+            (switches[d], switches[lang]) for d in args.debias.split(",") for lang in args.language.split(",")
+        ]:
+            r = asyncio.run(run(args.embedding, memories, questions, debias, language))
+            label = ("mean removed" if debias else "plain cosine") + (", language removed" if language else "")
             print(f"{name} [{r['embedder']}, dense {label}]")
             for group in ("cross", "same"):
                 print("  " + line(f"{group}-language", r["ranks"][group]))

@@ -114,6 +114,7 @@ async def conversation_run(
             {"general": {"user": "bench"}, "memory": {"embedding": args.embedding, "max_tokens": 0}}
         )
         svc = await MemoryService.open(settings, paths)
+        svc.recaller.remove_language = args.language == "on"
         try:
             by_dia, held = await imported(svc, home, lines, dia)
             if args.import_only:
@@ -215,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedding", default="auto", choices=("auto", "hash"))
     parser.add_argument("--only", default="", help="these conversations (file stems, comma-separated)")
     parser.add_argument("--import-only", action="store_true")
+    parser.add_argument("--language", default="on", choices=("on", "off"),
+                        help="recall's dense channel without the language subspace (memory/language_space.py)")
     parser.add_argument("--reverse", action="store_true")
     parser.add_argument("--homes", default="", help="keep each conversation's home here and "
                         "reuse its import on the next run (the same rows for two builds)")

@@ -147,7 +147,9 @@ async def _quality(svc: MemoryService, corpus: Corpus, weights: list[float]) -> 
             )
         ]
         vector = (await svc.embedder.embed_queries([q["text"]]))[0]
-        hits = await svc.index.search(vector, DEPTH, allowed, debias=svc.recaller.debias)  # as recall ranks
+        recaller = svc.recaller
+        remove = await recaller.language_subspace() if recaller.remove_language else None
+        hits = await svc.index.search(vector, DEPTH, allowed, debias=recaller.debias, remove=remove)  # as recall ranks
         den = [h.id for h in hits]
         if q["expected"] is None:
             negatives += 1

@@ -19,6 +19,7 @@ for the complete scanner.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -59,110 +60,118 @@ _PLUGINS = (
 # Our own rules: (kind, pattern, group). ``group`` is the part that is secret (0: all),
 # so "password: hunter2" keeps "password: " and loses only "hunter2".
 _VALUE = r"[^\s\"'`,;<>()\[\]{}]"  # one character of a bare credential
-_RULES: tuple[tuple[str, re.Pattern[str], int], ...] = tuple(
-    (kind, re.compile(pattern, flags), group)
-    for kind, pattern, flags, group in (
-        (
-            "private key",
-            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)",
-            0,
-            0,
-        ),
-        ("Anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{16,}", 0, 0),
-        ("OpenAI key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{12,}", 0, 0),
-        ("Hugging Face token", r"\bhf_[A-Za-z0-9]{20,}", 0, 0),
-        ("npm token", r"\bnpm_[A-Za-z0-9]{30,}", 0, 0),
-        ("SendGrid key", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", 0, 0),
-        ("Telegram bot token", r"\b\d{8,10}:[A-Za-z0-9_-]{30,}", 0, 0),
-        ("Google OAuth token", r"\bya29\.[A-Za-z0-9_-]{20,}", 0, 0),
-        ("Google OAuth secret", r"\bGOCSPX-[A-Za-z0-9_-]{20,}", 0, 0),
-        ("Google API key", r"\bAIza[0-9A-Za-z_-]{35}", 0, 0),
-        ("Azure connection string", r"\b(?:AccountKey|SharedAccessKey|SharedAccessSignature)=([^;\s\"']{8,})", re.I, 1),
-        ("Slack token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", 0, 0),
-        ("Slack webhook", r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/]+", 0, 0),
-        ("Discord webhook", r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]+", 0, 0),
-        ("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,})", 0, 0),
-        ("GitLab token", r"\bgl(?:pat|dt|ft|rt|soat|cbt|ptt|agent|oas)-[A-Za-z0-9_-]{20,}", 0, 0),
-        ("Stripe key", r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}", 0, 0),
-        ("Stripe webhook secret", r"\bwhsec_[A-Za-z0-9]{20,}", 0, 0),
-        ("AWS access key", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b", 0, 0),
-        (
-            "AWS secret key",
-            r"\baws_?secret_?(?:access_?)?key\b[\"']?\s*(?:[:=]|is)\s*[\"']?([A-Za-z0-9/+=]{40})",
-            re.I,
-            1,
-        ),
-        ("JSON Web Token", r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0, 0),
-        ("Authorization header", r"\b(?:Basic|Bearer|Token|Digest)\s+([A-Za-z0-9._~+/=-]{12,})", re.I, 1),
-        ("credentials in a URL", r"\b[a-z][a-z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@", re.I, 1),
-        (
-            "password",
-            # "password: x", "the password for admin is x", "passwort ist x", "pw=x"
-            r"\b(?:password|passwd|passwort|passphrase|contraseña|mot de passe|senha|pwd|pw)"
-            r"(?:\s+(?:for|of|to|de|für|do|da)\s+[^\s:=]{1,40})?"
-            r"\s*(?:[:=]|\bis\b|\bist\b|\bes\b|\best\b|\bé\b)\s*[\"']?(" + _VALUE + r"{4,})",
-            re.I,
-            1,
-        ),
-        (
-            "credential assignment",
-            # api_key=..., client-secret: ..., "my api key is ..." — a value with a digit
-            # or symbol, so "the token is required" keeps its words.
-            r"\b(?:api[_ -]?key|apikey|secret(?:[_ -]?key)?|client[_ -]?secret|access[_ -]?token"
-            r"|auth[_ -]?token|refresh[_ -]?token|bearer[_ -]?token|private[_ -]?key|token)"
-            r"[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?((?=" + _VALUE + r"*[0-9_+/=-])" + _VALUE + r"{8,})",
-            re.I,
-            1,
-        ),
-        ("npm auth token", r"_authToken\s*=\s*(\S+)", 0, 1),
-        (
-            # "the db pass is c3Vw…", "pass: x1y2" — bare "pass" only with a digit or
-            # symbol in the value, so "the build pass is green" keeps its words.
-            "password",
-            r"\bpass(?:code|word)?\s*(?:[:=]|\bis\b)\s*[\"']?((?=" + _VALUE + r"*[0-9_+/=!@#$%^&*-])" + _VALUE + r"{4,})",
-            re.I,
-            1,
-        ),
-        (
-            # "my PIN is 4821", "passcode: 902113", "unlock code = 5521"
-            "PIN",
-            r"\b(?:pin(?:\s*code)?|passcode|pass\s+code|security\s+code|unlock\s+code)\s*(?:[:=]|\bis\b)\s*[\"']?(\d{4,12})(?![\w.])",
-            re.I,
-            1,
-        ),
-        (
-            "PIN",
-            r"\b(?:passcode|pass\s+code|security\s+code|unlock\s+code)\s*(?:[:=]|\bis\b)\s*[\"']?((?=\S*\d)" + _VALUE + r"{4,})",
-            re.I,
-            1,
-        ),
-        (
-            # mysql -u root -pS3cret (no space: the password itself), --password secret,
-            # sshpass -p secret. "-p8080" elsewhere is a port and is left alone.
-            "command-line password",
-            r"\b(?:mysql\w*|mariadb\w*|mysqldump|mysqladmin|mysqlimport|mysqlsh)\b[^\n|;&]*?\s-p([^\s'\"]{3,})",
-            0,
-            1,
-        ),
-        ("command-line password", r"\bsshpass\s+-p\s*[\"']?([^\s'\"]{3,})", 0, 1),
-        ("command-line password", r"(?:^|\s)--pass(?:word)?(?:=|\s+)[\"']?([^\s'\"-][^\s'\"]{3,})", re.M, 1),
-        (
-            # "admin / Tr0ub4dor&3": a login and a password with a digit or symbol.
-            "login / password",
-            r"(?<![\w/.:-])[A-Za-z][\w.@-]{1,40}\s+/\s+((?=[^\s/]*[A-Za-z])(?=[^\s/]*[0-9!@#$%^&*?+=~])[^\s/]{6,})(?![\w/])",
-            0,
-            1,
-        ),
-        (
-            # "API key 9f8e7d6c…": a long key right after its name, no "is" needed.
-            "key after its name",
-            r"\b(?:api[_ -]?key|apikey|secret(?:[_ -]key)?|access[_ -]key|auth[_ -]key|license[_ -]key"
-            r"|private[_ -]key|token)s?\b(?:\s+(?:is|was))?\s*[:=]?\s*[\"']?([0-9a-fA-F]{24,}|[A-Za-z0-9+/_-]{32,}={0,2})",
-            re.I,
-            1,
-        ),
-    )
+# Compiled on first use (`_rules`): the ~30 patterns cost ~5 ms of CPU, and the TUI
+# imports this module before its first frame (the debug log, the prompt history).
+_RULE_SOURCES: tuple[tuple[str, str, int, int], ...] = (
+    (
+        "private key",
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)",
+        0,
+        0,
+    ),
+    ("Anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{16,}", 0, 0),
+    ("OpenAI key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{12,}", 0, 0),
+    ("Hugging Face token", r"\bhf_[A-Za-z0-9]{20,}", 0, 0),
+    ("npm token", r"\bnpm_[A-Za-z0-9]{30,}", 0, 0),
+    ("SendGrid key", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", 0, 0),
+    ("Telegram bot token", r"\b\d{8,10}:[A-Za-z0-9_-]{30,}", 0, 0),
+    ("Google OAuth token", r"\bya29\.[A-Za-z0-9_-]{20,}", 0, 0),
+    ("Google OAuth secret", r"\bGOCSPX-[A-Za-z0-9_-]{20,}", 0, 0),
+    ("Google API key", r"\bAIza[0-9A-Za-z_-]{35}", 0, 0),
+    ("Azure connection string", r"\b(?:AccountKey|SharedAccessKey|SharedAccessSignature)=([^;\s\"']{8,})", re.I, 1),
+    ("Slack token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", 0, 0),
+    ("Slack webhook", r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/]+", 0, 0),
+    ("Discord webhook", r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]+", 0, 0),
+    ("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,})", 0, 0),
+    ("GitLab token", r"\bgl(?:pat|dt|ft|rt|soat|cbt|ptt|agent|oas)-[A-Za-z0-9_-]{20,}", 0, 0),
+    ("Stripe key", r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}", 0, 0),
+    ("Stripe webhook secret", r"\bwhsec_[A-Za-z0-9]{20,}", 0, 0),
+    ("AWS access key", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b", 0, 0),
+    (
+        "AWS secret key",
+        r"\baws_?secret_?(?:access_?)?key\b[\"']?\s*(?:[:=]|is)\s*[\"']?([A-Za-z0-9/+=]{40})",
+        re.I,
+        1,
+    ),
+    ("JSON Web Token", r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0, 0),
+    ("Authorization header", r"\b(?:Basic|Bearer|Token|Digest)\s+([A-Za-z0-9._~+/=-]{12,})", re.I, 1),
+    ("credentials in a URL", r"\b[a-z][a-z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@", re.I, 1),
+    (
+        "password",
+        # "password: x", "the password for admin is x", "passwort ist x", "pw=x"
+        r"\b(?:password|passwd|passwort|passphrase|contraseña|mot de passe|senha|pwd|pw)"
+        r"(?:\s+(?:for|of|to|de|für|do|da)\s+[^\s:=]{1,40})?"
+        r"\s*(?:[:=]|\bis\b|\bist\b|\bes\b|\best\b|\bé\b)\s*[\"']?(" + _VALUE + r"{4,})",
+        re.I,
+        1,
+    ),
+    (
+        "credential assignment",
+        # api_key=..., client-secret: ..., "my api key is ..." — a value with a digit
+        # or symbol, so "the token is required" keeps its words.
+        r"\b(?:api[_ -]?key|apikey|secret(?:[_ -]?key)?|client[_ -]?secret|access[_ -]?token"
+        r"|auth[_ -]?token|refresh[_ -]?token|bearer[_ -]?token|private[_ -]?key|token)"
+        r"[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?((?=" + _VALUE + r"*[0-9_+/=-])" + _VALUE + r"{8,})",
+        re.I,
+        1,
+    ),
+    ("npm auth token", r"_authToken\s*=\s*(\S+)", 0, 1),
+    (
+        # "the db pass is c3Vw…", "pass: x1y2" — bare "pass" only with a digit or
+        # symbol in the value, so "the build pass is green" keeps its words.
+        "password",
+        r"\bpass(?:code|word)?\s*(?:[:=]|\bis\b)\s*[\"']?((?=" + _VALUE + r"*[0-9_+/=!@#$%^&*-])" + _VALUE + r"{4,})",
+        re.I,
+        1,
+    ),
+    (
+        # "my PIN is 4821", "passcode: 902113", "unlock code = 5521"
+        "PIN",
+        r"\b(?:pin(?:\s*code)?|passcode|pass\s+code|security\s+code|unlock\s+code)\s*(?:[:=]|\bis\b)\s*[\"']?(\d{4,12})(?![\w.])",
+        re.I,
+        1,
+    ),
+    (
+        "PIN",
+        r"\b(?:passcode|pass\s+code|security\s+code|unlock\s+code)\s*(?:[:=]|\bis\b)\s*[\"']?((?=\S*\d)" + _VALUE + r"{4,})",
+        re.I,
+        1,
+    ),
+    (
+        # mysql -u root -pS3cret (no space: the password itself), --password secret,
+        # sshpass -p secret. "-p8080" elsewhere is a port and is left alone.
+        "command-line password",
+        r"\b(?:mysql\w*|mariadb\w*|mysqldump|mysqladmin|mysqlimport|mysqlsh)\b[^\n|;&]*?\s-p([^\s'\"]{3,})",
+        0,
+        1,
+    ),
+    ("command-line password", r"\bsshpass\s+-p\s*[\"']?([^\s'\"]{3,})", 0, 1),
+    ("command-line password", r"(?:^|\s)--pass(?:word)?(?:=|\s+)[\"']?([^\s'\"-][^\s'\"]{3,})", re.M, 1),
+    (
+        # "admin / Tr0ub4dor&3": a login and a password with a digit or symbol.
+        "login / password",
+        r"(?<![\w/.:-])[A-Za-z][\w.@-]{1,40}\s+/\s+((?=[^\s/]*[A-Za-z])(?=[^\s/]*[0-9!@#$%^&*?+=~])[^\s/]{6,})(?![\w/])",
+        0,
+        1,
+    ),
+    (
+        # "API key 9f8e7d6c…": a long key right after its name, no "is" needed.
+        "key after its name",
+        r"\b(?:api[_ -]?key|apikey|secret(?:[_ -]key)?|access[_ -]key|auth[_ -]key|license[_ -]key"
+        r"|private[_ -]key|token)s?\b(?:\s+(?:is|was))?\s*[:=]?\s*[\"']?([0-9a-fA-F]{24,}|[A-Za-z0-9+/_-]{32,}={0,2})",
+        re.I,
+        1,
+    ),
 )
+
+
+@functools.cache
+def _rules() -> tuple[tuple[str, re.Pattern[str], int], ...]:
+    """Our rules, compiled: (kind, pattern, group)."""
+    return tuple(
+        (kind, re.compile(pattern, flags), group) for kind, pattern, flags, group in _RULE_SOURCES
+    )
+
 
 _ENTROPY_RUN = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_=-]{24,}(?![A-Za-z0-9+/_=-])")
 _ENTROPY_LIMIT = 4.3
@@ -230,6 +239,7 @@ def load() -> None:
 def _plugins() -> list[tuple[str, Callable[[str], Iterable[str]]]]:
     """detect-secrets' detectors as (kind, analyze_string), imported once."""
     global _loaded
+    _rules()  # compiled here too: preload() runs this off the event loop
     with _load_lock:
         if _loaded is None:
             import importlib
@@ -276,7 +286,7 @@ def scan(text: str, *, complete: bool = True) -> list[Finding]:
         for secret in analyze(text):
             if isinstance(secret, str) and len(secret) >= 6:
                 found += [Finding(i, i + len(secret), kind) for i in _occurrences(text, secret)]
-    for kind, pattern, group in _RULES:
+    for kind, pattern, group in _rules():
         for m in pattern.finditer(text):
             if m.group(group):
                 found.append(Finding(m.start(group), m.end(group), kind))

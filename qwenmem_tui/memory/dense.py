@@ -1,10 +1,13 @@
 """The dense channel's ranking, wherever the vectors are searched.
 
 The local FAISS index (``index.py``) and a server searching its own vectors
-(pgvector, ``store_index.py``) rank the same way: candidates by ``p·(q − mean)``,
-then a few times ``k`` of them reordered by the exact mean-centred cosine
-(``debiased``). Kept free of FAISS so a client searching in the database never
-loads it.
+(pgvector, ``store_index.py``) rank the same way: candidates by ``p·ranking_query``
+(the query centred on the store's mean, with the language subspace of
+``language_space.py`` projected out: ``p·P(q − mean)`` orders passages as
+``P(p − mean)·P(q − mean)`` does, so neither index holds anything but the plain
+vectors), then a few times ``k`` of them reordered by the exact cosine of the centred,
+projected vectors (``debiased``). Kept free of FAISS so a client searching in the
+database never loads it.
 """
 
 from __future__ import annotations
@@ -24,18 +27,63 @@ class SearchHit:
     score: float
 
 
+def row_dots(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """Each row's dot product with ``vector``, each computed alone: a matrix product
+    rounds a row differently by where it sits in the matrix (BLAS blocks rows), and a
+    batch's lookups (``memory/bulk.py``) must rank a row as one lookup alone does."""
+    dots: np.ndarray = np.multiply(matrix, vector).sum(axis=1)
+    return dots
+
+
+def without(vectors: np.ndarray, basis: np.ndarray | None) -> np.ndarray:
+    """``vectors`` (rows, or one) with their components along ``basis`` (orthonormal
+    columns) removed."""
+    if basis is None:
+        return vectors
+    removed: np.ndarray = vectors - (vectors @ basis) @ basis.T
+    return removed
+
+
+def ranking_query(query: np.ndarray, mean: np.ndarray, basis: np.ndarray | None) -> np.ndarray:
+    """The vector a first-stage search takes in place of ``query``: its inner product
+    with a plain passage ``p`` is ``P(p − mean)·P(q − mean)`` plus a constant."""
+    ranked: np.ndarray = without(query - mean, basis).astype(np.float32)
+    return ranked
+
+
+def scoring_query(query: np.ndarray, basis: np.ndarray | None) -> np.ndarray:
+    """What a passage's score (the cosine the threshold reads) is its dot product
+    with: the query itself, or, with the language subspace removed, the query without
+    it (unit length): a question's fact in another language is not marked down for
+    its language. The passage stays whole, so one product gives it from any stored
+    vector (``scores`` of either index, a store's rows)."""
+    if basis is None:
+        return query
+    kept = without(np.asarray(query, dtype=np.float32), basis)
+    unit: np.ndarray = (kept / max(float(np.linalg.norm(kept)), 1e-6)).astype(np.float32)
+    return unit
+
+
 def debiased(
-    query: np.ndarray, mean: np.ndarray, ids: Sequence[int], vectors: np.ndarray, k: int
+    query: np.ndarray,
+    mean: np.ndarray,
+    ids: Sequence[int],
+    vectors: np.ndarray,
+    k: int,
+    basis: np.ndarray | None = None,
 ) -> list[SearchHit]:
     """Rank ``ids`` (with their ``vectors``) by the cosine of the mean-centred passage
-    with the mean-centred query; return the top ``k`` with their plain cosines. A
-    search ranked them by ``p·(q − mean)``, which leaves out the division by
-    ``|p − mean|``; this reorders a few times ``k`` candidates by the exact centred cosine."""
+    with the mean-centred query, both without their components along ``basis``
+    (the language subspace) when given; return the top ``k`` with their scores
+    (``scoring_query``: the plain cosines without a ``basis``).
+    A search ranked them by ``p·ranking_query``, which leaves out the division by
+    ``|P(p − mean)|``; this reorders a few times ``k`` candidates by the exact cosine."""
     if not len(ids):
         return []
-    centred = vectors - mean
+    centred = without(vectors - mean, basis)
     norms = np.maximum(np.linalg.norm(centred, axis=1), 1e-6)
-    ranking = (centred @ (query - mean)) / norms
-    cosines = vectors @ query
+    centred_query = query - mean if basis is None else ranking_query(query, mean, basis)
+    ranking = row_dots(centred, centred_query) / norms
+    cosines = row_dots(vectors, scoring_query(query, basis))
     order = sorted(range(len(ids)), key=lambda j: (-ranking[j], ids[j]))[:k]
     return [SearchHit(int(ids[j]), float(cosines[j])) for j in order]

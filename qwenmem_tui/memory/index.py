@@ -37,7 +37,7 @@ import faiss
 import numpy as np
 
 from qwenmem_tui.llm.wire import JSONObject
-from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased
+from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased, ranking_query
 from qwenmem_tui.paths import private_dir, private_file
 
 log = logging.getLogger("qwenmem.memory")
@@ -57,6 +57,12 @@ _MAGIC = b"QWENMEM-FAISS-2\n"
 _NPROBE = 16
 # An allowed set this small is scored exactly even in the approximate index.
 _EXACT_BELOW = 8_000
+_INLINE_ADD = 16
+_FLUSH_AT = 256
+"""Removed vectors left in FAISS before they are taken out at once (or 5 % of the
+index, whichever is more)."""
+"""Vectors added on the event loop itself: a write's one vector costs FAISS
+microseconds, and a hop to a worker thread and back cost an import's line ~0.1 ms."""
 # Training points per list (FAISS asks for 39 at least), k-means iterations, and how
 # far the index may grow past what it was trained for before a rebuild.
 _TRAIN_PER_LIST = 40
@@ -102,11 +108,14 @@ def _held(values: np.ndarray, within: np.ndarray) -> np.ndarray:
 
 
 def _bitmap_selector(allowed: np.ndarray) -> tuple[faiss.IDSelector, np.ndarray]:
-    """An IDSelectorBitmap over memory ids; the bitmap must outlive the search."""
+    """An IDSelectorBitmap over memory ids; the bitmap must outlive the search. Its
+    size is in bytes (FAISS: an id is selected iff id / 8 < n and its bit is set): a
+    size in bits let FAISS read past the bitmap, and ids above the largest allowed
+    one passed or not by whatever memory followed it."""
     bits = np.zeros(int(allowed.max()) + 1, dtype=bool)
     bits[allowed] = True
     packed = np.packbits(bits, bitorder="little")
-    return faiss.IDSelectorBitmap(len(packed) * 8, faiss.swig_ptr(packed)), packed
+    return faiss.IDSelectorBitmap(len(packed), faiss.swig_ptr(packed)), packed
 
 
 def _trained(dim: int, count: int, sample: np.ndarray) -> faiss.Index:
@@ -142,6 +151,10 @@ class VectorIndex:
         self._ids = np.zeros(0, dtype=np.int64)  # sorted: what the index holds
         self._trained_for = 0  # vectors the approximate index's lists were trained on
         self._sum: np.ndarray | None = None  # float64 sum of live vectors, for the mean
+        # Removed from ``_ids`` and the sum, still in FAISS until the next flush: a flat
+        # index's removal moves every vector after it (~2 ms at 20k), and a search
+        # never reaches them (its selector holds active ids only).
+        self._unflushed: list[int] = []
         self._lock = asyncio.Lock()
 
     # state -------------------------------------------------------------------------
@@ -227,6 +240,7 @@ class VectorIndex:
 
     def _write(self, path: Path) -> None:
         assert self._index is not None
+        self._flush()  # the file holds exactly ``_ids``
         header = json.dumps({
             "embedder": self.embedder_id, "dim": self.dim, "kind": self.kind,
             "count": len(self._ids), "generation": self.generation,
@@ -292,6 +306,7 @@ class VectorIndex:
             if progress is not None and total == 0:
                 progress(0, 0)
             self._index, self.kind, self.dim = index, kind, dim
+            self._unflushed = []
             self._ids = np.sort(np.concatenate(held)) if held else np.zeros(0, dtype=np.int64)
             self._sum = added if done else None
             self._trained_for = total if kind == IVF else 0
@@ -304,7 +319,7 @@ class VectorIndex:
             if self._index is None or self.dim != vectors.shape[1]:
                 self.dim = vectors.shape[1]
                 self._index, self.kind = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim)), FLAT
-                self._ids, self._sum = np.zeros(0, dtype=np.int64), None
+                self._ids, self._sum, self._unflushed = np.zeros(0, dtype=np.int64), None, []
             # Idempotent: a sync woken by another process's change (LISTEN/NOTIFY) may
             # already have added a row between its commit and this write's own add.
             ids = np.asarray(ids, dtype=np.int64)
@@ -312,7 +327,12 @@ class VectorIndex:
             ids, vectors = ids[fresh], vectors[fresh]
             if len(ids) == 0:
                 return
-            await asyncio.to_thread(_add_batch, self._index, vectors, ids)
+            if self._unflushed and np.isin(ids, self._unflushed).any():
+                await asyncio.to_thread(self._flush)  # back again (restored): its old vector goes first
+            if len(ids) <= _INLINE_ADD:  # a write's own vector: microseconds, less than a hop
+                self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
+            else:
+                await asyncio.to_thread(_add_batch, self._index, vectors, ids)
             # Inserted where they sort (new rows go last): one copy, not a sort of every
             # id at each write (~5 ms at 100k, paid by every line of an import).
             ids = np.unique(ids)
@@ -331,8 +351,16 @@ class VectorIndex:
             gone = self._reconstruct(present)
             if self._sum is not None:
                 self._sum = self._sum - gone.sum(axis=0, dtype=np.float64)
-            await asyncio.to_thread(self._index.remove_ids, present)
             self._ids = self._ids[~_held(self._ids, present)]
+            self._unflushed += present.tolist()
+            if len(self._unflushed) >= max(_FLUSH_AT, len(self._ids) // 20):
+                await asyncio.to_thread(self._flush)
+
+    def _flush(self) -> None:
+        """Remove the vectors of removed ids from FAISS itself (lock held)."""
+        if self._index is not None and self._unflushed:
+            self._index.remove_ids(np.asarray(self._unflushed, dtype=np.int64))
+        self._unflushed = []
 
     def needs_rebuild(self) -> bool:
         """Grown past flat, or far past what the approximate index was trained for."""
@@ -371,19 +399,24 @@ class VectorIndex:
         *,
         debias: bool = False,
         exact: ExactVectors | None = None,
+        remove: np.ndarray | None = None,
     ) -> list[SearchHit]:
         """Top ``k`` among ``allowed`` ids only: the selector makes FAISS skip the rest.
 
         ``debias`` ranks by ``p·(q − mean)`` instead of ``p·q`` (see the module
-        docstring); the scores returned are still the plain cosines ``p·q``, which
-        recall's calibrated threshold is measured on. ``exact``: the store's vectors,
-        with which an approximate index's candidates are re-scored.
+        docstring), ``remove`` (orthonormal columns: the language subspace) by the
+        cosine without those directions (``dense.debiased``); the scores returned are
+        still the plain cosines ``p·q``, which recall's calibrated threshold is
+        measured on. ``exact``: the store's vectors, with which an approximate
+        index's candidates are re-scored.
         """
         if self._index is None or len(allowed) == 0 or k <= 0 or not len(self._ids):
             return []
         async with self._lock:  # the sum and the count of one state, not mid-add
             mean = self.mean() if debias else None
-        q = query if mean is None else query - mean
+        if mean is None and remove is not None:
+            mean = np.zeros_like(query, dtype=np.float32)
+        q = query if mean is None else ranking_query(query, mean, remove)
         wide = k * DEBIAS_WIDTH if mean is not None or self.approximate else k
         async with self._lock:  # FAISS is not safe against a concurrent add
             found = await self._candidates(q, wide, allowed)
@@ -393,12 +426,39 @@ class VectorIndex:
             got, vectors = await exact(ids)
             ids = [int(i) for i in got]
         if mean is not None:
-            return debiased(query, mean, ids, vectors, k)
+            return debiased(query, mean, ids, vectors, k, remove)
         if wide == k and not self.approximate:
             return found
         cosines = vectors @ np.asarray(query, dtype=np.float32) if len(ids) else np.zeros(0)
         order = sorted(range(len(ids)), key=lambda j: (-cosines[j], ids[j]))[:k]
         return [SearchHit(ids[j], float(cosines[j])) for j in order]
+
+    async def search_many(
+        self, queries: np.ndarray, k: int, allowed: np.ndarray
+    ) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """FAISS's top ``k`` among ``allowed`` for each row of ``queries`` in one
+        search (a batch of lookups): (ids, scores) each, best first, the scores FAISS's
+        own. None for an approximate index: its lists make a wider search no superset
+        of a narrower one."""
+        if self._index is None or self.approximate:
+            return None
+        if not len(allowed) or not len(self._ids) or k <= 0:
+            return [(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))] * len(queries)
+        selector, bitmap = _bitmap_selector(allowed)
+        params = faiss.SearchParameters(sel=selector)
+        q = np.ascontiguousarray(queries, dtype=np.float32)
+        async with self._lock:
+            scores, ids = await asyncio.to_thread(_search_one, self._index, q, min(k, len(allowed)), params)
+        del bitmap  # only now may the selector's memory go
+        return [(row_ids[row_ids >= 0], row_scores[row_ids >= 0]) for row_scores, row_ids in zip(scores, ids, strict=True)]
+
+    def holds(self, ids: np.ndarray) -> np.ndarray:
+        """Which of ``ids`` the index holds (a mask)."""
+        return _held(np.asarray(ids, dtype=np.int64), self._ids)
+
+    def vectors_of(self, ids: np.ndarray) -> np.ndarray:
+        """The stored vectors of ``ids`` (all held by the index), in their order."""
+        return self._reconstruct(ids)
 
     async def _candidates(self, q: np.ndarray, k: int, allowed: np.ndarray) -> list[SearchHit]:
         """FAISS's top ``k`` among ``allowed`` for ``q`` (lock held)."""

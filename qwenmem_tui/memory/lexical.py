@@ -11,6 +11,7 @@ The words stay plain letters and digits, so no store needs to escape them.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 import unicodedata
@@ -99,9 +100,14 @@ def coverage(terms: Sequence[str], key: str, value: str) -> float:
     """
     if not terms:
         return 0.0
-    have = set(stems(f"{key} {value}"))
-    wanted = {_stem(t) for t in terms}
-    return len(wanted & have) / len(wanted)
+    wanted = _wanted(tuple(terms))
+    return len(wanted.intersection(stems(f"{key} {value}"))) / len(wanted)
+
+
+@lru_cache(maxsize=256)
+def _wanted(terms: tuple[str, ...]) -> frozenset[str]:
+    """A query's stems, once per query: recall measures every candidate against them."""
+    return frozenset(_stem(t) for t in terms)
 
 
 def bm25_rank(
@@ -119,6 +125,9 @@ def bm25_rank(
     store found the text for the word, so it counts once at least."""
     tokens = {i: stems(text) for i, text in docs.items()}
     mean = sum(len(t) for t in tokens.values()) / len(tokens) if tokens else 1.0
+    # Each document's length norm once (the same expression: the same float), not
+    # once per word that found it: every line of an import ranks a few hundred.
+    norms = {i: BM25_K1 * (1 - BM25_B + BM25_B * len(t) / (mean or 1.0)) for i, t in tokens.items()}
     scores: dict[int, float] = {}
     for term, ids in matched.items():
         held = counts.get(term, len(ids))
@@ -126,6 +135,27 @@ def bm25_rank(
         stem = _stem(term)
         for i in ids:
             tf = max(1, tokens[i].count(stem))
-            norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens[i]) / (mean or 1.0))
-            scores[i] = scores.get(i, 0.0) + idf * tf * (BM25_K1 + 1) / (tf + norm)
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+            scores[i] = scores.get(i, 0.0) + idf * tf * (BM25_K1 + 1) / (tf + norms[i])
+    return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def rank_newest(
+    matches: Mapping[str, Sequence[tuple[int, str, str]]], *, cap: int, top: int, limit: int
+) -> list[tuple[int, float]]:
+    """The lexical channel's ranking of each query word's newest matches ((id, key,
+    value), newest first, at most ``cap`` a word; ``top`` the store's largest id)."""
+    docs: dict[int, str] = {}
+    matched: dict[str, list[int]] = {}
+    for term, rows in matches.items():
+        matched[term] = [memory_id for memory_id, _, _ in rows]
+        docs.update((memory_id, f"{key} {value}") for memory_id, key, value in rows)
+    if not docs:
+        return []
+    # How many rows hold each word (its rarity): exact below the cap; above it,
+    # estimated from how far back the newest `cap` reach (counting would score
+    # every match again).
+    counts = {
+        t: len(ids) if len(ids) < cap else round(cap * top / max(1, top - min(ids) + 1))
+        for t, ids in matched.items()
+    }
+    return bm25_rank(docs, matched, counts, total=max(top, len(docs)), limit=limit)

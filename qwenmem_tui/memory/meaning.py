@@ -363,6 +363,13 @@ def fitted_space(vectors: np.ndarray, rows: Sequence[int]) -> AttributeSpace:
     return space
 
 
+def class_means(x: np.ndarray, which: np.ndarray, classes: int) -> np.ndarray:
+    """Each class's mean row of ``x`` (``which``: each row's class, 0..classes-1)."""
+    import numpy as np
+
+    return np.stack([x[which == i].mean(axis=0) for i in range(classes)])
+
+
 def fit_space(vectors: np.ndarray, rows: Sequence[int]) -> AttributeSpace:
     """The regularised linear discriminant of the examples (``rows``: their attribute):
     the directions that spread the attributes' centroids apart the most against the
@@ -373,7 +380,7 @@ def fit_space(vectors: np.ndarray, rows: Sequence[int]) -> AttributeSpace:
     x = vectors.astype(np.float64)
     mean = x.mean(axis=0)
     classes = range(len(ATTRIBUTES))
-    means = np.stack([x[which == i].mean(axis=0) for i in classes])
+    means = class_means(x, which, len(ATTRIBUTES))
     within = sum(((x[which == i] - means[i]).T @ (x[which == i] - means[i]) for i in classes), np.zeros((x.shape[1],) * 2))
     within = within / len(x)
     within += RIDGE * np.trace(within) / len(within) * np.eye(len(within))

@@ -20,15 +20,16 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from qwenmem_tui.memory.abstain import abstention_for
-from qwenmem_tui.memory.dense import SearchHit
+from qwenmem_tui.memory.dense import SearchHit, scoring_query
 from qwenmem_tui.memory.embed import Embedder
+from qwenmem_tui.memory.language_space import language_basis
 from qwenmem_tui.memory.lexical import coverage, query_terms
 from qwenmem_tui.memory.model import (
     GLOBAL_SCOPE,
@@ -38,7 +39,7 @@ from qwenmem_tui.memory.model import (
     WriteResult,
 )
 from qwenmem_tui.memory.render import render_block, render_memory
-from qwenmem_tui.memory.store import AllowedIds, MemoryStore
+from qwenmem_tui.memory.store import AllowedIds, MemoryStore, StoreChannels
 from qwenmem_tui.memory.store_index import StoreIndex
 from qwenmem_tui.text import estimate_text_tokens
 
@@ -244,6 +245,13 @@ class Recaller:
         # on bench/crosslang_corpus.jsonl cross-language top-3 went from 11/16 to 15/16,
         # same-language stayed 16/16. A switch only so the bench can measure both.
         self.debias = True
+        # Rank it without the language subspace too (language_space.py), and score it
+        # (the threshold) by the cosine with the question without it: on the tuning
+        # sets, cross-language top-3 133 -> 143 of 150 and 154 -> 162 of 172,
+        # same-language unchanged, small talk 0 of 93 either way. A switch only so the
+        # bench can measure both.
+        self.remove_language = True
+        self._language: tuple[np.ndarray | None] | None = None  # (basis,) once looked for
         # Small talk gets no memories (abstain.py); a switch only so the bench can measure both.
         self.abstain = True
         self._allowed: dict[tuple[str, ...], AllowedIds] = {}
@@ -412,35 +420,42 @@ class Recaller:
         return fresh
 
     # the channels --------------------------------------------------------------------
+    async def _vector_of(
+        self, text: str, vector: np.ndarray | asyncio.Future[np.ndarray] | None
+    ) -> np.ndarray:
+        if vector is None:
+            query: np.ndarray = (await self.embedder.embed_queries([text]))[0]
+            return query
+        if isinstance(vector, np.ndarray):
+            return vector
+        return await vector  # embedding since the recall began
+
     async def _dense(
         self,
         text: str,
         allowed: np.ndarray | None,
         limit: int,
         vector: np.ndarray | asyncio.Future[np.ndarray] | None,
-        *,
-        scopes: tuple[str, ...],
-        now: float,
-        exclude: Collection[int],
+        remove: np.ndarray | None,
     ) -> tuple[np.ndarray | None, list[SearchHit]]:
-        """The dense channel over ``allowed`` (a local index), or over what the hard
-        filters pass in the store's own query (``allowed`` None: a ``StoreIndex``)."""
-        if not self.dense_enabled or (allowed is not None and not len(allowed)):
+        """The dense channel over ``allowed`` in the local index (a store searching
+        its own vectors answers it in ``_channels``; ``allowed`` is None there),
+        ranked without the ``remove`` directions (the language subspace)."""
+        if not self.dense_enabled or allowed is None or not len(allowed):
             return None, []
-        if vector is None:
-            query = (await self.embedder.embed_queries([text]))[0]
-        elif isinstance(vector, np.ndarray):
-            query = vector
-        else:  # embedding since the recall began
-            query = await vector
-        if isinstance(self.index, StoreIndex):
-            hits = await self.index.search_where(
-                query, limit, scopes=scopes, now=now, exclude=exclude, debias=self.debias
-            )
-            return query, hits
-        assert allowed is not None
-        hits = await self.index.search(query, limit, allowed, debias=self.debias, exact=self._exact)
+        query = await self._vector_of(text, vector)
+        assert not isinstance(self.index, StoreIndex)
+        hits = await self.index.search(
+            query, limit, allowed, debias=self.debias, exact=self._exact, remove=remove
+        )
         return query, hits
+
+    async def language_subspace(self) -> np.ndarray | None:
+        """The embedder's language subspace (``language_space.py``), looked for once."""
+        if self._language is None:
+            basis = await asyncio.to_thread(language_basis, self.embedder.id)
+            self._language = (basis,)
+        return self._language[0]
 
     async def candidates(
         self,
@@ -450,10 +465,17 @@ class Recaller:
         exclude: Collection[int] = (),
         limit: int,
         vector: np.ndarray | asyncio.Future[np.ndarray] | None = None,
+        language: bool = False,
     ) -> list[Candidate]:
         """Both channels over the memories allowed in ``scopes`` (minus ``exclude``),
         fused, best first; no threshold. Rows are re-checked as fetched: another
         process may have superseded or deleted one since the filter query.
+
+        ``language``: the dense channel ranks without the language subspace, as chat's
+        recall does (``remove_language``). Fact identity's neighbours keep the plain
+        ranking its rules were tuned on: with the subspace removed on the write path,
+        crosslang_corpus's Portuguese "Trabalho no fuso horário de Brasília" (a time
+        zone) came nearest the English "I work as a data engineer…" and replaced it.
 
         ``vector``: the text's own vector when the caller has it (a write's passage
         vector, already embedded): the dense channel then costs no embedding; or the
@@ -475,12 +497,34 @@ class Recaller:
                 return []
         now = self.clock()
         terms = query_terms(text)
-        (query, dense_hits), lexical_hits = await asyncio.gather(
-            self._dense(text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude),
-            self.store.lexical_search(
-                terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
-            ),
-        )
+        remove = await self.language_subspace() if language and self.dense_enabled else None
+        query, dense_hits, lexical_hits, held = await self._channels(
+            text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude, terms=terms,
+            remove=remove,
+        )  # fmt: skip
+        return await self.assemble(
+            terms, query, dense_hits, lexical_hits, scopes=scopes, now=now, held=held,
+            remove=remove,
+        )  # fmt: skip
+
+    async def assemble(
+        self,
+        terms: Sequence[str],
+        query: np.ndarray | None,
+        dense_hits: Sequence[SearchHit],
+        lexical_hits: Sequence[tuple[int, float]],
+        *,
+        scopes: tuple[str, ...],
+        now: float,
+        held: StoreChannels | None = None,
+        fetch: Callable[[list[int]], Awaitable[list[Memory]]] | None = None,
+        remove: np.ndarray | None = None,
+    ) -> list[Candidate]:
+        """The two channels' finds fused into candidates, best first (``candidates``'
+        last step, shared with a batch's lookups, ``memory/bulk.py``): ``fetch`` reads
+        the rows (the store's by default), re-checked here against the hard filters.
+        ``remove``: the directions the dense channel ranked without, which the scores
+        of lexical-only finds leave out of the query as its hits' scores do."""
         cosines = {h.id: h.score for h in dense_hits}
         lexical = dict(lexical_hits)
         fused = fuse(
@@ -488,13 +532,12 @@ class Recaller:
             [h.id for h in dense_hits],
             lexical_weight=self.lexical_weight,
         )
-        # The cosine of lexical-only finds (for the threshold) beside the rows: two
-        # queries at once when the store answers both.
+        # The cosine of lexical-only finds (for the threshold) beside the rows.
         lexical_only = sorted(set(lexical) - set(cosines)) if query is not None else []
-        scored, rows = await asyncio.gather(
-            self.index.scores(query, lexical_only) if query is not None and lexical_only else _nothing(),
-            self.store.fetch(list(fused)),
-        )
+        scored, rows = await self._scores_and_rows(
+            None if query is None else scoring_query(query, remove),
+            lexical_only, list(fused), held, fetch or self.store.fetch,
+        )  # fmt: skip
         cosines.update(scored)
         found = [
             m
@@ -519,6 +562,75 @@ class Recaller:
             # Between equals, the more recent fact first.
             key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id),
         )
+
+    async def _channels(
+        self,
+        text: str,
+        allowed: np.ndarray | None,
+        limit: int,
+        vector: np.ndarray | asyncio.Future[np.ndarray] | None,
+        *,
+        scopes: tuple[str, ...],
+        now: float,
+        exclude: Collection[int],
+        terms: Sequence[str],
+        remove: np.ndarray | None = None,
+    ) -> tuple[np.ndarray | None, list[SearchHit], list[tuple[int, float]], StoreChannels | None]:
+        """(query vector, dense hits, lexical hits, what the store held of them).
+
+        A store searching its own vectors answers both channels and their rows in one
+        round trip (``StoreIndex.channels``): with twenty clients busy, each round trip
+        waits its turn at the server, and the two channels then the rows were two.
+        Otherwise the channels run side by side and the rows are read after them."""
+        if self._one_query():
+            assert isinstance(self.index, StoreIndex)
+            query = await self._vector_of(text, vector)
+            generation = self.index.generation
+            dense_hits, held = await self.index.channels(
+                query, terms, limit, scopes=scopes, now=now, exclude=exclude,
+                debias=self.debias, lexical_limit=limit, remove=remove,
+                links=self._links is None or self._links[0] != generation,
+            )
+            if held.links is not None:  # as ``_open_links`` would have read them
+                self._links = (generation, held.links)
+            return query, dense_hits, held.lexical, held
+        (query, dense_hits), lexical_hits = await asyncio.gather(
+            self._dense(text, allowed, limit, vector, remove),
+            self.store.lexical_search(
+                terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
+            ),
+        )
+        return query, dense_hits, lexical_hits, None
+
+    async def _scores_and_rows(
+        self,
+        query: np.ndarray | None,
+        lexical_only: list[int],
+        ids: list[int],
+        held: StoreChannels | None,
+        fetch: Callable[[list[int]], Awaitable[list[Memory]]],
+    ) -> tuple[dict[int, float], list[Memory]]:
+        """The cosines of ``lexical_only`` (sorted) and the rows of ``ids``: from what
+        the store's one query held, reading only rows it did not (its own dense
+        order may differ from the debiased rerank at the edge); else two queries at once."""
+        if held is None:
+            return await asyncio.gather(
+                self.index.scores(query, lexical_only) if query is not None and lexical_only else _nothing(),
+                fetch(ids),
+            )
+        scored: dict[int, float] = {}
+        have = [i for i in lexical_only if i in held.vectors]
+        if query is not None and have:  # one product, as ``StoreIndex.scores`` computes them
+            products = np.stack([held.vectors[i] for i in have]) @ np.asarray(query, dtype=np.float32)
+            scored = {i: float(c) for i, c in zip(have, products, strict=True)}
+        missing = [i for i in ids if i not in held.rows]
+        fetched = {m.id: m for m in await self.store.fetch(missing)} if missing else {}
+        rows = [held.rows.get(i) or fetched.get(i) for i in ids]
+        return scored, [m for m in rows if m is not None]
+
+    def _one_query(self) -> bool:
+        """Both channels, their rows and the links come from one statement (``_channels``)."""
+        return isinstance(self.index, StoreIndex) and self.dense_enabled
 
     async def _open_links(self) -> dict[int, list[int]]:
         generation = self.index.generation
@@ -618,8 +730,9 @@ class Recaller:
             embedding = asyncio.ensure_future(self._query_vector(query))
         scopes = (GLOBAL_SCOPE, project)
         # The open links beside the channels: a shared store re-reads them whenever its
-        # generation moves (every write of a team's), a round trip of its own after them.
-        links = asyncio.ensure_future(self._open_links())
+        # generation moves (every write of a team's), a round trip of its own after
+        # them — or inside the channels' one statement (``_channels``).
+        links = None if self._one_query() else asyncio.ensure_future(self._open_links())
         try:
             found = await self.candidates(
                 query,
@@ -627,12 +740,13 @@ class Recaller:
                 exclude=exclude,
                 limit=max(MIN_CANDIDATES, CANDIDATE_FACTOR * k),
                 vector=embedding,
+                language=self.remove_language,
             )
             small_talk = False
             if abstention is not None and embedding is not None and found:
                 small_talk = abstention.is_small_talk(await embedding)
         except BaseException:
-            if not links.cancel():
+            if links is not None and not links.cancel():
                 links.exception()  # done: the recall's own error is the one to raise
             raise
         finally:
@@ -640,7 +754,7 @@ class Recaller:
                 embedding.cancel()  # nothing was allowed: the dense channel never asked
             elif embedding is not None and not embedding.cancelled():
                 embedding.exception()  # a failure the dense channel never asked for is moot
-        found = [*found, *await self._unfound_newer(found, scopes, await links)]
+        found = [*found, *await self._unfound_newer(found, scopes, await self._links_after(links))]
         # Small talk keeps only a memory that holds its very words.
         ranked = current_first(
             [
@@ -652,6 +766,25 @@ class Recaller:
         )[:k]
         if small_talk:
             log.debug("[MEMORY_RECALL] small talk: %d memories kept for its own words", len(ranked))
+        return self._result(ranked, found, started=started, record=record, small_talk=small_talk)
+
+    async def _links_after(
+        self, reading: asyncio.Future[dict[int, list[int]]] | None
+    ) -> dict[int, list[int]]:
+        """The links ``_unfound_newer`` follows: read beside the channels, or with them
+        in their one statement (as of its snapshot: a change since is read at the
+        next recall), or now (none read yet)."""
+        if reading is not None:
+            return await reading
+        if self._links is not None:
+            return self._links[1]
+        return await self._open_links()
+
+    def _result(
+        self, ranked: list[Candidate], found: list[Candidate], *, started: float, record: bool,
+        small_talk: bool,
+    ) -> RecallResult:
+        """The chosen memories within the token budget, counted (later) and rendered."""
         now = self.clock()
         ranked = within_budget(ranked, now, self.max_tokens)
         chosen = [c.memory for c in ranked]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 
 import json
+import re
 import sqlite3
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aiosqlite
 
 from qwenmem_tui.memory import write_plan
-from qwenmem_tui.memory.lexical import bm25_rank
+from qwenmem_tui.memory.lexical import rank_newest
 from qwenmem_tui.memory.model import (
     FLAG_FROM_FILE,
     AuditAction,
@@ -32,7 +33,9 @@ from qwenmem_tui.memory.model import (
 from qwenmem_tui.memory.store import (
     AUDIT_SELECT,
     AllowedIds,
+    NewestMatches,
     RowQuery,
+    lexical_cap,
     audit_from_row,
     memory_from_row,
     no_vectors,
@@ -56,9 +59,6 @@ MEMORY_COLUMNS = BASE_COLUMNS + ", restates, stated_at, valid_until"
 _ACTIVE = Status.ACTIVE.value
 MODEL_WRITTEN = f"(origin != 'user' OR instr(flags, '\"{FLAG_FROM_FILE}\"') > 0)"
 """Rows a model wrote or read from a file (store.model_written), in SQL."""
-# The lexical channel's candidates: this many rows over the query's words (each word
-# at least twice the rows asked for), the newest matches of each.
-LEXICAL_CANDIDATES = 400
 
 
 def _by_place(query: RowQuery) -> bool:
@@ -337,7 +337,22 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         # its matches), and bm25 ranks that bounded set (lexical.bm25_rank).
         # Terms are letters and digits only (lexical.query_terms): quoting each makes
         # it a plain phrase, never FTS5 syntax.
-        cap = max(2 * limit, LEXICAL_CANDIDATES // len(terms))
+        cap = lexical_cap(len(terms), limit)
+        # One thread hop for every word: this runs on every recall.
+        rows = await self._newest_matches({t: cap for t in terms}, user, scopes, now, exclude)
+        matches: dict[str, builtins.list[tuple[int, str, str]]] = {t: [] for t in terms}
+        top = 0
+        for index, memory_id, key, value, last in rows:
+            matches[terms[index]].append((memory_id, key, value))
+            top = max(top, int(last))
+        return rank_newest(matches, cap=cap, top=top, limit=limit)
+
+    async def _newest_matches(
+        self, caps: Mapping[str, int], user: str, scopes: Collection[str], now: float,
+        exclude: Collection[int] = (),
+    ) -> Iterable[Any]:
+        """(term's index in ``caps``, id, key, value, max id) of each term's newest
+        ``caps[term]`` matches passing the hard filters, newest first, in one query."""
         excluded = [int(i) for i in exclude]
         one = (
             "SELECT * FROM (SELECT ? AS term, f.rowid, m.key, m.value,"
@@ -349,27 +364,56 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             + " ORDER BY f.rowid DESC LIMIT ?)"
         )
         params: builtins.list[object] = []
-        for i, term in enumerate(terms):
+        for i, (term, cap) in enumerate(caps.items()):
             params += [i, f'"{term}"', _ACTIVE, user, *scopes, now, *excluded, cap]
-        # One thread hop for every word: this runs on every recall.
-        rows = await self._conn.execute_fetchall(" UNION ALL ".join([one] * len(terms)), params)
-        docs: dict[int, str] = {}
-        matched: dict[str, builtins.list[int]] = {t: [] for t in terms}
-        top = 0
-        for index, memory_id, key, value, last in rows:
-            docs[memory_id] = f"{key} {value}"
-            matched[terms[index]].append(memory_id)
+        return await self._conn.execute_fetchall(" UNION ALL ".join([one] * len(caps)), params)
+
+    async def newest_matches(
+        self, caps: Mapping[str, int], *, user: str, scope: str, now: float
+    ) -> NewestMatches | None:
+        if not caps:
+            return NewestMatches({}, await self._max_id())
+        found: dict[str, builtins.list[tuple[int, str, str]]] = {t: [] for t in caps}
+        terms, top = list(caps), 0
+        for index, memory_id, key, value, last in await self._newest_matches(caps, user, [scope], now):
+            found[terms[index]].append((memory_id, key, value))
             top = max(top, int(last))
-        if not docs:
-            return []
-        # How many rows hold each word (its rarity): exact below the cap; above it,
-        # estimated from how far back the newest `cap` reach (counting would score
-        # every match again).
-        counts = {
-            t: len(ids) if len(ids) < cap else round(cap * top / max(1, top - min(ids) + 1))
-            for t, ids in matched.items()
-        }
-        return bm25_rank(docs, matched, counts, total=max(top, len(docs)), limit=limit)
+        return NewestMatches(found, top or await self._max_id())
+
+    async def _max_id(self) -> int:
+        rows = await self._conn.execute_fetchall("SELECT max(id) FROM memories")
+        return int(next(iter(rows))[0] or 0)
+
+    async def text_matches(
+        self, texts: Sequence[tuple[str, str]], terms: Collection[str]
+    ) -> dict[str, set[int]] | None:
+        # A private scratch FTS5 table with the index's own tokenizer: which of
+        # ``texts`` each term matches is then exactly what memories_fts would say.
+        if not texts or not terms:
+            return {t: set() for t in terms}
+
+        def match(conn: sqlite3.Connection) -> dict[str, set[int]]:
+            [(sql,)] = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_fts'")
+            tokenize = re.search(r"tokenize\s*=\s*'[^']*'", sql)
+            conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.qm_batch_fts USING fts5("
+                f"key, value{', ' + tokenize.group(0) if tokenize else ''})"
+            )
+            conn.execute("DELETE FROM temp.qm_batch_fts")
+            conn.executemany(
+                "INSERT INTO temp.qm_batch_fts (rowid, key, value) VALUES (?, ?, ?)",
+                [(i, k, v) for i, (k, v) in enumerate(texts)],
+            )
+            out: dict[str, set[int]] = {}
+            for term in terms:
+                rows = conn.execute(
+                    "SELECT rowid FROM temp.qm_batch_fts WHERE qm_batch_fts MATCH ?", (f'"{term}"',)
+                )
+                out[term] = {int(r[0]) for r in rows}
+            conn.execute("DELETE FROM temp.qm_batch_fts")
+            return out
+
+        return await self._db.on_thread(match)
 
     async def generation(self) -> int:
         return await _generation(self._conn)

@@ -38,6 +38,25 @@ if TYPE_CHECKING:  # numpy loads where vectors are handled: `memory list` never 
     import numpy as np
 
 
+LEXICAL_CANDIDATES = 400
+"""The lexical channel's candidates: this many rows over the query's words (each word
+at least twice the rows asked for), the newest matches of each."""
+
+
+def lexical_cap(terms: int, limit: int) -> int:
+    """How many newest matches each of ``terms`` words brings to the lexical channel."""
+    return max(2 * limit, LEXICAL_CANDIDATES // terms)
+
+
+@dataclass(frozen=True)
+class NewestMatches:
+    """Each word's newest matches passing the hard filters, newest first, (id, key,
+    value) each, and the store's largest id then (``MemoryStore.newest_matches``)."""
+
+    rows: dict[str, list[tuple[int, str, str]]]
+    top: int
+
+
 @dataclass(frozen=True)
 class AllowedIds:
     """The ids passing recall's hard filters, and until when that answer holds.
@@ -49,6 +68,52 @@ class AllowedIds:
     ids: np.ndarray  # int64, sorted
     generation: int
     valid_until: float | None
+
+
+@dataclass(frozen=True)
+class ChannelQuery:
+    """What ``MemoryStore.search_channels`` searches: ``query`` (already centred when
+    ``centre`` is given: ``p·(q − mean)``) for ``dense_limit`` candidates, ``terms``
+    (``lexical.query_terms``) for ``lexical_limit`` hits, both under recall's hard
+    filters (user, scopes, active, unexpired at ``now``, minus ``exclude``); and the
+    rows of ``rows_for`` dense candidates, best by the centred cosine
+    (``dense.debiased``, without the ``remove`` directions when given: orthonormal
+    columns; by ``p·query`` without a centre)."""
+
+    query: np.ndarray
+    terms: Sequence[str]
+    embedding_model: str
+    user: str
+    scopes: Collection[str]
+    now: float
+    exclude: Collection[int]
+    dense_limit: int
+    lexical_limit: int
+    centre: np.ndarray | None
+    rows_for: int
+    links: bool = False  # also the user's links (``StoreChannels.links``)
+    remove: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class StoreChannels:
+    """Both recall channels and the rows they found, from one query of a store that
+    searches its own vectors (``MemoryStore.search_channels``).
+
+    ``dense_ids``/``dense_vectors``: the dense search's candidates in its order, with
+    their vectors (for the debiased rerank). ``lexical``: (id, score), best first.
+    ``rows``: the rows of every lexical hit and of the dense candidates the store
+    ranked best (a debiased rerank may pick another: the caller fetches what lacks).
+    ``vectors``: this embedder's vector of each lexical hit (their cosines).
+    ``links``: when asked, the user's active memories that may restate an older one,
+    as {older id: [newer ids]} (``list(linked=True)``'s answer), else None."""
+
+    dense_ids: np.ndarray
+    dense_vectors: np.ndarray
+    lexical: list[tuple[int, float]]
+    rows: dict[int, Memory]
+    vectors: dict[int, np.ndarray]
+    links: dict[int, list[int]] | None = None
 
 
 @dataclass(frozen=True)
@@ -257,6 +322,21 @@ class MemoryStore(ABC):
             return []
         return await self._lexical_search(terms, user, scopes, now, exclude, limit)
 
+    async def newest_matches(
+        self, caps: Mapping[str, int], *, user: str, scope: str, now: float
+    ) -> NewestMatches | None:
+        """For a batch of lookups at once (an import): each word's newest ``caps[word]``
+        matches in ``scope`` passing the hard filters, as the lexical channel reads
+        them. None: this store answers one lookup at a time only."""
+        return None
+
+    async def text_matches(
+        self, texts: Sequence[tuple[str, str]], terms: Collection[str]
+    ) -> dict[str, set[int]] | None:
+        """Which of ``texts`` ((key, value) each, by index) each word matches, by the
+        lexical channel's own matching. None: not answered here."""
+        return None
+
     @abstractmethod
     async def _lexical_search(
         self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
@@ -395,6 +475,11 @@ class MemoryStore(ABC):
     ) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) of up to ``limit`` rows passing ``allowed_ids``' filters
         (minus ``exclude``) with the largest ``p·query``, best first."""
+        raise NotImplementedError("this store searches no vectors: use a local index")
+
+    async def search_channels(self, request: ChannelQuery) -> StoreChannels:
+        """``nearest_vectors`` and ``lexical_search`` in one round trip, with the rows
+        of the lexical hits and of the best dense candidates (``ChannelQuery``)."""
         raise NotImplementedError("this store searches no vectors: use a local index")
 
     async def vector_mean(

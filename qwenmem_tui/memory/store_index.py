@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased
-from qwenmem_tui.memory.store import MemoryStore
+from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased, ranking_query
+from qwenmem_tui.memory.store import ChannelQuery, MemoryStore, StoreChannels
 
 # How long a mean vector serves after the store changed, and for how many of this
 # process's own changes (a share of the vectors it was taken over). Over thousands of
@@ -31,6 +31,10 @@ from qwenmem_tui.memory.store import MemoryStore
 # time the generation moves.
 MEAN_REFRESH_S = 60.0
 MEAN_REFRESH_SHARE = 0.01
+# The rows of this many times k dense candidates, the store's best by the centred
+# cosine, come with the search (``channels``); the exact rerank here may pick one it
+# did not send (a near tie at the edge), which recall then reads.
+ROWS_WITH_SEARCH = 1
 
 
 class StoreIndex:
@@ -110,15 +114,20 @@ class StoreIndex:
         now: float,
         exclude: Collection[int],
         debias: bool,
+        remove: np.ndarray | None = None,
     ) -> list[SearchHit]:
         """Top ``k`` of this user's rows in ``scopes`` passing the hard filters,
-        ranked as ``VectorIndex.search`` ranks (scores: plain cosines)."""
+        ranked as ``VectorIndex.search`` ranks (scores: plain cosines). The stored
+        vectors stay plain: the store is asked with the centred query without the
+        ``remove`` directions (the language subspace), which orders them as the
+        projected cosine does up to its norm, and the exact cosine reorders the few
+        times ``k`` it returns (``dense.debiased``)."""
         if k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32).reshape(-1)
-        centre = await self.mean(len(q)) if debias else None
+        centre = await self._centre(q, debias, remove)
         ids, vectors = await self.store.nearest_vectors(
-            q if centre is None else q - centre,
+            q if centre is None else ranking_query(q, centre, remove),
             embedding_model=self.embedder_id,
             user=self.user,
             scopes=scopes,
@@ -126,10 +135,45 @@ class StoreIndex:
             exclude=exclude,
             limit=k if centre is None else k * DEBIAS_WIDTH,
         )
-        if centre is not None:
-            return debiased(q, centre, ids.tolist(), vectors, k)
-        cosines = vectors @ q if len(ids) else np.zeros(0, dtype=np.float32)
-        return [SearchHit(int(i), float(c)) for i, c in zip(ids, cosines, strict=True)]
+        return _ranked(q, centre, ids, vectors, k, remove)
+
+    async def _centre(
+        self, q: np.ndarray, debias: bool, remove: np.ndarray | None
+    ) -> np.ndarray | None:
+        """What the query is centred on: the store's mean when debiased, the origin
+        when only directions are removed, else nothing."""
+        centre = await self.mean(len(q)) if debias else None
+        if centre is None and remove is not None:
+            centre = np.zeros_like(q)
+        return centre
+
+    async def channels(
+        self,
+        query: np.ndarray,
+        terms: Sequence[str],
+        k: int,
+        *,
+        scopes: Collection[str],
+        now: float,
+        exclude: Collection[int],
+        debias: bool,
+        lexical_limit: int,
+        links: bool = False,
+        remove: np.ndarray | None = None,
+    ) -> tuple[list[SearchHit], StoreChannels]:
+        """``search_where``'s top ``k`` and the lexical channel's hits from one query
+        of the store, with the rows of both (``MemoryStore.search_channels``), and
+        the user's links when ``links``; ``remove``: the directions the ranking
+        leaves out (``dense.debiased``), the store's pick of rows too."""
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        centre = await self._centre(q, debias, remove)
+        found = await self.store.search_channels(ChannelQuery(
+            q if centre is None else ranking_query(q, centre, remove), terms, self.embedder_id, self.user, scopes, now,
+            exclude, dense_limit=k if centre is None else k * DEBIAS_WIDTH,
+            lexical_limit=lexical_limit, centre=centre, rows_for=k * ROWS_WITH_SEARCH, links=links,
+            remove=remove,
+        ))  # fmt: skip
+        return _ranked(q, centre, found.dense_ids, found.dense_vectors, k, remove), found
 
     async def scores(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         """Cosine of ``query`` with each of ``ids`` that is active with a vector."""
@@ -140,3 +184,18 @@ class StoreIndex:
             return {}
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         return {int(i): float(c) for i, c in zip(found, vectors @ q, strict=True)}
+
+
+def _ranked(
+    query: np.ndarray,
+    centre: np.ndarray | None,
+    ids: np.ndarray,
+    vectors: np.ndarray,
+    k: int,
+    remove: np.ndarray | None = None,
+) -> list[SearchHit]:
+    """The store's candidates ranked as ``VectorIndex.search`` ranks (plain cosines)."""
+    if centre is not None:
+        return debiased(query, centre, ids.tolist(), vectors, k, remove)
+    cosines = vectors @ query if len(ids) else np.zeros(0, dtype=np.float32)
+    return [SearchHit(int(i), float(c)) for i, c in zip(ids, cosines, strict=True)][:k]

@@ -249,6 +249,8 @@ SHORT_VALUE_WORDS = 4
 
 def fold(text: str) -> str:
     """Lower case ASCII: keys are ASCII snake_case, so "São" and "sao" are one word."""
+    if text.isascii():  # most text; an import's every line folds its neighbours'
+        return text.lower()
     decomposed = unicodedata.normalize("NFKD", text.casefold())
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 

@@ -26,6 +26,7 @@ from qwenmem_tui.llm.errors import LLMError
 if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load``), not here
     import numpy as np
 
+    from qwenmem_tui.memory.bulk import BatchLookup
     from qwenmem_tui.memory.index import Progress, VectorIndex
     from qwenmem_tui.memory.recall import Candidate, Recaller
     from qwenmem_tui.memory.store_index import StoreIndex
@@ -257,6 +258,7 @@ class MemoryVectors:
         exclude: Collection[int] = (),
         vector: np.ndarray | None = None,
         same_key: bool = False,
+        lookup: BatchLookup | None = None,
     ) -> list[Candidate]:
         """This user's active memories in ``scope`` nearest to a fact ``key``/``value``
         by both recall channels, fused, best first, no threshold (each ``Candidate``
@@ -269,9 +271,14 @@ class MemoryVectors:
         """
         await self.load()
         text = embed_text(Category(category or Category.USER), key, value)
-        found = await self.recaller.candidates(
-            text, scopes=(scope,), exclude=exclude, limit=max(20, 4 * k), vector=vector
-        )
+        limit = max(20, 4 * k)
+        found = None
+        if lookup is not None and not exclude:  # a batch's lookups, made in bulk
+            found = await lookup.candidates(text, scope=scope, limit=limit, vector=vector)
+        if found is None:
+            found = await self.recaller.candidates(
+                text, scopes=(scope,), exclude=exclude, limit=limit, vector=vector
+            )
         if category is None:
             return found[:k]
         wanted = Category(category)

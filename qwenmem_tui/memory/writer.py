@@ -57,6 +57,8 @@ from qwenmem_tui.memory.write_plan import join_reasons
 if TYPE_CHECKING:
     import numpy as np
 
+    from qwenmem_tui.memory.bulk import BatchLookup
+
     from qwenmem_tui.memory.index import Progress
     from qwenmem_tui.llm.client import LLMClient
 
@@ -238,15 +240,36 @@ class MemoryWriter:
         for start in range(0, len(pending), WRITE_BATCH):
             part = pending[start : start + WRITE_BATCH]
             vectors = await self.vectors.passage_vectors([p.text() for p in part])
+            lookup = self._batch_lookup(part, vectors)
             for item, vector in zip(part, vectors, strict=True):
-                results.append(await self._commit(item, vector))
+                results.append(await self._commit(item, vector, lookup))
                 if on_result is not None:
                     on_result(results[-1])
             if progress is not None:
                 progress(start + len(part), len(pending))
         return results
 
-    async def _commit(self, pending: PendingWrite, vector: np.ndarray | None) -> WriteResult:
+    def _batch_lookup(
+        self, part: Sequence[PendingWrite], vectors: Sequence[np.ndarray | None]
+    ) -> BatchLookup | None:
+        """The identity lookups of a batch made in bulk (``memory/bulk.py``); None for
+        one write (nothing to share) or a store that answers one lookup at a time."""
+        from qwenmem_tui.memory.bulk import BatchLine, BatchLookup  # numpy: loaded with the vectors
+        from qwenmem_tui.memory.store_index import StoreIndex
+
+        lines = [
+            BatchLine(p.scope, embed_text(p.category, p.key, p.value), p.key, p.value, v)
+            for p, v in zip(part, vectors, strict=True)
+            if p.decide_identity
+        ]
+        index = self.vectors.index
+        if len(lines) < 2 or isinstance(index, StoreIndex):
+            return None
+        return BatchLookup(self.vectors.recaller, index, lines)
+
+    async def _commit(
+        self, pending: PendingWrite, vector: np.ndarray | None, lookup: BatchLookup | None = None
+    ) -> WriteResult:
         cat, key, value, flags = pending.category, pending.key, pending.value, list(pending.flags)
         reason = pending.reason
         now = self.clock()
@@ -265,11 +288,12 @@ class MemoryWriter:
                 explicit=pending.explicit_key,
                 vector=vector,
                 reading=reading,
+                lookup=lookup,
             )
             moved = await self._refiled(pending, identity)
             if moved is not None:  # the model filed the note elsewhere: decided there anew
                 [vector] = await self.vectors.passage_vectors([moved.text()])
-                return await self._commit(moved, vector)
+                return await self._commit(moved, vector, lookup)
         if held:
             # Held for review, it supersedes nothing now; approving it later replaces
             # its key's value (approval goes by key).
@@ -313,7 +337,10 @@ class MemoryWriter:
                 flags = [f for f in flags if not holds([f])]
         if vector is not None and (draft.key != key or draft.value != pending.value):
             vector = (await self.vectors.passage_vectors([embed_text(cat, draft.key, draft.value)]))[0]
-        return await self._store(pending, draft, flags, vector, reading, now)
+        result = await self._store(pending, draft, flags, vector, reading, now)
+        if lookup is not None:
+            lookup.wrote(result)
+        return result
 
     async def _store(
         self,
@@ -537,6 +564,7 @@ class MemoryWriter:
         explicit: bool = True,
         vector: np.ndarray | None = None,
         reading: Reading | None = None,
+        lookup: BatchLookup | None = None,
     ) -> Identity:
         """Which stored memory this write restates (see ``memory/identity.py``).
 
@@ -553,7 +581,8 @@ class MemoryWriter:
         """
         try:
             found = await self.vectors.nearest(
-                key, value, scope=scope, category=category, k=NEIGHBOURS, vector=vector, same_key=True
+                key, value, scope=scope, category=category, k=NEIGHBOURS, vector=vector,
+                same_key=True, lookup=lookup,
             )
         except Exception as exc:  # a failed lookup must not lose the fact: plain write
             log.warning("[MEMORY_IDENTITY] neighbour lookup failed: %s", exc)

@@ -95,7 +95,10 @@ NOTHING_TO_RESUME = "No earlier session in this project to resume: this is a new
 class QwenmemApp(App[None]):
     """A chat with one session at a time; features attach through extensions."""
 
-    CSS_PATH = "app.tcss"
+    # The chat screen's own stylesheet (its `CSS_PATH`) is read with the app's: read at
+    # the screen's push, as Textual does, it reparsed every source and restyled the
+    # screen before the first frame (34 M instructions of that frame's ~1,860 M).
+    CSS_PATH = ["app.tcss", "screens/chat.tcss"]
     TITLE = "qwenmem"
     # Textual's palette (themes, keys, every slash command), on a key the chat leaves
     # free: ctrl+p, its usual one, pins a message here. Listed at the footer's right.

@@ -194,9 +194,36 @@ class Host(Protocol):
         *,
         mode: str | None = None,
     ) -> Future[R]: ...
+    # Overloaded as Textual's WorkType is a union: given an async method, a union
+    # parameter leaves mypy no result type to infer.
+    @overload
     def run_worker(
         self,
-        work: Callable[[], Coroutine[None, None, R]] | Callable[[], R] | Awaitable[R],
+        work: Callable[[], Coroutine[Any, Any, R]],
+        name: str | None = "",
+        group: str = "default",
+        description: str = "",
+        exit_on_error: bool = True,
+        start: bool = True,
+        exclusive: bool = False,
+        thread: bool = False,
+    ) -> Worker[R]: ...
+    @overload
+    def run_worker(
+        self,
+        work: Awaitable[R],
+        name: str | None = "",
+        group: str = "default",
+        description: str = "",
+        exit_on_error: bool = True,
+        start: bool = True,
+        exclusive: bool = False,
+        thread: bool = False,
+    ) -> Worker[R]: ...
+    @overload
+    def run_worker(
+        self,
+        work: Callable[[], R],
         name: str | None = "",
         group: str = "default",
         description: str = "",

@@ -17,7 +17,7 @@ from pgtest_support import Backend
 
 from qwenmem_tui.memory import write_plan
 from qwenmem_tui.memory.model import Category, MemoryDraft, Origin, Status, WriteAction, WriteRequest
-from qwenmem_tui.memory.postgres.store import PostgresMemoryStore, list_query
+from qwenmem_tui.memory.postgres.store import PostgresMemoryStore, list_query, vector_ids_query
 from qwenmem_tui.memory.store_index import MEAN_REFRESH_S, StoreIndex
 
 pytestmark = pytest.mark.postgres
@@ -53,10 +53,12 @@ async def lock_waits(conn: asyncpg.Connection) -> int:
 
 
 async def finishes_or_waits(task: asyncio.Task[object], conn: asyncpg.Connection) -> bool:
-    """True when ``task`` finished, False as soon as a backend waits on a lock."""
+    """True when ``task`` finished, False as soon as a backend waits on a lock while
+    it has not (the wait seen may be one the task left behind as it finished: a
+    recall's counting, started as it returns)."""
     while not task.done():
         if await lock_waits(conn):
-            return False
+            return task.done()
         await asyncio.sleep(0.01)
     return True
 
@@ -117,6 +119,35 @@ async def test_recall_reads_a_users_linked_memories_from_their_index(
     assert "memories_linked" in json.dumps(plan), plan
     linked = await store.list(user="u1", statuses=[Status.ACTIVE], linked=True)
     assert len(linked) == 9 and all(m.restates == m.id - 20 for m in linked)
+
+
+async def test_a_local_cache_diffs_a_users_ids_from_an_index(store: PostgresMemoryStore, pg_dsn: str) -> None:
+    """A client keeping the local cache reads its user's vector ids at every change
+    anyone in the team makes; they come from migration 8's index (less the few held
+    for review), not from a heap page per row of the user (10,000 at a million rows)."""
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO memories (username, scope, category, key, value, origin, status,"
+            " created_at, updated_at, content_hash, embedding_model, embedding)"
+            " SELECT 'u' || (i % 20), 'global', 'user', 'k' || i, 'v' || i, 'user',"
+            " CASE WHEN i % 140 = 1 THEN 'quarantined' WHEN i % 140 = 21 THEN 'superseded' ELSE 'active' END,"
+            " 0, 0, 'h' || i, CASE WHEN i % 100 = 41 THEN 'other' ELSE 'm' END,"
+            " CASE WHEN i % 100 = 61 THEN NULL ELSE '\\x0000803f'::bytea END"
+            " FROM generate_series(1, 4000) AS i"
+        )
+        await conn.execute("VACUUM ANALYZE memories")
+        want = await conn.fetchval(
+            "SELECT array_agg(id ORDER BY id) FROM memories WHERE username = 'u1' AND status = 'active'"
+            " AND embedding_model = 'm' AND embedding IS NOT NULL"
+        )
+        sql, params = vector_ids_query("m", "u1")
+        plan = json.dumps(json.loads(await conn.fetchval("EXPLAIN (FORMAT JSON) " + sql, *params)))
+    finally:
+        await conn.close()
+    assert "memories_own_models" in plan, plan
+    ids = await store.vector_ids("m", user="u1")
+    assert ids.tolist() == want and len(want) > 50  # none held, superseded, unembedded or of another model
 
 
 async def test_other_users_writes_do_not_make_a_client_read_its_mean_again(

@@ -13,7 +13,9 @@ from memtest_support import PROJECT_A, PROJECT_B, Clock
 from pgtest_support import Backend, GenerationWaiter
 
 from qwenmem_tui.memory.index import VectorIndex
-from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, WriteRequest
+from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, WriteRequest, content_hash, embed_text
+from qwenmem_tui.memory.postgres.steps import bump_generation
+from qwenmem_tui.memory.recall import RecallResult
 from qwenmem_tui.memory.store_index import StoreIndex
 
 pytestmark = pytest.mark.postgres
@@ -82,13 +84,17 @@ async def test_pgvector_searches_in_the_database_with_the_local_indexs_top_k(
         finally:
             await conn.close()
         scopes = (GLOBAL_SCOPE, PROJECT_A)
-        for query in QUERIES:
+        # Directions removed from the ranking (as recall removes the language subspace,
+        # memory/language_space.py): the stored vectors stay plain, the query moves.
+        dim = len((await server.embedder.embed_queries([QUERIES[0]]))[0])
+        remove = np.linalg.qr(np.random.default_rng(5).standard_normal((dim, 3)))[0].astype(np.float32)
+        for query, removed in [(q, r) for q in QUERIES for r in (None, remove)]:
             vector = (await server.embedder.embed_queries([query]))[0]
             await local.recall(query, project=PROJECT_A, record=False)  # brings the cache in step
             allowed = (await local.recaller.allowed(PROJECT_A)).ids
-            want = await local.index.search(vector, 8, allowed, debias=True)
+            want = await local.index.search(vector, 8, allowed, debias=True, remove=removed)
             got = await server.index.search_where(
-                vector, 8, scopes=scopes, now=clock(), exclude=(), debias=True
+                vector, 8, scopes=scopes, now=clock(), exclude=(), debias=True, remove=removed
             )
             assert [h.id for h in got] == [h.id for h in want], query
             assert np.allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
@@ -99,6 +105,165 @@ async def test_pgvector_searches_in_the_database_with_the_local_indexs_top_k(
     finally:
         await local.close()
         await server.close()
+
+
+async def _insert_many(dsn: str, svc, now: float, count: int) -> None:  # type: ignore[no-untyped-def]
+    """``count`` distinct facts of ana's written straight into the table (saved one
+    by one, the writer would take many of them for restatements of one fact): more
+    rows in reach than the dense channel's depth, so the lexical channel finds some
+    the dense one does not."""
+    facts = [
+        (("user", "project", "reference")[n % 3], (GLOBAL_SCOPE, PROJECT_A, PROJECT_A, PROJECT_B)[n % 4],
+         f"{SUBJECTS[n % 6]}_{ATTRIBUTES[n % 7]}_{n}".replace(" ", "_"),
+         f"{SUBJECTS[n % 6]}'s {ATTRIBUTES[n % 7]} number {n} is {VALUES[n % 8]} {VALUES[n * 7 % 8]}")
+        for n in range(count)
+    ]  # fmt: skip
+    vectors = await svc.embedder.embed_passages([embed_text(c, k, v) for c, _, k, v in facts])
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.executemany(
+            "INSERT INTO memories (username, scope, category, key, value, origin, status, flags,"
+            " created_at, updated_at, content_hash, embedding_model, embedding, stated_at)"
+            " VALUES ('ana', $1, $2, $3, $4, 'user', 'active', '{}', $5, $5, $6, $7, $8, $5)",
+            [
+                (scope, category, key, value, now - n, content_hash(value), svc.embedder.id,
+                 np.asarray(vector, dtype="<f4").tobytes())
+                for n, ((category, scope, key, value), vector) in enumerate(zip(facts, vectors, strict=True))
+            ],  # fmt: skip
+        )
+        await conn.execute("UPDATE memory_meta SET value = value + 1 WHERE name = 'generation'")
+    finally:
+        await conn.close()
+
+
+def _seen(result: RecallResult) -> tuple[object, ...]:
+    """All a recall says: its ranking, each channel's score and the rows themselves."""
+    return (
+        result.ids, result.scores, result.vector_scores, result.lexical_scores,
+        result.memories, result.block, result.small_talk,
+    )
+
+
+async def test_one_query_recall_ranks_and_reads_as_the_local_cache(
+    pgvector_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pgvector recall is one round trip (both channels and their rows in one
+    statement) and answers exactly what a client with the local cache answers over
+    the same store: the same memories, ranks, fused, dense and lexical scores, also
+    with rows excluded, a threshold, a query with no words, and when the exact
+    rerank picks dense rows the statement did not send (read after it)."""
+    from qwenmem_tui.memory import store_index
+
+    backend = Backend("postgres", tmp_path, pgvector_dsn)
+    clock = Clock()
+    server = await backend.open(machine="a", clock=clock, postgres_vector_search=True)
+    local = await backend.open(machine="b", clock=clock, postgres_vector_search=False)
+    try:
+        await _fill(server, clock)
+        await _insert_many(pgvector_dsn, server, clock(), 240)
+        queries = (*QUERIES, "Hamburg", "what runs nightly in eu-west-2?", "¿?")
+        await server.recall(QUERIES[0], project=PROJECT_A, record=False)  # mean, links, indexes
+        calls: list[str] = []
+        run = server.store._run
+
+        async def counted(fn, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append(fn.__qualname__)  # PostgresMemoryStore.<the method>.<locals>...
+            return await run(fn, **kwargs)
+
+        server.store._run = counted  # type: ignore[method-assign]
+        # Directions the ranking leaves out (recall's language subspace, none for the
+        # hash embedder): the store's pick of rows leaves them out too.
+        dim = len((await server.embedder.embed_queries([QUERIES[0]]))[0])
+        remove = np.linalg.qr(np.random.default_rng(5).standard_normal((dim, 3)))[0].astype(np.float32)
+        compared = read_after = 0
+        for rows_with_search, basis in ((1, None), (0, None), (1, remove)):
+            monkeypatch.setattr(store_index, "ROWS_WITH_SEARCH", rows_with_search)
+            server.recaller._language = local.recaller._language = (basis,)
+            for query in queries:
+                for k, min_score in ((3, -1.0), (8, -1.0), (5, None)):
+                    first = await local.recall(query, project=PROJECT_A, k=k, min_score=min_score, record=False)
+                    exclude = first.ids[:2]
+                    for skip in ((), exclude):
+                        want = await local.recall(
+                            query, project=PROJECT_A, k=k, min_score=min_score, exclude=skip, record=False
+                        )
+                        calls.clear()
+                        got = await server.recall(
+                            query, project=PROJECT_A, k=k, min_score=min_score, exclude=skip, record=False
+                        )
+                        assert _seen(got) == _seen(want), (query, k, skip, basis is None)
+                        # one statement; the rows the rerank picked beyond it in one more
+                        assert len(calls) == 1 or (not rows_with_search and len(calls) == 2), calls
+                        compared += bool(got.ids)
+                        read_after += len(calls) - 1
+                        # every candidate, lexical-only finds with their cosines too
+                        scopes, limit, language = (GLOBAL_SCOPE, PROJECT_A), 4 * k, basis is not None
+                        assert await server.recaller.candidates(
+                            query, scopes=scopes, exclude=skip, limit=limit, language=language
+                        ) == await local.recaller.candidates(
+                            query, scopes=scopes, exclude=skip, limit=limit, language=language
+                        )
+        assert compared >= 3 * len(queries) * 3 and read_after > len(queries)
+        server.recaller._language = local.recaller._language = (None,)
+        monkeypatch.setattr(store_index, "ROWS_WITH_SEARCH", 1)
+        await _links_in_the_statement(pgvector_dsn, backend, clock, server, local, calls)
+    finally:
+        await local.close()
+        await server.close()
+
+
+async def _links_in_the_statement(dsn, backend, clock, server, local, calls) -> None:  # type: ignore[no-untyped-def]
+    """Another user's write moves the generation: the links recall re-reads then
+    (memories that may restate an older one) come inside the one statement, and a
+    found memory's newer versions the channels missed join it as they do locally."""
+    conn = await asyncpg.connect(dsn)
+    try:  # carol's editor restated twice, in words no channel finds for the question
+        older = await conn.fetchval("SELECT id FROM memories WHERE key = 'carol_editor' AND status = 'active'")
+        newer = await conn.fetch(
+            "SELECT id FROM memories WHERE username = 'ana' AND status = 'active' AND key LIKE 'diego_%'"
+            " AND scope = $1 ORDER BY id DESC LIMIT 2", PROJECT_A,
+        )  # fmt: skip
+        async with conn.transaction():
+            await conn.execute("UPDATE memories SET restates = $1 WHERE id = $2", older, newer[0]["id"])
+            await conn.execute("UPDATE memories SET restates = $1 WHERE id = $2", newer[0]["id"], newer[1]["id"])
+            generation = await bump_generation(conn)
+    finally:
+        await conn.close()
+    for svc in (server, local):
+        await GenerationWaiter(svc).wait(generation, timeout=30)
+    query = "which editor does Carol use?"
+    calls.clear()
+    got = await server.recall(query, project=PROJECT_A, k=8, min_score=-1, record=False)
+    want = await local.recall(query, project=PROJECT_A, k=8, min_score=-1, record=False)
+    assert _seen(got) == _seen(want) and older in got.ids
+    assert {newer[0]["id"], newer[1]["id"]} <= set(got.ids)
+    # no read of the links: one read per step down the chain of newer versions
+    assert [c.split(".")[1] for c in calls] == ["search_channels", "fetch", "fetch"], calls
+    bob = await backend.open(user="bob", machine="c", clock=clock, postgres_vector_search=True)
+    try:
+        saved = await bob.save(WriteRequest("user", "desk", "my desk is by the window", origin="user", project=PROJECT_A))
+        await GenerationWaiter(server).wait(saved.generation, timeout=30)
+        calls.clear()
+        got = await server.recall(QUERIES[2], project=PROJECT_A, k=5, record=False)
+        assert [c.split(".")[1] for c in calls] == ["search_channels"] and got.ids
+        assert server.recaller._links[0] == saved.generation
+        # bob writes again while the statement runs: its links stand for this recall
+        # (as of its snapshot), and the next recall reads them again
+        search = server.store.search_channels
+
+        async def meanwhile(request):  # type: ignore[no-untyped-def]
+            found = await search(request)
+            again = await bob.save(WriteRequest("user", "lamp", "my lamp is green", origin="user", project=PROJECT_A))
+            await GenerationWaiter(server).wait(again.generation, timeout=30)
+            return found
+
+        server.store.search_channels = meanwhile  # type: ignore[method-assign]
+        calls.clear()
+        got = await server.recall(QUERIES[3], project=PROJECT_A, k=5, record=False)
+        assert [c.split(".")[1] for c in calls] == ["search_channels"] and got.ids
+        assert server.recaller._links[0] == saved.generation < server.index.generation
+    finally:
+        await bob.close()
 
 
 async def test_filters_hold_in_the_database_search(pgvector_dsn: str, tmp_path: Path) -> None:

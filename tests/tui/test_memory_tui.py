@@ -845,6 +845,48 @@ async def test_a_review_count_that_fails_is_a_log_line_not_a_crash(
         assert infos(app)[-1] == "Forgot memory #1 (project/project_codename)."
 
 
+async def test_review_counts_replaced_before_they_start_leave_no_coroutine_behind(
+    make_memory_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes in a burst each ask for a recount; the exclusive worker replaces the one
+    not yet started. Handed a coroutine, the replaced worker left it never awaited (a
+    RuntimeWarning at exit); handed the method, a worker makes its coroutine only when
+    it runs, so every one made is awaited."""
+    controllers: list[memory_extension_module.MemoryController] = []
+    made: list[str] = []
+    ran: list[str] = []
+    attach = memory_extension_module.MemoryController.attach
+    show_review = memory_extension_module.MemoryController._show_review
+
+    def attached(self, app):  # noqa: ANN001, ANN202
+        controllers.append(self)
+        return attach(self, app)
+
+    class Recount:
+        """The method as a worker sees it (a callable whose `func` is a coroutine
+        function), counting the coroutines made and those that ran."""
+
+        async def func(self) -> None:
+            ran.append("recount")
+            await show_review(controllers[0])
+
+        def __call__(self) -> Any:
+            made.append("recount")
+            return self.func()
+
+    monkeypatch.setattr(memory_extension_module.MemoryController, "attach", attached)
+    monkeypatch.setattr(memory_extension_module.MemoryController, "_show_review", Recount())
+    app = make_memory_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run(pilot, CODENAME)
+        await settle(pilot)
+        made.clear(), ran.clear()
+        for _ in range(3):  # one burst: the first two are replaced before they start
+            controllers[0]._review_changed()
+        await settle(pilot)
+    assert ran and made == ran
+
+
 async def test_the_detail_shows_a_facts_versions(
     make_memory_app: Callable[..., QwenmemApp], clock: FakeClock
 ) -> None:

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from chat_support import TEST_API_KEY
 
+from textual.css.stylesheet import Stylesheet
+from textual.geometry import Spacing
+
 from qwenmem_tui.config import Settings
 from qwenmem_tui.features.recap.session_recap import RECAP_SYSTEM_PROMPT
 from qwenmem_tui.llm.client import LLMClient
@@ -23,7 +26,8 @@ from qwenmem_tui.runtime import ModelStarter, StartupError, local_model_starter
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.features.recap.controller import recap_extension
-from qwenmem_tui.tui.screens.chat import QueuedMessages
+from qwenmem_tui.tui.screens.chat import ChatScreen, QueuedMessages
+from qwenmem_tui.tui.widgets.chat_log import ChatLog
 from qwenmem_tui.tui.widgets.plain_items import DimItem, InfoItem
 from qwenmem_tui.tui.widgets.prompt import PromptInput
 from qwenmem_tui.tui.widgets.status_line import StatusLine
@@ -183,3 +187,24 @@ async def test_the_started_model_says_once_what_it_is(
         await wait_until(pilot, lambda: len(fake.chat_requests) == 1 and app.idle)
         await settle(pilot)
         assert lines(app, InfoItem).count(local.notice) == 1
+
+
+async def test_the_chat_screen_is_pushed_without_reparsing_the_stylesheet(
+    make_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chat screen's stylesheet is read with the app's, so its push before the first
+    frame neither reparses every source nor restyles the screen. Fails without: Textual
+    read chat.tcss at the push, then reparsed and restyled."""
+    reparsed: list[Stylesheet] = []
+    reparse = Stylesheet.reparse
+
+    def counted(self: Stylesheet) -> None:
+        reparsed.append(self)
+        reparse(self)
+
+    monkeypatch.setattr(Stylesheet, "reparse", counted)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, ChatScreen))
+        assert app.screen.query_one(ChatLog).styles.padding == Spacing(0, 1, 1, 1)  # chat.tcss
+        assert reparsed == []

@@ -21,9 +21,8 @@ from qwenmem_tui.llm.client import (
     ToolCall,
     ToolCallDelta,
     Usage,
-    _delta_events,
+    _ReplyAccumulator,
     _sse_batches,
-    merge_deltas,
 )
 from qwenmem_tui.llm.errors import LLMError, display_endpoint, map_error
 from qwenmem_tui.testing.fake_openai import (
@@ -183,11 +182,12 @@ async def test_cancel_mid_stream_closes_the_request(fake: FakeOpenAI, llm: LLMCl
     assert (await llm.complete(HELLO)).content == "next"
 
 
-def _sse_body(texts: list[str]) -> bytes:
+def _sse_body(texts: list[str], newline: str = "\r\n") -> bytes:
     events = [
         json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}) for text in texts
     ]
-    return "".join(f"data: {event}\r\n\r\n" for event in events).encode() + b"data: [DONE]\n\n"
+    body = "".join(f"data: {event}{newline}{newline}" for event in events)
+    return body.encode() + b"data: [DONE]\n\n"
 
 
 async def _batches(pieces: list[bytes]) -> list[list[dict]]:
@@ -204,19 +204,20 @@ async def test_a_burst_read_at_once_is_one_event_not_one_per_chunk() -> None:
     texts = [f"tok{n} é " for n in range(2_000)]
     batches = await _batches([_sse_body(texts)])
     assert [len(batch) for batch in batches] == [2_000]
-    text: list[str] = []
-    events = merge_deltas(_delta_events(batches[0][0]["choices"][0]["delta"], text, [], {}))
-    for payload in batches[0][1:]:
-        events = merge_deltas(
-            events + _delta_events(payload["choices"][0]["delta"], text, [], {})
-        )
-    assert events == [TextDelta("".join(texts))]
+    assert _ReplyAccumulator().feed(batches[0]) == [TextDelta("".join(texts))]
 
 
-async def test_events_split_anywhere_across_reads_parse_the_same() -> None:
-    # Cuts inside a UTF-8 character, between \r and \n, inside `data:`.
-    body = _sse_body(["héllo", " wörld", "!"])
+@pytest.mark.parametrize("newline", ["\r\n", "\n", "\r"])
+async def test_events_split_anywhere_across_reads_parse_the_same(newline: str) -> None:
+    # Cuts inside a UTF-8 character, between \r and \n, inside `data:`; each line end
+    # SSE allows (a read without `\r` is split by the C split, others by the regex).
+    body = _sse_body(["héllo", " wörld", "!"], newline)
     whole = await _batches([body])
+    assert [payload["choices"][0]["delta"]["content"] for payload in whole[0]] == [
+        "héllo",
+        " wörld",
+        "!",
+    ]
     for size in (1, 2, 3, 7, 50):
         pieces = [body[index : index + size] for index in range(0, len(body), size)]
         split = await _batches(pieces)
@@ -267,15 +268,33 @@ async def test_chunks_that_arrive_together_are_a_few_events_not_one_each(
     assert events[-1].completion.content == "".join(texts)
 
 
-def test_merge_deltas_joins_runs_of_one_kind_in_order() -> None:
-    call = ToolCallDelta(index=0, name="f")
-    events = [ReasoningDelta("a"), ReasoningDelta("b"), TextDelta("c"), TextDelta("d"), call]
-    assert merge_deltas([*events, TextDelta("e")]) == [
+def test_chunks_read_together_are_one_event_per_run_of_one_kind_in_order() -> None:
+    def chunk(delta: dict) -> dict:
+        return {"choices": [{"index": 0, "delta": delta}]}
+
+    call = {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "f", "arguments": "{}"}}]}
+    payloads = [
+        chunk({"reasoning_content": "a"}),
+        chunk({"reasoning": "b"}),
+        chunk({"content": "c"}),
+        chunk({"content": "d", "reasoning_content": None}),
+        chunk(call),
+        chunk({"content": "e"}),
+        chunk({"reasoning_content": "f", "content": "g"}),
+    ]
+    reply = _ReplyAccumulator()
+    assert reply.feed(payloads) == [
         ReasoningDelta("ab"),
         TextDelta("cd"),
-        call,
+        ToolCallDelta(index=0, name="f"),
         TextDelta("e"),
+        ReasoningDelta("f"),
+        TextDelta("g"),
     ]
+    assert reply.feed([chunk({"content": "h"})]) == [TextDelta("h")]
+    completion = reply.completion()
+    assert (completion.content, completion.reasoning) == ("cdegh", "abf")
+    assert [(c.id, c.name, c.arguments) for c in completion.tool_calls] == [("c1", "f", "{}")]
 
 
 # failures -------------------------------------------------------------------------------

@@ -29,6 +29,20 @@ SEARCH_TEXT = (
     " 'AAAAAAEEEEIIIIOOOOOUUUUCNYaaaaaaeeeeiiiiooooouuuucnyy'))"
 )
 
+
+def lexical_sql(terms: str, user: str, scopes: str, now: str, exclude: str, limit: str) -> str:
+    """The lexical channel's query, its parameters named by the caller (``$n``):
+    ``terms`` joined by "|" (letters and digits only, so a valid tsquery), folded as
+    the indexed text. The status a literal: the partial indexes need to see it."""
+    return (
+        "SELECT id, ts_rank_cd(search, q) AS score"
+        f" FROM memories, to_tsquery('simple', {SEARCH_TEXT.format(text=terms)}) AS q"
+        f" WHERE search @@ q AND status = 'active' AND username = {user}"
+        f" AND scope = ANY({scopes}::text[]) AND (expires_at IS NULL OR expires_at > {now})"
+        f" AND NOT (id = ANY({exclude}::bigint[])) ORDER BY score DESC, id LIMIT {limit}"
+    )
+
+
 # PG_MIGRATIONS[i] brings qwenmem_schema_version from i to i + 1, in one transaction.
 # Append only: never edit a script that has shipped.
 PG_MIGRATIONS: list[str] = [

@@ -52,7 +52,7 @@ from qwenmem_tui.memory.postgres.connection import (
 )
 from qwenmem_tui.memory.postgres.listener import GenerationListener
 from qwenmem_tui.memory.postgres import vector_search as pgvector
-from qwenmem_tui.memory.postgres.schema import SEARCH_TEXT, migrate_schema
+from qwenmem_tui.memory.postgres.schema import lexical_sql, migrate_schema
 from qwenmem_tui.memory.postgres.steps import (
     ACTIVE,
     COLUMNS,
@@ -67,7 +67,9 @@ from qwenmem_tui.memory.postgres.steps import (
 from qwenmem_tui.memory.store import (
     AUDIT_SELECT,
     AllowedIds,
+    ChannelQuery,
     RowQuery,
+    StoreChannels,
     audit_from_row,
     no_vectors,
     status_counts,
@@ -382,18 +384,8 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         self, terms: Sequence[str], user: str, scopes: Collection[str], now: float,
         exclude: Collection[int], limit: int,
     ) -> builtins.list[tuple[int, float]]:
-        # Terms are letters and digits only (lexical.query_terms), so joined by "|"
-        # they are a valid tsquery; folded the same way as the indexed text.
-        sql = (
-            "SELECT id, ts_rank_cd(search, q) AS score"
-            f" FROM memories, to_tsquery('simple', {SEARCH_TEXT.format(text='$1')}) AS q"
-            " WHERE search @@ q AND status = $2 AND username = $3 AND scope = ANY($4::text[])"
-            " AND (expires_at IS NULL OR expires_at > $5) AND NOT (id = ANY($6::bigint[]))"
-            " ORDER BY score DESC, id LIMIT $7"
-        )
-        params = (
-            " | ".join(terms), ACTIVE, user, list(scopes), now, [int(i) for i in exclude], limit
-        )
+        sql = lexical_sql("$1", "$2", "$3", "$4", "$5", "$6")
+        params = (" | ".join(terms), user, list(scopes), now, [int(i) for i in exclude], limit)
 
         async def body(conn: asyncpg.Connection) -> builtins.list[asyncpg.Record]:
             rows: builtins.list[asyncpg.Record] = await conn.fetch(sql, *params)
@@ -405,18 +397,13 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         return await self._read(read_generation)
 
     async def vector_ids(self, embedding_model: str, *, user: str | None = None) -> np.ndarray:
+        sql, params = vector_ids_query(embedding_model, user)
+
         async def body(conn: asyncpg.Connection) -> builtins.list[int]:
-            ids: builtins.list[int] = await conn.fetchval(
-                "SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM memories"
-                " WHERE status = $1 AND embedding_model = $2 AND embedding IS NOT NULL"
-                " AND ($3::text IS NULL OR username = $3)",
-                ACTIVE,
-                embedding_model,
-                user,
-            )
+            ids: builtins.list[int] = await conn.fetchval(sql, *params)
             return ids
 
-        return np.array(await self._read(body), dtype=np.int64)
+        return np.sort(np.array(await self._read(body), dtype=np.int64))
 
     async def vectors(
         self, embedding_model: str, ids: Sequence[int] | None = None, *, user: str | None = None
@@ -523,6 +510,11 @@ class PostgresMemoryStore(write_plan.PlannedStore):
     def searches_vectors(self) -> bool:
         return self._vector_search
 
+    async def _ensure_index(self, dim: int) -> None:
+        if dim not in self._indexed_dims:
+            await self._read(lambda conn: pgvector.ensure_index(conn, dim, self.where))
+            self._indexed_dims.add(dim)
+
     async def nearest_vectors(
         self,
         query: np.ndarray,
@@ -534,10 +526,7 @@ class PostgresMemoryStore(write_plan.PlannedStore):
         exclude: Collection[int],
         limit: int,
     ) -> tuple[np.ndarray, np.ndarray]:
-        dim = int(np.asarray(query).size)
-        if dim not in self._indexed_dims:
-            await self._read(lambda conn: pgvector.ensure_index(conn, dim, self.where))
-            self._indexed_dims.add(dim)
+        await self._ensure_index(int(np.asarray(query).size))
 
         async def body(conn: asyncpg.Connection) -> tuple[np.ndarray, np.ndarray]:
             return await pgvector.nearest(
@@ -546,6 +535,12 @@ class PostgresMemoryStore(write_plan.PlannedStore):
             )
 
         return await self._read(body)
+
+    async def search_channels(self, request: ChannelQuery) -> StoreChannels:
+        dim = int(np.asarray(request.query).size)
+        await self._ensure_index(dim)
+        records = await self._read(lambda conn: pgvector.channels(conn, request))
+        return _channels_from(records, request.embedding_model, dim, request.links)
 
     async def vector_mean(
         self, embedding_model: str, *, user: str, dim: int
@@ -580,11 +575,71 @@ class PostgresMemoryStore(write_plan.PlannedStore):
             await self._pool.close()
 
 
+def _channels_from(
+    records: Sequence[asyncpg.Record], embedding_model: str, dim: int, asked_links: bool
+) -> StoreChannels:
+    """``search_channels``' answer from its statement's rows (one per candidate, and
+    one per link when asked)."""
+    links: dict[int, builtins.list[int]] | None = None
+    if asked_links:
+        links = {}
+        for link in sorted((r["found_id"], r["link_of"]) for r in records if r["link_of"] is not None):
+            links.setdefault(link[1], []).append(link[0])
+    dense = sorted(
+        (r["dense_distance"], r["found_id"], r["dense_vector"])
+        for r in records
+        if r["dense_vector"] is not None
+    )
+    lexical = sorted(
+        ((int(r["found_id"]), float(r["lexical_score"])) for r in records if r["lexical_score"] is not None),
+        key=lambda hit: (-hit[1], hit[0]),
+    )
+    rows = {r["id"]: row_to_memory(r) for r in records if r["id"] is not None}
+    vectors = {
+        r["id"]: np.frombuffer(r["stored_vector"], dtype="<f4").astype(np.float32)
+        for r in records
+        if r["id"] is not None and r["lexical_score"] is not None and r["stored_vector"] is not None
+        and r["embedding_model"] == embedding_model and len(r["stored_vector"]) == 4 * dim
+    }
+    return StoreChannels(
+        dense_ids=np.array([d[1] for d in dense], dtype=np.int64),
+        dense_vectors=(
+            np.stack([d[2] for d in dense]).astype(np.float32) if dense
+            else np.zeros((0, dim), dtype=np.float32)
+        ),
+        lexical=lexical,
+        rows=rows,
+        vectors=vectors,
+        links=links,
+    )
+
+
 async def _keep_session(_conn: asyncpg.Connection) -> None:
     """Pool reset hook. Our queries leave no session state behind (no SET, no LISTEN
     or session locks on pooled connections; asyncpg still rolls back an open
     transaction first), so the default ``RESET ALL``/``UNLISTEN *`` round trip per
     release would buy nothing."""
+
+
+def vector_ids_query(embedding_model: str, user: str | None) -> tuple[str, tuple[str, ...]]:
+    """``vector_ids``' statement (its ids unsorted: an ORDER BY in SQL cost more than
+    the whole index read) and its parameters."""
+    if user is None:
+        return (
+            "SELECT coalesce(array_agg(id), '{}') FROM memories"
+            " WHERE status = $1 AND embedding_model = $2 AND embedding IS NOT NULL",
+            (ACTIVE, embedding_model),
+        )
+    # A local cache diffs these at every change anyone in the team makes: read from
+    # migration 8's index (its predicate as literals), less the user's few held for
+    # review, instead of a heap page per row of the user (10,000 at a million rows).
+    return (
+        "SELECT coalesce(array_agg(id), '{}') FROM memories"
+        " WHERE status IN ('active', 'quarantined') AND embedding IS NOT NULL AND username = $2"
+        " AND embedding_model = $1 AND id <> ALL (ARRAY("
+        "SELECT id FROM memories WHERE status = 'quarantined' AND username = $2))",
+        (embedding_model, user),
+    )
 
 
 def list_query(

@@ -30,6 +30,10 @@ from collections.abc import Collection
 import asyncpg
 import numpy as np
 
+from qwenmem_tui.memory.postgres.schema import lexical_sql
+from qwenmem_tui.memory.postgres.steps import COLUMNS
+from qwenmem_tui.memory.store import ChannelQuery
+
 
 log = logging.getLogger("qwenmem.memory")
 
@@ -222,6 +226,84 @@ async def nearest(
         return np.zeros(0, dtype=np.int64), np.zeros((0, len(q)), dtype=np.float32)
     ids = np.array([r["id"] for r in rows], dtype=np.int64)
     return ids, np.stack([r["embedding_vec"] for r in rows]).astype(np.float32)
+
+
+def channels_sql(
+    dim: int, *, centred: bool, lexical: bool, links: bool = False, removed: bool = False
+) -> str:
+    """Recall's one statement: the dense search (``nearest_sql``, $1-$7), the
+    lexical one (``lexical_sql``, its terms and limit $9 and $10), and the rows of
+    every lexical hit and of the $8 dense candidates best by the centred cosine
+    (``dense.debiased``, the mean and the basis removed the last parameters) or by ``p·query`` — all in one snapshot.
+
+    One row per candidate: its distance and vector when the dense search found it,
+    its score when the lexical one did, its row (and stored vector) when wanted.
+    ``links``: then one row more per active memory of the user's that may restate an
+    older one (``link_of``: that one; migration 9's index), which recall reads again
+    whenever the generation moves: in a team, at nearly every recall."""
+    dim = int(dim)
+    query = f"$1::real[]::vector({dim})"
+    if centred:
+        mean = f"${11 if lexical else 9}::real[]::vector({dim})"
+        norm = f"vector_norm(d.embedding_vec - {mean})"
+        if removed:  # |P x|: x's norm without its components along the basis (its
+            # columns one after another in one real[])
+            basis = f"${12 if lexical else 10}::real[]"
+            column = f"({basis})[i * {dim} + 1:(i + 1) * {dim}]::vector({dim})"
+            norm = (
+                f"sqrt(greatest({norm} ^ 2 - (SELECT sum(((d.embedding_vec - {mean}) <#> {column}) ^ 2)"
+                f" FROM generate_series(0, cardinality({basis}) / {dim} - 1) AS i), 0))"
+            )
+        rank = f"((d.embedding_vec - {mean}) <#> {query}) / greatest({norm}, 1e-6)"
+    else:
+        rank = f"d.embedding_vec <#> {query}"
+    words = (
+        lexical_sql("$9", "$3", "$4", "$5", "$6", "$10")
+        if lexical
+        else "SELECT NULL::bigint AS id, NULL::real AS score WHERE false"
+    )
+    names = [c.strip() for c in COLUMNS.split(",")]
+    row = ", ".join(f"m.{c}" for c in names)
+    linked = (
+        f" UNION ALL SELECT {', '.join('NULL' for _ in names)}, id, NULL, NULL, NULL, NULL, restates"
+        " FROM memories WHERE username = $3 AND status = 'active' AND restates IS NOT NULL"
+        if links
+        else ""
+    )
+    return (
+        f"WITH dense AS ({nearest_sql(dim)}),"
+        f" best AS (SELECT d.id FROM dense AS d ORDER BY {rank}, d.id LIMIT $8),"
+        f" lexical AS ({words}),"
+        " found AS (SELECT id FROM dense UNION SELECT id FROM lexical)"
+        f" SELECT {row}, f.id AS found_id, d.embedding_vec AS dense_vector,"  # the row first:
+        f" d.embedding_vec <#> {query} AS dense_distance, l.score AS lexical_score,"  # read by position
+        " m.embedding AS stored_vector, NULL::bigint AS link_of"
+        " FROM found AS f LEFT JOIN dense AS d ON d.id = f.id LEFT JOIN lexical AS l ON l.id = f.id"
+        " LEFT JOIN memories AS m ON m.id = f.id AND (l.id IS NOT NULL OR f.id IN (SELECT id FROM best))"
+        + linked
+    )
+
+
+async def channels(conn: asyncpg.Connection, request: ChannelQuery) -> list[asyncpg.Record]:
+    """``channels_sql``'s rows; no terms or no lexical room leave the lexical search out."""
+    r = request
+    q = np.asarray(r.query, dtype=np.float32).reshape(-1)
+    lexical = bool(r.terms) and r.lexical_limit > 0
+    params: list[object] = [
+        q.tolist(), r.embedding_model, r.user, list(r.scopes), r.now,
+        [int(i) for i in r.exclude], r.dense_limit, r.rows_for,
+    ]
+    params += [" | ".join(r.terms), r.lexical_limit] if lexical else []
+    removed = r.centre is not None and r.remove is not None
+    if r.centre is not None:
+        params.append(np.asarray(r.centre, dtype=np.float32).reshape(-1).tolist())
+    if removed:
+        params.append(np.asarray(r.remove, dtype=np.float32).T.reshape(-1).tolist())  # columns
+    sql = channels_sql(
+        len(q), centred=r.centre is not None, lexical=lexical, links=r.links, removed=removed
+    )
+    rows: list[asyncpg.Record] = await conn.fetch(sql, *params)
+    return rows
 
 
 async def mean(

@@ -139,6 +139,29 @@ async def test_the_approximate_index_removes_rows_and_search_never_returns_them(
     assert await reloaded.load() and 5 not in reloaded.ids() and reloaded.kind == IVF
 
 
+async def test_a_removed_vector_is_gone_from_the_file_and_a_restored_one_is_held_once(tmp_path) -> None:
+    """Removals reach FAISS in bulk (a flat index moves every vector after one): until
+    then the mean and the ids already leave them out, the saved file holds exactly the
+    live ids, and a row made active again is searched with its new vector, once."""
+    embedder = HashEmbedder()
+    index = VectorIndex(tmp_path, embedder.id)
+    texts = [f"fact number {i} about topic {i % 7}" for i in range(40)]
+    ids = np.arange(1, 41, dtype=np.int64)
+    vectors = embedder.embed_sync(texts)
+    await index.rebuild(ids, vectors, generation=1)
+    await index.remove(np.asarray([5, 6], dtype=np.int64))
+    live = np.setdiff1d(ids, [5, 6])
+    assert np.allclose(index.mean(), vectors[live - 1].mean(axis=0), atol=1e-6)
+    await index.save()
+    reloaded = VectorIndex(tmp_path, embedder.id)
+    assert await reloaded.load() and reloaded.ids().tolist() == live.tolist()
+    moved = embedder.embed_sync(["fact number 5, said again in other words"])
+    await index.add(np.asarray([5], dtype=np.int64), moved)
+    hits = await index.search(moved[0], 40, np.append(live, 5))
+    assert [h.id for h in hits].count(5) == 1 and hits[0].id == 5
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+
 async def test_search_only_sees_allowed_ids(tmp_path) -> None:
     embedder = HashEmbedder()
     index = VectorIndex(tmp_path, embedder.id)

@@ -337,7 +337,9 @@ async def test_a_question_in_another_language_finds_its_fact_in_a_mixed_store(
     among 12 same-domain distractors, each asked in another language and in its own.
     With the store's mean removed from the dense ranking, 15 of 16 cross-language
     questions find their fact in the top 3 (11 with plain cosines) and all 16
-    same-language ones still do."""
+    same-language ones still do; with the language subspace removed as well
+    (memory/language_space.py), 12 of 16 cross-language questions find it first
+    (9 with the mean removed alone)."""
     rows = [json.loads(line) for line in CROSSLANG.read_text(encoding="utf-8").splitlines()]
     ids = {}
     for row in rows:
@@ -347,15 +349,49 @@ async def test_a_question_in_another_language_finds_its_fact_in_a_mixed_store(
         ids[row["id"]] = saved.memory.id
     assert len(set(ids.values())) == len(rows)
 
-    async def top3(debias: bool) -> dict[str, int]:
+    async def top3(debias: bool, language: bool) -> dict[str, int]:
         e5_service.recaller.debias = debias
-        hits = {"cross": 0, "same": 0}
+        e5_service.recaller.remove_language = language
+        hits = {"cross": 0, "same": 0, "cross first": 0, "same first": 0}
         for row in rows:
             for lang, text in row.get("queries", []):
                 found = (await e5_service.recall(text, project=PROJECT_A, record=False)).ids[:3]
-                hits["same" if lang == row["lang"] else "cross"] += ids[row["id"]] in found
+                group = "same" if lang == row["lang"] else "cross"
+                hits[group] += ids[row["id"]] in found
+                hits[f"{group} first"] += found[:1] == [ids[row["id"]]]
         return hits
 
-    plain, debiased = await top3(False), await top3(True)
+    plain, debiased = await top3(False, False), await top3(True, False)
     assert debiased["same"] == plain["same"] == 16
     assert debiased["cross"] >= 15 > plain["cross"]
+    removed = await top3(True, True)
+    assert removed["same"] == 16 and removed["cross"] >= 15
+    assert removed["cross first"] >= 12 > debiased["cross first"]
+
+
+async def test_a_fact_in_another_language_clears_the_threshold_its_language_cost_it(
+    e5_service: MemoryService,
+) -> None:
+    """bench/multilingual_corpus.jsonl's tuning half: a Russian question about coffee,
+    the Spanish note about it, a Russian note about breakfast. The note's plain cosine
+    with the question (0.807) is under the threshold (0.81) for its language alone;
+    scored with the question's language subspace removed (0.830) it clears it and
+    comes first, and the breakfast note no longer does."""
+    rows = [
+        ("coffee", "Tomo el café sin azúcar y con leche de avena."),
+        ("breakfast", "На завтрак я обычно ем овсянку."),
+        ("license_renewal", "La licence du logiciel est renouvelée chaque année en janvier."),
+        ("support_email", "고객 지원 이메일 주소는 help@example.com 입니다."),
+    ]
+    ids = {}
+    for key, value in rows:
+        saved = await e5_service.save(WriteRequest("user", key, value, origin="user", project=PROJECT_A))
+        ids[key] = saved.memory.id
+    question = "Какой кофе я пью?"
+
+    async def found(language: bool) -> list[int]:
+        e5_service.recaller.remove_language = language
+        return (await e5_service.recall(question, project=PROJECT_A, record=False)).ids
+
+    assert ids["coffee"] not in await found(False)
+    assert (await found(True))[:1] == [ids["coffee"]]

@@ -150,7 +150,7 @@ class MemoryController:
         """A write was held, or a memory approved or forgotten: recount what awaits review."""
         if self._app is not None and self._memory.opened is not None:
             self._app.run_worker(
-                self._show_review(), group="memory-review", exclusive=True, exit_on_error=False
+                self._show_review, group="memory-review", exclusive=True, exit_on_error=False
             )
 
     async def _show_review(self) -> None:
