@@ -81,18 +81,23 @@ class Reading:
     # what a note's key may name when nothing clearer can be had (never a link).
     named: Attribute | None = None
     plain: Attribute | None = None  # the plain centroids' nearest
+    second: Attribute | None = None  # the next nearest in the attribute space
 
     def could_be(self, attribute: Attribute) -> bool:
         """Whether this reading leaves room for ``attribute``, a neighbour's clear
-        one: not clearly another, and nearest it by either reader — the attribute
-        space or the plain centroids ("Ich habe zu SAP gewechselt": a home city in the
-        space, an employer by the centroids). A change sentence read alone leans to
-        where it moved ("J'ai quitté Renault pour Airbus"); read beside the older
-        fact, the older one's clear reading says which of its readings to believe.
-        On the tuning pairs (bench/identity_wordings.jsonl, identity_corpus.jsonl's
-        tune half) also allowing the space's second within 0.05-0.1 of its first
-        linked nothing more; within 0.15-0.2, one to two distinct pairs."""
-        return self.attribute in (None, attribute) and attribute in (self.top, self.plain)
+        one: not clearly another, and nearest it in the attribute space, or nearest
+        it by the plain centroids and next nearest in the space ("Ich habe zu SAP
+        gewechselt": a home city in the space, then an employer; an employer by the
+        centroids). A change sentence read alone leans to where it moved; read beside
+        the older fact, the older one's clear reading says which of its readings to
+        believe. On the tuning pairs (bench/identity_wordings.jsonl,
+        identity_corpus.jsonl's tune half), the space's second within 0.05-0.1 of its
+        first linked nothing more than this; within 0.15-0.2, one to two distinct
+        pairs; the plain nearest without the space's second, a cook beside "Conduzco
+        un Seat" (a distinct pair, in a set written for this)."""
+        if self.attribute not in (None, attribute):
+            return False
+        return attribute == self.top or attribute == self.plain == self.second
 
 
 OWNER_MARGIN = 0.1
@@ -407,4 +412,4 @@ def read_scores(scores: np.ndarray, plain_top: int) -> Reading:
     owner = None
     if abs(mine - theirs) >= OWNER_MARGIN:
         owner = Category.USER if mine > theirs else Category.PROJECT
-    return Reading(attribute, owner, ATTRIBUTES[ranked[0][0]], named, ATTRIBUTES[plain_top])
+    return Reading(attribute, owner, ATTRIBUTES[ranked[0][0]], named, ATTRIBUTES[plain_top], ATTRIBUTES[ranked[1][0]])
