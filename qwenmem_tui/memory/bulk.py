@@ -113,7 +113,7 @@ class BatchLookup:
         self._gone: set[int] = set()  # rows the batch superseded
         self._generation: int | None = None
         self._top = 0
-        self._broken = False
+        self.broken = False
         # Lookups answered from the snapshot, and those made alone, by why.
         self.served = 0
         self.alone: dict[str, int] = {}
@@ -146,10 +146,10 @@ class BatchLookup:
         from the snapshot; None when the snapshot cannot prove the answer (the caller
         then looks up alone)."""
         recaller = self.recaller
-        if self._broken or vector is None or not text.strip():
-            return self._alone("no vector" if not self._broken else "store moved")
+        if self.broken or vector is None or not text.strip():
+            return self._alone("given up" if self.broken else "no vector")
         if self._generation is not None and self.index.generation != self._generation:
-            self._broken = True  # another process wrote: the snapshot no longer holds
+            self.broken = True  # another process wrote: the snapshot no longer holds
             return self._alone("store moved")
         snap = await self._snapshot(scope, limit)
         if snap is None:
@@ -162,7 +162,12 @@ class BatchLookup:
             self.served += 1
             return []
         terms = query_terms(text)
-        dense = self._dense(snap, text, vector, allowed, limit)
+        if self.index.approximate:
+            # An approximate index's lists make a wider search no superset of the
+            # line's own: the line searches alone, its words and rows still in bulk.
+            dense: list[SearchHit] | None = (await recaller.dense(text, allowed, limit, vector, None))[1]
+        else:
+            dense = self._dense(snap, text, vector, allowed, limit)
         if dense is None:
             return self._alone("dense")
         lexical = self._lexical(snap, terms, limit)
@@ -186,11 +191,7 @@ class BatchLookup:
         recaller, index = self.recaller, self.index
         store = recaller.store
         mine = [line for line in self.lines if line.scope == scope]
-        if (
-            not recaller.dense_enabled
-            or not recaller.debias
-            or index.approximate
-        ):
+        if not recaller.dense_enabled or not recaller.debias:
             return None
         async with recaller.lock:
             await recaller.sync()
@@ -210,11 +211,14 @@ class BatchLookup:
         if newest is None or matches is None:
             return None
         self._top = max(self._top, newest.top)
-        queries = {line.text: line.vector for line in mine if line.vector is not None}
+        # An approximate index: each line searches its lists itself (``candidates``).
+        queries = {
+            line.text: line.vector for line in mine if line.vector is not None and not index.approximate
+        }
         mean = index.mean()
         nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         found: list[tuple[np.ndarray, np.ndarray]] | None = [nothing] * len(queries)  # an empty index
-        if mean is not None:
+        if mean is not None and queries:
             found = await index.search_many(
                 np.stack([v - mean for v in queries.values()]) if queries else np.zeros((0, 1)),
                 limit * DEBIAS_WIDTH + SLACK,

@@ -430,7 +430,7 @@ class Recaller:
             return vector
         return await vector  # embedding since the recall began
 
-    async def _dense(
+    async def dense(
         self,
         text: str,
         allowed: np.ndarray | None,
@@ -595,7 +595,7 @@ class Recaller:
                 self._links = (generation, held.links)
             return query, dense_hits, held.lexical, held
         (query, dense_hits), lexical_hits = await asyncio.gather(
-            self._dense(text, allowed, limit, vector, remove),
+            self.dense(text, allowed, limit, vector, remove),
             self.store.lexical_search(
                 terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
             ),

