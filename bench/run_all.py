@@ -16,7 +16,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = (
-    "pty", "memory", "recall", "prefetch", "compaction", "postgres", "daemon", "proxy", "mcp",
+    "pty", "launch_instructions", "memory", "recall", "prefetch", "compaction", "postgres", "daemon", "proxy", "mcp",
     "schema_fuzz", "protocol_fuzz", "soak", "daemon_load", "acp", "faces", "scale", "pg_scale", "abstain", "warm",
     "locomo",
 )

@@ -113,7 +113,7 @@ class BatchLookup:
         self._gone: set[int] = set()  # rows the batch superseded
         self._generation: int | None = None
         self._top = 0
-        self._broken = False
+        self.broken = False
         # Lookups answered from the snapshot, and those made alone, by why.
         self.served = 0
         self.alone: dict[str, int] = {}
@@ -146,10 +146,10 @@ class BatchLookup:
         from the snapshot; None when the snapshot cannot prove the answer (the caller
         then looks up alone)."""
         recaller = self.recaller
-        if self._broken or vector is None or not text.strip():
-            return self._alone("no vector" if not self._broken else "store moved")
+        if self.broken or vector is None or not text.strip():
+            return self._alone("given up" if self.broken else "no vector")
         if self._generation is not None and self.index.generation != self._generation:
-            self._broken = True  # another process wrote: the snapshot no longer holds
+            self.broken = True  # another process wrote: the snapshot no longer holds
             return self._alone("store moved")
         snap = await self._snapshot(scope, limit)
         if snap is None:
@@ -211,13 +211,14 @@ class BatchLookup:
         if newest is None or matches is None:
             return None
         self._top = max(self._top, newest.top)
-        queries = {line.text: line.vector for line in mine if line.vector is not None}
+        # An approximate index: each line searches its lists itself (``candidates``).
+        queries = {
+            line.text: line.vector for line in mine if line.vector is not None and not index.approximate
+        }
         mean = index.mean()
         nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         found: list[tuple[np.ndarray, np.ndarray]] | None = [nothing] * len(queries)  # an empty index
-        if index.approximate:  # each line searches its lists itself (``candidates``)
-            queries = {}
-        elif mean is not None:
+        if mean is not None and queries:
             found = await index.search_many(
                 np.stack([v - mean for v in queries.values()]) if queries else np.zeros((0, 1)),
                 limit * DEBIAS_WIDTH + SLACK,

@@ -274,7 +274,11 @@ class MemoryVectors:
         limit = max(20, 4 * k)
         found = None
         if lookup is not None and not exclude:  # a batch's lookups, made in bulk
-            found = await lookup.candidates(text, scope=scope, limit=limit, vector=vector)
+            try:
+                found = await lookup.candidates(text, scope=scope, limit=limit, vector=vector)
+            except Exception as exc:  # the line's own lookup decides as it always did
+                log.warning("[MEMORY_IDENTITY] batch lookup failed, one at a time: %s", exc)
+                lookup.broken = True
         if found is None:
             found = await self.recaller.candidates(
                 text, scopes=(scope,), exclude=exclude, limit=limit, vector=vector

@@ -418,3 +418,30 @@ async def test_a_large_existing_store_keeps_the_local_cache_at_start(
             await conn.close()
     finally:
         await svc.close()
+
+
+async def test_the_query_vector_is_not_converted_per_row_in_a_generic_plan(
+    pgvector_dsn: str, tmp_path: Path
+) -> None:
+    """After five runs PostgreSQL may plan a prepared statement once for any
+    parameters: the query vector must then arrive as a vector, or the dense scan
+    converts it from an array again for every row it compares (the statement cost
+    2.3 times its CPU at a million rows, one user's 5,000 of them in reach)."""
+    from qwenmem_tui.memory.postgres import vector_search
+
+    svc = await Backend("postgres", tmp_path, pgvector_dsn).open(postgres_vector_search=True)
+    await svc.close()  # the schema and the vector column
+    conn = await asyncpg.connect(pgvector_dsn)
+    try:
+        for name, sql, vectors in (
+            ("nearest", vector_search.nearest_sql(8), [0]),
+            ("channels", vector_search.channels_sql(8, centred=True, lexical=True, links=True), [0, 10]),
+        ):
+            await conn.execute(f"PREPARE {name} AS {sql}")
+            types = await conn.fetchval(
+                "SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = $1", name
+            )
+            # the query (and the mean it is centred on) as vectors, not arrays to convert
+            assert [types[i] for i in vectors] == ["vector"] * len(vectors), types
+    finally:
+        await conn.close()
