@@ -52,6 +52,7 @@ class Scores:
     misses: list[str] = field(default_factory=list)  # restatements kept apart
     lost: list[str] = field(default_factory=list)  # distinct facts merged
     stale_first: list[str] = field(default_factory=list)  # older version recalled first
+    linked_apart: list[str] = field(default_factory=list)  # distinct facts linked as versions
 
     @property
     def total(self) -> Tally:
@@ -153,6 +154,8 @@ async def evaluate(
             tally.linked_distinct += linked
             if merged:
                 scores.lost.append(pair["id"])
+            if linked:
+                scores.linked_apart.append(pair["id"])
         for memory in await service.list(statuses=[Status.ACTIVE, Status.QUARANTINED]):
             await service.forget(memory.id, reason="identity corpus: next pair")
     return scores

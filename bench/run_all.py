@@ -18,11 +18,11 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = (
     "pty", "launch_instructions", "memory", "recall", "prefetch", "compaction", "postgres", "daemon", "proxy", "mcp",
     "schema_fuzz", "protocol_fuzz", "soak", "daemon_load", "acp", "faces", "scale", "pg_scale", "abstain", "warm",
-    "locomo",
+    "locomo", "import",
 )
 # Benchmarks with a smaller size for CI-sized machines (`--quick`): the full
 # bench_pg_scale builds a million rows (~30 min on 2 cores).
-QUICK = ("scale", "pg_scale")
+QUICK = ("scale", "pg_scale", "import")
 LOCOMO_ENV = "QWENMEM_LOCOMO_DIR"
 """bench_locomo reads LoCoMo's conversations from this directory (not in the repository:
 CC BY-NC); without it that benchmark is skipped."""

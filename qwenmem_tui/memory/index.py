@@ -37,7 +37,7 @@ import faiss
 import numpy as np
 
 from qwenmem_tui.llm.wire import JSONObject
-from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased, ranking_query
+from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, best_scores, debiased, ranking_query
 from qwenmem_tui.paths import private_dir, private_file
 
 log = logging.getLogger("qwenmem.memory")
@@ -380,15 +380,15 @@ class VectorIndex:
         return vectors
 
     async def scores(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
-        """Cosine of ``query`` with each of ``ids`` that the index holds.
+        """Score of ``query`` (``dense.scoring_query``: the cosine, or the best of two)
+        with each of ``ids`` that the index holds.
         Reconstructing a handful of vectors costs microseconds: no thread."""
         if self._index is None or not ids:
             return {}
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
         async with self._lock:  # FAISS is not safe against a concurrent add
             wanted = np.unique(np.asarray(ids, dtype=np.int64))
             held = wanted[_held(wanted, self._ids)]
-            cosines = self._reconstruct(held) @ q
+            cosines = best_scores(self._reconstruct(held), query)
         return {int(i): float(c) for i, c in zip(held, cosines, strict=True)}
 
     async def search(

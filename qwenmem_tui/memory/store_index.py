@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased, ranking_query
+from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, best_scores, debiased, ranking_query
 from qwenmem_tui.memory.store import ChannelQuery, MemoryStore, StoreChannels
 
 # How long a mean vector serves after the store changed, and for how many of this
@@ -176,14 +176,14 @@ class StoreIndex:
         return _ranked(q, centre, found.dense_ids, found.dense_vectors, k, remove), found
 
     async def scores(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
-        """Cosine of ``query`` with each of ``ids`` that is active with a vector."""
+        """Score of ``query`` (``dense.scoring_query``: the cosine, or the best of two)
+        with each of ``ids`` that is active with a vector."""
         if not ids:
             return {}
         found, vectors = await self.store.vectors(self.embedder_id, list(ids), user=self.user)
         if not len(found):
             return {}
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
-        return {int(i): float(c) for i, c in zip(found, vectors @ q, strict=True)}
+        return {int(i): float(c) for i, c in zip(found, best_scores(vectors, query), strict=True)}
 
 
 def _ranked(

@@ -275,7 +275,9 @@ class MemoryWriter:
         now = self.clock()
         held = holds(flags)
         identity = Identity(key)
-        reading = await self.reader().read(vector)
+        # A note is read as read_note read it (its key may be that reading already).
+        noted = None if pending.explicit_key else self.reader().noted(value)
+        reading = noted or await self.reader().read(vector)
         if pending.decide_identity:
             identity = await self.identify(
                 cat,

@@ -101,25 +101,37 @@ def _launch(home: Path) -> tuple[set[str], dict[str, int], bool]:
     return set(loaded), collector, enabled_after
 
 
-def test_the_first_frame_loads_none_of_what_can_wait(tmp_path: Path) -> None:
-    loaded, _, _ = _launch(tmp_path)
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory: pytest.TempPathFactory) -> tuple[set[str], dict[str, int], bool]:
+    """One launch for the tests that read it (each is a fresh interpreter, ~1-2 s)."""
+    return _launch(tmp_path_factory.mktemp("home"))
+
+
+def test_the_first_frame_loads_none_of_what_can_wait(
+    launched: tuple[set[str], dict[str, int], bool],
+) -> None:
+    loaded, _, _ = launched
     assert "qwenmem_tui.tui.screens.chat" in loaded  # the probe ran with the screen up
     assert loaded.isdisjoint(DEFERRED), sorted(loaded & set(DEFERRED))
 
 
-def test_the_first_frame_compiles_no_secret_rule(tmp_path: Path) -> None:
+def test_the_first_frame_compiles_no_secret_rule(
+    launched: tuple[set[str], dict[str, int], bool],
+) -> None:
     """The secret scanner's ~30 patterns (~5 ms of CPU) are compiled by the scanner's
     preload thread or its first use, not when the debug log and the prompt history import
     it on the way to the first frame."""
-    _, state, _ = _launch(tmp_path)
+    _, state, _ = launched
     assert state["secret_rules"] == 0
 
 
-def test_no_full_collection_before_the_first_frame(tmp_path: Path) -> None:
+def test_no_full_collection_before_the_first_frame(
+    launched: tuple[set[str], dict[str, int], bool],
+) -> None:
     """Python's defaults ran a full collection (and ~140 others) over what launch builds,
     all of it alive until exit; the collector is held until the screen is up, then
     collects again with what was built frozen out of every collection."""
-    _, collector, enabled_after = _launch(tmp_path)
+    _, collector, enabled_after = launched
     assert collector["full"] == 0
     assert collector["enabled"] and collector["frozen"] > 50_000
     assert enabled_after

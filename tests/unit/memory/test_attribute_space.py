@@ -144,3 +144,19 @@ async def test_the_default_embedder_s_space_ships_fitted_and_is_read_not_fitted(
 
     (tmp_path / "space.npz").write_bytes(b"not a space")
     assert load_space(tmp_path / "space.npz") is None  # damaged: fitted instead
+
+
+def test_no_example_is_a_statement_of_the_identity_corpora() -> None:
+    """The examples place the attributes; a corpus statement among them would be read
+    right because it was learned, and the held-out figures would overstate (nine
+    held-out statements were examples)."""
+    import json
+
+    bench = Path(__file__).resolve().parents[3] / "bench"
+    said = set()
+    for corpus in bench.glob("identity_*.jsonl"):
+        for line in corpus.read_text(encoding="utf-8").splitlines():
+            pair = json.loads(line) if line.strip() else {}
+            said |= {side.get("text") or side.get("value") for side in (pair.get("a", {}), pair.get("b", {}))}
+    examples = {text for attribute in ATTRIBUTES for text in attribute.descriptions}
+    assert len(said) > 1000 and examples.isdisjoint(said)

@@ -81,8 +81,10 @@ def _unit(rows: np.ndarray) -> np.ndarray:
 async def test_a_question_finds_its_fact_over_its_own_language_s_other_facts(tmp_path: Path) -> None:
     """Two languages, each with half the store: the mean removes neither. The question
     (language A, about the city) finds the city fact of language B first only without
-    the language direction; the score the threshold reads is each fact's cosine with
-    the question without its language (the fact whole: one product from a stored vector)."""
+    the language direction; the score the threshold reads is the better of each fact's
+    cosine with the question and with the question without its language (the fact
+    whole: products from a stored vector): a fact of the question's own language
+    keeps its plain cosine."""
     dim = 8
     a, b, city, job, pet = (np.eye(dim)[i] for i in range(5))
     vectors = _unit(
@@ -99,7 +101,9 @@ async def test_a_question_finds_its_fact_over_its_own_language_s_other_facts(tmp
     assert removed[0].id == 4
     for hit in debiased:  # plain cosines when nothing is removed
         assert abs(hit.score - float(vectors[hit.id - 1] @ query)) < 1e-5
+    kept = query - (query @ language) @ language.T
     for hit in removed:
-        kept = query - (query @ language) @ language.T
-        assert abs(hit.score - float(vectors[hit.id - 1] @ (kept / np.linalg.norm(kept)))) < 1e-5
+        both = vectors[hit.id - 1] @ query, vectors[hit.id - 1] @ (kept / np.linalg.norm(kept))
+        assert abs(hit.score - float(max(both))) < 1e-5
+    assert any(h.score == pytest.approx(float(vectors[h.id - 1] @ query)) for h in removed if h.id <= 3)
     assert removed[0].score > float(vectors[3] @ query)  # the answer is not marked down

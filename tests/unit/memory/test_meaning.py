@@ -87,6 +87,28 @@ async def test_what_the_plain_centroids_misread_is_linked_and_a_parent_s_city_is
     assert mother.memory.restates is None and home.memory.status is Status.ACTIVE
 
 
+# A change sentence read alone leans to where it moved: these were read as a car (the
+# company makes them), an editor and a car, or the older one left unread, and went
+# unlinked. Read as a pair, the older fact's clear reading says which of the change's
+# readings to believe. None of these wordings is in the corpus or the examples.
+@pytest.mark.parametrize(
+    ("older", "newer", "apart"),
+    [
+        ("トヨタに勤めています", "トヨタを辞めて、ソニーに入りました", "名古屋に住んでいます"),
+        ("Por profesión soy cocinero", "Ahora trabajo de conductor", "Conduzco un Seat"),
+        ("Sono un barista", "Adesso sono programmatore", "Abito a Pisa"),
+    ],
+)
+async def test_a_change_sentence_is_read_beside_the_fact_it_changes(
+    e5_service: MemoryService, older: str, newer: str, apart: str
+) -> None:
+    first = await e5_service.remember(RememberRequest(older, project=PROJECT_A))
+    other = await e5_service.remember(RememberRequest(apart, project=PROJECT_A))
+    changed = await e5_service.remember(RememberRequest(newer, project=PROJECT_A))
+    assert changed.memory.restates == first.memory.id and other.memory.restates is None
+    assert all(m.status is Status.ACTIVE for m in await e5_service.list(project=PROJECT_A))
+
+
 async def test_the_default_embedder_reads_the_shipped_examples_and_writes_nothing(
     e5_service: MemoryService, mem_paths: Paths
 ) -> None:
