@@ -23,6 +23,11 @@ BENCHMARKS = (
 # Benchmarks with a smaller size for CI-sized machines (`--quick`): the full
 # bench_pg_scale builds a million rows (~30 min on 2 cores).
 QUICK = ("scale", "pg_scale", "import")
+# Benchmarks that run another checkout beside this one (`--baseline DIR`, alternated in
+# the same run) and that take a median over `--runs N`: so one `make bench` can carry
+# the build before and enough runs for a percentile.
+BASELINE = ("pty", "launch_instructions", "faces", "pg_scale", "import")
+RUNS = ("pty", "launch_instructions", "faces", "scale", "import")
 LOCOMO_ENV = "QWENMEM_LOCOMO_DIR"
 """bench_locomo reads LoCoMo's conversations from this directory (not in the repository:
 CC BY-NC); without it that benchmark is skipped."""
@@ -32,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=BENCHMARKS, help="run just these")
     parser.add_argument("--quick", action="store_true", help=f"the small sizes of {', '.join(QUICK)}")
+    parser.add_argument("--baseline", metavar="DIR", help=f"the build before, beside us in {', '.join(BASELINE)}")
+    parser.add_argument("--runs", type=int, help=f"runs per figure in {', '.join(RUNS)} (each its own default)")
     args = parser.parse_args(argv)
     selected = args.only or list(BENCHMARKS)
     failed: list[str] = []
@@ -47,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
             extra = [os.environ[LOCOMO_ENV]]
         if args.quick and name in QUICK:
             extra.append("--quick")
+        if args.baseline and name in BASELINE:
+            extra += ["--baseline", args.baseline]
+        if args.runs and name in RUNS:
+            extra += ["--runs", str(args.runs)]
         started = time.perf_counter()
         code = subprocess.call([sys.executable, str(script), *extra])
         summary.append((name, time.perf_counter() - started, code))
