@@ -50,6 +50,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests" / "postgres"))
 
+from growth_plot import plot  # noqa: E402
 from pgcluster import DSN_ENV, PostgresServer, pgvector_bin_dir  # noqa: E402
 
 from qwenmem_tui.config import Settings  # noqa: E402
@@ -366,6 +367,23 @@ def table(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+PLOTTED = (("warm_start", "start warm"), ("first", "first recall"), ("p95", "recall p95"),
+           ("lookup", "identity p95"), ("rss", "RSS"))  # fmt: skip
+"""What the growth plot draws, for each search mode."""
+
+
+def growth(rows: list[dict[str, object]]) -> list[dict[str, float]]:
+    """One row a store size (``n``: the client's own memories), each mode's figures
+    under "mode key", as the plot reads them."""
+    by_size: dict[int, dict[str, float]] = {}
+    for r in rows:
+        size = int(str(r["own"]))
+        merged = by_size.setdefault(size, {"n": float(size)})
+        for key, _ in PLOTTED:
+            merged[f"{r['mode']} {key}"] = float(str(r[key]))
+    return [by_size[size] for size in sorted(by_size)]
+
+
 def measure(dsn: str, size: int, samples: int, runs: int = 3) -> list[dict[str, object]]:
     """Each mode's cold start, then ``runs`` warm ones, the modes alternated run by
     run so that both meet the same load."""
@@ -437,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, help="a checkout of the build before: its clients "
                         "run the concurrency too, alternated with ours, on a store built alike")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=1, help="concurrency runs per build and mode")
+    parser.add_argument("--plot", type=Path, default=HERE / "pg_scale.svg", help="the growth plot (log-log)")
     parser.add_argument("--worker", choices=("client", "team"))
     parser.add_argument("--dsn")
     parser.add_argument("--home")
@@ -480,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows += measure(dsn, size, args.samples)
         if not args.team_only:
             print("\n" + table(rows))
+            plot(growth(rows), [(f"{mode} {key}", f"{mode}: {title}") for mode in MODES for key, title in PLOTTED], args.plot)
         modes = [m for m in args.team_modes.split(",") if m] if seconds > 0 and args.clients > 0 else []
         print(f"\non {built:,} memories, load {os.getloadavg()[0]:.1f}", flush=True)
         teams(stores, modes, args, seconds, server)

@@ -37,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_pty import QWENMEM, Pane, qwenmem_env  # noqa: E402
+from growth_plot import plot  # noqa: E402
 
 from qwenmem_tui.config import Settings  # noqa: E402
 
@@ -356,42 +357,6 @@ def table(rows: list[dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict[str, float]], out: Path) -> None:
-    """Each figure over the empty store's (or the smallest store's), log-log, as SVG."""
-    rows = [r for r in rows if r["n"] > 0]
-    if len(rows) < 2:
-        return
-    keys = [k for k, _, _ in COLUMNS[1:] if all(k in r and r[k] > 0 and math.isfinite(r[k]) for r in rows)]
-    w, h, pad = 640, 400, 50
-    xs = [math.log10(r["n"]) for r in rows]
-    ratios = {k: [math.log10(r[k] / rows[0][k]) for r in rows] for k in keys}
-    lo = min(-0.1, *(v for vs in ratios.values() for v in vs))
-    hi = max(1.0, *(v for vs in ratios.values() for v in vs))
-
-    def sx(x: float) -> float:
-        return pad + (x - xs[0]) / (xs[-1] - xs[0]) * (w - 2 * pad - 120)
-
-    def sy(y: float) -> float:
-        return h - pad - (y - lo) / (hi - lo) * (h - 2 * pad)
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-size="10">',
-             f'<line x1="{pad}" y1="{h - pad}" x2="{w - 120 - pad}" y2="{h - pad}" stroke="#000"/>',
-             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#000"/>',
-             f'<text x="{pad}" y="{pad - 10}">cost / cost at {int(rows[0]["n"]):,} (log) vs memories (log)</text>']  # fmt: skip
-    for x, r in zip(xs, rows, strict=True):
-        parts.append(f'<text x="{sx(x) - 12}" y="{h - pad + 14}">{int(r["n"]):,}</text>')
-    line = sy(1.0)
-    parts.append(f'<line x1="{pad}" y1="{sy(0)}" x2="{sx(xs[-1])}" y2="{line}" stroke="#ccc" stroke-dasharray="4"/>')
-    for i, key in enumerate(keys):
-        colour = f"hsl({i * 360 // len(keys)},70%,40%)"
-        pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(xs, ratios[key], strict=True))
-        parts.append(f'<polyline points="{pts}" fill="none" stroke="{colour}"/>')
-        title = dict((k, t) for k, t, _ in COLUMNS)[key]
-        parts.append(f'<text x="{w - 160}" y="{pad + 12 * i}" fill="{colour}">{title}</text>')
-    parts.append("</svg>")
-    out.write_text("\n".join(parts) + "\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="0,1000,10000,100000")
@@ -450,7 +415,7 @@ def report(rows: list[dict[str, float]], out: Path) -> None:
         top = rows[-1]
         print(f"\nat {int(top['n']):,}: launch {top['launch_s'] / empty['launch_s']:.2f}x the empty"
               f" store's; TUI RSS +{top['tui_rss_mib'] - empty['tui_rss_mib']:.0f} MiB")  # fmt: skip
-    plot(rows, out)
+    plot(rows, [(k, t) for k, t, _ in COLUMNS[1:]], out)
 
 
 if __name__ == "__main__":
