@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, debiased
+from qwenmem_tui.memory.index import VectorIndex, in_sorted
 from qwenmem_tui.memory.lexical import query_terms, rank_newest
 from qwenmem_tui.memory.model import Memory, Status, WriteAction, WriteResult
 from qwenmem_tui.memory.store import NewestMatches, lexical_cap
 
 if TYPE_CHECKING:
-    from qwenmem_tui.memory.index import VectorIndex
     from qwenmem_tui.memory.recall import Candidate, Recaller
 
 log = logging.getLogger("qwenmem.memory")
@@ -249,7 +249,7 @@ class BatchLookup:
         if mean is None:
             return None
         known = np.union1d(hits, np.fromiter(snap.added, dtype=np.int64, count=len(snap.added)))
-        known = known[_within(known, allowed)]
+        known = known[in_sorted(known, allowed)]
         known = known[index.holds(known)]
         wide = min(limit * DEBIAS_WIDTH, len(allowed))
         if complete:  # every row of the scope is known: it holds them all
@@ -313,10 +313,3 @@ class BatchLookup:
                 self._rows[memory.id] = memory
         return [self._rows[i] for i in ids if i in self._rows]
 
-
-def _within(ids: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """Which of ``ids`` the sorted ``allowed`` holds (a mask)."""
-    at = np.searchsorted(allowed, ids)
-    inside = at < len(allowed)
-    inside[inside] = allowed[at[inside]] == ids[inside]
-    return inside

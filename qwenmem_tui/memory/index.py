@@ -98,7 +98,7 @@ def _add_batch(index: faiss.Index, vectors: np.ndarray, ids: np.ndarray) -> None
     index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
 
 
-def _held(values: np.ndarray, within: np.ndarray) -> np.ndarray:
+def in_sorted(values: np.ndarray, within: np.ndarray) -> np.ndarray:
     """Which of ``values`` the sorted ``within`` holds (a mask). By binary search:
     numpy's set operations sort (and unique) both sides, ~200 ms at 100k ids."""
     at = np.searchsorted(within, values)
@@ -323,7 +323,7 @@ class VectorIndex:
             # Idempotent: a sync woken by another process's change (LISTEN/NOTIFY) may
             # already have added a row between its commit and this write's own add.
             ids = np.asarray(ids, dtype=np.int64)
-            fresh = ~_held(ids, self._ids)
+            fresh = ~in_sorted(ids, self._ids)
             ids, vectors = ids[fresh], vectors[fresh]
             if len(ids) == 0:
                 return
@@ -345,13 +345,13 @@ class VectorIndex:
             return
         async with self._lock:
             wanted = np.unique(np.asarray(ids, dtype=np.int64))
-            present = wanted[_held(wanted, self._ids)]
+            present = wanted[in_sorted(wanted, self._ids)]
             if not len(present):
                 return
             gone = self._reconstruct(present)
             if self._sum is not None:
                 self._sum = self._sum - gone.sum(axis=0, dtype=np.float64)
-            self._ids = self._ids[~_held(self._ids, present)]
+            self._ids = self._ids[~in_sorted(self._ids, present)]
             self._unflushed += present.tolist()
             if len(self._unflushed) >= max(_FLUSH_AT, len(self._ids) // 20):
                 await asyncio.to_thread(self._flush)
@@ -387,7 +387,7 @@ class VectorIndex:
             return {}
         async with self._lock:  # FAISS is not safe against a concurrent add
             wanted = np.unique(np.asarray(ids, dtype=np.int64))
-            held = wanted[_held(wanted, self._ids)]
+            held = wanted[in_sorted(wanted, self._ids)]
             cosines = best_scores(self._reconstruct(held), query)
         return {int(i): float(c) for i, c in zip(held, cosines, strict=True)}
 
@@ -454,7 +454,7 @@ class VectorIndex:
 
     def holds(self, ids: np.ndarray) -> np.ndarray:
         """Which of ``ids`` the index holds (a mask)."""
-        return _held(np.asarray(ids, dtype=np.int64), self._ids)
+        return in_sorted(np.asarray(ids, dtype=np.int64), self._ids)
 
     def vectors_of(self, ids: np.ndarray) -> np.ndarray:
         """The stored vectors of ``ids`` (all held by the index), in their order."""
@@ -467,7 +467,7 @@ class VectorIndex:
         if self.approximate and len(allowed) <= _EXACT_BELOW:
             # A few thousand allowed: scoring each exactly costs less than the lists
             # would miss (a scope's rows are a small share of every list).
-            held = allowed[_held(allowed, self._ids)]
+            held = allowed[in_sorted(allowed, self._ids)]
             cosines = self._reconstruct(held) @ q[0]
             top = np.argsort(-cosines, kind="stable")[:k]
             return [SearchHit(int(held[j]), float(cosines[j])) for j in top]
