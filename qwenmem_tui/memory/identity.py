@@ -132,6 +132,25 @@ def filed_elsewhere(
     )
 
 
+def read_by_key(
+    ruled: Identity, key: str, value: str, category: Category, neighbours: Sequence[Memory]
+) -> list[Memory]:
+    """The rows ``ruled`` (``decide``'s answer for a note) replaces or shares its key
+    with although the words of the two facts do not state the same subject: the
+    sameness rests on a key read by meaning ("Mi jefe se llama Carlos" filed under
+    "name"), a guess for the model to check, not the rule's knowledge."""
+    new = stated(value)
+    rows = [
+        n
+        for n in neighbours
+        if n.id in ruled.replaces or (ruled.decided_by == "key" and n.key == key)
+    ]
+    guessed = [
+        n for n in rows if not restates(new, stated(n.value), category) and not _same_text(value, n.value)
+    ]
+    return guessed if len(guessed) == len(rows) else []  # any row the words state: the rule's
+
+
 def stated(value: str) -> Subject:
     """What a fact's words alone say it is about (nothing known when they say nothing
     the rule reads)."""

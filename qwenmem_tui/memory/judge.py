@@ -56,22 +56,28 @@ def judge_messages(
     ]
 
 
+def judgement_of(raw: str) -> Judgement | None:
+    """The action the model's answer names, None when it names none."""
+    data = json_object(raw)
+    try:
+        return None if data is None else Judgement(str(data.get("action", "")).strip().casefold())
+    except ValueError:
+        return None
+
+
 def parse_judgement(
     raw: str, key: str, value: str, candidates: Sequence[Memory], *, explicit: bool = False
 ) -> Identity | None:
     """The model's answer as an Identity, or None when it is not a valid choice among
     ``candidates`` (the caller keeps the rule's answer). An explicit key stays the
     write's key; otherwise an update takes over the chosen memory's key."""
-    data = json_object(raw)
-    if data is None:
-        return None
-    try:
-        action = Judgement(str(data.get("action", "")).strip().casefold())
-    except ValueError:
+    data, action = json_object(raw), judgement_of(raw)
+    if data is None or action is None:
         return None
     if action is Judgement.ADD:
-        if any(c.key == key for c in candidates):
-            return None  # the store would supersede that key anyway: not a real "add"
+        if explicit and any(c.key == key for c in candidates):
+            return None  # the store would supersede the writer's key anyway: not a real "add"
+        # A note's key was read from its words: the caller numbers it where it is held.
         return Identity(key, decided_by="model")
     chosen = data.get("id")
     if isinstance(chosen, str) and chosen.strip().lstrip("#").isdigit():

@@ -416,25 +416,36 @@ def class_means(x: np.ndarray, which: np.ndarray, classes: int) -> np.ndarray:
     return np.stack([x[which == i].mean(axis=0) for i in range(classes)])
 
 
+def discriminant(x: np.ndarray, which: np.ndarray, classes: int, ridge: float) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, projection): the regularised linear discriminant of rows ``x`` of classes
+    ``which`` — the directions that spread the classes' centroids apart the most
+    against the spread of each class's own rows (``ridge`` of the mean spread added),
+    ``classes - 1`` of them, the most separating first."""
+    import numpy as np
+
+    mean = x.mean(axis=0)
+    means = class_means(x, which, classes)
+    within = sum(((x[which == i] - means[i]).T @ (x[which == i] - means[i]) for i in range(classes)), np.zeros((x.shape[1],) * 2))
+    within = within / len(x)
+    within += ridge * np.trace(within) / len(within) * np.eye(len(within))
+    between = (means - mean).T @ ((means - mean) * np.bincount(which, minlength=classes)[:, None]) / len(x)
+    values, vecs = np.linalg.eigh(within)
+    whiten = vecs / np.sqrt(values)
+    _, turn = np.linalg.eigh(whiten.T @ between @ whiten)
+    projection: np.ndarray = (whiten @ turn)[:, ::-1][:, : classes - 1]
+    return mean, projection
+
+
 def fit_space(vectors: np.ndarray, rows: Sequence[int]) -> AttributeSpace:
-    """The regularised linear discriminant of the examples (``rows``: their attribute):
-    the directions that spread the attributes' centroids apart the most against the
-    spread of each attribute's own examples (``RIDGE`` of the mean spread added)."""
+    """The attributes' discriminant (``discriminant``, ``RIDGE``) of the examples
+    (``rows``: their attribute), with the plain centroids and the centroids there."""
     import numpy as np
 
     which = np.asarray(rows)
     x = vectors.astype(np.float64)
-    mean = x.mean(axis=0)
     classes = range(len(ATTRIBUTES))
+    mean, projection = discriminant(x, which, len(ATTRIBUTES), RIDGE)
     means = class_means(x, which, len(ATTRIBUTES))
-    within = sum(((x[which == i] - means[i]).T @ (x[which == i] - means[i]) for i in classes), np.zeros((x.shape[1],) * 2))
-    within = within / len(x)
-    within += RIDGE * np.trace(within) / len(within) * np.eye(len(within))
-    between = (means - mean).T @ ((means - mean) * np.bincount(which)[:, None]) / len(x)
-    values, vecs = np.linalg.eigh(within)
-    whiten = vecs / np.sqrt(values)
-    _, turn = np.linalg.eigh(whiten.T @ between @ whiten)
-    projection = (whiten @ turn)[:, ::-1][:, : len(ATTRIBUTES) - 1]
     plain = means / np.linalg.norm(means, axis=1, keepdims=True)
     space = AttributeSpace(plain.astype(np.float32), mean.astype(np.float32), projection.astype(np.float32), plain)
     separated = np.stack([space.project(x[which == i]).mean(axis=0) for i in classes])

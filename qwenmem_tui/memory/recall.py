@@ -29,6 +29,8 @@ import numpy as np
 from qwenmem_tui.memory.abstain import abstention_for
 from qwenmem_tui.memory.dense import SearchHit, best_scores, scoring_query
 from qwenmem_tui.memory.embed import Embedder
+from qwenmem_tui.memory.holder_space import WEIGHT as HOLDER_WEIGHT
+from qwenmem_tui.memory.holder_space import holder_space
 from qwenmem_tui.memory.language_space import language_basis
 from qwenmem_tui.memory.lexical import coverage, query_terms
 from qwenmem_tui.memory.meaning import MeaningReader, asked, may_answer
@@ -46,6 +48,7 @@ from qwenmem_tui.memory.store_index import StoreIndex
 from qwenmem_tui.text import estimate_text_tokens
 
 if TYPE_CHECKING:  # FAISS loads only for a local index: a store searching its own never needs it
+    from qwenmem_tui.memory.holder_space import HolderSpace
     from qwenmem_tui.memory.index import Progress, VectorIndex
 
 log = logging.getLogger("qwenmem.memory")
@@ -284,6 +287,10 @@ class Recaller:
         self._language: tuple[np.ndarray | None] | None = None  # (basis,) once looked for
         # Small talk gets no memories (abstain.py); a switch only so the bench can measure both.
         self.abstain = True
+        # Prefer memories held by whom the question asks about (holder_space.py); the
+        # weight is a knob only so the bench can measure it (0: off).
+        self.holder_weight = HOLDER_WEIGHT
+        self._holders: tuple[HolderSpace | None] | None = None  # (space,) once looked for
         self._allowed: dict[tuple[str, ...], AllowedIds] = {}
         # Held while the index changes as a whole (sync, rebuild, a write applied):
         # a sync diffing ids while a write adds one would otherwise add it twice.
@@ -784,6 +791,7 @@ class Recaller:
                 embedding.cancel()  # nothing was allowed: the dense channel never asked
             elif embedding is not None and not embedding.cancelled():
                 embedding.exception()  # a failure the dense channel never asked for is moot
+        found = await self._by_holder(embedding, found)
         found = [*found, *await self._unfound_newer(found, scopes, await self._links_after(links))]
         # Small talk keeps only a memory that holds its very words.
         ranked = current_first(
@@ -835,6 +843,26 @@ class Recaller:
             if len(group) > 1:
                 head = newest_in_their_slots(head, {answers[i].id for i in group})
         return [*head, *ranked[VERSION_WINDOW:]]
+
+    async def _by_holder(
+        self, embedding: asyncio.Future[np.ndarray] | None, found: list[Candidate]
+    ) -> list[Candidate]:
+        """``found`` with the holders' agreement of each with the query added to its
+        fused score, best first (``holder_space.py``): my job before my father's when I
+        ask about mine. Unchanged without a query vector or a space for the embedder."""
+        if not found or self.holder_weight <= 0 or embedding is None or not embedding.done():
+            return found
+        if embedding.cancelled() or embedding.exception() is not None:
+            return found
+        if self._holders is None:
+            self._holders = (await asyncio.to_thread(holder_space, self.embedder.id),)
+        space = self._holders[0]
+        if space is None:
+            return found
+        ids, vectors = await self._exact([c.memory.id for c in found])
+        agreed = dict(zip(ids.tolist(), space.agreement(await embedding, vectors).tolist(), strict=True))
+        moved = [replace(c, score=c.score + self.holder_weight * agreed.get(c.memory.id, 0.0)) for c in found]
+        return sorted(moved, key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id))
 
     async def _links_after(
         self, reading: asyncio.Future[dict[int, list[int]]] | None

@@ -24,8 +24,9 @@ from qwenmem_tui.memory.identity import (
     by_meaning,
     decide,
     filed_elsewhere,
+    read_by_key,
 )
-from qwenmem_tui.memory.judge import judge_messages, parse_judgement
+from qwenmem_tui.memory.judge import Judgement, judge_messages, judgement_of, parse_judgement
 from qwenmem_tui.memory.meaning import MeaningReader, Reading
 from qwenmem_tui.memory.model import (
     DAY,
@@ -592,7 +593,17 @@ class MemoryWriter:
         elsewhere = filed_elsewhere(key, value, category, [c.memory for c in found])
         ruled = decide(key, value, category, candidates, explicit=explicit)
         if ruled.replaces or ruled.same_as is not None or ruled.key != key or ruled.decided_by == "key":
-            return ruled.flagged(elsewhere)
+            guessed = [] if explicit else read_by_key(ruled, key, value, category, candidates)
+            if not guessed:
+                return ruled.flagged(elsewhere)
+            if self.llm is not None and judge_timeout is not None and judge_timeout > 0:
+                judged = await self._judge_guess(category, key, value, guessed, scope, judge_timeout)
+                if judged is not None:
+                    return judged.flagged(elsewhere)
+            # Undecided, a guess is linked, never merged (the idle pass decides it).
+            if any(m.key == key for m in guessed):
+                key = await self._free_key(key, value, category, scope)
+            return Identity(key, restates=guessed[0].id).flagged(elsewhere)
         close = by_meaning(key, value, category, found, self._meaning_floor(), explicit=explicit)
         near = {c.memory.id for c in found if c.dense is not None and c.dense >= LINK_COSINE}
         # Model-free links are for the person's own facts filed by their reading: a
@@ -618,6 +629,28 @@ class MemoryWriter:
         if likely is not None:
             return replace(ruled, restates=likely.id).flagged(elsewhere)
         return ruled.flagged(elsewhere)
+
+    async def _judge_guess(
+        self,
+        category: Category,
+        key: str,
+        value: str,
+        guessed: Sequence[Memory],
+        scope: str,
+        timeout: float,
+    ) -> Identity | None:
+        """The model's judgement of a note the rule finds the same fact only through a
+        key read by meaning (``read_by_key``): a guess, so the model decides; an "add"
+        takes the key numbered (``home_city_2``), for the store would supersede it.
+        None: no valid answer, the rule's stands."""
+        answer = await self._ask(judge_messages(str(category), key, value, guessed), timeout)
+        judged = None if answer is None else parse_judgement(answer, key, value, guessed)
+        if answer is None or judged is None:
+            return None
+        judged = replace(judged, filed=parse_filing(answer))
+        if judgement_of(answer) is Judgement.ADD and any(m.key == key for m in guessed):
+            return replace(judged, key=await self._free_key(key, value, category, scope))
+        return judged
 
     def reader(self) -> MeaningReader:
         """The attribute reader of the embedder in use (its prototypes embedded once)."""

