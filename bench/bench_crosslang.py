@@ -109,17 +109,20 @@ async def write_holders() -> None:
     import numpy as np
 
     from qwenmem_tui.memory.embed import auto_embedder
-    from qwenmem_tui.memory.holder_space import example_texts, vectors_name
+    from qwenmem_tui.memory.holder_space import example_texts, fit, save, space_file, vectors_name
     from qwenmem_tui.memory.meaning import SHIPPED
 
     embedder = auto_embedder().embedder
     statements, questions, _ = example_texts()
     vectors = np.concatenate([await embedder.embed_passages(statements), await embedder.embed_queries(questions)])
-    for old in SHIPPED.glob("holders-*.npy"):
+    for old in [*SHIPPED.glob("holders-*.npy"), *SHIPPED.glob("holder-space-*.npz")]:
         old.unlink()
     path = SHIPPED / vectors_name(embedder.id)
     np.save(path, vectors.astype(np.float16))
-    print(f"{len(vectors)} holder examples of {embedder.id} -> {path}")
+    # Fitted on the vectors as a home reads them back (float16 -> float32).
+    space_path = SHIPPED / space_file(embedder.id)
+    save(space_path, fit(np.load(path).astype(np.float32), example_texts()[2]))
+    print(f"{len(vectors)} holder examples of {embedder.id} -> {path}, fitted -> {space_path}")
 
 
 def line(name: str, ranks: list[int | None]) -> str:

