@@ -95,6 +95,9 @@ class Candidate:
     dense: float | None  # cosine with the query; None without a vector
     lexical: float | None  # the store's text rank (bm25 / ts_rank_cd); None if unmatched
     coverage: float  # share of the query's words it holds (0 unless lexically matched)
+    # Its vector when the store's one query sent it (``StoreChannels``): what the
+    # holders' agreement reads (``Recaller._by_holder``) without another round trip.
+    vector: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -597,6 +600,7 @@ class Recaller:
                     lexical=lexical.get(m.id),
                     # Only a lexical match can be rescued by it (``passes``).
                     coverage=coverage(terms, m.key, m.value) if m.id in lexical else 0.0,
+                    vector=None if held is None else held_vector(held, m.id),
                 )
                 for m in found
             ),
@@ -866,7 +870,15 @@ class Recaller:
         space = self._holders[0]
         if space is None:
             return found
-        ids, vectors = await self._exact([c.memory.id for c in found])
+        vectors_of = {c.memory.id: c.vector for c in found if c.vector is not None}
+        unsent = [c.memory.id for c in found if c.memory.id not in vectors_of]
+        if unsent and not self._one_query():  # a local index's: read (one query by rowid)
+            read_ids, read = await self._exact(unsent)
+            vectors_of.update(zip(read_ids.tolist(), read, strict=True))
+        if not vectors_of:
+            return found
+        ids = np.fromiter(vectors_of, dtype=np.int64, count=len(vectors_of))
+        vectors = np.stack(list(vectors_of.values()))
         query = await embedding
         agreement = self.holder_weight * space.agreement(query, vectors)
         attributes = self._holders[1]
@@ -941,6 +953,14 @@ def _result_of(embedding: asyncio.Future[np.ndarray] | None) -> np.ndarray | Non
     if embedding is None or not embedding.done() or embedding.cancelled() or embedding.exception():
         return None
     return embedding.result()
+
+
+def held_vector(held: StoreChannels, memory_id: int) -> np.ndarray | None:
+    """``memory_id``'s vector as the store's one query sent it, if it did."""
+    if memory_id in held.vectors:
+        return held.vectors[memory_id]
+    at = np.flatnonzero(held.dense_ids == memory_id)
+    return held.dense_vectors[at[0]] if len(at) else None
 
 
 async def _nothing() -> dict[int, float]:
