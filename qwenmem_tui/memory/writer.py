@@ -165,7 +165,6 @@ class MemoryWriter:
         self._on_held = on_held
         # A write was linked to an older memory it may restate: decide it at idle.
         self.on_linked: Callable[[], None] | None = None
-        self._reader: MeaningReader | None = None
 
     async def prepare(self, request: WriteRequest) -> PendingWrite:
         """The guard's verdict, TTL and scope for one write, before anything is stored.
@@ -655,10 +654,7 @@ class MemoryWriter:
 
     def reader(self) -> MeaningReader:
         """The attribute reader of the embedder in use (its prototypes embedded once)."""
-        embedder = self.vectors.embedder
-        if self._reader is None or self._reader.embedder is not embedder:
-            self._reader = MeaningReader(embedder, self.vectors.index.directory)
-        return self._reader
+        return self.vectors.reader()
 
     async def warm(self) -> None:
         """Ready the attribute reader (its prototypes' vectors) once the vectors are
