@@ -42,6 +42,7 @@ from qwenmem_tui.memory.language_space import language_basis
 from qwenmem_tui.memory.lexical import coverage, query_terms
 from qwenmem_tui.memory.meaning import MeaningReader, asked, may_answer
 from qwenmem_tui.memory.model import (
+    FLAG_DIALOGUE,
     GLOBAL_SCOPE,
     Category,
     Memory,
@@ -883,8 +884,12 @@ class Recaller:
         space = self._holders[0]
         if space is None:
             return found, set()
-        vectors_of = {c.memory.id: c.vector for c in found if c.vector is not None}
-        unsent = [c.memory.id for c in found if c.memory.id not in vectors_of]
+        # A dialogue turn is left as ranked: its "I" is its speaker, not the one asking,
+        # and what it is about is rarely an attribute (LoCoMo 26: R@5 0.713 -> 0.700
+        # with turns reordered, 0.693 by their attributes alone).
+        notes = [c for c in found if FLAG_DIALOGUE not in c.memory.flags]
+        vectors_of = {c.memory.id: c.vector for c in notes if c.vector is not None}
+        unsent = [c.memory.id for c in notes if c.memory.id not in vectors_of]
         if unsent and not self._one_query():  # a local index's: read (one query by rowid)
             read_ids, read = await self._exact(unsent)
             vectors_of.update(zip(read_ids.tolist(), read, strict=True))
