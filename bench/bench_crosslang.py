@@ -41,6 +41,10 @@ CORPUS = Path(__file__).resolve().parent / "crosslang_corpus.jsonl"
 # (two each of en, pt, es, de, fr, it, nl, pl, ru, zh, ja, ko) among 24 same-domain
 # distractors in the same 12, each fact asked in two other languages and once in its own.
 HELDOUT = Path(__file__).resolve().parent / "crosslang_heldout.jsonl"
+# Tuning data for "whose": 33 facts in eleven languages, eleven attributes each held by
+# the person and two others (a relative, a friend, a colleague), every fact asked in
+# two other languages and once in its own; the facts are one another's distractors.
+WHOSE = Path(__file__).resolve().parent / "whose_corpus.jsonl"
 PROJECT = "/bench/crosslang"
 USER = "bench"
 TOP = 3
@@ -59,7 +63,8 @@ def load(path: Path = CORPUS) -> tuple[list[dict[str, Any]], list[dict[str, Any]
 
 
 async def run(
-    embedding: str, memories: list, questions: list, debias: bool, language: bool = True
+    embedding: str, memories: list, questions: list, debias: bool, language: bool = True,
+    holder: float | None = None,
 ) -> dict[str, Any]:
     settings = Settings.model_validate({"general": {"user": USER}, "memory": {"embedding": embedding}})
     with tempfile.TemporaryDirectory(prefix="qwenmem-bench-crosslang-") as tmp:
@@ -68,6 +73,8 @@ async def run(
         svc = await MemoryService.open(settings, paths)
         svc.recaller.debias = debias
         svc.recaller.remove_language = language
+        if holder is not None:
+            svc.recaller.holder_weight = holder
         try:
             return await _score(svc, memories, questions)
         finally:
@@ -96,6 +103,28 @@ async def _score(svc: MemoryService, memories: list, questions: list) -> dict[st
     return {"embedder": svc.embedder.id, "ranks": ranks, "misses": misses}
 
 
+async def write_holders() -> None:
+    """Ship the default embedder's vectors of the holders' examples (``memory/holders.py``):
+    statements as passages, questions as queries, as recall embeds each."""
+    import numpy as np
+
+    from qwenmem_tui.memory.embed import auto_embedder
+    from qwenmem_tui.memory.holder_space import example_texts, fit, save, space_file, vectors_name
+    from qwenmem_tui.memory.meaning import SHIPPED
+
+    embedder = auto_embedder().embedder
+    statements, questions, _ = example_texts()
+    vectors = np.concatenate([await embedder.embed_passages(statements), await embedder.embed_queries(questions)])
+    for old in [*SHIPPED.glob("holders-*.npy"), *SHIPPED.glob("holder-space-*.npz")]:
+        old.unlink()
+    path = SHIPPED / vectors_name(embedder.id)
+    np.save(path, vectors.astype(np.float16))
+    # Fitted on the vectors as a home reads them back (float16 -> float32).
+    space_path = SHIPPED / space_file(embedder.id)
+    save(space_path, fit(np.load(path).astype(np.float32), example_texts()[2]))
+    print(f"{len(vectors)} holder examples of {embedder.id} -> {path}, fitted -> {space_path}")
+
+
 def line(name: str, ranks: list[int | None]) -> str:
     top = sum(1 for r in ranks if r is not None and r <= TOP)
     first = sum(1 for r in ranks if r == 1)
@@ -107,27 +136,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedding", default="auto")
     parser.add_argument("--misses", action="store_true", help="list the questions missed")
     # The held-out set only when asked for: a tuning run must not show it by accident.
-    parser.add_argument("--corpora", default="crosslang_corpus,recall_corpus",
+    parser.add_argument("--corpora", default="crosslang_corpus,recall_corpus,whose_corpus",
                         help="which sets, comma-separated (heldout: the held-out set, measured once)")
     parser.add_argument("--debias", default="off,on", help="the dense channel's mean: off,on")
     parser.add_argument("--language", default="on", help="the dense channel's language subspace removed: off,on")
+    parser.add_argument("--holder", default="", help="the holders' agreement's weights to compare, comma-separated (default: recall's)")
+    parser.add_argument("--write-holders", action="store_true", help="ship the holders' examples' vectors")
     args = parser.parse_args(argv)
+    if args.write_holders:
+        asyncio.run(write_holders())
+        return 0
     wanted = args.corpora.split(",")
     corpora = {}
     if "heldout" in wanted:
         corpora["heldout"] = load(HELDOUT)
     if "crosslang_corpus" in wanted:
         corpora["crosslang_corpus"] = load()
+    if "whose_corpus" in wanted:
+        corpora["whose_corpus"] = load(WHOSE)
     if "recall_corpus" in wanted:
         big = load_corpus()
         corpora["recall_corpus"] = (big.memories, big.queries)
     for name, (memories, questions) in corpora.items():
         switches = {"off": False, "on": True}
-        for debias, language in [
-            (switches[d], switches[lang]) for d in args.debias.split(",") for lang in args.language.split(",")
+        holders: list[float | None] = [float(w) for w in args.holder.split(",")] if args.holder else [None]
+        for debias, language, holder in [
+            (switches[d], switches[lang], w)
+            for d in args.debias.split(",") for lang in args.language.split(",") for w in holders
         ]:
-            r = asyncio.run(run(args.embedding, memories, questions, debias, language))
+            r = asyncio.run(run(args.embedding, memories, questions, debias, language, holder))
             label = ("mean removed" if debias else "plain cosine") + (", language removed" if language else "")
+            label += "" if holder is None else f", holder weight {holder}"
             print(f"{name} [{r['embedder']}, dense {label}]")
             for group in ("cross", "same"):
                 print("  " + line(f"{group}-language", r["ranks"][group]))

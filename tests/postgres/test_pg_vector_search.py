@@ -12,6 +12,7 @@ import pytest
 from memtest_support import PROJECT_A, PROJECT_B, Clock
 from pgtest_support import Backend, GenerationWaiter
 
+from qwenmem_tui.memory.holder_space import HolderSpace
 from qwenmem_tui.memory.index import VectorIndex
 from qwenmem_tui.memory.model import DAY, GLOBAL_SCOPE, WriteRequest, content_hash, embed_text
 from qwenmem_tui.memory.postgres.steps import bump_generation
@@ -151,7 +152,8 @@ async def test_one_query_recall_ranks_and_reads_as_the_local_cache(
     statement) and answers exactly what a client with the local cache answers over
     the same store: the same memories, ranks, fused, dense and lexical scores, also
     with rows excluded, a threshold, a query with no words, and when the exact
-    rerank picks dense rows the statement did not send (read after it)."""
+    rerank picks dense rows the statement did not send (read after it); with a
+    holder space too, whose reordering reads the vectors the statement sent."""
     from qwenmem_tui.memory import store_index
 
     backend = Backend("postgres", tmp_path, pgvector_dsn)
@@ -175,10 +177,14 @@ async def test_one_query_recall_ranks_and_reads_as_the_local_cache(
         # hash embedder): the store's pick of rows leaves them out too.
         dim = len((await server.embedder.embed_queries([QUERIES[0]]))[0])
         remove = np.linalg.qr(np.random.default_rng(5).standard_normal((dim, 3)))[0].astype(np.float32)
+        # A holder space (holder_space.py, none shipped for the hash embedder): its
+        # reordering reads the vectors the statement sent, no statement of its own.
+        holders = HolderSpace(np.zeros(dim, dtype=np.float32), np.linalg.qr(np.random.default_rng(6).standard_normal((dim, 8)))[0].astype(np.float32))
         compared = read_after = 0
-        for rows_with_search, basis in ((1, None), (0, None), (1, remove)):
+        for rows_with_search, basis, space in ((1, None, None), (0, None, None), (1, remove, None), (1, None, holders), (0, remove, holders)):
             monkeypatch.setattr(store_index, "ROWS_WITH_SEARCH", rows_with_search)
             server.recaller._language = local.recaller._language = (basis,)
+            server.recaller._holders = local.recaller._holders = (space, None)
             for query in queries:
                 for k, min_score in ((3, -1.0), (8, -1.0), (5, None)):
                     first = await local.recall(query, project=PROJECT_A, k=k, min_score=min_score, record=False)
@@ -205,6 +211,7 @@ async def test_one_query_recall_ranks_and_reads_as_the_local_cache(
                         )
         assert compared >= 3 * len(queries) * 3 and read_after > len(queries)
         server.recaller._language = local.recaller._language = (None,)
+        server.recaller._holders = local.recaller._holders = (None, None)
         monkeypatch.setattr(store_index, "ROWS_WITH_SEARCH", 1)
         await _links_in_the_statement(pgvector_dsn, backend, clock, server, local, calls)
     finally:

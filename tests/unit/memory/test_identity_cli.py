@@ -111,24 +111,27 @@ def judge_saying(action: str, asked: list[dict[str, Any]]) -> Any:
     return respond
 
 
-@pytest.mark.parametrize("action", ["add", "update"])
+@pytest.mark.parametrize("action", ["add", "update", None])
 def test_a_key_shared_only_by_filing_is_the_models_to_judge(
-    action: str, fake: FakeOpenAI, tmp_path: Path, qwenmem: CliRunner
+    action: str | None, fake: FakeOpenAI, tmp_path: Path, qwenmem: CliRunner
 ) -> None:
     """The rule reads "Me llamo Pedro" as the person's name; the fact already under
     "name" ("Mi jefe se llama Carlos", the boss's) does not say so in words the rule
     reads — only its key does. The key is a filing, no evidence of one fact: the model
-    judges, and its "add" keeps both (the note numbered), its "update" supersedes."""
+    judges, and its "add" keeps both (the note numbered), its "update" supersedes;
+    with no model reachable the pair is linked, both kept, never merged."""
     asked: list[dict[str, Any]] = []
-    fake.responder = judge_saying(action, asked)
+    fake.responder = judge_saying(action, asked) if action else unreachable_fast_model
     project = project_dir(tmp_path / "project")
     qwenmem("memory", "add", "Mi jefe se llama Carlos", "--key", "name", cwd=project)
     said = qwenmem("memory", "add", "Me llamo Pedro", cwd=project)
-    assert [[m["value"] for m in a["existing"]] for a in asked] == [["Mi jefe se llama Carlos"]]
+    if action:
+        assert [[m["value"] for m in a["existing"]] for a in asked] == [["Mi jefe se llama Carlos"]]
     boss, me = by_id(qwenmem("memory", "list", "--all", "--json", cwd=project))
-    if action == "add":
-        assert (boss["status"], me["status"]) == ("active", "active"), said
-        assert (boss["key"], me["key"]) == ("name", "name_2")
-    else:
+    if action == "update":
         assert (boss["status"], boss["superseded_by"]) == ("superseded", me["id"]), said
         assert me["key"] == "name" and said.rstrip().endswith("(replaces the previous value)")
+        return
+    assert (boss["status"], me["status"]) == ("active", "active"), said
+    assert (boss["key"], me["key"]) == ("name", "name_2")
+    assert me["restates"] == (None if action else boss["id"])

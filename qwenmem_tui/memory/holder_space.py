@@ -1,0 +1,171 @@
+"""Whose a fact is, as directions of the embedder's space: recall prefers a memory
+held by the one the question asks about.
+
+A small multilingual embedder reads "what does my father do?" as mostly "a job":
+"Ich arbeite als Tierarzt" (the person's own) and "Ma sœur est comptable" sat as near
+it as the father's own job in Japanese, and a question about where I live found my
+brother's and my sister's cities first (recall_corpus, whose_corpus). Who holds a
+fact is structure the cosine spends little of itself on.
+
+The examples of ``holders.py`` (nine holders, eleven languages, statements and
+questions on varied attributes) fit a discriminant (``meaning.discriminant``): the
+directions that separate the holders while holding each holder's own spread — its
+attributes, languages and forms — small. A question and a memory are read there
+(eight dimensions, unit length), and their cosine, the holders' agreement, is added
+to recall's fused score (``WEIGHT``): a reordering among what both channels found,
+never a filter, so the threshold and small talk's abstention see what they saw.
+Nothing here reads a word or a language: one projection, the same for every text.
+
+What the two are about counts too, read in fact identity's attribute space
+(``meaning.py``, ``ATTRIBUTE_WEIGHT``): "what is my job?" nearer "I work as a vet"
+than "I work in Lyon".
+
+The examples' vectors and the space fitted on them ship for the default embedder
+(``holders-*.npy``, ``holder-space-*.npz``, written by ``bench/bench_crosslang.py
+--write-holders``); another embedder gets no reordering.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from qwenmem_tui.memory.holders import HOLDERS, example_rows
+from qwenmem_tui.memory.meaning import (
+    NEUTRAL,
+    SHIPPED,
+    AttributeSpace,
+    discriminant,
+    load_space,
+    space_name,
+)
+from qwenmem_tui.memory.meaning import example_texts as attribute_examples
+from qwenmem_tui.memory.model import embed_text
+
+WEIGHT = 0.03
+"""The agreement's weight beside the fused score (reciprocal rank fusion: the first
+dense rank is worth 1/11 ≈ 0.09, the fifth 1/15 ≈ 0.067): enough to move a memory a
+few ranks, never one found by neither channel. Cross-language top-3 on the tuning
+sets (bench_crosslang.py --holder), at 0 / 0.03 / 0.06 / 0.12: whose_corpus 57 / 63 /
+62 / 61 of 66, recall_corpus 160 / 161 / 161 / 155 of 172, crosslang_corpus 15 / 15 /
+15 / 14 of 16; same-language 32 / 33 / 33 / 33 of 33 and 51 / 52 / 52 / 52 of 52."""
+ATTRIBUTE_WEIGHT = 0.01
+"""The same for the attribute space's agreement. At 0 / 0.01 / 0.02 / 0.03 (the
+holders' at 0.03): cross-language top-3 unchanged on crosslang_corpus and
+whose_corpus, recall_corpus 161 / 161 / 162 of 172, top-1 126 / 131 / 131;
+multilingual tuning half top-3 163 / 163 / 162 / 161 of 165."""
+RIDGE = 1.0
+"""The discriminant's regularisation (as ``meaning.RIDGE``): on whose_corpus's 33
+facts and 99 questions, the holder nearest in the space was right for 31 facts and 97
+questions at 0.1, 33 and 97 at 1.0 (0.03: 28 and 96)."""
+
+
+@dataclass(frozen=True)
+class HolderSpace:
+    """The holders' discriminant in one embedder's space."""
+
+    mean: np.ndarray  # (dim,)
+    projection: np.ndarray  # (dim, holders - 1)
+
+    def read(self, vectors: np.ndarray) -> np.ndarray:
+        """Vectors (rows, or one) in the holder space, unit length."""
+        z = (np.asarray(vectors, dtype=np.float32) - self.mean) @ self.projection
+        unit: np.ndarray = z / np.maximum(np.linalg.norm(z, axis=-1, keepdims=True), 1e-9)
+        return unit
+
+    def agreement(self, query: np.ndarray, passages: np.ndarray) -> np.ndarray:
+        """Each passage's cosine with the query in the holder space (-1..1). (A softmax
+        over the holders' centroids instead, the likelihood that both have one holder,
+        did worse on the tuning sets at every temperature tried: 0.1-1.0.)"""
+        if not len(passages):
+            return np.zeros(0, dtype=np.float32)
+        agreed: np.ndarray = self.read(passages) @ self.read(query.reshape(-1))
+        return agreed
+
+
+def example_texts() -> tuple[list[str], list[str], list[int]]:
+    """(statements as embedded, questions as asked, each one's holder): the statements
+    in the neutral frame the attribute examples use (``meaning.NEUTRAL``)."""
+    statements, questions, rows = example_rows()
+    return [embed_text(*NEUTRAL, text) for text in statements], questions, rows
+
+
+def vectors_name(embedder_id: str) -> str:
+    """The examples' vectors' file name: this embedder's, these very texts'."""
+    statements, questions, rows = example_texts()
+    parts = [embedder_id, *statements, *questions, ",".join(map(str, rows))]
+    return f"holders-{hashlib.sha256(chr(10).join(parts).encode()).hexdigest()[:16]}.npy"
+
+
+def fit(vectors: np.ndarray, rows: Sequence[int]) -> HolderSpace:
+    """The holders' discriminant of the examples' vectors."""
+    mean, projection = discriminant(
+        np.asarray(vectors, dtype=np.float64), np.asarray(rows), len(HOLDERS), RIDGE
+    )
+    return HolderSpace(mean.astype(np.float32), projection.astype(np.float32))
+
+
+def space_file(embedder_id: str) -> str:
+    """The fitted space's file name: these examples' vectors (``vectors_name``), this ridge."""
+    digest = hashlib.sha256(f"{vectors_name(embedder_id)}\n{RIDGE!r}".encode()).hexdigest()[:16]
+    return f"holder-space-{digest}.npz"
+
+
+def save(path: Path, space: HolderSpace) -> None:
+    """Ship a fitted space (``bench/bench_crosslang.py --write-holders``)."""
+    np.savez(path, mean=space.mean, projection=space.projection)
+
+
+_SPACES: dict[str, HolderSpace | None] = {}
+_ATTRIBUTES: dict[str, AttributeSpace | None] = {}
+_lock = threading.Lock()
+
+
+def holder_space(embedder_id: str) -> HolderSpace | None:
+    """``embedder_id``'s holder space as shipped (fitted on the examples' shipped
+    vectors: fitting costs 0.1-3 CPU-s, a busy machine's BLAS threads, in every
+    process's first recall), read once per process; None for any other embedder.
+    Blocking: call it in a thread."""
+    with _lock:
+        if embedder_id in _SPACES:
+            return _SPACES[embedder_id]
+    space = None
+    try:
+        with np.load(SHIPPED / space_file(embedder_id)) as stored:
+            space = HolderSpace(
+                np.asarray(stored["mean"], dtype=np.float32), np.asarray(stored["projection"], dtype=np.float32)
+            )
+    except (OSError, ValueError, KeyError):
+        space = None  # not shipped (another embedder) or damaged: no reordering
+    if space is not None:
+        for array in (space.mean, space.projection):
+            array.flags.writeable = False  # one space, read by every recaller
+    with _lock:
+        _SPACES[embedder_id] = space
+    return space
+
+
+def attribute_agreement(space: AttributeSpace, query: np.ndarray, passages: np.ndarray) -> np.ndarray:
+    """Each passage's cosine with the query in the attribute space (-1..1)."""
+    if not len(passages):
+        return np.zeros(0, dtype=np.float32)
+    agreed: np.ndarray = space.project(passages) @ space.project(query.reshape(1, -1))[0]
+    return agreed
+
+
+def attribute_space(embedder_id: str) -> AttributeSpace | None:
+    """The fitted attribute space that ships for ``embedder_id`` (``meaning.SHIPPED``),
+    read once per process; None for any other embedder. Blocking: call it in a thread."""
+    with _lock:
+        if embedder_id in _ATTRIBUTES:
+            return _ATTRIBUTES[embedder_id]
+    texts, rows = attribute_examples()
+    space = load_space(SHIPPED / space_name(embedder_id, texts, rows))
+    with _lock:
+        _ATTRIBUTES[embedder_id] = space
+    return space

@@ -1,0 +1,84 @@
+"""Versions the write could not link, delivered newer first (issue 35, item 3): when a
+question clearly asks one of the person's single-valued attributes, the facts that may
+each answer it and say nearly the same thing are versions of one fact — the newest
+takes the best slot. An order only: nothing is linked, marked or dropped."""
+
+from __future__ import annotations
+
+import pytest
+from memtest_support import PROJECT_A
+
+from qwenmem_tui.memory.attributes import ATTRIBUTES
+from qwenmem_tui.memory.meaning import LINKABLE, Reading, asked, may_answer
+from qwenmem_tui.memory.model import Category, Memory, Origin, RememberRequest, Status, WriteRequest
+from qwenmem_tui.memory.recall import Candidate, newest_in_their_slots
+from qwenmem_tui.memory.service import MemoryService
+
+ATTRIBUTE = {a.key: a for a in ATTRIBUTES}
+EMPLOYER, OCCUPATION, CAR = ATTRIBUTE["employer"], ATTRIBUTE["occupation"], ATTRIBUTE["car"]
+
+
+def test_a_fact_may_answer_an_attribute_it_is_not_clearly_another_of() -> None:
+    # Nearest a car, then an employer by both readings: "ホンダに勤めています".
+    assert may_answer(Reading(None, None, top=CAR, plain=EMPLOYER, second=EMPLOYER), EMPLOYER)
+    # The third nearest is still room for it, when nothing names another attribute.
+    assert may_answer(Reading(None, None, top=CAR, plain=OCCUPATION, second=EMPLOYER), EMPLOYER)
+    # Clearly another, or named another by both readings: not an answer.
+    assert not may_answer(Reading(OCCUPATION, None, top=OCCUPATION, plain=OCCUPATION, second=EMPLOYER), EMPLOYER)
+    assert not may_answer(
+        Reading(None, None, top=OCCUPATION, plain=OCCUPATION, second=EMPLOYER, named=OCCUPATION), EMPLOYER
+    )
+    assert not may_answer(Reading(None, None, top=CAR, plain=CAR, second=OCCUPATION), EMPLOYER)
+
+
+def test_a_question_asks_only_a_clear_single_valued_attribute_of_the_person() -> None:
+    assert asked(Reading(EMPLOYER, None, top=EMPLOYER)) is EMPLOYER
+    assert asked(Reading(None, None, top=EMPLOYER, named=EMPLOYER)) is None  # not clear
+    many = next(a for a in ATTRIBUTES if not a.single)
+    assert many.key not in LINKABLE and asked(Reading(many, None, top=many)) is None
+
+
+def test_versions_take_their_slots_newest_first_and_the_rest_stay() -> None:
+    def candidate(memory_id: int, stated_at: float) -> Candidate:
+        memory = Memory(
+            id=memory_id, category=Category.USER, key=f"k{memory_id}", value="v", origin=Origin.USER,
+            status=Status.ACTIVE, scope="global", user="u", created_at=stated_at, updated_at=stated_at,
+            flags=[], expires_at=None, stated_at=stated_at,
+        )
+        return Candidate(memory, 1.0 / memory_id, None, None, 0.0)
+
+    ranked = [candidate(1, 10.0), candidate(2, 50.0), candidate(3, 30.0), candidate(4, 40.0)]
+    out = newest_in_their_slots(ranked, {1, 3, 4})
+    assert [c.memory.id for c in out] == [4, 2, 3, 1]
+
+
+async def test_unlinked_versions_are_delivered_newer_first(e5_service: MemoryService) -> None:
+    """Neither reading is clear enough to link them at write time (the older is read
+    nearest a phone), yet both may answer the question: the newer comes first."""
+    older = await e5_service.remember(RememberRequest("삼성에 다녀요", project=PROJECT_A))
+    newer = await e5_service.remember(RememberRequest("삼성을 그만두고 네이버에 들어갔어요", project=PROJECT_A))
+    assert newer.memory.restates is None  # not linked: recall alone orders them
+    found = await e5_service.recall("저는 어느 회사에 다녀요?", project=PROJECT_A, record=False)
+    assert found.ids.index(newer.memory.id) < found.ids.index(older.memory.id)
+    assert older.memory.id not in found.later  # nothing marked as earlier
+
+
+@pytest.mark.parametrize(
+    ("mine", "other", "question"),
+    [
+        (("birthday", "My birthday is on March 14th."),
+         ("brother_birthday", "O aniversário do Rui é no dia 3 de maio."), "when was I born?"),
+        (("coffee_order", "Tomo el café solo, sin azúcar, y nunca después de las cuatro de la tarde."),
+         ("tea_preference", "In the afternoon I drink green tea, usually sencha."), "how do I take my coffee?"),
+    ],
+)
+async def test_another_fact_that_may_answer_the_question_keeps_its_place(
+    e5_service: MemoryService, mine: tuple[str, str], other: tuple[str, str], question: str
+) -> None:
+    """My birthday and my brother's both read as a birthday, coffee and tea both as how
+    I take my coffee, but neither pair is one fact's versions (their statements are far
+    apart, recall_corpus): the newer one does not take the older's place."""
+    first = await e5_service.save(WriteRequest("user", *mine, origin=Origin.USER, project=PROJECT_A))
+    await e5_service.save(WriteRequest("user", *other, origin=Origin.USER, project=PROJECT_A))
+    found = await e5_service.recall(question, project=PROJECT_A, record=False)
+    assert found.ids[0] == first.memory.id
