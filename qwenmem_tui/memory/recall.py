@@ -29,7 +29,14 @@ import numpy as np
 from qwenmem_tui.memory.abstain import abstention_for
 from qwenmem_tui.memory.dense import SearchHit, best_scores, scoring_query
 from qwenmem_tui.memory.embed import Embedder
-from qwenmem_tui.memory.holder_space import ATTRIBUTE_WEIGHT, attribute_agreement, attribute_space, holder_space
+from qwenmem_tui.memory.holder_space import (
+    AGREEING_MARGIN,
+    ATTRIBUTE_WEIGHT,
+    agrees,
+    attribute_agreement,
+    attribute_space,
+    holder_space,
+)
 from qwenmem_tui.memory.holder_space import WEIGHT as HOLDER_WEIGHT
 from qwenmem_tui.memory.language_space import language_basis
 from qwenmem_tui.memory.lexical import coverage, query_terms
@@ -297,6 +304,9 @@ class Recaller:
         self.holder_weight = HOLDER_WEIGHT
         # And by what it is about, in the attribute space (holder_space.attribute_agreement).
         self.attribute_weight = ATTRIBUTE_WEIGHT
+        # A memory that agrees with the question on both (holder_space.agrees) passes
+        # this much under the threshold; 0: no such rescue (the bench measures both).
+        self.agreeing_margin = AGREEING_MARGIN
         # (holder space, attribute space) once looked for.
         self._holders: tuple[HolderSpace | None, AttributeSpace | None] | None = None
         self._allowed: dict[tuple[str, ...], AllowedIds] = {}
@@ -823,14 +833,16 @@ class Recaller:
                 embedding.cancel()  # nothing was allowed: the dense channel never asked
             elif embedding is not None and not embedding.cancelled():
                 embedding.exception()  # a failure the dense channel never asked for is moot
-        found = await self._by_holder(embedding, found)
+        found, agreeing = await self._by_holder(embedding, found)
         found = [*found, *await self._unfound_newer(found, scopes, await self._links_after(links))]
+        near = None if threshold is None else threshold - self.agreeing_margin
         # Small talk keeps only a memory that holds its very words.
         ranked = current_first(
             [
                 c
                 for c in found
-                if passes(c, threshold) and (not small_talk or holds_its_words(c, SMALL_TALK_WORDS))
+                if (passes(c, threshold) or (c.memory.id in agreeing and passes(c, near)))
+                and (not small_talk or holds_its_words(c, SMALL_TALK_WORDS))
             ],
             found,
         )
@@ -878,39 +890,43 @@ class Recaller:
 
     async def _by_holder(
         self, embedding: asyncio.Future[np.ndarray] | None, found: list[Candidate]
-    ) -> list[Candidate]:
+    ) -> tuple[list[Candidate], set[int]]:
         """``found`` with the holders' agreement of each with the query added to its
         fused score, and the attributes' (``holder_space.py``), best first: my job
-        before my father's when I ask about mine. Unchanged without a query vector or
-        a holder space for the embedder."""
+        before my father's when I ask about mine; and the ids that agree with it on
+        both (``holder_space.agrees``). Unchanged without a query vector or a holder
+        space for the embedder."""
         if not found or self.holder_weight <= 0 or embedding is None or not embedding.done():
-            return found
+            return found, set()
         if embedding.cancelled() or embedding.exception() is not None:
-            return found
+            return found, set()
         if self._holders is None:
             self._holders = await asyncio.to_thread(
                 lambda: (holder_space(self.embedder.id), attribute_space(self.embedder.id))
             )
         space = self._holders[0]
         if space is None:
-            return found
+            return found, set()
         vectors_of = {c.memory.id: c.vector for c in found if c.vector is not None}
         unsent = [c.memory.id for c in found if c.memory.id not in vectors_of]
         if unsent and not self._one_query():  # a local index's: read (one query by rowid)
             read_ids, read = await self._exact(unsent)
             vectors_of.update(zip(read_ids.tolist(), read, strict=True))
         if not vectors_of:
-            return found
+            return found, set()
         ids = np.fromiter(vectors_of, dtype=np.int64, count=len(vectors_of))
         vectors = np.stack(list(vectors_of.values()))
         query = await embedding
-        agreement = self.holder_weight * space.agreement(query, vectors)
+        holders = space.agreement(query, vectors)
+        agreement = self.holder_weight * holders
         attributes = self._holders[1]
-        if attributes is not None and self.attribute_weight > 0:
-            agreement += self.attribute_weight * attribute_agreement(attributes, query, vectors)
+        about = None if attributes is None else attribute_agreement(attributes, query, vectors)
+        if about is not None and self.attribute_weight > 0:
+            agreement += self.attribute_weight * about
         agreed = dict(zip(ids.tolist(), agreement.tolist(), strict=True))
         moved = [replace(c, score=c.score + agreed.get(c.memory.id, 0.0)) for c in found]
-        return sorted(moved, key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id))
+        both = set() if about is None else set(ids[agrees(holders, about)].tolist())
+        return sorted(moved, key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id)), both
 
     async def _links_after(
         self, reading: asyncio.Future[dict[int, list[int]]] | None

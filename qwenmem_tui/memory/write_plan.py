@@ -167,6 +167,7 @@ class HistoryRow:
     superseded_by: int | None
     valid_until: float | None
     audit: tuple[AuditValues, ...] = ()
+    restates: int | None = None  # an undecided link to an older version (a backup id)
 
 
 class PlannedStore(MemoryStore):
@@ -248,13 +249,17 @@ class PlannedStore(MemoryStore):
         rows: Sequence[HistoryRow],
         renumbered: Mapping[int, int],
         audit: Mapping[int, Sequence[AuditValues]],
+        links: Mapping[int, int] | None = None,
     ) -> dict[int, int]:
         """Insert a backup's older versions, link each to what replaced it (a row of
         ``rows`` or one already restored: ``renumbered``, backup id -> id), and append
         the backup's audit trail of both (``audit``: id -> entries); the backup ids in
-        the trail's reasons ("superseded by #12") follow. Backup id -> id of ``rows``."""
+        the trail's reasons ("superseded by #12") follow. ``links`` (id -> backup id)
+        are the restored rows' undecided ``restates`` links, renumbered the same way.
+        Backup id -> id of ``rows``."""
         return await self._in_transaction(
-            lambda steps: _restore_history(steps, rows, renumbered, audit), "history restore"
+            lambda steps: _restore_history(steps, rows, renumbered, audit, links or {}),
+            "history restore",
         )
 
     async def forget(
@@ -642,6 +647,7 @@ async def _restore_history(
     rows: Sequence[HistoryRow],
     renumbered: Mapping[int, int],
     audit: Mapping[int, Sequence[AuditValues]],
+    links: Mapping[int, int],
 ) -> dict[int, int]:
     await steps.lock()
     ids = dict(renumbered)
@@ -651,6 +657,10 @@ async def _restore_history(
     for history in rows:
         later = ids.get(history.superseded_by) if history.superseded_by is not None else None
         await steps.set_history(added[history.backup_id], later, history.valid_until)
+    restated = {**links, **{added[h.backup_id]: h.restates for h in rows if h.restates is not None}}
+    for memory_id, older in restated.items():
+        if ids.get(older) not in (None, memory_id):  # the older version came with the backup
+            await steps.set_restates(memory_id, ids[older])
 
     def renumber(reason: str) -> str:
         return _MEMORY_REF.sub(lambda m: f"#{ids.get(int(m.group(1)), m.group(1))}", reason)
