@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # FAISS loads only for a local index: a store searching its o
     from qwenmem_tui.memory.holder_space import HolderSpace
     from qwenmem_tui.memory.meaning import AttributeSpace
     from qwenmem_tui.memory.index import Progress, VectorIndex
+    from qwenmem_tui.memory.turns import TurnVectors
 
 log = logging.getLogger("qwenmem.memory")
 
@@ -318,6 +319,8 @@ class Recaller:
         # its newer one still has it put first (``_unfound_newer``).
         self._links: tuple[int, dict[int, list[int]]] | None = None
         self._counting: set[asyncio.Task[None]] = set()  # recalls being counted (``counted``)
+        # Dialogue turns' second vectors (memory/turns.py), beside a local index.
+        self.turns: TurnVectors | None = None
 
     @property
     def threshold(self) -> float | None:
@@ -333,6 +336,8 @@ class Recaller:
         if isinstance(self.index, StoreIndex):  # the store's vectors are the index
             self.index.generation = generation
             return
+        if self.turns is not None:
+            await self.turns.rebuild(generation)
         # A batch at a time (and a training sample first, for an approximate index):
         # 100k vectors read whole cost their size three times over (rows, bytes, array).
         ids = await self.store.vector_ids(self.embedder.id, user=self.user)
@@ -369,6 +374,8 @@ class Recaller:
         async with self.lock:
             if result.superseded:
                 await self.index.remove(np.asarray(result.superseded, dtype=np.int64))
+                if self.turns is not None:
+                    await self.turns.remove(np.asarray(result.superseded, dtype=np.int64))
             # A write stored as an earlier version (memory/write_plan.py) is not active.
             active = result.memory.status is Status.ACTIVE
             created = active and result.action in (WriteAction.CREATED, WriteAction.SUPERSEDED)
@@ -382,6 +389,8 @@ class Recaller:
             ):
                 self.index.generation = result.generation
                 self._advance_allowed(result)
+            if self.turns is not None and self.turns.index.generation == result.generation - 1:
+                self.turns.index.generation = result.generation
 
     def _advance_allowed(self, result: WriteResult) -> None:
         """Carry cached allowed sets over our own write instead of re-querying.
@@ -413,6 +422,8 @@ class Recaller:
         """Drop rows that left the active set (forgotten, expired); sync settles the generation."""
         async with self.lock:
             await self.index.remove(np.fromiter(ids, dtype=np.int64))
+            if self.turns is not None:
+                await self.turns.remove(np.fromiter(ids, dtype=np.int64))
 
     async def sync(self) -> None:
         """Bring the index in step with the store when the generation moved; call
@@ -422,6 +433,8 @@ class Recaller:
         generation again, so the next call reconciles once more (it is idempotent).
         """
         generation = await self.store.generation()
+        if self.turns is not None:
+            await self.turns.sync(generation)
         if generation == self.index.generation:
             return
         if isinstance(self.index, StoreIndex):  # nothing held here to bring in step
@@ -492,10 +505,13 @@ class Recaller:
         limit: int,
         vector: np.ndarray | asyncio.Future[np.ndarray] | None,
         remove: np.ndarray | None,
+        *,
+        turns: bool = False,
     ) -> tuple[np.ndarray | None, list[SearchHit]]:
         """The dense channel over ``allowed`` in the local index (a store searching
         its own vectors answers it in ``_channels``; ``allowed`` is None there),
-        ranked without the ``remove`` directions (the language subspace)."""
+        ranked without the ``remove`` directions (the language subspace); ``turns``:
+        with dialogue turns' second vectors too (``memory/turns.py``)."""
         if not self.dense_enabled or allowed is None or not len(allowed):
             return None, []
         query = await self._vector_of(text, vector)
@@ -503,6 +519,10 @@ class Recaller:
         hits = await self.index.search(
             query, limit, allowed, debias=self.debias, exact=self._exact, remove=remove
         )
+        if turns and self.turns is not None:
+            hits = await self.turns.merged(
+                query, self.index, hits, limit, allowed, debias=self.debias, remove=remove
+            )
         return query, hits
 
     async def language_subspace(self) -> np.ndarray | None:
@@ -521,14 +541,16 @@ class Recaller:
         limit: int,
         vector: np.ndarray | asyncio.Future[np.ndarray] | None = None,
         language: bool = False,
+        turns: bool = False,
     ) -> list[Candidate]:
         """Both channels over the memories allowed in ``scopes`` (minus ``exclude``),
         fused, best first; no threshold. Rows are re-checked as fetched: another
         process may have superseded or deleted one since the filter query.
 
         ``language``: the dense channel ranks without the language subspace, as chat's
-        recall does (``remove_language``). Fact identity's neighbours keep the plain
-        ranking its rules were tuned on: with the subspace removed on the write path,
+        recall does (``remove_language``); ``turns``: with dialogue turns' second
+        vectors (``memory/turns.py``), as chat's recall does too. Fact identity's
+        neighbours keep the plain ranking its rules were tuned on: with the subspace removed on the write path,
         crosslang_corpus's Portuguese "Trabalho no fuso horário de Brasília" (a time
         zone) came nearest the English "I work as a data engineer…" and replaced it.
 
@@ -555,7 +577,7 @@ class Recaller:
         remove = await self.language_subspace() if language and self.dense_enabled else None
         query, dense_hits, lexical_hits, held = await self._channels(
             text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude, terms=terms,
-            remove=remove,
+            remove=remove, turns=turns,
         )  # fmt: skip
         return await self.assemble(
             terms, query, dense_hits, lexical_hits, scopes=scopes, now=now, held=held,
@@ -631,6 +653,7 @@ class Recaller:
         exclude: Collection[int],
         terms: Sequence[str],
         remove: np.ndarray | None = None,
+        turns: bool = False,
     ) -> tuple[np.ndarray | None, list[SearchHit], list[tuple[int, float]], StoreChannels | None]:
         """(query vector, dense hits, lexical hits, what the store held of them).
 
@@ -651,7 +674,7 @@ class Recaller:
                 self._links = (generation, held.links)
             return query, dense_hits, held.lexical, held
         (query, dense_hits), lexical_hits = await asyncio.gather(
-            self.dense(text, allowed, limit, vector, remove),
+            self.dense(text, allowed, limit, vector, remove, turns=turns),
             self.store.lexical_search(
                 terms, user=self.user, scopes=scopes, now=now, exclude=exclude, limit=limit
             ),
@@ -797,6 +820,7 @@ class Recaller:
                 limit=max(MIN_CANDIDATES, CANDIDATE_FACTOR * k),
                 vector=embedding,
                 language=self.remove_language,
+                turns=True,
             )
             small_talk = False
             if abstention is not None and embedding is not None and found:
