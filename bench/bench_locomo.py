@@ -119,6 +119,9 @@ async def conversation_run(
             by_dia, held = await imported(svc, home, lines, dia)
             if args.import_only:
                 return
+            # A home imported by a build before dialogue turns' second vectors gets
+            # them in the background at its first start: asked only once they are in.
+            await svc.vectors.reembedded()
             stats["held"].append(held)
             stats["turns"].append(len(lines))
             for qa in data["qa"]:

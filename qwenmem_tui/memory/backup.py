@@ -226,6 +226,8 @@ async def import_rows(
                     report.add(SKIPPED, number, f"skipped: an older version ({_shown(status)}); "
                                "a backup's history is restored with --trust")
                 continue
+            if trusted and is_backup_row(row):
+                _restates(row)  # a malformed link rejects the line before anything is written
             item = await _prepare(service, row, project=project, keep_scope=keep_scope,
                                   trusted=trusted, now=now, speech=id(row) in speech)
         except ValueError as exc:  # MemoryRejected is a ValueError
@@ -248,12 +250,15 @@ async def import_rows(
         # was rolled back. Stop and say how far it got, not a traceback.
         report.stopped, report.stopped_at = str(exc), pending[len(done)][0]
     trails: dict[int, list[AuditValues]] = {}
+    links: dict[int, int] = {}  # a restored row's undecided link: id -> the older's backup id
     for (number, row, _), result in zip(pending, done, strict=False):
         await _count(service, report, number, row, result, trusted=trusted, project=project)
         if trusted and is_backup_row(row) and result.action in _NEW_ROW:
             trails[result.memory.id] = _audit_values(row)
+            if (older := _restates(row)) is not None:
+                links[result.memory.id] = older
     if (history or trails) and report.stopped is None:
-        await _restore_history(service, history, trails, report, project=project, now=now)
+        await _restore_history(service, history, trails, report, project=project, now=now, links=links)
     return report
 
 
@@ -268,11 +273,13 @@ async def _restore_history(
     *,
     project: str,
     now: float,
+    links: Mapping[int, int] | None = None,
 ) -> None:
     """A trusted backup's older versions, restored as they were and linked to what
-    replaced them, with the audit trail of every row the import added: ``memory
-    history`` then tells the same story as before the export. A version already
-    restored (the same backup imported again) is not added twice."""
+    replaced them, with the audit trail of every row the import added, and the
+    undecided ``restates`` links between them (``links``: id -> backup id): ``memory
+    history`` and recall then tell the same story as before the export. A version
+    already restored (the same backup imported again) is not added twice."""
     have = {_version(m.scope, m.category, m.key, m.content_hash, m.status, m.stated_at)
             for m in await service.store.list(user=service.user)}
     rows: list[HistoryRow] = []
@@ -292,7 +299,7 @@ async def _restore_history(
     store = service.store
     if not isinstance(store, PlannedStore):  # a read-only copy of a server's memory
         raise TypeError(f"{type(store).__name__} cannot restore a backup's history")
-    added = await store.restore_history(rows, report.renumbered, trails)
+    added = await store.restore_history(rows, report.renumbered, trails, links)
     for history in rows:
         r = history.row
         report.add(HISTORY, numbers[history.backup_id],
@@ -339,7 +346,16 @@ async def _history_row(
         later,
         None if until is None else _finite_number("valid_until", until),
         tuple(_audit_values(line)),
+        _restates(line),
     )
+
+
+def _restates(line: Mapping[str, object]) -> int | None:
+    """A backup row's undecided link to the older version it may restate (a backup id)."""
+    older = line.get("restates")
+    if older is not None and (isinstance(older, bool) or not isinstance(older, int)):
+        raise ValueError(f"restates must be a memory id, got {_shown(older)}")
+    return older
 
 
 def _audit_values(line: Mapping[str, object]) -> list[AuditValues]:

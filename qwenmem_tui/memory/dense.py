@@ -78,6 +78,23 @@ def best_scores(vectors: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return best
 
 
+def ranking_scores(
+    query: np.ndarray, mean: np.ndarray | None, vectors: np.ndarray, basis: np.ndarray | None = None
+) -> np.ndarray:
+    """What a search orders ``vectors`` by: the cosine of the mean-centred passage with
+    the mean-centred query, both without ``basis`` (``debiased``); without a mean (and
+    no ``basis``), the plain product."""
+    if mean is None:
+        if basis is None:
+            return row_dots(vectors, np.asarray(query, dtype=np.float32))
+        mean = np.zeros_like(query, dtype=np.float32)
+    centred = without(vectors - mean, basis)
+    norms = np.maximum(np.linalg.norm(centred, axis=1), 1e-6)
+    centred_query = query - mean if basis is None else ranking_query(query, mean, basis)
+    ranking: np.ndarray = row_dots(centred, centred_query) / norms
+    return ranking
+
+
 def debiased(
     query: np.ndarray,
     mean: np.ndarray,
@@ -94,10 +111,7 @@ def debiased(
     ``|P(p − mean)|``; this reorders a few times ``k`` candidates by the exact cosine."""
     if not len(ids):
         return []
-    centred = without(vectors - mean, basis)
-    norms = np.maximum(np.linalg.norm(centred, axis=1), 1e-6)
-    centred_query = query - mean if basis is None else ranking_query(query, mean, basis)
-    ranking = row_dots(centred, centred_query) / norms
+    ranking = ranking_scores(query, mean, vectors, basis)
     cosines = best_scores(vectors, scoring_query(query, basis))
     order = sorted(range(len(ids)), key=lambda j: (-ranking[j], ids[j]))[:k]
     return [SearchHit(int(ids[j]), float(cosines[j])) for j in order]

@@ -37,7 +37,15 @@ import faiss
 import numpy as np
 
 from qwenmem_tui.llm.wire import JSONObject
-from qwenmem_tui.memory.dense import DEBIAS_WIDTH, SearchHit, best_scores, debiased, ranking_query
+from qwenmem_tui.memory.dense import (
+    DEBIAS_WIDTH,
+    SearchHit,
+    best_scores,
+    debiased,
+    ranking_query,
+    ranking_scores,
+    scoring_query,
+)
 from qwenmem_tui.paths import private_dir, private_file
 
 log = logging.getLogger("qwenmem.memory")
@@ -390,6 +398,22 @@ class VectorIndex:
             held = wanted[in_sorted(wanted, self._ids)]
             cosines = best_scores(self._reconstruct(held), query)
         return {int(i): float(c) for i, c in zip(held, cosines, strict=True)}
+
+    async def ranked(
+        self, query: np.ndarray, ids: Sequence[int], *, debias: bool, remove: np.ndarray | None
+    ) -> dict[int, tuple[float, float]]:
+        """(ranking score, score) of each of ``ids`` the index holds: what ``search``
+        orders by (``dense.ranking_scores``) and the cosine it returns."""
+        if self._index is None or not ids:
+            return {}
+        async with self._lock:  # FAISS is not safe against a concurrent add
+            wanted = np.unique(np.asarray(ids, dtype=np.int64))
+            held = wanted[in_sorted(wanted, self._ids)]
+            vectors = self._reconstruct(held)
+            mean = self.mean() if debias else None
+        ranking = ranking_scores(query, mean, vectors, remove)
+        cosines = best_scores(vectors, scoring_query(query, remove))
+        return {int(i): (float(r), float(c)) for i, r, c in zip(held, ranking, cosines, strict=True)}
 
     async def search(
         self,

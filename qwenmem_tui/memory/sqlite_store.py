@@ -22,6 +22,7 @@ import aiosqlite
 from qwenmem_tui.memory import write_plan
 from qwenmem_tui.memory.lexical import rank_newest
 from qwenmem_tui.memory.model import (
+    FLAG_DIALOGUE,
     FLAG_FROM_FILE,
     AuditAction,
     AuditEntry,
@@ -77,6 +78,11 @@ def _by_place(query: RowQuery) -> bool:
 def _of_user(user: str | None) -> tuple[str, tuple[str, ...]]:
     """The SQL condition and parameter that keep one user's rows (none: every user's)."""
     return ("", ()) if user is None else (" AND user = ?", (user,))
+
+
+def _chunks(values: builtins.list[int], size: int) -> Iterable[builtins.list[int]]:
+    """``values`` in lists of ``size`` (SQLite caps a statement's bound parameters)."""
+    return (values[start : start + size] for start in range(0, len(values), size))
 
 
 def _fold(text: str | None) -> str:
@@ -474,6 +480,74 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             (_ACTIVE, Status.QUARANTINED.value, embedding_model, *params),
         )
         return [row_to_memory(r) for r in await cur.fetchall()]
+
+    # a dialogue turn's second vector (memory/turns.py) ---------------------------------
+    def keeps_turn_vectors(self) -> bool:
+        return True
+
+    async def turn_vector_ids(self, embedding_model: str, *, user: str | None = None) -> np.ndarray:
+        import numpy as np
+
+        mine, params = _of_user(user)
+        cur = await self._conn.execute(
+            "SELECT t.id FROM memory_turn_vectors AS t JOIN memories AS m ON m.id = t.id"
+            f" WHERE t.embedding_model = ? AND m.status = ?{mine.replace(' user', ' m.user')}"
+            " ORDER BY t.id",
+            (embedding_model, _ACTIVE, *params),
+        )
+        rows = list(await cur.fetchall())
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    async def turn_vectors(
+        self, embedding_model: str, ids: Sequence[int] | None = None, *, user: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        mine, of_user = _of_user(user)
+        sql = (
+            "SELECT t.id, t.embedding FROM memory_turn_vectors AS t JOIN memories AS m"
+            f" ON m.id = t.id WHERE t.embedding_model = ? AND m.status = ?"
+            + mine.replace(" user", " m.user")
+        )
+        params: builtins.list[object] = [embedding_model, _ACTIVE, *of_user]
+        rows: builtins.list[Any] = []
+        for chunk in [None] if ids is None else _chunks([int(i) for i in ids], 500):
+            where = "" if chunk is None else f" AND t.id IN ({','.join('?' * len(chunk))})"
+            cur = await self._conn.execute(sql + where + " ORDER BY t.id", params + (chunk or []))
+            rows.extend(await cur.fetchall())
+        if not rows:
+            return no_vectors()
+        import numpy as np
+
+        out_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        return out_ids, vectors.astype(np.float32, copy=False)
+
+    async def missing_turn_vectors(
+        self, embedding_model: str, *, user: str | None = None
+    ) -> builtins.list[Memory]:
+        mine, params = _of_user(user)
+        cur = await self._conn.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE status = ?"
+            f" AND instr(flags, '\"{FLAG_DIALOGUE}\"') > 0{mine} AND id NOT IN"
+            " (SELECT id FROM memory_turn_vectors WHERE embedding_model = ?) ORDER BY id",
+            (_ACTIVE, *params, embedding_model),
+        )
+        return [row_to_memory(r) for r in await cur.fetchall()]
+
+    async def set_turn_vectors(
+        self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str
+    ) -> None:
+        async def body(conn: Conn) -> None:
+            await conn.executemany(
+                # A row that left the active set while it was embedded keeps none.
+                "INSERT OR REPLACE INTO memory_turn_vectors (id, embedding_model, embedding)"
+                " SELECT id, ?, ? FROM memories WHERE id = ? AND status = ?",
+                [
+                    (embedding_model, vector_blob(v), i, _ACTIVE)
+                    for i, v in zip(ids, vectors, strict=True)
+                ],
+            )
+
+        await self._tx(body)
 
     async def dismiss(
         self, memory_id: int, *, user: str, project: str, query: str, now: float, reason: str

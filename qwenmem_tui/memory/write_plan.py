@@ -167,6 +167,7 @@ class HistoryRow:
     superseded_by: int | None
     valid_until: float | None
     audit: tuple[AuditValues, ...] = ()
+    restates: int | None = None  # an undecided link to an older version (a backup id)
 
 
 class PlannedStore(MemoryStore):
@@ -248,13 +249,17 @@ class PlannedStore(MemoryStore):
         rows: Sequence[HistoryRow],
         renumbered: Mapping[int, int],
         audit: Mapping[int, Sequence[AuditValues]],
+        links: Mapping[int, int] | None = None,
     ) -> dict[int, int]:
         """Insert a backup's older versions, link each to what replaced it (a row of
         ``rows`` or one already restored: ``renumbered``, backup id -> id), and append
         the backup's audit trail of both (``audit``: id -> entries); the backup ids in
-        the trail's reasons ("superseded by #12") follow. Backup id -> id of ``rows``."""
+        the trail's reasons ("superseded by #12") follow. ``links`` (id -> backup id)
+        are the restored rows' undecided ``restates`` links, renumbered the same way.
+        Backup id -> id of ``rows``."""
         return await self._in_transaction(
-            lambda steps: _restore_history(steps, rows, renumbered, audit), "history restore"
+            lambda steps: _restore_history(steps, rows, renumbered, audit, links or {}),
+            "history restore",
         )
 
     async def forget(
@@ -470,7 +475,10 @@ class _Write:
             # Leave the partial unique index room for the new row first.
             await steps.set_status(current.id, Status.SUPERSEDED, now)
         new = await self.insert(Status.ACTIVE)
-        await steps.audit(new.id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value)
+        reason = draft.reason
+        if dated and new.restates is not None:
+            new, reason = await _thread_link(steps, new, reason)
+        await steps.audit(new.id, AuditAction.CREATE, draft.origin, now, reason, None, draft.value)
         action = WriteAction.CREATED
         if current is not None:
             await supersede(
@@ -499,6 +507,27 @@ class _Write:
         )  # fmt: skip
         await steps.add_metrics(self.writes)
         return WriteResult(await must_get(steps, old.id), WriteAction.CREATED, [], await steps.bump())
+
+
+async def _thread_link(steps: WriteSteps, new: Memory, reason: str) -> tuple[Memory, str]:
+    """A dated write linked as the newer version of a fact stated after it (an old
+    statement imported late) is that fact's earlier version instead: threaded into
+    the fact's chain of ``restates`` links by when each was said, so the newest stated
+    is delivered as current. The row and its audit reason, as threaded."""
+    later = await steps.get(new.restates) if new.restates is not None else None
+    if later is None or later.stated_at <= new.stated_at:
+        return new, reason
+    seen = {new.id, later.id}
+    while later.restates is not None:  # down the chain to the first said after ``new``
+        below = await steps.get(later.restates)
+        if below is None or below.id in seen or below.stated_at <= new.stated_at:
+            break
+        seen.add(below.id)
+        later = below
+    await steps.set_restates(new.id, later.restates if later.restates not in seen else None)
+    await steps.set_restates(later.id, new.id)
+    threaded = await must_get(steps, new.id)
+    return threaded, join_reasons(reason, f"said before #{later.id}: linked as its earlier version")
 
 
 async def _approve(
@@ -642,6 +671,7 @@ async def _restore_history(
     rows: Sequence[HistoryRow],
     renumbered: Mapping[int, int],
     audit: Mapping[int, Sequence[AuditValues]],
+    links: Mapping[int, int],
 ) -> dict[int, int]:
     await steps.lock()
     ids = dict(renumbered)
@@ -651,6 +681,10 @@ async def _restore_history(
     for history in rows:
         later = ids.get(history.superseded_by) if history.superseded_by is not None else None
         await steps.set_history(added[history.backup_id], later, history.valid_until)
+    restated = {**links, **{added[h.backup_id]: h.restates for h in rows if h.restates is not None}}
+    for memory_id, older in restated.items():
+        if ids.get(older) not in (None, memory_id):  # the older version came with the backup
+            await steps.set_restates(memory_id, ids[older])
 
     def renumber(reason: str) -> str:
         return _MEMORY_REF.sub(lambda m: f"#{ids.get(int(m.group(1)), m.group(1))}", reason)

@@ -149,6 +149,14 @@ def note_subject(text: str) -> tuple[str, str]:
     return note.category.value, note.key
 
 
+def _stored(result: WriteResult) -> bool:
+    """The write made a new active row (one that may need a second vector, ``memory/turns.py``)."""
+    return result.memory.status is Status.ACTIVE and result.action in (
+        WriteAction.CREATED,
+        WriteAction.SUPERSEDED,
+    )
+
+
 def _same_fact(memory: Memory, draft: MemoryDraft) -> bool:
     """One fact: the same category and key (the caller matched user and scope)."""
     return (memory.category, memory.key) == (draft.category, draft.key)
@@ -259,6 +267,7 @@ class MemoryWriter:
                 results.append(await self._commit(item, vector, lookup))
                 if on_result is not None:
                     on_result(results[-1])
+            await self.vectors.embed_turns([r.memory for r in results[start:] if _stored(r)])
             if progress is not None:
                 progress(start + len(part), len(pending))
         return results

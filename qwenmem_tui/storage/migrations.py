@@ -202,4 +202,26 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX memories_active_key ON memories (user, scope, key) WHERE status = 'active';
     """,
+    # 12: a dialogue turn's second vector, its words alone (memory/turns.py), beside the
+    # row's own (the turn after the one before it, as said). Only an active row keeps
+    # one, and only for its present words: the triggers drop it when the row leaves the
+    # active set, its value changes or the row goes. Existing turns are embedded at
+    # the next start, in the background (MemoryVectors).
+    """
+    CREATE TABLE memory_turn_vectors (
+        id              INTEGER PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+        embedding_model TEXT NOT NULL,
+        embedding       BLOB NOT NULL
+    );
+    CREATE INDEX memory_turn_vectors_by_model ON memory_turn_vectors (embedding_model);
+    CREATE TRIGGER memory_turn_vectors_stale AFTER UPDATE OF status, value ON memories
+    WHEN new.status != 'active' OR new.value IS NOT old.value
+    BEGIN
+        DELETE FROM memory_turn_vectors WHERE id = new.id;
+    END;
+    CREATE TRIGGER memory_turn_vectors_gone AFTER DELETE ON memories
+    BEGIN
+        DELETE FROM memory_turn_vectors WHERE id = old.id;
+    END;
+    """,
 ]

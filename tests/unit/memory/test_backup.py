@@ -392,3 +392,29 @@ async def test_export_reads_a_page_of_rows_at_a_time(
     keys = [json.loads(line)["key"] for line in await export_lines(service)]
     assert keys == whole == [f"fact_{i}" for i in range(25)]
     assert max(largest) == 10
+
+
+async def test_an_undecided_link_comes_back_with_a_trusted_backup(
+    service: MemoryService, tmp_path: Path, clock: Clock
+) -> None:
+    """A note linked to the older fact it may restate (no model decided it: both kept,
+    the newer delivered first) is exported with its link, and a trusted import restores
+    the link in the new ids: recall marks the older as earlier in the fresh home too,
+    instead of handing both to the model as current."""
+    await service.save(WriteRequest("user", "name", "Mi jefe se llama Carlos", origin="user", project=PROJECT_A))
+    clock.advance(60)
+    newer = await service.remember(RememberRequest("Me llamo Pedro", project=PROJECT_A))
+    assert newer.memory.restates is not None
+    backup = await export_lines(service)
+    fresh = await MemoryService.open(make_settings(), Paths(tmp_path / "fresh"), clock=clock)
+    try:
+        await fresh.save(WriteRequest("project", "ci", "CI runs on Buildkite", origin="user", project=PROJECT_A))
+        report = await import_lines(fresh, backup, project=PROJECT_A, trusted=True)
+        assert report.counts == {"created": 2}, report.errors
+        rows = {m.value: m for m in await fresh.list()}
+        older = rows["Mi jefe se llama Carlos"]
+        assert rows["Me llamo Pedro"].restates == older.id != newer.memory.restates  # renumbered
+        again = await export_lines(fresh)
+        assert [json.loads(line)["restates"] for line in again if "Pedro" in line] == [older.id]
+    finally:
+        await fresh.close()
