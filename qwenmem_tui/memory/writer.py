@@ -27,7 +27,7 @@ from qwenmem_tui.memory.identity import (
     read_by_key,
 )
 from qwenmem_tui.memory.judge import Judgement, judge_messages, judgement_of, parse_judgement
-from qwenmem_tui.memory.holder_space import holder_space
+from qwenmem_tui.memory.holder_space import ONE_HOLDER, holder_space
 from qwenmem_tui.memory.meaning import NEUTRAL, MeaningReader, Reading
 from qwenmem_tui.memory.model import (
     DAY,
@@ -76,17 +76,6 @@ DECIDED_LATER = "decided later by the model"
 LINK_COSINE = 0.9
 """A neighbour this close (the real embedder's cosine) nearest the same attribute as the
 new fact is linked even when neither reading is clear (see ``meaning.py``)."""
-ONE_HOLDER = 0.3
-"""The holder space's agreement below which a new fact and an older one that read as
-the same attribute are taken for two people's, never linked model-free (their keys
-filed as one attribute, ``home_city`` / ``home_city_2``, still are). Statements of the
-tuning pairs (identity_wordings, identity_versions, identity_corpus's tune half):
-restatements at 0.47 and above but one (0.24, "Dario mora em Roma" / "Dario mudou-se
-para Milão", which the rule merges on its own); my fact and a family member's of the
-same attribute -0.48-0.25 ("Mi coche es un Seat" / "Mi padre conduce un Renault"
--0.35, "저는 서울에 살아요" / "언니는 광주에 살아요" 0.25, both linked before). A word that
-also names a family reads low ("我家在杭州" / "我最近搬到了深圳" 0.14): filed under one
-key, they are linked by it."""
 
 
 class MemoryRejected(ValueError):
