@@ -27,7 +27,8 @@ from qwenmem_tui.memory.identity import (
     read_by_key,
 )
 from qwenmem_tui.memory.judge import Judgement, judge_messages, judgement_of, parse_judgement
-from qwenmem_tui.memory.meaning import MeaningReader, Reading
+from qwenmem_tui.memory.holder_space import holder_space
+from qwenmem_tui.memory.meaning import NEUTRAL, MeaningReader, Reading
 from qwenmem_tui.memory.model import (
     DAY,
     FLAG_SECRET_REDACTED,
@@ -75,6 +76,19 @@ DECIDED_LATER = "decided later by the model"
 LINK_COSINE = 0.9
 """A neighbour this close (the real embedder's cosine) nearest the same attribute as the
 new fact is linked even when neither reading is clear (see ``meaning.py``)."""
+ONE_HOLDER = 0.3
+"""The holder space's agreement below which a new fact and an older one that read as
+the same attribute are taken for two people's, never linked model-free (their keys
+filed as one attribute, ``home_city`` / ``home_city_2``, still are). Statements of the
+tuning pairs (identity_wordings, identity_versions, identity_corpus's tune half):
+restatements at 0.47 and above but one (0.24, "Dario mora em Roma" / "Dario mudou-se
+para Milão", which the rule merges on its own); my fact and a family member's of the
+same attribute -0.48-0.25 ("Mi coche es un Seat" / "Mi padre conduce un Renault"
+-0.35, "저는 서울에 살아요" / "언니는 광주에 살아요" 0.25, both linked before). A word that
+also names a family reads low ("我家在杭州" / "我最近搬到了深圳" 0.14): filed under one
+key, they are linked by it."""
+
+
 class MemoryRejected(ValueError):
     """The write is malformed (schema); ``str(e)`` tells the writer what to fix."""
 
@@ -623,7 +637,7 @@ class MemoryWriter:
         likely = None
         if category == Category.USER and not explicit:
             likely = await self.reader().likely_restatement(
-                key, reading or Reading(None, None), close, near
+                key, reading or Reading(None, None), close, near, lambda older: self._one_holder(value, older)
             )
         if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and close:
             judged = await self._judge(category, key, value, close, judge_timeout, explicit)
@@ -660,6 +674,18 @@ class MemoryWriter:
         if judgement_of(answer) is Judgement.ADD and any(m.key == key for m in guessed):
             return replace(judged, key=await self._free_key(key, value, category, scope))
         return judged
+
+    async def _one_holder(self, value: str, older: Memory) -> bool:
+        """Whether a fact's words and ``older``'s read as held by one person in the
+        holder space (``holder_space.py``, statements as the reader embeds them); True
+        for an embedder it has no space for."""
+        embedder = self.vectors.embedder
+        space = await asyncio.to_thread(holder_space, embedder.id)
+        if space is None:
+            return True
+        [new] = await embedder.embed_passages([embed_text(*NEUTRAL, value)])
+        old = await self.reader().statements([older])
+        return float(space.agreement(new, old)[0]) >= ONE_HOLDER
 
     def reader(self) -> MeaningReader:
         """The attribute reader of the embedder in use (its prototypes embedded once)."""
