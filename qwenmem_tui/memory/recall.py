@@ -878,13 +878,21 @@ class Recaller:
         facts = [c.memory for c in head if c.memory.category is Category.USER and c.memory.id not in known]
         if len(facts) < 2:
             return ranked
-        attribute = asked(await reader.read(question))
-        if attribute is None:
+        attributes = asked(await reader.read(question))
+        if not attributes:
             return ranked
         readings = await reader.readings(facts)
-        answers = [m for m in facts if may_answer(readings[m.id], attribute)]
-        if answers == sorted(answers, key=lambda m: (-m.stated_at, -m.id)):
-            return ranked  # none, one, or newest first already
+        for attribute in attributes:
+            answers = [m for m in facts if may_answer(readings[m.id], attribute)]
+            if answers != sorted(answers, key=lambda m: (-m.stated_at, -m.id)):
+                head = await self._newest_versions(reader, head, answers)
+        return [*head, *ranked[VERSION_WINDOW:]]
+
+    async def _newest_versions(
+        self, reader: MeaningReader, head: list[Candidate], answers: list[Memory]
+    ) -> list[Candidate]:
+        """``head`` with each group of ``answers`` that are versions of one fact (their
+        statements nearly the same words, one holder) newest first in its slots."""
         vectors = await reader.statements(answers)
         close = vectors @ vectors.T >= VERSION_COSINE
         holders = await asyncio.to_thread(holder_space, self.embedder.id)
@@ -894,7 +902,7 @@ class Recaller:
         for group in _groups(close):
             if len(group) > 1:
                 head = newest_in_their_slots(head, {answers[i].id for i in group})
-        return [*head, *ranked[VERSION_WINDOW:]]
+        return head
 
     async def _by_holder(
         self, embedding: asyncio.Future[np.ndarray] | None, found: list[Candidate]

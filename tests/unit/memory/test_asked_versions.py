@@ -31,11 +31,15 @@ def test_a_fact_may_answer_an_attribute_it_is_not_clearly_another_of() -> None:
     assert not may_answer(Reading(None, None, top=CAR, plain=CAR, second=OCCUPATION), EMPLOYER)
 
 
-def test_a_question_asks_only_a_clear_single_valued_attribute_of_the_person() -> None:
-    assert asked(Reading(EMPLOYER, None, top=EMPLOYER)) is EMPLOYER
-    assert asked(Reading(None, None, top=EMPLOYER, named=EMPLOYER)) is None  # not clear
+def test_a_question_asks_the_single_valued_attributes_of_the_person_it_leaves_room_for() -> None:
+    assert asked(Reading(EMPLOYER, None, top=EMPLOYER, plain=EMPLOYER)) == [EMPLOYER]
+    assert asked(Reading(None, None, top=EMPLOYER, plain=EMPLOYER, named=EMPLOYER)) == [EMPLOYER]
+    # "Where do I work?": nearest a home city, then an employer by both other readings.
+    home = ATTRIBUTE["home_city"]
+    assert asked(Reading(None, None, top=home, plain=EMPLOYER, second=EMPLOYER)) == [home, EMPLOYER]
+    assert asked(Reading(None, None, top=home, plain=EMPLOYER, second=CAR)) == [home]
     many = next(a for a in ATTRIBUTES if not a.single)
-    assert many.key not in LINKABLE and asked(Reading(many, None, top=many)) is None
+    assert many.key not in LINKABLE and asked(Reading(many, None, top=many, plain=many)) == []
 
 
 def test_versions_take_their_slots_newest_first_and_the_rest_stay() -> None:
@@ -52,13 +56,25 @@ def test_versions_take_their_slots_newest_first_and_the_rest_stay() -> None:
     assert [c.memory.id for c in out] == [4, 2, 3, 1]
 
 
-async def test_unlinked_versions_are_delivered_newer_first(e5_service: MemoryService) -> None:
-    """Neither reading is clear enough to link them at write time (the older is read
-    nearest a phone), yet both may answer the question: the newer comes first."""
-    older = await e5_service.remember(RememberRequest("삼성에 다녀요", project=PROJECT_A))
-    newer = await e5_service.remember(RememberRequest("삼성을 그만두고 네이버에 들어갔어요", project=PROJECT_A))
+@pytest.mark.parametrize(
+    ("first", "then", "question"),
+    [
+        # The older is read nearest a phone; the question clearly as an employer.
+        ("삼성에 다녀요", "삼성을 그만두고 네이버에 들어갔어요", "저는 어느 회사에 다녀요?"),
+        # The newer is read nearest a car; the question nearest a home city, then an
+        # employer (room for it, ``asked``).
+        ("Trabalho na Petrobras", "Saí da Petrobras e entrei na Embraer", "Onde eu trabalho?"),
+    ],
+)
+async def test_unlinked_versions_are_delivered_newer_first(
+    e5_service: MemoryService, first: str, then: str, question: str
+) -> None:
+    """Neither reading is clear enough to link them at write time, yet both may answer
+    the question: the newer comes first."""
+    older = await e5_service.remember(RememberRequest(first, project=PROJECT_A))
+    newer = await e5_service.remember(RememberRequest(then, project=PROJECT_A))
     assert newer.memory.restates is None  # not linked: recall alone orders them
-    found = await e5_service.recall("저는 어느 회사에 다녀요?", project=PROJECT_A, record=False)
+    found = await e5_service.recall(question, project=PROJECT_A, record=False)
     assert found.ids.index(newer.memory.id) < found.ids.index(older.memory.id)
     assert older.memory.id not in found.later  # nothing marked as earlier
 
