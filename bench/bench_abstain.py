@@ -149,6 +149,8 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="fit the small-talk probe on the tune split")
     parser.add_argument("--split", default="held_out", choices=("held_out", "tune", "all"))
     parser.add_argument("--language", default="on", help="the dense channel's language subspace removed: off,on")
+    parser.add_argument("--holder", type=float, default=None,
+                        help="the holders' agreement's weight (memory/holder_space.py; 0: no reordering; default: recall's)")
     args = parser.parse_args(argv)
     facts, messages = load()
     with tempfile.TemporaryDirectory(prefix="qwenmem-bench-abstain-") as tmp:
@@ -159,6 +161,8 @@ async def main(argv: list[str] | None = None) -> int:
             if args.write:
                 await write_probe(svc, messages)
                 return 0
+            if args.holder is not None:
+                svc.recaller.holder_weight = args.holder
             switches = {"off": False, "on": True}
             languages = tuple(switches[lang] for lang in args.language.split(","))
             await evaluate(svc, facts, messages, args.split, languages)

@@ -32,8 +32,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from qwenmem_tui.memory.holders import HOLDERS, example_rows
 from qwenmem_tui.memory.meaning import (
@@ -45,6 +44,9 @@ from qwenmem_tui.memory.meaning import (
     space_name,
 )
 from qwenmem_tui.memory.meaning import example_texts as attribute_examples
+
+if TYPE_CHECKING:  # the writer imports this module: reading commands never load numpy
+    import numpy as np
 from qwenmem_tui.memory.model import embed_text
 
 WEIGHT = 0.03
@@ -87,6 +89,8 @@ class HolderSpace:
 
     def read(self, vectors: np.ndarray) -> np.ndarray:
         """Vectors (rows, or one) in the holder space, unit length."""
+        import numpy as np
+
         z = (np.asarray(vectors, dtype=np.float32) - self.mean) @ self.projection
         unit: np.ndarray = z / np.maximum(np.linalg.norm(z, axis=-1, keepdims=True), 1e-9)
         return unit
@@ -95,6 +99,8 @@ class HolderSpace:
         """Each passage's cosine with the query in the holder space (-1..1). (A softmax
         over the holders' centroids instead, the likelihood that both have one holder,
         did worse on the tuning sets at every temperature tried: 0.1-1.0.)"""
+        import numpy as np
+
         if not len(passages):
             return np.zeros(0, dtype=np.float32)
         agreed: np.ndarray = self.read(passages) @ self.read(query.reshape(-1))
@@ -117,6 +123,8 @@ def vectors_name(embedder_id: str) -> str:
 
 def fit(vectors: np.ndarray, rows: Sequence[int]) -> HolderSpace:
     """The holders' discriminant of the examples' vectors."""
+    import numpy as np
+
     mean, projection = discriminant(
         np.asarray(vectors, dtype=np.float64), np.asarray(rows), len(HOLDERS), RIDGE
     )
@@ -131,6 +139,8 @@ def space_file(embedder_id: str) -> str:
 
 def save(path: Path, space: HolderSpace) -> None:
     """Ship a fitted space (``bench/bench_crosslang.py --write-holders``)."""
+    import numpy as np
+
     np.savez(path, mean=space.mean, projection=space.projection)
 
 
@@ -144,6 +154,8 @@ def holder_space(embedder_id: str) -> HolderSpace | None:
     vectors: fitting costs 0.1-3 CPU-s, a busy machine's BLAS threads, in every
     process's first recall), read once per process; None for any other embedder.
     Blocking: call it in a thread."""
+    import numpy as np
+
     with _lock:
         if embedder_id in _SPACES:
             return _SPACES[embedder_id]
@@ -172,6 +184,8 @@ def agrees(holders: np.ndarray, about: np.ndarray) -> np.ndarray:
 
 def attribute_agreement(space: AttributeSpace, query: np.ndarray, passages: np.ndarray) -> np.ndarray:
     """Each passage's cosine with the query in the attribute space (-1..1)."""
+    import numpy as np
+
     if not len(passages):
         return np.zeros(0, dtype=np.float32)
     agreed: np.ndarray = space.project(passages) @ space.project(query.reshape(1, -1))[0]
@@ -189,3 +203,16 @@ def attribute_space(embedder_id: str) -> AttributeSpace | None:
     with _lock:
         _ATTRIBUTES[embedder_id] = space
     return space
+
+
+ONE_HOLDER = 0.3
+"""The holder space's agreement below which a new fact and an older one that read as
+the same attribute are taken for two people's, never linked model-free (their keys
+filed as one attribute, ``home_city`` / ``home_city_2``, still are). Statements of the
+tuning pairs (identity_wordings, identity_versions, identity_corpus's tune half):
+restatements at 0.47 and above but one (0.24, "Dario mora em Roma" / "Dario mudou-se
+para Milão", which the rule merges on its own); my fact and a family member's of the
+same attribute -0.48-0.25 ("Mi coche es un Seat" / "Mi padre conduce un Renault"
+-0.35, "저는 서울에 살아요" / "언니는 광주에 살아요" 0.25, both linked before). A word that
+also names a family reads low ("我家在杭州" / "我最近搬到了深圳" 0.14): filed under one
+key, they are linked by it."""

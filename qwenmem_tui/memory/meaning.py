@@ -34,7 +34,7 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -234,19 +234,27 @@ class MeaningReader:
         return found
 
     async def likely_restatement(
-        self, key: str, new: Reading, close: Sequence[Memory], near: Collection[int] = ()
+        self,
+        key: str,
+        new: Reading,
+        close: Sequence[Memory],
+        near: Collection[int] = (),
+        one_holder: Callable[[Memory], Awaitable[bool]] | None = None,
     ) -> Memory | None:
         """The closest of ``close`` that is a likely restatement of the new fact (key
         ``key``), linked, never merged: both were filed under one of the person's
         single-valued attributes (``home_city``, ``home_city_2``), or their readings
-        say the same one (``same_attribute``; ``near``: ids very close to the new fact)."""
+        say the same one (``same_attribute``; ``near``: ids very close to the new fact)
+        and ``one_holder`` does not read them as two people's (my car and my father's
+        read alike as a car)."""
         named = LINKABLE.get(_unnumbered(key))
         for memory in close:
             if named is not None and _unnumbered(memory.key) == named.key:
                 return memory
         for memory in close:
             if same_attribute(new, await self._reading_of(memory), near=memory.id in near):
-                return memory
+                if one_holder is None or await one_holder(memory):
+                    return memory
         return None
 
 

@@ -475,7 +475,10 @@ class _Write:
             # Leave the partial unique index room for the new row first.
             await steps.set_status(current.id, Status.SUPERSEDED, now)
         new = await self.insert(Status.ACTIVE)
-        await steps.audit(new.id, AuditAction.CREATE, draft.origin, now, draft.reason, None, draft.value)
+        reason = draft.reason
+        if dated and new.restates is not None:
+            new, reason = await _thread_link(steps, new, reason)
+        await steps.audit(new.id, AuditAction.CREATE, draft.origin, now, reason, None, draft.value)
         action = WriteAction.CREATED
         if current is not None:
             await supersede(
@@ -504,6 +507,27 @@ class _Write:
         )  # fmt: skip
         await steps.add_metrics(self.writes)
         return WriteResult(await must_get(steps, old.id), WriteAction.CREATED, [], await steps.bump())
+
+
+async def _thread_link(steps: WriteSteps, new: Memory, reason: str) -> tuple[Memory, str]:
+    """A dated write linked as the newer version of a fact stated after it (an old
+    statement imported late) is that fact's earlier version instead: threaded into
+    the fact's chain of ``restates`` links by when each was said, so the newest stated
+    is delivered as current. The row and its audit reason, as threaded."""
+    later = await steps.get(new.restates) if new.restates is not None else None
+    if later is None or later.stated_at <= new.stated_at:
+        return new, reason
+    seen = {new.id, later.id}
+    while later.restates is not None:  # down the chain to the first said after ``new``
+        below = await steps.get(later.restates)
+        if below is None or below.id in seen or below.stated_at <= new.stated_at:
+            break
+        seen.add(below.id)
+        later = below
+    await steps.set_restates(new.id, later.restates if later.restates not in seen else None)
+    await steps.set_restates(later.id, new.id)
+    threaded = await must_get(steps, new.id)
+    return threaded, join_reasons(reason, f"said before #{later.id}: linked as its earlier version")
 
 
 async def _approve(

@@ -27,7 +27,8 @@ from qwenmem_tui.memory.identity import (
     read_by_key,
 )
 from qwenmem_tui.memory.judge import Judgement, judge_messages, judgement_of, parse_judgement
-from qwenmem_tui.memory.meaning import MeaningReader, Reading
+from qwenmem_tui.memory.holder_space import ONE_HOLDER, holder_space
+from qwenmem_tui.memory.meaning import NEUTRAL, MeaningReader, Reading
 from qwenmem_tui.memory.model import (
     DAY,
     FLAG_SECRET_REDACTED,
@@ -75,6 +76,8 @@ DECIDED_LATER = "decided later by the model"
 LINK_COSINE = 0.9
 """A neighbour this close (the real embedder's cosine) nearest the same attribute as the
 new fact is linked even when neither reading is clear (see ``meaning.py``)."""
+
+
 class MemoryRejected(ValueError):
     """The write is malformed (schema); ``str(e)`` tells the writer what to fix."""
 
@@ -623,7 +626,7 @@ class MemoryWriter:
         likely = None
         if category == Category.USER and not explicit:
             likely = await self.reader().likely_restatement(
-                key, reading or Reading(None, None), close, near
+                key, reading or Reading(None, None), close, near, lambda older: self._one_holder(value, older)
             )
         if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and close:
             judged = await self._judge(category, key, value, close, judge_timeout, explicit)
@@ -660,6 +663,18 @@ class MemoryWriter:
         if judgement_of(answer) is Judgement.ADD and any(m.key == key for m in guessed):
             return replace(judged, key=await self._free_key(key, value, category, scope))
         return judged
+
+    async def _one_holder(self, value: str, older: Memory) -> bool:
+        """Whether a fact's words and ``older``'s read as held by one person in the
+        holder space (``holder_space.py``, statements as the reader embeds them); True
+        for an embedder it has no space for."""
+        embedder = self.vectors.embedder
+        space = await asyncio.to_thread(holder_space, embedder.id)
+        if space is None:
+            return True
+        [new] = await embedder.embed_passages([embed_text(*NEUTRAL, value)])
+        old = await self.reader().statements([older])
+        return float(space.agreement(new, old)[0]) >= ONE_HOLDER
 
     def reader(self) -> MeaningReader:
         """The attribute reader of the embedder in use (its prototypes embedded once)."""

@@ -70,6 +70,9 @@ async def test_unlinked_versions_are_delivered_newer_first(e5_service: MemorySer
          ("brother_birthday", "O aniversário do Rui é no dia 3 de maio."), "when was I born?"),
         (("coffee_order", "Tomo el café solo, sin azúcar, y nunca después de las cuatro de la tarde."),
          ("tea_preference", "In the afternoon I drink green tea, usually sencha."), "how do I take my coffee?"),
+        # Nearly the same words (0.92), but my city and my sister's: the holders differ.
+        (("home_address_city", "Nos mudamos para Braga em janeiro."),
+         ("sister_city", "Minha irmã Carla mora no Porto desde 2019."), "¿en qué ciudad vivo?"),
     ],
 )
 async def test_another_fact_that_may_answer_the_question_keeps_its_place(
@@ -77,7 +80,7 @@ async def test_another_fact_that_may_answer_the_question_keeps_its_place(
 ) -> None:
     """My birthday and my brother's both read as a birthday, coffee and tea both as how
     I take my coffee, but neither pair is one fact's versions (their statements are far
-    apart, recall_corpus): the newer one does not take the older's place."""
+    apart, recall_corpus; or held by two people): the newer does not take the older's place."""
     first = await e5_service.save(WriteRequest("user", *mine, origin=Origin.USER, project=PROJECT_A))
     await e5_service.save(WriteRequest("user", *other, origin=Origin.USER, project=PROJECT_A))
     found = await e5_service.recall(question, project=PROJECT_A, record=False)

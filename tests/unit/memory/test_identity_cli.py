@@ -135,3 +135,26 @@ def test_a_key_shared_only_by_filing_is_the_models_to_judge(
     assert (boss["status"], me["status"]) == ("active", "active"), said
     assert (boss["key"], me["key"]) == ("name", "name_2")
     assert me["restates"] == (None if action else boss["id"])
+
+
+def test_an_old_statement_imported_late_is_linked_as_the_earlier_version(
+    fake: FakeOpenAI, tmp_path: Path, qwenmem: CliRunner
+) -> None:
+    """Import lines carry when each fact was said: the newer city first, then an older
+    one (stated years before). With no model the two are linked, and the link runs by
+    when each was said — the older statement is the earlier version — so the newest
+    stated is the one recall gives as current."""
+    fake.responder = unreachable_fast_model
+    project = project_dir(tmp_path / "project")
+    lines = tmp_path / "facts.jsonl"
+    lines.write_text(
+        json.dumps({"category": "user", "value": "Przeprowadziłem się do Gdańska", "stated_at": "2023-05-01"}) + "\n"
+        + json.dumps({"category": "user", "value": "Mieszkam w Krakowie", "stated_at": "2019-03-01"}) + "\n",
+        encoding="utf-8",
+    )
+    qwenmem("memory", "import", "--trust", str(lines), cwd=project)
+    newer, older = by_id(qwenmem("memory", "list", "--all", "--json", cwd=project))
+    assert (newer["status"], older["status"]) == ("active", "active")
+    assert (newer["restates"], older["restates"]) == (older["id"], None)
+    hits = [m["id"] for m in json.loads(qwenmem("memory", "search", "Gdzie mieszkam?", "--json", cwd=project))]
+    newer_first(hits, older["id"], newer["id"])

@@ -155,3 +155,21 @@ async def test_a_writer_s_own_keys_are_never_linked_by_meaning_alone(e5_service:
         await e5_service.save(WriteRequest(category, key, value, origin=Origin.USER, project=PROJECT_A))
     linked = {m.key: m.restates for m in await e5_service.list(project=PROJECT_A) if m.restates}
     assert linked == {}
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs"),
+    [
+        ("Mi coche es un Seat", "Mi padre conduce un Renault"),
+        ("저는 서울에 살아요", "언니는 광주에 살아요"),
+    ],
+)
+async def test_a_family_members_fact_of_my_attribute_is_not_linked_as_its_version(
+    e5_service: MemoryService, mine: str, theirs: str
+) -> None:
+    """My car and my father's read alike as a car: the holder space reads two people,
+    so the newer is no version of mine (it was linked, and recall marked mine as earlier)."""
+    first = await e5_service.remember(RememberRequest(mine, project=PROJECT_A))
+    second = await e5_service.remember(RememberRequest(theirs, project=PROJECT_A))
+    assert second.memory.restates is None
+    assert (await e5_service.get(first.memory.id)).status is Status.ACTIVE
