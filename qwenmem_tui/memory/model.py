@@ -253,15 +253,21 @@ def turn_context(memory: Memory, before: Memory | None) -> str | None:
     ``TURN_GAP_S`` earlier, not held — or "" when there is none."""
     if FLAG_DIALOGUE not in memory.flags:
         return None
-    if (
-        before is None
-        or FLAG_DIALOGUE not in before.flags
-        or holds(before.flags)
-        or (before.user, before.scope) != (memory.user, memory.scope)
-        or not 0 <= memory.stated_at - before.stated_at <= TURN_GAP_S
-    ):
+    if before is None or not same_conversation(before, memory):
         return ""
     return before.value
+
+
+def same_conversation(before: Memory, after: Memory) -> bool:
+    """Two dialogue turns of one conversation, ``before`` said first (and not held): of
+    one user and scope, at most ``TURN_GAP_S`` apart."""
+    return (
+        FLAG_DIALOGUE in before.flags
+        and FLAG_DIALOGUE in after.flags
+        and not holds(before.flags)
+        and (before.user, before.scope) == (after.user, after.scope)
+        and 0 <= after.stated_at - before.stated_at <= TURN_GAP_S
+    )
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from qwenmem_tui.memory.model import (
     Status,
     WriteAction,
     WriteResult,
+    same_conversation,
 )
 from qwenmem_tui.memory.render import render_block, render_memory
 from qwenmem_tui.memory.store import AllowedIds, MemoryStore, StoreChannels
@@ -92,6 +93,13 @@ VERSION_WINDOW = 10
 # one question and are no versions of one fact sit at 0.81-0.92, the holders telling
 # apart those above 0.91 but one, at 0.901 (Rui's birthday and our wedding anniversary).
 VERSION_COSINE = 0.91
+# A dialogue turn among the first NEIGHBOUR_TOP found lends this share of its fused
+# score to the turns next to it in its conversation (``_neighbours_lent``): a question's
+# evidence is often the turn before or after the one that matches it (the answer to a
+# question, the reply that names what a photo shows). LoCoMo's tuning half R@5 0.699 ->
+# 0.712 (0.1: 0.708, 0.3: 0.708), R@10 0.803 -> 0.817.
+NEIGHBOUR_SHARE = 0.2
+NEIGHBOUR_TOP = 20
 # Small talk (abstain.py) keeps a memory only when it holds most of the message's words:
 # one word of three ("sure, go ahead" and a note about Go) is not the message's subject.
 SMALL_TALK_WORDS = 0.5
@@ -824,6 +832,7 @@ class Recaller:
                 language=self.remove_language,
                 turns=True,
             )
+            found = await self._neighbours_lent(embedding, found, scopes, exclude)
             small_talk = False
             if abstention is not None and embedding is not None and found:
                 small_talk = abstention.is_small_talk(await embedding)
@@ -858,6 +867,70 @@ class Recaller:
         if small_talk:
             log.debug("[MEMORY_RECALL] small talk: %d memories kept for its own words", len(ranked))
         return self._result(ranked, found, started=started, record=record, small_talk=small_talk)
+
+    async def _neighbours_lent(
+        self,
+        embedding: asyncio.Future[np.ndarray] | None,
+        found: list[Candidate],
+        scopes: tuple[str, ...],
+        exclude: Collection[int],
+    ) -> list[Candidate]:
+        """``found`` with each dialogue turn among its first ``NEIGHBOUR_TOP`` lending
+        ``NEIGHBOUR_SHARE`` of its score to the turns just before and after it in its
+        conversation (``model.same_conversation``): a neighbour scores its own plus the
+        largest share lent to it; one neither channel found joins with the share alone
+        and its cosine from the index (the threshold still applies to it)."""
+        top = [c for c in found[:NEIGHBOUR_TOP] if FLAG_DIALOGUE in c.memory.flags]
+        if not top:
+            return found
+        have = {c.memory.id: c for c in found}
+        known = set(have)
+        wanted = {n for c in top for n in (c.memory.id - 1, c.memory.id + 1)}
+        have.update(await self._neighbours(embedding, sorted(wanted - set(have) - set(exclude)), scopes))
+        lent: dict[int, float] = {}
+        for c in top:
+            for n in (c.memory.id - 1, c.memory.id + 1):
+                other = have.get(n)
+                if other is None:
+                    continue
+                before, after = (other, c) if n < c.memory.id else (c, other)
+                if same_conversation(before.memory, after.memory):
+                    lent[n] = max(lent.get(n, 0.0), NEIGHBOUR_SHARE * c.score)
+        if not lent:
+            return found
+        return sorted(
+            (
+                replace(c, score=c.score + lent.get(i, 0.0))
+                for i, c in have.items()
+                if i in lent or i in known
+            ),
+            key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id),
+        )
+
+    async def _neighbours(
+        self, embedding: asyncio.Future[np.ndarray] | None, ids: list[int], scopes: tuple[str, ...]
+    ) -> dict[int, Candidate]:
+        """The rows of ``ids`` that recall may return, as candidates of no score yet,
+        with their cosines (the better of a turn's two vectors)."""
+        now = self.clock()
+        rows = [
+            m
+            for m in (await self.store.fetch(ids) if ids else [])
+            if m.status is Status.ACTIVE
+            and m.user == self.user
+            and m.scope in scopes
+            and (m.expires_at is None or m.expires_at > now)
+        ]
+        query = _result_of(embedding)
+        cosines: dict[int, float] = {}
+        if query is not None and rows:
+            remove = await self.language_subspace() if self.remove_language else None
+            scoring = scoring_query(query, remove)
+            cosines = await self.index.scores(scoring, [m.id for m in rows])
+            if self.turns is not None:
+                for i, c in (await self.turns.index.scores(scoring, list(cosines))).items():
+                    cosines[i] = max(cosines[i], c)
+        return {m.id: Candidate(m, 0.0, cosines.get(m.id), None, 0.0) for m in rows}
 
     async def _asked_versions(
         self, question: np.ndarray | None, ranked: list[Candidate], found: Sequence[Candidate]

@@ -14,7 +14,8 @@ from qwenmem_tui.memory import backup
 from qwenmem_tui.memory.dense import SearchHit
 from qwenmem_tui.memory.embed import HashEmbedder
 from qwenmem_tui.memory.index import VectorIndex
-from qwenmem_tui.memory.model import Status
+from qwenmem_tui.memory.model import GLOBAL_SCOPE, Status
+from qwenmem_tui.memory.recall import NEIGHBOUR_SHARE, Candidate
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.turns import TurnVectors
 from qwenmem_tui.paths import Paths
@@ -102,3 +103,34 @@ async def test_the_dense_channel_ranks_by_the_mean_of_both_vectors(tmp_path: Pat
     assert [h.id for h in merged] == [2, 3, 1]
     assert merged[0] == SearchHit(2, float(unit(1, 0.01, 0) @ query))
     assert merged[1].score == float(unit(0.7, 0, 0.7) @ query)
+
+
+async def test_a_turn_found_lends_a_share_of_its_score_to_the_turns_beside_it(
+    service: MemoryService,
+) -> None:
+    """The answer to a question is often the turn after the one that matches it: a turn
+    among the first found lends NEIGHBOUR_SHARE of its score to the turns just before
+    and after it in its conversation (one not found joins with the share alone), never
+    across a conversation's end."""
+    said = ["2023-05-08T13:56:00"] * 3 + ["2023-05-09T10:00:00"] * 2
+    chat = [TURNS[0], TURNS[1], TURNS[3], "Caroline: Lovely! Send me a photo?", "Melanie: Here it is."]
+    await backup.import_lines(
+        service,
+        [
+            json.dumps({"category": "reference", "key": f"turn_{i}", "value": v, "stated_at": at})
+            for i, (v, at) in enumerate(zip(chat, said, strict=True), start=1)
+        ],
+        project=PROJECT_A,
+    )
+    rows = sorted(await service.list(project=PROJECT_A), key=lambda m: m.id)
+    assert [m.key for m in rows] == [f"turn_{i}" for i in range(1, 6)]
+    recaller = service.recaller
+    found = [Candidate(rows[1], 0.5, 0.9, None, 0.0), Candidate(rows[2], 0.1, 0.9, None, 0.0)]
+    lent = await recaller._neighbours_lent(None, found, (GLOBAL_SCOPE, PROJECT_A), ())
+    scores = {c.memory.key: round(c.score, 6) for c in lent}
+    # turn_2 (0.5) lends 0.1 to turn_1 (not found) and turn_3; turn_3 lends 0.02 to turn_2.
+    # turn_4 is the next day: another conversation, lent nothing, not added.
+    assert NEIGHBOUR_SHARE == 0.2
+    assert scores == {"turn_2": 0.52, "turn_3": 0.2, "turn_1": 0.1}
+    assert [c.memory.key for c in lent] == ["turn_2", "turn_3", "turn_1"]
+    assert lent[2].dense is None and lent[2].lexical is None  # no query vector was given
