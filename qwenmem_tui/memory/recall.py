@@ -93,12 +93,6 @@ VERSION_WINDOW = 10
 # one question and are no versions of one fact sit at 0.81-0.92, the holders telling
 # apart those above 0.91 but one, at 0.901 (Rui's birthday and our wedding anniversary).
 VERSION_COSINE = 0.91
-# Two facts both read clearly as the attribute a question asks are versions of one
-# fact in other words when their holders agree this well ("I use Vim as my editor" /
-# "Meu editor agora é o VS Code", saved under two keys, 0.88 apart): with every
-# model-free link off, the tuning pairs' newer first 62 -> 66/70 and 65 -> 68/70 at
-# 0.5 and 0.6 alike; my birthday and my brother's (both clearly a birthday) agree 0.47.
-CLEAR_HOLDERS = 0.6
 # A dialogue turn among the first NEIGHBOUR_TOP found lends this share of its fused
 # score to the turns next to it in its conversation (``_neighbours_lent``): a question's
 # evidence is often the turn before or after the one that matches it (the answer to a
@@ -964,24 +958,20 @@ class Recaller:
         for attribute in attributes:
             answers = [m for m in facts if may_answer(readings[m.id], attribute)]
             if answers != sorted(answers, key=lambda m: (-m.stated_at, -m.id)):
-                clear = np.array([readings[m.id].attribute == attribute for m in answers])
-                head = await self._newest_versions(reader, head, answers, clear)
+                head = await self._newest_versions(reader, head, answers)
         return [*head, *ranked[VERSION_WINDOW:]]
 
     async def _newest_versions(
-        self, reader: MeaningReader, head: list[Candidate], answers: list[Memory], clear: np.ndarray
+        self, reader: MeaningReader, head: list[Candidate], answers: list[Memory]
     ) -> list[Candidate]:
         """``head`` with each group of ``answers`` that are versions of one fact (their
-        statements nearly the same words, or both read clearly as the attribute
-        (``clear``) and their holders well agreed; one holder) newest first in its slots."""
+        statements nearly the same words, one holder) newest first in its slots."""
         vectors = await reader.statements(answers)
         close = vectors @ vectors.T >= VERSION_COSINE
         holders = await asyncio.to_thread(holder_space, self.embedder.id)
         if holders is not None:  # my birthday and my brother's are no versions of one fact
             read = holders.read(vectors)
-            agree = read @ read.T
-            close |= np.outer(clear, clear) & (agree >= CLEAR_HOLDERS)
-            close &= agree >= ONE_HOLDER
+            close &= read @ read.T >= ONE_HOLDER
         for group in _groups(close):
             if len(group) > 1:
                 head = newest_in_their_slots(head, {answers[i].id for i in group})

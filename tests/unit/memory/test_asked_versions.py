@@ -101,20 +101,3 @@ async def test_another_fact_that_may_answer_the_question_keeps_its_place(
     await e5_service.save(WriteRequest("user", *other, origin=Origin.USER, project=PROJECT_A))
     found = await e5_service.recall(question, project=PROJECT_A, record=False)
     assert found.ids[0] == first.memory.id
-
-
-async def test_a_fact_saved_again_under_another_key_in_other_words_is_delivered_newer_first(
-    e5_service: MemoryService,
-) -> None:
-    """A writer's own keys are never linked model-free: both read clearly as the editor
-    the question asks, held by one person, the newer comes first however far apart
-    their words (another language)."""
-    older = await e5_service.save(
-        WriteRequest("user", "editor", "I use Vim as my editor", origin=Origin.USER, project=PROJECT_A)
-    )
-    newer = await e5_service.save(
-        WriteRequest("user", "code_editor", "Meu editor agora é o VS Code", origin=Origin.USER, project=PROJECT_A)
-    )
-    assert newer.memory.restates is None
-    found = await e5_service.recall("Qual editor eu uso?", project=PROJECT_A, record=False)
-    assert found.ids[:2] == [newer.memory.id, older.memory.id]
