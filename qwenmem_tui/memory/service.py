@@ -291,6 +291,16 @@ class MemoryService:
             self._started = True
             self._linked()  # links a previous run left undecided
 
+    async def warm_recall(self) -> None:
+        """One unrecorded recall right after the vectors load: the embedder's first
+        inference and the spaces recall reads lazily cost 0.1-0.3 s (more on a busy
+        machine), which the first message of a launch would otherwise pay after its
+        request had left (a message sent as memory finished opening went without)."""
+        try:
+            await self.recaller.recall("?", project="", record=False)
+        except Exception as exc:  # the first real recall tries again and reports it
+            log.info("[MEMORY] recall warm-up failed: %s", exc)
+
     async def reembedded(self) -> None:
         """Wait for the background re-embedding, if one is running (tests, tools)."""
         await self.vectors.reembedded()

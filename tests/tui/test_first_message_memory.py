@@ -20,6 +20,7 @@ from qwenmem_tui.config import Settings
 from qwenmem_tui.features.memory import prefetch as prefetch_module
 from qwenmem_tui.memory import service as service_module
 from qwenmem_tui.features.memory.feature import MEMORY_SESSION
+from qwenmem_tui.memory.recall import Recaller
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.llm.client import LLMClient
 from qwenmem_tui.paths import Paths, project_id
@@ -162,3 +163,47 @@ async def test_once_memory_is_open_a_request_never_waits_for_recall(
         recall_gate.set()
         await settle(pilot)
     assert not carries_the_fact(first_chat_request(fake))
+
+
+async def test_memory_opens_until_one_recall_has_readied_the_embedder(
+    remembered: None, embedder_gate: asyncio.Event, fake: FakeOpenAI,
+    make_app: Callable[..., QwenmemApp], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The embedder's first inference and the spaces recall reads at its first use
+    belong to memory's opening: one unrecorded recall runs once the vectors load, and
+    a message sent meanwhile waits for its own (slow, as a first one is) recall
+    instead of going without (under load, 1 of 8 typed at launch went without)."""
+    embedder_gate.set()
+    warming, warm_gate, query_gate = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    recall = Recaller.recall
+
+    async def gated(self: Recaller, query: str, **kwargs: Any) -> Any:
+        if kwargs.get("record") is False:
+            warming.set()
+            await warm_gate.wait()  # the warm-up, held
+        else:
+            await query_gate.wait()  # the message's own recall, as slow as a first one
+        return await recall(self, query, **kwargs)
+
+    monkeypatch.setattr(Recaller, "recall", gated)
+    app = make_app(extensions=[memory_extension])
+    async with app.run_test(size=SIZE) as pilot:
+        try:
+            await started(pilot)
+            prefetch = app.session_features.handle(MEMORY_SESSION).prefetch
+            assert prefetch is not None
+            await wait_until(pilot, warming.is_set)
+            assert prefetch.memory_opening  # the vectors are loaded, the warm-up runs
+            prompt = app.screen.query_one(PromptInput)
+            prompt.insert(QUESTION)
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: prefetch.handle is not None)
+            assert not fake.chat_requests  # held: memory is still opening
+            query_gate.set()
+            await wait_until(pilot, lambda: bool(fake.chat_requests))
+        finally:
+            query_gate.set()
+            warm_gate.set()
+        await settle(pilot)
+        assert not prefetch.memory_opening
+    assert carries_the_fact(first_chat_request(fake))

@@ -125,6 +125,8 @@ class MemoryAccess:
             await service.load_vectors()
         except Exception as exc:  # the first recall or write tries again and reports it
             log.warning("[MEMORY] loading the vector index failed: %s", exc)
+            return
+        await service.warm_recall()
 
     def _progress(self, done: int, total: int) -> None:
         for listener in self.progress_listeners:
@@ -143,6 +145,8 @@ class MemoryAccess:
             return False
         if not task.done():
             return True
+        if self._vectors is not None and not self._vectors.done():
+            return True  # the vectors, then one recall that readies the embedder's first use
         service = self.opened
         return service is not None and not service.vectors.loaded
 
