@@ -525,11 +525,12 @@ class SqliteMemoryStore(write_plan.PlannedStore):
         self, embedding_model: str, *, user: str | None = None
     ) -> builtins.list[Memory]:
         mine, params = _of_user(user)
+        # Migration 13's partial index, its condition said as it says it (literals).
         cur = await self._conn.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE status = ?"
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE status = '{_ACTIVE}'"
             f" AND instr(flags, '\"{FLAG_DIALOGUE}\"') > 0{mine} AND id NOT IN"
             " (SELECT id FROM memory_turn_vectors WHERE embedding_model = ?) ORDER BY id",
-            (_ACTIVE, *params, embedding_model),
+            (*params, embedding_model),
         )
         return [row_to_memory(r) for r in await cur.fetchall()]
 

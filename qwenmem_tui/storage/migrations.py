@@ -224,4 +224,11 @@ MIGRATIONS: list[str] = [
         DELETE FROM memory_turn_vectors WHERE id = old.id;
     END;
     """,
+    # 13: the active dialogue turns (sqlite_store.missing_turn_vectors, which says the
+    # condition the same way so SQLite can use it): what every start looks through for
+    # turns without a second vector, not every active row's flags (80 ms at 100k; 20).
+    """
+    CREATE INDEX memories_dialogue_turns ON memories (user)
+        WHERE status = 'active' AND instr(flags, '"dialogue_turn"') > 0;
+    """,
 ]

@@ -114,3 +114,14 @@ async def test_a_writes_lookups_read_through_their_indexes(service: MemoryServic
     free = await _plan(service, lambda: service.store.list(
         user=service.user, scopes=["global"], statuses=[Status.ACTIVE], key_prefix="home"), of="key >=")  # fmt: skip
     assert "INDEX memories_active_key" in free and "key>" in free, free
+
+
+async def test_the_turns_without_a_second_vector_are_read_through_their_index(
+    service: MemoryService,
+) -> None:
+    """Every start looks for dialogue turns without a second vector (memory/turns.py):
+    through the active turns' partial index (migration 13), not every active row's
+    flags (80 ms at 100k rows; 20 this way). Fails without: a scan by status."""
+    plan = await _plan(service, lambda: service.store.missing_turn_vectors("m", user=service.user),
+                       of="memory_turn_vectors")  # fmt: skip
+    assert "INDEX memories_dialogue_turns" in plan, plan
