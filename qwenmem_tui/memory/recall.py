@@ -311,6 +311,9 @@ class Recaller:
         self._language: tuple[np.ndarray | None] | None = None  # (basis,) once looked for
         # Small talk gets no memories (abstain.py); a switch only so the bench can measure both.
         self.abstain = True
+        # Deliver unlinked versions newer first (``_asked_versions``); a switch only so
+        # the bench can measure both.
+        self.versions = True
         # Prefer memories held by whom the question asks about (holder_space.py); the
         # weight is a knob only so the bench can measure it (0: off).
         self.holder_weight = HOLDER_WEIGHT
@@ -859,7 +862,7 @@ class Recaller:
             ],
             found,
         )
-        if not small_talk:
+        if not small_talk and self.versions:
             try:
                 ranked = await self._asked_versions(_result_of(embedding), ranked, found)
             except Exception as exc:  # an order, not the recall: it stands as ranked
