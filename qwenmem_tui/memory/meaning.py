@@ -205,6 +205,10 @@ class MeaningReader:
         """Keep a stored memory's reading: later writes compare against it for free."""
         _keep(self._readings, memory_id, reading, _CACHE)
 
+    def kept(self, memory_id: int) -> bool:
+        """Whether a stored memory's reading is at hand (no embedding to read it)."""
+        return memory_id in self._readings
+
     async def _reading_of(self, memory: Memory) -> Reading:
         """A stored memory's reading: kept from its write, else its text read alone,
         in the neutral frame as a note is (its key may be a reading of it already)."""

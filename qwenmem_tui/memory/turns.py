@@ -79,19 +79,20 @@ class TurnVectors:
     async def missing(self) -> list[Memory]:
         return await self.store.missing_turn_vectors(self.embedder.id, user=self.user)
 
-    async def embed(self, rows: Sequence[Memory]) -> None:
-        """Embed and keep these turns' second vectors; a failed embedding leaves them to
-        the next start (``missing``): the turn is still found by its own vector."""
+    async def embed(self, rows: Sequence[Memory]) -> bool:
+        """Embed and keep these turns' second vectors; a failed embedding (False) leaves
+        them to the next start (``missing``): the turn is still found by its own vector."""
         if not rows:
-            return
+            return True
         try:
             vectors = await self.embedder.embed_passages([alone_text(m) for m in rows])
         except LLMError as exc:
             log.warning("[MEMORY] a turn's second vector was not embedded (%d turns): %s", len(rows), exc)
-            return
+            return False
         ids = [m.id for m in rows]
         await self.store.set_turn_vectors(ids, vectors, self.embedder.id)
         await self.index.add(np.asarray(ids, dtype=np.int64), np.asarray(vectors, dtype=np.float32))
+        return True
 
     async def merged(
         self,

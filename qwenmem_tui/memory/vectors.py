@@ -151,10 +151,19 @@ class MemoryVectors:
         return TurnVectors.beside(self.store, self.embedder, self.index, user=self.user)
 
     async def embed_turns(self, rows: Sequence[Memory]) -> None:
-        """The second vectors of these newly written dialogue turns (``memory/turns.py``)."""
+        """The second vectors of these newly written dialogue turns (``memory/turns.py``):
+        now when they are few; an import of more leaves them to the background (recall
+        ranks those turns by their own vector meanwhile), so it waits for one embedding
+        a line, not two. A one-off command that ends first leaves them to the next start."""
         turns = self.recaller.turns
-        if turns is not None:
-            await turns.embed([m for m in rows if FLAG_DIALOGUE in m.flags])
+        if turns is None:
+            return
+        said = [m for m in rows if FLAG_DIALOGUE in m.flags]
+        if len(said) <= _REEMBED_BATCH:
+            await turns.embed(said)
+        elif self._turns_task is None or self._turns_task.done():
+            log.info("[MEMORY] embedding %d dialogue turns' second vectors in the background", len(said))
+            self._turns_task = asyncio.create_task(self._embed_turns(turns))
 
     def reader(self) -> MeaningReader:
         """The attribute reader of the embedder in use (its prototypes embedded once),
@@ -210,9 +219,9 @@ class MemoryVectors:
             self._reembed_task = asyncio.create_task(self._reembed(missing, progress))
 
     async def _second_vectors(self, turns: TurnVectors) -> None:
-        """Dialogue turns without a second vector (a home from before them, a failed
-        embedding) get one: now when few, else in the background, while recall ranks
-        those turns by their own vector alone."""
+        """Dialogue turns without a second vector (a home from before them, an import of
+        many, a failed embedding) get one: now when few, else in the background, while
+        recall ranks those turns by their own vector alone."""
         missing = await turns.missing()
         if len(missing) <= _REEMBED_BATCH:
             await turns.embed(missing)
@@ -220,10 +229,19 @@ class MemoryVectors:
         log.info("[MEMORY] embedding %d dialogue turns' second vectors in the background", len(missing))
         self._turns_task = asyncio.create_task(self._embed_turns(turns, missing))
 
-    async def _embed_turns(self, turns: TurnVectors, missing: list[Memory]) -> None:
+    async def _embed_turns(self, turns: TurnVectors, missing: list[Memory] | None = None) -> None:
+        """Until no active turn lacks one (turns written meanwhile included); a batch
+        that fails to embed stops it, left to the next start."""
+        tried: set[int] = set()
         try:
-            for start in range(0, len(missing), _REEMBED_BATCH):
-                await turns.embed(missing[start : start + _REEMBED_BATCH])
+            while missing := missing if missing is not None else await turns.missing():
+                if tried.issuperset(m.id for m in missing):
+                    return  # nothing new to try: what is left failed
+                tried.update(m.id for m in missing)
+                for start in range(0, len(missing), _REEMBED_BATCH):
+                    if not await turns.embed(missing[start : start + _REEMBED_BATCH]):
+                        return
+                missing = None
         except Exception as exc:  # recall keeps its own vectors; the next start retries
             log.warning("[MEMORY] second vectors stopped: %s", exc)
 

@@ -256,9 +256,9 @@ class MemoryWriter:
                 results.append(await self._commit(item, vector, lookup))
                 if on_result is not None:
                     on_result(results[-1])
-            await self.vectors.embed_turns([r.memory for r in results[start:] if _stored(r)])
             if progress is not None:
                 progress(start + len(part), len(pending))
+        await self.vectors.embed_turns([r.memory for r in results if _stored(r)])
         return results
 
     def _batch_lookup(

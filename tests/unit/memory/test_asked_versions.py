@@ -6,13 +6,14 @@ takes the best slot. An order only: nothing is linked, marked or dropped."""
 from __future__ import annotations
 
 import pytest
-from memtest_support import PROJECT_A
+from memtest_support import PROJECT_A, Clock, make_settings
 
 from qwenmem_tui.memory.attributes import ATTRIBUTES
 from qwenmem_tui.memory.meaning import LINKABLE, Reading, asked, may_answer
 from qwenmem_tui.memory.model import Category, Memory, Origin, RememberRequest, Status, WriteRequest
 from qwenmem_tui.memory.recall import Candidate, newest_in_their_slots
 from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.paths import Paths
 
 ATTRIBUTE = {a.key: a for a in ATTRIBUTES}
 EMPLOYER, OCCUPATION, CAR = ATTRIBUTE["employer"], ATTRIBUTE["occupation"], ATTRIBUTE["car"]
@@ -101,3 +102,22 @@ async def test_another_fact_that_may_answer_the_question_keeps_its_place(
     await e5_service.save(WriteRequest("user", *other, origin=Origin.USER, project=PROJECT_A))
     found = await e5_service.recall(question, project=PROJECT_A, record=False)
     assert found.ids[0] == first.memory.id
+
+
+async def test_a_fact_whose_stored_vector_leaves_no_room_is_not_read_again(
+    e5_service: MemoryService, mem_paths: Paths, clock: Clock
+) -> None:
+    """A fresh process reads no fact's statement it need not: the car is not embedded
+    again for a question about my employer (its stored vector says so for free)."""
+    ids = []
+    for text in ["삼성에 다녀요", "삼성을 그만두고 네이버에 들어갔어요", "저는 기아 차를 타요"]:
+        ids.append((await e5_service.remember(RememberRequest(text, project=PROJECT_A))).memory.id)
+    fresh = await MemoryService.open(make_settings(embedding="auto"), mem_paths, clock=clock)
+    try:
+        found = await fresh.recall("저는 어느 회사에 다녀요?", project=PROJECT_A, record=False)
+        reader = fresh.writer.reader()
+        assert found.ids.index(ids[1]) < found.ids.index(ids[0])  # read: the newer first
+        assert reader.kept(ids[0]) and reader.kept(ids[1])
+        assert ids[2] in found.ids and not reader.kept(ids[2])
+    finally:
+        await fresh.close()

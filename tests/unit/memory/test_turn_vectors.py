@@ -4,17 +4,20 @@ before them, and merged into the dense channel's ranking."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
 from memtest_support import PROJECT_A, Clock, make_settings
 
 from qwenmem_tui.memory import backup
 from qwenmem_tui.memory.dense import SearchHit
 from qwenmem_tui.memory.embed import HashEmbedder
 from qwenmem_tui.memory.index import VectorIndex
-from qwenmem_tui.memory.model import GLOBAL_SCOPE, Status
+from qwenmem_tui.memory.model import GLOBAL_SCOPE, Memory, Status
 from qwenmem_tui.memory.recall import NEIGHBOUR_SHARE, Candidate
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.turns import TurnVectors
@@ -81,6 +84,36 @@ async def test_a_home_from_before_them_gets_them_at_its_next_start(
         assert sorted(again.recaller.turns.index.ids().tolist()) == sorted(m.id for m in active)  # type: ignore[union-attr]
     finally:
         await again.close()
+
+
+async def test_an_import_of_many_turns_waits_for_one_embedding_a_line(
+    service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dialogue import of more than a batch returns once its rows and their own
+    vectors are kept; the turns' second vectors follow in the background (they doubled
+    an import's embedding), and every active turn has one once that is done. Fails
+    without: the import waited for the second vectors (the gate below held it)."""
+    gate, started = asyncio.Event(), asyncio.Event()
+    embed = TurnVectors.embed
+
+    async def gated(self: TurnVectors, rows: Sequence[Memory]) -> bool:
+        if rows:
+            started.set()
+            await gate.wait()
+        return await embed(self, rows)
+
+    monkeypatch.setattr(TurnVectors, "embed", gated)
+    many = [f"{'Caroline' if i % 2 else 'Melanie'}: line {i} of a long talk about painting" for i in range(40)]
+    importing = asyncio.create_task(backup.import_lines(service, lines(many), project=PROJECT_A))
+    waiting = asyncio.create_task(started.wait())
+    await asyncio.wait({importing, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    assert importing.done() and importing.exception() is None
+    gate.set()
+    await service.vectors.reembedded()
+    waiting.cancel()
+    active = [m for m in await service.list(project=PROJECT_A) if m.status is Status.ACTIVE]
+    assert len(active) == 40
+    assert sorted(await second_vectors(service)) == sorted(m.id for m in active)
 
 
 def unit(*values: float) -> np.ndarray:
