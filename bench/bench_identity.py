@@ -172,7 +172,10 @@ async def bulk_import(home: Path, n: int, embedder: str) -> None:
     lines = turns(n)
     svc = await MemoryService.open(settings(embedder), Paths(home / f"import-{embedder}"))
     try:
-        texts = [embed_text("project", json.loads(x)["key"], json.loads(x)["value"]) for x in lines]
+        # What the import embeds once a line: each turn after the one before it, as said
+        # (``model.turn_context``: these lines are one conversation), not behind its key.
+        values = [json.loads(x)["value"] for x in lines]
+        texts = [embed_text("project", "", v, values[i - 1] if i else "") for i, v in enumerate(values)]
         cpu, wall = time.process_time(), time.perf_counter()
         for start in range(0, n, WRITE_BATCH):
             await svc.embedder.embed_passages(texts[start : start + WRITE_BATCH])
