@@ -22,6 +22,13 @@ restatements, six or seven a language in eleven and four across languages; 33 di
 pairs, a family member's same attribute among them), each statement checked against the
 held-out set's (none equal) and never looked at beside it: what recall's delivery of
 unlinked versions (``Recaller._asked_versions``) was measured on.
+``--corpus bench/identity_fresh.jsonl``: 95 more hand-written tuning pairs (69
+restatements, 26 distinct; de, nl, ru weighted), written after the other tuning sets
+saturated, in wordings none of them tuned on: colloquial, passive, third person ("people
+call me…"), attributes no example names (gym, school, bank, team, diet, commute, doctor,
+a language studied), restatements without the attribute word, across languages; none
+equal to an example or another corpus's statement (checked by script, the held-out set
+never looked at). Model-free at first: 53/69 newer first, 2/26 distinct pairs linked.
 ``--write-prototypes``: embed the attributes' examples (``memory/attributes.py``) with
 the default embedder and ship their vectors beside ``memory/meaning.py`` (float16) with
 the space fitted on them, so no home embeds them and no process fits them again; run it

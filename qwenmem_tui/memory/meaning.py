@@ -243,21 +243,23 @@ class MeaningReader:
         new: Reading,
         close: Sequence[Memory],
         near: Collection[int] = (),
-        one_holder: Callable[[Memory], Awaitable[bool]] | None = None,
+        one_holder: Callable[[Memory, bool], Awaitable[bool]] | None = None,
     ) -> Memory | None:
         """The closest of ``close`` that is a likely restatement of the new fact (key
         ``key``), linked, never merged: both were filed under one of the person's
         single-valued attributes (``home_city``, ``home_city_2``), or their readings
         say the same one (``same_attribute``; ``near``: ids very close to the new fact)
-        and ``one_holder`` does not read them as two people's (my car and my father's
-        read alike as a car)."""
+        and ``one_holder(memory, filed)`` does not read them as two people's (my car and
+        my father's read alike as a car); ``filed``: under one key, where only a clear
+        reading of two people's counts (my wife's name filed under ``name``, then mine)."""
         named = LINKABLE.get(_unnumbered(key))
         for memory in close:
             if named is not None and _unnumbered(memory.key) == named.key:
-                return memory
+                if one_holder is None or await one_holder(memory, True):
+                    return memory
         for memory in close:
             if same_attribute(new, await self._reading_of(memory), near=memory.id in near):
-                if one_holder is None or await one_holder(memory):
+                if one_holder is None or await one_holder(memory, False):
                     return memory
         return None
 

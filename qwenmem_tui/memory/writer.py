@@ -27,7 +27,7 @@ from qwenmem_tui.memory.identity import (
     read_by_key,
 )
 from qwenmem_tui.memory.judge import Judgement, judge_messages, judgement_of, parse_judgement
-from qwenmem_tui.memory.holder_space import ONE_HOLDER, holder_space
+from qwenmem_tui.memory.holder_space import ONE_HOLDER, TWO_PEOPLE, holder_space
 from qwenmem_tui.memory.meaning import NEUTRAL, MeaningReader, Reading
 from qwenmem_tui.memory.model import (
     DAY,
@@ -612,10 +612,13 @@ class MemoryWriter:
                 judged = await self._judge_guess(category, key, value, guessed, scope, judge_timeout)
                 if judged is not None:
                     return judged.flagged(elsewhere)
-            # Undecided, a guess is linked, never merged (the idle pass decides it).
+            # Undecided, a guess is linked, never merged (the idle pass decides it) —
+            # unless the two read as two people's: "Meine Frau heißt Anna" filed under
+            # "name", then "Ich heiße Peter" is my name beside my wife's, not its version.
             if any(m.key == key for m in guessed):
                 key = await self._free_key(key, value, category, scope)
-            return Identity(key, restates=guessed[0].id).flagged(elsewhere)
+            linked = [m for m in guessed if await self._one_holder(value, m)]
+            return Identity(key, restates=linked[0].id if linked else None).flagged(elsewhere)
         close = by_meaning(key, value, category, found, self._meaning_floor(), explicit=explicit)
         near = {c.memory.id for c in found if c.dense is not None and c.dense >= LINK_COSINE}
         # Model-free links are for the person's own facts filed by their reading: a
@@ -626,7 +629,7 @@ class MemoryWriter:
         likely = None
         if category == Category.USER and not explicit:
             likely = await self.reader().likely_restatement(
-                key, reading or Reading(None, None), close, near, lambda older: self._one_holder(value, older)
+                key, reading or Reading(None, None), close, near, lambda older, filed: self._one_holder(value, older, TWO_PEOPLE if filed else ONE_HOLDER)
             )
         if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and close:
             judged = await self._judge(category, key, value, close, judge_timeout, explicit)
@@ -664,17 +667,17 @@ class MemoryWriter:
             return replace(judged, key=await self._free_key(key, value, category, scope))
         return judged
 
-    async def _one_holder(self, value: str, older: Memory) -> bool:
+    async def _one_holder(self, value: str, older: Memory, floor: float = ONE_HOLDER) -> bool:
         """Whether a fact's words and ``older``'s read as held by one person in the
-        holder space (``holder_space.py``, statements as the reader embeds them); True
-        for an embedder it has no space for."""
+        holder space (``holder_space.py``, statements as the reader embeds them): their
+        agreement at ``floor`` or above; True for an embedder it has no space for."""
         embedder = self.vectors.embedder
         space = await asyncio.to_thread(holder_space, embedder.id)
         if space is None:
             return True
         [new] = await embedder.embed_passages([embed_text(*NEUTRAL, value)])
         old = await self.reader().statements([older])
-        return float(space.agreement(new, old)[0]) >= ONE_HOLDER
+        return float(space.agreement(new, old)[0]) >= floor
 
     def reader(self) -> MeaningReader:
         """The attribute reader of the embedder in use (its prototypes embedded once)."""

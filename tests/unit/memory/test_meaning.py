@@ -173,3 +173,24 @@ async def test_a_family_members_fact_of_my_attribute_is_not_linked_as_its_versio
     second = await e5_service.remember(RememberRequest(theirs, project=PROJECT_A))
     assert second.memory.restates is None
     assert (await e5_service.get(first.memory.id)).status is Status.ACTIVE
+
+
+@pytest.mark.parametrize(
+    ("theirs", "mine"),
+    [
+        ("Meine Frau heißt Anna", "Ich heiße Peter"),
+        ("我儿子叫小明", "我叫王伟"),
+        ("아내 이름은 지수예요", "제 이름은 민호예요"),
+    ],
+)
+async def test_my_name_after_a_family_members_filed_under_name_is_no_version_of_it(
+    e5_service: MemoryService, theirs: str, mine: str
+) -> None:
+    """My wife's name, filed by meaning under ``name``, then mine: one key's attribute,
+    but the holder space reads two people clearly, so mine is not linked as the newer
+    version of hers (it was, in eight of eleven languages, and recall put hers as an
+    earlier version of my name)."""
+    first = await e5_service.remember(RememberRequest(theirs, project=PROJECT_A))
+    second = await e5_service.remember(RememberRequest(mine, project=PROJECT_A))
+    assert second.memory.restates is None
+    assert (await e5_service.get(first.memory.id)).status is Status.ACTIVE
