@@ -498,7 +498,10 @@ class MemoryWriter:
             # The "name" the rule read is nearest one of the person's own attributes:
             # a sentence's first word ("Ich wohne in München"), not someone's name.
             return NoteKey(Category.USER, top.key, False)
-        if not note.named and attribute is not None:
+        if (not note.named or note.by_name) and attribute is not None:
+            # A name the rule read may be the value itself, first in its sentence
+            # ("Pierogi są moim ulubionym daniem", "Berlin ist meine Lieblingsstadt"):
+            # a clear attribute names the key instead, value-free.
             return NoteKey(category, attribute.key, False)
         if not note.named and reading.named is not None and reading.named.category is category:
             # Nothing clearer to be had: the attribute both readings lean to names

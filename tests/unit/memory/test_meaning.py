@@ -194,3 +194,22 @@ async def test_my_name_after_a_family_members_filed_under_name_is_no_version_of_
     second = await e5_service.remember(RememberRequest(mine, project=PROJECT_A))
     assert second.memory.restates is None
     assert (await e5_service.get(first.memory.id)).status is Status.ACTIVE
+
+
+@pytest.mark.parametrize(
+    ("note", "value_words"),
+    [
+        ("Pierogi są moim ulubionym daniem", {"pierogi"}),
+        ("Berlin ist meine Lieblingsstadt", {"berlin"}),
+        ("Tengo dos gatos", {"tengo", "gatos"}),
+    ],
+)
+async def test_a_sentence_opening_with_its_value_is_keyed_by_its_attribute(
+    e5_service: MemoryService, note: str, value_words: set[str]
+) -> None:
+    """The rule reads a sentence's first word as a name in a language it does not
+    read; that word may be the value. A clear attribute names the key instead (it
+    was ``pierogi``, ``berlin``, ``tengo``)."""
+    written = await e5_service.remember(RememberRequest(note, project=PROJECT_A))
+    assert not value_words & set(written.memory.key.split("_"))
+    assert written.memory.category == "user"
