@@ -450,18 +450,18 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             f" WHERE {plus}status = ? AND embedding_model = ? AND embedding IS NOT NULL"
             + mine.replace(" user", f" {plus}user")
         )
-        params: builtins.list[object] = [_ACTIVE, embedding_model, *of_user]
+        return await self._vector_rows(sql, [_ACTIVE, embedding_model, *of_user], ids, "id")
+
+    async def _vector_rows(
+        self, sql: str, params: builtins.list[object], ids: Sequence[int] | None, id_column: str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of ``sql``'s (id, float32 blob) rows, of ``ids`` only when
+        given: SQLite caps bound parameters, so a long list goes in chunks."""
         rows: builtins.list[Any] = []
-        if ids is None:
-            rows = list(await (await self._conn.execute(sql + " ORDER BY id", params)).fetchall())
-        else:
-            # SQLite caps bound parameters; large id lists go in chunks.
-            for start in range(0, len(ids), 500):
-                chunk = [int(i) for i in ids[start : start + 500]]
-                cur = await self._conn.execute(
-                    sql + f" AND id IN ({','.join('?' * len(chunk))}) ORDER BY id", params + chunk
-                )
-                rows.extend(await cur.fetchall())
+        for chunk in [None] if ids is None else _chunks([int(i) for i in ids], 500):
+            where = "" if chunk is None else f" AND {id_column} IN ({','.join('?' * len(chunk))})"
+            cur = await self._conn.execute(sql + where + f" ORDER BY {id_column}", params + (chunk or []))
+            rows.extend(await cur.fetchall())
         if not rows:
             return no_vectors()
         import numpy as np
@@ -507,19 +507,7 @@ class SqliteMemoryStore(write_plan.PlannedStore):
             f" ON m.id = t.id WHERE t.embedding_model = ? AND m.status = ?"
             + mine.replace(" user", " m.user")
         )
-        params: builtins.list[object] = [embedding_model, _ACTIVE, *of_user]
-        rows: builtins.list[Any] = []
-        for chunk in [None] if ids is None else _chunks([int(i) for i in ids], 500):
-            where = "" if chunk is None else f" AND t.id IN ({','.join('?' * len(chunk))})"
-            cur = await self._conn.execute(sql + where + " ORDER BY t.id", params + (chunk or []))
-            rows.extend(await cur.fetchall())
-        if not rows:
-            return no_vectors()
-        import numpy as np
-
-        out_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
-        return out_ids, vectors.astype(np.float32, copy=False)
+        return await self._vector_rows(sql, [embedding_model, _ACTIVE, *of_user], ids, "t.id")
 
     async def missing_turn_vectors(
         self, embedding_model: str, *, user: str | None = None

@@ -158,42 +158,26 @@ async def test_a_writer_s_own_keys_are_never_linked_by_meaning_alone(e5_service:
 
 
 @pytest.mark.parametrize(
-    ("mine", "theirs"),
+    ("first", "then"),
     [
         ("Mi coche es un Seat", "Mi padre conduce un Renault"),
         ("저는 서울에 살아요", "언니는 광주에 살아요"),
-    ],
-)
-async def test_a_family_members_fact_of_my_attribute_is_not_linked_as_its_version(
-    e5_service: MemoryService, mine: str, theirs: str
-) -> None:
-    """My car and my father's read alike as a car: the holder space reads two people,
-    so the newer is no version of mine (it was linked, and recall marked mine as earlier)."""
-    first = await e5_service.remember(RememberRequest(mine, project=PROJECT_A))
-    second = await e5_service.remember(RememberRequest(theirs, project=PROJECT_A))
-    assert second.memory.restates is None
-    assert (await e5_service.get(first.memory.id)).status is Status.ACTIVE
-
-
-@pytest.mark.parametrize(
-    ("theirs", "mine"),
-    [
+        # My wife's name, filed by meaning under ``name``, then mine: one key.
         ("Meine Frau heißt Anna", "Ich heiße Peter"),
         ("我儿子叫小明", "我叫王伟"),
         ("아내 이름은 지수예요", "제 이름은 민호예요"),
     ],
 )
-async def test_my_name_after_a_family_members_filed_under_name_is_no_version_of_it(
-    e5_service: MemoryService, theirs: str, mine: str
+async def test_a_family_members_fact_of_my_attribute_is_not_linked_as_its_version(
+    e5_service: MemoryService, first: str, then: str
 ) -> None:
-    """My wife's name, filed by meaning under ``name``, then mine: one key's attribute,
-    but the holder space reads two people clearly, so mine is not linked as the newer
-    version of hers (it was, in eight of eleven languages, and recall put hers as an
-    earlier version of my name)."""
-    first = await e5_service.remember(RememberRequest(theirs, project=PROJECT_A))
-    second = await e5_service.remember(RememberRequest(mine, project=PROJECT_A))
-    assert second.memory.restates is None
-    assert (await e5_service.get(first.memory.id)).status is Status.ACTIVE
+    """My car and my father's read alike as a car, my name and my wife's as a name
+    (filed under one key): the holder space reads two people, so the newer is no
+    version of the older (it was linked, and recall marked the older as earlier)."""
+    older = await e5_service.remember(RememberRequest(first, project=PROJECT_A))
+    newer = await e5_service.remember(RememberRequest(then, project=PROJECT_A))
+    assert newer.memory.restates is None
+    assert (await e5_service.get(older.memory.id)).status is Status.ACTIVE
 
 
 @pytest.mark.parametrize(
