@@ -503,7 +503,7 @@ class MemoryWriter:
             # ("Pierogi są moim ulubionym daniem", "Berlin ist meine Lieblingsstadt"):
             # a clear attribute names the key instead, value-free.
             return NoteKey(category, attribute.key, False)
-        if not note.named and reading.named is not None and reading.named.category is category:
+        if (not note.named or note.by_name) and reading.named is not None and reading.named.category is category:
             # Nothing clearer to be had: the attribute both readings lean to names
             # the key ("私はエンジニアです": occupation, not "note"), value-free either way.
             return NoteKey(category, reading.named.key, False)

@@ -186,14 +186,16 @@ async def test_a_family_members_fact_of_my_attribute_is_not_linked_as_its_versio
         ("Pierogi są moim ulubionym daniem", {"pierogi"}),
         ("Berlin ist meine Lieblingsstadt", {"berlin"}),
         ("Tengo dos gatos", {"tengo", "gatos"}),
+        # Not clear, but both readings lean to one attribute: it names the key.
+        ("Blue is my favourite colour", {"blue"}),
     ],
 )
 async def test_a_sentence_opening_with_its_value_is_keyed_by_its_attribute(
     e5_service: MemoryService, note: str, value_words: set[str]
 ) -> None:
     """The rule reads a sentence's first word as a name in a language it does not
-    read; that word may be the value. A clear attribute names the key instead (it
-    was ``pierogi``, ``berlin``, ``tengo``)."""
+    read; that word may be the value. A clear attribute, or the one both readings
+    lean to, names the key instead (it was ``pierogi``, ``berlin``, ``tengo``, ``blue``)."""
     written = await e5_service.remember(RememberRequest(note, project=PROJECT_A))
     assert not value_words & set(written.memory.key.split("_"))
     assert written.memory.category == "user"
