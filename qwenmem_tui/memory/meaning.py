@@ -131,8 +131,10 @@ class MeaningReader:
         self._space: AttributeSpace | None = None
         self._lock = asyncio.Lock()
         self._readings: OrderedDict[int, Reading] = OrderedDict()
-        # Notes just read (``read_note``), by text: the reading a note is stored with.
+        # Notes just read (``read_note``), by text: the reading a note is stored with,
+        # and its statement (``note_statement``).
         self._notes: OrderedDict[str, Reading] = OrderedDict()
+        self._note_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         # Stored memories' statements (``statements``), by id, for recall's versions.
         self._statements: OrderedDict[int, np.ndarray] = OrderedDict()
 
@@ -188,10 +190,18 @@ class MeaningReader:
         """``read`` for a note not filed yet (one passage embedding, in the neutral frame)."""
         if not self.meaningful:
             return Reading(None, None)
-        [vector] = await self.embedder.embed_passages([embed_text(*NEUTRAL, text)])
-        reading = await self.read(vector)
+        reading = await self.read(await self.note_statement(text))
         _keep(self._notes, text.strip(), reading, _NOTES)
         return reading
+
+    async def note_statement(self, text: str) -> np.ndarray:
+        """A note's text as a passage in the neutral frame, embedded once while it is
+        written: its reading and each holder check against an older fact use it."""
+        vector = self._note_vectors.get(text.strip())
+        if vector is None:
+            [vector] = await self.embedder.embed_passages([embed_text(*NEUTRAL, text)])
+            _keep(self._note_vectors, text.strip(), vector, _NOTES)
+        return vector
 
     def noted(self, text: str) -> Reading | None:
         """The reading ``read_note`` gave this very text, if it was read just now: a

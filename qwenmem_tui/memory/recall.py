@@ -20,7 +20,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -235,6 +235,11 @@ def current_first(ranked: Sequence[Candidate], found: Sequence[Candidate]) -> li
                 placed.add(version.memory.id)
                 out.append(version)
     return out
+
+
+def best_first(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """By score, and between equals the more recent fact first."""
+    return sorted(candidates, key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id))
 
 
 def newest_in_their_slots(ranked: Sequence[Candidate], versions: Collection[int]) -> list[Candidate]:
@@ -668,29 +673,18 @@ class Recaller:
             lexical_only, list(fused), held, fetch or self.store.fetch,
         )  # fmt: skip
         cosines.update(scored)
-        found = [
-            m
-            for m in rows
-            if m.status is Status.ACTIVE
-            and m.user == self.user
-            and m.scope in scopes
-            and (m.expires_at is None or m.expires_at > now)
-        ]
-        return sorted(
-            (
-                Candidate(
-                    memory=m,
-                    score=fused[m.id],
-                    dense=cosines.get(m.id),
-                    lexical=lexical.get(m.id),
-                    # Only a lexical match can be rescued by it (``passes``).
-                    coverage=coverage(terms, m.key, m.value) if m.id in lexical else 0.0,
-                    vector=None if held is None else held_vector(held, m.id),
-                )
-                for m in found
-            ),
-            # Between equals, the more recent fact first.
-            key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id),
+        found = [m for m in rows if self._recallable(m, scopes, now)]
+        return best_first(
+            Candidate(
+                memory=m,
+                score=fused[m.id],
+                dense=cosines.get(m.id),
+                lexical=lexical.get(m.id),
+                # Only a lexical match can be rescued by it (``passes``).
+                coverage=coverage(terms, m.key, m.value) if m.id in lexical else 0.0,
+                vector=None if held is None else held_vector(held, m.id),
+            )
+            for m in found
         )
 
     async def _channels(
@@ -759,6 +753,16 @@ class Recaller:
         rows = [held.rows.get(i) or fetched.get(i) for i in ids]
         return scored, [m for m in rows if m is not None]
 
+    def _recallable(self, memory: Memory, scopes: tuple[str, ...], now: float) -> bool:
+        """Whether a row read after the filters still passes them: another process
+        may have superseded, deleted or let it expire since."""
+        return (
+            memory.status is Status.ACTIVE
+            and memory.user == self.user
+            and memory.scope in scopes
+            and (memory.expires_at is None or memory.expires_at > now)
+        )
+
     def _one_query(self) -> bool:
         """Both channels, their rows and the links come from one statement (``_channels``)."""
         return isinstance(self.index, StoreIndex) and self.dense_enabled
@@ -785,14 +789,7 @@ class Recaller:
         wanted = [n for c in found for n in links.get(c.memory.id, ()) if n not in have]
         while wanted:
             now = self.clock()
-            rows = [
-                m
-                for m in await self.store.fetch(wanted)
-                if m.status is Status.ACTIVE
-                and m.user == self.user
-                and m.scope in scopes
-                and (m.expires_at is None or m.expires_at > now)
-            ]
+            rows = [m for m in await self.store.fetch(wanted) if self._recallable(m, scopes, now)]
             have.update(wanted)
             added += [Candidate(m, 0.0, None, None, 0.0) for m in rows]
             wanted = [n for m in rows for n in links.get(m.id, ()) if n not in have]
@@ -941,13 +938,8 @@ class Recaller:
                     lent[n] = max(lent.get(n, 0.0), NEIGHBOUR_SHARE * c.score)
         if not lent:
             return found
-        return sorted(
-            (
-                replace(c, score=c.score + lent.get(i, 0.0))
-                for i, c in have.items()
-                if i in lent or i in known
-            ),
-            key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id),
+        return best_first(
+            replace(c, score=c.score + lent.get(i, 0.0)) for i, c in have.items() if i in lent or i in known
         )
 
     async def _neighbours(
@@ -956,14 +948,7 @@ class Recaller:
         """The rows of ``ids`` that recall may return, as candidates of no score yet,
         with their cosines (the better of a turn's two vectors)."""
         now = self.clock()
-        rows = [
-            m
-            for m in (await self.store.fetch(ids) if ids else [])
-            if m.status is Status.ACTIVE
-            and m.user == self.user
-            and m.scope in scopes
-            and (m.expires_at is None or m.expires_at > now)
-        ]
+        rows = [m for m in (await self.store.fetch(ids) if ids else []) if self._recallable(m, scopes, now)]
         query = _result_of(embedding)
         cosines: dict[int, float] = {}
         if query is not None and rows:
@@ -1034,7 +1019,7 @@ class Recaller:
         statements nearly the same words, one holder) newest first in its slots."""
         vectors = await reader.statements(answers)
         close = vectors @ vectors.T >= VERSION_COSINE
-        holders = await asyncio.to_thread(holder_space, self.embedder.id)
+        holders = (await self._spaces())[0]
         if holders is not None:  # my birthday and my brother's are no versions of one fact
             read = holders.read(vectors)
             close &= read @ read.T >= ONE_HOLDER
@@ -1042,6 +1027,15 @@ class Recaller:
             if len(group) > 1:
                 head = newest_in_their_slots(head, {answers[i].id for i in group})
         return head
+
+    async def _spaces(self) -> tuple[HolderSpace | None, AttributeSpace | None]:
+        """The embedder's holder and attribute spaces (``holder_space.py``), looked up
+        once (None each where none ships for it)."""
+        if self._holders is None:
+            self._holders = await asyncio.to_thread(
+                lambda: (holder_space(self.embedder.id), attribute_space(self.embedder.id))
+            )
+        return self._holders
 
     async def _by_holder(
         self, embedding: asyncio.Future[np.ndarray] | None, found: list[Candidate]
@@ -1051,15 +1045,10 @@ class Recaller:
         before my father's when I ask about mine; and the ids that agree with it on
         both (``holder_space.agrees``). Unchanged without a query vector or a holder
         space for the embedder."""
-        if not found or self.holder_weight <= 0 or embedding is None or not embedding.done():
+        query = _result_of(embedding)
+        if not found or self.holder_weight <= 0 or query is None:
             return found, set()
-        if embedding.cancelled() or embedding.exception() is not None:
-            return found, set()
-        if self._holders is None:
-            self._holders = await asyncio.to_thread(
-                lambda: (holder_space(self.embedder.id), attribute_space(self.embedder.id))
-            )
-        space = self._holders[0]
+        space, attributes = await self._spaces()
         if space is None:
             return found, set()
         # A dialogue turn is left as ranked: its "I" is its speaker, not the one asking,
@@ -1075,17 +1064,15 @@ class Recaller:
             return found, set()
         ids = np.fromiter(vectors_of, dtype=np.int64, count=len(vectors_of))
         vectors = np.stack(list(vectors_of.values()))
-        query = await embedding
         holders = space.agreement(query, vectors)
         agreement = self.holder_weight * holders
-        attributes = self._holders[1]
         about = None if attributes is None else attribute_agreement(attributes, query, vectors)
         if about is not None and self.attribute_weight > 0:
             agreement += self.attribute_weight * about
         agreed = dict(zip(ids.tolist(), agreement.tolist(), strict=True))
         moved = [replace(c, score=c.score + agreed.get(c.memory.id, 0.0)) for c in found]
         both = set() if about is None else set(ids[agrees(holders, about)].tolist())
-        return sorted(moved, key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id)), both
+        return best_first(moved), both
 
     async def _links_after(
         self, reading: asyncio.Future[dict[int, list[int]]] | None

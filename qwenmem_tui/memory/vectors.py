@@ -156,14 +156,8 @@ class MemoryVectors:
         ranks those turns by their own vector meanwhile), so it waits for one embedding
         a line, not two. A one-off command that ends first leaves them to the next start."""
         turns = self.recaller.turns
-        if turns is None:
-            return
-        said = [m for m in rows if FLAG_DIALOGUE in m.flags]
-        if len(said) <= _REEMBED_BATCH:
-            await turns.embed(said)
-        elif self._turns_task is None or self._turns_task.done():
-            log.info("[MEMORY] embedding %d dialogue turns' second vectors in the background", len(said))
-            self._turns_task = asyncio.create_task(self._embed_turns(turns))
+        if turns is not None:
+            await self._embed_now_or_later(turns, [m for m in rows if FLAG_DIALOGUE in m.flags])
 
     def reader(self) -> MeaningReader:
         """The attribute reader of the embedder in use (its prototypes embedded once),
@@ -222,14 +216,18 @@ class MemoryVectors:
         """Dialogue turns without a second vector (a home from before them, an import of
         many, a failed embedding) get one: now when few, else in the background, while
         recall ranks those turns by their own vector alone."""
-        missing = await turns.missing()
-        if len(missing) <= _REEMBED_BATCH:
-            await turns.embed(missing)
-            return
-        log.info("[MEMORY] embedding %d dialogue turns' second vectors in the background", len(missing))
-        self._turns_task = asyncio.create_task(self._embed_turns(turns, missing))
+        await self._embed_now_or_later(turns, await turns.missing())
 
-    async def _embed_turns(self, turns: TurnVectors, missing: list[Memory] | None = None) -> None:
+    async def _embed_now_or_later(self, turns: TurnVectors, rows: list[Memory]) -> None:
+        """``rows``' second vectors: now when they are few, else in the background (not
+        twice: a pass running reads what still lacks one until nothing does)."""
+        if len(rows) <= _REEMBED_BATCH:
+            await turns.embed(rows)
+        elif self._turns_task is None or self._turns_task.done():
+            log.info("[MEMORY] embedding %d dialogue turns' second vectors in the background", len(rows))
+            self._turns_task = asyncio.create_task(self._embed_turns(turns, rows))
+
+    async def _embed_turns(self, turns: TurnVectors, missing: list[Memory] | None) -> None:
         """Until no active turn lacks one (turns written meanwhile included); a batch
         that fails to embed stops it, left to the next start."""
         tried: set[int] = set()

@@ -28,7 +28,7 @@ from qwenmem_tui.memory.identity import (
 )
 from qwenmem_tui.memory.judge import Judgement, judge_messages, judgement_of, parse_judgement
 from qwenmem_tui.memory.holder_space import ONE_HOLDER, TWO_PEOPLE, holder_space
-from qwenmem_tui.memory.meaning import NEUTRAL, MeaningReader, Reading
+from qwenmem_tui.memory.meaning import MeaningReader, Reading
 from qwenmem_tui.memory.model import (
     DAY,
     FLAG_SECRET_REDACTED,
@@ -678,7 +678,7 @@ class MemoryWriter:
         space = await asyncio.to_thread(holder_space, embedder.id)
         if space is None:
             return True
-        [new] = await embedder.embed_passages([embed_text(*NEUTRAL, value)])
+        new = await self.reader().note_statement(value)
         old = await self.reader().statements([older])
         return float(space.agreement(new, old)[0]) >= floor
 

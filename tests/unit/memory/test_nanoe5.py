@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -395,10 +396,7 @@ async def test_a_fact_in_another_language_clears_the_threshold_its_language_cost
         ("license_renewal", "La licence du logiciel est renouvelée chaque année en janvier."),
         ("support_email", "고객 지원 이메일 주소는 help@example.com 입니다."),
     ]
-    ids = {}
-    for key, value in rows:
-        saved = await e5_service.save(WriteRequest("user", key, value, origin="user", project=PROJECT_A))
-        ids[key] = saved.memory.id
+    ids = await saved_by_key(e5_service, "user", rows)
     question = "Какой кофе я пью?"
 
     async def found(language: bool) -> list[int]:
@@ -427,10 +425,7 @@ async def test_a_request_keeps_the_memories_in_its_own_language_with_the_subspac
         ("team_meeting", "定例ミーティングは毎週火曜日の10時です。"),
         ("design_tool", "Les maquettes sont faites dans Figma."),
     ]
-    ids = {}
-    for key, value in rows:
-        saved = await e5_service.save(WriteRequest("project", key, value, origin="user", project=PROJECT_A))
-        ids[key] = saved.memory.id
+    ids = await saved_by_key(e5_service, "project", rows)
     e5_service.recaller.remove_language = True
     for request, nearest in (("fasse die Änderungen zusammen", "ci_provider"), ("READMEを要約して", "team_meeting")):
         result = await e5_service.recall(request, project=PROJECT_A, record=False)
@@ -453,10 +448,7 @@ async def test_a_question_about_whose_fact_prefers_that_holder_s_fact(e5_service
         "note_2": "Mijn vader rijdt in een oude Mercedes.",
         "husband_car": "남편은 현대 아반떼를 타요.",
     }
-    ids = {}
-    for key, value in rows.items():
-        saved = await e5_service.save(WriteRequest("user", key, value, origin="user", project=PROJECT_A))
-        ids[key] = saved.memory.id
+    ids = await saved_by_key(e5_service, "user", rows.items())
     asked = {"What pet do I have?": "pet", "Que animal o meu filho tem?": "note", "¿Qué coche tengo?": "car"}
 
     async def firsts(weight: float) -> dict[str, bool]:
@@ -476,3 +468,12 @@ async def test_a_question_about_whose_fact_prefers_that_holder_s_fact(e5_service
         e5_service.recaller.agreeing_margin = margin
         found.append(ids["note"] in (await e5_service.recall("息子のペットは何ですか？", project=PROJECT_A, record=False)).ids)
     assert found == [False, True]
+
+
+async def saved_by_key(service: MemoryService, category: str, rows: Iterable[tuple[str, str]]) -> dict[str, int]:
+    """Save (key, value) rows of one category as the person would; their ids by key."""
+    ids = {}
+    for key, value in rows:
+        saved = await service.save(WriteRequest(category, key, value, origin="user", project=PROJECT_A))
+        ids[key] = saved.memory.id
+    return ids
