@@ -999,10 +999,7 @@ class Recaller:
         room for any of ``attributes``: a first look for free, before a statement not
         read yet costs an embedding (~20 ms a fact, a fresh process's first recall)."""
         unread = {m.id for m in facts if not reader.kept(m.id)}
-        vectors = {c.memory.id: c.vector for c in head if c.memory.id in unread and c.vector is not None}
-        if missing := [i for i in unread if i not in vectors]:
-            ids, stored = await self._exact(missing)
-            vectors.update(zip(ids.tolist(), stored, strict=True))
+        vectors = await self._stored_vectors([c for c in head if c.memory.id in unread], read=True)
         kept = []
         for memory in facts:
             if memory.id in vectors:
@@ -1011,6 +1008,15 @@ class Recaller:
                     continue
             kept.append(memory)
         return kept
+
+    async def _stored_vectors(self, found: Sequence[Candidate], *, read: bool) -> dict[int, np.ndarray]:
+        """The stored vectors of ``found``: those the store's one query sent with them,
+        and (``read``) the others' read from the store in one query."""
+        vectors = {c.memory.id: c.vector for c in found if c.vector is not None}
+        if read and (missing := [c.memory.id for c in found if c.memory.id not in vectors]):
+            ids, stored = await self._exact(missing)
+            vectors.update(zip(ids.tolist(), stored, strict=True))
+        return vectors
 
     async def _newest_versions(
         self, reader: MeaningReader, head: list[Candidate], answers: list[Memory]
@@ -1055,11 +1061,8 @@ class Recaller:
         # and what it is about is rarely an attribute (LoCoMo 26: R@5 0.713 -> 0.700
         # with turns reordered, 0.693 by their attributes alone).
         notes = [c for c in found if FLAG_DIALOGUE not in c.memory.flags]
-        vectors_of = {c.memory.id: c.vector for c in notes if c.vector is not None}
-        unsent = [c.memory.id for c in notes if c.memory.id not in vectors_of]
-        if unsent and not self._one_query():  # a local index's: read (one query by rowid)
-            read_ids, read = await self._exact(unsent)
-            vectors_of.update(zip(read_ids.tolist(), read, strict=True))
+        # A store's one query sent what it has; a local index's are read (by rowid).
+        vectors_of = await self._stored_vectors(notes, read=not self._one_query())
         if not vectors_of:
             return found, set()
         ids = np.fromiter(vectors_of, dtype=np.int64, count=len(vectors_of))
