@@ -5,8 +5,9 @@ Detection is Yelp's ``detect-secrets`` (its maintained provider plugins: AWS, St
 GitHub, GitLab, Slack, Azure storage, basic-auth URLs, JWT, npm, SendGrid, Telegram,
 Twilio, …) run in-process on the text, plus rules of our own for what it lacks or
 matches too narrowly (Anthropic, OpenAI project keys, Hugging Face, Google OAuth,
-whole PEM blocks, ``Authorization:`` headers, "the password for admin is …" — or
-"Hasło do wifi to …", "wifi的密码是…" in some thirty languages —, random high-entropy runs). It finds *spans*: ``redact`` replaces only the secret, so
+whole PEM blocks, ``Authorization:`` headers, "the password for admin is …" and
+"Hasło do wifi to …" / "wifi的密码是…" in some thirty languages, random high-entropy
+runs). It finds *spans*: ``redact`` replaces only the secret, so
 ``token_ttl = 3600`` or "rotate the password every 90 days" stay as written.
 
 Importing detect-secrets costs 0.2 s idle, over 1 s on a loaded machine, so the
