@@ -5,8 +5,9 @@ Detection is Yelp's ``detect-secrets`` (its maintained provider plugins: AWS, St
 GitHub, GitLab, Slack, Azure storage, basic-auth URLs, JWT, npm, SendGrid, Telegram,
 Twilio, …) run in-process on the text, plus rules of our own for what it lacks or
 matches too narrowly (Anthropic, OpenAI project keys, Hugging Face, Google OAuth,
-whole PEM blocks, ``Authorization:`` headers, "the password for admin is …", random
-high-entropy runs). It finds *spans*: ``redact`` replaces only the secret, so
+whole PEM blocks, ``Authorization:`` headers, "the password for admin is …" and
+"Hasło do wifi to …" / "wifi的密码是…" in some thirty languages, random high-entropy
+runs). It finds *spans*: ``redact`` replaces only the secret, so
 ``token_ttl = 3600`` or "rotate the password every 90 days" stay as written.
 
 Importing detect-secrets costs 0.2 s idle, over 1 s on a loaded machine, so the
@@ -60,6 +61,14 @@ _PLUGINS = (
 # Our own rules: (kind, pattern, group). ``group`` is the part that is secret (0: all),
 # so "password: hunter2" keeps "password: " and loses only "hunter2".
 _VALUE = r"[^\s\"'`,;<>()\[\]{}]"  # one character of a bare credential
+# "Password" in the languages qwenmem's users write (the credential's name, so a value
+# after it is read as the credential): word starts, and those written inside a word.
+_PASSWORD_WORDS = (
+    r"password|passwort|kennwort|passphrase|contraseña|mot de passe|senha|wachtwoord|hasł[oa]|haslo"
+    r"|hesl[oa]|lösenord|losenord|salasana|şifre|sifre|parola|parolă|passord|adgangskode|jelszó"
+    r"|парол|κωδικ|συνθηματικ|كلمة (?:المرور|السر)|पासवर्ड|mật khẩu|mat khau|kata (?:sandi|laluan)"
+)
+_PASSWORD_INNER = r"密码|密碼|口令|パスワード|暗証番号|비밀번호|암호|סיסמ"
 # Compiled on first use (`_rules`): the ~30 patterns cost ~5 ms of CPU, and the TUI
 # imports this module before its first frame (the debug log, the prompt history).
 _RULE_SOURCES: tuple[tuple[str, str, int, int], ...] = (
@@ -112,6 +121,19 @@ _RULE_SOURCES: tuple[tuple[str, str, int, int], ...] = (
         r"\b(?:api[_ -]?key|apikey|secret(?:[_ -]?key)?|client[_ -]?secret|access[_ -]?token"
         r"|auth[_ -]?token|refresh[_ -]?token|bearer[_ -]?token|private[_ -]?key|token)"
         r"[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?((?=" + _VALUE + r"*[0-9_+/=-])" + _VALUE + r"{8,})",
+        re.I,
+        1,
+    ),
+    (
+        # A password named in the words of any language, then within a few words a
+        # credential-shaped value: "Hasło do wifi to hunter2hunter2", "wifi的密码是
+        # Zx9kQ2mPw77", "Lösenordet till routern är …". The value starts with a letter or
+        # symbol and holds a digit, so "Hasło zmieniamy co 90 dni" and "… v 1Password"
+        # keep their words. CJK and Hebrew nouns sit inside words (的密码, הסיסמה).
+        "password",
+        r"(?:(?<!\w)(?:" + _PASSWORD_WORDS + r")\w*|" + _PASSWORD_INNER + r")"
+        r"[^\n.!?\u3002\uff01\uff1f]{0,40}?(?<![A-Za-z0-9])"
+        r"((?=[A-Za-z!@#$%^&*+=_~-])(?=[A-Za-z0-9!@#$%^&*+=_~-]*\d)[A-Za-z0-9!@#$%^&*+=_~-]{6,})(?![A-Za-z0-9])",
         re.I,
         1,
     ),

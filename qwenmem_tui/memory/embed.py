@@ -96,7 +96,10 @@ class EmbedLane:
             finally:
                 self.busy = False
                 self.calls += 1
-            future.get_loop().call_soon_threadsafe(_settle, future, result, error)
+            try:
+                future.get_loop().call_soon_threadsafe(_settle, future, result, error)
+            except RuntimeError:  # its event loop has closed: no one awaits the result
+                continue
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on this lane's thread and wait for it (cancelling the wait drops

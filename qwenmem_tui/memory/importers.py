@@ -1,7 +1,8 @@
 """Bring your memory from another tool: Claude Code, qwen-code and mem0 (issue 29).
 
 Each reader turns the other tool's files into the rows `memory import` reads from JSON
-lines (``category, key, value`` plus ``scope``, ``origin``, ``created_at``), so every
+lines (``category, value``, a ``key`` where the tool names the memory, plus ``scope``,
+``origin``, ``stated_at``; a note without a name is keyed as /remember keys it), so every
 entry goes through the one import pipeline — the guard (secrets, instructions, untrusted
 content), identity and provenance — exactly as a JSON-lines file would. Nothing here
 writes; the CLI hands the rows over (or, with ``--dry-run``, shows what would happen).
@@ -55,7 +56,7 @@ MAX_FILE_BYTES = 1_000_000
 """A memory file or export larger than this is not a memory file."""
 MAX_KEY = 40
 KEY_WORDS = 5
-"""A key made from a memory's text keeps its first few words: a name, not the value."""
+"""A key made from a memory file's name keeps its first few words."""
 
 # Categories other tools use for what ours call user / feedback / project / reference.
 _CATEGORY_ALIASES = {
@@ -79,10 +80,6 @@ class ImportedEntry:
 
     row: JSONObject
     source: str  # file (and entry) it came from, for the dry run and errors
-
-    @property
-    def name(self) -> str:
-        return f"{self.row['category']}/{self.row['key']}"
 
 
 def read_source(kind: str, path: Path) -> list[ImportedEntry]:
@@ -197,9 +194,8 @@ def _context_file(path: Path, text: str) -> Iterator[ImportedEntry]:
             continue
         # "## Qwen Added Memories": facts the tool's save_memory kept about the user.
         category = Category.USER if added else Category.FEEDBACK
-        row = {
+        row = {  # no key: filed as /remember files a note, never named by its value
             "category": str(category),
-            "key": make_key(value),
             "value": value,
             "origin": str(Origin.TOOL if added else Origin.USER),
             **_scope(category),
@@ -243,9 +239,8 @@ def _mem0(path: Path) -> Iterator[ImportedEntry]:
         if not value:
             continue
         category = _mem0_category(entry)
-        row: JSONObject = {
+        row: JSONObject = {  # no key: filed as /remember files a note
             "category": str(category),
-            "key": make_key(value),
             "value": value,
             "origin": str(Origin.AGENT),  # mem0 extracts memories with a model
             **_scope(category),
@@ -273,7 +268,7 @@ def _mem0_category(entry: JSONObject) -> Category:
 
 
 def make_key(text: str) -> str:
-    """A snake_case key (the guard's pattern) from a name or the memory's first words."""
+    """A snake_case key (the guard's pattern) from a memory file's name."""
     ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     words = re.findall(r"[a-z0-9]+", ascii_text.lower())
     key = ""

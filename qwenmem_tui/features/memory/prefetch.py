@@ -109,6 +109,10 @@ LIVE_TIMEOUT_S = 2.0
 """The most a request waits for the freshness check; past it the request goes out with
 the blocks as last checked (a store that slow is broken, and the turn must go on)."""
 
+SMALL_TALK_WAIT_S = 0.5
+"""The most a tool-less reply's end waits for its recall to say whether the message
+was small talk (`_read_small_talk`); recall takes ~15-50 ms once memory is open."""
+
 # Delivery points, as logged and counted.
 INITIAL = "initial"
 TOOL_RESULT = "tool_result"
@@ -273,6 +277,8 @@ class MemoryPrefetchHook:
         self.sent: dict[int, SentMemory] = {}
         self._in_flight: dict[int, SentMemory] = {}
         self._recalled_now: set[int] = set()  # recalled for the running query
+        # Recall judged the running query's message small talk (abstain.py).
+        self._small_talk = False
         self._hidden: set[int] = set()
 
     @property
@@ -283,7 +289,12 @@ class MemoryPrefetchHook:
     def sent_memories(self) -> list[SentMemory]:
         """Every memory that reached the model in a request it answered, for the running
         (or last) query, first sent first: a request that failed or was cancelled
-        delivered nothing a receipt may claim."""
+        delivered nothing a receipt may claim. Small talk claims only what was
+        recalled for it: memories still in view from an earlier message are that
+        message's receipt, and listing them again under "thanks!" reads as memory
+        given to small talk (issue 39)."""
+        if self._small_talk:
+            return [s for s in self.sent.values() if s.point != IN_VIEW]
         return list(self.sent.values())
 
     def hide(self, ids: set[int]) -> None:
@@ -328,6 +339,7 @@ class MemoryPrefetchHook:
         self.sent = {}
         self._in_flight = {}
         self._recalled_now = set()
+        self._small_talk = False
         if session.info.id != self._session_id:
             # The TUI keeps its hooks across /resume: nothing surfaced in that session.
             self._session_id = session.info.id
@@ -433,6 +445,7 @@ class MemoryPrefetchHook:
         self.handle = None
         result = handle.result()
         if result is not None:
+            self._small_talk = result.small_talk
             result = result.without(self._excluded())  # came into view since it started
         if result is None or not result.block:
             self.stats.empty += 1
@@ -512,12 +525,29 @@ class MemoryPrefetchHook:
             self._answered()  # the last request got its reply
         else:
             self._in_flight = {}  # failed or cancelled: it reached no model that answered
+        if outcome.status == "ok" and not outcome.used_tools:
+            await self._read_small_talk()
         if outcome.status != "ok":
             self._abort(outcome.status)
         elif not outcome.used_tools:
             self._abort("no_tool_call")
         else:
             self._abort("query_ended")
+
+    async def _read_small_talk(self) -> None:
+        """Whether a tool-less reply's message was small talk, when its recall did not
+        settle before the only request left: its receipt depends on it when all it
+        would list is memories in view from earlier messages. Waited for briefly (the
+        reply is already shown), only then; still unknown after, they are listed."""
+        handle = self.handle
+        if handle is None or handle.consumed or not self.sent:
+            return
+        if any(s.point != IN_VIEW for s in self.sent.values()):
+            return
+        if not handle.settled and handle.task is not None:
+            await asyncio.wait({handle.task}, timeout=SMALL_TALK_WAIT_S)
+        result = handle.result() if handle.settled else None
+        self._small_talk = result is not None and result.small_talk
 
     async def on_reset(self, session: ChatSession) -> None:
         self._abort("reset")

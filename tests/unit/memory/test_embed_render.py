@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import string
 import subprocess
 import sys
+import threading
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwenmem_tui.memory.embed import HashEmbedder
+from qwenmem_tui.memory.embed import EmbedLane, HashEmbedder
 from qwenmem_tui.memory.model import (
     DAY,
     Category,
@@ -147,3 +150,32 @@ def test_age_and_staleness_note() -> None:
         render_block([earlier], now=10 * DAY)
     )
     assert render_block([], now=0) == ""
+
+
+def test_a_call_finishing_after_its_event_loop_closed_is_dropped_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CLI command's loop ends (`asyncio.run` returns) while its lane still computes a
+    query's embedding: the result has no one to go to. It printed "Exception in thread
+    qwenmem-embed-query … RuntimeError: Event loop is closed" (seen under pytest after
+    `qwenmem memory search`)."""
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    lane = EmbedLane("qwenmem-embed-test")
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> int:
+        started.set()
+        release.wait()
+        return 1
+
+    async def leave_early() -> None:
+        task = asyncio.ensure_future(lane.run(slow))
+        await asyncio.to_thread(started.wait)
+        task.cancel()
+
+    asyncio.run(leave_early())
+    thread = lane._thread
+    assert thread is not None
+    lane.close()
+    release.set()
+    thread.join()
+    assert errors == []

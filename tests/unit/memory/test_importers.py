@@ -23,7 +23,8 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "memory_import"
 
 
 def rows(kind: str, path: Path) -> dict[str, dict]:
-    return {e.row["key"]: e.row for e in read_source(kind, path)}
+    """The rows read, by key (a memory file's name) or, for a note, by its value."""
+    return {e.row.get("key", e.row["value"]): e.row for e in read_source(kind, path)}
 
 
 def test_a_claude_code_memory_folder_maps_types_to_categories_and_skips_the_index() -> None:
@@ -98,6 +99,24 @@ def test_front_matter_and_keys() -> None:
     assert make_key("Ação rápida") == "acao_rapida"
 
 
+def test_a_note_without_a_name_is_keyed_as_remember_keys_it_never_by_its_value(
+    cli_run: CliRunner, home: Path, project: Path
+) -> None:
+    """Issue 35: a key names the subject, never the value, on every write path. A
+    bullet or a mem0 memory has no name: it was keyed by its first words
+    (`i_live_in_oslo`, `mieszkam_w_oslo`)."""
+    source = project.parent / "QWEN.md"
+    source.write_text("## Qwen Added Memories\n- I live in Oslo\n- Mieszkam w Oslo\n")
+    mem0 = project.parent / "mem0.json"
+    mem0.write_text(json.dumps([{"memory": "Lives in Lisbon"}]))
+    for kind, path in (("qwen-code", source), ("mem0", mem0)):
+        done = cli_run("memory", "import", "--trust", "--from", kind, str(path), home=home, cwd=project)
+        assert done.returncode == 0, done.stderr
+    listed = json.loads(cli_run("memory", "list", "--all", "--json", home=home, cwd=project).stdout)
+    assert len(listed) == 3
+    assert not [m["key"] for m in listed if {"oslo", "lisbon"} & set(m["key"].split("_"))]
+
+
 def test_a_file_without_a_memory_type_is_skipped(tmp_path: Path) -> None:
     (tmp_path / "skill.md").write_text("---\nname: deploy\ndescription: a skill\n---\nSteps\n")
     assert read_source("claude-code", tmp_path) == []
@@ -152,7 +171,7 @@ def test_dry_run_says_what_would_happen_and_writes_nothing(
         "deduplicated 0); quarantined 4 (held for review); history restored 0; skipped 0; rejected 0"
     )
     assert lines[1].startswith("line 2: held for review [")
-    assert "user/my_preferred_programming_language_is" in lines[1]
+    assert "user/favourite_programming_language" in lines[1]  # named by meaning, not by its words
     assert json.loads(cli_run("memory", "list", "--all", "--json", home=home, cwd=project).stdout) == []
 
 

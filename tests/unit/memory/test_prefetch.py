@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -1022,3 +1022,66 @@ async def test_what_each_query_carried_is_kept_for_its_receipt(
         call.release.set()
     assert (await second).status == "ok"
     assert [(s.id, s.point) for s in hook.sent_memories()] == [(1, IN_VIEW), (2, IN_VIEW)]
+
+
+class SmallTalkAfterAQuestion:
+    """Recall answering the first message with memories 1 and 2, the second — once
+    released — as small talk (nothing for it)."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.first = asyncio.Event()
+        self.settled = asyncio.Event()
+        self.calls = 0
+
+    async def __call__(self, text: str, excluded: frozenset[int], *, record: bool = True) -> RecallResult:
+        self.calls += 1
+        if self.calls == 1:
+            self.first.set()
+            return RecallResult(block=f"{REMINDER}\nmemory [1, 2]\n</system-reminder>", ids=[1, 2],
+                                memories=[note(1), note(2)], scores=[])  # fmt: skip
+        await self.release.wait()
+        self.settled.set()
+        return replace(RecallResult.empty(), small_talk=True)
+
+
+class FirstRecallFirst(BaseQueryHook):
+    """The first message's request waits for its recall (delivered with it)."""
+
+    def __init__(self, recall: SmallTalkAfterAQuestion) -> None:
+        self.recall = recall
+
+    async def before_request(self, session: ChatSession, kind: TurnKind, messages: list[dict]) -> list[dict]:
+        if self.recall.calls == 1:
+            await self.recall.first.wait()
+        return messages
+
+
+@pytest.mark.parametrize("settles", ["after the request left", "after the reply"])
+async def test_small_talk_whose_recall_settles_late_claims_nothing_in_view(
+    settles: str, make_session, fake: FakeOpenAI
+) -> None:
+    """Issue 39 in a real terminal: "thanks!" sent at once after its last key leaves
+    before its recall has read it as small talk; the reply (no tools) ends with the
+    question's memories in view. The receipt waits for that reading — briefly, the
+    reply is already shown — and lists nothing; it listed memories 1 and 2 again."""
+    recall = SmallTalkAfterAQuestion()
+    hook = MemoryPrefetchHook(recall)
+    session = await make_session(FirstRecallFirst(recall), hook)
+    reply = threading.Event()
+    fake.script(Reply("Lisbon."), Reply("You're welcome!", gate=reply))
+    await ask(session, "where do I live?")
+    assert [s.id for s in hook.sent_memories()] == [1, 2]
+
+    thanks = asyncio.create_task(ask(session, "thanks!"))
+    await asyncio.to_thread(fake.wait_for_requests, 2)
+    if settles == "after the request left":
+        recall.release.set()
+        await recall.settled.wait()
+        reply.set()
+    else:
+        reply.set()
+        await asyncio.sleep(0)  # the reply ends while its recall still runs
+        recall.release.set()
+    assert (await thanks).status == "ok"
+    assert hook.sent_memories() == []
