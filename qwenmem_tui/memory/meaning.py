@@ -84,6 +84,7 @@ class Reading:
     named: Attribute | None = None
     plain: Attribute | None = None  # the plain centroids' nearest
     second: Attribute | None = None  # the next nearest in the attribute space
+    lead: float = 0.0  # how far the nearest leads the next there (clear at ``MARGIN``)
 
     def could_be(self, attribute: Attribute) -> bool:
         """Whether this reading leaves room for ``attribute``, a neighbour's clear
@@ -369,18 +370,25 @@ def space_name(embedder_id: str, texts: Sequence[str], rows: Sequence[int]) -> s
 _SPACE_FIELDS = ("centroids", "mean", "projection", "separated")
 
 
-def load_space(path: Path) -> AttributeSpace | None:
-    """A shipped fitted space, read-only; None when absent or damaged (then fitted)."""
+def load_arrays(path: Path, fields: Sequence[str]) -> list[np.ndarray] | None:
+    """The ``fields`` of a shipped ``.npz``, float32 and read-only (one copy shared by
+    every reader); None when absent or damaged."""
     import numpy as np
 
     try:
         with np.load(path) as stored:
-            arrays = [np.asarray(stored[field], dtype=np.float32) for field in _SPACE_FIELDS]
+            arrays = [np.asarray(stored[field], dtype=np.float32) for field in fields]
     except (OSError, ValueError, KeyError):
         return None
     for array in arrays:
         array.flags.writeable = False
-    return AttributeSpace(*arrays)
+    return arrays
+
+
+def load_space(path: Path) -> AttributeSpace | None:
+    """A shipped fitted space, read-only; None when absent or damaged (then fitted)."""
+    arrays = load_arrays(path, _SPACE_FIELDS)
+    return None if arrays is None else AttributeSpace(*arrays)
 
 
 def save_space(path: Path, space: AttributeSpace) -> None:
@@ -496,4 +504,7 @@ def read_scores(scores: np.ndarray, plain_top: int) -> Reading:
     owner = None
     if abs(mine - theirs) >= OWNER_MARGIN:
         owner = Category.USER if mine > theirs else Category.PROJECT
-    return Reading(attribute, owner, ATTRIBUTES[ranked[0][0]], named, ATTRIBUTES[plain_top], ATTRIBUTES[ranked[1][0]])
+    return Reading(
+        attribute, owner, ATTRIBUTES[ranked[0][0]], named, ATTRIBUTES[plain_top], ATTRIBUTES[ranked[1][0]],
+        ranked[0][1] - ranked[1][1],
+    )

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -28,7 +28,7 @@ import numpy as np
 
 from qwenmem_tui.memory.abstain import abstention_for
 from qwenmem_tui.memory.dense import SearchHit, best_scores, scoring_query
-from qwenmem_tui.memory.embed import Embedder
+from qwenmem_tui.memory.embed import Embedder, HashEmbedder
 from qwenmem_tui.memory.holder_space import (
     AGREEING_MARGIN,
     ONE_HOLDER,
@@ -95,6 +95,25 @@ VERSION_WINDOW = 10
 # one question and are no versions of one fact sit at 0.81-0.92, the holders telling
 # apart those above 0.91 but one, at 0.901 (Rui's birthday and our wedding anniversary).
 VERSION_COSINE = 0.91
+# Versions of a fact no listed attribute names (``Recaller._close_versions``): two of the
+# first CLOSE_WINDOW found whose cosines with the question are within CLOSE_ANSWERS of
+# each other, whose statements sit at CLOSE_STATEMENTS or nearer, held by one holder
+# (CLOSE_HOLDER in the holder space) and not read clearly as two attributes. Newer first
+# on identity_fresh 53 -> 63 of 69 and on identity_fresh2 (written for this: attributes
+# no example names, 18 languages) 27 -> 45 of 58; identity_versions 70/70, _wordings
+# 69/70, identity_corpus's tune half 127/127 unchanged; bench_recall, bench_crosslang and
+# bench_abstain's tuning half identical at every rank they report. A person's short
+# statements sit at 0.84-0.91 from each other in a store of many facts (recall_corpus),
+# restatements at 0.93 and more for two in three; over every pair found together by
+# bench_recall's and bench_crosslang's questions (19,670), 0.93 held one (0.935 none),
+# and the holders' 0.4 four fewer than ONE_HOLDER's 0.3 (my favourite food and my
+# husband's). Only the first three are reordered: their order is all it may change,
+# never which memories reach a top 3 or a top 5 (over the first ten, bench_abstain's
+# tuning recall@5 fell 163 -> 159 of 165: my commute and my gym at 0.947, far apart).
+CLOSE_ANSWERS = 0.06
+CLOSE_STATEMENTS = 0.93
+CLOSE_HOLDER = 0.4
+CLOSE_WINDOW = 3
 # A dialogue turn among the first NEIGHBOUR_TOP found lends this share of its fused
 # score to the turns next to it in its conversation (``_neighbours_lent``): a question's
 # evidence is often the turn before or after the one that matches it (the answer to a
@@ -183,13 +202,20 @@ class RecallResult:
 
 
 def fuse(
-    lexical: Sequence[int], dense: Sequence[int], *, lexical_weight: float, k: int = RRF_K
+    lexical: Sequence[int],
+    dense: Sequence[int],
+    *,
+    lexical_weight: float,
+    k: int = RRF_K,
+    shares: Mapping[int, float] | None = None,
 ) -> dict[int, float]:
-    """Reciprocal rank fusion of two ranked id lists (best first)."""
+    """Reciprocal rank fusion of two ranked id lists (best first); ``shares``: each
+    lexical find's weight scaled by the share of the query's words it holds."""
     fused: dict[int, float] = {}
     for weight, ranked in ((lexical_weight, lexical), (1.0, dense)):
         for rank, memory_id in enumerate(ranked, start=1):
-            fused[memory_id] = fused.get(memory_id, 0.0) + weight / (k + rank)
+            scale = shares.get(memory_id, 0.0) if shares is not None and ranked is lexical else 1.0
+            fused[memory_id] = fused.get(memory_id, 0.0) + weight * scale / (k + rank)
     return fused
 
 
@@ -380,11 +406,27 @@ class Recaller:
         # only so the bench can measure both.
         self.remove_language = True
         self._language: tuple[np.ndarray | None] | None = None  # (basis,) once looked for
+        # A lexical find counts in the fusion by the share of the query's words it
+        # holds, not by its rank alone (``fuse``'s shares): one shared word — a
+        # function word of a language the stop list lacks ("tôi", the French "ma" in
+        # Polish "Mama ma urodziny"), an English key word ("job" in colleague_job) —
+        # put a same-language or same-key distractor a whole rank-1 share ahead of a
+        # fact in another language. Tuning sets, cross-language top-3 (top-1) without
+        # -> with: crosslang_corpus 15 (13) -> 15 (13) of 16, whose_corpus 65 (47) ->
+        # 65 (53) of 66, crosslang_fresh 55 (46) -> 55 (52) of 62, crosslang_fresh2
+        # 72 (57) -> 72 (61) of 88, recall_corpus 162 (132) -> 164 (143) of 172;
+        # same-language unchanged; bench_recall final R@1 0.812 -> 0.862, R@5 0.973
+        # both, MRR 0.884 -> 0.912; bench_abstain tune unchanged (recall@5 163/165,
+        # false recall 0/93). A switch only so the bench can measure both.
+        self.word_shares = True
         # Small talk gets no memories (abstain.py); a switch only so the bench can measure both.
         self.abstain = True
         # Deliver unlinked versions newer first (``_asked_versions``); a switch only so
         # the bench can measure both.
         self.versions = True
+        # And those no listed attribute names, by how close they are (``_close_versions``);
+        # a switch only so the bench can measure both.
+        self.close_versions = True
         # Prefer memories held by whom the question asks about (holder_space.py); the
         # weight is a knob only so the bench can measure it (0: off).
         self.holder_weight = HOLDER_WEIGHT
@@ -630,6 +672,7 @@ class Recaller:
         vector: np.ndarray | asyncio.Future[np.ndarray] | None = None,
         language: bool = False,
         turns: bool = False,
+        word_shares: bool = False,
     ) -> list[Candidate]:
         """Both channels over the memories allowed in ``scopes`` (minus ``exclude``),
         fused, best first; no threshold. Rows are re-checked as fetched: another
@@ -637,7 +680,9 @@ class Recaller:
 
         ``language``: the dense channel ranks without the language subspace, as chat's
         recall does (``remove_language``); ``turns``: with dialogue turns' second
-        vectors (``memory/turns.py``), as chat's recall does too. Fact identity's
+        vectors (``memory/turns.py``), as chat's recall does too; ``word_shares``: a
+        lexical find weighs by the share of the query's words it holds (``assemble``),
+        as chat's recall fuses. Fact identity's
         neighbours keep the plain ranking its rules were tuned on: with the subspace removed on the write path,
         crosslang_corpus's Portuguese "Trabalho no fuso horário de Brasília" (a time
         zone) came nearest the English "I work as a data engineer…" and replaced it.
@@ -669,7 +714,7 @@ class Recaller:
         )  # fmt: skip
         return await self.assemble(
             terms, query, dense_hits, lexical_hits, scopes=scopes, now=now, held=held,
-            remove=remove,
+            remove=remove, word_shares=word_shares,
         )  # fmt: skip
 
     async def assemble(
@@ -684,35 +729,44 @@ class Recaller:
         held: StoreChannels | None = None,
         fetch: Callable[[list[int]], Awaitable[list[Memory]]] | None = None,
         remove: np.ndarray | None = None,
+        word_shares: bool = False,
     ) -> list[Candidate]:
         """The two channels' finds fused into candidates, best first (``candidates``'
         last step, shared with a batch's lookups, ``memory/bulk.py``): ``fetch`` reads
         the rows (the store's by default), re-checked here against the hard filters.
         ``remove``: the directions the dense channel ranked without, which the scores
-        of lexical-only finds leave out of the query as its hits' scores do."""
+        of lexical-only finds leave out of the query as its hits' scores do.
+        ``word_shares``: a lexical find counts by the share of the query's words it
+        holds (``Recaller.word_shares``), as chat's recall fuses; fact identity keeps
+        the plain fusion its rules were tuned on."""
         cosines = {h.id: h.score for h in dense_hits}
         lexical = dict(lexical_hits)
-        fused = fuse(
-            [i for i, _ in lexical_hits],
-            [h.id for h in dense_hits],
-            lexical_weight=self.lexical_weight,
-        )
+        union = list(dict.fromkeys([*lexical, *cosines]))
         # The cosine of lexical-only finds (for the threshold) beside the rows.
         lexical_only = sorted(set(lexical) - set(cosines)) if query is not None else []
         scored, rows = await self._scores_and_rows(
             None if query is None else scoring_query(query, remove),
-            lexical_only, list(fused), held, fetch or self.store.fetch,
+            lexical_only, union, held, fetch or self.store.fetch,
         )  # fmt: skip
         cosines.update(scored)
         found = [m for m in rows if self._recallable(m, scopes, now)]
+        # Only a lexical match can be rescued by it (``passes``).
+        covered = {m.id: coverage(terms, m.key, m.value) for m in found if m.id in lexical}
+        shares = None
+        if word_shares and dense_hits and terms:
+            # The store matched one of the words at least (its stemmer may see a
+            # plural the 5-letter stems do not: "pets" for "pet").
+            shares = {i: max(c, 1 / len(terms)) for i, c in covered.items()}
+        fused = fuse(
+            list(lexical), [h.id for h in dense_hits], lexical_weight=self.lexical_weight, shares=shares
+        )
         return best_first(
             Candidate(
                 memory=m,
                 score=fused[m.id],
                 dense=cosines.get(m.id),
                 lexical=lexical.get(m.id),
-                # Only a lexical match can be rescued by it (``passes``).
-                coverage=coverage(terms, m.key, m.value) if m.id in lexical else 0.0,
+                coverage=covered.get(m.id, 0.0),
                 vector=None if held is None else held_vector(held, m.id),
             )
             for m in found
@@ -901,6 +955,9 @@ class Recaller:
                 vector=embedding,
                 language=self.remove_language,
                 turns=True,
+                # The hash embedder's dense channel is words already: shares would
+                # count them twice (bench_recall hash final R@1 0.545 -> 0.531).
+                word_shares=self.word_shares and not isinstance(self.embedder, HashEmbedder),
             )
             found = named_speakers_first(query, found)
             found = await self._neighbours_lent(embedding, found, scopes, exclude)
@@ -933,6 +990,8 @@ class Recaller:
         if not small_talk and self.versions:
             try:
                 ranked = await self._asked_versions(_result_of(embedding), ranked, found)
+                if self.close_versions:
+                    ranked = await self._close_versions(ranked, found)
             except Exception as exc:  # an order, not the recall: it stands as ranked
                 log.info("[MEMORY_RECALL] versions not read by meaning: %s", exc)
         ranked = ranked[:k]
@@ -1023,6 +1082,43 @@ class Recaller:
             if answers != sorted(answers, key=lambda m: (-m.stated_at, -m.id)):
                 head = await self._newest_versions(reader, head, answers)
         return [*head, *ranked[VERSION_WINDOW:]]
+
+    async def _close_versions(self, ranked: list[Candidate], found: Sequence[Candidate]) -> list[Candidate]:
+        """``ranked`` with the newest first of facts that answer the question alike, say
+        nearly the same and are one holder's (``CLOSE_ANSWERS``, ``CLOSE_STATEMENTS``,
+        ``CLOSE_HOLDER``), in the slots they hold, whatever the question asks: a team, a
+        gym, a school no listed attribute names ("Torço para o Flamengo", then "Virei a
+        casaca, agora sou Palmeiras"). An order only, like ``_asked_versions``: nothing
+        linked or marked. Two facts read clearly as two attributes are never versions."""
+        reader = self.reader
+        holders = (await self._spaces())[0]
+        if reader is None or not reader.meaningful or holders is None:
+            return ranked
+        head = ranked[:CLOSE_WINDOW]
+        newer = _newer_versions(found)
+        known = set(newer) | {c.memory.id for c in newer.values()}
+        facts = [
+            c for c in head
+            if c.memory.id not in known and c.dense is not None and FLAG_DIALOGUE not in c.memory.flags
+        ]
+        answers = np.array([c.dense for c in facts], dtype=np.float32)
+        alike = np.abs(answers[:, None] - answers[None, :]) <= CLOSE_ANSWERS
+        paired = (alike.sum(axis=1) > 1).tolist()  # itself and another: read only those
+        if sum(paired) < 2:
+            return ranked
+        facts = [c for c, keep in zip(facts, paired, strict=True) if keep]
+        vectors = await reader.statements([c.memory for c in facts])
+        held = holders.read(vectors)
+        close = alike[np.ix_(paired, paired)] & (vectors @ vectors.T >= CLOSE_STATEMENTS)
+        close &= held @ held.T >= CLOSE_HOLDER
+        clear = [(await reader.read(v)).attribute for v in vectors]
+        for i, j in zip(*np.nonzero(close), strict=True):
+            if clear[i] is not None and clear[j] is not None and clear[i] != clear[j]:
+                close[i, j] = False  # clearly two attributes: my city and my job
+        for group in _groups(close):
+            if len(group) > 1:
+                head = newest_in_their_slots(head, {facts[i].memory.id for i in group})
+        return [*head, *ranked[CLOSE_WINDOW:]]
 
     async def _with_room(
         self, reader: MeaningReader, head: list[Candidate], facts: list[Memory], attributes: list[Attribute]

@@ -112,7 +112,7 @@ class VersionMarks(TypedDict):
 
     version: Annotated[
         Literal["current", "earlier"],
-        Field(description="search only: earlier when a newer memory may restate this one"),
+        Field(description="earlier when a newer memory may restate this one"),
     ]
     stated: NotRequired[Annotated[str, Field(description="an earlier version's date, YYYY-MM-DD")]]
     newer_version: NotRequired[NewerVersion]

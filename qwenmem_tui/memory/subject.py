@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from qwenmem_tui.memory.model import Category
@@ -314,6 +314,10 @@ class Subject:
     single: bool = False
     keyable: str | None = None  # the key words /remember files the note under
     from_key: bool = False  # read from the key alone (the value states no subject)
+    # A sentence's first word taken for a name, no third person's verb after it
+    # ("Ich bin Fan von…", "Curro en…", "Atualmente moro em…"): a pronoun, a verb or
+    # an adverb as often as a name.
+    guessed: bool = False
 
     @property
     def is_list(self) -> bool:
@@ -376,13 +380,14 @@ def _first_person(body: str) -> Subject | None:
         return _relation("user", rest) or Subject("user")
     # Portuguese and Spanish drop the pronoun: "moro em Lisboa", "vivo en Madrid".
     for attribute, pattern in _PREDICATES:
-        if pattern.search(body) and re.match(
-            r"^(?:agora\s+|ainda\s+|ahora\s+|todav[ií]a\s+)?(?:moro|vivo|resido|mudei|me\s|trabalho|trabajo)",
-            body,
-            re.IGNORECASE,
-        ):
+        if pattern.search(body) and _PRO_DROP.match(body):
             return Subject("user", attribute, True, _KEYS.get(attribute, attribute))
     return None
+
+
+_PRO_DROP = re.compile(
+    r"^(?:agora\s+|ainda\s+|ahora\s+|todav[ií]a\s+)?(?:moro|vivo|resido|mudei|me\s|trabalho|trabajo)", re.IGNORECASE
+)
 
 
 def _entity_attribute(found: re.Match[str]) -> Subject | None:
@@ -492,7 +497,14 @@ def statement(text: str) -> Subject | None:
     if named:
         entity = _entity_name(named.group("e"))
         if entity is not None and entity not in ("user", "project"):
-            return _predicate(entity, named.group("r"))
+            rest = named.group("r")
+            said = _predicate(entity, rest)
+            # Neither a third person's verb after it nor something said of someone
+            # ("moved to Milan"): a guess. The rule's languages drop the pronoun
+            # ("Atualmente moro em…"), others open with it ("Ich bin…", "Je…").
+            if _VERB_FIRST.match(rest) or (said.attribute is not None and not _PRO_DROP.match(rest)):
+                return said
+            return replace(said, guessed=True)
     user = re.match(r"^(?:the\s+)?user\s+(?P<r>.+)$", body, re.IGNORECASE)
     if user:
         return _predicate("user", user.group("r"))
@@ -675,6 +687,17 @@ class NoteKey:
     # The key is a name read from the text ("Ana: …"), nothing said of what about it:
     # in a language the rule does not read, a sentence's first word ("Ich wohne …").
     by_name: bool = False
+    # ... and that name is only the sentence's first word (``Subject.guessed``): with
+    # nothing clearer to name the key, it is the value-free ``note``, never the word.
+    first_word: bool = False
+    # The key is what the rule read as the subject of "X is Y" said of no one, a word
+    # its vocabulary does not know: in a language it does not read, often the value
+    # ("Le vert est ma couleur préférée", "Python 3.12 is what we use").
+    loose: bool = False
+    # The category rests on what the rule read (the person's own "I"/"my", family,
+    # project words, someone it read something of, a list, a rule): meaning does not
+    # move it. Otherwise it is the rule's default, and meaning files the note.
+    sure: bool = False
 
 
 UNNAMED = "note"
@@ -682,24 +705,41 @@ UNNAMED = "note"
 writer (``note_2``) when taken."""
 
 
+def _sure(text: str, subject: Subject | None, category: Category) -> bool:
+    """Whether the rule's category rests on something it read (``NoteKey.sure``)."""
+    if category not in (Category.USER, Category.PROJECT) or _KIN.search(text.casefold()):
+        return True
+    if subject is None or subject.entity == SELF:
+        return bool(_PROJECT_WORDS.search(text)) and category is Category.PROJECT
+    if subject.entity in ("user", "project") or subject.is_list:
+        return True
+    # Someone named: sure when something said of them was read ("Carol's manager",
+    # "Ana: prefers tea"), not a bare "X is Y" ("Berlin ist meine Lieblingsstadt") nor
+    # a first word ("Curro en Mercadona").
+    return not subject.guessed and (subject.attribute is not None or bool(_PROJECT_WORDS.search(text)))
+
+
 def file_note(text: str) -> NoteKey:
     body = _PREAMBLE.sub("", text.strip(), count=1)
     subject = statement(body)
     category = category_of(body, subject)
+    sure = _sure(body, subject, category)
     if subject is None:
-        return NoteKey(category, UNNAMED, False, named=False)
-    owner = _owner(subject.entity, category)
+        return NoteKey(category, UNNAMED, False, named=False, sure=sure)
+    owner = _owner(SELF if subject.guessed else subject.entity, category)
     if subject.attribute is not None and subject.keyable:
         base = words(subject.keyable.replace("_", " "))
         if owner not in ("user", "project") and base[: len(owner.split("_"))] != owner.split("_"):
             base = [*owner.split("_"), *base]
-        return NoteKey(category, _as_key(base) or "note", subject.single)
+        loose = subject.entity == SELF and not single_valued(subject.attribute)
+        return NoteKey(category, _as_key(base) or "note", subject.single, loose=loose, sure=sure)
     if subject.entity in (SELF, "user", "project"):
         # What it is about could not be read: a key of its words would hold its value.
-        return NoteKey(category, UNNAMED, False, named=False)
+        return NoteKey(category, UNNAMED, False, named=False, sure=sure)
     name = subject.entity.split(":", 1)[-1]
     key = _as_key(words(name.replace("_", " "))) or UNNAMED
-    return NoteKey(category, key, False, by_name=not subject.is_list)
+    by_name = not subject.is_list
+    return NoteKey(category, key, False, by_name=by_name, first_word=by_name and subject.guessed, sure=sure)
 
 
 def classify_note(text: str) -> tuple[str, str]:

@@ -28,7 +28,8 @@ from qwenmem_tui.memory.identity import (
 )
 from qwenmem_tui.memory.judge import Judgement, judge_messages, judgement_of, parse_judgement
 from qwenmem_tui.memory.holder_space import ONE_HOLDER, TWO_PEOPLE, holder_space
-from qwenmem_tui.memory.meaning import MeaningReader, Reading
+from qwenmem_tui.memory.owner_space import LEANS, owner_space
+from qwenmem_tui.memory.meaning import MARGIN, MeaningReader, Reading
 from qwenmem_tui.memory.model import (
     DAY,
     FLAG_SECRET_REDACTED,
@@ -52,7 +53,7 @@ from qwenmem_tui.memory.model import (
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer
 from qwenmem_tui.memory.store import MemoryStore
-from qwenmem_tui.memory.subject import KEY_CHARS, NoteKey, file_note
+from qwenmem_tui.memory.subject import KEY_CHARS, UNNAMED, NoteKey, file_note
 from qwenmem_tui.memory.vectors import MemoryVectors
 from qwenmem_tui.memory.write_plan import join_reasons
 
@@ -74,6 +75,12 @@ CONSOLIDATE_TIMEOUT = 30.0
 """Seconds the idle consolidation pass waits for one judgement: nobody waits on it."""
 DECIDED_LATER = "decided later by the model"
 LINK_COSINE = 0.9
+FOLLOW_COSINE = 0.94
+"""A note whose side (the person's, a project's) nothing says is filed beside a note
+this close (the real embedder's cosine, statements in the neutral frame): a
+restatement of one fact is 0.95-0.97 in the overwrite lab's seven languages
+(tests/unit/memory/test_overwrite_lab_remember.py), two facts of one person 0.87-0.93
+(bench/identity_wordings.jsonl's first 20 pairs)."""
 """A neighbour this close (the real embedder's cosine) nearest the same attribute as the
 new fact is linked even when neither reading is clear (see ``meaning.py``)."""
 
@@ -136,6 +143,27 @@ def note_subject(text: str) -> tuple[str, str]:
     never carries one (the value loses it in the guard)."""
     note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))
     return note.category.value, note.key
+
+
+def _keyed(note: NoteKey, reading: Reading) -> NoteKey:
+    """A note's key where the rule could not name it, or only guessed: its attribute
+    when it reads clearly as one (value-free, in any language), else the attribute
+    both readings lean to in its category; a guessed first word or a number the rule
+    took for a subject ("Python 3.12 is what we use") gives way to ``note``. Nothing
+    less names a key: the nearest attribute alone, however far it leads, is as often
+    wrong ("Mein Projekt heißt Alpha" a deploy target by 0.44, "Torço para o Flamengo"
+    an employer) as right ("Abito a Pisa" a home city by 0.31), and a key shared with
+    a listed attribute links the note to that attribute's facts; ``note`` links none."""
+    if note.named and not note.by_name and not note.loose:
+        return note
+    attribute, named = reading.attribute, reading.named
+    if attribute is not None:
+        return NoteKey(note.category, attribute.key, False)
+    if named is not None and named.category is note.category:
+        return NoteKey(note.category, named.key, False)
+    if note.first_word or (note.loose and any(c.isdigit() for c in note.key)):
+        return NoteKey(note.category, UNNAMED, False, named=False)
+    return note
 
 
 def _stored(result: WriteResult) -> bool:
@@ -466,7 +494,7 @@ class MemoryWriter:
         holds numbered instead of replaced."""
         note = file_note(secrets.redact(text).replace(secrets.REDACTED, " "))  # note_subject's
         if category is None or key is None:
-            note = await self._read_note(note, secrets.redact(text))
+            note = await self._read_note(note, secrets.redact(text), project)
         chosen = Category(category) if category in {c.value for c in Category} else note.category
         named = key is not None
         if key is None:
@@ -476,38 +504,73 @@ class MemoryWriter:
         # A wrong category named by the writer is kept: the guard says so.
         return Filed(category if category is not None else chosen.value, key, named, note)
 
-    async def _read_note(self, note: NoteKey, text: str) -> NoteKey:
-        """The rule's filing of a note, completed by meaning (``memory/meaning.py``):
-        a person's or a project's fact goes where its attribute or owner reads it
-        belongs, in any language (rules and references stay the rule's), and a note the
-        rule could not name takes its attribute's name. Unread: the rule's filing."""
+    async def _read_note(self, note: NoteKey, text: str, project: str) -> NoteKey:
+        """The rule's filing of a note, completed by meaning (``memory/meaning.py``,
+        ``memory/owner_space.py``): a note the rule cannot place goes where whose life
+        it reads as puts it, in any language (rules, references and what the rule read
+        stay the rule's), and a key the rule could not name, or only guessed, takes its
+        attribute's name or the value-free ``note``. Unread: the rule's filing."""
         await self.vectors.load()
         reader = self.reader()
         if not reader.meaningful:
             return note
         try:
             reading = await reader.read_note(text)
+            category = note.category
+            if category in (Category.USER, Category.PROJECT) and not note.sure:
+                if note.by_name and not note.first_word:
+                    # Someone named ("Carlos es mi jefe", "Berlin ist meine
+                    # Lieblingsstadt"): where its attribute reads it belongs. The
+                    # life/project direction cannot tell another's life from mine.
+                    clear = reading.attribute.category if reading.attribute is not None else None
+                    category = clear or reading.owner or category
+                else:
+                    category = await self._owner(text, reading, project) or category
         except Exception as exc:  # the note matters more than its reading
             log.info("[MEMORY_IDENTITY] note not read by meaning: %s", exc)
             return note
-        attribute, category = reading.attribute, note.category
-        if category in (Category.USER, Category.PROJECT):
-            category = attribute.category if attribute is not None else reading.owner or category
-        top = reading.top
-        if note.by_name and top is not None and top.category is Category.USER and top.single:
-            # The "name" the rule read is nearest one of the person's own attributes:
-            # a sentence's first word ("Ich wohne in München"), not someone's name.
-            return NoteKey(Category.USER, top.key, False)
-        if (not note.named or note.by_name) and attribute is not None:
-            # A name the rule read may be the value itself, first in its sentence
-            # ("Pierogi są moim ulubionym daniem", "Berlin ist meine Lieblingsstadt"):
-            # a clear attribute names the key instead, value-free.
-            return NoteKey(category, attribute.key, False)
-        if (not note.named or note.by_name) and reading.named is not None and reading.named.category is category:
-            # Nothing clearer to be had: the attribute both readings lean to names
-            # the key ("私はエンジニアです": occupation, not "note"), value-free either way.
-            return NoteKey(category, reading.named.key, False)
-        return replace(note, category=category)
+        return _keyed(replace(note, category=category), reading)
+
+    async def _owner(self, text: str, reading: Reading, project: str) -> Category | None:
+        """Whose life a note the rule cannot place reads as: its clear attribute's;
+        else past the margin on the life/project direction (``owner_space.py``); else
+        a very close note's (``FOLLOW_COSINE``: "Mein Projekt heißt jetzt Beta" goes
+        where "Mein Projekt heißt Alpha" went, so the two are one fact's candidates);
+        else its nearest attribute's when that leads by ``meaning.MARGIN`` (a short
+        note of a listed attribute whose plain centroid disagrees: "Faccio
+        l'infermiere"); else the side it leans to by ``owner_space.LEANS``; else
+        the side of the attribute both readings lean to ("이제 조종사로 일해요", +0.10:
+        an occupation); else the side it leans to at all (on the tuning notes the
+        lean's sign was right for all but one; the rule's own default is a guess).
+        For an embedder with no shipped direction, the attribute reading's."""
+        if reading.attribute is not None:
+            return reading.attribute.category
+        space = await asyncio.to_thread(owner_space, self.vectors.embedder.id)
+        if space is None:
+            return reading.owner
+        vector = await self.reader().note_statement(text)
+        top = reading.top if reading.lead >= MARGIN else None
+        return (
+            space.owner(vector)
+            or await self._beside(text, vector, project)
+            or (top.category if top is not None else None)
+            or space.owner(vector, LEANS)
+            or (reading.named.category if reading.named is not None else None)
+            or space.owner(vector, 0.0)
+        )
+
+    async def _beside(self, text: str, vector: np.ndarray, project: str) -> Category | None:
+        """The category of the person's or this project's note closest to ``text``,
+        when one is within ``FOLLOW_COSINE`` of it (its statement's vector)."""
+        best: tuple[float, Category] | None = None
+        for category in (Category.USER, Category.PROJECT):
+            found = await self.vectors.nearest(
+                UNNAMED, text, scope=scope_for(category, project), category=category, k=1, vector=vector
+            )
+            for candidate in found[:1]:
+                if candidate.dense is not None and (best is None or candidate.dense > best[0]):
+                    best = (candidate.dense, category)
+        return best[1] if best is not None and best[0] >= FOLLOW_COSINE else None
 
     async def _refiled(self, pending: PendingWrite, identity: Identity) -> PendingWrite | None:
         """The note under the category the model chose with its judgement, when that

@@ -39,6 +39,7 @@ from qwenmem_tui.memory.model import (
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer
 from qwenmem_tui.memory.render import VersionMarks, version_fields
+from qwenmem_tui.memory.versions import later_versions
 
 if TYPE_CHECKING:
     from qwenmem_tui.memory.service import MemoryService
@@ -97,8 +98,13 @@ class SearchAnswer(TypedDict):
     memories: list[MemoryHit]
 
 
+class ListedMemory(MemoryRow, VersionMarks):
+    """A memory a listing holds, marked as search marks it: a model reading the list
+    must not take an earlier version for a current fact."""
+
+
 class ListAnswer(TypedDict):
-    memories: list[MemoryRow]
+    memories: list[ListedMemory]
 
 
 class RememberAnswer(TypedDict, total=False):
@@ -265,7 +271,8 @@ class ProjectMemory:
         return {"forgotten": forgotten is not None}
 
     async def list(self, category: object = None) -> ListAnswer:
-        """Active memories of this project and the global ones, newest first."""
+        """Active memories of this project and the global ones, newest first; an
+        earlier version (a newer one listed may restate it) marked as search marks it."""
         chosen = _category(category)
         service = await self._service()
         rows = await service.list(project=self.project, statuses=[Status.ACTIVE])
@@ -273,4 +280,5 @@ class ProjectMemory:
             rows = [m for m in rows if m.category == chosen]
         rows.sort(key=lambda m: m.updated_at, reverse=True)
         now = self._clock()
-        return {"memories": [memory_json(m, now) for m in rows]}
+        later = later_versions(rows)
+        return {"memories": [{**memory_json(m, now), **version_fields(m, later.get(m.id))} for m in rows]}

