@@ -40,7 +40,7 @@ from qwenmem_tui.memory.holder_space import (
 )
 from qwenmem_tui.memory.holder_space import WEIGHT as HOLDER_WEIGHT
 from qwenmem_tui.memory.language_space import language_basis
-from qwenmem_tui.memory.lexical import coverage, query_terms
+from qwenmem_tui.memory.lexical import coverage, query_terms, words
 from qwenmem_tui.memory.attributes import Attribute
 from qwenmem_tui.memory.meaning import MeaningReader, asked, may_answer
 from qwenmem_tui.memory.model import (
@@ -52,6 +52,7 @@ from qwenmem_tui.memory.model import (
     WriteAction,
     WriteResult,
     same_conversation,
+    speaker_label,
 )
 from qwenmem_tui.memory.render import render_block, render_memory
 from qwenmem_tui.memory.store import AllowedIds, MemoryStore, StoreChannels
@@ -94,6 +95,25 @@ VERSION_WINDOW = 10
 # one question and are no versions of one fact sit at 0.81-0.92, the holders telling
 # apart those above 0.91 but one, at 0.901 (Rui's birthday and our wedding anniversary).
 VERSION_COSINE = 0.91
+# Versions of a fact no listed attribute names (``Recaller._close_versions``): two of the
+# first CLOSE_WINDOW found whose cosines with the question are within CLOSE_ANSWERS of
+# each other, whose statements sit at CLOSE_STATEMENTS or nearer, held by one holder
+# (CLOSE_HOLDER in the holder space) and not read clearly as two attributes. Newer first
+# on identity_fresh 53 -> 63 of 69 and on identity_fresh2 (written for this: attributes
+# no example names, 18 languages) 27 -> 45 of 58; identity_versions 70/70, _wordings
+# 69/70, identity_corpus's tune half 127/127 unchanged; bench_recall, bench_crosslang and
+# bench_abstain's tuning half identical at every rank they report. A person's short
+# statements sit at 0.84-0.91 from each other in a store of many facts (recall_corpus),
+# restatements at 0.93 and more for two in three; over every pair found together by
+# bench_recall's and bench_crosslang's questions (19,670), 0.93 held one (0.935 none),
+# and the holders' 0.4 four fewer than ONE_HOLDER's 0.3 (my favourite food and my
+# husband's). Only the first three are reordered: their order is all it may change,
+# never which memories reach a top 3 or a top 5 (over the first ten, bench_abstain's
+# tuning recall@5 fell 163 -> 159 of 165: my commute and my gym at 0.947, far apart).
+CLOSE_ANSWERS = 0.06
+CLOSE_STATEMENTS = 0.93
+CLOSE_HOLDER = 0.4
+CLOSE_WINDOW = 3
 # A dialogue turn among the first NEIGHBOUR_TOP found lends this share of its fused
 # score to the turns next to it in its conversation (``_neighbours_lent``): a question's
 # evidence is often the turn before or after the one that matches it (the answer to a
@@ -101,6 +121,12 @@ VERSION_COSINE = 0.91
 # 0.712 (0.1: 0.708, 0.3: 0.708), R@10 0.803 -> 0.817.
 NEIGHBOUR_SHARE = 0.2
 NEIGHBOUR_TOP = 20
+# A dialogue turn whose speaker the question names ("What did Caroline paint?") has its
+# fused score multiplied by 1 + SPEAKER_BOOST (``named_speakers_first``): lexically a
+# name matches every turn of its speaker alike, so the lexical channel cannot say it,
+# and the dense one hears it faintly. LoCoMo's tuning half R@5 0.711 -> 0.725, MRR 0.541
+# -> 0.567 (0.4: 0.717, 0.6: 0.718); the other half 0.716 -> 0.731.
+SPEAKER_BOOST = 1.0
 # Small talk (abstain.py) keeps a memory only when it holds most of the message's words:
 # one word of three ("sure, go ahead" and a note about Go) is not the message's subject.
 SMALL_TALK_WORDS = 0.5
@@ -191,6 +217,30 @@ def fuse(
             scale = shares.get(memory_id, 0.0) if shares is not None and ranked is lexical else 1.0
             fused[memory_id] = fused.get(memory_id, 0.0) + weight * scale / (k + rank)
     return fused
+
+
+def named_speakers_first(query: str, found: Sequence[Candidate]) -> list[Candidate]:
+    """``found`` with each dialogue turn whose speaker (``model.speaker_label``) the
+    query names, word for word, scored ``1 + SPEAKER_BOOST`` times higher, best first;
+    ``found`` itself when it names none."""
+    asked = f" {' '.join(words(query))} "
+    named: dict[str, bool] = {}
+
+    def boosted(c: Candidate) -> bool:
+        if FLAG_DIALOGUE not in c.memory.flags:
+            return False
+        label = speaker_label(c.memory.value)
+        if label is None:
+            return False
+        if label not in named:
+            said = " ".join(words(label))
+            named[label] = bool(said) and f" {said} " in asked
+        return named[label]
+
+    marked = [(c, boosted(c)) for c in found]
+    if not any(b for _, b in marked):
+        return list(found)
+    return best_first(replace(c, score=c.score * (1 + SPEAKER_BOOST)) if b else c for c, b in marked)
 
 
 def holds_its_words(candidate: Candidate, share: float = STRONG_LEXICAL) -> bool:
@@ -374,6 +424,9 @@ class Recaller:
         # Deliver unlinked versions newer first (``_asked_versions``); a switch only so
         # the bench can measure both.
         self.versions = True
+        # And those no listed attribute names, by how close they are (``_close_versions``);
+        # a switch only so the bench can measure both.
+        self.close_versions = True
         # Prefer memories held by whom the question asks about (holder_space.py); the
         # weight is a knob only so the bench can measure it (0: off).
         self.holder_weight = HOLDER_WEIGHT
@@ -906,6 +959,7 @@ class Recaller:
                 # count them twice (bench_recall hash final R@1 0.545 -> 0.531).
                 word_shares=self.word_shares and not isinstance(self.embedder, HashEmbedder),
             )
+            found = named_speakers_first(query, found)
             found = await self._neighbours_lent(embedding, found, scopes, exclude)
             small_talk = False
             if abstention is not None and embedding is not None and found:
@@ -936,6 +990,8 @@ class Recaller:
         if not small_talk and self.versions:
             try:
                 ranked = await self._asked_versions(_result_of(embedding), ranked, found)
+                if self.close_versions:
+                    ranked = await self._close_versions(ranked, found)
             except Exception as exc:  # an order, not the recall: it stands as ranked
                 log.info("[MEMORY_RECALL] versions not read by meaning: %s", exc)
         ranked = ranked[:k]
@@ -1026,6 +1082,43 @@ class Recaller:
             if answers != sorted(answers, key=lambda m: (-m.stated_at, -m.id)):
                 head = await self._newest_versions(reader, head, answers)
         return [*head, *ranked[VERSION_WINDOW:]]
+
+    async def _close_versions(self, ranked: list[Candidate], found: Sequence[Candidate]) -> list[Candidate]:
+        """``ranked`` with the newest first of facts that answer the question alike, say
+        nearly the same and are one holder's (``CLOSE_ANSWERS``, ``CLOSE_STATEMENTS``,
+        ``CLOSE_HOLDER``), in the slots they hold, whatever the question asks: a team, a
+        gym, a school no listed attribute names ("Torço para o Flamengo", then "Virei a
+        casaca, agora sou Palmeiras"). An order only, like ``_asked_versions``: nothing
+        linked or marked. Two facts read clearly as two attributes are never versions."""
+        reader = self.reader
+        holders = (await self._spaces())[0]
+        if reader is None or not reader.meaningful or holders is None:
+            return ranked
+        head = ranked[:CLOSE_WINDOW]
+        newer = _newer_versions(found)
+        known = set(newer) | {c.memory.id for c in newer.values()}
+        facts = [
+            c for c in head
+            if c.memory.id not in known and c.dense is not None and FLAG_DIALOGUE not in c.memory.flags
+        ]
+        answers = np.array([c.dense for c in facts], dtype=np.float32)
+        alike = np.abs(answers[:, None] - answers[None, :]) <= CLOSE_ANSWERS
+        paired = (alike.sum(axis=1) > 1).tolist()  # itself and another: read only those
+        if sum(paired) < 2:
+            return ranked
+        facts = [c for c, keep in zip(facts, paired, strict=True) if keep]
+        vectors = await reader.statements([c.memory for c in facts])
+        held = holders.read(vectors)
+        close = alike[np.ix_(paired, paired)] & (vectors @ vectors.T >= CLOSE_STATEMENTS)
+        close &= held @ held.T >= CLOSE_HOLDER
+        clear = [(await reader.read(v)).attribute for v in vectors]
+        for i, j in zip(*np.nonzero(close), strict=True):
+            if clear[i] is not None and clear[j] is not None and clear[i] != clear[j]:
+                close[i, j] = False  # clearly two attributes: my city and my job
+        for group in _groups(close):
+            if len(group) > 1:
+                head = newest_in_their_slots(head, {facts[i].memory.id for i in group})
+        return [*head, *ranked[CLOSE_WINDOW:]]
 
     async def _with_room(
         self, reader: MeaningReader, head: list[Candidate], facts: list[Memory], attributes: list[Attribute]

@@ -121,3 +121,50 @@ async def test_a_fact_whose_stored_vector_leaves_no_room_is_not_read_again(
         assert ids[2] in found.ids and not reader.kept(ids[2])
     finally:
         await fresh.close()
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "question"),
+    [
+        # An app for podcasts, a morning routine: attributes no example names, so the
+        # question reads none of the person's listed ones and the write links nothing.
+        ("J'écoute mes podcasts sur Deezer", "Maintenant j'écoute tout sur Spotify",
+         "Sur quelle appli j'écoute mes podcasts ?"),
+        ("私は毎朝ヨガをしています", "ヨガはやめて、今は毎朝ジョギングをしています", "私は毎朝何をしていますか？"),
+    ],
+)
+async def test_versions_of_a_fact_no_attribute_names_are_delivered_newer_first(
+    e5_service: MemoryService, first: str, then: str, question: str
+) -> None:
+    """Both answer the question alike and say nearly the same of one holder: the newer
+    takes the older's slot, in any language, whatever the question asks. Without the
+    step (``close_versions`` off) the older came first."""
+    older = await e5_service.remember(RememberRequest(first, project=PROJECT_A))
+    newer = await e5_service.remember(RememberRequest(then, project=PROJECT_A))
+    assert newer.memory.restates is None  # not linked: recall alone orders them
+    found = await e5_service.recall(question, project=PROJECT_A, record=False)
+    assert found.ids[:2] == [newer.memory.id, older.memory.id]
+    assert older.memory.id not in found.later  # nothing marked as earlier
+    e5_service.recaller.close_versions = False
+    before = await e5_service.recall(question, project=PROJECT_A, record=False)
+    assert before.ids[:2] == [older.memory.id, newer.memory.id]
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "question"),
+    [
+        ("J'écoute mes podcasts sur Deezer", "Ma fille écoute ses podcasts sur Spotify",
+         "Sur quelle appli j'écoute mes podcasts ?"),
+        ("私は毎朝ヨガをしています", "夫は毎朝ジョギングをしています", "私は毎朝何をしていますか？"),
+    ],
+)
+async def test_a_family_members_fact_in_nearly_the_same_words_keeps_its_place(
+    e5_service: MemoryService, mine: str, theirs: str, question: str
+) -> None:
+    """My podcast app and my daughter's (my morning yoga and my husband's jogging) sit at
+    0.96 and answer the question alike: only the holders tell them apart, and mine,
+    older, stays first."""
+    first = await e5_service.remember(RememberRequest(mine, project=PROJECT_A))
+    await e5_service.remember(RememberRequest(theirs, project=PROJECT_A))
+    found = await e5_service.recall(question, project=PROJECT_A, record=False)
+    assert found.ids[0] == first.memory.id
