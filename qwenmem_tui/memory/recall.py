@@ -1094,7 +1094,10 @@ class Recaller:
         ``CLOSE_HOLDER``), in the slots they hold, whatever the question asks: a team, a
         gym, a school no listed attribute names ("Torço para o Flamengo", then "Virei a
         casaca, agora sou Palmeiras"). An order only, like ``_asked_versions``: nothing
-        linked or marked. Two facts read clearly as two attributes are never versions."""
+        linked or marked. Two facts read clearly as two attributes are never versions,
+        nor are a project's: its tickets and hosts are said in one mould ("The login
+        timeout is tracked in ticket QZ-4417"), and a question naming one is not asking
+        for the newest."""
         reader = self.reader
         holders = (await self._spaces())[0]
         if reader is None or not reader.meaningful or holders is None:
@@ -1104,7 +1107,8 @@ class Recaller:
         known = set(newer) | {c.memory.id for c in newer.values()}
         facts = [
             c for c in head
-            if c.memory.id not in known and c.dense is not None and FLAG_DIALOGUE not in c.memory.flags
+            if c.memory.id not in known and c.dense is not None and c.memory.category is Category.USER
+            and FLAG_DIALOGUE not in c.memory.flags
         ]
         answers = np.array([c.dense for c in facts], dtype=np.float32)
         alike = np.abs(answers[:, None] - answers[None, :]) <= CLOSE_ANSWERS
