@@ -41,7 +41,7 @@ from qwenmem_tui.memory.holder_space import (
 )
 from qwenmem_tui.memory.holder_space import WEIGHT as HOLDER_WEIGHT
 from qwenmem_tui.memory.language_space import language_basis
-from qwenmem_tui.memory.lexical import coverage, query_terms, words
+from qwenmem_tui.memory.lexical import coverage, query_terms, spelled_elsewhere, words
 from qwenmem_tui.memory.attributes import Attribute
 from qwenmem_tui.memory.meaning import MeaningReader, asked, may_answer
 from qwenmem_tui.memory.model import (
@@ -156,6 +156,9 @@ class Candidate:
     # Its vector when the store's one query sent it (``StoreChannels``): what the
     # holders' agreement reads (``Recaller._by_holder``) without another round trip.
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
+    # Share of the query's words it holds only in another script (``lexical.
+    # spelled_elsewhere``): chat's recall reads it for the threshold, as ``coverage``.
+    spelled: float = 0.0
 
 
 @dataclass
@@ -245,8 +248,9 @@ def named_speakers_first(query: str, found: Sequence[Candidate]) -> list[Candida
 
 
 def holds_its_words(candidate: Candidate, share: float = STRONG_LEXICAL) -> bool:
-    """The memory holds at least ``share`` of the message's own words (a name, a code)."""
-    return candidate.lexical is not None and candidate.coverage >= share
+    """The memory holds at least ``share`` of the message's own words (a name, a code),
+    as written or in another script."""
+    return (candidate.lexical is not None and candidate.coverage >= share) or candidate.spelled >= share
 
 
 def _newer_versions(found: Sequence[Candidate]) -> dict[int, Candidate]:
@@ -985,6 +989,7 @@ class Recaller:
             elif embedding is not None and not embedding.cancelled():
                 embedding.exception()  # a failure the dense channel never asked for is moot
         found, agreeing = await self._by_holder(embedding, found)
+        found = spelled_in_other_scripts(query, found)
         found = [*found, *await self._unfound_newer(found, scopes, await self._links_after(links))]
         # Small talk keeps only a memory that holds its very words.
         ranked = current_first(
@@ -1265,6 +1270,21 @@ class Recaller:
             rendered_at=now,
             small_talk=small_talk,
         )
+
+
+def spelled_in_other_scripts(query: str, found: list[Candidate]) -> list[Candidate]:
+    """``found`` with what each memory the lexical channel missed holds of the query's
+    words in another script ("Was macht Taras?" and "Мій колега Тарас…"): a name the
+    embedder scores under the threshold passes as one the lexical channel found does.
+    fresh2's "Was macht Taras bei uns?" and "タラスさんの担当は何？" found nothing (the
+    colleague ranked first at 0.79), fresh's "Где размещён фронтенд?" the same (0.805)."""
+    terms = query_terms(query)
+    return [
+        c
+        if c.lexical is not None
+        else replace(c, spelled=spelled_elsewhere(query, terms, c.memory.key, c.memory.value))
+        for c in found
+    ]
 
 
 def _groups(close: np.ndarray) -> list[list[int]]:

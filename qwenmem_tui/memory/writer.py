@@ -80,11 +80,11 @@ new fact is linked even when neither reading is clear (see ``meaning.py``)."""
 APART = 2
 """A note's close facts in the other category the model is also shown, at most."""
 FOLLOW_COSINE = 0.94
-"""A note whose side (the person's, a project's) nothing says is filed beside a note
-this close (the real embedder's cosine, statements in the neutral frame): a
-restatement of one fact is 0.95-0.97 in the overwrite lab's seven languages
-(tests/unit/memory/test_overwrite_lab_remember.py), two facts of one person 0.87-0.93
-(bench/identity_wordings.jsonl's first 20 pairs)."""
+"""A note whose side (the person's, a project's) nothing says is filed beside a stored
+note this close (the real embedder's cosine, the new note's statement against the
+stored vectors): a restatement of one fact is 0.95-0.97 in the overwrite lab's seven
+languages (tests/unit/memory/test_overwrite_lab_remember.py), two facts of one person
+0.87-0.93 (bench/identity_wordings.jsonl's first 20 pairs)."""
 
 
 class MemoryRejected(ValueError):
@@ -576,8 +576,8 @@ class MemoryWriter:
         return reading.attribute.category if reading.attribute is not None else reading.owner
 
     async def _beside(self, text: str, vector: np.ndarray, project: str) -> Category | None:
-        """The category of the person's or this project's note closest to ``text``,
-        when one is within ``FOLLOW_COSINE`` of it (its statement's vector)."""
+        """The category of the person's or this project's note closest to ``text``
+        (``vector``: its statement), when one is within ``FOLLOW_COSINE`` of it."""
         best: tuple[float, Category] | None = None
         for category in (Category.USER, Category.PROJECT):
             found = await self.vectors.nearest(
