@@ -1110,10 +1110,12 @@ class Recaller:
         gym, a school no listed attribute names ("Torço para o Flamengo", then "Virei a
         casaca, agora sou Palmeiras"). An order only, like ``_asked_versions``: nothing
         linked; the older is shown as an earlier version the newer may replace. Two
-        facts read clearly as two attributes are never versions, and a fact holding
-        every word of the question is what it names, not a version to move: tickets
-        and hosts are said in one mould ("The login timeout is tracked in ticket
-        QZ-4417"), and "QX-4417" asks for that one, not the newest."""
+        facts read clearly as two attributes are never versions, and a project's fact
+        holding every word of the question is what it names, not a version to move:
+        tickets and hosts are said in one mould ("The login timeout is tracked in
+        ticket QZ-4417"), and "QX-4417" asks for that one, not the newest. (A person's
+        facts are asked in other words: "私は毎朝何をしていますか？" holds every word of
+        the older "私は毎朝ヨガをしています" and still wants the newer.)"""
         reader = self.reader
         holders = (await self._spaces())[0]
         if reader is None or not reader.meaningful or holders is None:
@@ -1124,7 +1126,7 @@ class Recaller:
         facts = [
             c for c in head
             if c.memory.id not in known and c.dense is not None and FLAG_DIALOGUE not in c.memory.flags
-            and not holds_its_words(c, 1.0)
+            and (c.memory.category is Category.USER or not holds_its_words(c, 1.0))
         ]
         answers = np.array([c.dense for c in facts], dtype=np.float32)
         alike = np.abs(answers[:, None] - answers[None, :]) <= CLOSE_ANSWERS
