@@ -17,6 +17,7 @@ then the top ``k``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import time
@@ -303,12 +304,22 @@ def best_first(candidates: Iterable[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: (-c.score, -c.memory.stated_at, -c.memory.id))
 
 
-def newest_in_their_slots(ranked: Sequence[Candidate], versions: Collection[int]) -> list[Candidate]:
+def newest_in_their_slots(
+    ranked: Sequence[Candidate], versions: Collection[int], marks: dict[int, Memory] | None = None
+) -> list[Candidate]:
     """``ranked`` with the candidates ``versions`` (one fact's unlinked versions) newest
     first in the slots they hold: the newest takes the best one, the others move down,
-    everything else stays where it ranked."""
+    everything else stays where it ranked. ``marks`` gets each older one's next newer
+    version: the block shows it as an earlier version that one may replace, so the
+    model never reads the two as both true (nothing is linked: it judges them)."""
     slots = [i for i, c in enumerate(ranked) if c.memory.id in versions]
     newest = sorted((ranked[i] for i in slots), key=lambda c: (-c.memory.stated_at, -c.memory.id))
+    if marks is not None:
+        marks.update(
+            (older.memory.id, newer.memory)
+            for newer, older in itertools.pairwise(newest)
+            if older.memory.stated_at < newer.memory.stated_at
+        )
     out = list(ranked)
     for slot, candidate in zip(slots, newest, strict=True):
         out[slot] = candidate
@@ -992,17 +1003,18 @@ class Recaller:
             ],
             found,
         )
+        marks: dict[int, Memory] = {}  # unlinked versions' older -> newer (shown so)
         if not small_talk and self.versions:
             try:
-                ranked = await self._asked_versions(_result_of(embedding), ranked, found)
+                ranked = await self._asked_versions(_result_of(embedding), ranked, found, marks)
                 if self.close_versions:
-                    ranked = await self._close_versions(ranked, found)
+                    ranked = await self._close_versions(ranked, found, marks)
             except Exception as exc:  # an order, not the recall: it stands as ranked
                 log.info("[MEMORY_RECALL] versions not read by meaning: %s", exc)
         ranked = ranked[:k]
         if small_talk:
             log.debug("[MEMORY_RECALL] small talk: %d memories kept for its own words", len(ranked))
-        return self._result(ranked, found, started=started, record=record, small_talk=small_talk)
+        return self._result(ranked, found, marks, started=started, record=record, small_talk=small_talk)
 
     async def _neighbours_lent(
         self,
@@ -1057,7 +1069,8 @@ class Recaller:
         return {m.id: Candidate(m, 0.0, cosines.get(m.id), None, 0.0) for m in rows}
 
     async def _asked_versions(
-        self, question: np.ndarray | None, ranked: list[Candidate], found: Sequence[Candidate]
+        self, question: np.ndarray | None, ranked: list[Candidate], found: Sequence[Candidate],
+        marks: dict[int, Memory],
     ) -> list[Candidate]:
         """``ranked`` with the newest first of the person's facts that may each answer the
         one single-valued attribute the question clearly asks about (meaning.py: ``asked``,
@@ -1085,19 +1098,24 @@ class Recaller:
         for attribute in attributes:
             answers = [m for m in facts if may_answer(readings[m.id], attribute)]
             if answers != sorted(answers, key=lambda m: (-m.stated_at, -m.id)):
-                head = await self._newest_versions(reader, head, answers)
+                head = await self._newest_versions(reader, head, answers, marks)
         return [*head, *ranked[VERSION_WINDOW:]]
 
-    async def _close_versions(self, ranked: list[Candidate], found: Sequence[Candidate]) -> list[Candidate]:
+    async def _close_versions(
+        self, ranked: list[Candidate], found: Sequence[Candidate], marks: dict[int, Memory]
+    ) -> list[Candidate]:
         """``ranked`` with the newest first of facts that answer the question alike, say
         nearly the same and are one holder's (``CLOSE_ANSWERS``, ``CLOSE_STATEMENTS``,
         ``CLOSE_HOLDER``), in the slots they hold, whatever the question asks: a team, a
         gym, a school no listed attribute names ("Torço para o Flamengo", then "Virei a
         casaca, agora sou Palmeiras"). An order only, like ``_asked_versions``: nothing
-        linked or marked. Two facts read clearly as two attributes are never versions,
-        nor are a project's: its tickets and hosts are said in one mould ("The login
-        timeout is tracked in ticket QZ-4417"), and a question naming one is not asking
-        for the newest."""
+        linked; the older is shown as an earlier version the newer may replace. Two
+        facts read clearly as two attributes are never versions, and a project's fact
+        holding every word of the question is what it names, not a version to move:
+        tickets and hosts are said in one mould ("The login timeout is tracked in
+        ticket QZ-4417"), and "QX-4417" asks for that one, not the newest. (A person's
+        facts are asked in other words: "私は毎朝何をしていますか？" holds every word of
+        the older "私は毎朝ヨガをしています" and still wants the newer.)"""
         reader = self.reader
         holders = (await self._spaces())[0]
         if reader is None or not reader.meaningful or holders is None:
@@ -1107,8 +1125,8 @@ class Recaller:
         known = set(newer) | {c.memory.id for c in newer.values()}
         facts = [
             c for c in head
-            if c.memory.id not in known and c.dense is not None and c.memory.category is Category.USER
-            and FLAG_DIALOGUE not in c.memory.flags
+            if c.memory.id not in known and c.dense is not None and FLAG_DIALOGUE not in c.memory.flags
+            and (c.memory.category is Category.USER or not holds_its_words(c, 1.0))
         ]
         answers = np.array([c.dense for c in facts], dtype=np.float32)
         alike = np.abs(answers[:, None] - answers[None, :]) <= CLOSE_ANSWERS
@@ -1126,7 +1144,7 @@ class Recaller:
                 close[i, j] = False  # clearly two attributes: my city and my job
         for group in _groups(close):
             if len(group) > 1:
-                head = newest_in_their_slots(head, {facts[i].memory.id for i in group})
+                head = newest_in_their_slots(head, {facts[i].memory.id for i in group}, marks)
         return [*head, *ranked[CLOSE_WINDOW:]]
 
     async def _with_room(
@@ -1156,7 +1174,8 @@ class Recaller:
         return vectors
 
     async def _newest_versions(
-        self, reader: MeaningReader, head: list[Candidate], answers: list[Memory]
+        self, reader: MeaningReader, head: list[Candidate], answers: list[Memory],
+        marks: dict[int, Memory],
     ) -> list[Candidate]:
         """``head`` with each group of ``answers`` that are versions of one fact (their
         statements nearly the same words, one holder) newest first in its slots."""
@@ -1168,7 +1187,7 @@ class Recaller:
             close &= read @ read.T >= ONE_HOLDER
         for group in _groups(close):
             if len(group) > 1:
-                head = newest_in_their_slots(head, {answers[i].id for i in group})
+                head = newest_in_their_slots(head, {answers[i].id for i in group}, marks)
         return head
 
     async def _spaces(self) -> tuple[HolderSpace | None, AttributeSpace | None]:
@@ -1227,8 +1246,8 @@ class Recaller:
         return await self._open_links()
 
     def _result(
-        self, ranked: list[Candidate], found: list[Candidate], *, started: float, record: bool,
-        small_talk: bool,
+        self, ranked: list[Candidate], found: list[Candidate], marks: Mapping[int, Memory], *,
+        started: float, record: bool, small_talk: bool,
     ) -> RecallResult:
         """The chosen memories within the token budget, counted (later) and rendered."""
         now = self.clock()
@@ -1236,7 +1255,8 @@ class Recaller:
         chosen = [c.memory for c in ranked]
         if record:
             self._count_later(chosen, now)
-        later = earlier_marks(ranked, found)
+        shown = {m.id for m in chosen}
+        later = {i: m for i, m in marks.items() if i in shown} | earlier_marks(ranked, found)
         block = render_block(chosen, now, later)
         return RecallResult(
             block=block,
