@@ -136,6 +136,25 @@ async def write_holders() -> None:
     print(f"{len(vectors)} holder examples of {embedder.id} -> {path}, fitted -> {space_path}")
 
 
+async def write_languages() -> None:
+    """Ship the default embedder's vectors of the language sentences
+    (``memory/languages.py``): statements as passages, questions as queries."""
+    import numpy as np
+
+    from qwenmem_tui.memory.embed import auto_embedder
+    from qwenmem_tui.memory.language_space import sentence_texts, vectors_name
+    from qwenmem_tui.memory.meaning import SHIPPED
+
+    embedder = auto_embedder().embedder
+    statements, questions, _ = sentence_texts()
+    vectors = np.concatenate([await embedder.embed_passages(statements), await embedder.embed_queries(questions)])
+    for old in SHIPPED.glob("languages-*.npy"):
+        old.unlink()
+    path = SHIPPED / vectors_name(embedder.id)
+    np.save(path, vectors.astype(np.float16))
+    print(f"{len(vectors)} language sentences of {embedder.id} -> {path}")
+
+
 def line(name: str, ranks: list[int | None]) -> str:
     top = sum(1 for r in ranks if r is not None and r <= TOP)
     first = sum(1 for r in ranks if r == 1)
@@ -153,9 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--language", default="on", help="the dense channel's language subspace removed: off,on")
     parser.add_argument("--holder", default="", help="the holders' agreement's weights to compare, comma-separated (default: recall's)")
     parser.add_argument("--write-holders", action="store_true", help="ship the holders' examples' vectors")
+    parser.add_argument("--write-languages", action="store_true", help="ship the language sentences' vectors")
     args = parser.parse_args(argv)
     if args.write_holders:
         asyncio.run(write_holders())
+        return 0
+    if args.write_languages:
+        asyncio.run(write_languages())
         return 0
     wanted = args.corpora.split(",")
     corpora = {}

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -46,6 +45,7 @@ from qwenmem_tui.memory.model import (
     content_hash,
     export_line,
     holds,
+    speaker_label,
     turn_context,
 )
 from qwenmem_tui.memory.provenance import Provenance
@@ -412,7 +412,6 @@ async def _count(
         report.renumbered[_backup_id(row)] = memory.id
 
 
-_SPEAKER = re.compile(r"^\s*([^\W\d_][^:\n]{0,40}?)\s*:\s+\S")
 DIALOGUE_SHARE = 0.8
 """Rows of an import that must be "Name: text" turns for it to read as a conversation."""
 
@@ -425,9 +424,9 @@ def dialogue_turns(rows: Sequence[Mapping[str, object]]) -> set[int]:
     labels: dict[int, str] = {}
     for row in rows:
         value = row.get("value")
-        match = _SPEAKER.match(value) if isinstance(value, str) else None
-        if match is not None:
-            labels[id(row)] = match.group(1).strip().casefold()
+        label = speaker_label(value) if isinstance(value, str) else None
+        if label is not None:
+            labels[id(row)] = label
     if len(rows) < 4 or len(labels) < DIALOGUE_SHARE * len(rows):
         return set()
     turns: dict[str, int] = {}

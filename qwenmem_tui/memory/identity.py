@@ -65,6 +65,9 @@ class Identity:
     # An older memory this write may restate, undecided (no model, or the model late):
     # both stay active, the new row names it (``Memory.restates``) until decided.
     restates: int | None = None
+    # The memory the model found this write updates or repeats, wherever it is filed: a
+    # note the rule filed apart from it moves there (``MemoryWriter._to_target``).
+    target: Memory | None = None
 
     def flagged(self, ids: Sequence[int]) -> Identity:
         """This identity with ``ids`` also named as possible duplicates."""

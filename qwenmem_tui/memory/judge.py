@@ -48,7 +48,10 @@ def judge_messages(
     """The side call's messages: the new fact and the candidates, as JSON data."""
     payload = {
         "new": {"category": category, "key": key, "value": value},
-        "existing": [{"id": m.id, "key": m.key, "value": m.value} for m in candidates],
+        "existing": [
+            {"id": m.id, "category": str(m.category), "key": m.key, "value": m.value}
+            for m in candidates
+        ],
     }
     return [
         {"role": "system", "content": JUDGE_SYSTEM_PROMPT},
@@ -88,7 +91,7 @@ def parse_judgement(
     if target is None:
         return None
     if action is Judgement.NOOP and not explicit:
-        return Identity(target.key, same_as=target, decided_by="model")
+        return Identity(target.key, same_as=target, decided_by="model", target=target)
     if explicit:
-        return Identity(key, (target.id,), decided_by="model")
-    return Identity(target.key, decided_by="model")
+        return Identity(key, (target.id,), decided_by="model", target=target)
+    return Identity(target.key, decided_by="model", target=target)

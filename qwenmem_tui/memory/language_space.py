@@ -6,48 +6,65 @@ directions: for a Russian question about coffee, a Russian note about breakfast 
 nearer than the Spanish note about coffee. Removing the store's mean (``index.py``)
 took the common part away, not what tells the languages apart.
 
-The attribute examples (``attributes.py``) say the same things in eleven languages,
-with every attribute in every language: their centroid per language differs from the
-others by language, not by what is said. The span of those centroids (around their
-mean: ten directions of 384) is the language subspace; recall ranks the dense channel
-by the cosine of query and passage with it projected out (``dense.debiased``). Nothing
-here reads a text's language at run time, and no word is matched: the projection is
-one matrix, the same for every text, and it carries to languages the examples do not
-hold (fitted without Russian, Russian questions across languages kept 23 of the 24
-that the full fit gets, against 22 with no removal).
+The sentences of ``languages.py`` say the same ten things in 19 languages: their
+centroid per language differs from the others by language, not by what is said. The
+span of those centroids (around their mean: 18 directions of 384) is the language
+subspace; recall ranks the dense channel by the cosine of query and passage with it
+projected out (``dense.debiased``). Nothing here reads a text's language at run time,
+and no word is matched: the projection is one matrix, the same for every text, and it
+carries to languages the sentences do not hold.
 
-The fit needs only the examples' vectors, which ship for the default embedder
-(``meaning.SHIPPED``): eleven class means and a 11 x 384 SVD, ~1 ms, once per process.
-Shipping the fitted matrix as well would add a file to keep in step with the examples
-(which change with the attributes) for no time saved.
+It was first fitted from the attribute examples' eleven languages (``attributes.py``).
+From these sentences the dense channel alone ranks each tuning set's cross-language
+answers higher (MRR: crosslang_corpus 0.919 -> 0.927, whose_corpus 0.828 -> 0.856,
+crosslang_fresh 0.880 -> 0.905, crosslang_fresh2 0.786 -> 0.806, recall_corpus 0.906
+-> 0.911); their eleven languages alone did nearly as well (0.927, 0.854, 0.906,
+0.756, 0.910: the new languages are fresh2's gain), four more (cs, ro, el, th) no
+better (whose_corpus and the multilingual tuning half each lost a question or two in
+the whole pipeline).
+
+The fit needs only the sentences' vectors, which ship for the default embedder
+(``languages-*.npy``, written by ``bench/bench_crosslang.py --write-languages``): 19
+class means and a 19 x 384 SVD, ~1 ms, once per process.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Sequence
 
 import numpy as np
 
-from qwenmem_tui.memory.attributes import ATTRIBUTES
-from qwenmem_tui.memory.meaning import SHIPPED, class_means, example_texts, prototypes_name
+from qwenmem_tui.memory.languages import KINDS, SENTENCES
+from qwenmem_tui.memory.meaning import NEUTRAL, SHIPPED, class_means
+from qwenmem_tui.memory.model import embed_text
 
-LANGUAGES = ("en", "pt", "es", "de", "fr", "it", "nl", "zh", "ja", "ko", "ru")
-"""The examples' languages in the order ``attributes.py`` lists them: each attribute's
-English examples first, then the same number (one or two) in each of the other ten."""
+LANGUAGES = tuple(SENTENCES)
+"""The sentences' languages, in their order in ``languages.py``."""
 
 
-def example_languages() -> list[int]:
-    """Each attribute example's language (an index into ``LANGUAGES``), in the order of
-    ``meaning.example_texts``; read from that layout (``test_language_space`` checks
-    it against the examples' scripts)."""
-    rows: list[int] = []
-    others = len(LANGUAGES) - 1
-    for attribute in ATTRIBUTES:
-        count = len(attribute.descriptions)
-        each = (count - 1) // others  # at least one English example
-        rows += [0] * (count - others * each) + [1 + i // each for i in range(others * each)]
-    return rows
+def sentence_texts() -> tuple[list[str], list[str], list[int]]:
+    """(statements as embedded, questions as asked, each vector's language index): the
+    statements in the neutral frame memories are embedded in (``meaning.NEUTRAL``),
+    all statements first, then all questions (``vectors_name``'s order)."""
+    statements, questions, rows = [], [], []
+    for kind in ("S", "Q"):
+        for lang, said in enumerate(SENTENCES.values()):
+            texts = [text for text, form in zip(said, KINDS, strict=True) if form == kind]
+            if kind == "S":
+                statements += [embed_text(*NEUTRAL, text) for text in texts]
+            else:
+                questions += texts
+            rows += [lang] * len(texts)
+    return statements, questions, rows
+
+
+def vectors_name(embedder_id: str) -> str:
+    """The sentences' vectors' file name: this embedder's, these very texts'."""
+    statements, questions, rows = sentence_texts()
+    parts = [embedder_id, *statements, *questions, ",".join(map(str, rows))]
+    return f"languages-{hashlib.sha256(chr(10).join(parts).encode()).hexdigest()[:16]}.npy"
 
 
 def fit_language_basis(vectors: np.ndarray, rows: Sequence[int]) -> np.ndarray:
@@ -55,7 +72,7 @@ def fit_language_basis(vectors: np.ndarray, rows: Sequence[int]) -> np.ndarray:
     centroids around their mean: the between-language directions."""
     x = np.asarray(vectors, dtype=np.float64)
     which = np.asarray(rows)
-    means = class_means(x, which, len(LANGUAGES))
+    means = class_means(x, which, int(which.max()) + 1)
     _, strengths, directions = np.linalg.svd(means - means.mean(axis=0), full_matrices=False)
     kept = directions[strengths > strengths[0] * 1e-6]  # the centred means span one less
     basis: np.ndarray = kept.T.astype(np.float32)
@@ -68,22 +85,21 @@ _lock = threading.Lock()
 
 def language_basis(embedder_id: str) -> np.ndarray | None:
     """The language subspace of ``embedder_id``'s space, fitted once per process from
-    the examples' vectors that ship for it; None for any other embedder (recall then
+    the sentences' vectors that ship for it; None for any other embedder (recall then
     ranks and scores as before). Only the shipped embedder's is measured: an
-    endpoint's model, whose examples' vectors the meaning reader may keep in the home,
-    has its own threshold and spread, and nothing here to tell what removing its
-    language directions does to them. Blocking: call it in a thread."""
+    endpoint's model has its own threshold and spread, and nothing here to tell what
+    removing its language directions does to them. Blocking: call it in a thread."""
     with _lock:
         if embedder_id in _BASES:
             return _BASES[embedder_id]
-    texts, _ = example_texts()
+    _, _, rows = sentence_texts()
     basis = None
     try:
-        vectors = np.load(SHIPPED / prototypes_name(embedder_id, texts))
+        vectors = np.load(SHIPPED / vectors_name(embedder_id))
     except (OSError, ValueError):
         vectors = None  # not shipped (another embedder) or damaged: no removal
-    if vectors is not None and vectors.shape[0] == len(texts):
-        basis = fit_language_basis(vectors, example_languages())
+    if vectors is not None and vectors.shape[0] == len(rows):
+        basis = fit_language_basis(vectors, rows)
         basis.flags.writeable = False  # one basis, read by every recaller
     with _lock:
         _BASES[embedder_id] = basis

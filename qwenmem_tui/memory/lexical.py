@@ -104,6 +104,39 @@ def coverage(terms: Sequence[str], key: str, value: str) -> float:
     return len(wanted.intersection(stems(f"{key} {value}"))) / len(wanted)
 
 
+SPELLED_MIN = 4
+"""The shortest romanized word that counts as spelled in another script: shorter ones
+("na", "ma", "to") meet by chance across languages."""
+
+
+@lru_cache(maxsize=8192)
+def _romanized(text: str) -> frozenset[str]:
+    """The 5-letter stems of ``text``'s words written in any script, in Latin letters
+    (``anyascii``: "Тарас" -> "taras", "जोहान" -> "johan", "タラス" -> "tarasu")."""
+    from anyascii import anyascii  # only recall's cross-script check needs its tables
+
+    return frozenset(_stem(w) for w in words(anyascii(text)) if len(w) >= SPELLED_MIN)
+
+
+def spelled_elsewhere(text: str, terms: Sequence[str], key: str, value: str) -> float:
+    """Share of the query's words (``terms`` count them) that a memory holds only in
+    another script: the same word romanized ("Taras" and "Тарас", "фронтенд" and
+    "frontend", "जोहान" and "Johan"), not held as written (``coverage`` counts those).
+    A name or a borrowed word crosses scripts; the lexical channel cannot see it, and
+    the embedder scores it low. The query's words are read whitespace-apart here: an
+    abugida's vowel signs split ``words``' runs ("जोहान" into letters)."""
+    held = _romanized(value)
+    if not held:
+        return 0.0
+    plain = set(stems(f"{key} {value}"))
+    spelled = 0
+    for token in text.split():
+        own = stems(token)
+        if own and not plain.intersection(own) and (r := _romanized(token)) and r <= held:
+            spelled += 1
+    return min(1.0, spelled / max(1, len(terms)))
+
+
 @lru_cache(maxsize=256)
 def _wanted(terms: tuple[str, ...]) -> frozenset[str]:
     """A query's stems, once per query: recall measures every candidate against them."""

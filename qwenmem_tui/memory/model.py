@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import unicodedata
 from collections.abc import Collection, Sequence
 from dataclasses import KW_ONLY, dataclass, field
@@ -256,6 +257,16 @@ def turn_context(memory: Memory, before: Memory | None) -> str | None:
     if before is None or not same_conversation(before, memory):
         return ""
     return before.value
+
+
+_SPEAKER = re.compile(r"^\s*([^\W\d_][^:\n]{0,40}?)\s*:\s+\S")
+
+
+def speaker_label(value: str) -> str | None:
+    """The speaker of a ``"Name: text"`` line (its label, casefolded); None when the
+    line is not one. Structure, not words: it holds in any language."""
+    match = _SPEAKER.match(value)
+    return match.group(1).strip().casefold() if match is not None else None
 
 
 def same_conversation(before: Memory, after: Memory) -> bool:

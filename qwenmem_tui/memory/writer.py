@@ -75,14 +75,16 @@ CONSOLIDATE_TIMEOUT = 30.0
 """Seconds the idle consolidation pass waits for one judgement: nobody waits on it."""
 DECIDED_LATER = "decided later by the model"
 LINK_COSINE = 0.9
-FOLLOW_COSINE = 0.94
-"""A note whose side (the person's, a project's) nothing says is filed beside a note
-this close (the real embedder's cosine, statements in the neutral frame): a
-restatement of one fact is 0.95-0.97 in the overwrite lab's seven languages
-(tests/unit/memory/test_overwrite_lab_remember.py), two facts of one person 0.87-0.93
-(bench/identity_wordings.jsonl's first 20 pairs)."""
 """A neighbour this close (the real embedder's cosine) nearest the same attribute as the
 new fact is linked even when neither reading is clear (see ``meaning.py``)."""
+APART = 2
+"""A note's close facts in the other category the model is also shown, at most."""
+FOLLOW_COSINE = 0.94
+"""A note whose side (the person's, a project's) nothing says is filed beside a stored
+note this close (the real embedder's cosine, the new note's statement against the
+stored vectors): a restatement of one fact is 0.95-0.97 in the overwrite lab's seven
+languages (tests/unit/memory/test_overwrite_lab_remember.py), two facts of one person
+0.87-0.93 (bench/identity_wordings.jsonl's first 20 pairs)."""
 
 
 class MemoryRejected(ValueError):
@@ -121,6 +123,9 @@ class PendingWrite:
     project: str = ""
     # A dialogue turn's context: the turn before it in the import (``turn_context``).
     context: str | None = None
+    # Decided where the rule first filed the note, by the model: moved to the memory
+    # it restates, it is written as decided, not looked up again (``_to_target``).
+    decided: Identity | None = None
 
     def text(self) -> str:
         """What its vector embeds."""
@@ -318,7 +323,9 @@ class MemoryWriter:
         # A note is read as read_note read it (its key may be that reading already).
         noted = None if pending.explicit_key else self.reader().noted(value)
         reading = noted or await self.reader().read(vector)
-        if pending.decide_identity:
+        if pending.decided is not None:
+            identity = pending.decided
+        elif pending.decide_identity:
             identity = await self.identify(
                 cat,
                 key,
@@ -329,8 +336,9 @@ class MemoryWriter:
                 vector=vector,
                 reading=reading,
                 lookup=lookup,
+                apart=self._other_filing(pending),
             )
-            moved = await self._refiled(pending, identity)
+            moved = self._to_target(pending, identity) or await self._refiled(pending, identity)
             if moved is not None:  # the model filed the note elsewhere: decided there anew
                 [vector] = await self.vectors.passage_vectors([moved.text()])
                 return await self._commit(moved, vector, lookup)
@@ -341,7 +349,7 @@ class MemoryWriter:
         if identity.same_as is not None:
             # Already said: refresh that row (same key, same value) instead of adding.
             value = identity.same_as.value
-        if identity.replaces or identity.key != key:
+        if identity.replaces or identity.key != key or identity.decided_by == "model":
             reason = join_reasons(reason, f"same fact as key {identity.key} ({identity.decided_by})")
         if identity.possible_duplicates and not held:
             flags.append(POSSIBLE_DUPLICATE)
@@ -519,11 +527,7 @@ class MemoryWriter:
             category = note.category
             if category in (Category.USER, Category.PROJECT) and not note.sure:
                 if note.by_name and not note.first_word:
-                    # Someone named ("Carlos es mi jefe", "Berlin ist meine
-                    # Lieblingsstadt"): where its attribute reads it belongs. The
-                    # life/project direction cannot tell another's life from mine.
-                    clear = reading.attribute.category if reading.attribute is not None else None
-                    category = clear or reading.owner or category
+                    category = await self._named_owner(text, reading) or category
                 else:
                     category = await self._owner(text, reading, project) or category
         except Exception as exc:  # the note matters more than its reading
@@ -559,9 +563,21 @@ class MemoryWriter:
             or space.owner(vector, 0.0)
         )
 
+    async def _named_owner(self, text: str, reading: Reading) -> Category | None:
+        """Whose a note opening with a name is ("Carlos es mi jefe", "Berlin ist meine
+        Lieblingsstadt", "Rust ist unsere Hauptsprache"): the project's when the
+        life/project direction reads it so past its margin (Rust +0.36, though read
+        clearly as the many languages a person speaks); else where its attribute
+        reads it belongs, else the rule's (someone else's: the project's). A life it
+        reads says nothing here: it cannot tell another's life from mine."""
+        space = await asyncio.to_thread(owner_space, self.vectors.embedder.id)
+        if space is not None and space.owner(await self.reader().note_statement(text)) is Category.PROJECT:
+            return Category.PROJECT
+        return reading.attribute.category if reading.attribute is not None else reading.owner
+
     async def _beside(self, text: str, vector: np.ndarray, project: str) -> Category | None:
-        """The category of the person's or this project's note closest to ``text``,
-        when one is within ``FOLLOW_COSINE`` of it (its statement's vector)."""
+        """The category of the person's or this project's note closest to ``text``
+        (``vector``: its statement), when one is within ``FOLLOW_COSINE`` of it."""
         best: tuple[float, Category] | None = None
         for category in (Category.USER, Category.PROJECT):
             found = await self.vectors.nearest(
@@ -571,6 +587,31 @@ class MemoryWriter:
                 if candidate.dense is not None and (best is None or candidate.dense > best[0]):
                     best = (candidate.dense, category)
         return best[1] if best is not None and best[0] >= FOLLOW_COSINE else None
+
+    @staticmethod
+    def _other_filing(pending: PendingWrite) -> tuple[Category, str] | None:
+        """For a note the rule filed as the person's or the project's, the other of the
+        two and its scope: where the fact it restates may be filed instead."""
+        if pending.refile is None or pending.category not in (Category.USER, Category.PROJECT):
+            return None
+        other = Category.PROJECT if pending.category is Category.USER else Category.USER
+        return other, scope_for(other, pending.project)
+
+    def _to_target(self, pending: PendingWrite, identity: Identity) -> PendingWrite | None:
+        """The note moved to the memory the model found it updates or repeats, when the
+        rule filed it elsewhere ("Mój projekt nazywa się Alpha" a project fact, "… teraz
+        Beta" the person's): written there under that memory's key, as the model decided,
+        so it supersedes (or refreshes) it. None when the note stays where it is."""
+        target = identity.target
+        if pending.refile is None or target is None or target.category is pending.category:
+            return None
+        days, ttl_note = self.ttl.resolve(target.category, None)
+        why = f"filed under {target.category} with #{target.id}, the fact it restates (rule: {pending.category})"
+        return replace(
+            pending, category=target.category, key=target.key, scope=target.scope, ttl_days=days,
+            refile=None, judge_timeout=None, decided=replace(identity, filed=None, target=None),
+            reason=join_reasons(pending.reason, why, ttl_note or ""),
+        )
 
     async def _refiled(self, pending: PendingWrite, identity: Identity) -> PendingWrite | None:
         """The note under the category the model chose with its judgement, when that
@@ -643,6 +684,7 @@ class MemoryWriter:
         vector: np.ndarray | None = None,
         reading: Reading | None = None,
         lookup: BatchLookup | None = None,
+        apart: tuple[Category, str] | None = None,
     ) -> Identity:
         """Which stored memory this write restates (see ``memory/identity.py``).
 
@@ -656,6 +698,7 @@ class MemoryWriter:
         first, and the idle consolidation pass (``consolidate``) decides later. With
         no model at all, only a neighbour that ``reading`` (the new fact read by
         meaning, ``memory/meaning.py``) finds to be the same single-valued attribute.
+        ``apart``: another category and scope whose close facts the model is also shown.
         """
         try:
             found = await self.vectors.nearest(
@@ -697,19 +740,37 @@ class MemoryWriter:
             likely = await self.reader().likely_restatement(
                 key, reading or Reading(None, None), close, near, lambda older, filed: self._one_holder(value, older, TWO_PEOPLE if filed else ONE_HOLDER)
             )
-        if self.llm is not None and judge_timeout is not None and judge_timeout > 0 and close:
-            judged = await self._judge(category, key, value, close, judge_timeout, explicit)
+        if self.llm is not None and judge_timeout is not None and judge_timeout > 0:
+            asked = [*close, *await self._filed_apart(key, value, apart, vector)]
+            judged = await self._judge(category, key, value, asked, judge_timeout, explicit) if asked else None
             if judged is not None:
                 return judged.flagged(elsewhere)
             # Undecided: linked, decided at idle by the same judgement. With an embedder
             # that reads meaning, only a likely restatement (a distinct fact wrongly
             # linked would be shown as an earlier version until then); without one,
             # the closest candidate is all there is to go on.
-            if not self.reader().meaningful:
+            if close and not self.reader().meaningful:
                 likely = likely or close[0]
         if likely is not None:
             return replace(ruled, restates=likely.id).flagged(elsewhere)
         return ruled.flagged(elsewhere)
+
+    async def _filed_apart(
+        self, key: str, value: str, apart: tuple[Category, str] | None, vector: np.ndarray | None
+    ) -> list[Memory]:
+        """The facts close to a note in ``apart`` (the other category and its scope): the
+        rule may file a restatement apart from the fact it restates, and the model, who
+        also says where a fact belongs, is shown both. The closest few, as ``by_meaning``
+        picks them; none when the lookup fails (the note is written where it is)."""
+        if apart is None:
+            return []
+        category, scope = apart
+        try:
+            found = await self.vectors.nearest(key, value, scope=scope, category=category, k=NEIGHBOURS, vector=vector)
+        except Exception as exc:
+            log.warning("[MEMORY_IDENTITY] lookup in %s failed: %s", category, exc)
+            return []
+        return by_meaning("", value, category, found, self._meaning_floor(), explicit=False)[:APART]
 
     async def _judge_guess(
         self,

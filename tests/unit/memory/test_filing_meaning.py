@@ -23,6 +23,7 @@ from qwenmem_tui.memory.subject import file_note, words
         ("ゴールドジムに通っています", Category.USER),  # was project/note
         ("Python 3.12 is what we use", Category.PROJECT),  # was user/python_3_12
         ("Die Webseite läuft auf Netlify", Category.PROJECT),  # was user/note
+        ("Rust ist unsere Hauptsprache", Category.PROJECT),  # was user/languages
     ],
 )
 async def test_a_note_is_filed_by_whose_life_it_reads_as(

@@ -28,6 +28,7 @@ from qwenmem_tui.memory.model import (
 )
 from qwenmem_tui.memory.recall import Candidate
 from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.timeline import history
 from qwenmem_tui.memory.subject import (
     about,
     classify_note,
@@ -361,10 +362,47 @@ async def test_the_fast_model_picks_the_memory_a_note_restates(
     assert request["model"] == "test-fast"
     sent = json.loads(request["messages"][1]["content"])
     assert sent["existing"] == [
-        {"id": first.memory.id, "key": "favourite_editor", "value": "my favourite editor is vim"}
+        {"id": first.memory.id, "category": "user", "key": "favourite_editor",
+         "value": "my favourite editor is vim"}
     ]
     assert result.memory.key == "favourite_editor" and result.superseded == [first.memory.id]
     assert await active(judged) == [("favourite_editor", "I switched to helix as my editor")]
+    # `memory history` says who decided: the model, though the write was the user's.
+    old, new = await history(judged, "favourite_editor", project=PROJECT_A)
+    assert (old.replaced_by, old.decided_by) == (result.memory.id, "model"), old.why
+    assert new.replaced_by is None
+
+
+@pytest.mark.parametrize("action", ["update", "noop"])
+async def test_a_note_filed_apart_from_the_fact_it_restates_goes_where_that_fact_is(
+    judged: MemoryService, fake: FakeOpenAI, action: str
+) -> None:
+    """The rule may file a restatement on the other side (the person's, the project's)
+    from the fact it restates ("Mój projekt nazywa się Alpha" a project fact, "… teraz
+    Beta" the person's): the model is shown the closest facts of both sides and its
+    choice wins — the note is written where that fact is, under its key, superseding
+    (or refreshing) it, not beside it as a second current truth."""
+    note = "My project is now called Beta"
+    ruled = Category((await judged.writer.file(note, project=PROJECT_A)).category)
+    other = Category.PROJECT if ruled is Category.USER else Category.USER
+    first = await judged.save(
+        WriteRequest(str(other), "project_name", "My project is called Alpha", origin="user", project=PROJECT_A)
+    )
+    answer_judge(fake, {"action": action, "id": first.memory.id})
+    result = await judged.remember(RememberRequest(note, project=PROJECT_A))
+    [request] = judge_requests(fake)
+    sent = json.loads(request["messages"][1]["content"])
+    assert {"id": first.memory.id, "category": str(other), "key": "project_name",
+            "value": "My project is called Alpha"} in sent["existing"]
+    listed = await judged.list(project=PROJECT_A, statuses=[Status.ACTIVE])
+    if action == "noop":
+        assert result.action is WriteAction.REFRESHED and result.memory.id == first.memory.id
+        assert [(m.category, m.key, m.value) for m in listed] == [(other, "project_name", "My project is called Alpha")]
+        return
+    assert result.superseded == [first.memory.id] and result.memory.category is other
+    assert [(m.category, m.key, m.value) for m in listed] == [(other, "project_name", note)]
+    history = [m for m in await judged.list(project=PROJECT_A, statuses=[Status.SUPERSEDED])]
+    assert [m.id for m in history] == [first.memory.id]  # restorable, not gone
 
 
 async def test_a_model_noop_refreshes_the_memory_already_saying_it(

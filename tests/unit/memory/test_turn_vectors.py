@@ -18,7 +18,7 @@ from qwenmem_tui.memory.dense import SearchHit
 from qwenmem_tui.memory.embed import HashEmbedder
 from qwenmem_tui.memory.index import VectorIndex
 from qwenmem_tui.memory.model import GLOBAL_SCOPE, Memory, Status
-from qwenmem_tui.memory.recall import NEIGHBOUR_SHARE, Candidate
+from qwenmem_tui.memory.recall import NEIGHBOUR_SHARE, SPEAKER_BOOST, Candidate, named_speakers_first
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.memory.turns import TurnVectors
 from qwenmem_tui.paths import Paths
@@ -167,3 +167,34 @@ async def test_a_turn_found_lends_a_share_of_its_score_to_the_turns_beside_it(
     assert scores == {"turn_2": 0.52, "turn_3": 0.2, "turn_1": 0.1}
     assert [c.memory.key for c in lent] == ["turn_2", "turn_3", "turn_1"]
     assert lent[2].dense is None and lent[2].lexical is None  # no query vector was given
+
+
+async def test_a_turn_whose_speaker_the_question_names_ranks_higher(service: MemoryService) -> None:
+    """A name matches every turn of its speaker alike in the lexical channel: recall
+    multiplies the score of a dialogue turn whose speaker the question names, in any
+    script and case, by 1 + SPEAKER_BOOST; a note that starts with the name, a speaker
+    named only inside a longer word, and a question naming no one change nothing."""
+    chat = [TURNS[0], "Мария: Я нарисовала закат у озера.", "Caroline: Lovely! Send me a photo?", "Мария: Вот он."]
+    await backup.import_lines(service, lines(chat), project=PROJECT_A)
+    await backup.import_lines(
+        service, [json.dumps({"category": "reference", "key": "n", "value": "Caroline: the group meets on Fridays."})],
+        project=PROJECT_A,
+    )  # fmt: skip
+    rows = {m.key: m for m in await service.list(project=PROJECT_A)}
+    found = [
+        Candidate(rows["turn_2"], 0.5, 0.9, None, 0.0),
+        Candidate(rows["n"], 0.45, 0.9, None, 0.0),
+        Candidate(rows["turn_1"], 0.3, 0.9, None, 0.0),
+        Candidate(rows["turn_4"], 0.2, 0.9, None, 0.0),
+    ]
+    assert SPEAKER_BOOST == 1.0
+    ranked = named_speakers_first("Where did CAROLINE go yesterday?", found)
+    assert [(c.memory.key, round(c.score, 6)) for c in ranked] == [
+        ("turn_1", 0.6), ("turn_2", 0.5), ("n", 0.45), ("turn_4", 0.2),
+    ]  # fmt: skip
+    ranked = named_speakers_first("Что нарисовала МАРИЯ?", found)
+    assert [(c.memory.key, round(c.score, 6)) for c in ranked] == [
+        ("turn_2", 1.0), ("n", 0.45), ("turn_4", 0.4), ("turn_1", 0.3),
+    ]  # fmt: skip
+    assert named_speakers_first("What did Carolineville paint?", found) == found
+    assert named_speakers_first("Who painted a sunrise?", found) == found

@@ -1,12 +1,15 @@
 """A lexical find counts in recall's fusion by the share of the question's words it
 holds (``Recaller.word_shares``): one shared common word must not put a memory a
-whole rank-1 share ahead of the fact the dense channel found first."""
+whole rank-1 share ahead of the fact the dense channel found first. And a word the
+memory holds only in another script (a name: "Taras" / "Тарас") counts for the
+threshold as one held as written does (``lexical.spelled_elsewhere``)."""
 
 from __future__ import annotations
 
 import pytest
 from memtest_support import PROJECT_A
 
+from qwenmem_tui.memory.lexical import query_terms, spelled_elsewhere
 from qwenmem_tui.memory.model import WriteRequest
 from qwenmem_tui.memory.recall import fuse
 from qwenmem_tui.memory.service import MemoryService
@@ -44,3 +47,41 @@ async def test_one_shared_common_word_does_not_outrank_the_answer_in_another_lan
     e5_service.recaller.word_shares = False  # rank alone: the one-word find comes first
     plain = await e5_service.recall(question, project=PROJECT_A, record=False)
     assert plain.ids[0] == ids["payment_provider"]
+
+
+def _spelled(query: str, value: str) -> float:
+    return spelled_elsewhere(query, query_terms(query), "note", value)
+
+
+def test_a_word_spelled_in_another_script_is_held_and_a_short_one_or_one_held_as_written_is_not() -> None:
+    assert _spelled("Was macht Taras bei uns?", "Мій колега Тарас працює тестувальником.") == pytest.approx(1 / 3)
+    # An abugida's words read whitespace-apart (``words`` splits them at vowel signs).
+    assert _spelled("जोहान क्या करता है?", "Min kompis Johan kör lastbil.") == 1.0
+    assert _spelled("Где размещён фронтенд?", "O frontend é publicado na Vercel.") > 0
+    assert _spelled("where is the frontend?", "O frontend é publicado.") == 0.0  # held as written
+    assert _spelled("Что на ужин?", "Na Sexta comemos pizza.") == 0.0  # "na": too short to tell
+
+
+async def test_a_name_in_another_script_passes_the_threshold_the_cosine_alone_misses(
+    e5_service: MemoryService,
+) -> None:
+    # bench/crosslang_fresh2.jsonl: the colleague ranked first at 0.79, under 0.81, and
+    # "Was macht Taras bei uns?" got nothing.
+    notes = [
+        ("colleague_job", "Мій колега Тарас сидить поруч зі мною і працює тестувальником."),
+        ("daughter_pets", "Mijn dochter heeft twee konijnen, Snuf en Flap."),
+        ("payments_db", "Layanan pembayaran memakai MongoDB, bukan Postgres."),
+    ]
+    ids = []
+    for key, value in notes:
+        saved = await e5_service.save(WriteRequest("user", key, value, origin="user", project=PROJECT_A))
+        ids.append(saved.memory.id)
+    question = "Was macht Taras bei uns?"
+    result = await e5_service.recall(question, project=PROJECT_A, record=False)
+    assert result.ids[:1] == ids[:1]
+    assert ids[1] not in result.ids  # nothing else is let in by it
+    found = await e5_service.recaller.candidates(question, scopes=("global", PROJECT_A), limit=20)
+    colleague = next(c for c in found if c.memory.id == ids[0])
+    threshold = e5_service.recaller.threshold
+    assert colleague.lexical is None and colleague.dense is not None and threshold is not None
+    assert colleague.dense < threshold  # the cosine alone would drop it
