@@ -103,3 +103,10 @@ async def test_a_name_in_another_script_also_ranks_its_memory(e5_service: Memory
         ids.append(saved.memory.id)
     result = await e5_service.recall("जोहान क्या काम करता है?", project=PROJECT_A, record=False)
     assert result.ids[:1] == ids[:1]
+
+
+def test_a_pasted_paragraph_is_read_by_its_first_words() -> None:
+    paste = "hello " + "слово " * 200_000 + "Тарас"
+    assert _spelled("hello Тарас", "Taras works here") > 0
+    assert spelled_elsewhere(paste, ["hello"], "note", "Taras works here") == 0.0  # past its first words
+    assert spelled_elsewhere("Т" * 100_000, ["x"], "note", "TTTTTTTT") == 0.0  # no word that long
