@@ -104,6 +104,8 @@ def coverage(terms: Sequence[str], key: str, value: str) -> float:
     return len(wanted.intersection(stems(f"{key} {value}"))) / len(wanted)
 
 
+MAX_WORD = 64
+"""The longest whitespace-free run read as one word when spelled across scripts."""
 SPELLED_MIN = 4
 """The shortest romanized word that counts as spelled in another script: shorter ones
 ("na", "ma", "to") meet by chance across languages."""
@@ -130,7 +132,11 @@ def spelled_elsewhere(text: str, terms: Sequence[str], key: str, value: str) -> 
         return 0.0
     plain = set(stems(f"{key} {value}"))
     spelled = 0
-    for token in text.split():
+    # A pasted paragraph's first words carry the question (as ``MAX_TERMS``); a long
+    # run without spaces is no word of it.
+    for token in text.split(maxsplit=MAX_TERMS)[:MAX_TERMS]:
+        if len(token) > MAX_WORD:
+            continue
         own = stems(token)
         if own and not plain.intersection(own) and (r := _romanized(token)) and r <= held:
             spelled += 1
