@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 # A version that was once the fact's value: quarantined rows never were.
 WAS_TRUE = (Status.ACTIVE, Status.SUPERSEDED, Status.EXPIRED)
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# The replacing write's reason names the fast model when it judged the two one fact
+# (writer: "same fact as key K (model)"; the idle pass: "decided later by the model"):
+# then the model decided, whoever's write it was.
+_BY_MODEL = re.compile(r"\(model\)|decided later by the model")
 
 
 def parse_moment(text: str, *, end_of_day: bool = False) -> float:
@@ -102,7 +106,9 @@ class Version:
 
     memory: Memory
     replaced_by: int | None
-    decided_by: str | None  # who replaced it (the audit's origin: user, tool, agent, system)
+    # Who replaced it: "model" when the fast model judged the two one fact, else the
+    # audit's origin (user, tool, agent, system).
+    decided_by: str | None
     why: str  # the audit's reasons for the replacement, joined
     events: list[AuditEntry] = field(default_factory=list)
 
@@ -163,9 +169,9 @@ def timeline(versions: Sequence[Memory], audit: Sequence[AuditEntry]) -> list[Ve
                 if e.action in (AuditAction.CREATE, AuditAction.APPROVE, AuditAction.RESTORE)
                 and (not gone or e.at == gone[0].at)
             ][:1]
-            if gone:
-                decided_by = gone[0].origin
             why = "; ".join(dict.fromkeys(e.reason for e in gone + made if e.reason))
+            if gone:
+                decided_by = "model" if _BY_MODEL.search(why) else gone[0].origin
         out.append(Version(m, replaced_by, decided_by, why, mine))
     return out
 

@@ -349,7 +349,7 @@ class MemoryWriter:
         if identity.same_as is not None:
             # Already said: refresh that row (same key, same value) instead of adding.
             value = identity.same_as.value
-        if identity.replaces or identity.key != key:
+        if identity.replaces or identity.key != key or identity.decided_by == "model":
             reason = join_reasons(reason, f"same fact as key {identity.key} ({identity.decided_by})")
         if identity.possible_duplicates and not held:
             flags.append(POSSIBLE_DUPLICATE)

@@ -28,6 +28,7 @@ from qwenmem_tui.memory.model import (
 )
 from qwenmem_tui.memory.recall import Candidate
 from qwenmem_tui.memory.service import MemoryService
+from qwenmem_tui.memory.timeline import history
 from qwenmem_tui.memory.subject import (
     about,
     classify_note,
@@ -366,6 +367,10 @@ async def test_the_fast_model_picks_the_memory_a_note_restates(
     ]
     assert result.memory.key == "favourite_editor" and result.superseded == [first.memory.id]
     assert await active(judged) == [("favourite_editor", "I switched to helix as my editor")]
+    # `memory history` says who decided: the model, though the write was the user's.
+    old, new = await history(judged, "favourite_editor", project=PROJECT_A)
+    assert (old.replaced_by, old.decided_by) == (result.memory.id, "model"), old.why
+    assert new.replaced_by is None
 
 
 @pytest.mark.parametrize("action", ["update", "noop"])

@@ -85,3 +85,28 @@ async def test_a_name_in_another_script_passes_the_threshold_the_cosine_alone_mi
     threshold = e5_service.recaller.threshold
     assert colleague.lexical is None and colleague.dense is not None and threshold is not None
     assert colleague.dense < threshold  # the cosine alone would drop it
+
+
+async def test_a_name_in_another_script_also_ranks_its_memory(e5_service: MemoryService) -> None:
+    # bench/crosslang_fresh2.jsonl: asked in Hindi, the Swedish note about Johan ranked
+    # behind notes about Go and ClickHouse (jobs, in other words).
+    notes = [
+        ("friend_job", "Min kompis Johan kör lastbil åt DHL."),
+        ("backend_language", "后端代码都是用 Go 写的。"),
+        ("logs_db", "La base de données des logs est ClickHouse."),
+        ("minh_job", "Bạn tôi Minh là lập trình viên ở Sài Gòn."),
+        ("employer", "Tôi làm việc ở Shopee được hai năm rồi."),
+    ]
+    ids = []
+    for key, value in notes:
+        saved = await e5_service.save(WriteRequest("user", key, value, origin="user", project=PROJECT_A))
+        ids.append(saved.memory.id)
+    result = await e5_service.recall("जोहान क्या काम करता है?", project=PROJECT_A, record=False)
+    assert result.ids[:1] == ids[:1]
+
+
+def test_a_pasted_paragraph_is_read_by_its_first_words() -> None:
+    paste = "hello " + "слово " * 200_000 + "Тарас"
+    assert _spelled("hello Тарас", "Taras works here") > 0
+    assert spelled_elsewhere(paste, ["hello"], "note", "Taras works here") == 0.0  # past its first words
+    assert spelled_elsewhere("Т" * 100_000, ["x"], "note", "TTTTTTTT") == 0.0  # no word that long
