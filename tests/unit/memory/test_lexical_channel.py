@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from memtest_support import PROJECT_A, PROJECT_B, Clock, fts_documents, fts_matches_rows
 
-from qwenmem_tui.memory.lexical import coverage, query_terms
+from qwenmem_tui.memory.lexical import QUERY_CHARS, coverage, query_terms
 from qwenmem_tui.memory.model import DAY, Memory, Status, WriteRequest
 from qwenmem_tui.memory.recall import Candidate, fuse, passes
 from qwenmem_tui.memory.service import MemoryService
@@ -269,3 +269,10 @@ async def test_a_rare_word_is_found_among_thousands_of_a_common_one(
     _, hits = await _steps(service, ["kubernetes", "zephyr"], clock.now, 20)
     assert hits[0][0] == rare and len(hits) == 20
     assert all(i == rare or i > 1001 for i, _ in hits)  # mine, never bob's or project B's
+
+
+def test_a_pasted_log_is_read_for_its_first_words_only() -> None:
+    """A paste of megabytes took seconds to tokenise for the 24 words its first lines
+    hold: the query's words come from its first ``QUERY_CHARS``."""
+    head = "deploy failed on staging " + "the " * (QUERY_CHARS // 4)
+    assert query_terms(head + " kubernetes " + "x" * 1_000_000) == ["deploy", "failed", "staging"]
