@@ -100,8 +100,10 @@ VERSION_COSINE = 0.91
 # first CLOSE_WINDOW found whose cosines with the question are within CLOSE_ANSWERS of
 # each other, held by one holder (CLOSE_HOLDER in the holder space), not read clearly as
 # two attributes, and whose statements sit at CLOSE_STATEMENTS or nearer — or, two of
-# the person's own facts, at CLOSE_FLOOR or nearer and nearer each other by CLOSE_MARGIN
-# than either is to any other fact among the first VERSION_WINDOW. A person's short
+# the person's own facts answering within CLOSE_ANSWERS_MINE, at CLOSE_FLOOR or nearer and
+# nearer each other by CLOSE_MARGIN than either is to any other fact among the first
+# VERSION_WINDOW (within 0.06: whose_corpus top-1 55 -> 54, my brother's city and his
+# employer at 0.051; identity_fresh2 52 -> 51 at 0.03). A person's short
 # statements sit at 0.84-0.91 from each other in a store of many facts (recall_corpus),
 # restatements at 0.93 and more for two in three (English ones lower: "I do my work on
 # a ThinkPad X1" / "Swapped the ThinkPad for a MacBook Air last week" 0.896); over every
@@ -112,17 +114,18 @@ VERSION_COSINE = 0.91
 # recall@5 fell 163 -> 159 of 165: my commute and my gym at 0.947, far apart). The
 # floor for the project's facts too, or 0.91 for all, lost top-1 answers (recall_corpus
 # 143 -> 141, crosslang_fresh2 61 -> 55: a staging database and a production one).
-# Newer first, model-free (two facts a pair): identity_fresh 53 -> 65 of 69,
-# identity_fresh2 (attributes no example names, 18 languages) 28 -> 52 of 58,
+# Newer first, model-free (two facts a pair; at 5a6fc6f): identity_fresh 53 -> 65 of
+# 69, identity_fresh2 (attributes no example names, 18 languages) 31 -> 51 of 58,
 # identity_wordings 69 -> 70 of 70; _versions 70/70 and identity_corpus tune 127/127
 # as before. A fact, a distinct one, then the first restated: 52 -> 61 of 69 and
-# 29 -> 44 of 58. bench_recall and bench_abstain's tuning half identical, bench_crosslang
-# identical but one top-1 of crosslang_fresh2 (61 -> 60 of 88: a weekly release and
+# 29 -> 43 of 58. bench_recall and bench_abstain's tuning half identical, bench_crosslang
+# identical but one top-1 of crosslang_fresh2 (63 -> 62 of 88: a weekly release and
 # a monthly one, "we" both). Recall p50 +4 ms, p95 +85 ms (a statement read once a fact).
 CLOSE_ANSWERS = 0.06
 CLOSE_STATEMENTS = 0.93
 CLOSE_FLOOR = 0.88
 CLOSE_MARGIN = 0.04
+CLOSE_ANSWERS_MINE = 0.03
 CLOSE_HOLDER = 0.4
 CLOSE_WINDOW = 3
 # A dialogue turn among the first NEIGHBOUR_TOP found lends this share of its fused
@@ -1152,7 +1155,8 @@ class Recaller:
         said = vectors @ vectors.T
         close = alike & (said >= CLOSE_FLOOR) & (held @ held.T >= CLOSE_HOLDER)
         mine = np.array([c.memory.category is Category.USER for c in facts])
-        close &= (said >= CLOSE_STATEMENTS) | (mine[:, None] & mine[None, :])
+        near = np.abs(answers[:, None] - answers[None, :]) <= CLOSE_ANSWERS_MINE
+        close &= (said >= CLOSE_STATEMENTS) | (mine[:, None] & mine[None, :] & near)
         if (close & (said < CLOSE_STATEMENTS)).any():  # nearer each other than to the rest?
             others = [c.memory for c in ranked[CLOSE_WINDOW:VERSION_WINDOW] if fact(c)]
             if others:
