@@ -243,6 +243,7 @@ _CONNECTORS = frozenset("of de do da dos das del".split())
 _VERBS_SHORT = re.compile(r"^(?:is|are|was|has|have|had|does|did|will|can|likes?|loves?|hates?)$")
 
 MAX_SUBJECT_WORDS = 5
+MAX_LEADING_WORDS = 3  # time words before a possessive: "hoje em dia meu …"
 KEY_CHARS = 48
 SHORT_VALUE_WORDS = 4
 
@@ -266,12 +267,25 @@ def _as_key(tokens: Sequence[str]) -> str | None:
     return key if key[0].isalpha() else "note_" + key
 
 
+def _after_possessive(tokens: list[str]) -> list[str]:
+    """The phrase after a first person's possessive a few words in, when nothing joins
+    those words to it: "now my favourite colour", "hoje em dia meu editor" name
+    "favourite colour" and "editor" (the time words before were in the key, and kept
+    a restatement from its fact); "the manager of my team" is left whole."""
+    for i, token in enumerate(tokens[1:MAX_LEADING_WORDS + 1], start=1):
+        if token in _FIRST_PERSON and token in _DETERMINERS:
+            if not any(t in _CONNECTORS for t in tokens[:i]):
+                return tokens[i + 1 :]
+            break
+    return tokens
+
+
 def _phrase(text: str) -> list[str] | None:
     """A noun phrase's words, determiners dropped and translated, leading adjectives
     first as English has them; None when it does not read as a short phrase."""
     if re.search(r"[,;!?()\[\]{}\"/\\]|https?|\d{3,}", text):
         return None
-    tokens = words(text)
+    tokens = _after_possessive(words(text))
     while tokens and tokens[0] in _DETERMINERS:
         tokens = tokens[1:]
     if not tokens or len(tokens) > MAX_SUBJECT_WORDS:

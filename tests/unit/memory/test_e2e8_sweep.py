@@ -113,3 +113,28 @@ def test_a_finnish_car_is_the_users_and_found_from_another_project(
                     cwd=project_dir(tmp_path / "elsewhere"), env=AUTO)  # fmt: skip
     assert {m["category"] for m in rows} == {"user"}, rows
     assert [m["value"] for m in json.loads(found.stdout)][:1] == [restated], found.stdout
+
+
+# A restatement opening with a time word ("now", "these days", "agora", "ahora",
+# "hoje em dia") before the possessive is the same fact under the same key. The
+# copula's subject phrase kept those first words (keys now_my_favourite_colour,
+# days_my_editor, favourite_agora_minha_colour) and, in pt/es and "these days", the
+# attribute then differed from the first fact's: not linked, both current.
+LEADING_WORDS = {
+    "en-now": ("My favourite colour is blue", "Now my favourite colour is green"),
+    "en-these-days": ("My editor is Vim", "These days my editor is Helix"),
+    "pt": ("Minha cor favorita é azul", "Agora minha cor favorita é verde"),
+    "pt-hoje": ("Meu editor é o Vim", "Hoje em dia meu editor é o Helix"),
+    "es": ("Mi color favorito es el azul", "Ahora mi color favorito es el verde"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LEADING_WORDS))
+def test_a_restatement_opening_with_now_keeps_the_facts_key(
+    case: str, fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner
+) -> None:
+    first, restated = LEADING_WORDS[case]
+    home, project = remembered(cli_run, fake, tmp_path, first, restated)
+    old, new = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    assert new["key"] == old["key"], (old, new)
+    assert new["restates"] == old["id"] or old["superseded_by"] == new["id"], (old, new)
