@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import CliRunner
-from identity_support import CHAT, by_id, fresh_home, project_dir, unreachable_fast_model
+from identity_support import CHAT, by_id, fresh_home, judge_answering, project_dir, unreachable_fast_model
 
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
 
@@ -91,3 +91,25 @@ def test_with_no_model_a_japanese_diet_change_comes_first(fake: FakeOpenAI, tmp_
     found = cli_run("memory", "search", "私はどんな食生活をしていますか？", "--json", home=home, cwd=project, env=AUTO)
     values = [m["value"] for m in json.loads(found.stdout)]
     assert new in values and (old not in values or values.index(new) < values.index(old)), values
+
+
+@pytest.mark.xfail(strict=True, reason="'Autoni on Volvo' is filed project/note; with the judge saying user/global the restatement follows it into project")
+@pytest.mark.parametrize("judged", [False, True], ids=["no-model", "judge"])
+def test_a_finnish_car_is_the_users_and_found_from_another_project(
+    judged: bool, fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner
+) -> None:
+    """fi: "My car is a Volvo", "I have two children", "I swapped my car for a Skoda".
+    With the fast model answering update #1 as `user`/`global`, the writer files the
+    restatement "under project with #1, the fact it restates (rule: user)": both are
+    project memories and `memory search` from another project finds neither car."""
+    first, restated = "Autoni on Volvo", "Vaihdoin autoni Skodaan"
+    home, project = remembered(cli_run, fake, tmp_path, first, "Minulla on kaksi lasta")
+    if judged:
+        fake.responder = judge_answering(restated)
+    done = cli_run("memory", "add", restated, home=home, cwd=project, env=AUTO)
+    assert done.returncode == 0, done.stderr
+    rows = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    found = cli_run("memory", "search", "Mikä auto minulla on?", "--json", home=home,
+                    cwd=project_dir(tmp_path / "elsewhere"), env=AUTO)  # fmt: skip
+    assert {m["category"] for m in rows} == {"user"}, rows
+    assert [m["value"] for m in json.loads(found.stdout)][:1] == [restated], found.stdout
