@@ -644,14 +644,19 @@ _ADDRESSED = re.compile(
 )
 
 
-# Someone named as the person's family or friend.
-_KIN = re.compile(
-    r"\b(?:is|are|é|es|são|son)\s+(?:my|meu|minha|meus|minhas|mi|mis)\s+(?:\w+\s+)?"
+_KIN_WORDS = (
     r"(?:sister|brother|wife|husband|partner|girlfriend|boyfriend|mother|father|mom|mum|dad|"
     r"son|daughter|child|kid|cousin|aunt|uncle|niece|nephew|grandmother|grandfather|"
     r"friend|neighbou?r|flatmate|roommate|godmother|godfather|"
     r"irmã|irmão|esposa|marido|namorada|namorado|mãe|pai|filha|filho|prima|primo|tia|tio|amiga|amigo|vizinha|vizinho|"
-    r"hermana|hermano|mujer|madre|padre|hija|hijo|tía|tío|vecina|vecino)\b"
+    r"hermana|hermano|mujer|madre|padre|hija|hijo|tía|tío|vecina|vecino)"
+)
+# Someone named as the person's family or friend ("Marta is my sister"), or the
+# person's family, friend or pet something is said of ("my wife's name is Ana", "my
+# dog's vet is …"): the person's own life, though the rule reads another entity.
+_KIN = re.compile(
+    rf"\b(?:is|are|é|es|são|son)\s+(?:my|meu|minha|meus|minhas|mi|mis)\s+(?:\w+\s+)?{_KIN_WORDS}\b"
+    rf"|^\s*my\s+(?:\w+\s+)?(?:{_KIN_WORDS}|dog|cat|pet)['’]s\s"
 )
 
 

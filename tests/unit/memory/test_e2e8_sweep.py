@@ -150,3 +150,26 @@ def test_a_sentence_opening_with_its_verb_is_never_keyed_by_it(
     home, project = remembered(cli_run, fake, tmp_path, text)
     [row] = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
     assert text.split()[0].lower() not in row["key"].split("_"), row
+
+
+# "My wife's name is Ana": the rule reads the wife as the entity ("wife_name") and
+# filed it, sure, as a project memory — someone else's — so from another project the
+# person's own family was not found. (e2e8 sweep; so since the possessive reading.)
+FAMILY = {
+    "wife": ("My wife's name is Ana", "What's my wife's name?"),
+    "son": ("My son's name is Leo", "What is my son called?"),
+    "dog": ("My dog's name is Rex", "What's my dog's name?"),
+}
+
+
+@pytest.mark.parametrize("who", sorted(FAMILY))
+def test_a_family_members_name_is_the_users_and_found_from_another_project(
+    who: str, fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner
+) -> None:
+    fact, question = FAMILY[who]
+    home, project = remembered(cli_run, fake, tmp_path, fact, "My name is Pedro")
+    family, me = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    assert (family["category"], me["category"]) == ("user", "user"), (family, me)
+    assert me["restates"] is None and family["status"] == "active", (family, me)
+    found = cli_run("memory", "search", question, "--json", home=home, cwd=project_dir(tmp_path / "elsewhere"), env=AUTO)
+    assert [m["value"] for m in json.loads(found.stdout)][:1] == [fact], found.stdout
