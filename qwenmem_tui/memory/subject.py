@@ -525,6 +525,27 @@ def statement(text: str) -> Subject | None:
     return None
 
 
+# A copula's value that is the person's own something ("… is my main language",
+# "… ist mein Editor", "… is where I live"): what is said first is then the value.
+_OWN_VALUE = re.compile(
+    r"^(?:my|meu|minha|mi|mein|meine|ma|mon|mijn|mio|mia|il\s+mio|la\s+mia|"
+    r"where|what|onde|donde|où|wo|dove|waar)\b",
+    re.IGNORECASE,
+)
+
+# Who someone can be to the person: "Carlos es mi jefe" is about Carlos.
+_PEOPLE = _MULTI | frozenset("manager partner wife husband spouse owner lead".split())
+
+
+def _value_first(value: str) -> bool:
+    """Whether "X is <value>" said the value first: the value is the person's own
+    thing, not someone they know ("Rust is my main language", not "Carlos es mi jefe")."""
+    if not _OWN_VALUE.match(value.strip()):
+        return False
+    said = _phrase(value)
+    return not (said and any(t in _PEOPLE for t in said))
+
+
 def _copula(subject: str, value: str) -> Subject | None:
     """"X is Y": X an attribute of the user ("my editor"), of someone ("the manager of
     Carol"), or of the owner ("the deploy target")."""
@@ -542,9 +563,11 @@ def _copula(subject: str, value: str) -> Subject | None:
     elif first and first[0] in _WE:
         entity = "project"
     elif subject[:1].isupper() and len(phrase) <= 2 and first and first[0] not in _DETERMINERS:
-        # "Ana is the backend lead": about Ana, what of her unknown.
+        # "Ana is the backend lead": about Ana, what of her unknown. "Rust is my main
+        # language", "Lisbon is where I live": the value said first, only a guess at a
+        # name (never the key).
         if not any(t in _SINGLE for t in phrase):
-            return Subject("_".join(phrase))
+            return Subject("_".join(phrase), guessed=_value_first(value))
     attribute = canonical(phrase)
     if phrase in (["user"], ["project"]):
         return Subject(phrase[0])

@@ -191,3 +191,17 @@ def test_with_no_model_the_users_name_never_restates_the_bosss(
     home, project = remembered(cli_run, fake, tmp_path, *BOSS_THEN_ME[lang])
     boss, me = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
     assert me["restates"] is None and boss["status"] == "active", (boss, me)
+
+
+# "VALUE is my ATTRIBUTE": the rule read the capitalised value as someone named
+# ("Ana is the backend lead") and keyed the note by it.
+VALUE_FIRST = ["Rust is my main language", "Helix ist mein Editor", "Lisbon is where I live"]
+
+
+@pytest.mark.parametrize("text", VALUE_FIRST)
+def test_a_value_said_first_never_keys_the_note(
+    text: str, fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner
+) -> None:
+    home, project = remembered(cli_run, fake, tmp_path, text)
+    [row] = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    assert text.split()[0].lower() not in row["key"].split("_") and row["category"] == "user", row
