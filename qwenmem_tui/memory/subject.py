@@ -678,7 +678,8 @@ _KIN_WORDS = (
 # person's family, friend or pet something is said of ("my wife's name is Ana", "my
 # dog's vet is …"): the person's own life, though the rule reads another entity.
 _KIN = re.compile(
-    rf"\b(?:is|are|é|es|são|son)\s+(?:my|meu|minha|meus|minhas|mi|mis)\s+(?:\w+\s+)?{_KIN_WORDS}\b"
+    rf"\b(?:is|are|é|es|são|son)\s+(?:my|meu|minha|meus|minhas|mi|mis)\s+"
+    rf"(?:\w+\s+)?{_KIN_WORDS}\b"
     rf"|^\s*my\s+(?:\w+\s+)?(?:{_KIN_WORDS}|dog|cat|pet)['’]s\s"
 )
 
@@ -708,7 +709,9 @@ def category_of(text: str, subject: Subject | None = None) -> Category:
     ):
         return Category.PROJECT
     if re.search(
-        r"\b(don'?t|do not|never|always|stop|prefer\w*|prefir\w*|prefier\w*|please|nunca|"
+        # "prefer", "prefiro", "prefiere", not "preferido/preferita/preferred" (favourite)
+        r"\b(don'?t|do not|never|always|stop|prefer(?!id[oa]s?\b|it[oaei]\b|red\b)\w*|"
+        r"prefir\w*|prefier\w*|please|nunca|"
         r"sempre|siempre|por favor)\b",
         lowered,
     ):

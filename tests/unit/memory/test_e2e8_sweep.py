@@ -205,3 +205,16 @@ def test_a_value_said_first_never_keys_the_note(
     home, project = remembered(cli_run, fake, tmp_path, text)
     [row] = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
     assert text.split()[0].lower() not in row["key"].split("_") and row["category"] == "user", row
+
+
+# "preferida", "preferido", "preferito" are "favourite", not "I prefer": a favourite
+# food or colour was filed as feedback (a rule for the assistant), not the person's.
+@pytest.mark.parametrize(
+    "text", ["Minha comida preferida é feijoada", "Mi color preferido es el rojo", "La pizza è il mio cibo preferito"]
+)
+def test_a_favourite_said_with_preferido_is_the_users(
+    text: str, fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner
+) -> None:
+    home, project = remembered(cli_run, fake, tmp_path, text)
+    [row] = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    assert row["category"] == "user", row
