@@ -86,6 +86,9 @@ class HolderSpace:
 
     mean: np.ndarray  # (dim,)
     projection: np.ndarray  # (dim, holders - 1)
+    # Each holder's statements' mean direction in the space (unit rows), None when the
+    # examples' vectors are not shipped beside the space.
+    centroids: np.ndarray | None = None
 
     def read(self, vectors: np.ndarray) -> np.ndarray:
         """Vectors (rows, or one) in the holder space, unit length."""
@@ -105,6 +108,31 @@ class HolderSpace:
             return np.zeros(0, dtype=np.float32)
         agreed: np.ndarray = self.read(passages) @ self.read(query.reshape(-1))
         return agreed
+
+
+    def nearest(self, vectors: np.ndarray) -> np.ndarray | None:
+        """Each vector's nearest holder (an index into ``HOLDERS``), None without centroids."""
+        if self.centroids is None:
+            return None
+        nearest: np.ndarray = (self.read(vectors).reshape(-1, self.centroids.shape[1]) @ self.centroids.T).argmax(axis=1)
+        return nearest
+
+    def one_holder(self, new: np.ndarray, old: np.ndarray, floor: float, *, nearest: bool = False) -> bool:
+        """Whether two statements read as one holder's: their agreement at ``floor`` or
+        above, and (``nearest``), short of the restatements' band (``RESTATED``), the
+        same nearest holder — "Mein Chef heißt Jürgen" (a colleague's, 0.36 from "Ich
+        heiße Sabine") is no earlier version of the person's own name. Not for two
+        facts their readings filed under one attribute: "我家在杭州" reads nearest a
+        child's, and "我最近搬到了深圳" is still its newer version."""
+        import numpy as np
+
+        agreement = float(self.agreement(new, old.reshape(1, -1))[0])
+        if agreement < floor:
+            return False
+        if not nearest:
+            return True
+        nearest_ = self.nearest(np.stack([new.reshape(-1), old.reshape(-1)]))
+        return agreement >= RESTATED or nearest_ is None or bool(nearest_[0] == nearest_[1])
 
 
 def example_texts() -> tuple[list[str], list[str], list[int]]:
@@ -168,11 +196,29 @@ def holder_space(embedder_id: str) -> HolderSpace | None:
     except (OSError, ValueError, KeyError):
         space = None  # not shipped (another embedder) or damaged: no reordering
     if space is not None:
+        space = _with_centroids(space, embedder_id)
         for array in (space.mean, space.projection):
             array.flags.writeable = False  # one space, read by every recaller
     with _lock:
         _SPACES[embedder_id] = space
     return space
+
+
+def _with_centroids(space: HolderSpace, embedder_id: str) -> HolderSpace:
+    """``space`` with each holder's centroid, from the statements' shipped vectors (as
+    it was fitted on); unchanged when they are not there."""
+    import numpy as np
+
+    statements, _, rows = example_rows()
+    try:
+        vectors = np.load(SHIPPED / vectors_name(embedder_id)).astype(np.float32)[: len(statements)]
+    except (OSError, ValueError):
+        return space
+    read, which = space.read(vectors), np.asarray(rows[: len(statements)])
+    centroids = np.stack([read[which == i].mean(axis=0) for i in range(len(HOLDERS))])
+    centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-9)
+    centroids.flags.writeable = False
+    return HolderSpace(space.mean, space.projection, centroids)
 
 
 def agrees(holders: np.ndarray, about: np.ndarray) -> np.ndarray:
@@ -210,6 +256,13 @@ TWO_PEOPLE = 0.0
 people's (never linked model-free): "Meine Frau heißt Anna" filed under ``name``, then
 "Ich heiße Peter" read -0.29, and the eight such pairs of eleven languages tried
 -0.35 to -0.01; restatements filed under one key read 0.14 and above."""
+
+RESTATED = 0.47
+"""The agreement from which two statements read as one holder's whatever their nearest
+holders: restatements of the tuning pairs read 0.47 and above but one (``ONE_HOLDER``);
+a colleague's or a boss's fact beside the person's own 0.33-0.40 ("Mi jefe se llama
+Carlos" / "Me llamo Pedro" 0.33, "上司の名前は佐藤です" / "私の名前は田中です" 0.40),
+where the nearest holders tell them apart (a colleague's, the person's)."""
 
 ONE_HOLDER = 0.3
 """The holder space's agreement below which a new fact and an older one that read as

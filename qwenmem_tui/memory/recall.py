@@ -435,17 +435,9 @@ class Recaller:
         self.remove_language = True
         self._language: tuple[np.ndarray | None] | None = None  # (basis,) once looked for
         # A lexical find counts in the fusion by the share of the query's words it
-        # holds, not by its rank alone (``fuse``'s shares): one shared word — a
-        # function word of a language the stop list lacks ("tôi", the French "ma" in
-        # Polish "Mama ma urodziny"), an English key word ("job" in colleague_job) —
-        # put a same-language or same-key distractor a whole rank-1 share ahead of a
-        # fact in another language. Tuning sets, cross-language top-3 (top-1) without
-        # -> with: crosslang_corpus 15 (13) -> 15 (13) of 16, whose_corpus 65 (47) ->
-        # 65 (53) of 66, crosslang_fresh 55 (46) -> 55 (52) of 62, crosslang_fresh2
-        # 72 (57) -> 72 (61) of 88, recall_corpus 162 (132) -> 164 (143) of 172;
-        # same-language unchanged; bench_recall final R@1 0.812 -> 0.862, R@5 0.973
-        # both, MRR 0.884 -> 0.912; bench_abstain tune unchanged (recall@5 163/165,
-        # false recall 0/93). A switch only so the bench can measure both.
+        # holds, not by its rank alone (``fuse``'s shares): one shared function word
+        # ("tôi", "ma") put a distractor a whole rank-1 share ahead of a fact in another
+        # language (figures: README, issue 39). A switch so the bench can measure both.
         self.word_shares = True
         # Small talk gets no memories (abstain.py); a switch only so the bench can measure both.
         self.abstain = True
@@ -1017,18 +1009,27 @@ class Recaller:
             ],
             found,
         )
-        marks: dict[int, Memory] = {}  # unlinked versions' older -> newer (shown so)
-        if not small_talk and self.versions:
-            try:
-                ranked = await self._asked_versions(_result_of(embedding), ranked, found, marks)
-                if self.close_versions:
-                    ranked = await self._close_versions(ranked, found, marks)
-            except Exception as exc:  # an order, not the recall: it stands as ranked
-                log.info("[MEMORY_RECALL] versions not read by meaning: %s", exc)
+        ranked, marks = (ranked, {}) if small_talk else await self._versions_first(embedding, ranked, found)
         ranked = ranked[:k]
         if small_talk:
             log.debug("[MEMORY_RECALL] small talk: %d memories kept for its own words", len(ranked))
         return self._result(ranked, found, marks, started=started, record=record, small_talk=small_talk)
+
+    async def _versions_first(
+        self, embedding: asyncio.Future[np.ndarray] | None, ranked: list[Candidate], found: list[Candidate]
+    ) -> tuple[list[Candidate], dict[int, Memory]]:
+        """``ranked`` with one fact's unlinked versions newest first (``_asked_versions``,
+        ``_close_versions``), and each older one's newer version, to show it so."""
+        marks: dict[int, Memory] = {}
+        if not self.versions:
+            return ranked, marks
+        try:
+            ranked = await self._asked_versions(_result_of(embedding), ranked, found, marks)
+            if self.close_versions:
+                ranked = await self._close_versions(ranked, found, marks)
+        except Exception as exc:  # an order, not the recall: it stands as ranked
+            log.info("[MEMORY_RECALL] versions not read by meaning: %s", exc)
+        return ranked, marks
 
     async def _neighbours_lent(
         self,

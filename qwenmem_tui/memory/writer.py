@@ -696,9 +696,8 @@ class MemoryWriter:
         Undecided — no model, the model late or unusable — the likeliest restatement
         is linked (``Identity.restates``): both stay active, the newer delivered
         first, and the idle consolidation pass (``consolidate``) decides later. With
-        no model at all, only a neighbour that ``reading`` (the new fact read by
-        meaning, ``memory/meaning.py``) finds to be the same single-valued attribute.
-        ``apart``: another category and scope whose close facts the model is also shown.
+        no model at all, only a neighbour that ``reading`` finds to be the same
+        single-valued attribute. ``apart``: the other side whose facts the model sees.
         """
         try:
             found = await self.vectors.nearest(
@@ -726,7 +725,7 @@ class MemoryWriter:
             # "name", then "Ich heiße Peter" is my name beside my wife's, not its version.
             if any(m.key == key for m in guessed):
                 key = await self._free_key(key, value, category, scope)
-            linked = [m for m in guessed if await self._one_holder(value, m)]
+            linked = [m for m in guessed if await self._one_holder(value, m, nearest=True)]
             return Identity(key, restates=linked[0].id if linked else None).flagged(elsewhere)
         close = by_meaning(key, value, category, found, self._meaning_floor(), explicit=explicit)
         near = {c.memory.id for c in found if c.dense is not None and c.dense >= LINK_COSINE}
@@ -738,17 +737,15 @@ class MemoryWriter:
         likely = None
         if category == Category.USER and not explicit:
             likely = await self.reader().likely_restatement(
-                key, reading or Reading(None, None), close, near, lambda older, filed: self._one_holder(value, older, TWO_PEOPLE if filed else ONE_HOLDER)
+                key, reading or Reading(None, None), close, near, lambda older, filed: self._one_holder(value, older, TWO_PEOPLE if filed else ONE_HOLDER, nearest=not filed)
             )
         if self.llm is not None and judge_timeout is not None and judge_timeout > 0:
             asked = [*close, *await self._filed_apart(key, value, apart, vector)]
             judged = await self._judge(category, key, value, asked, judge_timeout, explicit) if asked else None
             if judged is not None:
                 return judged.flagged(elsewhere)
-            # Undecided: linked, decided at idle by the same judgement. With an embedder
-            # that reads meaning, only a likely restatement (a distinct fact wrongly
-            # linked would be shown as an earlier version until then); without one,
-            # the closest candidate is all there is to go on.
+            # Undecided: linked, decided at idle by the same judgement: a likely
+            # restatement, or with an embedder that reads no meaning the closest one.
             if close and not self.reader().meaningful:
                 likely = likely or close[0]
         if likely is not None:
@@ -794,7 +791,9 @@ class MemoryWriter:
             return replace(judged, key=await self._free_key(key, value, category, scope))
         return judged
 
-    async def _one_holder(self, value: str, older: Memory, floor: float = ONE_HOLDER) -> bool:
+    async def _one_holder(
+        self, value: str, older: Memory, floor: float = ONE_HOLDER, *, nearest: bool = False
+    ) -> bool:
         """Whether a fact's words and ``older``'s read as held by one person in the
         holder space (``holder_space.py``, statements as the reader embeds them): their
         agreement at ``floor`` or above; True for an embedder it has no space for."""
@@ -804,7 +803,7 @@ class MemoryWriter:
             return True
         new = await self.reader().note_statement(value)
         old = await self.reader().statements([older])
-        return float(space.agreement(new, old)[0]) >= floor
+        return space.one_holder(new, old[0], floor, nearest=nearest)
 
     def reader(self) -> MeaningReader:
         """The attribute reader of the embedder in use (its prototypes embedded once)."""

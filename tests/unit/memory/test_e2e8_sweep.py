@@ -183,8 +183,13 @@ BOSS_THEN_ME = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="with no model the person's name is linked as the newer version of the boss's name (de user/name -> name_2, pl user/note -> name)")
-@pytest.mark.parametrize("lang", sorted(BOSS_THEN_ME))
+@pytest.mark.parametrize("lang", [
+    pytest.param("de", marks=pytest.mark.xfail(strict=True, reason=(
+        "with no model the person's name is linked as the newer version of the boss's name: both filed "
+        "user/name, and two facts filed under one attribute are one holder's from agreement 0.0 "
+        "(holder_space.TWO_PEOPLE; 0.36 here, '我家在杭州' / '我最近搬到了深圳' 0.14)"))),
+    "pl",  # read by meaning, not filed alike: the nearest holders (a colleague, the person) tell them apart
+])  # fmt: skip
 def test_with_no_model_the_users_name_never_restates_the_bosss(
     lang: str, fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner
 ) -> None:

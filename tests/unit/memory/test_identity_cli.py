@@ -119,7 +119,8 @@ def test_a_key_shared_only_by_filing_is_the_models_to_judge(
     "name" ("Mi jefe se llama Carlos", the boss's) does not say so in words the rule
     reads — only its key does. The key is a filing, no evidence of one fact: the model
     judges, and its "add" keeps both (the note numbered), its "update" supersedes;
-    with no model reachable the pair is linked, both kept, never merged."""
+    with no model reachable both are kept, never merged, and not even linked: the
+    holder space reads the boss's (nearest a colleague's) and the person's own apart."""
     asked: list[dict[str, Any]] = []
     fake.responder = judge_saying(action, asked) if action else unreachable_fast_model
     project = project_dir(tmp_path / "project")
@@ -134,7 +135,7 @@ def test_a_key_shared_only_by_filing_is_the_models_to_judge(
         return
     assert (boss["status"], me["status"]) == ("active", "active"), said
     assert (boss["key"], me["key"]) == ("name", "name_2")
-    assert me["restates"] == (None if action else boss["id"])
+    assert me["restates"] is None
 
 
 def test_an_old_statement_imported_late_is_linked_as_the_earlier_version(
