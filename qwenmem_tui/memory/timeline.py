@@ -28,10 +28,11 @@ if TYPE_CHECKING:
 # A version that was once the fact's value: quarantined rows never were.
 WAS_TRUE = (Status.ACTIVE, Status.SUPERSEDED, Status.EXPIRED)
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-# The replacing write's reason names the fast model when it judged the two one fact
-# (writer: "same fact as key K (model)"; the idle pass: "decided later by the model"):
-# then the model decided, whoever's write it was.
+# The replacing write's reason names who found the two one fact when it was not the
+# writer's own key (writer: "same fact as key K (model)" or "(rule)"; the idle pass:
+# "decided later by the model"): the model or the rule decided, whoever's write it was.
 _BY_MODEL = re.compile(r"\(model\)|decided later by the model")
+_BY_RULE = re.compile(r"same fact as key \S+ \(rule\)")
 
 
 def parse_moment(text: str, *, end_of_day: bool = False) -> float:
@@ -106,7 +107,7 @@ class Version:
 
     memory: Memory
     replaced_by: int | None
-    # Who replaced it: "model" when the fast model judged the two one fact, else the
+    # Who replaced it: "model" or "rule" when either found the two one fact, else the
     # audit's origin (user, tool, agent, system).
     decided_by: str | None
     why: str  # the audit's reasons for the replacement, joined
@@ -123,6 +124,14 @@ class Version:
                 for e in self.events
             ],
         }
+
+
+def _decider(why: str) -> str | None:
+    """"model" or "rule" when the replacement's reasons say one of them found the two
+    one fact; None: the writer's own key did (its origin decided)."""
+    if _BY_MODEL.search(why):
+        return "model"
+    return "rule" if _BY_RULE.search(why) else None
 
 
 def versions_of(start: Sequence[Memory], rows: Sequence[Memory]) -> list[Memory]:
@@ -171,7 +180,7 @@ def timeline(versions: Sequence[Memory], audit: Sequence[AuditEntry]) -> list[Ve
             ][:1]
             why = "; ".join(dict.fromkeys(e.reason for e in gone + made if e.reason))
             if gone:
-                decided_by = "model" if _BY_MODEL.search(why) else gone[0].origin
+                decided_by = _decider(why) or gone[0].origin
         out.append(Version(m, replaced_by, decided_by, why, mine))
     return out
 

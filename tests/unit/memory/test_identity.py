@@ -232,6 +232,9 @@ async def test_save_memory_under_another_key_of_the_same_subject_supersedes_it(
     # The model's key is kept as given (issue 24); the old value is gone all the same.
     assert result.memory.key == "current_city" and result.action is WriteAction.SUPERSEDED
     assert await active(service) == [("current_city", "Lives in Lisbon")]
+    # `memory history` says the rule found them one fact (the write was the tool's).
+    old, _ = await history(service, "current_city", project=PROJECT_A)
+    assert (old.replaced_by, old.decided_by) == (result.memory.id, "rule"), old.why
 
 
 async def test_save_memory_keys_carrying_the_value_still_make_one_truth(
