@@ -39,7 +39,9 @@ from qwenmem_tui.memory.meaning import (
     NEUTRAL,
     SHIPPED,
     AttributeSpace,
+    class_means,
     discriminant,
+    load_arrays,
     load_space,
     space_name,
 )
@@ -182,23 +184,13 @@ def holder_space(embedder_id: str) -> HolderSpace | None:
     vectors: fitting costs 0.1-3 CPU-s, a busy machine's BLAS threads, in every
     process's first recall), read once per process; None for any other embedder.
     Blocking: call it in a thread."""
-    import numpy as np
-
     with _lock:
         if embedder_id in _SPACES:
             return _SPACES[embedder_id]
-    space = None
-    try:
-        with np.load(SHIPPED / space_file(embedder_id)) as stored:
-            space = HolderSpace(
-                np.asarray(stored["mean"], dtype=np.float32), np.asarray(stored["projection"], dtype=np.float32)
-            )
-    except (OSError, ValueError, KeyError):
-        space = None  # not shipped (another embedder) or damaged: no reordering
-    if space is not None:
-        space = _with_centroids(space, embedder_id)
-        for array in (space.mean, space.projection):
-            array.flags.writeable = False  # one space, read by every recaller
+    # Not shipped (another embedder) or damaged: no reordering. Read-only: one space,
+    # read by every recaller.
+    arrays = load_arrays(SHIPPED / space_file(embedder_id), ("mean", "projection"))
+    space = None if arrays is None else _with_centroids(HolderSpace(*arrays), embedder_id)
     with _lock:
         _SPACES[embedder_id] = space
     return space
@@ -214,8 +206,7 @@ def _with_centroids(space: HolderSpace, embedder_id: str) -> HolderSpace:
         vectors = np.load(SHIPPED / vectors_name(embedder_id)).astype(np.float32)[: len(statements)]
     except (OSError, ValueError):
         return space
-    read, which = space.read(vectors), np.asarray(rows[: len(statements)])
-    centroids = np.stack([read[which == i].mean(axis=0) for i in range(len(HOLDERS))])
+    centroids = class_means(space.read(vectors), np.asarray(rows[: len(statements)]), len(HOLDERS))
     centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-9)
     centroids.flags.writeable = False
     return HolderSpace(space.mean, space.projection, centroids)

@@ -284,6 +284,13 @@ def _newer_versions(found: Sequence[Candidate]) -> dict[int, Candidate]:
     return newer
 
 
+def _versioned(found: Sequence[Candidate]) -> set[int]:
+    """The ids of ``found`` already known as versions of one fact (linked, or one key's
+    rows): ``current_first`` orders them, the versions steps leave them be."""
+    newer = _newer_versions(found)
+    return set(newer) | {c.memory.id for c in newer.values()}
+
+
 def earlier_marks(chosen: Sequence[Candidate], found: Sequence[Candidate]) -> dict[int, Memory]:
     """Each chosen memory that is an older version -> its next newer version (from
     ``found``): what marks it as earlier wherever it is shown."""
@@ -1098,8 +1105,7 @@ class Recaller:
         if reader is None or question is None or not reader.meaningful:
             return ranked
         head = ranked[:VERSION_WINDOW]
-        newer = _newer_versions(found)
-        known = set(newer) | {c.memory.id for c in newer.values()}
+        known = _versioned(found)
         facts = [c.memory for c in head if c.memory.category is Category.USER and c.memory.id not in known]
         if len(facts) < 2:
             return ranked
@@ -1137,8 +1143,7 @@ class Recaller:
         if reader is None or not reader.meaningful or holders is None:
             return ranked
         head = ranked[:CLOSE_WINDOW]
-        newer = _newer_versions(found)
-        known = set(newer) | {c.memory.id for c in newer.values()}
+        known = _versioned(found)
 
         def fact(c: Candidate) -> bool:
             return (

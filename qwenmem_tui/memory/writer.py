@@ -605,13 +605,9 @@ class MemoryWriter:
         target = identity.target
         if pending.refile is None or target is None or target.category is pending.category:
             return None
-        days, ttl_note = self.ttl.resolve(target.category, None)
         why = f"filed under {target.category} with #{target.id}, the fact it restates (rule: {pending.category})"
-        return replace(
-            pending, category=target.category, key=target.key, scope=target.scope, ttl_days=days,
-            refile=None, judge_timeout=None, decided=replace(identity, filed=None, target=None),
-            reason=join_reasons(pending.reason, why, ttl_note or ""),
-        )
+        moved = self._moved(pending, target.category, target.key, target.scope, why)
+        return replace(moved, decided=replace(identity, filed=None, target=None))
 
     async def _refiled(self, pending: PendingWrite, identity: Identity) -> PendingWrite | None:
         """The note under the category the model chose with its judgement, when that
@@ -632,10 +628,14 @@ class MemoryWriter:
         key = note.key
         if not note.restates_by_key:
             key = await self._free_key(key, pending.value, filed, scope)
-        days, ttl_note = self.ttl.resolve(filed, None)
-        why = f"filed under {filed} by the model (rule: {pending.category})"
+        return self._moved(pending, filed, key, scope, f"filed under {filed} by the model (rule: {pending.category})")
+
+    def _moved(self, pending: PendingWrite, category: Category, key: str, scope: str, why: str) -> PendingWrite:
+        """``pending`` filed anew where the model's judgement put it, with that
+        category's TTL; the model is not asked again."""
+        days, ttl_note = self.ttl.resolve(category, None)
         return replace(
-            pending, category=filed, key=key, scope=scope, ttl_days=days, refile=None,
+            pending, category=category, key=key, scope=scope, ttl_days=days, refile=None,
             judge_timeout=None, reason=join_reasons(pending.reason, why, ttl_note or ""),
         )
 
