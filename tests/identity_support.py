@@ -13,6 +13,8 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
+from cli_support import CliRunner
+
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, Response, echo_responder
 
 CHAT, FAST = "test-model", "test-fast"
@@ -65,6 +67,26 @@ def project_dir(path: Path) -> Path:
     """A project (a git root) the person works in."""
     (path / ".git").mkdir(parents=True)
     return path
+
+
+AUTO = {"QWENMEM_EMBEDDING": "auto"}  # as the homes say (the suite's default is "hash")
+
+
+def remembered(cli_run: CliRunner, fake: FakeOpenAI, tmp_path: Path, *texts: str) -> tuple[Path, Path]:
+    """A fresh home holding ``texts``, remembered in order from a project with no fast
+    model reachable; (home, project)."""
+    fake.responder = unreachable_fast_model
+    home = fresh_home(tmp_path / "home", fake)
+    project = project_dir(tmp_path / "project")
+    for text in texts:
+        done = cli_run("memory", "add", text, home=home, cwd=project, env=AUTO)
+        assert done.returncode == 0, done.stderr
+    return home, project
+
+
+def listed(cli_run: CliRunner, home: Path, project: Path) -> list[dict[str, Any]]:
+    """Every memory of ``home`` as `memory list --all --json` prints it, oldest first."""
+    return by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
 
 
 def fold(text: str) -> str:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 
 from qwenmem_tui.config import Settings
+from qwenmem_tui.memory.model import WriteRequest
+from qwenmem_tui.memory.service import MemoryService
 
 T0 = 1_800_000_000.0
 PROJECT_A = "/work/alpha-project"
@@ -60,3 +63,12 @@ def fts_matches_rows(db_file: Path) -> bool:
         extra = conn.execute(query.format("stored_terms", "fresh_terms")).fetchall()
         missing = conn.execute(query.format("fresh_terms", "stored_terms")).fetchall()
         return not extra and not missing
+
+
+async def saved_by_key(service: MemoryService, category: str, rows: Iterable[tuple[str, str]]) -> dict[str, int]:
+    """Save (key, value) rows of one category as the person would; their ids by key."""
+    ids = {}
+    for key, value in rows:
+        saved = await service.save(WriteRequest(category, key, value, origin="user", project=PROJECT_A))
+        ids[key] = saved.memory.id
+    return ids

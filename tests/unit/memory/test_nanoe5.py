@@ -15,13 +15,12 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from memtest_support import PROJECT_A, Clock, make_settings
+from memtest_support import PROJECT_A, Clock, make_settings, saved_by_key
 
 from qwenmem_tui.memory import service as service_module
 from qwenmem_tui.memory.embed import (
@@ -470,10 +469,3 @@ async def test_a_question_about_whose_fact_prefers_that_holder_s_fact(e5_service
     assert found == [False, True]
 
 
-async def saved_by_key(service: MemoryService, category: str, rows: Iterable[tuple[str, str]]) -> dict[str, int]:
-    """Save (key, value) rows of one category as the person would; their ids by key."""
-    ids = {}
-    for key, value in rows:
-        saved = await service.save(WriteRequest(category, key, value, origin="user", project=PROJECT_A))
-        ids[key] = saved.memory.id
-    return ids

