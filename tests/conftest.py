@@ -7,11 +7,19 @@ file (the `snapshot` fixture below).
 
 from __future__ import annotations
 
+import os
+
+# One BLAS thread per test process (set before anything imports numpy; children
+# inherit it). The suite runs three workers on two cores, and OpenBLAS's default (a
+# thread per core) busy-waits between calls: ~5 % of the memory tests' CPU spun away.
+# Results are the library's own on one thread (the discriminants' axes may come out
+# with another sign: the tests compare them sign-free).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import functools
 import gc
 import importlib
 import io
-import os
 import ssl
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence

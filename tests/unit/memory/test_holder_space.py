@@ -74,7 +74,10 @@ def test_the_default_embedder_s_space_ships_fitted_read_once_and_no_other_has_on
     assert holder_space(embedder_id) is space
     refit = fit(_shipped(), example_texts()[2])  # the shipped fit is the examples' own
     assert np.allclose(refit.mean, space.mean, atol=1e-5)
-    assert np.allclose(refit.projection, space.projection, atol=1e-4), "bench_crosslang.py --write-holders"
+    # An axis's sign is LAPACK's choice (it differs between BLAS thread counts and
+    # builds): each refitted axis is compared with the shipped one turned its way.
+    signs = np.sign((refit.projection * space.projection).sum(axis=0))
+    assert np.allclose(refit.projection * signs, space.projection, atol=1e-4), "bench_crosslang.py --write-holders"
     assert holder_space("hash-256") is None
     query = space.mean + space.projection[:, 0]
     agreed = space.agreement(query, np.stack([query, space.mean - space.projection[:, 0]]))
