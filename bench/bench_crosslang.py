@@ -56,6 +56,14 @@ FRESH = Path(__file__).resolve().parent / "crosslang_fresh.jsonl"
 # in other words; 24 near-topic distractors in all of them (the same attribute of another
 # person, the same person's neighbouring fact, another project fact).
 FRESH2 = Path(__file__).resolve().parent / "crosslang_fresh2.jsonl"
+# Tuning data written for issue 39's third round, first measured as it was written (that
+# figure is the unseen one), then tuned on: 42 facts and 36 same-domain distractors in
+# fourteen languages the sets above hold less (cs, el, he, th, fi, ro, hu beside uk, ar,
+# hi, vi, id, tr, sv), one person's own facts beside her husband's, relatives',
+# colleagues' and friends' same attributes and her neighbouring ones (an evening drink
+# beside the morning one, an earlier job), project facts beside each other; each asked
+# in two other languages (26 in all), colloquially or indirectly, six in their own too.
+FRESH3 = Path(__file__).resolve().parent / "crosslang_fresh3.jsonl"
 PROJECT = "/bench/crosslang"
 USER = "bench"
 TOP = 3
@@ -166,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedding", default="auto")
     parser.add_argument("--misses", action="store_true", help="list the questions missed")
     # The held-out set only when asked for: a tuning run must not show it by accident.
-    parser.add_argument("--corpora", default="crosslang_corpus,recall_corpus,whose_corpus,crosslang_fresh,crosslang_fresh2",
+    parser.add_argument("--corpora", default="crosslang_corpus,recall_corpus,whose_corpus,crosslang_fresh,crosslang_fresh2,crosslang_fresh3",
                         help="which sets, comma-separated (heldout: the held-out set, measured once)")
     parser.add_argument("--debias", default="off,on", help="the dense channel's mean: off,on")
     parser.add_argument("--language", default="on", help="the dense channel's language subspace removed: off,on")
@@ -192,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         corpora["crosslang_fresh"] = load(FRESH)
     if "crosslang_fresh2" in wanted:
         corpora["crosslang_fresh2"] = load(FRESH2)
+    if "crosslang_fresh3" in wanted:
+        corpora["crosslang_fresh3"] = load(FRESH3)
     if "recall_corpus" in wanted:
         big = load_corpus()
         corpora["recall_corpus"] = (big.memories, big.queries)
