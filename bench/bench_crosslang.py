@@ -83,7 +83,7 @@ def load(path: Path = CORPUS) -> tuple[list[dict[str, Any]], list[dict[str, Any]
 
 async def run(
     embedding: str, memories: list, questions: list, debias: bool, language: bool = True,
-    holder: float | None = None,
+    holder: float | None = None, weighted: bool = True,
 ) -> dict[str, Any]:
     settings = Settings.model_validate({"general": {"user": USER}, "memory": {"embedding": embedding}})
     with tempfile.TemporaryDirectory(prefix="qwenmem-bench-crosslang-") as tmp:
@@ -92,6 +92,7 @@ async def run(
         svc = await MemoryService.open(settings, paths)
         svc.recaller.debias = debias
         svc.recaller.remove_language = language
+        svc.recaller.weighted = weighted
         if holder is not None:
             svc.recaller.holder_weight = holder
         try:
@@ -179,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debias", default="off,on", help="the dense channel's mean: off,on")
     parser.add_argument("--language", default="on", help="the dense channel's language subspace removed: off,on")
     parser.add_argument("--holder", default="", help="the holders' agreement's weights to compare, comma-separated (default: recall's)")
+    parser.add_argument("--fusion", default="scores", help="how chat's recall fuses the channels: ranks,scores (recall.weighted_fusion)")
     parser.add_argument("--write-holders", action="store_true", help="ship the holders' examples' vectors")
     parser.add_argument("--write-languages", action="store_true", help="ship the language sentences' vectors")
     args = parser.parse_args(argv)
@@ -208,12 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, (memories, questions) in corpora.items():
         switches = {"off": False, "on": True}
         holders: list[float | None] = [float(w) for w in args.holder.split(",")] if args.holder else [None]
-        for debias, language, holder in [
-            (switches[d], switches[lang], w)
+        for debias, language, holder, fusion in [
+            (switches[d], switches[lang], w, f)
             for d in args.debias.split(",") for lang in args.language.split(",") for w in holders
+            for f in args.fusion.split(",")
         ]:
-            r = asyncio.run(run(args.embedding, memories, questions, debias, language, holder))
+            r = asyncio.run(run(args.embedding, memories, questions, debias, language, holder, fusion == "scores"))
             label = ("mean removed" if debias else "plain cosine") + (", language removed" if language else "")
+            label += f", fused by {fusion}"
             label += "" if holder is None else f", holder weight {holder}"
             print(f"{name} [{r['embedder']}, dense {label}]")
             for group in ("cross", "same"):
