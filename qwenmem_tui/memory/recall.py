@@ -406,6 +406,24 @@ def within_budget(ranked: Sequence[Candidate], now: float, max_tokens: int) -> l
     return kept
 
 
+def fitted_block(
+    ranked: list[Candidate], found: Sequence[Candidate], marks: Mapping[int, Memory],
+    now: float, max_tokens: int,
+) -> tuple[list[Candidate], dict[int, Memory], str]:
+    """(ranked, version marks, block) of the memories whose block, as rendered with its
+    marks, stays within ``max_tokens`` (0: no budget). ``within_budget`` costs each
+    memory without the note that marks an older version ("an earlier version: …,
+    may replace it"), so a block of linked versions came out over it (e2e9: 322
+    tokens for a budget of 300): the lowest ranked go until it fits."""
+    while True:
+        shown = {c.memory.id for c in ranked}
+        later = {i: m for i, m in marks.items() if i in shown} | earlier_marks(ranked, found)
+        block = render_block([c.memory for c in ranked], now, later)
+        if max_tokens <= 0 or not ranked or estimate_text_tokens(block) <= max_tokens:
+            return ranked, later, block
+        ranked = ranked[:-1]
+
+
 def passes(candidate: Candidate, threshold: float | None) -> bool:
     """The threshold on a fused result: the cosine clears it, or the memory holds
     most of the query's words (the threshold is there to drop the unrelated, and a
@@ -1369,13 +1387,12 @@ class Recaller:
     ) -> RecallResult:
         """The chosen memories within the token budget, counted (later) and rendered."""
         now = self.clock()
-        ranked = within_budget(ranked, now, self.max_tokens)
+        ranked, later, block = fitted_block(
+            within_budget(ranked, now, self.max_tokens), found, marks, now, self.max_tokens
+        )
         chosen = [c.memory for c in ranked]
         if record:
             self._count_later(chosen, now)
-        shown = {m.id for m in chosen}
-        later = {i: m for i, m in marks.items() if i in shown} | earlier_marks(ranked, found)
-        block = render_block(chosen, now, later)
         return RecallResult(
             block=block,
             later=later,
