@@ -107,13 +107,17 @@ def hubness(
     against exactly that."""
 
     def unit(x: np.ndarray) -> np.ndarray:
-        centred = without(x if mean is None else x - mean, basis)
+        centred = x if mean is None else x - mean
+        if basis is not None:  # ``without``, in plain loops (as below)
+            centred = centred - np.einsum("ij,kj->ik", np.einsum("ij,jk->ik", centred, basis), basis)
         scaled: np.ndarray = centred / np.maximum(np.linalg.norm(centred, axis=1, keepdims=True), 1e-6)
         return scaled
 
     if not len(vectors) or not len(bank):
         return np.zeros(len(vectors), dtype=np.float32)
-    near = unit(np.asarray(vectors, dtype=np.float32)) @ unit(np.asarray(bank, dtype=np.float32)).T
+    # einsum's own loops, not BLAS: a matrix product this size woke BLAS's threads, and on
+    # a busy 2-core machine their spinning cost recall's p95 50 ms (the loops: < 2 ms).
+    near = np.einsum("ij,kj->ik", unit(np.asarray(vectors, dtype=np.float32)), unit(np.asarray(bank, dtype=np.float32)))
     k = min(k, near.shape[1])
     nearest: np.ndarray = np.sort(near, axis=1)[:, -k:].mean(axis=1)
     return nearest

@@ -878,7 +878,7 @@ class Recaller:
         bank = await self.hub_bank()
         if bank is None or not ids:
             return None
-        vectors = {i: v for i in ids if held is not None and (v := held_vector(held, i)) is not None}
+        vectors = await self._candidate_vectors(ids, held)
         if missing := [i for i in ids if i not in vectors]:
             got, stored = await self._exact(missing)
             vectors.update(zip(got.tolist(), stored, strict=True))
@@ -893,6 +893,19 @@ class Recaller:
         if mean is not None:
             ranking = ranking - self.hub_weight * hubness(matrix, mean, remove, bank, HUB_NEIGHBOURS)
         return weighted_fusion(dict(zip(known, ranking.tolist(), strict=True)), lexical, ids, shares=shares)
+
+    async def _candidate_vectors(self, ids: list[int], held: StoreChannels | None) -> dict[int, np.ndarray]:
+        """The vectors of ``ids`` at hand: those the store's one query sent, or those the
+        local index holds (read in memory, as its search did; a store read is a thread
+        hop: recall p95 13 -> 51 ms under load)."""
+        if held is not None:
+            return {i: v for i in ids if (v := held_vector(held, i)) is not None}
+        if isinstance(self.index, StoreIndex):
+            return {}
+        async with self.lock:  # no write changes the index meanwhile
+            wanted = np.asarray(ids, dtype=np.int64)
+            kept = wanted[self.index.holds(wanted)] if len(self.index) else wanted[:0]
+            return dict(zip(kept.tolist(), self.index.vectors_of(kept), strict=True)) if len(kept) else {}
 
     async def hub_bank(self) -> np.ndarray | None:
         """The embedder's shipped question bank (``language_space.question_bank``), looked for once."""
