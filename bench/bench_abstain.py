@@ -41,6 +41,10 @@ from qwenmem_tui.paths import Paths
 from qwenmem_tui.memory.model import WriteRequest
 
 CORPUS = Path(__file__).resolve().parent / "multilingual_corpus.jsonl"
+# A row's field -> its message kind: small talk, small talk holding a content word
+# ("thanks, that fixed the build!": asks nothing, so no memory either), a request about
+# work (should get the project's memories) and a question nothing stored answers.
+KINDS = {"smalltalk": "small_talk", "chatty": "chatty", "task": "task", "unanswerable": "unanswerable"}
 PROJECT = "/bench/multilingual"
 USER = "bench"
 
@@ -50,10 +54,9 @@ def load(path: Path = CORPUS) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     facts, messages = [], []
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
-        if "smalltalk" in row:
-            messages.append({"text": row["smalltalk"], "lang": row["lang"], "split": row["split"], "kind": "small_talk"})
-        elif "task" in row:
-            messages.append({"text": row["task"], "lang": row["lang"], "split": row["split"], "kind": "task"})
+        kind = next((k for k in KINDS if k in row), None)
+        if kind is not None:
+            messages.append({"text": row[kind], "lang": row["lang"], "split": row["split"], "kind": KINDS[kind]})
         else:
             facts.append(row)
             for lang, text in row["queries"].items():
@@ -107,8 +110,8 @@ async def evaluate(
         ids[fact["id"]] = result.memory.id
     chosen = [m for m in messages if split == "all" or m["split"] == split]
     print(f"{len(facts)} facts stored, {len(chosen)} messages ({split}), embedder {svc.recaller.embedder.id}\n")
-    print("| language removed | abstention | false recall (no-answer msgs) | recall@5 | recall@3 | cross-lang @3 | same-lang @3 | work requests left empty | p50 ms |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| language removed | abstention | false recall (no-answer msgs) | recall@5 | recall@3 | cross-lang @3 | same-lang @3 | work requests left empty | chatty given memory | unanswerable given memory | p50 ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     per_lang: dict[str, list[bool]] = defaultdict(list)
     for language, abstain in [(lang, a) for lang in languages for a in (False, True)]:
         svc.recaller.abstain = abstain
@@ -125,6 +128,8 @@ async def evaluate(
                     per_lang[m["lang"]].append(bool(result.ids))
             elif m["kind"] == "task":
                 got["empty_task"].append(not result.ids)
+            elif m["kind"] in ("chatty", "unanswerable"):
+                got[m["kind"]].append(bool(result.ids))
             else:
                 rank = result.ids.index(ids[m["expected"]]) + 1 if ids[m["expected"]] in result.ids else 99
                 got["r5"].append(rank <= 5)
@@ -137,7 +142,7 @@ async def evaluate(
 
         print(
             f"| {'on' if language else 'off'} | {'on' if abstain else 'off'} | {share('false')} | {share('r5')} | {share('r3')} | "
-            f"{share('cross3')} | {share('same3')} | {share('empty_task')} | {statistics.median(latencies):.0f} |"
+            f"{share('cross3')} | {share('same3')} | {share('empty_task')} | {share('chatty')} | {share('unanswerable')} | {statistics.median(latencies):.0f} |"
         )
     print("\nfalse recall by language (abstention on, the last setting): " + ", ".join(
         f"{lang} {sum(v)}/{len(v)}" for lang, v in sorted(per_lang.items())
@@ -147,12 +152,14 @@ async def evaluate(
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="fit the small-talk probe on the tune split")
-    parser.add_argument("--split", default="held_out", choices=("held_out", "tune", "all"))
+    parser.add_argument("--split", default="held_out", choices=("held_out", "tune", "check", "all"))
+    parser.add_argument("--corpus", type=Path, default=CORPUS,
+                        help="another corpus of the same rows (bench/abstain_fresh.jsonl: splits tune and check)")
     parser.add_argument("--language", default="on", help="the dense channel's language subspace removed: off,on")
     parser.add_argument("--holder", type=float, default=None,
                         help="the holders' agreement's weight (memory/holder_space.py; 0: no reordering; default: recall's)")
     args = parser.parse_args(argv)
-    facts, messages = load()
+    facts, messages = load(args.corpus)
     with tempfile.TemporaryDirectory(prefix="qwenmem-bench-abstain-") as tmp:
         paths = Paths(Path(tmp))
         paths.ensure()
