@@ -571,12 +571,20 @@ async def restore(args: argparse.Namespace, settings: Settings, paths: Paths) ->
     return 0
 
 
+def json_lines(text: str) -> list[str]:
+    """A JSON-lines file's lines (its BOM already read off): split at newlines alone,
+    CRLF or LF. ``str.splitlines`` also splits at U+2028, U+0085 and other separators
+    that a JSON string may hold raw (JavaScript's ``JSON.stringify`` and Python's
+    ``ensure_ascii=False`` write them so), which cut one memory into two broken lines."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def _import_source(args: argparse.Namespace) -> list[str] | None:
     """The JSON lines to import: the file's, or another tool's memory read as lines."""
     if args.source is None:
         try:
             source: Path = args.file  # argparse's Namespace is untyped
-            return source.read_text(encoding="utf-8").splitlines()
+            return json_lines(source.read_text(encoding="utf-8-sig"))
         except (OSError, UnicodeDecodeError) as exc:
             reason = getattr(exc, "strerror", None) or exc
             print(f"qwenmem: cannot read {args.file}: {reason}", file=sys.stderr)

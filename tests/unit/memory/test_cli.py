@@ -249,3 +249,24 @@ def _child_env() -> dict[str, str]:
     import os
 
     return {k: os.environ[k] for k in ("PATH", "PYTHONPATH") if k in os.environ}
+
+
+def test_a_file_written_by_other_tools_imports_whole(
+    qwenmem: Callable[..., CliResult], home: Path, tmp_path: Path
+) -> None:
+    """e2e9: a file saved with a BOM (Notepad, PowerShell) lost its first line as "not
+    valid JSON", and a value holding a raw U+2028 or U+2029 (as JSON.stringify and
+    ensure_ascii=False write them) was cut into two broken lines."""
+    project = _project(tmp_path / "alpha")
+    values = ["Петя: Започнах работа в библиотеката.", "Иво: първи ред\u2028втори ред", "Петя: а\u2029б"]
+    body = "\r\n".join(
+        json.dumps({"category": "reference", "key": f"turn_{i}", "value": v}, ensure_ascii=False)
+        for i, v in enumerate(values)
+    )
+    source = tmp_path / "dialogue.jsonl"
+    source.write_bytes(("\ufeff" + body + "\r\n\r\n").encode("utf-8"))
+    done = qwenmem("import", "--trust", str(source), home=home, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "imported 3 " in done.stdout and "rejected 0" in done.stdout
+    listed = json.loads(qwenmem("list", "--json", home=home, cwd=project).stdout)
+    assert sorted(m["value"] for m in listed) == sorted(values)

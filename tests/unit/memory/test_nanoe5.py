@@ -351,11 +351,12 @@ async def test_a_question_in_another_language_finds_its_fact_in_a_mixed_store(
         ids[row["id"]] = saved.memory.id
     assert len(set(ids.values())) == len(rows)
 
-    async def top3(debias: bool, language: bool, holder: float = 0.0) -> dict[str, int]:
+    async def top3(debias: bool, language: bool, holder: float = 0.0, weighted: bool = False) -> dict[str, int]:
         e5_service.recaller.debias = debias
         e5_service.recaller.remove_language = language
         e5_service.recaller.holder_weight = holder  # each lever measured alone
-        e5_service.recaller.attribute_weight = 0.0
+        e5_service.recaller.attribute_weight = ATTRIBUTE_WEIGHT if weighted else 0.0
+        e5_service.recaller.weighted = weighted  # fused by ranks (RRF) unless asked
         hits = {"cross": 0, "same": 0, "cross first": 0, "same first": 0}
         for row in rows:
             for lang, text in row.get("queries", []):
@@ -373,6 +374,10 @@ async def test_a_question_in_another_language_finds_its_fact_in_a_mixed_store(
     assert removed["cross first"] >= 12 > debiased["cross first"]
     holders = await top3(True, True, HOLDER_WEIGHT)  # and whose it is (holder_space.py)
     assert holders["same"] == 16 and holders["cross"] >= 15 and holders["cross first"] >= 13
+    # Fused by scores, hubs marked down (recall.weighted_fusion, dense.hubness): 15 first.
+    scored = await top3(True, True, HOLDER_WEIGHT, weighted=True)
+    assert scored["same"] == 16 and scored["cross"] == 16 and scored["cross first"] > holders["cross first"]
+    e5_service.recaller.weighted = False
     # What it is about too (the attribute space): my job before my brother's.
     firsts = []
     for weight in (0.0, ATTRIBUTE_WEIGHT):
@@ -469,6 +474,27 @@ async def test_a_question_about_whose_fact_prefers_that_holder_s_fact(e5_service
     assert found == [False, True]
 
 
+async def test_a_hub_no_longer_takes_the_first_rank_from_the_fact_asked_for(e5_service: MemoryService) -> None:
+    """A short sentence in a language the embedder knows less sits near every question:
+    "मेरे चाचा दिल्ली में रहते हैं।" (my uncle's city) came first for "où habite mon ami ?"
+    by rank fusion, the friend's city in Finnish second. Fused by the channels' scores
+    with each passage's nearness to questions in general marked down (``dense.hubness``,
+    the shipped question bank), the friend's city comes first."""
+    rows = [
+        ("grandfather_city", "Ông tôi sống ở Vinh."), ("job", "Trabajo como fisioterapeuta en un hospital."),
+        ("brother_job", "Mein Bruder arbeitet als Koch."), ("home", "私は札幌に住んでいます。"),
+        ("sister_city", "Moja siostra mieszka w Krakowie."), ("pet", "Tengo una tortuga que se llama Manolo."),
+        ("uncle_city", "मेरे चाचा दिल्ली में रहते हैं।"), ("note", "Anh trai tôi thích câu cá."),
+        ("wife_job", "Minha esposa é engenheira civil."), ("breakfast", "Kahvaltıda genelde simit yerim."),
+        ("coffee", "I take my coffee black, no sugar."), ("car", "Jeżdżę starym Fordem Fiestą."),
+        ("friend_city", "Ystäväni asuu Tampereella."), ("son_pet", "Сын держит хомяка."),
+    ]
+    ids = await saved_by_key(e5_service, "user", rows)
+    firsts = []
+    for weighted in (False, True):
+        e5_service.recaller.weighted = weighted
+        firsts.append((await e5_service.recall("où habite mon ami ?", project=PROJECT_A, record=False)).ids[0])
+    assert firsts == [ids["uncle_city"], ids["friend_city"]]
 
 
 async def test_small_talk_keeps_no_memory_for_a_short_word_or_a_look_alike_in_another_script(
