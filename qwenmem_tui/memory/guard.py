@@ -417,62 +417,18 @@ def names_endpoint(key: str, value: str) -> bool:
 _TO_ASSISTANT = re.compile(
     r"\b(assistant|a\.?i\.?|model|agent|llm|chatbot|bot|qwen|qwenmem|system)\b", re.IGNORECASE
 )
-# The same in other languages (a fast path: e2e9's Hungarian and Romanian orders to the
-# assistant inside a dialogue named it "Asszisztens", "Asistentule" and were kept as
-# speech). The two-letter acronyms only in capitals ("ki", "ia" are everyday words).
-_ASSISTANT_ELSEWHERE = re.compile(
-    r"\b(assistent\w*|asistent\w*|asszisztens\w*|asysten\w*|asistan\w*|avustaja\w*"
-    r"|msaidizi|trợ lý|ассистент\w*|асистент\w*|помощник\w*|помічник\w*|βοηθέ)\b"
-    r"|(?-i:\b(?:KI|IA|ИИ|ШІ)\b)"
-    r"|(助手|助理|人工智能|アシスタント|어시스턴트|인공지능|ผู้ช่วย|مساعد|دستیار|सहायक|সহকারী"
-    r"|உதவியாளர்|ასისტენტ|עוזר)",
-    re.IGNORECASE,
-)
-# "From now on": a standing order, when the turn names the assistant.
-_FROM_NOW_ON = re.compile(
-    r"\b(from now on|from here on|mostantól|de acum|ab jetzt|von nun an|ab sofort|a partir de ahora"
-    r"|de ahora en adelante|désormais|à partir de maintenant|d'ora in poi|da ora in poi"
-    r"|a partir de agora|daqui em diante|vanaf nu|voortaan|fra nu af|fremover|från och med nu"
-    r"|hädanefter|od teraz|od nynějška|odteraz|od sada|nuo šiol|tästä lähtien|bundan sonra"
-    r"|отныне|с этого момента|впредь|відтепер|от сега нататък|kuanzia sasa|mula ngayon"
-    r"|mulai sekarang|từ giờ|từ nay)\b"
-    r"|(از این به بعد|من الآن فصاعدا|מעכשיו|अब से|এখন থেকে|இனிமேல்|ต่อจากนี้|ต่อไปนี้|从现在开始"
-    r"|从今以后|今後|これから|앞으로|이제부터|ამიერიდან)",
-    re.IGNORECASE,
-)
-# Where a turn that calls someone ends its address: "Asszisztens, …", "助手，…"; an
-# address is a word or two ("Hey Assistent"), not an exclamation ("Really cool system!").
-_ADDRESS_END = re.compile(r"[,:!;，、：！،]")
-_ADDRESS_CHARS = 25
-_ADDRESS_WORDS = 2
-_CALLED = re.compile(r"\b(assistant|chatbot|qwen|qwenmem)\b", re.IGNORECASE)
-
-
-def _names_assistant(text: str) -> bool:
-    return bool(_TO_ASSISTANT.search(text) or _ASSISTANT_ELSEWHERE.search(text))
-
-
-def _called(address: str) -> bool:
-    """The opening words of a turn call the assistant by name."""
-    short = len(address) <= _ADDRESS_CHARS and len(address.split()) <= _ADDRESS_WORDS
-    return short and bool(_CALLED.search(address) or _ASSISTANT_ELSEWHERE.search(address))
 
 
 def orders_the_assistant(key: str, value: str) -> bool:
     """A turn of a conversation between people that is an order to the assistant: it
-    opens by calling the assistant ("Asistentule, …"), or names it and reads as an
-    instruction, a standing order ("from now on") or sends somewhere (an address).
+    names the assistant and reads as an instruction or sends somewhere (an address).
     "You should always rest, Mel" is one person's advice to another, content to
-    recall, not a rule for the model."""
+    recall, not a rule for the model. A turn that calls the assistant in any language
+    is read by meaning (``addressee.py``, ``Provenance.calls_assistant``)."""
     said = value.split(":", 1)[1] if speaker_label(value) is not None else value
-    head = _ADDRESS_END.split(said.strip(), maxsplit=1)
-    if len(head) == 2 and _called(head[0]):
-        return True
-    if not _names_assistant(said):
+    if not _TO_ASSISTANT.search(said):
         return False
-    return bool(
-        reads_as_instruction(key, value) or _FROM_NOW_ON.search(said) or names_endpoint(key, said)
-    )
+    return reads_as_instruction(key, value) or names_endpoint(key, said)
 
 
 def reads_as_instruction(key: str, value: str) -> bool:
@@ -520,7 +476,7 @@ def check(
             return Verdict(flags=[*signals, *labels], value=stored)
         return Verdict(flags=labels, value=stored)
     reads = orders_the_assistant if prov.speech else reads_as_instruction
-    instruction = reads(key, value) and not {FLAG_INJECTION, FLAG_MARKUP} & set(signals)
+    instruction = (prov.calls_assistant or reads(key, value)) and not {FLAG_INJECTION, FLAG_MARKUP} & set(signals)
     if prov.untrusted_in_view:
         # A model write beside content nobody in the chat wrote, or an untrusted import.
         held = [FLAG_UNTRUSTED] if category in GLOBAL_CATEGORIES else []
