@@ -495,3 +495,27 @@ async def test_a_hub_no_longer_takes_the_first_rank_from_the_fact_asked_for(e5_s
         e5_service.recaller.weighted = weighted
         firsts.append((await e5_service.recall("où habite mon ami ?", project=PROJECT_A, record=False)).ids[0])
     assert firsts == [ids["uncle_city"], ids["friend_city"]]
+
+
+async def test_small_talk_keeps_no_memory_for_a_short_word_or_a_look_alike_in_another_script(
+    e5_service: MemoryService,
+) -> None:
+    """bench/abstain_fresh.jsonl (issue 39): the probe read "شكرا!" and "на добраніч" as
+    small talk, yet each kept a memory for "holding its words": the Persian note's
+    "شکر" (sugar) is "shkr" in Latin letters as "شكرا" (thanks) is, and "на" is one of
+    the Ukrainian note's words (cosine 0.78, under the threshold). And "how are you?" in
+    languages the probe was never fitted on read as questions about the person. A bare
+    code the note holds, and a question in a language no corpus has, still find it."""
+    rows = [
+        ("tea", "من چای را با هل و بدون شکر می‌نوشم."),
+        ("ci", "CI працює на GitHub Actions, збірка йде близько дванадцяти хвилин."),
+        ("prod_db", "Produkční databáze je PostgreSQL 16 na serveru db1."),
+        ("dentist", "My dentist is Dr. Okafor on Baker Street."),
+    ]
+    ids = await saved_by_key(e5_service, "user", rows)
+    for text in ("شكرا!", "на добраніч", "hvordan har du det?", "jak się masz?", "hoe gaat het?"):
+        result = await e5_service.recall(text, project=PROJECT_A, record=False)
+        assert result.ids == [], (text, result.vector_scores)
+    assert (await e5_service.recall("db1", project=PROJECT_A, record=False)).ids[:1] == [ids["prod_db"]]
+    asked = await e5_service.recall("Hvordan drikker jeg teen min?", project=PROJECT_A, record=False)
+    assert asked.ids[:1] == [ids["tea"]]
