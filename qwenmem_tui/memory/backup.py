@@ -48,6 +48,8 @@ from qwenmem_tui.memory.model import (
     speaker_label,
     turn_context,
 )
+from qwenmem_tui.memory.addressee import calling_assistant
+from qwenmem_tui.memory.guard import names_endpoint
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.store import RowQuery
 from qwenmem_tui.memory.timeline import parse_moment
@@ -213,6 +215,7 @@ async def import_rows(
     """
     report = report or ImportReport()
     speech = dialogue_turns([row for _, row in rows])
+    calling = await _calling_assistant(service, [row for _, row in rows if id(row) in speech])
     pending: list[tuple[int, Mapping[str, object], PendingWrite]] = []
     history: list[tuple[int, Mapping[str, object]]] = []
     now = service.clock()
@@ -229,7 +232,8 @@ async def import_rows(
             if trusted and is_backup_row(row):
                 _restates(row)  # a malformed link rejects the line before anything is written
             item = await _prepare(service, row, project=project, keep_scope=keep_scope,
-                                  trusted=trusted, now=now, speech=id(row) in speech)
+                                  trusted=trusted, now=now, speech=id(row) in speech,
+                                  calls_assistant=id(row) in calling)
         except ValueError as exc:  # MemoryRejected is a ValueError
             report.reject(number, str(exc))
             continue
@@ -438,6 +442,19 @@ def dialogue_turns(rows: Sequence[Mapping[str, object]]) -> set[int]:
     return {row_id for row_id, label in labels.items() if turns[label] > 1}
 
 
+async def _calling_assistant(service: MemoryService, turns: Sequence[Mapping[str, object]]) -> set[int]:
+    """The turns (by ``id()``) that call the assistant, read by meaning
+    (``addressee.py``): orders to it, held for review like an instruction."""
+    said = [(turn, value) for turn in turns if isinstance(value := turn.get("value"), str)]
+    if not said:
+        return set()
+    await service.vectors.load()
+    calls = await calling_assistant(
+        service.vectors.embedder, [value for _, value in said], [names_endpoint("", value) for _, value in said]
+    )
+    return {id(turn) for (turn, _), called in zip(said, calls, strict=True) if called}
+
+
 def _where(scope: str, project: str) -> str:
     if scope == GLOBAL_SCOPE:
         return "every project"
@@ -453,6 +470,7 @@ async def _prepare(
     trusted: bool,
     now: float,
     speech: bool = False,
+    calls_assistant: bool = False,
 ) -> PendingWrite | None:
     """One row as a guarded pending write; None when its exact expiry has passed."""
     origin = row.get("origin", Origin.USER.value)
@@ -487,7 +505,7 @@ async def _prepare(
             _string("key", key),
             value,
             origin=stored_origin,
-            provenance=Provenance.imported(trusted=trusted, speech=speech),
+            provenance=Provenance.imported(trusted=trusted, speech=speech, calls_assistant=calls_assistant),
             project=project,
             ttl_days=_import_ttl(row.get("ttl_days")),
             scope=scope,

@@ -312,6 +312,17 @@ def holds_its_words(candidate: Candidate, share: float = STRONG_LEXICAL) -> bool
     return (candidate.lexical is not None and candidate.coverage >= share) or candidate.spelled >= share
 
 
+def named_in_small_talk(candidate: Candidate, threshold: float | None) -> bool:
+    """A memory kept for a message the probe reads as small talk (a bare name, a code:
+    "db1", "Tereza"): it holds most of the message's words as written, and the embedder
+    scores it past the threshold. Either alone is chance: a short word shared with an
+    unrelated note ("на добраніч" and "CI працює на GitHub…", 0.78), or an abjad's
+    consonants meeting in Latin letters ("شكرا" thanks, "شکر" sugar: both "shkr")."""
+    if candidate.lexical is None or candidate.coverage < SMALL_TALK_WORDS:
+        return False
+    return threshold is None or candidate.dense is None or candidate.dense >= threshold
+
+
 def _newer_versions(found: Sequence[Candidate]) -> dict[int, Candidate]:
     """Older memory id -> its next newer version among ``found``: the one that
     restates it (the identity link), or the latest stated of one subject's rows (the
@@ -1136,7 +1147,7 @@ class Recaller:
                     found, threshold, agreeing,
                     agreeing_margin=self.agreeing_margin, answered_margin=self.answered_margin,
                 )
-                if not small_talk or holds_its_words(c, SMALL_TALK_WORDS)
+                if not small_talk or named_in_small_talk(c, threshold)
             ],
             found,
         )

@@ -533,3 +533,27 @@ async def test_a_dialogue_is_fused_by_scores_too(e5_service: MemoryService) -> N
         found.append(await e5_service.recall("What does Gina sell?", project=PROJECT_A, record=False))
     assert [r.ids[0] for r in found] == [answer, answer]
     assert found[0].scores != found[1].scores
+
+
+async def test_small_talk_keeps_no_memory_for_a_short_word_or_a_look_alike_in_another_script(
+    e5_service: MemoryService,
+) -> None:
+    """bench/abstain_fresh.jsonl (issue 39): the probe read "شكرا!" and "на добраніч" as
+    small talk, yet each kept a memory for "holding its words": the Persian note's
+    "شکر" (sugar) is "shkr" in Latin letters as "شكرا" (thanks) is, and "на" is one of
+    the Ukrainian note's words (cosine 0.78, under the threshold). And "how are you?" in
+    languages the probe was never fitted on read as questions about the person. A bare
+    code the note holds, and a question in a language no corpus has, still find it."""
+    rows = [
+        ("tea", "من چای را با هل و بدون شکر می‌نوشم."),
+        ("ci", "CI працює на GitHub Actions, збірка йде близько дванадцяти хвилин."),
+        ("prod_db", "Produkční databáze je PostgreSQL 16 na serveru db1."),
+        ("dentist", "My dentist is Dr. Okafor on Baker Street."),
+    ]
+    ids = await saved_by_key(e5_service, "user", rows)
+    for text in ("شكرا!", "на добраніч", "hvordan har du det?", "jak się masz?", "hoe gaat het?"):
+        result = await e5_service.recall(text, project=PROJECT_A, record=False)
+        assert result.ids == [], (text, result.vector_scores)
+    assert (await e5_service.recall("db1", project=PROJECT_A, record=False)).ids[:1] == [ids["prod_db"]]
+    asked = await e5_service.recall("Hvordan drikker jeg teen min?", project=PROJECT_A, record=False)
+    assert asked.ids[:1] == [ids["tea"]]
