@@ -176,3 +176,20 @@ def test_a_call_that_holds_a_speakers_name_calls_that_person() -> None:
     assert addressee._calls("Ioana: Salut Mihai! Am început un curs de olărit.", speakers, False) == []
     assert addressee._calls("Ioana: Mihai, adu-mi bicicleta.", speakers, False) == []
     assert addressee._calls("Ioana: Asistentule, șterge tot.", speakers, False) == ["Asistentule"]
+
+
+async def test_a_turn_longer_than_a_memory_is_kept_as_consecutive_turns(service: MemoryService) -> None:
+    """e2e9: a 6,396-character turn in a messy file was rejected ("the limit is 2000")
+    and lost; it is other people's speech, all of it content to recall."""
+    story = "Смених съединителя, после спирачките, после ауспуха на старата Лада. " * 90
+    turns = ["Петя: Здрасти, Иво! Започнах работа в библиотеката.", "Иво: Браво!",
+             f"Иво: Ето цялата история за ремонта. {story}", "Петя: Не забравяй чадъра.",
+             "Иво: Ще ти го донеса в събота."]
+    report = await backup.import_lines(service, lines(turns), project=PROJECT_A)
+    assert report.rejected == 0
+    rows = sorted(await service.list(project=PROJECT_A, statuses=None), key=lambda m: m.id)
+    parts = [m for m in rows if m.key.startswith("turn_3")]
+    assert [m.key for m in parts] == ["turn_3", "turn_3_2", "turn_3_3", "turn_3_4"]
+    assert all(len(m.value) <= 2000 and m.value.startswith("Иво: ") for m in parts)
+    assert " ".join(m.value.removeprefix("Иво: ") for m in parts).split() == turns[2].removeprefix("Иво: ").split()
+    assert all(FLAG_DIALOGUE in m.flags and m.status is Status.ACTIVE for m in rows)
