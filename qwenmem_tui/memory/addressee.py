@@ -74,6 +74,12 @@ def opening_call(said: str) -> str | None:
     return call
 
 
+def _names_a_speaker(call: str, speakers: set[str]) -> bool:
+    """A call that holds a speaker's name calls that person: "Salut Mihai" in Ioana's
+    and Mihai's conversation (e2e9: read nearer an assistant, the turn was held)."""
+    return call.casefold() in speakers or any(w.casefold() in speakers for w in _WORD.findall(call))
+
+
 def _said(value: str) -> str:
     return value.split(":", 1)[1] if speaker_label(value) is not None else value
 
@@ -82,7 +88,7 @@ def _calls(value: str, speakers: set[str], endpoint: bool) -> list[str]:
     said = _said(value)
     found = []
     call = opening_call(said)
-    if call is not None and call.casefold() not in speakers:
+    if call is not None and not _names_a_speaker(call, speakers):
         found.append(call)
     if endpoint:
         found += [w for w in _WORD.findall(said)[:_WORDS_READ] if w.casefold() not in speakers]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -49,7 +50,7 @@ from qwenmem_tui.memory.model import (
     turn_context,
 )
 from qwenmem_tui.memory.addressee import calling_assistant
-from qwenmem_tui.memory.guard import names_endpoint
+from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS, names_endpoint
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.store import RowQuery
 from qwenmem_tui.memory.timeline import parse_moment
@@ -214,7 +215,7 @@ async def import_rows(
     ``report.stopped``/``stopped_at`` say where it stopped.
     """
     report = report or ImportReport()
-    speech = dialogue_turns([row for _, row in rows])
+    rows, speech = split_long_turns(rows, dialogue_turns([row for _, row in rows]))
     calling = await _calling_assistant(service, [row for _, row in rows if id(row) in speech])
     pending: list[tuple[int, Mapping[str, object], PendingWrite]] = []
     history: list[tuple[int, Mapping[str, object]]] = []
@@ -453,6 +454,56 @@ async def _calling_assistant(service: MemoryService, turns: Sequence[Mapping[str
         service.vectors.embedder, [value for _, value in said], [names_endpoint("", value) for _, value in said]
     )
     return {id(turn) for (turn, _), called in zip(said, calls, strict=True) if called}
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？…])\s+")
+
+
+def split_long_turns(
+    rows: Sequence[tuple[int, Mapping[str, object]]], speech: set[int]
+) -> tuple[list[tuple[int, Mapping[str, object]]], set[int]]:
+    """Rows with each dialogue turn longer than a memory may be (``MAX_VALUE_CHARS``)
+    said as consecutive turns of its speaker, cut between sentences: a long turn in
+    other people's conversation is content to recall, not a line to reject (e2e9: a
+    6,396-character turn was lost with "the limit is 2000"). Its parts keep the line's
+    date and number, and their keys follow the line's (``key_2``, ``key_3``…)."""
+    out: list[tuple[int, Mapping[str, object]]] = []
+    turns = set(speech)
+    for number, row in rows:
+        value = row.get("value")
+        if id(row) not in speech or not isinstance(value, str) or len(value) <= MAX_VALUE_CHARS:
+            out.append((number, row))
+            continue
+        name, said = value.split(":", 1)
+        key = row.get("key")
+        for i, part in enumerate(_parts(said.strip(), MAX_VALUE_CHARS - len(name) - 2), start=1):
+            piece: dict[str, object] = {**row, "value": f"{name}: {part}"}
+            if isinstance(key, str) and i > 1 and KEY_PATTERN.fullmatch(f"{key}_{i}"):
+                piece["key"] = f"{key}_{i}"
+            turns.add(id(piece))
+            out.append((number, piece))
+    return out, turns
+
+
+def _parts(text: str, limit: int) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters, cut between sentences (or
+    words, or anywhere, when one is longer)."""
+    parts: list[str] = []
+    current = ""
+    for sentence in _SENTENCE_END.split(text):
+        while len(sentence) > limit:
+            cut = sentence.rfind(" ", 0, limit)
+            cut = cut if cut > limit // 2 else limit
+            sentence, head = sentence[cut:].lstrip(), sentence[:cut].rstrip()
+            if current:
+                parts.append(current)
+                current = ""
+            parts.append(head)
+        if current and len(current) + 1 + len(sentence) > limit:
+            parts.append(current)
+            current = ""
+        current = f"{current} {sentence}" if current else sentence
+    return [*parts, current] if current else parts
 
 
 def _where(scope: str, project: str) -> str:
