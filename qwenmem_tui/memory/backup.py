@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -48,6 +49,8 @@ from qwenmem_tui.memory.model import (
     speaker_label,
     turn_context,
 )
+from qwenmem_tui.memory.addressee import calling_assistant
+from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS, names_endpoint
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.store import RowQuery
 from qwenmem_tui.memory.timeline import parse_moment
@@ -212,7 +215,10 @@ async def import_rows(
     ``report.stopped``/``stopped_at`` say where it stopped.
     """
     report = report or ImportReport()
-    speech = dialogue_turns([row for _, row in rows])
+    rows, speech, continued = split_long_turns(rows, dialogue_turns([row for _, row in rows]))
+    # A long turn's later parts open mid-speech: their first words call nobody.
+    opening = [row for _, row in rows if id(row) in speech and id(row) not in continued]
+    calling = await _calling_assistant(service, opening)
     pending: list[tuple[int, Mapping[str, object], PendingWrite]] = []
     history: list[tuple[int, Mapping[str, object]]] = []
     now = service.clock()
@@ -229,7 +235,8 @@ async def import_rows(
             if trusted and is_backup_row(row):
                 _restates(row)  # a malformed link rejects the line before anything is written
             item = await _prepare(service, row, project=project, keep_scope=keep_scope,
-                                  trusted=trusted, now=now, speech=id(row) in speech)
+                                  trusted=trusted, now=now, speech=id(row) in speech,
+                                  calls_assistant=id(row) in calling)
         except ValueError as exc:  # MemoryRejected is a ValueError
             report.reject(number, str(exc))
             continue
@@ -438,6 +445,73 @@ def dialogue_turns(rows: Sequence[Mapping[str, object]]) -> set[int]:
     return {row_id for row_id, label in labels.items() if turns[label] > 1}
 
 
+async def _calling_assistant(service: MemoryService, turns: Sequence[Mapping[str, object]]) -> set[int]:
+    """The turns (by ``id()``) that call the assistant, read by meaning
+    (``addressee.py``): orders to it, held for review like an instruction."""
+    said = [(turn, value) for turn in turns if isinstance(value := turn.get("value"), str)]
+    if not said:
+        return set()
+    await service.vectors.load()
+    calls = await calling_assistant(
+        service.vectors.embedder, [value for _, value in said], [names_endpoint("", value) for _, value in said]
+    )
+    return {id(turn) for (turn, _), called in zip(said, calls, strict=True) if called}
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？…])\s+")
+
+
+def split_long_turns(
+    rows: Sequence[tuple[int, Mapping[str, object]]], speech: set[int]
+) -> tuple[list[tuple[int, Mapping[str, object]]], set[int], set[int]]:
+    """Rows with each dialogue turn longer than a memory may be (``MAX_VALUE_CHARS``)
+    said as consecutive turns of its speaker, cut between sentences: a long turn in
+    other people's conversation is content to recall, not a line to reject (e2e9: a
+    6,396-character turn was lost with "the limit is 2000"). Its parts keep the line's
+    date and number, and their keys follow the line's (``key_2``, ``key_3``…).
+    (rows, the turns' ids, the ids of the parts after a turn's first)."""
+    out: list[tuple[int, Mapping[str, object]]] = []
+    turns = set(speech)
+    continued: set[int] = set()
+    for number, row in rows:
+        value = row.get("value")
+        if id(row) not in speech or not isinstance(value, str) or len(value) <= MAX_VALUE_CHARS:
+            out.append((number, row))
+            continue
+        name, said = value.split(":", 1)
+        key = row.get("key")
+        for i, part in enumerate(_parts(said.strip(), MAX_VALUE_CHARS - len(name) - 2), start=1):
+            piece: dict[str, object] = {**row, "value": f"{name}: {part}"}
+            if isinstance(key, str) and i > 1 and KEY_PATTERN.fullmatch(f"{key}_{i}"):
+                piece["key"] = f"{key}_{i}"
+            turns.add(id(piece))
+            if i > 1:
+                continued.add(id(piece))
+            out.append((number, piece))
+    return out, turns, continued
+
+
+def _parts(text: str, limit: int) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters, cut between sentences (or
+    words, or anywhere, when one is longer)."""
+    parts: list[str] = []
+    current = ""
+    for sentence in _SENTENCE_END.split(text):
+        while len(sentence) > limit:
+            cut = sentence.rfind(" ", 0, limit)
+            cut = cut if cut > limit // 2 else limit
+            sentence, head = sentence[cut:].lstrip(), sentence[:cut].rstrip()
+            if current:
+                parts.append(current)
+                current = ""
+            parts.append(head)
+        if current and len(current) + 1 + len(sentence) > limit:
+            parts.append(current)
+            current = ""
+        current = f"{current} {sentence}" if current else sentence
+    return [*parts, current] if current else parts
+
+
 def _where(scope: str, project: str) -> str:
     if scope == GLOBAL_SCOPE:
         return "every project"
@@ -453,6 +527,7 @@ async def _prepare(
     trusted: bool,
     now: float,
     speech: bool = False,
+    calls_assistant: bool = False,
 ) -> PendingWrite | None:
     """One row as a guarded pending write; None when its exact expiry has passed."""
     origin = row.get("origin", Origin.USER.value)
@@ -487,7 +562,7 @@ async def _prepare(
             _string("key", key),
             value,
             origin=stored_origin,
-            provenance=Provenance.imported(trusted=trusted, speech=speech),
+            provenance=Provenance.imported(trusted=trusted, speech=speech, calls_assistant=calls_assistant),
             project=project,
             ttl_days=_import_ttl(row.get("ttl_days")),
             scope=scope,

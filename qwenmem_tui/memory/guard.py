@@ -36,6 +36,7 @@ from qwenmem_tui.memory.model import (
     GLOBAL_CATEGORIES,
     Category,
     holds,
+    speaker_label,
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer, content_terms
 
@@ -420,9 +421,14 @@ _TO_ASSISTANT = re.compile(
 
 def orders_the_assistant(key: str, value: str) -> bool:
     """A turn of a conversation between people that is an order to the assistant: it
-    reads as an instruction and names the assistant. "You should always rest, Mel" is
-    one person's advice to another, content to recall, not a rule for the model."""
-    return bool(_TO_ASSISTANT.search(value)) and reads_as_instruction(key, value)
+    names the assistant and reads as an instruction or sends somewhere (an address).
+    "You should always rest, Mel" is one person's advice to another, content to
+    recall, not a rule for the model. A turn that calls the assistant in any language
+    is read by meaning (``addressee.py``, ``Provenance.calls_assistant``)."""
+    said = value.split(":", 1)[1] if speaker_label(value) is not None else value
+    if not _TO_ASSISTANT.search(said):
+        return False
+    return reads_as_instruction(key, value) or names_endpoint(key, said)
 
 
 def reads_as_instruction(key: str, value: str) -> bool:
@@ -470,7 +476,7 @@ def check(
             return Verdict(flags=[*signals, *labels], value=stored)
         return Verdict(flags=labels, value=stored)
     reads = orders_the_assistant if prov.speech else reads_as_instruction
-    instruction = reads(key, value) and not {FLAG_INJECTION, FLAG_MARKUP} & set(signals)
+    instruction = (prov.calls_assistant or reads(key, value)) and not {FLAG_INJECTION, FLAG_MARKUP} & set(signals)
     if prov.untrusted_in_view:
         # A model write beside content nobody in the chat wrote, or an untrusted import.
         held = [FLAG_UNTRUSTED] if category in GLOBAL_CATEGORIES else []

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.guard import MAX_VALUE_CHARS
-from qwenmem_tui.memory.model import Category, Origin
+from qwenmem_tui.memory.model import Category, Origin, speaker_label
 from qwenmem_tui.memory.timeline import parse_moment
 
 SOURCES = ("claude-code", "qwen-code", "mem0")
@@ -310,3 +310,65 @@ def _scope(category: Category) -> dict[str, str]:
 def import_lines(entries: list[ImportedEntry]) -> list[str]:
     """The entries as the JSON lines `memory import` reads."""
     return [json.dumps(e.row, ensure_ascii=False) for e in entries]
+
+
+# -- a conversation as plain text ----------------------------------------------------
+
+# A session's date on a line of its own ("Session 2 — 2024-04-11", "11.04.2024",
+# "2024年4月11日", "2024. 04. 11.", "8 May 2023"): the turns after it were said then.
+_ISO_DAY = re.compile(
+    r"\b(\d{4})\.?\s?[-/.]?\s?(\d{1,2})\s?[-/.]\s?(\d{1,2})(?:[T ](\d{1,2}):(\d{2}))?"
+)
+_DOTTED_DAY = re.compile(r"\b(\d{1,2})\.\s?(\d{1,2})\.\s?(\d{4})\b")
+_CJK_DAY = re.compile(r"(\d{4})\s*[年년]\s*(\d{1,2})\s*[月월]\s*(\d{1,2})")
+_NAMED_DAY = ("%d %B %Y", "%d %B, %Y", "%B %d, %Y", "%B %d %Y", "%d %b %Y", "%b %d, %Y")
+_DAY_WORDS = re.compile(r"\d{1,2}\s+[A-Za-z]+,?\s+\d{4}|[A-Za-z]+\s+\d{1,2},?\s+\d{4}")
+TRANSCRIPT_SHARE = 0.5
+"""Of a plain-text file's lines, the share that must be "Name: text" turns."""
+
+
+def session_date(line: str) -> str | None:
+    """The ISO date a line of a transcript names (a session's heading), else None."""
+    found: list[int] | None = None
+    if (m := _ISO_DAY.search(line) or _CJK_DAY.search(line)) is not None:
+        found = [int(g) for g in m.groups() if g is not None]
+    elif (m := _DOTTED_DAY.search(line)) is not None:
+        day, month, year = (int(g) for g in m.groups())
+        found = [year, month, day]
+    elif (m := _DAY_WORDS.search(line)) is not None:
+        for shape in _NAMED_DAY:
+            try:
+                named = datetime.strptime(m.group().replace(",", ", ").replace("  ", " "), shape)
+            except ValueError:
+                continue
+            found = [named.year, named.month, named.day]
+            break
+    if found is None:
+        return None
+    try:
+        year, month, day, hour, minute = [*found, 0, 0][:5]
+        return datetime(year, month, day, hour, minute, tzinfo=UTC).isoformat()
+    except ValueError:  # 2024-13-45: not a date
+        return None
+
+
+def read_transcript(text: str, name: str) -> list[JSONObject] | None:
+    """A conversation written as plain text — one ``"Name: text"`` line a turn, a
+    session's date on a line of its own before its turns — as the rows a JSON-lines
+    dialogue import holds (category ``reference``, the line as said, its session's
+    date); None when the file is not one (most lines must be turns). A line that is
+    neither a turn nor a date is kept as a turn without a name."""
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
+    turns = [line for line in lines if speaker_label(line) is not None]
+    if len(turns) < 2 or len(turns) < TRANSCRIPT_SHARE * len(lines):
+        return None
+    stem = make_key(name) if name else "conversation"
+    rows: list[JSONObject] = []
+    stated: str | None = None
+    for line in lines:
+        if speaker_label(line) is None and (date := session_date(line)) is not None:
+            stated = date
+            continue
+        row: JSONObject = {"category": "reference", "key": f"{stem}_{len(rows) + 1}", "value": line}
+        rows.append(row | ({"stated_at": stated} if stated else {}))
+    return rows

@@ -36,6 +36,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from qwenmem_tui.memory.holder_space import example_texts as holder_examples
+from qwenmem_tui.memory.holder_space import vectors_name as holder_vectors_name
 from qwenmem_tui.memory.languages import KINDS, SENTENCES
 from qwenmem_tui.memory.meaning import NEUTRAL, SHIPPED, class_means
 from qwenmem_tui.memory.model import embed_text
@@ -77,6 +79,26 @@ def fit_language_basis(vectors: np.ndarray, rows: Sequence[int]) -> np.ndarray:
     kept = directions[strengths > strengths[0] * 1e-6]  # the centred means span one less
     basis: np.ndarray = kept.T.astype(np.float32)
     return basis
+
+
+def question_bank(embedder_id: str) -> np.ndarray | None:
+    """The shipped questions' vectors (these sentences' and the holders' examples',
+    ``holder_space.py``): questions of every kind in many languages, against which
+    recall tells a hub from an answer (``dense.hubness``); None for any other embedder.
+    Blocking: call it in a thread (read once per process by the recaller)."""
+    parts = []
+    for texts, name in ((sentence_texts, vectors_name), (holder_examples, holder_vectors_name)):
+        statements, questions, _ = texts()
+        try:
+            vectors = np.load(SHIPPED / name(embedder_id))
+        except (OSError, ValueError):
+            return None
+        if vectors.shape[0] != len(statements) + len(questions):
+            return None
+        parts.append(vectors[len(statements) :].astype(np.float32))
+    bank = np.concatenate(parts)
+    bank.flags.writeable = False
+    return bank
 
 
 _BASES: dict[str, np.ndarray | None] = {}

@@ -79,6 +79,9 @@ class Provenance:
     speech: bool = False
     """The write's text is a turn of a conversation between people ("Caroline: you
     should try it!"): its "you" is the other person, not the assistant."""
+    calls_assistant: bool = False
+    """A turn of such a conversation that calls the assistant ("Asszisztens, …"), read
+    by meaning (``addressee.py``): an order to it, whatever else it says."""
     outside: bool = False
     """Written by another program's agent (MCP ``remember``, the daemon's memory
     routes): a link or address in it is where that agent wants the user's data to go
@@ -89,14 +92,16 @@ class Provenance:
         return cls(Writer.USER)
 
     @classmethod
-    def imported(cls, *, trusted: bool = False, speech: bool = False) -> Provenance:
+    def imported(cls, *, trusted: bool = False, speech: bool = False, calls_assistant: bool = False) -> Provenance:
         """An import: file content (what it claims about its origin proves nothing),
         unless the person running it said with ``--trust`` that it is their own — then
         its lines are judged by their wording alone, as a restored backup. ``speech``:
         the line is a turn of a dialogue between people (``backup.dialogue_turns``)."""
         if trusted:
-            return cls(Writer.IMPORT, speech=speech)
-        return cls(Writer.IMPORT, ("imported file",), file_content=True, speech=speech)
+            return cls(Writer.IMPORT, speech=speech, calls_assistant=calls_assistant)
+        return cls(
+            Writer.IMPORT, ("imported file",), file_content=True, speech=speech, calls_assistant=calls_assistant
+        )
 
     @classmethod
     def from_messages(

@@ -180,11 +180,18 @@ async def test_one_query_recall_ranks_and_reads_as_the_local_cache(
         # A holder space (holder_space.py, none shipped for the hash embedder): its
         # reordering reads the vectors the statement sent, no statement of its own.
         holders = HolderSpace(np.zeros(dim, dtype=np.float32), np.linalg.qr(np.random.default_rng(6).standard_normal((dim, 8)))[0].astype(np.float32))
+        # A question bank (language_space.question_bank, none for the hash embedder): the
+        # channels fused by scores read the candidates' vectors the statement sent.
+        bank = np.random.default_rng(7).standard_normal((50, dim)).astype(np.float32)
         compared = read_after = 0
-        for rows_with_search, basis, space in ((1, None, None), (0, None, None), (1, remove, None), (1, None, holders), (0, remove, holders)):
+        for rows_with_search, basis, space, questions in (
+            (1, None, None, None), (0, None, None, None), (1, remove, None, None), (1, None, holders, None),
+            (0, remove, holders, None), (1, remove, holders, bank), (0, None, None, bank),
+        ):
             monkeypatch.setattr(store_index, "ROWS_WITH_SEARCH", rows_with_search)
             server.recaller._language = local.recaller._language = (basis,)
             server.recaller._holders = local.recaller._holders = (space, None)
+            server.recaller._bank = local.recaller._bank = (questions,)
             for query in queries:
                 for k, min_score in ((3, -1.0), (8, -1.0), (5, None)):
                     first = await local.recall(query, project=PROJECT_A, k=k, min_score=min_score, record=False)

@@ -19,7 +19,7 @@ from qwenmem_tui.features.memory.feature import MEMORY_SESSION
 from qwenmem_tui.features.memory.receipts import RECEIPT_ITEM
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths, project_id
-from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError
+from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 from qwenmem_tui.tui.app import QwenmemApp
 from qwenmem_tui.tui.features.memory.extension import memory_extension
 from qwenmem_tui.tui.features.memory.receipt import MemoryReceipt
@@ -116,5 +116,28 @@ async def test_a_failed_request_shows_no_receipt(
         await wait_until(pilot, lambda: bool(app.screen.query(ErrorItem)))
         await settle(pilot)
         assert carries_the_fact(first_chat_request(fake))
+        assert not app.screen.query(MemoryReceipt)
+        assert not [item for item in app.session.items if item.type == RECEIPT_ITEM]
+
+
+async def test_a_reply_that_fails_after_a_tool_call_shows_no_receipt(
+    remembered: None, fake: FakeOpenAI, settings: Settings, make_app: Callable[..., QwenmemApp]
+) -> None:
+    """e2e9: the first request (memory in it) was answered with a tool call, the next
+    one failed: "✗ … HTTP 500" then "⌁ 1 memory" read as memory that served a reply."""
+    settings.memory.initial_wait_ms = 30_000  # recall surely in the first request
+    fake.script(
+        Reply(tool_calls=[ToolCallSpec("list_directory", {"path": "."})]),
+        HTTPError(500, {"error": {"message": "upstream down", "type": "server_error"}}),
+    )
+    app = make_app(extensions=[memory_extension])
+    async with app.run_test(size=SIZE) as pilot:
+        await open_app(app, pilot)
+        app.screen.prompt.insert(QUESTION)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: bool(app.screen.query(ErrorItem)))
+        await settle(pilot)
+        assert carries_the_fact(first_chat_request(fake))
+        assert len([b for b in fake.chat_requests if b["model"] == "test-model"]) == 2
         assert not app.screen.query(MemoryReceipt)
         assert not [item for item in app.session.items if item.type == RECEIPT_ITEM]

@@ -571,16 +571,47 @@ async def restore(args: argparse.Namespace, settings: Settings, paths: Paths) ->
     return 0
 
 
+def json_lines(text: str) -> list[str]:
+    """A JSON-lines file's lines (its BOM already read off): split at newlines alone,
+    CRLF or LF. ``str.splitlines`` also splits at U+2028, U+0085 and other separators
+    that a JSON string may hold raw (JavaScript's ``JSON.stringify`` and Python's
+    ``ensure_ascii=False`` write them so), which cut one memory into two broken lines."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+def _plain_lines(source: Path, text: str) -> list[str] | None:
+    """A file's JSON lines; a conversation written as plain text ("Name: text" a line,
+    each session's date on a line of its own) as the dialogue rows it stands for; for
+    any other text one line saying what import reads, not an error a line."""
+    from qwenmem_tui.memory.importers import read_transcript
+
+    lines = json_lines(text)
+    if not any(line.strip() for line in lines) or any(
+        line.lstrip().startswith(("{", "[")) for line in lines
+    ):
+        return lines
+    rows = read_transcript(text, source.stem)
+    if rows is None:
+        print(
+            f"qwenmem: {source}: neither JSON lines (one object a line with a \"value\", "
+            'optional "category", "key", "stated_at") nor a conversation ("Name: text" a line)',
+            file=sys.stderr,
+        )
+        return None
+    return [json.dumps(row, ensure_ascii=False) for row in rows]
+
+
 def _import_source(args: argparse.Namespace) -> list[str] | None:
     """The JSON lines to import: the file's, or another tool's memory read as lines."""
     if args.source is None:
         try:
             source: Path = args.file  # argparse's Namespace is untyped
-            return source.read_text(encoding="utf-8").splitlines()
+            text = source.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:
             reason = getattr(exc, "strerror", None) or exc
             print(f"qwenmem: cannot read {args.file}: {reason}", file=sys.stderr)
             return None
+        return _plain_lines(source, text)
     from qwenmem_tui.memory.importers import (
         ImportSourceError,
         import_lines,

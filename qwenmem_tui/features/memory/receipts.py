@@ -233,6 +233,8 @@ def receipt_memory(memory: Memory, sent: SentMemory) -> ReceiptMemory:
 
 
 Fetch = Callable[[Sequence[int]], Awaitable[list[Memory]]]
+UNFINISHED = frozenset({"error", "cancelled"})
+"""Outcomes with no reply a receipt could list memories under (``QueryOutcome.status``)."""
 
 
 class MemoryReceiptHook(BaseQueryHook):
@@ -263,7 +265,11 @@ class MemoryReceiptHook(BaseQueryHook):
         self._writes.pop(session.info.id, None)
 
     async def on_query_end(self, session: ChatSession, outcome: QueryOutcome) -> None:
-        sent = self._prefetch.sent_memories()
+        # A reply that failed or was cancelled used nothing: an earlier request of it
+        # may have been answered (a tool call), but "✗ … failed" then "⌁ 5 memories"
+        # reads as memory that served a reply (e2e9). What the model saved meanwhile
+        # was saved, so those lines stay.
+        sent = self._prefetch.sent_memories() if outcome.status not in UNFINISHED else []
         writes = self._writes.pop(session.info.id, [])
         if not sent and not writes:
             return

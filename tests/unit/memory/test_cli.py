@@ -249,3 +249,72 @@ def _child_env() -> dict[str, str]:
     import os
 
     return {k: os.environ[k] for k in ("PATH", "PYTHONPATH") if k in os.environ}
+
+
+def test_a_file_written_by_other_tools_imports_whole(
+    qwenmem: Callable[..., CliResult], home: Path, tmp_path: Path
+) -> None:
+    """e2e9: a file saved with a BOM (Notepad, PowerShell) lost its first line as "not
+    valid JSON", and a value holding a raw U+2028 or U+2029 (as JSON.stringify and
+    ensure_ascii=False write them) was cut into two broken lines."""
+    project = _project(tmp_path / "alpha")
+    values = ["Петя: Започнах работа в библиотеката.", "Иво: първи ред\u2028втори ред", "Петя: а\u2029б"]
+    body = "\r\n".join(
+        json.dumps({"category": "reference", "key": f"turn_{i}", "value": v}, ensure_ascii=False)
+        for i, v in enumerate(values)
+    )
+    source = tmp_path / "dialogue.jsonl"
+    source.write_bytes(("\ufeff" + body + "\r\n\r\n").encode("utf-8"))
+    done = qwenmem("import", "--trust", str(source), home=home, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "imported 3 " in done.stdout and "rejected 0" in done.stdout
+    listed = json.loads(qwenmem("list", "--json", home=home, cwd=project).stdout)
+    assert sorted(m["value"] for m in listed) == sorted(values)
+
+
+TRANSCRIPT = """Session 1 — 2024-03-02
+Zsófi: Szia Bence! Felvettek a szegedi egyetemre biológia szakra.
+Bence: Gratulálok! Hívd fel anyukádat, biztos büszke lesz rád!
+
+11.04.2024
+Bence: Megjött a kiskutyám, Bodzának neveztem el.
+Zsófi: Jaj de cuki! Milyen fajta?
+és akkor elmentünk sétálni
+Bence: Vizsla, három hónapos.
+"""
+
+
+def test_a_conversation_written_as_plain_text_imports_as_its_turns(
+    qwenmem: Callable[..., CliResult], home: Path, tmp_path: Path
+) -> None:
+    """e2e9: "one 'Name: text' line a turn, with session dates" as a .txt was 60 lines of
+    "not valid JSON" and nothing imported. Each line is a turn said on its session's
+    date; second-person speech between them is kept (orders to the assistant: on the
+    default embedder, tests/unit/memory/test_dialogue_import.py)."""
+    project = _project(tmp_path / "alpha")
+    source = tmp_path / "zsofi_es_bence.txt"
+    source.write_text(TRANSCRIPT, encoding="utf-8")
+    done = qwenmem("import", str(source), home=home, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "imported 6 " in done.stdout and "quarantined 0 " in done.stdout
+    rows = {m["value"]: m for m in json.loads(qwenmem("list", "--all", "--json", home=home, cwd=project).stdout)}
+    assert len(rows) == 6 and {m["category"] for m in rows.values()} == {"reference"}
+    assert {m["status"] for m in rows.values()} == {"active"}
+    assert all("dialogue_turn" in m["flags"] for v, m in rows.items() if ": " in v)
+    puppy = rows["Bence: Megjött a kiskutyám, Bodzának neveztem el."]
+    hug = rows["Bence: Gratulálok! Hívd fel anyukádat, biztos büszke lesz rád!"]
+    assert (hug["stated_at"], puppy["stated_at"]) == (1709337600, 1712793600)
+    assert "és akkor elmentünk sétálni" in rows  # a line without a name is kept
+    found = json.loads(qwenmem("search", "Bodzának", "--json", home=home, cwd=project).stdout)
+    assert found and found[0]["value"] == puppy["value"]
+
+
+def test_plain_text_that_is_no_conversation_gets_one_line(
+    qwenmem: Callable[..., CliResult], home: Path, tmp_path: Path
+) -> None:
+    project = _project(tmp_path / "alpha")
+    source = tmp_path / "notes.txt"
+    source.write_text("buy milk\ncall the bank\n" * 20, encoding="utf-8")
+    done = qwenmem("import", str(source), home=home, cwd=project)
+    assert done.returncode == 1
+    assert len(done.stderr.strip().splitlines()) == 1 and "neither JSON lines" in done.stderr

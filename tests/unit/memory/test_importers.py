@@ -206,3 +206,13 @@ def test_entries_keep_the_date_their_source_gives_them(tmp_path: Path) -> None:
     role = folder / "user_role.md"
     os.utime(role, (1_700_000_000, 1_700_000_000))
     assert rows("claude-code", folder)["user_role"]["stated_at"] == "2023-11-14T22:13:20+00:00"
+
+
+def test_a_transcripts_session_headings_are_read_as_dates_in_their_usual_shapes() -> None:
+    from qwenmem_tui.memory.importers import session_date
+
+    day = "2024-04-11T00:00:00+00:00"
+    for heading in ("Session 2 — 2024-04-11", "11.04.2024", "2024年4月11日", "2. alkalom: 2024. 04. 11.", "11 April 2024"):
+        assert session_date(heading) == day, heading
+    assert session_date("2024-03-02T18:30") == "2024-03-02T18:30:00+00:00"
+    assert session_date("2024-13-45") is None and session_date("room 2024, floor 5") is None

@@ -7,6 +7,7 @@ itself (fts5vocab), never from the content table it points at.
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from memtest_support import PROJECT_A, PROJECT_B, Clock, fts_documents, fts_matc
 
 from qwenmem_tui.memory.lexical import QUERY_CHARS, coverage, query_terms
 from qwenmem_tui.memory.model import DAY, Memory, Status, WriteRequest
-from qwenmem_tui.memory.recall import Candidate, fuse, passes
+from qwenmem_tui.memory.recall import SMALL_TALK_WORDS, Candidate, fuse, holds_its_words, named_in_small_talk, passes
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
@@ -152,6 +153,18 @@ def test_the_threshold_keeps_strong_lexical_matches_the_embedder_scores_low() ->
     assert not passes(_candidate(0.5, 3.2, 0.1), 0.8)  # one common word of ten is not
     assert not passes(_candidate(None, None, 1.0), 0.8)  # coverage needs an FTS match
     assert passes(_candidate(0.1, None, 0.0), None)
+
+
+def test_small_talk_keeps_a_memory_holding_its_words_as_written_and_past_the_threshold() -> None:
+    """``named_in_small_talk``: a bare code ("db1") keeps its note; a short word shared
+    with a note the embedder scores under the threshold ("на добраніч"), or a word
+    met only in Latin letters ("شكرا" thanks and "شکر" sugar: both "shkr"), does not."""
+    assert named_in_small_talk(_candidate(0.87, 3.6, 1.0), 0.81)
+    assert named_in_small_talk(_candidate(None, 3.6, 1.0), 0.81)  # not embedded yet
+    assert not named_in_small_talk(_candidate(0.776, 2.0, 0.5), 0.81)
+    look_alike = replace(_candidate(0.861, None, 0.0), spelled=1.0)
+    assert holds_its_words(look_alike, SMALL_TALK_WORDS) and not named_in_small_talk(look_alike, 0.81)
+    assert not named_in_small_talk(_candidate(0.9, 3.6, 0.25), 0.81)  # one word of four
 
 
 async def test_a_rare_code_is_recalled_even_when_its_cosine_is_below_the_threshold(

@@ -7,6 +7,9 @@ from memtest_support import PROJECT_A, make_settings
 
 from qwenmem_tui.memory.metrics import compute_stats, token_bucket
 from qwenmem_tui.features.memory.receipts import Receipt, count_line
+from qwenmem_tui.memory.model import Category, Memory, Origin, Status
+from qwenmem_tui.memory.recall import Candidate, fitted_block, within_budget
+from qwenmem_tui.memory.render import render_block
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 from qwenmem_tui.text import estimate_text_tokens
@@ -75,3 +78,29 @@ def test_stats_report_tokens_per_reply_p50_and_p95() -> None:
     assert (stats.tokens_at(0.5), stats.tokens_at(0.95)) == (50, 125)
     assert stats.to_json()["memory_tokens_per_reply"] == {"replies": 20, "p50": 50, "p95": 125}
     assert "memory tokens/reply  p50 ≤50, p95 ≤125" in stats.to_text()
+
+
+def _noted(memory_id: int, value: str) -> Candidate:
+    memory = Memory(
+        id=memory_id, category=Category.PROJECT, key=f"deploy_step_{memory_id}", value=value,
+        origin=Origin.USER, status=Status.ACTIVE, scope="p", user="u", created_at=100.0 + memory_id,
+        updated_at=100.0 + memory_id, flags=[], expires_at=None,
+    )
+    return Candidate(memory, 1.0 / memory_id, 0.9, None, 0.0)
+
+
+def test_the_notes_that_mark_earlier_versions_count_against_the_budget() -> None:
+    """e2e9: three linked versions of a long note, each costed without its "an earlier
+    version: …, may replace it" note, made a block of 322 tokens for a budget of 300."""
+    step = "A telepítési folyamatunk lépései: először lefut a teljes tesztkészlet. "
+    ranked = [_noted(1, step * 3), _noted(2, step * 5), _noted(3, step * 3)]
+    newer = ranked[0].memory
+    marks = {2: newer, 3: newer}  # both older versions of the first
+    now = 200.0
+    plain = within_budget(ranked, now, 0)
+    budget = estimate_text_tokens(render_block([c.memory for c in plain], now)) + 5
+    assert estimate_text_tokens(render_block([c.memory for c in plain], now, marks)) > budget
+    kept, later, block = fitted_block(within_budget(ranked, now, budget), [], marks, now, budget)
+    assert estimate_text_tokens(block) <= budget
+    assert [c.memory.id for c in kept] == [1, 2]  # the lowest ranked left out, the order kept
+    assert later == {2: newer} and "an earlier version" in block

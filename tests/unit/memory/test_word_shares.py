@@ -44,6 +44,9 @@ async def test_one_shared_common_word_does_not_outrank_the_answer_in_another_lan
     question = "where do alerts go?"
     result = await e5_service.recall(question, project=PROJECT_A, record=False)
     assert result.ids[0] == ids["monitoring"]
+    e5_service.recaller.weighted = False  # the shares within rank fusion (as fact identity fuses)
+    result = await e5_service.recall(question, project=PROJECT_A, record=False)
+    assert result.ids[0] == ids["monitoring"]
     e5_service.recaller.word_shares = False  # rank alone: the one-word find comes first
     plain = await e5_service.recall(question, project=PROJECT_A, record=False)
     assert plain.ids[0] == ids["payment_provider"]
