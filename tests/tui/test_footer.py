@@ -15,9 +15,12 @@ from qwenmem_tui.tui.widgets.prompt import PromptInput
 from .conftest import SIZE, send, settle, wait_until
 
 
-def _escape(footer: SteadyFooter) -> FooterKey:
-    [key] = [key for key in footer.query(FooterKey) if key.key == "escape"]
-    return key
+def _escape_off(footer: SteadyFooter) -> bool | None:
+    """Whether the footer shows Esc disabled; None while it has no Esc key (between
+    removing its keys and mounting the new ones, which a wait may look in on)."""
+    keys = [key for key in footer.query(FooterKey) if key.key == "escape"]
+    assert len(keys) <= 1, keys
+    return keys[0].has_class("-disabled") if keys else None
 
 
 async def test_the_footer_keeps_its_keys_until_what_it_shows_changes(
@@ -31,7 +34,7 @@ async def test_the_footer_keeps_its_keys_until_what_it_shows_changes(
         footer = app.screen.query_one(SteadyFooter)
         await wait_until(pilot, lambda: bool(footer.query(FooterKey)))
         app.screen.query_one(PromptInput).focus()  # typing, nothing to cancel: Esc is off
-        await wait_until(pilot, lambda: _escape(footer).has_class("-disabled"))
+        await wait_until(pilot, lambda: _escape_off(footer) is True)
         keys = list(footer.query(FooterKey))
 
         recomposed: list[int] = []
@@ -49,8 +52,8 @@ async def test_the_footer_keeps_its_keys_until_what_it_shows_changes(
 
         # Busy, Esc has a reply to cancel: the footer shows it enabled, then disabled again.
         await send(pilot, "a question")
-        await wait_until(pilot, lambda: not _escape(footer).has_class("-disabled"))
+        await wait_until(pilot, lambda: _escape_off(footer) is False)
         gate.set()
         await settle(pilot)
-        await wait_until(pilot, lambda: _escape(footer).has_class("-disabled"))
+        await wait_until(pilot, lambda: _escape_off(footer) is True)
         assert "the reply" in app.session.items[-1].content
