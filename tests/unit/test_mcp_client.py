@@ -197,7 +197,7 @@ async def test_misbehaving_server_is_one_error_and_restarts_on_the_next_call(
     [
         (McpServerSettings(command="/nonexistent/mcp-server"), "command not found"),
         (McpServerSettings(command=PYTHON, args=["-c", "pass"]), ""),
-        (McpServerSettings(command=PYTHON, args=["-c", BROKEN_SERVER, "garbage-init"], timeout=1), "garbage"),
+        (McpServerSettings(command=PYTHON, args=["-c", BROKEN_SERVER, "garbage-init"], timeout=4), "garbage"),  # room for a busy start
     ],
 )
 async def test_server_that_cannot_start_fails_with_one_line(
