@@ -141,6 +141,8 @@ SPEECH_BETWEEN_THEM = [
     "Od teraz biorę zawsze parasol, bo ciągle pada.",
     "Kochanie, kupisz chleb?",
     "Rafiki, tuonane kesho sokoni.",
+    "Safi! Nipeleke sokoni kesho basi.",
+    "Asante, nitakuletea kesho.",
     "Gina, really cool system! How do you keep up with your goals?",
     "Salut Bence! Am început un curs de olărit în fiecare joi seara.",
     "Wow, napisz mi na bence@example.com, wyślę ci zdjęcia.",
