@@ -102,12 +102,31 @@ async def test_a_paste_starts_recall_at_once_and_sent_200ms_later_carries_its_me
     assert carries_the_fact(first_chat_request(fake))
 
 
-async def test_a_failed_request_shows_no_receipt(
-    remembered: None, fake: FakeOpenAI, settings: Settings, make_app: Callable[..., QwenmemApp]
+UPSTREAM_DOWN = HTTPError(500, {"error": {"message": "upstream down", "type": "server_error"}})
+
+
+@pytest.mark.parametrize(
+    "replies",
+    [
+        pytest.param([UPSTREAM_DOWN], id="failed"),
+        # e2e9: the first request (memory in it) was answered with a tool call, the next
+        # one failed: "✗ … HTTP 500" then "⌁ 1 memory" read as memory that served a reply.
+        pytest.param(
+            [Reply(tool_calls=[ToolCallSpec("list_directory", {"path": "."})]), UPSTREAM_DOWN],
+            id="failed_after_a_tool_call",
+        ),
+    ],
+)
+async def test_a_reply_that_failed_shows_no_receipt(
+    replies: list[Reply | HTTPError],
+    remembered: None,
+    fake: FakeOpenAI,
+    settings: Settings,
+    make_app: Callable[..., QwenmemApp],
 ) -> None:
-    """The memory was in the request, but no model answered it: no `⌁ 1 memory`."""
+    """The memory was in the request, but no model answered the reply: no `⌁ 1 memory`."""
     settings.memory.initial_wait_ms = 30_000  # recall surely in the first request
-    fake.script(HTTPError(500, {"error": {"message": "upstream down", "type": "server_error"}}))
+    fake.script(*replies)
     app = make_app(extensions=[memory_extension])
     async with app.run_test(size=SIZE) as pilot:
         await open_app(app, pilot)
@@ -116,28 +135,6 @@ async def test_a_failed_request_shows_no_receipt(
         await wait_until(pilot, lambda: bool(app.screen.query(ErrorItem)))
         await settle(pilot)
         assert carries_the_fact(first_chat_request(fake))
-        assert not app.screen.query(MemoryReceipt)
-        assert not [item for item in app.session.items if item.type == RECEIPT_ITEM]
-
-
-async def test_a_reply_that_fails_after_a_tool_call_shows_no_receipt(
-    remembered: None, fake: FakeOpenAI, settings: Settings, make_app: Callable[..., QwenmemApp]
-) -> None:
-    """e2e9: the first request (memory in it) was answered with a tool call, the next
-    one failed: "✗ … HTTP 500" then "⌁ 1 memory" read as memory that served a reply."""
-    settings.memory.initial_wait_ms = 30_000  # recall surely in the first request
-    fake.script(
-        Reply(tool_calls=[ToolCallSpec("list_directory", {"path": "."})]),
-        HTTPError(500, {"error": {"message": "upstream down", "type": "server_error"}}),
-    )
-    app = make_app(extensions=[memory_extension])
-    async with app.run_test(size=SIZE) as pilot:
-        await open_app(app, pilot)
-        app.screen.prompt.insert(QUESTION)
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: bool(app.screen.query(ErrorItem)))
-        await settle(pilot)
-        assert carries_the_fact(first_chat_request(fake))
-        assert len([b for b in fake.chat_requests if b["model"] == "test-model"]) == 2
+        assert len([b for b in fake.chat_requests if b["model"] == "test-model"]) == len(replies)
         assert not app.screen.query(MemoryReceipt)
         assert not [item for item in app.session.items if item.type == RECEIPT_ITEM]
