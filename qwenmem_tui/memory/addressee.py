@@ -19,7 +19,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from qwenmem_tui.memory.model import speaker_label
+from qwenmem_tui.memory.guard import names_endpoint
+from qwenmem_tui.memory.model import speaker_label, spoken
 
 if TYPE_CHECKING:  # an import of notes alone never loads numpy
     import numpy as np
@@ -82,17 +83,13 @@ def _names_a_speaker(call: str, speakers: set[str]) -> bool:
     return call.casefold() in speakers or any(w.casefold() in speakers for w in _WORD.findall(call))
 
 
-def _said(value: str) -> str:
-    return value.split(":", 1)[1] if speaker_label(value) is not None else value
-
-
-def _calls(value: str, speakers: set[str], endpoint: bool) -> list[str]:
-    said = _said(value)
+def _calls(value: str, speakers: set[str]) -> list[str]:
+    said = spoken(value)
     found = []
     call = opening_call(said)
     if call is not None and not _names_a_speaker(call, speakers):
         found.append(call)
-    if endpoint:
+    if names_endpoint("", value):
         found += [w for w in _WORD.findall(said)[:_WORDS_READ] if w.casefold() not in speakers]
     return found
 
@@ -107,15 +104,15 @@ async def _examples(embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
         return _spaces[embedder.id]
 
 
-async def calling_assistant(embedder: Embedder, values: Sequence[str], endpoints: Sequence[bool]) -> list[bool]:
+async def calling_assistant(embedder: Embedder, values: Sequence[str]) -> list[bool]:
     """For each turn (``"Name: text"``), whether it calls the assistant: its opening
-    call, or any word of a turn that names an address (``endpoints``), read nearer an
-    assistant than a person. Turns of one conversation: their speakers' names are
-    people. An embedder whose vectors carry no meaning (the hash one) reads none."""
+    call, or any word of a turn that names an address (``guard.names_endpoint``), read
+    nearer an assistant than a person. Turns of one conversation: their speakers'
+    names are people. An embedder whose vectors carry no meaning (the hash one) reads none."""
     if embedder.id.startswith("hash") or not values:
         return [False] * len(values)
     speakers = {label for value in values if (label := speaker_label(value)) is not None}
-    calls = [_calls(value, speakers, endpoint) for value, endpoint in zip(values, endpoints, strict=True)]
+    calls = [_calls(value, speakers) for value in values]
     distinct = sorted({call for found in calls for call in found})
     if not distinct:
         return [False] * len(values)

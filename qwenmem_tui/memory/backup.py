@@ -50,7 +50,7 @@ from qwenmem_tui.memory.model import (
     turn_context,
 )
 from qwenmem_tui.memory.addressee import calling_assistant
-from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS, names_endpoint
+from qwenmem_tui.memory.guard import KEY_PATTERN, MAX_VALUE_CHARS
 from qwenmem_tui.memory.provenance import Provenance
 from qwenmem_tui.memory.store import RowQuery
 from qwenmem_tui.memory.timeline import parse_moment
@@ -452,9 +452,7 @@ async def _calling_assistant(service: MemoryService, turns: Sequence[Mapping[str
     if not said:
         return set()
     await service.vectors.load()
-    calls = await calling_assistant(
-        service.vectors.embedder, [value for _, value in said], [names_endpoint("", value) for _, value in said]
-    )
+    calls = await calling_assistant(service.vectors.embedder, [value for _, value in said])
     return {id(turn) for (turn, _), called in zip(said, calls, strict=True) if called}
 
 

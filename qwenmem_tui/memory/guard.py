@@ -36,7 +36,7 @@ from qwenmem_tui.memory.model import (
     GLOBAL_CATEGORIES,
     Category,
     holds,
-    speaker_label,
+    spoken,
 )
 from qwenmem_tui.memory.provenance import Provenance, Writer, content_terms
 
@@ -425,7 +425,7 @@ def orders_the_assistant(key: str, value: str) -> bool:
     "You should always rest, Mel" is one person's advice to another, content to
     recall, not a rule for the model. A turn that calls the assistant in any language
     is read by meaning (``addressee.py``, ``Provenance.calls_assistant``)."""
-    said = value.split(":", 1)[1] if speaker_label(value) is not None else value
+    said = spoken(value)
     if not _TO_ASSISTANT.search(said):
         return False
     return reads_as_instruction(key, value) or names_endpoint(key, said)

@@ -269,6 +269,12 @@ def speaker_label(value: str) -> str | None:
     return match.group(1).strip().casefold() if match is not None else None
 
 
+def spoken(value: str) -> str:
+    """What a ``"Name: text"`` line says, its speaker's label left out; any other
+    text as it is."""
+    return value.split(":", 1)[1] if speaker_label(value) is not None else value
+
+
 def same_conversation(before: Memory, after: Memory) -> bool:
     """Two dialogue turns of one conversation, ``before`` said first (and not held): of
     one user and scope, at most ``TURN_GAP_S`` apart."""

