@@ -105,10 +105,26 @@ def read_source(kind: str, path: Path) -> list[ImportedEntry]:
 
 
 def _read_text(path: Path) -> str:
+    return read_bounded(path, MAX_FILE_BYTES, "not a memory file", encoding="utf-8")
+
+
+MAX_IMPORT_BYTES = 64 * 1024 * 1024
+"""A JSON-lines file larger than this (tens of thousands of memories) is refused."""
+
+
+def read_bounded(path: Path, limit: int, beyond: str, *, encoding: str = "utf-8-sig") -> str:
+    """A regular file's text, at most ``limit`` bytes read: a device, a FIFO or a file
+    that never ends is refused, not read into memory until the kernel kills the process
+    (e2e10: `memory import /dev/zero`, which reports a size of 0). ``beyond``: what a
+    larger file is said to be."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ImportSourceError(f"{path}: larger than {MAX_FILE_BYTES // 1000} kB, not a memory file")
-        return path.read_text(encoding="utf-8")
+        if not path.is_file():
+            raise ImportSourceError(f"{path}: not a regular file")
+        with path.open("rb") as source:
+            data = source.read(limit + 1)
+        if len(data) > limit:
+            raise ImportSourceError(f"{path}: larger than {limit // 1_000_000 or 1} MB, {beyond}")
+        return data.decode(encoding)
     except UnicodeDecodeError as exc:
         raise ImportSourceError(f"{path}: not UTF-8 text") from exc
     except OSError as exc:

@@ -628,20 +628,22 @@ def _one_document(source: Path, text: str) -> list[str] | None | Literal[False]:
 
 def _import_source(args: argparse.Namespace) -> list[str] | None:
     """The JSON lines to import: the file's, or another tool's memory read as lines."""
-    if args.source is None:
-        try:
-            source: Path = args.file  # argparse's Namespace is untyped
-            text = source.read_text(encoding="utf-8-sig")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = getattr(exc, "strerror", None) or exc
-            print(f"qwenmem: cannot read {args.file}: {reason}", file=sys.stderr)
-            return None
-        return _plain_lines(source, text)
     from qwenmem_tui.memory.importers import (
+        MAX_IMPORT_BYTES,
         ImportSourceError,
         import_lines,
+        read_bounded,
         read_source,
     )
+
+    if args.source is None:
+        source: Path = args.file  # argparse's Namespace is untyped
+        try:
+            text = read_bounded(source, MAX_IMPORT_BYTES, "split it and import the parts")
+        except ImportSourceError as exc:
+            print(f"qwenmem: cannot read {terminal_safe(str(exc))}", file=sys.stderr)
+            return None
+        return _plain_lines(source, text)
 
     try:
         entries = read_source(args.source, args.file)

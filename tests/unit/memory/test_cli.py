@@ -340,3 +340,23 @@ def test_one_json_document_gets_one_line_and_an_array_of_rows_imports(
     assert done.returncode == 0 and "imported 2 " in done.stdout, done.stderr
     listed = json.loads(qwenmem("list", "--json", home=home, cwd=project).stdout)
     assert sorted(m["value"] for m in listed) == sorted(values)
+
+
+def test_import_reads_only_a_regular_file_and_only_so_much(
+    qwenmem: Callable[..., CliResult], home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """e2e10: `memory import /dev/zero` read until the kernel killed the process (a
+    device reports a size of 0, and the file was read whole). A device or FIFO is
+    refused; a file past the limit is refused before it is read whole."""
+    from qwenmem_tui.memory import importers
+
+    project = _project(tmp_path / "alpha")
+    done = qwenmem("import", os.devnull, home=home, cwd=project)
+    assert done.returncode == 1 and done.stderr.strip() == f"qwenmem: cannot read {os.devnull}: not a regular file"
+    monkeypatch.setattr(importers, "MAX_IMPORT_BYTES", 1_000_000)
+    big = tmp_path / "big.jsonl"
+    with big.open("wb") as file:
+        file.truncate(1_000_001)  # sparse: nothing written
+    done = qwenmem("import", str(big), home=home, cwd=project)
+    assert done.returncode == 1 and "larger than 1 MB, split it and import the parts" in done.stderr
+    assert "Traceback" not in done.stderr
