@@ -118,7 +118,7 @@ def read_bounded(path: Path, limit: int, beyond: str, *, encoding: str = "utf-8-
     (e2e10: `memory import /dev/zero`, which reports a size of 0). ``beyond``: what a
     larger file is said to be."""
     try:
-        if not path.is_file():
+        if path.exists() and not path.is_file():
             raise ImportSourceError(f"{path}: not a regular file")
         with path.open("rb") as source:
             data = source.read(limit + 1)

@@ -353,6 +353,8 @@ def test_import_reads_only_a_regular_file_and_only_so_much(
     project = _project(tmp_path / "alpha")
     done = qwenmem("import", os.devnull, home=home, cwd=project)
     assert done.returncode == 1 and done.stderr.strip() == f"qwenmem: cannot read {os.devnull}: not a regular file"
+    missing = qwenmem("import", str(tmp_path / "nope.jsonl"), home=home, cwd=project)
+    assert missing.stderr.strip() == f"qwenmem: cannot read {tmp_path / 'nope.jsonl'}: No such file or directory"
     monkeypatch.setattr(importers, "MAX_IMPORT_BYTES", 1_000_000)
     big = tmp_path / "big.jsonl"
     with big.open("wb") as file:
