@@ -55,7 +55,7 @@ from qwenmem_tui.memory.model import (
     same_conversation,
     speaker_label,
 )
-from qwenmem_tui.memory.render import render_block, render_memory
+from qwenmem_tui.memory.render import CLIP_MARK, render_block, render_memory
 from qwenmem_tui.memory.store import AllowedIds, MemoryStore, StoreChannels
 from qwenmem_tui.memory.store_index import StoreIndex
 from qwenmem_tui.text import estimate_text_tokens
@@ -430,7 +430,6 @@ def within_budget(ranked: Sequence[Candidate], now: float, max_tokens: int) -> l
     return kept
 
 
-CLIP_MARK = "…"
 MIN_CLIPPED_CHARS = 40
 """Less of a memory than this is no use to the model: then none fits."""
 
