@@ -30,7 +30,7 @@ from qwenmem_tui.paths import (
     project_root,
     tighten_home,
 )
-from qwenmem_tui.text import one_line, terminal_safe
+from qwenmem_tui.text import one_line, terminal_safe, valid_text
 
 if TYPE_CHECKING:
     from qwenmem_tui.config import Settings
@@ -173,6 +173,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 def _run(argv: list[str]) -> int:
     """`run`'s work, inside the collector's hold."""
     parser, args = _parse(argv)
+    _valid_text_arguments(args)
     func = getattr(args, "func", None)
     if func is None and args.command is not None:
         parser.error(f"{args.command}: which action? See qwenmem {args.command} --help")
@@ -218,6 +219,17 @@ def _run(argv: list[str]) -> int:
         return 2
     except Exception as exc:
         return _failed(exc, settings, paths)
+
+
+def _valid_text_arguments(args: argparse.Namespace) -> None:
+    """The command line's text as valid Unicode (``valid_text``): a question, a note, a
+    query or an id given in bytes that are not UTF-8 was an "unexpected error". File
+    names stay as given (argparse made them Paths): the bytes name the file."""
+    for name, value in vars(args).items():
+        if isinstance(value, str):
+            setattr(args, name, valid_text(value))
+        elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+            setattr(args, name, [valid_text(item) for item in value])
 
 
 class _NotLight(Exception):

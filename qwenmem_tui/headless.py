@@ -33,7 +33,7 @@ from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.paths import Paths, project_root
 from qwenmem_tui.reply import ReplyCollector
 from qwenmem_tui.runtime import Runtime, StartupError, bundled_model, check_resume
-from qwenmem_tui.text import one_line, terminal_safe, terminal_safe_json
+from qwenmem_tui.text import one_line, terminal_safe, terminal_safe_json, valid_text
 
 FORMATS = ("text", "json", "stream-json")
 EXIT_FAILED = 1
@@ -52,6 +52,7 @@ def read_question(given: str, stdin: TextIO) -> str:
         if stdin.isatty():
             raise QuestionError("-p: give the question as an argument, or pipe it in on stdin")
         given = stdin.read()
+    given = valid_text(given)
     if not given.strip():
         raise QuestionError("-p: the question is empty")
     return given

@@ -23,6 +23,17 @@ def estimate_text_tokens(text: str) -> int:
     return wide + math.ceil((len(text) - wide) / 4)
 
 
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with every lone surrogate as U+FFFD. Python reads bytes that are not
+    UTF-8 (a Latin-1 file piped in, an argument typed in another encoding) as lone
+    surrogates, which no UTF-8 encoder takes: SQLite and the model client failed on
+    them ("Internal error"); the rest of the text still reads."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def one_line(text: str) -> str:
     """`text` with every run of whitespace, newlines included, as one space.
 

@@ -230,6 +230,26 @@ _one_default_tls_context_per_worker()
 gc.set_threshold(collector.YOUNG, collector.MIDDLE_EVERY, collector.FULL_EVERY)
 
 
+def _shorter_pilot_idle_window() -> None:
+    """Pilot waits for the process to look idle after every key (three times per
+    `pilot.press`: two in Textual's key task, one in its `pause`): it sleeps a window
+    and ends once one passed with under a twentieth of it in CPU. Textual's window is
+    20 ms, so each key cost >= 60 ms with nothing running, most of a TUI test's wall
+    time beside a free core (tests/tui at -n 2: 158 s, 119 CPU-s). A 5 ms window asks
+    the same of the process (idle for a whole window) and ends 4x sooner: 117 s, the
+    same CPU. What a test asserts never rests on that guess: the tests wait for the
+    condition they read (tests/app_support.py: wait_until, settle, send); run at a 1 ms
+    window, the three that read state a refresh or a database read brings after a key
+    failed, and now wait for it."""
+    from textual import _wait
+
+    _wait.SLEEP_GRANULARITY = 0.005
+    _wait.SLEEP_IDLE = _wait.SLEEP_GRANULARITY / 20
+
+
+_shorter_pilot_idle_window()
+
+
 # A skip hides a test that did not run behind a green: the run fails on any skip whose
 # reason does not start with one of these, each allowed for the reason given.
 SKIP_ALLOW_LIST = {

@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from qwenmem_tui.exchange import Exchange, Shaped
-from qwenmem_tui.llm.wire import JSONObject, Message
+from qwenmem_tui.llm.wire import JSONObject, Message, wire_json
 from qwenmem_tui.paths import project_id, project_root
 
 log = logging.getLogger("qwenmem.daemon")
@@ -55,6 +55,15 @@ class ProxyError(Exception):
 
     def response(self) -> JSONResponse:
         return openai_error(self.status, self.message, kind=self.kind, code=self.code)
+
+
+class WireJSONResponse(JSONResponse):
+    """A JSON answer whose text may carry what a client or the endpoint sent: a lone
+    surrogate in it is written as its escape (``wire_json``), never a 500 (e2e10: a
+    translated Responses answer echoing ``"\\ud800"``)."""
+
+    def render(self, content: object) -> bytes:
+        return wire_json(content).encode("utf-8")
 
 
 def openai_error(status: int, message: str, *, kind: str, code: str | None = None) -> JSONResponse:
@@ -145,7 +154,7 @@ async def upstream_error(response: httpx.Response) -> Response:
         error = body["error"]
         if isinstance(error, str):  # some servers say {"error": "text"}: OpenAI's shape
             body = {"error": {"message": error, "type": "upstream_error", "param": None, "code": None}}
-        return JSONResponse(body, status_code=response.status_code, headers=headers)
+        return WireJSONResponse(body, status_code=response.status_code, headers=headers)
     text = raw.decode("utf-8", "replace").strip()[:500] or response.reason_phrase
     answer = openai_error(response.status_code, f"The model endpoint answered: {text}", kind="upstream_error")
     answer.headers.update(headers)

@@ -20,13 +20,14 @@ from collections.abc import AsyncIterator
 
 import httpx
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from qwenmem_tui.daemon.proxy import (
     MEMORIES_HEADER,
     ProxyError,
     RelayedStream,
     Upstream,
+    WireJSONResponse,
     after_reply,
     invalid_request,
     json_body,
@@ -230,7 +231,7 @@ async def _translated(upstream: Upstream, project: str, body: JSONObject) -> Res
         usage=completion.get("usage"), incomplete=incomplete_reason(choice.get("finish_reason")),
         status="incomplete" if incomplete_reason(choice.get("finish_reason")) else "completed",
     )
-    return JSONResponse(answer, headers=headers)
+    return WireJSONResponse(answer, headers=headers)
 
 
 class _Turn:

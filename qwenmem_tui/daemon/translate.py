@@ -15,7 +15,7 @@ import json
 import time
 import uuid
 
-from qwenmem_tui.llm.wire import JSONObject, Message
+from qwenmem_tui.llm.wire import JSONObject, Message, wire_json
 
 _TEXT_PARTS = ("input_text", "output_text", "text")
 
@@ -291,7 +291,7 @@ class StreamTranslation:
     def event(self, kind: str, **fields: object) -> bytes:
         payload = {"type": kind, "sequence_number": self._sequence, **fields}
         self._sequence += 1
-        return f"event: {kind}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+        return f"event: {kind}\ndata: {wire_json(payload)}\n\n".encode()
 
     def _response(
         self, status: str, output: list[JSONObject], usage: JSONObject | None = None

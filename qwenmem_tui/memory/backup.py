@@ -335,7 +335,7 @@ async def _history_row(
         )
     )
     created_at = _import_time(line.get("created_at"), now) or now
-    updated_at = _import_time(line.get("updated_at"), now) or created_at
+    updated_at = _import_time(line.get("updated_at"), now, "updated_at") or created_at
     later = line.get("superseded_by")
     if later is not None and (isinstance(later, bool) or not isinstance(later, int)):
         raise ValueError(f"superseded_by must be a memory id, got {_shown(later)}")
@@ -698,30 +698,34 @@ def _import_ttl(value: object) -> int | None:
     return int(days)
 
 
-def _import_time(value: object, now: float) -> float | None:
-    """A real past moment: a far-future created_at would never expire."""
+def _moment(name: str, value: object) -> float:
+    """A line's moment: ISO 8601 (a date, or a date-time; UTC unless it names a zone),
+    as other tools write their rows' times, or unix seconds, as a backup's are."""
+    if isinstance(value, str):
+        try:
+            return parse_moment(value)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    return _finite_number(name, value)
+
+
+def _import_time(value: object, now: float, name: str = "created_at") -> float | None:
+    """A real past moment: a far-future created_at would never expire. e2e10: a line
+    another tool wrote with an ISO `created_at` was rejected whole, its value lost."""
     if value is None:
         return None
-    at = _finite_number("created_at", value)
+    at = _moment(name, value)
     if not _MIN_TIME <= at <= now + _FUTURE_SLACK:
-        raise ValueError(
-            f"created_at must be a unix time between 2000-01-01 and now, got {_shown(value)}"
-        )
+        raise ValueError(f"{name} must be between 2000-01-01 and now, got {_shown(value)}")
     return at
 
 
 def _import_stated(value: object, now: float) -> float | None:
-    """When the fact was said: ISO 8601 (a date, or a date-time; UTC unless it names a
-    zone) or unix seconds (a backup's), a real past moment; None: when it is saved."""
+    """When the fact was said: ISO 8601 or unix seconds (``_moment``), a real past
+    moment; None: when it is saved."""
     if value is None:
         return None
-    if isinstance(value, str):
-        try:
-            at = parse_moment(value)
-        except ValueError as exc:
-            raise ValueError(f"stated_at: {exc}") from None
-    else:
-        at = _finite_number("stated_at", value)
+    at = _moment("stated_at", value)
     if not _MIN_TIME <= at <= now + _FUTURE_SLACK:
         raise ValueError(f"stated_at must be between 2000-01-01 and now, got {_shown(value)}")
     return at
@@ -731,7 +735,7 @@ def _import_expiry(value: object, created_at: float | None) -> float | None:
     """A backup's exact expiry: after its creation, within 100 years of it."""
     if value is None:
         return None
-    at = _finite_number("expires_at", value)
+    at = _moment("expires_at", value)
     start = created_at if created_at is not None else _MIN_TIME
     if not start < at <= start + _MAX_TTL_DAYS * DAY:
         raise ValueError(f"expires_at must be after created_at and within {_MAX_TTL_DAYS} days, got {_shown(value)}")

@@ -105,10 +105,26 @@ def read_source(kind: str, path: Path) -> list[ImportedEntry]:
 
 
 def _read_text(path: Path) -> str:
+    return read_bounded(path, MAX_FILE_BYTES, "not a memory file", encoding="utf-8")
+
+
+MAX_IMPORT_BYTES = 64 * 1024 * 1024
+"""A JSON-lines file larger than this (tens of thousands of memories) is refused."""
+
+
+def read_bounded(path: Path, limit: int, beyond: str, *, encoding: str = "utf-8-sig") -> str:
+    """A regular file's text, at most ``limit`` bytes read: a device, a FIFO or a file
+    that never ends is refused, not read into memory until the kernel kills the process
+    (e2e10: `memory import /dev/zero`, which reports a size of 0). ``beyond``: what a
+    larger file is said to be."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ImportSourceError(f"{path}: larger than {MAX_FILE_BYTES // 1000} kB, not a memory file")
-        return path.read_text(encoding="utf-8")
+        if path.exists() and not path.is_file():
+            raise ImportSourceError(f"{path}: not a regular file")
+        with path.open("rb") as source:
+            data = source.read(limit + 1)
+        if len(data) > limit:
+            raise ImportSourceError(f"{path}: larger than {limit // 1_000_000 or 1} MB, {beyond}")
+        return data.decode(encoding)
     except UnicodeDecodeError as exc:
         raise ImportSourceError(f"{path}: not UTF-8 text") from exc
     except OSError as exc:
@@ -352,23 +368,67 @@ def session_date(line: str) -> str | None:
         return None
 
 
+# A chat app's export stamps each line with its moment: "12/03/2024, 14:22 - Amina: …"
+# (WhatsApp on Android), "[12/03/2024, 14:22:05] Amina: …" (on iOS), "3/12/24, 2:22 PM -
+# …" (a US phone), "2024-03-12 14:22 Amina: …". Digits and punctuation: any language.
+_STAMP = re.compile(
+    r"^\[?(\d{1,4})[./-](\d{1,2})[./-](\d{1,4}),?\s+(\d{1,2})[:.](\d{2})(?:[:.]\d{2})?"
+    r"(?:\s*([AaPp])\.?\s?[Mm]\.?)?\]?\s*(?:[-\u2013\u2014]\s*)?"
+)
+
+
+def _stamp_moment(stamp: re.Match[str], day_first: bool) -> str | None:
+    """The ISO moment a line's stamp names; None when it names no real day."""
+    a, b, c, hour, minute = (int(stamp.group(i)) for i in range(1, 6))
+    if len(stamp.group(1)) == 4:
+        year, month, day = a, b, c
+    else:
+        day, month, year = (a, b, c) if day_first else (b, a, c)
+    year += 2000 if year < 100 else 0
+    if meridiem := (stamp.group(6) or "").lower():
+        hour = hour % 12 + (12 if meridiem == "p" else 0)
+    try:
+        return datetime(year, month, day, hour, minute, tzinfo=UTC).isoformat()
+    except ValueError:
+        return None
+
+
+def unstamped(lines: list[str]) -> list[tuple[str, str | None]]:
+    """Each line less a chat export's stamp, with the moment the stamp names (None: no
+    stamp). Day or month first is the file's: a month past 12 in either place says which
+    (a US export: "3/25/24"); neither, the day comes first, as most of the world writes."""
+    found = [(_STAMP.match(line), line) for line in lines]
+    stamps = [m for m, _ in found if m is not None and len(m.group(1)) < 4]
+    day_first = not any(int(m.group(2)) > 12 for m in stamps)
+    return [
+        (line, None) if m is None or not line[m.end() :].strip()  # a heading: a date alone
+        else (line[m.end() :].strip(), _stamp_moment(m, day_first))
+        for m, line in found
+    ]
+
+
 def read_transcript(text: str, name: str) -> list[JSONObject] | None:
     """A conversation written as plain text — one ``"Name: text"`` line a turn, a
-    session's date on a line of its own before its turns — as the rows a JSON-lines
-    dialogue import holds (category ``reference``, the line as said, its session's
-    date); None when the file is not one (most lines must be turns). A line that is
-    neither a turn nor a date is kept as a turn without a name."""
-    lines = [line.strip() for line in text.split("\n") if line.strip()]
-    turns = [line for line in lines if speaker_label(line) is not None]
+    session's date on a line of its own before its turns, or each line stamped with its
+    moment as chat apps export them — as the rows a JSON-lines dialogue import holds
+    (category ``reference``, the line as said, when it was said); None when the file is
+    not one (most lines must be turns). A line that is neither a turn nor a date is kept
+    as a turn without a name; a stamped one that is no turn (the app's own notice:
+    "Messages are end-to-end encrypted") is nobody's words and is left out."""
+    lines = unstamped([line.strip() for line in text.split("\n") if line.strip()])
+    turns = [line for line, _ in lines if speaker_label(line) is not None]
     if len(turns) < 2 or len(turns) < TRANSCRIPT_SHARE * len(lines):
         return None
     stem = make_key(name) if name else "conversation"
     rows: list[JSONObject] = []
     stated: str | None = None
-    for line in lines:
+    for line, moment in lines:
+        if speaker_label(line) is None and moment is not None:
+            continue
         if speaker_label(line) is None and (date := session_date(line)) is not None:
             stated = date
             continue
         row: JSONObject = {"category": "reference", "key": f"{stem}_{len(rows) + 1}", "value": line}
-        rows.append(row | ({"stated_at": stated} if stated else {}))
+        said = moment or stated
+        rows.append(row | ({"stated_at": said} if said else {}))
     return rows

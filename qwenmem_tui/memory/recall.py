@@ -55,7 +55,7 @@ from qwenmem_tui.memory.model import (
     same_conversation,
     speaker_label,
 )
-from qwenmem_tui.memory.render import render_block, render_memory
+from qwenmem_tui.memory.render import CLIP_MARK, render_block, render_memory
 from qwenmem_tui.memory.store import AllowedIds, MemoryStore, StoreChannels
 from qwenmem_tui.memory.store_index import StoreIndex
 from qwenmem_tui.text import estimate_text_tokens
@@ -405,7 +405,10 @@ def newest_in_their_slots(
 
 def within_budget(ranked: Sequence[Candidate], now: float, max_tokens: int) -> list[Candidate]:
     """The ranked memories whose block stays within ``max_tokens`` (0: all), best
-    first: one that would pass it is left out and the next, shorter ones still tried."""
+    first: one that would pass it is left out and the next, shorter ones still tried.
+    When none fits whole, the best one cut to the budget (``clipped``): a budget never
+    turns memories found into nothing while a useful part of one fits (e2e10: 36 long
+    deploy notes under ``max_tokens = 300`` delivered none)."""
     if max_tokens <= 0:
         return list(ranked)
     kept: list[Candidate] = []
@@ -416,7 +419,38 @@ def within_budget(ranked: Sequence[Candidate], now: float, max_tokens: int) -> l
         if used + cost <= max_tokens:
             kept.append(c)
             used += cost
+    if ranked and not kept:
+        best = clipped(ranked[0], now, max_tokens)
+        if best is None:
+            log.info(
+                "[MEMORY_RECALL] none of %d memories found fits memory.max_tokens = %d",
+                len(ranked), max_tokens,
+            )
+        return [best] if best is not None else []
     return kept
+
+
+MIN_CLIPPED_CHARS = 40
+"""Less of a memory than this is no use to the model: then none fits."""
+
+
+def clipped(candidate: Candidate, now: float, max_tokens: int) -> Candidate | None:
+    """``candidate`` with its value cut (marked ``…``) to the longest start whose
+    block stays within ``max_tokens``; None when not even MIN_CLIPPED_CHARS fit."""
+    value = candidate.memory.value
+
+    def fits(n: int) -> bool:
+        memory = replace(candidate.memory, value=value[:n].rstrip() + CLIP_MARK)
+        return estimate_text_tokens(render_block([memory], now)) <= max_tokens
+
+    low, high = 0, len(value) - 1  # the longest n that fits, by bisection
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
+    if low < MIN_CLIPPED_CHARS or not fits(low):
+        return None
+    cut = replace(candidate.memory, value=value[:low].rstrip() + CLIP_MARK)
+    return replace(candidate, memory=cut)
 
 
 def fitted_block(

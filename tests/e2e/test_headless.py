@@ -249,3 +249,43 @@ def test_small_talk_gets_no_memory_and_no_block_a_question_still_does(
         if text in NO_ANSWER:
             assert (keys, "<system-reminder>" in request) == ([], False), text
     assert keys[:1] == ["home_city"] and "I live in Lisbon" in request and "<system-reminder>" in request
+
+
+@pytest.mark.parametrize("piped", [False, True])
+def test_a_question_in_bytes_that_are_not_utf8_is_answered(
+    cli_run: CliRunner, home: Path, project: Path, answering: FakeOpenAI, piped: bool
+) -> None:
+    """e2e10: `qwenmem -p` given bytes that are not UTF-8 (a Latin-1 diff piped in, an
+    argument typed in another encoding; Python reads them as lone surrogates) was
+    "Internal error: 'utf-8' codec can't encode…", and `memory add` an "unexpected
+    error". The text goes on with U+FFFD where the bytes were."""
+    answering.script(Reply("Noted."))
+    question = "caf\udce9 au lait?"  # b"caf\xe9 au lait?" as Python decodes argv and stdin
+    done = (
+        cli_run("-p", "-", home=home, cwd=project, stdin=question)
+        if piped else cli_run("-p", question, home=home, cwd=project)
+    )
+    assert (done.returncode, done.stdout) == (0, "Noted.\n"), done.stderr
+    assert chats(answering)[0]["messages"][-1]["content"].endswith("caf\ufffd au lait?")
+    added = cli_run("memory", "add", "J'aime le caf\udce9", home=home, cwd=project)
+    assert added.returncode == 0 and "caf\ufffd" in added.stdout, added.stderr
+
+
+def test_a_memory_cut_to_the_budget_is_received_and_counted_as_sent(
+    cli_run: CliRunner, home: Path, project: Path, answering: FakeOpenAI
+) -> None:
+    """e2e10: a deploy note longer than `memory.max_tokens` reached the model cut to the
+    budget, but the receipt (the answer's `memories`, `memory stats`' tokens per
+    reply) read the stored note: 400 tokens claimed for a budget of 200."""
+    with (home / "config.toml").open("a") as config:
+        config.write("max_tokens = 200\n")  # under the [memory] the fixture opened
+    note = "Deploy checklist for the billing service: " + "run the smoke tests, watch the canary, " * 40
+    seed(cli_run, home, project, {"category": "project", "key": "billing_deploy", "value": note})
+    answering.script(Reply("Run the smoke tests first."))
+    done = cli_run("-p", "billing deploy checklist smoke tests canary", "--output-format", "json", home=home, cwd=project)
+    assert done.returncode == 0, done.stderr
+    [memory] = json.loads(done.stdout)["memories"]
+    assert memory["value"].endswith("…") and note.startswith(memory["value"].removesuffix("…"))
+    assert memory["value"] in chats(answering)[0]["messages"][-1]["content"]
+    stats = json.loads(cli_run("memory", "stats", "--json", home=home, cwd=project).stdout)
+    assert stats["memory_tokens_per_reply"]["p50"] <= 200

@@ -184,10 +184,11 @@ async def test_the_suggestions_scroll_through_every_command(
         assert len(names) == len(app.commands) > 10
         assert names[-1] == "unpin"
         await pilot.press("up")  # from the first, up wraps to the last
-        await pilot.pause()
         assert suggestions.highlighted_option is not None
         assert suggestions.highlighted_option.id == "unpin"
-        assert suggestions.scroll_offset.y > 0  # scrolled down to show it
+        # Scrolled down to show it: the list scrolls after its next refresh, which a
+        # key press's idle wait does not wait for.
+        await wait_until(pilot, lambda: suggestions.scroll_offset.y > 0)
         await pilot.press("enter")
         await settle(pilot)
         assert ran == ["unpin"]

@@ -46,14 +46,22 @@ async def test_a_flush_renders_only_the_newest_block_of_the_piece_being_written(
     monkeypatch.setattr(stream_preview, "render_markdown", counted)
     first = "## Title\n\nSome **bold** words.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n- one\n"
     app = App()
-    async with app.run_test(size=(60, 20)) as pilot:
+    # Tall enough for every piece: one taller than the screen would bring the screen's
+    # scrollbar, and the Resize that sends re-renders the whole piece (on_resize) in
+    # the middle of the flushes counted here.
+    async with app.run_test(size=(60, 50)) as pilot:
         preview = StreamPreview()
         await app.screen.mount(preview)
         # Laid out, and its Resize handled, before the first show: a resize arriving
         # during it re-renders the whole piece (on_resize), counted after the clear.
         await wait_until(pilot, lambda: preview.size.width > 0)
         await pilot.pause()
+
+        def painted_at_its_width() -> bool:
+            return preview.painted.is_set() and preview._rendered_as[0] == preview.size.width
+
         await preview.show([first])
+        await wait_until(pilot, painted_at_its_width)
         rendered.clear()
         await preview.show([first + "- two\n\nA new paragraph"])
         assert rendered == ["- one\n- two\n\n", "A new paragraph"]
@@ -67,6 +75,7 @@ async def test_a_flush_renders_only_the_newest_block_of_the_piece_being_written(
         # Markdown widget may only be cut before a paragraph or a list; Rich anywhere).
         second = first + "- two\n\n| c |\n|---|\n| 3 |\n\n```py\nx = 1\n```\n\n## Next"
         await preview.show([second])
+        await wait_until(pilot, painted_at_its_width)
         rendered.clear()
         await preview.show([second + " heading"])
         assert rendered == ["## Next heading"]

@@ -8,7 +8,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from qwenmem_tui.llm.wire import JSONObject
 from qwenmem_tui.memory.model import Category, Memory, RememberRequest, Status
@@ -586,6 +586,8 @@ def _plain_lines(source: Path, text: str) -> list[str] | None:
     from qwenmem_tui.memory.importers import read_transcript
 
     lines = json_lines(text)
+    if (document := _one_document(source, text)) is not False:
+        return document
     if not any(line.strip() for line in lines) or any(
         line.lstrip().startswith(("{", "[")) for line in lines
     ):
@@ -601,22 +603,47 @@ def _plain_lines(source: Path, text: str) -> list[str] | None:
     return [json.dumps(row, ensure_ascii=False) for row in rows]
 
 
+def _one_document(source: Path, text: str) -> list[str] | None | Literal[False]:
+    """A file that is one JSON document, not JSON lines (a pretty-printed export, an
+    array): an array of rows, each an object with a "value", as those rows; anything
+    else one line saying what import reads (None), not an error for each of its lines
+    (e2e10: a Telegram export was 20 lines of "not valid JSON"). False: not one."""
+    if sum(1 for line in text.split("\n") if line.strip()) < 2 and not text.lstrip().startswith("["):
+        return False
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    if isinstance(document, list) and document and all(
+        isinstance(row, dict) and "value" in row for row in document
+    ):
+        return [json.dumps(row, ensure_ascii=False) for row in document]
+    print(
+        f"qwenmem: {source}: one JSON document, not JSON lines (one object a line with a "
+        '"value", optional "category", "key", "stated_at"); a mem0 export: --from mem0',
+        file=sys.stderr,
+    )
+    return None
+
+
 def _import_source(args: argparse.Namespace) -> list[str] | None:
     """The JSON lines to import: the file's, or another tool's memory read as lines."""
-    if args.source is None:
-        try:
-            source: Path = args.file  # argparse's Namespace is untyped
-            text = source.read_text(encoding="utf-8-sig")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = getattr(exc, "strerror", None) or exc
-            print(f"qwenmem: cannot read {args.file}: {reason}", file=sys.stderr)
-            return None
-        return _plain_lines(source, text)
     from qwenmem_tui.memory.importers import (
+        MAX_IMPORT_BYTES,
         ImportSourceError,
         import_lines,
+        read_bounded,
         read_source,
     )
+
+    if args.source is None:
+        source: Path = args.file  # argparse's Namespace is untyped
+        try:
+            text = read_bounded(source, MAX_IMPORT_BYTES, "split it and import the parts")
+        except ImportSourceError as exc:
+            print(f"qwenmem: cannot read {terminal_safe(str(exc))}", file=sys.stderr)
+            return None
+        return _plain_lines(source, text)
 
     try:
         entries = read_source(args.source, args.file)

@@ -132,6 +132,9 @@ class SentMemory:
     score: float | None = None  # fused rank score when it was recalled
     lexical: float | None = None  # the lexical channel's rank score, None if unmatched
     dense: float | None = None  # cosine with the query, None without a vector
+    # The value as the request carried it: cut to `memory.max_tokens` (recall's
+    # `clipped`) it differs from the stored one, and the receipt says what was sent.
+    value: str | None = None
 
 
 @dataclass(eq=False)
@@ -431,6 +434,7 @@ class MemoryPrefetchHook:
                 score=_at(result.scores, i),
                 lexical=_at(result.lexical_scores, i),
                 dense=_at(result.vector_scores, i),
+                value=result.memories[i].value if i < len(result.memories) else None,
             )
             self._why[memory_id] = why
             self._recalled_now.add(memory_id)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from qwenmem_tui.chat.session import BaseQueryHook
@@ -38,7 +38,7 @@ from qwenmem_tui.features.memory.prefetch import (
     SentMemory,
 )
 from qwenmem_tui.features.memory.items import RECEIPT_ITEM as RECEIPT_ITEM  # the faces' name for it
-from qwenmem_tui.memory.render import age_phrase, render_block
+from qwenmem_tui.memory.render import CLIP_MARK, age_phrase, render_block
 from qwenmem_tui.text import estimate_text_tokens
 
 if TYPE_CHECKING:
@@ -216,6 +216,18 @@ def receipt_markdown(item: Item, now: float) -> str:
     return "\n".join(out)
 
 
+def as_sent(memory: Memory, sent: SentMemory) -> Memory:
+    """``memory`` with the value its request carried when recall cut it to the budget
+    (``recall.clipped``): the receipt's value and tokens are what the model got (e2e10:
+    a note cut to a budget of 300 was counted at its stored 400)."""
+    cut = sent.value
+    if cut is None or not cut.endswith(CLIP_MARK) or cut == memory.value:
+        return memory
+    if not memory.value.startswith(cut.removesuffix(CLIP_MARK)):
+        return memory  # not a cut of this value: the row changed since
+    return replace(memory, value=cut)
+
+
 def receipt_memory(memory: Memory, sent: SentMemory) -> ReceiptMemory:
     return ReceiptMemory(
         id=memory.id,
@@ -273,7 +285,8 @@ class MemoryReceiptHook(BaseQueryHook):
         writes = self._writes.pop(session.info.id, [])
         if not sent and not writes:
             return
-        rows = {m.id: m for m in await self._fetch([s.id for s in sent])} if sent else {}
+        fetched = {m.id: m for m in await self._fetch([s.id for s in sent])} if sent else {}
+        rows = {s.id: as_sent(fetched[s.id], s) for s in sent if s.id in fetched}
         used = [rows[s.id] for s in sent if s.id in rows]
         receipt = Receipt(
             memories=[receipt_memory(rows[s.id], s) for s in sent if s.id in rows],

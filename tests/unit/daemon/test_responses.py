@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
@@ -142,3 +143,24 @@ def test_a_forwarded_block_after_tool_outputs_follows_their_whole_run() -> None:
     assert placed == [*items, {"role": "user", "content": block}]
     leading = Shaped([messages[0] | {"content": f"{block}\n\nq"}, *messages[1:]], (1,), block)
     assert with_block(items, messages, leading)[0]["content"] == f"{block}\n\nweather in Oslo and Bergen?"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_lone_surrogate_echoed_back_is_an_answer_not_a_500(
+    proxy_url: str, fake: FakeOpenAI, stream: bool
+) -> None:
+    """e2e10: `"input": "odd \\ud800"` (valid JSON) went to the endpoint as sent, and its
+    echo made the translated answer a 500 (no UTF-8 encoder takes a lone surrogate):
+    the answer carries it as its escape, as the endpoint wrote it."""
+    fake.script(Reply("You said: odd \ud800 text"))
+    body = json.dumps({"model": "test-model", "input": "odd \ud800 text", "stream": stream})
+    response = httpx.post(f"{proxy_url}/v1/responses", content=body, timeout=60)
+    assert response.status_code == 200, response.text
+    assert "odd \ud800 text" in user_text(fake.chat_requests[-1])
+    if stream:
+        events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+        assert events[-1]["type"] == "response.completed"
+        text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    else:
+        text = response.json()["output"][0]["content"][0]["text"]
+    assert text == "You said: odd \ud800 text"

@@ -318,3 +318,47 @@ def test_plain_text_that_is_no_conversation_gets_one_line(
     done = qwenmem("import", str(source), home=home, cwd=project)
     assert done.returncode == 1
     assert len(done.stderr.strip().splitlines()) == 1 and "neither JSON lines" in done.stderr
+
+
+def test_one_json_document_gets_one_line_and_an_array_of_rows_imports(
+    qwenmem: Callable[..., CliResult], home: Path, tmp_path: Path
+) -> None:
+    """e2e10: a pretty-printed JSON file (a Telegram export, an array) was read as JSON
+    lines: twenty "not valid JSON" errors, nothing said about what the file is. One
+    line says it; an array of rows with a "value" each is read as those rows."""
+    project = _project(tmp_path / "alpha")
+    export = tmp_path / "result.json"
+    chat = {"name": "Family", "messages": [{"id": 1, "from": "Aigerim", "text": "Мен Алматыға көштім"}]}
+    export.write_text(json.dumps(chat, indent=1, ensure_ascii=False), encoding="utf-8")
+    done = qwenmem("import", str(export), home=home, cwd=project)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "one JSON document, not JSON lines" in done.stderr and "Traceback" not in done.stderr
+    rows = tmp_path / "rows.json"
+    values = ["Ég bý á Akureyri", "Minu lemmik programmeerimiskeel on Rust"]
+    rows.write_text(json.dumps([{"category": "user", "value": v} for v in values], indent=2), encoding="utf-8")
+    done = qwenmem("import", "--trust", str(rows), home=home, cwd=project)
+    assert done.returncode == 0 and "imported 2 " in done.stdout, done.stderr
+    listed = json.loads(qwenmem("list", "--json", home=home, cwd=project).stdout)
+    assert sorted(m["value"] for m in listed) == sorted(values)
+
+
+def test_import_reads_only_a_regular_file_and_only_so_much(
+    qwenmem: Callable[..., CliResult], home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """e2e10: `memory import /dev/zero` read until the kernel killed the process (a
+    device reports a size of 0, and the file was read whole). A device or FIFO is
+    refused; a file past the limit is refused before it is read whole."""
+    from qwenmem_tui.memory import importers
+
+    project = _project(tmp_path / "alpha")
+    done = qwenmem("import", os.devnull, home=home, cwd=project)
+    assert done.returncode == 1 and done.stderr.strip() == f"qwenmem: cannot read {os.devnull}: not a regular file"
+    missing = qwenmem("import", str(tmp_path / "nope.jsonl"), home=home, cwd=project)
+    assert missing.stderr.strip() == f"qwenmem: cannot read {tmp_path / 'nope.jsonl'}: No such file or directory"
+    monkeypatch.setattr(importers, "MAX_IMPORT_BYTES", 1_000_000)
+    big = tmp_path / "big.jsonl"
+    with big.open("wb") as file:
+        file.truncate(1_000_001)  # sparse: nothing written
+    done = qwenmem("import", str(big), home=home, cwd=project)
+    assert done.returncode == 1 and "larger than 1 MB, split it and import the parts" in done.stderr
+    assert "Traceback" not in done.stderr

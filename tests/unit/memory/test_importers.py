@@ -216,3 +216,35 @@ def test_a_transcripts_session_headings_are_read_as_dates_in_their_usual_shapes(
         assert session_date(heading) == day, heading
     assert session_date("2024-03-02T18:30") == "2024-03-02T18:30:00+00:00"
     assert session_date("2024-13-45") is None and session_date("room 2024, floor 5") is None
+
+
+WHATSAPP = """12/03/2024, 14:20 - Messages and calls are end-to-end encrypted. No one outside of this chat can read them.
+12/03/2024, 14:22 - Amina: Nimehamia Mombasa mwezi uliopita
+12/03/2024, 14:23 - Juma: Hongera! Kazi mpya?
+13/03/2024, 09:01 - Amina: Ndiyo, ninafanya kazi Safaricom sasa
+"""
+IPHONE = "[3/25/24, 2:22:05\u202fPM] Aigerim: Мен Алматыға көштім\n[3/25/24, 2:23:10\u202fPM] Dana: Құттықтаймын!\n"
+
+
+def test_a_chat_apps_export_is_a_transcript_each_turn_said_when_stamped() -> None:
+    """e2e10: a WhatsApp export ("12/03/2024, 14:22 - Amina: …", the chat export people
+    have) was "neither JSON lines nor a conversation": its stamps hid the "Name: text"
+    turns. The stamp is when the turn was said; the app's own notices are nobody's words;
+    a US phone's month-first stamps are read as such ("3/25/24")."""
+    from qwenmem_tui.memory.importers import read_transcript
+
+    android = read_transcript(WHATSAPP, "Chat with Amina")
+    assert android is not None
+    assert [(r["value"], r["stated_at"]) for r in android] == [
+        ("Amina: Nimehamia Mombasa mwezi uliopita", "2024-03-12T14:22:00+00:00"),
+        ("Juma: Hongera! Kazi mpya?", "2024-03-12T14:23:00+00:00"),
+        ("Amina: Ndiyo, ninafanya kazi Safaricom sasa", "2024-03-13T09:01:00+00:00"),
+    ]
+    iphone = read_transcript(IPHONE, "chat")
+    assert iphone is not None
+    assert [(r["value"], r["stated_at"]) for r in iphone] == [
+        ("Aigerim: Мен Алматыға көштім", "2024-03-25T14:22:00+00:00"),
+        ("Dana: Құттықтаймын!", "2024-03-25T14:23:00+00:00"),
+    ]
+    headed = read_transcript("2024-03-02 18:30\nAna: oi\nBia: olá\n", "c")
+    assert headed is not None and [r["stated_at"] for r in headed] == ["2024-03-02T18:30:00+00:00"] * 2

@@ -3,12 +3,21 @@ receipt says what its memories cost, and `memory stats` the tokens per reply."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 from memtest_support import PROJECT_A, make_settings
 
 from qwenmem_tui.memory.metrics import compute_stats, token_bucket
 from qwenmem_tui.features.memory.receipts import Receipt, count_line
 from qwenmem_tui.memory.model import Category, Memory, Origin, Status
-from qwenmem_tui.memory.recall import Candidate, fitted_block, within_budget
+from qwenmem_tui.memory.recall import (
+    CLIP_MARK,
+    MIN_CLIPPED_CHARS,
+    Candidate,
+    fitted_block,
+    within_budget,
+)
 from qwenmem_tui.memory.render import render_block
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
@@ -104,3 +113,39 @@ def test_the_notes_that_mark_earlier_versions_count_against_the_budget() -> None
     assert estimate_text_tokens(block) <= budget
     assert [c.memory.id for c in kept] == [1, 2]  # the lowest ranked left out, the order kept
     assert later == {2: newer} and "an earlier version" in block
+
+
+async def test_a_memory_longer_than_the_budget_comes_cut_to_it(mem_paths: Paths) -> None:
+    """e2e10: every deploy note longer than `max_tokens = 300` left the model with no
+    memory at all while recall found five: the best one comes, cut to what fits."""
+    service = await MemoryService.open(make_settings(max_tokens=150), mem_paths)
+    try:
+        await service.save(
+            WriteRequest("project", "deploy_checklist", LONG, origin="user", project=PROJECT_A)
+        )
+        found = await service.recall("deploy checklist canary", project=PROJECT_A)
+    finally:
+        await service.close()
+    [memory] = found.memories
+    assert memory.key == "deploy_checklist" and memory.value.endswith(CLIP_MARK)
+    assert LONG.startswith(memory.value.removesuffix(CLIP_MARK))
+    assert len(memory.value) > MIN_CLIPPED_CHARS
+    assert found.tokens == estimate_text_tokens(found.block) <= 150
+
+
+async def test_a_budget_nothing_fits_says_so(
+    mem_paths: Paths, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A budget smaller than the block's own header holds no memory: none comes, and
+    the debug log says the budget was why (not that nothing was found)."""
+    service = await MemoryService.open(make_settings(max_tokens=40), mem_paths)
+    try:
+        await service.save(
+            WriteRequest("project", "deploy_checklist", LONG, origin="user", project=PROJECT_A)
+        )
+        with caplog.at_level(logging.INFO, logger="qwenmem.memory"):
+            found = await service.recall("deploy checklist canary", project=PROJECT_A)
+    finally:
+        await service.close()
+    assert found.memories == [] and found.block == ""
+    assert "none of 1 memories found fits memory.max_tokens = 40" in caplog.text

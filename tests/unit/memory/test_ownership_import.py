@@ -114,7 +114,7 @@ def line(**row: object) -> str:
         ('{"category": "user", "key": "editor", "value": "helix", "ttl_days": Infinity}', "finite"),
         (line(created_at=T0 + 400 * DAY), "between 2000-01-01 and now"),
         (line(created_at=12.0), "between 2000-01-01 and now"),
-        (line(created_at="yesterday"), "created_at must be a number"),
+        (line(created_at="yesterday"), "created_at: expected an ISO 8601 date"),
         (line(ttl_days=0), "ttl_days must be a whole number of days from 1"),
         (line(ttl_days=1.5), "whole number"),
         (line(ttl_days=10**9), "whole number"),
@@ -264,7 +264,7 @@ def test_import_reports_line_numbers_and_keeps_scope_only_when_asked(
     )
     assert ran.err.splitlines() == [
         f"qwenmem: {lines}: line 2: created_at must be a finite number, got nan",
-        f"qwenmem: {lines}: line 3: created_at must be a unix time between 2000-01-01 and now, got 4102444800.0",
+        f"qwenmem: {lines}: line 3: created_at must be between 2000-01-01 and now, got 4102444800.0",
     ]
     [row] = json.loads(qwenmem("list", "--json").out)
     assert row["scope"] == project_id(Path.cwd())
@@ -307,3 +307,13 @@ def test_memory_stats_reports_both_trust_rates(qwenmem: Callable[..., Ran], home
     assert "user facts kept      100.0%  (1/1 user-stated writes stored active)" in text
     data = json.loads(qwenmem("stats", "--json").out)
     assert (data["untrusted_held_rate"], data["user_stated_active_rate"]) == (0.5, 1.0)
+
+
+async def test_a_line_another_tool_wrote_with_iso_times_is_imported(service: MemoryService) -> None:
+    """e2e10: JSON lines exported by another tool carry ISO 8601 times
+    (`"created_at": "2024-01-02T03:04:05Z"`): each such line was rejected whole
+    ("created_at must be a number"), its fact lost, though `stated_at` read the same text."""
+    raw = line(value="Ég bý í Reykjavík", created_at="2024-01-02T03:04:05Z", updated_at="2024-01-03", id="abc-1")
+    report = await import_lines(service, [raw], project=PROJECT_A, trusted=True)
+    assert report.counts == {"created": 1} and report.errors == []
+    assert [m.value for m in await service.store.list(user=service.user)] == ["Ég bý í Reykjavík"]
