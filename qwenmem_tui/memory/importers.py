@@ -121,7 +121,7 @@ def read_bounded(path: Path, limit: int, beyond: str, *, encoding: str = "utf-8-
         with path.open("rb") as source:
             data = source.read(limit + 1)
         if len(data) > limit:
-            raise ImportSourceError(f"{path}: larger than {limit // 1_000_000 or 1} MB, {beyond}")
+            raise ImportSourceError(f"{path}: larger than {max(1, limit // 2**20)} MB, {beyond}")
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
         raise ImportSourceError(f"{path}: not UTF-8 text") from exc
