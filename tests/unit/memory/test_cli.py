@@ -342,17 +342,16 @@ def test_one_json_document_gets_one_line_and_an_array_of_rows_imports(
     assert sorted(m["value"] for m in listed) == sorted(values)
 
 
-def test_import_reads_only_a_regular_file_and_only_so_much(
+def test_import_reads_only_so_much(
     qwenmem: Callable[..., CliResult], home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """e2e10: `memory import /dev/zero` read until the kernel killed the process (a
-    device reports a size of 0, and the file was read whole). A device or FIFO is
-    refused; a file past the limit is refused before it is read whole."""
+    device reports a size of 0, and the file was read whole). A file past the limit is
+    refused after reading just past it (not tested on /dev/zero itself: without the
+    limit that test would take the machine's memory)."""
     from qwenmem_tui.memory import importers
 
     project = _project(tmp_path / "alpha")
-    done = qwenmem("import", os.devnull, home=home, cwd=project)
-    assert done.returncode == 1 and done.stderr.strip() == f"qwenmem: cannot read {os.devnull}: not a regular file"
     missing = qwenmem("import", str(tmp_path / "nope.jsonl"), home=home, cwd=project)
     assert missing.stderr.strip() == f"qwenmem: cannot read {tmp_path / 'nope.jsonl'}: No such file or directory"
     monkeypatch.setattr(importers, "MAX_IMPORT_BYTES", 1_000_000)

@@ -557,3 +557,32 @@ async def test_small_talk_keeps_no_memory_for_a_short_word_or_a_look_alike_in_an
     assert (await e5_service.recall("db1", project=PROJECT_A, record=False)).ids[:1] == [ids["prod_db"]]
     asked = await e5_service.recall("Hvordan drikker jeg teen min?", project=PROJECT_A, record=False)
     assert asked.ids[:1] == [ids["tea"]]
+
+
+async def test_thanks_that_name_what_worked_get_no_memory_and_terse_questions_keep_theirs(
+    e5_service: MemoryService,
+) -> None:
+    """Issue 39 item 2: "thanks, the server is back" asks nothing (what it names is in
+    the conversation already), yet in Portuguese, French, Dutch and Arabic it read as a
+    question and got the server's and the build's notes; the probe now counts chatty
+    thanks as small talk (bench/abstain_fresh2.jsonl's languages fitted too). Terse
+    questions it read as small talk ("kids?", "hobby?") keep their memory. None of
+    these wordings is in a corpus."""
+    rows = [
+        ("server", "O servidor de produção corre em Hetzner, em Falkenstein."),
+        ("tests", "Les tests se lancent avec make check."),
+        ("build", "De build draait op GitLab CI en duurt tien minuten."),
+        ("api", "الواجهة البرمجية تعمل على المنفذ 8443."),
+        ("children", "ខ្ញុំមានកូនប្រុសពីរនាក់។"),
+        ("hobby", "ጊታር መጫወት እወዳለሁ።"),
+    ]
+    ids = await saved_by_key(e5_service, "user", rows)
+    for text in ("obrigado, o servidor voltou", "merci, le test passe", "dank je, de build werkt weer", "شكرا، اشتغل الآن"):
+        e5_service.recaller.abstain = False
+        assert (await e5_service.recall(text, project=PROJECT_A, record=False)).ids, text  # a memory to withhold
+        e5_service.recaller.abstain = True
+        result = await e5_service.recall(text, project=PROJECT_A, record=False)
+        assert result.small_talk and result.ids == [], (text, result.vector_scores)
+    for text, key in (("kids?", "children"), ("hobby?", "hobby")):
+        result = await e5_service.recall(text, project=PROJECT_A, record=False)
+        assert not result.small_talk and ids[key] in result.ids[:3], (text, result.ids)
