@@ -64,18 +64,29 @@ FRESH2 = Path(__file__).resolve().parent / "crosslang_fresh2.jsonl"
 # beside the morning one, an earlier job), project facts beside each other; each asked
 # in two other languages (26 in all), colloquially or indirectly, six in their own too.
 FRESH3 = Path(__file__).resolve().parent / "crosslang_fresh3.jsonl"
+# Tuning data written for issue 39's fourth round, first measured as it was written: 42
+# facts and 30 same-domain distractors in 27 languages weighted to those no set above
+# holds (sk, lv, ka, is, hr, ta, tl, et, bn, sw, lt, sl, ms, ga, hy, az, kk, bg, ur beside
+# ro, ru, es, zh, de, fr, ar, hi); the person's facts beside her relatives', colleagues'
+# and her own neighbouring ones, three restated (an earlier value saved first), project
+# facts beside each other; asked tersely as people type ("my job?", "Ce meserie am",
+# "wat phone do i have"), nearly all in another language. Each fact row has a ``split``:
+# ``tune`` rows may be fitted on, ``check`` rows are measured at the end only.
+FRESH4 = Path(__file__).resolve().parent / "crosslang_fresh4.jsonl"
 PROJECT = "/bench/crosslang"
 USER = "bench"
 TOP = 3
 
 
-def load(path: Path = CORPUS) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(memories, questions) in bench_recall's shapes."""
+def load(path: Path = CORPUS, split: str = "all") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(memories, questions) in bench_recall's shapes; every fact is stored, only the
+    questions of rows in ``split`` are asked (a row without one is in every split)."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     memories = [{"category": "user", **row} for row in rows]
     questions = [
         {"text": text, "cross": "same" if lang == row["lang"] else "cross", "expected": row["id"]}
         for row in rows
+        if split == "all" or row.get("split", split) == split
         for lang, text in row.get("queries", [])
     ]
     return memories, questions
@@ -165,6 +176,8 @@ async def write_languages() -> None:
 
 
 def line(name: str, ranks: list[int | None]) -> str:
+    if not ranks:
+        return f"{name}: none asked"
     top = sum(1 for r in ranks if r is not None and r <= TOP)
     first = sum(1 for r in ranks if r == 1)
     return f"{name}: top-{TOP} {top}/{len(ranks)} ({top / len(ranks):.3f}), top-1 {first}/{len(ranks)}"
@@ -175,8 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedding", default="auto")
     parser.add_argument("--misses", action="store_true", help="list the questions missed")
     # The held-out set only when asked for: a tuning run must not show it by accident.
-    parser.add_argument("--corpora", default="crosslang_corpus,recall_corpus,whose_corpus,crosslang_fresh,crosslang_fresh2,crosslang_fresh3",
+    parser.add_argument("--corpora", default="crosslang_corpus,recall_corpus,whose_corpus,crosslang_fresh,crosslang_fresh2,crosslang_fresh3,crosslang_fresh4",
                         help="which sets, comma-separated (heldout: the held-out set, measured once)")
+    parser.add_argument("--split", default="tune", choices=("tune", "check", "all"),
+                        help="which rows' questions of a set that has splits (crosslang_fresh4)")
     parser.add_argument("--debias", default="off,on", help="the dense channel's mean: off,on")
     parser.add_argument("--language", default="on", help="the dense channel's language subspace removed: off,on")
     parser.add_argument("--holder", default="", help="the holders' agreement's weights to compare, comma-separated (default: recall's)")
@@ -204,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         corpora["crosslang_fresh2"] = load(FRESH2)
     if "crosslang_fresh3" in wanted:
         corpora["crosslang_fresh3"] = load(FRESH3)
+    if "crosslang_fresh4" in wanted:
+        corpora["crosslang_fresh4"] = load(FRESH4, args.split)
     if "recall_corpus" in wanted:
         big = load_corpus()
         corpora["recall_corpus"] = (big.memories, big.queries)

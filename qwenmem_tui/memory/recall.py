@@ -148,6 +148,7 @@ CLOSE_MARGIN = 0.04
 CLOSE_ANSWERS_MINE = 0.03
 CLOSE_HOLDER = 0.4
 CLOSE_WINDOW = 3
+VERSION_MARGIN = CLOSE_MARGIN
 # A dialogue turn among the first NEIGHBOUR_TOP found lends this share of its fused
 # score to the turns next to it in its conversation (``_neighbours_lent``): a question's
 # evidence is often the turn before or after the one that matches it (the answer to a
@@ -1337,10 +1338,7 @@ class Recaller:
             if others:
                 beside = vectors @ (await reader.statements(others)).T
                 said = np.concatenate([said, beside], axis=1)
-            for i, j in zip(*np.nonzero(close & (said[:, : len(facts)] < CLOSE_STATEMENTS)), strict=True):
-                rest = [max(said[i, k], said[j, k]) for k in range(said.shape[1]) if k not in (i, j)]
-                if rest and said[i, j] < max(rest) + CLOSE_MARGIN:
-                    close[i, j] = False
+            close = nearer_each_other(close, said, close & (said[:, : len(facts)] < CLOSE_STATEMENTS))
         clear = [(await reader.read(v)).attribute for v in vectors[: len(facts)]]
         for i, j in zip(*np.nonzero(close), strict=True):
             if clear[i] is not None and clear[j] is not None and clear[i] != clear[j]:
@@ -1381,13 +1379,21 @@ class Recaller:
         marks: dict[int, Memory],
     ) -> list[Candidate]:
         """``head`` with each group of ``answers`` that are versions of one fact (their
-        statements nearly the same words, one holder) newest first in its slots."""
+        statements nearly the same words, one holder, and nearer each other than either
+        is to any other fact of ``head``: ``nearer_each_other``) newest first in its slots."""
         vectors = await reader.statements(answers)
-        close = vectors @ vectors.T >= VERSION_COSINE
+        said = vectors @ vectors.T
+        close = said >= VERSION_COSINE
         holders = (await self._spaces())[0]
         if holders is not None:  # my birthday and my brother's are no versions of one fact
             read = holders.read(vectors)
             close &= read @ read.T >= ONE_HOLDER
+        if (close & ~np.eye(len(answers), dtype=bool)).any():  # nearer each other than the rest?
+            theirs = {m.id for m in answers}
+            others = [c.memory for c in head if c.memory.id not in theirs and FLAG_DIALOGUE not in c.memory.flags]
+            if others:
+                said = np.concatenate([said, vectors @ (await reader.statements(others)).T], axis=1)
+            close = nearer_each_other(close, said, close, VERSION_MARGIN)
         for group in _groups(close):
             if len(group) > 1:
                 head = newest_in_their_slots(head, {answers[i].id for i in group}, marks)
@@ -1493,6 +1499,25 @@ def spelled_in_other_scripts(query: str, found: list[Candidate], weight: float =
         share = 0.0 if c.lexical is not None else spelled_elsewhere(query, terms, key, value)
         out.append(replace(c, spelled=share, score=c.score + weight * share) if share else c)
     return best_first(out) if weight else out
+
+
+def nearer_each_other(
+    close: np.ndarray, said: np.ndarray, tested: np.ndarray, margin: float = CLOSE_MARGIN
+) -> np.ndarray:
+    """``close`` (pairs of the first ``len(close)`` statements) less the ``tested`` pairs
+    that are not nearer each other by ``margin`` than either is to any other
+    statement of ``said`` (columns: the same statements, then others found beside them).
+    A sentence in a language the embedder knows little sits near every other: a Georgian
+    birthplace and an Armenian diet at 0.917, each 0.92 from a third fact, were taken for
+    one fact's versions and the newer took the birthplace's first rank; a Croatian "I now
+    drive a Golf" and a Slovenian "Father drives a Škoda" (0.922, the holders 0.32) the
+    same. Versions restate one subject: nearer each other than to anything else."""
+    kept = close.copy()
+    for i, j in zip(*np.nonzero(tested), strict=True):
+        rest = [max(said[i, k], said[j, k]) for k in range(said.shape[1]) if k not in (i, j)]
+        if i != j and rest and said[i, j] < max(rest) + margin:
+            kept[i, j] = False
+    return kept
 
 
 def _groups(close: np.ndarray) -> list[list[int]]:

@@ -5,13 +5,15 @@ takes the best slot. An order only: nothing is linked, marked or dropped."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from memtest_support import PROJECT_A, Clock, make_settings
 
 from qwenmem_tui.memory.attributes import ATTRIBUTES
 from qwenmem_tui.memory.meaning import LINKABLE, Reading, asked, may_answer
 from qwenmem_tui.memory.model import Category, Memory, Origin, RememberRequest, Status, WriteRequest
-from qwenmem_tui.memory.recall import Candidate, newest_in_their_slots
+from qwenmem_tui.memory import recall as recall_module
+from qwenmem_tui.memory.recall import Candidate, nearer_each_other, newest_in_their_slots
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
@@ -172,3 +174,50 @@ async def test_a_family_members_fact_in_nearly_the_same_words_keeps_its_place(
     await e5_service.remember(RememberRequest(theirs, project=PROJECT_A))
     found = await e5_service.recall(question, project=PROJECT_A, record=False)
     assert found.ids[0] == first.memory.id
+
+
+def test_a_pair_no_nearer_each_other_than_a_third_statement_is_no_versions_pair() -> None:
+    """Versions restate one subject: nearer each other than either is to anything else
+    found, by ``margin``; the pairs not tested stand as they are."""
+    said = np.array([[1.0, 0.92, 0.91], [0.92, 1.0, 0.85], [0.91, 0.85, 1.0]])
+    close = said >= 0.9
+    kept = nearer_each_other(close, said, close, 0.04)
+    assert not kept[0, 1] and not kept[1, 0] and kept[0, 0]
+    assert nearer_each_other(close, said, close, 0.0)[0, 1]  # 0.92 against 0.91
+    assert nearer_each_other(close, said, np.zeros_like(close), 0.04)[0, 1]  # not tested
+    alone = said[:2, :2]  # a pair and nothing beside it
+    assert nearer_each_other(alone >= 0.9, alone, alone >= 0.9, 0.04)[0, 1]
+
+
+@pytest.mark.parametrize(
+    ("asked_for", "others", "question"),
+    [
+        # Georgian and Armenian, scripts the embedder knows little: a birthplace and a diet
+        # at 0.917, each as near the Slovenian birthday, all three read as may-answers.
+        (("birthplace", "მე ქუთაისში დავიბადე."),
+         [("diet", "Ես արդեն հինգ տարի բուսակեր եմ։"), ("birthday", "Rojstni dan imam 14. marca.")],
+         "gdzie się urodziłam"),
+        # My car and my father's in two near languages (0.922; the holders 0.32, over
+        # ONE_HOLDER), a phone fact as near the one as they are to each other.
+        (("car", "Sada vozim stari plavi Golf."),
+         [("phone", "İndi Samsung Galaxy S23 işlədirəm."), ("commute", "Saya pergi ke pejabat naik LRT setiap hari."),
+          ("father_car", "Oče vozi rdečo Škodo.")],
+         "kereta apa saya pandu sekarang"),
+    ],
+)
+async def test_facts_as_near_the_rest_as_each_other_are_no_versions(
+    e5_service: MemoryService, monkeypatch: pytest.MonkeyPatch,
+    asked_for: tuple[str, str], others: list[tuple[str, str]], question: str,
+) -> None:
+    """Two facts that may both answer the question and sit at VERSION_COSINE, but no
+    nearer each other than to a third fact found beside them, are not one fact's
+    versions: the newer does not take the first rank from the fact asked for. Without
+    the test (any margin passing), it did."""
+    first = await e5_service.save(WriteRequest("user", *asked_for, origin=Origin.USER, project=PROJECT_A))
+    for key, value in others:
+        await e5_service.save(WriteRequest("user", key, value, origin=Origin.USER, project=PROJECT_A))
+    found = await e5_service.recall(question, project=PROJECT_A, record=False)
+    assert found.ids[0] == first.memory.id
+    monkeypatch.setattr(recall_module, "VERSION_MARGIN", -1.0)
+    before = await e5_service.recall(question, project=PROJECT_A, record=False)
+    assert before.ids[0] != first.memory.id
