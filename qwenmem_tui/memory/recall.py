@@ -29,7 +29,7 @@ import numpy as np
 
 from qwenmem_tui.memory.abstain import abstention_for
 from qwenmem_tui.memory.dense import SearchHit, best_scores, hubness, ranking_scores, scoring_query
-from qwenmem_tui.memory.embed import QUERY_MAX_CHARS, Embedder, HashEmbedder
+from qwenmem_tui.memory.embed import Embedder, HashEmbedder, clip_query
 from qwenmem_tui.memory.holder_space import (
     AGREEING_MARGIN,
     ONE_HOLDER,
@@ -846,7 +846,7 @@ class Recaller:
             if not len(ids):
                 return []
         now = self.clock()
-        terms = query_terms(text)
+        terms = query_terms(clip_query(text))  # the words a long paste is asked with, as embedded
         remove = await self.language_subspace() if language and self.dense_enabled else None
         query, dense_hits, lexical_hits, held = await self._channels(
             text, ids, limit, vector, scopes=scopes, now=now, exclude=exclude, terms=terms,
@@ -1492,7 +1492,7 @@ def spelled_in_other_scripts(query: str, found: list[Candidate], weight: float =
     Hindi, the Swedish note about Johan had ranked behind notes about Go and ClickHouse
     (fresh2 75 -> 76 of 88; the other tuning sets, bench_recall and bench_abstain's
     tuning half unchanged)."""
-    terms = query_terms(query[:QUERY_MAX_CHARS])  # a 5 MB paste: its head, as embedded
+    terms = query_terms(clip_query(query))  # a 5 MB paste: the words around it, as embedded
     out = []
     for c in found:
         key, value = c.memory.key, c.memory.value

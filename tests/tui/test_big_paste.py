@@ -14,8 +14,8 @@ import pytest
 from textual import events
 
 from qwenmem_tui.memory.embed import (
+    LONG_QUERY_CHARS,
     PASSAGE_MAX_CHARS,
-    QUERY_MAX_CHARS,
     HashEmbedder,
 )
 from qwenmem_tui.paths import Paths
@@ -60,6 +60,6 @@ async def test_a_huge_paste_then_remember_then_quit(
     sent = [m["content"] for r in fake.chat_requests for m in r["messages"] if m["role"] == "user"]
     assert any(PASTE.strip() in text for text in sent)  # the whole paste went to the model
     assert any(line.startswith("Remembered #") and "Tuesdays" in line for line in remembered), remembered
-    assert embedded and max(embedded) <= max(QUERY_MAX_CHARS, PASSAGE_MAX_CHARS)
+    assert embedded and max(embedded) <= max(LONG_QUERY_CHARS, PASSAGE_MAX_CHARS)
     history = (paths.home / HISTORY_FILE_NAME).read_text()
     assert "Tuesdays" in history and len(history) < 100_000

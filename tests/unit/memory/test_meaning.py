@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from memtest_support import PROJECT_A
 
-from qwenmem_tui.memory.meaning import MeaningReader
-from qwenmem_tui.memory.model import Category, Origin, RememberRequest, Status, WriteRequest
+from qwenmem_tui.memory.embed import HashEmbedder
+from qwenmem_tui.memory.meaning import STATEMENT_CHARS, MeaningReader
+from qwenmem_tui.memory.model import Category, Memory, Origin, RememberRequest, Status, WriteRequest
 from qwenmem_tui.memory.service import MemoryService
 from qwenmem_tui.paths import Paths
 
@@ -201,3 +202,31 @@ async def test_a_sentence_opening_with_its_value_is_keyed_by_its_attribute(
     written = await e5_service.remember(RememberRequest(note, project=PROJECT_A))
     assert not value_words & set(written.memory.key.split("_"))
     assert written.memory.category == "user"
+
+
+class _Recording(HashEmbedder):
+    """The hash embedder, keeping every passage it was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passages: list[str] = []
+
+    async def embed_passages(self, texts: list[str]) -> np.ndarray:
+        self.passages += texts
+        return await super().embed_passages(texts)
+
+
+async def test_a_long_memory_is_read_as_a_statement_by_its_opening() -> None:
+    """Recall reads the facts it found as statements (versions of one fact); a whole
+    1,500-character note cost ~0.7 s to embed, and a fresh process's first recall read
+    three of them past ``memory.api_wait_ms`` (e2e10: ``-p`` got no memory)."""
+    embedder = _Recording()
+    reader = MeaningReader(embedder)
+    note = "Deploy runbook for the billing service. " + "Step: migrate, restart, check the queue. " * 40
+    stored = Memory(7, "ana", "global", Category.PROJECT, "runbook", note, Origin.USER, Status.ACTIVE, [], 0.0, 0.0, None)
+    await reader.statements([stored])
+    await reader.note_statement(note)
+    assert len(embedder.passages) == 2
+    for text in embedder.passages:
+        assert "Deploy runbook for the billing service." in text
+        assert len(text) < len(note) and len(text) <= STATEMENT_CHARS + 40  # the frame's few words
