@@ -344,7 +344,7 @@ def _newer_versions(found: Sequence[Candidate]) -> dict[int, Candidate]:
 
 def _versioned(found: Sequence[Candidate]) -> set[int]:
     """The ids of ``found`` already known as versions of one fact (linked, or one key's
-    rows): ``current_first`` orders them, the versions steps leave them be."""
+    rows): ``current_first`` orders them, ``_asked_versions`` leaves them be."""
     newer = _newer_versions(found)
     return set(newer) | {c.memory.id for c in newer.values()}
 
@@ -1307,17 +1307,18 @@ class Recaller:
         ("The login timeout is tracked in ticket QZ-4417"), and "QX-4417" asks for that
         one, not the newest. (A person's facts are asked in other words: "私は毎朝何を
         していますか？" holds every word of the older "私は毎朝ヨガをしています" and still
-        wants the newer.)"""
+        wants the newer.) A fact the write linked to another is read here too: "Jag jobbar
+        på en HP-dator" linked to the employer, and "Jag har bytt till en MacBook" is its
+        newer version all the same."""
         reader = self.reader
         holders = (await self._spaces())[0]
         if reader is None or not reader.meaningful or holders is None:
             return ranked
         head = ranked[:CLOSE_WINDOW]
-        known = _versioned(found)
 
         def fact(c: Candidate) -> bool:
             return (
-                c.memory.id not in known and c.dense is not None and FLAG_DIALOGUE not in c.memory.flags
+                c.dense is not None and FLAG_DIALOGUE not in c.memory.flags
                 and (c.memory.category is Category.USER or not holds_its_words(c, 1.0))
             )
 
