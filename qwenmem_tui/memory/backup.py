@@ -334,7 +334,7 @@ async def _history_row(
             reason="import --trust",
         )
     )
-    created_at = _import_time(line.get("created_at"), now) or now
+    created_at = _import_time(line.get("created_at"), now, "created_at") or now
     updated_at = _import_time(line.get("updated_at"), now, "updated_at") or created_at
     later = line.get("superseded_by")
     if later is not None and (isinstance(later, bool) or not isinstance(later, int)):
@@ -345,7 +345,7 @@ async def _history_row(
         service.user, pending.scope, pending.category.value, pending.key, pending.value,
         pending.origin.value, Status(_text(line, "status")).value, flags, created_at, updated_at,
         _import_expiry(line.get("expires_at"), created_at), content_hash(pending.value), "", None,
-        _import_stated(line.get("stated_at"), now) or created_at,
+        _import_time(line.get("stated_at"), now, "stated_at") or created_at,
     )  # fmt: skip
     return HistoryRow(
         _backup_id(line),
@@ -537,7 +537,7 @@ async def _prepare(
     hold: list[str] = []
     if row.get("status") == Status.QUARANTINED.value:
         hold = [f for f in listed if holds([f])] or ["held_before_export"]
-    created_at = _import_time(row.get("created_at"), now)
+    created_at = _import_time(row.get("created_at"), now, "created_at")
     # Only a trusted backup's exact expiry is kept; otherwise the category's lifetime
     # (a requested ttl_days is capped by the policy).
     expires_at = _import_expiry(row.get("expires_at"), created_at) if backup and trusted else None
@@ -566,7 +566,7 @@ async def _prepare(
             scope=scope,
             created_at=created_at,
             expires_at=expires_at,
-            stated_at=_import_stated(row.get("stated_at"), now),
+            stated_at=_import_time(row.get("stated_at"), now, "stated_at"),
             reason="import --trust" if trusted else f"import; claimed origin {origin}",
             hold=hold,
             labels=[f for f in listed if f in LABEL_FLAGS] + ([FLAG_DIALOGUE] if speech else []),
@@ -709,25 +709,16 @@ def _moment(name: str, value: object) -> float:
     return _finite_number(name, value)
 
 
-def _import_time(value: object, now: float, name: str = "created_at") -> float | None:
-    """A real past moment: a far-future created_at would never expire. e2e10: a line
-    another tool wrote with an ISO `created_at` was rejected whole, its value lost."""
+def _import_time(value: object, now: float, name: str) -> float | None:
+    """A line's ``name`` moment (``_moment``: created, updated or stated), a real past
+    one: a far-future created_at would never expire; None when the line has none (the
+    caller says what stands in). e2e10: a line another tool wrote with an ISO
+    `created_at` was rejected whole, its value lost."""
     if value is None:
         return None
     at = _moment(name, value)
     if not _MIN_TIME <= at <= now + _FUTURE_SLACK:
         raise ValueError(f"{name} must be between 2000-01-01 and now, got {_shown(value)}")
-    return at
-
-
-def _import_stated(value: object, now: float) -> float | None:
-    """When the fact was said: ISO 8601 or unix seconds (``_moment``), a real past
-    moment; None: when it is saved."""
-    if value is None:
-        return None
-    at = _moment("stated_at", value)
-    if not _MIN_TIME <= at <= now + _FUTURE_SLACK:
-        raise ValueError(f"stated_at must be between 2000-01-01 and now, got {_shown(value)}")
     return at
 
 
