@@ -81,6 +81,16 @@ def fit_language_basis(vectors: np.ndarray, rows: Sequence[int]) -> np.ndarray:
     return basis
 
 
+def shipped_vectors(name: str, count: int) -> np.ndarray | None:
+    """The ``count`` example vectors shipped as ``name``; None when they are not (another
+    embedder's) or are damaged (unreadable, or not one vector an example)."""
+    try:
+        vectors: np.ndarray = np.load(SHIPPED / name)
+    except (OSError, ValueError):
+        return None
+    return vectors if vectors.shape[0] == count else None
+
+
 def question_bank(embedder_id: str) -> np.ndarray | None:
     """The shipped questions' vectors (these sentences' and the holders' examples',
     ``holder_space.py``): questions of every kind in many languages, against which
@@ -89,11 +99,8 @@ def question_bank(embedder_id: str) -> np.ndarray | None:
     parts = []
     for texts, name in ((sentence_texts, vectors_name), (holder_examples, holder_vectors_name)):
         statements, questions, _ = texts()
-        try:
-            vectors = np.load(SHIPPED / name(embedder_id))
-        except (OSError, ValueError):
-            return None
-        if vectors.shape[0] != len(statements) + len(questions):
+        vectors = shipped_vectors(name(embedder_id), len(statements) + len(questions))
+        if vectors is None:
             return None
         parts.append(vectors[len(statements) :].astype(np.float32))
     bank = np.concatenate(parts)
@@ -116,11 +123,8 @@ def language_basis(embedder_id: str) -> np.ndarray | None:
             return _BASES[embedder_id]
     _, _, rows = sentence_texts()
     basis = None
-    try:
-        vectors = np.load(SHIPPED / vectors_name(embedder_id))
-    except (OSError, ValueError):
-        vectors = None  # not shipped (another embedder) or damaged: no removal
-    if vectors is not None and vectors.shape[0] == len(rows):
+    vectors = shipped_vectors(vectors_name(embedder_id), len(rows))  # None: no removal
+    if vectors is not None:
         basis = fit_language_basis(vectors, rows)
         basis.flags.writeable = False  # one basis, read by every recaller
     with _lock:
