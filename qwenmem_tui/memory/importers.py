@@ -413,17 +413,18 @@ def read_transcript(text: str, name: str) -> list[JSONObject] | None:
     not one (most lines must be turns). A line that is neither a turn nor a date is kept
     as a turn without a name; a stamped one that is no turn (the app's own notice:
     "Messages are end-to-end encrypted") is nobody's words and is left out."""
-    lines = unstamped([line.strip() for line in text.split("\n") if line.strip()])
-    turns = [line for line, _ in lines if speaker_label(line) is not None]
-    if len(turns) < 2 or len(turns) < TRANSCRIPT_SHARE * len(lines):
+    lines = [(line, moment, speaker_label(line) is not None)
+             for line, moment in unstamped([line.strip() for line in text.split("\n") if line.strip()])]
+    turns = sum(1 for *_, turn in lines if turn)
+    if turns < 2 or turns < TRANSCRIPT_SHARE * len(lines):
         return None
     stem = make_key(name) if name else "conversation"
     rows: list[JSONObject] = []
     stated: str | None = None
-    for line, moment in lines:
-        if speaker_label(line) is None and moment is not None:
+    for line, moment, turn in lines:
+        if not turn and moment is not None:
             continue
-        if speaker_label(line) is None and (date := session_date(line)) is not None:
+        if not turn and (date := session_date(line)) is not None:
             stated = date
             continue
         row: JSONObject = {"category": "reference", "key": f"{stem}_{len(rows) + 1}", "value": line}

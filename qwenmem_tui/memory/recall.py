@@ -440,9 +440,11 @@ def clipped(candidate: Candidate, now: float, max_tokens: int) -> Candidate | No
     block stays within ``max_tokens``; None when not even MIN_CLIPPED_CHARS fit."""
     value = candidate.memory.value
 
+    def cut(n: int) -> Memory:
+        return replace(candidate.memory, value=value[:n].rstrip() + CLIP_MARK)
+
     def fits(n: int) -> bool:
-        memory = replace(candidate.memory, value=value[:n].rstrip() + CLIP_MARK)
-        return estimate_text_tokens(render_block([memory], now)) <= max_tokens
+        return estimate_text_tokens(render_block([cut(n)], now)) <= max_tokens
 
     low, high = 0, len(value) - 1  # the longest n that fits, by bisection
     while low < high:
@@ -450,8 +452,7 @@ def clipped(candidate: Candidate, now: float, max_tokens: int) -> Candidate | No
         low, high = (middle, high) if fits(middle) else (low, middle - 1)
     if low < MIN_CLIPPED_CHARS or not fits(low):
         return None
-    cut = replace(candidate.memory, value=value[:low].rstrip() + CLIP_MARK)
-    return replace(candidate, memory=cut)
+    return replace(candidate, memory=cut(low))
 
 
 def fitted_block(
